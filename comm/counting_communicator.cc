@@ -1,0 +1,58 @@
+#include "comm/counting_communicator.h"
+
+namespace zerofit::comm {
+
+double CommCounters::total_sent_bytes() const {
+  double total = 0;
+  for (double b : sent_bytes) total += b;
+  return total;
+}
+
+CommCounters CountingCommunicator::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+void CountingCommunicator::ResetCounters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_ = CommCounters{};
+}
+
+void CountingCommunicator::Add(CommCounters::Kind kind, uint64_t payload, double sent) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.calls[kind] += 1;
+  counters_.payload_bytes[kind] += payload;
+  counters_.sent_bytes[kind] += sent;
+}
+
+absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op) {
+  const double w = world_size();
+  Add(CommCounters::kReduceScatter, in.bytes(), (w - 1) / w * static_cast<double>(in.bytes()));
+  return inner_->ReduceScatter(in, out, op);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllGather(Buffer in, Buffer out) {
+  const double w = world_size();
+  Add(CommCounters::kAllGather, out.bytes(), (w - 1) / w * static_cast<double>(out.bytes()));
+  return inner_->AllGather(in, out);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllReduce(Buffer buf, ReduceOp op) {
+  const double w = world_size();
+  Add(CommCounters::kAllReduce, buf.bytes(), 2 * (w - 1) / w * static_cast<double>(buf.bytes()));
+  return inner_->AllReduce(buf, op);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::Broadcast(Buffer buf, int root) {
+  const double w = world_size();
+  // Pipelined ring broadcast: every rank but the last forwards the whole buffer once; averaged per rank.
+  Add(CommCounters::kBroadcast, buf.bytes(), w > 1 ? (w - 1) / w * static_cast<double>(buf.bytes()) : 0.0);
+  return inner_->Broadcast(buf, root);
+}
+
+absl::Status CountingCommunicator::Barrier(absl::Duration timeout) {
+  Add(CommCounters::kBarrier, 0, 0.0);
+  return inner_->Barrier(timeout);
+}
+
+}  // namespace zerofit::comm

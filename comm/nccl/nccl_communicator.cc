@@ -1,0 +1,301 @@
+#include "comm/nccl/nccl_communicator.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "comm/nccl/cuda_error.h"
+#include "core/status_macros.h"
+
+namespace zerofit::comm {
+namespace {
+
+absl::StatusOr<ncclDataType_t> NcclType(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kFloat64:
+      return ncclFloat64;
+  }
+  return absl::InvalidArgumentError("nccl: unknown dtype");
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+  }
+  return ncclSum;
+}
+
+// RAII CUDA event; destroyed without synchronising.
+class CudaEvent {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaEvent>> Create() {
+    cudaEvent_t e = nullptr;
+    ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
+    return std::unique_ptr<CudaEvent>(new CudaEvent(e));
+  }
+  ~CudaEvent() {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+  }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  explicit CudaEvent(cudaEvent_t e) : event_(e) {}
+  cudaEvent_t event_;
+};
+
+void Backoff(int* polls) {
+  if (++*polls < 200) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+}  // namespace
+
+struct NcclCommunicator::Impl {
+  CommOptions options;
+  int rank = 0;
+  int world = 1;
+  int device = 0;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  void* barrier_scratch = nullptr;  // one float on the device
+  std::atomic<bool> broken{false};
+  std::atomic<bool> aborted{false};
+
+  ~Impl() {
+    if (comm != nullptr) {
+      // A pending collective would make ncclCommDestroy wait on peers: abort instead when unsure.
+      const bool idle = stream != nullptr && cudaStreamQuery(stream) == cudaSuccess;
+      if (idle && !broken) {
+        ncclCommDestroy(comm);
+      } else {
+        ncclCommAbort(comm);
+      }
+    }
+    if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  // Aborts the NCCL communicator (never waits on peers) the first time anything goes wrong.
+  void MarkBroken() {
+    if (!broken.exchange(true) && comm != nullptr) {
+      ncclCommAbort(comm);
+      comm = nullptr;
+    }
+  }
+
+  // Waits for the communicator's asynchronous state to leave ncclInProgress.
+  absl::Status WaitReady(absl::Time deadline, const char* what) {
+    int polls = 0;
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      ZF_RETURN_IF_ERROR(ZF_NCCL_CALL(ncclCommGetAsyncError(comm, &state)));
+      if (state == ncclSuccess) return absl::OkStatus();
+      if (state != ncclInProgress) return ZF_NCCL_CALL(state);
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("nccl ", what, " on rank ", rank, " of ", world,
+                                                        " did not complete before its deadline"));
+      }
+      Backoff(&polls);
+    }
+  }
+
+  absl::Status Usable() const {
+    if (aborted) return absl::AbortedError("nccl communicator was aborted");
+    if (broken) return absl::FailedPreconditionError("nccl communicator is unusable after an earlier failure");
+    return absl::OkStatus();
+  }
+};
+
+namespace {
+
+class NcclWork final : public Work {
+ public:
+  NcclWork(NcclCommunicator::Impl* impl, std::unique_ptr<CudaEvent> event, absl::Time deadline)
+      : impl_(impl), event_(std::move(event)), deadline_(deadline) {}
+
+  absl::Status Wait(absl::Duration timeout) override {
+    const absl::Time until = std::min(deadline_, absl::Now() + timeout);
+    int polls = 0;
+    while (true) {
+      if (impl_->aborted) return absl::AbortedError("nccl communicator was aborted");
+      const cudaError_t q = cudaEventQuery(event_->get());
+      if (q == cudaSuccess) return absl::OkStatus();
+      if (q != cudaErrorNotReady) {
+        impl_->MarkBroken();
+        return ZF_CUDA_CALL(q);
+      }
+      ncclResult_t async = ncclSuccess;
+      if (impl_->comm != nullptr) ncclCommGetAsyncError(impl_->comm, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        impl_->MarkBroken();
+        return ZF_NCCL_CALL(async);
+      }
+      const absl::Time now = absl::Now();
+      if (now >= until) {
+        if (now >= deadline_) {
+          impl_->MarkBroken();
+          return absl::DeadlineExceededError(absl::StrCat(
+              "nccl collective on rank ", impl_->rank, " of ", impl_->world,
+              " did not complete before its deadline: a peer rank has not arrived; the communicator was aborted"));
+        }
+        return absl::DeadlineExceededError("nccl collective still running");
+      }
+      Backoff(&polls);
+    }
+  }
+
+  bool IsCompleted() override { return impl_->aborted || cudaEventQuery(event_->get()) != cudaErrorNotReady; }
+
+ private:
+  NcclCommunicator::Impl* impl_;
+  std::unique_ptr<CudaEvent> event_;
+  absl::Time deadline_;
+};
+
+absl::Status CheckDevice(const Buffer& b) {
+  if (b.device != Device::kCuda) return absl::InvalidArgumentError("nccl communicator: CUDA buffers only");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NcclCommunicator::~NcclCommunicator() = default;
+
+absl::StatusOr<NcclUniqueIdBytes> NcclCommunicator::NewUniqueId() {
+  ncclUniqueId id;
+  ZF_RETURN_IF_ERROR(ZF_NCCL_CALL(ncclGetUniqueId(&id)));
+  NcclUniqueIdBytes out;
+  static_assert(sizeof(id) == sizeof(NcclUniqueIdBytes), "ncclUniqueId size changed");
+  std::memcpy(out.data(), &id, sizeof(id));
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const NcclUniqueIdBytes& id_bytes,
+                                                                           int rank, int world_size,
+                                                                           int cuda_device, CommOptions options) {
+  if (rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("nccl: rank ", rank, " outside [0, ", world_size, ")"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->rank = rank;
+  impl->world = world_size;
+  impl->device = cuda_device;
+  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaSetDevice(cuda_device)));
+  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking)));
+  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaMalloc(&impl->barrier_scratch, sizeof(float))));
+  ncclUniqueId id;
+  std::memcpy(&id, id_bytes.data(), sizeof(id));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const absl::Time deadline = absl::Now() + options.timeout;
+  ZF_RETURN_IF_ERROR(ZF_NCCL_CALL(ncclCommInitRankConfig(&impl->comm, world_size, id, rank, &config)));
+  absl::Status ready = impl->WaitReady(deadline, "ncclCommInitRankConfig");
+  if (!ready.ok()) {
+    impl->MarkBroken();
+    return ready;
+  }
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateWithBootstrap(Communicator& bootstrap,
+                                                                                       int cuda_device,
+                                                                                       CommOptions options) {
+  NcclUniqueIdBytes id{};
+  if (bootstrap.rank() == 0) {
+    ZF_ASSIGN_OR_RETURN(id, NewUniqueId());
+  }
+  // 128 opaque bytes move as 32 fp32 words: a broadcast copies bits verbatim.
+  Buffer buf{id.data(), id.size() / sizeof(float), DType::kFloat32, Device::kCpu};
+  ZF_RETURN_IF_ERROR(WaitFor(bootstrap.Broadcast(buf, 0), bootstrap.options().timeout));
+  return Create(id, bootstrap.rank(), bootstrap.world_size(), cuda_device, options);
+}
+
+int NcclCommunicator::rank() const { return impl_->rank; }
+int NcclCommunicator::world_size() const { return impl_->world; }
+const CommOptions& NcclCommunicator::options() const { return impl_->options; }
+void* NcclCommunicator::stream() const { return impl_->stream; }
+
+namespace {
+
+// Records the completion event after an enqueued collective and wraps it in a Work.
+absl::StatusOr<std::unique_ptr<Work>> Finish(NcclCommunicator::Impl* impl, absl::Status launched) {
+  if (!launched.ok()) {
+    impl->MarkBroken();
+    return launched;
+  }
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<CudaEvent> event, CudaEvent::Create());
+  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaEventRecord(event->get(), impl->stream)));
+  return std::unique_ptr<Work>(
+      std::make_unique<NcclWork>(impl, std::move(event), absl::Now() + impl->options.timeout));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op) {
+  ZF_RETURN_IF_ERROR(impl_->Usable());
+  ZF_RETURN_IF_ERROR(ValidateReduceScatter(*this, in, out));
+  ZF_RETURN_IF_ERROR(CheckDevice(in));
+  ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(in.dtype));
+  return Finish(impl_.get(), ZF_NCCL_CALL(ncclReduceScatter(in.data, out.data, out.count, type, NcclOp(op),
+                                                            impl_->comm, impl_->stream)));
+}
+
+absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::AllGather(Buffer in, Buffer out) {
+  ZF_RETURN_IF_ERROR(impl_->Usable());
+  ZF_RETURN_IF_ERROR(ValidateAllGather(*this, in, out));
+  ZF_RETURN_IF_ERROR(CheckDevice(in));
+  ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(in.dtype));
+  return Finish(impl_.get(),
+                ZF_NCCL_CALL(ncclAllGather(in.data, out.data, in.count, type, impl_->comm, impl_->stream)));
+}
+
+absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::AllReduce(Buffer buf, ReduceOp op) {
+  ZF_RETURN_IF_ERROR(impl_->Usable());
+  ZF_RETURN_IF_ERROR(ValidateBuffer("AllReduce", buf));
+  ZF_RETURN_IF_ERROR(CheckDevice(buf));
+  ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(buf.dtype));
+  return Finish(impl_.get(), ZF_NCCL_CALL(ncclAllReduce(buf.data, buf.data, buf.count, type, NcclOp(op),
+                                                        impl_->comm, impl_->stream)));
+}
+
+absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::Broadcast(Buffer buf, int root) {
+  ZF_RETURN_IF_ERROR(impl_->Usable());
+  ZF_RETURN_IF_ERROR(ValidateBuffer("Broadcast", buf));
+  ZF_RETURN_IF_ERROR(ValidateRoot(*this, root));
+  ZF_RETURN_IF_ERROR(CheckDevice(buf));
+  ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(buf.dtype));
+  return Finish(impl_.get(), ZF_NCCL_CALL(ncclBroadcast(buf.data, buf.data, buf.count, type, root, impl_->comm,
+                                                        impl_->stream)));
+}
+
+absl::Status NcclCommunicator::Barrier(absl::Duration timeout) {
+  Buffer scratch{impl_->barrier_scratch, 1, DType::kFloat32, Device::kCuda};
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<Work> work, AllReduce(scratch, ReduceOp::kSum));
+  return work->Wait(timeout);
+}
+
+void NcclCommunicator::Abort() {
+  impl_->aborted = true;
+  impl_->MarkBroken();
+}
+
+}  // namespace zerofit::comm

@@ -1,0 +1,292 @@
+#include "sharding/zero2_optimizer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace zerofit::sharding {
+
+using comm::Buffer;
+using comm::ReduceOp;
+using core::DType;
+
+const char* AccumulationModeName(AccumulationMode mode) {
+  switch (mode) {
+    case AccumulationMode::kReduceScatterEveryMicroBatch:
+      return "reduce-scatter-every-micro-batch";
+    case AccumulationMode::kReduceOncePerStep:
+      return "reduce-once-per-step";
+  }
+  return "unknown";
+}
+
+Zero2Optimizer::Zero2Optimizer(BucketPlan plan, const Zero2Options& options, comm::Communicator* comm)
+    : plan_(std::move(plan)), options_(options), comm_(comm), scaler_(options.loss_scaling) {}
+
+absl::StatusOr<std::unique_ptr<Zero2Optimizer>> Zero2Optimizer::Create(std::vector<ParamSpec> params,
+                                                                       const Zero2Options& options,
+                                                                       comm::Communicator* comm) {
+  if (comm == nullptr) return absl::InvalidArgumentError("Zero2Optimizer: communicator is null");
+  if (options.param_dtype == DType::kFloat64) {
+    return absl::InvalidArgumentError("Zero2Optimizer: param_dtype must be fp32, bf16 or fp16");
+  }
+  const size_t elem = core::DTypeSize(options.param_dtype);
+  if (options.alignment_bytes == 0 || options.alignment_bytes % elem != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Zero2Optimizer: alignment_bytes ", options.alignment_bytes,
+                                                   " is not a positive multiple of the element size ", elem));
+  }
+  BucketPlanOptions po;
+  po.bucket_bytes = options.bucket_bytes;
+  po.element_bytes = elem;
+  po.alignment = options.alignment_bytes / elem;
+  po.world = comm->world_size();
+  po.rank = comm->rank();
+  ZF_ASSIGN_OR_RETURN(BucketPlan plan, BucketPlan::Make(params, po));
+  std::unique_ptr<Zero2Optimizer> opt(new Zero2Optimizer(std::move(plan), options, comm));
+  ZF_RETURN_IF_ERROR(opt->Allocate());
+  return opt;
+}
+
+absl::Status Zero2Optimizer::Allocate() {
+  const size_t shard = plan_.shard_numel();
+  ZF_ASSIGN_OR_RETURN(flat_params_, core::AlignedBuffer::Allocate(plan_.flat_numel() * elem_bytes()));
+  if (options_.accumulation == AccumulationMode::kReduceOncePerStep) {
+    ZF_ASSIGN_OR_RETURN(flat_grads_, core::AlignedBuffer::Allocate(plan_.flat_numel() * elem_bytes()));
+  }
+  // Optimizer state exists for this rank's shard only: it is never materialised for the full model.
+  ZF_ASSIGN_OR_RETURN(master_, core::AlignedBuffer::Allocate(shard * sizeof(float)));
+  ZF_ASSIGN_OR_RETURN(exp_avg_, core::AlignedBuffer::Allocate(shard * sizeof(float)));
+  ZF_ASSIGN_OR_RETURN(exp_avg_sq_, core::AlignedBuffer::Allocate(shard * sizeof(float)));
+  ZF_ASSIGN_OR_RETURN(shard_grads_, core::AlignedBuffer::Allocate(shard * sizeof(float)));
+  ZF_ASSIGN_OR_RETURN(recv_, core::AlignedBuffer::Allocate(shard * elem_bytes()));
+  const size_t nb = plan_.buckets().size();
+  arrived_.assign(nb, 0);
+  bucket_staging_.assign(nb, -1);
+  param_seen_.assign(plan_.params().size(), false);
+  return absl::OkStatus();
+}
+
+void* Zero2Optimizer::param_data(size_t i) { return flat_param_at(plan_.placement(i).flat_offset); }
+
+void* Zero2Optimizer::grad_data(size_t i) {
+  if (options_.accumulation != AccumulationMode::kReduceOncePerStep) return nullptr;
+  return flat_grads_.as<char>() + plan_.placement(i).flat_offset * elem_bytes();
+}
+
+absl::Status Zero2Optimizer::InitializeFromParameters(bool broadcast) {
+  if (broadcast && comm_->world_size() > 1) {
+    std::vector<std::unique_ptr<comm::Work>> works;
+    for (const Bucket& b : plan_.buckets()) {
+      Buffer buf{flat_param_at(b.flat_offset), b.layout.padded_numel, options_.param_dtype};
+      ZF_ASSIGN_OR_RETURN(auto w, comm_->Broadcast(buf, 0));
+      works.push_back(std::move(w));
+    }
+    for (auto& w : works) ZF_RETURN_IF_ERROR(w->Wait(comm_->options().timeout));
+  }
+  // Padding stays zero in the master copy; real elements come from the (now identical) parameters.
+  master_.Zero();
+  for (const ShardSegment& s : plan_.segments()) {
+    core::ConvertElements(flat_param_at(s.flat_offset), options_.param_dtype, master_.as<float>() + s.shard_offset,
+                          DType::kFloat32, s.numel);
+  }
+  return absl::OkStatus();
+}
+
+bool Zero2Optimizer::reducing_this_micro_batch() const {
+  return options_.accumulation == AccumulationMode::kReduceScatterEveryMicroBatch || last_of_step_;
+}
+
+absl::Status Zero2Optimizer::BeginMicroBatch(bool last_of_step) {
+  if (in_micro_batch_) return absl::FailedPreconditionError("BeginMicroBatch: the previous micro-batch has not ended");
+  in_micro_batch_ = true;
+  last_of_step_ = last_of_step;
+  std::fill(arrived_.begin(), arrived_.end(), 0);
+  std::fill(param_seen_.begin(), param_seen_.end(), false);
+  next_launch_ = 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Zero2Optimizer::AcquireStaging() {
+  while (free_staging_.empty()) {
+    if (in_flight_.empty()) {
+      ZF_ASSIGN_OR_RETURN(core::AlignedBuffer buf,
+                          core::AlignedBuffer::Allocate(plan_.max_bucket_numel() * elem_bytes()));
+      staging_.push_back(std::move(buf));
+      free_staging_.push_back(static_cast<int>(staging_.size()) - 1);
+      break;
+    }
+    ZF_RETURN_IF_ERROR(CompleteOldest());  // frees the oldest in-flight bucket's staging buffer
+  }
+  const int idx = free_staging_.back();
+  free_staging_.pop_back();
+  staging_[idx].Zero();  // parameters that never report, and padding, reduce as zeros
+  return idx;
+}
+
+absl::Status Zero2Optimizer::OnGradientReady(size_t i, const void* grad) {
+  if (!in_micro_batch_) return absl::FailedPreconditionError("OnGradientReady outside BeginMicroBatch/EndMicroBatch");
+  if (i >= plan_.params().size()) {
+    return absl::OutOfRangeError(absl::StrCat("OnGradientReady: parameter index ", i, " >= ", plan_.params().size()));
+  }
+  if (param_seen_[i]) {
+    return absl::FailedPreconditionError(absl::StrCat("OnGradientReady: gradient of parameter ", i, " ('",
+                                                      plan_.params()[i].name,
+                                                      "') reported twice in one micro-batch"));
+  }
+  param_seen_[i] = true;
+  const ParamPlacement& p = plan_.placement(i);
+  const size_t numel = plan_.params()[i].numel;
+  if (options_.accumulation == AccumulationMode::kReduceOncePerStep) {
+    void* dst = grad_data(i);
+    if (grad != nullptr && grad != dst) {
+      // Accumulate a gradient that autograd produced elsewhere into the flat buffer.
+      if (options_.param_dtype == DType::kFloat32) {
+        core::AccumulateToFloat(grad, DType::kFloat32, static_cast<float*>(dst), numel);
+      } else {
+        for (size_t k = 0; k < numel; ++k) {
+          core::StoreFromFloat(dst, options_.param_dtype, k,
+                               core::LoadAsFloat(dst, options_.param_dtype, k) +
+                                   core::LoadAsFloat(grad, options_.param_dtype, k));
+        }
+      }
+    }
+  } else {
+    if (grad == nullptr) {
+      return absl::InvalidArgumentError("OnGradientReady: a gradient is required in reduce-scatter mode");
+    }
+    if (bucket_staging_[p.bucket] < 0) {
+      ZF_ASSIGN_OR_RETURN(bucket_staging_[p.bucket], AcquireStaging());
+    }
+    std::memcpy(staging_[bucket_staging_[p.bucket]].as<char>() + p.offset_in_bucket * elem_bytes(), grad,
+                numel * elem_bytes());
+  }
+  ++arrived_[p.bucket];
+  if (!reducing_this_micro_batch()) return absl::OkStatus();
+  return LaunchReadyBuckets(/*from_backward=*/true);
+}
+
+absl::Status Zero2Optimizer::LaunchReadyBuckets(bool from_backward) {
+  const auto& buckets = plan_.buckets();
+  while (next_launch_ < buckets.size() && arrived_[next_launch_] == buckets[next_launch_].params.size()) {
+    const size_t b = next_launch_++;
+    const Bucket& bucket = buckets[b];
+    const char* src;
+    int staging = -1;
+    if (options_.accumulation == AccumulationMode::kReduceOncePerStep) {
+      src = flat_grads_.as<char>() + bucket.flat_offset * elem_bytes();
+    } else {
+      if (bucket_staging_[b] < 0) {
+        ZF_ASSIGN_OR_RETURN(bucket_staging_[b], AcquireStaging());
+      }
+      staging = bucket_staging_[b];
+      src = staging_[staging].as<char>();
+    }
+    Buffer in{const_cast<char*>(src), bucket.layout.padded_numel, options_.param_dtype};
+    Buffer out{recv_.as<char>() + bucket.shard_offset * elem_bytes(), bucket.layout.shard_numel,
+               options_.param_dtype};
+    ZF_ASSIGN_OR_RETURN(auto work, comm_->ReduceScatter(in, out, ReduceOp::kSum));
+    in_flight_.push_back(InFlight{b, std::move(work), staging});
+    ++stats_.buckets_launched;
+    if (from_backward) ++stats_.buckets_launched_before_end;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Zero2Optimizer::CompleteOldest() {
+  InFlight f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  ZF_RETURN_IF_ERROR(f.work->Wait(comm_->options().timeout));
+  const Bucket& bucket = plan_.buckets()[f.bucket];
+  core::AccumulateToFloat(recv_.as<char>() + bucket.shard_offset * elem_bytes(), options_.param_dtype,
+                          shard_grads_.as<float>() + bucket.shard_offset, bucket.layout.shard_numel);
+  if (f.staging >= 0) {
+    free_staging_.push_back(f.staging);
+    bucket_staging_[f.bucket] = -1;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Zero2Optimizer::Drain() {
+  while (!in_flight_.empty()) ZF_RETURN_IF_ERROR(CompleteOldest());
+  return absl::OkStatus();
+}
+
+absl::Status Zero2Optimizer::EndMicroBatch(double units) {
+  if (!in_micro_batch_) return absl::FailedPreconditionError("EndMicroBatch without BeginMicroBatch");
+  if (!(units >= 0.0)) return absl::InvalidArgumentError(absl::StrCat("EndMicroBatch: units ", units, " < 0"));
+  in_micro_batch_ = false;
+  local_units_ += units;
+  if (!reducing_this_micro_batch()) return absl::OkStatus();
+  // Parameters that did not take part in this backward contribute zero gradients.
+  const auto& buckets = plan_.buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) arrived_[b] = static_cast<uint32_t>(buckets[b].params.size());
+  ZF_RETURN_IF_ERROR(LaunchReadyBuckets(/*from_backward=*/false));
+  return Drain();
+}
+
+absl::StatusOr<StepResult> Zero2Optimizer::Step() {
+  if (in_micro_batch_) return absl::FailedPreconditionError("Step inside a micro-batch: call EndMicroBatch first");
+  ZF_RETURN_IF_ERROR(Drain());
+  const size_t shard = plan_.shard_numel();
+  float* g = shard_grads_.as<float>();
+  // One all-reduce carries both the squared norm and the unit count.
+  double sums[2] = {0.0, local_units_};
+  for (size_t k = 0; k < shard; ++k) sums[0] += static_cast<double>(g[k]) * g[k];
+  ZF_RETURN_IF_ERROR(comm::WaitFor(comm_->AllReduce(Buffer{sums, 2, DType::kFloat64}, ReduceOp::kSum),
+                                   comm_->options().timeout));
+  StepResult r;
+  r.loss_scale = scaler_.scale();
+  r.units = sums[1];
+  // Non-finite sums mean some rank overflowed: every rank sees the same all-reduced value and skips.
+  const bool overflow = !std::isfinite(sums[0]);
+  const bool apply = scaler_.Update(overflow) && r.units > 0.0;
+  if (apply) {
+    const double denom = static_cast<double>(r.loss_scale) * r.units;
+    const double norm = std::sqrt(sums[0]) / denom;
+    double clip = 1.0;
+    if (options_.max_grad_norm > 0.0f) clip = std::min(1.0, options_.max_grad_norm / (norm + 1e-6));
+    r.grad_norm = static_cast<float>(norm);
+    r.clip_coef = static_cast<float>(clip);
+    const float grad_scale = static_cast<float>(clip / denom);
+    ++step_;
+    for (const ShardSegment& s : plan_.segments()) {
+      offload::AdamWHyper h = options_.adamw;
+      if (!s.weight_decay) h.weight_decay = 0.0f;
+      offload::CpuAdamWScalar(master_.as<float>() + s.shard_offset, g + s.shard_offset,
+                              exp_avg_.as<float>() + s.shard_offset, exp_avg_sq_.as<float>() + s.shard_offset,
+                              s.numel, h, step_, grad_scale, flat_param_at(s.flat_offset), options_.param_dtype);
+    }
+    // Every rank gets the updated parameters back: all-gather each bucket in place.
+    std::vector<std::unique_ptr<comm::Work>> works;
+    for (const Bucket& b : plan_.buckets()) {
+      Buffer out{flat_param_at(b.flat_offset), b.layout.padded_numel, options_.param_dtype};
+      Buffer in{flat_param_at(b.flat_offset + b.layout.shard_offset), b.layout.shard_numel, options_.param_dtype};
+      ZF_ASSIGN_OR_RETURN(auto w, comm_->AllGather(in, out));
+      works.push_back(std::move(w));
+    }
+    for (auto& w : works) ZF_RETURN_IF_ERROR(w->Wait(comm_->options().timeout));
+  }
+  r.applied = apply;
+  r.step = step_;
+  shard_grads_.Zero();
+  flat_grads_.Zero();
+  local_units_ = 0.0;
+  return r;
+}
+
+Zero2MemoryStats Zero2Optimizer::memory() const {
+  Zero2MemoryStats m;
+  m.master_bytes = master_.bytes();
+  m.exp_avg_bytes = exp_avg_.bytes();
+  m.exp_avg_sq_bytes = exp_avg_sq_.bytes();
+  m.shard_grad_bytes = shard_grads_.bytes();
+  m.flat_param_bytes = flat_params_.bytes();
+  m.flat_grad_bytes = flat_grads_.bytes();
+  for (const auto& s : staging_) m.staging_bytes_peak += s.bytes();
+  m.recv_bytes = recv_.bytes();
+  return m;
+}
+
+}  // namespace zerofit::sharding

@@ -1,0 +1,163 @@
+// ZeRO-2: sharded AdamW with bucketed gradient reduce-scatter and gradient accumulation.
+//
+// Memory per rank (elements; P = parameter dtype bytes, N = model numel, W = world size):
+//   flat parameters      N*P (full copy, every rank; all-gathered after each step)
+//   optimizer state      12 * N/W bytes: fp32 master weights, AdamW m and v, for this rank's shard only
+//   shard gradients      4 * N/W bytes (fp32 accumulator of this rank's reduced gradients)
+//   gradients in flight  kReduceScatterEveryMicroBatch: a few bucket-sized staging buffers (lowest memory)
+//                        kReduceOncePerStep: a full flat gradient buffer N*P (K times fewer gradient bytes)
+//
+// Protocol of one optimizer step with K micro-batches:
+//   for k in 0..K-1:
+//     BeginMicroBatch(k == K-1)
+//     backward on (sum of per-sample or per-token losses) * loss_scale(); for each parameter whose
+//       gradient is complete: OnGradientReady(i, grad)        <- from autograd hooks, backward order
+//     EndMicroBatch(units)          units = samples or tokens the summed loss covers on this rank
+//   Step()                          norm, clip, AdamW on the shard, all-gather
+// A bucket is reduce-scattered as soon as all its gradients are in and every earlier bucket has been
+// launched (the same launch order on every rank, as MPI/NCCL require), while backward goes on. Gradients are
+// divided by the global number of units at the step, so micro-batches of different sizes weigh every sample
+// (token) equally, exactly like one big batch with a mean loss.
+//
+// Not thread-safe: one thread at a time (the torch adapter serialises its hooks).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/aligned_buffer.h"
+#include "offload/cpu_adamw.h"
+#include "sharding/bucket_plan.h"
+#include "sharding/loss_scaler.h"
+
+namespace zerofit::sharding {
+
+enum class AccumulationMode {
+  kReduceScatterEveryMicroBatch,  // reduce-scatter each micro-batch into the owned fp32 shard (ZeRO-2)
+  kReduceOncePerStep,             // accumulate in a full local gradient buffer, reduce-scatter once per step
+};
+
+struct Zero2Options {
+  core::DType param_dtype = core::DType::kFloat32;  // model parameters and their gradients
+  size_t bucket_bytes = 25u << 20;
+  size_t alignment_bytes = 64;
+  AccumulationMode accumulation = AccumulationMode::kReduceScatterEveryMicroBatch;
+  offload::AdamWHyper adamw;
+  float max_grad_norm = 0.0f;  // <= 0: no clipping
+  LossScalerOptions loss_scaling;
+};
+
+struct StepResult {
+  bool applied = false;     // false when the step was skipped for inf/nan gradients
+  float grad_norm = 0.0f;   // global L2 norm of the normalised, unscaled gradient, before clipping
+  float clip_coef = 1.0f;   // factor applied to the gradient (1 when not clipped)
+  double units = 0.0;       // samples/tokens this step covered on all ranks
+  float loss_scale = 1.0f;  // scale used for this step's backward
+  int64_t step = 0;         // optimizer steps applied so far
+};
+
+struct Zero2MemoryStats {
+  size_t master_bytes = 0;
+  size_t exp_avg_bytes = 0;
+  size_t exp_avg_sq_bytes = 0;
+  size_t optimizer_state_bytes() const { return master_bytes + exp_avg_bytes + exp_avg_sq_bytes; }
+  size_t shard_grad_bytes = 0;      // fp32 accumulator of the owned gradient shard
+  size_t flat_param_bytes = 0;      // full model copy in param dtype
+  size_t flat_grad_bytes = 0;       // kReduceOncePerStep only
+  size_t staging_bytes_peak = 0;    // kReduceScatterEveryMicroBatch: bucket staging buffers allocated
+  size_t recv_bytes = 0;            // reduce-scatter landing buffer (one shard in param dtype)
+};
+
+struct Zero2Stats {
+  uint64_t buckets_launched = 0;
+  uint64_t buckets_launched_before_end = 0;  // launched from OnGradientReady, i.e. while backward still ran
+};
+
+class Zero2Optimizer {
+ public:
+  // `comm` must outlive the optimizer. Parameters are zero until the caller writes them (param_data) and
+  // calls InitializeFromParameters.
+  static absl::StatusOr<std::unique_ptr<Zero2Optimizer>> Create(std::vector<ParamSpec> params,
+                                                                 const Zero2Options& options,
+                                                                 comm::Communicator* comm);
+
+  const BucketPlan& plan() const { return plan_; }
+  const Zero2Options& options() const { return options_; }
+  // Storage of parameter i (numel elements of param_dtype) inside the flat parameter buffer.
+  void* param_data(size_t i);
+  // kReduceOncePerStep: storage where parameter i's gradient accumulates (param_dtype); nullptr otherwise.
+  void* grad_data(size_t i);
+
+  // Makes every rank hold rank 0's parameters (if `broadcast`) and fills this rank's fp32 master shard.
+  absl::Status InitializeFromParameters(bool broadcast = true);
+
+  absl::Status BeginMicroBatch(bool last_of_step);
+  // `grad`: parameter i's gradient for this micro-batch, numel contiguous elements of param_dtype. In
+  // kReduceOncePerStep it may be nullptr (or grad_data(i)) when the gradient already accumulated in place.
+  absl::Status OnGradientReady(size_t i, const void* grad);
+  // Launches buckets whose parameters got no gradient (unused parameters count as zero) and waits for this
+  // micro-batch's reduce-scatters. `units` is what this rank's summed loss covered (samples or tokens).
+  absl::Status EndMicroBatch(double units);
+  absl::StatusOr<StepResult> Step();
+
+  float loss_scale() const { return scaler_.scale(); }
+  void set_learning_rate(float lr) { options_.adamw.lr = lr; }
+  int64_t step() const { return step_; }
+  Zero2MemoryStats memory() const;
+  const Zero2Stats& stats() const { return stats_; }
+
+  // This rank's shard buffers (shard_numel fp32 elements each), for tests and checkpoints.
+  const float* master_shard() const { return master_.as<float>(); }
+  const float* exp_avg_shard() const { return exp_avg_.as<float>(); }
+  const float* exp_avg_sq_shard() const { return exp_avg_sq_.as<float>(); }
+
+ private:
+  struct InFlight {
+    size_t bucket;
+    std::unique_ptr<comm::Work> work;
+    int staging;  // index into staging_, or -1
+  };
+
+  Zero2Optimizer(BucketPlan plan, const Zero2Options& options, comm::Communicator* comm);
+  absl::Status Allocate();
+  size_t elem_bytes() const { return core::DTypeSize(options_.param_dtype); }
+  char* flat_param_at(size_t elem) { return flat_params_.as<char>() + elem * elem_bytes(); }
+  absl::StatusOr<int> AcquireStaging();
+  absl::Status LaunchReadyBuckets(bool from_backward);
+  absl::Status CompleteOldest();
+  absl::Status Drain();
+  bool reducing_this_micro_batch() const;
+
+  BucketPlan plan_;
+  Zero2Options options_;
+  comm::Communicator* comm_;
+  DynamicLossScaler scaler_;
+
+  core::AlignedBuffer flat_params_;  // flat_numel * param dtype
+  core::AlignedBuffer flat_grads_;   // kReduceOncePerStep only
+  core::AlignedBuffer master_, exp_avg_, exp_avg_sq_, shard_grads_;  // shard_numel fp32 each
+  core::AlignedBuffer recv_;                                         // shard_numel * param dtype
+  std::vector<core::AlignedBuffer> staging_;                         // max_bucket_numel * param dtype each
+  std::vector<int> free_staging_;
+
+  // Per micro-batch state.
+  bool in_micro_batch_ = false;
+  bool last_of_step_ = false;
+  std::vector<uint32_t> arrived_;       // gradients received per bucket
+  std::vector<int> bucket_staging_;     // staging buffer assigned to each bucket, or -1
+  std::vector<bool> param_seen_;        // got a gradient this micro-batch
+  size_t next_launch_ = 0;              // buckets launch strictly in index order
+  std::deque<InFlight> in_flight_;
+  double local_units_ = 0.0;
+
+  int64_t step_ = 0;
+  Zero2Stats stats_;
+};
+
+const char* AccumulationModeName(AccumulationMode mode);
+
+}  // namespace zerofit::sharding
