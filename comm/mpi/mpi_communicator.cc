@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "comm/mpi/mpi_error.h"
@@ -129,6 +130,10 @@ struct MpiCommunicator::Impl {
   std::atomic<bool> aborted{false};
   absl::Status broken;  // set once by the progress thread; read under mu
   std::thread thread;
+  // Requests given up on (deadline or abort). MPI cannot cancel a collective, so if one is still pending at
+  // destruction its communicator, datatype and ops are leaked on purpose: freeing them under a request that a
+  // late peer may still complete would corrupt memory. Touched only by the progress thread, then the destructor.
+  std::vector<MPI_Request> abandoned;
 
   ~Impl() {
     {
@@ -137,14 +142,21 @@ struct MpiCommunicator::Impl {
     }
     cv.notify_all();
     if (thread.joinable()) thread.join();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    bool pending = false;
+    for (MPI_Request& r : abandoned) {
+      int flag = 0;
+      if (!finalized && r != MPI_REQUEST_NULL && MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) continue;
+      pending = true;
+    }
+    if (pending || finalized) return;
     for (MPI_Op& op : bf16_ops)
       if (op != MPI_OP_NULL) MPI_Op_free(&op);
     for (MPI_Op& op : fp16_ops)
       if (op != MPI_OP_NULL) MPI_Op_free(&op);
     if (half_type != MPI_DATATYPE_NULL) MPI_Type_free(&half_type);
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 
   absl::StatusOr<MPI_Datatype> MpiType(DType t) const {
@@ -206,7 +218,10 @@ struct MpiCommunicator::Impl {
       int flag = 0;
       ZF_RETURN_IF_ERROR(ZF_MPI_CALL(MPI_Test(req, &flag, MPI_STATUS_IGNORE)));
       if (flag) return absl::OkStatus();
-      if (aborted) return absl::AbortedError(absl::StrCat(what, " #", op.seq, " aborted"));
+      if (aborted) {
+        abandoned.push_back(*req);
+        return absl::AbortedError(absl::StrCat(what, " #", op.seq, " aborted"));
+      }
       const absl::Time now = absl::Now();
       absl::Time deadline = op.deadline;
       {
@@ -214,6 +229,7 @@ struct MpiCommunicator::Impl {
         if (stop) deadline = std::min(deadline, now + kShutdownGrace);
       }
       if (now >= deadline) {
+        abandoned.push_back(*req);
         return absl::DeadlineExceededError(absl::StrCat(
             what, " #", op.seq, " on rank ", rank, " of ", world, " did not complete within its deadline (",
             absl::FormatDuration(options.timeout),

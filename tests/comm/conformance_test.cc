@@ -27,7 +27,9 @@ class TestBuffer {
   TestBuffer(Device device, DType dtype, size_t count) : device_(device), dtype_(dtype), count_(count) {
     host_.resize(count * core::DTypeSize(dtype) + 1);
 #ifdef ZEROFIT_HAVE_NCCL
-    if (device == Device::kCuda) EXPECT_EQ(cudaMalloc(&dev_, host_.size()), cudaSuccess);
+    if (device == Device::kCuda) {
+      EXPECT_EQ(cudaMalloc(&dev_, host_.size()), cudaSuccess);
+    }
 #endif
   }
   ~TestBuffer() {
@@ -53,12 +55,16 @@ class TestBuffer {
   }
   void Upload() {
 #ifdef ZEROFIT_HAVE_NCCL
-    if (device_ == Device::kCuda) ASSERT_EQ(cudaMemcpy(dev_, host_.data(), host_.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    if (device_ == Device::kCuda) {
+      ASSERT_EQ(cudaMemcpy(dev_, host_.data(), host_.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    }
 #endif
   }
   void Download() {
 #ifdef ZEROFIT_HAVE_NCCL
-    if (device_ == Device::kCuda) ASSERT_EQ(cudaMemcpy(host_.data(), dev_, host_.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    if (device_ == Device::kCuda) {
+      ASSERT_EQ(cudaMemcpy(host_.data(), dev_, host_.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
 #endif
   }
 

@@ -1,0 +1,265 @@
+// Single-process tests of the ZeRO-2 driver against a recording communicator; the multi-rank equivalence with
+// torch::optim::AdamW lives in tests/worker/torch/zero2_equivalence_test.cc.
+#include "sharding/zero2_optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "comm/local/local_communicator.h"
+
+namespace zerofit::sharding {
+namespace {
+
+using comm::Buffer;
+using comm::ReduceOp;
+
+// Forwards to a LocalCommunicator and logs every call as "<Op>:<count>".
+class RecordingCommunicator final : public comm::Communicator {
+ public:
+  std::vector<std::string> log;
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string backend_name() const override { return "recording"; }
+  const comm::CommOptions& options() const override { return inner_.options(); }
+  absl::StatusOr<std::unique_ptr<comm::Work>> ReduceScatter(Buffer in, Buffer out, ReduceOp op) override {
+    log.push_back("ReduceScatter:" + std::to_string(in.count));
+    return inner_.ReduceScatter(in, out, op);
+  }
+  absl::StatusOr<std::unique_ptr<comm::Work>> AllGather(Buffer in, Buffer out) override {
+    log.push_back("AllGather:" + std::to_string(out.count));
+    return inner_.AllGather(in, out);
+  }
+  absl::StatusOr<std::unique_ptr<comm::Work>> AllReduce(Buffer buf, ReduceOp op) override {
+    log.push_back("AllReduce:" + std::to_string(buf.count));
+    return inner_.AllReduce(buf, op);
+  }
+  absl::StatusOr<std::unique_ptr<comm::Work>> Broadcast(Buffer buf, int root) override {
+    log.push_back("Broadcast:" + std::to_string(buf.count));
+    return inner_.Broadcast(buf, root);
+  }
+  absl::Status Barrier(absl::Duration t) override { return inner_.Barrier(t); }
+  void Abort() override { inner_.Abort(); }
+
+ private:
+  comm::LocalCommunicator inner_;
+};
+
+// Three parameters of 8 fp32 elements, buckets of 8 elements (one parameter each): bucket 0 = param 2.
+std::vector<ParamSpec> ThreeParams() { return {{"a", 8, true}, {"b", 8, false}, {"c", 8, true}}; }
+
+Zero2Options SmallBuckets(AccumulationMode mode) {
+  Zero2Options o;
+  o.bucket_bytes = 8 * 4;
+  o.accumulation = mode;
+  o.adamw.lr = 0.1f;
+  o.adamw.weight_decay = 0.1f;
+  return o;
+}
+
+std::vector<float> Fill(size_t n, float base) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = base + 0.25f * static_cast<float>(i);
+  return v;
+}
+
+TEST(Zero2OptimizerTest, LaunchesEachBucketAsSoonAsItIsCompleteInOrder) {
+  RecordingCommunicator comm;
+  auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch),
+                                    &comm);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  ASSERT_EQ((*opt)->plan().buckets().size(), 3u);
+  ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+  comm.log.clear();
+  const std::vector<float> g = Fill(8, 1.0f);
+  ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+  // Param 1 (bucket 1) finishes before param 2 (bucket 0): bucket 1 must wait for bucket 0 to launch first.
+  ASSERT_TRUE((*opt)->OnGradientReady(1, g.data()).ok());
+  EXPECT_TRUE(comm.log.empty());
+  ASSERT_TRUE((*opt)->OnGradientReady(2, g.data()).ok());
+  EXPECT_EQ(comm.log, std::vector<std::string>({"ReduceScatter:16", "ReduceScatter:16"}));
+  ASSERT_TRUE((*opt)->OnGradientReady(0, g.data()).ok());
+  EXPECT_EQ(comm.log.size(), 3u);
+  EXPECT_EQ((*opt)->stats().buckets_launched_before_end, 3u);
+  ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
+  auto r = (*opt)->Step();
+  ASSERT_TRUE(r.ok()) << r.status();
+  // A true reduce-scatter per bucket, one scalar all-reduce (norm + units), one all-gather per bucket.
+  EXPECT_EQ(comm.log, std::vector<std::string>({"ReduceScatter:16", "ReduceScatter:16", "ReduceScatter:16",
+                                                "AllReduce:2", "AllGather:16", "AllGather:16", "AllGather:16"}));
+}
+
+TEST(Zero2OptimizerTest, OptimizerStateIsTwelveBytesPerShardElement) {
+  for (AccumulationMode mode :
+       {AccumulationMode::kReduceScatterEveryMicroBatch, AccumulationMode::kReduceOncePerStep}) {
+    comm::LocalCommunicator comm;
+    auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(mode), &comm);
+    ASSERT_TRUE(opt.ok());
+    const Zero2MemoryStats m = (*opt)->memory();
+    EXPECT_EQ(m.optimizer_state_bytes(), 12 * (*opt)->plan().shard_numel());
+    EXPECT_EQ(m.flat_param_bytes, 4 * (*opt)->plan().flat_numel());
+    EXPECT_EQ(m.flat_grad_bytes, mode == AccumulationMode::kReduceOncePerStep ? m.flat_param_bytes : 0u);
+  }
+}
+
+// Reference: plain AdamW on each parameter with grad = (sum of micro-batch gradients) / units.
+std::vector<std::vector<float>> ReferenceStep(std::vector<std::vector<float>> params,
+                                              const std::vector<std::vector<float>>& grad_sums, double units,
+                                              const Zero2Options& o, const std::vector<ParamSpec>& specs,
+                                              float clip) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::vector<float> m(params[i].size()), v(params[i].size());
+    offload::AdamWHyper h = o.adamw;
+    if (!specs[i].weight_decay) h.weight_decay = 0;
+    offload::CpuAdamWScalar(params[i].data(), grad_sums[i].data(), m.data(), v.data(), params[i].size(), h, 1,
+                            static_cast<float>(clip / units));
+  }
+  return params;
+}
+
+TEST(Zero2OptimizerTest, NormalisesByUnitsAcrossUnevenMicroBatchesInBothModes) {
+  const auto specs = ThreeParams();
+  for (AccumulationMode mode :
+       {AccumulationMode::kReduceScatterEveryMicroBatch, AccumulationMode::kReduceOncePerStep}) {
+    comm::LocalCommunicator comm;
+    const Zero2Options o = SmallBuckets(mode);
+    auto opt = Zero2Optimizer::Create(specs, o, &comm);
+    ASSERT_TRUE(opt.ok());
+    std::vector<std::vector<float>> init;
+    for (size_t i = 0; i < 3; ++i) {
+      init.push_back(Fill(8, 0.5f * static_cast<float>(i) - 1.0f));
+      std::memcpy((*opt)->param_data(i), init[i].data(), 32);
+    }
+    ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+    std::vector<std::vector<float>> sums(3, std::vector<float>(8, 0.0f));
+    const double units[2] = {1, 3};  // micro-batch of 1 sample, then of 3
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_TRUE((*opt)->BeginMicroBatch(k == 1).ok());
+      for (size_t i = 3; i-- > 0;) {
+        const std::vector<float> g = Fill(8, static_cast<float>(k + 1) * (static_cast<float>(i) - 0.7f));
+        for (size_t e = 0; e < 8; ++e) sums[i][e] += g[e];
+        if (mode == AccumulationMode::kReduceOncePerStep) {
+          float* dst = static_cast<float*>((*opt)->grad_data(i));
+          for (size_t e = 0; e < 8; ++e) dst[e] += g[e];
+          ASSERT_TRUE((*opt)->OnGradientReady(i, nullptr).ok());
+        } else {
+          ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
+        }
+      }
+      ASSERT_TRUE((*opt)->EndMicroBatch(units[k]).ok());
+    }
+    auto r = (*opt)->Step();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->applied);
+    EXPECT_EQ(r->units, 4.0);
+    double sq = 0;
+    for (const auto& s : sums)
+      for (float x : s) sq += (x / 4.0) * (x / 4.0);
+    EXPECT_NEAR(r->grad_norm, std::sqrt(sq), 1e-5 * std::sqrt(sq));
+    const auto want = ReferenceStep(init, sums, 4.0, o, specs, 1.0f);
+    for (size_t i = 0; i < 3; ++i) {
+      const float* got = static_cast<const float*>((*opt)->param_data(i));
+      for (size_t e = 0; e < 8; ++e) EXPECT_NEAR(got[e], want[i][e], 1e-6) << AccumulationModeName(mode);
+    }
+  }
+}
+
+TEST(Zero2OptimizerTest, ClipsToMaxNorm) {
+  comm::LocalCommunicator comm;
+  Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+  o.max_grad_norm = 0.5f;
+  auto opt = Zero2Optimizer::Create(ThreeParams(), o, &comm);
+  ASSERT_TRUE(opt.ok());
+  ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+  const std::vector<float> g(8, 1.0f);  // norm sqrt(24)
+  ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
+  ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
+  auto r = (*opt)->Step();
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r->grad_norm, std::sqrt(24.0), 1e-5);
+  EXPECT_NEAR(r->clip_coef, 0.5 / (std::sqrt(24.0) + 1e-6), 1e-7);
+}
+
+TEST(Zero2OptimizerTest, UnusedParametersReduceAsZeroAtEndOfMicroBatch) {
+  RecordingCommunicator comm;
+  auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch),
+                                    &comm);
+  ASSERT_TRUE(opt.ok());
+  ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+  comm.log.clear();
+  const std::vector<float> g(8, 2.0f);
+  ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+  ASSERT_TRUE((*opt)->OnGradientReady(2, g.data()).ok());  // params 0 and 1 unused
+  ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
+  EXPECT_EQ(comm.log.size(), 3u);
+  auto r = (*opt)->Step();
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r->grad_norm, std::sqrt(8 * 4.0), 1e-5);
+}
+
+TEST(Zero2OptimizerTest, Fp16OverflowSkipsTheStepAndBacksOff) {
+  comm::LocalCommunicator comm;
+  Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+  o.param_dtype = core::DType::kFloat16;
+  o.loss_scaling.enabled = true;
+  o.loss_scaling.initial_scale = 1024;
+  auto opt = Zero2Optimizer::Create(ThreeParams(), o, &comm);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  for (size_t i = 0; i < 3; ++i) {
+    uint16_t* p = static_cast<uint16_t*>((*opt)->param_data(i));
+    for (size_t e = 0; e < 8; ++e) p[e] = core::FloatToFp16(0.5f);
+  }
+  ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+  std::vector<uint16_t> g(8, core::FloatToFp16(1.0f));
+  g[3] = core::FloatToFp16(std::numeric_limits<float>::infinity());
+  ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
+  ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
+  auto r = (*opt)->Step();
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->applied);
+  EXPECT_EQ(r->loss_scale, 1024);
+  EXPECT_EQ((*opt)->loss_scale(), 512);
+  EXPECT_EQ((*opt)->step(), 0);
+  for (size_t i = 0; i < 3; ++i) {
+    const uint16_t* p = static_cast<const uint16_t*>((*opt)->param_data(i));
+    for (size_t e = 0; e < 8; ++e) EXPECT_EQ(core::Fp16ToFloat(p[e]), 0.5f);
+  }
+  // The next, finite step is applied with the smaller scale, and fp16 parameters move.
+  std::vector<uint16_t> ok(8, core::FloatToFp16(512.0f));
+  ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+  for (size_t i = 0; i < 3; ++i) ASSERT_TRUE((*opt)->OnGradientReady(i, ok.data()).ok());
+  ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
+  r = (*opt)->Step();
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->applied);
+  EXPECT_NEAR(r->grad_norm, std::sqrt(24.0), 1e-4);  // 512 / scale 512 = 1 per element
+  EXPECT_LT(core::Fp16ToFloat(static_cast<const uint16_t*>((*opt)->param_data(0))[0]), 0.5f);
+}
+
+TEST(Zero2OptimizerTest, MisuseGetsClearErrors) {
+  comm::LocalCommunicator comm;
+  auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch),
+                                    &comm);
+  ASSERT_TRUE(opt.ok());
+  const std::vector<float> g(8, 1.0f);
+  EXPECT_EQ((*opt)->OnGradientReady(0, g.data()).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+  EXPECT_EQ((*opt)->OnGradientReady(7, g.data()).code(), absl::StatusCode::kOutOfRange);
+  ASSERT_TRUE((*opt)->OnGradientReady(1, g.data()).ok());
+  const absl::Status twice = (*opt)->OnGradientReady(1, g.data());
+  EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(twice.message().find("'b'"), std::string::npos);
+  EXPECT_EQ((*opt)->Step().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*opt)->EndMicroBatch(-1).code(), absl::StatusCode::kInvalidArgument);
+  Zero2Options bad = SmallBuckets(AccumulationMode::kReduceOncePerStep);
+  bad.alignment_bytes = 6;
+  EXPECT_EQ(Zero2Optimizer::Create(ThreeParams(), bad, &comm).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zerofit::sharding
