@@ -18,6 +18,8 @@ void CountingCommunicator::ResetCounters() {
   counters_ = CommCounters{};
 }
 
+// Counts only calls the wrapped communicator accepted (pipelined ring broadcast: every rank but the last
+// forwards the whole buffer once, averaged per rank).
 void CountingCommunicator::Add(CommCounters::Kind kind, uint64_t payload, double sent) {
   std::lock_guard<std::mutex> lock(mu_);
   counters_.calls[kind] += 1;
@@ -27,32 +29,36 @@ void CountingCommunicator::Add(CommCounters::Kind kind, uint64_t payload, double
 
 absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op) {
   const double w = world_size();
-  Add(CommCounters::kReduceScatter, in.bytes(), (w - 1) / w * static_cast<double>(in.bytes()));
-  return inner_->ReduceScatter(in, out, op);
+  auto work = inner_->ReduceScatter(in, out, op);
+  if (work.ok()) Add(CommCounters::kReduceScatter, in.bytes(), (w - 1) / w * static_cast<double>(in.bytes()));
+  return work;
 }
 
 absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllGather(Buffer in, Buffer out) {
   const double w = world_size();
-  Add(CommCounters::kAllGather, out.bytes(), (w - 1) / w * static_cast<double>(out.bytes()));
-  return inner_->AllGather(in, out);
+  auto work = inner_->AllGather(in, out);
+  if (work.ok()) Add(CommCounters::kAllGather, out.bytes(), (w - 1) / w * static_cast<double>(out.bytes()));
+  return work;
 }
 
 absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllReduce(Buffer buf, ReduceOp op) {
   const double w = world_size();
-  Add(CommCounters::kAllReduce, buf.bytes(), 2 * (w - 1) / w * static_cast<double>(buf.bytes()));
-  return inner_->AllReduce(buf, op);
+  auto work = inner_->AllReduce(buf, op);
+  if (work.ok()) Add(CommCounters::kAllReduce, buf.bytes(), 2 * (w - 1) / w * static_cast<double>(buf.bytes()));
+  return work;
 }
 
 absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::Broadcast(Buffer buf, int root) {
   const double w = world_size();
-  // Pipelined ring broadcast: every rank but the last forwards the whole buffer once; averaged per rank.
-  Add(CommCounters::kBroadcast, buf.bytes(), w > 1 ? (w - 1) / w * static_cast<double>(buf.bytes()) : 0.0);
-  return inner_->Broadcast(buf, root);
+  auto work = inner_->Broadcast(buf, root);
+  if (work.ok()) Add(CommCounters::kBroadcast, buf.bytes(), w > 1 ? (w - 1) / w * static_cast<double>(buf.bytes()) : 0.0);
+  return work;
 }
 
 absl::Status CountingCommunicator::Barrier(absl::Duration timeout) {
-  Add(CommCounters::kBarrier, 0, 0.0);
-  return inner_->Barrier(timeout);
+  absl::Status s = inner_->Barrier(timeout);
+  if (s.ok()) Add(CommCounters::kBarrier, 0, 0.0);
+  return s;
 }
 
 }  // namespace zerofit::comm

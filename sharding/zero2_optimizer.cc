@@ -33,6 +33,10 @@ absl::StatusOr<std::unique_ptr<Zero2Optimizer>> Zero2Optimizer::Create(std::vect
     return absl::InvalidArgumentError("Zero2Optimizer: param_dtype must be fp32, bf16 or fp16");
   }
   const size_t elem = core::DTypeSize(options.param_dtype);
+  if (options.max_staging_buffers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Zero2Optimizer: max_staging_buffers ", options.max_staging_buffers, " < 1"));
+  }
   if (options.alignment_bytes == 0 || options.alignment_bytes % elem != 0) {
     return absl::InvalidArgumentError(absl::StrCat("Zero2Optimizer: alignment_bytes ", options.alignment_bytes,
                                                    " is not a positive multiple of the element size ", elem));
@@ -60,7 +64,9 @@ absl::Status Zero2Optimizer::Allocate() {
   ZF_ASSIGN_OR_RETURN(exp_avg_, core::AlignedBuffer::Allocate(shard * sizeof(float)));
   ZF_ASSIGN_OR_RETURN(exp_avg_sq_, core::AlignedBuffer::Allocate(shard * sizeof(float)));
   ZF_ASSIGN_OR_RETURN(shard_grads_, core::AlignedBuffer::Allocate(shard * sizeof(float)));
-  ZF_ASSIGN_OR_RETURN(recv_, core::AlignedBuffer::Allocate(shard * elem_bytes()));
+  if (!reduce_into_shard()) {
+    ZF_ASSIGN_OR_RETURN(recv_, core::AlignedBuffer::Allocate(shard * elem_bytes()));
+  }
   const size_t nb = plan_.buckets().size();
   arrived_.assign(nb, 0);
   bucket_staging_.assign(nb, -1);
@@ -110,7 +116,9 @@ absl::Status Zero2Optimizer::BeginMicroBatch(bool last_of_step) {
 
 absl::StatusOr<int> Zero2Optimizer::AcquireStaging() {
   while (free_staging_.empty()) {
-    if (in_flight_.empty()) {
+    // Grow up to the limit; past it, wait for the oldest reduce-scatter to free its buffer. If every buffer
+    // belongs to a bucket that is still filling (nothing in flight), waiting would deadlock: grow instead.
+    if (static_cast<int>(staging_.size()) < options_.max_staging_buffers || in_flight_.empty()) {
       ZF_ASSIGN_OR_RETURN(core::AlignedBuffer buf,
                           core::AlignedBuffer::Allocate(plan_.max_bucket_numel() * elem_bytes()));
       staging_.push_back(std::move(buf));
@@ -184,8 +192,9 @@ absl::Status Zero2Optimizer::LaunchReadyBuckets(bool from_backward) {
       src = staging_[staging].as<char>();
     }
     Buffer in{const_cast<char*>(src), bucket.layout.padded_numel, options_.param_dtype};
-    Buffer out{recv_.as<char>() + bucket.shard_offset * elem_bytes(), bucket.layout.shard_numel,
-               options_.param_dtype};
+    char* landing = reduce_into_shard() ? reinterpret_cast<char*>(shard_grads_.as<float>() + bucket.shard_offset)
+                                        : recv_.as<char>() + bucket.shard_offset * elem_bytes();
+    Buffer out{landing, bucket.layout.shard_numel, options_.param_dtype};
     ZF_ASSIGN_OR_RETURN(auto work, comm_->ReduceScatter(in, out, ReduceOp::kSum));
     in_flight_.push_back(InFlight{b, std::move(work), staging});
     ++stats_.buckets_launched;
@@ -199,8 +208,10 @@ absl::Status Zero2Optimizer::CompleteOldest() {
   in_flight_.pop_front();
   ZF_RETURN_IF_ERROR(f.work->Wait(comm_->options().timeout));
   const Bucket& bucket = plan_.buckets()[f.bucket];
-  core::AccumulateToFloat(recv_.as<char>() + bucket.shard_offset * elem_bytes(), options_.param_dtype,
-                          shard_grads_.as<float>() + bucket.shard_offset, bucket.layout.shard_numel);
+  if (!reduce_into_shard()) {
+    core::AccumulateToFloat(recv_.as<char>() + bucket.shard_offset * elem_bytes(), options_.param_dtype,
+                            shard_grads_.as<float>() + bucket.shard_offset, bucket.layout.shard_numel);
+  }
   if (f.staging >= 0) {
     free_staging_.push_back(f.staging);
     bucket_staging_[f.bucket] = -1;
@@ -239,9 +250,17 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step() {
   StepResult r;
   r.loss_scale = scaler_.scale();
   r.units = sums[1];
+  if (!(r.units > 0.0)) {
+    shard_grads_.Zero();
+    flat_grads_.Zero();
+    local_units_ = 0.0;
+    return absl::FailedPreconditionError(
+        "Step: no rank reported any samples/tokens since the last step (EndMicroBatch units sum to 0); "
+        "the gradient cannot be normalised");
+  }
   // Non-finite sums mean some rank overflowed: every rank sees the same all-reduced value and skips.
   const bool overflow = !std::isfinite(sums[0]);
-  const bool apply = scaler_.Update(overflow) && r.units > 0.0;
+  const bool apply = scaler_.Update(overflow);
   if (apply) {
     const double denom = static_cast<double>(r.loss_scale) * r.units;
     const double norm = std::sqrt(sums[0]) / denom;

@@ -48,6 +48,9 @@ struct Zero2Options {
   AccumulationMode accumulation = AccumulationMode::kReduceScatterEveryMicroBatch;
   offload::AdamWHyper adamw;
   float max_grad_norm = 0.0f;  // <= 0: no clipping
+  // kReduceScatterEveryMicroBatch: how many bucket staging buffers may exist before a new bucket waits for the
+  // oldest reduce-scatter to finish (2 = double buffering). More buffers = more overlap, more memory.
+  int max_staging_buffers = 3;
   LossScalerOptions loss_scaling;
 };
 
@@ -69,7 +72,8 @@ struct Zero2MemoryStats {
   size_t flat_param_bytes = 0;      // full model copy in param dtype
   size_t flat_grad_bytes = 0;       // kReduceOncePerStep only
   size_t staging_bytes_peak = 0;    // kReduceScatterEveryMicroBatch: bucket staging buffers allocated
-  size_t recv_bytes = 0;            // reduce-scatter landing buffer (one shard in param dtype)
+  size_t recv_bytes = 0;            // reduce-scatter landing buffer (one shard in param dtype); fp32 reduce-once
+                                    // mode reduce-scatters straight into the shard accumulator and needs none
 };
 
 struct Zero2Stats {
@@ -131,6 +135,11 @@ class Zero2Optimizer {
   absl::Status CompleteOldest();
   absl::Status Drain();
   bool reducing_this_micro_batch() const;
+  // True when reduce-scatter output goes straight into shard_grads_ (fp32, one reduction per step).
+  bool reduce_into_shard() const {
+    return options_.accumulation == AccumulationMode::kReduceOncePerStep &&
+           options_.param_dtype == core::DType::kFloat32;
+  }
 
   BucketPlan plan_;
   Zero2Options options_;
@@ -140,7 +149,7 @@ class Zero2Optimizer {
   core::AlignedBuffer flat_params_;  // flat_numel * param dtype
   core::AlignedBuffer flat_grads_;   // kReduceOncePerStep only
   core::AlignedBuffer master_, exp_avg_, exp_avg_sq_, shard_grads_;  // shard_numel fp32 each
-  core::AlignedBuffer recv_;                                         // shard_numel * param dtype
+  core::AlignedBuffer recv_;  // shard_numel * param dtype; empty when reduce-scatter lands in shard_grads_
   std::vector<core::AlignedBuffer> staging_;                         // max_bucket_numel * param dtype each
   std::vector<int> free_staging_;
 

@@ -241,6 +241,44 @@ TEST(Zero2OptimizerTest, Fp16OverflowSkipsTheStepAndBacksOff) {
   EXPECT_LT(core::Fp16ToFloat(static_cast<const uint16_t*>((*opt)->param_data(0))[0]), 0.5f);
 }
 
+TEST(Zero2OptimizerTest, StagingBuffersGrowToTheLimitThenRecycle) {
+  for (int limit : {1, 2, 3}) {
+    comm::LocalCommunicator comm;
+    Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+    o.max_staging_buffers = limit;
+    auto opt = Zero2Optimizer::Create(ThreeParams(), o, &comm);
+    ASSERT_TRUE(opt.ok());
+    const std::vector<float> g(8, 1.0f);
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+      for (size_t i = 3; i-- > 0;) ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
+      ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
+      ASSERT_TRUE((*opt)->Step().ok());
+    }
+    const size_t one = (*opt)->plan().max_bucket_numel() * 4;
+    EXPECT_EQ((*opt)->memory().staging_bytes_peak, static_cast<size_t>(limit) * one) << "limit " << limit;
+  }
+}
+
+TEST(Zero2OptimizerTest, FullFp32ReduceOnceLandsInTheShardWithoutALandingBuffer) {
+  comm::LocalCommunicator comm;
+  auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceOncePerStep), &comm);
+  ASSERT_TRUE(opt.ok());
+  EXPECT_EQ((*opt)->memory().recv_bytes, 0u);
+}
+
+TEST(Zero2OptimizerTest, StepWithoutAnyUnitsIsAnError) {
+  comm::LocalCommunicator comm;
+  auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch),
+                                    &comm);
+  ASSERT_TRUE(opt.ok());
+  ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+  ASSERT_TRUE((*opt)->EndMicroBatch(0).ok());
+  const auto r = (*opt)->Step();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("units"), std::string::npos);
+}
+
 TEST(Zero2OptimizerTest, MisuseGetsClearErrors) {
   comm::LocalCommunicator comm;
   auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch),
@@ -258,6 +296,9 @@ TEST(Zero2OptimizerTest, MisuseGetsClearErrors) {
   EXPECT_EQ((*opt)->EndMicroBatch(-1).code(), absl::StatusCode::kInvalidArgument);
   Zero2Options bad = SmallBuckets(AccumulationMode::kReduceOncePerStep);
   bad.alignment_bytes = 6;
+  EXPECT_EQ(Zero2Optimizer::Create(ThreeParams(), bad, &comm).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = SmallBuckets(AccumulationMode::kReduceOncePerStep);
+  bad.max_staging_buffers = 0;
   EXPECT_EQ(Zero2Optimizer::Create(ThreeParams(), bad, &comm).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
