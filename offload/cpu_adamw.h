@@ -1,12 +1,20 @@
-// CPU AdamW on raw spans (decoupled weight decay, Loshchilov & Hutter), bit-for-bit the arithmetic of
-// torch::optim::AdamW (LibTorch 1.13) up to float rounding of the fused expressions. This header includes
-// nothing heavy: it is used by the ZeRO-2 driver (sharding/) and the offload pipeline.
+// CPU AdamW on raw spans (decoupled weight decay, Loshchilov & Hutter): the arithmetic of
+// torch::optim::AdamW (LibTorch 1.13), written once in adamw_math.h and vectorised with the same operation
+// order, so every SIMD kernel is bit-identical to the scalar oracle. This header includes nothing heavy: it
+// is used by the ZeRO-2 driver (sharding/) and the offload pipeline.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/dtype.h"
+
+namespace zerofit::core {
+class ThreadPool;
+}
 
 namespace zerofit::offload {
 
@@ -18,16 +26,68 @@ struct AdamWHyper {
   float weight_decay = 1e-2f;
 };
 
-// One AdamW update of n elements, in place on fp32 `param` (the master weights), `m` and `v`.
+// One AdamW update of n elements, in place on fp32 `param` (the master weights), `m` and `v`:
 //   g      = grad[i] * grad_scale            (grad_scale folds loss-normalisation, unscaling and clipping)
 //   param *= 1 - lr * weight_decay
 //   m      = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
 //   param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
-// `step` counts from 1. If `param_out` is non-null, the updated parameter is also written there converted to
-// `out_dtype` (e.g. the bf16 model copy). Spans must not overlap (except param_out may alias param when
-// out_dtype is fp32).
+// `grad` holds n elements of grad_dtype (fp32, bf16 or fp16). If `param_out` is non-null, the updated
+// parameter is also written there as out_dtype (the bf16/fp16 model copy), fused into the same pass.
+// Spans must not overlap. `step` counts from 1.
+struct AdamWSpans {
+  float* param = nullptr;
+  const void* grad = nullptr;
+  core::DType grad_dtype = core::DType::kFloat32;
+  float* m = nullptr;
+  float* v = nullptr;
+  size_t n = 0;
+  void* param_out = nullptr;
+  core::DType out_dtype = core::DType::kFloat32;
+};
+
+using AdamWKernel = void (*)(const AdamWSpans& spans, const AdamWHyper& hyper, int64_t step, float grad_scale);
+
+enum class SimdLevel { kScalar, kAvx2, kAvx512 };
+const char* SimdLevelName(SimdLevel level);
+// The best level this CPU supports (CPUID): AVX-512 needs F+BW+VL, AVX2 needs AVX2+FMA+F16C.
+SimdLevel DetectSimdLevel();
+// The kernel for `level`; InvalidArgument if this CPU or build cannot run it.
+absl::StatusOr<AdamWKernel> KernelFor(SimdLevel level);
+
+// The scalar oracle and the SIMD kernels (each in its own translation unit with its own -m flags).
+void CpuAdamWScalarKernel(const AdamWSpans& spans, const AdamWHyper& hyper, int64_t step, float grad_scale);
+void CpuAdamWAvx2Kernel(const AdamWSpans& spans, const AdamWHyper& hyper, int64_t step, float grad_scale);
+void CpuAdamWAvx512Kernel(const AdamWSpans& spans, const AdamWHyper& hyper, int64_t step, float grad_scale);
+
+// Convenience form of the scalar oracle for fp32 gradients.
 void CpuAdamWScalar(float* param, const float* grad, float* m, float* v, size_t n, const AdamWHyper& hyper,
                     int64_t step, float grad_scale, void* param_out = nullptr,
                     core::DType out_dtype = core::DType::kFloat32);
+
+// A multithreaded AdamW: splits spans into tiles (multiples of 64 elements, so every tile boundary keeps SIMD
+// alignment) and runs the chosen kernel on them across a thread pool. Thread-compatible.
+class CpuAdamW {
+ public:
+  struct Task {
+    AdamWSpans spans;
+    AdamWHyper hyper;
+  };
+  // threads >= 1 (counting the caller); level defaults to DetectSimdLevel().
+  static absl::StatusOr<std::unique_ptr<CpuAdamW>> Create(int threads, SimdLevel level);
+  static absl::StatusOr<std::unique_ptr<CpuAdamW>> Create(int threads) { return Create(threads, DetectSimdLevel()); }
+  ~CpuAdamW();
+
+  void Step(const std::vector<Task>& tasks, int64_t step, float grad_scale);
+
+  int threads() const;
+  SimdLevel level() const { return level_; }
+  static constexpr size_t kTileElements = 1 << 15;
+
+ private:
+  CpuAdamW(std::unique_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel);
+  std::unique_ptr<core::ThreadPool> pool_;
+  SimdLevel level_;
+  AdamWKernel kernel_;
+};
 
 }  // namespace zerofit::offload

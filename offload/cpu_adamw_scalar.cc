@@ -1,36 +1,145 @@
-#include <cmath>
+// The scalar AdamW oracle and the runtime dispatch (this file is compiled without ISA flags).
+#include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "core/thread_pool.h"
+#include "offload/adamw_math.h"
 #include "offload/cpu_adamw.h"
 
 namespace zerofit::offload {
+namespace internal {
+
+AdamWConstants MakeConstants(const AdamWHyper& h, int64_t step, float grad_scale) {
+  const double lr = h.lr;
+  const double bc1 = 1.0 - std::pow(static_cast<double>(h.beta1), static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(h.beta2), static_cast<double>(step));
+  return AdamWConstants{static_cast<float>(1.0 - lr * static_cast<double>(h.weight_decay)),
+                        h.beta1,
+                        h.beta2,
+                        static_cast<float>(1.0 - static_cast<double>(h.beta1)),
+                        static_cast<float>(1.0 - static_cast<double>(h.beta2)),
+                        static_cast<float>(std::sqrt(bc2)),
+                        static_cast<float>(-(lr / bc1)),
+                        h.eps,
+                        grad_scale};
+}
+
+}  // namespace internal
+
+void CpuAdamWScalarKernel(const AdamWSpans& s, const AdamWHyper& hyper, int64_t step, float grad_scale) {
+  const internal::AdamWConstants c = internal::MakeConstants(hyper, step, grad_scale);
+  for (size_t i = 0; i < s.n; ++i) {
+    const float p =
+        internal::AdamWElement(s.param + i, core::LoadAsFloat(s.grad, s.grad_dtype, i), s.m + i, s.v + i, c);
+    if (s.param_out != nullptr) core::StoreFromFloat(s.param_out, s.out_dtype, i, p);
+  }
+}
+
+void CpuAdamWAvx2Kernel(const AdamWSpans& s, const AdamWHyper& hyper, int64_t step, float grad_scale) {
+  internal::AdamWAvx2Body(s, internal::MakeConstants(hyper, step, grad_scale));
+}
+
+void CpuAdamWAvx512Kernel(const AdamWSpans& s, const AdamWHyper& hyper, int64_t step, float grad_scale) {
+  internal::AdamWAvx512Body(s, internal::MakeConstants(hyper, step, grad_scale));
+}
 
 void CpuAdamWScalar(float* param, const float* grad, float* m, float* v, size_t n, const AdamWHyper& hyper,
                     int64_t step, float grad_scale, void* param_out, core::DType out_dtype) {
-  // Scalars are formed in double and rounded to float once, as ATen does when it applies a double Scalar to a
-  // float tensor.
-  const double lr = hyper.lr;
-  const float decay = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
-  const float b1 = hyper.beta1;
-  const float b2 = hyper.beta2;
-  const float one_minus_b1 = static_cast<float>(1.0 - static_cast<double>(hyper.beta1));
-  const float one_minus_b2 = static_cast<float>(1.0 - static_cast<double>(hyper.beta2));
-  const double bc1 = 1.0 - std::pow(static_cast<double>(hyper.beta1), static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(hyper.beta2), static_cast<double>(step));
-  const float sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
-  const float neg_step_size = static_cast<float>(-(lr / bc1));
-  const float eps = hyper.eps;
-  for (size_t i = 0; i < n; ++i) {
-    const float g = grad[i] * grad_scale;
-    float p = param[i] * decay;
-    const float mi = m[i] * b1 + one_minus_b1 * g;
-    const float vi = v[i] * b2 + one_minus_b2 * g * g;
-    const float denom = std::sqrt(vi) / sqrt_bc2 + eps;
-    p = p + neg_step_size * (mi / denom);
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = p;
+  AdamWSpans s;
+  s.param = param;
+  s.grad = grad;
+  s.grad_dtype = core::DType::kFloat32;
+  s.m = m;
+  s.v = v;
+  s.n = n;
+  s.param_out = param_out;
+  s.out_dtype = out_dtype;
+  CpuAdamWScalarKernel(s, hyper, step, grad_scale);
+}
+
+const char* SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar:
+      return "scalar";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
   }
-  if (param_out != nullptr) core::ConvertElements(param, core::DType::kFloat32, param_out, out_dtype, n);
+  return "unknown";
+}
+
+SimdLevel DetectSimdLevel() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl")) {
+    return SimdLevel::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    return SimdLevel::kAvx2;
+  }
+#endif
+  return SimdLevel::kScalar;
+}
+
+absl::StatusOr<AdamWKernel> KernelFor(SimdLevel level) {
+  const SimdLevel best = DetectSimdLevel();
+  if (static_cast<int>(level) > static_cast<int>(best)) {
+    return absl::InvalidArgumentError(absl::StrCat("this CPU cannot run the ", SimdLevelName(level),
+                                                   " AdamW kernel (best available: ", SimdLevelName(best), ")"));
+  }
+  switch (level) {
+    case SimdLevel::kScalar:
+      return &CpuAdamWScalarKernel;
+    case SimdLevel::kAvx2:
+      return &CpuAdamWAvx2Kernel;
+    case SimdLevel::kAvx512:
+      return &CpuAdamWAvx512Kernel;
+  }
+  return absl::InvalidArgumentError("unknown SIMD level");
+}
+
+CpuAdamW::CpuAdamW(std::unique_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel)
+    : pool_(std::move(pool)), level_(level), kernel_(kernel) {}
+CpuAdamW::~CpuAdamW() = default;
+
+absl::StatusOr<std::unique_ptr<CpuAdamW>> CpuAdamW::Create(int threads, SimdLevel level) {
+  if (threads < 1) return absl::InvalidArgumentError(absl::StrCat("CpuAdamW: threads ", threads, " < 1"));
+  auto kernel = KernelFor(level);
+  if (!kernel.ok()) return kernel.status();
+  return std::unique_ptr<CpuAdamW>(new CpuAdamW(std::make_unique<core::ThreadPool>(threads), level, *kernel));
+}
+
+int CpuAdamW::threads() const { return pool_->threads(); }
+
+namespace {
+AdamWSpans Slice(const AdamWSpans& s, size_t begin, size_t end) {
+  AdamWSpans t = s;
+  t.param += begin;
+  t.grad = static_cast<const char*>(s.grad) + begin * core::DTypeSize(s.grad_dtype);
+  t.m += begin;
+  t.v += begin;
+  if (s.param_out != nullptr) t.param_out = static_cast<char*>(s.param_out) + begin * core::DTypeSize(s.out_dtype);
+  t.n = end - begin;
+  return t;
+}
+}  // namespace
+
+void CpuAdamW::Step(const std::vector<Task>& tasks, int64_t step, float grad_scale) {
+  struct Tile {
+    size_t task, begin, end;
+  };
+  std::vector<Tile> tiles;
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    for (size_t b = 0; b < tasks[t].spans.n; b += kTileElements) {
+      tiles.push_back(Tile{t, b, std::min(tasks[t].spans.n, b + kTileElements)});
+    }
+  }
+  pool_->ParallelFor(tiles.size(), [&](size_t i) {
+    const Tile& tile = tiles[i];
+    kernel_(Slice(tasks[tile.task].spans, tile.begin, tile.end), tasks[tile.task].hyper, step, grad_scale);
+  });
 }
 
 }  // namespace zerofit::offload

@@ -19,12 +19,22 @@
 // divided by the global number of units at the step, so micro-batches of different sizes weigh every sample
 // (token) equally, exactly like one big batch with a mean loss.
 //
+// Offload (ZeRO-Offload): with Zero2Options::offload.enabled the fp32 master weights, AdamW moments and the
+// fp32 gradient shard live in pinned host memory and the update runs on the CPU (SIMD AdamW, N threads). Per
+// bucket, as its reduce-scatter finishes, the shard gradient crosses to the host in the parameter dtype (bf16
+// over the bus, not fp32) and is accumulated in fp32 there; at the step, buckets flow through CPU AdamW (fused
+// with writing the bf16 parameters) -> host-to-device copy -> parameter all-gather, each stage working on a
+// different bucket at the same time. In CPU-only builds the copies are memcpy; the structure is the same.
+// With offload.delayed_update (DeepSpeed's DPU) the CPU update of step t runs in the background during step
+// t+1's forward/backward, which therefore sees the parameters from before update t (one step stale).
+//
 // Not thread-safe: one thread at a time (the torch adapter serialises its hooks).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,12 +43,29 @@
 #include "offload/cpu_adamw.h"
 #include "sharding/bucket_plan.h"
 #include "sharding/loss_scaler.h"
+#include "sharding/state_buffer.h"
+#include "sharding/step_profile.h"
+
+namespace zerofit::core {
+class SerialExecutor;
+}
 
 namespace zerofit::sharding {
 
 enum class AccumulationMode {
   kReduceScatterEveryMicroBatch,  // reduce-scatter each micro-batch into the owned fp32 shard (ZeRO-2)
   kReduceOncePerStep,             // accumulate in a full local gradient buffer, reduce-scatter once per step
+};
+
+struct OffloadOptions {
+  bool enabled = false;
+  int threads = 1;  // CPU AdamW threads, counting the caller
+  // AdamW kernel; default: the best this CPU supports.
+  offload::SimdLevel simd = offload::DetectSimdLevel();
+  // One-step delayed parameter update (DPU, ZeRO-Offload paper section 5): off by default. It hides the CPU
+  // step behind the next forward/backward at the price of gradients computed on one-step-stale parameters;
+  // the paper enables it only after the first few dozen steps, when the model changes slowly.
+  bool delayed_update = false;
 };
 
 struct Zero2Options {
@@ -52,6 +79,7 @@ struct Zero2Options {
   // oldest reduce-scatter to finish (2 = double buffering). More buffers = more overlap, more memory.
   int max_staging_buffers = 3;
   LossScalerOptions loss_scaling;
+  OffloadOptions offload;
 };
 
 struct StepResult {
@@ -60,7 +88,8 @@ struct StepResult {
   float clip_coef = 1.0f;   // factor applied to the gradient (1 when not clipped)
   double units = 0.0;       // samples/tokens this step covered on all ranks
   float loss_scale = 1.0f;  // scale used for this step's backward
-  int64_t step = 0;         // optimizer steps applied so far
+  int64_t step = 0;         // optimizer steps applied so far (with delayed_update: scheduled)
+  StepBreakdown breakdown;  // where this step's time went (window: end of previous Step() to end of this one)
 };
 
 struct Zero2MemoryStats {
@@ -72,6 +101,8 @@ struct Zero2MemoryStats {
   size_t flat_param_bytes = 0;      // full model copy in param dtype
   size_t flat_grad_bytes = 0;       // kReduceOncePerStep only
   size_t staging_bytes_peak = 0;    // kReduceScatterEveryMicroBatch: bucket staging buffers allocated
+  size_t pinned_bytes = 0;          // host bytes page-locked for offload (state + staging)
+  size_t host_state_bytes = 0;      // offload: all host-side buffers (pinned or not)
   size_t recv_bytes = 0;            // reduce-scatter landing buffer (one shard in param dtype); fp32 reduce-once
                                     // mode reduce-scatters straight into the shard accumulator and needs none
 };
@@ -107,15 +138,23 @@ class Zero2Optimizer {
   // micro-batch's reduce-scatters. `units` is what this rank's summed loss covered (samples or tokens).
   absl::Status EndMicroBatch(double units);
   absl::StatusOr<StepResult> Step();
+  // With delayed_update: waits for the pending background update and publishes its parameters (all-gather).
+  // Call before reading or saving parameters; a no-op otherwise.
+  absl::Status Flush();
 
   float loss_scale() const { return scaler_.scale(); }
   void set_learning_rate(float lr) { options_.adamw.lr = lr; }
   int64_t step() const { return step_; }
   Zero2MemoryStats memory() const;
   const Zero2Stats& stats() const { return stats_; }
+  // Stage timings. The caller records its own forward (and the torch adapter its backward) as Stage::kCompute.
+  StepProfile* profile() { return &profile_; }
+  // Why host memory is not pinned, if it is not (OK otherwise).
+  absl::Status pin_status() const;
 
   // This rank's shard buffers (shard_numel fp32 elements each), for tests and checkpoints.
   const float* master_shard() const { return master_.as<float>(); }
+  ~Zero2Optimizer();
   const float* exp_avg_shard() const { return exp_avg_.as<float>(); }
   const float* exp_avg_sq_shard() const { return exp_avg_sq_.as<float>(); }
 
@@ -124,6 +163,7 @@ class Zero2Optimizer {
     size_t bucket;
     std::unique_ptr<comm::Work> work;
     int staging;  // index into staging_, or -1
+    absl::Time launched;
   };
 
   Zero2Optimizer(BucketPlan plan, const Zero2Options& options, comm::Communicator* comm);
@@ -134,11 +174,21 @@ class Zero2Optimizer {
   absl::Status LaunchReadyBuckets(bool from_backward);
   absl::Status CompleteOldest();
   absl::Status Drain();
+  absl::Status CompleteFinished();  // completes in-flight reduce-scatters that already finished, in order
+  float* shard_grads() { return shard_grads_[cur_grads_].as<float>(); }
+  // AdamW on this rank's part of bucket b, reading `grads`, writing master/m/v and the param-dtype copy to `out`.
+  void UpdateBucket(size_t b, const float* grads, char* out, int64_t step, float grad_scale);
+  // Applies AdamW to every bucket and all-gathers the result, stages overlapping across buckets.
+  absl::Status UpdateAndGather(float grad_scale);
+  // Offload: copies host parameters of bucket b to the device-side flat buffer and issues its all-gather.
+  void PublishBucket(size_t b);
+  absl::Status WaitPublished();
+  char* owned_params(size_t b) { return flat_param_at(plan_.buckets()[b].flat_offset + plan_.buckets()[b].layout.shard_offset); }
   bool reducing_this_micro_batch() const;
   // True when reduce-scatter output goes straight into shard_grads_ (fp32, one reduction per step).
   bool reduce_into_shard() const {
     return options_.accumulation == AccumulationMode::kReduceOncePerStep &&
-           options_.param_dtype == core::DType::kFloat32;
+           options_.param_dtype == core::DType::kFloat32 && !options_.offload.enabled;
   }
 
   BucketPlan plan_;
@@ -148,8 +198,21 @@ class Zero2Optimizer {
 
   core::AlignedBuffer flat_params_;  // flat_numel * param dtype
   core::AlignedBuffer flat_grads_;   // kReduceOncePerStep only
-  core::AlignedBuffer master_, exp_avg_, exp_avg_sq_, shard_grads_;  // shard_numel fp32 each
+  StateBuffer master_, exp_avg_, exp_avg_sq_;  // shard_numel fp32 each; pinned host memory when offloaded
+  StateBuffer shard_grads_[2];                 // fp32 shard accumulators; [1] only with delayed_update
+  int cur_grads_ = 0;                          // accumulator the current step reduces into
+  StateBuffer host_grad_lowp_;                 // offload: shard gradients after D2H (param dtype)
+  StateBuffer host_param_lowp_;                // offload: updated parameters before H2D (param dtype)
   core::AlignedBuffer recv_;  // shard_numel * param dtype; empty when reduce-scatter lands in shard_grads_
+  std::vector<std::pair<size_t, size_t>> bucket_segments_;  // [first, last) segment indices per bucket
+  std::unique_ptr<offload::CpuAdamW> adamw_;
+  std::unique_ptr<core::SerialExecutor> copy_engine_;    // offload: H2D copies and the all-gathers after them
+  std::unique_ptr<core::SerialExecutor> update_thread_;  // delayed_update: the background CPU step
+  std::mutex publish_mu_;
+  std::vector<std::unique_ptr<comm::Work>> gathers_;  // guarded by publish_mu_
+  absl::Status publish_status_;                       // guarded by publish_mu_
+  bool update_pending_ = false;
+  StepProfile profile_;
   std::vector<core::AlignedBuffer> staging_;                         // max_bucket_numel * param dtype each
   std::vector<int> free_staging_;
 

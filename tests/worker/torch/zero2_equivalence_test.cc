@@ -113,7 +113,7 @@ std::unique_ptr<comm::Communicator> MakeComm() {
 // Trains with ZeRO-2 and returns the final parameters (every rank holds all of them after the all-gather).
 std::vector<torch::Tensor> TrainZero2(comm::Communicator* comm, const Config& cfg, torch::Dtype dtype,
                                       sharding::Zero2MemoryStats* memory, sharding::Zero2Stats* stats,
-                                      const sharding::BucketPlan** plan_out = nullptr) {
+                                      sharding::OffloadOptions offload = {}) {
   testing::TinyTransformer model = MakeModel(dtype);
   sharding::Zero2Options o;
   o.param_dtype = dtype == torch::kBFloat16 ? core::DType::kBFloat16 : core::DType::kFloat32;
@@ -122,6 +122,7 @@ std::vector<torch::Tensor> TrainZero2(comm::Communicator* comm, const Config& cf
   o.adamw.lr = kLr;
   o.adamw.weight_decay = kWeightDecay;
   o.max_grad_norm = kMaxNorm;
+  o.offload = offload;
   auto binding = Zero2Binding::Bind(*model, o, comm);
   EXPECT_TRUE(binding.ok()) << binding.status();
   if (!binding.ok()) return {};
@@ -143,6 +144,8 @@ std::vector<torch::Tensor> TrainZero2(comm::Communicator* comm, const Config& cf
     EXPECT_TRUE(res->applied);
     EXPECT_EQ(res->units, kGlobalBatch * (kSeq - 1));
   }
+  const absl::Status flushed = (*binding)->optimizer().Flush();
+  EXPECT_TRUE(flushed.ok()) << flushed;
   *memory = (*binding)->optimizer().memory();
   *stats = (*binding)->optimizer().stats();
   const sharding::BucketPlan& plan = (*binding)->optimizer().plan();
@@ -152,7 +155,6 @@ std::vector<torch::Tensor> TrainZero2(comm::Communicator* comm, const Config& cf
   const size_t align = o.alignment_bytes / core::DTypeSize(o.param_dtype);
   EXPECT_LT(plan.flat_numel() - plan.numel(),
             plan.buckets().size() * w * align + plan.params().size() * align);
-  (void)plan_out;
   std::vector<torch::Tensor> out;
   for (const auto& p : model->parameters()) out.push_back(p.detach().to(torch::kFloat32).clone());
   return out;
@@ -198,6 +200,82 @@ TEST(Zero2EquivalenceTest, MatchesTorchAdamWOnTheSameGlobalBatch) {
       // Small buckets: most reduce-scatters must start while backward is still running.
       EXPECT_GT(stats.buckets_launched_before_end, stats.buckets_launched / 2);
     }
+    // Offloaded to (pinned) host memory with the threaded SIMD CPU AdamW: the same bits as without offload.
+    sharding::OffloadOptions offload;
+    offload.enabled = true;
+    offload.threads = 2;
+    sharding::Zero2MemoryStats off_mem;
+    const std::vector<torch::Tensor> off =
+        TrainZero2(comm.get(), cfg, torch::kFloat32, &off_mem, &stats, offload);
+    ASSERT_EQ(off.size(), got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(torch::equal(off[i], got[i])) << "offload differs from on-device update, parameter " << i;
+    }
+    EXPECT_EQ(off_mem.optimizer_state_bytes(), mem.optimizer_state_bytes());
+    EXPECT_GE(off_mem.host_state_bytes, off_mem.optimizer_state_bytes());
+  }
+}
+
+// Reference for the delayed parameter update: the gradient of step s is taken at the parameters published
+// before step s, i.e. after s-1 updates (w_{max(s-1,0)}), and applied by torch::optim::AdamW to the latest
+// master weights.
+std::vector<torch::Tensor> ReferenceDelayedParameters() {
+  testing::TinyTransformer master = MakeModel();
+  testing::TinyTransformer stale = MakeModel();
+  torch::optim::AdamW opt(master->parameters(),
+                          torch::optim::AdamWOptions(kLr).weight_decay(kWeightDecay).betas({0.9, 0.999}).eps(1e-8));
+  std::vector<std::vector<torch::Tensor>> snapshots;
+  auto snapshot = [&] {
+    std::vector<torch::Tensor> s;
+    for (const auto& p : master->parameters()) s.push_back(p.detach().clone());
+    snapshots.push_back(s);
+  };
+  snapshot();
+  for (int s = 0; s < kSteps; ++s) {
+    {
+      torch::NoGradGuard no_grad;
+      const auto& w = snapshots[std::max(s - 1, 0)];
+      auto params = stale->parameters();
+      for (size_t i = 0; i < params.size(); ++i) params[i].copy_(w[i]);
+    }
+    stale->zero_grad();
+    stale->LossSum(GlobalBatch(s)).backward();
+    for (auto& p : stale->parameters()) p.mutable_grad().div_(static_cast<double>(kGlobalBatch * (kSeq - 1)));
+    torch::nn::utils::clip_grad_norm_(stale->parameters(), kMaxNorm);
+    auto mp = master->parameters();
+    auto sp = stale->parameters();
+    for (size_t i = 0; i < mp.size(); ++i) mp[i].mutable_grad() = sp[i].grad().clone();
+    opt.step();
+    snapshot();
+  }
+  return snapshots.back();
+}
+
+TEST(Zero2EquivalenceTest, DelayedParameterUpdateMatchesAOneStepStaleReference) {
+  torch::set_num_threads(1);
+  const std::vector<torch::Tensor> want = ReferenceDelayedParameters();
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  sharding::OffloadOptions offload;
+  offload.enabled = true;
+  offload.threads = 2;
+  offload.delayed_update = true;
+  for (AccumulationMode mode : {AccumulationMode::kReduceScatterEveryMicroBatch, AccumulationMode::kReduceOncePerStep}) {
+    sharding::Zero2MemoryStats mem;
+    sharding::Zero2Stats stats;
+    const std::vector<torch::Tensor> got =
+        TrainZero2(comm.get(), {2, mode, 2048}, torch::kFloat32, &mem, &stats, offload);
+    ASSERT_EQ(got.size(), want.size());
+    const Diff d = Compare(got, want, 1e-2);
+    if (comm->rank() == 0) {
+      std::printf("delayed update, world %d %s: max rel diff %.3g (per tensor), elementwise %.3g, max abs %.3g\n",
+                  comm->world_size(), sharding::AccumulationModeName(mode), d.max_rel, d.max_elem_rel, d.max_abs);
+    }
+    EXPECT_LE(d.max_abs, 1e-6);
+    EXPECT_LE(d.max_elem_rel, 5e-5);
+    EXPECT_LE(d.max_rel, 1e-5);
+    // The two gradient accumulators double the fp32 gradient shard.
+    EXPECT_EQ(mem.shard_grad_bytes, 2 * mem.master_bytes);
   }
 }
 
