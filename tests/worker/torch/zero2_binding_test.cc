@@ -6,14 +6,14 @@
 #include <torch/torch.h>
 
 #include "comm/local/local_communicator.h"
-#include "tests/worker/torch/tiny_transformer.h"
+#include "worker/torch/tiny_transformer.h"
 
 namespace zerofit::worker {
 namespace {
 
 TEST(Zero2BindingTest, ParametersLiveInTheFlatBufferAndGradsAreDroppedAfterBucketing) {
   torch::manual_seed(0);
-  testing::TinyTransformer model(16, 8, 1);
+  worker::TinyTransformer model(16, 8, 1);
   std::vector<torch::Tensor> before;
   for (const auto& p : model->parameters()) before.push_back(p.detach().clone());
   comm::LocalCommunicator comm;
@@ -38,7 +38,7 @@ TEST(Zero2BindingTest, ParametersLiveInTheFlatBufferAndGradsAreDroppedAfterBucke
 
 TEST(Zero2BindingTest, ReduceOnceModeAccumulatesInPlaceIntoTheFlatGradientBuffer) {
   torch::manual_seed(0);
-  testing::TinyTransformer model(16, 8, 1);
+  worker::TinyTransformer model(16, 8, 1);
   comm::LocalCommunicator comm;
   sharding::Zero2Options o;
   o.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
@@ -57,7 +57,7 @@ TEST(Zero2BindingTest, ReduceOnceModeAccumulatesInPlaceIntoTheFlatGradientBuffer
 }
 
 TEST(Zero2BindingTest, RejectsParametersOfTheWrongDtype) {
-  testing::TinyTransformer model(16, 8, 1);
+  worker::TinyTransformer model(16, 8, 1);
   model->to(torch::kBFloat16);
   comm::LocalCommunicator comm;
   auto b = Zero2Binding::Bind(*model, sharding::Zero2Options{}, &comm);
@@ -68,7 +68,7 @@ TEST(Zero2BindingTest, RejectsParametersOfTheWrongDtype) {
 
 TEST(Zero2BindingTest, CommunicatorFailureInsideBackwardComesBackAsStatus) {
   torch::manual_seed(0);
-  testing::TinyTransformer model(16, 8, 1);
+  worker::TinyTransformer model(16, 8, 1);
   comm::LocalCommunicator comm;
   sharding::Zero2Options o;
   o.bucket_bytes = 512;
@@ -82,7 +82,7 @@ TEST(Zero2BindingTest, CommunicatorFailureInsideBackwardComesBackAsStatus) {
 
 TEST(Zero2BindingTest, ModuleKeepsWorkingAfterTheBindingIsDestroyed) {
   torch::manual_seed(0);
-  testing::TinyTransformer model(16, 8, 1);
+  worker::TinyTransformer model(16, 8, 1);
   comm::LocalCommunicator comm;
   {
     auto b = Zero2Binding::Bind(*model, sharding::Zero2Options{}, &comm);

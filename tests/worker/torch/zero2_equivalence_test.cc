@@ -11,7 +11,7 @@
 
 #include "comm/communicator_factory.h"
 #include "tests/support/mpi_test_env.h"
-#include "tests/worker/torch/tiny_transformer.h"
+#include "worker/torch/tiny_transformer.h"
 #include "worker/torch/zero2_binding.h"
 
 namespace zerofit::worker {
@@ -28,9 +28,9 @@ torch::Tensor GlobalBatch(int step) {
   return torch::randint(kVocab, {kGlobalBatch, kSeq}, torch::kLong);
 }
 
-testing::TinyTransformer MakeModel(torch::Dtype dtype = torch::kFloat32) {
+worker::TinyTransformer MakeModel(torch::Dtype dtype = torch::kFloat32) {
   torch::manual_seed(0);
-  testing::TinyTransformer m(kVocab, kDim, kLayers);
+  worker::TinyTransformer m(kVocab, kDim, kLayers);
   m->to(dtype);
   return m;
 }
@@ -57,7 +57,7 @@ std::vector<std::pair<int, int>> Split(int parts) {
 
 // Single-process reference: mean loss over all tokens of the global batch, clip, torch::optim::AdamW.
 std::vector<torch::Tensor> ReferenceParameters() {
-  testing::TinyTransformer model = MakeModel();
+  worker::TinyTransformer model = MakeModel();
   torch::optim::AdamW opt(model->parameters(),
                           torch::optim::AdamWOptions(kLr).weight_decay(kWeightDecay).betas({0.9, 0.999}).eps(1e-8));
   for (int s = 0; s < kSteps; ++s) {
@@ -114,7 +114,7 @@ std::unique_ptr<comm::Communicator> MakeComm() {
 std::vector<torch::Tensor> TrainZero2(comm::Communicator* comm, const Config& cfg, torch::Dtype dtype,
                                       sharding::Zero2MemoryStats* memory, sharding::Zero2Stats* stats,
                                       sharding::OffloadOptions offload = {}) {
-  testing::TinyTransformer model = MakeModel(dtype);
+  worker::TinyTransformer model = MakeModel(dtype);
   sharding::Zero2Options o;
   o.param_dtype = dtype == torch::kBFloat16 ? core::DType::kBFloat16 : core::DType::kFloat32;
   o.bucket_bytes = cfg.bucket_bytes;
@@ -220,8 +220,8 @@ TEST(Zero2EquivalenceTest, MatchesTorchAdamWOnTheSameGlobalBatch) {
 // before step s, i.e. after s-1 updates (w_{max(s-1,0)}), and applied by torch::optim::AdamW to the latest
 // master weights.
 std::vector<torch::Tensor> ReferenceDelayedParameters() {
-  testing::TinyTransformer master = MakeModel();
-  testing::TinyTransformer stale = MakeModel();
+  worker::TinyTransformer master = MakeModel();
+  worker::TinyTransformer stale = MakeModel();
   torch::optim::AdamW opt(master->parameters(),
                           torch::optim::AdamWOptions(kLr).weight_decay(kWeightDecay).betas({0.9, 0.999}).eps(1e-8));
   std::vector<std::vector<torch::Tensor>> snapshots;

@@ -1,4 +1,4 @@
-// A small transformer-like module for engine tests: token embedding, pre-norm causal self-attention and MLP
+// A small transformer-like module for engine tests, examples and benchmarks: token embedding, pre-norm causal self-attention and MLP
 // blocks, final norm, untied head. Small enough for 4 oversubscribed MPI ranks on 2 cores.
 #pragma once
 
@@ -6,7 +6,7 @@
 
 #include <vector>
 
-namespace zerofit::testing {
+namespace zerofit::worker {
 
 struct TinyBlockImpl : torch::nn::Module {
   TinyBlockImpl(int64_t dim, int64_t hidden)
@@ -61,4 +61,4 @@ struct TinyTransformerImpl : torch::nn::Module {
 };
 TORCH_MODULE(TinyTransformer);
 
-}  // namespace zerofit::testing
+}  // namespace zerofit::worker
