@@ -426,8 +426,9 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step() {
     r.grad_norm = static_cast<float>(norm);
     r.clip_coef = static_cast<float>(clip);
     const float grad_scale = static_cast<float>(clip / denom);
+    const bool delay = options_.offload.delayed_update && step_ >= options_.offload.delayed_update_start_step;
     ++step_;
-    if (options_.offload.delayed_update) {
+    if (delay) {
       // Run this step's CPU update in the background; the next Step() (or Flush) publishes it. The next
       // micro-batches reduce into the other gradient accumulator meanwhile.
       const int used = cur_grads_;

@@ -64,8 +64,11 @@ struct OffloadOptions {
   offload::SimdLevel simd = offload::DetectSimdLevel();
   // One-step delayed parameter update (DPU, ZeRO-Offload paper section 5): off by default. It hides the CPU
   // step behind the next forward/backward at the price of gradients computed on one-step-stale parameters;
-  // the paper enables it only after the first few dozen steps, when the model changes slowly.
+  // the paper enables it only after the first few dozen steps, when the model changes fast (see
+  // docs/offload.md for its measured effect on convergence).
   bool delayed_update = false;
+  // Updates before this step number are applied synchronously (the paper's warm-up; it used 40).
+  int64_t delayed_update_start_step = 40;
 };
 
 struct Zero2Options {

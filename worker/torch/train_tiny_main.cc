@@ -21,6 +21,7 @@ namespace {
 
 struct Flags {
   int steps = 30, micro = 2, batch = 16, seq = 33, dim = 128, layers = 4, vocab = 64, threads = 1;
+  int dpu_start = 40;
   float lr = 3e-3f;
   size_t bucket_kb = 256;
   bool offload = false, delayed = false, reduce_once = false;
@@ -31,8 +32,15 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   std::map<std::string, int*> ints = {{"--steps", &f.steps},   {"--micro", &f.micro}, {"--batch", &f.batch},
                                       {"--seq", &f.seq},       {"--dim", &f.dim},     {"--layers", &f.layers},
                                       {"--vocab", &f.vocab},   {"--threads", &f.threads}};
+  std::map<std::string, int*> non_negative = {{"--dpu-start", &f.dpu_start}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      return absl::CancelledError(
+          "usage: mpiexec -n W zerofit_train_tiny [--steps N] [--micro K] [--batch B] [--seq S] [--dim D] "
+          "[--layers L] [--vocab V] [--lr LR] [--bucket-kb KB] [--offload] [--threads T] [--delayed-update] "
+          "[--dpu-start N] [--reduce-once]");
+    }
     if (a == "--offload") {
       f.offload = true;
     } else if (a == "--delayed-update") {
@@ -42,6 +50,9 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (ints.count(a) && i + 1 < argc) {
       *ints[a] = std::atoi(argv[++i]);
       if (*ints[a] <= 0) return absl::InvalidArgumentError(absl::StrCat(a, " must be a positive integer"));
+    } else if (non_negative.count(a) && i + 1 < argc) {
+      *non_negative[a] = std::atoi(argv[++i]);
+      if (*non_negative[a] < 0) return absl::InvalidArgumentError(absl::StrCat(a, " must be >= 0"));
     } else if (a == "--lr" && i + 1 < argc) {
       f.lr = std::strtof(argv[++i], nullptr);
     } else if (a == "--bucket-kb" && i + 1 < argc) {
@@ -50,7 +61,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown or incomplete flag '", a,
           "'; flags: --steps --micro --batch --seq --dim --layers --vocab --threads --lr --bucket-kb "
-          "--offload --delayed-update --reduce-once"));
+          "--offload --delayed-update --dpu-start --reduce-once"));
     }
   }
   if (f.batch % f.micro != 0) {
@@ -83,6 +94,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
   o.offload.enabled = f.offload;
   o.offload.threads = f.threads;
   o.offload.delayed_update = f.delayed;
+  o.offload.delayed_update_start_step = f.dpu_start;
   ZF_ASSIGN_OR_RETURN(auto binding, Zero2Binding::Bind(*model, o, comm.get()));
   auto& opt = binding->optimizer();
   const int rank = comm->rank(), world = comm->world_size();
@@ -94,7 +106,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
                 f.offload ? absl::StrCat(", offload (", f.threads, " CPU AdamW threads, ",
                                          offload::SimdLevelName(o.offload.simd), ")").c_str()
                           : "",
-                f.delayed ? ", delayed update" : "", mem.optimizer_state_bytes() / 1048576.0,
+                f.delayed ? absl::StrCat(", delayed update from step ", f.dpu_start).c_str() : "", mem.optimizer_state_bytes() / 1048576.0,
                 mem.pinned_bytes / 1048576.0,
                 opt.pin_status().ok() ? "" : absl::StrCat(" (", opt.pin_status().message(), ")").c_str());
   }
@@ -139,8 +151,11 @@ int main(int argc, char** argv) {
   }
   auto flags = zerofit::worker::ParseFlags(argc, argv);
   if (!flags.ok()) {
-    if ((*env)->world_rank() == 0) std::fprintf(stderr, "error: %s\n", flags.status().message().data());
-    return 2;
+    const bool help = flags.status().code() == absl::StatusCode::kCancelled;
+    if ((*env)->world_rank() == 0) {
+      std::fprintf(help ? stdout : stderr, "%s%s\n", help ? "" : "error: ", std::string(flags.status().message()).c_str());
+    }
+    return help ? 0 : 2;
   }
   const absl::Status s = zerofit::worker::Run(**env, *flags);
   if (!s.ok()) {
