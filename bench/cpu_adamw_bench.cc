@@ -29,7 +29,8 @@ namespace {
 // Bandwidth probes, written with AVX2 intrinsics so that they are limited by memory, not by instruction count
 // (a scalar loop keeps fewer cache lines in flight per core and under-reports what the memory system gives).
 // STREAM triad a = b + s*c: 12 bytes per element (2 reads, 1 write).
-__attribute__((target("avx2,fma"))) void TriadAvx2(float* a, const float* b, const float* c, size_t lo, size_t hi) {
+__attribute__((target("avx2,fma"))) void TriadAvx2(float* a, const float* b, const float* c, size_t lo,
+                                                   size_t hi) {
   const __m256 s = _mm256_set1_ps(1.0001f);
   size_t i = lo;
   for (; i + 8 <= hi; i += 8) {
@@ -40,8 +41,8 @@ __attribute__((target("avx2,fma"))) void TriadAvx2(float* a, const float* b, con
 
 // The AdamW access pattern with trivial arithmetic: read p, g, m, v and write p, m, v (28 bytes per element).
 // One core's bandwidth depends on how many streams it keeps in flight, so this is the tighter roof for AdamW.
-__attribute__((target("avx2,fma"))) void SevenStreamsAvx2(float* p, const float* g, float* m, float* v, size_t lo,
-                                                          size_t hi) {
+__attribute__((target("avx2,fma"))) void SevenStreamsAvx2(float* p, const float* g, float* m, float* v,
+                                                          size_t lo, size_t hi) {
   size_t i = lo;
   for (; i + 8 <= hi; i += 8) {
     const __m256 x = _mm256_loadu_ps(g + i);
@@ -95,8 +96,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   auto alloc = [&](size_t bytes) { return std::move(*core::AlignedBuffer::Allocate(bytes)); };
-  core::AlignedBuffer p = alloc(n * 4), m = alloc(n * 4), v = alloc(n * 4), g32 = alloc(n * 4), g16 = alloc(n * 2),
-                      out16 = alloc(n * 2), out32 = alloc(n * 4), m2 = alloc(n * 4), v2 = alloc(n * 4);
+  core::AlignedBuffer p = alloc(n * 4), m = alloc(n * 4), v = alloc(n * 4), g32 = alloc(n * 4),
+                      g16 = alloc(n * 2), out16 = alloc(n * 2), out32 = alloc(n * 4), m2 = alloc(n * 4),
+                      v2 = alloc(n * 4);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   for (size_t i = 0; i < n; ++i) {
@@ -119,23 +121,30 @@ int Main(int argc, char** argv) {
     pools.push_back(std::make_unique<core::ThreadPool>(t));
     core::ThreadPool* pool = pools.back().get();
     const size_t chunk = (n + t - 1) / t;
-    configs.push_back({"triad " + std::to_string(t) + "T", [&, pool, chunk] {
+    configs.push_back({"triad " + std::to_string(t) + "T",
+                       [&, pool, chunk] {
                          pool->ParallelFor(static_cast<size_t>(t), [&](size_t k) {
                            const size_t lo = k * chunk, hi = std::min(n, lo + chunk);
                            TriadAvx2(m.as<float>(), v.as<float>(), g32.as<float>(), lo, hi);
                          });
-                       }, 12.0, {}});
-    configs.push_back({"same-streams probe " + std::to_string(t) + "T", [&, pool, chunk] {
+                       },
+                       12.0,
+                       {}});
+    configs.push_back({"same-streams probe " + std::to_string(t) + "T",
+                       [&, pool, chunk] {
                          pool->ParallelFor(static_cast<size_t>(t), [&](size_t k) {
                            const size_t lo = k * chunk, hi = std::min(n, lo + chunk);
-                           SevenStreamsAvx2(out32.as<float>(), g32.as<float>(), m2.as<float>(), v2.as<float>(), lo,
-                                            hi);
+                           SevenStreamsAvx2(out32.as<float>(), g32.as<float>(), m2.as<float>(),
+                                            v2.as<float>(), lo, hi);
                          });
-                       }, 28.0, {}});
+                       },
+                       28.0,
+                       {}});
     torch_runs.push_back(worker::TorchAdamWBaseline::Create(n, t, hyper));
     worker::TorchAdamWBaseline* tr = torch_runs.back().get();
     configs.push_back({"torch::optim::AdamW " + std::to_string(t) + "T", [tr] { tr->Step(); }, 28.0, {}});
-    for (offload::SimdLevel level : {offload::SimdLevel::kScalar, offload::SimdLevel::kAvx2, offload::SimdLevel::kAvx512}) {
+    for (offload::SimdLevel level :
+         {offload::SimdLevel::kScalar, offload::SimdLevel::kAvx2, offload::SimdLevel::kAvx512}) {
       auto r = offload::CpuAdamW::Create(t, level);
       if (!r.ok()) continue;
       runners.push_back(std::move(*r));
@@ -151,12 +160,13 @@ int Main(int argc, char** argv) {
         s.param_out = bf16 ? out16.data() : nullptr;
         s.out_dtype = core::DType::kBFloat16;
         const std::string what = bf16 ? "bf16 grad -> bf16 param copy" : "fp32 grad";
-        configs.push_back({std::string("zerofit ") + offload::SimdLevelName(level) + " " + std::to_string(t) + "T, " +
-                               what,
-                           [runner, s, hyper, &step] {
-                             runner->Step({{s, hyper}}, ++step, 1.0f);
-                           },
-                           28.0, {}});
+        configs.push_back(
+            {std::string("zerofit ") + offload::SimdLevelName(level) + " " + std::to_string(t) + "T, " + what,
+             [runner, s, hyper, &step] {
+               runner->Step({{s, hyper}}, ++step, 1.0f);
+             },
+             28.0,
+             {}});
       }
     }
   }
@@ -182,9 +192,10 @@ int Main(int argc, char** argv) {
     std::printf("%-50s %9.2f %10.1f %8.2f %8.2fx %8.0f%% %8.0f%%\n", c.name.c_str(), s * 1e3, rate / 1e6, gbs,
                 rate / torch_rate, 100.0 * gbs / triad_gbs, 100.0 * gbs / probe_gbs);
   }
-  std::printf("bounds: 28 bytes touched per parameter (read param, m, v and a 4-byte fp32 or 2-byte bf16 gradient; "
-              "write param, m, v and, for bf16, a 2-byte copy) at the STREAM-triad bandwidth (12 bytes/element) "
-              "and at the same-streams probe bandwidth, both measured with the same threads\n");
+  std::printf(
+      "bounds: 28 bytes touched per parameter (read param, m, v and a 4-byte fp32 or 2-byte bf16 gradient; "
+      "write param, m, v and, for bf16, a 2-byte copy) at the STREAM-triad bandwidth (12 bytes/element) "
+      "and at the same-streams probe bandwidth, both measured with the same threads\n");
   return 0;
 }
 

@@ -17,7 +17,9 @@ class DoneWork final : public Work {
 };
 }  // namespace
 
-std::unique_ptr<Work> CompletedWork(absl::Status status) { return std::make_unique<DoneWork>(std::move(status)); }
+std::unique_ptr<Work> CompletedWork(absl::Status status) {
+  return std::make_unique<DoneWork>(std::move(status));
+}
 
 absl::Status WaitFor(absl::StatusOr<std::unique_ptr<Work>> work, absl::Duration timeout) {
   if (!work.ok()) return work.status();
@@ -44,46 +46,49 @@ absl::Status ValidateBuffer(const char* op_name, const Buffer& buf) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateReduceScatter(const Communicator& comm, const Buffer& in, const Buffer& out) {
-  ZF_RETURN_IF_ERROR(ValidateBuffer("ReduceScatter input", in));
-  ZF_RETURN_IF_ERROR(ValidateBuffer("ReduceScatter output", out));
+namespace {
+
+// Checks shared by the two-buffer collectives: both buffers usable, same dtype and device, and `big` (the
+// side holding world_size blocks) exactly world_size times `small`.
+absl::Status ValidatePair(const Communicator& comm, const char* op, const Buffer& in, const Buffer& out,
+                          const Buffer& small, const Buffer& big, const char* small_name,
+                          const char* big_name) {
+  ZF_RETURN_IF_ERROR(ValidateBuffer(absl::StrCat(op, " input").c_str(), in));
+  ZF_RETURN_IF_ERROR(ValidateBuffer(absl::StrCat(op, " output").c_str(), out));
   if (in.dtype != out.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat("ReduceScatter: input dtype ", core::DTypeName(in.dtype),
+    return absl::InvalidArgumentError(absl::StrCat(op, ": input dtype ", core::DTypeName(in.dtype),
                                                    " != output dtype ", core::DTypeName(out.dtype)));
   }
-  if (in.device != out.device) return absl::InvalidArgumentError("ReduceScatter: input and output devices differ");
+  if (in.device != out.device)
+    return absl::InvalidArgumentError(absl::StrCat(op, ": input and output devices differ"));
   const size_t world = static_cast<size_t>(comm.world_size());
-  if (in.count != out.count * world) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReduceScatter: input has ", in.count, " elements but output has ", out.count, " and world size is ",
-        world, "; the input must hold exactly output.count * world_size = ", out.count * world, " elements"));
-  }
-  const char* in_p = static_cast<const char*>(in.data);
-  const char* out_p = static_cast<const char*>(out.data);
-  if (out.count > 0 && in_p < out_p + out.bytes() && out_p < in_p + in.bytes()) {
-    return absl::InvalidArgumentError("ReduceScatter: input and output buffers overlap");
+  if (big.count != small.count * world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", big_name, " has ", big.count, " elements but ", small_name, " has ",
+                     small.count, " and world size is ", world, "; the ", big_name, " must hold exactly ",
+                     small_name, ".count * world_size = ", small.count * world, " elements"));
   }
   return absl::OkStatus();
 }
 
+bool Overlap(const Buffer& a, const Buffer& b) {
+  const char* pa = static_cast<const char*>(a.data);
+  const char* pb = static_cast<const char*>(b.data);
+  return a.count > 0 && b.count > 0 && pa < pb + b.bytes() && pb < pa + a.bytes();
+}
+
+}  // namespace
+
+absl::Status ValidateReduceScatter(const Communicator& comm, const Buffer& in, const Buffer& out) {
+  ZF_RETURN_IF_ERROR(ValidatePair(comm, "ReduceScatter", in, out, out, in, "output", "input"));
+  if (Overlap(in, out)) return absl::InvalidArgumentError("ReduceScatter: input and output buffers overlap");
+  return absl::OkStatus();
+}
+
 absl::Status ValidateAllGather(const Communicator& comm, const Buffer& in, const Buffer& out) {
-  ZF_RETURN_IF_ERROR(ValidateBuffer("AllGather input", in));
-  ZF_RETURN_IF_ERROR(ValidateBuffer("AllGather output", out));
-  if (in.dtype != out.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat("AllGather: input dtype ", core::DTypeName(in.dtype),
-                                                   " != output dtype ", core::DTypeName(out.dtype)));
-  }
-  if (in.device != out.device) return absl::InvalidArgumentError("AllGather: input and output devices differ");
-  const size_t world = static_cast<size_t>(comm.world_size());
-  if (out.count != in.count * world) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AllGather: output has ", out.count, " elements but input has ", in.count, " and world size is ", world,
-        "; the output must hold exactly input.count * world_size = ", in.count * world, " elements"));
-  }
-  const char* in_p = static_cast<const char*>(in.data);
-  const char* out_p = static_cast<const char*>(out.data);
-  const bool overlaps = in.count > 0 && in_p < out_p + out.bytes() && out_p < in_p + in.bytes();
-  if (overlaps && in_p != out_p + static_cast<size_t>(comm.rank()) * in.bytes()) {
+  ZF_RETURN_IF_ERROR(ValidatePair(comm, "AllGather", in, out, in, out, "input", "output"));
+  if (Overlap(in, out) &&
+      static_cast<const char*>(in.data) != static_cast<const char*>(out.data) + comm.rank() * in.bytes()) {
     return absl::InvalidArgumentError(
         "AllGather: input overlaps output but is not this rank's block of it (in-place needs "
         "in.data == out.data + rank * in.bytes())");

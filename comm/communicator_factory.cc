@@ -65,7 +65,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Backend backend
       }
       {
         ZF_ASSIGN_OR_RETURN(auto bootstrap, MpiCommunicator::Create(*context.mpi, options));
-        ZF_ASSIGN_OR_RETURN(auto c, NcclCommunicator::CreateWithBootstrap(*bootstrap, context.cuda_device, options));
+        ZF_ASSIGN_OR_RETURN(auto c,
+                            NcclCommunicator::CreateWithBootstrap(*bootstrap, context.cuda_device, options));
         return std::unique_ptr<Communicator>(std::move(c));
       }
 #else

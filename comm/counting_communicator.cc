@@ -27,7 +27,8 @@ void CountingCommunicator::Add(CommCounters::Kind kind, uint64_t payload, double
   counters_.sent_bytes[kind] += sent;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op) {
+absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::ReduceScatter(Buffer in, Buffer out,
+                                                                          ReduceOp op) {
   const double w = world_size();
   auto work = inner_->ReduceScatter(in, out, op);
   if (work.ok()) Add(CommCounters::kReduceScatter, in.bytes(), (w - 1) / w * static_cast<double>(in.bytes()));
@@ -44,14 +45,16 @@ absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllGather(Buffer in,
 absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllReduce(Buffer buf, ReduceOp op) {
   const double w = world_size();
   auto work = inner_->AllReduce(buf, op);
-  if (work.ok()) Add(CommCounters::kAllReduce, buf.bytes(), 2 * (w - 1) / w * static_cast<double>(buf.bytes()));
+  if (work.ok())
+    Add(CommCounters::kAllReduce, buf.bytes(), 2 * (w - 1) / w * static_cast<double>(buf.bytes()));
   return work;
 }
 
 absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::Broadcast(Buffer buf, int root) {
   const double w = world_size();
   auto work = inner_->Broadcast(buf, root);
-  if (work.ok()) Add(CommCounters::kBroadcast, buf.bytes(), w > 1 ? (w - 1) / w * static_cast<double>(buf.bytes()) : 0.0);
+  if (work.ok())
+    Add(CommCounters::kBroadcast, buf.bytes(), w > 1 ? (w - 1) / w * static_cast<double>(buf.bytes()) : 0.0);
   return work;
 }
 

@@ -11,17 +11,17 @@ namespace zerofit::core {
 
 absl::StatusOr<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes, size_t alignment) {
   if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("AlignedBuffer: alignment ", alignment,
-                                                   " is not a power of two >= ", sizeof(void*)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AlignedBuffer: alignment ", alignment, " is not a power of two >= ", sizeof(void*)));
   }
   AlignedBuffer buffer;
   if (bytes == 0) return buffer;
   void* p = nullptr;
   const int rc = posix_memalign(&p, alignment, bytes);
   if (rc != 0 || p == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("AlignedBuffer: posix_memalign(", bytes, " bytes, align ", alignment,
-                     ") failed: ", std::strerror(rc)));
+    return absl::ResourceExhaustedError(absl::StrCat("AlignedBuffer: posix_memalign(", bytes,
+                                                     " bytes, align ", alignment,
+                                                     ") failed: ", std::strerror(rc)));
   }
   std::memset(p, 0, bytes);
   buffer.data_ = p;

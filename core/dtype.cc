@@ -24,7 +24,7 @@ uint16_t FloatToFp16(float f) {
     return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
   }
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // Rounds to >= 65520: inf.
-  if (abs < 0x38800000u) {  // Below the smallest normal half (2^-14): subnormal or zero.
+  if (abs < 0x38800000u) {               // Below the smallest normal half (2^-14): subnormal or zero.
     if (abs < 0x33000000u) return sign;  // Below half of the smallest subnormal (2^-25): zero.
     const uint32_t exp = abs >> 23;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 
-
 namespace zerofit::core {
 
 enum class DType { kFloat32, kBFloat16, kFloat16, kFloat64 };

@@ -30,7 +30,8 @@ bool SerialExecutor::Idle() {
 
 absl::Status SerialExecutor::Drain(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!idle_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return queue_.empty() && !running_job_; })) {
+  if (!idle_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                         [&] { return queue_.empty() && !running_job_; })) {
     return absl::DeadlineExceededError(
         absl::StrCat("background jobs did not finish within ", absl::FormatDuration(timeout)));
   }

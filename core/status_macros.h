@@ -8,10 +8,10 @@
 #define ZF_CONCAT_(a, b) ZF_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` yields a non-OK status.
-#define ZF_RETURN_IF_ERROR(expr)                  \
-  do {                                            \
-    ::absl::Status zf_status_ = (expr);           \
-    if (!zf_status_.ok()) return zf_status_;      \
+#define ZF_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status zf_status_ = (expr);      \
+    if (!zf_status_.ok()) return zf_status_; \
   } while (false)
 
 #define ZF_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

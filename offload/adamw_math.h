@@ -1,6 +1,6 @@
-// The one definition of zerofit's AdamW arithmetic, shared by the scalar oracle and the SIMD kernels. The SIMD
-// bodies vectorise exactly these operations in this order (multiplications, fused multiply-adds, correctly
-// rounded sqrt and division), so every kernel produces identical bits. Internal to offload/.
+// The one definition of zerofit's AdamW arithmetic, shared by the scalar oracle and the SIMD kernels. The
+// SIMD bodies vectorise exactly these operations in this order (multiplications, fused multiply-adds,
+// correctly rounded sqrt and division), so every kernel produces identical bits. Internal to offload/.
 //
 // ODR note: the SIMD translation units are compiled with -mavx2 / -mavx512*. They must not instantiate any
 // inline function that other code also uses (the linker could keep their AVX-512 copy for everybody), so the
@@ -29,7 +29,8 @@ void AdamWAvx512Body(const AdamWSpans& s, const AdamWConstants& c);
 namespace {
 
 // Updates one element; returns the new parameter value.
-[[maybe_unused]] inline float AdamWElement(float* p, float grad, float* m, float* v, const AdamWConstants& c) {
+[[maybe_unused]] inline float AdamWElement(float* p, float grad, float* m, float* v,
+                                           const AdamWConstants& c) {
   const float g = grad * c.grad_scale;
   const float decayed = *p * c.decay;
   const float mi = std::fma(c.b1, *m, c.one_minus_b1 * g);

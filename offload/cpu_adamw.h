@@ -45,7 +45,8 @@ struct AdamWSpans {
   core::DType out_dtype = core::DType::kFloat32;
 };
 
-using AdamWKernel = void (*)(const AdamWSpans& spans, const AdamWHyper& hyper, int64_t step, float grad_scale);
+using AdamWKernel = void (*)(const AdamWSpans& spans, const AdamWHyper& hyper, int64_t step,
+                             float grad_scale);
 
 enum class SimdLevel { kScalar, kAvx2, kAvx512 };
 const char* SimdLevelName(SimdLevel level);
@@ -74,7 +75,9 @@ class CpuAdamW {
   };
   // threads >= 1 (counting the caller); level defaults to DetectSimdLevel().
   static absl::StatusOr<std::unique_ptr<CpuAdamW>> Create(int threads, SimdLevel level);
-  static absl::StatusOr<std::unique_ptr<CpuAdamW>> Create(int threads) { return Create(threads, DetectSimdLevel()); }
+  static absl::StatusOr<std::unique_ptr<CpuAdamW>> Create(int threads) {
+    return Create(threads, DetectSimdLevel());
+  }
   ~CpuAdamW();
 
   void Step(const std::vector<Task>& tasks, int64_t step, float grad_scale);

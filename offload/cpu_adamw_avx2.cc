@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "offload/adamw_math.h"
+#include "offload/adamw_dispatch.h"
 
 namespace zerofit::offload::internal {
 namespace {
@@ -29,9 +29,10 @@ __m256 LoadGrad(const void* g, size_t i) {
 __m128i ToBf16(__m256 x) {
   const __m256i u = _mm256_castps_si256(x);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
-  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                            _mm256_set1_epi32(0x7f800000));
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+  const __m256i is_nan =
+      _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
   const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
   const __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
   // Pack 8 x u32 (all <= 0xffff) into 8 x u16: packus works per 128-bit lane, then gather the two low halves.
@@ -41,74 +42,54 @@ __m128i ToBf16(__m256 x) {
 
 // kOut: 0 none, 1 fp32, 2 bf16, 3 fp16.
 template <DType G, int kOut>
-void Body(const AdamWSpans& s, const AdamWConstants& c) {
-  const __m256 decay = _mm256_set1_ps(c.decay), b1 = _mm256_set1_ps(c.b1), b2 = _mm256_set1_ps(c.b2);
-  const __m256 omb1 = _mm256_set1_ps(c.one_minus_b1), omb2 = _mm256_set1_ps(c.one_minus_b2);
-  const __m256 sqrt_bc2 = _mm256_set1_ps(c.sqrt_bc2), neg_step = _mm256_set1_ps(c.neg_step_size);
-  const __m256 eps = _mm256_set1_ps(c.eps), gscale = _mm256_set1_ps(c.grad_scale);
-  auto step8 = [&](float* p, const void* grad, size_t gi, float* m, float* v, void* out, size_t oi) {
-    const __m256 g = _mm256_mul_ps(LoadGrad<G>(grad, gi), gscale);
-    const __m256 decayed = _mm256_mul_ps(_mm256_loadu_ps(p), decay);
-    const __m256 mi = _mm256_fmadd_ps(b1, _mm256_loadu_ps(m), _mm256_mul_ps(omb1, g));
-    const __m256 vi = _mm256_fmadd_ps(b2, _mm256_loadu_ps(v), _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
-    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), sqrt_bc2), eps);
-    const __m256 r = _mm256_fmadd_ps(neg_step, _mm256_div_ps(mi, denom), decayed);
-    _mm256_storeu_ps(m, mi);
-    _mm256_storeu_ps(v, vi);
-    _mm256_storeu_ps(p, r);
-    if constexpr (kOut == 1) _mm256_storeu_ps(static_cast<float*>(out) + oi, r);
-    if constexpr (kOut == 2) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + oi), ToBf16(r));
-    }
-    if constexpr (kOut == 3) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + oi),
-                       _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-  };
-  const size_t n = s.n, body = n / 8 * 8;
-  for (size_t i = 0; i < body; i += 8) step8(s.param + i, s.grad, i, s.m + i, s.v + i, s.param_out, i);
-  if (body == n) return;
-  // Tail: run the same vector code on zero-padded copies, then copy the real lanes back.
-  const size_t t = n - body;
-  alignas(32) float p[8] = {}, m[8] = {}, v[8] = {}, o[8] = {};
-  alignas(32) uint8_t g[32] = {};
-  const size_t gsize = G == DType::kFloat32 ? 4 : 2;
-  const size_t osize = kOut == 1 ? 4 : 2;
-  std::memcpy(p, s.param + body, t * 4);
-  std::memcpy(m, s.m + body, t * 4);
-  std::memcpy(v, s.v + body, t * 4);
-  std::memcpy(g, static_cast<const uint8_t*>(s.grad) + body * gsize, t * gsize);
-  step8(p, g, 0, m, v, o, 0);
-  std::memcpy(s.param + body, p, t * 4);
-  std::memcpy(s.m + body, m, t * 4);
-  std::memcpy(s.v + body, v, t * 4);
-  if constexpr (kOut != 0) std::memcpy(static_cast<uint8_t*>(s.param_out) + body * osize, o, t * osize);
-}
-
-template <DType G>
-void DispatchOut(const AdamWSpans& s, const AdamWConstants& c) {
-  if (s.param_out == nullptr) return Body<G, 0>(s, c);
-  switch (s.out_dtype) {
-    case DType::kBFloat16:
-      return Body<G, 2>(s, c);
-    case DType::kFloat16:
-      return Body<G, 3>(s, c);
-    default:
-      return Body<G, 1>(s, c);
+struct Body {
+  static void Run(const AdamWSpans& s, const AdamWConstants& c) {
+    const __m256 decay = _mm256_set1_ps(c.decay), b1 = _mm256_set1_ps(c.b1), b2 = _mm256_set1_ps(c.b2);
+    const __m256 omb1 = _mm256_set1_ps(c.one_minus_b1), omb2 = _mm256_set1_ps(c.one_minus_b2);
+    const __m256 sqrt_bc2 = _mm256_set1_ps(c.sqrt_bc2), neg_step = _mm256_set1_ps(c.neg_step_size);
+    const __m256 eps = _mm256_set1_ps(c.eps), gscale = _mm256_set1_ps(c.grad_scale);
+    auto step8 = [&](float* p, const void* grad, size_t gi, float* m, float* v, void* out, size_t oi) {
+      const __m256 g = _mm256_mul_ps(LoadGrad<G>(grad, gi), gscale);
+      const __m256 decayed = _mm256_mul_ps(_mm256_loadu_ps(p), decay);
+      const __m256 mi = _mm256_fmadd_ps(b1, _mm256_loadu_ps(m), _mm256_mul_ps(omb1, g));
+      const __m256 vi = _mm256_fmadd_ps(b2, _mm256_loadu_ps(v), _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
+      const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), sqrt_bc2), eps);
+      const __m256 r = _mm256_fmadd_ps(neg_step, _mm256_div_ps(mi, denom), decayed);
+      _mm256_storeu_ps(m, mi);
+      _mm256_storeu_ps(v, vi);
+      _mm256_storeu_ps(p, r);
+      if constexpr (kOut == 1) _mm256_storeu_ps(static_cast<float*>(out) + oi, r);
+      if constexpr (kOut == 2) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + oi), ToBf16(r));
+      }
+      if constexpr (kOut == 3) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + oi),
+                         _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      }
+    };
+    const size_t n = s.n, body = n / 8 * 8;
+    for (size_t i = 0; i < body; i += 8) step8(s.param + i, s.grad, i, s.m + i, s.v + i, s.param_out, i);
+    if (body == n) return;
+    // Tail: run the same vector code on zero-padded copies, then copy the real lanes back.
+    const size_t t = n - body;
+    alignas(32) float p[8] = {}, m[8] = {}, v[8] = {}, o[8] = {};
+    alignas(32) uint8_t g[32] = {};
+    const size_t gsize = G == DType::kFloat32 ? 4 : 2;
+    const size_t osize = kOut == 1 ? 4 : 2;
+    std::memcpy(p, s.param + body, t * 4);
+    std::memcpy(m, s.m + body, t * 4);
+    std::memcpy(v, s.v + body, t * 4);
+    std::memcpy(g, static_cast<const uint8_t*>(s.grad) + body * gsize, t * gsize);
+    step8(p, g, 0, m, v, o, 0);
+    std::memcpy(s.param + body, p, t * 4);
+    std::memcpy(s.m + body, m, t * 4);
+    std::memcpy(s.v + body, v, t * 4);
+    if constexpr (kOut != 0) std::memcpy(static_cast<uint8_t*>(s.param_out) + body * osize, o, t * osize);
   }
-}
+};
 
 }  // namespace
 
-void AdamWAvx2Body(const AdamWSpans& s, const AdamWConstants& c) {
-  switch (s.grad_dtype) {
-    case DType::kBFloat16:
-      return DispatchOut<DType::kBFloat16>(s, c);
-    case DType::kFloat16:
-      return DispatchOut<DType::kFloat16>(s, c);
-    default:
-      return DispatchOut<DType::kFloat32>(s, c);
-  }
-}
+void AdamWAvx2Body(const AdamWSpans& s, const AdamWConstants& c) { DispatchAdamW<Body>(s, c); }
 
 }  // namespace zerofit::offload::internal

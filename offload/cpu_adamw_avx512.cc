@@ -1,8 +1,9 @@
-// AVX-512 (F, BW, VL) AdamW body. Compiled with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c; called only after
-// CPUID says so. Tails use masked loads and stores. Bit-identical to the scalar oracle (see adamw_math.h).
+// AVX-512 (F, BW, VL) AdamW body. Compiled with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c; called only
+// after CPUID says so. Tails use masked loads and stores. Bit-identical to the scalar oracle (see
+// adamw_math.h).
 #include <immintrin.h>
 
-#include "offload/adamw_math.h"
+#include "offload/adamw_dispatch.h"
 
 namespace zerofit::offload::internal {
 namespace {
@@ -27,66 +28,49 @@ __m512 LoadGrad(const void* g, size_t i, __mmask16 k) {
 __m256i ToBf16(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-  const __mmask16 is_nan =
-      _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                   _mm512_set1_epi32(0x7f800000));
   const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
   return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, nan));
 }
 
 // kOut: 0 none, 1 fp32, 2 bf16, 3 fp16.
 template <DType G, int kOut>
-void Body(const AdamWSpans& s, const AdamWConstants& c) {
-  const __m512 decay = _mm512_set1_ps(c.decay), b1 = _mm512_set1_ps(c.b1), b2 = _mm512_set1_ps(c.b2);
-  const __m512 omb1 = _mm512_set1_ps(c.one_minus_b1), omb2 = _mm512_set1_ps(c.one_minus_b2);
-  const __m512 sqrt_bc2 = _mm512_set1_ps(c.sqrt_bc2), neg_step = _mm512_set1_ps(c.neg_step_size);
-  const __m512 eps = _mm512_set1_ps(c.eps), gscale = _mm512_set1_ps(c.grad_scale);
-  for (size_t i = 0; i < s.n; i += 16) {
-    const size_t left = s.n - i;
-    const __mmask16 k = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
-    const __m512 g = _mm512_mul_ps(LoadGrad<G>(s.grad, i, k), gscale);
-    const __m512 decayed = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s.param + i), decay);
-    const __m512 mi = _mm512_fmadd_ps(b1, _mm512_maskz_loadu_ps(k, s.m + i), _mm512_mul_ps(omb1, g));
-    const __m512 vi =
-        _mm512_fmadd_ps(b2, _mm512_maskz_loadu_ps(k, s.v + i), _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
-    const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), sqrt_bc2), eps);
-    const __m512 r = _mm512_fmadd_ps(neg_step, _mm512_div_ps(mi, denom), decayed);
-    _mm512_mask_storeu_ps(s.m + i, k, mi);
-    _mm512_mask_storeu_ps(s.v + i, k, vi);
-    _mm512_mask_storeu_ps(s.param + i, k, r);
-    if constexpr (kOut == 1) _mm512_mask_storeu_ps(static_cast<float*>(s.param_out) + i, k, r);
-    if constexpr (kOut == 2) _mm256_mask_storeu_epi16(static_cast<uint16_t*>(s.param_out) + i, k, ToBf16(r));
-    if constexpr (kOut == 3) {
-      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(s.param_out) + i, k,
-                               _mm512_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+struct Body {
+  static void Run(const AdamWSpans& s, const AdamWConstants& c) {
+    const __m512 decay = _mm512_set1_ps(c.decay), b1 = _mm512_set1_ps(c.b1), b2 = _mm512_set1_ps(c.b2);
+    const __m512 omb1 = _mm512_set1_ps(c.one_minus_b1), omb2 = _mm512_set1_ps(c.one_minus_b2);
+    const __m512 sqrt_bc2 = _mm512_set1_ps(c.sqrt_bc2), neg_step = _mm512_set1_ps(c.neg_step_size);
+    const __m512 eps = _mm512_set1_ps(c.eps), gscale = _mm512_set1_ps(c.grad_scale);
+    for (size_t i = 0; i < s.n; i += 16) {
+      const size_t left = s.n - i;
+      const __mmask16 k =
+          left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+      const __m512 g = _mm512_mul_ps(LoadGrad<G>(s.grad, i, k), gscale);
+      const __m512 decayed = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s.param + i), decay);
+      const __m512 mi = _mm512_fmadd_ps(b1, _mm512_maskz_loadu_ps(k, s.m + i), _mm512_mul_ps(omb1, g));
+      const __m512 vi =
+          _mm512_fmadd_ps(b2, _mm512_maskz_loadu_ps(k, s.v + i), _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
+      const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), sqrt_bc2), eps);
+      const __m512 r = _mm512_fmadd_ps(neg_step, _mm512_div_ps(mi, denom), decayed);
+      _mm512_mask_storeu_ps(s.m + i, k, mi);
+      _mm512_mask_storeu_ps(s.v + i, k, vi);
+      _mm512_mask_storeu_ps(s.param + i, k, r);
+      if constexpr (kOut == 1) _mm512_mask_storeu_ps(static_cast<float*>(s.param_out) + i, k, r);
+      if constexpr (kOut == 2)
+        _mm256_mask_storeu_epi16(static_cast<uint16_t*>(s.param_out) + i, k, ToBf16(r));
+      if constexpr (kOut == 3) {
+        _mm256_mask_storeu_epi16(static_cast<uint16_t*>(s.param_out) + i, k,
+                                 _mm512_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      }
     }
   }
-}
-
-template <DType G>
-void DispatchOut(const AdamWSpans& s, const AdamWConstants& c) {
-  if (s.param_out == nullptr) return Body<G, 0>(s, c);
-  switch (s.out_dtype) {
-    case DType::kBFloat16:
-      return Body<G, 2>(s, c);
-    case DType::kFloat16:
-      return Body<G, 3>(s, c);
-    default:
-      return Body<G, 1>(s, c);
-  }
-}
+};
 
 }  // namespace
 
-void AdamWAvx512Body(const AdamWSpans& s, const AdamWConstants& c) {
-  switch (s.grad_dtype) {
-    case DType::kBFloat16:
-      return DispatchOut<DType::kBFloat16>(s, c);
-    case DType::kFloat16:
-      return DispatchOut<DType::kFloat16>(s, c);
-    default:
-      return DispatchOut<DType::kFloat32>(s, c);
-  }
-}
+void AdamWAvx512Body(const AdamWSpans& s, const AdamWConstants& c) { DispatchAdamW<Body>(s, c); }
 
 }  // namespace zerofit::offload::internal

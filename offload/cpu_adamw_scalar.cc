@@ -87,7 +87,8 @@ absl::StatusOr<AdamWKernel> KernelFor(SimdLevel level) {
   const SimdLevel best = DetectSimdLevel();
   if (static_cast<int>(level) > static_cast<int>(best)) {
     return absl::InvalidArgumentError(absl::StrCat("this CPU cannot run the ", SimdLevelName(level),
-                                                   " AdamW kernel (best available: ", SimdLevelName(best), ")"));
+                                                   " AdamW kernel (best available: ", SimdLevelName(best),
+                                                   ")"));
   }
   switch (level) {
     case SimdLevel::kScalar:
@@ -120,7 +121,8 @@ AdamWSpans Slice(const AdamWSpans& s, size_t begin, size_t end) {
   t.grad = static_cast<const char*>(s.grad) + begin * core::DTypeSize(s.grad_dtype);
   t.m += begin;
   t.v += begin;
-  if (s.param_out != nullptr) t.param_out = static_cast<char*>(s.param_out) + begin * core::DTypeSize(s.out_dtype);
+  if (s.param_out != nullptr)
+    t.param_out = static_cast<char*>(s.param_out) + begin * core::DTypeSize(s.out_dtype);
   t.n = end - begin;
   return t;
 }

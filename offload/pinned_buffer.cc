@@ -54,8 +54,8 @@ absl::StatusOr<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
   void* p = nullptr;
   const int rc = posix_memalign(&p, kAlignment, mapped);
   if (rc != 0 || p == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("PinnedBuffer: allocating ", bytes, " bytes of host memory failed: ", std::strerror(rc)));
+    return absl::ResourceExhaustedError(absl::StrCat("PinnedBuffer: allocating ", bytes,
+                                                     " bytes of host memory failed: ", std::strerror(rc)));
   }
   std::memset(p, 0, mapped);  // also faults every page in before locking
   b.data_ = p;

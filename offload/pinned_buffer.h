@@ -1,9 +1,10 @@
-// Page-locked ("pinned") host memory for offloaded optimizer state and the staging buffers that cross the bus.
+// Page-locked ("pinned") host memory for offloaded optimizer state and the staging buffers that cross the
+// bus.
 //
 // With CUDA (built and a device present) the memory comes from cudaHostAlloc, so device copies run at full
 // DMA speed and asynchronously. Otherwise it is 2 MiB-aligned memory (huge-page friendly) locked with mlock;
-// if mlock fails (RLIMIT_MEMLOCK, no CAP_IPC_LOCK) the buffer still works, unpinned, and pin_status() says why:
-// that is reported, not fatal. Move-only RAII; contents are zeroed at allocation.
+// if mlock fails (RLIMIT_MEMLOCK, no CAP_IPC_LOCK) the buffer still works, unpinned, and pin_status() says
+// why: that is reported, not fatal. Move-only RAII; contents are zeroed at allocation.
 #pragma once
 
 #include <cstddef>

@@ -14,8 +14,8 @@ absl::StatusOr<BucketPlan> BucketPlan::Make(const std::vector<ParamSpec>& params
   if (options.alignment == 0) return absl::InvalidArgumentError("BucketPlan: alignment must be > 0");
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i].numel == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("BucketPlan: parameter ", i, " ('", params[i].name,
-                                                     "') has no elements"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("BucketPlan: parameter ", i, " ('", params[i].name, "') has no elements"));
     }
   }
   BucketPlan plan;
@@ -45,7 +45,8 @@ absl::StatusOr<BucketPlan> BucketPlan::Make(const std::vector<ParamSpec>& params
   // Lay buckets out one after another and shard each.
   size_t flat = 0, shard = 0;
   for (Bucket& b : plan.buckets_) {
-    ZF_ASSIGN_OR_RETURN(b.layout, ShardLayout::Make(b.used_numel, options.world, options.rank, options.alignment));
+    ZF_ASSIGN_OR_RETURN(b.layout,
+                        ShardLayout::Make(b.used_numel, options.world, options.rank, options.alignment));
     b.flat_offset = flat;
     b.shard_offset = shard;
     flat += b.layout.padded_numel;

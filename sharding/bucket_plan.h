@@ -62,7 +62,8 @@ struct ShardSegment {
 
 class BucketPlan {
  public:
-  static absl::StatusOr<BucketPlan> Make(const std::vector<ParamSpec>& params, const BucketPlanOptions& options);
+  static absl::StatusOr<BucketPlan> Make(const std::vector<ParamSpec>& params,
+                                         const BucketPlanOptions& options);
 
   const std::vector<ParamSpec>& params() const { return params_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
@@ -70,9 +71,9 @@ class BucketPlan {
   // The segments of this rank's shard that hold real parameter elements, in shard order.
   const std::vector<ShardSegment>& segments() const { return segments_; }
 
-  size_t numel() const { return numel_; }                    // real parameter elements
-  size_t flat_numel() const { return flat_numel_; }          // elements of a flat parameter/gradient buffer
-  size_t shard_numel() const { return shard_numel_; }        // elements of this rank's shard buffers
+  size_t numel() const { return numel_; }              // real parameter elements
+  size_t flat_numel() const { return flat_numel_; }    // elements of a flat parameter/gradient buffer
+  size_t shard_numel() const { return shard_numel_; }  // elements of this rank's shard buffers
   size_t max_bucket_numel() const { return max_bucket_numel_; }
   const BucketPlanOptions& options() const { return options_; }
 

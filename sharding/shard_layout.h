@@ -1,9 +1,10 @@
 // How one flat range of `numel` elements is split across `world` ranks.
 //
 // The range is padded up to `padded_numel`, a multiple of world * alignment, so every rank owns an equal,
-// aligned, contiguous block of `shard_numel` elements: [shard_offset, shard_offset + shard_numel). Equal blocks
-// are what reduce-scatter / all-gather (NCCL in particular) require. The padding tail is never a real element;
-// `valid_numel` says how many of this rank's elements are real (the last ranks may own only padding).
+// aligned, contiguous block of `shard_numel` elements: [shard_offset, shard_offset + shard_numel). Equal
+// blocks are what reduce-scatter / all-gather (NCCL in particular) require. The padding tail is never a real
+// element; `valid_numel` says how many of this rank's elements are real (the last ranks may own only
+// padding).
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,7 @@
 // Where the time of one optimizer step goes, stage by stage, from every thread that works on it: compute
 // (forward/backward), reduce-scatter, device-to-host copies, CPU AdamW, host-to-device copies, all-gather.
-// Stages overlap; `idle` is the part of the step's wall time when no stage was busy, and `overlap` is how much
-// busy time ran concurrently with other busy time (sum of stage times minus their union).
-// Thread-safe.
+// Stages overlap; `idle` is the part of the step's wall time when no stage was busy, and `overlap` is how
+// much busy time ran concurrently with other busy time (sum of stage times minus their union). Thread-safe.
 #pragma once
 
 #include <array>
@@ -21,8 +20,8 @@ const char* StageName(Stage s);
 struct StepBreakdown {
   std::array<double, static_cast<size_t>(Stage::kNumStages)> busy_ms{};
   double wall_ms = 0;
-  double idle_ms = 0;     // wall time with no stage busy
-  double overlap_ms = 0;  // sum(busy) - |union of busy intervals|
+  double idle_ms = 0;            // wall time with no stage busy
+  double overlap_ms = 0;         // sum(busy) - |union of busy intervals|
   std::string ToString() const;  // "wall 812.3 ms | compute 500.1 | reduce-scatter 40.2 | ..."
 };
 

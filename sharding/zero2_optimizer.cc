@@ -50,7 +50,8 @@ absl::StatusOr<std::unique_ptr<Zero2Optimizer>> Zero2Optimizer::Create(std::vect
   }
   const size_t elem = core::DTypeSize(options.param_dtype);
   if (options.alignment_bytes == 0 || options.alignment_bytes % elem != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Zero2Optimizer: alignment_bytes ", options.alignment_bytes,
+    return absl::InvalidArgumentError(absl::StrCat("Zero2Optimizer: alignment_bytes ",
+                                                   options.alignment_bytes,
                                                    " is not a positive multiple of the element size ", elem));
   }
   BucketPlanOptions po;
@@ -90,8 +91,9 @@ absl::Status Zero2Optimizer::Allocate() {
     ZF_ASSIGN_OR_RETURN(recv_, core::AlignedBuffer::Allocate(shard * elem_bytes()));
   }
   // Without offload the update stands in for the on-device optimizer: one thread.
-  ZF_ASSIGN_OR_RETURN(adamw_, offload::CpuAdamW::Create(host ? options_.offload.threads : 1,
-                                                        host ? options_.offload.simd : offload::DetectSimdLevel()));
+  ZF_ASSIGN_OR_RETURN(adamw_,
+                      offload::CpuAdamW::Create(host ? options_.offload.threads : 1,
+                                                host ? options_.offload.simd : offload::DetectSimdLevel()));
   const size_t nb = plan_.buckets().size();
   bucket_segments_.assign(nb, {0, 0});
   const auto& segs = plan_.segments();
@@ -136,8 +138,8 @@ absl::Status Zero2Optimizer::InitializeFromParameters(bool broadcast) {
   // Padding stays zero in the master copy; real elements come from the (now identical) parameters.
   master_.Zero();
   for (const ShardSegment& s : plan_.segments()) {
-    core::ConvertElements(flat_param_at(s.flat_offset), options_.param_dtype, master_.as<float>() + s.shard_offset,
-                          DType::kFloat32, s.numel);
+    core::ConvertElements(flat_param_at(s.flat_offset), options_.param_dtype,
+                          master_.as<float>() + s.shard_offset, DType::kFloat32, s.numel);
   }
   return absl::OkStatus();
 }
@@ -147,7 +149,8 @@ bool Zero2Optimizer::reducing_this_micro_batch() const {
 }
 
 absl::Status Zero2Optimizer::BeginMicroBatch(bool last_of_step) {
-  if (in_micro_batch_) return absl::FailedPreconditionError("BeginMicroBatch: the previous micro-batch has not ended");
+  if (in_micro_batch_)
+    return absl::FailedPreconditionError("BeginMicroBatch: the previous micro-batch has not ended");
   in_micro_batch_ = true;
   last_of_step_ = last_of_step;
   std::fill(arrived_.begin(), arrived_.end(), 0);
@@ -176,9 +179,11 @@ absl::StatusOr<int> Zero2Optimizer::AcquireStaging() {
 }
 
 absl::Status Zero2Optimizer::OnGradientReady(size_t i, const void* grad) {
-  if (!in_micro_batch_) return absl::FailedPreconditionError("OnGradientReady outside BeginMicroBatch/EndMicroBatch");
+  if (!in_micro_batch_)
+    return absl::FailedPreconditionError("OnGradientReady outside BeginMicroBatch/EndMicroBatch");
   if (i >= plan_.params().size()) {
-    return absl::OutOfRangeError(absl::StrCat("OnGradientReady: parameter index ", i, " >= ", plan_.params().size()));
+    return absl::OutOfRangeError(
+        absl::StrCat("OnGradientReady: parameter index ", i, " >= ", plan_.params().size()));
   }
   if (param_seen_[i]) {
     return absl::FailedPreconditionError(absl::StrCat("OnGradientReady: gradient of parameter ", i, " ('",
@@ -285,7 +290,8 @@ absl::Status Zero2Optimizer::Drain() {
 
 absl::Status Zero2Optimizer::EndMicroBatch(double units) {
   if (!in_micro_batch_) return absl::FailedPreconditionError("EndMicroBatch without BeginMicroBatch");
-  if (!(units >= 0.0)) return absl::InvalidArgumentError(absl::StrCat("EndMicroBatch: units ", units, " < 0"));
+  if (!(units >= 0.0))
+    return absl::InvalidArgumentError(absl::StrCat("EndMicroBatch: units ", units, " < 0"));
   in_micro_batch_ = false;
   local_units_ += units;
   if (!reducing_this_micro_batch()) return absl::OkStatus();
@@ -373,8 +379,9 @@ absl::Status Zero2Optimizer::UpdateAndGather(float grad_scale) {
   }
   // Offload: CPU AdamW(b) || H2D(b-1) + all-gather(b-1) on the copy engine || earlier all-gathers in MPI.
   for (size_t b = 0; b < nb; ++b) {
-    UpdateBucket(b, shard_grads(), host_param_lowp_.as<char>() + plan_.buckets()[b].shard_offset * elem_bytes(),
-                 step_, grad_scale);
+    UpdateBucket(b, shard_grads(),
+                 host_param_lowp_.as<char>() + plan_.buckets()[b].shard_offset * elem_bytes(), step_,
+                 grad_scale);
     PublishBucket(b);
   }
   return WaitPublished();
@@ -389,7 +396,8 @@ absl::Status Zero2Optimizer::Flush() {
 }
 
 absl::StatusOr<StepResult> Zero2Optimizer::Step() {
-  if (in_micro_batch_) return absl::FailedPreconditionError("Step inside a micro-batch: call EndMicroBatch first");
+  if (in_micro_batch_)
+    return absl::FailedPreconditionError("Step inside a micro-batch: call EndMicroBatch first");
   ZF_RETURN_IF_ERROR(Drain());
   const size_t shard = plan_.shard_numel();
   float* g = shard_grads();

@@ -22,11 +22,11 @@
 // Offload (ZeRO-Offload): with Zero2Options::offload.enabled the fp32 master weights, AdamW moments and the
 // fp32 gradient shard live in pinned host memory and the update runs on the CPU (SIMD AdamW, N threads). Per
 // bucket, as its reduce-scatter finishes, the shard gradient crosses to the host in the parameter dtype (bf16
-// over the bus, not fp32) and is accumulated in fp32 there; at the step, buckets flow through CPU AdamW (fused
-// with writing the bf16 parameters) -> host-to-device copy -> parameter all-gather, each stage working on a
-// different bucket at the same time. In CPU-only builds the copies are memcpy; the structure is the same.
-// With offload.delayed_update (DeepSpeed's DPU) the CPU update of step t runs in the background during step
-// t+1's forward/backward, which therefore sees the parameters from before update t (one step stale).
+// over the bus, not fp32) and is accumulated in fp32 there; at the step, buckets flow through CPU AdamW
+// (fused with writing the bf16 parameters) -> host-to-device copy -> parameter all-gather, each stage working
+// on a different bucket at the same time. In CPU-only builds the copies are memcpy; the structure is the
+// same. With offload.delayed_update (DeepSpeed's DPU) the CPU update of step t runs in the background during
+// step t+1's forward/backward, which therefore sees the parameters from before update t (one step stale).
 //
 // Not thread-safe: one thread at a time (the torch adapter serialises its hooks).
 #pragma once
@@ -78,8 +78,8 @@ struct Zero2Options {
   AccumulationMode accumulation = AccumulationMode::kReduceScatterEveryMicroBatch;
   offload::AdamWHyper adamw;
   float max_grad_norm = 0.0f;  // <= 0: no clipping
-  // kReduceScatterEveryMicroBatch: how many bucket staging buffers may exist before a new bucket waits for the
-  // oldest reduce-scatter to finish (2 = double buffering). More buffers = more overlap, more memory.
+  // kReduceScatterEveryMicroBatch: how many bucket staging buffers may exist before a new bucket waits for
+  // the oldest reduce-scatter to finish (2 = double buffering). More buffers = more overlap, more memory.
   int max_staging_buffers = 3;
   LossScalerOptions loss_scaling;
   OffloadOptions offload;
@@ -100,14 +100,14 @@ struct Zero2MemoryStats {
   size_t exp_avg_bytes = 0;
   size_t exp_avg_sq_bytes = 0;
   size_t optimizer_state_bytes() const { return master_bytes + exp_avg_bytes + exp_avg_sq_bytes; }
-  size_t shard_grad_bytes = 0;      // fp32 accumulator of the owned gradient shard
-  size_t flat_param_bytes = 0;      // full model copy in param dtype
-  size_t flat_grad_bytes = 0;       // kReduceOncePerStep only
-  size_t staging_bytes_peak = 0;    // kReduceScatterEveryMicroBatch: bucket staging buffers allocated
-  size_t pinned_bytes = 0;          // host bytes page-locked for offload (state + staging)
-  size_t host_state_bytes = 0;      // offload: all host-side buffers (pinned or not)
-  size_t recv_bytes = 0;            // reduce-scatter landing buffer (one shard in param dtype); fp32 reduce-once
-                                    // mode reduce-scatters straight into the shard accumulator and needs none
+  size_t shard_grad_bytes = 0;    // fp32 accumulator of the owned gradient shard
+  size_t flat_param_bytes = 0;    // full model copy in param dtype
+  size_t flat_grad_bytes = 0;     // kReduceOncePerStep only
+  size_t staging_bytes_peak = 0;  // kReduceScatterEveryMicroBatch: bucket staging buffers allocated
+  size_t pinned_bytes = 0;        // host bytes page-locked for offload (state + staging)
+  size_t host_state_bytes = 0;    // offload: all host-side buffers (pinned or not)
+  size_t recv_bytes = 0;  // reduce-scatter landing buffer (one shard in param dtype); fp32 reduce-once
+                          // mode reduce-scatters straight into the shard accumulator and needs none
 };
 
 struct Zero2Stats {
@@ -120,8 +120,8 @@ class Zero2Optimizer {
   // `comm` must outlive the optimizer. Parameters are zero until the caller writes them (param_data) and
   // calls InitializeFromParameters.
   static absl::StatusOr<std::unique_ptr<Zero2Optimizer>> Create(std::vector<ParamSpec> params,
-                                                                 const Zero2Options& options,
-                                                                 comm::Communicator* comm);
+                                                                const Zero2Options& options,
+                                                                comm::Communicator* comm);
 
   const BucketPlan& plan() const { return plan_; }
   const Zero2Options& options() const { return options_; }
@@ -150,7 +150,8 @@ class Zero2Optimizer {
   int64_t step() const { return step_; }
   Zero2MemoryStats memory() const;
   const Zero2Stats& stats() const { return stats_; }
-  // Stage timings. The caller records its own forward (and the torch adapter its backward) as Stage::kCompute.
+  // Stage timings. The caller records its own forward (and the torch adapter its backward) as
+  // Stage::kCompute.
   StepProfile* profile() { return &profile_; }
   // Why host memory is not pinned, if it is not (OK otherwise).
   absl::Status pin_status() const;
@@ -179,14 +180,17 @@ class Zero2Optimizer {
   absl::Status Drain();
   absl::Status CompleteFinished();  // completes in-flight reduce-scatters that already finished, in order
   float* shard_grads() { return shard_grads_[cur_grads_].as<float>(); }
-  // AdamW on this rank's part of bucket b, reading `grads`, writing master/m/v and the param-dtype copy to `out`.
+  // AdamW on this rank's part of bucket b, reading `grads`, writing master/m/v and the param-dtype copy to
+  // `out`.
   void UpdateBucket(size_t b, const float* grads, char* out, int64_t step, float grad_scale);
   // Applies AdamW to every bucket and all-gathers the result, stages overlapping across buckets.
   absl::Status UpdateAndGather(float grad_scale);
   // Offload: copies host parameters of bucket b to the device-side flat buffer and issues its all-gather.
   void PublishBucket(size_t b);
   absl::Status WaitPublished();
-  char* owned_params(size_t b) { return flat_param_at(plan_.buckets()[b].flat_offset + plan_.buckets()[b].layout.shard_offset); }
+  char* owned_params(size_t b) {
+    return flat_param_at(plan_.buckets()[b].flat_offset + plan_.buckets()[b].layout.shard_offset);
+  }
   bool reducing_this_micro_batch() const;
   // True when reduce-scatter output goes straight into shard_grads_ (fp32, one reduction per step).
   bool reduce_into_shard() const {
@@ -199,8 +203,8 @@ class Zero2Optimizer {
   comm::Communicator* comm_;
   DynamicLossScaler scaler_;
 
-  core::AlignedBuffer flat_params_;  // flat_numel * param dtype
-  core::AlignedBuffer flat_grads_;   // kReduceOncePerStep only
+  core::AlignedBuffer flat_params_;            // flat_numel * param dtype
+  core::AlignedBuffer flat_grads_;             // kReduceOncePerStep only
   StateBuffer master_, exp_avg_, exp_avg_sq_;  // shard_numel fp32 each; pinned host memory when offloaded
   StateBuffer shard_grads_[2];                 // fp32 shard accumulators; [1] only with delayed_update
   int cur_grads_ = 0;                          // accumulator the current step reduces into
@@ -216,16 +220,16 @@ class Zero2Optimizer {
   absl::Status publish_status_;                       // guarded by publish_mu_
   bool update_pending_ = false;
   StepProfile profile_;
-  std::vector<core::AlignedBuffer> staging_;                         // max_bucket_numel * param dtype each
+  std::vector<core::AlignedBuffer> staging_;  // max_bucket_numel * param dtype each
   std::vector<int> free_staging_;
 
   // Per micro-batch state.
   bool in_micro_batch_ = false;
   bool last_of_step_ = false;
-  std::vector<uint32_t> arrived_;       // gradients received per bucket
-  std::vector<int> bucket_staging_;     // staging buffer assigned to each bucket, or -1
-  std::vector<bool> param_seen_;        // got a gradient this micro-batch
-  size_t next_launch_ = 0;              // buckets launch strictly in index order
+  std::vector<uint32_t> arrived_;    // gradients received per bucket
+  std::vector<int> bucket_staging_;  // staging buffer assigned to each bucket, or -1
+  std::vector<bool> param_seen_;     // got a gradient this micro-batch
+  size_t next_launch_ = 0;           // buckets launch strictly in index order
   std::deque<InFlight> in_flight_;
   double local_units_ = 0.0;
 

@@ -72,7 +72,8 @@ class MpiWork final : public Work {
   explicit MpiWork(std::shared_ptr<OpState> state) : state_(std::move(state)) {}
   absl::Status Wait(absl::Duration timeout) override {
     std::unique_lock<std::mutex> lock(state_->mu);
-    const bool done = state_->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return state_->done; });
+    const bool done =
+        state_->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return state_->done; });
     if (!done) {
       return absl::DeadlineExceededError(
           absl::StrCat("MPI collective still running after waiting ", absl::FormatDuration(timeout)));
@@ -125,14 +126,15 @@ struct MpiCommunicator::Impl {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::shared_ptr<Op>> queue;  // guarded by mu
-  bool stop = false;                       // guarded by mu
-  uint64_t next_seq = 0;                   // guarded by mu
+  bool stop = false;                      // guarded by mu
+  uint64_t next_seq = 0;                  // guarded by mu
   std::atomic<bool> aborted{false};
   absl::Status broken;  // set once by the progress thread; read under mu
   std::thread thread;
   // Requests given up on (deadline or abort). MPI cannot cancel a collective, so if one is still pending at
   // destruction its communicator, datatype and ops are leaked on purpose: freeing them under a request that a
-  // late peer may still complete would corrupt memory. Touched only by the progress thread, then the destructor.
+  // late peer may still complete would corrupt memory. Touched only by the progress thread, then the
+  // destructor.
   std::vector<MPI_Request> abandoned;
 
   ~Impl() {
@@ -147,7 +149,9 @@ struct MpiCommunicator::Impl {
     bool pending = false;
     for (MPI_Request& r : abandoned) {
       int flag = 0;
-      if (!finalized && r != MPI_REQUEST_NULL && MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) continue;
+      if (!finalized && r != MPI_REQUEST_NULL && MPI_Test(&r, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+          flag)
+        continue;
       pending = true;
     }
     if (pending || finalized) return;
@@ -191,8 +195,8 @@ struct MpiCommunicator::Impl {
     for (const Buffer* b : {&op->in, &op->out}) {
       if (b->device != Device::kCpu) return absl::InvalidArgumentError("mpi communicator: CPU buffers only");
       if (b->count > static_cast<size_t>(INT_MAX)) {
-        return absl::InvalidArgumentError(absl::StrCat(OpKindName(op->kind), ": ", b->count,
-                                                       " elements exceed MPI's int count limit; split the call"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            OpKindName(op->kind), ": ", b->count, " elements exceed MPI's int count limit; split the call"));
       }
     }
     if (aborted) return absl::AbortedError("mpi communicator was aborted");
@@ -263,10 +267,10 @@ struct MpiCommunicator::Impl {
     for (int i = 0; i < 4; ++i) {
       if (recv[i] != -recv[4 + i]) {
         static const char* kField[4] = {"operation", "element count", "dtype", "root/reduce op"};
-        return absl::InvalidArgumentError(absl::StrCat(
-            "collective mismatch across ranks at call #", op.seq, ": this rank (", rank, ") issues ",
-            OpKindName(op.kind), " with ", kField[i], " ", fields[i], " but other ranks use values from ",
-            -recv[4 + i], " to ", recv[i]));
+        return absl::InvalidArgumentError(
+            absl::StrCat("collective mismatch across ranks at call #", op.seq, ": this rank (", rank,
+                         ") issues ", OpKindName(op.kind), " with ", kField[i], " ", fields[i],
+                         " but other ranks use values from ", -recv[4 + i], " to ", recv[i]));
       }
     }
     return absl::OkStatus();
@@ -279,15 +283,14 @@ struct MpiCommunicator::Impl {
     const MPI_Op mop = MpiOp(op.in.dtype, op.reduce);
     switch (op.kind) {
       case OpKind::kReduceScatter:
-        ZF_RETURN_IF_ERROR(ZF_MPI_CALL(MPI_Ireduce_scatter_block(op.in.data, op.out.data,
-                                                                 static_cast<int>(op.out.count), type, mop, comm,
-                                                                 &req)));
+        ZF_RETURN_IF_ERROR(ZF_MPI_CALL(MPI_Ireduce_scatter_block(
+            op.in.data, op.out.data, static_cast<int>(op.out.count), type, mop, comm, &req)));
         break;
       case OpKind::kAllGather: {
         const bool in_place = op.in.data == static_cast<char*>(op.out.data) + rank * op.in.bytes();
-        ZF_RETURN_IF_ERROR(ZF_MPI_CALL(MPI_Iallgather(in_place ? MPI_IN_PLACE : op.in.data,
-                                                      static_cast<int>(op.in.count), type, op.out.data,
-                                                      static_cast<int>(op.in.count), type, comm, &req)));
+        ZF_RETURN_IF_ERROR(
+            ZF_MPI_CALL(MPI_Iallgather(in_place ? MPI_IN_PLACE : op.in.data, static_cast<int>(op.in.count),
+                                       type, op.out.data, static_cast<int>(op.in.count), type, comm, &req)));
         break;
       }
       case OpKind::kAllReduce:
@@ -320,8 +323,9 @@ struct MpiCommunicator::Impl {
       {
         std::lock_guard<std::mutex> lock(mu);
         was_broken = !broken.ok();
-        if (was_broken) s = absl::FailedPreconditionError(absl::StrCat(
-                            "mpi communicator is unusable after an earlier failure: ", broken.message()));
+        if (was_broken)
+          s = absl::FailedPreconditionError(
+              absl::StrCat("mpi communicator is unusable after an earlier failure: ", broken.message()));
       }
       if (!was_broken) {
         s = aborted ? absl::AbortedError("mpi communicator was aborted") : Run(*op);

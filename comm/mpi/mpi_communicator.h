@@ -6,8 +6,8 @@
 // progress thread drives MPI; (b) deadlines: a rank that never arrives yields DeadlineExceeded instead of a
 // hang; (c) one issue order per communicator, which MPI's matching rules require.
 //
-// bf16 / fp16 travel as 2-byte opaque MPI types with user reduction ops that accumulate in fp32 and round once
-// per reduction step (MPI has no bf16 type).
+// bf16 / fp16 travel as 2-byte opaque MPI types with user reduction ops that accumulate in fp32 and round
+// once per reduction step (MPI has no bf16 type).
 //
 // Thread-safety: all public methods may be called from any thread; collectives are issued in call order.
 #pragma once

@@ -11,8 +11,8 @@ namespace zerofit::comm {
 
 inline absl::Status CudaStatus(cudaError_t rc, const char* call, const char* file, int line) {
   if (rc == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(call, " failed at ", file, ":", line, ": ", cudaGetErrorName(rc), ": ",
-                                          cudaGetErrorString(rc)));
+  return absl::InternalError(absl::StrCat(call, " failed at ", file, ":", line, ": ", cudaGetErrorName(rc),
+                                          ": ", cudaGetErrorString(rc)));
 }
 
 inline absl::Status NcclStatus(ncclResult_t rc, const char* call, const char* file, int line) {

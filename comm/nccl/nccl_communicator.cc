@@ -118,7 +118,8 @@ struct NcclCommunicator::Impl {
 
   absl::Status Usable() const {
     if (aborted) return absl::AbortedError("nccl communicator was aborted");
-    if (broken) return absl::FailedPreconditionError("nccl communicator is unusable after an earlier failure");
+    if (broken)
+      return absl::FailedPreconditionError("nccl communicator is unusable after an earlier failure");
     return absl::OkStatus();
   }
 };
@@ -151,9 +152,10 @@ class NcclWork final : public Work {
       if (now >= until) {
         if (now >= deadline_) {
           impl_->MarkBroken();
-          return absl::DeadlineExceededError(absl::StrCat(
-              "nccl collective on rank ", impl_->rank, " of ", impl_->world,
-              " did not complete before its deadline: a peer rank has not arrived; the communicator was aborted"));
+          return absl::DeadlineExceededError(
+              absl::StrCat("nccl collective on rank ", impl_->rank, " of ", impl_->world,
+                           " did not complete before its deadline: a peer rank has not arrived; the "
+                           "communicator was aborted"));
         }
         return absl::DeadlineExceededError("nccl collective still running");
       }
@@ -190,7 +192,8 @@ absl::StatusOr<NcclUniqueIdBytes> NcclCommunicator::NewUniqueId() {
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const NcclUniqueIdBytes& id_bytes,
                                                                            int rank, int world_size,
-                                                                           int cuda_device, CommOptions options) {
+                                                                           int cuda_device,
+                                                                           CommOptions options) {
   if (rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(absl::StrCat("nccl: rank ", rank, " outside [0, ", world_size, ")"));
   }
@@ -216,9 +219,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(impl)));
 }
 
-absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateWithBootstrap(Communicator& bootstrap,
-                                                                                       int cuda_device,
-                                                                                       CommOptions options) {
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateWithBootstrap(
+    Communicator& bootstrap, int cuda_device, CommOptions options) {
   NcclUniqueIdBytes id{};
   if (bootstrap.rank() == 0) {
     ZF_ASSIGN_OR_RETURN(id, NewUniqueId());
@@ -283,8 +285,8 @@ absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::Broadcast(Buffer buf, in
   ZF_RETURN_IF_ERROR(ValidateRoot(*this, root));
   ZF_RETURN_IF_ERROR(CheckDevice(buf));
   ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(buf.dtype));
-  return Finish(impl_.get(), ZF_NCCL_CALL(ncclBroadcast(buf.data, buf.data, buf.count, type, root, impl_->comm,
-                                                        impl_->stream)));
+  return Finish(impl_.get(), ZF_NCCL_CALL(ncclBroadcast(buf.data, buf.data, buf.count, type, root,
+                                                        impl_->comm, impl_->stream)));
 }
 
 absl::Status NcclCommunicator::Barrier(absl::Duration timeout) {

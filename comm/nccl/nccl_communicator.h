@@ -3,7 +3,8 @@
 // Collectives are enqueued on the communicator's own CUDA stream and complete asynchronously; each Work holds
 // a CUDA event recorded after the collective and polls it (plus ncclCommGetAsyncError) against a deadline.
 // The NCCL communicator is created non-blocking (ncclConfig_t.blocking = 0), so initialisation also honours
-// the deadline. On a timeout or error the communicator calls ncclCommAbort (never waits) and becomes unusable.
+// the deadline. On a timeout or error the communicator calls ncclCommAbort (never waits) and becomes
+// unusable.
 //
 // Callers order their own streams against ours with events (see stream()): never a device-wide sync.
 // Thread-compatible: issue collectives from one thread.

@@ -83,7 +83,8 @@ class ConformanceTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
     const auto& env = testing::MpiEnv();
-    if (GetParam() == Backend::kLocal && env.world_size() != 1) GTEST_SKIP() << "local backend is world size 1";
+    if (GetParam() == Backend::kLocal && env.world_size() != 1)
+      GTEST_SKIP() << "local backend is world size 1";
     if (GetParam() == Backend::kNccl) {
 #ifdef ZEROFIT_HAVE_NCCL
       int n = 0;
@@ -125,7 +126,8 @@ TEST_P(ConformanceTest, AllReduceSumMaxMin) {
             if (op == ReduceOp::kMax) want = std::max(want, Value(q, i));
             if (op == ReduceOp::kMin) want = std::min(want, Value(q, i));
           }
-          ASSERT_EQ(b.Get(i), want) << core::DTypeName(t) << " n=" << n << " op=" << ReduceOpName(op) << " i=" << i;
+          ASSERT_EQ(b.Get(i), want) << core::DTypeName(t) << " n=" << n << " op=" << ReduceOpName(op)
+                                    << " i=" << i;
         }
       }
     }
@@ -139,7 +141,8 @@ TEST_P(ConformanceTest, ReduceScatterGivesEachRankItsBlock) {
       TestBuffer in(device_, t, n * w), out(device_, t, n);
       for (size_t i = 0; i < n * w; ++i) in.Set(i, Value(r, i));
       in.Upload();
-      ASSERT_TRUE(WaitFor(comm_->ReduceScatter(in.buffer(), out.buffer(), ReduceOp::kSum), absl::Seconds(30)).ok());
+      ASSERT_TRUE(
+          WaitFor(comm_->ReduceScatter(in.buffer(), out.buffer(), ReduceOp::kSum), absl::Seconds(30)).ok());
       out.Download();
       for (size_t i = 0; i < n; ++i) {
         double want = 0;
@@ -210,7 +213,8 @@ TEST_P(ConformanceTest, MismatchedLocalSizesAreRejected) {
   auto rs = comm_->ReduceScatter(in.buffer(), out.buffer(), ReduceOp::kSum);
   ASSERT_FALSE(rs.ok());
   EXPECT_EQ(rs.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(rs.status().message().find("exactly output.count * world_size"), std::string::npos) << rs.status();
+  EXPECT_NE(rs.status().message().find("exactly output.count * world_size"), std::string::npos)
+      << rs.status();
   TestBuffer small(device_, DType::kFloat32, 10 * w - 1);
   auto ag = comm_->AllGather(out.buffer(), small.buffer());
   ASSERT_FALSE(ag.ok());

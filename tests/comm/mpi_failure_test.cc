@@ -60,7 +60,8 @@ TEST(MpiFailureTest, RankThatNeverArrivesGivesDeadlineExceeded) {
       EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
       EXPECT_NE(s.message().find("has not arrived"), std::string::npos) << s;
       EXPECT_GE(took, timeout);
-      EXPECT_LT(took, timeout + absl::Seconds(1)) << "the error must come within the timeout, not after a hang";
+      EXPECT_LT(took, timeout + absl::Seconds(1))
+          << "the error must come within the timeout, not after a hang";
       const absl::Status b2 = comm->Barrier(absl::Seconds(1));
       EXPECT_EQ(b2.code(), absl::StatusCode::kFailedPrecondition) << b2;
     }

@@ -1,6 +1,6 @@
-// Every SIMD AdamW kernel and the threaded runner against the scalar oracle: identical bits (stronger than the
-// required 1e-6 relative on fp32 and identical bf16), on random inputs of odd lengths, for every gradient and
-// output dtype.
+// Every SIMD AdamW kernel and the threaded runner against the scalar oracle: identical bits (stronger than
+// the required 1e-6 relative on fp32 and identical bf16), on random inputs of odd lengths, for every gradient
+// and output dtype.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -111,12 +111,13 @@ TEST(CpuAdamWSimdTest, ThreadedRunnerMatchesOneScalarPassOverSeveralTasks) {
       }
       std::vector<CpuAdamW::Task> tasks;
       for (size_t i = 0; i < 2; ++i) {
-        CpuAdamWScalarKernel(Spans(want[i], DType::kBFloat16, DType::kBFloat16, true), i ? no_decay : decay, 5,
-                             1.5f);
+        CpuAdamWScalarKernel(Spans(want[i], DType::kBFloat16, DType::kBFloat16, true), i ? no_decay : decay,
+                             5, 1.5f);
         tasks.push_back({Spans(got[i], DType::kBFloat16, DType::kBFloat16, true), i ? no_decay : decay});
       }
       (*runner)->Step(tasks, 5, 1.5f);
-      for (size_t i = 0; i < 2; ++i) ExpectSame(want[i], got[i], std::string(SimdLevelName(level)) + " threaded");
+      for (size_t i = 0; i < 2; ++i)
+        ExpectSame(want[i], got[i], std::string(SimdLevelName(level)) + " threaded");
     }
   }
 }

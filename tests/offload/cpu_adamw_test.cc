@@ -20,7 +20,8 @@ TEST(CpuAdamWTest, MatchesTorchAdamWOverManySteps) {
       AdamWHyper h;
       h.lr = 3e-3f;
       h.weight_decay = wd;
-      torch::optim::AdamW opt({p}, torch::optim::AdamWOptions(h.lr).betas({h.beta1, h.beta2}).eps(h.eps).weight_decay(wd));
+      torch::optim::AdamW opt(
+          {p}, torch::optim::AdamWOptions(h.lr).betas({h.beta1, h.beta2}).eps(h.eps).weight_decay(wd));
       for (int step = 1; step <= 30; ++step) {
         torch::Tensor g = torch::randn({n}) * (step % 3 == 0 ? 1e-3 : 1.0);
         p.mutable_grad() = g.clone();
@@ -43,7 +44,8 @@ TEST(CpuAdamWTest, GradScaleAndLowPrecisionCopy) {
   std::vector<uint16_t> bf(n);
   AdamWHyper h;
   CpuAdamWScalar(a.data(), g.data(), ma.data(), va.data(), n, h, 1, 1.0f);
-  CpuAdamWScalar(b.data(), g4.data(), mb.data(), vb.data(), n, h, 1, 0.25f, bf.data(), core::DType::kBFloat16);
+  CpuAdamWScalar(b.data(), g4.data(), mb.data(), vb.data(), n, h, 1, 0.25f, bf.data(),
+                 core::DType::kBFloat16);
   for (size_t i = 0; i < n; ++i) {
     EXPECT_EQ(a[i], b[i]);
     EXPECT_EQ(bf[i], core::FloatToBf16(b[i]));

@@ -23,7 +23,7 @@ TEST(BucketPlanTest, GroupsWholeParametersInBackwardOrder) {
   EXPECT_EQ(b[0].params, std::vector<size_t>({4}));
   EXPECT_EQ(b[1].params, std::vector<size_t>({3, 2}));
   EXPECT_EQ(b[2].params, std::vector<size_t>({1}));
-  EXPECT_EQ(b[3].params, std::vector<size_t>({0}));  // larger than a bucket: a bucket of its own
+  EXPECT_EQ(b[3].params, std::vector<size_t>({0}));     // larger than a bucket: a bucket of its own
   EXPECT_EQ(plan->placement(2).offset_in_bucket, 32u);  // aligned after w2's 30 elements
   EXPECT_EQ(plan->numel(), 215u);
 }

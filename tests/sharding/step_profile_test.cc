@@ -19,8 +19,8 @@ TEST(StepProfileTest, SplitsWallTimeIntoBusyIdleAndOverlap) {
   EXPECT_DOUBLE_EQ(b.busy_ms[static_cast<size_t>(Stage::kCompute)], 50);
   EXPECT_DOUBLE_EQ(b.busy_ms[static_cast<size_t>(Stage::kReduceScatter)], 30);
   EXPECT_DOUBLE_EQ(b.busy_ms[static_cast<size_t>(Stage::kAllGather)], 20);  // clipped to the window
-  EXPECT_DOUBLE_EQ(b.idle_ms, 10);     // 60..70
-  EXPECT_DOUBLE_EQ(b.overlap_ms, 30);  // 20 + 10
+  EXPECT_DOUBLE_EQ(b.idle_ms, 10);                                          // 60..70
+  EXPECT_DOUBLE_EQ(b.overlap_ms, 30);                                       // 20 + 10
   EXPECT_NE(b.ToString().find("idle 10.0"), std::string::npos) << b.ToString();
   // The next window starts where this one ended.
   p.Record(Stage::kH2D, at(100), at(110));

@@ -87,8 +87,8 @@ std::vector<float> Fill(size_t n, float base) {
 
 TEST(Zero2OptimizerTest, LaunchesEachBucketAsSoonAsItIsCompleteInOrder) {
   RecordingCommunicator comm;
-  auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch),
-                                    &comm);
+  auto opt = Zero2Optimizer::Create(ThreeParams(),
+                                    SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch), &comm);
   ASSERT_TRUE(opt.ok()) << opt.status();
   ASSERT_EQ((*opt)->plan().buckets().size(), 3u);
   ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
@@ -107,8 +107,9 @@ TEST(Zero2OptimizerTest, LaunchesEachBucketAsSoonAsItIsCompleteInOrder) {
   auto r = (*opt)->Step();
   ASSERT_TRUE(r.ok()) << r.status();
   // A true reduce-scatter per bucket, one scalar all-reduce (norm + units), one all-gather per bucket.
-  EXPECT_EQ(comm.log, std::vector<std::string>({"ReduceScatter:16", "ReduceScatter:16", "ReduceScatter:16",
-                                                "AllReduce:2", "AllGather:16", "AllGather:16", "AllGather:16"}));
+  EXPECT_EQ(comm.log,
+            std::vector<std::string>({"ReduceScatter:16", "ReduceScatter:16", "ReduceScatter:16",
+                                      "AllReduce:2", "AllGather:16", "AllGather:16", "AllGather:16"}));
 }
 
 TEST(Zero2OptimizerTest, OptimizerStateIsTwelveBytesPerShardElement) {
@@ -205,8 +206,8 @@ TEST(Zero2OptimizerTest, ClipsToMaxNorm) {
 
 TEST(Zero2OptimizerTest, UnusedParametersReduceAsZeroAtEndOfMicroBatch) {
   RecordingCommunicator comm;
-  auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch),
-                                    &comm);
+  auto opt = Zero2Optimizer::Create(ThreeParams(),
+                                    SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch), &comm);
   ASSERT_TRUE(opt.ok());
   ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
   comm.log.clear();
@@ -299,8 +300,8 @@ TEST(Zero2OptimizerTest, FullFp32ReduceOnceLandsInTheShardWithoutALandingBuffer)
 
 TEST(Zero2OptimizerTest, StepWithoutAnyUnitsIsAnError) {
   comm::LocalCommunicator comm;
-  auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch),
-                                    &comm);
+  auto opt = Zero2Optimizer::Create(ThreeParams(),
+                                    SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch), &comm);
   ASSERT_TRUE(opt.ok());
   ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
   ASSERT_TRUE((*opt)->EndMicroBatch(0).ok());
@@ -311,8 +312,8 @@ TEST(Zero2OptimizerTest, StepWithoutAnyUnitsIsAnError) {
 
 TEST(Zero2OptimizerTest, MisuseGetsClearErrors) {
   comm::LocalCommunicator comm;
-  auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch),
-                                    &comm);
+  auto opt = Zero2Optimizer::Create(ThreeParams(),
+                                    SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch), &comm);
   ASSERT_TRUE(opt.ok());
   const std::vector<float> g(8, 1.0f);
   EXPECT_EQ((*opt)->OnGradientReady(0, g.data()).code(), absl::StatusCode::kFailedPrecondition);
@@ -326,10 +327,12 @@ TEST(Zero2OptimizerTest, MisuseGetsClearErrors) {
   EXPECT_EQ((*opt)->EndMicroBatch(-1).code(), absl::StatusCode::kInvalidArgument);
   Zero2Options bad = SmallBuckets(AccumulationMode::kReduceOncePerStep);
   bad.alignment_bytes = 6;
-  EXPECT_EQ(Zero2Optimizer::Create(ThreeParams(), bad, &comm).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Zero2Optimizer::Create(ThreeParams(), bad, &comm).status().code(),
+            absl::StatusCode::kInvalidArgument);
   bad = SmallBuckets(AccumulationMode::kReduceOncePerStep);
   bad.max_staging_buffers = 0;
-  EXPECT_EQ(Zero2Optimizer::Create(ThreeParams(), bad, &comm).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Zero2Optimizer::Create(ThreeParams(), bad, &comm).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

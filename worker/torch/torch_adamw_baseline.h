@@ -1,5 +1,5 @@
-// LibTorch's own torch::optim::AdamW on one flat fp32 parameter, behind a header without LibTorch includes, so
-// benchmarks can compare against it side by side while LibTorch stays inside worker/torch/.
+// LibTorch's own torch::optim::AdamW on one flat fp32 parameter, behind a header without LibTorch includes,
+// so benchmarks can compare against it side by side while LibTorch stays inside worker/torch/.
 #pragma once
 
 #include <cstddef>

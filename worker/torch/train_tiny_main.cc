@@ -29,9 +29,9 @@ struct Flags {
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  std::map<std::string, int*> ints = {{"--steps", &f.steps},   {"--micro", &f.micro}, {"--batch", &f.batch},
-                                      {"--seq", &f.seq},       {"--dim", &f.dim},     {"--layers", &f.layers},
-                                      {"--vocab", &f.vocab},   {"--threads", &f.threads}};
+  std::map<std::string, int*> ints = {
+      {"--steps", &f.steps}, {"--micro", &f.micro},   {"--batch", &f.batch}, {"--seq", &f.seq},
+      {"--dim", &f.dim},     {"--layers", &f.layers}, {"--vocab", &f.vocab}, {"--threads", &f.threads}};
   std::map<std::string, int*> non_negative = {{"--dpu-start", &f.dpu_start}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -65,7 +65,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     }
   }
   if (f.batch % f.micro != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--batch ", f.batch, " is not a multiple of --micro ", f.micro));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch ", f.batch, " is not a multiple of --micro ", f.micro));
   }
   return f;
 }
@@ -81,8 +82,9 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
   torch::set_num_threads(1);
   comm::CommContext ctx;
   ctx.mpi = &env;
-  ZF_ASSIGN_OR_RETURN(auto comm, comm::CreateCommunicator(
-                                     env.world_size() == 1 ? comm::Backend::kLocal : comm::Backend::kMpi, ctx, {}));
+  ZF_ASSIGN_OR_RETURN(
+      auto comm,
+      comm::CreateCommunicator(env.world_size() == 1 ? comm::Backend::kLocal : comm::Backend::kMpi, ctx, {}));
   torch::manual_seed(0);
   TinyTransformer model(f.vocab, f.dim, f.layers);
   sharding::Zero2Options o;
@@ -100,15 +102,17 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
   const int rank = comm->rank(), world = comm->world_size();
   if (rank == 0) {
     const auto mem = opt.memory();
-    std::printf("zerofit_train_tiny: %d ranks, %zu parameters, %s%s%s, optimizer state %.2f MiB/rank, pinned "
-                "%.2f MiB/rank%s\n",
-                world, opt.plan().numel(), sharding::AccumulationModeName(o.accumulation),
-                f.offload ? absl::StrCat(", offload (", f.threads, " CPU AdamW threads, ",
-                                         offload::SimdLevelName(o.offload.simd), ")").c_str()
-                          : "",
-                f.delayed ? absl::StrCat(", delayed update from step ", f.dpu_start).c_str() : "", mem.optimizer_state_bytes() / 1048576.0,
-                mem.pinned_bytes / 1048576.0,
-                opt.pin_status().ok() ? "" : absl::StrCat(" (", opt.pin_status().message(), ")").c_str());
+    std::printf(
+        "zerofit_train_tiny: %d ranks, %zu parameters, %s%s%s, optimizer state %.2f MiB/rank, pinned "
+        "%.2f MiB/rank%s\n",
+        world, opt.plan().numel(), sharding::AccumulationModeName(o.accumulation),
+        f.offload ? absl::StrCat(", offload (", f.threads, " CPU AdamW threads, ",
+                                 offload::SimdLevelName(o.offload.simd), ")")
+                        .c_str()
+                  : "",
+        f.delayed ? absl::StrCat(", delayed update from step ", f.dpu_start).c_str() : "",
+        mem.optimizer_state_bytes() / 1048576.0, mem.pinned_bytes / 1048576.0,
+        opt.pin_status().ok() ? "" : absl::StrCat(" (", opt.pin_status().message(), ")").c_str());
   }
   torch::Generator gen = torch::make_generator<torch::CPUGeneratorImpl>(1234 + rank);
   const int per_micro = f.batch / f.micro;
@@ -127,8 +131,9 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
     }
     ZF_ASSIGN_OR_RETURN(sharding::StepResult r, binding->Step());
     double report[2] = {loss_sum, tokens};
-    ZF_RETURN_IF_ERROR(comm::WaitFor(
-        comm->AllReduce(comm::Buffer{report, 2, core::DType::kFloat64}, comm::ReduceOp::kSum), absl::Minutes(1)));
+    ZF_RETURN_IF_ERROR(
+        comm::WaitFor(comm->AllReduce(comm::Buffer{report, 2, core::DType::kFloat64}, comm::ReduceOp::kSum),
+                      absl::Minutes(1)));
     if (rank == 0) {
       const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
       std::printf("step %3d/%d  loss %.4f  grad-norm %.3f  %.0f tok/s  ETA %.0fs | %s\n", step, f.steps,
@@ -153,7 +158,8 @@ int main(int argc, char** argv) {
   if (!flags.ok()) {
     const bool help = flags.status().code() == absl::StatusCode::kCancelled;
     if ((*env)->world_rank() == 0) {
-      std::fprintf(help ? stdout : stderr, "%s%s\n", help ? "" : "error: ", std::string(flags.status().message()).c_str());
+      std::fprintf(help ? stdout : stderr, "%s%s\n",
+                   help ? "" : "error: ", std::string(flags.status().message()).c_str());
     }
     return help ? 0 : 2;
   }

@@ -42,7 +42,8 @@ class AccumulatedHook final : public torch::autograd::FunctionPostHook {
 
 absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Module& module,
                                                                  const sharding::Zero2Options& options,
-                                                                 comm::Communicator* comm, DecayPredicate decay) {
+                                                                 comm::Communicator* comm,
+                                                                 DecayPredicate decay) {
   std::unique_ptr<Zero2Binding> b(new Zero2Binding());
   std::vector<sharding::ParamSpec> specs;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
@@ -50,20 +51,20 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Modu
     if (!p.requires_grad()) continue;
     ZF_ASSIGN_OR_RETURN(core::DType dt, FromTorch(p.scalar_type()));
     if (dt != options.param_dtype) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter '", item.key(), "' has dtype ",
-                                                     core::DTypeName(dt), " but the optimizer was configured for ",
-                                                     core::DTypeName(options.param_dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", item.key(), "' has dtype ", core::DTypeName(dt),
+                       " but the optimizer was configured for ", core::DTypeName(options.param_dtype)));
     }
     if (!p.device().is_cpu()) {
-      return absl::UnimplementedError(absl::StrCat("parameter '", item.key(),
-                                                   "' is on ", p.device().str(),
-                                                   "; the ZeRO-2 driver currently keeps flat buffers in host memory"));
+      return absl::UnimplementedError(
+          absl::StrCat("parameter '", item.key(), "' is on ", p.device().str(),
+                       "; the ZeRO-2 driver currently keeps flat buffers in host memory"));
     }
     if (!p.is_contiguous()) {
       return absl::InvalidArgumentError(absl::StrCat("parameter '", item.key(), "' is not contiguous"));
     }
-    specs.push_back(sharding::ParamSpec{item.key(), static_cast<size_t>(p.numel()),
-                                        decay ? decay(item.key(), p) : true});
+    specs.push_back(
+        sharding::ParamSpec{item.key(), static_cast<size_t>(p.numel()), decay ? decay(item.key(), p) : true});
     b->params_.push_back(p);
     b->names_.push_back(item.key());
   }
@@ -90,7 +91,8 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Modu
     for (size_t i = 0; i < b->params_.size(); ++i) {
       // Holding the accumulator keeps it (and its hook) alive across iterations, as DDP's Reducer does.
       std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(b->params_[i]);
-      if (!acc) return absl::InternalError(absl::StrCat("parameter '", b->names_[i], "' has no grad accumulator"));
+      if (!acc)
+        return absl::InternalError(absl::StrCat("parameter '", b->names_[i], "' has no grad accumulator"));
       b->hook_keys_.push_back(acc->add_post_hook(std::make_unique<AccumulatedHook>(b.get(), i)));
       b->accumulators_.push_back(std::move(acc));
     }

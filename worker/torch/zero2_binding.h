@@ -32,9 +32,9 @@ class Zero2Binding {
   // torch::optim::AdamW parameter group.
   using DecayPredicate = std::function<bool(const std::string& name, const torch::Tensor& param)>;
 
-  // Every trainable parameter of `module` must be contiguous and of options.param_dtype on the CPU. The module
-  // must outlive the binding; the binding must outlive any use of the module's parameters (they live in the
-  // optimizer's buffers). Parameters are broadcast from rank 0.
+  // Every trainable parameter of `module` must be contiguous and of options.param_dtype on the CPU. The
+  // module must outlive the binding; the binding must outlive any use of the module's parameters (they live
+  // in the optimizer's buffers). Parameters are broadcast from rank 0.
   static absl::StatusOr<std::unique_ptr<Zero2Binding>> Bind(torch::nn::Module& module,
                                                             const sharding::Zero2Options& options,
                                                             comm::Communicator* comm,

@@ -58,13 +58,14 @@ std::vector<std::pair<int, int>> Split(int parts) {
 // Single-process reference: mean loss over all tokens of the global batch, clip, torch::optim::AdamW.
 std::vector<torch::Tensor> ReferenceParameters() {
   worker::TinyTransformer model = MakeModel();
-  torch::optim::AdamW opt(model->parameters(),
-                          torch::optim::AdamWOptions(kLr).weight_decay(kWeightDecay).betas({0.9, 0.999}).eps(1e-8));
+  torch::optim::AdamW opt(
+      model->parameters(),
+      torch::optim::AdamWOptions(kLr).weight_decay(kWeightDecay).betas({0.9, 0.999}).eps(1e-8));
   for (int s = 0; s < kSteps; ++s) {
     opt.zero_grad();
     torch::Tensor batch = GlobalBatch(s);
-    // Backward on the summed loss, then divide the gradients: the same arithmetic as a mean loss, rounded in the
-    // same place as the ZeRO-2 driver (which divides by the global unit count at the step).
+    // Backward on the summed loss, then divide the gradients: the same arithmetic as a mean loss, rounded in
+    // the same place as the ZeRO-2 driver (which divides by the global unit count at the step).
     model->LossSum(batch).backward();
     for (auto& p : model->parameters()) p.mutable_grad().div_(static_cast<double>(kGlobalBatch * (kSeq - 1)));
     torch::nn::utils::clip_grad_norm_(model->parameters(), kMaxNorm);
@@ -76,8 +77,8 @@ std::vector<torch::Tensor> ReferenceParameters() {
 }
 
 struct Diff {
-  double max_rel = 0;         // max over tensors of max|a - b| / max|b|
-  double max_elem_rel = 0;    // max over elements of |a - b| / max(|b|, floor)
+  double max_rel = 0;       // max over tensors of max|a - b| / max|b|
+  double max_elem_rel = 0;  // max over elements of |a - b| / max(|b|, floor)
   double max_abs = 0;
 };
 
@@ -183,15 +184,17 @@ TEST(Zero2EquivalenceTest, MatchesTorchAdamWOnTheSameGlobalBatch) {
     ASSERT_EQ(got.size(), want.size());
     const Diff d = Compare(got, want, 1e-2);
     if (comm->rank() == 0) {
-      std::printf("world %d accumulation %d %-33s bucket %7zu B: max rel diff %.3g (per tensor), "
-                  "elementwise %.3g (|b| >= 1e-2), max abs diff %.3g, optimizer state %zu B/rank, buckets launched during backward %llu/%llu\n",
-                  w, cfg.accumulation, sharding::AccumulationModeName(cfg.mode), cfg.bucket_bytes, d.max_rel,
-                  d.max_elem_rel, d.max_abs, mem.optimizer_state_bytes(),
-                  static_cast<unsigned long long>(stats.buckets_launched_before_end),
-                  static_cast<unsigned long long>(stats.buckets_launched));
+      std::printf(
+          "world %d accumulation %d %-33s bucket %7zu B: max rel diff %.3g (per tensor), "
+          "elementwise %.3g (|b| >= 1e-2), max abs diff %.3g, optimizer state %zu B/rank, buckets launched "
+          "during backward %llu/%llu\n",
+          w, cfg.accumulation, sharding::AccumulationModeName(cfg.mode), cfg.bucket_bytes, d.max_rel,
+          d.max_elem_rel, d.max_abs, mem.optimizer_state_bytes(),
+          static_cast<unsigned long long>(stats.buckets_launched_before_end),
+          static_cast<unsigned long long>(stats.buckets_launched));
     }
-    // Summation order differs (micro-batches, ranks), so bit equality is impossible; elements whose gradient is
-    // mostly cancellation noise are the most sensitive, hence the looser elementwise bound.
+    // Summation order differs (micro-batches, ranks), so bit equality is impossible; elements whose gradient
+    // is mostly cancellation noise are the most sensitive, hence the looser elementwise bound.
     EXPECT_LE(d.max_abs, 1e-6);
     EXPECT_LE(d.max_elem_rel, 5e-5);
     EXPECT_LE(d.max_rel, 1e-5) << "world " << w << " accumulation " << cfg.accumulation << " "
@@ -223,8 +226,9 @@ TEST(Zero2EquivalenceTest, MatchesTorchAdamWOnTheSameGlobalBatch) {
 std::vector<torch::Tensor> ReferenceDelayedParameters(int start) {
   worker::TinyTransformer master = MakeModel();
   worker::TinyTransformer stale = MakeModel();
-  torch::optim::AdamW opt(master->parameters(),
-                          torch::optim::AdamWOptions(kLr).weight_decay(kWeightDecay).betas({0.9, 0.999}).eps(1e-8));
+  torch::optim::AdamW opt(
+      master->parameters(),
+      torch::optim::AdamWOptions(kLr).weight_decay(kWeightDecay).betas({0.9, 0.999}).eps(1e-8));
   std::vector<std::vector<torch::Tensor>> snapshots;
   auto snapshot = [&] {
     std::vector<torch::Tensor> s;
@@ -275,9 +279,11 @@ TEST(Zero2EquivalenceTest, DelayedParameterUpdateMatchesAOneStepStaleReference) 
     ASSERT_EQ(got.size(), want.size());
     const Diff d = Compare(got, want, 1e-2);
     if (comm->rank() == 0) {
-      std::printf("delayed update from step %d, world %d %s: max rel diff %.3g (per tensor), elementwise %.3g, max abs %.3g\n",
-                  start, comm->world_size(), sharding::AccumulationModeName(mode), d.max_rel, d.max_elem_rel,
-                  d.max_abs);
+      std::printf(
+          "delayed update from step %d, world %d %s: max rel diff %.3g (per tensor), elementwise %.3g, max "
+          "abs %.3g\n",
+          start, comm->world_size(), sharding::AccumulationModeName(mode), d.max_rel, d.max_elem_rel,
+          d.max_abs);
     }
     EXPECT_LE(d.max_abs, 1e-6);
     EXPECT_LE(d.max_elem_rel, 5e-5);
@@ -299,7 +305,8 @@ TEST(Zero2EquivalenceTest, Bf16ParametersWithFp32MasterTrackTheFp32Reference) {
   ASSERT_EQ(got.size(), want.size());
   // bf16 forward/backward and bf16 parameters: agreement to bf16 precision of the update path, not 1e-5.
   const Diff d = Compare(got, want, 1e-1);
-  if (comm->rank() == 0) std::printf("bf16 vs fp32 reference: max rel diff %.3g, max abs %.3g\n", d.max_rel, d.max_abs);
+  if (comm->rank() == 0)
+    std::printf("bf16 vs fp32 reference: max rel diff %.3g, max abs %.3g\n", d.max_rel, d.max_abs);
   EXPECT_LT(d.max_abs, 3e-2);
   EXPECT_EQ(mem.flat_param_bytes, 2 * (mem.master_bytes / 4) * static_cast<size_t>(comm->world_size()));
 }
