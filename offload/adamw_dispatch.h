@@ -1,5 +1,5 @@
-// Picks the instantiation of a SIMD AdamW body for the span's gradient and output dtypes. Included only by the
-// SIMD translation units; internal linkage keeps each ISA's instantiations in its own object (see
+// Picks the instantiation of a SIMD AdamW body for the span's gradient and output dtypes. Included only by
+// the SIMD translation units; internal linkage keeps each ISA's instantiations in its own object (see
 // adamw_math.h on the ODR).
 #pragma once
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -80,7 +81,10 @@ class CpuAdamW {
   }
   ~CpuAdamW();
 
-  void Step(const std::vector<Task>& tasks, int64_t step, float grad_scale);
+  // Called from the worker thread that finished a tile: elements [begin, end) of tasks[task] are final.
+  using TileDone = std::function<void(size_t task, size_t begin, size_t end)>;
+  void Step(const std::vector<Task>& tasks, int64_t step, float grad_scale,
+            const TileDone& on_tile_done = nullptr);
 
   int threads() const;
   SimdLevel level() const { return level_; }

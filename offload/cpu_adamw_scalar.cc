@@ -128,7 +128,8 @@ AdamWSpans Slice(const AdamWSpans& s, size_t begin, size_t end) {
 }
 }  // namespace
 
-void CpuAdamW::Step(const std::vector<Task>& tasks, int64_t step, float grad_scale) {
+void CpuAdamW::Step(const std::vector<Task>& tasks, int64_t step, float grad_scale,
+                    const TileDone& on_tile_done) {
   struct Tile {
     size_t task, begin, end;
   };
@@ -141,6 +142,7 @@ void CpuAdamW::Step(const std::vector<Task>& tasks, int64_t step, float grad_sca
   pool_->ParallelFor(tiles.size(), [&](size_t i) {
     const Tile& tile = tiles[i];
     kernel_(Slice(tasks[tile.task].spans, tile.begin, tile.end), tasks[tile.task].hyper, step, grad_scale);
+    if (on_tile_done) on_tile_done(tile.task, tile.begin, tile.end);
   });
 }
 

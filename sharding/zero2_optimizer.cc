@@ -302,7 +302,8 @@ absl::Status Zero2Optimizer::EndMicroBatch(double units) {
   return Drain();
 }
 
-void Zero2Optimizer::UpdateBucket(size_t b, const float* grads, char* out, int64_t step, float grad_scale) {
+void Zero2Optimizer::UpdateBucket(size_t b, const float* grads, char* out, int64_t step, float grad_scale,
+                                  bool copy_tiles) {
   ScopedStage stage(&profile_, Stage::kCpuAdamW);
   const Bucket& bucket = plan_.buckets()[b];
   std::vector<offload::CpuAdamW::Task> tasks;
@@ -321,13 +322,25 @@ void Zero2Optimizer::UpdateBucket(size_t b, const float* grads, char* out, int64
     t.spans.out_dtype = options_.param_dtype;
     tasks.push_back(t);
   }
-  adamw_->Step(tasks, step, grad_scale);
+  if (!copy_tiles) return adamw_->Step(tasks, step, grad_scale);
+  adamw_->Step(tasks, step, grad_scale, [&](size_t task, size_t begin, size_t end) {
+    const size_t offset =
+        (plan_.segments()[bucket_segments_[b].first + task].shard_offset - bucket.shard_offset + begin) *
+        elem_bytes();
+    const size_t bytes = (end - begin) * elem_bytes();
+    const char* src = out + offset;
+    char* dst = owned_params(b) + offset;
+    copy_engine_->Submit([this, src, dst, bytes] {
+      ScopedStage h2d(&profile_, Stage::kH2D);
+      std::memcpy(dst, src, bytes);
+    });
+  });
 }
 
-void Zero2Optimizer::PublishBucket(size_t b) {
+void Zero2Optimizer::PublishBucket(size_t b, bool copy) {
   const Bucket& bucket = plan_.buckets()[b];
-  copy_engine_->Submit([this, b, &bucket] {
-    {
+  copy_engine_->Submit([this, b, &bucket, copy] {
+    if (copy) {
       ScopedStage h2d(&profile_, Stage::kH2D);
       std::memcpy(owned_params(b), host_param_lowp_.as<char>() + bucket.shard_offset * elem_bytes(),
                   bucket.layout.shard_numel * elem_bytes());
@@ -367,7 +380,7 @@ absl::Status Zero2Optimizer::UpdateAndGather(float grad_scale) {
     const absl::Time start = absl::Now();
     for (size_t b = 0; b < nb; ++b) {
       const Bucket& bucket = plan_.buckets()[b];
-      UpdateBucket(b, shard_grads(), owned_params(b), step_, grad_scale);
+      UpdateBucket(b, shard_grads(), owned_params(b), step_, grad_scale, /*copy_tiles=*/false);
       Buffer out{flat_param_at(bucket.flat_offset), bucket.layout.padded_numel, options_.param_dtype};
       Buffer in{owned_params(b), bucket.layout.shard_numel, options_.param_dtype};
       ZF_ASSIGN_OR_RETURN(auto w, comm_->AllGather(in, out));
@@ -377,12 +390,13 @@ absl::Status Zero2Optimizer::UpdateAndGather(float grad_scale) {
     profile_.Record(Stage::kAllGather, start, absl::Now());
     return absl::OkStatus();
   }
-  // Offload: CPU AdamW(b) || H2D(b-1) + all-gather(b-1) on the copy engine || earlier all-gathers in MPI.
+  // Offload: CPU AdamW(b) || H2D of b's finished tiles and all-gather(b-1) on the copy engine || earlier
+  // all-gathers in MPI.
   for (size_t b = 0; b < nb; ++b) {
     UpdateBucket(b, shard_grads(),
                  host_param_lowp_.as<char>() + plan_.buckets()[b].shard_offset * elem_bytes(), step_,
-                 grad_scale);
-    PublishBucket(b);
+                 grad_scale, /*copy_tiles=*/true);
+    PublishBucket(b, /*copy=*/false);
   }
   return WaitPublished();
 }
@@ -391,7 +405,7 @@ absl::Status Zero2Optimizer::Flush() {
   if (!update_pending_) return absl::OkStatus();
   update_pending_ = false;
   ZF_RETURN_IF_ERROR(update_thread_->Drain(comm_->options().timeout));
-  for (size_t b = 0; b < plan_.buckets().size(); ++b) PublishBucket(b);
+  for (size_t b = 0; b < plan_.buckets().size(); ++b) PublishBucket(b, /*copy=*/true);
   return WaitPublished();
 }
 
@@ -447,7 +461,7 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step() {
         for (size_t b = 0; b < plan_.buckets().size(); ++b) {
           UpdateBucket(b, shard_grads_[used].as<float>(),
                        host_param_lowp_.as<char>() + plan_.buckets()[b].shard_offset * elem_bytes(), step,
-                       grad_scale);
+                       grad_scale, /*copy_tiles=*/false);
         }
         shard_grads_[used].Zero();
       });

@@ -181,12 +181,14 @@ class Zero2Optimizer {
   absl::Status CompleteFinished();  // completes in-flight reduce-scatters that already finished, in order
   float* shard_grads() { return shard_grads_[cur_grads_].as<float>(); }
   // AdamW on this rank's part of bucket b, reading `grads`, writing master/m/v and the param-dtype copy to
-  // `out`.
-  void UpdateBucket(size_t b, const float* grads, char* out, int64_t step, float grad_scale);
+  // `out`. With `copy_tiles` (offload), every finished tile is queued for its host-to-device copy at once, so
+  // copies start while other tiles are still updating.
+  void UpdateBucket(size_t b, const float* grads, char* out, int64_t step, float grad_scale, bool copy_tiles);
   // Applies AdamW to every bucket and all-gathers the result, stages overlapping across buckets.
   absl::Status UpdateAndGather(float grad_scale);
-  // Offload: copies host parameters of bucket b to the device-side flat buffer and issues its all-gather.
-  void PublishBucket(size_t b);
+  // Offload: queues bucket b's all-gather on the copy engine, after its host-to-device copy (of the whole
+  // bucket shard when `copy` is set; otherwise the tiles were already queued by UpdateBucket).
+  void PublishBucket(size_t b, bool copy);
   absl::Status WaitPublished();
   char* owned_params(size_t b) {
     return flat_param_at(plan_.buckets()[b].flat_offset + plan_.buckets()[b].layout.shard_offset);
