@@ -416,7 +416,9 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step() {
   const size_t shard = plan_.shard_numel();
   float* g = shard_grads();
   // One all-reduce carries both the squared norm and the unit count.
-  double sums[2] = {0.0, local_units_};
+  double* sums = norm_sums_;
+  sums[0] = 0.0;
+  sums[1] = local_units_;
   for (size_t k = 0; k < shard; ++k) sums[0] += static_cast<double>(g[k]) * g[k];
   ZF_RETURN_IF_ERROR(comm::WaitFor(comm_->AllReduce(Buffer{sums, 2, DType::kFloat64}, ReduceOp::kSum),
                                    comm_->options().timeout));

@@ -234,6 +234,9 @@ class Zero2Optimizer {
   size_t next_launch_ = 0;           // buckets launch strictly in index order
   std::deque<InFlight> in_flight_;
   double local_units_ = 0.0;
+  // {sum of squares, units} of the step's one all-reduce. A member, not a local: after a timeout the
+  // abandoned collective may still complete (a late peer) and must not write into a dead stack frame.
+  double norm_sums_[2] = {0.0, 0.0};
 
   int64_t step_ = 0;
   Zero2Stats stats_;

@@ -69,14 +69,20 @@ struct Op {
 
 class MpiWork final : public Work {
  public:
-  explicit MpiWork(std::shared_ptr<OpState> state) : state_(std::move(state)) {}
+  MpiWork(std::shared_ptr<OpState> state, absl::Time deadline)
+      : state_(std::move(state)), deadline_(deadline) {}
   absl::Status Wait(absl::Duration timeout) override {
+    // When the wait would reach the collective's own deadline, wait for the progress thread's verdict (it
+    // reports within a fraction of a millisecond after the deadline, with the precise error).
+    absl::Time until = absl::Now() + timeout;
+    if (until >= deadline_) until = std::max(until, deadline_ + absl::Seconds(1));
     std::unique_lock<std::mutex> lock(state_->mu);
-    const bool done =
-        state_->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return state_->done; });
+    const bool done = state_->cv.wait_for(lock, absl::ToChronoNanoseconds(until - absl::Now()),
+                                          [&] { return state_->done; });
     if (!done) {
       return absl::DeadlineExceededError(
-          absl::StrCat("MPI collective still running after waiting ", absl::FormatDuration(timeout)));
+          absl::StrCat("MPI collective still running after waiting ", absl::FormatDuration(timeout),
+                       " (its own deadline is in ", absl::FormatDuration(deadline_ - absl::Now()), ")"));
     }
     return state_->status;
   }
@@ -87,6 +93,7 @@ class MpiWork final : public Work {
 
  private:
   std::shared_ptr<OpState> state_;
+  absl::Time deadline_;
 };
 
 // fp32-accumulating reductions for the 2-byte types. MPI calls these with `len` elements of our opaque
@@ -200,7 +207,8 @@ struct MpiCommunicator::Impl {
       }
     }
     if (aborted) return absl::AbortedError("mpi communicator was aborted");
-    std::unique_ptr<Work> work = std::make_unique<MpiWork>(op->state);
+    if (op->deadline == absl::Time()) op->deadline = absl::Now() + options.timeout;
+    std::unique_ptr<Work> work = std::make_unique<MpiWork>(op->state, op->deadline);
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!broken.ok()) {
@@ -208,7 +216,6 @@ struct MpiCommunicator::Impl {
             absl::StrCat("mpi communicator is unusable after an earlier failure: ", broken.message()));
       }
       op->seq = next_seq++;
-      if (op->deadline == absl::Time()) op->deadline = absl::Now() + options.timeout;
       queue.push_back(op);
     }
     cv.notify_all();
@@ -422,8 +429,7 @@ absl::Status MpiCommunicator::Barrier(absl::Duration timeout) {
   o->kind = OpKind::kBarrier;
   o->deadline = absl::Now() + timeout;
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<Work> work, impl_->Enqueue(std::move(o)));
-  // The progress thread enforces the deadline; wait a little longer so its precise error wins.
-  return work->Wait(timeout + absl::Seconds(1));
+  return work->Wait(timeout);
 }
 
 void MpiCommunicator::Abort() {
