@@ -1,0 +1,487 @@
+#include "core/hf_config.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace zerofit::core {
+namespace {
+
+using Json = nlohmann::json;
+
+// One supported decoder family. Defaults are those of the family's transformers config class
+// (LlamaConfig, MistralConfig, Qwen2Config) for the fields a config.json may omit.
+struct Family {
+  const char* model_type;
+  const char* prefix;  // architecture = prefix + "ForCausalLM" / "ForSequenceClassification"
+  int64_t default_max_position_embeddings;
+};
+constexpr Family kFamilies[] = {
+    {"llama", "Llama", 2048},
+    {"mistral", "Mistral", 4096 * 32},
+    {"qwen2", "Qwen2", 32768},
+};
+constexpr const char* kCausalLm = "ForCausalLM";
+constexpr const char* kSeqCls = "ForSequenceClassification";
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string SupportedArchitectures() {
+  std::string s;
+  for (const Family& f : kFamilies) {
+    absl::StrAppend(&s, s.empty() ? "" : ", ", f.prefix, kCausalLm, ", ", f.prefix, kSeqCls);
+  }
+  return s;
+}
+
+std::string Excerpt(const Json& j) {
+  std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > 64) s = s.substr(0, 61) + "...";
+  return s;
+}
+
+// Typed access to the fields of one JSON object. A field that is absent or null counts as absent (HF
+// writes null for unset optional fields). Every error names the source file and the field, with
+// `prefix` for nested objects ("rope_scaling.").
+class FieldReader {
+ public:
+  FieldReader(const Json& obj, const std::string& source, std::string prefix = "")
+      : obj_(obj), source_(source), prefix_(std::move(prefix)) {}
+
+  absl::Status Error(const std::string& field, const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": field '", prefix_, field, "': ", what));
+  }
+  absl::Status Missing(const std::string& field, const char* required) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ": field '", prefix_, field, "' is missing (", required, " is required)"));
+  }
+  absl::Status TypeError(const std::string& field, const char* expected, const Json& got) const {
+    return Error(field, absl::StrCat("expected ", expected, ", got ", got.type_name(), " ", Excerpt(got)));
+  }
+
+  const Json* Get(const std::string& field) const {
+    const auto it = obj_.find(field);
+    return it == obj_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  absl::Status Int(const std::string& field, const Json& j, int64_t* out) const {
+    if (j.is_number_unsigned()) {
+      if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return Error(field, absl::StrCat(Excerpt(j), " is out of range"));
+      }
+    } else if (!j.is_number_integer()) {
+      return TypeError(field, "an integer", j);
+    }
+    *out = j.get<int64_t>();
+    return absl::OkStatus();
+  }
+
+  // Leaves *out (the default) alone when the field is absent.
+  absl::Status OptionalPositive(const std::string& field, int64_t* out) const {
+    const Json* j = Get(field);
+    if (j == nullptr) return absl::OkStatus();
+    int64_t v = 0;
+    ZF_RETURN_IF_ERROR(Int(field, *j, &v));
+    if (v <= 0) return Error(field, absl::StrCat("must be a positive integer, got ", v));
+    *out = v;
+    return absl::OkStatus();
+  }
+
+  absl::Status RequiredPositive(const std::string& field, int64_t* out) const {
+    if (Get(field) == nullptr) return Missing(field, "a positive integer");
+    return OptionalPositive(field, out);
+  }
+
+  absl::Status OptionalPositiveDouble(const std::string& field, double* out) const {
+    const Json* j = Get(field);
+    if (j == nullptr) return absl::OkStatus();
+    if (!j->is_number()) return TypeError(field, "a number", *j);
+    const double v = j->get<double>();
+    if (!(v > 0)) return Error(field, absl::StrCat("must be positive, got ", v));
+    *out = v;
+    return absl::OkStatus();
+  }
+
+  absl::Status RequiredPositiveDouble(const std::string& field, double* out) const {
+    if (Get(field) == nullptr) return Missing(field, "a positive number");
+    return OptionalPositiveDouble(field, out);
+  }
+
+  absl::Status OptionalBool(const std::string& field, bool* out) const {
+    const Json* j = Get(field);
+    if (j == nullptr) return absl::OkStatus();
+    if (!j->is_boolean()) return TypeError(field, "a boolean", *j);
+    *out = j->get<bool>();
+    return absl::OkStatus();
+  }
+
+  absl::Status OptionalString(const std::string& field, std::string* out) const {
+    const Json* j = Get(field);
+    if (j == nullptr) return absl::OkStatus();
+    if (!j->is_string()) return TypeError(field, "a string", *j);
+    *out = j->get<std::string>();
+    return absl::OkStatus();
+  }
+
+  // A token id, or a list of them (Llama 3 lists several eos ids): the first is kept.
+  absl::Status OptionalTokenId(const std::string& field, std::optional<int64_t>* out) const {
+    const Json* j = Get(field);
+    if (j == nullptr) return absl::OkStatus();
+    if (j->is_array()) {
+      if (j->empty()) return absl::OkStatus();
+      int64_t v = 0;
+      for (const Json& e : *j) ZF_RETURN_IF_ERROR(Int(field, e, &v));
+      ZF_RETURN_IF_ERROR(Int(field, j->front(), &v));
+      *out = v;
+      return absl::OkStatus();
+    }
+    int64_t v = 0;
+    ZF_RETURN_IF_ERROR(Int(field, *j, &v));
+    *out = v;
+    return absl::OkStatus();
+  }
+
+ private:
+  const Json& obj_;
+  const std::string& source_;
+  std::string prefix_;
+};
+
+// `top` reads the enclosing config, `j` is its (non-null) "rope_scaling" value.
+absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const FieldReader& top, const Json& j,
+                                                            const std::string& source) {
+  if (!j.is_object()) return top.TypeError("rope_scaling", "an object or null", j);
+  FieldReader r(j, source, "rope_scaling.");
+  // transformers >= 4.43 writes "rope_type"; older configs use "type".
+  const char* key = r.Get("rope_type") != nullptr ? "rope_type" : "type";
+  if (r.Get(key) == nullptr) return top.Error("rope_scaling", "has neither 'rope_type' nor 'type'");
+  RopeScaling rs;
+  ZF_RETURN_IF_ERROR(r.OptionalString(key, &rs.type));
+  if (rs.type == "default") return std::optional<RopeScaling>();
+  if (rs.type == "linear" || rs.type == "dynamic") {
+    ZF_RETURN_IF_ERROR(r.RequiredPositiveDouble("factor", &rs.factor));
+    return std::optional<RopeScaling>(rs);
+  }
+  if (rs.type == "llama3") {
+    ZF_RETURN_IF_ERROR(r.RequiredPositiveDouble("factor", &rs.factor));
+    ZF_RETURN_IF_ERROR(r.RequiredPositiveDouble("low_freq_factor", &rs.low_freq_factor));
+    ZF_RETURN_IF_ERROR(r.RequiredPositiveDouble("high_freq_factor", &rs.high_freq_factor));
+    ZF_RETURN_IF_ERROR(
+        r.RequiredPositive("original_max_position_embeddings", &rs.original_max_position_embeddings));
+    // The llama3 rule interpolates over (high - low); equal factors would divide by zero.
+    if (!(rs.high_freq_factor > rs.low_freq_factor)) {
+      return r.Error("high_freq_factor",
+                     absl::StrCat(rs.high_freq_factor, " must exceed low_freq_factor ", rs.low_freq_factor));
+    }
+    return std::optional<RopeScaling>(rs);
+  }
+  return absl::UnimplementedError(absl::StrCat(source, ": field 'rope_scaling.", key, "': unsupported type '",
+                                               rs.type, "' (supported: default, linear, dynamic, llama3)"));
+}
+
+bool MulAdd(int64_t a, int64_t b, int64_t* acc) {
+  int64_t p = 0;
+  return !__builtin_mul_overflow(a, b, &p) && !__builtin_add_overflow(*acc, p, acc);
+}
+
+// The exact parameter count, or false when it does not fit in int64.
+bool CountParameters(const HfModelConfig& c, int64_t* out) {
+  const int64_t h = c.hidden_size;
+  int64_t q_out = 0, kv_out = 0;
+  if (__builtin_mul_overflow(c.num_attention_heads, c.head_dim, &q_out) ||
+      __builtin_mul_overflow(c.num_key_value_heads, c.head_dim, &kv_out)) {
+    return false;
+  }
+  int64_t layer = 0;
+  bool ok = MulAdd(h, q_out, &layer) && MulAdd(h, kv_out, &layer) && MulAdd(h, kv_out, &layer) &&  // q k v
+            MulAdd(q_out, h, &layer) &&                                                            // o
+            MulAdd(h, c.intermediate_size, &layer) && MulAdd(h, c.intermediate_size, &layer) &&    // gate up
+            MulAdd(c.intermediate_size, h, &layer) &&                                              // down
+            MulAdd(2, h, &layer);  // input and post-attention RMSNorm
+  if (c.attention_bias) ok = ok && MulAdd(1, q_out, &layer) && MulAdd(2, kv_out, &layer);
+  int64_t total = 0;
+  ok = ok && MulAdd(c.vocab_size, h, &total) && MulAdd(c.num_hidden_layers, layer, &total) &&
+       MulAdd(1, h, &total);
+  if (c.is_sequence_classification()) {
+    ok = ok && MulAdd(c.num_labels, h, &total);  // score head, no bias
+  } else if (!c.tie_word_embeddings) {
+    ok = ok && MulAdd(c.vocab_size, h, &total);  // lm_head
+  }
+  if (!ok) return false;
+  *out = total;
+  return true;
+}
+
+}  // namespace
+
+bool HfModelConfig::is_sequence_classification() const { return EndsWith(architecture, kSeqCls); }
+
+int64_t HfModelConfig::ParameterCount() const {
+  int64_t n = 0;
+  // ParseHfConfig refuses configs whose count overflows; a hand-built one saturates.
+  return CountParameters(*this, &n) ? n : std::numeric_limits<int64_t>::max();
+}
+
+absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
+  Json j;
+  // nlohmann reports parse errors by exception; translated here, where the library is called (STYLE 2).
+  try {
+    j = Json::parse(json_text);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON: ", e.what()));
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a JSON object, got ", j.type_name()));
+  }
+  const FieldReader r(j, source);
+  HfModelConfig c;
+
+  // Architecture and family.
+  if (const Json* archs = r.Get("architectures")) {
+    if (!archs->is_array()) return r.TypeError("architectures", "a list of strings", *archs);
+    if (!archs->empty()) {
+      if (!archs->front().is_string()) return r.TypeError("architectures", "a list of strings", *archs);
+      c.architecture = archs->front().get<std::string>();
+    }
+  }
+  ZF_RETURN_IF_ERROR(r.OptionalString("model_type", &c.model_type));
+  const Family* family = nullptr;
+  if (c.architecture.empty()) {
+    for (const Family& f : kFamilies) {
+      if (c.model_type == f.model_type) family = &f;
+    }
+    if (family == nullptr) {
+      const std::string supported = absl::StrCat(
+          " (supported model types: llama, mistral, qwen2; architectures: ", SupportedArchitectures(), ")");
+      if (c.model_type.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": fields 'architectures' and 'model_type' are both missing", supported));
+      }
+      return r.Error("model_type", absl::StrCat("unsupported model type '", c.model_type,
+                                                "' and no architectures given", supported));
+    }
+    c.architecture = absl::StrCat(family->prefix, kCausalLm);
+  } else {
+    for (const Family& f : kFamilies) {
+      if (c.architecture == absl::StrCat(f.prefix, kCausalLm) ||
+          c.architecture == absl::StrCat(f.prefix, kSeqCls)) {
+        family = &f;
+      }
+    }
+    if (family == nullptr) {
+      return r.Error("architectures", absl::StrCat("unsupported architecture '", c.architecture,
+                                                   "' (supported: ", SupportedArchitectures(), ")"));
+    }
+    if (!c.model_type.empty() && c.model_type != family->model_type) {
+      return r.Error("model_type", absl::StrCat("'", c.model_type, "' does not match architecture '",
+                                                c.architecture, "' (expects '", family->model_type, "')"));
+    }
+  }
+  c.model_type = family->model_type;
+  const std::string mt = c.model_type;
+
+  // Shapes. The dimensions are required: the families' class defaults describe 7B models, and silently
+  // building one because a field is missing would be worse than an error.
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("vocab_size", &c.vocab_size));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("hidden_size", &c.hidden_size));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("intermediate_size", &c.intermediate_size));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_hidden_layers", &c.num_hidden_layers));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_attention_heads", &c.num_attention_heads));
+  c.num_key_value_heads = c.num_attention_heads;
+  ZF_RETURN_IF_ERROR(r.OptionalPositive("num_key_value_heads", &c.num_key_value_heads));
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    return r.Error(
+        "num_key_value_heads",
+        absl::StrCat(c.num_key_value_heads, " does not divide num_attention_heads ", c.num_attention_heads));
+  }
+  if (r.Get("head_dim") != nullptr) {
+    ZF_RETURN_IF_ERROR(r.OptionalPositive("head_dim", &c.head_dim));
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0) {
+      return r.Error("num_attention_heads",
+                     absl::StrCat(c.num_attention_heads, " does not divide hidden_size ", c.hidden_size,
+                                  " (and no head_dim is given)"));
+    }
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  c.max_position_embeddings = family->default_max_position_embeddings;
+  ZF_RETURN_IF_ERROR(r.OptionalPositive("max_position_embeddings", &c.max_position_embeddings));
+
+  // Numerics.
+  c.rms_norm_eps = 1e-6;
+  ZF_RETURN_IF_ERROR(r.OptionalPositiveDouble("rms_norm_eps", &c.rms_norm_eps));
+  c.rope_theta = 10000.0;
+  ZF_RETURN_IF_ERROR(r.OptionalPositiveDouble("rope_theta", &c.rope_theta));
+  if (const Json* rs = r.Get("rope_scaling")) {
+    ZF_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(r, *rs, source));
+  }
+  std::string act = "silu";
+  ZF_RETURN_IF_ERROR(r.OptionalString("hidden_act", &act));
+  if (act != "silu") {
+    return absl::UnimplementedError(
+        absl::StrCat(source, ": field 'hidden_act': '", act, "' is not supported (the model uses silu)"));
+  }
+
+  // Weights present or shared.
+  c.tie_word_embeddings = false;
+  ZF_RETURN_IF_ERROR(r.OptionalBool("tie_word_embeddings", &c.tie_word_embeddings));
+  if (mt == "qwen2") {
+    // transformers' Qwen2 always builds q/k/v biases and has no such field; an explicit value is still
+    // honoured so a hand-written config can describe a bias-free variant.
+    c.attention_bias = true;
+    ZF_RETURN_IF_ERROR(r.OptionalBool("attention_bias", &c.attention_bias));
+  } else if (mt == "llama") {
+    c.attention_bias = false;
+    ZF_RETURN_IF_ERROR(r.OptionalBool("attention_bias", &c.attention_bias));
+    bool mlp_bias = false;
+    ZF_RETURN_IF_ERROR(r.OptionalBool("mlp_bias", &mlp_bias));
+    if (mlp_bias) {
+      return absl::UnimplementedError(absl::StrCat(source, ": field 'mlp_bias': true is not supported"));
+    }
+  } else {
+    c.attention_bias = false;  // MistralConfig has no such field; the projections never have a bias
+  }
+
+  // Sliding window: MistralConfig defaults to 4096 (null disables it); Qwen2 uses it only when
+  // use_sliding_window is true, as transformers does.
+  if (mt == "mistral") {
+    const auto it = j.find("sliding_window");
+    if (it == j.end()) {
+      c.sliding_window = 4096;
+    } else if (!it->is_null()) {
+      int64_t w = 0;
+      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", &w));
+      c.sliding_window = w;
+    }
+  } else if (mt == "qwen2") {
+    bool use = false;
+    ZF_RETURN_IF_ERROR(r.OptionalBool("use_sliding_window", &use));
+    if (use) {
+      int64_t w = 4096;
+      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", &w));
+      c.sliding_window = w;
+    }
+  }
+
+  // Labels, as PretrainedConfig counts them: id2label wins, then num_labels, then 2.
+  c.num_labels = 2;
+  if (const Json* id2label = r.Get("id2label")) {
+    if (!id2label->is_object()) return r.TypeError("id2label", "an object", *id2label);
+    if (id2label->empty()) return r.Error("id2label", "is empty");
+    c.num_labels = static_cast<int64_t>(id2label->size());
+    int64_t n = c.num_labels;
+    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", &n));
+    if (n != c.num_labels) {
+      return r.Error("num_labels",
+                     absl::StrCat(n, " disagrees with id2label, which has ", c.num_labels, " entries"));
+    }
+  } else {
+    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", &c.num_labels));
+  }
+
+  ZF_RETURN_IF_ERROR(r.OptionalTokenId("pad_token_id", &c.pad_token_id));
+  ZF_RETURN_IF_ERROR(r.OptionalTokenId("bos_token_id", &c.bos_token_id));
+  ZF_RETURN_IF_ERROR(r.OptionalTokenId("eos_token_id", &c.eos_token_id));
+  // transformers >= 4.56 writes "dtype"; earlier versions "torch_dtype".
+  ZF_RETURN_IF_ERROR(
+      r.OptionalString(r.Get("torch_dtype") != nullptr ? "torch_dtype" : "dtype", &c.torch_dtype));
+
+  int64_t count = 0;
+  if (!CountParameters(c, &count)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": the parameter count of these dimensions overflows 64 bits"));
+  }
+  return c;
+}
+
+absl::StatusOr<HfModelConfig> LoadHfConfig(const std::string& path) {
+  struct stat st;
+  std::string file = path;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = absl::StrCat(path, "/config.json");
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
+  if (f == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat(file, ": open"));
+  std::string text;
+  char buf[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) {
+    text.append(buf, n);
+    if (text.size() > (64u << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat(file, ": larger than 64 MiB, not a config.json"));
+    }
+  }
+  if (std::ferror(f.get())) return absl::ErrnoToStatus(errno, absl::StrCat(file, ": read"));
+  return ParseHfConfig(text, file);
+}
+
+std::string HfConfigToJson(const HfModelConfig& c) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {c.architecture};
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.has_value()) {
+    const RopeScaling& rs = *c.rope_scaling;
+    nlohmann::ordered_json s;
+    // Both keys: "rope_type" for current transformers, "type" for versions before 4.43.
+    s["rope_type"] = rs.type;
+    s["type"] = rs.type;
+    s["factor"] = rs.factor;
+    if (rs.type == "llama3") {
+      s["low_freq_factor"] = rs.low_freq_factor;
+      s["high_freq_factor"] = rs.high_freq_factor;
+      s["original_max_position_embeddings"] = rs.original_max_position_embeddings;
+    }
+    j["rope_scaling"] = std::move(s);
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  if (c.model_type == "llama") j["mlp_bias"] = false;
+  if (c.model_type == "qwen2") {
+    j["use_sliding_window"] = c.sliding_window.has_value();
+    j["sliding_window"] = c.sliding_window.has_value() ? nlohmann::ordered_json(*c.sliding_window) : nullptr;
+  } else if (c.model_type == "mistral") {
+    j["sliding_window"] = c.sliding_window.has_value() ? nlohmann::ordered_json(*c.sliding_window) : nullptr;
+  }
+  if (c.is_sequence_classification()) {
+    nlohmann::ordered_json id2label = nlohmann::ordered_json::object();
+    nlohmann::ordered_json label2id = nlohmann::ordered_json::object();
+    for (int64_t i = 0; i < c.num_labels; ++i) {
+      const std::string label = absl::StrCat("LABEL_", i);
+      id2label[std::to_string(i)] = label;
+      label2id[label] = i;
+    }
+    j["num_labels"] = c.num_labels;
+    j["id2label"] = std::move(id2label);
+    j["label2id"] = std::move(label2id);
+  }
+  if (c.pad_token_id.has_value()) j["pad_token_id"] = *c.pad_token_id;
+  if (c.bos_token_id.has_value()) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_id.has_value()) j["eos_token_id"] = *c.eos_token_id;
+  if (!c.torch_dtype.empty()) j["torch_dtype"] = c.torch_dtype;
+  // Names are plain ASCII here and torch_dtype came from valid JSON, so strict dumping cannot throw;
+  // replace keeps that a guarantee for hand-built configs too.
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace zerofit::core
