@@ -1,0 +1,69 @@
+#include "worker/data/pair_batch.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/data/preference_dataset.h"
+
+namespace zerofit::data {
+namespace {
+
+constexpr int32_t kPad = 0;
+
+std::vector<PreferencePair> TwoPairs() {
+  return {
+      PreferencePair{{2, 10, 11}, {20, 3}, {30, 31, 32, 3}, 1},  // chosen row 5 tokens, rejected 7
+      PreferencePair{{2, 12}, {21, 22, 3}, {33, 3}, 4},          // chosen row 5 tokens, rejected 4
+  };
+}
+
+TEST(PairBatchTest, TwoHalvesRightPaddedToLongestInBatch) {
+  auto batch = MakePairBatch(TwoPairs(), kPad);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->num_pairs, 2);
+  EXPECT_EQ(batch->num_rows(), 4);
+  EXPECT_EQ(batch->max_len, 7);  // the longest row, not any dataset max_length
+  // Rows: chosen of pair 0, chosen of pair 1, rejected of pair 0, rejected of pair 1.
+  const std::vector<int32_t> want = {2, 10, 11, 20, 3,  0,  0,   //
+                                     2, 12, 21, 22, 3,  0,  0,   //
+                                     2, 10, 11, 30, 31, 32, 3,   //
+                                     2, 12, 33, 3,  0,  0,  0};  //
+  EXPECT_EQ(batch->tokens, want);
+  EXPECT_EQ(batch->lengths, (std::vector<int32_t>{5, 5, 7, 4}));
+  EXPECT_EQ(batch->response_start, (std::vector<int32_t>{3, 2, 3, 2}));
+  EXPECT_EQ(batch->source_lines, (std::vector<uint64_t>{1, 4}));
+  EXPECT_EQ(batch->row_offset(2), 14);
+}
+
+TEST(PairBatchTest, SubsetInGivenOrderAndPadId) {
+  auto batch = MakePairBatch(TwoPairs(), {1}, /*pad_id=*/3);
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->max_len, 5);
+  EXPECT_EQ(batch->tokens, (std::vector<int32_t>{2, 12, 21, 22, 3,  //
+                                                 2, 12, 33, 3, 3}));
+  EXPECT_EQ(batch->lengths, (std::vector<int32_t>{5, 4}));  // padding with eos is told apart by length
+}
+
+TEST(PairBatchTest, EmptySelectionGivesEmptyBatch) {
+  auto batch = MakePairBatch(TwoPairs(), std::vector<uint64_t>{}, kPad);
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->num_pairs, 0);
+  EXPECT_EQ(batch->max_len, 0);
+  EXPECT_TRUE(batch->tokens.empty());
+}
+
+TEST(PairBatchTest, Errors) {
+  auto out_of_range = MakePairBatch(TwoPairs(), {0, 2}, kPad);
+  ASSERT_FALSE(out_of_range.ok());
+  EXPECT_NE(out_of_range.status().message().find("index 2 (position 1) is outside the 2 pairs"),
+            std::string::npos);
+  std::vector<PreferencePair> bad = TwoPairs();
+  bad[1].rejected.clear();
+  auto empty = MakePairBatch(bad, kPad);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("line 4 has an empty response"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zerofit::data

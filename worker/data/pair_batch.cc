@@ -1,0 +1,60 @@
+#include "worker/data/pair_batch.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace zerofit::data {
+
+absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs,
+                                        const std::vector<uint64_t>& indices, int32_t pad_id) {
+  PairBatch batch;
+  const size_t num_pairs = indices.size();
+  batch.num_pairs = static_cast<int64_t>(num_pairs);
+  size_t max_len = 0;
+  for (size_t b = 0; b < num_pairs; ++b) {
+    if (indices[b] >= pairs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("MakePairBatch: index ", indices[b], " (position ", b,
+                                                     ") is outside the ", pairs.size(), " pairs"));
+    }
+    const PreferencePair& p = pairs[indices[b]];
+    if (p.chosen.empty() || p.rejected.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MakePairBatch: pair from line ", p.source_line, " has an empty response"));
+    }
+    max_len = std::max(max_len, p.prompt.size() + std::max(p.chosen.size(), p.rejected.size()));
+  }
+  if (max_len > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat("MakePairBatch: a sequence of ", max_len, " tokens"));
+  }
+  batch.max_len = static_cast<int64_t>(max_len);
+  batch.tokens.assign(2 * num_pairs * max_len, pad_id);
+  batch.lengths.resize(2 * num_pairs);
+  batch.response_start.resize(2 * num_pairs);
+  batch.source_lines.resize(num_pairs);
+  for (size_t b = 0; b < num_pairs; ++b) {
+    const PreferencePair& p = pairs[indices[b]];
+    batch.source_lines[b] = p.source_line;
+    for (size_t half = 0; half < 2; ++half) {
+      const std::vector<int32_t>& response = half == 0 ? p.chosen : p.rejected;
+      const size_t row = half * num_pairs + b;
+      int32_t* dst = batch.tokens.data() + row * max_len;
+      std::copy(p.prompt.begin(), p.prompt.end(), dst);
+      std::copy(response.begin(), response.end(), dst + p.prompt.size());
+      batch.lengths[row] = static_cast<int32_t>(p.prompt.size() + response.size());
+      batch.response_start[row] = static_cast<int32_t>(p.prompt.size());
+    }
+  }
+  return batch;
+}
+
+absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs, int32_t pad_id) {
+  std::vector<uint64_t> all(pairs.size());
+  std::iota(all.begin(), all.end(), uint64_t{0});
+  return MakePairBatch(pairs, all, pad_id);
+}
+
+}  // namespace zerofit::data

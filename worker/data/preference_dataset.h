@@ -1,0 +1,90 @@
+// Preference pairs (prompt, chosen response, rejected response) read from JSONL, tokenized and truncated,
+// ready for MakePairBatch (pair_batch.h). Used by reward-model (Bradley-Terry) and DPO training.
+//
+// File format: one JSON object per line; blank lines are skipped; keys other than the ones below are ignored.
+//   text:          {"prompt": "12+7=", "chosen": "19", "rejected": "18"}          (needs a Tokenizer)
+//   pre-tokenized: {"prompt_ids": [5, 9], "chosen_ids": [4, 10], "rejected_ids": [4, 12]}
+// A line is pre-tokenized when it has any "*_ids" key; the two kinds may be mixed in one file. Ids carry no
+// BOS/EOS: the options below add them. `prompt` may be empty; `chosen` and `rejected` may not.
+//
+// Every error names the file, the 1-based line and the field, e.g.
+//   data/train.jsonl:17: field 'chosen': expected a string
+//
+// Sequence layout and truncation (also in docs/data.md). Each response forms one sequence
+//   [BOS] prompt response [EOS]
+// BOS (when add_bos) belongs to the prompt part, EOS (when add_eos) to the response part; every length below
+// counts them. When max_length > 0 and the longer of the two sequences exceeds max_length:
+//   1. the prompt part is truncated from the LEFT to at most max_prompt_length tokens: its end, nearest the
+//      response, is kept, and so is BOS (models expect it at position 0); the prompt stays shared by both;
+//   2. then each response part is truncated from the RIGHT, independently, to max_length - prompt part.
+//      A response cut this way loses its EOS too: it did not end there, and training must not teach the
+//      model that it did.
+// The stored pair therefore holds prompt = [BOS] + prompt tokens and chosen/rejected = response tokens
+// (+ [EOS] unless cut); sequence = prompt ++ response, and the response starts at index prompt.size().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/data/tokenizer.h"
+
+namespace zerofit::data {
+
+struct PreferencePair {
+  std::vector<int32_t> prompt;    // [BOS] + prompt tokens, after left truncation
+  std::vector<int32_t> chosen;    // response tokens + [EOS], after right truncation
+  std::vector<int32_t> rejected;  // same rules as chosen, truncated independently
+  size_t source_line = 0;         // 1-based line of the JSONL file (for error messages and debugging)
+};
+
+struct PreferenceDataOptions {
+  // Longest sequence in tokens (BOS and EOS included); 0 means no limit.
+  int64_t max_length = 512;
+  // Longest prompt part (BOS included) when a pair must be truncated. Must be < max_length so at least one
+  // response token survives, and >= 1 when add_bos (BOS is never dropped).
+  int64_t max_prompt_length = 256;
+  bool add_bos = true;
+  bool add_eos = true;
+  // For files read without a tokenizer (pre-tokenized ids): the special ids and the vocabulary size
+  // (0: unknown, then only negative ids are rejected). With a tokenizer its own values are used; these may
+  // stay unset (-1, -1, 0) or repeat them, and any other value is an InvalidArgument error.
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t vocab_size = 0;
+};
+
+// What truncation did to a file, for a progress line ("12 of 5000 pairs truncated").
+struct PreferenceDataStats {
+  size_t pairs = 0;
+  size_t prompts_truncated = 0;
+  size_t responses_truncated = 0;  // chosen and rejected counted separately
+  size_t longest_sequence = 0;     // after truncation
+};
+
+// Checks the options against each other and against the tokenizer (nullptr: none). Errors say what to change.
+absl::Status ValidatePreferenceDataOptions(const PreferenceDataOptions& options, const Tokenizer* tok);
+
+// Applies the layout and truncation rules above to raw token ids (no specials). Preconditions: options
+// validated; chosen and rejected non-empty; bos_id/eos_id valid when add_bos/add_eos.
+PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const std::vector<int32_t>& chosen,
+                                      const std::vector<int32_t>& rejected, int32_t bos_id, int32_t eos_id,
+                                      const PreferenceDataOptions& options, size_t source_line);
+
+// Parses JSONL `contents`; `source` names it in errors (usually the path). `tok` may be nullptr when every
+// line is pre-tokenized. A file without any pair is an error. `stats` (optional) receives truncation counts.
+absl::StatusOr<std::vector<PreferencePair>> ParsePreferenceJsonl(const std::string& contents,
+                                                                 const std::string& source,
+                                                                 const Tokenizer* tok,
+                                                                 const PreferenceDataOptions& options,
+                                                                 PreferenceDataStats* stats = nullptr);
+
+// Reads `path` and parses it as above.
+absl::StatusOr<std::vector<PreferencePair>> LoadPreferenceJsonl(const std::string& path, const Tokenizer* tok,
+                                                                const PreferenceDataOptions& options,
+                                                                PreferenceDataStats* stats = nullptr);
+
+}  // namespace zerofit::data

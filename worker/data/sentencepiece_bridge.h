@@ -1,0 +1,56 @@
+// The one translation unit that sees SentencePiece's headers.
+//
+// Why a bridge: Debian's sentencepiece_processor.h declares `namespace absl { using std::string_view; }`,
+// while Debian's Abseil (built with ABSL_OPTION_USE_STD_STRING_VIEW=0) defines its own class
+// absl::string_view. The two cannot meet in one translation unit, so this header is deliberately free of
+// both Abseil and SentencePiece: it speaks std types only and reports errors as a bool plus a message.
+// Everything else in zerofit::data wraps it into absl::Status (tokenizer.cc, tokenizer_trainer.cc).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zerofit::data::spm_bridge {
+
+// RAII owner of a loaded sentencepiece::SentencePieceProcessor. Immutable after Load, so the const methods
+// may be called from several threads at once (SentencePiece's own contract for a loaded processor).
+class Processor {
+ public:
+  ~Processor();
+  Processor(const Processor&) = delete;
+  Processor& operator=(const Processor&) = delete;
+
+  // Loads a serialized ModelProto (`tokenizer.model`). On failure returns nullptr and sets *error to
+  // SentencePiece's message (without the path; callers add it).
+  static std::unique_ptr<Processor> Load(const std::string& path, std::string* error);
+
+  // Pieces of `text` as ids, no BOS/EOS added. Returns false and sets *error on failure.
+  bool Encode(const std::string& text, std::vector<int>* ids, std::string* error) const;
+  // Text of `ids`; control ids (BOS/EOS/PAD) decode to nothing. Ids must be in [0, piece_size()).
+  bool Decode(const std::vector<int>& ids, std::string* text, std::string* error) const;
+
+  int piece_size() const;
+  // -1 when the model defines no such piece.
+  int bos_id() const;
+  int eos_id() const;
+  int pad_id() const;
+  int unk_id() const;
+
+ private:
+  struct Impl;
+  explicit Processor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs SentencePieceTrainer::Train on the lines of `corpus_path` (streamed through a SentenceIterator) with
+// `args`, SentencePiece's own flag names and string values (e.g. {"vocab_size", "64"}), and returns the
+// serialized ModelProto in *model. Nothing is written to disk, and the model records no file path (its
+// embedded trainer spec has no input or model_prefix), so the same corpus and args give the same bytes
+// wherever they run. Returns false and sets *error on failure. Note: SentencePiece's log level is
+// process-wide state of the library; passing {"minloglevel", ...} changes it for the whole process.
+bool Train(const std::string& corpus_path, const std::vector<std::pair<std::string, std::string>>& args,
+           std::string* model, std::string* error);
+
+}  // namespace zerofit::data::spm_bridge
