@@ -1,0 +1,178 @@
+// The decoder of the Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and their
+// *ForSequenceClassification reward heads), computing exactly what Hugging Face transformers computes (eager
+// attention), with optional LoRA adapters and per-layer activation checkpointing.
+//
+// Architecture: token embedding; per layer x += o_proj(attn(input_layernorm(x))), x += mlp(
+// post_attention_layernorm(x)); final RMSNorm; untied or tied lm_head, or a bias-free score head.
+//  - RMSNorm: in fp32, x * rsqrt(mean(x^2) + eps), cast back to the input dtype, then times weight.
+//  - Rotary embeddings, HF's rotate_half convention (first half/second half, not interleaved), inv_freq and
+//    cos/sin in fp32 then cast to the activation dtype; rope_scaling "linear" (inv_freq / factor), "dynamic"
+//    (NTK: theta rescaled when the sequence is longer than max_position_embeddings) and "llama3"
+//    (frequency-band interpolation of transformers' _compute_llama3_parameters).
+//  - Grouped-query attention: kv head g serves query heads [g * n_rep, (g + 1) * n_rep). Scores
+//    q k^T / sqrt(head_dim) in the activation dtype, causal softmax in fp32 cast back. Mistral with a
+//    sliding_window shorter than the sequence also masks keys j <= i - sliding_window, as HF does; a Qwen2
+//    sliding window (layer-dependent in HF) is refused for sequences longer than the window.
+//  - Biases: q/k/v carry one when attention_bias (Qwen2); o_proj only for model_type "llama" with
+//    attention_bias (LlamaAttention uses the flag for all four, Qwen2 and Mistral never bias o_proj).
+//  - MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
+// Positions are 0..T-1 for every row: sequences are right-padded. Attention is causal, so position t only
+// ever sees tokens <= t and padding after a sequence never influences its real positions: no padding mask is
+// needed, the caller just ignores outputs at padding positions (Scores reads position length - 1).
+//
+// Parameter names equal Hugging Face's (named_parameters(): "model.embed_tokens.weight",
+// "model.layers.0.self_attn.q_proj.weight", ..., "model.norm.weight", "lm_head.weight" unless tied,
+// "score.weight" for a reward head, which replaces lm_head). LoRA adds "<linear>.lora_A"/"<linear>.lora_B";
+// with LoRA on, only those and score.weight require grad.
+//
+// Forward methods throw c10::Error on bad input (LibTorch's convention inside modules); LoadWeights and
+// ExportHf return Status. Not thread-safe: one forward/backward at a time.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/hf_config.h"
+#include "core/safetensors.h"
+#include "worker/torch/lora.h"
+
+namespace zerofit::worker {
+
+struct LlamaOptions {
+  bool activation_checkpointing = false;  // recompute each decoder layer in backward
+  LoraConfig lora;
+  bool reward_head = false;  // score head (Linear(hidden, num_labels, bias=false)) instead of lm_head
+  torch::Dtype dtype = torch::kFloat32;  // parameters and activations: kFloat32, kBFloat16 or kFloat16
+  double initializer_range = 0.02;       // N(0, std) init of linear and embedding weights, as HF
+};
+
+// Checks that `config` describes a model this implementation computes exactly and that `options` are
+// valid; the error names the field.
+absl::Status ValidateLlamaConfig(const core::HfModelConfig& config, const LlamaOptions& options);
+
+// Rotary embedding tables for positions 0..seq_len-1: cos and sin, [seq_len, head_dim], fp32.
+std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(const core::HfModelConfig& config, int64_t seq_len,
+                                                     torch::Device device);
+
+class RmsNormImpl : public torch::nn::Module {
+ public:
+  RmsNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RmsNorm);
+
+class LlamaAttentionImpl : public torch::nn::Module {
+ public:
+  LlamaAttentionImpl(const core::HfModelConfig& config, const LlamaOptions& options);
+  // x [B, T, H]; cos/sin [T, head_dim] in x's dtype; mask [T, T] bool, true where a query may NOT attend.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& mask);
+  LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+
+ private:
+  int64_t num_heads_, num_kv_heads_, head_dim_;
+};
+TORCH_MODULE(LlamaAttention);
+
+class LlamaMlpImpl : public torch::nn::Module {
+ public:
+  LlamaMlpImpl(const core::HfModelConfig& config, const LlamaOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  LoraLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(LlamaMlp);
+
+class LlamaDecoderLayerImpl : public torch::nn::Module {
+ public:
+  LlamaDecoderLayerImpl(const core::HfModelConfig& config, const LlamaOptions& options);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& mask);
+  LlamaAttention self_attn{nullptr};
+  LlamaMlp mlp{nullptr};
+  RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+TORCH_MODULE(LlamaDecoderLayer);
+
+// The "model" submodule (HF's LlamaModel): embed_tokens, layers, norm. The forward pass lives in LlamaModel.
+class LlamaBackboneImpl : public torch::nn::Module {
+ public:
+  LlamaBackboneImpl(const core::HfModelConfig& config, const LlamaOptions& options);
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  std::vector<LlamaDecoderLayer> typed_layers;  // the same modules as `layers`, typed
+  RmsNorm norm{nullptr};
+};
+TORCH_MODULE(LlamaBackbone);
+
+// What LoadWeights did besides copying the expected tensors.
+struct LlamaLoadReport {
+  // Tensors in the checkpoint that this model has no use for and were skipped: lm_head.weight when loading
+  // a causal-LM checkpoint into a reward model (or into a tied model), rotary caches (*.rotary_emb.inv_freq).
+  std::vector<std::string> ignored;
+  // Reward head missing from the checkpoint (a reward model initialised from a causal LM): it keeps its
+  // fresh N(0, initializer_range) init, as transformers does.
+  bool score_head_initialized = false;
+};
+
+class LlamaModelImpl : public torch::nn::Module {
+ public:
+  // Throws c10::Error if ValidateLlamaConfig fails; MakeLlamaModel returns that error as a Status instead.
+  LlamaModelImpl(const core::HfModelConfig& config, const LlamaOptions& options = {});
+
+  // input_ids [B, T] int64 -> hidden states after the final norm [B, T, hidden], model dtype.
+  torch::Tensor Hidden(const torch::Tensor& input_ids);
+  // [B, T, vocab], model dtype. Requires a causal-LM head (not reward_head).
+  torch::Tensor Logits(const torch::Tensor& input_ids);
+  // Reward: the score head at position lengths[b] - 1 (the last real token of a right-padded row), fp32,
+  // [B] (num_labels == 1) or [B, num_labels]. lengths [B] int64, each in [1, T].
+  torch::Tensor Scores(const torch::Tensor& input_ids, const torch::Tensor& lengths);
+  // [B, T-1], fp32: log p(input_ids[:, t+1] | input_ids[:, <= t]), log_softmax computed in fp32.
+  torch::Tensor TokenLogProbs(const torch::Tensor& input_ids);
+
+  // Folds every LoRA adapter into its base weight (see LoraLinearImpl::MergeInPlace). Outputs unchanged.
+  void MergeLora();
+  // The model as Hugging Face stores it: HF names in named_parameters() order, LoRA merged into the base
+  // weights, no adapter tensors; detached tensors in the model's dtype and device (new tensors where merged,
+  // otherwise the parameters' own storage).
+  std::vector<std::pair<std::string, torch::Tensor>> HfStateDict() const;
+
+  // Copies every tensor the model expects from `weights` by HF name, converting F32/BF16/F16 to the model's
+  // dtype. Errors (nothing is copied then) name a missing tensor, a shape mismatch (both shapes), an
+  // unsupported dtype, or unexpected tensors; see LlamaLoadReport for what is tolerated. Writes the
+  // parameters in place: load before binding the model to an optimizer (Zero2Binding copies them into its
+  // master weights). A read error in the middle of the copy leaves the model partly loaded.
+  absl::Status LoadWeights(const core::SafetensorsModel& weights, LlamaLoadReport* report = nullptr);
+  // Writes `dir`/model.safetensors (HfStateDict(), model dtype) and `dir`/config.json (`config` with the
+  // architecture, num_labels and torch_dtype of this model) so transformers' from_pretrained loads it.
+  // `config` must describe this model's shapes (the error names the first field that differs).
+  absl::Status ExportHf(const std::string& dir, const core::HfModelConfig& config) const;
+
+  const core::HfModelConfig& config() const { return config_; }
+  const LlamaOptions& options() const { return options_; }
+  int64_t head_dim() const { return head_dim_; }
+
+  LlamaBackbone model{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // absent when tied or reward_head
+  torch::nn::Linear score{nullptr};    // reward_head only
+
+ private:
+  core::HfModelConfig config_;  // head_dim and num_key_value_heads resolved
+  LlamaOptions options_;
+  int64_t head_dim_;
+};
+TORCH_MODULE(LlamaModel);
+
+absl::StatusOr<LlamaModel> MakeLlamaModel(const core::HfModelConfig& config,
+                                          const LlamaOptions& options = {});
+
+}  // namespace zerofit::worker
