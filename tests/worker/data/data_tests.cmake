@@ -7,7 +7,7 @@ if(TARGET zerofit_data)
     worker/data/preference_dataset_test.cc
     worker/data/sampler_test.cc
     worker/data/tokenizer_test.cc)
-  target_link_libraries(data_unit_test PRIVATE zerofit_data nlohmann_json::nlohmann_json)
+  target_link_libraries(data_unit_test PRIVATE zerofit_tokenizer nlohmann_json::nlohmann_json)
   # The generator test runs the real program (flags included) into a temporary directory.
   add_dependencies(data_unit_test zerofit_make_arith_prefs)
   target_compile_definitions(data_unit_test PRIVATE

@@ -3,3 +3,12 @@ add_executable(objectives_test worker/torch/objectives_test.cc)
 target_link_libraries(objectives_test PRIVATE zerofit_worker_torch GTest::gtest_main)
 add_test(NAME objectives_test COMMAND objectives_test)
 set_tests_properties(objectives_test PROPERTIES LABELS unit TIMEOUT 120)
+
+if(ZEROFIT_WITH_MPI AND TARGET zerofit_make_arith_prefs)
+  add_executable(preference_training_test worker/torch/preference_training_test.cc)
+  target_link_libraries(preference_training_test PRIVATE zerofit_mpi_gtest_main zerofit_worker_torch)
+  target_compile_definitions(preference_training_test PRIVATE
+    ZEROFIT_MAKE_ARITH_PREFS="$<TARGET_FILE:zerofit_make_arith_prefs>")
+  add_dependencies(preference_training_test zerofit_make_arith_prefs)
+  zerofit_mpi_test(preference_training_np2 preference_training_test 2)
+endif()

@@ -1,0 +1,67 @@
+// Reward-model and DPO training of a Llama-family model on preference pairs, through the ZeRO-2 engine (and
+// optionally optimizer offload) on every rank of a communicator. Readable top to bottom: load data and model,
+// bind to ZeRO-2, loop over steps (sample -> shard pairs by rank and micro-batch -> forward -> loss ->
+// backward with overlapping reduce-scatter -> step), evaluate on held-out pairs, export in Hugging Face
+// format.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "sharding/zero2_optimizer.h"
+#include "worker/torch/llama_model.h"
+#include "worker/torch/objectives.h"
+#include "worker/torch/reference_model.h"
+
+namespace zerofit::worker {
+
+struct PreferenceTrainOptions {
+  enum class Task { kReward, kDpo };
+  Task task = Task::kReward;
+  // A directory with config.json, tokenizer.model, train.jsonl and test.jsonl (examples/make_arith_prefs).
+  std::string data_dir;
+  std::string init_weights;  // optional: safetensors file or model directory to start from
+  int64_t steps = 100;
+  int64_t global_batch = 32;  // pairs per optimizer step, over all ranks
+  int micro_batches = 1;      // per rank per step (gradient accumulation)
+  int64_t max_length = 64;
+  uint64_t seed = 1234;
+  float lr = 1e-3f;
+  float weight_decay = 0.0f;
+  float max_grad_norm = 1.0f;
+  sharding::AccumulationMode accumulation = sharding::AccumulationMode::kReduceScatterEveryMicroBatch;
+  size_t bucket_bytes = 1 << 20;
+  sharding::OffloadOptions offload;
+  LlamaOptions model;  // LoRA, activation checkpointing, dtype
+  DpoOptions dpo;
+  ReferenceStrategy reference = ReferenceStrategy::kResident;
+  std::string export_dir;  // written by rank 0 after training if non-empty
+  int64_t eval_batch = 64;
+};
+
+struct StepReport {
+  int64_t step = 0;
+  PairMetrics metrics;  // summed over ranks for this step
+  sharding::StepResult result;
+};
+
+struct EvalReport {
+  PairMetrics metrics;  // summed over all held-out pairs
+  double accuracy() const { return metrics.pairs > 0 ? metrics.correct / metrics.pairs : 0.0; }
+};
+
+struct TrainReport {
+  EvalReport before, after;  // held-out evaluation before and after training
+  sharding::Zero2MemoryStats memory;
+  size_t reference_device_bytes = 0;
+};
+
+absl::StatusOr<PreferenceTrainOptions::Task> ParseTask(const std::string& name);  // "reward" | "dpo"
+
+// Collective: every rank of `comm` calls it with the same options. `on_step` runs on every rank.
+absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& options, comm::Communicator* comm,
+                                             const std::function<void(const StepReport&)>& on_step = nullptr);
+
+}  // namespace zerofit::worker

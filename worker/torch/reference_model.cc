@@ -1,0 +1,145 @@
+#include "worker/torch/reference_model.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "worker/data/pair_batch.h"
+#include "worker/torch/objectives.h"
+
+namespace zerofit::worker {
+
+absl::StatusOr<ReferenceStrategy> ParseReferenceStrategy(const std::string& name) {
+  if (name == "resident") return ReferenceStrategy::kResident;
+  if (name == "offloaded") return ReferenceStrategy::kOffloaded;
+  if (name == "precomputed") return ReferenceStrategy::kPrecomputed;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown reference strategy '", name, "'; expected resident, offloaded or precomputed"));
+}
+
+const char* ReferenceStrategyName(ReferenceStrategy s) {
+  switch (s) {
+    case ReferenceStrategy::kResident:
+      return "resident";
+    case ReferenceStrategy::kOffloaded:
+      return "offloaded";
+    case ReferenceStrategy::kPrecomputed:
+      return "precomputed";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<ReferenceModel>> ReferenceModel::Create(LlamaModel model,
+                                                                       ReferenceStrategy strategy) {
+  std::unique_ptr<ReferenceModel> ref(new ReferenceModel(std::move(model), strategy));
+  try {
+    torch::NoGradGuard no_grad;
+    ref->model_->eval();
+    auto params = ref->model_->parameters();
+    for (auto& p : params) p.set_requires_grad(false);
+    if (strategy == ReferenceStrategy::kOffloaded) {
+      size_t bytes = 0;
+      for (const auto& p : params) bytes += (p.numel() * p.element_size() + 63) / 64 * 64;
+      ZF_ASSIGN_OR_RETURN(ref->pinned_, offload::PinnedBuffer::Allocate(bytes));
+      size_t offset = 0;
+      for (auto& p : params) {
+        torch::Tensor host = torch::from_blob(ref->pinned_.as<char>() + offset, p.sizes(), p.options());
+        host.copy_(p);
+        ref->host_params_.push_back(host);
+        offset += (p.numel() * p.element_size() + 63) / 64 * 64;
+        p.set_data(torch::empty({0}, p.options()));  // nothing stays on the device between forwards
+      }
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("creating the reference model failed: ", e.what()));
+  }
+  return ref;
+}
+
+size_t ReferenceModel::device_bytes() const {
+  if (strategy_ != ReferenceStrategy::kResident || precomputed_) return 0;
+  size_t bytes = 0;
+  for (const auto& p : model_->parameters()) bytes += p.numel() * p.element_size();
+  return bytes;
+}
+
+torch::Tensor ReferenceModel::Forward(const torch::Tensor& tokens, const torch::Tensor& response_start,
+                                      const torch::Tensor& lengths) {
+  torch::NoGradGuard no_grad;
+  if (strategy_ != ReferenceStrategy::kOffloaded) {
+    return worker::ResponseLogProbs(model_->TokenLogProbs(tokens), response_start, lengths);
+  }
+  auto params = model_->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].set_data(host_params_[i].to(tokens.device(), /*non_blocking=*/false, /*copy=*/true));
+  }
+  torch::Tensor out = worker::ResponseLogProbs(model_->TokenLogProbs(tokens), response_start, lengths);
+  for (auto& p : params) p.set_data(torch::empty({0}, p.options()));
+  return out;
+}
+
+absl::Status ReferenceModel::Precompute(const std::vector<data::PreferencePair>& pairs, int32_t pad_id,
+                                        int64_t batch_pairs, comm::Communicator* comm) {
+  if (strategy_ != ReferenceStrategy::kPrecomputed) return absl::OkStatus();
+  table_.assign(2 * pairs.size(), 0.0f);
+  std::vector<uint64_t> mine;
+  for (uint64_t i = static_cast<uint64_t>(comm->rank()); i < pairs.size(); i += comm->world_size())
+    mine.push_back(i);
+  try {
+    for (size_t begin = 0; begin < mine.size(); begin += static_cast<size_t>(batch_pairs)) {
+      std::vector<uint64_t> ids(
+          mine.begin() + begin,
+          mine.begin() + std::min(mine.size(), begin + static_cast<size_t>(batch_pairs)));
+      ZF_ASSIGN_OR_RETURN(data::PairBatch batch, data::MakePairBatch(pairs, ids, pad_id));
+      const torch::Tensor tokens =
+          torch::from_blob(batch.tokens.data(), {batch.num_rows(), batch.max_len}, torch::kInt32)
+              .to(torch::kLong);
+      const torch::Tensor starts =
+          torch::from_blob(batch.response_start.data(), {batch.num_rows()}, torch::kInt32).to(torch::kLong);
+      const torch::Tensor lengths =
+          torch::from_blob(batch.lengths.data(), {batch.num_rows()}, torch::kInt32).to(torch::kLong);
+      const torch::Tensor lp = Forward(tokens, starts, lengths).to(torch::kFloat32).contiguous();
+      const float* v = lp.data_ptr<float>();
+      for (size_t k = 0; k < ids.size(); ++k) {
+        table_[2 * ids[k]] = v[k];
+        table_[2 * ids[k] + 1] = v[ids.size() + k];
+      }
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("reference pre-pass failed: ", e.what()));
+  }
+  // Each rank filled its own entries; the rest are zero, so a sum gathers the table everywhere.
+  ZF_RETURN_IF_ERROR(
+      comm::WaitFor(comm->AllReduce(comm::Buffer{table_.data(), table_.size(), core::DType::kFloat32},
+                                    comm::ReduceOp::kSum),
+                    comm->options().timeout));
+  precomputed_ = true;
+  model_ = LlamaModel(nullptr);  // the reference weights are no longer needed
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> ReferenceModel::ResponseLogProbs(const torch::Tensor& tokens,
+                                                               const torch::Tensor& response_start,
+                                                               const torch::Tensor& lengths,
+                                                               const std::vector<uint64_t>& pair_ids) {
+  if (strategy_ == ReferenceStrategy::kPrecomputed) {
+    if (!precomputed_) return absl::FailedPreconditionError("reference log-probs were not precomputed");
+    std::vector<float> out(2 * pair_ids.size());
+    for (size_t k = 0; k < pair_ids.size(); ++k) {
+      if (2 * pair_ids[k] + 1 >= table_.size()) {
+        return absl::OutOfRangeError(
+            absl::StrCat("pair ", pair_ids[k], " has no precomputed reference log-prob"));
+      }
+      out[k] = table_[2 * pair_ids[k]];
+      out[pair_ids.size() + k] = table_[2 * pair_ids[k] + 1];
+    }
+    return torch::tensor(out);
+  }
+  try {
+    return Forward(tokens, response_start, lengths);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("reference forward failed: ", e.what()));
+  }
+}
+
+}  // namespace zerofit::worker

@@ -1,0 +1,65 @@
+// The frozen reference policy of DPO, in one of three strategies (what it costs is in docs/planning terms):
+//   resident:    a second model kept next to the policy; one extra forward per micro-batch, full parameter
+//                memory on the device all the time.
+//   offloaded:   the reference weights live in pinned host memory; before each reference forward they are
+//                copied to the device and dropped right after, so they occupy device memory only during that
+//                forward (copy cost per micro-batch). In CPU-only builds the "device" copy is a host copy.
+//   precomputed: a pre-pass computes the reference log-probabilities of every training pair once (sharded
+//                across ranks, then summed with one all-reduce); the model is freed before training starts.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "offload/pinned_buffer.h"
+#include "worker/data/preference_dataset.h"
+#include "worker/torch/llama_model.h"
+
+namespace zerofit::worker {
+
+enum class ReferenceStrategy { kResident, kOffloaded, kPrecomputed };
+absl::StatusOr<ReferenceStrategy> ParseReferenceStrategy(const std::string& name);
+const char* ReferenceStrategyName(ReferenceStrategy s);
+
+class ReferenceModel {
+ public:
+  // Takes ownership of `model` (a copy of the initial policy; its parameters are frozen here).
+  static absl::StatusOr<std::unique_ptr<ReferenceModel>> Create(LlamaModel model, ReferenceStrategy strategy);
+
+  // kPrecomputed: computes chosen/rejected response log-probs of every pair (rank r takes pairs i with
+  // i % world == r, in micro-batches of `batch_pairs`), shares them with one all-reduce and frees the model.
+  absl::Status Precompute(const std::vector<data::PreferencePair>& pairs, int32_t pad_id, int64_t batch_pairs,
+                          comm::Communicator* comm);
+
+  // Response log-probs [2B] of a PairBatch's rows (chosen rows then rejected rows); `pair_ids` are the
+  // batch's pair indices into the training set (used by kPrecomputed).
+  absl::StatusOr<torch::Tensor> ResponseLogProbs(const torch::Tensor& tokens,
+                                                 const torch::Tensor& response_start,
+                                                 const torch::Tensor& lengths,
+                                                 const std::vector<uint64_t>& pair_ids);
+
+  ReferenceStrategy strategy() const { return strategy_; }
+  // Reference parameter bytes resident on the compute device between calls.
+  size_t device_bytes() const;
+  size_t pinned_bytes() const { return pinned_.pinned() ? pinned_.bytes() : 0; }
+
+ private:
+  ReferenceModel(LlamaModel model, ReferenceStrategy strategy)
+      : model_(std::move(model)), strategy_(strategy) {}
+  torch::Tensor Forward(const torch::Tensor& tokens, const torch::Tensor& response_start,
+                        const torch::Tensor& lengths);
+
+  LlamaModel model_;
+  ReferenceStrategy strategy_;
+  offload::PinnedBuffer pinned_;            // kOffloaded: every parameter, back to back
+  std::vector<torch::Tensor> host_params_;  // kOffloaded: views into pinned_
+  std::vector<float> table_;                // kPrecomputed: [2 * pairs]: chosen, rejected per pair
+  bool precomputed_ = false;
+};
+
+}  // namespace zerofit::worker

@@ -1,0 +1,178 @@
+// zerofit_train_prefs: reward-model or DPO training on preference pairs with ZeRO-2 on every MPI rank.
+//   mpiexec -n 2 zerofit_train_prefs --task reward --data DIR [--steps N] [--offload] ...
+// DIR holds config.json, tokenizer.model, train.jsonl and test.jsonl (see examples/make_arith_prefs).
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "comm/communicator_factory.h"
+#include "comm/mpi/mpi_environment.h"
+#include "core/status_macros.h"
+#include "worker/torch/preference_trainer.h"
+
+namespace zerofit::worker {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: mpiexec -n W zerofit_train_prefs --task reward|dpo --data DIR [--steps N] [--global-batch B] "
+    "[--micro K] [--lr LR] [--weight-decay WD] [--max-length T] [--seed S] [--offload] [--threads T] "
+    "[--reduce-once] [--lora-rank R] [--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
+    "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
+    "[--log-every N]";
+
+struct Cli {
+  PreferenceTrainOptions options;
+  int64_t log_every = 10;
+};
+
+absl::StatusOr<Cli> Parse(int argc, char** argv) {
+  Cli cli;
+  PreferenceTrainOptions& o = cli.options;
+  std::map<std::string, std::string> values;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") return absl::CancelledError(kUsage);
+    if (a == "--offload") {
+      o.offload.enabled = true;
+    } else if (a == "--reduce-once") {
+      o.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
+    } else if (a == "--checkpointing") {
+      o.model.activation_checkpointing = true;
+    } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
+      values[a] = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown or incomplete flag '", a, "'\n", kUsage));
+    }
+  }
+  auto take = [&](const char* name) -> std::string {
+    auto it = values.find(name);
+    if (it == values.end()) return "";
+    std::string v = it->second;
+    values.erase(it);
+    return v;
+  };
+  auto number = [&](const char* name, double* out, double lo) -> absl::Status {
+    const std::string v = take(name);
+    if (v.empty()) return absl::OkStatus();
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || !(d >= lo)) {
+      return absl::InvalidArgumentError(absl::StrCat("flag ", name, ": '", v, "' is not a number >= ", lo));
+    }
+    *out = d;
+    return absl::OkStatus();
+  };
+  std::string task = take("--task");
+  if (task.empty()) return absl::InvalidArgumentError(absl::StrCat("--task is required\n", kUsage));
+  ZF_ASSIGN_OR_RETURN(o.task, ParseTask(task));
+  o.data_dir = take("--data");
+  if (o.data_dir.empty()) return absl::InvalidArgumentError(absl::StrCat("--data is required\n", kUsage));
+  double steps = static_cast<double>(o.steps), gb = static_cast<double>(o.global_batch),
+         micro = o.micro_batches, lr = o.lr, wd = o.weight_decay, maxlen = static_cast<double>(o.max_length),
+         seed = static_cast<double>(o.seed), threads = o.offload.threads, rank = 0,
+         alpha = o.model.lora.alpha, beta = o.dpo.beta, ls = o.dpo.label_smoothing,
+         log_every = static_cast<double>(cli.log_every);
+  ZF_RETURN_IF_ERROR(number("--steps", &steps, 1));
+  ZF_RETURN_IF_ERROR(number("--global-batch", &gb, 1));
+  ZF_RETURN_IF_ERROR(number("--micro", &micro, 1));
+  ZF_RETURN_IF_ERROR(number("--lr", &lr, 0));
+  ZF_RETURN_IF_ERROR(number("--weight-decay", &wd, 0));
+  ZF_RETURN_IF_ERROR(number("--max-length", &maxlen, 4));
+  ZF_RETURN_IF_ERROR(number("--seed", &seed, 0));
+  ZF_RETURN_IF_ERROR(number("--threads", &threads, 1));
+  ZF_RETURN_IF_ERROR(number("--lora-rank", &rank, 0));
+  ZF_RETURN_IF_ERROR(number("--lora-alpha", &alpha, 0));
+  ZF_RETURN_IF_ERROR(number("--beta", &beta, 1e-6));
+  ZF_RETURN_IF_ERROR(number("--label-smoothing", &ls, 0));
+  ZF_RETURN_IF_ERROR(number("--log-every", &log_every, 1));
+  if (ls >= 0.5) return absl::InvalidArgumentError("flag --label-smoothing must be in [0, 0.5)");
+  o.steps = static_cast<int64_t>(steps);
+  o.global_batch = static_cast<int64_t>(gb);
+  o.micro_batches = static_cast<int>(micro);
+  o.lr = static_cast<float>(lr);
+  o.weight_decay = static_cast<float>(wd);
+  o.max_length = static_cast<int64_t>(maxlen);
+  o.seed = static_cast<uint64_t>(seed);
+  o.offload.threads = static_cast<int>(threads);
+  o.model.lora.rank = static_cast<int64_t>(rank);
+  o.model.lora.alpha = alpha;
+  o.dpo.beta = beta;
+  o.dpo.label_smoothing = ls;
+  cli.log_every = static_cast<int64_t>(log_every);
+  if (std::string loss = take("--loss"); !loss.empty()) {
+    ZF_ASSIGN_OR_RETURN(o.dpo.loss, ParseDpoLoss(loss));
+  }
+  if (std::string ref = take("--ref"); !ref.empty()) {
+    ZF_ASSIGN_OR_RETURN(o.reference, ParseReferenceStrategy(ref));
+  }
+  o.init_weights = take("--init");
+  o.export_dir = take("--export");
+  if (!values.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown flag '", values.begin()->first, "'\n", kUsage));
+  }
+  return cli;
+}
+
+absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
+  torch::set_num_threads(1);
+  comm::CommContext ctx;
+  ctx.mpi = &env;
+  ZF_ASSIGN_OR_RETURN(
+      auto comm,
+      comm::CreateCommunicator(env.world_size() == 1 ? comm::Backend::kLocal : comm::Backend::kMpi, ctx, {}));
+  const PreferenceTrainOptions& o = cli.options;
+  const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
+  const char* what = dpo ? "implicit-reward accuracy" : "pairwise accuracy";
+  const absl::Time start = absl::Now();
+  auto on_step = [&](const StepReport& r) {
+    if (comm->rank() != 0 || (r.step % cli.log_every != 0 && r.step != o.steps)) return;
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+    std::printf(
+        "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  %.1f pairs/s  ETA %.0fs\n",
+        static_cast<long long>(r.step), static_cast<long long>(o.steps), r.metrics.loss_sum / r.metrics.pairs,
+        r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm,
+        r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3), elapsed / r.step * (o.steps - r.step));
+    std::fflush(stdout);
+  };
+  ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, comm.get(), on_step));
+  if (comm->rank() == 0) {
+    std::printf("held-out %s: %.3f before training, %.3f after (%.0f pairs); loss %.4f -> %.4f\n", what,
+                report.before.accuracy(), report.after.accuracy(), report.after.metrics.pairs,
+                report.before.metrics.loss_sum / report.before.metrics.pairs,
+                report.after.metrics.loss_sum / report.after.metrics.pairs);
+    std::printf("optimizer state %.2f MiB/rank, reference on device %.2f MiB (%s), %.1f s\n",
+                report.memory.optimizer_state_bytes() / 1048576.0, report.reference_device_bytes / 1048576.0,
+                dpo ? ReferenceStrategyName(o.reference) : "none",
+                absl::ToDoubleSeconds(absl::Now() - start));
+    if (!o.export_dir.empty()) std::printf("exported Hugging Face model to %s\n", o.export_dir.c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace zerofit::worker
+
+int main(int argc, char** argv) {
+  auto env = zerofit::comm::MpiEnvironment::Init(&argc, &argv);
+  if (!env.ok()) {
+    std::fprintf(stderr, "error: %s\n", env.status().ToString().c_str());
+    return 2;
+  }
+  auto cli = zerofit::worker::Parse(argc, argv);
+  if (!cli.ok()) {
+    const bool help = cli.status().code() == absl::StatusCode::kCancelled;
+    if ((*env)->world_rank() == 0) {
+      std::fprintf(help ? stdout : stderr, "%s%s\n",
+                   help ? "" : "error: ", std::string(cli.status().message()).c_str());
+    }
+    return help ? 0 : 2;
+  }
+  const absl::Status s = zerofit::worker::Run(**env, *cli);
+  if (!s.ok()) {
+    std::fprintf(stderr, "rank %d: error: %s\n", (*env)->world_rank(), s.ToString().c_str());
+    (*env)->AbortJob(1);
+  }
+  return 0;
+}
