@@ -52,6 +52,7 @@ struct Flags {
   uint64_t seed = 1;
   uint64_t max_operand = 99;
   bool ids = false;
+  bool pad = false;  // --pad: zero-pad operands and answers to fixed widths ("07+18=025")
   int32_t vocab_size = 64;
   std::string model_type = "bpe";
   bool help = false;  // --help: print kUsage and exit 0
@@ -59,11 +60,13 @@ struct Flags {
 
 constexpr const char* kUsage =
     "usage: zerofit_make_arith_prefs --out DIR [--train N (2000)] [--test N (200)] [--seed S (1)]\n"
-    "                                [--max-operand K (99)] [--ids] [--vocab-size V (64)]\n"
+    "                                [--max-operand K (99)] [--ids] [--pad] [--vocab-size V (64)]\n"
     "                                [--model-type bpe|unigram (bpe)]\n"
     "Writes train.jsonl, test.jsonl, corpus.txt, tokenizer.model and config.json into DIR: addition\n"
     "problems a+b= with operands in [0, K], chosen = the sum, rejected = a plausible wrong sum.\n"
     "--ids also writes train_ids.jsonl and test_ids.jsonl (pre-tokenized, no BOS/EOS).\n"
+    "--pad zero-pads operands and answers to fixed widths (07+18=025): aligned digit columns make the task\n"
+    "learnable by a tiny model in minutes.\n"
     "--vocab-size is an upper bound: the tokenizer keeps what the corpus supports (digits are split, so\n"
     "the alphabet 0-9 + = and the special pieces).\n";
 
@@ -90,6 +93,11 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     if (arg == "--ids") {
       if (has_value) return absl::InvalidArgumentError("--ids takes no value");
       f.ids = true;
+      continue;
+    }
+    if (arg == "--pad") {
+      if (has_value) return absl::InvalidArgumentError("--pad takes no value");
+      f.pad = true;
       continue;
     }
     if (arg == "--help" || arg == "-h") {
@@ -300,6 +308,15 @@ absl::Status Run(const Flags& f) {
   for (size_t i = 0; i < problems.size(); ++i) {
     const Problem& p = problems[i];
     TextPair t{absl::StrCat(p.a, "+", p.b, "="), std::to_string(p.a + p.b), WrongAnswer(p.a + p.b, gen)};
+    if (f.pad) {
+      // Fixed-width digits line the columns up, so position alone says which digits add together.
+      const size_t w = std::to_string(f.max_operand).size(), wa = std::to_string(2 * f.max_operand).size();
+      auto pad = [](std::string s, size_t width) {
+        return std::string(width > s.size() ? width - s.size() : 0, '0') + s;
+      };
+      t = TextPair{absl::StrCat(pad(std::to_string(p.a), w), "+", pad(std::to_string(p.b), w), "="),
+                   pad(t.chosen, wa), pad(t.rejected, wa)};
+    }
     if (i < f.train) {
       absl::StrAppend(&corpus, t.prompt, t.chosen, "\n");
       train.push_back(std::move(t));

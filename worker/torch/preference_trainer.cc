@@ -43,6 +43,20 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
     return BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
   }
   const torch::Tensor pol = ResponseLogProbs(policy->TokenLogProbs(b.tokens), b.starts, b.lengths);
+  if (o.task == Task::kSft) {
+    // Negative log-likelihood of the chosen responses; the margin is log p(chosen) - log p(rejected).
+    const torch::Tensor nll = -pol.slice(0, 0, n);
+    PairMetrics m;
+    {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor margin = pol.slice(0, 0, n) - pol.slice(0, n);
+      m.loss_sum = nll.sum().item<double>();
+      m.correct = (margin > 0).sum().item<double>();
+      m.margin_sum = margin.sum().item<double>();
+      m.pairs = static_cast<double>(n);
+    }
+    return LossOutput{nll.sum(), m};
+  }
   ZF_ASSIGN_OR_RETURN(torch::Tensor ref,
                       reference->ResponseLogProbs(b.tokens, b.starts, b.lengths, b.pair_ids));
   return DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), o.dpo);
@@ -91,7 +105,8 @@ LlamaModel MakeModel(const core::HfModelConfig& config, const PreferenceTrainOpt
 absl::StatusOr<Task> ParseTask(const std::string& name) {
   if (name == "reward") return Task::kReward;
   if (name == "dpo") return Task::kDpo;
-  return absl::InvalidArgumentError(absl::StrCat("unknown task '", name, "'; expected reward or dpo"));
+  if (name == "sft") return Task::kSft;
+  return absl::InvalidArgumentError(absl::StrCat("unknown task '", name, "'; expected reward, dpo or sft"));
 }
 
 absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, comm::Communicator* comm,

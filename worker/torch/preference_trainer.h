@@ -18,7 +18,10 @@
 namespace zerofit::worker {
 
 struct PreferenceTrainOptions {
-  enum class Task { kReward, kDpo };
+  // kSft: supervised fine-tuning on the chosen responses (the usual first stage; reward models and DPO then
+  // start from its export with --init). Its "accuracy" counts pairs whose chosen response is more likely
+  // than the rejected one.
+  enum class Task { kReward, kDpo, kSft };
   Task task = Task::kReward;
   // A directory with config.json, tokenizer.model, train.jsonl and test.jsonl (examples/make_arith_prefs).
   std::string data_dir;
@@ -58,7 +61,7 @@ struct TrainReport {
   size_t reference_device_bytes = 0;
 };
 
-absl::StatusOr<PreferenceTrainOptions::Task> ParseTask(const std::string& name);  // "reward" | "dpo"
+absl::StatusOr<PreferenceTrainOptions::Task> ParseTask(const std::string& name);  // "reward" | "dpo" | "sft"
 
 // Collective: every rank of `comm` calls it with the same options. `on_step` runs on every rank.
 absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& options, comm::Communicator* comm,

@@ -16,11 +16,11 @@ namespace zerofit::worker {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: mpiexec -n W zerofit_train_prefs --task reward|dpo --data DIR [--steps N] [--global-batch B] "
+    "usage: mpiexec -n W zerofit_train_prefs --task reward|dpo|sft --data DIR [--steps N] [--global-batch B] "
     "[--micro K] [--lr LR] [--weight-decay WD] [--max-length T] [--seed S] [--offload] [--threads T] "
     "[--reduce-once] [--lora-rank R] [--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
-    "[--log-every N]";
+    "[--dtype fp32|bf16] [--log-every N]";
 
 struct Cli {
   PreferenceTrainOptions options;
@@ -107,6 +107,13 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   if (std::string ref = take("--ref"); !ref.empty()) {
     ZF_ASSIGN_OR_RETURN(o.reference, ParseReferenceStrategy(ref));
   }
+  if (std::string dtype = take("--dtype"); !dtype.empty()) {
+    if (dtype == "bf16") {
+      o.model.dtype = torch::kBFloat16;
+    } else if (dtype != "fp32") {
+      return absl::InvalidArgumentError(absl::StrCat("flag --dtype: '", dtype, "' is not fp32 or bf16"));
+    }
+  }
   o.init_weights = take("--init");
   o.export_dir = take("--export");
   if (!values.empty()) {
@@ -124,7 +131,10 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
       comm::CreateCommunicator(env.world_size() == 1 ? comm::Backend::kLocal : comm::Backend::kMpi, ctx, {}));
   const PreferenceTrainOptions& o = cli.options;
   const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
-  const char* what = dpo ? "implicit-reward accuracy" : "pairwise accuracy";
+  const bool sft = o.task == PreferenceTrainOptions::Task::kSft;
+  const char* what = dpo   ? "implicit-reward accuracy"
+                     : sft ? "accuracy (log p(chosen) > log p(rejected))"
+                           : "pairwise accuracy";
   const absl::Time start = absl::Now();
   auto on_step = [&](const StepReport& r) {
     if (comm->rank() != 0 || (r.step % cli.log_every != 0 && r.step != o.steps)) return;
