@@ -10,6 +10,7 @@
 #include "comm/communicator_factory.h"
 #include "comm/mpi/mpi_environment.h"
 #include "core/status_macros.h"
+#include "worker/mpi_main.h"
 #include "worker/torch/preference_trainer.h"
 
 namespace zerofit::worker {
@@ -165,24 +166,5 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
 }  // namespace zerofit::worker
 
 int main(int argc, char** argv) {
-  auto env = zerofit::comm::MpiEnvironment::Init(&argc, &argv);
-  if (!env.ok()) {
-    std::fprintf(stderr, "error: %s\n", env.status().ToString().c_str());
-    return 2;
-  }
-  auto cli = zerofit::worker::Parse(argc, argv);
-  if (!cli.ok()) {
-    const bool help = cli.status().code() == absl::StatusCode::kCancelled;
-    if ((*env)->world_rank() == 0) {
-      std::fprintf(help ? stdout : stderr, "%s%s\n",
-                   help ? "" : "error: ", std::string(cli.status().message()).c_str());
-    }
-    return help ? 0 : 2;
-  }
-  const absl::Status s = zerofit::worker::Run(**env, *cli);
-  if (!s.ok()) {
-    std::fprintf(stderr, "rank %d: error: %s\n", (*env)->world_rank(), s.ToString().c_str());
-    (*env)->AbortJob(1);
-  }
-  return 0;
+  return zerofit::worker::MpiMain(argc, argv, &zerofit::worker::Parse, &zerofit::worker::Run);
 }
