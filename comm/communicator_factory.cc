@@ -5,6 +5,7 @@
 #include "core/status_macros.h"
 #ifdef ZEROFIT_HAVE_MPI
 #include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_environment.h"
 #endif
 #ifdef ZEROFIT_HAVE_NCCL
 #include "comm/nccl/nccl_communicator.h"
@@ -75,6 +76,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Backend backend
 #endif
   }
   return absl::InvalidArgumentError("unknown backend");
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateHostCommunicator(const MpiEnvironment& mpi,
+                                                                     CommOptions options) {
+  CommContext context;
+  context.mpi = &mpi;
+#ifdef ZEROFIT_HAVE_MPI
+  if (mpi.world_size() > 1) return CreateCommunicator(Backend::kMpi, context, options);
+#endif
+  return CreateCommunicator(Backend::kLocal, context, options);
 }
 
 }  // namespace zerofit::comm

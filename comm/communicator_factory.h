@@ -26,4 +26,8 @@ struct CommContext {
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(Backend backend, const CommContext& context,
                                                                  CommOptions options = {});
 
+// The CPU communicator over all ranks of the MPI job: local when the job has one rank, mpi otherwise.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateHostCommunicator(const MpiEnvironment& mpi,
+                                                                     CommOptions options = {});
+
 }  // namespace zerofit::comm

@@ -125,11 +125,7 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
 
 absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
   torch::set_num_threads(1);
-  comm::CommContext ctx;
-  ctx.mpi = &env;
-  ZF_ASSIGN_OR_RETURN(
-      auto comm,
-      comm::CreateCommunicator(env.world_size() == 1 ? comm::Backend::kLocal : comm::Backend::kMpi, ctx, {}));
+  ZF_ASSIGN_OR_RETURN(auto comm, comm::CreateHostCommunicator(env));
   const PreferenceTrainOptions& o = cli.options;
   const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
   const bool sft = o.task == PreferenceTrainOptions::Task::kSft;

@@ -81,11 +81,7 @@ torch::Tensor SyntheticBatch(int64_t n, int64_t seq, int64_t vocab, torch::Gener
 
 absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
   torch::set_num_threads(1);
-  comm::CommContext ctx;
-  ctx.mpi = &env;
-  ZF_ASSIGN_OR_RETURN(
-      auto comm,
-      comm::CreateCommunicator(env.world_size() == 1 ? comm::Backend::kLocal : comm::Backend::kMpi, ctx, {}));
+  ZF_ASSIGN_OR_RETURN(auto comm, comm::CreateHostCommunicator(env));
   torch::manual_seed(0);
   TinyTransformer model(f.vocab, f.dim, f.layers);
   sharding::Zero2Options o;

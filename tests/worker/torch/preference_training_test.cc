@@ -18,12 +18,9 @@ namespace {
 
 std::unique_ptr<comm::Communicator> MakeComm() {
   torch::set_num_threads(1);  // one intra-op thread per rank: the ranks already fill the cores
-  comm::CommContext ctx;
-  ctx.mpi = &testing::MpiEnv();
   comm::CommOptions options;
   options.timeout = absl::Seconds(60);  // a failing rank must not keep the others waiting for minutes
-  auto c = comm::CreateCommunicator(
-      testing::MpiEnv().world_size() == 1 ? comm::Backend::kLocal : comm::Backend::kMpi, ctx, options);
+  auto c = comm::CreateHostCommunicator(testing::MpiEnv(), options);
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? std::move(*c) : nullptr;
 }

@@ -101,12 +101,9 @@ struct Config {
 };
 
 std::unique_ptr<comm::Communicator> MakeComm() {
-  comm::CommContext ctx;
-  ctx.mpi = &testing::MpiEnv();
   comm::CommOptions options;
   options.timeout = absl::Seconds(60);
-  auto backend = testing::MpiEnv().world_size() == 1 ? comm::Backend::kLocal : comm::Backend::kMpi;
-  auto c = comm::CreateCommunicator(backend, ctx, options);
+  auto c = comm::CreateHostCommunicator(testing::MpiEnv(), options);
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? std::move(*c) : nullptr;
 }
