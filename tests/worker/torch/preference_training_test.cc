@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <random>
 #include <string>
 
 #include "comm/communicator_factory.h"
@@ -125,6 +127,44 @@ TEST(PreferenceTrainingTest, DpoReferenceStrategiesGiveTheSameTraining) {
     EXPECT_NEAR(reports[i].after.metrics.loss_sum, reports[0].after.metrics.loss_sum,
                 1e-4 * reports[0].after.metrics.loss_sum);
   }
+  EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  if (comm->rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// The reward path (score head at the last token, Bradley-Terry, ZeRO-2 + offload) fits a rule that one
+// read-out can see: the chosen response repeats the prompt's first token, the rejected one does not.
+TEST(PreferenceTrainingTest, RewardModelLearnsAReadableRuleOnHeldOutPairs) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);  // for its config.json (vocab 16, ids 4..15 are digits/signs)
+  if (comm->rank() == 0) {
+    std::mt19937 gen(7);
+    auto token = [&] { return 4 + static_cast<int>(gen() % 12); };
+    for (auto [split, n] : {std::pair{"train", 500}, std::pair{"test", 100}}) {
+      std::ofstream out(dir + "/" + split + "_ids.jsonl");
+      for (int i = 0; i < n; ++i) {
+        std::vector<int> prompt(5);
+        for (int& t : prompt) t = token();
+        int wrong = token();
+        while (wrong == prompt[0]) wrong = token();
+        out << "{\"prompt_ids\": [" << prompt[0];
+        for (size_t k = 1; k < prompt.size(); ++k) out << ", " << prompt[k];
+        out << "], \"chosen_ids\": [" << prompt[0] << "], \"rejected_ids\": [" << wrong << "]}\n";
+      }
+    }
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  PreferenceTrainOptions o = Base(dir);
+  o.task = PreferenceTrainOptions::Task::kReward;
+  o.global_batch = 64;
+  o.steps = 200;
+  auto r = TrainPreferences(o, comm.get());
+  ASSERT_TRUE(r.ok()) << r.status();
+  if (comm->rank() == 0) {
+    std::printf("reward, readable rule: held-out accuracy %.3f -> %.3f\n", r->before.accuracy(),
+                r->after.accuracy());
+  }
+  EXPECT_GE(r->after.accuracy(), 0.95);
   EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
   if (comm->rank() == 0) std::filesystem::remove_all(dir);
 }
