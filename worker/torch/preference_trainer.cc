@@ -2,15 +2,16 @@
 
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
-#include "worker/data/pair_batch.h"
 #include "worker/data/pair_sharding.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/data/sampler.h"
+#include "worker/torch/pair_tensors.h"
 #include "worker/torch/zero2_binding.h"
 
 namespace zerofit::worker {
@@ -18,25 +19,9 @@ namespace {
 
 using Task = PreferenceTrainOptions::Task;
 
-struct BatchTensors {
-  torch::Tensor tokens, starts, lengths;  // [2B, T] int64, [2B], [2B]
-  std::vector<uint64_t> pair_ids;
-};
-
-absl::StatusOr<BatchTensors> ToTensors(const std::vector<data::PreferencePair>& pairs,
-                                       const std::vector<uint64_t>& ids, int32_t pad_id) {
-  ZF_ASSIGN_OR_RETURN(data::PairBatch b, data::MakePairBatch(pairs, ids, pad_id));
-  BatchTensors t;
-  t.tokens = torch::from_blob(b.tokens.data(), {b.num_rows(), b.max_len}, torch::kInt32).to(torch::kLong);
-  t.starts = torch::from_blob(b.response_start.data(), {b.num_rows()}, torch::kInt32).to(torch::kLong);
-  t.lengths = torch::from_blob(b.lengths.data(), {b.num_rows()}, torch::kInt32).to(torch::kLong);
-  t.pair_ids = ids;
-  return t;
-}
-
 // Loss (sum over the micro-batch's pairs) and metrics of one micro-batch.
 absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* reference,
-                                          const PreferenceTrainOptions& o, const BatchTensors& b) {
+                                          const PreferenceTrainOptions& o, const PairTensors& b) {
   const int64_t n = b.tokens.size(0) / 2;
   if (o.task == Task::kReward) {
     const torch::Tensor scores = policy->Scores(b.tokens, b.lengths);
@@ -78,14 +63,8 @@ absl::StatusOr<EvalReport> Evaluate(LlamaModel& policy, ReferenceModel* eval_ref
                                     const PreferenceTrainOptions& o, comm::Communicator* comm) {
   torch::NoGradGuard no_grad;
   EvalReport r;
-  std::vector<uint64_t> mine;
-  for (uint64_t i = static_cast<uint64_t>(comm->rank()); i < test.size(); i += comm->world_size())
-    mine.push_back(i);
-  for (size_t begin = 0; begin < mine.size(); begin += static_cast<size_t>(o.eval_batch)) {
-    std::vector<uint64_t> ids(
-        mine.begin() + begin,
-        mine.begin() + std::min(mine.size(), begin + static_cast<size_t>(o.eval_batch)));
-    ZF_ASSIGN_OR_RETURN(BatchTensors b, ToTensors(test, ids, pad_id));
+  for (const auto& ids : StridedChunks(test.size(), comm->rank(), comm->world_size(), o.eval_batch)) {
+    ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(test, ids, pad_id));
     ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(policy, eval_reference, o, b));
     r.metrics += out.metrics;
   }
@@ -147,27 +126,25 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
 
   TrainReport report;
   try {
-    LlamaModel policy = MakeModel(config, o);
+    // The initial model: seeded initialisation, then the --init weights (opened and validated once).
+    std::optional<core::SafetensorsModel> weights;
     if (!o.init_weights.empty()) {
-      ZF_ASSIGN_OR_RETURN(core::SafetensorsModel weights, core::SafetensorsModel::Open(o.init_weights));
-      ZF_RETURN_IF_ERROR(policy->LoadWeights(weights));
+      ZF_ASSIGN_OR_RETURN(weights, core::SafetensorsModel::Open(o.init_weights));
     }
+    auto initial = [&]() -> absl::StatusOr<LlamaModel> {
+      LlamaModel m = MakeModel(config, o);
+      if (weights) ZF_RETURN_IF_ERROR(m->LoadWeights(*weights));
+      return m;
+    };
+    ZF_ASSIGN_OR_RETURN(LlamaModel policy, initial());
     std::unique_ptr<ReferenceModel> reference, eval_reference;
     if (o.task == Task::kDpo) {
       // The reference is the initial policy: same seed, same weights.
-      auto copy = [&]() -> absl::StatusOr<LlamaModel> {
-        LlamaModel m = MakeModel(config, o);
-        if (!o.init_weights.empty()) {
-          ZF_ASSIGN_OR_RETURN(core::SafetensorsModel weights, core::SafetensorsModel::Open(o.init_weights));
-          ZF_RETURN_IF_ERROR(m->LoadWeights(weights));
-        }
-        return m;
-      };
-      ZF_ASSIGN_OR_RETURN(LlamaModel ref_model, copy());
+      ZF_ASSIGN_OR_RETURN(LlamaModel ref_model, initial());
       ZF_ASSIGN_OR_RETURN(reference, ReferenceModel::Create(std::move(ref_model), o.reference));
       ZF_RETURN_IF_ERROR(reference->Precompute(train, pad, o.eval_batch, comm));
       if (o.reference == ReferenceStrategy::kPrecomputed) {
-        ZF_ASSIGN_OR_RETURN(LlamaModel eval_model, copy());
+        ZF_ASSIGN_OR_RETURN(LlamaModel eval_model, initial());
         ZF_ASSIGN_OR_RETURN(eval_reference,
                             ReferenceModel::Create(std::move(eval_model), ReferenceStrategy::kResident));
       }
@@ -205,7 +182,7 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
           ZF_RETURN_IF_ERROR(binding->Backward(torch::zeros({}, torch::requires_grad()), last, 0));
           continue;
         }
-        ZF_ASSIGN_OR_RETURN(BatchTensors b, ToTensors(train, micro[k], pad));
+        ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(train, micro[k], pad));
         ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(policy, reference.get(), o, b));
         ZF_RETURN_IF_ERROR(binding->Backward(out.loss_sum, last, out.metrics.pairs));
         sr.metrics += out.metrics;

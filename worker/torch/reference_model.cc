@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "worker/data/pair_batch.h"
 #include "worker/torch/objectives.h"
+#include "worker/torch/pair_tensors.h"
 
 namespace zerofit::worker {
 
@@ -82,23 +82,11 @@ absl::Status ReferenceModel::Precompute(const std::vector<data::PreferencePair>&
                                         int64_t batch_pairs, comm::Communicator* comm) {
   if (strategy_ != ReferenceStrategy::kPrecomputed) return absl::OkStatus();
   table_.assign(2 * pairs.size(), 0.0f);
-  std::vector<uint64_t> mine;
-  for (uint64_t i = static_cast<uint64_t>(comm->rank()); i < pairs.size(); i += comm->world_size())
-    mine.push_back(i);
   try {
-    for (size_t begin = 0; begin < mine.size(); begin += static_cast<size_t>(batch_pairs)) {
-      std::vector<uint64_t> ids(
-          mine.begin() + begin,
-          mine.begin() + std::min(mine.size(), begin + static_cast<size_t>(batch_pairs)));
-      ZF_ASSIGN_OR_RETURN(data::PairBatch batch, data::MakePairBatch(pairs, ids, pad_id));
-      const torch::Tensor tokens =
-          torch::from_blob(batch.tokens.data(), {batch.num_rows(), batch.max_len}, torch::kInt32)
-              .to(torch::kLong);
-      const torch::Tensor starts =
-          torch::from_blob(batch.response_start.data(), {batch.num_rows()}, torch::kInt32).to(torch::kLong);
-      const torch::Tensor lengths =
-          torch::from_blob(batch.lengths.data(), {batch.num_rows()}, torch::kInt32).to(torch::kLong);
-      const torch::Tensor lp = Forward(tokens, starts, lengths).to(torch::kFloat32).contiguous();
+    for (const auto& ids :
+         StridedChunks(pairs.size(), comm->rank(), comm->world_size(), static_cast<uint64_t>(batch_pairs))) {
+      ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, pad_id));
+      const torch::Tensor lp = Forward(b.tokens, b.starts, b.lengths).to(torch::kFloat32).contiguous();
       const float* v = lp.data_ptr<float>();
       for (size_t k = 0; k < ids.size(); ++k) {
         table_[2 * ids[k]] = v[k];

@@ -1,6 +1,7 @@
 # Preference training: objectives, reference models, trainers (issue 4).
 target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/objectives.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/pair_tensors.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/preference_trainer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/reference_model.cc)
 target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data)

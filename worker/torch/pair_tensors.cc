@@ -1,0 +1,31 @@
+#include "worker/torch/pair_tensors.h"
+
+#include <algorithm>
+
+#include "core/status_macros.h"
+#include "worker/data/pair_batch.h"
+
+namespace zerofit::worker {
+
+absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePair>& pairs,
+                                            const std::vector<uint64_t>& ids, int32_t pad_id) {
+  ZF_ASSIGN_OR_RETURN(data::PairBatch b, data::MakePairBatch(pairs, ids, pad_id));
+  PairTensors t;
+  // .to(kLong) copies, so the tensors do not outlive-reference the PairBatch buffers.
+  t.tokens = torch::from_blob(b.tokens.data(), {b.num_rows(), b.max_len}, torch::kInt32).to(torch::kLong);
+  t.starts = torch::from_blob(b.response_start.data(), {b.num_rows()}, torch::kInt32).to(torch::kLong);
+  t.lengths = torch::from_blob(b.lengths.data(), {b.num_rows()}, torch::kInt32).to(torch::kLong);
+  t.pair_ids = ids;
+  return t;
+}
+
+std::vector<std::vector<uint64_t>> StridedChunks(uint64_t n, int rank, int world, uint64_t chunk) {
+  std::vector<std::vector<uint64_t>> out;
+  for (uint64_t i = static_cast<uint64_t>(rank); i < n; i += static_cast<uint64_t>(world)) {
+    if (out.empty() || out.back().size() == chunk) out.emplace_back();
+    out.back().push_back(i);
+  }
+  return out;
+}
+
+}  // namespace zerofit::worker
