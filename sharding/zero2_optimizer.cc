@@ -1,5 +1,6 @@
 #include "sharding/zero2_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -105,6 +106,18 @@ absl::Status Zero2Optimizer::Allocate() {
   }
   arrived_.assign(nb, 0);
   bucket_staging_.assign(nb, -1);
+  // The staging pool is allocated up front (min(buckets, max_staging_buffers) buffers): memory is known
+  // before the first backward (the planner predicts it) and the autograd hooks never allocate. It grows past
+  // the limit only in the deadlock case of AcquireStaging.
+  if (options_.accumulation == AccumulationMode::kReduceScatterEveryMicroBatch) {
+    const size_t pool = std::min(nb, static_cast<size_t>(std::max(1, options_.max_staging_buffers)));
+    for (size_t k = 0; k < pool; ++k) {
+      ZF_ASSIGN_OR_RETURN(core::AlignedBuffer buf,
+                          core::AlignedBuffer::Allocate(plan_.max_bucket_numel() * elem_bytes()));
+      staging_.push_back(std::move(buf));
+      free_staging_.push_back(static_cast<int>(staging_.size()) - 1);
+    }
+  }
   param_seen_.assign(plan_.params().size(), false);
   profile_.BeginStep();
   return absl::OkStatus();
