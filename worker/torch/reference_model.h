@@ -47,6 +47,8 @@ class ReferenceModel {
   // Reference parameter bytes resident on the compute device between calls.
   size_t device_bytes() const;
   size_t pinned_bytes() const { return pinned_.pinned() ? pinned_.bytes() : 0; }
+  // kOffloaded: host bytes holding the weights (pinned or not).
+  size_t host_bytes() const { return pinned_.bytes(); }
 
  private:
   ReferenceModel(LlamaModel model, ReferenceStrategy strategy)

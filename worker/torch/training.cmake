@@ -10,3 +10,12 @@ if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/train_prefs_main.cc)
   target_link_libraries(zerofit_train_prefs PRIVATE zerofit_worker_torch)
 endif()
+
+# The planner's measurement harness (issue 5): tracking allocator and a probe that runs real training steps.
+target_sources(zerofit_worker_torch PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/memory_probe.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/tracking_allocator.cc)
+if(ZEROFIT_WITH_MPI)
+  add_executable(zerofit_memory_probe ${CMAKE_CURRENT_SOURCE_DIR}/memory_probe_main.cc)
+  target_link_libraries(zerofit_memory_probe PRIVATE zerofit_worker_torch)
+endif()

@@ -1,0 +1,55 @@
+// The planner's measurement harness: runs real training steps of the project's model (LlamaModel through
+// Zero2Binding, the same calls as preference_trainer) on the CPU with a tracking allocator and reports the
+// peak bytes per rank, to compare with planner::EstimateMemory for the same job.
+//
+// "Device" bytes on the CPU are what would live on the GPU: every LibTorch tensor (activations, logits,
+// gradients in flight, frozen weights, a resident reference model), counted exactly by TrackingAllocator,
+// plus the ZeRO-2 driver's own buffers that a GPU build keeps on the device (flat parameters, reduce-scatter
+// staging and landing buffers, the optimizer shard when it is not offloaded). Offloaded state and pinned
+// reference weights count as host bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/hf_config.h"
+#include "sharding/zero2_optimizer.h"
+#include "worker/torch/reference_model.h"
+
+namespace zerofit::worker {
+
+struct ProbeJob {
+  enum class Task { kSft, kReward, kDpo };
+  Task task = Task::kSft;
+  core::HfModelConfig model;
+  int64_t micro_batch = 1;  // sequences (sft) or pairs (reward, dpo: two rows each) per rank
+  int64_t seq_len = 32;     // every row is exactly this long (no padding)
+  int accumulation = 1;     // micro-batches per optimizer step
+  bool checkpointing = false;
+  int64_t lora_rank = 0;  // LoRA on q/k/v/o when > 0
+  ReferenceStrategy reference = ReferenceStrategy::kResident;
+  bool offload = false;
+  bool bf16 = false;  // bf16 parameters and activations (fp32 master weights), else fp32
+  size_t bucket_bytes = 1 << 20;
+  int steps = 2;  // the peak of the last step is reported (the first one allocates the optimizer state)
+  uint64_t seed = 1;
+};
+
+struct ProbeResult {
+  int64_t torch_peak_bytes = 0;      // tracked LibTorch tensor bytes at the peak of the last step
+  int64_t torch_static_bytes = 0;    // tracked bytes live just before the last step (weights, tables)
+  int64_t forward_saved_bytes = 0;   // growth from the start of the last forward to its loss (1st micro)
+  int64_t zero2_device_bytes = 0;    // ZeRO-2 buffers that live on the device in a GPU build
+  int64_t device_peak_bytes = 0;     // torch_peak_bytes + zero2_device_bytes
+  int64_t host_bytes = 0;            // offloaded optimizer state + pinned reference weights
+  sharding::Zero2MemoryStats zero2;  // as reported by the optimizer
+};
+
+const char* ProbeTaskName(ProbeJob::Task task);
+
+// Collective: every rank of `comm` calls it with the same job.
+absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Communicator* comm);
+
+}  // namespace zerofit::worker
