@@ -1,0 +1,99 @@
+#include "planner/hardware.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zerofit::planner {
+namespace {
+
+struct Gpu {
+  const char* name;
+  double gb;
+  double bf16_tflops;  // dense
+  double hbm_tb_s;
+  double nvlink_gb_s;  // per GPU, one direction
+  double pcie_gb_s;
+  double host_gb_per_gpu;  // typical node RAM / GPUs
+};
+
+// Vendor datasheet figures (dense bf16; V100 has no bf16: its fp16 tensor rate).
+constexpr Gpu kGpus[] = {
+    {"a100-40", 40, 312, 300, 25, 128}, {"a100-80", 80, 312, 300, 25, 256},
+    {"h100-80", 80, 989, 450, 50, 256}, {"h200-141", 141, 989, 450, 50, 256},
+    {"v100-32", 32, 125, 150, 12, 64},  {"rtx4090-24", 24, 165, 0, 25, 64},
+};
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> HardwareNames() {
+  std::vector<std::string> n;
+  for (const Gpu& g : kGpus) n.push_back(g.name);
+  n.push_back("NxMGB (custom, e.g. 8x64GB)");
+  n.push_back("cpu");
+  return n;
+}
+
+absl::StatusOr<Hardware> ParseHardware(const std::string& spec_in, double host_gb) {
+  const std::string spec = Lower(spec_in);
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("--hardware '", spec_in, "': ", why,
+                                                   " (known: ", absl::StrJoin(HardwareNames(), ", "), ")"));
+  };
+  Hardware h;
+  if (spec == "cpu") {
+    h.name = "cpu";
+    h.gpus_per_node = 1;
+    h.cpu = true;
+    h.runtime_bytes = h.nccl_bytes = h.fragmentation = 0;
+    if (host_gb > 0) h.host_bytes_per_node = host_gb * kGB;
+    return h;
+  }
+  std::string rest = spec;
+  int count = 0;
+  if (const size_t x = spec.find('x');
+      x != std::string::npos && x > 0 && std::all_of(spec.begin(), spec.begin() + x, ::isdigit)) {
+    if (!absl::SimpleAtoi(spec.substr(0, x), &count) || count < 1 || count > 64) {
+      return bad("the GPU count before 'x' must be 1..64");
+    }
+    rest = spec.substr(x + 1);
+  }
+  const Gpu* gpu = nullptr;
+  for (const Gpu& g : kGpus) {
+    if (rest == g.name || rest == std::string(g.name).substr(0, std::string(g.name).find('-'))) gpu = &g;
+  }
+  if (gpu != nullptr) {
+    h.name = gpu->name;
+    h.gpu_bytes = gpu->gb * kGB;
+    h.bf16_flops = gpu->bf16_tflops * 1e12;
+    h.hbm_bytes_per_s = gpu->hbm_tb_s * 1e12;
+    h.intra_node_bytes_per_s = (gpu->nvlink_gb_s > 0 ? gpu->nvlink_gb_s : gpu->pcie_gb_s) * 1e9;
+    h.host_link_bytes_per_s = gpu->pcie_gb_s * 1e9;
+    h.gpus_per_node = count > 0 ? count : 8;
+    h.host_bytes_per_node = gpu->host_gb_per_gpu * h.gpus_per_node * kGB;
+  } else if (rest.size() > 2 && rest.substr(rest.size() - 2) == "gb") {
+    double gb = 0;
+    if (!absl::SimpleAtod(rest.substr(0, rest.size() - 2), &gb) || !(gb >= 1 && gb <= 4096)) {
+      return bad("custom GPU memory must be 1..4096 GB");
+    }
+    h.name = absl::StrCat(gb, "GB");
+    h.gpu_bytes = gb * kGB;
+    h.gpus_per_node = count > 0 ? count : 8;
+    h.host_bytes_per_node = 128 * kGB * h.gpus_per_node;
+  } else {
+    return bad("unknown GPU");
+  }
+  h.name = absl::StrCat(h.gpus_per_node, "x", h.name);
+  if (host_gb > 0) h.host_bytes_per_node = host_gb * kGB;
+  return h;
+}
+
+}  // namespace zerofit::planner

@@ -1,0 +1,42 @@
+// Hardware profiles: GPU memory, GPUs and host RAM per node, and the rates the throughput model uses.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace zerofit::planner {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kGB = 1e9;
+
+struct Hardware {
+  std::string name;
+  int gpus_per_node = 8;
+  double gpu_bytes = 64 * kGB;              // memory of one GPU as sold (64 GB = 64e9 bytes)
+  double host_bytes_per_node = 1024 * kGB;  // RAM of one node
+  // Throughput model inputs (dense bf16 peak; achievable fractions are in throughput terms of search.h).
+  double bf16_flops = 300e12;
+  double hbm_bytes_per_s = 1.6e12;        // GPU memory bandwidth (generation is bound by it)
+  double intra_node_bytes_per_s = 150e9;  // per GPU, one direction (NVLink / xGMI)
+  double inter_node_bytes_per_s = 25e9;   // per GPU share of the node's network, one direction
+  double host_link_bytes_per_s = 25e9;    // GPU <-> pinned host (PCIe), one direction
+  double cpu_adam_params_per_s = 1.0e9;   // CPU AdamW updates per second per GPU's share of the node's cores
+  // Memory a training process holds besides tensors: CUDA context, cuBLAS/cuDNN workspaces.
+  double runtime_bytes = 1.0 * kGiB;
+  // NCCL's own buffers (channels x peers x buffer size), per process.
+  double nccl_bytes = 0.5 * kGiB;
+  // Caching-allocator fragmentation, as a fraction of the dynamic (activation) bytes.
+  double fragmentation = 0.10;
+  // A CPU-only profile (the measurement harness): no runtime, NCCL or fragmentation terms.
+  bool cpu = false;
+};
+
+// "8x64GB" (default rates), "h100-80", "8xa100-40", "4xrtx4090-24", or "cpu". Known GPUs: a100-40, a100-80,
+// h100-80, h200-141, v100-32, rtx4090-24. "NxMGB" is a custom GPU of M GB. Host RAM per node defaults to what
+// such nodes usually carry and can be overridden with host_gb > 0.
+absl::StatusOr<Hardware> ParseHardware(const std::string& spec, double host_gb = 0);
+std::vector<std::string> HardwareNames();
+
+}  // namespace zerofit::planner

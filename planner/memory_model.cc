@@ -1,0 +1,317 @@
+#include "planner/memory_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace zerofit::planner {
+namespace {
+
+// Per-token bytes a decoder layer keeps for backward, as coefficients of hidden (H), intermediate (I), the
+// query width (heads x head_dim), the attention row (heads x seq_len) and a constant (two fp32 RMS values).
+// Counted with worker/torch/memory_probe on the project's LlamaModel; docs/planning.md explains each.
+constexpr double kRngStateBytes = 5056;
+
+struct LayerCoefficients {
+  double hidden, inter, query, attn_row, constant, lora_per_rank;
+};
+
+LayerCoefficients Coefficients(int a, bool lora) {
+  if (!lora) {
+    // fp32: the residual stream twice, 3 tensors per RMSNorm, q (bmm copy), k and v (repeated heads or
+    // bmm copies) and the attention output (4 query-wide), gate/silu/up/product (4 intermediate), fp32 probs.
+    if (a == 4) return {32, 16, 16, 4, 8, 0};
+    // bf16: RMSNorm keeps its fp32 upcast and normalised value (10 bytes per element with the bf16 output),
+    // the softmax keeps fp32 probabilities and their bf16 copy (6 bytes).
+    return {24, 8, 8, 6, 8, 0};
+  }
+  // LoRA (frozen base): inputs of frozen linears are not kept (autograd saves a matmul input only for the
+  // weight's gradient), so the MLP product and some norm outputs go; each adapter keeps its rank-r middle.
+  if (a == 4) return {20, 12, 16, 4, 8, 16};
+  return {18, 6, 8, 6, 8, 8};
+}
+
+int64_t TrainedModelParameters(const ModelShape& m, Task t) {
+  return t == Task::kReward ? m.RewardModelParameters() : m.PolicyParameters();
+}
+
+int64_t TrainableParameters(const ModelShape& m, Task t, int64_t lora_rank) {
+  if (lora_rank <= 0) return TrainedModelParameters(m, t);
+  return m.LoraParameters(lora_rank) + (t == Task::kReward ? m.hidden_size : 0);
+}
+
+// Bytes of a no-grad forward over n tokens (reference or reward model, GRPO scoring): the largest of a
+// decoder layer's live tensors (residual, MLP gate/up/product) and a policy head's logits (bf16 + fp32 +
+// log-softmax).
+double InferenceForwardBytes(const ModelShape& m, double tokens, int a, bool policy_head) {
+  const double layer = tokens * (2.0 * a * m.hidden_size + 3.0 * a * m.intermediate_size);
+  const double head = policy_head ? tokens * (a * m.hidden_size + (a + 8.0) * m.vocab_size) : 0;
+  return std::max(layer, head);
+}
+
+}  // namespace
+
+const char* TaskName(Task t) {
+  switch (t) {
+    case Task::kSft:
+      return "sft";
+    case Task::kReward:
+      return "reward";
+    case Task::kDpo:
+      return "dpo";
+    case Task::kGrpo:
+      return "grpo";
+  }
+  return "?";
+}
+
+absl::StatusOr<Task> ParseTask(const std::string& name) {
+  if (name == "sft") return Task::kSft;
+  if (name == "reward") return Task::kReward;
+  if (name == "dpo") return Task::kDpo;
+  if (name == "grpo") return Task::kGrpo;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--task: unknown task '", name, "' (sft, reward, dpo, grpo)"));
+}
+
+const char* ReferenceName(Reference r) {
+  switch (r) {
+    case Reference::kNone:
+      return "none";
+    case Reference::kResident:
+      return "resident";
+    case Reference::kOffloaded:
+      return "offloaded";
+    case Reference::kPrecomputed:
+      return "precomputed";
+  }
+  return "?";
+}
+
+double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int a, int64_t lora_rank) {
+  const LayerCoefficients c = Coefficients(a, lora_rank > 0);
+  return c.hidden * m.hidden_size + c.inter * m.intermediate_size + c.query * m.q_size() +
+         c.attn_row * static_cast<double>(m.num_heads * seq_len) + c.constant +
+         c.lora_per_rank * static_cast<double>(std::max<int64_t>(lora_rank, 0));
+}
+
+ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_t seq_len, int a,
+                                       bool checkpointing, int64_t lora_rank, bool policy_head) {
+  const bool lora = lora_rank > 0;
+  const double t = static_cast<double>(seq_len);
+  const double n = static_cast<double>(rows) * t;  // tokens
+  const double h = static_cast<double>(m.hidden_size);
+  const double inter = static_cast<double>(m.intermediate_size);
+  const double v = static_cast<double>(m.vocab_size);
+  const double layers = static_cast<double>(m.num_layers);
+  // Rotary cos/sin tables (param dtype) and the bool causal mask, once per forward.
+  const double fixed = 2.0 * t * m.head_dim * a + t * t;
+  // The head: the final RMSNorm (and the residual it reads) unless frozen; a policy keeps the fp32
+  // log-softmax of the positions that predict a token (T - 1 of T).
+  const double predicted = (t - 1.0) / t;
+  double head_saved = lora ? (policy_head ? 0.0 : a * h) : (a == 4 ? 16.0 : 12.0) * h;
+  const double logits_saved = policy_head ? 4.0 * v * predicted : 0.0;
+  // Backward of the head: the fp32 gradients of the log-softmax and of the logits, together.
+  const double head_transient = policy_head ? 8.0 * v * predicted : 0.0;
+  // Backward of a decoder layer: the MLP's gradients (gate/up/product) or the RMSNorm's fp32 gradients.
+  double layer_moment;
+  if (!lora) {
+    layer_moment =
+        std::max((a == 4 ? 4.0 : 2.0) * std::max(0.0, 2 * inter - 3 * h), (a == 4 ? 8.0 : 12.0) * h);
+  } else {
+    layer_moment = std::max(a * std::max(0.0, 3 * inter - 2 * h), 14.0 * h);
+  }
+  const double layer_full = LayerSavedBytesPerToken(m, seq_len, a, lora_rank);
+  ActivationEstimate e;
+  if (checkpointing) {
+    // Checkpoints keep each layer's input and the RNG state the recompute replays (5056 bytes: LibTorch's
+    // CPU generator; the CUDA one adds 16). With a frozen base the final RMSNorm keeps two fp32 tensors
+    // that no trainable weight needed otherwise.
+    head_saved += lora ? 8.0 * h : 0.0;
+    e.saved = n * (layers * a * h + head_saved + logits_saved) + fixed + layers * kRngStateBytes;
+  } else {
+    e.saved = n * (layers * layer_full + head_saved + logits_saved) + fixed;
+  }
+  const double head_phase = e.saved + n * head_transient;
+  double layer_phase;
+  if (checkpointing && !lora) {
+    // The head is done; one layer is recomputed on top of the checkpoints and backpropagated, with the
+    // incoming gradient of the hidden state.
+    layer_phase = e.saved - n * logits_saved + n * (layer_full + layer_moment + a * h);
+  } else if (checkpointing) {
+    // LoRA: each layer already backpropagated leaves an fp32 hidden-sized gradient behind until the end.
+    layer_phase = e.saved - n * logits_saved + n * (layer_full + layer_moment + 4.0 * h * (layers - 1));
+  } else {
+    layer_phase = e.saved - n * logits_saved + n * layer_moment;
+  }
+  e.peak = std::max(head_phase, layer_phase);
+  e.phase = head_phase >= layer_phase
+                ? "loss-head backward"
+                : (checkpointing ? "recomputed layer backward" : "decoder layer backward");
+  return e;
+}
+
+MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
+                              int world_size) {
+  MemoryEstimate est;
+  const int a = w.element_bytes;
+  const double world = std::max(1, world_size);
+  const bool lora = s.lora_rank > 0;
+  const int64_t trained = TrainedModelParameters(m, w.task);
+  const int64_t trainable = TrainableParameters(m, w.task, s.lora_rank);
+  est.trainable_parameters = trainable;
+  const double pt = static_cast<double>(trainable);
+  const double policy_params = static_cast<double>(m.PolicyParameters());
+  auto device = [&](std::string name, double bytes, std::string detail) {
+    if (bytes > 0) est.device.push_back({std::move(name), bytes, std::move(detail)});
+  };
+  auto host = [&](std::string name, double bytes, std::string detail) {
+    if (bytes > 0) est.host.push_back({std::move(name), bytes, std::move(detail)});
+  };
+
+  // Buckets exactly as sharding::BucketPlan builds them: whole tensors in backward order, a new bucket when
+  // the next tensor would overflow bucket_bytes, each tensor on a 64-byte boundary, each bucket padded to
+  // world x 64 bytes and split in equal shards.
+  const int64_t align = std::max(1, 64 / a);
+  const std::vector<int64_t> tensors = m.TrainableTensors(w.task == Task::kReward, s.lora_rank);
+  const int64_t bucket_elems = std::max<int64_t>(1, static_cast<int64_t>(s.bucket_bytes) / a);
+  auto round_up = [](int64_t x, int64_t k) { return (x + k - 1) / k * k; };
+  std::vector<int64_t> bucket_used;
+  int64_t used = 0;
+  bool open = false;
+  for (size_t k = tensors.size(); k-- > 0;) {
+    if (open && round_up(used, align) + tensors[k] > bucket_elems) {
+      bucket_used.push_back(used);
+      used = 0;
+      open = false;
+    }
+    used = round_up(used, align) + tensors[k];
+    open = true;
+  }
+  if (open) bucket_used.push_back(used);
+  double padded = 0, bucket_numel = 0;
+  for (int64_t u : bucket_used) {
+    const double p = static_cast<double>(round_up(std::max<int64_t>(u, 1), world_size * align));
+    padded += p;
+    bucket_numel = std::max(bucket_numel, p);
+  }
+  const double buckets = static_cast<double>(bucket_used.size());
+  const double shard = s.zero_stage >= 1 ? padded / world : padded;
+
+  // Parameters.
+  if (s.zero_stage == 3) {
+    device("parameters (shard)", a * padded / world, absl::StrCat(a, " B x ", trainable, " / ", world_size));
+    device("parameters (gathered layers)", 2.0 * a * m.LayerParameters() + a * m.EmbeddingParameters(),
+           "two decoder layers + the embedding gathered at a time");
+  } else {
+    device("parameters", a * padded, absl::StrCat(a, " B x ", trainable, " trainable"));
+  }
+  if (lora) {
+    const double frozen = static_cast<double>(trained) - (w.task == Task::kReward ? m.hidden_size : 0);
+    device("frozen base weights", a * frozen, absl::StrCat(a, " B x ", static_cast<int64_t>(frozen)));
+  }
+  // Gradients.
+  if (s.zero_stage <= 1) {
+    device("gradients", a * padded, absl::StrCat(a, " B x ", trainable, " (full, all-reduced)"));
+  } else {
+    device("gradient shard (reduce-scatter landing)", a * shard, absl::StrCat(a, " B x shard"));
+    const double staging = std::min(buckets, static_cast<double>(s.staging_buffers)) * a * bucket_numel;
+    device("communication buckets", staging,
+           absl::StrCat(std::min<int64_t>(static_cast<int64_t>(buckets), s.staging_buffers), " staging x ",
+                        static_cast<int64_t>(bucket_numel), " elements"));
+  }
+  // Optimizer: fp32 master + exp_avg + exp_avg_sq (+ the fp32 gradient accumulator of the shard).
+  const double opt = (s.zero_stage >= 1 ? 16.0 * shard : 12.0 * padded);
+  const std::string opt_detail = s.zero_stage >= 1 ? absl::StrCat("16 B x ", static_cast<int64_t>(shard),
+                                                                  " (master, m, v, fp32 grad shard)")
+                                                   : absl::StrCat("12 B x ", trainable, " (master, m, v)");
+  if (s.offload && s.zero_stage >= 1) {
+    host("optimizer state (pinned)", hw.gpus_per_node * (opt + 2.0 * a * shard),
+         absl::StrCat(hw.gpus_per_node, " GPUs x (", opt_detail, " + bf16 staging)"));
+  } else {
+    device("optimizer state", opt, opt_detail);
+  }
+  // Reference and extra frozen models.
+  const double ref_bytes = a * policy_params;
+  if (w.task == Task::kDpo || w.task == Task::kGrpo) {
+    if (s.reference == Reference::kResident) device("reference model", ref_bytes, "resident, frozen");
+    if (s.reference == Reference::kOffloaded) {
+      host("reference model (pinned)", hw.gpus_per_node * ref_bytes, "one copy per GPU");
+    }
+    if (s.reference == Reference::kPrecomputed) {
+      host("reference log-probs", 8.0 * static_cast<double>(w.dataset_pairs) * hw.gpus_per_node,
+           "2 x fp32 per training pair");
+    }
+  }
+  if (w.extra_frozen_models > 0) {
+    device("extra frozen models", w.extra_frozen_models * a * static_cast<double>(m.RewardModelParameters()),
+           absl::StrCat(w.extra_frozen_models, " x reward-model weights"));
+  }
+
+  // Activations, per phase.
+  const bool policy_head = w.task != Task::kReward;
+  const int64_t rows = (w.task == Task::kReward || w.task == Task::kDpo) ? 2 * s.micro_batch : s.micro_batch;
+  const int64_t seq = w.task == Task::kGrpo ? w.prompt_len + w.new_tokens : w.seq_len;
+  const ActivationEstimate act =
+      EstimateActivations(m, rows, seq, a, s.checkpointing, s.lora_rank, policy_head);
+  // The largest trainable tensor's gradient materialises before its bucket copy frees it.
+  const double grad_transient =
+      a * static_cast<double>(lora ? 2 * m.hidden_size * s.lora_rank : m.LargestTensor());
+  double peak_dynamic = std::max(act.peak, act.saved + grad_transient);
+  std::string phase = act.peak >= act.saved + grad_transient ? act.phase : "largest parameter gradient";
+  std::string dynamic_name = "activations";
+  const double tokens = static_cast<double>(rows) * seq;
+  if (s.reference == Reference::kResident || s.reference == Reference::kOffloaded) {
+    double ref_phase = InferenceForwardBytes(m, tokens, a, true);
+    if (s.reference == Reference::kOffloaded) ref_phase += ref_bytes;
+    if (ref_phase > peak_dynamic) {
+      peak_dynamic = ref_phase;
+      phase = s.reference == Reference::kOffloaded ? "reference forward (weights copied in)"
+                                                   : "reference forward";
+      dynamic_name = "reference forward";
+    }
+  }
+  if (w.extra_frozen_models > 0) {
+    const double score_phase = InferenceForwardBytes(m, tokens, a, false);
+    if (score_phase > peak_dynamic) {
+      peak_dynamic = score_phase;
+      phase = "reward-model forward";
+      dynamic_name = "reward-model forward";
+    }
+  }
+  if (w.task == Task::kGrpo) {
+    const double seqs = static_cast<double>(s.rollout_prompts * w.samples_per_prompt);
+    const double kv = 2.0 * m.num_layers * m.kv_size() * a * seqs * static_cast<double>(seq);
+    const double gen = kv + seqs * (4.0 + a) * m.vocab_size +
+                       seqs * (2.0 * a * m.hidden_size + 3.0 * a * m.intermediate_size);
+    if (gen > peak_dynamic) {
+      peak_dynamic = gen;
+      phase = "rollout generation";
+      dynamic_name = "generation (logits, one layer)";
+    }
+    if (phase == "rollout generation") {
+      device("KV cache", kv,
+             absl::StrCat("2 x ", m.num_layers, " layers x ", m.kv_size(), " x ", a, " B x ",
+                          static_cast<int64_t>(seqs), " sequences x ", seq, " tokens"));
+      peak_dynamic -= kv;
+    }
+  }
+  device(
+      dynamic_name, peak_dynamic,
+      absl::StrCat(phase, "; ", rows, " rows x ", seq, " tokens", s.checkpointing ? ", checkpointed" : ""));
+  est.activation_bytes = peak_dynamic;
+  est.peak_phase = phase;
+  if (!hw.cpu) {
+    device("CUDA context + workspaces", hw.runtime_bytes, "per process");
+    if (world_size > 1) device("NCCL buffers", hw.nccl_bytes, "per process");
+    device("allocator fragmentation", hw.fragmentation * peak_dynamic,
+           absl::StrFormat("%.0f%% of the dynamic bytes", 100 * hw.fragmentation));
+  }
+  for (const MemoryItem& i : est.device) est.device_bytes += i.bytes;
+  for (const MemoryItem& i : est.host) est.host_bytes += i.bytes;
+  return est;
+}
+
+}  // namespace zerofit::planner

@@ -1,0 +1,92 @@
+// The memory model: peak bytes per GPU (itemised) and host bytes per node of one training job under one
+// strategy. Pure arithmetic on ModelShape; no LibTorch.
+//
+// Activations are those of the project's own model implementation (worker/torch/llama_model.cc) under
+// LibTorch autograd: what each decoder layer keeps for backward, per token, was counted with the
+// measurement harness (worker/torch/memory_probe.h) by varying one dimension at a time, and each
+// coefficient is explained in docs/planning.md. The peak is the largest of the phases of a step:
+//   forward end + loss head backward (the fp32 vocab-sized gradients of a policy),
+//   a decoder layer's backward (its MLP gradients; with checkpointing the recomputed layer on top of the
+//   checkpoints), a reference/reward model's no-grad forward (DPO, Safe-RLHF), and GRPO generation with its
+//   KV cache.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/hardware.h"
+#include "planner/model_shape.h"
+
+namespace zerofit::planner {
+
+enum class Task { kSft, kReward, kDpo, kGrpo };
+enum class Reference { kNone, kResident, kOffloaded, kPrecomputed };
+
+const char* TaskName(Task t);
+absl::StatusOr<Task> ParseTask(const std::string& name);
+const char* ReferenceName(Reference r);
+
+// What the user fixes.
+struct Workload {
+  Task task = Task::kSft;
+  int64_t seq_len = 2048;     // longest training sequence, prompt + response (GRPO: prompt_len + new_tokens)
+  int64_t global_batch = 64;  // per optimizer step: sequences (sft), pairs (reward, dpo), prompts (grpo)
+  // GRPO rollouts.
+  int64_t prompt_len = 512;
+  int64_t new_tokens = 1024;
+  int64_t samples_per_prompt = 16;
+  // Frozen models besides policy and reference, resident on every GPU (Safe-RLHF: reward + cost = 2).
+  int extra_frozen_models = 0;
+  int element_bytes = 2;      // parameters and activations: 2 (bf16, GPUs) or 4 (fp32, the CPU harness)
+  int64_t dataset_pairs = 0;  // DPO precomputed reference: pairs in the training set (host table)
+};
+
+// What the planner chooses.
+struct Strategy {
+  int64_t micro_batch = 1;   // per GPU per micro-step: sequences (sft, grpo training) or pairs (reward, dpo)
+  int64_t accumulation = 1;  // micro-steps per optimizer step
+  int zero_stage = 2;        // 0 (DDP), 1, 2 (the workers' engine), 3 (estimate only)
+  bool offload = false;      // optimizer state, fp32 gradient shard and the AdamW step on the host
+  bool checkpointing = false;
+  int64_t lora_rank = 0;  // LoRA on q/k/v/o; 0 = full fine-tune
+  Reference reference = Reference::kNone;
+  int64_t rollout_prompts = 1;  // GRPO: prompts per GPU per generation pass
+  size_t bucket_bytes = 25u << 20;
+  int staging_buffers = 3;  // reduce-scatter staging buffers (Zero2Options::max_staging_buffers)
+};
+
+struct MemoryItem {
+  std::string name;
+  double bytes = 0;
+  std::string detail;  // the formula with its numbers
+};
+
+struct MemoryEstimate {
+  std::vector<MemoryItem> device;  // per GPU, at the peak
+  std::vector<MemoryItem> host;    // per node
+  double device_bytes = 0;         // sum of `device`
+  double host_bytes = 0;           // sum of `host`
+  double activation_bytes = 0;     // the activation part of the peak (incl. transient gradients)
+  std::string peak_phase;          // which phase of the step sets the peak
+  int64_t trainable_parameters = 0;
+};
+
+// Activation bytes of one forward/backward of `rows` sequences of `seq_len` tokens (no-grad phases
+// excluded). Exposed for the unit tests and the harness.
+struct ActivationEstimate {
+  double saved = 0;  // kept for backward at the end of the forward (incl. rope tables and mask)
+  double peak = 0;   // saved + the largest transient of backward
+  std::string phase;
+};
+ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_t seq_len, int element_bytes,
+                                       bool checkpointing, int64_t lora_rank, bool policy_head);
+
+// Bytes per token a decoder layer keeps for backward (the harness-counted coefficients).
+double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int element_bytes, int64_t lora_rank);
+
+MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
+                              int world_size);
+
+}  // namespace zerofit::planner

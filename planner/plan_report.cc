@@ -1,0 +1,132 @@
+#include "planner/plan_report.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace zerofit::planner {
+namespace {
+
+std::string Thousands(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+const char* Unit(Task t) {
+  switch (t) {
+    case Task::kReward:
+    case Task::kDpo:
+      return "pairs";
+    case Task::kGrpo:
+      return "prompts";
+    case Task::kSft:
+      return "sequences";
+  }
+  return "items";
+}
+
+}  // namespace
+
+std::string PlanTable(const Plan& p) {
+  const Workload& w = p.workload;
+  const Strategy& s = p.chosen.strategy;
+  const MemoryEstimate& e = p.chosen.memory;
+  std::string out = absl::StrFormat("zerofit plan: %s (%s, %s parameters), task %s on %d x %s = %d GPUs\n",
+                                    p.model.name, p.model.source, Thousands(p.model.parameter_count),
+                                    TaskName(w.task), p.nodes, p.hardware.name, p.world_size);
+  if (w.task == Task::kGrpo) {
+    absl::StrAppendFormat(&out, "  global batch %d prompts x %d samples, prompt %d + %d new tokens\n",
+                          w.global_batch, w.samples_per_prompt, w.prompt_len, w.new_tokens);
+  } else {
+    absl::StrAppendFormat(&out, "  global batch %d %s, sequence length %d\n", w.global_batch, Unit(w.task),
+                          w.seq_len);
+  }
+  absl::StrAppendFormat(&out, "\nchosen: %s\n", DescribeStrategy(s, w.task));
+  absl::StrAppendFormat(
+      &out, "  %d x %d x %d GPUs = %d %s per step; %s trainable parameters\n", s.micro_batch, s.accumulation,
+      p.world_size, s.micro_batch * s.accumulation * p.world_size,
+      w.task == Task::kGrpo ? "sequences" : Unit(w.task), Thousands(e.trainable_parameters));
+  absl::StrAppendFormat(&out, "\nper GPU (cap %s = safety x %s), peak during %s:\n",
+                        FormatBytes(p.device_cap), FormatBytes(p.hardware.gpu_bytes), e.peak_phase);
+  for (const MemoryItem& i : e.device) {
+    absl::StrAppendFormat(&out, "  %-40s %10s   %s\n", i.name, FormatBytes(i.bytes), i.detail);
+  }
+  absl::StrAppendFormat(&out, "  %-40s %10s   %.0f%% of the cap\n", "total", FormatBytes(e.device_bytes),
+                        100 * e.device_bytes / p.device_cap);
+  absl::StrAppendFormat(&out, "\nhost per node (cap %s):\n", FormatBytes(p.host_cap));
+  if (e.host.empty()) absl::StrAppend(&out, "  (nothing beyond the processes themselves)\n");
+  for (const MemoryItem& i : e.host) {
+    absl::StrAppendFormat(&out, "  %-40s %10s   %s\n", i.name, FormatBytes(i.bytes), i.detail);
+  }
+  const StepTime& t = p.chosen.time;
+  absl::StrAppendFormat(&out,
+                        "\nthroughput model: %.3f s/step = compute %.3f + recompute %.3f + reference %.3f + "
+                        "exposed communication %.3f + offload %.3f + generation %.3f\n",
+                        t.total(), t.compute, t.recompute, t.reference, t.communication, t.offload,
+                        t.generation);
+  absl::StrAppendFormat(&out, "\nnot chosen (%d of %d configurations fit):\n", p.candidates_fitting,
+                        p.candidates_searched);
+  for (const std::string& r : p.rejected) absl::StrAppend(&out, "  ", r, "\n");
+  return out;
+}
+
+std::string PlanJson(const Plan& p) {
+  using Json = nlohmann::ordered_json;
+  const Strategy& s = p.chosen.strategy;
+  const MemoryEstimate& e = p.chosen.memory;
+  Json j;
+  j["model"] = {{"name", p.model.name},
+                {"source", p.model.source},
+                {"parameters", p.model.parameter_count},
+                {"trainable_parameters", e.trainable_parameters}};
+  j["task"] = TaskName(p.workload.task);
+  j["hardware"] = {{"name", p.hardware.name},
+                   {"nodes", p.nodes},
+                   {"gpus", p.world_size},
+                   {"gpu_bytes", static_cast<int64_t>(p.hardware.gpu_bytes)},
+                   {"device_cap_bytes", static_cast<int64_t>(p.device_cap)},
+                   {"host_cap_bytes", static_cast<int64_t>(p.host_cap)}};
+  j["workload"] = {{"global_batch", p.workload.global_batch}, {"seq_len", p.workload.seq_len}};
+  if (p.workload.task == Task::kGrpo) {
+    j["workload"]["prompt_len"] = p.workload.prompt_len;
+    j["workload"]["new_tokens"] = p.workload.new_tokens;
+    j["workload"]["samples_per_prompt"] = p.workload.samples_per_prompt;
+  }
+  j["plan"] = {{"micro_batch", s.micro_batch},
+               {"accumulation", s.accumulation},
+               {"zero_stage", s.zero_stage},
+               {"offload", s.offload},
+               {"checkpointing", s.checkpointing},
+               {"lora_rank", s.lora_rank},
+               {"reference", ReferenceName(s.reference)},
+               {"rollout_prompts", s.rollout_prompts}};
+  Json dev = Json::array();
+  for (const MemoryItem& i : e.device)
+    dev.push_back(
+        {{"name", i.name}, {"bytes", static_cast<int64_t>(std::llround(i.bytes))}, {"detail", i.detail}});
+  Json host = Json::array();
+  for (const MemoryItem& i : e.host)
+    host.push_back(
+        {{"name", i.name}, {"bytes", static_cast<int64_t>(std::llround(i.bytes))}, {"detail", i.detail}});
+  j["memory"] = {{"device_bytes", static_cast<int64_t>(std::llround(e.device_bytes))},
+                 {"host_bytes_per_node", static_cast<int64_t>(std::llround(e.host_bytes))},
+                 {"peak_phase", e.peak_phase},
+                 {"device", dev},
+                 {"host", host}};
+  const StepTime& t = p.chosen.time;
+  j["step_seconds"] = {{"total", t.total()},
+                       {"compute", t.compute},
+                       {"recompute", t.recompute},
+                       {"reference", t.reference},
+                       {"communication", t.communication},
+                       {"offload", t.offload},
+                       {"generation", t.generation}};
+  j["candidates"] = {{"searched", p.candidates_searched}, {"fitting", p.candidates_fitting}};
+  j["rejected"] = p.rejected;
+  return j.dump(2);
+}
+
+}  // namespace zerofit::planner

@@ -1,0 +1,299 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace zerofit::planner {
+namespace {
+
+constexpr double kBaseMfu = 0.45;
+constexpr double kMfuHalfTokens = 512;
+constexpr double kOverlappable = 0.8;  // share of backward time that can hide collectives
+
+bool IsPairTask(Task t) { return t == Task::kReward || t == Task::kDpo; }
+
+// Rows (sequences) of one micro-batch and their length.
+int64_t Rows(const Workload& w, const Strategy& s) {
+  return IsPairTask(w.task) ? 2 * s.micro_batch : s.micro_batch;
+}
+int64_t SeqLen(const Workload& w) { return w.task == Task::kGrpo ? w.prompt_len + w.new_tokens : w.seq_len; }
+
+// Work items per GPU per step: pairs or sequences (GRPO: sampled sequences).
+absl::StatusOr<int64_t> PerGpu(const Workload& w, int world) {
+  const int64_t items = w.task == Task::kGrpo ? w.global_batch * w.samples_per_prompt : w.global_batch;
+  if (w.global_batch < 1) return absl::InvalidArgumentError("--global-batch must be at least 1");
+  if (w.task == Task::kGrpo && w.global_batch % world != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--global-batch ", w.global_batch,
+                                                   " prompts cannot be split evenly over ", world,
+                                                   " GPUs: use a multiple of ", world));
+  }
+  if (items % world != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--global-batch ", w.global_batch, " cannot be split evenly over ", world,
+                     " GPUs: use a multiple of ", world, " (for example ", (items / world + 1) * world, ")"));
+  }
+  return items / world;
+}
+
+std::vector<int64_t> Divisors(int64_t n, int64_t max) {
+  std::vector<int64_t> d;
+  for (int64_t k = 1; k <= n && k <= max; ++k)
+    if (n % k == 0) d.push_back(k);
+  return d;
+}
+
+double ForwardFlopsPerToken(const ModelShape& m, int64_t seq, bool policy_head) {
+  const double matmul = 2.0 * static_cast<double>(m.BackboneParameters() - m.EmbeddingParameters()) +
+                        (policy_head ? 2.0 * m.vocab_size * m.hidden_size : 0.0);
+  const double attention = 2.0 * 2.0 * m.num_layers * static_cast<double>(seq) * m.q_size() / 2.0;  // causal
+  return matmul + attention;
+}
+
+}  // namespace
+
+std::string FormatBytes(double bytes) { return absl::StrFormat("%.2f GB", bytes / kGB); }
+
+std::string DescribeStrategy(const Strategy& s, Task task) {
+  std::string d =
+      absl::StrCat("micro-batch ", s.micro_batch, " x accumulation ", s.accumulation, ", ZeRO-", s.zero_stage,
+                   s.offload ? " + optimizer offload" : "", s.checkpointing ? ", checkpointing" : "",
+                   s.lora_rank > 0 ? absl::StrCat(", LoRA r=", s.lora_rank) : ", full fine-tune");
+  if (task == Task::kDpo || task == Task::kGrpo)
+    absl::StrAppend(&d, ", reference ", ReferenceName(s.reference));
+  if (task == Task::kGrpo) absl::StrAppend(&d, ", rollout ", s.rollout_prompts, " prompts/GPU");
+  return d;
+}
+
+StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
+                          int nodes) {
+  StepTime t;
+  const int world = hw.gpus_per_node * std::max(1, nodes);
+  const int a = w.element_bytes;
+  const int64_t seq = SeqLen(w);
+  const double micro_tokens = static_cast<double>(Rows(w, s)) * seq;
+  const double tokens = micro_tokens * s.accumulation;
+  const double mfu = kBaseMfu * micro_tokens / (micro_tokens + kMfuHalfTokens);
+  const double rate = hw.bf16_flops * mfu;
+  const bool policy_head = w.task != Task::kReward;
+  const double fwd = tokens * ForwardFlopsPerToken(m, seq, policy_head) / rate;
+  const double bwd = (s.lora_rank > 0 ? 1.0 : 2.0) * fwd;
+  t.compute = fwd + bwd;
+  t.recompute = s.checkpointing ? fwd : 0.0;
+  if (s.reference == Reference::kResident || s.reference == Reference::kOffloaded) t.reference += fwd;
+  t.reference += w.extra_frozen_models * tokens * ForwardFlopsPerToken(m, seq, false) / rate;
+  if (s.reference == Reference::kOffloaded) {
+    t.reference += s.accumulation * a * static_cast<double>(m.PolicyParameters()) / hw.host_link_bytes_per_s;
+  }
+  // Collectives.
+  const double trainable = static_cast<double>(
+      s.lora_rank > 0 ? m.LoraParameters(s.lora_rank)
+                      : (w.task == Task::kReward ? m.RewardModelParameters() : m.PolicyParameters()));
+  const double ring = world > 1 ? (world - 1.0) / world : 0.0;
+  const double bw = nodes > 1 ? hw.inter_node_bytes_per_s : hw.intra_node_bytes_per_s;
+  double per_micro = 0, per_step = 0;
+  if (s.zero_stage <= 1) {
+    per_step = 2.0 * a * trainable * ring;  // all-reduce once per step (gradients accumulate locally)
+  } else {
+    per_micro = a * trainable * ring;  // reduce-scatter every micro-batch
+    per_step = a * trainable * ring;   // all-gather of the updated parameters
+    if (s.zero_stage == 3) {
+      per_micro += 2.0 * a * static_cast<double>(s.lora_rank > 0 ? m.PolicyParameters() : trainable) * ring;
+    }
+  }
+  const double bwd_micro = bwd / s.accumulation;
+  t.communication = s.accumulation * std::max(0.0, per_micro / bw - kOverlappable * bwd_micro) +
+                    std::max(0.0, per_step / bw - (s.zero_stage <= 1 ? kOverlappable * bwd_micro : 0.0));
+  if (s.offload) {
+    const double shard = trainable / world;
+    t.offload = 2.0 * a * shard / hw.host_link_bytes_per_s + shard / hw.cpu_adam_params_per_s;
+  }
+  if (w.task == Task::kGrpo) {
+    const double prompts_per_gpu = static_cast<double>(w.global_batch) / world;
+    const double passes = std::ceil(prompts_per_gpu / static_cast<double>(s.rollout_prompts));
+    const double seqs = static_cast<double>(s.rollout_prompts * w.samples_per_prompt);
+    // Each decode step reads the weights once and the KV cache of every sequence (half full on average).
+    const double kv = 2.0 * m.num_layers * m.kv_size() * a * seqs * (w.prompt_len + w.new_tokens / 2.0);
+    const double step = (a * static_cast<double>(m.PolicyParameters()) + kv) / hw.hbm_bytes_per_s;
+    t.generation = passes * w.new_tokens * step;
+  }
+  return t;
+}
+
+absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hardware& hw,
+                              const Constraints& c) {
+  if (c.nodes < 1) return absl::InvalidArgumentError("--nodes must be at least 1");
+  if (w.seq_len < 2 && w.task != Task::kGrpo)
+    return absl::InvalidArgumentError("--seq-len must be at least 2");
+  if (w.task == Task::kGrpo && (w.prompt_len < 1 || w.new_tokens < 1 || w.samples_per_prompt < 1)) {
+    return absl::InvalidArgumentError("GRPO needs --prompt-len, --new-tokens and --samples-per-prompt >= 1");
+  }
+  Plan plan;
+  plan.model = m;
+  plan.workload = w;
+  plan.hardware = hw;
+  plan.nodes = c.nodes;
+  plan.world_size = hw.gpus_per_node * c.nodes;
+  plan.device_cap = c.safety * hw.gpu_bytes;
+  plan.host_cap = c.host_safety * hw.host_bytes_per_node;
+  auto per_gpu_or = PerGpu(w, plan.world_size);
+  if (!per_gpu_or.ok()) return per_gpu_or.status();
+  const int64_t per_gpu = *per_gpu_or;
+
+  std::vector<int> stages;
+  for (int st = 0; st <= std::min(3, c.max_stage); ++st)
+    if (!c.zero_stage || *c.zero_stage == st) stages.push_back(st);
+  std::vector<bool> offloads, ckpts;
+  for (bool b : {false, true}) {
+    if (!c.offload || *c.offload == b) offloads.push_back(b);
+    if (!c.checkpointing || *c.checkpointing == b) ckpts.push_back(b);
+  }
+  std::vector<int64_t> ranks = {0};
+  if (c.allow_lora) ranks.insert(ranks.end(), c.lora_ranks.begin(), c.lora_ranks.end());
+  std::vector<Reference> refs = {Reference::kNone};
+  if (w.task == Task::kDpo) refs = {Reference::kResident, Reference::kOffloaded, Reference::kPrecomputed};
+  if (w.task == Task::kGrpo) refs = {Reference::kResident, Reference::kOffloaded};
+  if (c.reference && w.task != Task::kDpo && w.task != Task::kGrpo) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reference applies to dpo and grpo, not ", TaskName(w.task)));
+  }
+  if (c.reference) refs = {*c.reference};
+  std::vector<int64_t> micro = Divisors(per_gpu, c.max_micro_batch);
+  if (c.micro_batch) {
+    if (per_gpu % *c.micro_batch != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--micro-batch ", *c.micro_batch,
+                                                     " does not divide the ", per_gpu,
+                                                     " items each GPU gets per step"));
+    }
+    micro = {*c.micro_batch};
+  }
+  std::vector<int64_t> rollouts = {1};
+  if (w.task == Task::kGrpo) rollouts = Divisors(w.global_batch / plan.world_size, 1 << 20);
+
+  std::vector<Candidate> all;
+  for (int64_t mb : micro)
+    for (int st : stages)
+      for (bool off : offloads)
+        for (bool ck : ckpts)
+          for (int64_t r : ranks)
+            for (Reference ref : refs)
+              for (int64_t ro : rollouts) {
+                if (off && st == 0) continue;  // offload moves the sharded optimizer state
+                Strategy s;
+                s.micro_batch = mb;
+                s.accumulation = per_gpu / mb;
+                s.zero_stage = st;
+                s.offload = off;
+                s.checkpointing = ck;
+                s.lora_rank = r;
+                s.reference = ref;
+                s.rollout_prompts = ro;
+                s.bucket_bytes = c.bucket_bytes;
+                Candidate cand;
+                cand.strategy = s;
+                cand.memory = EstimateMemory(m, w, s, hw, plan.world_size);
+                cand.time = EstimateStepTime(m, w, s, hw, c.nodes);
+                cand.fits =
+                    cand.memory.device_bytes <= plan.device_cap && cand.memory.host_bytes <= plan.host_cap;
+                all.push_back(std::move(cand));
+              }
+  plan.candidates_searched = all.size();
+  const Candidate* best = nullptr;
+  const Candidate* smallest = nullptr;
+  for (const Candidate& k : all) {
+    if (!smallest || k.memory.device_bytes < smallest->memory.device_bytes) smallest = &k;
+    if (!k.fits) continue;
+    ++plan.candidates_fitting;
+    if (!best || k.time.total() < best->time.total() ||
+        (k.time.total() == best->time.total() && k.memory.device_bytes < best->memory.device_bytes)) {
+      best = &k;
+    }
+  }
+  auto largest_item = [](const MemoryEstimate& e) {
+    const MemoryItem* big = &e.device.front();
+    for (const MemoryItem& i : e.device)
+      if (i.bytes > big->bytes) big = &i;
+    return absl::StrCat(big->name, " ", FormatBytes(big->bytes));
+  };
+  if (!best) {
+    const MemoryEstimate& e = smallest->memory;
+    std::string why =
+        e.device_bytes > plan.device_cap
+            ? absl::StrCat(FormatBytes(e.device_bytes), " per GPU > ", FormatBytes(plan.device_cap), " cap")
+            : absl::StrCat(FormatBytes(e.host_bytes), " host per node > ", FormatBytes(plan.host_cap),
+                           " cap");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "nothing fits: the smallest configuration (", DescribeStrategy(smallest->strategy, w.task),
+        ") needs ", why, "; largest item: ", largest_item(e),
+        c.allow_lora ? "" : ". Allow LoRA (--allow-lora), add nodes, or shorten --seq-len"));
+  }
+  plan.chosen = *best;
+
+  // One line per option value that was not chosen: the best candidate that has it, or why none fits.
+  const double chosen_t = best->time.total();
+  auto explain = [&](const std::string& label, const std::function<bool(const Strategy&)>& has) {
+    const Candidate* fit = nullptr;
+    const Candidate* small = nullptr;
+    for (const Candidate& k : all) {
+      if (!has(k.strategy)) continue;
+      if (!small || k.memory.device_bytes < small->memory.device_bytes) small = &k;
+      if (k.fits && (!fit || k.time.total() < fit->time.total())) fit = &k;
+    }
+    if (!small) return;
+    if (!fit) {
+      const MemoryEstimate& e = small->memory;
+      if (e.device_bytes > plan.device_cap) {
+        plan.rejected.push_back(absl::StrCat(
+            label, ": ", FormatBytes(e.device_bytes), " > ", FormatBytes(plan.device_cap), " cap even with ",
+            DescribeStrategy(small->strategy, w.task), "; ", largest_item(e)));
+      } else {
+        plan.rejected.push_back(absl::StrCat(label, ": host ", FormatBytes(e.host_bytes), " per node > ",
+                                             FormatBytes(plan.host_cap), " cap"));
+      }
+      return;
+    }
+    const double ratio = fit->time.total() / chosen_t;
+    plan.rejected.push_back(
+        absl::StrFormat("%s: fits (%s) but %.2fx the step time (%.3f s vs %.3f s%s)", label,
+                        FormatBytes(fit->memory.device_bytes), ratio, fit->time.total(), chosen_t,
+                        fit->time.offload > 0.1 * fit->time.total()
+                            ? absl::StrFormat(", offload %.3f s", fit->time.offload)
+                            : (fit->time.recompute > 0 && !best->strategy.checkpointing
+                                   ? absl::StrFormat(", recompute %.3f s", fit->time.recompute)
+                                   : std::string())));
+  };
+  const Strategy& cs = best->strategy;
+  for (int64_t mb : micro)
+    if (mb != cs.micro_batch)
+      explain(absl::StrCat("micro-batch ", mb), [mb](const Strategy& s) { return s.micro_batch == mb; });
+  for (int st : stages)
+    if (st != cs.zero_stage)
+      explain(absl::StrCat("ZeRO-", st), [st](const Strategy& s) { return s.zero_stage == st; });
+  for (bool off : offloads)
+    if (off != cs.offload)
+      explain(off ? "optimizer offload" : "no optimizer offload",
+              [off](const Strategy& s) { return s.offload == off; });
+  for (bool ck : ckpts)
+    if (ck != cs.checkpointing)
+      explain(ck ? "activation checkpointing" : "no activation checkpointing",
+              [ck](const Strategy& s) { return s.checkpointing == ck; });
+  for (int64_t r : ranks)
+    if (r != cs.lora_rank)
+      explain(r > 0 ? absl::StrCat("LoRA r=", r) : "full fine-tune",
+              [r](const Strategy& s) { return s.lora_rank == r; });
+  for (Reference ref : refs)
+    if (ref != cs.reference)
+      explain(absl::StrCat("reference ", ReferenceName(ref)),
+              [ref](const Strategy& s) { return s.reference == ref; });
+  for (int64_t ro : rollouts)
+    if (ro != cs.rollout_prompts)
+      explain(absl::StrCat("rollout ", ro, " prompts/GPU"),
+              [ro](const Strategy& s) { return s.rollout_prompts == ro; });
+  return plan;
+}
+
+}  // namespace zerofit::planner

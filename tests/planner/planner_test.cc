@@ -1,0 +1,331 @@
+// The planner's formulas against hand-computed values for a small model, the presets' published parameter
+// counts, hardware parsing, model loading from a checkpoint directory, and the search's contract.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "planner/memory_model.h"
+#include "planner/model_shape.h"
+#include "planner/search.h"
+
+namespace zerofit::planner {
+namespace {
+
+// hidden 8, intermediate 16, 2 layers, 2 heads of 4, 1 kv head, vocabulary 10, untied.
+ModelShape Small() {
+  ModelShape m;
+  m.name = "small";
+  m.vocab_size = 10;
+  m.hidden_size = 8;
+  m.intermediate_size = 16;
+  m.num_layers = 2;
+  m.num_heads = 2;
+  m.num_kv_heads = 1;
+  m.head_dim = 4;
+  m.parameter_count = 1352;
+  return m;
+}
+
+TEST(ModelShapeTest, PartsOfASmallModelByHand) {
+  const ModelShape m = Small();
+  // q 8x8, k and v 4x8 each, o 8x8, gate/up/down 3 x 8x16, two norms of 8.
+  EXPECT_EQ(m.LayerParameters(), 64 + 32 + 32 + 64 + 384 + 16);
+  EXPECT_EQ(m.BackboneParameters(), 80 + 2 * 592 + 8);
+  EXPECT_EQ(m.PolicyParameters(), 1352);
+  EXPECT_EQ(m.RewardModelParameters(), 1280);
+  // LoRA r=2 on q (8->8), k (8->4), v (8->4), o (8->8): r x (in + out) each, two layers.
+  EXPECT_EQ(m.LoraParameters(2), 2 * 2 * ((8 + 8) + (8 + 4) + (8 + 4) + (8 + 8)));
+  auto sum = [](const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t{0}); };
+  EXPECT_EQ(sum(m.TrainableTensors(false, 0)), m.PolicyParameters());
+  EXPECT_EQ(sum(m.TrainableTensors(true, 0)), m.RewardModelParameters());
+  EXPECT_EQ(sum(m.TrainableTensors(false, 2)), m.LoraParameters(2));
+  EXPECT_EQ(sum(m.TrainableTensors(true, 2)), m.LoraParameters(2) + 8);
+  EXPECT_EQ(m.LargestTensor(), 8 * 16);
+}
+
+TEST(ModelShapeTest, PresetsMatchThePublishedParameterCounts) {
+  const std::pair<const char*, int64_t> expected[] = {{"Mistral-7B", 7241732096},
+                                                      {"Llama-2-7B", 6738415616},
+                                                      {"Llama-3-8B", 8030261248},
+                                                      {"Qwen2.5-0.5B", 494032768},
+                                                      {"Qwen2.5-7B", 7615616512}};
+  for (const auto& [name, count] : expected) {
+    auto m = LoadModelShape(name);
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status();
+    EXPECT_EQ(m->parameter_count, count) << name;
+    EXPECT_EQ(m->source, "preset");
+  }
+  auto lower = LoadModelShape("mistral-7b");
+  ASSERT_TRUE(lower.ok());
+  EXPECT_EQ(lower->name, "Mistral-7B");
+  auto missing = LoadModelShape("Llama-9-1T");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("--model 'Llama-9-1T'"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("Mistral-7B"), std::string::npos);
+}
+
+TEST(ModelShapeTest, ACheckpointDirectoryIsCountedFromItsSafetensorsHeaders) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerofit_planner_model";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "num_key_value_heads": 1, "tie_word_embeddings": true})";
+  auto shape = LoadModelShape(dir.string());
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->source, "config.json");
+  const int64_t total = shape->parameter_count;  // 80 + 592 + 8 = 680 (tied)
+  EXPECT_EQ(total, 680);
+  // Weights whose headers add up to the config's count: the headers become the source.
+  std::vector<float> a(600, 0.0f), b(80, 0.0f);
+  ASSERT_TRUE(core::WriteSafetensors(
+                  (dir / "model.safetensors").string(),
+                  {{"a", core::StDType::kF32, {600}, a.data()}, {"b", core::StDType::kF32, {80}, b.data()}})
+                  .ok());
+  shape = LoadModelShape(dir.string());
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->source, "safetensors headers (2 tensors)");
+  // Headers that disagree with config.json are an error naming both counts.
+  ASSERT_TRUE(core::WriteSafetensors((dir / "model.safetensors").string(),
+                                     {{"a", core::StDType::kF32, {600}, a.data()}})
+                  .ok());
+  shape = LoadModelShape(dir.string());
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("600"), std::string::npos) << shape.status();
+  EXPECT_NE(shape.status().message().find("680"), std::string::npos) << shape.status();
+  // A config.json with a bad field is reported with the file and the field.
+  std::ofstream(dir / "config.json") << R"({"vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+    "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2})";
+  shape = LoadModelShape(dir.string());
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("config.json"), std::string::npos) << shape.status();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MemoryModelTest, LayerActivationsByHand) {
+  const ModelShape m = Small();
+  // fp32: 32 H + 16 I + 16 (heads x head_dim) + 4 heads x T + 8.
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 0), 32 * 8 + 16 * 16 + 16 * 8 + 4 * 2 * 6 + 8);
+  // bf16: 24 H + 8 I + 8 q + 6 heads x T + 8.
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0), 24 * 8 + 8 * 16 + 8 * 8 + 6 * 2 * 6 + 8);
+  // LoRA r=2, fp32: 20 H + 12 I + 16 q + 4 heads x T + 8 + 16 r.
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 2), 20 * 8 + 12 * 16 + 16 * 8 + 4 * 2 * 6 + 8 + 16 * 2);
+}
+
+TEST(MemoryModelTest, ActivationPeakByHand) {
+  const ModelShape m = Small();
+  // 3 sequences of 6 tokens, fp32, policy head, no checkpointing.
+  const double n = 18, layer = 696;
+  const double fixed = 2 * 6 * 4 * 4 + 36;                // rope cos/sin + bool mask
+  const double head = 16 * 8, logits = 4 * 10 * 5.0 / 6;  // final norm; fp32 log-softmax of 5 of 6 positions
+  const double saved = n * (2 * layer + head + logits) + fixed;
+  ActivationEstimate e = EstimateActivations(m, 3, 6, 4, false, 0, true);
+  EXPECT_NEAR(e.saved, saved, 1e-9);
+  // Loss head backward: two fp32 vocabulary-sized gradients on top of everything saved.
+  EXPECT_NEAR(e.peak, saved + n * 8 * 10 * 5.0 / 6, 1e-9);
+  EXPECT_EQ(e.phase, "loss-head backward");
+  // A reward model (score head): no logits; the decoder layer's backward sets the peak
+  // (max(4 (2I - 3H), 8H) = 64 bytes per token).
+  e = EstimateActivations(m, 3, 6, 4, false, 0, false);
+  EXPECT_NEAR(e.saved, n * (2 * layer + head) + fixed, 1e-9);
+  EXPECT_NEAR(e.peak, e.saved + n * 64, 1e-9);
+  EXPECT_EQ(e.phase, "decoder layer backward");
+  // Checkpointing keeps one hidden state per layer and the RNG state; backward recomputes one layer.
+  e = EstimateActivations(m, 3, 6, 4, true, 0, false);
+  const double ck_saved = n * (2 * 4 * 8 + head) + fixed + 2 * 5056;
+  EXPECT_NEAR(e.saved, ck_saved, 1e-9);
+  EXPECT_NEAR(e.peak, ck_saved + n * (layer + 64 + 4 * 8), 1e-9);
+}
+
+TEST(MemoryModelTest, OptimizerStateOfASevenBillionModelIsAbout84GbNot28) {
+  auto m = LoadModelShape("Mistral-7B");
+  ASSERT_TRUE(m.ok());
+  auto hw = ParseHardware("8x64GB");
+  ASSERT_TRUE(hw.ok());
+  Workload w;
+  w.task = Task::kReward;
+  w.seq_len = 512;
+  Strategy s;
+  s.zero_stage = 0;
+  auto item = [](const MemoryEstimate& e, const std::string& name) {
+    for (const MemoryItem& i : e.device)
+      if (i.name == name) return i.bytes;
+    return 0.0;
+  };
+  const double p = static_cast<double>(m->RewardModelParameters());
+  MemoryEstimate e = EstimateMemory(*m, w, s, *hw, 8);
+  // fp32 master + exp_avg + exp_avg_sq: 12 bytes per parameter (~85 GB for 7.1e9), unsharded at stage 0.
+  EXPECT_NEAR(item(e, "optimizer state"), 12 * p, 1e-4 * 12 * p);
+  EXPECT_GT(item(e, "optimizer state"), 84e9);
+  EXPECT_NEAR(item(e, "parameters"), 2 * p, 1e-4 * 2 * p);
+  EXPECT_NEAR(item(e, "gradients"), 2 * p, 1e-4 * 2 * p);
+  // ZeRO-2 on 8 GPUs: 16 bytes per parameter (with the fp32 gradient shard) divided by 8.
+  s.zero_stage = 2;
+  e = EstimateMemory(*m, w, s, *hw, 8);
+  EXPECT_NEAR(item(e, "optimizer state"), 16 * p / 8, 1e-3 * 16 * p / 8);
+  EXPECT_EQ(item(e, "gradients"), 0.0);
+  // Offload: the state leaves the GPU for pinned host memory, 8 GPUs' worth per node.
+  s.offload = true;
+  e = EstimateMemory(*m, w, s, *hw, 8);
+  EXPECT_EQ(item(e, "optimizer state"), 0.0);
+  ASSERT_FALSE(e.host.empty());
+  EXPECT_NEAR(e.host[0].bytes, 8 * (16 * p / 8 + 2 * 2 * p / 8), 1e-3 * e.host[0].bytes);
+  // The runtime terms of a GPU profile are present.
+  EXPECT_GT(item(e, "CUDA context + workspaces"), 0.0);
+  EXPECT_GT(item(e, "NCCL buffers"), 0.0);
+  EXPECT_GT(item(e, "allocator fragmentation"), 0.0);
+}
+
+TEST(MemoryModelTest, ReferenceStrategiesAndLora) {
+  const ModelShape m = Small();
+  auto hw = ParseHardware("cpu");
+  ASSERT_TRUE(hw.ok());
+  Workload w;
+  w.task = Task::kDpo;
+  w.seq_len = 6;
+  w.element_bytes = 2;
+  w.dataset_pairs = 1000;
+  Strategy s;
+  s.reference = Reference::kResident;
+  auto total_named = [](const std::vector<MemoryItem>& items, const std::string& name) {
+    double t = 0;
+    for (const MemoryItem& i : items)
+      if (i.name.find(name) != std::string::npos) t += i.bytes;
+    return t;
+  };
+  MemoryEstimate e = EstimateMemory(m, w, s, *hw, 1);
+  EXPECT_DOUBLE_EQ(total_named(e.device, "reference model"), 2.0 * 1352);
+  s.reference = Reference::kOffloaded;
+  e = EstimateMemory(m, w, s, *hw, 1);
+  EXPECT_DOUBLE_EQ(total_named(e.device, "reference model"), 0.0);
+  EXPECT_DOUBLE_EQ(total_named(e.host, "reference model"), 2.0 * 1352);
+  s.reference = Reference::kPrecomputed;
+  e = EstimateMemory(m, w, s, *hw, 1);
+  EXPECT_DOUBLE_EQ(total_named(e.host, "reference log-probs"), 8.0 * 1000);
+  // LoRA: the base is frozen (no optimizer state for it), only the adapters train.
+  s.lora_rank = 2;
+  e = EstimateMemory(m, w, s, *hw, 1);
+  EXPECT_EQ(e.trainable_parameters, m.LoraParameters(2));
+  EXPECT_DOUBLE_EQ(total_named(e.device, "frozen base weights"), 2.0 * 1352);
+}
+
+TEST(MemoryModelTest, GrpoKvCacheByHand) {
+  const ModelShape m = Small();
+  auto hw = ParseHardware("cpu");
+  ASSERT_TRUE(hw.ok());
+  Workload w;
+  w.task = Task::kGrpo;
+  w.prompt_len = 100;
+  w.new_tokens = 300;
+  w.samples_per_prompt = 64;
+  w.element_bytes = 2;
+  Strategy s;
+  s.reference = Reference::kResident;
+  s.rollout_prompts = 16;
+  const MemoryEstimate e = EstimateMemory(m, w, s, *hw, 1);
+  ASSERT_EQ(e.peak_phase, "rollout generation");
+  double kv = 0;
+  for (const MemoryItem& i : e.device)
+    if (i.name == "KV cache") kv = i.bytes;
+  // k and v, 2 layers, 1 kv head x 4, bf16, 16 prompts x 64 samples, 400 tokens.
+  EXPECT_DOUBLE_EQ(kv, 2.0 * 2 * 4 * 2 * 1024 * 400);
+  // Fewer prompts per generation pass: the training phase sets the peak instead.
+  s.rollout_prompts = 1;
+  EXPECT_NE(EstimateMemory(m, w, s, *hw, 1).peak_phase, "rollout generation");
+}
+
+TEST(HardwareTest, ProfilesAndCustomSpecs) {
+  auto h = ParseHardware("8x64GB");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->gpus_per_node, 8);
+  EXPECT_DOUBLE_EQ(h->gpu_bytes, 64e9);
+  h = ParseHardware("h100-80");
+  ASSERT_TRUE(h.ok());
+  EXPECT_DOUBLE_EQ(h->gpu_bytes, 80e9);
+  EXPECT_EQ(h->gpus_per_node, 8);
+  h = ParseHardware("4xA100-40", 512);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->gpus_per_node, 4);
+  EXPECT_DOUBLE_EQ(h->gpu_bytes, 40e9);
+  EXPECT_DOUBLE_EQ(h->host_bytes_per_node, 512e9);
+  for (const char* ok : {"h200-141", "v100-32", "rtx4090-24", "1xrtx4090-24", "cpu", "2x24GB"}) {
+    EXPECT_TRUE(ParseHardware(ok).ok()) << ok;
+  }
+  for (const char* bad : {"8x", "x64GB", "0x64GB", "8xb200", "64", "8x0GB"}) {
+    auto r = ParseHardware(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--hardware"), std::string::npos) << r.status();
+  }
+}
+
+TEST(SearchTest, KeepsTheGlobalBatchFitsUnderTheCapAndExplainsEveryRejection) {
+  auto m = LoadModelShape("Mistral-7B");
+  auto hw = ParseHardware("8x64GB");
+  ASSERT_TRUE(m.ok() && hw.ok());
+  Workload w;
+  w.task = Task::kReward;
+  w.global_batch = 64;
+  w.seq_len = 2048;
+  auto plan = MakePlan(*m, w, *hw, Constraints{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const Strategy& s = plan->chosen.strategy;
+  EXPECT_EQ(s.micro_batch * s.accumulation * plan->world_size, 64);
+  EXPECT_LE(plan->chosen.memory.device_bytes, 0.95 * 64e9);
+  EXPECT_DOUBLE_EQ(plan->device_cap, 60.8e9);
+  EXPECT_LE(s.zero_stage, 2);
+  // Every micro-batch that divides 8 per GPU, the other stages and both values of offload and
+  // checkpointing appear: 3 micro-batches + 2 stages + 1 + 1 lines.
+  EXPECT_EQ(plan->rejected.size(), 7u);
+  for (const std::string& line : plan->rejected) {
+    EXPECT_TRUE(line.find("fits (") != std::string::npos || line.find(" cap") != std::string::npos) << line;
+  }
+  // Without checkpointing a 2048-token Mistral-7B reward model does not fit on 64 GB (eager attention
+  // keeps the T x T probabilities).
+  EXPECT_TRUE(s.checkpointing);
+}
+
+TEST(SearchTest, PinsErrorsAndNothingFits) {
+  auto m = LoadModelShape("Llama-2-7B");
+  auto hw = ParseHardware("1xrtx4090-24");
+  ASSERT_TRUE(m.ok() && hw.ok());
+  Workload w;
+  w.task = Task::kDpo;
+  w.global_batch = 8;
+  w.seq_len = 1024;
+  auto plan = MakePlan(*m, w, *hw, Constraints{});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(plan.status().message().find("nothing fits"), std::string::npos) << plan.status();
+  EXPECT_NE(plan.status().message().find("--allow-lora"), std::string::npos) << plan.status();
+  // With LoRA a 24 GB card trains it.
+  Constraints c;
+  c.allow_lora = true;
+  plan = MakePlan(*m, w, *hw, c);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GT(plan->chosen.strategy.lora_rank, 0);
+  // Pins are honoured.
+  c.checkpointing = true;
+  c.reference = Reference::kPrecomputed;
+  c.micro_batch = 2;
+  plan = MakePlan(*m, w, *hw, c);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->chosen.strategy.checkpointing);
+  EXPECT_EQ(plan->chosen.strategy.reference, Reference::kPrecomputed);
+  EXPECT_EQ(plan->chosen.strategy.micro_batch, 2);
+  EXPECT_EQ(plan->chosen.strategy.accumulation, 4);
+  // A global batch that does not split over the GPUs is refused by name.
+  auto hw8 = ParseHardware("8x64GB");
+  ASSERT_TRUE(hw8.ok());
+  w.global_batch = 12;
+  plan = MakePlan(*m, w, *hw8, Constraints{});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("--global-batch 12"), std::string::npos) << plan.status();
+}
+
+}  // namespace
+}  // namespace zerofit::planner
