@@ -1,0 +1,115 @@
+#include "cli/plan_command.h"
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "planner/plan_report.h"
+
+namespace zerofit::cli {
+namespace {
+
+absl::StatusOr<std::optional<bool>> OnOff(const std::string& flag, const std::string& v) {
+  if (v.empty() || v == "auto") return std::optional<bool>();
+  if (v == "on" || v == "true" || v == "yes") return std::optional<bool>(true);
+  if (v == "off" || v == "false" || v == "no") return std::optional<bool>(false);
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": expected on, off or auto, got '", v, "'"));
+}
+
+}  // namespace
+
+CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
+  CLI::App* plan = app.add_subcommand(
+      "plan",
+      "Predict peak GPU and host memory per rank and pick micro-batch, accumulation, ZeRO stage, offload, "
+      "checkpointing, LoRA and reference strategy so the job fits");
+  plan->add_option("--model", f->model,
+                   "model directory, config.json, or preset (Mistral-7B, Llama-2-7B, "
+                   "Llama-3-8B, Qwen2.5-0.5B, Qwen2.5-7B)")
+      ->required();
+  plan->add_option("--task", f->task, "reward | dpo | grpo | sft")->capture_default_str();
+  plan->add_option(
+          "--hardware", f->hardware,
+          "GPUs per node and kind: 8x64GB, 8xa100-40, a100-80, h100-80, h200-141, v100-32, rtx4090-24")
+      ->capture_default_str();
+  plan->add_option("--nodes", f->nodes, "nodes")->capture_default_str();
+  plan->add_option("--global-batch", f->global_batch,
+                   "per optimizer step: sequences (sft), pairs (reward, dpo) or prompts (grpo)")
+      ->capture_default_str();
+  plan->add_option("--seq-len", f->seq_len, "longest training sequence (prompt + response)")
+      ->capture_default_str();
+  plan->add_flag("--json", f->json, "print JSON instead of the table");
+  plan->add_flag("--allow-lora", f->allow_lora, "let the search use LoRA (ranks 8, 16, 64) when it helps");
+  plan->add_option("--host-gb", f->host_gb, "host RAM per node in GB (default: the hardware profile's)");
+  plan->add_option("--safety", f->safety, "usable fraction of GPU memory")->capture_default_str();
+  plan->add_option("--max-stage", f->max_stage, "highest ZeRO stage to consider (the workers run stage 2)")
+      ->capture_default_str();
+  plan->add_option("--prompt-len", f->prompt_len, "GRPO: prompt tokens")->capture_default_str();
+  plan->add_option("--new-tokens", f->new_tokens, "GRPO: generated tokens per sample")->capture_default_str();
+  plan->add_option("--samples-per-prompt", f->samples_per_prompt, "GRPO: samples per prompt")
+      ->capture_default_str();
+  plan->add_option("--reward-models", f->reward_models,
+                   "frozen reward/cost models resident next to the policy (Safe-RLHF: 2)")
+      ->capture_default_str();
+  plan->add_option("--stage", f->stage, "pin the ZeRO stage (0-3)");
+  plan->add_option("--offload", f->offload, "pin optimizer offload: on | off");
+  plan->add_option("--checkpointing", f->checkpointing, "pin activation checkpointing: on | off");
+  plan->add_option("--reference", f->reference,
+                   "pin the reference strategy: resident | offloaded | precomputed");
+  plan->add_option("--micro-batch", f->micro_batch, "pin the micro-batch per GPU");
+  return plan;
+}
+
+absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
+  ZF_ASSIGN_OR_RETURN(planner::ModelShape model, planner::LoadModelShape(f.model));
+  ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware(f.hardware, f.host_gb));
+  planner::Workload w;
+  ZF_ASSIGN_OR_RETURN(w.task, planner::ParseTask(f.task));
+  w.seq_len = f.seq_len;
+  w.global_batch = f.global_batch;
+  w.prompt_len = f.prompt_len;
+  w.new_tokens = f.new_tokens;
+  w.samples_per_prompt = f.samples_per_prompt;
+  w.extra_frozen_models = f.reward_models;
+  if (f.reward_models < 0) return absl::InvalidArgumentError("--reward-models must be >= 0");
+  if (!(f.safety > 0 && f.safety <= 1)) return absl::InvalidArgumentError("--safety must lie in (0, 1]");
+  planner::Constraints c;
+  c.nodes = f.nodes;
+  c.allow_lora = f.allow_lora;
+  c.safety = f.safety;
+  c.max_stage = f.max_stage;
+  if (!f.stage.empty()) {
+    int st = -1;
+    if (!absl::SimpleAtoi(f.stage, &st) || st < 0 || st > 3) {
+      return absl::InvalidArgumentError(absl::StrCat("--stage: expected 0, 1, 2 or 3, got '", f.stage, "'"));
+    }
+    c.zero_stage = st;
+  }
+  ZF_ASSIGN_OR_RETURN(c.offload, OnOff("--offload", f.offload));
+  ZF_ASSIGN_OR_RETURN(c.checkpointing, OnOff("--checkpointing", f.checkpointing));
+  if (!f.reference.empty()) {
+    if (f.reference == "resident") {
+      c.reference = planner::Reference::kResident;
+    } else if (f.reference == "offloaded") {
+      c.reference = planner::Reference::kOffloaded;
+    } else if (f.reference == "precomputed") {
+      c.reference = planner::Reference::kPrecomputed;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reference: expected resident, offloaded or precomputed, got '", f.reference, "'"));
+    }
+  }
+  if (!f.micro_batch.empty()) {
+    int64_t mb = 0;
+    if (!absl::SimpleAtoi(f.micro_batch, &mb) || mb < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--micro-batch: expected a positive integer, got '", f.micro_batch, "'"));
+    }
+    c.micro_batch = mb;
+  }
+  ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(model, w, hw, c));
+  return f.json ? planner::PlanJson(plan) + "\n" : planner::PlanTable(plan);
+}
+
+}  // namespace zerofit::cli

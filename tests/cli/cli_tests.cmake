@@ -1,0 +1,9 @@
+# `zerofit plan` (issue 5). Paths relative to tests/.
+zerofit_unit_test(plan_command_test cli/plan_command_test.cc)
+target_link_libraries(plan_command_test PRIVATE zerofit_cli nlohmann_json::nlohmann_json)
+# The installed binary: a table by default.
+add_test(NAME zerofit_plan_cli_smoke
+  COMMAND $<TARGET_FILE:zerofit> plan --model Mistral-7B --task reward --hardware 8x64GB --nodes 1
+          --global-batch 64 --seq-len 2048)
+set_tests_properties(zerofit_plan_cli_smoke PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "chosen: micro-batch [0-9]+ x accumulation [0-9]+, ZeRO-2")

@@ -1,0 +1,76 @@
+// `zerofit plan` end to end through its flag struct: the table, JSON for scripts, and errors that name the
+// flag.
+#include "cli/plan_command.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "nlohmann/json.hpp"
+
+namespace zerofit::cli {
+namespace {
+
+PlanFlags MistralReward() {
+  PlanFlags f;
+  f.model = "Mistral-7B";
+  f.task = "reward";
+  f.hardware = "8x64GB";
+  f.global_batch = 64;
+  f.seq_len = 2048;
+  return f;
+}
+
+TEST(PlanCommandTest, TableNamesTheChoiceEveryItemAndTheRejections) {
+  auto out = RunPlan(MistralReward());
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (const char* s : {"Mistral-7B (preset, 7,241,732,096 parameters)", "chosen: micro-batch",
+                        "optimizer state", "activations", "CUDA context", "total", "cap 60.80 GB",
+                        "not chosen", "no activation checkpointing: "}) {
+    EXPECT_NE(out->find(s), std::string::npos) << s << "\n" << *out;
+  }
+}
+
+TEST(PlanCommandTest, JsonForScripts) {
+  PlanFlags f = MistralReward();
+  f.json = true;
+  f.task = "dpo";
+  f.nodes = 2;
+  auto out = RunPlan(f);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const nlohmann::json j = nlohmann::json::parse(*out);
+  EXPECT_EQ(j["task"], "dpo");
+  EXPECT_EQ(j["hardware"]["gpus"], 16);
+  const auto& p = j["plan"];
+  EXPECT_EQ(p["micro_batch"].get<int64_t>() * p["accumulation"].get<int64_t>() * 16, 64);
+  int64_t sum = 0;
+  for (const auto& item : j["memory"]["device"]) sum += item["bytes"].get<int64_t>();
+  EXPECT_NEAR(static_cast<double>(sum), j["memory"]["device_bytes"].get<double>(), 16.0);
+  EXPECT_LE(j["memory"]["device_bytes"].get<int64_t>(), j["hardware"]["device_cap_bytes"].get<int64_t>());
+  EXPECT_TRUE(j["rejected"].is_array());
+  EXPECT_GT(j["step_seconds"]["total"].get<double>(), 0.0);
+}
+
+TEST(PlanCommandTest, BadInputNamesTheFlag) {
+  const std::pair<std::string, std::function<void(PlanFlags&)>> cases[] = {
+      {"--task", [](PlanFlags& f) { f.task = "ppo"; }},
+      {"--hardware", [](PlanFlags& f) { f.hardware = "8xb300"; }},
+      {"--model", [](PlanFlags& f) { f.model = "/nonexistent/model"; }},
+      {"--global-batch", [](PlanFlags& f) { f.global_batch = 60; }},
+      {"--offload", [](PlanFlags& f) { f.offload = "maybe"; }},
+      {"--stage", [](PlanFlags& f) { f.stage = "4"; }},
+      {"--reference", [](PlanFlags& f) { f.reference = "cached"; }},
+      {"--micro-batch", [](PlanFlags& f) { f.micro_batch = "3"; }},
+  };
+  for (const auto& [flag, mutate] : cases) {
+    PlanFlags f = MistralReward();
+    if (flag == "--reference") f.task = "dpo";
+    mutate(f);
+    auto out = RunPlan(f);
+    ASSERT_FALSE(out.ok()) << flag;
+    EXPECT_NE(out.status().message().find(flag), std::string::npos) << flag << ": " << out.status();
+  }
+}
+
+}  // namespace
+}  // namespace zerofit::cli
