@@ -256,11 +256,16 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   const int64_t seq = w.task == Task::kGrpo ? w.prompt_len + w.new_tokens : w.seq_len;
   const ActivationEstimate act =
       EstimateActivations(m, rows, seq, a, s.checkpointing, s.lora_rank, policy_head);
-  // The largest trainable tensor's gradient materialises before its bucket copy frees it.
+  // A weight's gradient materialises before its bucket copy frees it. The ones that appear while the
+  // saved activations are still alive: the untied lm_head (first in backward) and a decoder layer's largest
+  // matrix. (The embedding's comes last, when the activations are gone.)
+  const double layer_matrix = static_cast<double>(m.hidden_size) * std::max(m.intermediate_size, m.q_size());
+  const double head_matrix =
+      policy_head && !m.tie_word_embeddings ? static_cast<double>(m.LmHeadParameters()) : 0;
   const double grad_transient =
-      a * static_cast<double>(lora ? 2 * m.hidden_size * s.lora_rank : m.LargestTensor());
+      lora ? a * 2.0 * m.hidden_size * s.lora_rank : a * std::max(layer_matrix, head_matrix);
   double peak_dynamic = std::max(act.peak, act.saved + grad_transient);
-  std::string phase = act.peak >= act.saved + grad_transient ? act.phase : "largest parameter gradient";
+  std::string phase = act.peak >= act.saved + grad_transient ? act.phase : "decoder layer backward (weight gradient)";
   std::string dynamic_name = "activations";
   const double tokens = static_cast<double>(rows) * seq;
   if (s.reference == Reference::kResident || s.reference == Reference::kOffloaded) {

@@ -154,6 +154,7 @@ absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hard
   }
   std::vector<int64_t> ranks = {0};
   if (c.allow_lora) ranks.insert(ranks.end(), c.lora_ranks.begin(), c.lora_ranks.end());
+  if (c.lora_rank) ranks = {*c.lora_rank};
   std::vector<Reference> refs = {Reference::kNone};
   if (w.task == Task::kDpo) refs = {Reference::kResident, Reference::kOffloaded, Reference::kPrecomputed};
   if (w.task == Task::kGrpo) refs = {Reference::kResident, Reference::kOffloaded};

@@ -45,6 +45,7 @@ struct Constraints {
   std::optional<bool> checkpointing;
   std::optional<Reference> reference;
   std::optional<int64_t> micro_batch;
+  std::optional<int64_t> lora_rank;  // a LoRA rank the job already uses (0 = full fine-tune)
 };
 
 struct StepTime {
