@@ -10,6 +10,7 @@
 #include "comm/communicator_factory.h"
 #include "comm/mpi/mpi_environment.h"
 #include "core/status_macros.h"
+#include "planner/search.h"
 #include "worker/mpi_main.h"
 #include "worker/torch/preference_trainer.h"
 
@@ -21,12 +22,55 @@ constexpr const char* kUsage =
     "[--micro K] [--lr LR] [--weight-decay WD] [--max-length T] [--seed S] [--offload] [--threads T] "
     "[--reduce-once] [--lora-rank R] [--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
-    "[--dtype fp32|bf16] [--log-every N]";
+    "[--dtype fp32|bf16] [--log-every N] [--memory-gb G]\n"
+    "Without --micro the job is sized by the planner for --memory-gb per rank (default 4): gradient "
+    "accumulation, and activation checkpointing unless --checkpointing is given.";
 
 struct Cli {
   PreferenceTrainOptions options;
   int64_t log_every = 10;
+  // Without --micro the planner sizes the job (accumulation, and checkpointing unless --checkpointing) for
+  // this many GB per rank.
+  bool sized_by_user = false;
+  bool checkpointing_given = false;
+  double memory_gb = 4;
 };
+
+// The planner's choice for this job on the CPU ranks: accumulation steps and checkpointing.
+absl::Status SizeWithPlanner(Cli& cli, int world, bool print) {
+  PreferenceTrainOptions& o = cli.options;
+  ZF_ASSIGN_OR_RETURN(planner::ModelShape shape, planner::LoadModelShape(o.data_dir + "/config.json"));
+  ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware("cpu"));
+  hw.gpu_bytes = cli.memory_gb * planner::kGB;
+  hw.gpus_per_node = world;
+  planner::Workload w;
+  w.task = o.task == PreferenceTrainOptions::Task::kReward ? planner::Task::kReward
+           : o.task == PreferenceTrainOptions::Task::kDpo  ? planner::Task::kDpo
+                                                           : planner::Task::kSft;
+  w.seq_len = o.max_length;
+  w.global_batch = o.global_batch;
+  w.element_bytes = o.model.dtype == torch::kBFloat16 ? 2 : 4;
+  planner::Constraints c;
+  c.zero_stage = 2;
+  c.safety = 1.0;
+  c.offload = o.offload.enabled;
+  c.bucket_bytes = o.bucket_bytes;
+  if (cli.checkpointing_given) c.checkpointing = true;
+  if (w.task == planner::Task::kDpo) {
+    c.reference = o.reference == ReferenceStrategy::kResident    ? planner::Reference::kResident
+                  : o.reference == ReferenceStrategy::kOffloaded ? planner::Reference::kOffloaded
+                                                                 : planner::Reference::kPrecomputed;
+  }
+  if (o.model.lora.rank > 0) c.lora_rank = o.model.lora.rank;
+  ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(shape, w, hw, c));
+  o.micro_batches = static_cast<int>(plan.chosen.strategy.accumulation);
+  o.model.activation_checkpointing = plan.chosen.strategy.checkpointing;
+  if (!print) return absl::OkStatus();
+  std::printf("planner (%.1f GB per rank): %s; predicted peak %s per rank\n", cli.memory_gb,
+              planner::DescribeStrategy(plan.chosen.strategy, w.task).c_str(),
+              planner::FormatBytes(plan.chosen.memory.device_bytes).c_str());
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Cli> Parse(int argc, char** argv) {
   Cli cli;
@@ -41,6 +85,7 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
       o.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
     } else if (a == "--checkpointing") {
       o.model.activation_checkpointing = true;
+      cli.checkpointing_given = true;
     } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
       values[a] = argv[++i];
     } else {
@@ -77,7 +122,9 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
          log_every = static_cast<double>(cli.log_every);
   ZF_RETURN_IF_ERROR(number("--steps", &steps, 1));
   ZF_RETURN_IF_ERROR(number("--global-batch", &gb, 1));
+  cli.sized_by_user = values.count("--micro") > 0;
   ZF_RETURN_IF_ERROR(number("--micro", &micro, 1));
+  ZF_RETURN_IF_ERROR(number("--memory-gb", &cli.memory_gb, 0.01));
   ZF_RETURN_IF_ERROR(number("--lr", &lr, 0));
   ZF_RETURN_IF_ERROR(number("--weight-decay", &wd, 0));
   ZF_RETURN_IF_ERROR(number("--max-length", &maxlen, 4));
@@ -123,9 +170,14 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   return cli;
 }
 
-absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
+absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
   torch::set_num_threads(1);
   ZF_ASSIGN_OR_RETURN(auto comm, comm::CreateHostCommunicator(env));
+  Cli cli = parsed;
+  if (!cli.sized_by_user) {
+    // Every rank computes the same plan (a pure function of the flags); rank 0 reports it.
+    ZF_RETURN_IF_ERROR(SizeWithPlanner(cli, comm->world_size(), comm->rank() == 0));
+  }
   const PreferenceTrainOptions& o = cli.options;
   const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
   const bool sft = o.task == PreferenceTrainOptions::Task::kSft;

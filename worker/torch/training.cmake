@@ -8,7 +8,7 @@ target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data)
 
 if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/train_prefs_main.cc)
-  target_link_libraries(zerofit_train_prefs PRIVATE zerofit_worker_torch)
+  target_link_libraries(zerofit_train_prefs PRIVATE zerofit_worker_torch zerofit_planner)
 endif()
 
 # The planner's measurement harness (issue 5): tracking allocator and a probe that runs real training steps.
