@@ -17,6 +17,13 @@ struct LossScalerOptions {
   float min_scale = 1.0f;
 };
 
+// What a checkpoint keeps of the scaler.
+struct LossScalerState {
+  float scale = 1.0f;
+  int good_steps = 0;
+  int64_t skipped = 0;
+};
+
 class DynamicLossScaler {
  public:
   explicit DynamicLossScaler(const LossScalerOptions& options)
@@ -27,6 +34,13 @@ class DynamicLossScaler {
 
   // Records the outcome of one step. Returns true if the step should be applied (no overflow).
   bool Update(bool overflow);
+
+  LossScalerState state() const { return {scale_, good_steps_, skipped_}; }
+  void Restore(const LossScalerState& s) {
+    scale_ = s.scale;
+    good_steps_ = s.good_steps;
+    skipped_ = s.skipped;
+  }
 
  private:
   LossScalerOptions options_;

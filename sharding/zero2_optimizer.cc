@@ -157,6 +157,27 @@ absl::Status Zero2Optimizer::InitializeFromParameters(bool broadcast) {
   return absl::OkStatus();
 }
 
+absl::Status Zero2Optimizer::RestoreFromShards(int64_t step, const LossScalerState& scaler) {
+  ZF_RETURN_IF_ERROR(Flush());
+  if (step < 0) return absl::InvalidArgumentError(absl::StrCat("RestoreFromShards: step ", step, " < 0"));
+  step_ = step;
+  scaler_.Restore(scaler);
+  for (const ShardSegment& s : plan_.segments()) {
+    core::ConvertElements(master_.as<float>() + s.shard_offset, DType::kFloat32, flat_param_at(s.flat_offset),
+                          options_.param_dtype, s.numel);
+  }
+  std::vector<std::unique_ptr<comm::Work>> works;
+  for (size_t b = 0; b < plan_.buckets().size(); ++b) {
+    const Bucket& bucket = plan_.buckets()[b];
+    Buffer out{flat_param_at(bucket.flat_offset), bucket.layout.padded_numel, options_.param_dtype};
+    Buffer in{owned_params(b), bucket.layout.shard_numel, options_.param_dtype};
+    ZF_ASSIGN_OR_RETURN(auto w, comm_->AllGather(in, out));
+    works.push_back(std::move(w));
+  }
+  for (auto& w : works) ZF_RETURN_IF_ERROR(w->Wait(comm_->options().timeout));
+  return absl::OkStatus();
+}
+
 bool Zero2Optimizer::reducing_this_micro_batch() const {
   return options_.accumulation == AccumulationMode::kReduceScatterEveryMicroBatch || last_of_step_;
 }

@@ -124,6 +124,7 @@ class Zero2Optimizer {
                                                                 comm::Communicator* comm);
 
   const BucketPlan& plan() const { return plan_; }
+  comm::Communicator* communicator() const { return comm_; }
   const Zero2Options& options() const { return options_; }
   // Storage of parameter i (numel elements of param_dtype) inside the flat parameter buffer.
   void* param_data(size_t i);
@@ -156,11 +157,21 @@ class Zero2Optimizer {
   // Why host memory is not pinned, if it is not (OK otherwise).
   absl::Status pin_status() const;
 
+  ~Zero2Optimizer();
+
   // This rank's shard buffers (shard_numel fp32 elements each), for tests and checkpoints.
   const float* master_shard() const { return master_.as<float>(); }
-  ~Zero2Optimizer();
   const float* exp_avg_shard() const { return exp_avg_.as<float>(); }
   const float* exp_avg_sq_shard() const { return exp_avg_sq_.as<float>(); }
+  LossScalerState loss_scaler_state() const { return scaler_.state(); }
+
+  // Checkpoint restore (sharding/checkpoint.h): writable shard buffers, then RestoreFromShards, which sets
+  // the counters and rebuilds every rank's parameters from the master shards (cast to param_dtype,
+  // all-gather). Collective. Call Flush() before touching the shards.
+  float* mutable_master_shard() { return master_.as<float>(); }
+  float* mutable_exp_avg_shard() { return exp_avg_.as<float>(); }
+  float* mutable_exp_avg_sq_shard() { return exp_avg_sq_.as<float>(); }
+  absl::Status RestoreFromShards(int64_t step, const LossScalerState& scaler);
 
  private:
   struct InFlight {

@@ -1,0 +1,325 @@
+#include "sharding/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/safetensors.h"
+#include "core/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace zerofit::sharding {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr const char* kFormat = "zerofit-zero2-checkpoint";
+constexpr int kVersion = 1;
+
+// A run of consecutive elements of one parameter held by one rank file.
+struct Run {
+  size_t param = 0;
+  size_t offset = 0;  // in the parameter
+  size_t numel = 0;
+  size_t file_offset = 0;  // in the rank file's tensors
+};
+
+std::vector<Run> RunsOf(const BucketPlan& plan) {
+  std::vector<Run> runs;
+  size_t at = 0;
+  for (const ShardSegment& s : plan.segments()) {
+    runs.push_back({s.param, s.offset_in_param, s.numel, at});
+    at += s.numel;
+  }
+  return runs;
+}
+
+absl::Status FsyncPath(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": open for fsync"));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return absl::ErrnoToStatus(err, absl::StrCat(path, ": fsync"));
+  return absl::OkStatus();
+}
+
+// Writes `text` to `path` atomically: temporary file, fsync, rename, fsync of the directory.
+absl::Status WriteFileAtomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return absl::PermissionDeniedError(absl::StrCat(tmp, ": cannot open for writing"));
+    out << text;
+    out.close();
+    if (!out) return absl::DataLossError(absl::StrCat(tmp, ": write failed (disk full?)"));
+  }
+  ZF_RETURN_IF_ERROR(FsyncPath(tmp, false));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", tmp, " -> ", path));
+  }
+  return FsyncPath(fs::path(path).parent_path().string(), true);
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string RankFile(int rank) { return absl::StrFormat("rank-%05d.safetensors", rank); }
+
+absl::Status Collective(absl::StatusOr<std::unique_ptr<comm::Work>> work, absl::Duration timeout) {
+  ZF_RETURN_IF_ERROR(work.status());
+  return (*work)->Wait(timeout);
+}
+
+// Every rank learns whether any rank failed, so that none waits in a later collective for a dead peer's data.
+absl::Status AgreeOk(const absl::Status& local, comm::Communicator& comm) {
+  double failed = local.ok() ? 0.0 : 1.0;
+  ZF_RETURN_IF_ERROR(
+      Collective(comm.AllReduce(comm::Buffer{&failed, 1, core::DType::kFloat64}, comm::ReduceOp::kMax),
+                 comm.options().timeout));
+  if (!local.ok()) return local;
+  if (failed > 0) return absl::AbortedError("checkpoint: another rank failed (see its log)");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::string& root,
+                                              const std::string& extra, int keep) {
+  comm::Communicator& comm = *opt.communicator();
+  const int rank = comm.rank(), world = comm.world_size();
+  if (keep < 1) return absl::InvalidArgumentError("SaveCheckpoint: keep must be >= 1");
+  Json extra_json = Json::object();
+  if (!extra.empty()) {
+    extra_json = Json::parse(extra, nullptr, /*allow_exceptions=*/false);
+    if (extra_json.is_discarded() || !extra_json.is_object()) {
+      return absl::InvalidArgumentError("SaveCheckpoint: extra must be a JSON object");
+    }
+  }
+  ZF_RETURN_IF_ERROR(opt.Flush());
+  CheckpointInfo info;
+  info.step = opt.step();
+  info.world_size = world;
+  info.extra = extra;
+  const std::string name = absl::StrFormat("step-%08d", info.step);
+  const fs::path final_dir = fs::path(root) / name;
+  const fs::path tmp_dir = fs::path(root) / (name + ".tmp");
+  info.dir = final_dir.string();
+
+  absl::Status local;
+  if (rank == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp_dir, ec);  // a save that crashed earlier
+    fs::create_directories(tmp_dir, ec);
+    if (ec) local = absl::PermissionDeniedError(absl::StrCat(tmp_dir.string(), ": ", ec.message()));
+  }
+  ZF_RETURN_IF_ERROR(AgreeOk(local, comm));
+
+  // This rank's real elements, runs concatenated in segment order.
+  const BucketPlan& plan = opt.plan();
+  size_t n = 0;
+  for (const ShardSegment& s : plan.segments()) n += s.numel;
+  std::vector<float> master(n), m(n), v(n);
+  size_t at = 0;
+  for (const ShardSegment& s : plan.segments()) {
+    std::copy_n(opt.master_shard() + s.shard_offset, s.numel, master.data() + at);
+    std::copy_n(opt.exp_avg_shard() + s.shard_offset, s.numel, m.data() + at);
+    std::copy_n(opt.exp_avg_sq_shard() + s.shard_offset, s.numel, v.data() + at);
+    at += s.numel;
+  }
+  const int64_t len = static_cast<int64_t>(n);
+  local = core::WriteSafetensors((tmp_dir / RankFile(rank)).string(),
+                                 {{"master", core::StDType::kF32, {len}, master.data()},
+                                  {"exp_avg", core::StDType::kF32, {len}, m.data()},
+                                  {"exp_avg_sq", core::StDType::kF32, {len}, v.data()}},
+                                 {{"rank", std::to_string(rank)}, {"world_size", std::to_string(world)}});
+  ZF_RETURN_IF_ERROR(AgreeOk(local, comm));  // every rank file is durable (WriteSafetensors fsyncs)
+
+  if (rank == 0) {
+    local = [&]() -> absl::Status {
+      Json j;
+      j["format"] = kFormat;
+      j["version"] = kVersion;
+      j["world_size"] = world;
+      j["step"] = info.step;
+      const LossScalerState sc = opt.loss_scaler_state();
+      j["loss_scaler"] = {{"scale", sc.scale}, {"good_steps", sc.good_steps}, {"skipped", sc.skipped}};
+      j["param_dtype"] = core::DTypeName(opt.options().param_dtype);
+      Json params = Json::array();
+      for (const ParamSpec& p : plan.params()) params.push_back({{"name", p.name}, {"numel", p.numel}});
+      j["params"] = params;
+      Json files = Json::array();
+      for (int r = 0; r < world; ++r) {
+        BucketPlanOptions po = plan.options();
+        po.rank = r;
+        ZF_ASSIGN_OR_RETURN(BucketPlan other, BucketPlan::Make(plan.params(), po));
+        Json runs = Json::array();
+        for (const Run& run : RunsOf(other))
+          runs.push_back({run.param, run.offset, run.numel, run.file_offset});
+        files.push_back({{"file", RankFile(r)}, {"runs", runs}});
+      }
+      j["files"] = files;
+      j["extra"] = extra_json;
+      ZF_RETURN_IF_ERROR(WriteFileAtomic((tmp_dir / "manifest.json").string(), j.dump(1)));
+      std::error_code ec;
+      fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
+      fs::rename(tmp_dir, final_dir, ec);
+      if (ec) return absl::InternalError(absl::StrCat("rename ", tmp_dir.string(), ": ", ec.message()));
+      ZF_RETURN_IF_ERROR(FsyncPath(root, true));
+      ZF_RETURN_IF_ERROR(WriteFileAtomic((fs::path(root) / "latest").string(), name + "\n"));
+      // Only now that `latest` names the new checkpoint may old ones go: keep the newest `keep`.
+      std::vector<std::string> complete;
+      for (const auto& e : fs::directory_iterator(root, ec)) {
+        const std::string f = e.path().filename().string();
+        if (e.is_directory() && f.rfind("step-", 0) == 0 && f.find(".tmp") == std::string::npos) {
+          complete.push_back(f);
+        }
+      }
+      std::sort(complete.begin(), complete.end());
+      for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) {
+        fs::remove_all(fs::path(root) / complete[i], ec);
+      }
+      return absl::OkStatus();
+    }();
+  }
+  ZF_RETURN_IF_ERROR(AgreeOk(local, comm));
+  return info;
+}
+
+absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::string& root) {
+  comm::Communicator& comm = *opt.communicator();
+  std::string dir = root;
+  if (!fs::exists(fs::path(root) / "manifest.json")) {
+    auto latest = ReadFile((fs::path(root) / "latest").string());
+    if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no 'latest' file)"));
+    std::string name = *latest;
+    name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '\n' || c == '\r'; }),
+               name.end());
+    dir = (fs::path(root) / name).string();
+  }
+  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
+  auto text = ReadFile(manifest_path);
+  ZF_RETURN_IF_ERROR(AgreeOk(text.status(), comm));
+  const Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return absl::DataLossError(absl::StrCat(manifest_path, ": field '", field, "' ", why));
+  };
+  if (j.is_discarded() || !j.is_object()) return bad("(root)", "is not a JSON object");
+  if (j.value("format", "") != kFormat) return bad("format", absl::StrCat("is not '", kFormat, "'"));
+  if (j.value("version", 0) != kVersion) return bad("version", absl::StrCat("is not ", kVersion));
+  CheckpointInfo info;
+  info.dir = dir;
+  LossScalerState state;
+  // The reading part is local; every rank then agrees before the collective rebuild, so a rank that failed
+  // to read never leaves the others waiting in the all-gather.
+  absl::Status local = [&]() -> absl::Status {
+    try {
+      info.step = j.at("step").get<int64_t>();
+      info.world_size = j.at("world_size").get<int>();
+      info.extra = j.at("extra").dump();
+      const BucketPlan& plan = opt.plan();
+      const Json& params = j.at("params");
+      if (!params.is_array() || params.size() != plan.params().size()) {
+        return bad("params", absl::StrCat("lists ", params.size(), " parameters; this model has ",
+                                          plan.params().size()));
+      }
+      for (size_t i = 0; i < params.size(); ++i) {
+        const std::string name = params[i].at("name").get<std::string>();
+        const size_t numel = params[i].at("numel").get<size_t>();
+        if (name != plan.params()[i].name || numel != plan.params()[i].numel) {
+          return bad(absl::StrCat("params[", i, "]"),
+                     absl::StrCat("is '", name, "' with ", numel, " elements; this model has '",
+                                  plan.params()[i].name, "' with ", plan.params()[i].numel));
+        }
+      }
+      // Where every parameter's elements are: runs per parameter across the old rank files.
+      struct Piece {
+        size_t offset, numel, file, file_offset;
+      };
+      std::vector<std::vector<Piece>> pieces(plan.params().size());
+      const Json& files = j.at("files");
+      std::vector<std::string> file_names;
+      for (size_t f = 0; f < files.size(); ++f) {
+        file_names.push_back(files[f].at("file").get<std::string>());
+        for (const Json& r : files[f].at("runs")) {
+          const size_t p = r.at(0).get<size_t>();
+          if (p >= pieces.size())
+            return bad(absl::StrCat("files[", f, "].runs"), "names a parameter out of range");
+          pieces[p].push_back({r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>()});
+        }
+      }
+      // Load the old files this rank's segments overlap, then copy.
+      std::map<size_t, std::vector<std::vector<float>>> loaded;  // file -> master, m, v
+      auto load = [&](size_t f) -> absl::StatusOr<const std::vector<std::vector<float>>*> {
+        auto it = loaded.find(f);
+        if (it != loaded.end()) return &it->second;
+        ZF_ASSIGN_OR_RETURN(core::SafetensorsFile file,
+                            core::SafetensorsFile::Open((fs::path(dir) / file_names[f]).string()));
+        std::vector<std::vector<float>> t;
+        for (const char* name : {"master", "exp_avg", "exp_avg_sq"}) {
+          const core::StTensorInfo* ti = file.Find(name);
+          if (ti == nullptr || ti->dtype != core::StDType::kF32) {
+            return absl::DataLossError(absl::StrCat(file.path(), ": tensor '", name, "' missing or not F32"));
+          }
+          std::vector<float> data(static_cast<size_t>(ti->numel()));
+          ZF_RETURN_IF_ERROR(file.Read(name, data.data(), data.size() * sizeof(float)));
+          t.push_back(std::move(data));
+        }
+        return &loaded.emplace(f, std::move(t)).first->second;
+      };
+      float* dst[3] = {opt.mutable_master_shard(), opt.mutable_exp_avg_shard(),
+                       opt.mutable_exp_avg_sq_shard()};
+      for (float* d : dst) std::fill_n(d, plan.shard_numel(), 0.0f);
+      for (const ShardSegment& s : plan.segments()) {
+        size_t covered = 0;
+        for (const Piece& pc : pieces[s.param]) {
+          const size_t lo = std::max(s.offset_in_param, pc.offset);
+          const size_t hi = std::min(s.offset_in_param + s.numel, pc.offset + pc.numel);
+          if (lo >= hi) continue;
+          ZF_ASSIGN_OR_RETURN(const auto* t, load(pc.file));
+          const size_t src = pc.file_offset + (lo - pc.offset);
+          if (src + (hi - lo) > (*t)[0].size()) {
+            return absl::DataLossError(
+                absl::StrCat(dir, "/", file_names[pc.file], ": shorter than its manifest runs"));
+          }
+          for (int k = 0; k < 3; ++k) {
+            std::copy_n((*t)[k].data() + src, hi - lo, dst[k] + s.shard_offset + (lo - s.offset_in_param));
+          }
+          covered += hi - lo;
+        }
+        if (covered != s.numel) {
+          return absl::DataLossError(absl::StrCat(manifest_path, ": parameter '", plan.params()[s.param].name,
+                                                  "' is not fully covered by the rank files"));
+        }
+      }
+      const Json& sc = j.at("loss_scaler");
+      state = LossScalerState{sc.at("scale").get<float>(), sc.at("good_steps").get<int>(),
+                              sc.at("skipped").get<int64_t>()};
+    } catch (const Json::exception& e) {
+      return absl::DataLossError(absl::StrCat(manifest_path, ": malformed manifest: ", e.what()));
+    }
+    return absl::OkStatus();
+  }();
+  ZF_RETURN_IF_ERROR(AgreeOk(local, comm));
+  ZF_RETURN_IF_ERROR(opt.RestoreFromShards(info.step, state));
+  return info;
+}
+
+}  // namespace zerofit::sharding

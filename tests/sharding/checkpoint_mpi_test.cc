@@ -1,0 +1,242 @@
+// World-size-independent ZeRO-2 checkpoints: resume gives bit-identical parameters to an uninterrupted run,
+// on the same or another number of ranks; saves are atomic; bad checkpoints are refused with the file and
+// field.
+//
+// The gradients are dyadic (multiples of 1/64) split evenly over the ranks, so their sums are exact whatever
+// the world size; AdamW is elementwise and clipping is off, so every world size computes the same bits.
+// ctest runs the SaveForAnotherWorldSize / ResumeFromAnotherWorldSize pair as two mpiexec runs (4 ranks, then
+// 2) sharing the directory in ZEROFIT_CHECKPOINT_TEST_DIR.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "comm/communicator_factory.h"
+#include "sharding/checkpoint.h"
+#include "sharding/zero2_optimizer.h"
+#include "tests/support/mpi_test_env.h"
+
+namespace zerofit::sharding {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where the cross-world-size pair meets (empty: the pair is skipped).
+std::string SharedDir() {
+  const char* d = std::getenv("ZEROFIT_CHECKPOINT_TEST_DIR");
+  return d != nullptr ? d : "";
+}
+
+std::unique_ptr<comm::Communicator> MakeComm() {
+  comm::CommOptions options;
+  options.timeout = absl::Seconds(60);
+  auto c = comm::CreateHostCommunicator(testing::MpiEnv(), options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+std::vector<ParamSpec> Specs() {
+  return {{"embed", 1001, true}, {"layer.w", 333, true}, {"layer.b", 7, false}, {"head", 64, true}};
+}
+
+Zero2Options Options() {
+  Zero2Options o;
+  o.bucket_bytes = 1024;  // several buckets, parameters split across ranks at odd places
+  o.adamw.lr = 1e-2f;
+  o.adamw.weight_decay = 0.1f;
+  o.max_grad_norm = 0.0f;
+  return o;
+}
+
+std::unique_ptr<Zero2Optimizer> MakeOptimizer(comm::Communicator* comm) {
+  auto opt = Zero2Optimizer::Create(Specs(), Options(), comm);
+  EXPECT_TRUE(opt.ok()) << opt.status();
+  const auto specs = Specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    float* p = static_cast<float*>((*opt)->param_data(i));
+    for (size_t e = 0; e < specs[i].numel; ++e) p[e] = static_cast<float>((e % 17) - 8) / 32.0f;
+  }
+  EXPECT_TRUE((*opt)->InitializeFromParameters().ok());
+  return std::move(*opt);
+}
+
+// One optimizer step: the global gradient of step t is G = ((i + 3 e + 5 t) % 13 - 6) / 64, each rank adds
+// G / W and reports 1 / W units.
+void TrainSteps(Zero2Optimizer& opt, int64_t first, int64_t count) {
+  const auto specs = Specs();
+  const int world = opt.communicator()->world_size();
+  for (int64_t t = first; t < first + count; ++t) {
+    ASSERT_TRUE(opt.BeginMicroBatch(true).ok());
+    for (size_t i = specs.size(); i-- > 0;) {
+      std::vector<float> g(specs[i].numel);
+      for (size_t e = 0; e < g.size(); ++e) {
+        g[e] = static_cast<float>(static_cast<int64_t>((i + 3 * e + 5 * t) % 13) - 6) / 64.0f / world;
+      }
+      ASSERT_TRUE(opt.OnGradientReady(i, g.data()).ok());
+    }
+    ASSERT_TRUE(opt.EndMicroBatch(1.0 / world).ok());
+    auto r = opt.Step();
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->applied);
+  }
+}
+
+std::vector<float> Parameters(Zero2Optimizer& opt) {
+  std::vector<float> all;
+  const auto specs = Specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const float* p = static_cast<const float*>(opt.param_data(i));
+    all.insert(all.end(), p, p + specs[i].numel);
+  }
+  return all;
+}
+
+std::string TempRoot(comm::Communicator& comm, const std::string& tag) {
+  // One directory for all ranks of this run: named after mpiexec (the ranks' parent).
+  const std::string dir =
+      (fs::temp_directory_path() / ("zerofit_ckpt_" + tag + "_" + std::to_string(getppid()))).string();
+  if (comm.rank() == 0) fs::remove_all(dir);
+  EXPECT_TRUE(comm.Barrier(absl::Seconds(30)).ok());
+  return dir;
+}
+
+TEST(CheckpointTest, ResumeGivesTheSameParametersAsAnUninterruptedRun) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string root = TempRoot(*comm, "resume");
+  auto straight = MakeOptimizer(comm.get());
+  TrainSteps(*straight, 0, 6);
+  const std::vector<float> expected = Parameters(*straight);
+
+  auto first = MakeOptimizer(comm.get());
+  TrainSteps(*first, 0, 3);
+  auto saved = SaveCheckpoint(*first, root, R"({"sampler": {"epoch": 0, "offset": 96}})");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->step, 3);
+  first.reset();  // the "crash"
+
+  auto second = MakeOptimizer(comm.get());  // fresh initial parameters, overwritten by the load
+  auto loaded = LoadCheckpoint(*second, root);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 3);
+  EXPECT_EQ(second->step(), 3);
+  EXPECT_EQ(loaded->world_size, comm->world_size());
+  EXPECT_NE(loaded->extra.find("\"offset\":96"), std::string::npos) << loaded->extra;
+  TrainSteps(*second, 3, 3);
+  const std::vector<float> got = Parameters(*second);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) fs::remove_all(root);
+}
+
+TEST(CheckpointTest, SavesAreAtomicAndOnlyCompleteCheckpointsAreKept) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string root = TempRoot(*comm, "atomic");
+  auto opt = MakeOptimizer(comm.get());
+  TrainSteps(*opt, 0, 2);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root).ok());
+  TrainSteps(*opt, 2, 2);
+  // A save that died half-way (a leftover temporary directory) must not be what a load finds.
+  if (comm->rank() == 0) {
+    fs::create_directories(fs::path(root) / "step-00000009.tmp");
+    std::ofstream(fs::path(root) / "step-00000009.tmp" / "manifest.json") << "{ truncated";
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  auto second = SaveCheckpoint(*opt, root);
+  ASSERT_TRUE(second.ok()) << second.status();
+  std::ifstream latest(fs::path(root) / "latest");
+  std::string name;
+  latest >> name;
+  EXPECT_EQ(name, "step-00000004");
+  EXPECT_FALSE(fs::exists(fs::path(root) / "step-00000002")) << "keep = 1: the older one is removed";
+  EXPECT_FALSE(fs::exists(fs::path(root) / "step-00000004.tmp"));
+  for (int r = 0; r < comm->world_size(); ++r) {
+    EXPECT_TRUE(fs::exists(fs::path(root) / name / ("rank-0000" + std::to_string(r) + ".safetensors")));
+  }
+  auto fresh = MakeOptimizer(comm.get());
+  auto loaded = LoadCheckpoint(*fresh, root);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 4);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) fs::remove_all(root);
+}
+
+TEST(CheckpointTest, BadCheckpointsAreRefusedWithFileAndField) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string root = TempRoot(*comm, "bad");
+  auto opt = MakeOptimizer(comm.get());
+  EXPECT_EQ(LoadCheckpoint(*opt, root).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root).ok());
+  // A model with a differently sized parameter.
+  std::vector<ParamSpec> other = Specs();
+  other[1].numel = 334;
+  auto different = Zero2Optimizer::Create(other, Options(), comm.get());
+  ASSERT_TRUE(different.ok());
+  auto r = LoadCheckpoint(**different, root);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("manifest.json: field 'params[1]'"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("layer.w"), std::string::npos) << r.status();
+  // A truncated rank file.
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) fs::resize_file(fs::path(root) / "step-00000000" / "rank-00000.safetensors", 100);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  r = LoadCheckpoint(*opt, root);
+  ASSERT_FALSE(r.ok());
+  // Rank 0 reads that file and names it; a rank that did not need it learns that another rank failed.
+  const std::string expected = comm->rank() == 0 ? "rank-00000.safetensors" : "another rank failed";
+  EXPECT_NE(r.status().message().find(expected), std::string::npos) << r.status();
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) fs::remove_all(root);
+}
+
+// Cross-world-size resume, first half: save at step 3 and record the uninterrupted result of 6 steps.
+TEST(CheckpointTest, SaveForAnotherWorldSize) {
+  const std::string shared = SharedDir();
+  if (shared.empty()) GTEST_SKIP() << "needs ZEROFIT_CHECKPOINT_TEST_DIR";
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  if (comm->rank() == 0) fs::remove_all(shared);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  auto straight = MakeOptimizer(comm.get());
+  TrainSteps(*straight, 0, 6);
+  auto opt = MakeOptimizer(comm.get());
+  TrainSteps(*opt, 0, 3);
+  ASSERT_TRUE(SaveCheckpoint(*opt, shared + "/ckpt").ok());
+  if (comm->rank() == 0) {
+    const std::vector<float> expected = Parameters(*straight);
+    std::ofstream out(shared + "/expected.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(expected.data()),
+              static_cast<std::streamsize>(expected.size() * 4));
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+}
+
+// Second half, run with another number of ranks: resume and finish; the parameters equal the record.
+TEST(CheckpointTest, ResumeFromAnotherWorldSize) {
+  const std::string shared = SharedDir();
+  if (shared.empty()) GTEST_SKIP() << "needs ZEROFIT_CHECKPOINT_TEST_DIR";
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  auto opt = MakeOptimizer(comm.get());
+  auto loaded = LoadCheckpoint(*opt, shared + "/ckpt");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_NE(loaded->world_size, comm->world_size()) << "the pair is meant to change the world size";
+  TrainSteps(*opt, 3, 3);
+  std::vector<float> expected(Parameters(*opt).size());
+  std::ifstream in(shared + "/expected.bin", std::ios::binary);
+  in.read(reinterpret_cast<char*>(expected.data()), static_cast<std::streamsize>(expected.size() * 4));
+  ASSERT_TRUE(in.good());
+  const std::vector<float> got = Parameters(*opt);
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+}
+
+}  // namespace
+}  // namespace zerofit::sharding
