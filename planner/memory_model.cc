@@ -147,6 +147,7 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
     layer_phase = e.saved - n * logits_saved + n * layer_moment;
   }
   e.peak = std::max(head_phase, layer_phase);
+  e.logits = head_phase >= layer_phase ? n * (logits_saved + head_transient) : 0.0;
   e.phase = head_phase >= layer_phase
                 ? "loss-head backward"
                 : (checkpointing ? "recomputed layer backward" : "decoder layer backward");
@@ -265,7 +266,8 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   const double grad_transient =
       lora ? a * 2.0 * m.hidden_size * s.lora_rank : a * std::max(layer_matrix, head_matrix);
   double peak_dynamic = std::max(act.peak, act.saved + grad_transient);
-  std::string phase = act.peak >= act.saved + grad_transient ? act.phase : "decoder layer backward (weight gradient)";
+  std::string phase =
+      act.peak >= act.saved + grad_transient ? act.phase : "decoder layer backward (weight gradient)";
   std::string dynamic_name = "activations";
   const double tokens = static_cast<double>(rows) * seq;
   if (s.reference == Reference::kResident || s.reference == Reference::kOffloaded) {
@@ -303,9 +305,12 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
       peak_dynamic -= kv;
     }
   }
+  const double logits = dynamic_name == "activations" ? std::min(act.logits, peak_dynamic) : 0.0;
   device(
-      dynamic_name, peak_dynamic,
+      dynamic_name, peak_dynamic - logits,
       absl::StrCat(phase, "; ", rows, " rows x ", seq, " tokens", s.checkpointing ? ", checkpointed" : ""));
+  device("logits (fp32 log-softmax + gradients)", logits,
+         absl::StrCat("12 B x ", m.vocab_size, " x ", rows, " x ", seq - 1, " predicted positions"));
   est.activation_bytes = peak_dynamic;
   est.peak_phase = phase;
   if (!hw.cpu) {

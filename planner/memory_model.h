@@ -76,8 +76,9 @@ struct MemoryEstimate {
 // Activation bytes of one forward/backward of `rows` sequences of `seq_len` tokens (no-grad phases
 // excluded). Exposed for the unit tests and the harness.
 struct ActivationEstimate {
-  double saved = 0;  // kept for backward at the end of the forward (incl. rope tables and mask)
-  double peak = 0;   // saved + the largest transient of backward
+  double saved = 0;   // kept for backward at the end of the forward (incl. rope tables and mask)
+  double peak = 0;    // saved + the largest transient of backward
+  double logits = 0;  // the part of `peak` that is a policy's fp32 log-softmax and its gradients
   std::string phase;
 };
 ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_t seq_len, int element_bytes,

@@ -17,7 +17,7 @@
 namespace zerofit::worker {
 namespace {
 
-using Task = ProbeJob::Task;
+using planner::Task;
 
 // Random pairs of exactly seq_len tokens each: a prompt of seq_len / 2 and a response of the rest.
 std::vector<data::PreferencePair> SyntheticPairs(int64_t n, int64_t seq_len, int64_t vocab, uint64_t seed) {
@@ -37,19 +37,8 @@ std::vector<data::PreferencePair> SyntheticPairs(int64_t n, int64_t seq_len, int
 
 }  // namespace
 
-const char* ProbeTaskName(ProbeJob::Task task) {
-  switch (task) {
-    case Task::kSft:
-      return "sft";
-    case Task::kReward:
-      return "reward";
-    case Task::kDpo:
-      return "dpo";
-  }
-  return "?";
-}
-
 absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Communicator* comm) {
+  if (job.task == Task::kGrpo) return absl::UnimplementedError("ProbeJob: GRPO training is not implemented");
   if (job.micro_batch < 1 || job.seq_len < 2 || job.accumulation < 1 || job.steps < 1) {
     return absl::InvalidArgumentError(
         "ProbeJob: micro_batch >= 1, seq_len >= 2, accumulation >= 1, steps >= 1");

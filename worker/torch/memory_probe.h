@@ -15,14 +15,14 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "core/hf_config.h"
+#include "planner/memory_model.h"
 #include "sharding/zero2_optimizer.h"
 #include "worker/torch/reference_model.h"
 
 namespace zerofit::worker {
 
 struct ProbeJob {
-  enum class Task { kSft, kReward, kDpo };
-  Task task = Task::kSft;
+  planner::Task task = planner::Task::kSft;  // sft, reward or dpo (the workers do not run GRPO yet)
   core::HfModelConfig model;
   int64_t micro_batch = 1;  // sequences (sft) or pairs (reward, dpo: two rows each) per rank
   int64_t seq_len = 32;     // every row is exactly this long (no padding)
@@ -46,8 +46,6 @@ struct ProbeResult {
   int64_t host_bytes = 0;            // offloaded optimizer state + pinned reference weights
   sharding::Zero2MemoryStats zero2;  // as reported by the optimizer
 };
-
-const char* ProbeTaskName(ProbeJob::Task task);
 
 // Collective: every rank of `comm` calls it with the same job.
 absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Communicator* comm);

@@ -53,16 +53,7 @@ absl::StatusOr<ProbeJob> Parse(int argc, char** argv) {
   }
   if (!v.count("--config")) return absl::InvalidArgumentError(absl::StrCat("--config is required\n", kUsage));
   ZF_ASSIGN_OR_RETURN(job.model, core::LoadHfConfig(v["--config"]));
-  const std::string task = v.count("--task") ? v["--task"] : "sft";
-  if (task == "sft") {
-    job.task = ProbeJob::Task::kSft;
-  } else if (task == "reward") {
-    job.task = ProbeJob::Task::kReward;
-  } else if (task == "dpo") {
-    job.task = ProbeJob::Task::kDpo;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--task: unknown task '", task, "' (sft, reward, dpo)"));
-  }
+  ZF_ASSIGN_OR_RETURN(job.task, planner::ParseTask(v.count("--task") ? v["--task"] : "sft"));
   if (v.count("--ref")) {
     ZF_ASSIGN_OR_RETURN(job.reference, ParseReferenceStrategy(v["--ref"]));
   }

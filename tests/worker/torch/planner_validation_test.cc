@@ -40,7 +40,7 @@ core::HfModelConfig Tiny(int64_t hidden, int64_t inter, int64_t layers, int64_t 
 
 struct Case {
   std::string model;  // "A", "B" or "C" (below)
-  ProbeJob::Task task;
+  planner::Task task;
   int64_t micro_batch, seq_len;
   int accumulation = 1;
   bool checkpointing = false;
@@ -68,20 +68,8 @@ planner::Reference ToPlanner(ReferenceStrategy r) {
   return planner::Reference::kNone;
 }
 
-planner::Task ToPlanner(ProbeJob::Task t) {
-  switch (t) {
-    case ProbeJob::Task::kSft:
-      return planner::Task::kSft;
-    case ProbeJob::Task::kReward:
-      return planner::Task::kReward;
-    case ProbeJob::Task::kDpo:
-      return planner::Task::kDpo;
-  }
-  return planner::Task::kSft;
-}
-
 std::vector<Case> CasesFor(int world) {
-  using T = ProbeJob::Task;
+  using T = planner::Task;
   using R = ReferenceStrategy;
   // Each world size gets its own mix; together they cover every task, micro-batch and sequence length,
   // checkpointing, LoRA, the three DPO references, offload and bf16.
@@ -154,7 +142,7 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
     auto shape = planner::ModelShapeFromConfig(job.model, c.model);
     ASSERT_TRUE(shape.ok()) << shape.status();
     planner::Workload w;
-    w.task = ToPlanner(c.task);
+    w.task = c.task;
     w.seq_len = c.seq_len;
     w.global_batch = c.micro_batch * c.accumulation * world;
     w.element_bytes = c.bf16 ? 2 : 4;
@@ -165,7 +153,7 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
     s.offload = c.offload;
     s.checkpointing = c.checkpointing;
     s.lora_rank = c.lora_rank;
-    s.reference = c.task == ProbeJob::Task::kDpo ? ToPlanner(c.reference) : planner::Reference::kNone;
+    s.reference = c.task == planner::Task::kDpo ? ToPlanner(c.reference) : planner::Reference::kNone;
     s.bucket_bytes = job.bucket_bytes;
     const planner::MemoryEstimate predicted = planner::EstimateMemory(*shape, w, s, *hw, world);
 
@@ -185,10 +173,10 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
     if (print) {
       std::printf(
           "%-5s %-6s %-3d %4lld %4lld %3d %-4s %4lld %-11s %-4s %-5s %12.0f %12.0f %+6.2f%% %+8.2f%%  %s\n",
-          c.model.c_str(), ProbeTaskName(c.task), world, static_cast<long long>(c.micro_batch),
+          c.model.c_str(), planner::TaskName(c.task), world, static_cast<long long>(c.micro_batch),
           static_cast<long long>(c.seq_len), c.accumulation, c.checkpointing ? "yes" : "no",
           static_cast<long long>(c.lora_rank),
-          c.task == ProbeJob::Task::kDpo ? ReferenceStrategyName(c.reference) : "-", c.offload ? "yes" : "no",
+          c.task == planner::Task::kDpo ? ReferenceStrategyName(c.reference) : "-", c.offload ? "yes" : "no",
           c.bf16 ? "bf16" : "fp32", peak, predicted.device_bytes, 100 * error, 100 * dynamic_error,
           predicted.peak_phase.c_str());
       if (std::getenv("ZEROFIT_PLANNER_VERBOSE") != nullptr) {  // the itemised prediction, for diagnosis
