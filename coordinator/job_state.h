@@ -1,0 +1,71 @@
+// The life of one job, as a pure state machine (no I/O, no threads; time comes in with every event):
+//
+//   queued --Schedule--> running --Succeed--> succeeded
+//                          |  attempt fails (worker exit != 0, missed heartbeats, OOM)
+//                          v
+//                       restarting --Schedule--> running ...   (up to max_restarts, then failed)
+//   any non-terminal --Cancel--> cancelled
+//
+// An attempt fails when a rank exits non-zero, reports an out-of-memory error (then the next attempt must be
+// re-planned: smaller micro-batch, more accumulation, same global batch), or misses heartbeats for longer
+// than heartbeat_timeout (checked by Tick). A restart resumes from the last checkpoint the job recorded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace zerofit::coordinator {
+
+enum class JobPhase { kQueued, kRunning, kRestarting, kSucceeded, kFailed, kCancelled };
+const char* JobPhaseName(JobPhase p);
+bool IsTerminal(JobPhase p);
+
+struct JobPolicy {
+  int max_restarts = 3;
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+};
+
+struct JobStatus {
+  JobPhase phase = JobPhase::kQueued;
+  int attempt = 0;   // 1 for the first run; grows with every Schedule
+  int restarts = 0;  // attempts that failed and were retried
+  int world_size = 0;
+  int64_t checkpoint_step = -1;  // last complete checkpoint (-1: none; a restart starts from scratch)
+  bool replan = false;           // the last failure was an OOM: re-plan before the next attempt
+  std::string reason;            // why the job is in its phase (failures, cancel)
+  absl::Time since;              // when it entered the phase
+};
+
+class JobStateMachine {
+ public:
+  JobStateMachine(const JobPolicy& policy, absl::Time now);
+
+  // Every event returns FailedPrecondition if it does not apply to the current phase (the status is
+  // unchanged).
+  absl::Status Schedule(int world_size, absl::Time now);  // queued | restarting -> running (a new attempt)
+  absl::Status Heartbeat(int rank, absl::Time now);
+  absl::Status WorkerExited(int rank, int exit_code, absl::Time now);  // 0 alone does not end the job
+  absl::Status OutOfMemory(int rank, const std::string& what, absl::Time now);
+  absl::Status CheckpointWritten(int64_t step);
+  absl::Status Succeed(absl::Time now);
+  absl::Status Cancel(const std::string& why, absl::Time now);  // idempotent on a cancelled job
+  // Fails the attempt if any rank's last heartbeat is older than heartbeat_timeout. Returns true if it did.
+  bool Tick(absl::Time now);
+
+  const JobStatus& status() const { return status_; }
+  const JobPolicy& policy() const { return policy_; }
+
+ private:
+  void FailAttempt(const std::string& why, bool oom, absl::Time now);
+  void Enter(JobPhase p, std::string reason, absl::Time now);
+
+  JobPolicy policy_;
+  JobStatus status_;
+  std::vector<absl::Time> last_heartbeat_;  // per rank, this attempt
+};
+
+}  // namespace zerofit::coordinator

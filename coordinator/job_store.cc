@@ -1,0 +1,303 @@
+#include "coordinator/job_store.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status_macros.h"
+
+namespace zerofit::coordinator {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS jobs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT UNIQUE NOT NULL,
+  request_id TEXT UNIQUE NOT NULL,
+  name TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  phase INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  restarts INTEGER NOT NULL,
+  world_size INTEGER NOT NULL,
+  checkpoint_step INTEGER NOT NULL,
+  replan INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  since_us INTEGER NOT NULL,
+  created_us INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS logs (
+  job_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  text TEXT NOT NULL,
+  time_us INTEGER NOT NULL,
+  PRIMARY KEY (job_id, seq));
+CREATE TABLE IF NOT EXISTS metrics (
+  job_id TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  loss REAL, accuracy REAL, tokens_per_s REAL, peak_bytes INTEGER,
+  time_us INTEGER NOT NULL,
+  PRIMARY KEY (job_id, step, rank));
+)sql";
+
+int64_t Micros(absl::Time t) { return absl::ToUnixMicros(t); }
+absl::Time FromMicros(int64_t us) { return absl::FromUnixMicros(us); }
+
+// A prepared statement; finalized on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  absl::Status ok(const char* what) const {
+    if (rc_ == SQLITE_OK) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat("sqlite prepare (", what, "): ", sqlite3_errmsg(db_)));
+  }
+  Stmt& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE, or an error code.
+  int Step() { return sqlite3_step(stmt_); }
+  int64_t Int(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double Real(int c) const { return sqlite3_column_double(stmt_, c); }
+  std::string Text(int c) const {
+    const unsigned char* t = sqlite3_column_text(stmt_, c);
+    return t ? std::string(reinterpret_cast<const char*>(t),
+                           static_cast<size_t>(sqlite3_column_bytes(stmt_, c)))
+             : std::string();
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+absl::Status StepError(sqlite3* db, const char* what) {
+  return absl::InternalError(absl::StrCat("sqlite (", what, "): ", sqlite3_errmsg(db)));
+}
+
+constexpr const char* kJobColumns =
+    "id, request_id, name, spec, phase, attempt, restarts, world_size, checkpoint_step, replan, reason, "
+    "since_us, created_us";
+
+JobRecord ReadJob(const Stmt& s) {
+  JobRecord j;
+  j.id = s.Text(0);
+  j.request_id = s.Text(1);
+  j.name = s.Text(2);
+  j.spec = s.Text(3);
+  j.status.phase = static_cast<JobPhase>(s.Int(4));
+  j.status.attempt = static_cast<int>(s.Int(5));
+  j.status.restarts = static_cast<int>(s.Int(6));
+  j.status.world_size = static_cast<int>(s.Int(7));
+  j.status.checkpoint_step = s.Int(8);
+  j.status.replan = s.Int(9) != 0;
+  j.status.reason = s.Text(10);
+  j.status.since = FromMicros(s.Int(11));
+  j.created = FromMicros(s.Int(12));
+  return j;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return absl::UnavailableError(absl::StrCat(path, ": cannot open the job store: ", msg));
+  }
+  std::unique_ptr<JobStore> store(new JobStore(db, path));
+  sqlite3_busy_timeout(db, 10000);  // another process holding the lock: wait up to 10 s, then fail
+  if (path != ":memory:") ZF_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
+  ZF_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
+  ZF_RETURN_IF_ERROR(store->Exec(kSchema));
+  return store;
+}
+
+JobStore::~JobStore() { sqlite3_close(db_); }
+
+absl::Status JobStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return absl::InternalError(absl::StrCat(path_, ": sqlite: ", msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobStore::SubmitResult> JobStore::Submit(const std::string& request_id,
+                                                        const std::string& name, const std::string& spec,
+                                                        absl::Time now) {
+  if (request_id.empty()) return absl::InvalidArgumentError("Submit: request_id is empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  auto body = [&]() -> absl::StatusOr<SubmitResult> {
+    {
+      Stmt q(db_, absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE request_id = ?").c_str());
+      ZF_RETURN_IF_ERROR(q.ok("find request"));
+      q.Bind(1, request_id);
+      const int rc = q.Step();
+      if (rc == SQLITE_ROW) return SubmitResult{ReadJob(q), false};
+      if (rc != SQLITE_DONE) return StepError(db_, "find request");
+    }
+    int64_t next = 1;
+    {
+      Stmt q(db_, "SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs");
+      ZF_RETURN_IF_ERROR(q.ok("next id"));
+      if (q.Step() != SQLITE_ROW) return StepError(db_, "next id");
+      next = q.Int(0);
+    }
+    JobRecord j;
+    j.id = absl::StrFormat("job-%06d", next);
+    j.request_id = request_id;
+    j.name = name;
+    j.spec = spec;
+    j.status.since = now;
+    j.created = now;
+    Stmt ins(db_,
+             "INSERT INTO jobs (seq, id, request_id, name, spec, phase, attempt, restarts, world_size, "
+             "checkpoint_step, replan, reason, since_us, created_us) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    ZF_RETURN_IF_ERROR(ins.ok("insert job"));
+    ins.Bind(1, next).Bind(2, j.id).Bind(3, request_id).Bind(4, name).Bind(5, spec);
+    ins.Bind(6, static_cast<int64_t>(j.status.phase))
+        .Bind(7, int64_t{0})
+        .Bind(8, int64_t{0})
+        .Bind(9, int64_t{0});
+    ins.Bind(10, j.status.checkpoint_step).Bind(11, int64_t{0}).Bind(12, std::string()).Bind(13, Micros(now));
+    ins.Bind(14, Micros(now));
+    if (ins.Step() != SQLITE_DONE) return StepError(db_, "insert job");
+    return SubmitResult{j, true};
+  };
+  auto result = body();
+  if (!result.ok()) {
+    (void)Exec("ROLLBACK");
+    return result.status();
+  }
+  ZF_RETURN_IF_ERROR(Exec("COMMIT"));
+  return result;
+}
+
+absl::StatusOr<JobRecord> JobStore::GetLocked(const std::string& id) {
+  Stmt q(db_, absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE id = ?").c_str());
+  ZF_RETURN_IF_ERROR(q.ok("get job"));
+  q.Bind(1, id);
+  const int rc = q.Step();
+  if (rc == SQLITE_ROW) return ReadJob(q);
+  if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  return StepError(db_, "get job");
+}
+
+absl::StatusOr<JobRecord> JobStore::Get(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return GetLocked(id);
+}
+
+absl::StatusOr<std::vector<JobRecord>> JobStore::List() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, absl::StrCat("SELECT ", kJobColumns, " FROM jobs ORDER BY seq").c_str());
+  ZF_RETURN_IF_ERROR(q.ok("list jobs"));
+  std::vector<JobRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out.push_back(ReadJob(q));
+  if (rc != SQLITE_DONE) return StepError(db_, "list jobs");
+  return out;
+}
+
+absl::Status JobStore::UpdateStatus(const std::string& id, const JobStatus& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt u(db_,
+         "UPDATE jobs SET phase = ?, attempt = ?, restarts = ?, world_size = ?, checkpoint_step = ?, replan "
+         "= ?, "
+         "reason = ?, since_us = ? WHERE id = ?");
+  ZF_RETURN_IF_ERROR(u.ok("update job"));
+  u.Bind(1, static_cast<int64_t>(s.phase)).Bind(2, static_cast<int64_t>(s.attempt));
+  u.Bind(3, static_cast<int64_t>(s.restarts)).Bind(4, static_cast<int64_t>(s.world_size));
+  u.Bind(5, s.checkpoint_step).Bind(6, static_cast<int64_t>(s.replan ? 1 : 0)).Bind(7, s.reason);
+  u.Bind(8, Micros(s.since)).Bind(9, id);
+  if (u.Step() != SQLITE_DONE) return StepError(db_, "update job");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> JobStore::AppendLog(const std::string& job_id, const std::string& source,
+                                            const std::string& text, absl::Time now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt ins(db_,
+           "INSERT INTO logs (job_id, seq, source, text, time_us) SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, "
+           "?3, ?4 "
+           "FROM logs WHERE job_id = ?1 RETURNING seq");
+  ZF_RETURN_IF_ERROR(ins.ok("append log"));
+  ins.Bind(1, job_id).Bind(2, source).Bind(3, text).Bind(4, Micros(now));
+  if (ins.Step() != SQLITE_ROW) return StepError(db_, "append log");
+  const int64_t seq = ins.Int(0);
+  if (ins.Step() != SQLITE_DONE) return StepError(db_, "append log");
+  return seq;
+}
+
+absl::StatusOr<std::vector<LogLine>> JobStore::Logs(const std::string& job_id, int64_t after, int limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         "SELECT seq, source, text, time_us FROM logs WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?");
+  ZF_RETURN_IF_ERROR(q.ok("read logs"));
+  q.Bind(1, job_id).Bind(2, after).Bind(3, static_cast<int64_t>(limit));
+  std::vector<LogLine> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out.push_back({q.Int(0), q.Text(1), q.Text(2), FromMicros(q.Int(3))});
+  if (rc != SQLITE_DONE) return StepError(db_, "read logs");
+  return out;
+}
+
+absl::Status JobStore::AppendMetric(const std::string& job_id, const MetricRow& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt ins(db_,
+           "INSERT OR REPLACE INTO metrics (job_id, step, rank, loss, accuracy, tokens_per_s, peak_bytes, "
+           "time_us) "
+           "VALUES (?,?,?,?,?,?,?,?)");
+  ZF_RETURN_IF_ERROR(ins.ok("append metric"));
+  ins.Bind(1, job_id)
+      .Bind(2, m.step)
+      .Bind(3, static_cast<int64_t>(m.rank))
+      .Bind(4, m.loss)
+      .Bind(5, m.accuracy);
+  ins.Bind(6, m.tokens_per_s).Bind(7, m.peak_bytes).Bind(8, Micros(m.time));
+  if (ins.Step() != SQLITE_DONE) return StepError(db_, "append metric");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<MetricRow>> JobStore::Metrics(const std::string& job_id, int64_t after_step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_,
+         "SELECT step, rank, loss, accuracy, tokens_per_s, peak_bytes, time_us FROM metrics WHERE job_id = ? "
+         "AND "
+         "step > ? ORDER BY step, rank");
+  ZF_RETURN_IF_ERROR(q.ok("read metrics"));
+  q.Bind(1, job_id).Bind(2, after_step);
+  std::vector<MetricRow> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    out.push_back({q.Int(0), static_cast<int>(q.Int(1)), q.Real(2), q.Real(3), q.Real(4), q.Int(5),
+                   FromMicros(q.Int(6))});
+  }
+  if (rc != SQLITE_DONE) return StepError(db_, "read metrics");
+  return out;
+}
+
+}  // namespace zerofit::coordinator

@@ -1,0 +1,80 @@
+// The coordinator's durable state in one SQLite database (WAL journal, synchronous=FULL): jobs with their
+// status, per-job log lines from every rank, per-step metrics. Every call is one transaction, so a `kill -9`
+// of the coordinator loses nothing that a call already returned. Thread-safe (one connection, serialised).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/job_state.h"
+
+struct sqlite3;
+
+namespace zerofit::coordinator {
+
+struct JobRecord {
+  std::string id;          // "job-000001", in submission order
+  std::string request_id;  // the client's idempotency key
+  std::string name;
+  std::string spec;  // the job spec as submitted
+  JobStatus status;
+  absl::Time created;
+};
+
+struct LogLine {
+  int64_t seq = 0;     // per job, from 1; a stream resumes after the last seq it saw
+  std::string source;  // "host:rank" or "coordinator"
+  std::string text;
+  absl::Time time;
+};
+
+struct MetricRow {
+  int64_t step = 0;
+  int rank = 0;
+  double loss = 0, accuracy = 0, tokens_per_s = 0;
+  int64_t peak_bytes = 0;
+  absl::Time time;
+};
+
+class JobStore {
+ public:
+  // Creates the database and its schema if needed. `path` ":memory:" gives a private in-memory store.
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path);
+  ~JobStore();
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  // Creates a queued job, or returns the job that `request_id` already created (created = false).
+  struct SubmitResult {
+    JobRecord job;
+    bool created = false;
+  };
+  absl::StatusOr<SubmitResult> Submit(const std::string& request_id, const std::string& name,
+                                      const std::string& spec, absl::Time now);
+  absl::StatusOr<JobRecord> Get(const std::string& id);
+  absl::StatusOr<std::vector<JobRecord>> List();
+  absl::Status UpdateStatus(const std::string& id, const JobStatus& status);
+
+  absl::StatusOr<int64_t> AppendLog(const std::string& job_id, const std::string& source,
+                                    const std::string& text, absl::Time now);
+  // Lines with seq > after, oldest first, at most `limit`.
+  absl::StatusOr<std::vector<LogLine>> Logs(const std::string& job_id, int64_t after, int limit = 1000);
+  absl::Status AppendMetric(const std::string& job_id, const MetricRow& row);
+  absl::StatusOr<std::vector<MetricRow>> Metrics(const std::string& job_id, int64_t after_step = -1);
+
+ private:
+  JobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  absl::Status Exec(const char* sql);
+  absl::StatusOr<JobRecord> GetLocked(const std::string& id);
+
+  std::mutex mu_;
+  sqlite3* db_;  // owned; closed by the destructor
+  std::string path_;
+};
+
+}  // namespace zerofit::coordinator

@@ -1,0 +1,160 @@
+// The SQLite job store: idempotent submits under concurrency, logs and metrics with cursors, and nothing
+// lost when the process holding it is killed.
+#include "coordinator/job_store.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace zerofit::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempDb(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("zerofit_store_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / name).string();
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix);
+  return path;
+}
+
+TEST(JobStoreTest, SubmitGetListUpdate) {
+  auto store = JobStore::Open(":memory:");
+  ASSERT_TRUE(store.ok()) << store.status();
+  const absl::Time t0 = absl::FromUnixSeconds(1700000000);
+  auto a = (*store)->Submit("req-a", "rm", "task: reward", t0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->created);
+  EXPECT_EQ(a->job.id, "job-000001");
+  auto b = (*store)->Submit("req-b", "dpo", "task: dpo", t0);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->job.id, "job-000002");
+  auto again = (*store)->Submit("req-a", "other name", "other spec", t0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->job.id, "job-000001");
+  EXPECT_EQ(again->job.spec, "task: reward") << "the first submit wins";
+  JobStatus s = a->job.status;
+  s.phase = JobPhase::kRestarting;
+  s.attempt = 2;
+  s.restarts = 1;
+  s.checkpoint_step = 40;
+  s.replan = true;
+  s.reason = "rank 1 ran out of memory";
+  s.since = t0 + absl::Seconds(5);
+  ASSERT_TRUE((*store)->UpdateStatus("job-000001", s).ok());
+  auto got = (*store)->Get("job-000001");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status.phase, JobPhase::kRestarting);
+  EXPECT_EQ(got->status.checkpoint_step, 40);
+  EXPECT_TRUE(got->status.replan);
+  EXPECT_EQ(got->status.reason, s.reason);
+  EXPECT_EQ(got->status.since, s.since);
+  EXPECT_EQ((*store)->Get("job-999999").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->UpdateStatus("job-999999", s).code(), absl::StatusCode::kNotFound);
+  auto all = (*store)->List();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[1].name, "dpo");
+}
+
+TEST(JobStoreTest, HundredConcurrentSubmitsWithOneRequestIdCreateOneJob) {
+  auto store = JobStore::Open(TempDb("concurrent.db"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::vector<std::thread> threads;
+  std::vector<std::string> ids(100);
+  std::vector<int> created(100, 0);
+  for (int i = 0; i < 100; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = (*store)->Submit("same-request", "job", "spec", absl::Now());
+      if (r.ok()) {
+        ids[i] = r->job.id;
+        created[i] = r->created ? 1 : 0;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()), std::set<std::string>{"job-000001"});
+  EXPECT_EQ(std::count(created.begin(), created.end(), 1), 1);
+  EXPECT_EQ((*store)->List()->size(), 1u);
+}
+
+TEST(JobStoreTest, LogsAndMetricsResumeFromACursor) {
+  auto store = JobStore::Open(":memory:");
+  ASSERT_TRUE(store.ok());
+  for (int i = 0; i < 5; ++i) {
+    auto seq = (*store)->AppendLog("job-000001", "node1:" + std::to_string(i % 2),
+                                   "line " + std::to_string(i), absl::Now());
+    ASSERT_TRUE(seq.ok()) << seq.status();
+    EXPECT_EQ(*seq, i + 1);
+  }
+  ASSERT_TRUE((*store)->AppendLog("job-000002", "node1:0", "other job", absl::Now()).ok());
+  auto tail = (*store)->Logs("job-000001", 3);
+  ASSERT_TRUE(tail.ok());
+  ASSERT_EQ(tail->size(), 2u);
+  EXPECT_EQ((*tail)[0].seq, 4);
+  EXPECT_EQ((*tail)[0].source, "node1:1");
+  EXPECT_EQ((*tail)[1].text, "line 4");
+  for (int step = 1; step <= 3; ++step) {
+    for (int rank = 0; rank < 2; ++rank) {
+      MetricRow m{step, rank, 0.7 - 0.1 * step, 0.5 + 0.1 * step, 1000.0, int64_t{1} << 30, absl::Now()};
+      ASSERT_TRUE((*store)->AppendMetric("job-000001", m).ok());
+    }
+  }
+  auto metrics = (*store)->Metrics("job-000001", 1);
+  ASSERT_TRUE(metrics.ok());
+  ASSERT_EQ(metrics->size(), 4u);
+  EXPECT_EQ((*metrics)[0].step, 2);
+  EXPECT_EQ((*metrics)[3].rank, 1);
+  EXPECT_NEAR((*metrics)[3].loss, 0.4, 1e-12);
+}
+
+TEST(JobStoreTest, KillDashNineOfTheOwnerLosesNothingThatWasCommitted) {
+  const std::string path = TempDb("killed.db");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The "coordinator": commits a job, a status and logs, then dies without closing anything.
+    auto store = JobStore::Open(path);
+    if (!store.ok()) _exit(2);
+    auto job = (*store)->Submit("r1", "rm", "spec", absl::Now());
+    if (!job.ok()) _exit(3);
+    JobStatus s = job->job.status;
+    s.phase = JobPhase::kRunning;
+    s.attempt = 1;
+    if (!(*store)->UpdateStatus(job->job.id, s).ok()) _exit(4);
+    for (int i = 0; i < 50; ++i) {
+      if (!(*store)->AppendLog(job->job.id, "n:0", "step " + std::to_string(i), absl::Now()).ok()) _exit(5);
+    }
+    kill(getpid(), SIGKILL);
+    _exit(6);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL) << "child status " << wstatus;
+  auto store = JobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto job = (*store)->Get("job-000001");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->status.phase, JobPhase::kRunning);
+  auto logs = (*store)->Logs("job-000001", 0);
+  ASSERT_TRUE(logs.ok());
+  ASSERT_EQ(logs->size(), 50u);
+  EXPECT_EQ(logs->back().text, "step 49");
+}
+
+TEST(JobStoreTest, AnUnopenablePathIsAClearError) {
+  auto store = JobStore::Open("/nonexistent-dir/zerofit/jobs.db");
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("/nonexistent-dir/zerofit/jobs.db"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zerofit::coordinator
