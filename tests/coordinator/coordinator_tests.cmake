@@ -1,5 +1,6 @@
 # Coordinator domain (issue 6). Paths relative to tests/.
 zerofit_unit_test(coordinator_unit_test
+  coordinator/job_spec_test.cc
   coordinator/job_state_test.cc
   coordinator/job_store_test.cc
   coordinator/step_scheduler_test.cc)

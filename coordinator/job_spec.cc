@@ -1,0 +1,262 @@
+#include "coordinator/job_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace zerofit::coordinator {
+namespace {
+
+using Json = nlohmann::json;
+
+class YamlReader {
+ public:
+  explicit YamlReader(std::string source) : source_(std::move(source)) {}
+
+  absl::Status Error(const YAML::Node& node, const std::string& field, const std::string& why) const {
+    const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, line > 0 ? absl::StrCat(":", line) : "", ": field '", field, "': ", why));
+  }
+
+  // Unknown keys are errors too (a typo must not silently fall back to a default).
+  absl::Status OnlyKeys(const YAML::Node& map, const std::string& prefix,
+                        const std::set<std::string>& known) const {
+    for (const auto& kv : map) {
+      const std::string key = kv.first.as<std::string>();
+      if (!known.count(key)) return Error(kv.first, prefix + key, "unknown field");
+    }
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status Get(const YAML::Node& map, const std::string& key, const std::string& field, T* out,
+                   const char* expected) const {
+    const YAML::Node n = map[key];
+    if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+    if (!n.IsScalar()) return Error(n, field, absl::StrCat("expected ", expected));
+    try {
+      *out = n.as<T>();
+    } catch (const YAML::Exception&) {
+      return Error(n, field, absl::StrCat("expected ", expected, ", got '", n.Scalar(), "'"));
+    }
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::Status GetOptional(const YAML::Node& map, const std::string& key, const std::string& field,
+                           std::optional<T>* out, const char* expected) const {
+    if (!map[key].IsDefined() || map[key].IsNull()) return absl::OkStatus();
+    T v{};
+    ZF_RETURN_IF_ERROR(Get(map, key, field, &v, expected));
+    *out = v;
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string source_;
+};
+
+absl::Status Positive(const YAML::Node& n, const YamlReader& r, const std::string& field, double v) {
+  if (!(v > 0)) return r.Error(n, field, "must be positive");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const std::string& source,
+                                                  int world_size) {
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
+  }
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": field '", field, "': ", why));
+  };
+  auto number = [&](const Json& parent, const char* key, const std::string& field,
+                    double* out) -> absl::Status {
+    if (!parent.contains(key)) return absl::OkStatus();
+    const Json& v = parent[key];
+    if (v.is_string() && v.get<std::string>() == "auto") {
+      return bad(field, "'auto' is not supported: zerofit's planner sizes what you leave out");
+    }
+    if (!v.is_number()) return bad(field, absl::StrCat("expected a number, got ", v.dump()));
+    *out = v.get<double>();
+    return absl::OkStatus();
+  };
+  TrainingSpec t;
+  double mb = 0, acc = 0, tb = 0, stage = 2, clip = t.max_grad_norm;
+  ZF_RETURN_IF_ERROR(number(j, "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu", &mb));
+  ZF_RETURN_IF_ERROR(number(j, "gradient_accumulation_steps", "gradient_accumulation_steps", &acc));
+  ZF_RETURN_IF_ERROR(number(j, "train_batch_size", "train_batch_size", &tb));
+  ZF_RETURN_IF_ERROR(number(j, "gradient_clipping", "gradient_clipping", &clip));
+  t.max_grad_norm = clip;
+  if (mb > 0) t.micro_batch = static_cast<int64_t>(mb);
+  if (acc > 0) t.gradient_accumulation = static_cast<int64_t>(acc);
+  if (tb > 0) {
+    t.global_batch = static_cast<int64_t>(tb);
+  } else if (mb > 0 && acc > 0) {
+    t.global_batch = static_cast<int64_t>(mb * acc) * world_size;
+  }
+  if (tb > 0 && mb > 0 && acc > 0 &&
+      static_cast<int64_t>(tb) != static_cast<int64_t>(mb * acc) * world_size) {
+    return bad("train_batch_size", absl::StrCat(static_cast<int64_t>(tb),
+                                                " != train_micro_batch_size_per_gpu x "
+                                                "gradient_accumulation_steps x world size = ",
+                                                static_cast<int64_t>(mb * acc) * world_size));
+  }
+  if (j.contains("zero_optimization")) {
+    const Json& z = j["zero_optimization"];
+    if (!z.is_object()) return bad("zero_optimization", "expected an object");
+    ZF_RETURN_IF_ERROR(number(z, "stage", "zero_optimization.stage", &stage));
+    if (stage != 0 && stage != 1 && stage != 2) {
+      return bad("zero_optimization.stage", absl::StrCat("zerofit's workers run stages 0-2, got ", stage));
+    }
+    t.zero_stage = static_cast<int>(stage);
+    if (z.contains("offload_optimizer")) {
+      const Json& o = z["offload_optimizer"];
+      if (!o.is_object() || !o.contains("device") || !o["device"].is_string()) {
+        return bad("zero_optimization.offload_optimizer.device", "expected \"cpu\" or \"none\"");
+      }
+      const std::string dev = o["device"].get<std::string>();
+      if (dev != "cpu" && dev != "none") {
+        return bad("zero_optimization.offload_optimizer.device",
+                   absl::StrCat("expected cpu or none, got ", dev));
+      }
+      t.offload = dev == "cpu";
+    }
+  }
+  if (j.contains("bf16")) {
+    const Json& b = j["bf16"];
+    if (!b.is_object() || (b.contains("enabled") && !b["enabled"].is_boolean())) {
+      return bad("bf16.enabled", "expected true or false");
+    }
+    t.bf16 = b.value("enabled", false);
+  }
+  if (j.contains("fp16") && j["fp16"].is_object() && j["fp16"].value("enabled", false)) {
+    return bad("fp16.enabled", "fp16 training is not supported by the workers; use bf16");
+  }
+  if (j.contains("optimizer")) {
+    const Json& o = j["optimizer"];
+    if (!o.is_object()) return bad("optimizer", "expected an object");
+    const std::string type = o.value("type", "AdamW");
+    if (type != "AdamW" && type != "Adam")
+      return bad("optimizer.type", absl::StrCat("only AdamW, got ", type));
+    if (o.contains("params")) {
+      ZF_RETURN_IF_ERROR(number(o["params"], "lr", "optimizer.params.lr", &t.lr));
+      ZF_RETURN_IF_ERROR(
+          number(o["params"], "weight_decay", "optimizer.params.weight_decay", &t.weight_decay));
+    }
+  }
+  if (j.contains("activation_checkpointing")) t.checkpointing = true;
+  return t;
+}
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& source,
+                                     const std::string& base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
+  }
+  const YamlReader r(source);
+  if (!root.IsMap())
+    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(root, "",
+                                {"name", "task", "model", "data", "world_size", "hardware", "max_restarts",
+                                 "training", "deepspeed", "checkpoint"}));
+  JobSpec s;
+  ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
+  ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
+  ZF_RETURN_IF_ERROR(r.Get(root, "model", "model", &s.model, "a string"));
+  ZF_RETURN_IF_ERROR(r.Get(root, "data", "data", &s.data, "a string"));
+  ZF_RETURN_IF_ERROR(r.Get(root, "world_size", "world_size", &s.world_size, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(root, "hardware", "hardware", &s.hardware, "a string"));
+  ZF_RETURN_IF_ERROR(r.Get(root, "max_restarts", "max_restarts", &s.max_restarts, "an integer"));
+  auto missing = [&](const char* field) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": field '", field, "': required"));
+  };
+  if (s.task.empty()) return missing("task");
+  if (s.task != "reward" && s.task != "dpo" && s.task != "sft") {
+    return r.Error(root["task"], "task", absl::StrCat("expected reward, dpo or sft, got '", s.task, "'"));
+  }
+  if (s.model.empty()) return missing("model");
+  if (s.data.empty()) return missing("data");
+  if (s.name.empty()) s.name = s.task;
+  if (s.world_size < 1 || s.world_size > 4096)
+    return r.Error(root["world_size"], "world_size", "must be 1..4096");
+  if (s.max_restarts < 0) return r.Error(root["max_restarts"], "max_restarts", "must be >= 0");
+
+  if (root["training"].IsDefined() && root["deepspeed"].IsDefined()) {
+    return r.Error(root["deepspeed"], "deepspeed", "give either 'training' or 'deepspeed', not both");
+  }
+  if (root["deepspeed"].IsDefined()) {
+    std::string path;
+    ZF_RETURN_IF_ERROR(r.Get(root, "deepspeed", "deepspeed", &path, "a path to a DeepSpeed JSON config"));
+    const std::filesystem::path p = std::filesystem::path(path).is_absolute()
+                                        ? std::filesystem::path(path)
+                                        : std::filesystem::path(base_dir) / path;
+    std::ifstream in(p);
+    if (!in) return r.Error(root["deepspeed"], "deepspeed", absl::StrCat("cannot read ", p.string()));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    ZF_ASSIGN_OR_RETURN(s.training, ParseDeepSpeedConfig(ss.str(), p.string(), s.world_size));
+  }
+  if (const YAML::Node t = root["training"]; t.IsDefined()) {
+    if (!t.IsMap()) return r.Error(t, "training", "expected a mapping");
+    ZF_RETURN_IF_ERROR(
+        r.OnlyKeys(t, "training.",
+                   {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr", "weight_decay",
+                    "max_grad_norm", "zero_stage", "offload", "checkpointing", "bf16", "max_length"}));
+    TrainingSpec& x = s.training;
+    ZF_RETURN_IF_ERROR(r.Get(t, "steps", "training.steps", &x.steps, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(t, "global_batch", "training.global_batch", &x.global_batch, "an integer"));
+    ZF_RETURN_IF_ERROR(r.GetOptional(t, "micro_batch", "training.micro_batch", &x.micro_batch, "an integer"));
+    ZF_RETURN_IF_ERROR(r.GetOptional(t, "gradient_accumulation", "training.gradient_accumulation",
+                                     &x.gradient_accumulation, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(t, "lr", "training.lr", &x.lr, "a number"));
+    ZF_RETURN_IF_ERROR(r.Get(t, "weight_decay", "training.weight_decay", &x.weight_decay, "a number"));
+    ZF_RETURN_IF_ERROR(r.Get(t, "max_grad_norm", "training.max_grad_norm", &x.max_grad_norm, "a number"));
+    ZF_RETURN_IF_ERROR(r.Get(t, "zero_stage", "training.zero_stage", &x.zero_stage, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(t, "offload", "training.offload", &x.offload, "true or false"));
+    ZF_RETURN_IF_ERROR(
+        r.GetOptional(t, "checkpointing", "training.checkpointing", &x.checkpointing, "true or false"));
+    ZF_RETURN_IF_ERROR(r.Get(t, "bf16", "training.bf16", &x.bf16, "true or false"));
+    ZF_RETURN_IF_ERROR(r.Get(t, "max_length", "training.max_length", &x.max_length, "an integer"));
+    if (x.steps < 1) return r.Error(t["steps"], "training.steps", "must be >= 1");
+    if (x.global_batch < 1) return r.Error(t["global_batch"], "training.global_batch", "must be >= 1");
+    ZF_RETURN_IF_ERROR(Positive(t["lr"], r, "training.lr", x.lr));
+    if (x.zero_stage < 0 || x.zero_stage > 2) {
+      return r.Error(t["zero_stage"], "training.zero_stage", "the workers run stages 0, 1 and 2");
+    }
+    if (x.micro_batch && *x.micro_batch < 1)
+      return r.Error(t["micro_batch"], "training.micro_batch", "must be >= 1");
+    if (x.micro_batch && x.gradient_accumulation &&
+        *x.micro_batch * *x.gradient_accumulation * s.world_size != x.global_batch) {
+      return r.Error(t["global_batch"], "training.global_batch",
+                     absl::StrCat(x.global_batch, " != micro_batch x gradient_accumulation x world_size = ",
+                                  *x.micro_batch * *x.gradient_accumulation * s.world_size));
+    }
+  }
+  if (const YAML::Node c = root["checkpoint"]; c.IsDefined()) {
+    if (!c.IsMap()) return r.Error(c, "checkpoint", "expected a mapping");
+    ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep"}));
+    ZF_RETURN_IF_ERROR(r.Get(c, "dir", "checkpoint.dir", &s.checkpoint.dir, "a path"));
+    ZF_RETURN_IF_ERROR(r.Get(c, "every", "checkpoint.every", &s.checkpoint.every, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(c, "keep", "checkpoint.keep", &s.checkpoint.keep, "an integer"));
+    if (s.checkpoint.every < 1) return r.Error(c["every"], "checkpoint.every", "must be >= 1");
+    if (s.checkpoint.keep < 1) return r.Error(c["keep"], "checkpoint.keep", "must be >= 1");
+  }
+  return s;
+}
+
+}  // namespace zerofit::coordinator

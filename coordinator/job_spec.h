@@ -1,0 +1,73 @@
+// A job as users write it: YAML (job.yaml), whose `training` section may instead point at a DeepSpeed JSON
+// config. Parsing checks every field; an error names the file, the line and the field
+// ("job.yaml:7: field 'training.lr': expected a number, got 'fast'").
+//
+//   name: mistral-rm
+//   task: reward                 # reward | dpo | sft
+//   model: /models/mistral-7b    # a directory with config.json (or a planner preset for planning only)
+//   data: /data/prefs            # train_ids.jsonl / test_ids.jsonl
+//   world_size: 2                # ranks (one per GPU)
+//   hardware: 8x64GB             # for the planner when sizes are left out
+//   max_restarts: 3
+//   training:                    # or: deepspeed: ds_config.json
+//     steps: 1000
+//     global_batch: 64           # pairs (reward, dpo) or sequences (sft) per optimizer step
+//     micro_batch: 2             # per rank; leave out (with gradient_accumulation) to let the planner size
+//     it gradient_accumulation: 4 lr: 1.0e-5 weight_decay: 0.0 zero_stage: 2 offload: false checkpointing:
+//     false bf16: true max_length: 1024
+//   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace zerofit::coordinator {
+
+struct TrainingSpec {
+  int64_t steps = 100;
+  int64_t global_batch = 64;
+  std::optional<int64_t> micro_batch;
+  std::optional<int64_t> gradient_accumulation;
+  double lr = 1e-5;
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;
+  int zero_stage = 2;
+  bool offload = false;
+  std::optional<bool> checkpointing;
+  bool bf16 = false;
+  int64_t max_length = 512;
+};
+
+struct CheckpointSpec {
+  std::string dir;  // empty: no checkpoints
+  int64_t every = 100;
+  int keep = 1;
+};
+
+struct JobSpec {
+  std::string name;
+  std::string task;  // reward | dpo | sft
+  std::string model;
+  std::string data;
+  int world_size = 1;
+  std::string hardware = "8x64GB";
+  int max_restarts = 3;
+  TrainingSpec training;
+  CheckpointSpec checkpoint;
+};
+
+// `source` names the text in errors (the file name). `base_dir` resolves a relative `deepspeed:` path.
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
+                                     const std::string& base_dir = ".");
+
+// The `training` section from a DeepSpeed JSON config: zero_optimization.stage,
+// zero_optimization.offload_optimizer.device, train_micro_batch_size_per_gpu, gradient_accumulation_steps,
+// train_batch_size, bf16.enabled, gradient_clipping, optimizer.params.{lr, weight_decay}. `world_size` turns
+// train_batch_size into a global batch check.
+absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& json_text, const std::string& source,
+                                                  int world_size);
+
+}  // namespace zerofit::coordinator

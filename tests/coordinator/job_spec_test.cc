@@ -1,0 +1,104 @@
+// Job specs: YAML with every field checked, DeepSpeed JSON as the training section, errors with file, line
+// and field.
+#include "coordinator/job_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace zerofit::coordinator {
+namespace {
+
+constexpr const char* kGood = R"(name: mistral-rm
+task: reward
+model: /models/mistral-7b
+data: /data/prefs
+world_size: 8
+max_restarts: 2
+training:
+  steps: 1000
+  global_batch: 64
+  micro_batch: 2
+  gradient_accumulation: 4
+  lr: 1.0e-5
+  offload: true
+  bf16: true
+checkpoint: {dir: /ckpt/rm, every: 50, keep: 2}
+)";
+
+TEST(JobSpecTest, ParsesAGoodSpec) {
+  auto s = ParseJobSpec(kGood, "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->name, "mistral-rm");
+  EXPECT_EQ(s->world_size, 8);
+  EXPECT_EQ(*s->training.micro_batch, 2);
+  EXPECT_EQ(*s->training.gradient_accumulation, 4);
+  EXPECT_DOUBLE_EQ(s->training.lr, 1e-5);
+  EXPECT_TRUE(s->training.offload);
+  EXPECT_FALSE(s->training.checkpointing.has_value()) << "left to the planner";
+  EXPECT_EQ(s->checkpoint.every, 50);
+  EXPECT_EQ(s->checkpoint.keep, 2);
+}
+
+TEST(JobSpecTest, ErrorsNameFileLineAndField) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"task: reward\nmodel: m\ndata: d\ntraining:\n  lr: fast\n",
+       "job.yaml:5: field 'training.lr': expected a number, got 'fast'"},
+      {"task: ppo\nmodel: m\ndata: d\n", "job.yaml:1: field 'task': expected reward, dpo or sft, got 'ppo'"},
+      {"task: sft\ndata: d\n", "job.yaml: field 'model': required"},
+      {"task: sft\nmodel: m\ndata: d\ntraining:\n  learning_rate: 1\n",
+       "job.yaml:5: field 'training.learning_rate': unknown field"},
+      {"task: sft\nmodel: m\ndata: d\nworld_size: 2\ntraining:\n  global_batch: 10\n  micro_batch: 2\n  "
+       "gradient_accumulation: 2\n",
+       "job.yaml:6: field 'training.global_batch': 10 != micro_batch x gradient_accumulation x world_size = "
+       "8"},
+      {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  every: 0\n",
+       "job.yaml:5: field 'checkpoint.every': must be >= 1"},
+      {"task: [sft\n", "job.yaml:2: not valid YAML: end of sequence flow not found"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto s = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.status().message().find(expected), std::string::npos)
+        << s.status() << "\nwanted: " << expected;
+  }
+}
+
+TEST(JobSpecTest, ADeepSpeedConfigIsTheTrainingSection) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerofit_spec_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ds.json") << R"({
+    "train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true}},
+    "bf16": {"enabled": true}, "gradient_clipping": 0.5,
+    "optimizer": {"type": "AdamW", "params": {"lr": 2e-5, "weight_decay": 0.01}}})";
+  auto s = ParseJobSpec("task: dpo\nmodel: m\ndata: d\nworld_size: 8\ndeepspeed: ds.json\n", "job.yaml",
+                        dir.string());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->training.global_batch, 64);
+  EXPECT_EQ(*s->training.micro_batch, 2);
+  EXPECT_EQ(*s->training.gradient_accumulation, 4);
+  EXPECT_EQ(s->training.zero_stage, 2);
+  EXPECT_TRUE(s->training.offload);
+  EXPECT_TRUE(s->training.bf16);
+  EXPECT_DOUBLE_EQ(s->training.lr, 2e-5);
+  EXPECT_DOUBLE_EQ(s->training.max_grad_norm, 0.5);
+  // DeepSpeed's own consistency rule, and its fields named in errors.
+  auto bad = ParseDeepSpeedConfig(
+      R"({"train_batch_size": 60, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4})",
+      "ds.json", 8);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ds.json: field 'train_batch_size'"), std::string::npos)
+      << bad.status();
+  bad = ParseDeepSpeedConfig(R"({"zero_optimization": {"stage": 3}})", "ds.json", 8);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("zero_optimization.stage"), std::string::npos);
+  bad = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": "auto"})", "ds.json", 8);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'auto' is not supported"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace zerofit::coordinator
