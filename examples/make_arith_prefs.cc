@@ -2,7 +2,7 @@
 // training end to end on a tiny model.
 //
 //   zerofit_make_arith_prefs --out DIR [--train N] [--test N] [--seed S] [--max-operand K] [--ids]
-//                            [--vocab-size V] [--model-type bpe|unigram]
+//                            [--pad] [--rejections R] [--vocab-size V] [--model-type bpe|unigram]
 //
 // The task is addition: prompt "12+7=", chosen "19", rejected a plausible wrong answer (off by one, two
 // adjacent digits swapped, or one digit off by one). Into DIR it writes
@@ -53,6 +53,10 @@ struct Flags {
   uint64_t max_operand = 99;
   bool ids = false;
   bool pad = false;  // --pad: zero-pad operands and answers to fixed widths ("07+18=025")
+  // --rejections R: up to R distinct wrong answers per problem, each its own pair with the same chosen answer
+  // (InstructGPT-style: several ranked responses per prompt give a reward model more comparisons than
+  // prompts). N counts problems, so train.jsonl holds up to N x R pairs.
+  uint64_t rejections = 1;
   int32_t vocab_size = 64;
   std::string model_type = "bpe";
   bool help = false;  // --help: print kUsage and exit 0
@@ -60,13 +64,15 @@ struct Flags {
 
 constexpr const char* kUsage =
     "usage: zerofit_make_arith_prefs --out DIR [--train N (2000)] [--test N (200)] [--seed S (1)]\n"
-    "                                [--max-operand K (99)] [--ids] [--pad] [--vocab-size V (64)]\n"
+    "                                [--max-operand K (99)] [--ids] [--pad] [--rejections R (1)]\n"
+    "                                [--vocab-size V (64)]\n"
     "                                [--model-type bpe|unigram (bpe)]\n"
     "Writes train.jsonl, test.jsonl, corpus.txt, tokenizer.model and config.json into DIR: addition\n"
     "problems a+b= with operands in [0, K], chosen = the sum, rejected = a plausible wrong sum.\n"
     "--ids also writes train_ids.jsonl and test_ids.jsonl (pre-tokenized, no BOS/EOS).\n"
     "--pad zero-pads operands and answers to fixed widths (07+18=025): aligned digit columns make the task\n"
     "learnable by a tiny model in minutes.\n"
+    "--rejections R writes up to R pairs per problem, one per distinct wrong answer (N counts problems).\n"
     "--vocab-size is an upper bound: the tokenizer keeps what the corpus supports (digits are split, so\n"
     "the alphabet 0-9 + = and the special pieces).\n";
 
@@ -105,7 +111,8 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       return f;
     }
     const bool known = arg == "--out" || arg == "--train" || arg == "--test" || arg == "--seed" ||
-                       arg == "--max-operand" || arg == "--vocab-size" || arg == "--model-type";
+                       arg == "--max-operand" || arg == "--vocab-size" || arg == "--model-type" ||
+                       arg == "--rejections";
     if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'"));
     if (!has_value) {
       if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
@@ -121,11 +128,15 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       if (arg == "--test") f.test = v;
       if (arg == "--seed") f.seed = v;
       if (arg == "--max-operand") f.max_operand = v;
+      if (arg == "--rejections") f.rejections = v;
       if (arg == "--vocab-size") f.vocab_size = static_cast<int32_t>(std::min<uint64_t>(v, 1u << 20));
     }
   }
   if (f.out.empty()) return absl::InvalidArgumentError("--out DIR is required");
   if (f.train == 0) return absl::InvalidArgumentError("--train must be at least 1");
+  if (f.rejections == 0 || f.rejections > 16) {
+    return absl::InvalidArgumentError(absl::StrCat("--rejections must lie in [1, 16], got ", f.rejections));
+  }
   if (f.max_operand > kMaxOperandLimit) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-operand ", f.max_operand, " is too large (at most ", kMaxOperandLimit, ")"));
@@ -307,22 +318,24 @@ absl::Status Run(const Flags& f) {
   std::string corpus;
   for (size_t i = 0; i < problems.size(); ++i) {
     const Problem& p = problems[i];
-    TextPair t{absl::StrCat(p.a, "+", p.b, "="), std::to_string(p.a + p.b), WrongAnswer(p.a + p.b, gen)};
-    if (f.pad) {
-      // Fixed-width digits line the columns up, so position alone says which digits add together.
-      const size_t w = std::to_string(f.max_operand).size(), wa = std::to_string(2 * f.max_operand).size();
-      auto pad = [](std::string s, size_t width) {
-        return std::string(width > s.size() ? width - s.size() : 0, '0') + s;
-      };
-      t = TextPair{absl::StrCat(pad(std::to_string(p.a), w), "+", pad(std::to_string(p.b), w), "="),
-                   pad(t.chosen, wa), pad(t.rejected, wa)};
+    const uint64_t sum = p.a + p.b;
+    // Distinct wrong answers; a small sum may have fewer than R plausible ones.
+    std::vector<std::string> wrong;
+    for (int attempt = 0; attempt < 8 * static_cast<int>(f.rejections) && wrong.size() < f.rejections;
+         ++attempt) {
+      std::string w = WrongAnswer(sum, gen);
+      if (std::find(wrong.begin(), wrong.end(), w) == wrong.end()) wrong.push_back(std::move(w));
     }
-    if (i < f.train) {
-      absl::StrAppend(&corpus, t.prompt, t.chosen, "\n");
-      train.push_back(std::move(t));
-    } else {
-      test.push_back(std::move(t));
-    }
+    const size_t w = std::to_string(f.max_operand).size(), wa = std::to_string(2 * f.max_operand).size();
+    // --pad: fixed-width digits line the columns up, so position alone says which digits add together.
+    auto pad = [&](std::string s, size_t width) {
+      return f.pad ? std::string(width > s.size() ? width - s.size() : 0, '0') + s : s;
+    };
+    const std::string prompt =
+        absl::StrCat(pad(std::to_string(p.a), w), "+", pad(std::to_string(p.b), w), "=");
+    const std::string chosen = pad(std::to_string(sum), wa);
+    if (i < f.train) absl::StrAppend(&corpus, prompt, chosen, "\n");
+    for (const std::string& r : wrong) (i < f.train ? train : test).push_back({prompt, chosen, pad(r, wa)});
   }
   const std::string corpus_path = (dir / "corpus.txt").string();
   ZF_RETURN_IF_ERROR(WriteFile(corpus_path, corpus));
@@ -356,10 +369,12 @@ absl::Status Run(const Flags& f) {
 
   std::printf("zerofit_make_arith_prefs: wrote %s (seed %llu, operands 0..%llu)\n", f.out.c_str(),
               static_cast<unsigned long long>(f.seed), static_cast<unsigned long long>(f.max_operand));
-  std::printf("  %-16s %zu pairs\n", "train.jsonl", train.size());
-  std::printf("  %-16s %zu pairs, no problem shared with train\n", "test.jsonl", test.size());
+  std::printf("  %-16s %zu pairs (%llu problems)\n", "train.jsonl", train.size(),
+              static_cast<unsigned long long>(f.train));
+  std::printf("  %-16s %zu pairs (%llu problems), no problem shared with train\n", "test.jsonl", test.size(),
+              static_cast<unsigned long long>(f.test));
   if (f.ids) std::printf("  %-16s pre-tokenized copies of both, no BOS/EOS\n", "*_ids.jsonl");
-  std::printf("  %-16s %zu lines\n", "corpus.txt", train.size());
+  std::printf("  %-16s %llu lines\n", "corpus.txt", static_cast<unsigned long long>(f.train));
   std::printf("  %-16s %s, vocab %d (bos %d, eos %d, pad %d, unk %d), trained in %.3f s\n", "tokenizer.model",
               f.model_type.c_str(), tok->vocab_size(), tok->bos_id(), tok->eos_id(), tok->pad_id(),
               tok->unk_id(), train_s);

@@ -12,6 +12,7 @@
 #include "comm/communicator_factory.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
+#include "core/status_macros.h"
 #include "tests/support/mpi_test_env.h"
 #include "worker/torch/preference_trainer.h"
 
@@ -28,12 +29,12 @@ std::unique_ptr<comm::Communicator> MakeComm() {
 }
 
 // Rank 0 generates the data set into a directory all ranks share (named after mpiexec, the ranks' parent).
-std::string MakeData(comm::Communicator& comm) {
+std::string MakeData(comm::Communicator& comm, const std::string& flags = "--train 4000 --test 400") {
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("zerofit_prefs_" + std::to_string(getppid()))).string();
   if (comm.rank() == 0) {
-    const std::string cmd = std::string(ZEROFIT_MAKE_ARITH_PREFS) + " --out " + dir +
-                            " --train 4000 --test 400 --max-operand 99 --ids --pad > /dev/null";
+    const std::string cmd = std::string(ZEROFIT_MAKE_ARITH_PREFS) + " --out " + dir + " " + flags +
+                            " --max-operand 99 --ids --pad > /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   EXPECT_TRUE(comm.Barrier(absl::Seconds(60)).ok());
@@ -50,6 +51,19 @@ PreferenceTrainOptions Base(const std::string& dir) {
   o.offload.threads = 1;
   o.eval_batch = 100;
   return o;
+}
+
+// Supervised fine-tuning on the chosen answers, exported to dir/sft: where DPO and reward models start.
+absl::StatusOr<TrainReport> TrainSft(const std::string& dir, int64_t steps, comm::Communicator* comm) {
+  PreferenceTrainOptions sft = Base(dir);
+  sft.task = PreferenceTrainOptions::Task::kSft;
+  sft.global_batch = 64;
+  sft.micro_batches = 1;
+  sft.steps = steps;
+  sft.export_dir = dir + "/sft";
+  auto report = TrainPreferences(sft, comm);
+  ZF_RETURN_IF_ERROR(comm->Barrier(absl::Seconds(60)));
+  return report;
 }
 
 TEST(PreferenceTrainingTest, RewardModelLearnsAndItsExportReproducesTheScores) {
@@ -176,15 +190,8 @@ TEST(PreferenceTrainingTest, SftThenDpoReachesNinetyPercentHeldOutAccuracy) {
   ASSERT_NE(comm, nullptr);
   const std::string dir = MakeData(*comm);
   const absl::Time start = absl::Now();
-  PreferenceTrainOptions sft = Base(dir);
-  sft.task = PreferenceTrainOptions::Task::kSft;
-  sft.global_batch = 64;
-  sft.micro_batches = 1;
-  sft.steps = 700;
-  sft.export_dir = dir + "/sft";
-  auto s = TrainPreferences(sft, comm.get());
+  auto s = TrainSft(dir, 700, comm.get());
   ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
   PreferenceTrainOptions dpo = Base(dir);
   dpo.task = PreferenceTrainOptions::Task::kDpo;
   dpo.global_batch = 64;
