@@ -1,15 +1,33 @@
-// zerofit: the command-line front end. Subcommands: plan (more arrive with the coordinator).
+// zerofit: the command-line front end. `plan` sizes a job; `serve` runs the coordinator; `submit`, `status`,
+// `list`, `logs`, `cancel` talk to it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
 #include "cli/plan_command.h"
+#ifdef ZEROFIT_CLI_WITH_GRPC
+#include "cli/jobs_commands.h"
+#endif
+
+namespace {
+
+int Fail(const char* command, const absl::Status& s) {
+  std::fprintf(stderr, "zerofit %s: %s\n", command, std::string(s.message()).c_str());
+  return s.code() == absl::StatusCode::kFailedPrecondition ? 3 : 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"zerofit: memory-planned distributed RLHF training (reward models, DPO, GRPO)"};
   app.require_subcommand(1);
   zerofit::cli::PlanFlags plan_flags;
   CLI::App* plan = zerofit::cli::AddPlanCommand(app, &plan_flags);
+#ifdef ZEROFIT_CLI_WITH_GRPC
+  zerofit::cli::ServeFlags serve_flags;
+  zerofit::cli::JobsFlags jobs_flags;
+  const zerofit::cli::JobsCommands jobs = zerofit::cli::AddJobsCommands(app, &serve_flags, &jobs_flags);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -17,11 +35,33 @@ int main(int argc, char** argv) {
   }
   if (plan->parsed()) {
     auto out = zerofit::cli::RunPlan(plan_flags);
-    if (!out.ok()) {
-      std::fprintf(stderr, "zerofit plan: %s\n", std::string(out.status().message()).c_str());
-      return out.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 2;
-    }
+    if (!out.ok()) return Fail("plan", out.status());
     std::fputs(out->c_str(), stdout);
+    return 0;
   }
+#ifdef ZEROFIT_CLI_WITH_GRPC
+  absl::Status s;
+  const char* name = "";
+  if (jobs.serve->parsed()) {
+    name = "serve";
+    s = zerofit::cli::RunServe(serve_flags);
+  } else if (jobs.submit->parsed()) {
+    name = "submit";
+    s = zerofit::cli::RunSubmit(jobs_flags);
+  } else if (jobs.status->parsed()) {
+    name = "status";
+    s = zerofit::cli::RunStatus(jobs_flags);
+  } else if (jobs.list->parsed()) {
+    name = "list";
+    s = zerofit::cli::RunList(jobs_flags);
+  } else if (jobs.logs->parsed()) {
+    name = "logs";
+    s = zerofit::cli::RunLogs(jobs_flags);
+  } else if (jobs.cancel->parsed()) {
+    name = "cancel";
+    s = zerofit::cli::RunCancel(jobs_flags);
+  }
+  if (!s.ok()) return Fail(name, s);
+#endif
   return 0;
 }

@@ -32,6 +32,12 @@ JobStateMachine::JobStateMachine(const JobPolicy& policy, absl::Time now) : poli
   status_.since = now;
 }
 
+JobStateMachine::JobStateMachine(const JobPolicy& policy, const JobStatus& restored, absl::Time now)
+    : policy_(policy), status_(restored) {
+  if (status_.phase == JobPhase::kRunning)
+    last_heartbeat_.assign(static_cast<size_t>(status_.world_size), now);
+}
+
 void JobStateMachine::Enter(JobPhase p, std::string reason, absl::Time now) {
   status_.phase = p;
   status_.reason = std::move(reason);

@@ -43,6 +43,9 @@ struct JobStatus {
 class JobStateMachine {
  public:
   JobStateMachine(const JobPolicy& policy, absl::Time now);
+  // A job read back from the store (after a coordinator restart). A running job's ranks get a fresh
+  // heartbeat deadline from `now`: they have until then to reconnect.
+  JobStateMachine(const JobPolicy& policy, const JobStatus& restored, absl::Time now);
 
   // Every event returns FailedPrecondition if it does not apply to the current phase (the status is
   // unchanged).

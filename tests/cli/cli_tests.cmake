@@ -7,3 +7,10 @@ add_test(NAME zerofit_plan_cli_smoke
           --global-batch 64 --seq-len 2048)
 set_tests_properties(zerofit_plan_cli_smoke PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "chosen: micro-batch [0-9]+ x accumulation [0-9]+, ZeRO-2")
+
+# The coordinator and the job commands end to end on loopback (issue 6).
+if(TARGET zerofit_cli_jobs)
+  add_test(NAME coordinator_cli_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/coordinator_cli_e2e.sh $<TARGET_FILE:zerofit>)
+  set_tests_properties(coordinator_cli_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
+endif()

@@ -1,0 +1,233 @@
+#include "cli/jobs_commands.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "coordinator/service.h"
+#include "core/status_macros.h"
+
+namespace zerofit::cli {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = ::zerofit::v1;
+
+std::string StateDir(const std::string& given) { return given.empty() ? DefaultStateDir() : given; }
+
+absl::StatusOr<std::string> ReadAll(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read '", path, "'"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The token: read it, or create it (32 random bytes, hex, mode 0600) on the first serve.
+absl::StatusOr<std::string> LoadOrCreateToken(const fs::path& path) {
+  if (fs::exists(path)) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(path.string(), " is readable by others (mode ",
+                                                      absl::StrFormat("%o", st.st_mode & 0777),
+                                                      "): chmod 600 it"));
+    }
+    std::ifstream in(path);
+    std::string t;
+    in >> t;
+    if (t.size() < 32) return absl::DataLossError(absl::StrCat(path.string(), ": token too short"));
+    return t;
+  }
+  std::random_device rd;  // reads /dev/urandom
+  std::string token;
+  for (int i = 0; i < 32; ++i) absl::StrAppendFormat(&token, "%02x", rd() & 0xff);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path.string(), ": create"));
+  const std::string line = token + "\n";
+  const bool ok =
+      ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return absl::DataLossError(absl::StrCat(path.string(), ": write failed"));
+  return token;
+}
+
+absl::StatusOr<Client> MakeClient(const JobsFlags& f) {
+  ClientOptions o;
+  o.address = f.coordinator;
+  o.token = f.token;
+  if (!f.tls_ca.empty()) {
+    ZF_ASSIGN_OR_RETURN(o.tls_root_pem, ReadAll(f.tls_ca, "--tls-ca"));
+  }
+  ZF_RETURN_IF_ERROR(ResolveClientOptions(StateDir(f.state_dir), &o));
+  return Client(o);
+}
+
+const char* PhaseName(v1::JobPhase p) {
+  switch (p) {
+    case v1::QUEUED:
+      return "queued";
+    case v1::RUNNING:
+      return "running";
+    case v1::RESTARTING:
+      return "restarting";
+    case v1::SUCCEEDED:
+      return "succeeded";
+    case v1::FAILED:
+      return "failed";
+    case v1::CANCELLED:
+      return "cancelled";
+    default:
+      return "?";
+  }
+}
+
+void PrintJob(const v1::Job& j) {
+  std::printf("%-12s %-20s %-10s attempt %d, restarts %d, checkpoint step %lld%s%s\n", j.id().c_str(),
+              j.name().c_str(), PhaseName(j.phase()), j.attempt(), j.restarts(),
+              static_cast<long long>(j.checkpoint_step()), j.reason().empty() ? "" : "  ",
+              j.reason().c_str());
+}
+
+}  // namespace
+
+JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
+  JobsCommands c;
+  c.serve = app.add_subcommand("serve", "Run the coordinator (gRPC + SQLite job store)");
+  c.serve->add_option("--listen", s->listen, "address to listen on")->capture_default_str();
+  c.serve->add_option("--state-dir", s->state_dir, "token, address and job store (default ~/.zerofit)");
+  c.serve->add_option("--db", s->db, "SQLite job store (default <state-dir>/jobs.db)");
+  c.serve->add_option("--tls-cert", s->tls_cert, "PEM certificate: serve TLS");
+  c.serve->add_option("--tls-key", s->tls_key, "PEM private key for --tls-cert");
+  c.serve
+      ->add_option("--heartbeat-timeout", s->heartbeat_timeout_s,
+                   "seconds without a heartbeat that fail a rank")
+      ->capture_default_str();
+  auto common = [j](CLI::App* a) {
+    a->add_option("--state-dir", j->state_dir,
+                  "where `zerofit serve` wrote token and address (default ~/.zerofit)");
+    a->add_option("--coordinator", j->coordinator, "HOST:PORT of the coordinator");
+    a->add_option("--token", j->token, "bearer token");
+    a->add_option("--tls-ca", j->tls_ca, "PEM CA certificate: connect with TLS");
+  };
+  c.submit = app.add_subcommand("submit", "Submit a job spec (YAML)");
+  common(c.submit);
+  c.submit->add_option("spec", j->spec_path, "job.yaml")->required();
+  c.submit->add_option("--request-id", j->request_id, "idempotency key (default: a fresh one)");
+  c.submit->add_option("--name", j->name, "job name (default: the spec's)");
+  c.status = app.add_subcommand("status", "Show one job");
+  common(c.status);
+  c.status->add_option("job", j->job, "job id")->required();
+  c.list = app.add_subcommand("list", "List jobs");
+  common(c.list);
+  c.logs = app.add_subcommand("logs", "Print a job's logs");
+  common(c.logs);
+  c.logs->add_option("job", j->job, "job id")->required();
+  c.logs->add_flag("-f,--follow", j->follow, "keep printing until the job ends");
+  c.cancel = app.add_subcommand("cancel", "Cancel a job");
+  common(c.cancel);
+  c.cancel->add_option("job", j->job, "job id")->required();
+  c.cancel->add_option("--reason", j->reason, "recorded with the job");
+  return c;
+}
+
+absl::Status RunServe(const ServeFlags& f) {
+  const fs::path dir = StateDir(f.state_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("--state-dir ", dir.string(), ": ", ec.message()));
+  coordinator::ServerOptions o;
+  o.listen = f.listen;
+  o.db_path = f.db.empty() ? (dir / "jobs.db").string() : f.db;
+  ZF_ASSIGN_OR_RETURN(o.token, LoadOrCreateToken(dir / "token"));
+  if (!f.tls_cert.empty()) {
+    ZF_ASSIGN_OR_RETURN(o.tls_cert_pem, ReadAll(f.tls_cert, "--tls-cert"));
+  }
+  if (!f.tls_key.empty()) {
+    ZF_ASSIGN_OR_RETURN(o.tls_key_pem, ReadAll(f.tls_key, "--tls-key"));
+  }
+  if (!(f.heartbeat_timeout_s > 0)) return absl::InvalidArgumentError("--heartbeat-timeout must be positive");
+  o.policy.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  // SIGINT/SIGTERM end the server; they are waited for on this thread, not handled asynchronously.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  core::RealClock clock;
+  ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
+  {
+    // Written after the port is open, so a client that reads it can connect.
+    const fs::path tmp = dir / "address.tmp";
+    std::ofstream(tmp) << server->address() << "\n";
+    fs::rename(tmp, dir / "address", ec);
+    if (ec) return absl::PermissionDeniedError(absl::StrCat(dir.string(), "/address: ", ec.message()));
+  }
+  std::printf("zerofit coordinator listening on %s (job store %s, token in %s)\n", server->address().c_str(),
+              o.db_path.c_str(), (dir / "token").c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::printf("zerofit coordinator: signal %d, shutting down\n", sig);
+  server->Shutdown();
+  return absl::OkStatus();
+}
+
+absl::Status RunSubmit(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(std::string spec, ReadAll(f.spec_path, "submit"));
+  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  std::string request_id = f.request_id;
+  if (request_id.empty()) {
+    std::random_device rd;
+    request_id = absl::StrFormat("%08x%08x-%d", rd(), rd(), static_cast<int>(::getpid()));
+  }
+  ZF_ASSIGN_OR_RETURN(v1::SubmitJobResponse r,
+                      client.Submit(request_id, f.name, spec, fs::path(f.spec_path).filename().string()));
+  std::printf("%s %s (request %s)\n", r.job().id().c_str(), r.created() ? "submitted" : "already submitted",
+              request_id.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status RunStatus(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  ZF_ASSIGN_OR_RETURN(v1::Job j, client.Get(f.job));
+  PrintJob(j);
+  return absl::OkStatus();
+}
+
+absl::Status RunList(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  ZF_ASSIGN_OR_RETURN(v1::ListJobsResponse r, client.List());
+  for (const v1::Job& j : r.jobs()) PrintJob(j);
+  if (r.jobs().empty()) std::printf("no jobs\n");
+  return absl::OkStatus();
+}
+
+absl::Status RunLogs(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  return client.StreamLogs(f.job, 0, f.follow, absl::Seconds(f.follow_timeout_s), [](const v1::LogLine& l) {
+    std::printf("%s %s | %s\n",
+                absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(l.unix_us()), absl::UTCTimeZone()).c_str(),
+                l.source().c_str(), l.text().c_str());
+    std::fflush(stdout);
+  });
+}
+
+absl::Status RunCancel(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  ZF_ASSIGN_OR_RETURN(v1::Job j, client.Cancel(f.job, f.reason));
+  PrintJob(j);
+  return absl::OkStatus();
+}
+
+}  // namespace zerofit::cli

@@ -1,0 +1,59 @@
+// `zerofit serve | submit | status | list | logs | cancel`: the coordinator and the commands that talk to it.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "cli/client.h"
+
+namespace CLI {
+class App;
+}
+
+namespace zerofit::cli {
+
+struct ServeFlags {
+  std::string listen = "127.0.0.1:7070";
+  std::string state_dir;  // default ~/.zerofit: token (0600), address, jobs.db
+  std::string db;         // default <state_dir>/jobs.db
+  std::string tls_cert, tls_key;
+  double heartbeat_timeout_s = 10;
+};
+
+struct JobsFlags {
+  std::string state_dir;
+  std::string coordinator;  // host:port (default: <state_dir>/address)
+  std::string token;        // default: <state_dir>/token
+  std::string tls_ca;
+  // submit
+  std::string spec_path;
+  std::string request_id;
+  std::string name;
+  // status / logs / cancel
+  std::string job;
+  bool follow = false;
+  double follow_timeout_s = 86400;
+  std::string reason;
+  bool json = false;
+};
+
+struct JobsCommands {
+  CLI::App* serve = nullptr;
+  CLI::App* submit = nullptr;
+  CLI::App* status = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* logs = nullptr;
+  CLI::App* cancel = nullptr;
+};
+
+JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* serve, JobsFlags* jobs);
+
+// Runs until SIGINT/SIGTERM.
+absl::Status RunServe(const ServeFlags& flags);
+absl::Status RunSubmit(const JobsFlags& flags);
+absl::Status RunStatus(const JobsFlags& flags);
+absl::Status RunList(const JobsFlags& flags);
+absl::Status RunLogs(const JobsFlags& flags);
+absl::Status RunCancel(const JobsFlags& flags);
+
+}  // namespace zerofit::cli

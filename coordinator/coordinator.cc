@@ -1,0 +1,265 @@
+#include "coordinator/coordinator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace zerofit::coordinator {
+namespace {
+
+// The scheduler for a job: micro-batches per rank from the spec (1 when the planner is left to size it).
+absl::StatusOr<StepScheduler> MakeScheduler(const JobSpec& spec, const std::vector<int64_t>& lengths) {
+  SchedulerOptions o;
+  o.global_batch = spec.training.global_batch;
+  o.world_size = spec.world_size;
+  o.micro_batches = static_cast<int>(spec.training.gradient_accumulation.value_or(1));
+  return StepScheduler::Create(lengths, o);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr<JobStore> store,
+                                                                 const core::Clock* clock, JobPolicy policy) {
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(store), clock, policy));
+  ZF_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, c->store_->List());
+  for (const JobRecord& j : jobs) {
+    auto spec = ParseJobSpec(j.spec, j.id);
+    if (!spec.ok())
+      continue;  // accepted once, so it parsed then; a newer parser refusing it keeps it read-only
+    JobPolicy p = policy;
+    p.max_restarts = spec->max_restarts;
+    Live live;
+    live.state = std::make_unique<JobStateMachine>(p, j.status, clock->Now());
+    live.spec = *spec;
+    c->jobs_.emplace(j.id, std::move(live));
+  }
+  return c;
+}
+
+absl::StatusOr<Coordinator::Live*> Coordinator::FindLocked(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  return &it->second;
+}
+
+absl::Status Coordinator::PersistLocked(const std::string& id, Live& live) {
+  ZF_RETURN_IF_ERROR(store_->UpdateStatus(id, live.state->status()));
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::LogLocked(const std::string& id, const std::string& source,
+                                    const std::string& text) {
+  ZF_RETURN_IF_ERROR(store_->AppendLog(id, source, text, clock_->Now()).status());
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& request_id,
+                                                           const std::string& name,
+                                                           const std::string& spec_text,
+                                                           const std::string& spec_source) {
+  ZF_ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(spec_text, spec_source.empty() ? "job spec" : spec_source));
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(JobStore::SubmitResult r,
+                      store_->Submit(request_id, name.empty() ? spec.name : name, spec_text, clock_->Now()));
+  if (r.created) {
+    JobPolicy p = policy_;
+    p.max_restarts = spec.max_restarts;
+    Live live;
+    live.state = std::make_unique<JobStateMachine>(p, clock_->Now());
+    live.spec = spec;
+    jobs_.emplace(r.job.id, std::move(live));
+    ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator",
+                                 absl::StrCat("submitted: task ", spec.task, ", ", spec.world_size,
+                                              " ranks, ", spec.training.steps, " steps")));
+  }
+  return r;
+}
+
+absl::StatusOr<JobRecord> Coordinator::Get(const std::string& id) { return store_->Get(id); }
+
+absl::StatusOr<std::vector<JobRecord>> Coordinator::List() { return store_->List(); }
+
+absl::StatusOr<JobRecord> Coordinator::Cancel(const std::string& id, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(id));
+  ZF_RETURN_IF_ERROR(live->state->Cancel(reason.empty() ? "cancelled by the user" : reason, clock_->Now()));
+  ZF_RETURN_IF_ERROR(PersistLocked(id, *live));
+  ZF_RETURN_IF_ERROR(LogLocked(id, "coordinator", absl::StrCat("cancelled: ", live->state->status().reason)));
+  return store_->Get(id);
+}
+
+absl::StatusOr<std::vector<LogLine>> Coordinator::WaitLogs(const std::string& id, int64_t after,
+                                                           absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(id));
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (true) {
+    ZF_ASSIGN_OR_RETURN(std::vector<LogLine> lines, store_->Logs(id, after));
+    if (!lines.empty() || IsTerminal(live->state->status().phase) || shutdown_) return lines;
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) return lines;
+  }
+}
+
+absl::StatusOr<JobRecord> Coordinator::WaitStatus(const std::string& id, const JobStatus& known,
+                                                  absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(id));
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  auto differs = [&] {
+    const JobStatus& s = live->state->status();
+    return s.phase != known.phase || s.attempt != known.attempt || s.checkpoint_step != known.checkpoint_step;
+  };
+  while (!differs() && !shutdown_) {
+    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+  }
+  return store_->Get(id);
+}
+
+absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_id, int rank, int world_size,
+                                                         const std::string& host,
+                                                         const std::vector<int64_t>& lengths) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  const JobStatus& s = live->state->status();
+  if (IsTerminal(s.phase)) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is ", JobPhaseName(s.phase)));
+  }
+  if (world_size != live->spec.world_size || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of ", world_size, " does not fit job ",
+                                                   job_id, " (world_size ", live->spec.world_size, ")"));
+  }
+  if (s.phase == JobPhase::kRunning) {
+    // A worker reconnecting to a restarted coordinator: the attempt goes on.
+    live->registered.insert(rank);
+  } else {
+    if (live->registered.size() == static_cast<size_t>(world_size)) live->registered.clear();
+    live->registered.insert(rank);
+  }
+  if (rank == 0 && !lengths.empty()) {
+    ZF_ASSIGN_OR_RETURN(StepScheduler sched, MakeScheduler(live->spec, lengths));
+    live->scheduler.emplace(std::move(sched));
+  }
+  ZF_RETURN_IF_ERROR(LogLocked(job_id, absl::StrCat(host, ":", rank), "registered"));
+  if (s.phase != JobPhase::kRunning && live->registered.size() == static_cast<size_t>(world_size)) {
+    ZF_RETURN_IF_ERROR(live->state->Schedule(world_size, clock_->Now()));
+    live->finished.clear();
+    ZF_RETURN_IF_ERROR(PersistLocked(job_id, *live));
+    ZF_RETURN_IF_ERROR(
+        LogLocked(job_id, "coordinator",
+                  absl::StrCat("attempt ", live->state->status().attempt, " running on ", world_size,
+                               " ranks from step ", live->state->status().checkpoint_step + 1)));
+  }
+  ZF_ASSIGN_OR_RETURN(JobRecord record, store_->Get(job_id));
+  const JobStatus& now = live->state->status();
+  // Before the attempt starts (ranks still registering) the answer names the attempt about to run.
+  return WorkerRegistration{now.phase == JobPhase::kRunning ? now.attempt : now.attempt + 1,
+                            now.checkpoint_step + 1, record.spec};
+}
+
+absl::StatusOr<bool> Coordinator::Heartbeat(const std::string& job_id, int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  const JobPhase phase = live->state->status().phase;
+  if (phase == JobPhase::kQueued || phase == JobPhase::kRestarting) return false;  // still forming
+  if (phase != JobPhase::kRunning) return true;
+  ZF_RETURN_IF_ERROR(live->state->Heartbeat(rank, clock_->Now()));
+  return false;
+}
+
+absl::StatusOr<StepAssignment> Coordinator::AcquireStep(const std::string& job_id, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  if (!live->scheduler) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, ": rank 0 has not registered the sample lengths yet"));
+  }
+  if (step < 0) return absl::InvalidArgumentError(absl::StrCat("step ", step, " < 0"));
+  return live->scheduler->Assign(step);
+}
+
+absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  const std::string source = absl::StrCat(r.host, ":", r.rank);
+  for (const std::string& line : r.log_lines) ZF_RETURN_IF_ERROR(LogLocked(job_id, source, line));
+  if (r.step >= 0) {
+    ZF_RETURN_IF_ERROR(store_->AppendMetric(
+        job_id, MetricRow{r.step, r.rank, r.loss, r.accuracy, r.tokens_per_s, r.peak_bytes, clock_->Now()}));
+  }
+  if (live->state->status().phase != JobPhase::kRunning) return absl::OkStatus();  // a late report
+  bool changed = false;
+  if (r.checkpoint_step >= 0 && r.checkpoint_step > live->state->status().checkpoint_step) {
+    ZF_RETURN_IF_ERROR(live->state->CheckpointWritten(r.checkpoint_step));
+    changed = true;
+  }
+  if (r.out_of_memory) {
+    ZF_RETURN_IF_ERROR(live->state->OutOfMemory(r.rank, "out of memory", clock_->Now()));
+    changed = true;
+  } else if (r.finished) {
+    ZF_RETURN_IF_ERROR(live->state->WorkerExited(r.rank, r.exit_code, clock_->Now()));
+    live->finished.insert(r.rank);
+    if (live->state->status().phase == JobPhase::kRunning &&
+        live->finished.size() == static_cast<size_t>(live->spec.world_size)) {
+      ZF_RETURN_IF_ERROR(live->state->Succeed(clock_->Now()));
+    }
+    changed = true;
+  }
+  if (changed) {
+    ZF_RETURN_IF_ERROR(PersistLocked(job_id, *live));
+    if (live->state->status().phase != JobPhase::kRunning) {
+      ZF_RETURN_IF_ERROR(LogLocked(
+          job_id, "coordinator",
+          absl::StrCat(JobPhaseName(live->state->status().phase),
+                       live->state->status().reason.empty() ? "" : ": ", live->state->status().reason)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::KvPut(const std::string& job_id, const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_RETURN_IF_ERROR(FindLocked(job_id).status());
+  kv_[{job_id, key}] = value;
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Coordinator::KvGet(const std::string& job_id, const std::string& key,
+                                               absl::Duration wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ZF_RETURN_IF_ERROR(FindLocked(job_id).status());
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(wait);
+  while (true) {
+    auto it = kv_.find({job_id, key});
+    if (it != kv_.end()) return it->second;
+    if (shutdown_ || changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("key '", key, "' of job ", job_id, " not set within ", absl::FormatDuration(wait)));
+    }
+  }
+}
+
+absl::Status Coordinator::Tick() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, live] : jobs_) {
+    if (live.state->Tick(clock_->Now())) {
+      live.registered.clear();
+      ZF_RETURN_IF_ERROR(PersistLocked(id, live));
+      ZF_RETURN_IF_ERROR(LogLocked(
+          id, "coordinator",
+          absl::StrCat(JobPhaseName(live.state->status().phase), ": ", live.state->status().reason)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace zerofit::coordinator

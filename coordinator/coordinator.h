@@ -1,0 +1,100 @@
+// The coordinator's domain: jobs (store + state machines), worker registration, step assignment, reports,
+// a rendezvous key-value store, and the waits that streaming RPCs block on. Thread-safe; the gRPC service
+// (service.h) only translates protos to these calls. Time comes from a Clock; every wait has a deadline.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/job_spec.h"
+#include "coordinator/job_state.h"
+#include "coordinator/job_store.h"
+#include "coordinator/step_scheduler.h"
+#include "core/clock.h"
+
+namespace zerofit::coordinator {
+
+struct WorkerRegistration {
+  int attempt = 0;
+  int64_t resume_step = 0;
+  std::string spec;
+};
+
+struct WorkerReport {
+  int rank = 0;
+  std::string host;
+  int64_t step = -1;  // -1: no metrics in this report
+  double loss = 0, accuracy = 0, tokens_per_s = 0;
+  int64_t peak_bytes = 0;
+  std::vector<std::string> log_lines;
+  int64_t checkpoint_step = -1;
+  bool finished = false;
+  int exit_code = 0;
+  bool out_of_memory = false;
+};
+
+class Coordinator {
+ public:
+  // Reads every job back from `store` (a restarted coordinator continues where it stopped).
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(std::unique_ptr<JobStore> store,
+                                                             const core::Clock* clock, JobPolicy policy = {});
+
+  // Jobs.
+  absl::StatusOr<JobStore::SubmitResult> Submit(const std::string& request_id, const std::string& name,
+                                                const std::string& spec, const std::string& spec_source);
+  absl::StatusOr<JobRecord> Get(const std::string& id);
+  absl::StatusOr<std::vector<JobRecord>> List();
+  absl::StatusOr<JobRecord> Cancel(const std::string& id, const std::string& reason);
+  // Log lines after `after`; waits up to `wait` for new ones when there are none and the job is live.
+  absl::StatusOr<std::vector<LogLine>> WaitLogs(const std::string& id, int64_t after, absl::Duration wait);
+  // The job once its status differs from `known` (or after `wait`).
+  absl::StatusOr<JobRecord> WaitStatus(const std::string& id, const JobStatus& known, absl::Duration wait);
+
+  // Workers.
+  absl::StatusOr<WorkerRegistration> Register(const std::string& job_id, int rank, int world_size,
+                                              const std::string& host, const std::vector<int64_t>& lengths);
+  // Returns true when the worker must stop (job cancelled, attempt failed).
+  absl::StatusOr<bool> Heartbeat(const std::string& job_id, int rank);
+  absl::StatusOr<StepAssignment> AcquireStep(const std::string& job_id, int64_t step);
+  absl::Status Report(const std::string& job_id, const WorkerReport& report);
+  absl::Status KvPut(const std::string& job_id, const std::string& key, const std::string& value);
+  absl::StatusOr<std::string> KvGet(const std::string& job_id, const std::string& key, absl::Duration wait);
+
+  // Fails attempts whose ranks missed heartbeats. The server calls it periodically.
+  absl::Status Tick();
+  // Wakes every waiter (server shutdown).
+  void Shutdown();
+
+ private:
+  struct Live {
+    std::unique_ptr<JobStateMachine> state;
+    JobSpec spec;
+    std::set<int> registered;  // ranks of the attempt being formed or running
+    std::set<int> finished;    // ranks that completed the attempt
+    std::optional<StepScheduler> scheduler;
+  };
+  Coordinator(std::unique_ptr<JobStore> store, const core::Clock* clock, JobPolicy policy)
+      : store_(std::move(store)), clock_(clock), policy_(policy) {}
+  absl::StatusOr<Live*> FindLocked(const std::string& id);
+  absl::Status PersistLocked(const std::string& id, Live& live);  // store + notify
+  absl::Status LogLocked(const std::string& id, const std::string& source, const std::string& text);
+
+  std::unique_ptr<JobStore> store_;
+  const core::Clock* clock_;
+  JobPolicy policy_;
+  std::mutex mu_;
+  std::condition_variable changed_;  // any status, log or kv change
+  std::map<std::string, Live> jobs_;
+  std::map<std::pair<std::string, std::string>, std::string> kv_;
+  bool shutdown_ = false;
+};
+
+}  // namespace zerofit::coordinator

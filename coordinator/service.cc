@@ -1,0 +1,313 @@
+#include "coordinator/service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "zerofit/v1/coordinator.grpc.pb.h"
+
+namespace zerofit::coordinator {
+namespace {
+
+namespace v1 = ::zerofit::v1;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case absl::StatusCode::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      code = grpc::StatusCode::DEADLINE_EXCEEDED;
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    default:
+      code = grpc::StatusCode::INTERNAL;
+  }
+  return grpc::Status(code, std::string(s.message()));
+}
+
+// Every call carries "authorization: Bearer <token>".
+grpc::Status Authorize(const grpc::ServerContext* ctx, const std::string& token) {
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end() || std::string(it->second.data(), it->second.size()) != "Bearer " + token) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "missing or wrong bearer token (see the token file written by `zerofit serve`)");
+  }
+  return grpc::Status::OK;
+}
+
+v1::JobPhase ToProto(JobPhase p) {
+  switch (p) {
+    case JobPhase::kQueued:
+      return v1::QUEUED;
+    case JobPhase::kRunning:
+      return v1::RUNNING;
+    case JobPhase::kRestarting:
+      return v1::RESTARTING;
+    case JobPhase::kSucceeded:
+      return v1::SUCCEEDED;
+    case JobPhase::kFailed:
+      return v1::FAILED;
+    case JobPhase::kCancelled:
+      return v1::CANCELLED;
+  }
+  return v1::JOB_PHASE_UNSPECIFIED;
+}
+
+void ToProto(const JobRecord& j, v1::Job* out) {
+  out->set_id(j.id);
+  out->set_request_id(j.request_id);
+  out->set_name(j.name);
+  out->set_spec(j.spec);
+  out->set_phase(ToProto(j.status.phase));
+  out->set_attempt(j.status.attempt);
+  out->set_restarts(j.status.restarts);
+  out->set_world_size(j.status.world_size);
+  out->set_checkpoint_step(j.status.checkpoint_step);
+  out->set_reason(j.status.reason);
+  out->set_created_unix_us(absl::ToUnixMicros(j.created));
+  out->set_since_unix_us(absl::ToUnixMicros(j.status.since));
+}
+
+#define ZF_AUTH(ctx)                                      \
+  do {                                                    \
+    grpc::Status auth_status_ = Authorize((ctx), token_); \
+    if (!auth_status_.ok()) return auth_status_;          \
+  } while (0)
+
+class JobsService final : public v1::Jobs::Service {
+ public:
+  JobsService(Coordinator* c, std::string token, const std::atomic<bool>* stopping)
+      : c_(c), token_(std::move(token)), stopping_(stopping) {}
+
+  grpc::Status Submit(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
+                      v1::SubmitJobResponse* resp) override {
+    ZF_AUTH(ctx);
+    auto r = c_->Submit(req->request_id(), req->name(), req->spec(), req->spec_source());
+    if (!r.ok()) return ToGrpc(r.status());
+    ToProto(r->job, resp->mutable_job());
+    resp->set_created(r->created);
+    return grpc::Status::OK;
+  }
+  grpc::Status Get(grpc::ServerContext* ctx, const v1::GetJobRequest* req, v1::Job* resp) override {
+    ZF_AUTH(ctx);
+    auto j = c_->Get(req->id());
+    if (!j.ok()) return ToGrpc(j.status());
+    ToProto(*j, resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status List(grpc::ServerContext* ctx, const v1::ListJobsRequest*,
+                    v1::ListJobsResponse* resp) override {
+    ZF_AUTH(ctx);
+    auto jobs = c_->List();
+    if (!jobs.ok()) return ToGrpc(jobs.status());
+    for (const JobRecord& j : *jobs) ToProto(j, resp->add_jobs());
+    return grpc::Status::OK;
+  }
+  grpc::Status Cancel(grpc::ServerContext* ctx, const v1::CancelJobRequest* req, v1::Job* resp) override {
+    ZF_AUTH(ctx);
+    auto j = c_->Cancel(req->id(), req->reason());
+    if (!j.ok()) return ToGrpc(j.status());
+    ToProto(*j, resp);
+    return grpc::Status::OK;
+  }
+  grpc::Status StreamLogs(grpc::ServerContext* ctx, const v1::StreamLogsRequest* req,
+                          grpc::ServerWriter<v1::LogLine>* writer) override {
+    ZF_AUTH(ctx);
+    int64_t after = req->after_seq();
+    while (!ctx->IsCancelled() && !stopping_->load()) {
+      auto lines = c_->WaitLogs(req->job_id(), after, absl::Seconds(1));
+      if (!lines.ok()) return ToGrpc(lines.status());
+      for (const LogLine& l : *lines) {
+        v1::LogLine out;
+        out.set_seq(l.seq);
+        out.set_source(l.source);
+        out.set_text(l.text);
+        out.set_unix_us(absl::ToUnixMicros(l.time));
+        if (!writer->Write(out)) return grpc::Status::OK;  // the client went away
+        after = l.seq;
+      }
+      if (!req->follow()) return grpc::Status::OK;
+      if (lines->empty()) {
+        auto job = c_->Get(req->job_id());
+        if (!job.ok()) return ToGrpc(job.status());
+        if (IsTerminal(job->status.phase)) return grpc::Status::OK;
+      }
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
+                     grpc::ServerWriter<v1::Job>* writer) override {
+    ZF_AUTH(ctx);
+    auto job = c_->Get(req->id());
+    if (!job.ok()) return ToGrpc(job.status());
+    while (true) {
+      v1::Job out;
+      ToProto(*job, &out);
+      if (!writer->Write(out) || IsTerminal(job->status.phase)) return grpc::Status::OK;
+      JobStatus known = job->status;
+      do {
+        if (ctx->IsCancelled() || stopping_->load()) return grpc::Status::OK;
+        job = c_->WaitStatus(req->id(), known, absl::Seconds(1));
+        if (!job.ok()) return ToGrpc(job.status());
+      } while (job->status.phase == known.phase && job->status.attempt == known.attempt &&
+               job->status.checkpoint_step == known.checkpoint_step);
+    }
+  }
+
+ private:
+  Coordinator* c_;
+  std::string token_;
+  const std::atomic<bool>* stopping_;
+};
+
+class WorkersService final : public v1::Workers::Service {
+ public:
+  WorkersService(Coordinator* c, std::string token) : c_(c), token_(std::move(token)) {}
+
+  grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
+                        v1::RegisterWorkerResponse* resp) override {
+    ZF_AUTH(ctx);
+    std::vector<int64_t> lengths(req->sample_lengths().begin(), req->sample_lengths().end());
+    auto r = c_->Register(req->job_id(), req->rank(), req->world_size(), req->host(), lengths);
+    if (!r.ok()) return ToGrpc(r.status());
+    resp->set_attempt(r->attempt);
+    resp->set_resume_step(r->resume_step);
+    resp->set_spec(r->spec);
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override {
+    ZF_AUTH(ctx);
+    auto stop = c_->Heartbeat(req->job_id(), req->rank());
+    if (!stop.ok()) return ToGrpc(stop.status());
+    resp->set_cancel(*stop);
+    return grpc::Status::OK;
+  }
+  grpc::Status AcquireStep(grpc::ServerContext* ctx, const v1::AcquireStepRequest* req,
+                           v1::AcquireStepResponse* resp) override {
+    ZF_AUTH(ctx);
+    auto a = c_->AcquireStep(req->job_id(), req->step());
+    if (!a.ok()) return ToGrpc(a.status());
+    if (req->rank() < 0 || static_cast<size_t>(req->rank()) >= a->ranks.size()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("rank ", req->rank(), " out of range"));
+    }
+    resp->set_step(a->global_step);
+    resp->set_epoch(a->epoch);
+    for (const auto& micro : a->ranks[static_cast<size_t>(req->rank())]) {
+      auto* mb = resp->add_micro_batches();
+      for (uint64_t s : micro) mb->add_samples(s);
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status Report(grpc::ServerContext* ctx, const v1::ReportRequest* req, v1::ReportResponse*) override {
+    ZF_AUTH(ctx);
+    WorkerReport r;
+    r.rank = req->rank();
+    r.host = ctx->peer();
+    r.step = req->step();
+    r.loss = req->loss();
+    r.accuracy = req->accuracy();
+    r.tokens_per_s = req->tokens_per_s();
+    r.peak_bytes = req->peak_bytes();
+    r.log_lines.assign(req->log_lines().begin(), req->log_lines().end());
+    r.checkpoint_step = req->checkpoint_step();
+    r.finished = req->finished();
+    r.exit_code = req->exit_code();
+    r.out_of_memory = req->out_of_memory();
+    return ToGrpc(c_->Report(req->job_id(), r));
+  }
+  grpc::Status KvPut(grpc::ServerContext* ctx, const v1::KeyValue* req, v1::KeyValue* resp) override {
+    ZF_AUTH(ctx);
+    *resp = *req;
+    return ToGrpc(c_->KvPut(req->job_id(), req->key(), req->value()));
+  }
+  grpc::Status KvGet(grpc::ServerContext* ctx, const v1::KvGetRequest* req, v1::KeyValue* resp) override {
+    ZF_AUTH(ctx);
+    const absl::Duration wait =
+        absl::Milliseconds(std::min<int64_t>(std::max<int64_t>(req->timeout_ms(), 0), 600000));
+    auto v = c_->KvGet(req->job_id(), req->key(), wait);
+    if (!v.ok()) return ToGrpc(v.status());
+    resp->set_job_id(req->job_id());
+    resp->set_key(req->key());
+    resp->set_value(*v);
+    return grpc::Status::OK;
+  }
+
+ private:
+  Coordinator* c_;
+  std::string token_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const ServerOptions& o,
+                                                                            const core::Clock* clock) {
+  if (o.token.empty()) return absl::InvalidArgumentError("CoordinatorServer: an auth token is required");
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, JobStore::Open(o.db_path));
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
+  ZF_ASSIGN_OR_RETURN(s->coordinator_, Coordinator::Create(std::move(store), clock, o.policy));
+  s->jobs_ = std::make_unique<JobsService>(s->coordinator_.get(), o.token, &s->stopping_);
+  s->workers_ = std::make_unique<WorkersService>(s->coordinator_.get(), o.token);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!o.tls_cert_pem.empty() || !o.tls_key_pem.empty()) {
+    if (o.tls_cert_pem.empty() || o.tls_key_pem.empty()) {
+      return absl::InvalidArgumentError("TLS needs both a certificate and a key");
+    }
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({o.tls_key_pem, o.tls_cert_pem});
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  int port = 0;
+  builder.AddListeningPort(o.listen, creds, &port);
+  builder.RegisterService(s->jobs_.get());
+  builder.RegisterService(s->workers_.get());
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen, " (in use, or a bad address)"));
+  }
+  const std::string host = o.listen.substr(0, o.listen.rfind(':'));
+  s->address_ = absl::StrCat(host, ":", port);
+  CoordinatorServer* self = s.get();
+  const absl::Duration tick = o.tick;
+  s->ticker_ = std::thread([self, tick] {
+    while (!self->stopping_.load()) {
+      absl::SleepFor(tick);
+      (void)self->coordinator_->Tick();  // a store error here surfaces on the next RPC that touches the job
+    }
+  });
+  return s;
+}
+
+void CoordinatorServer::Wait() {
+  if (server_) server_->Wait();
+}
+
+void CoordinatorServer::Shutdown() {
+  if (stopping_.exchange(true)) return;
+  coordinator_->Shutdown();
+  // Streams notice `stopping_` within their 1 s wait; give them that long before cancelling.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
+CoordinatorServer::~CoordinatorServer() {
+  if (server_) Shutdown();
+  if (ticker_.joinable()) ticker_.join();
+}
+
+}  // namespace zerofit::coordinator
