@@ -5,3 +5,8 @@ zerofit_unit_test(coordinator_unit_test
   coordinator/job_store_test.cc
   coordinator/step_scheduler_test.cc)
 target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator)
+
+if(TARGET zerofit_coordinator_service)
+  zerofit_unit_test(coordinator_service_test coordinator/service_test.cc)
+  target_link_libraries(coordinator_service_test PRIVATE zerofit_coordinator_service)
+endif()

@@ -1,0 +1,211 @@
+// The Workers and Jobs services through real gRPC stubs on loopback, with simulated workers: registration
+// forms an attempt, AcquireStep hands out the step's micro-batches, the rendezvous store waits with a
+// deadline, reports finish the job; missed heartbeats and OOM restart it; calls without the token fail.
+#include "coordinator/service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "zerofit/v1/coordinator.grpc.pb.h"
+
+namespace zerofit::coordinator {
+namespace {
+
+namespace v1 = ::zerofit::v1;
+
+constexpr const char* kSpec = R"(name: svc
+task: reward
+model: /m
+data: /d
+world_size: 2
+max_restarts: 2
+training:
+  steps: 20
+  global_batch: 8
+  micro_batch: 2
+  gradient_accumulation: 2
+)";
+
+struct Fixture {
+  core::RealClock clock;
+  std::unique_ptr<CoordinatorServer> server;
+  std::unique_ptr<v1::Jobs::Stub> jobs;
+  std::unique_ptr<v1::Workers::Stub> workers;
+  std::string job;
+
+  explicit Fixture(absl::Duration heartbeat_timeout = absl::Seconds(10)) {
+    ServerOptions o;
+    o.db_path = ":memory:";
+    o.token = "secret-token-0123456789abcdef0123";
+    o.policy.heartbeat_timeout = heartbeat_timeout;
+    o.tick = absl::Milliseconds(50);
+    auto s = CoordinatorServer::Start(o, &clock);
+    EXPECT_TRUE(s.ok()) << s.status();
+    server = std::move(*s);
+    auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+    jobs = v1::Jobs::NewStub(channel);
+    workers = v1::Workers::NewStub(channel);
+    v1::SubmitJobRequest req;
+    req.set_request_id("req");
+    req.set_spec(kSpec);
+    v1::SubmitJobResponse resp;
+    auto ctx = Context();
+    EXPECT_TRUE(jobs->Submit(ctx.get(), req, &resp).ok());
+    job = resp.job().id();
+  }
+  std::unique_ptr<grpc::ClientContext> Context(bool auth = true) const {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (auth) ctx->AddMetadata("authorization", "Bearer secret-token-0123456789abcdef0123");
+    return ctx;
+  }
+  v1::RegisterWorkerResponse Register(int rank) {
+    v1::RegisterWorkerRequest req;
+    req.set_job_id(job);
+    req.set_rank(rank);
+    req.set_world_size(2);
+    req.set_host("node1");
+    if (rank == 0)
+      for (int i = 0; i < 40; ++i) req.add_sample_lengths(10 + i % 7);
+    v1::RegisterWorkerResponse resp;
+    auto ctx = Context();
+    const grpc::Status s = workers->Register(ctx.get(), req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  }
+  v1::Job Get() {
+    v1::GetJobRequest req;
+    req.set_id(job);
+    v1::Job j;
+    auto ctx = Context();
+    EXPECT_TRUE(jobs->Get(ctx.get(), req, &j).ok());
+    return j;
+  }
+  void Report(int rank, int64_t step, int64_t checkpoint, bool finished, bool oom = false) {
+    v1::ReportRequest req;
+    req.set_job_id(job);
+    req.set_rank(rank);
+    req.set_step(step);
+    req.set_loss(0.5);
+    req.set_checkpoint_step(checkpoint);
+    req.set_finished(finished);
+    req.set_out_of_memory(oom);
+    req.add_log_lines("step " + std::to_string(step));
+    v1::ReportResponse resp;
+    auto ctx = Context();
+    const grpc::Status s = workers->Report(ctx.get(), req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+};
+
+TEST(ServiceTest, WorkersFormAnAttemptAcquireStepsRendezvousAndFinish) {
+  Fixture f;
+  EXPECT_EQ(f.Register(0).attempt(), 1);
+  EXPECT_EQ(f.Get().phase(), v1::QUEUED) << "one of two ranks";
+  const v1::RegisterWorkerResponse r1 = f.Register(1);
+  EXPECT_EQ(r1.attempt(), 1);
+  EXPECT_EQ(r1.resume_step(), 0);
+  EXPECT_EQ(f.Get().phase(), v1::RUNNING);
+  // Step 3's samples: 8 over both ranks, 2 micro-batches each, nothing twice.
+  std::set<uint64_t> samples;
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::AcquireStepRequest req;
+    req.set_job_id(f.job);
+    req.set_rank(rank);
+    req.set_step(3);
+    v1::AcquireStepResponse resp;
+    auto ctx = f.Context();
+    ASSERT_TRUE(f.workers->AcquireStep(ctx.get(), req, &resp).ok());
+    ASSERT_EQ(resp.micro_batches_size(), 2);
+    for (const auto& mb : resp.micro_batches()) samples.insert(mb.samples().begin(), mb.samples().end());
+  }
+  EXPECT_EQ(samples.size(), 8u);
+  // Rendezvous: rank 1 waits for the key rank 0 puts a moment later.
+  std::thread putter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    v1::KeyValue kv;
+    kv.set_job_id(f.job);
+    kv.set_key("nccl_unique_id");
+    kv.set_value(std::string("\x01\x02\x00\x03", 4));
+    v1::KeyValue out;
+    auto ctx = f.Context();
+    EXPECT_TRUE(f.workers->KvPut(ctx.get(), kv, &out).ok());
+  });
+  v1::KvGetRequest get;
+  get.set_job_id(f.job);
+  get.set_key("nccl_unique_id");
+  get.set_timeout_ms(5000);
+  v1::KeyValue got;
+  auto ctx = f.Context();
+  ASSERT_TRUE(f.workers->KvGet(ctx.get(), get, &got).ok());
+  EXPECT_EQ(got.value(), std::string("\x01\x02\x00\x03", 4));
+  putter.join();
+  get.set_key("never");
+  get.set_timeout_ms(100);
+  auto ctx2 = f.Context();
+  EXPECT_EQ(f.workers->KvGet(ctx2.get(), get, &got).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // Both ranks finish: the job succeeds and its log has every rank's lines.
+  f.Report(0, 19, 19, true);
+  EXPECT_EQ(f.Get().phase(), v1::RUNNING);
+  f.Report(1, 19, 19, true);
+  const v1::Job done = f.Get();
+  EXPECT_EQ(done.phase(), v1::SUCCEEDED);
+  EXPECT_EQ(done.checkpoint_step(), 19);
+  v1::StreamLogsRequest lreq;
+  lreq.set_job_id(f.job);
+  auto lctx = f.Context();
+  auto reader = f.jobs->StreamLogs(lctx.get(), lreq);
+  v1::LogLine line;
+  int step_lines = 0;
+  while (reader->Read(&line)) step_lines += line.text() == "step 19";
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(step_lines, 2);
+}
+
+TEST(ServiceTest, MissedHeartbeatsAndOomRestartFromTheCheckpoint) {
+  Fixture f(absl::Milliseconds(300));
+  f.Register(0);
+  f.Register(1);
+  f.Report(0, 5, 5, false);  // checkpoint at step 5
+  // Only rank 0 keeps beating.
+  for (int i = 0; i < 20 && f.Get().phase() == v1::RUNNING; ++i) {
+    v1::HeartbeatRequest hb;
+    hb.set_job_id(f.job);
+    hb.set_rank(0);
+    v1::HeartbeatResponse resp;
+    auto ctx = f.Context();
+    ASSERT_TRUE(f.workers->Heartbeat(ctx.get(), hb, &resp).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  v1::Job j = f.Get();
+  ASSERT_EQ(j.phase(), v1::RESTARTING);
+  EXPECT_NE(j.reason().find("rank 1 missed heartbeats"), std::string::npos) << j.reason();
+  // The next attempt resumes after the checkpoint.
+  EXPECT_EQ(f.Register(0).attempt(), 2);
+  EXPECT_EQ(f.Register(1).resume_step(), 6);
+  EXPECT_EQ(f.Get().phase(), v1::RUNNING);
+  // An out-of-memory report restarts again and asks for a re-plan.
+  f.Report(1, 7, -1, false, /*oom=*/true);
+  j = f.Get();
+  EXPECT_EQ(j.phase(), v1::RESTARTING);
+  EXPECT_EQ(j.restarts(), 2);
+  EXPECT_NE(j.reason().find("out of memory"), std::string::npos);
+}
+
+TEST(ServiceTest, CallsWithoutTheTokenAreRefused) {
+  Fixture f;
+  v1::ListJobsResponse resp;
+  auto ctx = f.Context(/*auth=*/false);
+  EXPECT_EQ(f.jobs->List(ctx.get(), v1::ListJobsRequest(), &resp).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  v1::HeartbeatRequest hb;
+  v1::HeartbeatResponse hr;
+  auto ctx2 = f.Context(/*auth=*/false);
+  EXPECT_EQ(f.workers->Heartbeat(ctx2.get(), hb, &hr).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+}  // namespace
+}  // namespace zerofit::coordinator
