@@ -141,6 +141,7 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
   if (rank == 0 && !lengths.empty()) {
     ZF_ASSIGN_OR_RETURN(StepScheduler sched, MakeScheduler(live->spec, lengths));
     live->scheduler.emplace(std::move(sched));
+    live->recent_steps.clear();
   }
   ZF_RETURN_IF_ERROR(LogLocked(job_id, absl::StrCat(host, ":", rank), "registered"));
   if (s.phase != JobPhase::kRunning && live->registered.size() == static_cast<size_t>(world_size)) {
@@ -169,7 +170,8 @@ absl::StatusOr<bool> Coordinator::Heartbeat(const std::string& job_id, int rank)
   return false;
 }
 
-absl::StatusOr<StepAssignment> Coordinator::AcquireStep(const std::string& job_id, int64_t step) {
+absl::StatusOr<std::shared_ptr<const StepAssignment>> Coordinator::AcquireStep(const std::string& job_id,
+                                                                               int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
   if (!live->scheduler) {
@@ -177,7 +179,12 @@ absl::StatusOr<StepAssignment> Coordinator::AcquireStep(const std::string& job_i
         absl::StrCat("job ", job_id, ": rank 0 has not registered the sample lengths yet"));
   }
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat("step ", step, " < 0"));
-  return live->scheduler->Assign(step);
+  auto it = live->recent_steps.find(step);
+  if (it != live->recent_steps.end()) return it->second;
+  auto a = std::make_shared<const StepAssignment>(live->scheduler->Assign(step));
+  live->recent_steps.emplace(step, a);
+  if (live->recent_steps.size() > kRecentSteps) live->recent_steps.erase(live->recent_steps.begin());
+  return a;
 }
 
 absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& r) {

@@ -63,7 +63,9 @@ class Coordinator {
                                               const std::string& host, const std::vector<int64_t>& lengths);
   // Returns true when the worker must stop (job cancelled, attempt failed).
   absl::StatusOr<bool> Heartbeat(const std::string& job_id, int rank);
-  absl::StatusOr<StepAssignment> AcquireStep(const std::string& job_id, int64_t step);
+  // Rank `rank`'s micro-batches of `step`. Every rank of a step asks for the same assignment: it is computed
+  // once and kept for the last few steps.
+  absl::StatusOr<std::shared_ptr<const StepAssignment>> AcquireStep(const std::string& job_id, int64_t step);
   absl::Status Report(const std::string& job_id, const WorkerReport& report);
   absl::Status KvPut(const std::string& job_id, const std::string& key, const std::string& value);
   absl::StatusOr<std::string> KvGet(const std::string& job_id, const std::string& key, absl::Duration wait);
@@ -80,7 +82,9 @@ class Coordinator {
     std::set<int> registered;  // ranks of the attempt being formed or running
     std::set<int> finished;    // ranks that completed the attempt
     std::optional<StepScheduler> scheduler;
+    std::map<int64_t, std::shared_ptr<const StepAssignment>> recent_steps;  // at most kRecentSteps
   };
+  static constexpr size_t kRecentSteps = 4;
   Coordinator(std::unique_ptr<JobStore> store, const core::Clock* clock, JobPolicy policy)
       : store_(std::move(store)), clock_(clock), policy_(policy) {}
   absl::StatusOr<Live*> FindLocked(const std::string& id);

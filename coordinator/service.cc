@@ -201,13 +201,14 @@ class WorkersService final : public v1::Workers::Service {
     ZF_AUTH(ctx);
     auto a = c_->AcquireStep(req->job_id(), req->step());
     if (!a.ok()) return ToGrpc(a.status());
-    if (req->rank() < 0 || static_cast<size_t>(req->rank()) >= a->ranks.size()) {
+    const StepAssignment& step = **a;
+    if (req->rank() < 0 || static_cast<size_t>(req->rank()) >= step.ranks.size()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("rank ", req->rank(), " out of range"));
     }
-    resp->set_step(a->global_step);
-    resp->set_epoch(a->epoch);
-    for (const auto& micro : a->ranks[static_cast<size_t>(req->rank())]) {
+    resp->set_step(step.global_step);
+    resp->set_epoch(step.epoch);
+    for (const auto& micro : step.ranks[static_cast<size_t>(req->rank())]) {
       auto* mb = resp->add_micro_batches();
       for (uint64_t s : micro) mb->add_samples(s);
     }

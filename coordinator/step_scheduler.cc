@@ -1,7 +1,9 @@
 #include "coordinator/step_scheduler.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
+#include <queue>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -72,14 +74,16 @@ StepAssignment StepScheduler::Assign(int64_t global_step) const {
   const size_t quota = (step.size() + world - 1) / world;
   std::vector<std::vector<uint64_t>> per_rank(world);
   a.rank_tokens.assign(world, 0);
+  // Min-heap of (tokens, rank) over ranks still below their quota: O(B log W) per step.
+  using Load = std::pair<int64_t, size_t>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> open;
+  for (size_t r = 0; r < world; ++r) open.push({0, r});
   for (uint64_t s : step) {
-    size_t best = world;
-    for (size_t r = 0; r < world; ++r) {
-      if (per_rank[r].size() >= quota) continue;
-      if (best == world || a.rank_tokens[r] < a.rank_tokens[best]) best = r;
-    }
+    const size_t best = open.top().second;
+    open.pop();
     per_rank[best].push_back(s);
     a.rank_tokens[best] += lengths_[s];
+    if (per_rank[best].size() < quota) open.push({a.rank_tokens[best], best});
   }
   const size_t k = static_cast<size_t>(options_.micro_batches);
   a.ranks.resize(world);
