@@ -8,6 +8,7 @@
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
+#include "sharding/checkpoint.h"
 #include "worker/data/pair_sharding.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/data/sampler.h"
@@ -88,13 +89,24 @@ absl::StatusOr<Task> ParseTask(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown task '", name, "'; expected reward, dpo or sft"));
 }
 
-absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, comm::Communicator* comm,
-                                             const std::function<void(const StepReport&)>& on_step) {
-  if (o.global_batch < comm->world_size() * o.micro_batches) {
-    return absl::InvalidArgumentError(absl::StrCat("global_batch ", o.global_batch,
-                                                   " is smaller than world size ", comm->world_size(),
-                                                   " x micro_batches ", o.micro_batches));
-  }
+struct PreferenceSession::State {
+  comm::Communicator* comm = nullptr;
+  core::HfModelConfig config;
+  std::vector<data::PreferencePair> train, test;
+  int32_t pad = 0;
+  LlamaModel policy{nullptr};
+  std::unique_ptr<ReferenceModel> reference, eval_reference;
+  std::unique_ptr<Zero2Binding> binding;
+  ReferenceModel* eval_ref() const { return eval_reference ? eval_reference.get() : reference.get(); }
+};
+
+PreferenceSession::PreferenceSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options)
+    : state_(std::move(state)), options_(options) {}
+
+PreferenceSession::~PreferenceSession() = default;
+
+absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(const PreferenceTrainOptions& o,
+                                                                             comm::Communicator* comm) {
   // Data and model description. Training reads token ids (*_ids.jsonl, from zerofit_tokenize or the example
   // generator): SentencePiece cannot be loaded next to LibTorch (see worker/data/CMakeLists.txt).
   ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, core::LoadHfConfig(o.data_dir + "/config.json"));
@@ -120,11 +132,13 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
     }
     return data::LoadPreferenceJsonl(ids, nullptr, dopt);
   };
-  ZF_ASSIGN_OR_RETURN(auto train, load("train"));
-  ZF_ASSIGN_OR_RETURN(auto test, load("test"));
-  const int32_t pad = static_cast<int32_t>(config.pad_token_id.value_or(*config.eos_token_id));
 
-  TrainReport report;
+  auto st = std::make_unique<State>();
+  st->comm = comm;
+  ZF_ASSIGN_OR_RETURN(st->train, load("train"));
+  ZF_ASSIGN_OR_RETURN(st->test, load("test"));
+  st->pad = static_cast<int32_t>(config.pad_token_id.value_or(*config.eos_token_id));
+  st->config = config;
   try {
     // The initial model: seeded initialisation, then the --init weights (opened and validated once).
     std::optional<core::SafetensorsModel> weights;
@@ -136,22 +150,18 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
       if (weights) ZF_RETURN_IF_ERROR(m->LoadWeights(*weights));
       return m;
     };
-    ZF_ASSIGN_OR_RETURN(LlamaModel policy, initial());
-    std::unique_ptr<ReferenceModel> reference, eval_reference;
+    ZF_ASSIGN_OR_RETURN(st->policy, initial());
     if (o.task == Task::kDpo) {
       // The reference is the initial policy: same seed, same weights.
       ZF_ASSIGN_OR_RETURN(LlamaModel ref_model, initial());
-      ZF_ASSIGN_OR_RETURN(reference, ReferenceModel::Create(std::move(ref_model), o.reference));
-      ZF_RETURN_IF_ERROR(reference->Precompute(train, pad, o.eval_batch, comm));
+      ZF_ASSIGN_OR_RETURN(st->reference, ReferenceModel::Create(std::move(ref_model), o.reference));
+      ZF_RETURN_IF_ERROR(st->reference->Precompute(st->train, st->pad, o.eval_batch, comm));
       if (o.reference == ReferenceStrategy::kPrecomputed) {
         ZF_ASSIGN_OR_RETURN(LlamaModel eval_model, initial());
-        ZF_ASSIGN_OR_RETURN(eval_reference,
+        ZF_ASSIGN_OR_RETURN(st->eval_reference,
                             ReferenceModel::Create(std::move(eval_model), ReferenceStrategy::kResident));
       }
     }
-    ReferenceModel* eval_ref = eval_reference ? eval_reference.get() : reference.get();
-    ZF_ASSIGN_OR_RETURN(report.before, Evaluate(policy, eval_ref, test, pad, o, comm));
-
     // ZeRO-2 over the trainable parameters (LoRA adapters and the score head only, when LoRA is on).
     sharding::Zero2Options zo;
     zo.bucket_bytes = o.bucket_bytes;
@@ -163,44 +173,119 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
     zo.param_dtype = o.model.dtype == torch::kBFloat16  ? core::DType::kBFloat16
                      : o.model.dtype == torch::kFloat16 ? core::DType::kFloat16
                                                         : core::DType::kFloat32;
-    ZF_ASSIGN_OR_RETURN(
-        auto binding,
-        Zero2Binding::Bind(*policy, zo, comm, [](const std::string& name, const torch::Tensor& p) {
-          return p.dim() >= 2;  // no decay for norms and biases
-        }));
-    data::Sampler sampler(train.size(), o.seed);
-    for (int64_t step = 1; step <= o.steps; ++step) {
-      const std::vector<uint64_t> global = sampler.Next(static_cast<uint64_t>(o.global_batch));
-      ZF_ASSIGN_OR_RETURN(auto micro,
-                          data::ShardPairs(global, comm->rank(), comm->world_size(), o.micro_batches));
-      StepReport sr;
-      sr.step = step;
-      for (int k = 0; k < o.micro_batches; ++k) {
-        const bool last = k + 1 == o.micro_batches;
-        if (micro[k].empty()) {
-          // Nothing for this rank in this micro-step: take part in the collectives with zero gradients.
-          ZF_RETURN_IF_ERROR(binding->Backward(torch::zeros({}, torch::requires_grad()), last, 0));
-          continue;
-        }
-        ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(train, micro[k], pad));
-        ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(policy, reference.get(), o, b));
-        ZF_RETURN_IF_ERROR(binding->Backward(out.loss_sum, last, out.metrics.pairs));
-        sr.metrics += out.metrics;
-      }
-      ZF_ASSIGN_OR_RETURN(sr.result, binding->Step());
-      ZF_RETURN_IF_ERROR(SumOverRanks(&sr.metrics, comm));
-      if (on_step) on_step(sr);
-    }
-    ZF_RETURN_IF_ERROR(binding->optimizer().Flush());
-    report.memory = binding->optimizer().memory();
-    report.reference_device_bytes = reference ? reference->device_bytes() : 0;
-    ZF_ASSIGN_OR_RETURN(report.after, Evaluate(policy, eval_ref, test, pad, o, comm));
-    if (!o.export_dir.empty() && comm->rank() == 0) {
-      ZF_RETURN_IF_ERROR(policy->ExportHf(o.export_dir, config));
-    }
+    ZF_ASSIGN_OR_RETURN(st->binding, Zero2Binding::Bind(*st->policy, zo, comm,
+                                                        [](const std::string& name, const torch::Tensor& p) {
+                                                          return p.dim() >= 2;  // no decay for norms, biases
+                                                        }));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("preference training failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("building the training session failed: ", e.what()));
   }
+  return std::unique_ptr<PreferenceSession>(new PreferenceSession(std::move(st), o));
+}
+
+size_t PreferenceSession::num_train_pairs() const { return state_->train.size(); }
+
+std::vector<int64_t> PreferenceSession::TrainLengths() const {
+  std::vector<int64_t> lengths;
+  lengths.reserve(state_->train.size());
+  for (const data::PreferencePair& p : state_->train) {
+    lengths.push_back(static_cast<int64_t>(p.prompt.size() + p.chosen.size() + p.rejected.size()));
+  }
+  return lengths;
+}
+
+absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
+                                                   const std::vector<std::vector<uint64_t>>& micro) {
+  State& st = *state_;
+  StepReport sr;
+  sr.step = step;
+  try {
+    const int k_total = static_cast<int>(micro.size());
+    if (k_total < 1) return absl::InvalidArgumentError("Step: no micro-batches");
+    for (int k = 0; k < k_total; ++k) {
+      const bool last = k + 1 == k_total;
+      if (micro[k].empty()) {
+        // Nothing for this rank in this micro-step: take part in the collectives with zero gradients.
+        ZF_RETURN_IF_ERROR(st.binding->Backward(torch::zeros({}, torch::requires_grad()), last, 0));
+        continue;
+      }
+      for (uint64_t i : micro[k]) {
+        if (i >= st.train.size()) {
+          return absl::OutOfRangeError(
+              absl::StrCat("Step: pair ", i, " >= ", st.train.size(), " training pairs"));
+        }
+      }
+      ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(st.train, micro[k], st.pad));
+      ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(st.policy, st.reference.get(), options_, b));
+      ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, out.metrics.pairs));
+      sr.metrics += out.metrics;
+    }
+    ZF_ASSIGN_OR_RETURN(sr.result, st.binding->Step());
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("training step ", step, " failed: ", e.what()));
+  }
+  ZF_RETURN_IF_ERROR(SumOverRanks(&sr.metrics, st.comm));
+  return sr;
+}
+
+absl::StatusOr<EvalReport> PreferenceSession::Evaluate() {
+  State& st = *state_;
+  ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());
+  try {
+    return worker::Evaluate(st.policy, st.eval_ref(), st.test, st.pad, options_, st.comm);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("evaluation failed: ", e.what()));
+  }
+}
+
+absl::Status PreferenceSession::SaveCheckpoint(const std::string& root, const std::string& extra, int keep) {
+  return sharding::SaveCheckpoint(state_->binding->optimizer(), root, extra, keep).status();
+}
+
+absl::StatusOr<int64_t> PreferenceSession::LoadCheckpoint(const std::string& root) {
+  ZF_ASSIGN_OR_RETURN(sharding::CheckpointInfo info,
+                      sharding::LoadCheckpoint(state_->binding->optimizer(), root));
+  return info.step;
+}
+
+absl::Status PreferenceSession::Export(const std::string& dir) {
+  if (state_->comm->rank() != 0) return absl::OkStatus();
+  ZF_RETURN_IF_ERROR(state_->binding->optimizer().Flush());
+  try {
+    return state_->policy->ExportHf(dir, state_->config);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("export failed: ", e.what()));
+  }
+}
+
+TrainReport PreferenceSession::Summary() const {
+  TrainReport r;
+  r.memory = state_->binding->optimizer().memory();
+  r.reference_device_bytes = state_->reference ? state_->reference->device_bytes() : 0;
+  return r;
+}
+
+absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, comm::Communicator* comm,
+                                             const std::function<void(const StepReport&)>& on_step) {
+  if (o.global_batch < comm->world_size() * o.micro_batches) {
+    return absl::InvalidArgumentError(absl::StrCat("global_batch ", o.global_batch,
+                                                   " is smaller than world size ", comm->world_size(),
+                                                   " x micro_batches ", o.micro_batches));
+  }
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(o, comm));
+  ZF_ASSIGN_OR_RETURN(EvalReport before, session->Evaluate());
+  data::Sampler sampler(session->num_train_pairs(), o.seed);
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    const std::vector<uint64_t> global = sampler.Next(static_cast<uint64_t>(o.global_batch));
+    ZF_ASSIGN_OR_RETURN(auto micro,
+                        data::ShardPairs(global, comm->rank(), comm->world_size(), o.micro_batches));
+    ZF_ASSIGN_OR_RETURN(StepReport sr, session->Step(step, micro));
+    if (on_step) on_step(sr);
+  }
+  TrainReport report = session->Summary();
+  report.before = before;
+  ZF_ASSIGN_OR_RETURN(report.after, session->Evaluate());
+  if (!o.export_dir.empty()) ZF_RETURN_IF_ERROR(session->Export(o.export_dir));
   return report;
 }
 

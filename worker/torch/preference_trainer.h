@@ -6,7 +6,9 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
@@ -62,6 +64,40 @@ struct TrainReport {
 };
 
 absl::StatusOr<PreferenceTrainOptions::Task> ParseTask(const std::string& name);  // "reward" | "dpo" | "sft"
+
+// One training run's state, stepped from outside (the coordinator's worker hands in the micro-batches of each
+// step) or by TrainPreferences below (its own seeded sampler). Every method is collective over `comm` unless
+// it says otherwise.
+class PreferenceSession {
+ public:
+  // Loads the data (data_dir/*_ids.jsonl, config.json), builds the policy (and the DPO reference), binds it
+  // to ZeRO-2.
+  static absl::StatusOr<std::unique_ptr<PreferenceSession>> Create(const PreferenceTrainOptions& options,
+                                                                   comm::Communicator* comm);
+  ~PreferenceSession();
+
+  const PreferenceTrainOptions& options() const { return options_; }
+  size_t num_train_pairs() const;
+  // Tokens of every training pair (prompt + chosen + rejected): what the coordinator balances.
+  std::vector<int64_t> TrainLengths() const;
+  // One optimizer step over this rank's micro-batches (indices into the training pairs; an empty micro-batch
+  // takes part with zero gradients). Every rank passes the same number of micro-batches.
+  absl::StatusOr<StepReport> Step(int64_t step, const std::vector<std::vector<uint64_t>>& micro_batches);
+  absl::StatusOr<EvalReport> Evaluate();
+  // World-size-independent checkpoint of the trainable state (sharding/checkpoint.h).
+  absl::Status SaveCheckpoint(const std::string& root, const std::string& extra, int keep);
+  // NotFound when `root` holds no checkpoint. Returns the optimizer steps the checkpoint had applied.
+  absl::StatusOr<int64_t> LoadCheckpoint(const std::string& root);
+  // Rank 0 writes; a no-op on other ranks (not collective).
+  absl::Status Export(const std::string& dir);
+  TrainReport Summary() const;  // memory and reference bytes (before/after evaluations left empty)
+
+ private:
+  struct State;
+  PreferenceSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options);
+  std::unique_ptr<State> state_;
+  PreferenceTrainOptions options_;
+};
 
 // Collective: every rank of `comm` calls it with the same options. `on_step` runs on every rank.
 absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& options, comm::Communicator* comm,
