@@ -7,6 +7,7 @@
 #include "cli/plan_command.h"
 #ifdef ZEROFIT_CLI_WITH_GRPC
 #include "cli/jobs_commands.h"
+#include "cli/run_command.h"
 #endif
 
 namespace {
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   zerofit::cli::ServeFlags serve_flags;
   zerofit::cli::JobsFlags jobs_flags;
   const zerofit::cli::JobsCommands jobs = zerofit::cli::AddJobsCommands(app, &serve_flags, &jobs_flags);
+  zerofit::cli::RunFlags run_flags;
+  CLI::App* run = zerofit::cli::AddRunCommand(app, &run_flags);
 #endif
   try {
     app.parse(argc, argv);
@@ -42,7 +45,10 @@ int main(int argc, char** argv) {
 #ifdef ZEROFIT_CLI_WITH_GRPC
   absl::Status s;
   const char* name = "";
-  if (jobs.serve->parsed()) {
+  if (run->parsed()) {
+    name = "run";
+    s = zerofit::cli::RunRun(run_flags);
+  } else if (jobs.serve->parsed()) {
     name = "serve";
     s = zerofit::cli::RunServe(serve_flags);
   } else if (jobs.submit->parsed()) {

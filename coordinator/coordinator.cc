@@ -226,6 +226,21 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
   return absl::OkStatus();
 }
 
+absl::Status Coordinator::LauncherExited(const std::string& job_id, int exit_code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  const JobStatus before = live->state->status();
+  ZF_RETURN_IF_ERROR(live->state->LauncherExited(exit_code, clock_->Now()));
+  if (live->state->status().phase != before.phase) {
+    live->registered.clear();
+    ZF_RETURN_IF_ERROR(PersistLocked(job_id, *live));
+    ZF_RETURN_IF_ERROR(LogLocked(
+        job_id, "coordinator",
+        absl::StrCat(JobPhaseName(live->state->status().phase), ": ", live->state->status().reason)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Coordinator::KvPut(const std::string& job_id, const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_RETURN_IF_ERROR(FindLocked(job_id).status());

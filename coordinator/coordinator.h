@@ -67,6 +67,8 @@ class Coordinator {
   // once and kept for the last few steps.
   absl::StatusOr<std::shared_ptr<const StepAssignment>> AcquireStep(const std::string& job_id, int64_t step);
   absl::Status Report(const std::string& job_id, const WorkerReport& report);
+  // `zerofit run`'s launcher for the attempt exited (see JobStateMachine::LauncherExited).
+  absl::Status LauncherExited(const std::string& job_id, int exit_code);
   absl::Status KvPut(const std::string& job_id, const std::string& key, const std::string& value);
   absl::StatusOr<std::string> KvGet(const std::string& job_id, const std::string& key, absl::Duration wait);
 

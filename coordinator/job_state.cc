@@ -99,6 +99,14 @@ absl::Status JobStateMachine::OutOfMemory(int rank, const std::string& what, abs
   return absl::OkStatus();
 }
 
+absl::Status JobStateMachine::LauncherExited(int exit_code, absl::Time now) {
+  if (status_.phase != JobPhase::kRunning) return absl::OkStatus();  // the job already ended or failed over
+  FailAttempt(exit_code != 0 ? absl::StrCat("the launcher exited with code ", exit_code)
+                             : "the launcher exited before every rank finished",
+              false, now);
+  return absl::OkStatus();
+}
+
 absl::Status JobStateMachine::CheckpointWritten(int64_t step) {
   if (IsTerminal(status_.phase)) {
     return absl::FailedPreconditionError(

@@ -53,6 +53,9 @@ class JobStateMachine {
   absl::Status Heartbeat(int rank, absl::Time now);
   absl::Status WorkerExited(int rank, int exit_code, absl::Time now);  // 0 alone does not end the job
   absl::Status OutOfMemory(int rank, const std::string& what, absl::Time now);
+  // The launcher of the attempt (mpiexec, srun) exited: non-zero, or zero while the job is still running,
+  // fails the attempt.
+  absl::Status LauncherExited(int exit_code, absl::Time now);
   absl::Status CheckpointWritten(int64_t step);
   absl::Status Succeed(absl::Time now);
   absl::Status Cancel(const std::string& why, absl::Time now);  // idempotent on a cancelled job

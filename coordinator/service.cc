@@ -218,7 +218,7 @@ class WorkersService final : public v1::Workers::Service {
     ZF_AUTH(ctx);
     WorkerReport r;
     r.rank = req->rank();
-    r.host = ctx->peer();
+    r.host = req->host().empty() ? ctx->peer() : req->host();
     r.step = req->step();
     r.loss = req->loss();
     r.accuracy = req->accuracy();

@@ -14,3 +14,12 @@ if(TARGET zerofit_cli_jobs)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/coordinator_cli_e2e.sh $<TARGET_FILE:zerofit>)
   set_tests_properties(coordinator_cli_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
 endif()
+
+# `zerofit run` with real workers: success, and a worker killed with -9 mid-run recovering from its checkpoint
+# to bit-identical final state (issue 6).
+if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
+  add_test(NAME run_restart_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/run_restart_e2e.sh $<TARGET_FILE:zerofit>
+            $<TARGET_FILE:zerofit_make_arith_prefs>)
+  set_tests_properties(run_restart_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
+endif()

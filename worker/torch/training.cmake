@@ -19,3 +19,9 @@ if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_memory_probe ${CMAKE_CURRENT_SOURCE_DIR}/memory_probe_main.cc)
   target_link_libraries(zerofit_memory_probe PRIVATE zerofit_worker_torch)
 endif()
+
+# The coordinator's worker (issue 6): one process per rank of a job.
+if(ZEROFIT_WITH_MPI AND TARGET zerofit_coordinator_service)
+  add_executable(zerofit_worker ${CMAKE_CURRENT_SOURCE_DIR}/worker_main.cc)
+  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_coordinator zerofit_proto)
+endif()

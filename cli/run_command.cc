@@ -1,0 +1,128 @@
+#include "cli/run_command.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "coordinator/service.h"
+#include "core/status_macros.h"
+
+extern char** environ;
+
+namespace zerofit::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+void PrintLines(const std::vector<coordinator::LogLine>& lines, int64_t* after) {
+  for (const coordinator::LogLine& l : lines) {
+    std::printf("%s %-16s %s\n", absl::FormatTime("%H:%M:%S", l.time, absl::LocalTimeZone()).c_str(),
+                l.source.c_str(), l.text.c_str());
+    *after = l.seq;
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
+  CLI::App* run = app.add_subcommand("run", "Run a job locally: embedded coordinator + mpiexec workers");
+  run->add_option("spec", f->spec_path, "job.yaml")->required();
+  run->add_option("--state-dir", f->state_dir, "job store and token (default: a fresh temporary directory)");
+  run->add_option("--worker", f->worker, "zerofit_worker binary");
+  run->add_option("--mpiexec", f->mpiexec, "MPI launcher")->capture_default_str();
+  run->add_option("--heartbeat-timeout", f->heartbeat_timeout_s, "seconds")->capture_default_str();
+  return run;
+}
+
+absl::Status RunRun(const RunFlags& f) {
+  std::ifstream in(f.spec_path);
+  if (!in) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string worker = f.worker;
+#ifdef ZEROFIT_WORKER_BINARY
+  if (worker.empty()) worker = ZEROFIT_WORKER_BINARY;
+#endif
+  if (worker.empty() || !fs::exists(worker)) {
+    return absl::NotFoundError(absl::StrCat("run: zerofit_worker not found ('", worker, "'): pass --worker"));
+  }
+  std::string state = f.state_dir;
+  if (state.empty()) {
+    std::string tmpl = (fs::temp_directory_path() / "zerofit-run-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) return absl::ErrnoToStatus(errno, "run: mkdtemp");
+    state = tmpl;
+  }
+  std::error_code ec;
+  fs::create_directories(state, ec);
+  std::random_device rd;
+  std::string token;
+  for (int i = 0; i < 32; ++i) absl::StrAppendFormat(&token, "%02x", rd() & 0xff);
+  coordinator::ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.db_path = (fs::path(state) / "jobs.db").string();
+  o.token = token;
+  o.policy.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  core::RealClock clock;
+  ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
+  coordinator::Coordinator& c = server->coordinator();
+  ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("run-", ::getpid(), "-", rd()), "", text.str(),
+                                               fs::path(f.spec_path).filename().string()));
+  const std::string id = submitted.job.id;
+  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(text.str(), f.spec_path));
+  std::printf("zerofit run: %s on %d ranks (coordinator %s, state %s)\n", id.c_str(), spec.world_size,
+              server->address().c_str(), state.c_str());
+  int64_t after = 0;
+  while (true) {
+    ZF_ASSIGN_OR_RETURN(coordinator::JobRecord job, c.Get(id));
+    if (coordinator::IsTerminal(job.status.phase)) break;
+    std::vector<std::string> args = {f.mpiexec, "--oversubscribe"};
+    if (::geteuid() == 0) args.push_back("--allow-run-as-root");
+    for (const std::string& a :
+         {std::string("-n"), std::to_string(spec.world_size), worker, std::string("--coordinator"),
+          server->address(), std::string("--token"), token, std::string("--job"), id}) {
+      args.push_back(a);
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (const int rc = ::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0) {
+      return absl::ErrnoToStatus(rc, absl::StrCat("run: cannot start ", f.mpiexec));
+    }
+    int wstatus = 0;
+    while (true) {
+      ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::Milliseconds(300)));
+      PrintLines(lines, &after);
+      const pid_t done = ::waitpid(pid, &wstatus, WNOHANG);
+      if (done == pid) break;
+      if (done < 0) return absl::ErrnoToStatus(errno, "run: waitpid");
+    }
+    const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    ZF_RETURN_IF_ERROR(c.LauncherExited(id, code));
+    ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::ZeroDuration()));
+    PrintLines(lines, &after);
+  }
+  ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::ZeroDuration()));
+  PrintLines(lines, &after);
+  ZF_ASSIGN_OR_RETURN(coordinator::JobRecord job, c.Get(id));
+  std::printf("zerofit run: %s %s after %d attempt(s)%s%s\n", id.c_str(),
+              coordinator::JobPhaseName(job.status.phase), job.status.attempt,
+              job.status.reason.empty() ? "" : ": ", job.status.reason.c_str());
+  if (job.status.phase != coordinator::JobPhase::kSucceeded) {
+    return absl::AbortedError(absl::StrCat(id, " ", coordinator::JobPhaseName(job.status.phase)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerofit::cli

@@ -1,0 +1,28 @@
+// `zerofit run job.yaml`: the one-command local run. An embedded coordinator (loopback, its own token) takes
+// the job; the workers are started with mpiexec; their logs stream to the terminal; when an attempt fails
+// (a worker killed, out of memory, missed heartbeats) the job restarts from its last checkpoint, up to
+// max_restarts.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace zerofit::cli {
+
+struct RunFlags {
+  std::string spec_path;
+  std::string state_dir;  // default: a fresh directory under $TMPDIR
+  std::string worker;     // zerofit_worker binary (default: the one built next to this zerofit)
+  std::string mpiexec = "mpiexec";
+  double heartbeat_timeout_s = 30;
+};
+
+CLI::App* AddRunCommand(CLI::App& app, RunFlags* flags);
+absl::Status RunRun(const RunFlags& flags);
+
+}  // namespace zerofit::cli

@@ -1,0 +1,294 @@
+// zerofit_worker: one training process per rank of a coordinator job (launched by `zerofit run`, or by srun
+// under Slurm). It reads the job spec from the coordinator, builds the training session, registers (rank 0
+// with the length of every training pair), resumes from the job's last checkpoint, then for every step asks
+// the coordinator for its micro-batches, trains them, reports metrics and log lines, and checkpoints every
+// `checkpoint.every` steps. A heartbeat thread keeps the attempt alive; a cancelled job stops at the next
+// step.
+//   mpiexec -n W zerofit_worker --coordinator HOST:PORT --token TOKEN --job JOB-ID
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "comm/communicator_factory.h"
+#include "coordinator/job_spec.h"
+#include "core/status_macros.h"
+#include "worker/mpi_main.h"
+#include "worker/torch/preference_trainer.h"
+#include "zerofit/v1/coordinator.grpc.pb.h"
+
+namespace zerofit::worker {
+namespace {
+
+namespace v1 = ::zerofit::v1;
+
+struct Flags {
+  std::string coordinator, token, job;
+  int heartbeat_ms = 1000;
+};
+
+constexpr const char* kUsage =
+    "usage: mpiexec -n W zerofit_worker --coordinator HOST:PORT --token TOKEN --job JOB-ID [--heartbeat-ms "
+    "1000]";
+
+absl::StatusOr<Flags> Parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") return absl::CancelledError(kUsage);
+    if (i + 1 >= argc)
+      return absl::InvalidArgumentError(absl::StrCat("flag ", a, " needs a value\n", kUsage));
+    const std::string v = argv[++i];
+    if (a == "--coordinator") {
+      f.coordinator = v;
+    } else if (a == "--token") {
+      f.token = v;
+    } else if (a == "--job") {
+      f.job = v;
+    } else if (a == "--heartbeat-ms") {
+      f.heartbeat_ms = std::atoi(v.c_str());
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", a, "'\n", kUsage));
+    }
+  }
+  if (f.coordinator.empty() || f.token.empty() || f.job.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--coordinator, --token and --job are required\n", kUsage));
+  }
+  if (f.heartbeat_ms < 10) return absl::InvalidArgumentError("--heartbeat-ms must be >= 10");
+  return f;
+}
+
+// Unary calls with a deadline; UNAVAILABLE (a coordinator being restarted) is retried for up to a minute.
+class CoordinatorLink {
+ public:
+  CoordinatorLink(const Flags& f)
+      : token_(f.token),
+        channel_(grpc::CreateChannel(f.coordinator, grpc::InsecureChannelCredentials())),
+        workers_(v1::Workers::NewStub(channel_)),
+        jobs_(v1::Jobs::NewStub(channel_)) {}
+
+  template <typename Fn>
+  absl::Status Call(const char* what, Fn fn) {
+    const absl::Time give_up = absl::Now() + absl::Minutes(1);
+    while (true) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      ctx.AddMetadata("authorization", "Bearer " + token_);
+      const grpc::Status s = fn(&ctx);
+      if (s.ok()) return absl::OkStatus();
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE && absl::Now() < give_up) {
+        absl::SleepFor(absl::Milliseconds(500));
+        continue;
+      }
+      return absl::UnavailableError(absl::StrCat(what, ": ", s.error_message()));
+    }
+  }
+  v1::Workers::Stub& workers() { return *workers_; }
+  v1::Jobs::Stub& jobs() { return *jobs_; }
+
+ private:
+  std::string token_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Workers::Stub> workers_;
+  std::unique_ptr<v1::Jobs::Stub> jobs_;
+};
+
+// Sends heartbeats every `period` until destroyed; records a stop request from the coordinator.
+class Heartbeater {
+ public:
+  Heartbeater(CoordinatorLink* link, std::string job, int rank, absl::Duration period)
+      : thread_([this, link, job, rank, period] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!done_) {
+            lock.unlock();
+            v1::HeartbeatRequest req;
+            req.set_job_id(job);
+            req.set_rank(rank);
+            v1::HeartbeatResponse resp;
+            const absl::Status s = link->Call("heartbeat", [&](grpc::ClientContext* ctx) {
+              return link->workers().Heartbeat(ctx, req, &resp);
+            });
+            if (s.ok() && resp.cancel()) stop_.store(true);
+            lock.lock();
+            cv_.wait_for(lock, absl::ToChronoMilliseconds(period), [this] { return done_; });
+          }
+        }) {}
+  ~Heartbeater() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  bool stop_requested() const { return stop_.load(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts after the members above exist
+};
+
+absl::StatusOr<PreferenceTrainOptions> OptionsFromSpec(const coordinator::JobSpec& spec) {
+  PreferenceTrainOptions o;
+  ZF_ASSIGN_OR_RETURN(o.task, ParseTask(spec.task));
+  o.data_dir = spec.data;
+  if (std::filesystem::exists(std::filesystem::path(spec.model) / "model.safetensors") ||
+      std::filesystem::exists(std::filesystem::path(spec.model) / "model.safetensors.index.json")) {
+    o.init_weights = spec.model;
+  }
+  const coordinator::TrainingSpec& t = spec.training;
+  o.steps = t.steps;
+  o.global_batch = t.global_batch;
+  o.micro_batches = static_cast<int>(t.gradient_accumulation.value_or(1));
+  o.lr = static_cast<float>(t.lr);
+  o.weight_decay = static_cast<float>(t.weight_decay);
+  o.max_grad_norm = static_cast<float>(t.max_grad_norm);
+  o.offload.enabled = t.offload;
+  o.model.activation_checkpointing = t.checkpointing.value_or(false);
+  o.model.dtype = t.bf16 ? torch::kBFloat16 : torch::kFloat32;
+  o.max_length = t.max_length;
+  return o;
+}
+
+absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
+  torch::set_num_threads(1);
+  ZF_ASSIGN_OR_RETURN(auto comm, comm::CreateHostCommunicator(env));
+  const int rank = comm->rank(), world = comm->world_size();
+  char hostname[256] = {0};
+  ::gethostname(hostname, sizeof(hostname) - 1);
+  CoordinatorLink link(f);
+  auto report = [&](const std::string& line, int64_t step, const StepReport* sr, int64_t checkpoint,
+                    bool finished, int exit_code) {
+    v1::ReportRequest req;
+    req.set_job_id(f.job);
+    req.set_rank(rank);
+    req.set_host(hostname);
+    req.set_step(sr ? step : -1);
+    if (sr && sr->metrics.pairs > 0) {
+      req.set_loss(sr->metrics.loss_sum / sr->metrics.pairs);
+      req.set_accuracy(sr->metrics.correct / sr->metrics.pairs);
+      req.set_tokens_per_s(sr->metrics.pairs / std::max(1e-9, sr->result.breakdown.wall_ms / 1e3));
+    }
+    if (!line.empty()) req.add_log_lines(line);
+    req.set_checkpoint_step(checkpoint);
+    req.set_finished(finished);
+    req.set_exit_code(exit_code);
+    v1::ReportResponse resp;
+    return link.Call("report",
+                     [&](grpc::ClientContext* ctx) { return link.workers().Report(ctx, req, &resp); });
+  };
+
+  // The spec, from the coordinator.
+  v1::GetJobRequest get;
+  get.set_id(f.job);
+  v1::Job job;
+  ZF_RETURN_IF_ERROR(
+      link.Call("get job", [&](grpc::ClientContext* ctx) { return link.jobs().Get(ctx, get, &job); }));
+  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(job.spec(), f.job));
+  if (spec.world_size != world) {
+    return absl::InvalidArgumentError(absl::StrCat("job ", f.job, " wants world_size ", spec.world_size,
+                                                   " but mpiexec started ", world, " ranks"));
+  }
+  ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions options, OptionsFromSpec(spec));
+  auto session_or = PreferenceSession::Create(options, comm.get());
+  if (!session_or.ok()) {
+    (void)report(absl::StrCat("cannot start: ", session_or.status().message()), -1, nullptr, -1, true, 1);
+    return session_or.status();
+  }
+  std::unique_ptr<PreferenceSession> session = std::move(*session_or);
+
+  v1::RegisterWorkerRequest reg;
+  reg.set_job_id(f.job);
+  reg.set_rank(rank);
+  reg.set_world_size(world);
+  reg.set_host(hostname);
+  if (rank == 0)
+    for (int64_t len : session->TrainLengths()) reg.add_sample_lengths(len);
+  v1::RegisterWorkerResponse registered;
+  ZF_RETURN_IF_ERROR(link.Call(
+      "register", [&](grpc::ClientContext* ctx) { return link.workers().Register(ctx, reg, &registered); }));
+  // Every rank registered (and rank 0's lengths arrived) before anyone asks for a step.
+  ZF_RETURN_IF_ERROR(comm->Barrier(absl::Minutes(5)));
+  int64_t first = registered.resume_step();
+  if (first > 0) {
+    if (spec.checkpoint.dir.empty()) {
+      return absl::FailedPreconditionError("the job resumes at a checkpoint but has no checkpoint.dir");
+    }
+    ZF_ASSIGN_OR_RETURN(const int64_t applied, session->LoadCheckpoint(spec.checkpoint.dir));
+    if (applied != first) {
+      return absl::DataLossError(absl::StrCat(spec.checkpoint.dir, ": checkpoint holds ", applied,
+                                              " steps, the coordinator expected ", first));
+    }
+  }
+  Heartbeater heartbeat(&link, f.job, rank, absl::Milliseconds(f.heartbeat_ms));
+  if (rank == 0) {
+    ZF_RETURN_IF_ERROR(report(absl::StrCat("attempt ", registered.attempt(), ": ", session->num_train_pairs(),
+                                           " training pairs, steps ", first, "..", spec.training.steps - 1),
+                              -1, nullptr, -1, false, 0));
+  }
+  const absl::Time start = absl::Now();
+  for (int64_t step = first; step < spec.training.steps; ++step) {
+    if (heartbeat.stop_requested()) {
+      (void)report("stopping: the coordinator asked to", -1, nullptr, -1, true, 0);
+      return absl::OkStatus();
+    }
+    v1::AcquireStepRequest acq;
+    acq.set_job_id(f.job);
+    acq.set_rank(rank);
+    acq.set_step(step);
+    v1::AcquireStepResponse assignment;
+    ZF_RETURN_IF_ERROR(link.Call("acquire step", [&](grpc::ClientContext* ctx) {
+      return link.workers().AcquireStep(ctx, acq, &assignment);
+    }));
+    std::vector<std::vector<uint64_t>> micro;
+    for (const auto& mb : assignment.micro_batches())
+      micro.emplace_back(mb.samples().begin(), mb.samples().end());
+    ZF_ASSIGN_OR_RETURN(StepReport sr, session->Step(step, micro));
+    int64_t checkpoint = -1;
+    const bool last = step + 1 == spec.training.steps;
+    if (!spec.checkpoint.dir.empty() && ((step + 1) % spec.checkpoint.every == 0 || last)) {
+      ZF_RETURN_IF_ERROR(session->SaveCheckpoint(
+          spec.checkpoint.dir, absl::StrCat("{\"job\": \"", f.job, "\", \"step\": ", step, "}"),
+          spec.checkpoint.keep));
+      checkpoint = step;
+    }
+    if (rank == 0) {
+      const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+      const int64_t done = step - first + 1, left = spec.training.steps - step - 1;
+      ZF_RETURN_IF_ERROR(
+          report(absl::StrFormat("step %d/%d  loss %.4f  acc %.3f  %.0f pairs/s  ETA %.0fs%s", step + 1,
+                                 spec.training.steps, sr.metrics.loss_sum / std::max(1.0, sr.metrics.pairs),
+                                 sr.metrics.correct / std::max(1.0, sr.metrics.pairs),
+                                 sr.metrics.pairs / std::max(1e-9, sr.result.breakdown.wall_ms / 1e3),
+                                 elapsed / static_cast<double>(done) * static_cast<double>(left),
+                                 checkpoint >= 0 ? absl::StrCat("  (checkpoint step ", checkpoint, ")") : ""),
+                 step, &sr, checkpoint, false, 0));
+    }
+  }
+  ZF_ASSIGN_OR_RETURN(EvalReport eval, session->Evaluate());
+  ZF_RETURN_IF_ERROR(comm->Barrier(absl::Minutes(5)));
+  return report(rank == 0 ? absl::StrFormat("done: held-out accuracy %.3f over %.0f pairs", eval.accuracy(),
+                                            eval.metrics.pairs)
+                          : "",
+                -1, nullptr, -1, true, 0);
+}
+
+}  // namespace
+}  // namespace zerofit::worker
+
+int main(int argc, char** argv) {
+  return zerofit::worker::MpiMain(argc, argv, &zerofit::worker::Parse, &zerofit::worker::Run);
+}
