@@ -37,4 +37,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 # CUDA and NCCL under /usr/local/cuda are picked up automatically (the nccl backend compiles without a GPU).
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD_DIR" -j "$(nproc)"
-echo "setup: built into $BUILD_DIR"
+# Data for the README's main job (examples/jobs/arith_reward.yaml): generated offline, deterministic.
+"$BUILD_DIR/worker/data/zerofit_make_arith_prefs" --out "$BUILD_DIR/examples/arith" --train 2000 --test 200 \
+  --ids --pad > /dev/null
+echo "setup: built into $BUILD_DIR (example data in $BUILD_DIR/examples/arith)"
