@@ -1,5 +1,6 @@
 #include "coordinator/coordinator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,12 +9,12 @@
 namespace zerofit::coordinator {
 namespace {
 
-// The scheduler for a job: micro-batches per rank from the spec (1 when the planner is left to size it).
-absl::StatusOr<StepScheduler> MakeScheduler(const JobSpec& spec, const std::vector<int64_t>& lengths) {
+absl::StatusOr<StepScheduler> MakeScheduler(const JobSpec& spec, int micro_batches,
+                                            const std::vector<int64_t>& lengths) {
   SchedulerOptions o;
   o.global_batch = spec.training.global_batch;
   o.world_size = spec.world_size;
-  o.micro_batches = static_cast<int>(spec.training.gradient_accumulation.value_or(1));
+  o.micro_batches = micro_batches;
   return StepScheduler::Create(lengths, o);
 }
 
@@ -32,6 +33,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
     Live live;
     live.state = std::make_unique<JobStateMachine>(p, j.status, clock->Now());
     live.spec = *spec;
+    live.micro_batches = static_cast<int>(spec->training.gradient_accumulation.value_or(1));
     c->jobs_.emplace(j.id, std::move(live));
   }
   return c;
@@ -70,6 +72,7 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
     Live live;
     live.state = std::make_unique<JobStateMachine>(p, clock_->Now());
     live.spec = spec;
+    live.micro_batches = static_cast<int>(spec.training.gradient_accumulation.value_or(1));
     jobs_.emplace(r.job.id, std::move(live));
     ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator",
                                  absl::StrCat("submitted: task ", spec.task, ", ", spec.world_size,
@@ -139,12 +142,33 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
     live->registered.insert(rank);
   }
   if (rank == 0 && !lengths.empty()) {
-    ZF_ASSIGN_OR_RETURN(StepScheduler sched, MakeScheduler(live->spec, lengths));
+    live->lengths = lengths;
+    ZF_ASSIGN_OR_RETURN(StepScheduler sched, MakeScheduler(live->spec, live->micro_batches, lengths));
     live->scheduler.emplace(std::move(sched));
     live->recent_steps.clear();
   }
   ZF_RETURN_IF_ERROR(LogLocked(job_id, absl::StrCat(host, ":", rank), "registered"));
   if (s.phase != JobPhase::kRunning && live->registered.size() == static_cast<size_t>(world_size)) {
+    if (s.replan) {
+      // Out of memory last time: smaller micro-batches, more of them, same global batch.
+      const int64_t per_rank = (live->spec.training.global_batch + world_size - 1) / world_size;
+      const int before = live->micro_batches;
+      live->micro_batches = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
+      if (!live->lengths.empty()) {
+        ZF_ASSIGN_OR_RETURN(StepScheduler sched,
+                            MakeScheduler(live->spec, live->micro_batches, live->lengths));
+        live->scheduler.emplace(std::move(sched));
+        live->recent_steps.clear();
+      }
+      ZF_RETURN_IF_ERROR(LogLocked(
+          job_id, "coordinator",
+          live->micro_batches > before
+              ? absl::StrCat("re-planned after out-of-memory: ", before, " -> ", live->micro_batches,
+                             " micro-batches per rank per step (same global batch ",
+                             live->spec.training.global_batch, ")")
+              : absl::StrCat(
+                    "re-plan after out-of-memory: already one pair per micro-batch; retrying as is")));
+    }
     ZF_RETURN_IF_ERROR(live->state->Schedule(world_size, clock_->Now()));
     live->finished.clear();
     ZF_RETURN_IF_ERROR(PersistLocked(job_id, *live));

@@ -84,6 +84,9 @@ class Coordinator {
     std::set<int> registered;  // ranks of the attempt being formed or running
     std::set<int> finished;    // ranks that completed the attempt
     std::optional<StepScheduler> scheduler;
+    std::vector<int64_t>
+        lengths;            // rank 0's sample lengths (the scheduler is rebuilt from them on a re-plan)
+    int micro_batches = 1;  // per rank per step; doubled by a re-plan after an out-of-memory failure
     std::map<int64_t, std::shared_ptr<const StepAssignment>> recent_steps;  // at most kRecentSteps
   };
   static constexpr size_t kRecentSteps = 4;

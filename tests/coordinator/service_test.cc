@@ -193,6 +193,19 @@ TEST(ServiceTest, MissedHeartbeatsAndOomRestartFromTheCheckpoint) {
   EXPECT_EQ(j.phase(), v1::RESTARTING);
   EXPECT_EQ(j.restarts(), 2);
   EXPECT_NE(j.reason().find("out of memory"), std::string::npos);
+  // The next attempt is re-planned: 4 pairs per rank per step in 4 micro-batches instead of 2 (same global
+  // batch).
+  f.Register(0);
+  f.Register(1);
+  v1::AcquireStepRequest req;
+  req.set_job_id(f.job);
+  req.set_rank(0);
+  req.set_step(8);
+  v1::AcquireStepResponse resp;
+  auto ctx = f.Context();
+  ASSERT_TRUE(f.workers->AcquireStep(ctx.get(), req, &resp).ok());
+  EXPECT_EQ(resp.micro_batches_size(), 4);
+  for (const auto& mb : resp.micro_batches()) EXPECT_EQ(mb.samples_size(), 1);
 }
 
 TEST(ServiceTest, CallsWithoutTheTokenAreRefused) {

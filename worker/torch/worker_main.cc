@@ -171,7 +171,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
   ::gethostname(hostname, sizeof(hostname) - 1);
   CoordinatorLink link(f);
   auto report = [&](const std::string& line, int64_t step, const StepReport* sr, int64_t checkpoint,
-                    bool finished, int exit_code) {
+                    bool finished, int exit_code, bool oom = false) {
     v1::ReportRequest req;
     req.set_job_id(f.job);
     req.set_rank(rank);
@@ -186,6 +186,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
     req.set_checkpoint_step(checkpoint);
     req.set_finished(finished);
     req.set_exit_code(exit_code);
+    req.set_out_of_memory(oom);
     v1::ReportResponse resp;
     return link.Call("report",
                      [&](grpc::ClientContext* ctx) { return link.workers().Report(ctx, req, &resp); });
@@ -256,7 +257,17 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
     std::vector<std::vector<uint64_t>> micro;
     for (const auto& mb : assignment.micro_batches())
       micro.emplace_back(mb.samples().begin(), mb.samples().end());
-    ZF_ASSIGN_OR_RETURN(StepReport sr, session->Step(step, micro));
+    auto stepped = session->Step(step, micro);
+    if (!stepped.ok()) {
+      // Out of memory (LibTorch's CPU or CUDA allocator): tell the coordinator, which re-plans the next
+      // attempt.
+      const std::string msg(stepped.status().message());
+      const bool oom = msg.find("out of memory") != std::string::npos ||
+                       msg.find("can't allocate memory") != std::string::npos;
+      (void)report(absl::StrCat("step ", step, " failed: ", msg), -1, nullptr, -1, true, 1, oom);
+      return stepped.status();
+    }
+    const StepReport& sr = *stepped;
     int64_t checkpoint = -1;
     const bool last = step + 1 == spec.training.steps;
     if (!spec.checkpoint.dir.empty() && ((step + 1) % spec.checkpoint.every == 0 || last)) {
