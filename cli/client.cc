@@ -134,6 +134,21 @@ absl::StatusOr<zerofit::v1::Job> Client::Cancel(const std::string& id, const std
   return resp;
 }
 
+absl::Status Client::StreamMetrics(const std::string& job_id, int64_t after_step, bool follow,
+                                   absl::Duration follow_timeout,
+                                   const std::function<void(const zerofit::v1::Metric&)>& on_metric) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, follow ? follow_timeout : options_.timeout);
+  zerofit::v1::StreamMetricsRequest req;
+  req.set_job_id(job_id);
+  req.set_after_step(after_step);
+  req.set_follow(follow);
+  auto reader = jobs_->StreamMetrics(&ctx, req);
+  zerofit::v1::Metric m;
+  while (reader->Read(&m)) on_metric(m);
+  return FromGrpc(reader->Finish(), "metrics");
+}
+
 absl::Status Client::StreamLogs(const std::string& job_id, int64_t after, bool follow,
                                 absl::Duration follow_timeout,
                                 const std::function<void(const zerofit::v1::LogLine&)>& on_line) {

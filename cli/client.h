@@ -35,6 +35,9 @@ class Client {
   absl::StatusOr<zerofit::v1::ListJobsResponse> List();
   absl::StatusOr<zerofit::v1::Job> Cancel(const std::string& id, const std::string& reason);
   // Calls `on_line` for every line; with `follow` until the job ends (or `follow_timeout` passes).
+  absl::Status StreamMetrics(const std::string& job_id, int64_t after_step, bool follow,
+                             absl::Duration follow_timeout,
+                             const std::function<void(const zerofit::v1::Metric&)>& on_metric);
   absl::Status StreamLogs(const std::string& job_id, int64_t after, bool follow,
                           absl::Duration follow_timeout,
                           const std::function<void(const zerofit::v1::LogLine&)>& on_line);

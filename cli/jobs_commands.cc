@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -138,6 +139,14 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
   common(c.cancel);
   c.cancel->add_option("job", j->job, "job id")->required();
   c.cancel->add_option("--reason", j->reason, "recorded with the job");
+  c.metrics = app.add_subcommand("metrics", "Print a job's per-step, per-rank metrics");
+  common(c.metrics);
+  c.metrics->add_option("job", j->job, "job id")->required();
+  c.metrics->add_flag("-f,--follow", j->follow, "keep printing until the job ends");
+  c.worker = app.add_subcommand("worker", "Run one rank of a job (start it with mpiexec or srun)");
+  common(c.worker);
+  c.worker->add_option("--job", j->job, "job id")->required();
+  c.worker->add_option("--worker-binary", j->worker_binary, "zerofit_worker to run");
   return c;
 }
 
@@ -221,6 +230,35 @@ absl::Status RunLogs(const JobsFlags& f) {
                 l.source().c_str(), l.text().c_str());
     std::fflush(stdout);
   });
+}
+
+absl::Status RunMetrics(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  std::printf("%6s %5s %9s %8s %12s %14s\n", "step", "rank", "loss", "acc", "tokens/s", "peak bytes");
+  return client.StreamMetrics(
+      f.job, -1, f.follow, absl::Seconds(f.follow_timeout_s), [](const v1::Metric& m) {
+        std::printf("%6lld %5d %9.4f %8.3f %12.1f %14lld\n", static_cast<long long>(m.step()), m.rank(),
+                    m.loss(), m.accuracy(), m.tokens_per_s(), static_cast<long long>(m.peak_bytes()));
+        std::fflush(stdout);
+      });
+}
+
+absl::Status RunWorker(const JobsFlags& f) {
+  ClientOptions o;
+  o.address = f.coordinator;
+  o.token = f.token;
+  ZF_RETURN_IF_ERROR(ResolveClientOptions(StateDir(f.state_dir), &o));
+  std::string binary = f.worker_binary;
+#ifdef ZEROFIT_WORKER_BINARY
+  if (binary.empty()) binary = ZEROFIT_WORKER_BINARY;
+#endif
+  if (binary.empty()) return absl::InvalidArgumentError("worker: pass --worker-binary");
+  std::vector<std::string> args = {binary, "--coordinator", o.address, "--token", o.token, "--job", f.job};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(binary.c_str(), argv.data());
+  return absl::ErrnoToStatus(errno, absl::StrCat("worker: cannot run ", binary));
 }
 
 absl::Status RunCancel(const JobsFlags& f) {

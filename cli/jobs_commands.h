@@ -35,6 +35,7 @@ struct JobsFlags {
   double follow_timeout_s = 86400;
   std::string reason;
   bool json = false;
+  std::string worker_binary;  // worker: zerofit_worker (default: the one built with this zerofit)
 };
 
 struct JobsCommands {
@@ -44,6 +45,8 @@ struct JobsCommands {
   CLI::App* list = nullptr;
   CLI::App* logs = nullptr;
   CLI::App* cancel = nullptr;
+  CLI::App* metrics = nullptr;
+  CLI::App* worker = nullptr;
 };
 
 JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* serve, JobsFlags* jobs);
@@ -55,5 +58,8 @@ absl::Status RunStatus(const JobsFlags& flags);
 absl::Status RunList(const JobsFlags& flags);
 absl::Status RunLogs(const JobsFlags& flags);
 absl::Status RunCancel(const JobsFlags& flags);
+absl::Status RunMetrics(const JobsFlags& flags);
+// Replaces this process with zerofit_worker (run it under mpiexec/srun: one process per rank).
+absl::Status RunWorker(const JobsFlags& flags);
 
 }  // namespace zerofit::cli

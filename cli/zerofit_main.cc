@@ -63,6 +63,12 @@ int main(int argc, char** argv) {
   } else if (jobs.logs->parsed()) {
     name = "logs";
     s = zerofit::cli::RunLogs(jobs_flags);
+  } else if (jobs.metrics->parsed()) {
+    name = "metrics";
+    s = zerofit::cli::RunMetrics(jobs_flags);
+  } else if (jobs.worker->parsed()) {
+    name = "worker";
+    s = zerofit::cli::RunWorker(jobs_flags);
   } else if (jobs.cancel->parsed()) {
     name = "cancel";
     s = zerofit::cli::RunCancel(jobs_flags);

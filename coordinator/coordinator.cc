@@ -85,6 +85,10 @@ absl::StatusOr<JobRecord> Coordinator::Get(const std::string& id) { return store
 
 absl::StatusOr<std::vector<JobRecord>> Coordinator::List() { return store_->List(); }
 
+absl::StatusOr<std::vector<MetricRow>> Coordinator::Metrics(const std::string& id, int64_t after_step) {
+  return store_->Metrics(id, after_step);
+}
+
 absl::StatusOr<JobRecord> Coordinator::Cancel(const std::string& id, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(id));

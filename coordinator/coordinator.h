@@ -52,6 +52,7 @@ class Coordinator {
                                                 const std::string& spec, const std::string& spec_source);
   absl::StatusOr<JobRecord> Get(const std::string& id);
   absl::StatusOr<std::vector<JobRecord>> List();
+  absl::StatusOr<std::vector<MetricRow>> Metrics(const std::string& id, int64_t after_step);
   absl::StatusOr<JobRecord> Cancel(const std::string& id, const std::string& reason);
   // Log lines after `after`; waits up to `wait` for new ones when there are none and the job is live.
   absl::StatusOr<std::vector<LogLine>> WaitLogs(const std::string& id, int64_t after, absl::Duration wait);

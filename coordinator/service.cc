@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
@@ -145,6 +147,43 @@ class JobsService final : public v1::Jobs::Service {
         if (!job.ok()) return ToGrpc(job.status());
         if (IsTerminal(job->status.phase)) return grpc::Status::OK;
       }
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status StreamMetrics(grpc::ServerContext* ctx, const v1::StreamMetricsRequest* req,
+                             grpc::ServerWriter<v1::Metric>* writer) override {
+    ZF_AUTH(ctx);
+    int64_t after = req->after_step();
+    int64_t seen_log =
+        0;  // metrics have no change signal of their own: wake on log lines (workers log each step)
+    std::set<std::pair<int64_t, int>> sent;  // rows of the newest step may still be arriving rank by rank
+    while (!ctx->IsCancelled() && !stopping_->load()) {
+      auto rows = c_->Metrics(req->job_id(), after);
+      if (!rows.ok()) return ToGrpc(rows.status());
+      int64_t newest = after;
+      bool wrote = false;
+      for (const MetricRow& m : *rows) {
+        newest = std::max(newest, m.step);
+        if (!sent.insert({m.step, m.rank}).second) continue;
+        v1::Metric out;
+        out.set_step(m.step);
+        out.set_rank(m.rank);
+        out.set_loss(m.loss);
+        out.set_accuracy(m.accuracy);
+        out.set_tokens_per_s(m.tokens_per_s);
+        out.set_peak_bytes(m.peak_bytes);
+        out.set_unix_us(absl::ToUnixMicros(m.time));
+        if (!writer->Write(out)) return grpc::Status::OK;
+        wrote = true;
+      }
+      after = std::max(after, newest - 1);
+      while (!sent.empty() && sent.begin()->first <= after) sent.erase(sent.begin());
+      if (!req->follow()) return grpc::Status::OK;
+      auto job = c_->Get(req->job_id());
+      if (!job.ok()) return ToGrpc(job.status());
+      if (IsTerminal(job->status.phase) && !wrote) return grpc::Status::OK;
+      auto lines = c_->WaitLogs(req->job_id(), seen_log, absl::Seconds(1));
+      if (lines.ok() && !lines->empty()) seen_log = lines->back().seq;
     }
     return grpc::Status::OK;
   }

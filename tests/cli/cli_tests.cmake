@@ -23,3 +23,11 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_ari
             $<TARGET_FILE:zerofit_make_arith_prefs>)
   set_tests_properties(run_restart_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
 endif()
+
+# `zerofit serve` + `submit` + 2 workers started with `mpiexec zerofit worker`: success, logs, metrics.
+if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
+  add_test(NAME serve_workers_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_workers_e2e.sh $<TARGET_FILE:zerofit>
+            $<TARGET_FILE:zerofit_make_arith_prefs>)
+  set_tests_properties(serve_workers_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
+endif()

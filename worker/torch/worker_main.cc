@@ -6,6 +6,7 @@
 // step.
 //   mpiexec -n W zerofit_worker --coordinator HOST:PORT --token TOKEN --job JOB-ID
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -177,6 +178,11 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
     req.set_rank(rank);
     req.set_host(hostname);
     req.set_step(sr ? step : -1);
+    if (sr) {
+      struct rusage usage;
+      if (::getrusage(RUSAGE_SELF, &usage) == 0)
+        req.set_peak_bytes(int64_t{usage.ru_maxrss} * 1024);  // host peak
+    }
     if (sr && sr->metrics.pairs > 0) {
       req.set_loss(sr->metrics.loss_sum / sr->metrics.pairs);
       req.set_accuracy(sr->metrics.correct / sr->metrics.pairs);
@@ -276,17 +282,21 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
           spec.checkpoint.keep));
       checkpoint = step;
     }
-    if (rank == 0) {
+    {
       const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
       const int64_t done = step - first + 1, left = spec.training.steps - step - 1;
-      ZF_RETURN_IF_ERROR(
-          report(absl::StrFormat("step %d/%d  loss %.4f  acc %.3f  %.0f pairs/s  ETA %.0fs%s", step + 1,
-                                 spec.training.steps, sr.metrics.loss_sum / std::max(1.0, sr.metrics.pairs),
-                                 sr.metrics.correct / std::max(1.0, sr.metrics.pairs),
-                                 sr.metrics.pairs / std::max(1e-9, sr.result.breakdown.wall_ms / 1e3),
-                                 elapsed / static_cast<double>(done) * static_cast<double>(left),
-                                 checkpoint >= 0 ? absl::StrCat("  (checkpoint step ", checkpoint, ")") : ""),
-                 step, &sr, checkpoint, false, 0));
+      // Every rank reports its step metrics (with its peak memory); rank 0 also the progress line and the
+      // checkpoint.
+      const std::string line =
+          rank != 0
+              ? ""
+              : absl::StrFormat("step %d/%d  loss %.4f  acc %.3f  %.0f pairs/s  ETA %.0fs%s", step + 1,
+                                spec.training.steps, sr.metrics.loss_sum / std::max(1.0, sr.metrics.pairs),
+                                sr.metrics.correct / std::max(1.0, sr.metrics.pairs),
+                                sr.metrics.pairs / std::max(1e-9, sr.result.breakdown.wall_ms / 1e3),
+                                elapsed / static_cast<double>(done) * static_cast<double>(left),
+                                checkpoint >= 0 ? absl::StrCat("  (checkpoint step ", checkpoint, ")") : "");
+      ZF_RETURN_IF_ERROR(report(line, step, &sr, rank == 0 ? checkpoint : -1, false, 0));
     }
   }
   ZF_ASSIGN_OR_RETURN(EvalReport eval, session->Evaluate());
