@@ -5,9 +5,56 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "planner/search.h"
 
 namespace zerofit::coordinator {
 namespace {
+
+// Micro-batches per rank and checkpointing for a job: the spec's when it gives them, else the planner's
+// (zerofit plan's search on the spec's model, task, sizes and hardware). `note` says what was decided.
+struct Sizing {
+  int micro_batches = 1;
+  bool checkpointing = false;
+  std::string note;
+};
+
+absl::StatusOr<Sizing> SizeJob(const JobSpec& spec) {
+  Sizing z;
+  z.checkpointing = spec.training.checkpointing.value_or(false);
+  if (spec.training.gradient_accumulation) {
+    z.micro_batches = static_cast<int>(*spec.training.gradient_accumulation);
+    return z;
+  }
+  auto shape = planner::LoadModelShape(spec.model);
+  if (!shape.ok()) {
+    z.note =
+        absl::StrCat("not sized by the planner (", shape.status().message(), "): 1 micro-batch per step");
+    return z;
+  }
+  ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware(spec.hardware));
+  planner::Workload w;
+  ZF_ASSIGN_OR_RETURN(w.task, planner::ParseTask(spec.task));
+  w.seq_len = spec.training.max_length;
+  w.global_batch = spec.training.global_batch;
+  w.element_bytes = spec.training.bf16 ? 2 : 4;
+  planner::Constraints c;
+  c.nodes = std::max(1, spec.world_size / hw.gpus_per_node);
+  if (c.nodes * hw.gpus_per_node != spec.world_size) {
+    hw.gpus_per_node = spec.world_size;  // a partial node: plan the ranks the job has
+    c.nodes = 1;
+  }
+  c.zero_stage = spec.training.zero_stage;
+  c.offload = spec.training.offload;
+  c.checkpointing = spec.training.checkpointing;
+  if (w.task == planner::Task::kDpo) c.reference = planner::Reference::kResident;
+  ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(*shape, w, hw, c));
+  z.micro_batches = static_cast<int>(plan.chosen.strategy.accumulation);
+  z.checkpointing = plan.chosen.strategy.checkpointing;
+  z.note = absl::StrCat("sized by the planner for ", hw.name, ": ",
+                        planner::DescribeStrategy(plan.chosen.strategy, w.task), "; predicted peak ",
+                        planner::FormatBytes(plan.chosen.memory.device_bytes), " per rank");
+  return z;
+}
 
 absl::StatusOr<StepScheduler> MakeScheduler(const JobSpec& spec, int micro_batches,
                                             const std::vector<int64_t>& lengths) {
@@ -33,7 +80,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
     Live live;
     live.state = std::make_unique<JobStateMachine>(p, j.status, clock->Now());
     live.spec = *spec;
-    live.micro_batches = static_cast<int>(spec->training.gradient_accumulation.value_or(1));
+    auto sizing = SizeJob(*spec);
+    if (sizing.ok()) {
+      live.micro_batches = sizing->micro_batches;
+      live.checkpointing = sizing->checkpointing;
+    }
     c->jobs_.emplace(j.id, std::move(live));
   }
   return c;
@@ -63,6 +114,8 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
                                                            const std::string& spec_text,
                                                            const std::string& spec_source) {
   ZF_ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(spec_text, spec_source.empty() ? "job spec" : spec_source));
+  // A job that does not fit is refused here, with the planner's reason, rather than failing on the workers.
+  ZF_ASSIGN_OR_RETURN(Sizing sizing, SizeJob(spec));
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(JobStore::SubmitResult r,
                       store_->Submit(request_id, name.empty() ? spec.name : name, spec_text, clock_->Now()));
@@ -72,18 +125,44 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
     Live live;
     live.state = std::make_unique<JobStateMachine>(p, clock_->Now());
     live.spec = spec;
-    live.micro_batches = static_cast<int>(spec.training.gradient_accumulation.value_or(1));
+    live.micro_batches = sizing.micro_batches;
+    live.checkpointing = sizing.checkpointing;
     jobs_.emplace(r.job.id, std::move(live));
     ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator",
                                  absl::StrCat("submitted: task ", spec.task, ", ", spec.world_size,
                                               " ranks, ", spec.training.steps, " steps")));
+    if (!sizing.note.empty()) ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator", sizing.note));
+  }
+  ZF_ASSIGN_OR_RETURN(r.job, RecordLocked(r.job.id));
+  return r;
+}
+
+absl::StatusOr<JobRecord> Coordinator::RecordLocked(const std::string& id) {
+  ZF_ASSIGN_OR_RETURN(JobRecord r, store_->Get(id));
+  auto it = jobs_.find(id);
+  if (it != jobs_.end()) {
+    r.micro_batches = it->second.micro_batches;
+    r.checkpointing = it->second.checkpointing;
   }
   return r;
 }
 
-absl::StatusOr<JobRecord> Coordinator::Get(const std::string& id) { return store_->Get(id); }
+absl::StatusOr<JobRecord> Coordinator::Get(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RecordLocked(id);
+}
 
-absl::StatusOr<std::vector<JobRecord>> Coordinator::List() { return store_->List(); }
+absl::StatusOr<std::vector<JobRecord>> Coordinator::List() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(std::vector<JobRecord> all, store_->List());
+  for (JobRecord& r : all) {
+    auto it = jobs_.find(r.id);
+    if (it == jobs_.end()) continue;
+    r.micro_batches = it->second.micro_batches;
+    r.checkpointing = it->second.checkpointing;
+  }
+  return all;
+}
 
 absl::StatusOr<std::vector<MetricRow>> Coordinator::Metrics(const std::string& id, int64_t after_step) {
   return store_->Metrics(id, after_step);
@@ -95,7 +174,7 @@ absl::StatusOr<JobRecord> Coordinator::Cancel(const std::string& id, const std::
   ZF_RETURN_IF_ERROR(live->state->Cancel(reason.empty() ? "cancelled by the user" : reason, clock_->Now()));
   ZF_RETURN_IF_ERROR(PersistLocked(id, *live));
   ZF_RETURN_IF_ERROR(LogLocked(id, "coordinator", absl::StrCat("cancelled: ", live->state->status().reason)));
-  return store_->Get(id);
+  return RecordLocked(id);
 }
 
 absl::StatusOr<std::vector<LogLine>> Coordinator::WaitLogs(const std::string& id, int64_t after,
@@ -122,7 +201,7 @@ absl::StatusOr<JobRecord> Coordinator::WaitStatus(const std::string& id, const J
   while (!differs() && !shutdown_) {
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
   }
-  return store_->Get(id);
+  return RecordLocked(id);
 }
 
 absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_id, int rank, int world_size,

@@ -86,14 +86,16 @@ class Coordinator {
     std::set<int> finished;    // ranks that completed the attempt
     std::optional<StepScheduler> scheduler;
     std::vector<int64_t>
-        lengths;            // rank 0's sample lengths (the scheduler is rebuilt from them on a re-plan)
-    int micro_batches = 1;  // per rank per step; doubled by a re-plan after an out-of-memory failure
+        lengths;                 // rank 0's sample lengths (the scheduler is rebuilt from them on a re-plan)
+    int micro_batches = 1;       // per rank per step; doubled by a re-plan after an out-of-memory failure
+    bool checkpointing = false;  // the spec's or the planner's choice
     std::map<int64_t, std::shared_ptr<const StepAssignment>> recent_steps;  // at most kRecentSteps
   };
   static constexpr size_t kRecentSteps = 4;
   Coordinator(std::unique_ptr<JobStore> store, const core::Clock* clock, JobPolicy policy)
       : store_(std::move(store)), clock_(clock), policy_(policy) {}
   absl::StatusOr<Live*> FindLocked(const std::string& id);
+  absl::StatusOr<JobRecord> RecordLocked(const std::string& id);  // store record + the sizes decided here
   absl::Status PersistLocked(const std::string& id, Live& live);  // store + notify
   absl::Status LogLocked(const std::string& id, const std::string& source, const std::string& text);
 

@@ -24,6 +24,10 @@ struct JobRecord {
   std::string spec;  // the job spec as submitted
   JobStatus status;
   absl::Time created;
+  // Sizes the coordinator decided (the planner, for a spec that leaves them out; a re-plan after OOM). Not
+  // stored: recomputed from the spec when the coordinator starts.
+  int micro_batches = 1;       // per rank per step
+  bool checkpointing = false;  // activation checkpointing
 };
 
 struct LogLine {

@@ -81,6 +81,8 @@ void ToProto(const JobRecord& j, v1::Job* out) {
   out->set_reason(j.status.reason);
   out->set_created_unix_us(absl::ToUnixMicros(j.created));
   out->set_since_unix_us(absl::ToUnixMicros(j.status.since));
+  out->set_micro_batches(j.micro_batches);
+  out->set_checkpointing(j.checkpointing);
 }
 
 #define ZF_AUTH(ctx)                                      \

@@ -222,3 +222,55 @@ TEST(ServiceTest, CallsWithoutTheTokenAreRefused) {
 
 }  // namespace
 }  // namespace zerofit::coordinator
+
+namespace zerofit::coordinator {
+namespace {
+
+// A spec without micro-batch sizes is sized by the planner at submit time; one that cannot fit is refused
+// with the planner's reason.
+TEST(ServiceTest, SubmittedJobsWithoutSizesAreSizedByThePlanner) {
+  core::RealClock clock;
+  auto store = JobStore::Open(":memory:");
+  ASSERT_TRUE(store.ok());
+  auto c = Coordinator::Create(std::move(*store), &clock);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string fits = R"(task: reward
+model: Mistral-7B
+data: /d
+world_size: 8
+hardware: 8x64GB
+training: {global_batch: 64, max_length: 512, bf16: true}
+)";
+  auto r = (*c)->Submit("a", "", fits, "fits.yaml");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->job.micro_batches, 1) << "8 pairs per GPU do not fit in one micro-batch at 512 tokens";
+  auto logs = (*c)->WaitLogs(r->job.id, 0, absl::ZeroDuration());
+  ASSERT_TRUE(logs.ok());
+  bool planned = false;
+  for (const LogLine& l : *logs)
+    planned = planned || l.text.find("sized by the planner for 8x64GB") != std::string::npos;
+  EXPECT_TRUE(planned);
+  const std::string too_big = R"(task: dpo
+model: Llama-2-7B
+data: /d
+world_size: 1
+hardware: 1xrtx4090-24
+training: {global_batch: 8, max_length: 1024, bf16: true}
+)";
+  auto refused = (*c)->Submit("b", "", too_big, "big.yaml");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("nothing fits"), std::string::npos) << refused.status();
+  // A spec that gives its sizes keeps them.
+  const std::string pinned = R"(task: reward
+model: Mistral-7B
+data: /d
+world_size: 8
+training: {global_batch: 64, micro_batch: 1, gradient_accumulation: 8}
+)";
+  auto p = (*c)->Submit("c", "", pinned, "pinned.yaml");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->job.micro_batches, 8);
+}
+
+}  // namespace
+}  // namespace zerofit::coordinator

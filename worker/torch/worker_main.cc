@@ -210,6 +210,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
                                                    " but mpiexec started ", world, " ranks"));
   }
   ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions options, OptionsFromSpec(spec));
+  options.model.activation_checkpointing = job.checkpointing();  // the spec's, or the planner's choice
   auto session_or = PreferenceSession::Create(options, comm.get());
   if (!session_or.ok()) {
     (void)report(absl::StrCat("cannot start: ", session_or.status().message()), -1, nullptr, -1, true, 1);
