@@ -65,4 +65,17 @@ start_server
 [ "$("$Z" logs job-000001 --state-dir "$S" | wc -l)" = 3 ] || fail "logs lost: $("$Z" logs job-000001 --state-dir "$S")"
 out=$("$Z" submit "$S/job.yaml" --state-dir "$S" --request-id r-1) || fail "submit after restart"
 [ "$out" = "job-000001 already submitted (request r-1)" ] || fail "request ids forgotten: $out"
+
+# TLS: a server with a certificate; a client that trusts it connects, a plaintext client does not.
+if command -v openssl > /dev/null; then
+  kill -9 $SERVER; wait $SERVER 2>/dev/null
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$S/key.pem" -out "$S/cert.pem" -days 1 -subj /CN=localhost \
+    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" 2> /dev/null || fail "openssl"
+  rm -f "$S/address"
+  "$Z" serve --state-dir "$S" --listen 127.0.0.1:0 --tls-cert "$S/cert.pem" --tls-key "$S/key.pem" > "$S/serve.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 100); do [ -s "$S/address" ] && break; sleep 0.1; done
+  "$Z" status job-000001 --state-dir "$S" --tls-ca "$S/cert.pem" | grep -q cancelled || fail "TLS client"
+  timeout 20 "$Z" status job-000001 --state-dir "$S" > /dev/null 2>&1 && fail "plaintext client accepted by a TLS server"
+fi
 echo "PASS"
