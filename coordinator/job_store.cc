@@ -90,6 +90,16 @@ absl::Status StepError(sqlite3* db, const char* what) {
   return absl::InternalError(absl::StrCat("sqlite (", what, "): ", sqlite3_errmsg(db)));
 }
 
+// Every row of a query, each read by `read`.
+template <typename T, typename Read>
+absl::StatusOr<std::vector<T>> AllRows(sqlite3* db, Stmt& q, const char* what, Read read) {
+  std::vector<T> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out.push_back(read(q));
+  if (rc != SQLITE_DONE) return StepError(db, what);
+  return out;
+}
+
 constexpr const char* kJobColumns =
     "id, request_id, name, spec, phase, attempt, restarts, world_size, checkpoint_step, replan, reason, "
     "since_us, created_us";
@@ -214,11 +224,7 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::List() {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt q(db_, absl::StrCat("SELECT ", kJobColumns, " FROM jobs ORDER BY seq").c_str());
   ZF_RETURN_IF_ERROR(q.ok("list jobs"));
-  std::vector<JobRecord> out;
-  int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) out.push_back(ReadJob(q));
-  if (rc != SQLITE_DONE) return StepError(db_, "list jobs");
-  return out;
+  return AllRows<JobRecord>(db_, q, "list jobs", ReadJob);
 }
 
 absl::Status JobStore::UpdateStatus(const std::string& id, const JobStatus& s) {
@@ -258,11 +264,9 @@ absl::StatusOr<std::vector<LogLine>> JobStore::Logs(const std::string& job_id, i
          "SELECT seq, source, text, time_us FROM logs WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?");
   ZF_RETURN_IF_ERROR(q.ok("read logs"));
   q.Bind(1, job_id).Bind(2, after).Bind(3, static_cast<int64_t>(limit));
-  std::vector<LogLine> out;
-  int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) out.push_back({q.Int(0), q.Text(1), q.Text(2), FromMicros(q.Int(3))});
-  if (rc != SQLITE_DONE) return StepError(db_, "read logs");
-  return out;
+  return AllRows<LogLine>(db_, q, "read logs", [](const Stmt& r) {
+    return LogLine{r.Int(0), r.Text(1), r.Text(2), FromMicros(r.Int(3))};
+  });
 }
 
 absl::Status JobStore::AppendMetric(const std::string& job_id, const MetricRow& m) {
@@ -290,14 +294,10 @@ absl::StatusOr<std::vector<MetricRow>> JobStore::Metrics(const std::string& job_
          "step > ? ORDER BY step, rank");
   ZF_RETURN_IF_ERROR(q.ok("read metrics"));
   q.Bind(1, job_id).Bind(2, after_step);
-  std::vector<MetricRow> out;
-  int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) {
-    out.push_back({q.Int(0), static_cast<int>(q.Int(1)), q.Real(2), q.Real(3), q.Real(4), q.Int(5),
-                   FromMicros(q.Int(6))});
-  }
-  if (rc != SQLITE_DONE) return StepError(db_, "read metrics");
-  return out;
+  return AllRows<MetricRow>(db_, q, "read metrics", [](const Stmt& r) {
+    return MetricRow{r.Int(0), static_cast<int>(r.Int(1)), r.Real(2), r.Real(3), r.Real(4),
+                     r.Int(5), FromMicros(r.Int(6))};
+  });
 }
 
 }  // namespace zerofit::coordinator
