@@ -85,6 +85,12 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
       live.micro_batches = sizing->micro_batches;
       live.checkpointing = sizing->checkpointing;
     }
+    // A job that was running keeps being served: its workers reconnect and ask for their next steps.
+    ZF_ASSIGN_OR_RETURN(live.lengths, c->store_->SampleLengths(j.id));
+    if (!live.lengths.empty()) {
+      ZF_ASSIGN_OR_RETURN(StepScheduler sched, MakeScheduler(live.spec, live.micro_batches, live.lengths));
+      live.scheduler.emplace(std::move(sched));
+    }
     c->jobs_.emplace(j.id, std::move(live));
   }
   return c;
@@ -225,6 +231,7 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
     live->registered.insert(rank);
   }
   if (rank == 0 && !lengths.empty()) {
+    ZF_RETURN_IF_ERROR(store_->PutSampleLengths(job_id, lengths));
     live->lengths = lengths;
     ZF_ASSIGN_OR_RETURN(StepScheduler sched, MakeScheduler(live->spec, live->micro_batches, lengths));
     live->scheduler.emplace(std::move(sched));

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,9 @@ CREATE TABLE IF NOT EXISTS logs (
   text TEXT NOT NULL,
   time_us INTEGER NOT NULL,
   PRIMARY KEY (job_id, seq));
+CREATE TABLE IF NOT EXISTS sample_lengths (
+  job_id TEXT PRIMARY KEY,
+  lengths BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS metrics (
   job_id TEXT NOT NULL,
   step INTEGER NOT NULL,
@@ -69,6 +73,7 @@ class Stmt {
     sqlite3_bind_double(stmt_, i, v);
     return *this;
   }
+  sqlite3_stmt* raw() const { return stmt_; }
   // SQLITE_ROW, SQLITE_DONE, or an error code.
   int Step() { return sqlite3_step(stmt_); }
   int64_t Int(int c) const { return sqlite3_column_int64(stmt_, c); }
@@ -284,6 +289,32 @@ absl::Status JobStore::AppendMetric(const std::string& job_id, const MetricRow& 
   ins.Bind(6, m.tokens_per_s).Bind(7, m.peak_bytes).Bind(8, Micros(m.time));
   if (ins.Step() != SQLITE_DONE) return StepError(db_, "append metric");
   return absl::OkStatus();
+}
+
+absl::Status JobStore::PutSampleLengths(const std::string& job_id, const std::vector<int64_t>& lengths) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt ins(db_, "INSERT OR REPLACE INTO sample_lengths (job_id, lengths) VALUES (?, ?)");
+  ZF_RETURN_IF_ERROR(ins.ok("store sample lengths"));
+  ins.Bind(1, job_id);
+  sqlite3_bind_blob(ins.raw(), 2, lengths.data(), static_cast<int>(lengths.size() * sizeof(int64_t)),
+                    SQLITE_TRANSIENT);
+  if (ins.Step() != SQLITE_DONE) return StepError(db_, "store sample lengths");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> JobStore::SampleLengths(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, "SELECT lengths FROM sample_lengths WHERE job_id = ?");
+  ZF_RETURN_IF_ERROR(q.ok("read sample lengths"));
+  q.Bind(1, job_id);
+  const int rc = q.Step();
+  if (rc == SQLITE_DONE) return std::vector<int64_t>();
+  if (rc != SQLITE_ROW) return StepError(db_, "read sample lengths");
+  const void* blob = sqlite3_column_blob(q.raw(), 0);
+  const size_t bytes = static_cast<size_t>(sqlite3_column_bytes(q.raw(), 0));
+  std::vector<int64_t> lengths(bytes / sizeof(int64_t));
+  if (bytes > 0) std::memcpy(lengths.data(), blob, lengths.size() * sizeof(int64_t));
+  return lengths;
 }
 
 absl::StatusOr<std::vector<MetricRow>> JobStore::Metrics(const std::string& job_id, int64_t after_step) {

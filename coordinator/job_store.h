@@ -69,6 +69,10 @@ class JobStore {
   // Lines with seq > after, oldest first, at most `limit`.
   absl::StatusOr<std::vector<LogLine>> Logs(const std::string& job_id, int64_t after, int limit = 1000);
   absl::Status AppendMetric(const std::string& job_id, const MetricRow& row);
+  // The training pairs' lengths rank 0 registered (what the step scheduler needs after a coordinator
+  // restart).
+  absl::Status PutSampleLengths(const std::string& job_id, const std::vector<int64_t>& lengths);
+  absl::StatusOr<std::vector<int64_t>> SampleLengths(const std::string& job_id);  // empty if none
   absl::StatusOr<std::vector<MetricRow>> Metrics(const std::string& job_id, int64_t after_step = -1);
 
  private:

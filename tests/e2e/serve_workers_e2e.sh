@@ -33,4 +33,22 @@ echo "$logs" | grep -q ":1 | registered" || fail "no lines from rank 1: $logs"
 metrics=$("$Z" metrics "$job" --state-dir "$D/s")
 [ "$(echo "$metrics" | awk 'NR > 1 && $1 == 7' | wc -l)" = 2 ] || fail "step 7 metrics of both ranks: $metrics"
 echo "$metrics" | awk 'NR > 1 && $6 <= 0 {exit 1}' || fail "peak memory missing: $metrics"
+
+# kill -9 the coordinator while the workers train, restart it on the same address: the workers reconnect and
+# finish the job; the logs from before the crash are still there.
+ADDR=$(cat "$D/s/address")
+sed -e 's/name: served/name: long/' -e 's/steps: 8,/steps: 300,/' "$D/job.yaml" > "$D/long.yaml"
+job2=$("$Z" submit "$D/long.yaml" --state-dir "$D/s" | awk '{print $1}')
+mpiexec --oversubscribe $ROOT -n 2 "$Z" worker --job "$job2" --state-dir "$D/s" > "$D/workers2.log" 2>&1 &
+WORKERS=$!
+for _ in $(seq 600); do "$Z" logs "$job2" --state-dir "$D/s" 2>/dev/null | grep -q "step 40/300" && break; sleep 0.05; done
+kill -9 $SERVER; wait $SERVER 2>/dev/null
+sleep 1
+"$Z" serve --state-dir "$D/s" --listen "$ADDR" > "$D/serve2.log" 2>&1 &
+SERVER=$!
+wait $WORKERS || { cat "$D/workers2.log" "$D/serve2.log"; fail "workers did not survive the coordinator restart"; }
+"$Z" status "$job2" --state-dir "$D/s" | grep -q "succeeded" || fail "job 2: $("$Z" status "$job2" --state-dir "$D/s")"
+logs=$("$Z" logs "$job2" --state-dir "$D/s")
+echo "$logs" | grep -q "step 10/300 " || fail "logs from before the crash lost"
+echo "$logs" | grep -q "step 300/300 " || fail "no logs after the restart"
 echo "PASS"
