@@ -4,11 +4,11 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/status_macros.h"
+#include "core/text_file.h"
 
 namespace zerofit::cli {
 namespace {
@@ -35,11 +35,8 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
 }
 
 absl::StatusOr<std::string> ReadTrimmed(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return std::string(absl::StripAsciiWhitespace(ss.str()));
+  ZF_ASSIGN_OR_RETURN(std::string text, core::ReadTextFile(path));
+  return std::string(absl::StripAsciiWhitespace(text));
 }
 
 }  // namespace

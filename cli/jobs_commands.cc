@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "coordinator/service.h"
 #include "core/status_macros.h"
+#include "core/text_file.h"
 
 namespace zerofit::cli {
 namespace {
@@ -28,11 +28,9 @@ namespace v1 = ::zerofit::v1;
 std::string StateDir(const std::string& given) { return given.empty() ? DefaultStateDir() : given; }
 
 absl::StatusOr<std::string> ReadAll(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read '", path, "'"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = core::ReadTextFile(path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat(flag, ": cannot read '", path, "'"));
+  return text;
 }
 
 // The token: read it, or create it (32 random bytes, hex, mode 0600) on the first serve.
@@ -50,9 +48,7 @@ absl::StatusOr<std::string> LoadOrCreateToken(const fs::path& path) {
     if (t.size() < 32) return absl::DataLossError(absl::StrCat(path.string(), ": token too short"));
     return t;
   }
-  std::random_device rd;  // reads /dev/urandom
-  std::string token;
-  for (int i = 0; i < 32; ++i) absl::StrAppendFormat(&token, "%02x", rd() & 0xff);
+  const std::string token = NewToken();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path.string(), ": create"));
   const std::string line = token + "\n";
@@ -101,6 +97,13 @@ void PrintJob(const v1::Job& j) {
 }
 
 }  // namespace
+
+std::string NewToken() {
+  std::random_device rd;  // reads /dev/urandom
+  std::string token;
+  for (int i = 0; i < 32; ++i) absl::StrAppendFormat(&token, "%02x", rd() & 0xff);
+  return token;
+}
 
 JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
   JobsCommands c;
@@ -175,13 +178,8 @@ absl::Status RunServe(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   core::RealClock clock;
   ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
-  {
-    // Written after the port is open, so a client that reads it can connect.
-    const fs::path tmp = dir / "address.tmp";
-    std::ofstream(tmp) << server->address() << "\n";
-    fs::rename(tmp, dir / "address", ec);
-    if (ec) return absl::PermissionDeniedError(absl::StrCat(dir.string(), "/address: ", ec.message()));
-  }
+  // Written after the port is open, so a client that reads it can connect.
+  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((dir / "address").string(), server->address() + "\n"));
   std::printf("zerofit coordinator listening on %s (job store %s, token in %s)\n", server->address().c_str(),
               o.db_path.c_str(), (dir / "token").c_str());
   std::fflush(stdout);

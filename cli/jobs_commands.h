@@ -49,6 +49,9 @@ struct JobsCommands {
   CLI::App* worker = nullptr;
 };
 
+// A fresh bearer token: 32 random bytes (std::random_device, /dev/urandom), hex.
+std::string NewToken();
+
 JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* serve, JobsFlags* jobs);
 
 // Runs until SIGINT/SIGTERM.

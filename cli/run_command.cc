@@ -7,15 +7,15 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/jobs_commands.h"
 #include "coordinator/service.h"
 #include "core/status_macros.h"
+#include "core/text_file.h"
 
 extern char** environ;
 
@@ -46,10 +46,8 @@ CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
 }
 
 absl::Status RunRun(const RunFlags& f) {
-  std::ifstream in(f.spec_path);
-  if (!in) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
+  auto text = core::ReadTextFile(f.spec_path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
   std::string worker = f.worker;
 #ifdef ZEROFIT_WORKER_BINARY
   if (worker.empty()) worker = ZEROFIT_WORKER_BINARY;
@@ -65,9 +63,7 @@ absl::Status RunRun(const RunFlags& f) {
   }
   std::error_code ec;
   fs::create_directories(state, ec);
-  std::random_device rd;
-  std::string token;
-  for (int i = 0; i < 32; ++i) absl::StrAppendFormat(&token, "%02x", rd() & 0xff);
+  const std::string token = NewToken();
   coordinator::ServerOptions o;
   o.listen = "127.0.0.1:0";
   o.db_path = (fs::path(state) / "jobs.db").string();
@@ -76,10 +72,10 @@ absl::Status RunRun(const RunFlags& f) {
   core::RealClock clock;
   ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
   coordinator::Coordinator& c = server->coordinator();
-  ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("run-", ::getpid(), "-", rd()), "", text.str(),
-                                               fs::path(f.spec_path).filename().string()));
+  ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("run-", ::getpid(), "-", token.substr(0, 8)), "",
+                                               *text, fs::path(f.spec_path).filename().string()));
   const std::string id = submitted.job.id;
-  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(text.str(), f.spec_path));
+  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(*text, f.spec_path));
   std::printf("zerofit run: %s on %d ranks (coordinator %s, state %s)\n", id.c_str(), spec.world_size,
               server->address().c_str(), state.c_str());
   int64_t after = 0;

@@ -3,12 +3,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "core/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::coordinator {
@@ -205,11 +204,9 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     const std::filesystem::path p = std::filesystem::path(path).is_absolute()
                                         ? std::filesystem::path(path)
                                         : std::filesystem::path(base_dir) / path;
-    std::ifstream in(p);
-    if (!in) return r.Error(root["deepspeed"], "deepspeed", absl::StrCat("cannot read ", p.string()));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    ZF_ASSIGN_OR_RETURN(s.training, ParseDeepSpeedConfig(ss.str(), p.string(), s.world_size));
+    auto ds = core::ReadTextFile(p.string());
+    if (!ds.ok()) return r.Error(root["deepspeed"], "deepspeed", absl::StrCat("cannot read ", p.string()));
+    ZF_ASSIGN_OR_RETURN(s.training, ParseDeepSpeedConfig(*ds, p.string(), s.world_size));
   }
   if (const YAML::Node t = root["training"]; t.IsDefined()) {
     if (!t.IsMap()) return r.Error(t, "training", "expected a mapping");

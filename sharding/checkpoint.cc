@@ -1,15 +1,11 @@
 #include "sharding/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <system_error>
 #include <vector>
 
@@ -17,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
+#include "core/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::sharding {
@@ -44,41 +41,6 @@ std::vector<Run> RunsOf(const BucketPlan& plan) {
     at += s.numel;
   }
   return runs;
-}
-
-absl::Status FsyncPath(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": open for fsync"));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return absl::ErrnoToStatus(err, absl::StrCat(path, ": fsync"));
-  return absl::OkStatus();
-}
-
-// Writes `text` to `path` atomically: temporary file, fsync, rename, fsync of the directory.
-absl::Status WriteFileAtomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::PermissionDeniedError(absl::StrCat(tmp, ": cannot open for writing"));
-    out << text;
-    out.close();
-    if (!out) return absl::DataLossError(absl::StrCat(tmp, ": write failed (disk full?)"));
-  }
-  ZF_RETURN_IF_ERROR(FsyncPath(tmp, false));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", tmp, " -> ", path));
-  }
-  return FsyncPath(fs::path(path).parent_path().string(), true);
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string RankFile(int rank) { return absl::StrFormat("rank-%05d.safetensors", rank); }
@@ -177,13 +139,13 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
       }
       j["files"] = files;
       j["extra"] = extra_json;
-      ZF_RETURN_IF_ERROR(WriteFileAtomic((tmp_dir / "manifest.json").string(), j.dump(1)));
+      ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((tmp_dir / "manifest.json").string(), j.dump(1)));
       std::error_code ec;
       fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
       fs::rename(tmp_dir, final_dir, ec);
       if (ec) return absl::InternalError(absl::StrCat("rename ", tmp_dir.string(), ": ", ec.message()));
-      ZF_RETURN_IF_ERROR(FsyncPath(root, true));
-      ZF_RETURN_IF_ERROR(WriteFileAtomic((fs::path(root) / "latest").string(), name + "\n"));
+      ZF_RETURN_IF_ERROR(core::FsyncPath(root, true));
+      ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((fs::path(root) / "latest").string(), name + "\n"));
       // Only now that `latest` names the new checkpoint may old ones go: keep the newest `keep`.
       std::vector<std::string> complete;
       for (const auto& e : fs::directory_iterator(root, ec)) {
@@ -207,7 +169,7 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
   comm::Communicator& comm = *opt.communicator();
   std::string dir = root;
   if (!fs::exists(fs::path(root) / "manifest.json")) {
-    auto latest = ReadFile((fs::path(root) / "latest").string());
+    auto latest = core::ReadTextFile((fs::path(root) / "latest").string());
     if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no 'latest' file)"));
     std::string name = *latest;
     name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '\n' || c == '\r'; }),
@@ -215,7 +177,7 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
     dir = (fs::path(root) / name).string();
   }
   const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
-  auto text = ReadFile(manifest_path);
+  auto text = core::ReadTextFile(manifest_path);
   ZF_RETURN_IF_ERROR(AgreeOk(text.status(), comm));
   const Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& field, const std::string& why) {
