@@ -56,16 +56,32 @@ absl::StatusOr<Sizing> SizeJob(const JobSpec& spec) {
   return z;
 }
 
-absl::StatusOr<StepScheduler> MakeScheduler(const JobSpec& spec, int micro_batches,
-                                            const std::vector<int64_t>& lengths) {
+}  // namespace
+
+absl::Status Coordinator::ResetScheduler(Live& live) {
+  live.recent_steps.clear();
+  if (live.lengths.empty()) {
+    live.scheduler.reset();
+    return absl::OkStatus();
+  }
   SchedulerOptions o;
-  o.global_batch = spec.training.global_batch;
-  o.world_size = spec.world_size;
-  o.micro_batches = micro_batches;
-  return StepScheduler::Create(lengths, o);
+  o.global_batch = live.spec.training.global_batch;
+  o.world_size = live.spec.world_size;
+  o.micro_batches = live.micro_batches;
+  ZF_ASSIGN_OR_RETURN(StepScheduler sched, StepScheduler::Create(live.lengths, o));
+  live.scheduler.emplace(std::move(sched));
+  return absl::OkStatus();
 }
 
-}  // namespace
+Coordinator::Live Coordinator::MakeLive(const JobSpec& spec, std::unique_ptr<JobStateMachine> state,
+                                        int micro_batches, bool checkpointing) {
+  Live live;
+  live.state = std::move(state);
+  live.spec = spec;
+  live.micro_batches = micro_batches;
+  live.checkpointing = checkpointing;
+  return live;
+}
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr<JobStore> store,
                                                                  const core::Clock* clock, JobPolicy policy) {
@@ -77,20 +93,12 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
       continue;  // accepted once, so it parsed then; a newer parser refusing it keeps it read-only
     JobPolicy p = policy;
     p.max_restarts = spec->max_restarts;
-    Live live;
-    live.state = std::make_unique<JobStateMachine>(p, j.status, clock->Now());
-    live.spec = *spec;
-    auto sizing = SizeJob(*spec);
-    if (sizing.ok()) {
-      live.micro_batches = sizing->micro_batches;
-      live.checkpointing = sizing->checkpointing;
-    }
+    const Sizing sizing = SizeJob(*spec).value_or(Sizing{});
+    Live live = MakeLive(*spec, std::make_unique<JobStateMachine>(p, j.status, clock->Now()),
+                         sizing.micro_batches, sizing.checkpointing);
     // A job that was running keeps being served: its workers reconnect and ask for their next steps.
     ZF_ASSIGN_OR_RETURN(live.lengths, c->store_->SampleLengths(j.id));
-    if (!live.lengths.empty()) {
-      ZF_ASSIGN_OR_RETURN(StepScheduler sched, MakeScheduler(live.spec, live.micro_batches, live.lengths));
-      live.scheduler.emplace(std::move(sched));
-    }
+    ZF_RETURN_IF_ERROR(ResetScheduler(live));
     c->jobs_.emplace(j.id, std::move(live));
   }
   return c;
@@ -128,12 +136,8 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
   if (r.created) {
     JobPolicy p = policy_;
     p.max_restarts = spec.max_restarts;
-    Live live;
-    live.state = std::make_unique<JobStateMachine>(p, clock_->Now());
-    live.spec = spec;
-    live.micro_batches = sizing.micro_batches;
-    live.checkpointing = sizing.checkpointing;
-    jobs_.emplace(r.job.id, std::move(live));
+    jobs_.emplace(r.job.id, MakeLive(spec, std::make_unique<JobStateMachine>(p, clock_->Now()),
+                                     sizing.micro_batches, sizing.checkpointing));
     ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator",
                                  absl::StrCat("submitted: task ", spec.task, ", ", spec.world_size,
                                               " ranks, ", spec.training.steps, " steps")));
@@ -223,19 +227,16 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of ", world_size, " does not fit job ",
                                                    job_id, " (world_size ", live->spec.world_size, ")"));
   }
-  if (s.phase == JobPhase::kRunning) {
-    // A worker reconnecting to a restarted coordinator: the attempt goes on.
-    live->registered.insert(rank);
-  } else {
-    if (live->registered.size() == static_cast<size_t>(world_size)) live->registered.clear();
-    live->registered.insert(rank);
+  // A full set from an earlier attempt starts over; a running attempt (workers reconnecting to a restarted
+  // coordinator) goes on.
+  if (s.phase != JobPhase::kRunning && live->registered.size() == static_cast<size_t>(world_size)) {
+    live->registered.clear();
   }
+  live->registered.insert(rank);
   if (rank == 0 && !lengths.empty()) {
     ZF_RETURN_IF_ERROR(store_->PutSampleLengths(job_id, lengths));
     live->lengths = lengths;
-    ZF_ASSIGN_OR_RETURN(StepScheduler sched, MakeScheduler(live->spec, live->micro_batches, lengths));
-    live->scheduler.emplace(std::move(sched));
-    live->recent_steps.clear();
+    ZF_RETURN_IF_ERROR(ResetScheduler(*live));
   }
   ZF_RETURN_IF_ERROR(LogLocked(job_id, absl::StrCat(host, ":", rank), "registered"));
   if (s.phase != JobPhase::kRunning && live->registered.size() == static_cast<size_t>(world_size)) {
@@ -244,12 +245,7 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
       const int64_t per_rank = (live->spec.training.global_batch + world_size - 1) / world_size;
       const int before = live->micro_batches;
       live->micro_batches = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
-      if (!live->lengths.empty()) {
-        ZF_ASSIGN_OR_RETURN(StepScheduler sched,
-                            MakeScheduler(live->spec, live->micro_batches, live->lengths));
-        live->scheduler.emplace(std::move(sched));
-        live->recent_steps.clear();
-      }
+      ZF_RETURN_IF_ERROR(ResetScheduler(*live));
       ZF_RETURN_IF_ERROR(LogLocked(
           job_id, "coordinator",
           live->micro_batches > before

@@ -92,6 +92,10 @@ class Coordinator {
     std::map<int64_t, std::shared_ptr<const StepAssignment>> recent_steps;  // at most kRecentSteps
   };
   static constexpr size_t kRecentSteps = 4;
+  static Live MakeLive(const JobSpec& spec, std::unique_ptr<JobStateMachine> state, int micro_batches,
+                       bool checkpointing);
+  // Rebuilds the step scheduler from the job's sample lengths and micro-batch count (none without lengths).
+  static absl::Status ResetScheduler(Live& live);
   Coordinator(std::unique_ptr<JobStore> store, const core::Clock* clock, JobPolicy policy)
       : store_(std::move(store)), clock_(clock), policy_(policy) {}
   absl::StatusOr<Live*> FindLocked(const std::string& id);
