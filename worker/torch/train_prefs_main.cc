@@ -57,9 +57,7 @@ absl::Status SizeWithPlanner(Cli& cli, int world, bool print) {
   c.bucket_bytes = o.bucket_bytes;
   if (cli.checkpointing_given) c.checkpointing = true;
   if (w.task == planner::Task::kDpo) {
-    c.reference = o.reference == ReferenceStrategy::kResident    ? planner::Reference::kResident
-                  : o.reference == ReferenceStrategy::kOffloaded ? planner::Reference::kOffloaded
-                                                                 : planner::Reference::kPrecomputed;
+    c.reference = PlannerReference(o.reference);
   }
   if (o.model.lora.rank > 0) c.lora_rank = o.model.lora.rank;
   ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(shape, w, hw, c));

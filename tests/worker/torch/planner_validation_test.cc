@@ -56,18 +56,6 @@ core::HfModelConfig ModelFor(const std::string& name) {
   return Tiny(96, 256, 2, 6, 2, 2048);  // "C": a vocabulary-heavy policy
 }
 
-planner::Reference ToPlanner(ReferenceStrategy r) {
-  switch (r) {
-    case ReferenceStrategy::kResident:
-      return planner::Reference::kResident;
-    case ReferenceStrategy::kOffloaded:
-      return planner::Reference::kOffloaded;
-    case ReferenceStrategy::kPrecomputed:
-      return planner::Reference::kPrecomputed;
-  }
-  return planner::Reference::kNone;
-}
-
 std::vector<Case> CasesFor(int world) {
   using T = planner::Task;
   using R = ReferenceStrategy;
@@ -153,7 +141,7 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
     s.offload = c.offload;
     s.checkpointing = c.checkpointing;
     s.lora_rank = c.lora_rank;
-    s.reference = c.task == planner::Task::kDpo ? ToPlanner(c.reference) : planner::Reference::kNone;
+    s.reference = c.task == planner::Task::kDpo ? PlannerReference(c.reference) : planner::Reference::kNone;
     s.bucket_bytes = job.bucket_bytes;
     const planner::MemoryEstimate predicted = planner::EstimateMemory(*shape, w, s, *hw, world);
 
