@@ -1,6 +1,5 @@
 #include "sharding/checkpoint.h"
 
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
