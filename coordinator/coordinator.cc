@@ -257,6 +257,7 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
     }
     ZF_RETURN_IF_ERROR(live->state->Schedule(world_size, clock_->Now()));
     live->finished.clear();
+    live->max_acquired = live->state->status().checkpoint_step;
     ZF_RETURN_IF_ERROR(PersistLocked(job_id, *live));
     ZF_RETURN_IF_ERROR(
         LogLocked(job_id, "coordinator",
@@ -280,8 +281,7 @@ absl::StatusOr<bool> Coordinator::Heartbeat(const std::string& job_id, int rank)
   return false;
 }
 
-absl::StatusOr<std::shared_ptr<const StepAssignment>> Coordinator::AcquireStep(const std::string& job_id,
-                                                                               int64_t step) {
+absl::StatusOr<StepGrant> Coordinator::AcquireStep(const std::string& job_id, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
   if (!live->scheduler) {
@@ -289,12 +289,57 @@ absl::StatusOr<std::shared_ptr<const StepAssignment>> Coordinator::AcquireStep(c
         absl::StrCat("job ", job_id, ": rank 0 has not registered the sample lengths yet"));
   }
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat("step ", step, " < 0"));
+  if (live->stop_at && step >= *live->stop_at) return StepGrant{nullptr, true};
+  live->max_acquired = std::max(live->max_acquired, step);
   auto it = live->recent_steps.find(step);
-  if (it != live->recent_steps.end()) return it->second;
+  if (it != live->recent_steps.end()) return StepGrant{it->second, false};
   auto a = std::make_shared<const StepAssignment>(live->scheduler->Assign(step));
   live->recent_steps.emplace(step, a);
   if (live->recent_steps.size() > kRecentSteps) live->recent_steps.erase(live->recent_steps.begin());
-  return a;
+  return StepGrant{a, false};
+}
+
+absl::StatusOr<int64_t> Coordinator::Preempt(const std::string& job_id, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  const JobStatus& s = live->state->status();
+  if (IsTerminal(s.phase)) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is ", JobPhaseName(s.phase)));
+  }
+  if (live->stop_at) return *live->stop_at;
+  // No rank can be past max_acquired + 1 (each step's collectives hold the ranks together), and every rank
+  // will ask for the stop step after finishing the one before: they all stop at the same boundary.
+  live->stop_at = std::max(live->max_acquired, s.checkpoint_step) + 1;
+  live->stop_reason = why;
+  ZF_RETURN_IF_ERROR(LogLocked(job_id, "coordinator",
+                               absl::StrCat("preemption (", why, "): ranks checkpoint step ",
+                                            *live->stop_at - 1, " and exit with code ", kPreemptedExitCode)));
+  return *live->stop_at;
+}
+
+absl::Status Coordinator::Interrupt(const std::string& job_id, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  return InterruptLocked(job_id, *live, why);
+}
+
+absl::Status Coordinator::InterruptLocked(const std::string& job_id, Live& live, const std::string& why) {
+  live.stop_at.reset();
+  live.stop_reason.clear();
+  const JobPhase before = live.state->status().phase;
+  ZF_RETURN_IF_ERROR(live.state->Interrupt(why, clock_->Now()));
+  if (live.state->status().phase == before) return absl::OkStatus();
+  live.registered.clear();
+  ZF_RETURN_IF_ERROR(PersistLocked(job_id, live));
+  return LogLocked(job_id, "coordinator",
+                   absl::StrCat("interrupted: ", why, "; resumes from checkpoint step ",
+                                live.state->status().checkpoint_step));
+}
+
+absl::Status Coordinator::SetSlurmJobId(const std::string& job_id, const std::string& slurm_job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_RETURN_IF_ERROR(FindLocked(job_id).status());
+  return store_->SetSlurmJobId(job_id, slurm_job_id);
 }
 
 absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& r) {
@@ -315,6 +360,8 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
   if (r.out_of_memory) {
     ZF_RETURN_IF_ERROR(live->state->OutOfMemory(r.rank, "out of memory", clock_->Now()));
     changed = true;
+  } else if (r.finished && r.exit_code == kPreemptedExitCode && live->stop_at) {
+    // Stopped for the preemption: the launcher's exit ends the attempt as an interruption.
   } else if (r.finished) {
     ZF_RETURN_IF_ERROR(live->state->WorkerExited(r.rank, r.exit_code, clock_->Now()));
     live->finished.insert(r.rank);
@@ -339,6 +386,11 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
 absl::Status Coordinator::LauncherExited(const std::string& job_id, int exit_code) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  if (live->stop_at) {
+    const std::string why = live->stop_reason;
+    return InterruptLocked(job_id, *live,
+                           absl::StrCat("preempted (", why, "), launcher exited with code ", exit_code));
+  }
   const JobStatus before = live->state->status();
   ZF_RETURN_IF_ERROR(live->state->LauncherExited(exit_code, clock_->Now()));
   if (live->state->status().phase != before.phase) {

@@ -28,6 +28,13 @@ struct WorkerRegistration {
   std::string spec;
 };
 
+// A step for the workers: its micro-batches, or stop (a preemption was requested: checkpoint the previous
+// step and exit with kPreemptedExitCode).
+struct StepGrant {
+  std::shared_ptr<const StepAssignment> assignment;  // null when stop
+  bool stop = false;
+};
+
 struct WorkerReport {
   int rank = 0;
   std::string host;
@@ -66,10 +73,20 @@ class Coordinator {
   absl::StatusOr<bool> Heartbeat(const std::string& job_id, int rank);
   // Rank `rank`'s micro-batches of `step`. Every rank of a step asks for the same assignment: it is computed
   // once and kept for the last few steps.
-  absl::StatusOr<std::shared_ptr<const StepAssignment>> AcquireStep(const std::string& job_id, int64_t step);
+  // After Preempt, steps from the stop step on are refused with `stop`.
+  absl::StatusOr<StepGrant> AcquireStep(const std::string& job_id, int64_t step);
   absl::Status Report(const std::string& job_id, const WorkerReport& report);
   // `zerofit run`'s launcher for the attempt exited (see JobStateMachine::LauncherExited).
+  // After Preempt, the launcher's exit ends the attempt as an interruption (no restart used).
   absl::Status LauncherExited(const std::string& job_id, int exit_code);
+  // Asks the running attempt to stop at a step boundary every rank agrees on: the step after the highest one
+  // any rank has acquired. Ranks checkpoint the step before it and exit with kPreemptedExitCode. Returns the
+  // stop step. Idempotent (a second call returns the same step).
+  absl::StatusOr<int64_t> Preempt(const std::string& job_id, const std::string& why);
+  // The attempt ended from outside (a Slurm allocation requeued or killed before its launcher could report):
+  // running -> restarting without using a restart; no-op otherwise.
+  absl::Status Interrupt(const std::string& job_id, const std::string& why);
+  absl::Status SetSlurmJobId(const std::string& job_id, const std::string& slurm_job_id);
   absl::Status KvPut(const std::string& job_id, const std::string& key, const std::string& value);
   absl::StatusOr<std::string> KvGet(const std::string& job_id, const std::string& key, absl::Duration wait);
 
@@ -90,6 +107,9 @@ class Coordinator {
     int micro_batches = 1;       // per rank per step; doubled by a re-plan after an out-of-memory failure
     bool checkpointing = false;  // the spec's or the planner's choice
     std::map<int64_t, std::shared_ptr<const StepAssignment>> recent_steps;  // at most kRecentSteps
+    int64_t max_acquired = -1;       // highest step handed out in this attempt
+    std::optional<int64_t> stop_at;  // set by Preempt: the first step refused
+    std::string stop_reason;
   };
   static constexpr size_t kRecentSteps = 4;
   static Live MakeLive(const JobSpec& spec, std::unique_ptr<JobStateMachine> state, int micro_batches,
@@ -102,6 +122,7 @@ class Coordinator {
   absl::StatusOr<JobRecord> RecordLocked(const std::string& id);  // store record + the sizes decided here
   absl::Status PersistLocked(const std::string& id, Live& live);  // store + notify
   absl::Status LogLocked(const std::string& id, const std::string& source, const std::string& text);
+  absl::Status InterruptLocked(const std::string& id, Live& live, const std::string& why);
 
   std::unique_ptr<JobStore> store_;
   const core::Clock* clock_;

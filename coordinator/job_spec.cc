@@ -172,13 +172,14 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
   ZF_RETURN_IF_ERROR(r.OnlyKeys(root, "",
                                 {"name", "task", "model", "data", "world_size", "hardware", "max_restarts",
-                                 "training", "deepspeed", "checkpoint"}));
+                                 "training", "deepspeed", "checkpoint", "slurm"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "model", "model", &s.model, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "data", "data", &s.data, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "world_size", "world_size", &s.world_size, "an integer"));
+  s.world_size_given = root["world_size"].IsDefined() && !root["world_size"].IsNull();
   ZF_RETURN_IF_ERROR(r.Get(root, "hardware", "hardware", &s.hardware, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "max_restarts", "max_restarts", &s.max_restarts, "an integer"));
   auto missing = [&](const char* field) {
@@ -195,6 +196,61 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     return r.Error(root["world_size"], "world_size", "must be 1..4096");
   if (s.max_restarts < 0) return r.Error(root["max_restarts"], "max_restarts", "must be >= 0");
 
+  if (const YAML::Node n = root["slurm"]; n.IsDefined()) {
+    if (!n.IsMap()) return r.Error(n, "slurm", "expected a mapping");
+    ZF_RETURN_IF_ERROR(r.OnlyKeys(
+        n, "slurm.",
+        {"nodes", "gpus_per_node", "tasks_per_node", "cpus_per_task", "mem", "time", "partition", "account",
+         "qos", "signal_seconds", "requeue", "state_dir", "coordinator", "port", "extra"}));
+    SlurmSpec& x = s.slurm.emplace();
+    ZF_RETURN_IF_ERROR(r.Get(n, "nodes", "slurm.nodes", &x.nodes, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "gpus_per_node", "slurm.gpus_per_node", &x.gpus_per_node, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "tasks_per_node", "slurm.tasks_per_node", &x.tasks_per_node, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "cpus_per_task", "slurm.cpus_per_task", &x.cpus_per_task, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "mem", "slurm.mem", &x.mem, "a memory size (480G)"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "time", "slurm.time", &x.time, "a time limit (04:00:00)"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "partition", "slurm.partition", &x.partition, "a string"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "account", "slurm.account", &x.account, "a string"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "qos", "slurm.qos", &x.qos, "a string"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "signal_seconds", "slurm.signal_seconds", &x.signal_seconds, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "requeue", "slurm.requeue", &x.requeue, "true or false"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "state_dir", "slurm.state_dir", &x.state_dir, "a path"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "coordinator", "slurm.coordinator", &x.coordinator, "host:port"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "port", "slurm.port", &x.port, "an integer"));
+    if (const YAML::Node e = n["extra"]; e.IsDefined() && !e.IsNull()) {
+      if (!e.IsSequence()) return r.Error(e, "slurm.extra", "expected a list of sbatch options");
+      for (size_t i = 0; i < e.size(); ++i) {
+        const std::string field = absl::StrCat("slurm.extra[", i, "]");
+        if (!e[i].IsScalar()) return r.Error(e[i], field, "expected an sbatch option");
+        const std::string opt = e[i].Scalar();
+        if (opt.rfind("--", 0) != 0 || opt.find('\n') != std::string::npos) {
+          return r.Error(e[i], field,
+                         absl::StrCat("expected one long sbatch option (--name=value), got '", opt, "'"));
+        }
+        x.extra.push_back(opt);
+      }
+    }
+    // Errors that name a field point at its line.
+    auto at = [&](const char* key) { return n[key].IsDefined() ? n[key] : n; };
+    if (x.nodes < 1) return r.Error(at("nodes"), "slurm.nodes", "must be >= 1");
+    if (x.gpus_per_node < 0) return r.Error(at("gpus_per_node"), "slurm.gpus_per_node", "must be >= 0");
+    if (x.tasks_per_node < 0) return r.Error(at("tasks_per_node"), "slurm.tasks_per_node", "must be >= 0");
+    if (x.cpus_per_task < 0) return r.Error(at("cpus_per_task"), "slurm.cpus_per_task", "must be >= 0");
+    if (x.signal_seconds < 0 || x.signal_seconds > 65535) {
+      return r.Error(at("signal_seconds"), "slurm.signal_seconds", "must be 0..65535 seconds");
+    }
+    if (x.port < 0 || x.port > 65535) return r.Error(at("port"), "slurm.port", "must be 0..65535");
+    if (x.ranks_per_node() < 1) {
+      return r.Error(at("tasks_per_node"), "slurm.tasks_per_node",
+                     "required (>= 1) when slurm.gpus_per_node is 0");
+    }
+    if (s.world_size_given && s.world_size != x.nodes * x.ranks_per_node()) {
+      return r.Error(root["world_size"], "world_size",
+                     absl::StrCat(s.world_size, " != slurm.nodes x ranks per node = ", x.nodes, " x ",
+                                  x.ranks_per_node()));
+    }
+    if (!s.world_size_given) s.world_size = x.nodes * x.ranks_per_node();
+  }
   if (root["training"].IsDefined() && root["deepspeed"].IsDefined()) {
     return r.Error(root["deepspeed"], "deepspeed", "give either 'training' or 'deepspeed', not both");
   }
@@ -254,6 +310,30 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     if (s.checkpoint.keep < 1) return r.Error(c["keep"], "checkpoint.keep", "must be >= 1");
   }
   return s;
+}
+
+absl::Status ValidateSlurm(const JobSpec& spec, const SlurmSpec& x, const std::string& source) {
+  auto bad = [&](const char* field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": field '", field, "': ", why));
+  };
+  if (x.nodes < 1) return bad("slurm.nodes", "must be >= 1");
+  if (x.gpus_per_node < 0) return bad("slurm.gpus_per_node", "must be >= 0");
+  if (x.tasks_per_node < 0) return bad("slurm.tasks_per_node", "must be >= 0");
+  if (x.ranks_per_node() < 1) return bad("slurm.tasks_per_node", "required (>= 1) when gpus_per_node is 0");
+  if (x.cpus_per_task < 0) return bad("slurm.cpus_per_task", "must be >= 0");
+  if (x.signal_seconds < 0 || x.signal_seconds > 65535)
+    return bad("slurm.signal_seconds", "must be 0..65535");
+  if (x.port < 0 || x.port > 65535) return bad("slurm.port", "must be 0..65535");
+  if (spec.world_size_given && spec.world_size != x.nodes * x.ranks_per_node()) {
+    return bad("world_size", absl::StrCat(spec.world_size, " != slurm.nodes x ranks per node = ", x.nodes,
+                                          " x ", x.ranks_per_node()));
+  }
+  for (const std::string& v : {x.mem, x.time, x.partition, x.account, x.qos, x.coordinator}) {
+    if (v.find_first_of("\n\r'\"`$\\ ") != std::string::npos) {
+      return bad("slurm", absl::StrCat("'", v, "' contains whitespace, quotes or shell characters"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zerofit::coordinator

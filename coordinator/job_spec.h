@@ -16,11 +16,22 @@
 //     it gradient_accumulation: 4 lr: 1.0e-5 weight_decay: 0.0 zero_stage: 2 offload: false checkpointing:
 //     false bf16: true max_length: 1024
 //   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
+//   slurm:                       # for `zerofit slurm` / `zerofit submit --slurm` (docs/slurm.md)
+//     nodes: 2
+//     gpus_per_node: 8           # one task (rank) per GPU
+//     cpus_per_task: 10
+//     mem: 480G                  # per node
+//     time: "04:00:00"
+//     partition: gpu
+//     account: rlhf
+//     signal_seconds: 300        # SIGUSR1 this long before the time limit: checkpoint, requeue
+//     state_dir: /shared/zerofit/mistral-rm   # job store, token, script, logs (a shared filesystem)
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -47,6 +58,29 @@ struct CheckpointSpec {
   int keep = 1;
 };
 
+// How a job runs under Slurm. Every field can also be given as a flag of `zerofit slurm` / `zerofit submit
+// --slurm` (flags win). Nothing here has a cluster-specific default: an empty field is left to Slurm's
+// own defaults (the partition's time limit, the default account...).
+struct SlurmSpec {
+  int nodes = 1;
+  int gpus_per_node = 0;   // 0: no GPUs requested (CPU jobs)
+  int tasks_per_node = 0;  // 0: gpus_per_node (one rank per GPU); required when gpus_per_node is 0
+  int cpus_per_task = 0;   // 0: Slurm's default
+  std::string mem;         // per node, Slurm syntax (480G, 0 = all of it); empty: Slurm's default
+  std::string time;        // time limit, Slurm syntax (04:00:00, 2-00:00:00); empty: the partition's
+  std::string partition;
+  std::string account;
+  std::string qos;
+  int signal_seconds = 120;        // --signal=B:USR1@N: preemption warning before the time limit
+  bool requeue = true;             // a preempted job (SIGUSR1 or exit 75) requeues itself
+  std::string state_dir;           // default: ./zerofit-<name> (must be visible from every node)
+  std::string coordinator;         // host:port of an external `zerofit serve`; empty: one on the first node
+  int port = 0;                    // the first node's coordinator port (0: any free port)
+  std::vector<std::string> extra;  // more sbatch options, verbatim ("--exclusive", "--constraint=h100")
+
+  int ranks_per_node() const { return tasks_per_node > 0 ? tasks_per_node : gpus_per_node; }
+};
+
 struct JobSpec {
   std::string name;
   std::string task;  // reward | dpo | sft
@@ -57,7 +91,13 @@ struct JobSpec {
   int max_restarts = 3;
   TrainingSpec training;
   CheckpointSpec checkpoint;
+  bool world_size_given = false;  // world_size was written in the spec (not the default)
+  std::optional<SlurmSpec> slurm;
 };
+
+// Checks a Slurm section (after flags were applied): sizes positive, world_size == nodes x ranks per node
+// when the spec gave a world size. `source` names the spec in errors.
+absl::Status ValidateSlurm(const JobSpec& spec, const SlurmSpec& slurm, const std::string& source);
 
 // `source` names the text in errors (the file name). `base_dir` resolves a relative `deepspeed:` path.
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,

@@ -107,6 +107,14 @@ absl::Status JobStateMachine::LauncherExited(int exit_code, absl::Time now) {
   return absl::OkStatus();
 }
 
+absl::Status JobStateMachine::Interrupt(const std::string& why, absl::Time now) {
+  if (status_.phase != JobPhase::kRunning) return absl::OkStatus();
+  ++status_.interruptions;
+  status_.replan = false;
+  Enter(JobPhase::kRestarting, why, now);
+  return absl::OkStatus();
+}
+
 absl::Status JobStateMachine::CheckpointWritten(int64_t step) {
   if (IsTerminal(status_.phase)) {
     return absl::FailedPreconditionError(

@@ -4,7 +4,8 @@
 //                          |  attempt fails (worker exit != 0, missed heartbeats, OOM)
 //                          v
 //                       restarting --Schedule--> running ...   (up to max_restarts, then failed)
-//   any non-terminal --Cancel--> cancelled
+//   running --Interrupt--> restarting   (preempted / the Slurm allocation ended: not a failure, no restart
+//   used) any non-terminal --Cancel--> cancelled
 //
 // An attempt fails when a rank exits non-zero, reports an out-of-memory error (then the next attempt must be
 // re-planned: smaller micro-batch, more accumulation, same global batch), or misses heartbeats for longer
@@ -20,6 +21,10 @@
 
 namespace zerofit::coordinator {
 
+// A worker (and the launcher after it) exits with this code after a preemption checkpoint: the job is to be
+// requeued, not failed. 75 is EX_TEMPFAIL; a Slurm cluster can also list it in slurm.conf's RequeueExit.
+inline constexpr int kPreemptedExitCode = 75;
+
 enum class JobPhase { kQueued, kRunning, kRestarting, kSucceeded, kFailed, kCancelled };
 const char* JobPhaseName(JobPhase p);
 bool IsTerminal(JobPhase p);
@@ -31,8 +36,9 @@ struct JobPolicy {
 
 struct JobStatus {
   JobPhase phase = JobPhase::kQueued;
-  int attempt = 0;   // 1 for the first run; grows with every Schedule
-  int restarts = 0;  // attempts that failed and were retried
+  int attempt = 0;        // 1 for the first run; grows with every Schedule
+  int restarts = 0;       // attempts that failed and were retried
+  int interruptions = 0;  // attempts stopped from outside (preemption, requeue), resumed without a restart
   int world_size = 0;
   int64_t checkpoint_step = -1;  // last complete checkpoint (-1: none; a restart starts from scratch)
   bool replan = false;           // the last failure was an OOM: re-plan before the next attempt
@@ -57,6 +63,9 @@ class JobStateMachine {
   // fails the attempt.
   absl::Status LauncherExited(int exit_code, absl::Time now);
   absl::Status CheckpointWritten(int64_t step);
+  // The attempt was stopped from outside (Slurm preemption or time limit, the allocation requeued): running
+  // -> restarting without using one of max_restarts. No-op in any other phase.
+  absl::Status Interrupt(const std::string& why, absl::Time now);
   absl::Status Succeed(absl::Time now);
   absl::Status Cancel(const std::string& why, absl::Time now);  // idempotent on a cancelled job
   // Fails the attempt if any rank's last heartbeat is older than heartbeat_timeout. Returns true if it did.

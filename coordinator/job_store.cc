@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cstring>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +28,9 @@ CREATE TABLE IF NOT EXISTS jobs (
   replan INTEGER NOT NULL,
   reason TEXT NOT NULL,
   since_us INTEGER NOT NULL,
-  created_us INTEGER NOT NULL);
+  created_us INTEGER NOT NULL,
+  interruptions INTEGER NOT NULL DEFAULT 0,
+  slurm_job_id TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS logs (
   job_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -107,7 +110,7 @@ absl::StatusOr<std::vector<T>> AllRows(sqlite3* db, Stmt& q, const char* what, R
 
 constexpr const char* kJobColumns =
     "id, request_id, name, spec, phase, attempt, restarts, world_size, checkpoint_step, replan, reason, "
-    "since_us, created_us";
+    "since_us, created_us, interruptions, slurm_job_id";
 
 JobRecord ReadJob(const Stmt& s) {
   JobRecord j;
@@ -124,6 +127,8 @@ JobRecord ReadJob(const Stmt& s) {
   j.status.reason = s.Text(10);
   j.status.since = FromMicros(s.Int(11));
   j.created = FromMicros(s.Int(12));
+  j.status.interruptions = static_cast<int>(s.Int(13));
+  j.slurm_job_id = s.Text(14);
   return j;
 }
 
@@ -143,10 +148,30 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
   if (path != ":memory:") ZF_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   ZF_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
   ZF_RETURN_IF_ERROR(store->Exec(kSchema));
+  ZF_RETURN_IF_ERROR(store->AddMissingColumns());
   return store;
 }
 
 JobStore::~JobStore() { sqlite3_close(db_); }
+
+// Columns added after the first release, for job stores created before them.
+absl::Status JobStore::AddMissingColumns() {
+  std::set<std::string> have;
+  {
+    Stmt q(db_, "PRAGMA table_info(jobs)");
+    ZF_RETURN_IF_ERROR(q.ok("table_info"));
+    int rc;
+    while ((rc = q.Step()) == SQLITE_ROW) have.insert(q.Text(1));
+    if (rc != SQLITE_DONE) return StepError(db_, "table_info");
+  }
+  if (!have.count("interruptions")) {
+    ZF_RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0"));
+  }
+  if (!have.count("slurm_job_id")) {
+    ZF_RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN slurm_job_id TEXT NOT NULL DEFAULT ''"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status JobStore::Exec(const char* sql) {
   char* err = nullptr;
@@ -236,14 +261,23 @@ absl::Status JobStore::UpdateStatus(const std::string& id, const JobStatus& s) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt u(db_,
          "UPDATE jobs SET phase = ?, attempt = ?, restarts = ?, world_size = ?, checkpoint_step = ?, replan "
-         "= ?, "
-         "reason = ?, since_us = ? WHERE id = ?");
+         "= ?, reason = ?, since_us = ?, interruptions = ? WHERE id = ?");
   ZF_RETURN_IF_ERROR(u.ok("update job"));
   u.Bind(1, static_cast<int64_t>(s.phase)).Bind(2, static_cast<int64_t>(s.attempt));
   u.Bind(3, static_cast<int64_t>(s.restarts)).Bind(4, static_cast<int64_t>(s.world_size));
   u.Bind(5, s.checkpoint_step).Bind(6, static_cast<int64_t>(s.replan ? 1 : 0)).Bind(7, s.reason);
-  u.Bind(8, Micros(s.since)).Bind(9, id);
+  u.Bind(8, Micros(s.since)).Bind(9, static_cast<int64_t>(s.interruptions)).Bind(10, id);
   if (u.Step() != SQLITE_DONE) return StepError(db_, "update job");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  return absl::OkStatus();
+}
+
+absl::Status JobStore::SetSlurmJobId(const std::string& id, const std::string& slurm_job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt u(db_, "UPDATE jobs SET slurm_job_id = ? WHERE id = ?");
+  ZF_RETURN_IF_ERROR(u.ok("set slurm job id"));
+  u.Bind(1, slurm_job_id).Bind(2, id);
+  if (u.Step() != SQLITE_DONE) return StepError(db_, "set slurm job id");
   if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
   return absl::OkStatus();
 }

@@ -28,6 +28,7 @@ struct JobRecord {
   // stored: recomputed from the spec when the coordinator starts.
   int micro_batches = 1;       // per rank per step
   bool checkpointing = false;  // activation checkpointing
+  std::string slurm_job_id;    // the Slurm job running it (`zerofit submit --slurm`), empty otherwise
 };
 
 struct LogLine {
@@ -63,6 +64,7 @@ class JobStore {
   absl::StatusOr<JobRecord> Get(const std::string& id);
   absl::StatusOr<std::vector<JobRecord>> List();
   absl::Status UpdateStatus(const std::string& id, const JobStatus& status);
+  absl::Status SetSlurmJobId(const std::string& id, const std::string& slurm_job_id);
 
   absl::StatusOr<int64_t> AppendLog(const std::string& job_id, const std::string& source,
                                     const std::string& text, absl::Time now);
@@ -78,6 +80,7 @@ class JobStore {
  private:
   JobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   absl::Status Exec(const char* sql);
+  absl::Status AddMissingColumns();
   absl::StatusOr<JobRecord> GetLocked(const std::string& id);
 
   std::mutex mu_;

@@ -83,6 +83,8 @@ void ToProto(const JobRecord& j, v1::Job* out) {
   out->set_since_unix_us(absl::ToUnixMicros(j.status.since));
   out->set_micro_batches(j.micro_batches);
   out->set_checkpointing(j.checkpointing);
+  out->set_interruptions(j.status.interruptions);
+  out->set_slurm_job_id(j.slurm_job_id);
 }
 
 #define ZF_AUTH(ctx)                                      \
@@ -242,7 +244,12 @@ class WorkersService final : public v1::Workers::Service {
     ZF_AUTH(ctx);
     auto a = c_->AcquireStep(req->job_id(), req->step());
     if (!a.ok()) return ToGrpc(a.status());
-    const StepAssignment& step = **a;
+    if (a->stop) {
+      resp->set_step(req->step());
+      resp->set_stop(true);
+      return grpc::Status::OK;
+    }
+    const StepAssignment& step = *a->assignment;
     if (req->rank() < 0 || static_cast<size_t>(req->rank()) >= step.ranks.size()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("rank ", req->rank(), " out of range"));

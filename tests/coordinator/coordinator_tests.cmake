@@ -4,7 +4,8 @@ zerofit_unit_test(coordinator_unit_test
   coordinator/job_state_test.cc
   coordinator/job_store_test.cc
   coordinator/step_scheduler_test.cc)
-target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator)
+find_package(SQLite3 REQUIRED)
+target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator SQLite::SQLite3)
 
 if(TARGET zerofit_coordinator_service)
   zerofit_unit_test(coordinator_service_test coordinator/service_test.cc)

@@ -100,5 +100,75 @@ TEST(JobSpecTest, ADeepSpeedConfigIsTheTrainingSection) {
   std::filesystem::remove_all(dir);
 }
 
+constexpr const char* kSlurmSpec = R"(name: rm
+task: reward
+model: /m
+data: /d
+training: {steps: 10, global_batch: 32, micro_batch: 1, gradient_accumulation: 2}
+slurm:
+  nodes: 2
+  gpus_per_node: 8
+  cpus_per_task: 10
+  mem: 480G
+  time: "04:00:00"
+  partition: gpu
+  account: rlhf
+  signal_seconds: 300
+  extra: ["--exclusive", "--constraint=h100"]
+)";
+
+TEST(JobSpecTest, ASlurmSectionSetsTheWorldSize) {
+  auto s = ParseJobSpec(kSlurmSpec, "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->slurm.has_value());
+  EXPECT_EQ(s->world_size, 16) << "2 nodes x 8 GPUs, one rank each";
+  EXPECT_FALSE(s->world_size_given);
+  EXPECT_EQ(s->slurm->ranks_per_node(), 8);
+  EXPECT_EQ(s->slurm->mem, "480G");
+  EXPECT_EQ(s->slurm->time, "04:00:00");
+  EXPECT_EQ(s->slurm->signal_seconds, 300);
+  EXPECT_TRUE(s->slurm->requeue);
+  EXPECT_EQ(s->slurm->extra, (std::vector<std::string>{"--exclusive", "--constraint=h100"}));
+  EXPECT_TRUE(ValidateSlurm(*s, *s->slurm, "job.yaml").ok());
+}
+
+TEST(JobSpecTest, SlurmErrorsNameFileLineAndField) {
+  auto expect = [](const std::string& text, const std::string& message) {
+    auto s = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_EQ(std::string(s.status().message()), message);
+  };
+  const std::string head = "task: reward\nmodel: /m\ndata: /d\n";
+  expect(head + "world_size: 4\nslurm:\n  nodes: 2\n  gpus_per_node: 8\n",
+         "job.yaml:4: field 'world_size': 4 != slurm.nodes x ranks per node = 2 x 8");
+  expect(head + "slurm:\n  nodes: 1\n",
+         "job.yaml:5: field 'slurm.tasks_per_node': required (>= 1) when "
+         "slurm.gpus_per_node is 0");
+  expect(head + "slurm:\n  nodes: 0\n  tasks_per_node: 2\n", "job.yaml:5: field 'slurm.nodes': must be >= 1");
+  expect(head + "slurm:\n  tasks_per_node: 2\n  nodez: 1\n",
+         "job.yaml:6: field 'slurm.nodez': unknown field");
+  expect(
+      head + "slurm:\n  tasks_per_node: 2\n  extra: [exclusive]\n",
+      "job.yaml:6: field 'slurm.extra[0]': expected one long sbatch option (--name=value), got 'exclusive'");
+  expect(head + "slurm:\n  tasks_per_node: 2\n  signal_seconds: -1\n",
+         "job.yaml:6: field 'slurm.signal_seconds': must be 0..65535 seconds");
+  // The global batch is checked against the Slurm world size.
+  expect(
+      head +
+          "training: {global_batch: 8, micro_batch: 1, gradient_accumulation: 1}\nslurm: {nodes: 1, "
+          "tasks_per_node: 2}\n",
+      "job.yaml:4: field 'training.global_batch': 8 != micro_batch x gradient_accumulation x world_size = 2");
+  // Flags applied later are validated again.
+  auto s = ParseJobSpec(head + "world_size: 2\nslurm: {tasks_per_node: 2}\n", "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  SlurmSpec flags = *s->slurm;
+  flags.nodes = 2;
+  EXPECT_EQ(std::string(ValidateSlurm(*s, flags, "job.yaml").message()),
+            "job.yaml: field 'world_size': 2 != slurm.nodes x ranks per node = 2 x 2");
+  flags.nodes = 1;
+  flags.partition = "gpu; rm -rf /";
+  EXPECT_FALSE(ValidateSlurm(*s, flags, "job.yaml").ok());
+}
+
 }  // namespace
 }  // namespace zerofit::coordinator

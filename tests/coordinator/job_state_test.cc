@@ -86,5 +86,29 @@ TEST(JobStateTest, CancelFromAnyLivePhaseIsIdempotent) {
   EXPECT_FALSE(running.Tick(clock.Now() + absl::Hours(1))) << "a cancelled job has no heartbeats to miss";
 }
 
+TEST(JobStateTest, AnInterruptionRestartsWithoutUsingARestart) {
+  core::FakeClock clock;
+  JobPolicy policy;
+  policy.max_restarts = 0;  // any failure would end the job
+  JobStateMachine job(policy, clock.Now());
+  EXPECT_TRUE(job.Interrupt("too early", clock.Now()).ok());
+  EXPECT_EQ(job.status().phase, JobPhase::kQueued) << "only a running attempt is interrupted";
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(job.Schedule(2, clock.Now()).ok());
+    ASSERT_TRUE(job.CheckpointWritten(10 * i).ok());
+    ASSERT_TRUE(job.Interrupt("preempted", clock.Now()).ok());
+    EXPECT_EQ(job.status().phase, JobPhase::kRestarting);
+    EXPECT_EQ(job.status().interruptions, i);
+    EXPECT_EQ(job.status().restarts, 0);
+    EXPECT_EQ(job.status().reason, "preempted");
+  }
+  ASSERT_TRUE(job.Schedule(2, clock.Now()).ok());
+  EXPECT_EQ(job.status().attempt, 4);
+  EXPECT_EQ(job.status().checkpoint_step, 30);
+  ASSERT_TRUE(job.Succeed(clock.Now()).ok());
+  EXPECT_TRUE(job.Interrupt("late", clock.Now()).ok());
+  EXPECT_EQ(job.status().phase, JobPhase::kSucceeded);
+}
+
 }  // namespace
 }  // namespace zerofit::coordinator

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +155,46 @@ TEST(JobStoreTest, AnUnopenablePathIsAClearError) {
   auto store = JobStore::Open("/nonexistent-dir/zerofit/jobs.db");
   ASSERT_FALSE(store.ok());
   EXPECT_NE(store.status().message().find("/nonexistent-dir/zerofit/jobs.db"), std::string::npos);
+}
+
+TEST(JobStoreTest, AStoreFromBeforeTheSlurmColumnsIsUpgradedInPlace) {
+  const std::string path = TempDb("old_schema.db");
+  {
+    // The jobs table as the first release created it, with one job in it.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db,
+                     "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+                     "request_id TEXT UNIQUE NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL, phase "
+                     "INTEGER NOT NULL, attempt INTEGER NOT NULL, restarts INTEGER NOT NULL, world_size "
+                     "INTEGER NOT NULL, checkpoint_step INTEGER NOT NULL, replan INTEGER NOT NULL, reason "
+                     "TEXT NOT NULL, since_us INTEGER NOT NULL, created_us INTEGER NOT NULL);"
+                     "INSERT INTO jobs VALUES (1, 'job-000001', 'r1', 'old', 'task: sft', 2, 1, 0, 2, 7, 0, "
+                     "'', 0, 0);",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = JobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto old = (*store)->Get("job-000001");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->status.checkpoint_step, 7);
+  EXPECT_EQ(old->status.interruptions, 0);
+  EXPECT_EQ(old->slurm_job_id, "");
+  JobStatus s = old->status;
+  s.interruptions = 2;
+  ASSERT_TRUE((*store)->UpdateStatus("job-000001", s).ok());
+  ASSERT_TRUE((*store)->SetSlurmJobId("job-000001", "4242").ok());
+  EXPECT_EQ((*store)->SetSlurmJobId("job-000009", "1").code(), absl::StatusCode::kNotFound);
+  store->reset();
+  auto reopened = JobStore::Open(path);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  auto j = (*reopened)->Get("job-000001");
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->status.interruptions, 2);
+  EXPECT_EQ(j->slurm_job_id, "4242");
 }
 
 }  // namespace

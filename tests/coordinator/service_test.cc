@@ -272,5 +272,66 @@ training: {global_batch: 64, micro_batch: 1, gradient_accumulation: 8}
   EXPECT_EQ(p->job.micro_batches, 8);
 }
 
+TEST(ServiceTest, APreemptionStopsEveryRankAtOneStepAndResumesWithoutARestart) {
+  Fixture f;
+  f.Register(0);
+  f.Register(1);
+  auto acquire = [&](int rank, int64_t step) {
+    v1::AcquireStepRequest req;
+    req.set_job_id(f.job);
+    req.set_rank(rank);
+    req.set_step(step);
+    v1::AcquireStepResponse resp;
+    auto ctx = f.Context();
+    EXPECT_TRUE(f.workers->AcquireStep(ctx.get(), req, &resp).ok());
+    return resp;
+  };
+  for (int64_t step = 0; step < 5; ++step) EXPECT_FALSE(acquire(0, step).stop());
+  for (int64_t step = 0; step < 4; ++step) EXPECT_FALSE(acquire(1, step).stop());
+  f.Report(0, 3, 3, false);  // checkpoint at step 3
+  // Rank 0 has step 4, rank 1 is one behind: both must run step 4 and stop at 5.
+  Coordinator& c = f.server->coordinator();
+  auto stop = c.Preempt(f.job, "SIGUSR1 from Slurm");
+  ASSERT_TRUE(stop.ok()) << stop.status();
+  EXPECT_EQ(*stop, 5);
+  EXPECT_EQ(*c.Preempt(f.job, "again"), 5) << "idempotent";
+  EXPECT_FALSE(acquire(1, 4).stop()) << "a step before the stop step still runs";
+  EXPECT_TRUE(acquire(0, 5).stop());
+  EXPECT_TRUE(acquire(1, 5).stop());
+  EXPECT_TRUE(acquire(1, 6).stop());
+  // Both ranks checkpoint step 4 and exit with the preemption code: not a failure.
+  for (int rank = 0; rank < 2; ++rank) {
+    v1::ReportRequest req;
+    req.set_job_id(f.job);
+    req.set_rank(rank);
+    req.set_step(-1);
+    req.set_checkpoint_step(rank == 0 ? 4 : -1);
+    req.set_finished(true);
+    req.set_exit_code(kPreemptedExitCode);
+    v1::ReportResponse resp;
+    auto ctx = f.Context();
+    ASSERT_TRUE(f.workers->Report(ctx.get(), req, &resp).ok());
+  }
+  EXPECT_EQ(f.Get().phase(), v1::RUNNING) << "until the launcher exits";
+  ASSERT_TRUE(c.LauncherExited(f.job, kPreemptedExitCode).ok());
+  v1::Job j = f.Get();
+  EXPECT_EQ(j.phase(), v1::RESTARTING);
+  EXPECT_EQ(j.restarts(), 0);
+  EXPECT_EQ(j.interruptions(), 1);
+  EXPECT_EQ(j.checkpoint_step(), 4);
+  // The requeued allocation: a new attempt resumes at step 5 and steps are granted again.
+  EXPECT_EQ(f.Register(0).resume_step(), 5);
+  EXPECT_EQ(f.Register(1).attempt(), 2);
+  EXPECT_FALSE(acquire(0, 5).stop());
+  ASSERT_TRUE(c.SetSlurmJobId(f.job, "977").ok());
+  EXPECT_EQ(f.Get().slurm_job_id(), "977");
+  // An allocation that vanished without a word (killed, requeued from outside) is an interruption too.
+  ASSERT_TRUE(c.Interrupt(f.job, "the Slurm allocation ended").ok());
+  j = f.Get();
+  EXPECT_EQ(j.phase(), v1::RESTARTING);
+  EXPECT_EQ(j.interruptions(), 2);
+  EXPECT_EQ(j.restarts(), 0);
+}
+
 }  // namespace
 }  // namespace zerofit::coordinator
