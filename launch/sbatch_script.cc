@@ -1,0 +1,96 @@
+#include "launch/sbatch_script.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace zerofit::launch {
+
+std::string ShellQuote(const std::string& s) {
+  if (!s.empty() &&
+      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,") ==
+          std::string::npos) {
+    return s;
+  }
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string SbatchScript(const coordinator::JobSpec& spec, const coordinator::SlurmSpec& x,
+                         const SbatchPaths& p) {
+  std::string s = "#!/bin/bash\n";
+  absl::StrAppend(&s, "# zerofit job '", spec.name, "' (task ", spec.task, "): ", x.nodes, " node(s) x ",
+                  x.ranks_per_node(), " rank(s) = ", spec.world_size, " ranks, ", spec.training.steps,
+                  " steps.\n");
+  absl::StrAppend(&s, "# Written by `zerofit slurm`; submit with `sbatch ", ShellQuote(p.state_dir),
+                  "/sbatch.sh` (what `zerofit submit --slurm` does).\n");
+  auto opt = [&s](const std::string& name, const std::string& value) {
+    absl::StrAppend(&s, "#SBATCH --", name, value.empty() ? "" : "=", value, "\n");
+  };
+  opt("job-name", absl::StrCat("zerofit-", spec.name));
+  opt("nodes", absl::StrCat(x.nodes));
+  opt("ntasks-per-node", absl::StrCat(x.ranks_per_node()));
+  if (x.gpus_per_node > 0) opt("gpus-per-node", absl::StrCat(x.gpus_per_node));
+  if (x.cpus_per_task > 0) opt("cpus-per-task", absl::StrCat(x.cpus_per_task));
+  if (!x.mem.empty()) opt("mem", x.mem);
+  if (!x.time.empty()) opt("time", x.time);
+  if (!x.partition.empty()) opt("partition", x.partition);
+  if (!x.account.empty()) opt("account", x.account);
+  if (!x.qos.empty()) opt("qos", x.qos);
+  // B: the signal goes to the batch step only (the launcher), which relays it through the coordinator so
+  // that every rank stops at the same step.
+  if (x.signal_seconds > 0) opt("signal", absl::StrCat("B:USR1@", x.signal_seconds));
+  opt(x.requeue ? "requeue" : "no-requeue", "");
+  opt("open-mode", "append");  // a requeued run appends to the same output file
+  opt("output", absl::StrCat(p.state_dir, "/slurm-%j.out"));
+  opt("chdir", p.workdir);
+  for (const std::string& e : x.extra) absl::StrAppend(&s, "#SBATCH ", e, "\n");
+  s += "\n# The batch step runs on the first node: the coordinator starts there (its address goes to the "
+       "state\n"
+       "# directory), then every rank with `srun --mpi=pmix`. SIGUSR1 before the time limit: the ranks\n"
+       "# checkpoint at one common step and exit with code 75, and the job requeues itself (scontrol "
+       "requeue);\n"
+       "# the next run resumes from that checkpoint.\n";
+  std::vector<std::string> argv = {ShellQuote(p.zerofit),   "slurm-launch", "--state-dir",
+                                   ShellQuote(p.state_dir), "--spec",       ShellQuote(p.spec)};
+  if (!x.coordinator.empty()) {
+    argv.push_back("--coordinator");
+    argv.push_back(ShellQuote(x.coordinator));
+  }
+  if (x.port > 0) {
+    argv.push_back("--port");
+    argv.push_back(absl::StrCat(x.port));
+  }
+  if (!p.worker.empty()) {
+    argv.push_back("--worker");
+    argv.push_back(ShellQuote(p.worker));
+  }
+  absl::StrAppend(&s, "exec ", absl::StrJoin(argv, " "), "\n");
+  return s;
+}
+
+std::vector<std::string> SrunCommand(const coordinator::JobSpec& spec, const coordinator::SlurmSpec& x,
+                                     const std::string& worker, const std::string& coordinator_address,
+                                     const std::string& token_file, const std::string& job_id) {
+  std::vector<std::string> argv = {"srun",
+                                   "--mpi=pmix",
+                                   "--kill-on-bad-exit=1",
+                                   absl::StrCat("--nodes=", x.nodes),
+                                   absl::StrCat("--ntasks=", spec.world_size),
+                                   absl::StrCat("--ntasks-per-node=", x.ranks_per_node())};
+  // Since Slurm 22.05 srun no longer inherits --cpus-per-task from the batch allocation.
+  if (x.cpus_per_task > 0) argv.push_back(absl::StrCat("--cpus-per-task=", x.cpus_per_task));
+  for (const std::string& a : {worker, std::string("--coordinator"), coordinator_address,
+                               std::string("--token-file"), token_file, std::string("--job"), job_id}) {
+    argv.push_back(a);
+  }
+  return argv;
+}
+
+}  // namespace zerofit::launch

@@ -1,0 +1,33 @@
+// The sbatch script of a zerofit job: #SBATCH lines from the job's Slurm section (nothing cluster-specific
+// is invented: an empty field is left to Slurm's defaults), and a batch step that execs
+// `zerofit slurm-launch`, which starts the coordinator on the first node and the ranks with
+// `srun --mpi=pmix` (cli/slurm_launch.h). Pure: the same inputs give the same text.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coordinator/job_spec.h"
+
+namespace zerofit::launch {
+
+struct SbatchPaths {
+  std::string zerofit;    // absolute path of the zerofit binary (every node must see it)
+  std::string state_dir;  // absolute: job store, token, spec snapshot, script, slurm-%j.out
+  std::string spec;       // absolute: the job spec the allocation runs (the snapshot in state_dir)
+  std::string workdir;    // absolute: --chdir (relative paths in the spec resolve against it)
+  std::string worker;     // zerofit_worker; empty: the one built with zerofit
+};
+
+std::string SbatchScript(const coordinator::JobSpec& spec, const coordinator::SlurmSpec& slurm,
+                         const SbatchPaths& paths);
+
+// The srun command line that starts one attempt's ranks inside the allocation.
+std::vector<std::string> SrunCommand(const coordinator::JobSpec& spec, const coordinator::SlurmSpec& slurm,
+                                     const std::string& worker, const std::string& coordinator_address,
+                                     const std::string& token_file, const std::string& job_id);
+
+// `s` quoted for bash ('...' with embedded quotes escaped).
+std::string ShellQuote(const std::string& s);
+
+}  // namespace zerofit::launch

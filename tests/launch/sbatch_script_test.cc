@@ -1,0 +1,89 @@
+// The generated sbatch script, whole, for a multi-node GPU job and a CPU job; srun's command line.
+#include "launch/sbatch_script.h"
+
+#include <gtest/gtest.h>
+
+namespace zerofit::launch {
+namespace {
+
+constexpr const char* kGpuSpec = R"(name: mistral-rm
+task: reward
+model: /models/mistral-7b
+data: /data/prefs
+training: {steps: 1000, global_batch: 64}
+slurm:
+  nodes: 2
+  gpus_per_node: 8
+  cpus_per_task: 10
+  mem: 480G
+  time: "04:00:00"
+  partition: gpu
+  account: rlhf
+  signal_seconds: 300
+  extra: ["--exclusive"]
+)";
+
+TEST(SbatchScriptTest, MultiNodeGpuJob) {
+  auto spec = coordinator::ParseJobSpec(kGpuSpec, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  SbatchPaths p{"/opt/zerofit/bin/zerofit", "/shared/zf/mistral-rm", "/shared/zf/mistral-rm/job.yaml",
+                "/home/me", ""};
+  EXPECT_EQ(SbatchScript(*spec, *spec->slurm, p),
+            R"(#!/bin/bash
+# zerofit job 'mistral-rm' (task reward): 2 node(s) x 8 rank(s) = 16 ranks, 1000 steps.
+# Written by `zerofit slurm`; submit with `sbatch /shared/zf/mistral-rm/sbatch.sh` (what `zerofit submit --slurm` does).
+#SBATCH --job-name=zerofit-mistral-rm
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=10
+#SBATCH --mem=480G
+#SBATCH --time=04:00:00
+#SBATCH --partition=gpu
+#SBATCH --account=rlhf
+#SBATCH --signal=B:USR1@300
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output=/shared/zf/mistral-rm/slurm-%j.out
+#SBATCH --chdir=/home/me
+#SBATCH --exclusive
+
+# The batch step runs on the first node: the coordinator starts there (its address goes to the state
+# directory), then every rank with `srun --mpi=pmix`. SIGUSR1 before the time limit: the ranks
+# checkpoint at one common step and exit with code 75, and the job requeues itself (scontrol requeue);
+# the next run resumes from that checkpoint.
+exec /opt/zerofit/bin/zerofit slurm-launch --state-dir /shared/zf/mistral-rm --spec /shared/zf/mistral-rm/job.yaml
+)");
+  EXPECT_EQ(SrunCommand(*spec, *spec->slurm, "/opt/zerofit/bin/zerofit_worker", "gpu01:41234", "/s/token",
+                        "job-000001"),
+            (std::vector<std::string>{"srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--nodes=2",
+                                      "--ntasks=16", "--ntasks-per-node=8", "--cpus-per-task=10",
+                                      "/opt/zerofit/bin/zerofit_worker", "--coordinator", "gpu01:41234",
+                                      "--token-file", "/s/token", "--job", "job-000001"}));
+}
+
+TEST(SbatchScriptTest, CpuJobLeavesUnsetFieldsToSlurmAndQuotesPaths) {
+  auto spec = coordinator::ParseJobSpec(
+      "task: reward\nmodel: m\ndata: d\nslurm: {tasks_per_node: 2, signal_seconds: 0, requeue: false, "
+      "coordinator: 'login1:7070'}\n",
+      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string s =
+      SbatchScript(*spec, *spec->slurm,
+                   {"/bin/zerofit", "/tmp/my state", "/tmp/my state/job.yaml", "/tmp", "/b/zerofit_worker"});
+  EXPECT_NE(s.find("#SBATCH --ntasks-per-node=2\n"), std::string::npos);
+  EXPECT_NE(s.find("#SBATCH --no-requeue\n"), std::string::npos);
+  for (const char* absent : {"--gpus-per-node", "--mem", "--time", "--partition", "--account", "--signal",
+                             "--cpus-per-task", "--qos"}) {
+    EXPECT_EQ(s.find(absent), std::string::npos) << absent;
+  }
+  EXPECT_NE(
+      s.find("exec /bin/zerofit slurm-launch --state-dir '/tmp/my state' --spec '/tmp/my state/job.yaml' "
+             "--coordinator login1:7070 --worker /b/zerofit_worker\n"),
+      std::string::npos)
+      << s;
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+}
+
+}  // namespace
+}  // namespace zerofit::launch
