@@ -14,7 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "cli/slurm_commands.h"
+#include "coordinator/job_store.h"
 #include "coordinator/service.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
@@ -31,32 +34,6 @@ absl::StatusOr<std::string> ReadAll(const std::string& path, const char* flag) {
   auto text = core::ReadTextFile(path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat(flag, ": cannot read '", path, "'"));
   return text;
-}
-
-// The token: read it, or create it (32 random bytes, hex, mode 0600) on the first serve.
-absl::StatusOr<std::string> LoadOrCreateToken(const fs::path& path) {
-  if (fs::exists(path)) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-      return absl::PermissionDeniedError(absl::StrCat(path.string(), " is readable by others (mode ",
-                                                      absl::StrFormat("%o", st.st_mode & 0777),
-                                                      "): chmod 600 it"));
-    }
-    std::ifstream in(path);
-    std::string t;
-    in >> t;
-    if (t.size() < 32) return absl::DataLossError(absl::StrCat(path.string(), ": token too short"));
-    return t;
-  }
-  const std::string token = NewToken();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path.string(), ": create"));
-  const std::string line = token + "\n";
-  const bool ok =
-      ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) return absl::DataLossError(absl::StrCat(path.string(), ": write failed"));
-  return token;
 }
 
 absl::StatusOr<Client> MakeClient(const JobsFlags& f) {
@@ -89,11 +66,32 @@ const char* PhaseName(v1::JobPhase p) {
   }
 }
 
+// One line per job; a job run by Slurm gets Slurm's job id and state next to it.
 void PrintJob(const v1::Job& j) {
-  std::printf("%-12s %-20s %-10s attempt %d, restarts %d, checkpoint step %lld%s%s\n", j.id().c_str(),
+  std::string extra;
+  if (j.interruptions() > 0) absl::StrAppend(&extra, ", interruptions ", j.interruptions());
+  if (!j.slurm_job_id().empty()) {
+    absl::StrAppend(&extra, "  [slurm ", j.slurm_job_id(), " ", SlurmJobState(j.slurm_job_id()), "]");
+  }
+  std::printf("%-12s %-20s %-10s attempt %d, restarts %d, checkpoint step %lld%s%s%s\n", j.id().c_str(),
               j.name().c_str(), PhaseName(j.phase()), j.attempt(), j.restarts(),
-              static_cast<long long>(j.checkpoint_step()), j.reason().empty() ? "" : "  ",
+              static_cast<long long>(j.checkpoint_step()), extra.c_str(), j.reason().empty() ? "" : "  ",
               j.reason().c_str());
+}
+
+// The jobs of a state directory whose coordinator is not running (a Slurm job waiting in the queue, or
+// finished): read from its job store.
+absl::StatusOr<std::vector<v1::Job>> JobsFromStore(const fs::path& db, const std::string& only) {
+  ZF_ASSIGN_OR_RETURN(auto store, coordinator::JobStore::Open(db.string()));
+  ZF_ASSIGN_OR_RETURN(std::vector<coordinator::JobRecord> records, store->List());
+  std::vector<v1::Job> out;
+  for (const coordinator::JobRecord& r : records) {
+    if (!only.empty() && r.id != only) continue;
+    coordinator::ToProto(r, &out.emplace_back());
+  }
+  if (!only.empty() && out.empty())
+    return absl::NotFoundError(absl::StrCat("no job '", only, "' in ", db.string()));
+  return out;
 }
 
 }  // namespace
@@ -102,6 +100,33 @@ std::string NewToken() {
   std::random_device rd;  // reads /dev/urandom
   std::string token;
   for (int i = 0; i < 32; ++i) absl::StrAppendFormat(&token, "%02x", rd() & 0xff);
+  return token;
+}
+
+// The token: read it, or create it (32 random bytes, hex, mode 0600) on the first serve.
+absl::StatusOr<std::string> LoadOrCreateToken(const std::string& path_string) {
+  const fs::path path(path_string);
+  if (fs::exists(path)) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(path.string(), " is readable by others (mode ",
+                                                      absl::StrFormat("%o", st.st_mode & 0777),
+                                                      "): chmod 600 it"));
+    }
+    std::ifstream in(path);
+    std::string t;
+    in >> t;
+    if (t.size() < 32) return absl::DataLossError(absl::StrCat(path.string(), ": token too short"));
+    return t;
+  }
+  const std::string token = NewToken();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path.string(), ": create"));
+  const std::string line = token + "\n";
+  const bool ok =
+      ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return absl::DataLossError(absl::StrCat(path.string(), ": write failed"));
   return token;
 }
 
@@ -129,9 +154,9 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
   c.submit->add_option("spec", j->spec_path, "job.yaml")->required();
   c.submit->add_option("--request-id", j->request_id, "idempotency key (default: a fresh one)");
   c.submit->add_option("--name", j->name, "job name (default: the spec's)");
-  c.status = app.add_subcommand("status", "Show one job");
+  c.status = app.add_subcommand("status", "Show a job (all jobs without JOB), with its Slurm job and state");
   common(c.status);
-  c.status->add_option("job", j->job, "job id")->required();
+  c.status->add_option("job", j->job, "job id (default: every job)");
   c.list = app.add_subcommand("list", "List jobs");
   common(c.list);
   c.logs = app.add_subcommand("logs", "Print a job's logs");
@@ -161,7 +186,7 @@ absl::Status RunServe(const ServeFlags& f) {
   coordinator::ServerOptions o;
   o.listen = f.listen;
   o.db_path = f.db.empty() ? (dir / "jobs.db").string() : f.db;
-  ZF_ASSIGN_OR_RETURN(o.token, LoadOrCreateToken(dir / "token"));
+  ZF_ASSIGN_OR_RETURN(o.token, LoadOrCreateToken((dir / "token").string()));
   if (!f.tls_cert.empty()) {
     ZF_ASSIGN_OR_RETURN(o.tls_cert_pem, ReadAll(f.tls_cert, "--tls-cert"));
   }
@@ -206,9 +231,39 @@ absl::Status RunSubmit(const JobsFlags& f) {
 }
 
 absl::Status RunStatus(const JobsFlags& f) {
-  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
-  ZF_ASSIGN_OR_RETURN(v1::Job j, client.Get(f.job));
-  PrintJob(j);
+  std::vector<v1::Job> jobs;
+  absl::Status asked = [&]() -> absl::Status {
+    ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+    if (f.job.empty()) {
+      ZF_ASSIGN_OR_RETURN(v1::ListJobsResponse r, client.List());
+      jobs.assign(r.jobs().begin(), r.jobs().end());
+    } else {
+      ZF_ASSIGN_OR_RETURN(jobs.emplace_back(), client.Get(f.job));
+    }
+    return absl::OkStatus();
+  }();
+  if (!asked.ok()) {
+    // No coordinator to ask (not started yet, or gone with its Slurm allocation): the state directory's job
+    // store still knows. A Slurm job that has not started yet has no store: Slurm knows.
+    const fs::path dir = StateDir(f.state_dir);
+    const bool unreachable = asked.code() == absl::StatusCode::kUnavailable ||
+                             asked.code() == absl::StatusCode::kDeadlineExceeded ||
+                             asked.code() == absl::StatusCode::kNotFound;
+    if (!unreachable || !f.coordinator.empty()) return asked;
+    if (fs::exists(dir / "jobs.db")) {
+      ZF_ASSIGN_OR_RETURN(jobs, JobsFromStore(dir / "jobs.db", f.job));
+      std::printf("(coordinator not running; from %s)\n", (dir / "jobs.db").c_str());
+    } else if (auto id = core::ReadTextFile((dir / "slurm_job_id").string()); id.ok()) {
+      const std::string slurm_id(absl::StripAsciiWhitespace(*id));
+      std::printf("Slurm job %s %s: the zerofit job starts with it (state in %s)\n", slurm_id.c_str(),
+                  SlurmJobState(slurm_id).c_str(), dir.c_str());
+      return absl::OkStatus();
+    } else {
+      return asked;
+    }
+  }
+  for (const v1::Job& j : jobs) PrintJob(j);
+  if (jobs.empty()) std::printf("no jobs\n");
   return absl::OkStatus();
 }
 

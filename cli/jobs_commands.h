@@ -51,6 +51,9 @@ struct JobsCommands {
 
 // A fresh bearer token: 32 random bytes (std::random_device, /dev/urandom), hex.
 std::string NewToken();
+// Reads the token file, or creates it (NewToken, mode 0600) if it does not exist. A token file others can
+// read is refused.
+absl::StatusOr<std::string> LoadOrCreateToken(const std::string& path);
 
 JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* serve, JobsFlags* jobs);
 

@@ -1,7 +1,5 @@
 #include "cli/run_command.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,27 +11,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/jobs_commands.h"
+#include "cli/supervise.h"
 #include "coordinator/service.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
 
-extern char** environ;
-
 namespace zerofit::cli {
-namespace {
 
 namespace fs = std::filesystem;
-
-void PrintLines(const std::vector<coordinator::LogLine>& lines, int64_t* after) {
-  for (const coordinator::LogLine& l : lines) {
-    std::printf("%s %-16s %s\n", absl::FormatTime("%H:%M:%S", l.time, absl::LocalTimeZone()).c_str(),
-                l.source.c_str(), l.text.c_str());
-    *after = l.seq;
-  }
-  std::fflush(stdout);
-}
-
-}  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
   CLI::App* run = app.add_subcommand("run", "Run a job locally: embedded coordinator + mpiexec workers");
@@ -78,10 +63,8 @@ absl::Status RunRun(const RunFlags& f) {
   ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(*text, f.spec_path));
   std::printf("zerofit run: %s on %d ranks (coordinator %s, state %s)\n", id.c_str(), spec.world_size,
               server->address().c_str(), state.c_str());
-  int64_t after = 0;
-  while (true) {
-    ZF_ASSIGN_OR_RETURN(coordinator::JobRecord job, c.Get(id));
-    if (coordinator::IsTerminal(job.status.phase)) break;
+  SuperviseHooks hooks;
+  hooks.command = [&] {
     std::vector<std::string> args = {f.mpiexec, "--oversubscribe"};
     if (::geteuid() == 0) args.push_back("--allow-run-as-root");
     for (const std::string& a :
@@ -89,29 +72,10 @@ absl::Status RunRun(const RunFlags& f) {
           server->address(), std::string("--token"), token, std::string("--job"), id}) {
       args.push_back(a);
     }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    if (const int rc = ::posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ); rc != 0) {
-      return absl::ErrnoToStatus(rc, absl::StrCat("run: cannot start ", f.mpiexec));
-    }
-    int wstatus = 0;
-    while (true) {
-      ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::Milliseconds(300)));
-      PrintLines(lines, &after);
-      const pid_t done = ::waitpid(pid, &wstatus, WNOHANG);
-      if (done == pid) break;
-      if (done < 0) return absl::ErrnoToStatus(errno, "run: waitpid");
-    }
-    const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-    ZF_RETURN_IF_ERROR(c.LauncherExited(id, code));
-    ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::ZeroDuration()));
-    PrintLines(lines, &after);
-  }
-  ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::ZeroDuration()));
-  PrintLines(lines, &after);
-  ZF_ASSIGN_OR_RETURN(coordinator::JobRecord job, c.Get(id));
+    return args;
+  };
+  ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(c, id, hooks));
+  const coordinator::JobRecord& job = done.job;
   std::printf("zerofit run: %s %s after %d attempt(s)%s%s\n", id.c_str(),
               coordinator::JobPhaseName(job.status.phase), job.status.attempt,
               job.status.reason.empty() ? "" : ": ", job.status.reason.c_str());

@@ -8,6 +8,7 @@
 #ifdef ZEROFIT_CLI_WITH_GRPC
 #include "cli/jobs_commands.h"
 #include "cli/run_command.h"
+#include "cli/slurm_commands.h"
 #endif
 
 namespace {
@@ -30,6 +31,12 @@ int main(int argc, char** argv) {
   const zerofit::cli::JobsCommands jobs = zerofit::cli::AddJobsCommands(app, &serve_flags, &jobs_flags);
   zerofit::cli::RunFlags run_flags;
   CLI::App* run = zerofit::cli::AddRunCommand(app, &run_flags);
+  zerofit::cli::SlurmFlags slurm_flags;
+  CLI::App* slurm = zerofit::cli::AddSlurmCommand(app, &slurm_flags);
+  jobs.submit->add_flag("--slurm", slurm_flags.submit, "submit to Slurm with sbatch (see `zerofit slurm`)");
+  zerofit::cli::AddSlurmSubmitFlags(jobs.submit, &slurm_flags);
+  zerofit::cli::SlurmLaunchFlags launch_flags;
+  CLI::App* slurm_launch = zerofit::cli::AddSlurmLaunchCommand(app, &launch_flags);
 #endif
   try {
     app.parse(argc, argv);
@@ -48,6 +55,18 @@ int main(int argc, char** argv) {
   if (run->parsed()) {
     name = "run";
     s = zerofit::cli::RunRun(run_flags);
+  } else if (slurm->parsed()) {
+    name = "slurm";
+    s = zerofit::cli::RunSlurm(slurm_flags);
+  } else if (jobs.submit->parsed() && slurm_flags.submit) {
+    name = "submit --slurm";
+    slurm_flags.spec_path = jobs_flags.spec_path;
+    slurm_flags.state_dir = jobs_flags.state_dir;
+    s = zerofit::cli::RunSlurm(slurm_flags);
+  } else if (slurm_launch->parsed()) {
+    auto code = zerofit::cli::RunSlurmLaunch(launch_flags);
+    if (!code.ok()) return Fail("slurm-launch", code.status());
+    return *code;
   } else if (jobs.serve->parsed()) {
     name = "serve";
     s = zerofit::cli::RunServe(serve_flags);

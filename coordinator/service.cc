@@ -68,25 +68,6 @@ v1::JobPhase ToProto(JobPhase p) {
   return v1::JOB_PHASE_UNSPECIFIED;
 }
 
-void ToProto(const JobRecord& j, v1::Job* out) {
-  out->set_id(j.id);
-  out->set_request_id(j.request_id);
-  out->set_name(j.name);
-  out->set_spec(j.spec);
-  out->set_phase(ToProto(j.status.phase));
-  out->set_attempt(j.status.attempt);
-  out->set_restarts(j.status.restarts);
-  out->set_world_size(j.status.world_size);
-  out->set_checkpoint_step(j.status.checkpoint_step);
-  out->set_reason(j.status.reason);
-  out->set_created_unix_us(absl::ToUnixMicros(j.created));
-  out->set_since_unix_us(absl::ToUnixMicros(j.status.since));
-  out->set_micro_batches(j.micro_batches);
-  out->set_checkpointing(j.checkpointing);
-  out->set_interruptions(j.status.interruptions);
-  out->set_slurm_job_id(j.slurm_job_id);
-}
-
 #define ZF_AUTH(ctx)                                      \
   do {                                                    \
     grpc::Status auth_status_ = Authorize((ctx), token_); \
@@ -302,6 +283,25 @@ class WorkersService final : public v1::Workers::Service {
 };
 
 }  // namespace
+
+void ToProto(const JobRecord& j, ::zerofit::v1::Job* out) {
+  out->set_id(j.id);
+  out->set_request_id(j.request_id);
+  out->set_name(j.name);
+  out->set_spec(j.spec);
+  out->set_phase(ToProto(j.status.phase));
+  out->set_attempt(j.status.attempt);
+  out->set_restarts(j.status.restarts);
+  out->set_world_size(j.status.world_size);
+  out->set_checkpoint_step(j.status.checkpoint_step);
+  out->set_reason(j.status.reason);
+  out->set_created_unix_us(absl::ToUnixMicros(j.created));
+  out->set_since_unix_us(absl::ToUnixMicros(j.status.since));
+  out->set_micro_batches(j.micro_batches);
+  out->set_checkpointing(j.checkpointing);
+  out->set_interruptions(j.status.interruptions);
+  out->set_slurm_job_id(j.slurm_job_id);
+}
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const ServerOptions& o,
                                                                             const core::Clock* clock) {

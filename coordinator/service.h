@@ -11,12 +11,19 @@
 #include "absl/status/statusor.h"
 #include "coordinator/coordinator.h"
 
+namespace zerofit::v1 {
+class Job;
+}  // namespace zerofit::v1
+
 namespace grpc {
 class Server;
 class Service;
 }  // namespace grpc
 
 namespace zerofit::coordinator {
+
+// A job record as the wire's Job message.
+void ToProto(const JobRecord& job, ::zerofit::v1::Job* out);
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";     // port 0: pick a free one (see CoordinatorServer::address)

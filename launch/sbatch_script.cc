@@ -75,17 +75,12 @@ std::string SbatchScript(const coordinator::JobSpec& spec, const coordinator::Sl
   return s;
 }
 
-std::vector<std::string> SrunCommand(const coordinator::JobSpec& spec, const coordinator::SlurmSpec& x,
-                                     const std::string& worker, const std::string& coordinator_address,
-                                     const std::string& token_file, const std::string& job_id) {
-  std::vector<std::string> argv = {"srun",
-                                   "--mpi=pmix",
-                                   "--kill-on-bad-exit=1",
-                                   absl::StrCat("--nodes=", x.nodes),
-                                   absl::StrCat("--ntasks=", spec.world_size),
-                                   absl::StrCat("--ntasks-per-node=", x.ranks_per_node())};
-  // Since Slurm 22.05 srun no longer inherits --cpus-per-task from the batch allocation.
-  if (x.cpus_per_task > 0) argv.push_back(absl::StrCat("--cpus-per-task=", x.cpus_per_task));
+std::vector<std::string> SrunCommand(int world_size, int nodes, int cpus_per_task, const std::string& worker,
+                                     const std::string& coordinator_address, const std::string& token_file,
+                                     const std::string& job_id) {
+  std::vector<std::string> argv = {"srun", "--mpi=pmix", "--kill-on-bad-exit=1",
+                                   absl::StrCat("--nodes=", nodes), absl::StrCat("--ntasks=", world_size)};
+  if (cpus_per_task > 0) argv.push_back(absl::StrCat("--cpus-per-task=", cpus_per_task));
   for (const std::string& a : {worker, std::string("--coordinator"), coordinator_address,
                                std::string("--token-file"), token_file, std::string("--job"), job_id}) {
     argv.push_back(a);

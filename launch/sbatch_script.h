@@ -22,10 +22,13 @@ struct SbatchPaths {
 std::string SbatchScript(const coordinator::JobSpec& spec, const coordinator::SlurmSpec& slurm,
                          const SbatchPaths& paths);
 
-// The srun command line that starts one attempt's ranks inside the allocation.
-std::vector<std::string> SrunCommand(const coordinator::JobSpec& spec, const coordinator::SlurmSpec& slurm,
-                                     const std::string& worker, const std::string& coordinator_address,
-                                     const std::string& token_file, const std::string& job_id);
+// The srun command line that starts one attempt's ranks inside the allocation: `world_size` tasks over
+// `nodes` nodes (the allocation's tasks per node), one rank each, MPI wired by PMIx. `cpus_per_task` 0
+// leaves it to Slurm (since 22.05 srun does not inherit the batch's --cpus-per-task: pass
+// SLURM_CPUS_PER_TASK).
+std::vector<std::string> SrunCommand(int world_size, int nodes, int cpus_per_task, const std::string& worker,
+                                     const std::string& coordinator_address, const std::string& token_file,
+                                     const std::string& job_id);
 
 // `s` quoted for bash ('...' with embedded quotes escaped).
 std::string ShellQuote(const std::string& s);

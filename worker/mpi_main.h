@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -12,9 +13,10 @@
 
 namespace zerofit::worker {
 
-template <typename Flags>
+// `run` returns absl::Status (exit code 0 on success) or absl::StatusOr<int> (the exit code on success).
+template <typename Flags, typename Result>
 int MpiMain(int argc, char** argv, absl::StatusOr<Flags> (*parse)(int, char**),
-            absl::Status (*run)(const comm::MpiEnvironment&, const Flags&)) {
+            Result (*run)(const comm::MpiEnvironment&, const Flags&)) {
   auto env = comm::MpiEnvironment::Init(&argc, &argv);
   if (!env.ok()) {
     std::fprintf(stderr, "error: %s\n", env.status().ToString().c_str());
@@ -29,12 +31,20 @@ int MpiMain(int argc, char** argv, absl::StatusOr<Flags> (*parse)(int, char**),
     }
     return help ? 0 : 2;
   }
-  const absl::Status s = run(**env, *flags);
+  absl::Status s;
+  int code = 0;
+  if constexpr (std::is_same_v<Result, absl::Status>) {
+    s = run(**env, *flags);
+  } else {
+    Result r = run(**env, *flags);
+    s = r.status();
+    if (r.ok()) code = *r;
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "rank %d: error: %s\n", (*env)->world_rank(), s.ToString().c_str());
     (*env)->AbortJob(1);
   }
-  return 0;
+  return code;
 }
 
 }  // namespace zerofit::worker

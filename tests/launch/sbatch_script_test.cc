@@ -54,12 +54,11 @@ TEST(SbatchScriptTest, MultiNodeGpuJob) {
 # the next run resumes from that checkpoint.
 exec /opt/zerofit/bin/zerofit slurm-launch --state-dir /shared/zf/mistral-rm --spec /shared/zf/mistral-rm/job.yaml
 )");
-  EXPECT_EQ(SrunCommand(*spec, *spec->slurm, "/opt/zerofit/bin/zerofit_worker", "gpu01:41234", "/s/token",
-                        "job-000001"),
-            (std::vector<std::string>{"srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--nodes=2",
-                                      "--ntasks=16", "--ntasks-per-node=8", "--cpus-per-task=10",
-                                      "/opt/zerofit/bin/zerofit_worker", "--coordinator", "gpu01:41234",
-                                      "--token-file", "/s/token", "--job", "job-000001"}));
+  EXPECT_EQ(
+      SrunCommand(16, 2, 10, "/opt/zerofit/bin/zerofit_worker", "gpu01:41234", "/s/token", "job-000001"),
+      (std::vector<std::string>{"srun", "--mpi=pmix", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks=16",
+                                "--cpus-per-task=10", "/opt/zerofit/bin/zerofit_worker", "--coordinator",
+                                "gpu01:41234", "--token-file", "/s/token", "--job", "job-000001"}));
 }
 
 TEST(SbatchScriptTest, CpuJobLeavesUnsetFieldsToSlurmAndQuotesPaths) {

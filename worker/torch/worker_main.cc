@@ -4,7 +4,10 @@
 // the coordinator for its micro-batches, trains them, reports metrics and log lines, and checkpoints every
 // `checkpoint.every` steps. A heartbeat thread keeps the attempt alive; a cancelled job stops at the next
 // step.
+// A preemption (the coordinator answers a step with `stop`) makes every rank checkpoint the step before and
+// exit with kPreemptedExitCode (75), which the Slurm launcher turns into a requeue.
 //   mpiexec -n W zerofit_worker --coordinator HOST:PORT --token TOKEN --job JOB-ID
+//   srun --mpi=pmix zerofit_worker --coordinator HOST:PORT --token-file STATE/token --job JOB-ID
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -20,9 +23,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "comm/communicator_factory.h"
 #include "coordinator/job_spec.h"
+#include "coordinator/job_state.h"
 #include "core/status_macros.h"
+#include "core/text_file.h"
+#include "launch/launch_env.h"
 #include "worker/mpi_main.h"
 #include "worker/torch/preference_trainer.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
@@ -38,8 +45,9 @@ struct Flags {
 };
 
 constexpr const char* kUsage =
-    "usage: mpiexec -n W zerofit_worker --coordinator HOST:PORT --token TOKEN --job JOB-ID [--heartbeat-ms "
-    "1000]";
+    "usage: mpiexec -n W zerofit_worker --coordinator HOST:PORT (--token TOKEN | --token-file PATH) --job "
+    "JOB-ID "
+    "[--heartbeat-ms 1000]";
 
 absl::StatusOr<Flags> Parse(int argc, char** argv) {
   Flags f;
@@ -53,6 +61,10 @@ absl::StatusOr<Flags> Parse(int argc, char** argv) {
       f.coordinator = v;
     } else if (a == "--token") {
       f.token = v;
+    } else if (a == "--token-file") {
+      auto text = core::ReadTextFile(v);
+      if (!text.ok()) return absl::NotFoundError(absl::StrCat("--token-file: cannot read '", v, "'"));
+      f.token = std::string(absl::StripAsciiWhitespace(*text));
     } else if (a == "--job") {
       f.job = v;
     } else if (a == "--heartbeat-ms") {
@@ -63,7 +75,7 @@ absl::StatusOr<Flags> Parse(int argc, char** argv) {
   }
   if (f.coordinator.empty() || f.token.empty() || f.job.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--coordinator, --token and --job are required\n", kUsage));
+        absl::StrCat("--coordinator, --token (or --token-file) and --job are required\n", kUsage));
   }
   if (f.heartbeat_ms < 10) return absl::InvalidArgumentError("--heartbeat-ms must be >= 10");
   return f;
@@ -164,10 +176,14 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromSpec(const coordinator::JobSpe
   return o;
 }
 
-absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
+// The process exit code: 0, or kPreemptedExitCode after a preemption checkpoint.
+absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   torch::set_num_threads(1);
   ZF_ASSIGN_OR_RETURN(auto comm, comm::CreateHostCommunicator(env));
   const int rank = comm->rank(), world = comm->world_size();
+  // srun / mpiexec / torchrun's view of this process; it must match the communicator's.
+  ZF_ASSIGN_OR_RETURN(const launch::LaunchEnv launched, launch::ReadLaunchEnv(&std::getenv));
+  ZF_RETURN_IF_ERROR(launch::CheckAgainst(launched, rank, world));
   char hostname[256] = {0};
   ::gethostname(hostname, sizeof(hostname) - 1);
   CoordinatorLink link(f);
@@ -242,16 +258,19 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
     }
   }
   Heartbeater heartbeat(&link, f.job, rank, absl::Milliseconds(f.heartbeat_ms));
+  ZF_RETURN_IF_ERROR(
+      report(absl::StrCat("started: ", launch::Describe(launched)), -1, nullptr, -1, false, 0));
   if (rank == 0) {
     ZF_RETURN_IF_ERROR(report(absl::StrCat("attempt ", registered.attempt(), ": ", session->num_train_pairs(),
                                            " training pairs, steps ", first, "..", spec.training.steps - 1),
                               -1, nullptr, -1, false, 0));
   }
   const absl::Time start = absl::Now();
+  int64_t saved = first - 1;  // the last step whose checkpoint exists
   for (int64_t step = first; step < spec.training.steps; ++step) {
     if (heartbeat.stop_requested()) {
       (void)report("stopping: the coordinator asked to", -1, nullptr, -1, true, 0);
-      return absl::OkStatus();
+      return 0;
     }
     v1::AcquireStepRequest acq;
     acq.set_job_id(f.job);
@@ -261,6 +280,28 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
     ZF_RETURN_IF_ERROR(link.Call("acquire step", [&](grpc::ClientContext* ctx) {
       return link.workers().AcquireStep(ctx, acq, &assignment);
     }));
+    if (assignment.stop()) {
+      // Preempted: every rank got `stop` for this same step (the coordinator picked it), so the checkpoint
+      // below is collective and consistent.
+      int64_t checkpoint = -1;
+      std::string what = "no checkpoint.dir: the next attempt starts over";
+      if (!spec.checkpoint.dir.empty()) {
+        if (saved < step - 1) {
+          ZF_RETURN_IF_ERROR(session->SaveCheckpoint(
+              spec.checkpoint.dir, absl::StrCat("{\"job\": \"", f.job, "\", \"step\": ", step - 1, "}"),
+              spec.checkpoint.keep));
+          saved = step - 1;
+        }
+        checkpoint = saved;
+        what = saved >= 0 ? absl::StrCat("checkpoint at step ", saved) : "nothing trained yet";
+      }
+      ZF_RETURN_IF_ERROR(
+          report(rank == 0 ? absl::StrCat("preempted before step ", step, ": ", what, "; exiting with code ",
+                                          coordinator::kPreemptedExitCode)
+                           : "",
+                 -1, nullptr, rank == 0 ? checkpoint : -1, true, coordinator::kPreemptedExitCode));
+      return coordinator::kPreemptedExitCode;
+    }
     std::vector<std::vector<uint64_t>> micro;
     for (const auto& mb : assignment.micro_batches())
       micro.emplace_back(mb.samples().begin(), mb.samples().end());
@@ -282,6 +323,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
           spec.checkpoint.dir, absl::StrCat("{\"job\": \"", f.job, "\", \"step\": ", step, "}"),
           spec.checkpoint.keep));
       checkpoint = step;
+      saved = step;
     }
     {
       const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
@@ -302,10 +344,11 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
   }
   ZF_ASSIGN_OR_RETURN(EvalReport eval, session->Evaluate());
   ZF_RETURN_IF_ERROR(comm->Barrier(absl::Minutes(5)));
-  return report(rank == 0 ? absl::StrFormat("done: held-out accuracy %.3f over %.0f pairs", eval.accuracy(),
-                                            eval.metrics.pairs)
-                          : "",
-                -1, nullptr, -1, true, 0);
+  ZF_RETURN_IF_ERROR(report(rank == 0 ? absl::StrFormat("done: held-out accuracy %.3f over %.0f pairs",
+                                                        eval.accuracy(), eval.metrics.pairs)
+                                      : "",
+                            -1, nullptr, -1, true, 0));
+  return 0;
 }
 
 }  // namespace

@@ -1,0 +1,375 @@
+#include "cli/slurm_commands.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "cli/jobs_commands.h"
+#include "cli/subprocess.h"
+#include "cli/supervise.h"
+#include "coordinator/service.h"
+#include "core/status_macros.h"
+#include "core/text_file.h"
+#include "launch/launch_env.h"
+#include "launch/sbatch_script.h"
+
+namespace zerofit::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SelfPath() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("zerofit") : p.string();
+}
+
+// The job spec with the flags applied, checked; and the text the allocation runs (the spec as written, plus
+// the world size when the spec left it to the Slurm section or the flags).
+struct Prepared {
+  coordinator::JobSpec spec;
+  coordinator::SlurmSpec slurm;
+  std::string text;
+};
+
+absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
+  auto text = core::ReadTextFile(f.spec_path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm: cannot read '", f.spec_path, "'"));
+  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(*text, f.spec_path));
+  coordinator::SlurmSpec x = spec.slurm.value_or(coordinator::SlurmSpec{});
+  if (f.nodes) x.nodes = *f.nodes;
+  if (f.gpus_per_node) x.gpus_per_node = *f.gpus_per_node;
+  if (f.tasks_per_node) x.tasks_per_node = *f.tasks_per_node;
+  if (f.cpus_per_task) x.cpus_per_task = *f.cpus_per_task;
+  if (f.signal_seconds) x.signal_seconds = *f.signal_seconds;
+  if (f.port) x.port = *f.port;
+  for (auto [flag, field] : {std::pair{&f.mem, &x.mem},
+                             {&f.time, &x.time},
+                             {&f.partition, &x.partition},
+                             {&f.account, &x.account},
+                             {&f.qos, &x.qos},
+                             {&f.state_dir, &x.state_dir},
+                             {&f.coordinator, &x.coordinator}}) {
+    if (!flag->empty()) *field = *flag;
+  }
+  ZF_RETURN_IF_ERROR(coordinator::ValidateSlurm(spec, x, f.spec_path));
+  Prepared p;
+  p.text = *text;
+  if (!spec.world_size_given || spec.world_size != x.nodes * x.ranks_per_node()) {
+    spec.world_size = x.nodes * x.ranks_per_node();
+    absl::StrAppend(&p.text, p.text.empty() || p.text.back() == '\n' ? "" : "\n",
+                    "world_size: ", spec.world_size,
+                    "  # slurm nodes x ranks per node (added by zerofit slurm)\n");
+    // The appended field must still parse to the same job (a flow-style document would not take it).
+    auto again = coordinator::ParseJobSpec(p.text, f.spec_path);
+    if (!again.ok() || again->world_size != spec.world_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(f.spec_path, ": field 'world_size': cannot add it to this spec; write world_size: ",
+                       spec.world_size, " into it"));
+    }
+  }
+  p.spec = spec;
+  p.slurm = x;
+  return p;
+}
+
+absl::StatusOr<int> IntEnv(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  int x = 0;
+  // SLURM_CPUS_PER_TASK and friends; "8(x2)" forms only appear in the *_PER_NODE lists, not read here.
+  if (!absl::SimpleAtoi(v, &x) || x < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable ", name, "='", v, "' is not a number"));
+  }
+  return x;
+}
+
+// Signals the launcher handles, blocked in every thread (the coordinator's included: they inherit the mask)
+// and collected with sigtimedwait; children get them unblocked and at their defaults (ChildProcess).
+class BlockedSignals {
+ public:
+  BlockedSignals() {
+    sigemptyset(&set_);
+    for (int sig : {SIGUSR1, SIGTERM, SIGINT}) sigaddset(&set_, sig);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~BlockedSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  BlockedSignals(const BlockedSignals&) = delete;
+  BlockedSignals& operator=(const BlockedSignals&) = delete;
+  // A pending signal, or 0.
+  int Take() {
+    struct timespec zero = {0, 0};
+    const int sig = sigtimedwait(&set_, nullptr, &zero);
+    return sig > 0 ? sig : 0;
+  }
+
+ private:
+  sigset_t set_, old_;
+};
+
+}  // namespace
+
+namespace {
+
+// `scontrol show job -o ID` as key=value pairs (empty if Slurm does not know the job).
+std::map<std::string, std::string> ScontrolShowJob(const std::string& id) {
+  std::map<std::string, std::string> fields;
+  auto r = RunCommand({"scontrol", "show", "job", "-o", id}, absl::Seconds(10));
+  if (!r.ok() || r->exit_code != 0) return fields;
+  for (absl::string_view word : absl::StrSplit(r->output, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    const size_t eq = word.find('=');
+    if (eq != absl::string_view::npos) fields.emplace(word.substr(0, eq), word.substr(eq + 1));
+  }
+  return fields;
+}
+
+}  // namespace
+
+std::string SlurmJobState(const std::string& id) {
+  auto q = RunCommand({"squeue", "-h", "-j", id, "-o", "%T"}, absl::Seconds(10));
+  if (q.ok() && q->exit_code == 0) {
+    const std::string state(absl::StripAsciiWhitespace(q->output));
+    if (!state.empty()) return state;
+  }
+  const auto fields = ScontrolShowJob(id);
+  auto it = fields.find("JobState");
+  return it != fields.end() ? it->second : "unknown (not in squeue or scontrol any more)";
+}
+
+CLI::App* AddSlurmCommand(CLI::App& app, SlurmFlags* f) {
+  CLI::App* c = app.add_subcommand("slurm", "Write a job's sbatch script (and its state directory)");
+  c->add_option("spec", f->spec_path, "job.yaml")->required();
+  c->add_option("--state-dir", f->state_dir,
+                "job store, token, script and output, on a shared filesystem (slurm.state_dir; default "
+                "./zerofit-<name>)");
+  AddSlurmSubmitFlags(c, f);
+  return c;
+}
+
+void AddSlurmSubmitFlags(CLI::App* c, SlurmFlags* f) {
+  c->add_option("--nodes", f->nodes, "nodes (slurm.nodes)");
+  c->add_option("--gpus-per-node", f->gpus_per_node, "GPUs per node; one rank each (slurm.gpus_per_node)");
+  c->add_option("--tasks-per-node", f->tasks_per_node, "ranks per node (slurm.tasks_per_node)");
+  c->add_option("--cpus-per-task", f->cpus_per_task, "CPUs per rank (slurm.cpus_per_task)");
+  c->add_option("--mem", f->mem, "memory per node, e.g. 480G (slurm.mem)");
+  c->add_option("--time", f->time, "time limit, e.g. 04:00:00 (slurm.time)");
+  c->add_option("--partition", f->partition, "partition (slurm.partition)");
+  c->add_option("--account", f->account, "account (slurm.account)");
+  c->add_option("--qos", f->qos, "QOS (slurm.qos)");
+  c->add_option(
+      "--signal-seconds", f->signal_seconds,
+      "SIGUSR1 this many seconds before the time limit: checkpoint and requeue (slurm.signal_seconds)");
+  c->add_option("--slurm-coordinator", f->coordinator,
+                "HOST:PORT of an external coordinator (slurm.coordinator)");
+  c->add_option("--port", f->port, "coordinator port on the first node (slurm.port; default any)");
+  c->add_option("--worker", f->worker, "zerofit_worker binary (default: the one built with zerofit)");
+  c->add_option("--sbatch", f->sbatch, "sbatch command")->capture_default_str();
+}
+
+CLI::App* AddSlurmLaunchCommand(CLI::App& app, SlurmLaunchFlags* f) {
+  CLI::App* c = app.add_subcommand(
+      "slurm-launch", "Inside a Slurm allocation (the sbatch script runs it): coordinator + srun workers");
+  c->add_option("--state-dir", f->state_dir, "the job's state directory")->required();
+  c->add_option("--spec", f->spec, "job spec")->required();
+  c->add_option("--coordinator", f->coordinator, "HOST:PORT of an external coordinator");
+  c->add_option("--port", f->port, "port to listen on (0: any)")->capture_default_str();
+  c->add_option("--worker", f->worker, "zerofit_worker binary");
+  c->add_option("--heartbeat-timeout", f->heartbeat_timeout_s, "seconds")->capture_default_str();
+  c->add_option("--srun", f->srun, "srun command")->capture_default_str();
+  c->add_option("--scontrol", f->scontrol, "scontrol command")->capture_default_str();
+  return c;
+}
+
+absl::Status RunSlurm(const SlurmFlags& f) {
+  ZF_ASSIGN_OR_RETURN(Prepared p, Prepare(f));
+  std::error_code ec;
+  const fs::path state = fs::absolute(
+      p.slurm.state_dir.empty() ? fs::path("zerofit-" + p.spec.name) : fs::path(p.slurm.state_dir), ec);
+  for (const char* taken : {"jobs.db", "slurm_job_id"}) {
+    if (fs::exists(state / taken)) {
+      return absl::AlreadyExistsError(absl::StrCat("state directory ", state.string(),
+                                                   " already holds a job (", taken,
+                                                   "): pass another --state-dir or remove it"));
+    }
+  }
+  fs::create_directories(state, ec);
+  if (ec)
+    return absl::PermissionDeniedError(absl::StrCat("--state-dir ", state.string(), ": ", ec.message()));
+  ::chmod(state.c_str(), 0700);
+  ZF_RETURN_IF_ERROR(LoadOrCreateToken((state / "token").string()).status());
+  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "job.yaml").string(), p.text));
+  std::string worker = f.worker;
+#ifdef ZEROFIT_WORKER_BINARY
+  if (worker.empty()) worker = ZEROFIT_WORKER_BINARY;
+#endif
+  launch::SbatchPaths paths;
+  paths.zerofit = SelfPath();
+  paths.state_dir = state.string();
+  paths.spec = (state / "job.yaml").string();
+  paths.workdir = fs::current_path(ec).string();
+  paths.worker = worker;
+  const std::string script = launch::SbatchScript(p.spec, p.slurm, paths);
+  const std::string script_path = (state / "sbatch.sh").string();
+  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic(script_path, script));
+  ::chmod(script_path.c_str(), 0755);
+  if (!f.submit) {
+    std::fputs(script.c_str(), stdout);
+    std::fprintf(stderr, "zerofit slurm: wrote %s (state in %s); submit it with sbatch\n",
+                 script_path.c_str(), state.c_str());
+    return absl::OkStatus();
+  }
+  ZF_ASSIGN_OR_RETURN(CommandResult r, RunCommand({f.sbatch, "--parsable", script_path}, absl::Minutes(2)));
+  const std::string out(absl::StripAsciiWhitespace(r.output));
+  const std::string id = out.substr(0, out.find(';'));  // --parsable: "id" or "id;cluster"
+  uint64_t numeric = 0;
+  if (r.exit_code != 0 || !absl::SimpleAtoi(id, &numeric)) {
+    return absl::UnavailableError(
+        absl::StrCat("sbatch ", script_path, " failed (exit ", r.exit_code, "): ", out));
+  }
+  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "slurm_job_id").string(), id + "\n"));
+  std::printf("submitted Slurm job %s (zerofit job '%s', %d ranks); state in %s\n", id.c_str(),
+              p.spec.name.c_str(), p.spec.world_size, state.c_str());
+  std::printf("follow it with: zerofit status --state-dir %s; zerofit logs --state-dir %s -f JOB\n",
+              state.c_str(), state.c_str());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
+  const char* slurm_job = std::getenv("SLURM_JOB_ID");
+  if (slurm_job == nullptr) {
+    return absl::FailedPreconditionError("slurm-launch runs inside a Slurm allocation (no SLURM_JOB_ID)");
+  }
+  const std::string slurm_job_id = slurm_job;
+  if (!f.coordinator.empty()) {
+    return absl::UnimplementedError(
+        "an external coordinator (--coordinator) is not supported by slurm-launch yet: leave "
+        "slurm.coordinator "
+        "empty to run the coordinator on the first node");
+  }
+  auto text = core::ReadTextFile(f.spec);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm-launch: cannot read '", f.spec, "'"));
+  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(*text, f.spec));
+  const fs::path state(f.state_dir);
+  ZF_ASSIGN_OR_RETURN(std::string token, LoadOrCreateToken((state / "token").string()));
+  std::string worker = f.worker;
+#ifdef ZEROFIT_WORKER_BINARY
+  if (worker.empty()) worker = ZEROFIT_WORKER_BINARY;
+#endif
+  if (worker.empty()) return absl::InvalidArgumentError("slurm-launch: pass --worker");
+  ZF_ASSIGN_OR_RETURN(const int nodes, IntEnv("SLURM_JOB_NUM_NODES", 1));
+  ZF_ASSIGN_OR_RETURN(const int tasks, IntEnv("SLURM_NTASKS", spec.world_size));
+  ZF_ASSIGN_OR_RETURN(const int cpus_per_task, IntEnv("SLURM_CPUS_PER_TASK", 0));
+  ZF_ASSIGN_OR_RETURN(const int restarts, IntEnv("SLURM_RESTART_COUNT", 0));
+  if (tasks != spec.world_size) {
+    return absl::FailedPreconditionError(absl::StrCat("the allocation has ", tasks,
+                                                      " tasks (SLURM_NTASKS) but job '", spec.name,
+                                                      "' wants world_size ", spec.world_size));
+  }
+
+  BlockedSignals signals;  // before any thread starts
+  coordinator::ServerOptions o;
+  o.listen = absl::StrCat("0.0.0.0:", f.port);
+  o.db_path = (state / "jobs.db").string();
+  o.token = token;
+  o.policy.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  core::RealClock clock;
+  ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string bound = server->address();
+  const std::string address = absl::StrCat(host, bound.substr(bound.rfind(':')));
+  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "address").string(), address + "\n"));
+  coordinator::Coordinator& c = server->coordinator();
+  // One zerofit job per Slurm job: a requeued run finds the job it submitted before.
+  ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("slurm-", slurm_job_id), "", *text, f.spec));
+  const std::string id = submitted.job.id;
+  ZF_RETURN_IF_ERROR(c.SetSlurmJobId(id, slurm_job_id));
+  if (!submitted.created) {
+    ZF_RETURN_IF_ERROR(c.Interrupt(
+        id, absl::StrCat("the previous run of Slurm job ", slurm_job_id, " ended without reporting back")));
+  }
+  std::printf("zerofit slurm-launch: %s, Slurm job %s (run %d), %d ranks on %d node(s), coordinator %s\n",
+              id.c_str(), slurm_job_id.c_str(), restarts + 1, spec.world_size, nodes, address.c_str());
+  std::fflush(stdout);
+
+  bool preempted = false, terminating = false;
+  SuperviseHooks hooks;
+  hooks.print_earlier_logs = submitted.created;  // a requeued run appends to the output of the first
+  hooks.command = [&] {
+    return launch::SrunCommand(spec.world_size, nodes, cpus_per_task, worker, address,
+                               (state / "token").string(), id);
+  };
+  hooks.poll = [&](ChildProcess& srun) {
+    for (int sig = signals.Take(); sig != 0; sig = signals.Take()) {
+      if (sig == SIGUSR1 && !preempted && !terminating) {
+        auto stop = c.Preempt(id, "SIGUSR1 from Slurm: time limit or preemption ahead");
+        preempted = stop.ok();
+        std::printf("zerofit slurm-launch: SIGUSR1: %s\n",
+                    stop.ok() ? absl::StrCat("ranks stop before step ", *stop).c_str()
+                              : std::string(stop.status().message()).c_str());
+      } else if (sig == SIGTERM || sig == SIGINT) {
+        terminating = true;
+        srun.Signal(SIGTERM);
+      }
+    }
+  };
+  hooks.after_exit = [&](int) {
+    if (terminating) return AfterExit::kStop;
+    return preempted ? AfterExit::kReportAndStop : AfterExit::kReportAndContinue;
+  };
+  ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(c, id, hooks));
+  int code = 0;
+  if (terminating) {
+    // `scontrol requeue` from outside, scancel, or the time limit. The job is COMPLETING in every case until
+    // this process exits; a requeue has already counted one more restart than this run started with.
+    const auto fields = ScontrolShowJob(slurm_job_id);
+    int now_restarts = -1;
+    if (auto it = fields.find("Restarts"); it != fields.end())
+      (void)absl::SimpleAtoi(it->second, &now_restarts);
+    if (now_restarts > restarts) {
+      ZF_RETURN_IF_ERROR(
+          c.Interrupt(id, absl::StrCat("SIGTERM from Slurm: job ", slurm_job_id, " requeued")));
+    } else {
+      auto reason = fields.find("Reason");
+      const bool known = reason != fields.end() && reason->second != "None";
+      (void)c.Cancel(id, absl::StrCat("Slurm job ", slurm_job_id, " stopped (scancel or time limit",
+                                      known ? absl::StrCat(": ", reason->second) : "", ")"));
+    }
+    code = 128 + SIGTERM;
+  } else if (preempted && !coordinator::IsTerminal(done.job.status.phase)) {
+    code = coordinator::kPreemptedExitCode;
+    if (spec.slurm.value_or(coordinator::SlurmSpec{}).requeue) {
+      auto r = RunCommand({f.scontrol, "requeue", slurm_job_id}, absl::Seconds(60));
+      std::printf(
+          "zerofit slurm-launch: scontrol requeue %s: %s\n", slurm_job_id.c_str(),
+          !r.ok() ? std::string(r.status().message()).c_str()
+          : r->exit_code == 0
+              ? "ok"
+              : absl::StrCat("exit ", r->exit_code, ": ", absl::StripAsciiWhitespace(r->output)).c_str());
+    }
+  } else {
+    code = done.job.status.phase == coordinator::JobPhase::kSucceeded ? 0 : 1;
+  }
+  ZF_ASSIGN_OR_RETURN(coordinator::JobRecord job, c.Get(id));
+  std::printf("zerofit slurm-launch: %s %s (attempt %d, restarts %d, interruptions %d)%s%s; exit %d\n",
+              id.c_str(), coordinator::JobPhaseName(job.status.phase), job.status.attempt,
+              job.status.restarts, job.status.interruptions, job.status.reason.empty() ? "" : ": ",
+              job.status.reason.c_str(), code);
+  std::fflush(stdout);
+  server->Shutdown();
+  return code;
+}
+
+}  // namespace zerofit::cli

@@ -1,0 +1,153 @@
+#!/bin/bash
+# zerofit under a real Slurm (label `slurm`, run as root): installs slurm-wlm and munge with apt-get if they
+# are missing, starts a one-node cluster (deploy/slurm/local_cluster.sh: slurm.conf from `slurmd -C`,
+# munged, slurmctld, slurmd), then
+#   1. `zerofit submit --slurm` of a 2-task reward-model job: trains to completion (srun --mpi=pmix workers,
+#      coordinator on the node); `zerofit status` shows the Slurm job id and state;
+#   2. the same job, `scontrol requeue`d while running: resumes from its last checkpoint in the requeued run
+#      and ends with the same parameters and optimizer state as run 1 (final checkpoint files equal);
+#   3. the same job, sent SIGUSR1 as before a time limit (`scancel --signal=USR1 --batch`): every rank
+#      checkpoints at one step, exits 75, the job requeues itself and resumes from that step; same final
+#      state as run 1;
+#   4. a job `scancel`led while running: no zerofit process is left, and zerofit records it cancelled;
+# and stops every daemon it started.
+# usage: slurm_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs path/to/zerofit_worker SOURCE_DIR
+set -u
+Z="$1"
+GEN="$2"
+WORKER="$3"
+SRC="$4"
+fail() {
+  echo "FAIL: $*"
+  if [ -n "${D:-}" ] && [ -d "$D/cluster/log" ]; then
+    echo "--- last lines of the Slurm daemons' logs"
+    tail -n 25 "$D/cluster/log/slurmctld.log" "$D/cluster/log/slurmd.log" 2> /dev/null
+  fi
+  exit 1
+}
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIP: needs root (slurmd, munged)"
+  exit 77
+fi
+if ! command -v slurmctld > /dev/null || ! command -v munged > /dev/null; then
+  echo "installing slurm-wlm and munge"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y slurm-wlm munge > /tmp/zerofit-slurm-apt.log 2>&1 ||
+    { apt-get update > /dev/null 2>&1 && apt-get install -y slurm-wlm munge > /tmp/zerofit-slurm-apt.log 2>&1; } ||
+    { tail -20 /tmp/zerofit-slurm-apt.log; fail "apt-get install slurm-wlm munge"; }
+fi
+D=$(mktemp -d /tmp/zerofit-slurm-XXXXXX)
+cleanup() {
+  SLURM_CONF="$D/cluster/slurm.conf" scancel --full --quiet -u root 2> /dev/null
+  sleep 1
+  pkill -9 -f "zerofit_worker .*$D" 2> /dev/null
+  pkill -9 -f "slurm-launch --state-dir $D" 2> /dev/null
+  "$SRC/deploy/slurm/local_cluster.sh" stop "$D/cluster"
+  left=$(pgrep -f "$D" | grep -v "^$$\$" || true)
+  [ -z "$left" ] || echo "warning: processes left: $left"
+  rm -rf "$D"
+}
+trap cleanup EXIT
+"$SRC/deploy/slurm/local_cluster.sh" start "$D/cluster" || fail "cluster start"
+export SLURM_CONF="$D/cluster/slurm.conf"
+
+"$GEN" --out "$D/data" --train 400 --test 40 --ids --pad > /dev/null || fail "data generation"
+spec() {  # spec NAME
+  cat > "$D/$1.yaml" << YAML
+name: $1
+task: reward
+model: $D/data
+data: $D/data
+max_restarts: 0          # every stop below must be an interruption, never a failure
+training:
+  steps: 300
+  global_batch: 16
+  micro_batch: 4
+  gradient_accumulation: 2
+  lr: 1.0e-3
+checkpoint: {dir: $D/ck_$1, every: 20, keep: 1}
+slurm:
+  nodes: 1
+  tasks_per_node: 2
+  cpus_per_task: 1
+  time: "00:10:00"
+  signal_seconds: 60
+YAML
+}
+submit() {  # submit NAME -> prints the Slurm job id
+  spec "$1"
+  (cd "$D" && "$Z" submit --slurm "$D/$1.yaml" --state-dir "$D/st_$1" --worker "$WORKER") > "$D/submit_$1.log" 2>&1 ||
+    { cat "$D/submit_$1.log"; fail "submit $1"; }
+  cat "$D/st_$1/slurm_job_id"
+}
+state() { scontrol show job -o "$1" 2> /dev/null | grep -o "JobState=[A-Z_]*" | cut -d= -f2; }
+wait_state() {  # wait_state JOB STATE SECONDS
+  for _ in $(seq $(($3 * 5))); do [ "$(state "$1")" = "$2" ] && return 0; sleep 0.2; done
+  grep -v "step [0-9]*/[0-9]* " "$D"/st_*/slurm-"$1".out 2> /dev/null | tail -40
+  fail "Slurm job $1 not $2 within $3 s (is $(state "$1"))"
+}
+wait_log() {  # wait_log FILE PATTERN SECONDS
+  for _ in $(seq $(($3 * 10))); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done
+  fail "'$2' not in $1 within $3 s: $(tail -5 "$1" 2> /dev/null)"
+}
+same_state() {  # same_state NAME: final checkpoint files equal run 1's
+  for r in 0 1; do
+    cmp "$D/ck_straight/step-00000300/rank-0000$r.safetensors" "$D/ck_$1/step-00000300/rank-0000$r.safetensors" ||
+      fail "$1: rank $r's parameters/optimizer state differ from the uninterrupted run"
+  done
+}
+
+# 1. Straight through.
+J=$(submit straight)
+wait_state "$J" COMPLETED 180
+OUT="$D/st_straight/slurm-$J.out"
+grep -q "job-000001 succeeded (attempt 1, restarts 0, interruptions 0); exit 0" "$OUT" || { cat "$OUT"; fail "run 1"; }
+grep -q "started: rank 1 of 2 (local 1, node 1 of 1: $(hostname -s)), srun, Slurm job $J" "$OUT" ||
+  fail "ranks did not see srun's SLURM_* variables: $(grep started: "$OUT")"
+status=$("$Z" status --state-dir "$D/st_straight")
+echo "$status" | grep -q "job-000001 *straight *succeeded .*\[slurm $J COMPLETED\]" || fail "zerofit status: $status"
+echo "1. $status"
+
+# 2. scontrol requeue while running.
+J=$(submit requeued)
+OUT="$D/st_requeued/slurm-$J.out"
+wait_log "$OUT" "(checkpoint step 99)" 120
+scontrol requeue "$J" || fail "scontrol requeue"
+wait_state "$J" COMPLETED 180
+grep -q "restarting (attempt 1, restarts 0, interruptions 1): SIGTERM from Slurm: job $J requeued" "$OUT" || { cat "$OUT"; fail "the requeue was not recorded as an interruption"; }
+resumed=$(grep -o "attempt 2: 400 training pairs, steps [0-9]*" "$OUT" | grep -o "[0-9]*$")
+[ -n "$resumed" ] && [ "$resumed" -ge 100 ] && [ $((resumed % 20)) = 0 ] || fail "run 2 resumed at '$resumed'"
+grep -q "succeeded (attempt 2, restarts 0, interruptions 1); exit 0" "$OUT" || { tail -5 "$OUT"; fail "run 2 end"; }
+same_state requeued
+echo "2. requeued after step 100, resumed at step $resumed: same final state"
+
+# 3. SIGUSR1 (the --signal=B:USR1@N warning before the time limit).
+J=$(submit usr1)
+OUT="$D/st_usr1/slurm-$J.out"
+wait_log "$OUT" "(checkpoint step 99)" 120
+scancel --signal=USR1 --batch "$J" || fail "scancel --signal=USR1"
+wait_log "$OUT" "scontrol requeue $J: ok" 60
+stop=$(grep -o "preempted before step [0-9]*" "$OUT" | grep -o "[0-9]*$")
+wait_state "$J" COMPLETED 180
+grep -q "attempt 2: 400 training pairs, steps $stop\.\." "$OUT" || { cat "$OUT"; fail "run 3 did not resume at $stop"; }
+grep -q "succeeded (attempt 2, restarts 0, interruptions 1); exit 0" "$OUT" || { tail -5 "$OUT"; fail "run 3 end"; }
+same_state usr1
+echo "3. SIGUSR1 before step $stop: checkpoint, exit 75, requeue, resumed at step $stop: same final state"
+
+# 4. scancel leaves nothing behind.
+J=$(submit cancelled)
+OUT="$D/st_cancelled/slurm-$J.out"
+wait_log "$OUT" "(checkpoint step 39)" 120
+scancel "$J" || fail "scancel"
+wait_state "$J" CANCELLED 60
+for _ in $(seq 150); do
+  left=$(pgrep -f "zerofit_worker .*$D|slurm-launch --state-dir $D" || true)
+  [ -z "$left" ] && break
+  sleep 0.2
+done
+[ -z "$left" ] || fail "processes left after scancel: $(ps -o pid,args -p ${left//$'\n'/,})"
+status=$("$Z" status --state-dir "$D/st_cancelled")
+echo "$status" | grep -q "job-000001 *cancelled *cancelled .*\[slurm $J CANCELLED\]  Slurm job $J stopped (scancel" ||
+  fail "zerofit status after scancel: $status"
+echo "4. scancel: no process left; $status"
+echo "PASS"

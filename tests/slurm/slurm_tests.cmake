@@ -1,0 +1,8 @@
+# Slurm end to end (issue 7): a real one-node Slurm cluster started by the test itself (root only).
+if(TARGET zerofit AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
+  add_test(NAME slurm_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm/slurm_e2e.sh $<TARGET_FILE:zerofit>
+            $<TARGET_FILE:zerofit_make_arith_prefs> $<TARGET_FILE:zerofit_worker> ${PROJECT_SOURCE_DIR})
+  set_tests_properties(slurm_e2e PROPERTIES LABELS slurm TIMEOUT 900 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS"
+    SKIP_RETURN_CODE 77)
+endif()
