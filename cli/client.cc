@@ -131,6 +131,16 @@ absl::StatusOr<zerofit::v1::Job> Client::Cancel(const std::string& id, const std
   return resp;
 }
 
+absl::StatusOr<zerofit::v1::LauncherEventResponse> Client::Launcher(
+    const zerofit::v1::LauncherEventRequest& event) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, options_.timeout);
+  zerofit::v1::LauncherEventResponse resp;
+  const absl::Status s = FromGrpc(jobs_->Launcher(&ctx, event, &resp), "launcher event");
+  if (!s.ok()) return s;
+  return resp;
+}
+
 absl::Status Client::StreamMetrics(const std::string& job_id, int64_t after_step, bool follow,
                                    absl::Duration follow_timeout,
                                    const std::function<void(const zerofit::v1::Metric&)>& on_metric) {

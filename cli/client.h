@@ -34,6 +34,7 @@ class Client {
   absl::StatusOr<zerofit::v1::Job> Get(const std::string& id);
   absl::StatusOr<zerofit::v1::ListJobsResponse> List();
   absl::StatusOr<zerofit::v1::Job> Cancel(const std::string& id, const std::string& reason);
+  absl::StatusOr<zerofit::v1::LauncherEventResponse> Launcher(const zerofit::v1::LauncherEventRequest& event);
   // Calls `on_line` for every line; with `follow` until the job ends (or `follow_timeout` passes).
   absl::Status StreamMetrics(const std::string& job_id, int64_t after_step, bool follow,
                              absl::Duration follow_timeout,

@@ -248,7 +248,8 @@ absl::Status RunStatus(const JobsFlags& f) {
     const fs::path dir = StateDir(f.state_dir);
     const bool unreachable = asked.code() == absl::StatusCode::kUnavailable ||
                              asked.code() == absl::StatusCode::kDeadlineExceeded ||
-                             asked.code() == absl::StatusCode::kNotFound;
+                             asked.code() == absl::StatusCode::kNotFound ||
+                             asked.code() == absl::StatusCode::kFailedPrecondition;
     if (!unreachable || !f.coordinator.empty()) return asked;
     if (fs::exists(dir / "jobs.db")) {
       ZF_ASSIGN_OR_RETURN(jobs, JobsFromStore(dir / "jobs.db", f.job));

@@ -74,7 +74,7 @@ absl::Status RunRun(const RunFlags& f) {
     }
     return args;
   };
-  ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(c, id, hooks));
+  ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(*LocalJobControl(&c), id, hooks));
   const coordinator::JobRecord& job = done.job;
   std::printf("zerofit run: %s %s after %d attempt(s)%s%s\n", id.c_str(),
               coordinator::JobPhaseName(job.status.phase), job.status.attempt,

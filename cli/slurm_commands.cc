@@ -1,5 +1,6 @@
 #include "cli/slurm_commands.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -208,7 +209,31 @@ absl::Status RunSlurm(const SlurmFlags& f) {
   if (ec)
     return absl::PermissionDeniedError(absl::StrCat("--state-dir ", state.string(), ": ", ec.message()));
   ::chmod(state.c_str(), 0700);
-  ZF_RETURN_IF_ERROR(LoadOrCreateToken((state / "token").string()).status());
+  if (p.slurm.coordinator.empty()) {
+    // The first node's coordinator takes this token; `zerofit status --state-dir` uses it too.
+    ZF_RETURN_IF_ERROR(LoadOrCreateToken((state / "token").string()).status());
+  } else {
+    // An external coordinator: the workers present its token (--token, else `zerofit serve`'s default).
+    std::string token = f.token;
+    if (token.empty()) {
+      const std::string path = (fs::path(DefaultStateDir()) / "token").string();
+      auto t = core::ReadTextFile(path);
+      if (!t.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("slurm.coordinator ", p.slurm.coordinator, ": pass --token (or have ", path, ")"));
+      }
+      token = std::string(absl::StripAsciiWhitespace(*t));
+    }
+    const fs::path token_path = state / "token";
+    fs::remove(token_path, ec);
+    const int fd = ::open(token_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(token_path.string(), ": create"));
+    const std::string line = token + "\n";
+    const bool ok =
+        ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok) return absl::DataLossError(absl::StrCat(token_path.string(), ": write failed"));
+  }
   ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "job.yaml").string(), p.text));
   std::string worker = f.worker;
 #ifdef ZEROFIT_WORKER_BINARY
@@ -252,12 +277,6 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     return absl::FailedPreconditionError("slurm-launch runs inside a Slurm allocation (no SLURM_JOB_ID)");
   }
   const std::string slurm_job_id = slurm_job;
-  if (!f.coordinator.empty()) {
-    return absl::UnimplementedError(
-        "an external coordinator (--coordinator) is not supported by slurm-launch yet: leave "
-        "slurm.coordinator "
-        "empty to run the coordinator on the first node");
-  }
   auto text = core::ReadTextFile(f.spec);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm-launch: cannot read '", f.spec, "'"));
   ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(*text, f.spec));
@@ -279,22 +298,36 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   }
 
   BlockedSignals signals;  // before any thread starts
-  coordinator::ServerOptions o;
-  o.listen = absl::StrCat("0.0.0.0:", f.port);
-  o.db_path = (state / "jobs.db").string();
-  o.token = token;
-  o.policy.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  // The coordinator: on this node (the first of the allocation), or an external `zerofit serve`.
+  std::unique_ptr<coordinator::CoordinatorServer> server;
+  std::unique_ptr<JobControl> control;
   core::RealClock clock;
-  ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  const std::string bound = server->address();
-  const std::string address = absl::StrCat(host, bound.substr(bound.rfind(':')));
-  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "address").string(), address + "\n"));
-  coordinator::Coordinator& c = server->coordinator();
+  std::string address = f.coordinator;
+  if (address.empty()) {
+    coordinator::ServerOptions o;
+    o.listen = absl::StrCat("0.0.0.0:", f.port);
+    o.db_path = (state / "jobs.db").string();
+    o.token = token;
+    o.policy.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+    ZF_ASSIGN_OR_RETURN(server, coordinator::CoordinatorServer::Start(o, &clock));
+    char host[256] = {0};
+    ::gethostname(host, sizeof(host) - 1);
+    const std::string bound = server->address();
+    address = absl::StrCat(host, bound.substr(bound.rfind(':')));
+    ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "address").string(), address + "\n"));
+    control = LocalJobControl(&server->coordinator());
+  } else {
+    ClientOptions o;
+    o.address = address;
+    o.token = token;
+    o.timeout = absl::Seconds(30);
+    control = RemoteJobControl(o);
+  }
+  JobControl& c = *control;
   // One zerofit job per Slurm job: a requeued run finds the job it submitted before.
-  ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("slurm-", slurm_job_id), "", *text, f.spec));
-  const std::string id = submitted.job.id;
+  ZF_ASSIGN_OR_RETURN(JobControl::Submitted submitted,
+                      c.Submit(absl::StrCat("slurm-", slurm_job_id), *text, f.spec));
+  const std::string id = submitted.id;
   ZF_RETURN_IF_ERROR(c.SetSlurmJobId(id, slurm_job_id));
   if (!submitted.created) {
     ZF_RETURN_IF_ERROR(c.Interrupt(
@@ -368,7 +401,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
               job.status.restarts, job.status.interruptions, job.status.reason.empty() ? "" : ": ",
               job.status.reason.c_str(), code);
   std::fflush(stdout);
-  server->Shutdown();
+  if (server) server->Shutdown();
   return code;
 }
 

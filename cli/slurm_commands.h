@@ -21,6 +21,7 @@ struct SlurmFlags {
   bool submit = false;  // submit --slurm
   std::optional<int> nodes, gpus_per_node, tasks_per_node, cpus_per_task, signal_seconds, port;
   std::string mem, time, partition, account, qos, state_dir, coordinator, worker;
+  std::string token;  // an external coordinator's bearer token (submit --token)
   std::string sbatch = "sbatch";
 };
 

@@ -19,8 +19,7 @@ void PrintLines(const std::vector<coordinator::LogLine>& lines, int64_t* after) 
 
 }  // namespace
 
-absl::StatusOr<Supervised> SuperviseJob(coordinator::Coordinator& c, const std::string& id,
-                                        const SuperviseHooks& hooks) {
+absl::StatusOr<Supervised> SuperviseJob(JobControl& c, const std::string& id, const SuperviseHooks& hooks) {
   int64_t after = 0;
   if (!hooks.print_earlier_logs) {
     while (true) {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cli/job_control.h"
 #include "cli/subprocess.h"
-#include "coordinator/coordinator.h"
 
 namespace zerofit::cli {
 
@@ -36,7 +36,7 @@ struct Supervised {
   int last_exit_code = 0;  // of the last launcher (0 if none ran)
 };
 
-absl::StatusOr<Supervised> SuperviseJob(coordinator::Coordinator& c, const std::string& job_id,
+absl::StatusOr<Supervised> SuperviseJob(JobControl& c, const std::string& job_id,
                                         const SuperviseHooks& hooks);
 
 }  // namespace zerofit::cli

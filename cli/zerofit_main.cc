@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
     name = "submit --slurm";
     slurm_flags.spec_path = jobs_flags.spec_path;
     slurm_flags.state_dir = jobs_flags.state_dir;
+    slurm_flags.token = jobs_flags.token;
     s = zerofit::cli::RunSlurm(slurm_flags);
   } else if (slurm_launch->parsed()) {
     auto code = zerofit::cli::RunSlurmLaunch(launch_flags);

@@ -110,6 +110,35 @@ class JobsService final : public v1::Jobs::Service {
     ToProto(*j, resp);
     return grpc::Status::OK;
   }
+  grpc::Status Launcher(grpc::ServerContext* ctx, const v1::LauncherEventRequest* req,
+                        v1::LauncherEventResponse* resp) override {
+    ZF_AUTH(ctx);
+    absl::Status s;
+    switch (req->event_case()) {
+      case v1::LauncherEventRequest::kExited:
+        s = c_->LauncherExited(req->job_id(), req->exited());
+        break;
+      case v1::LauncherEventRequest::kPreempt: {
+        auto stop = c_->Preempt(req->job_id(), req->preempt());
+        s = stop.status();
+        if (stop.ok()) resp->set_stop_step(*stop);
+        break;
+      }
+      case v1::LauncherEventRequest::kInterrupted:
+        s = c_->Interrupt(req->job_id(), req->interrupted());
+        break;
+      case v1::LauncherEventRequest::kSlurmJobId:
+        s = c_->SetSlurmJobId(req->job_id(), req->slurm_job_id());
+        break;
+      default:
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "launcher event: no event set");
+    }
+    if (!s.ok()) return ToGrpc(s);
+    auto j = c_->Get(req->job_id());
+    if (!j.ok()) return ToGrpc(j.status());
+    ToProto(*j, resp->mutable_job());
+    return grpc::Status::OK;
+  }
   grpc::Status StreamLogs(grpc::ServerContext* ctx, const v1::StreamLogsRequest* req,
                           grpc::ServerWriter<v1::LogLine>* writer) override {
     ZF_AUTH(ctx);

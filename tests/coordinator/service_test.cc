@@ -333,5 +333,42 @@ TEST(ServiceTest, APreemptionStopsEveryRankAtOneStepAndResumesWithoutARestart) {
   EXPECT_EQ(j.restarts(), 0);
 }
 
+TEST(ServiceTest, LauncherEventsOverTheWire) {
+  Fixture f;
+  f.Register(0);
+  f.Register(1);
+  auto event = [&](auto set) {
+    v1::LauncherEventRequest req;
+    req.set_job_id(f.job);
+    set(req);
+    v1::LauncherEventResponse resp;
+    auto ctx = f.Context();
+    const grpc::Status s = f.jobs->Launcher(ctx.get(), req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  };
+  EXPECT_EQ(event([](v1::LauncherEventRequest& r) { r.set_slurm_job_id("31337"); }).job().slurm_job_id(),
+            "31337");
+  EXPECT_EQ(event([](v1::LauncherEventRequest& r) { r.set_preempt("SIGUSR1"); }).stop_step(), 0)
+      << "no step handed out yet: the ranks stop before step 0";
+  v1::Job j = event([](v1::LauncherEventRequest& r) { r.set_exited(kPreemptedExitCode); }).job();
+  EXPECT_EQ(j.phase(), v1::RESTARTING);
+  EXPECT_EQ(j.interruptions(), 1);
+  EXPECT_EQ(j.restarts(), 0);
+  f.Register(0);
+  f.Register(1);
+  j = event([](v1::LauncherEventRequest& r) { r.set_interrupted("allocation gone"); }).job();
+  EXPECT_EQ(j.interruptions(), 2);
+  EXPECT_EQ(j.reason(), "allocation gone");
+  // Without an event, or without the token: refused.
+  v1::LauncherEventRequest empty;
+  empty.set_job_id(f.job);
+  v1::LauncherEventResponse resp;
+  auto ctx = f.Context();
+  EXPECT_EQ(f.jobs->Launcher(ctx.get(), empty, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  auto anonymous = f.Context(false);
+  EXPECT_EQ(f.jobs->Launcher(anonymous.get(), empty, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
 }  // namespace
 }  // namespace zerofit::coordinator

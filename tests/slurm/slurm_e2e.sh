@@ -10,6 +10,8 @@
 #      checkpoints at one step, exits 75, the job requeues itself and resumes from that step; same final
 #      state as run 1;
 #   4. a job `scancel`led while running: no zerofit process is left, and zerofit records it cancelled;
+#   5. with an external coordinator (`zerofit serve`, slurm.coordinator): the allocation's ranks report to
+#      it, and its `zerofit status` shows the job succeeded with its Slurm id and state;
 # and stops every daemon it started.
 # usage: slurm_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs path/to/zerofit_worker SOURCE_DIR
 set -u
@@ -42,6 +44,7 @@ cleanup() {
   sleep 1
   pkill -9 -f "zerofit_worker .*$D" 2> /dev/null
   pkill -9 -f "slurm-launch --state-dir $D" 2> /dev/null
+  pkill -f "serve --listen 127.0.0.1:0 --state-dir $D" 2> /dev/null
   "$SRC/deploy/slurm/local_cluster.sh" stop "$D/cluster"
   left=$(pgrep -f "$D" | grep -v "^$$\$" || true)
   [ -z "$left" ] || echo "warning: processes left: $left"
@@ -74,11 +77,13 @@ slurm:
   signal_seconds: 60
 YAML
 }
-submit() {  # submit NAME -> prints the Slurm job id
+submit() {  # submit NAME [zerofit submit flags] -> prints the Slurm job id
   spec "$1"
-  (cd "$D" && "$Z" submit --slurm "$D/$1.yaml" --state-dir "$D/st_$1" --worker "$WORKER") > "$D/submit_$1.log" 2>&1 ||
-    { cat "$D/submit_$1.log"; fail "submit $1"; }
-  cat "$D/st_$1/slurm_job_id"
+  local name=$1
+  shift
+  (cd "$D" && "$Z" submit --slurm "$D/$name.yaml" --state-dir "$D/st_$name" --worker "$WORKER" "$@") > "$D/submit_$name.log" 2>&1 ||
+    { cat "$D/submit_$name.log"; fail "submit $name"; }
+  cat "$D/st_$name/slurm_job_id"
 }
 state() { scontrol show job -o "$1" 2> /dev/null | grep -o "JobState=[A-Z_]*" | cut -d= -f2; }
 wait_state() {  # wait_state JOB STATE SECONDS
@@ -150,4 +155,17 @@ status=$("$Z" status --state-dir "$D/st_cancelled")
 echo "$status" | grep -q "job-000001 *cancelled *cancelled .*\[slurm $J CANCELLED\]  Slurm job $J stopped (scancel" ||
   fail "zerofit status after scancel: $status"
 echo "4. scancel: no process left; $status"
+
+# 5. An external coordinator.
+"$Z" serve --listen 127.0.0.1:0 --state-dir "$D/serve" > "$D/serve.log" 2>&1 &
+wait_log "$D/serve.log" "listening on" 30
+J=$(submit external --slurm-coordinator "$(cat "$D/serve/address")" --token "$(cat "$D/serve/token")")
+wait_state "$J" COMPLETED 180
+OUT="$D/st_external/slurm-$J.out"
+[ ! -e "$D/st_external/jobs.db" ] || fail "an external coordinator's job was stored in the Slurm state directory"
+status=$("$Z" status --state-dir "$D/serve")
+echo "$status" | grep -q "job-000001 *external *succeeded .*\[slurm $J COMPLETED\]" ||
+  { cat "$OUT"; fail "external coordinator: $status"; }
+same_state external
+echo "5. external coordinator: $status"
 echo "PASS"
