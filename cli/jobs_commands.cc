@@ -250,17 +250,18 @@ absl::Status RunStatus(const JobsFlags& f) {
                              asked.code() == absl::StatusCode::kDeadlineExceeded ||
                              asked.code() == absl::StatusCode::kNotFound ||
                              asked.code() == absl::StatusCode::kFailedPrecondition;
-    if (!unreachable || !f.coordinator.empty()) return asked;
+    // Only a Slurm job's state directory (zerofit submit --slurm wrote slurm_job_id) is read without its
+    // coordinator: anywhere else an unreachable coordinator is an error to see (down, TLS mismatch...).
+    auto slurm_id = core::ReadTextFile((dir / "slurm_job_id").string());
+    if (!unreachable || !f.coordinator.empty() || !slurm_id.ok()) return asked;
     if (fs::exists(dir / "jobs.db")) {
       ZF_ASSIGN_OR_RETURN(jobs, JobsFromStore(dir / "jobs.db", f.job));
       std::printf("(coordinator not running; from %s)\n", (dir / "jobs.db").c_str());
-    } else if (auto id = core::ReadTextFile((dir / "slurm_job_id").string()); id.ok()) {
-      const std::string slurm_id(absl::StripAsciiWhitespace(*id));
-      std::printf("Slurm job %s %s: the zerofit job starts with it (state in %s)\n", slurm_id.c_str(),
-                  SlurmJobState(slurm_id).c_str(), dir.c_str());
-      return absl::OkStatus();
     } else {
-      return asked;
+      const std::string id(absl::StripAsciiWhitespace(*slurm_id));
+      std::printf("Slurm job %s %s: the zerofit job starts with it (state in %s)\n", id.c_str(),
+                  SlurmJobState(id).c_str(), dir.c_str());
+      return absl::OkStatus();
     }
   }
   for (const v1::Job& j : jobs) PrintJob(j);
