@@ -231,6 +231,25 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateWithBo
   return Create(id, bootstrap.rank(), bootstrap.world_size(), cuda_device, options);
 }
 
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::CreateWithRendezvous(
+    Rendezvous& rendezvous, const std::string& key, int rank, int world_size, int cuda_device,
+    CommOptions options) {
+  ZF_ASSIGN_OR_RETURN(const std::string bytes, ShareFromRankZero(
+                                                   rendezvous, rank, key,
+                                                   []() -> absl::StatusOr<std::string> {
+                                                     ZF_ASSIGN_OR_RETURN(NcclUniqueIdBytes id, NewUniqueId());
+                                                     return std::string(id.data(), id.size());
+                                                   },
+                                                   options.timeout));
+  NcclUniqueIdBytes id{};
+  if (bytes.size() != id.size()) {
+    return absl::DataLossError(absl::StrCat("rendezvous '", key, "': NCCL unique id of ", bytes.size(),
+                                            " bytes, expected ", id.size()));
+  }
+  std::memcpy(id.data(), bytes.data(), id.size());
+  return Create(id, rank, world_size, cuda_device, options);
+}
+
 int NcclCommunicator::rank() const { return impl_->rank; }
 int NcclCommunicator::world_size() const { return impl_->world; }
 const CommOptions& NcclCommunicator::options() const { return impl_->options; }

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "comm/communicator.h"
+#include "comm/rendezvous.h"
 
 namespace zerofit::comm {
 
@@ -33,6 +34,13 @@ class NcclCommunicator final : public Communicator {
   static absl::StatusOr<std::unique_ptr<NcclCommunicator>> CreateWithBootstrap(Communicator& bootstrap,
                                                                                int cuda_device,
                                                                                CommOptions options = {});
+  // Rank 0 makes the id and publishes it in `rendezvous` under `key`; the others wait for it there (up to
+  // options.timeout). No MPI needed: srun/torchrun-style launches with the coordinator's key-value store.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> CreateWithRendezvous(Rendezvous& rendezvous,
+                                                                                const std::string& key,
+                                                                                int rank, int world_size,
+                                                                                int cuda_device,
+                                                                                CommOptions options = {});
   // Destroys the NCCL communicator; if work is still pending it aborts instead of waiting.
   ~NcclCommunicator() override;
 

@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include "comm/rendezvous.h"
+#include "coordinator/kv_rendezvous.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
 namespace zerofit::coordinator {
@@ -368,6 +370,43 @@ TEST(ServiceTest, LauncherEventsOverTheWire) {
   EXPECT_EQ(f.jobs->Launcher(ctx.get(), empty, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   auto anonymous = f.Context(false);
   EXPECT_EQ(f.jobs->Launcher(anonymous.get(), empty, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST(ServiceTest, RanksShareRankZerosBootstrapIdThroughTheCoordinator) {
+  Fixture f;
+  constexpr int kWorld = 4;
+  // 128 opaque bytes like an ncclUniqueId, zeros included.
+  std::string id(128, '\0');
+  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>((i * 37) % 256);
+  std::vector<std::string> got(kWorld);
+  std::vector<absl::Status> status(kWorld);
+  std::vector<std::thread> ranks;
+  for (int rank = kWorld - 1; rank >= 0; --rank) {  // the waiters start first
+    ranks.emplace_back([&, rank] {
+      if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      KvRendezvous kv(grpc::CreateChannel(f.server->address(), grpc::InsecureChannelCredentials()),
+                      "secret-token-0123456789abcdef0123", f.job);
+      auto v = comm::ShareFromRankZero(
+          kv, rank, "nccl-id/attempt-1", [&]() -> absl::StatusOr<std::string> { return id; },
+          absl::Seconds(10));
+      status[rank] = v.status();
+      if (v.ok()) got[rank] = *v;
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int rank = 0; rank < kWorld; ++rank) {
+    EXPECT_TRUE(status[rank].ok()) << rank << ": " << status[rank];
+    EXPECT_EQ(got[rank], id) << "rank " << rank;
+  }
+  // A key nobody publishes: a deadline, not a hang; a wrong token: refused.
+  KvRendezvous kv(grpc::CreateChannel(f.server->address(), grpc::InsecureChannelCredentials()),
+                  "secret-token-0123456789abcdef0123", f.job);
+  auto missing = comm::ShareFromRankZero(
+      kv, 1, "nccl-id/attempt-2", [] { return absl::StatusOr<std::string>("x"); }, absl::Milliseconds(200));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded) << missing.status();
+  KvRendezvous stranger(grpc::CreateChannel(f.server->address(), grpc::InsecureChannelCredentials()),
+                        "wrong-token-0123456789abcdef012345", f.job);
+  EXPECT_EQ(stranger.Put("k", "v").code(), absl::StatusCode::kUnauthenticated);
 }
 
 }  // namespace
