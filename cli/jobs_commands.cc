@@ -120,14 +120,19 @@ absl::StatusOr<std::string> LoadOrCreateToken(const std::string& path_string) {
     return t;
   }
   const std::string token = NewToken();
+  ZF_RETURN_IF_ERROR(CreateTokenFile(path.string(), token));
+  return token;
+}
+
+absl::Status CreateTokenFile(const std::string& path, const std::string& token) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path.string(), ": create"));
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": create"));
   const std::string line = token + "\n";
   const bool ok =
       ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
   ::close(fd);
-  if (!ok) return absl::DataLossError(absl::StrCat(path.string(), ": write failed"));
-  return token;
+  if (!ok) return absl::DataLossError(absl::StrCat(path, ": write failed"));
+  return absl::OkStatus();
 }
 
 JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {

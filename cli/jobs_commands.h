@@ -54,6 +54,8 @@ std::string NewToken();
 // Reads the token file, or creates it (NewToken, mode 0600) if it does not exist. A token file others can
 // read is refused.
 absl::StatusOr<std::string> LoadOrCreateToken(const std::string& path);
+// Writes `token` into a new file of mode 0600 (an existing file is an error), with fsync.
+absl::Status CreateTokenFile(const std::string& path, const std::string& token);
 
 JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* serve, JobsFlags* jobs);
 

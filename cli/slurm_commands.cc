@@ -1,6 +1,5 @@
 #include "cli/slurm_commands.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -226,13 +225,7 @@ absl::Status RunSlurm(const SlurmFlags& f) {
     }
     const fs::path token_path = state / "token";
     fs::remove(token_path, ec);
-    const int fd = ::open(token_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(token_path.string(), ": create"));
-    const std::string line = token + "\n";
-    const bool ok =
-        ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
-    ::close(fd);
-    if (!ok) return absl::DataLossError(absl::StrCat(token_path.string(), ": write failed"));
+    ZF_RETURN_IF_ERROR(CreateTokenFile(token_path.string(), token));
   }
   ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "job.yaml").string(), p.text));
   std::string worker = f.worker;
@@ -341,8 +334,10 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   SuperviseHooks hooks;
   hooks.print_earlier_logs = submitted.created;  // a requeued run appends to the output of the first
   hooks.command = [&] {
-    return launch::SrunCommand(spec.world_size, nodes, cpus_per_task, worker, address,
-                               (state / "token").string(), id);
+    std::vector<std::string> argv = launch::SrunCommand(spec.world_size, nodes, cpus_per_task, worker,
+                                                        address, (state / "token").string(), id);
+    argv[0] = f.srun;
+    return argv;
   };
   hooks.poll = [&](ChildProcess& srun) {
     for (int sig = signals.Take(); sig != 0; sig = signals.Take()) {
