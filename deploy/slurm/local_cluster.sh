@@ -54,7 +54,7 @@ start)
   cat > "$dir/slurm.conf" <<CONF
 # One-node cluster written by deploy/slurm/local_cluster.sh
 ClusterName=zerofit-local
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 AuthType=auth/munge
@@ -80,7 +80,7 @@ JobRequeue=1
 KillWait=10
 MinJobAge=3600
 SchedulerType=sched/builtin
-$node State=UNKNOWN
+$node NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
   export SLURM_CONF="$dir/slurm.conf"
