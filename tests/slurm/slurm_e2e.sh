@@ -95,6 +95,16 @@ wait_log() {  # wait_log FILE PATTERN SECONDS
   for _ in $(seq $(($3 * 10))); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done
   fail "'$2' not in $1 within $3 s: $(tail -5 "$1" 2> /dev/null)"
 }
+running_job() {  # running_job NAME STEP: submits NAME and waits until its checkpoint of STEP; sets J and OUT
+  J=$(submit "$1")
+  OUT="$D/st_$1/slurm-$J.out"
+  wait_log "$OUT" "(checkpoint step $2)" 120
+}
+resumed_once() {  # resumed_once NAME: the job ended in its second attempt after one interruption, as run 1 did
+  wait_state "$J" COMPLETED 180
+  grep -q "succeeded (attempt 2, restarts 0, interruptions 1); exit 0" "$OUT" || { tail -5 "$OUT"; fail "$1: end"; }
+  same_state "$1"
+}
 same_state() {  # same_state NAME: final checkpoint files equal run 1's
   for r in 0 1; do
     cmp "$D/ck_straight/step-00000300/rank-0000$r.safetensors" "$D/ck_$1/step-00000300/rank-0000$r.safetensors" ||
@@ -114,35 +124,25 @@ echo "$status" | grep -q "job-000001 *straight *succeeded .*\[slurm $J COMPLETED
 echo "1. $status"
 
 # 2. scontrol requeue while running.
-J=$(submit requeued)
-OUT="$D/st_requeued/slurm-$J.out"
-wait_log "$OUT" "(checkpoint step 99)" 120
+running_job requeued 99
 scontrol requeue "$J" || fail "scontrol requeue"
-wait_state "$J" COMPLETED 180
+resumed_once requeued
 grep -q "restarting (attempt 1, restarts 0, interruptions 1): SIGTERM from Slurm: job $J requeued" "$OUT" || { cat "$OUT"; fail "the requeue was not recorded as an interruption"; }
 resumed=$(grep -o "attempt 2: 400 training pairs, steps [0-9]*" "$OUT" | grep -o "[0-9]*$")
 [ -n "$resumed" ] && [ "$resumed" -ge 100 ] && [ $((resumed % 20)) = 0 ] || fail "run 2 resumed at '$resumed'"
-grep -q "succeeded (attempt 2, restarts 0, interruptions 1); exit 0" "$OUT" || { tail -5 "$OUT"; fail "run 2 end"; }
-same_state requeued
 echo "2. requeued after step 100, resumed at step $resumed: same final state"
 
 # 3. SIGUSR1 (the --signal=B:USR1@N warning before the time limit).
-J=$(submit usr1)
-OUT="$D/st_usr1/slurm-$J.out"
-wait_log "$OUT" "(checkpoint step 99)" 120
+running_job usr1 99
 scancel --signal=USR1 --batch "$J" || fail "scancel --signal=USR1"
 wait_log "$OUT" "scontrol requeue $J: ok" 60
 stop=$(grep -o "preempted before step [0-9]*" "$OUT" | grep -o "[0-9]*$")
-wait_state "$J" COMPLETED 180
+resumed_once usr1
 grep -q "attempt 2: 400 training pairs, steps $stop\.\." "$OUT" || { cat "$OUT"; fail "run 3 did not resume at $stop"; }
-grep -q "succeeded (attempt 2, restarts 0, interruptions 1); exit 0" "$OUT" || { tail -5 "$OUT"; fail "run 3 end"; }
-same_state usr1
 echo "3. SIGUSR1 before step $stop: checkpoint, exit 75, requeue, resumed at step $stop: same final state"
 
 # 4. scancel leaves nothing behind.
-J=$(submit cancelled)
-OUT="$D/st_cancelled/slurm-$J.out"
-wait_log "$OUT" "(checkpoint step 39)" 120
+running_job cancelled 39
 scancel "$J" || fail "scancel"
 wait_state "$J" CANCELLED 60
 for _ in $(seq 150); do
