@@ -94,8 +94,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
     JobPolicy p = policy;
     p.max_restarts = spec->max_restarts;
     const Sizing sizing = SizeJob(*spec).value_or(Sizing{});
-    Live live = MakeLive(*spec, std::make_unique<JobStateMachine>(p, j.status, clock->Now()),
-                         sizing.micro_batches, sizing.checkpointing);
+    // An out-of-memory re-plan outlives the coordinator: the next attempt must not run out again.
+    const int micro_batches =
+        j.replanned_micro_batches > 0 ? j.replanned_micro_batches : sizing.micro_batches;
+    Live live = MakeLive(*spec, std::make_unique<JobStateMachine>(p, j.status, clock->Now()), micro_batches,
+                         sizing.checkpointing);
     // A job that was running keeps being served: its workers reconnect and ask for their next steps.
     ZF_ASSIGN_OR_RETURN(live.lengths, c->store_->SampleLengths(j.id));
     ZF_RETURN_IF_ERROR(ResetScheduler(live));
@@ -245,6 +248,7 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
       const int64_t per_rank = (live->spec.training.global_batch + world_size - 1) / world_size;
       const int before = live->micro_batches;
       live->micro_batches = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
+      ZF_RETURN_IF_ERROR(store_->SetReplannedMicroBatches(job_id, live->micro_batches));
       ZF_RETURN_IF_ERROR(ResetScheduler(*live));
       ZF_RETURN_IF_ERROR(LogLocked(
           job_id, "coordinator",

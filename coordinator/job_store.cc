@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   since_us INTEGER NOT NULL,
   created_us INTEGER NOT NULL,
   interruptions INTEGER NOT NULL DEFAULT 0,
-  slurm_job_id TEXT NOT NULL DEFAULT '');
+  slurm_job_id TEXT NOT NULL DEFAULT '',
+  replanned_micro_batches INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS logs (
   job_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -110,7 +111,7 @@ absl::StatusOr<std::vector<T>> AllRows(sqlite3* db, Stmt& q, const char* what, R
 
 constexpr const char* kJobColumns =
     "id, request_id, name, spec, phase, attempt, restarts, world_size, checkpoint_step, replan, reason, "
-    "since_us, created_us, interruptions, slurm_job_id";
+    "since_us, created_us, interruptions, slurm_job_id, replanned_micro_batches";
 
 JobRecord ReadJob(const Stmt& s) {
   JobRecord j;
@@ -129,6 +130,7 @@ JobRecord ReadJob(const Stmt& s) {
   j.created = FromMicros(s.Int(12));
   j.status.interruptions = static_cast<int>(s.Int(13));
   j.slurm_job_id = s.Text(14);
+  j.replanned_micro_batches = static_cast<int>(s.Int(15));
   return j;
 }
 
@@ -169,6 +171,10 @@ absl::Status JobStore::AddMissingColumns() {
   }
   if (!have.count("slurm_job_id")) {
     ZF_RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN slurm_job_id TEXT NOT NULL DEFAULT ''"));
+  }
+  if (!have.count("replanned_micro_batches")) {
+    ZF_RETURN_IF_ERROR(
+        Exec("ALTER TABLE jobs ADD COLUMN replanned_micro_batches INTEGER NOT NULL DEFAULT 0"));
   }
   return absl::OkStatus();
 }
@@ -268,6 +274,16 @@ absl::Status JobStore::UpdateStatus(const std::string& id, const JobStatus& s) {
   u.Bind(5, s.checkpoint_step).Bind(6, static_cast<int64_t>(s.replan ? 1 : 0)).Bind(7, s.reason);
   u.Bind(8, Micros(s.since)).Bind(9, static_cast<int64_t>(s.interruptions)).Bind(10, id);
   if (u.Step() != SQLITE_DONE) return StepError(db_, "update job");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  return absl::OkStatus();
+}
+
+absl::Status JobStore::SetReplannedMicroBatches(const std::string& id, int micro_batches) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt u(db_, "UPDATE jobs SET replanned_micro_batches = ? WHERE id = ?");
+  ZF_RETURN_IF_ERROR(u.ok("set re-planned micro-batches"));
+  u.Bind(1, static_cast<int64_t>(micro_batches)).Bind(2, id);
+  if (u.Step() != SQLITE_DONE) return StepError(db_, "set re-planned micro-batches");
   if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
   return absl::OkStatus();
 }

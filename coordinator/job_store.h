@@ -24,11 +24,13 @@ struct JobRecord {
   std::string spec;  // the job spec as submitted
   JobStatus status;
   absl::Time created;
-  // Sizes the coordinator decided (the planner, for a spec that leaves them out; a re-plan after OOM). Not
-  // stored: recomputed from the spec when the coordinator starts.
-  int micro_batches = 1;       // per rank per step
-  bool checkpointing = false;  // activation checkpointing
-  std::string slurm_job_id;    // the Slurm job running it (`zerofit submit --slurm`), empty otherwise
+  // Sizes the coordinator decided (the planner, for a spec that leaves them out; a re-plan after OOM).
+  // Recomputed from the spec when the coordinator starts, except a re-plan's micro-batch count (stored
+  // below).
+  int micro_batches = 1;            // per rank per step
+  bool checkpointing = false;       // activation checkpointing
+  std::string slurm_job_id;         // the Slurm job running it (`zerofit submit --slurm`), empty otherwise
+  int replanned_micro_batches = 0;  // stored: micro-batches per rank after an out-of-memory re-plan (0: none)
 };
 
 struct LogLine {
@@ -65,6 +67,7 @@ class JobStore {
   absl::StatusOr<std::vector<JobRecord>> List();
   absl::Status UpdateStatus(const std::string& id, const JobStatus& status);
   absl::Status SetSlurmJobId(const std::string& id, const std::string& slurm_job_id);
+  absl::Status SetReplannedMicroBatches(const std::string& id, int micro_batches);
 
   absl::StatusOr<int64_t> AppendLog(const std::string& job_id, const std::string& source,
                                     const std::string& text, absl::Time now);

@@ -5,7 +5,9 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -407,6 +409,44 @@ TEST(ServiceTest, RanksShareRankZerosBootstrapIdThroughTheCoordinator) {
   KvRendezvous stranger(grpc::CreateChannel(f.server->address(), grpc::InsecureChannelCredentials()),
                         "wrong-token-0123456789abcdef012345", f.job);
   EXPECT_EQ(stranger.Put("k", "v").code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST(ServiceTest, AnOutOfMemoryReplanSurvivesACoordinatorRestart) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("zerofit_replan_" + std::to_string(::getpid()) + ".db"))
+          .string();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  core::RealClock clock;
+  const std::vector<int64_t> lengths(40, 10);
+  std::string id;
+  {
+    auto store = JobStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto c = Coordinator::Create(std::move(*store), &clock);
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto submitted = (*c)->Submit("replan", "", kSpec, "spec.yaml");
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    id = submitted->job.id;
+    ASSERT_TRUE((*c)->Register(id, 0, 2, "h", lengths).ok());
+    ASSERT_TRUE((*c)->Register(id, 1, 2, "h", {}).ok());
+    WorkerReport oom;
+    oom.rank = 1;
+    oom.out_of_memory = true;
+    ASSERT_TRUE((*c)->Report(id, oom).ok());
+    ASSERT_TRUE((*c)->Register(id, 0, 2, "h", lengths).ok());
+    ASSERT_TRUE((*c)->Register(id, 1, 2, "h", {}).ok());
+    EXPECT_EQ((*c)->Get(id)->micro_batches, 4) << "2 micro-batches per rank doubled";
+  }
+  auto store = JobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto c = Coordinator::Create(std::move(*store), &clock);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->Get(id)->micro_batches, 4) << "the re-plan is kept across the restart";
+  auto grant = (*c)->AcquireStep(id, 9);
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  ASSERT_FALSE(grant->stop);
+  EXPECT_EQ(grant->assignment->ranks[0].size(), 4u);
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }
 
 }  // namespace
