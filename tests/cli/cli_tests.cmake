@@ -10,6 +10,8 @@ set_tests_properties(zerofit_plan_cli_smoke PROPERTIES LABELS unit
 
 # The coordinator and the job commands end to end on loopback (issue 6).
 if(TARGET zerofit_cli_jobs)
+  zerofit_unit_test(subprocess_test cli/subprocess_test.cc)
+  target_link_libraries(subprocess_test PRIVATE zerofit_cli_jobs)
   add_test(NAME coordinator_cli_e2e
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/coordinator_cli_e2e.sh $<TARGET_FILE:zerofit>)
   set_tests_properties(coordinator_cli_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
