@@ -1,6 +1,7 @@
 #include "cli/job_control.h"
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/service.h"
 #include "core/status_macros.h"
 
 namespace zerofit::cli {
@@ -41,44 +42,6 @@ class Local final : public JobControl {
   coordinator::Coordinator* c_;
 };
 
-coordinator::JobPhase FromProto(v1::JobPhase p) {
-  switch (p) {
-    case v1::RUNNING:
-      return coordinator::JobPhase::kRunning;
-    case v1::RESTARTING:
-      return coordinator::JobPhase::kRestarting;
-    case v1::SUCCEEDED:
-      return coordinator::JobPhase::kSucceeded;
-    case v1::FAILED:
-      return coordinator::JobPhase::kFailed;
-    case v1::CANCELLED:
-      return coordinator::JobPhase::kCancelled;
-    default:
-      return coordinator::JobPhase::kQueued;
-  }
-}
-
-coordinator::JobRecord FromProto(const v1::Job& j) {
-  coordinator::JobRecord r;
-  r.id = j.id();
-  r.request_id = j.request_id();
-  r.name = j.name();
-  r.spec = j.spec();
-  r.status.phase = FromProto(j.phase());
-  r.status.attempt = j.attempt();
-  r.status.restarts = j.restarts();
-  r.status.interruptions = j.interruptions();
-  r.status.world_size = j.world_size();
-  r.status.checkpoint_step = j.checkpoint_step();
-  r.status.reason = j.reason();
-  r.status.since = absl::FromUnixMicros(j.since_unix_us());
-  r.created = absl::FromUnixMicros(j.created_unix_us());
-  r.micro_batches = j.micro_batches();
-  r.checkpointing = j.checkpointing();
-  r.slurm_job_id = j.slurm_job_id();
-  return r;
-}
-
 class Remote final : public JobControl {
  public:
   explicit Remote(const ClientOptions& o) : client_(o) {}
@@ -89,7 +52,7 @@ class Remote final : public JobControl {
   }
   absl::StatusOr<coordinator::JobRecord> Get(const std::string& id) override {
     ZF_ASSIGN_OR_RETURN(v1::Job j, client_.Get(id));
-    return FromProto(j);
+    return coordinator::FromProto(j);
   }
   absl::StatusOr<std::vector<coordinator::LogLine>> WaitLogs(const std::string& id, int64_t after,
                                                              absl::Duration wait) override {

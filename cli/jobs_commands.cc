@@ -47,25 +47,6 @@ absl::StatusOr<Client> MakeClient(const JobsFlags& f) {
   return Client(o);
 }
 
-const char* PhaseName(v1::JobPhase p) {
-  switch (p) {
-    case v1::QUEUED:
-      return "queued";
-    case v1::RUNNING:
-      return "running";
-    case v1::RESTARTING:
-      return "restarting";
-    case v1::SUCCEEDED:
-      return "succeeded";
-    case v1::FAILED:
-      return "failed";
-    case v1::CANCELLED:
-      return "cancelled";
-    default:
-      return "?";
-  }
-}
-
 // One line per job; a job run by Slurm gets Slurm's job id and state next to it.
 void PrintJob(const v1::Job& j) {
   std::string extra;
@@ -74,9 +55,9 @@ void PrintJob(const v1::Job& j) {
     absl::StrAppend(&extra, "  [slurm ", j.slurm_job_id(), " ", SlurmJobState(j.slurm_job_id()), "]");
   }
   std::printf("%-12s %-20s %-10s attempt %d, restarts %d, checkpoint step %lld%s%s%s\n", j.id().c_str(),
-              j.name().c_str(), PhaseName(j.phase()), j.attempt(), j.restarts(),
-              static_cast<long long>(j.checkpoint_step()), extra.c_str(), j.reason().empty() ? "" : "  ",
-              j.reason().c_str());
+              j.name().c_str(), coordinator::JobPhaseName(coordinator::FromProto(j).status.phase),
+              j.attempt(), j.restarts(), static_cast<long long>(j.checkpoint_step()), extra.c_str(),
+              j.reason().empty() ? "" : "  ", j.reason().c_str());
 }
 
 // The jobs of a state directory whose coordinator is not running (a Slurm job waiting in the queue, or

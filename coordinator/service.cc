@@ -68,6 +68,23 @@ v1::JobPhase ToProto(JobPhase p) {
   return v1::JOB_PHASE_UNSPECIFIED;
 }
 
+JobPhase FromProto(v1::JobPhase p) {
+  switch (p) {
+    case v1::RUNNING:
+      return JobPhase::kRunning;
+    case v1::RESTARTING:
+      return JobPhase::kRestarting;
+    case v1::SUCCEEDED:
+      return JobPhase::kSucceeded;
+    case v1::FAILED:
+      return JobPhase::kFailed;
+    case v1::CANCELLED:
+      return JobPhase::kCancelled;
+    default:
+      return JobPhase::kQueued;
+  }
+}
+
 #define ZF_AUTH(ctx)                                      \
   do {                                                    \
     grpc::Status auth_status_ = Authorize((ctx), token_); \
@@ -330,6 +347,27 @@ void ToProto(const JobRecord& j, ::zerofit::v1::Job* out) {
   out->set_checkpointing(j.checkpointing);
   out->set_interruptions(j.status.interruptions);
   out->set_slurm_job_id(j.slurm_job_id);
+}
+
+JobRecord FromProto(const ::zerofit::v1::Job& j) {
+  JobRecord r;
+  r.id = j.id();
+  r.request_id = j.request_id();
+  r.name = j.name();
+  r.spec = j.spec();
+  r.status.phase = FromProto(j.phase());
+  r.status.attempt = j.attempt();
+  r.status.restarts = j.restarts();
+  r.status.interruptions = j.interruptions();
+  r.status.world_size = j.world_size();
+  r.status.checkpoint_step = j.checkpoint_step();
+  r.status.reason = j.reason();
+  r.status.since = absl::FromUnixMicros(j.since_unix_us());
+  r.created = absl::FromUnixMicros(j.created_unix_us());
+  r.micro_batches = j.micro_batches();
+  r.checkpointing = j.checkpointing();
+  r.slurm_job_id = j.slurm_job_id();
+  return r;
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(const ServerOptions& o,

@@ -22,8 +22,9 @@ class Service;
 
 namespace zerofit::coordinator {
 
-// A job record as the wire's Job message.
+// A job record as the wire's Job message, and back (for clients that work on the domain's records).
 void ToProto(const JobRecord& job, ::zerofit::v1::Job* out);
+JobRecord FromProto(const ::zerofit::v1::Job& job);
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";     // port 0: pick a free one (see CoordinatorServer::address)
