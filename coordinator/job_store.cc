@@ -109,6 +109,19 @@ absl::StatusOr<std::vector<T>> AllRows(sqlite3* db, Stmt& q, const char* what, R
   return out;
 }
 
+// One column of one job: `sql` is "UPDATE jobs SET <column> = ? WHERE id = ?". NotFound if there is no such
+// job.
+template <typename Value>
+absl::Status SetJobField(sqlite3* db, const char* sql, const char* what, const std::string& id,
+                         const Value& value) {
+  Stmt u(db, sql);
+  ZF_RETURN_IF_ERROR(u.ok(what));
+  u.Bind(1, value).Bind(2, id);
+  if (u.Step() != SQLITE_DONE) return StepError(db, what);
+  if (sqlite3_changes(db) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  return absl::OkStatus();
+}
+
 constexpr const char* kJobColumns =
     "id, request_id, name, spec, phase, attempt, restarts, world_size, checkpoint_step, replan, reason, "
     "since_us, created_us, interruptions, slurm_job_id, replanned_micro_batches";
@@ -280,22 +293,14 @@ absl::Status JobStore::UpdateStatus(const std::string& id, const JobStatus& s) {
 
 absl::Status JobStore::SetReplannedMicroBatches(const std::string& id, int micro_batches) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt u(db_, "UPDATE jobs SET replanned_micro_batches = ? WHERE id = ?");
-  ZF_RETURN_IF_ERROR(u.ok("set re-planned micro-batches"));
-  u.Bind(1, static_cast<int64_t>(micro_batches)).Bind(2, id);
-  if (u.Step() != SQLITE_DONE) return StepError(db_, "set re-planned micro-batches");
-  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
-  return absl::OkStatus();
+  return SetJobField(db_, "UPDATE jobs SET replanned_micro_batches = ? WHERE id = ?",
+                     "set re-planned micro-batches", id, static_cast<int64_t>(micro_batches));
 }
 
 absl::Status JobStore::SetSlurmJobId(const std::string& id, const std::string& slurm_job_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt u(db_, "UPDATE jobs SET slurm_job_id = ? WHERE id = ?");
-  ZF_RETURN_IF_ERROR(u.ok("set slurm job id"));
-  u.Bind(1, slurm_job_id).Bind(2, id);
-  if (u.Step() != SQLITE_DONE) return StepError(db_, "set slurm job id");
-  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
-  return absl::OkStatus();
+  return SetJobField(db_, "UPDATE jobs SET slurm_job_id = ? WHERE id = ?", "set slurm job id", id,
+                     slurm_job_id);
 }
 
 absl::StatusOr<int64_t> JobStore::AppendLog(const std::string& job_id, const std::string& source,
