@@ -84,18 +84,6 @@ absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
   return p;
 }
 
-absl::StatusOr<int> IntEnv(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  int x = 0;
-  // SLURM_CPUS_PER_TASK and friends; "8(x2)" forms only appear in the *_PER_NODE lists, not read here.
-  if (!absl::SimpleAtoi(v, &x) || x < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("environment variable ", name, "='", v, "' is not a number"));
-  }
-  return x;
-}
-
 // Signals the launcher handles, blocked in every thread (the coordinator's included: they inherit the mask)
 // and collected with sigtimedwait; children get them unblocked and at their defaults (ChildProcess).
 class BlockedSignals {
@@ -265,11 +253,13 @@ absl::Status RunSlurm(const SlurmFlags& f) {
 }
 
 absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
-  const char* slurm_job = std::getenv("SLURM_JOB_ID");
-  if (slurm_job == nullptr) {
-    return absl::FailedPreconditionError("slurm-launch runs inside a Slurm allocation (no SLURM_JOB_ID)");
+  auto allocation = launch::ReadSlurmAllocation(&std::getenv);
+  if (!allocation.ok()) {
+    return absl::Status(
+        allocation.status().code(),
+        absl::StrCat("slurm-launch runs inside a Slurm allocation: ", allocation.status().message()));
   }
-  const std::string slurm_job_id = slurm_job;
+  const std::string slurm_job_id = allocation->job_id;
   auto text = core::ReadTextFile(f.spec);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm-launch: cannot read '", f.spec, "'"));
   ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(*text, f.spec));
@@ -280,10 +270,9 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   if (worker.empty()) worker = ZEROFIT_WORKER_BINARY;
 #endif
   if (worker.empty()) return absl::InvalidArgumentError("slurm-launch: pass --worker");
-  ZF_ASSIGN_OR_RETURN(const int nodes, IntEnv("SLURM_JOB_NUM_NODES", 1));
-  ZF_ASSIGN_OR_RETURN(const int tasks, IntEnv("SLURM_NTASKS", spec.world_size));
-  ZF_ASSIGN_OR_RETURN(const int cpus_per_task, IntEnv("SLURM_CPUS_PER_TASK", 0));
-  ZF_ASSIGN_OR_RETURN(const int restarts, IntEnv("SLURM_RESTART_COUNT", 0));
+  const int nodes = allocation->nodes, cpus_per_task = allocation->cpus_per_task;
+  const int restarts = allocation->restart_count;
+  const int tasks = allocation->tasks > 0 ? allocation->tasks : spec.world_size;
   if (tasks != spec.world_size) {
     return absl::FailedPreconditionError(absl::StrCat("the allocation has ", tasks,
                                                       " tasks (SLURM_NTASKS) but job '", spec.name,

@@ -86,6 +86,18 @@ absl::StatusOr<LaunchEnv> ReadLaunchEnv(const Getenv& getenv) {
   return e;
 }
 
+absl::StatusOr<SlurmAllocation> ReadSlurmAllocation(const Getenv& getenv) {
+  SlurmAllocation a;
+  const char* id = getenv("SLURM_JOB_ID");
+  if (id == nullptr) return absl::FailedPreconditionError("not inside a Slurm allocation (no SLURM_JOB_ID)");
+  a.job_id = id;
+  ZF_RETURN_IF_ERROR(Int(getenv, "SLURM_JOB_NUM_NODES", &a.nodes));
+  ZF_RETURN_IF_ERROR(Int(getenv, "SLURM_NTASKS", &a.tasks));
+  ZF_RETURN_IF_ERROR(Int(getenv, "SLURM_CPUS_PER_TASK", &a.cpus_per_task));
+  ZF_RETURN_IF_ERROR(Int(getenv, "SLURM_RESTART_COUNT", &a.restart_count));
+  return a;
+}
+
 absl::Status CheckAgainst(const LaunchEnv& env, int rank, int world_size) {
   if (env.launcher == "none") return absl::OkStatus();
   if (env.rank != rank || env.world_size != world_size) {

@@ -33,6 +33,17 @@ struct LaunchEnv {
 using Getenv = std::function<const char*(const char*)>;
 absl::StatusOr<LaunchEnv> ReadLaunchEnv(const Getenv& getenv);
 
+// The batch step's view of its Slurm allocation (sbatch's variables SLURM_JOB_ID, SLURM_JOB_NUM_NODES,
+// SLURM_NTASKS, SLURM_CPUS_PER_TASK, SLURM_RESTART_COUNT). FailedPrecondition outside an allocation.
+struct SlurmAllocation {
+  std::string job_id;
+  int nodes = 1;
+  int tasks = 0;          // 0: not set
+  int cpus_per_task = 0;  // 0: not set
+  int restart_count = 0;
+};
+absl::StatusOr<SlurmAllocation> ReadSlurmAllocation(const Getenv& getenv);
+
 // The launcher's view must match the communicator's (a mismatch means a mis-launched job: wrong --mpi, a
 // wrong task count).
 absl::Status CheckAgainst(const LaunchEnv& env, int rank, int world_size);

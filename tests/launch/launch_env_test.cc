@@ -95,5 +95,28 @@ TEST(LaunchEnvTest, MalformedVariablesAreNamed) {
   EXPECT_NE(std::string(e.status().message()).find("SLURM_STEP_NODELIST"), std::string::npos);
 }
 
+TEST(LaunchEnvTest, TheBatchStepReadsItsAllocation) {
+  auto a = ReadSlurmAllocation(From({{"SLURM_JOB_ID", "88"},
+                                     {"SLURM_JOB_NUM_NODES", "2"},
+                                     {"SLURM_NTASKS", "16"},
+                                     {"SLURM_CPUS_PER_TASK", "12"},
+                                     {"SLURM_RESTART_COUNT", "3"}}));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->job_id, "88");
+  EXPECT_EQ(a->nodes, 2);
+  EXPECT_EQ(a->tasks, 16);
+  EXPECT_EQ(a->cpus_per_task, 12);
+  EXPECT_EQ(a->restart_count, 3);
+  auto minimal = ReadSlurmAllocation(From({{"SLURM_JOB_ID", "89"}}));
+  ASSERT_TRUE(minimal.ok());
+  EXPECT_EQ(minimal->nodes, 1);
+  EXPECT_EQ(minimal->tasks, 0);
+  EXPECT_EQ(ReadSlurmAllocation(From({})).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      std::string(
+          ReadSlurmAllocation(From({{"SLURM_JOB_ID", "1"}, {"SLURM_NTASKS", "two"}})).status().message()),
+      "environment variable SLURM_NTASKS='two' is not a non-negative integer");
+}
+
 }  // namespace
 }  // namespace zerofit::launch
