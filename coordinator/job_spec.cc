@@ -154,8 +154,71 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
           number(o["params"], "weight_decay", "optimizer.params.weight_decay", &t.weight_decay));
     }
   }
+  if (j.contains("scheduler")) {
+    const Json& sc = j["scheduler"];
+    if (!sc.is_object() || !sc.contains("type") || !sc["type"].is_string()) {
+      return bad("scheduler.type", "expected WarmupLR, WarmupDecayLR or WarmupCosineLR");
+    }
+    const std::string type = sc["type"].get<std::string>();
+    if (type != "WarmupLR" && type != "WarmupDecayLR" && type != "WarmupCosineLR") {
+      return bad("scheduler.type",
+                 absl::StrCat("expected WarmupLR, WarmupDecayLR or WarmupCosineLR, got ", type));
+    }
+    const Json params = sc.contains("params") ? sc["params"] : Json::object();
+    if (!params.is_object()) return bad("scheduler.params", "expected an object");
+    // DeepSpeed's defaults, so that a config means what it means there.
+    double warmup = 1000, min_lr = 0, max_lr = 0.001, total = 0, min_ratio = 0, cos_min_ratio = 0.0001;
+    ZF_RETURN_IF_ERROR(number(params, "warmup_num_steps", "scheduler.params.warmup_num_steps", &warmup));
+    ZF_RETURN_IF_ERROR(number(params, "total_num_steps", "scheduler.params.total_num_steps", &total));
+    if (!(warmup >= 0)) return bad("scheduler.params.warmup_num_steps", "must be >= 0");
+    if (params.contains("warmup_type") && !params["warmup_type"].is_string()) {
+      return bad("scheduler.params.warmup_type", "expected \"linear\"");
+    }
+    const std::string warmup_type = params.value("warmup_type", std::string("log"));
+    if (warmup > 0 && warmup_type != "linear") {
+      return bad("scheduler.params.warmup_type",
+                 absl::StrCat("zerofit warms up linearly; set \"linear\" (got \"", warmup_type,
+                              "\", DeepSpeed's default is \"log\")"));
+    }
+    if (type == "WarmupLR" || type == "WarmupDecayLR") {
+      ZF_RETURN_IF_ERROR(number(params, "warmup_min_lr", "scheduler.params.warmup_min_lr", &min_lr));
+      ZF_RETURN_IF_ERROR(number(params, "warmup_max_lr", "scheduler.params.warmup_max_lr", &max_lr));
+      if (min_lr != 0) return bad("scheduler.params.warmup_min_lr", "zerofit warms up from 0; set 0");
+      if (!(max_lr > 0)) return bad("scheduler.params.warmup_max_lr", "must be positive");
+      t.lr = max_lr;  // DeepSpeed's WarmupLR family sets the rate itself
+      t.lr_schedule = type == "WarmupLR" ? core::LrDecay::kConstant : core::LrDecay::kLinear;
+    } else {  // WarmupCosineLR
+      ZF_RETURN_IF_ERROR(number(params, "warmup_min_ratio", "scheduler.params.warmup_min_ratio", &min_ratio));
+      ZF_RETURN_IF_ERROR(number(params, "cos_min_ratio", "scheduler.params.cos_min_ratio", &cos_min_ratio));
+      if (min_ratio != 0) return bad("scheduler.params.warmup_min_ratio", "zerofit warms up from 0; set 0");
+      if (!(cos_min_ratio >= 0 && cos_min_ratio <= 1)) {
+        return bad("scheduler.params.cos_min_ratio", "must lie in [0, 1]");
+      }
+      t.lr_schedule = core::LrDecay::kCosine;
+      t.min_lr = cos_min_ratio * t.lr;
+    }
+    if (t.lr_schedule != core::LrDecay::kConstant) {
+      if (!params.contains("total_num_steps")) return bad("scheduler.params.total_num_steps", "required");
+      if (!(total > warmup)) {
+        return bad("scheduler.params.total_num_steps",
+                   absl::StrCat("must exceed warmup_num_steps (", warmup, ")"));
+      }
+      t.decay_steps = static_cast<int64_t>(total);
+    }
+    t.warmup_steps = static_cast<int64_t>(warmup);
+  }
   if (j.contains("activation_checkpointing")) t.checkpointing = true;
   return t;
+}
+
+core::LrScheduleOptions LrScheduleOf(const TrainingSpec& t) {
+  core::LrScheduleOptions s;
+  s.decay = t.lr_schedule;
+  s.peak_lr = static_cast<float>(t.lr);
+  s.warmup_steps = t.warmup_steps;
+  s.total_steps = t.decay_steps > 0 ? t.decay_steps : t.steps;
+  s.min_lr = static_cast<float>(t.min_lr);
+  return s;
 }
 
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& source,
@@ -251,9 +314,6 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     }
     if (!s.world_size_given) s.world_size = x.nodes * x.ranks_per_node();
   }
-  if (root["training"].IsDefined() && root["deepspeed"].IsDefined()) {
-    return r.Error(root["deepspeed"], "deepspeed", "give either 'training' or 'deepspeed', not both");
-  }
   if (root["deepspeed"].IsDefined()) {
     std::string path;
     ZF_RETURN_IF_ERROR(r.Get(root, "deepspeed", "deepspeed", &path, "a path to a DeepSpeed JSON config"));
@@ -266,10 +326,22 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
   }
   if (const YAML::Node t = root["training"]; t.IsDefined()) {
     if (!t.IsMap()) return r.Error(t, "training", "expected a mapping");
-    ZF_RETURN_IF_ERROR(
-        r.OnlyKeys(t, "training.",
-                   {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr", "weight_decay",
-                    "max_grad_norm", "zero_stage", "offload", "checkpointing", "bf16", "max_length"}));
+    if (root["deepspeed"].IsDefined()) {
+      // The DeepSpeed config is the training section; it has no field for these two.
+      for (const auto& kv : t) {
+        const std::string key = kv.first.as<std::string>();
+        if (key != "steps" && key != "max_length") {
+          return r.Error(kv.first, "training." + key,
+                         "set in the DeepSpeed config (next to 'deepspeed:', 'training:' may only give steps "
+                         "and max_length)");
+        }
+      }
+    } else {
+      ZF_RETURN_IF_ERROR(r.OnlyKeys(t, "training.",
+                                    {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr",
+                                     "lr_schedule", "warmup_steps", "min_lr", "weight_decay", "max_grad_norm",
+                                     "zero_stage", "offload", "checkpointing", "bf16", "max_length"}));
+    }
     TrainingSpec& x = s.training;
     ZF_RETURN_IF_ERROR(r.Get(t, "steps", "training.steps", &x.steps, "an integer"));
     ZF_RETURN_IF_ERROR(r.Get(t, "global_batch", "training.global_batch", &x.global_batch, "an integer"));
@@ -277,6 +349,16 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     ZF_RETURN_IF_ERROR(r.GetOptional(t, "gradient_accumulation", "training.gradient_accumulation",
                                      &x.gradient_accumulation, "an integer"));
     ZF_RETURN_IF_ERROR(r.Get(t, "lr", "training.lr", &x.lr, "a number"));
+    std::string decay;
+    ZF_RETURN_IF_ERROR(r.Get(t, "lr_schedule", "training.lr_schedule", &decay, "constant, linear or cosine"));
+    if (!decay.empty()) {
+      auto parsed = core::ParseLrDecay(decay);
+      if (!parsed.ok())
+        return r.Error(t["lr_schedule"], "training.lr_schedule", std::string(parsed.status().message()));
+      x.lr_schedule = *parsed;
+    }
+    ZF_RETURN_IF_ERROR(r.Get(t, "warmup_steps", "training.warmup_steps", &x.warmup_steps, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(t, "min_lr", "training.min_lr", &x.min_lr, "a number"));
     ZF_RETURN_IF_ERROR(r.Get(t, "weight_decay", "training.weight_decay", &x.weight_decay, "a number"));
     ZF_RETURN_IF_ERROR(r.Get(t, "max_grad_norm", "training.max_grad_norm", &x.max_grad_norm, "a number"));
     ZF_RETURN_IF_ERROR(r.Get(t, "zero_stage", "training.zero_stage", &x.zero_stage, "an integer"));
@@ -288,6 +370,16 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     if (x.steps < 1) return r.Error(t["steps"], "training.steps", "must be >= 1");
     if (x.global_batch < 1) return r.Error(t["global_batch"], "training.global_batch", "must be >= 1");
     ZF_RETURN_IF_ERROR(Positive(t["lr"], r, "training.lr", x.lr));
+    if (x.warmup_steps < 0) return r.Error(t["warmup_steps"], "training.warmup_steps", "must be >= 0");
+    if (!(x.min_lr >= 0 && x.min_lr <= x.lr)) {
+      return r.Error(t["min_lr"], "training.min_lr", absl::StrCat("must lie in [0, lr = ", x.lr, "]"));
+    }
+    if (x.lr_schedule != core::LrDecay::kConstant && x.decay_steps == 0 && x.steps <= x.warmup_steps) {
+      return r.Error(t["warmup_steps"].IsDefined() ? t["warmup_steps"] : t["lr_schedule"],
+                     "training.warmup_steps",
+                     absl::StrCat("a ", core::LrDecayName(x.lr_schedule), " decay needs steps (", x.steps,
+                                  ") > warmup_steps (", x.warmup_steps, ")"));
+    }
     if (x.zero_stage < 0 || x.zero_stage > 2) {
       return r.Error(t["zero_stage"], "training.zero_stage", "the workers run stages 0, 1 and 2");
     }
@@ -299,6 +391,10 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
                      absl::StrCat(x.global_batch, " != micro_batch x gradient_accumulation x world_size = ",
                                   *x.micro_batch * *x.gradient_accumulation * s.world_size));
     }
+  }
+  if (absl::Status bad = core::ValidateLrSchedule(LrScheduleOf(s.training)); !bad.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": field 'training.lr_schedule': ", bad.message()));
   }
   if (const YAML::Node c = root["checkpoint"]; c.IsDefined()) {
     if (!c.IsMap()) return r.Error(c, "checkpoint", "expected a mapping");

@@ -13,8 +13,17 @@
 //     steps: 1000
 //     global_batch: 64           # pairs (reward, dpo) or sequences (sft) per optimizer step
 //     micro_batch: 2             # per rank; leave out (with gradient_accumulation) to let the planner size
-//     it gradient_accumulation: 4 lr: 1.0e-5 weight_decay: 0.0 zero_stage: 2 offload: false checkpointing:
-//     false bf16: true max_length: 1024
+//     gradient_accumulation: 4
+//     lr: 1.0e-5
+//     lr_schedule: cosine        # constant | linear | cosine, after a linear warmup
+//     warmup_steps: 30
+//     min_lr: 1.0e-6
+//     weight_decay: 0.0
+//     zero_stage: 2
+//     offload: false
+//     checkpointing: false
+//     bf16: true
+//     max_length: 1024
 //   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
 //   slurm:                       # for `zerofit slurm` / `zerofit submit --slurm` (docs/slurm.md)
 //     nodes: 2
@@ -34,6 +43,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/lr_schedule.h"
 
 namespace zerofit::coordinator {
 
@@ -42,7 +52,13 @@ struct TrainingSpec {
   int64_t global_batch = 64;
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> gradient_accumulation;
-  double lr = 1e-5;
+  double lr = 1e-5;  // the peak rate
+  // The rate over the steps (core/lr_schedule.h): linear warmup over warmup_steps, then constant, linear or
+  // cosine decay to min_lr at decay_steps (0: at `steps`).
+  core::LrDecay lr_schedule = core::LrDecay::kConstant;
+  int64_t warmup_steps = 0;
+  double min_lr = 0.0;
+  int64_t decay_steps = 0;
   double weight_decay = 0.0;
   double max_grad_norm = 1.0;
   int zero_stage = 2;
@@ -99,14 +115,20 @@ struct JobSpec {
 // when the spec gave a world size. `source` names the spec in errors.
 absl::Status ValidateSlurm(const JobSpec& spec, const SlurmSpec& slurm, const std::string& source);
 
-// `source` names the text in errors (the file name). `base_dir` resolves a relative `deepspeed:` path.
+// The learning-rate schedule of a training section (peak = lr, decay ends at decay_steps or steps).
+core::LrScheduleOptions LrScheduleOf(const TrainingSpec& training);
+
+// `source` names the text in errors (the file name). `base_dir` resolves a relative `deepspeed:` path. With
+// `deepspeed:`, a `training:` section may still give what a DeepSpeed config has no field for: steps and
+// max_length.
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
                                      const std::string& base_dir = ".");
 
 // The `training` section from a DeepSpeed JSON config: zero_optimization.stage,
 // zero_optimization.offload_optimizer.device, train_micro_batch_size_per_gpu, gradient_accumulation_steps,
-// train_batch_size, bf16.enabled, gradient_clipping, optimizer.params.{lr, weight_decay}. `world_size` turns
-// train_batch_size into a global batch check.
+// train_batch_size, bf16.enabled, gradient_clipping, optimizer.params.{lr, weight_decay}, and scheduler
+// (WarmupLR, WarmupDecayLR, WarmupCosineLR with a linear warmup from 0). `world_size` turns train_batch_size
+// into a global batch check.
 absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& json_text, const std::string& source,
                                                   int world_size);
 

@@ -100,6 +100,106 @@ TEST(JobSpecTest, ADeepSpeedConfigIsTheTrainingSection) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(JobSpecTest, LearningRateScheduleFromYaml) {
+  auto s = ParseJobSpec(
+      "task: reward\nmodel: m\ndata: d\ntraining:\n  steps: 1000\n  lr: 2.0e-5\n  lr_schedule: cosine\n  "
+      "warmup_steps: 30\n  min_lr: 1.0e-6\n",
+      "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const core::LrScheduleOptions o = LrScheduleOf(s->training);
+  EXPECT_EQ(o.decay, core::LrDecay::kCosine);
+  EXPECT_FLOAT_EQ(o.peak_lr, 2e-5f);
+  EXPECT_EQ(o.warmup_steps, 30);
+  EXPECT_EQ(o.total_steps, 1000);
+  EXPECT_FLOAT_EQ(o.min_lr, 1e-6f);
+  // Unset: a constant rate, as before.
+  auto plain = ParseJobSpec("task: reward\nmodel: m\ndata: d\n", "job.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(LrScheduleOf(plain->training).decay, core::LrDecay::kConstant);
+  EXPECT_EQ(LrScheduleOf(plain->training).warmup_steps, 0);
+
+  const std::pair<std::string, std::string> cases[] = {
+      {"task: sft\nmodel: m\ndata: d\ntraining:\n  lr_schedule: step\n",
+       "job.yaml:5: field 'training.lr_schedule': unknown learning-rate schedule 'step'"},
+      {"task: sft\nmodel: m\ndata: d\ntraining:\n  warmup_steps: -3\n",
+       "job.yaml:5: field 'training.warmup_steps': must be >= 0"},
+      {"task: sft\nmodel: m\ndata: d\ntraining:\n  lr: 1.0e-5\n  min_lr: 1.0e-4\n",
+       "job.yaml:6: field 'training.min_lr': must lie in [0, lr = 1e-05]"},
+      {"task: sft\nmodel: m\ndata: d\ntraining:\n  steps: 10\n  lr_schedule: linear\n  warmup_steps: 10\n",
+       "job.yaml:7: field 'training.warmup_steps': a linear decay needs steps (10) > warmup_steps (10)"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto bad = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos)
+        << bad.status() << "\nwanted: " << expected;
+  }
+}
+
+TEST(JobSpecTest, DeepSpeedSchedulersMapToTheSchedule) {
+  auto cosine = ParseDeepSpeedConfig(
+      R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
+          "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 500, "warmup_num_steps": 50,
+                        "warmup_type": "linear", "cos_min_ratio": 0.1}}})",
+      "ds.json", 8);
+  ASSERT_TRUE(cosine.ok()) << cosine.status();
+  core::LrScheduleOptions o = LrScheduleOf(*cosine);
+  EXPECT_EQ(o.decay, core::LrDecay::kCosine);
+  EXPECT_FLOAT_EQ(o.peak_lr, 1e-4f);
+  EXPECT_EQ(o.warmup_steps, 50);
+  EXPECT_EQ(o.total_steps, 500);
+  EXPECT_FLOAT_EQ(o.min_lr, 1e-5f);
+
+  // WarmupDecayLR: its warmup_max_lr is the rate (DeepSpeed ignores the optimizer's), decaying linearly to 0.
+  auto decay = ParseDeepSpeedConfig(
+      R"({"optimizer": {"params": {"lr": 1e-4}},
+          "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 300, "warmup_max_lr": 3e-5,
+                        "warmup_num_steps": 10, "warmup_type": "linear"}}})",
+      "ds.json", 8);
+  ASSERT_TRUE(decay.ok()) << decay.status();
+  o = LrScheduleOf(*decay);
+  EXPECT_EQ(o.decay, core::LrDecay::kLinear);
+  EXPECT_FLOAT_EQ(o.peak_lr, 3e-5f);
+  EXPECT_EQ(o.total_steps, 300);
+  EXPECT_FLOAT_EQ(o.min_lr, 0.0f);
+
+  const std::pair<std::string, std::string> cases[] = {
+      // DeepSpeed's default warmup is logarithmic: not silently replaced by a linear one.
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}}})",
+       "ds.json: field 'scheduler.params.warmup_type': zerofit warms up linearly"},
+      {R"({"scheduler": {"type": "OneCycle"}})", "ds.json: field 'scheduler.type': expected WarmupLR"},
+      {R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 0}}})",
+       "ds.json: field 'scheduler.params.total_num_steps': required"},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 0, "warmup_min_lr": 1e-6}}})",
+       "ds.json: field 'scheduler.params.warmup_min_lr': zerofit warms up from 0"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto bad = ParseDeepSpeedConfig(text, "ds.json", 8);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(expected), std::string::npos)
+        << bad.status() << "\nwanted: " << expected;
+  }
+}
+
+TEST(JobSpecTest, StepsCanAccompanyADeepSpeedConfig) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerofit_spec_steps_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ds.json") << R"({"train_batch_size": 16, "optimizer": {"params": {"lr": 2e-5}}})";
+  auto s = ParseJobSpec("task: dpo\nmodel: m\ndata: d\ndeepspeed: ds.json\ntraining:\n  steps: 40\n",
+                        "job.yaml", dir.string());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->training.steps, 40);
+  EXPECT_EQ(s->training.global_batch, 16);
+  EXPECT_DOUBLE_EQ(s->training.lr, 2e-5);
+  auto bad = ParseJobSpec("task: dpo\nmodel: m\ndata: d\ndeepspeed: ds.json\ntraining:\n  lr: 1.0e-3\n",
+                          "job.yaml", dir.string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("job.yaml:6: field 'training.lr': set in the DeepSpeed config"),
+            std::string::npos)
+      << bad.status();
+  std::filesystem::remove_all(dir);
+}
+
 constexpr const char* kSlurmSpec = R"(name: rm
 task: reward
 model: /m

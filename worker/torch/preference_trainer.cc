@@ -89,6 +89,13 @@ absl::StatusOr<Task> ParseTask(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown task '", name, "'; expected reward, dpo or sft"));
 }
 
+core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& o) {
+  core::LrScheduleOptions s = o.schedule;
+  s.peak_lr = o.lr;
+  if (s.total_steps <= 0) s.total_steps = o.steps;
+  return s;
+}
+
 struct PreferenceSession::State {
   comm::Communicator* comm = nullptr;
   core::HfModelConfig config;
@@ -107,6 +114,7 @@ PreferenceSession::~PreferenceSession() = default;
 
 absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(const PreferenceTrainOptions& o,
                                                                              comm::Communicator* comm) {
+  ZF_RETURN_IF_ERROR(core::ValidateLrSchedule(EffectiveSchedule(o)));
   // Data and model description. Training reads token ids (*_ids.jsonl, from zerofit_tokenize or the example
   // generator): SentencePiece cannot be loaded next to LibTorch (see worker/data/CMakeLists.txt).
   ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, core::LoadHfConfig(o.data_dir + "/config.json"));
@@ -199,6 +207,8 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
   State& st = *state_;
   StepReport sr;
   sr.step = step;
+  // Before any backward: with offload the last micro-batch's backward already updates finished buckets.
+  st.binding->optimizer().set_learning_rate(core::LearningRateAt(EffectiveSchedule(options_), step));
   try {
     const int k_total = static_cast<int>(micro.size());
     if (k_total < 1) return absl::InvalidArgumentError("Step: no micro-batches");

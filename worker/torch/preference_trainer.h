@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "core/lr_schedule.h"
 #include "sharding/zero2_optimizer.h"
 #include "worker/torch/llama_model.h"
 #include "worker/torch/objectives.h"
@@ -33,7 +34,9 @@ struct PreferenceTrainOptions {
   int micro_batches = 1;      // per rank per step (gradient accumulation)
   int64_t max_length = 64;
   uint64_t seed = 1234;
-  float lr = 1e-3f;
+  float lr = 1e-3f;  // the peak rate of `schedule`
+  // Warmup and decay of the rate (schedule.peak_lr is taken from lr; a total_steps of 0 means `steps`).
+  core::LrScheduleOptions schedule;
   float weight_decay = 0.0f;
   float max_grad_norm = 1.0f;
   sharding::AccumulationMode accumulation = sharding::AccumulationMode::kReduceScatterEveryMicroBatch;
@@ -64,6 +67,9 @@ struct TrainReport {
 };
 
 absl::StatusOr<PreferenceTrainOptions::Task> ParseTask(const std::string& name);  // "reward" | "dpo" | "sft"
+
+// The learning-rate schedule of `options`: schedule with peak_lr = lr (and total_steps = steps if 0).
+core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& options);
 
 // One training run's state, stepped from outside (the coordinator's worker hands in the micro-batches of each
 // step) or by TrainPreferences below (its own seeded sampler). Every method is collective over `comm` unless

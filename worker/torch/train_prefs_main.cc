@@ -20,7 +20,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: mpiexec -n W zerofit_train_prefs --task reward|dpo|sft --data DIR [--steps N] [--global-batch B] "
     "[--micro K] [--lr LR] [--weight-decay WD] [--max-length T] [--seed S] [--offload] [--threads T] "
-    "[--reduce-once] [--lora-rank R] [--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
+    "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
+    "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
     "[--dtype fp32|bf16] [--log-every N] [--memory-gb G]\n"
     "Without --micro the job is sized by the planner for --memory-gb per rank (default 4): gradient "
@@ -117,7 +118,8 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
          micro = o.micro_batches, lr = o.lr, wd = o.weight_decay, maxlen = static_cast<double>(o.max_length),
          seed = static_cast<double>(o.seed), threads = o.offload.threads, rank = 0,
          alpha = o.model.lora.alpha, beta = o.dpo.beta, ls = o.dpo.label_smoothing,
-         log_every = static_cast<double>(cli.log_every);
+         log_every = static_cast<double>(cli.log_every),
+         warmup = static_cast<double>(o.schedule.warmup_steps), min_lr = o.schedule.min_lr;
   ZF_RETURN_IF_ERROR(number("--steps", &steps, 1));
   ZF_RETURN_IF_ERROR(number("--global-batch", &gb, 1));
   cli.sized_by_user = values.count("--micro") > 0;
@@ -133,6 +135,8 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   ZF_RETURN_IF_ERROR(number("--beta", &beta, 1e-6));
   ZF_RETURN_IF_ERROR(number("--label-smoothing", &ls, 0));
   ZF_RETURN_IF_ERROR(number("--log-every", &log_every, 1));
+  ZF_RETURN_IF_ERROR(number("--warmup-steps", &warmup, 0));
+  ZF_RETURN_IF_ERROR(number("--min-lr", &min_lr, 0));
   if (ls >= 0.5) return absl::InvalidArgumentError("flag --label-smoothing must be in [0, 0.5)");
   o.steps = static_cast<int64_t>(steps);
   o.global_batch = static_cast<int64_t>(gb);
@@ -147,6 +151,15 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   o.dpo.beta = beta;
   o.dpo.label_smoothing = ls;
   cli.log_every = static_cast<int64_t>(log_every);
+  o.schedule.warmup_steps = static_cast<int64_t>(warmup);
+  o.schedule.min_lr = static_cast<float>(min_lr);
+  if (std::string decay = take("--lr-schedule"); !decay.empty()) {
+    ZF_ASSIGN_OR_RETURN(o.schedule.decay, core::ParseLrDecay(decay));
+  }
+  if (absl::Status s = core::ValidateLrSchedule(EffectiveSchedule(o)); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flags --lr/--lr-schedule/--warmup-steps/--min-lr: ", s.message()));
+  }
   if (std::string loss = take("--loss"); !loss.empty()) {
     ZF_ASSIGN_OR_RETURN(o.dpo.loss, ParseDpoLoss(loss));
   }
@@ -187,9 +200,11 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
     if (comm->rank() != 0 || (r.step % cli.log_every != 0 && r.step != o.steps)) return;
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     std::printf(
-        "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  %.1f pairs/s  ETA %.0fs\n",
+        "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  lr %.2e  %.1f pairs/s  ETA "
+        "%.0fs\n",
         static_cast<long long>(r.step), static_cast<long long>(o.steps), r.metrics.loss_sum / r.metrics.pairs,
         r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm,
+        core::LearningRateAt(EffectiveSchedule(o), r.step),
         r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3), elapsed / r.step * (o.steps - r.step));
     std::fflush(stdout);
   };

@@ -167,6 +167,7 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromSpec(const coordinator::JobSpe
   o.global_batch = t.global_batch;
   o.micro_batches = static_cast<int>(t.gradient_accumulation.value_or(1));
   o.lr = static_cast<float>(t.lr);
+  o.schedule = coordinator::LrScheduleOf(t);
   o.weight_decay = static_cast<float>(t.weight_decay);
   o.max_grad_norm = static_cast<float>(t.max_grad_norm);
   o.offload.enabled = t.offload;

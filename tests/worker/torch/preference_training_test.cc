@@ -145,6 +145,33 @@ TEST(PreferenceTrainingTest, DpoReferenceStrategiesGiveTheSameTraining) {
   if (comm->rank() == 0) std::filesystem::remove_all(dir);
 }
 
+// The learning-rate schedule reaches the optimizer: the first step of a 4-step warmup to 4e-3 is the step of
+// a constant 1e-3.
+TEST(PreferenceTrainingTest, TheLearningRateScheduleDrivesTheOptimizer) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm, "--train 300 --test 100");
+  auto run = [&](float lr, core::LrDecay decay, int64_t warmup) {
+    PreferenceTrainOptions o = Base(dir);
+    o.task = PreferenceTrainOptions::Task::kReward;
+    o.steps = 1;
+    o.lr = lr;
+    o.schedule.decay = decay;
+    o.schedule.warmup_steps = warmup;
+    o.schedule.total_steps = 10;  // the schedule of a 10-step run, of which this runs the first step
+    auto r = TrainPreferences(o, comm.get());
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->after.metrics.loss_sum : -1.0;
+  };
+  const double constant = run(1e-3f, core::LrDecay::kConstant, 0);
+  const double warm = run(4e-3f, core::LrDecay::kCosine, 4);
+  const double faster = run(4e-3f, core::LrDecay::kConstant, 0);
+  EXPECT_EQ(warm, constant);    // same rate, same data, same seed: the same model
+  EXPECT_NE(faster, constant);  // and the rate matters
+  EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  if (comm->rank() == 0) std::filesystem::remove_all(dir);
+}
+
 // The reward path (score head at the last token, Bradley-Terry, ZeRO-2 + offload) fits a rule that one
 // read-out can see: the chosen response repeats the prompt's first token, the rejected one does not.
 TEST(PreferenceTrainingTest, RewardModelLearnsAReadableRuleOnHeldOutPairs) {
