@@ -2,10 +2,13 @@
 // training end to end on a tiny model.
 //
 //   zerofit_make_arith_prefs --out DIR [--train N] [--test N] [--seed S] [--max-operand K] [--ids]
-//                            [--pad] [--rejections R] [--vocab-size V] [--model-type bpe|unigram]
+//                            [--pad] [--rejections R] [--wrong mixed|near] [--vocab-size V]
+//                            [--model-type bpe|unigram]
 //
-// The task is addition: prompt "12+7=", chosen "19", rejected a plausible wrong answer (off by one, two
-// adjacent digits swapped, or one digit off by one). Into DIR it writes
+// The task is addition: prompt "12+7=", chosen "19", rejected a plausible wrong answer: with --wrong mixed
+// (the default) off by one, two adjacent digits swapped, or one digit off by one; with --wrong near off by
+// 1 to 9, so the units digit is always wrong (the check a reward model that reads one token learns first;
+// see BENCHMARKS.md). Into DIR it writes
 //   train.jsonl, test.jsonl   {"prompt", "chosen", "rejected"} text pairs; no test problem appears in train
 //                             (a+b and b+a count as the same problem)
 //   train_ids.jsonl, test_ids.jsonl   with --ids: the same pairs as {"prompt_ids", "chosen_ids",
@@ -57,6 +60,7 @@ struct Flags {
   // (InstructGPT-style: several ranked responses per prompt give a reward model more comparisons than
   // prompts). N counts problems, so train.jsonl holds up to N x R pairs.
   uint64_t rejections = 1;
+  bool near = false;  // --wrong near: wrong answers off by 1..9 (instead of the mixed kinds)
   int32_t vocab_size = 64;
   std::string model_type = "bpe";
   bool help = false;  // --help: print kUsage and exit 0
@@ -65,7 +69,7 @@ struct Flags {
 constexpr const char* kUsage =
     "usage: zerofit_make_arith_prefs --out DIR [--train N (2000)] [--test N (200)] [--seed S (1)]\n"
     "                                [--max-operand K (99)] [--ids] [--pad] [--rejections R (1)]\n"
-    "                                [--vocab-size V (64)]\n"
+    "                                [--wrong mixed|near (mixed)] [--vocab-size V (64)]\n"
     "                                [--model-type bpe|unigram (bpe)]\n"
     "Writes train.jsonl, test.jsonl, corpus.txt, tokenizer.model and config.json into DIR: addition\n"
     "problems a+b= with operands in [0, K], chosen = the sum, rejected = a plausible wrong sum.\n"
@@ -73,6 +77,8 @@ constexpr const char* kUsage =
     "--pad zero-pads operands and answers to fixed widths (07+18=025): aligned digit columns make the task\n"
     "learnable by a tiny model in minutes.\n"
     "--rejections R writes up to R pairs per problem, one per distinct wrong answer (N counts problems).\n"
+    "--wrong mixed: off by one, two adjacent digits swapped or one digit off by one; near: off by 1 to 9\n"
+    "(the units digit is always wrong).\n"
     "--vocab-size is an upper bound: the tokenizer keeps what the corpus supports (digits are split, so\n"
     "the alphabet 0-9 + = and the special pieces).\n";
 
@@ -112,7 +118,7 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     }
     const bool known = arg == "--out" || arg == "--train" || arg == "--test" || arg == "--seed" ||
                        arg == "--max-operand" || arg == "--vocab-size" || arg == "--model-type" ||
-                       arg == "--rejections";
+                       arg == "--rejections" || arg == "--wrong";
     if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown flag '", argv[i], "'"));
     if (!has_value) {
       if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
@@ -122,6 +128,11 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
       f.out = value;
     } else if (arg == "--model-type") {
       f.model_type = value;
+    } else if (arg == "--wrong") {
+      if (value != "mixed" && value != "near") {
+        return absl::InvalidArgumentError(absl::StrCat("--wrong must be mixed or near, got '", value, "'"));
+      }
+      f.near = value == "near";
     } else {
       ZF_ASSIGN_OR_RETURN(const uint64_t v, ParseCount(arg, value));
       if (arg == "--train") f.train = v;
@@ -224,6 +235,19 @@ std::string WrongAnswer(uint64_t c, std::mt19937_64& gen) {
   return std::to_string(c - 1);
 }
 
+// --wrong near: c + k or c - k for k in 1..9 (never negative, never longer than `max_digits`): an answer off
+// by a few, whose units digit is always wrong.
+std::string NearAnswer(uint64_t c, size_t max_digits, std::mt19937_64& gen) {
+  uint64_t limit = 1;
+  for (size_t i = 0; i < max_digits; ++i) limit *= 10;
+  for (;;) {
+    const uint64_t k = 1 + data::UniformBelow(gen, 9);
+    const bool up = data::UniformBelow(gen, 2) == 1;
+    if (up && c + k < limit) return std::to_string(c + k);
+    if (!up && c >= k) return std::to_string(c - k);
+  }
+}
+
 absl::Status WriteFile(const std::string& path, const std::string& contents) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open for writing"));
@@ -320,13 +344,13 @@ absl::Status Run(const Flags& f) {
     const Problem& p = problems[i];
     const uint64_t sum = p.a + p.b;
     // Distinct wrong answers; a small sum may have fewer than R plausible ones.
+    const size_t w = std::to_string(f.max_operand).size(), wa = std::to_string(2 * f.max_operand).size();
     std::vector<std::string> wrong;
     for (int attempt = 0; attempt < 8 * static_cast<int>(f.rejections) && wrong.size() < f.rejections;
          ++attempt) {
-      std::string w = WrongAnswer(sum, gen);
+      std::string w = f.near ? NearAnswer(sum, wa, gen) : WrongAnswer(sum, gen);
       if (std::find(wrong.begin(), wrong.end(), w) == wrong.end()) wrong.push_back(std::move(w));
     }
-    const size_t w = std::to_string(f.max_operand).size(), wa = std::to_string(2 * f.max_operand).size();
     // --pad: fixed-width digits line the columns up, so position alone says which digits add together.
     auto pad = [&](std::string s, size_t width) {
       return f.pad ? std::string(width > s.size() ? width - s.size() : 0, '0') + s : s;
