@@ -2,6 +2,7 @@
 // everything it writes loads with zerofit_data.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -146,6 +147,41 @@ TEST(GeneratorTest, WritesLoadableDeterministicData) {
   const std::string corpus = ReadFile(dir.File("a/corpus.txt"));
   EXPECT_EQ(std::count(corpus.begin(), corpus.end(), '\n'), 300);
   EXPECT_EQ(corpus.substr(0, corpus.find('\n')), train[0].prompt + train[0].chosen);
+}
+
+// --wrong near: every wrong answer is off by 1 to 9 (so its units digit is wrong) and keeps the padded width;
+// the problems, corpus and tokenizer are those of the default (mixed) wrong answers.
+TEST(GeneratorTest, NearWrongAnswersAreOffByOneToNine) {
+  ScopedTempDir dir;
+  const std::string flags = " --train 300 --test 50 --max-operand 99 --pad --rejections 3 --ids";
+  std::string log;
+  ASSERT_EQ(RunGenerator(dir, "--out '" + dir.File("mixed") + "'" + flags, &log), 0) << log;
+  ASSERT_EQ(RunGenerator(dir, "--out '" + dir.File("near") + "' --wrong near" + flags, &log), 0) << log;
+  for (const char* name : {"corpus.txt", "tokenizer.model", "config.json"}) {
+    EXPECT_EQ(ReadFile(dir.File(std::string("mixed/") + name)),
+              ReadFile(dir.File(std::string("near/") + name)))
+        << name;
+  }
+  size_t mixed_same_units = 0, mixed_pairs = 0;
+  for (const TextLine& t : ReadTextJsonl(dir.File("mixed/train.jsonl"))) {
+    ++mixed_pairs;
+    if (t.chosen.back() == t.rejected.back()) ++mixed_same_units;
+  }
+  EXPECT_GT(mixed_same_units, mixed_pairs / 5) << "the mixed kinds often keep the units digit";
+  std::set<long> offsets;
+  for (const char* split : {"near/train.jsonl", "near/test.jsonl"}) {
+    for (const TextLine& t : ReadTextJsonl(dir.File(split))) {
+      ASSERT_EQ(t.chosen.size(), 3u) << t.prompt;
+      ASSERT_EQ(t.rejected.size(), 3u) << t.prompt << " " << t.rejected;
+      const long off = std::stol(t.rejected) - std::stol(t.chosen);
+      EXPECT_TRUE(off != 0 && off >= -9 && off <= 9) << t.prompt << " " << t.rejected;
+      EXPECT_NE(t.chosen.back(), t.rejected.back()) << t.prompt << " " << t.rejected;
+      offsets.insert(off);
+    }
+  }
+  EXPECT_EQ(offsets.size(), 18u) << "every offset -9..-1, 1..9 occurs";
+  EXPECT_EQ(RunGenerator(dir, "--out '" + dir.File("x") + "' --wrong far", &log), 2);
+  EXPECT_NE(log.find("--wrong must be mixed or near, got 'far'"), std::string::npos) << log;
 }
 
 TEST(GeneratorTest, ExplainsBadRequests) {
