@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 
@@ -28,10 +29,13 @@ std::unique_ptr<comm::Communicator> MakeComm() {
   return c.ok() ? std::move(*c) : nullptr;
 }
 
-// Rank 0 generates the data set into a directory all ranks share (named after mpiexec, the ranks' parent).
-std::string MakeData(comm::Communicator& comm, const std::string& flags = "--train 4000 --test 400") {
+// Rank 0 generates the data set into a directory all ranks share (named after mpiexec, the ranks' parent,
+// and `name`).
+std::string MakeData(comm::Communicator& comm, const std::string& flags = "--train 4000 --test 400",
+                     const std::string& name = "") {
   const std::string dir =
-      (std::filesystem::temp_directory_path() / ("zerofit_prefs_" + std::to_string(getppid()))).string();
+      (std::filesystem::temp_directory_path() / ("zerofit_prefs_" + std::to_string(getppid()) + name))
+          .string();
   if (comm.rank() == 0) {
     const std::string cmd = std::string(ZEROFIT_MAKE_ARITH_PREFS) + " --out " + dir + " " + flags +
                             " --max-operand 99 --ids --pad > /dev/null";
@@ -210,12 +214,25 @@ TEST(PreferenceTrainingTest, RewardModelLearnsAReadableRuleOnHeldOutPairs) {
   if (comm->rank() == 0) std::filesystem::remove_all(dir);
 }
 
-// The bar for DPO: >= 90% implicit-reward accuracy on held-out pairs, 2 ranks, ZeRO-2 + offload,
-// within minutes. DPO starts, as usual, from a supervised fine-tuned policy (which is also its reference).
-TEST(PreferenceTrainingTest, SftThenDpoReachesNinetyPercentHeldOutAccuracy) {
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The bar: >= 90% held-out accuracy for DPO (implicit reward) and for a reward model, 2 ranks,
+// ZeRO-2 + offload, within 10 minutes. Both start, as usual, from one supervised fine-tuned model (DPO's
+// reference too). DPO is trained on the mixed wrong answers (off by one, swapped digits, one digit off); the
+// reward model on answers off by 1 to 9 (--wrong near): a 2-layer model that reads one token learns the
+// units-digit check but not the carry-dependent check of the other digits within this budget (BENCHMARKS.md:
+// ~80% on the mixed answers, 71% on pairs whose units digit agrees). Same seed, same problems, same
+// tokenizer: the SFT model serves both.
+TEST(PreferenceTrainingTest, SftThenDpoAndRewardModelReachNinetyPercentHeldOutAccuracy) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
   const std::string dir = MakeData(*comm);
+  const std::string near = MakeData(*comm, "--train 4000 --test 400 --wrong near", "_near");
+  ASSERT_EQ(FileBytes(dir + "/tokenizer.model"), FileBytes(near + "/tokenizer.model"));
+  ASSERT_EQ(FileBytes(dir + "/corpus.txt"), FileBytes(near + "/corpus.txt"));
   const absl::Time start = absl::Now();
   auto s = TrainSft(dir, 700, comm.get());
   ASSERT_TRUE(s.ok()) << s.status();
@@ -229,17 +246,36 @@ TEST(PreferenceTrainingTest, SftThenDpoReachesNinetyPercentHeldOutAccuracy) {
   dpo.init_weights = dir + "/sft";
   auto d = TrainPreferences(dpo, comm.get());
   ASSERT_TRUE(d.ok()) << d.status();
+  PreferenceTrainOptions rm = Base(near);
+  rm.task = PreferenceTrainOptions::Task::kReward;
+  rm.global_batch = 64;
+  rm.micro_batches = 1;
+  rm.steps = 500;
+  rm.lr = 1e-3f;
+  // Without warmup, Adam's first full-size steps can leave the score at the last token blind to the answer
+  // (1 run of 9 stuck at 50%, BENCHMARKS.md); 50 warmup steps and a cosine decay passed 9 of 9.
+  rm.schedule.warmup_steps = 50;
+  rm.schedule.decay = core::LrDecay::kCosine;
+  rm.weight_decay = 0.1f;
+  rm.init_weights = dir + "/sft";
+  auto r = TrainPreferences(rm, comm.get());
+  ASSERT_TRUE(r.ok()) << r.status();
   const double minutes = absl::ToDoubleMinutes(absl::Now() - start);
   if (comm->rank() == 0) {
     std::printf(
         "sft: held-out log p(chosen) > log p(rejected) %.3f -> %.3f; dpo: implicit-reward accuracy %.3f "
-        "-> %.3f; %.1f min\n",
-        s->before.accuracy(), s->after.accuracy(), d->before.accuracy(), d->after.accuracy(), minutes);
+        "-> %.3f; reward model: pairwise accuracy %.3f -> %.3f; %.1f min\n",
+        s->before.accuracy(), s->after.accuracy(), d->before.accuracy(), d->after.accuracy(),
+        r->before.accuracy(), r->after.accuracy(), minutes);
   }
   EXPECT_GE(d->after.accuracy(), 0.9);
+  EXPECT_GE(r->after.accuracy(), 0.9);
   EXPECT_LT(minutes, 10.0);
   EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
-  if (comm->rank() == 0) std::filesystem::remove_all(dir);
+  if (comm->rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(near);
+  }
 }
 
 }  // namespace
