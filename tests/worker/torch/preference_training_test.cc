@@ -236,24 +236,24 @@ TEST(PreferenceTrainingTest, SftThenDpoAndRewardModelReachNinetyPercentHeldOutAc
   const absl::Time start = absl::Now();
   auto s = TrainSft(dir, 700, comm.get());
   ASSERT_TRUE(s.ok()) << s.status();
-  PreferenceTrainOptions dpo = Base(dir);
-  dpo.task = PreferenceTrainOptions::Task::kDpo;
-  dpo.global_batch = 64;
-  dpo.micro_batches = 1;
-  dpo.steps = 300;
-  dpo.lr = 2e-3f;
+  // Both start from dir/sft with 64 pairs per step, one micro-batch per rank.
+  auto from_sft = [&](const std::string& data, PreferenceTrainOptions::Task task, int64_t steps, float lr) {
+    PreferenceTrainOptions o = Base(data);
+    o.task = task;
+    o.global_batch = 64;
+    o.micro_batches = 1;
+    o.steps = steps;
+    o.lr = lr;
+    o.init_weights = dir + "/sft";
+    return o;
+  };
+  PreferenceTrainOptions dpo = from_sft(dir, PreferenceTrainOptions::Task::kDpo, 300, 2e-3f);
   dpo.reference = ReferenceStrategy::kPrecomputed;
-  dpo.init_weights = dir + "/sft";
   auto d = TrainPreferences(dpo, comm.get());
   ASSERT_TRUE(d.ok()) << d.status();
-  PreferenceTrainOptions rm = Base(near);
-  rm.task = PreferenceTrainOptions::Task::kReward;
-  rm.global_batch = 64;
-  rm.micro_batches = 1;
-  rm.steps = 500;
-  rm.lr = 1e-3f;
+  PreferenceTrainOptions rm = from_sft(near, PreferenceTrainOptions::Task::kReward, 500, 1e-3f);
   // Without warmup, Adam's first full-size steps can leave the score at the last token blind to the answer
-  // (1 run of 9 stuck at 50%, BENCHMARKS.md); 50 warmup steps and a cosine decay passed 9 of 9.
+  // (1 run of 6 stuck at 49%, BENCHMARKS.md); 50 warmup steps and a cosine decay passed 9 runs of 9.
   rm.schedule.warmup_steps = 50;
   rm.schedule.decay = core::LrDecay::kCosine;
   rm.weight_decay = 0.1f;
