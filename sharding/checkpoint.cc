@@ -8,6 +8,7 @@
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/safetensors.h"
@@ -145,17 +146,21 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
       if (ec) return absl::InternalError(absl::StrCat("rename ", tmp_dir.string(), ": ", ec.message()));
       ZF_RETURN_IF_ERROR(core::FsyncPath(root, true));
       ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((fs::path(root) / "latest").string(), name + "\n"));
-      // Only now that `latest` names the new checkpoint may old ones go: keep the newest `keep`.
-      std::vector<std::string> complete;
+      // Only now that `latest` names the new checkpoint may old ones go: of the checkpoints up to the new
+      // one, keep the newest `keep` (the new one among them). A checkpoint of a later step is not this run's
+      // past (another run's, in the same directory): it stays, and so does the one just written.
+      std::vector<std::pair<int64_t, std::string>> complete;  // (step, directory name)
       for (const auto& e : fs::directory_iterator(root, ec)) {
         const std::string f = e.path().filename().string();
-        if (e.is_directory() && f.rfind("step-", 0) == 0 && f.find(".tmp") == std::string::npos) {
-          complete.push_back(f);
+        int64_t step = 0;
+        if (e.is_directory() && f.rfind("step-", 0) == 0 && absl::SimpleAtoi(f.substr(5), &step) &&
+            step <= info.step) {
+          complete.emplace_back(step, f);
         }
       }
       std::sort(complete.begin(), complete.end());
       for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) {
-        fs::remove_all(fs::path(root) / complete[i], ec);
+        fs::remove_all(fs::path(root) / complete[i].second, ec);
       }
       return absl::OkStatus();
     }();

@@ -168,6 +168,30 @@ TEST(CheckpointTest, SavesAreAtomicAndOnlyCompleteCheckpointsAreKept) {
   if (comm->rank() == 0) fs::remove_all(root);
 }
 
+// A directory that also holds a later step's checkpoint (another run's): a save keeps the one it just wrote
+// (and `latest` names it) and leaves the later one alone; only this run's older checkpoints are pruned.
+TEST(CheckpointTest, ASaveNeverRemovesItsOwnOrALaterCheckpoint) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string root = TempRoot(*comm, "later");
+  auto opt = MakeOptimizer(comm.get());
+  TrainSteps(*opt, 0, 2);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root).ok());
+  if (comm->rank() == 0) fs::copy(fs::path(root) / "step-00000002", fs::path(root) / "step-00000900");
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  TrainSteps(*opt, 2, 1);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root).ok());
+  EXPECT_TRUE(fs::exists(fs::path(root) / "step-00000003" / "manifest.json"));
+  EXPECT_TRUE(fs::exists(fs::path(root) / "step-00000900" / "manifest.json"));
+  EXPECT_FALSE(fs::exists(fs::path(root) / "step-00000002")) << "keep = 1: this run's older one goes";
+  auto fresh = MakeOptimizer(comm.get());
+  auto loaded = LoadCheckpoint(*fresh, root);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 3);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) fs::remove_all(root);
+}
+
 TEST(CheckpointTest, BadCheckpointsAreRefusedWithFileAndField) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
