@@ -272,7 +272,7 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
   const JobStatus& now = live->state->status();
   // Before the attempt starts (ranks still registering) the answer names the attempt about to run.
   return WorkerRegistration{now.phase == JobPhase::kRunning ? now.attempt : now.attempt + 1,
-                            now.checkpoint_step + 1, record.spec};
+                            now.checkpoint_step + 1, record.spec, record.request_id};
 }
 
 absl::StatusOr<bool> Coordinator::Heartbeat(const std::string& job_id, int rank) {

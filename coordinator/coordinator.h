@@ -26,6 +26,7 @@ struct WorkerRegistration {
   int attempt = 0;
   int64_t resume_step = 0;
   std::string spec;
+  std::string request_id;  // the job's idempotency key: who a checkpoint in checkpoint.dir belongs to
 };
 
 // A step for the workers: its micro-batches, or stop (a preemption was requested: checkpoint the previous

@@ -256,6 +256,7 @@ class WorkersService final : public v1::Workers::Service {
     resp->set_attempt(r->attempt);
     resp->set_resume_step(r->resume_step);
     resp->set_spec(r->spec);
+    resp->set_request_id(r->request_id);
     return grpc::Status::OK;
   }
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,

@@ -169,37 +169,73 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
   return info;
 }
 
-absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::string& root) {
-  comm::Communicator& comm = *opt.communicator();
-  std::string dir = root;
-  if (!fs::exists(fs::path(root) / "manifest.json")) {
-    auto latest = core::ReadTextFile((fs::path(root) / "latest").string());
-    if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no 'latest' file)"));
-    std::string name = *latest;
-    name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '\n' || c == '\r'; }),
-               name.end());
-    dir = (fs::path(root) / name).string();
-  }
-  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
-  auto text = core::ReadTextFile(manifest_path);
-  ZF_RETURN_IF_ERROR(AgreeOk(text.status(), comm));
-  const Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+namespace {
+
+// `root/latest`'s checkpoint directory (or `root` itself when it is one). NotFound without either.
+absl::StatusOr<std::string> CheckpointDir(const std::string& root) {
+  if (fs::exists(fs::path(root) / "manifest.json")) return root;
+  auto latest = core::ReadTextFile((fs::path(root) / "latest").string());
+  if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no 'latest' file)"));
+  std::string name = *latest;
+  name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '\n' || c == '\r'; }),
+             name.end());
+  return (fs::path(root) / name).string();
+}
+
+struct Manifest {
+  std::string path;
+  Json json;
+  CheckpointInfo info;
+};
+
+// Reads and checks a checkpoint's manifest (format, version, step, world size, extra).
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
+  Manifest m;
+  m.path = (fs::path(dir) / "manifest.json").string();
+  ZF_ASSIGN_OR_RETURN(const std::string text, core::ReadTextFile(m.path));
+  m.json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& field, const std::string& why) {
-    return absl::DataLossError(absl::StrCat(manifest_path, ": field '", field, "' ", why));
+    return absl::DataLossError(absl::StrCat(m.path, ": field '", field, "' ", why));
   };
+  const Json& j = m.json;
   if (j.is_discarded() || !j.is_object()) return bad("(root)", "is not a JSON object");
   if (j.value("format", "") != kFormat) return bad("format", absl::StrCat("is not '", kFormat, "'"));
   if (j.value("version", 0) != kVersion) return bad("version", absl::StrCat("is not ", kVersion));
-  CheckpointInfo info;
-  info.dir = dir;
+  if (!j.contains("step") || !j["step"].is_number_integer()) return bad("step", "is not an integer");
+  if (!j.contains("world_size") || !j["world_size"].is_number_integer()) {
+    return bad("world_size", "is not an integer");
+  }
+  m.info.dir = dir;
+  m.info.step = j["step"].get<int64_t>();
+  m.info.world_size = j["world_size"].get<int>();
+  m.info.extra = j.contains("extra") ? j["extra"].dump() : "";
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<CheckpointInfo> ReadLatestCheckpoint(const std::string& root) {
+  ZF_ASSIGN_OR_RETURN(const std::string dir, CheckpointDir(root));
+  ZF_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir));
+  return m.info;
+}
+
+absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::string& root) {
+  comm::Communicator& comm = *opt.communicator();
+  ZF_ASSIGN_OR_RETURN(const std::string dir, CheckpointDir(root));
+  auto manifest = ReadManifest(dir);
+  ZF_RETURN_IF_ERROR(AgreeOk(manifest.status(), comm));
+  const Json& j = manifest->json;
+  const std::string& manifest_path = manifest->path;
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return absl::DataLossError(absl::StrCat(manifest_path, ": field '", field, "' ", why));
+  };
+  CheckpointInfo info = manifest->info;
   LossScalerState state;
   // The reading part is local; every rank then agrees before the collective rebuild, so a rank that failed
   // to read never leaves the others waiting in the all-gather.
   absl::Status local = [&]() -> absl::Status {
     try {
-      info.step = j.at("step").get<int64_t>();
-      info.world_size = j.at("world_size").get<int>();
-      info.extra = j.at("extra").dump();
       const BucketPlan& plan = opt.plan();
       const Json& params = j.at("params");
       if (!params.is_array() || params.size() != plan.params().size()) {

@@ -40,4 +40,8 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& optimizer, const s
 // rank's slice and rebuilds the parameters on every rank. NotFound when there is no checkpoint yet.
 absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& optimizer, const std::string& root);
 
+// Not collective, reads no tensors: what `root/latest` (or the checkpoint directory `root`) holds. NotFound
+// when there is no checkpoint; DataLoss for a manifest that is not one of ours.
+absl::StatusOr<CheckpointInfo> ReadLatestCheckpoint(const std::string& root);
+
 }  // namespace zerofit::sharding

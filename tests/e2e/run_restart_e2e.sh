@@ -3,7 +3,7 @@
 # worker killed (-9) mid-run restarts from its last checkpoint and ends with bit-identical optimizer state and
 # parameters (the checkpoint files of the final step compare equal), without repeating or skipping samples
 # (each step's samples come from the coordinator's scheduler; the restarted attempt begins right after the
-# checkpoint).
+# checkpoint). A new job refuses a checkpoint.dir that holds another job's checkpoint.
 # usage: run_restart_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -51,4 +51,13 @@ for r in 0 1; do
   cmp "$D/ck_straight/step-00000160/rank-0000$r.safetensors" "$D/ck_killed/step-00000160/rank-0000$r.safetensors" \
     || fail "rank $r state differs from the uninterrupted run"
 done
-echo "PASS (killed after step 60, resumed at step $resumed)"
+# A new job pointed at a checkpoint.dir that holds another job's checkpoint refuses to start (its first save
+# would replace it) and leaves that checkpoint as it was.
+spec intruder "$D/ck_straight"
+sed -i 's/max_restarts: 2/max_restarts: 0/' "$D/intruder.yaml"
+md5sum "$D"/ck_straight/step-*/* > "$D/ck_straight.md5"
+"$Z" run "$D/intruder.yaml" --state-dir "$D/s3" > "$D/intruder.log" 2>&1 && fail "a job took over another job's checkpoint.dir"
+grep -q "checkpoint.dir $D/ck_straight already holds another job's checkpoint (step 160, job job-000001, request run-" \
+  "$D/intruder.log" || { cat "$D/intruder.log"; fail "no clear refusal"; }
+md5sum -c --quiet "$D/ck_straight.md5" || fail "the other job's checkpoint changed"
+echo "PASS (killed after step 60, resumed at step $resumed; a new job left another job's checkpoint alone)"

@@ -30,6 +30,7 @@
 #include "core/status_macros.h"
 #include "core/text_file.h"
 #include "launch/launch_env.h"
+#include "sharding/checkpoint_owner.h"
 #include "worker/mpi_main.h"
 #include "worker/torch/preference_trainer.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
@@ -248,6 +249,11 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   // Every rank registered (and rank 0's lengths arrived) before anyone asks for a step.
   ZF_RETURN_IF_ERROR(comm->Barrier(absl::Minutes(5)));
   int64_t first = registered.resume_step();
+  if (first == 0 && !spec.checkpoint.dir.empty()) {
+    // Starting over: the first save would replace whatever checkpoint.dir holds, so it must be ours (an
+    // attempt of this job that died before its checkpoint was recorded) or nothing.
+    ZF_RETURN_IF_ERROR(sharding::CheckCheckpointDirIsOurs(spec.checkpoint.dir, registered.request_id()));
+  }
   if (first > 0) {
     if (spec.checkpoint.dir.empty()) {
       return absl::FailedPreconditionError("the job resumes at a checkpoint but has no checkpoint.dir");
@@ -289,7 +295,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       if (!spec.checkpoint.dir.empty()) {
         if (saved < step - 1) {
           ZF_RETURN_IF_ERROR(session->SaveCheckpoint(
-              spec.checkpoint.dir, absl::StrCat("{\"job\": \"", f.job, "\", \"step\": ", step - 1, "}"),
+              spec.checkpoint.dir, sharding::CheckpointOwnerExtra(f.job, registered.request_id(), step - 1),
               spec.checkpoint.keep));
           saved = step - 1;
         }
@@ -321,7 +327,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
     const bool last = step + 1 == spec.training.steps;
     if (!spec.checkpoint.dir.empty() && ((step + 1) % spec.checkpoint.every == 0 || last)) {
       ZF_RETURN_IF_ERROR(session->SaveCheckpoint(
-          spec.checkpoint.dir, absl::StrCat("{\"job\": \"", f.job, "\", \"step\": ", step, "}"),
+          spec.checkpoint.dir, sharding::CheckpointOwnerExtra(f.job, registered.request_id(), step),
           spec.checkpoint.keep));
       checkpoint = step;
       saved = step;
