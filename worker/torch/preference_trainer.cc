@@ -207,8 +207,9 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
   State& st = *state_;
   StepReport sr;
   sr.step = step;
+  sr.lr = core::LearningRateAt(EffectiveSchedule(options_), step);
   // Before any backward: with offload the last micro-batch's backward already updates finished buckets.
-  st.binding->optimizer().set_learning_rate(core::LearningRateAt(EffectiveSchedule(options_), step));
+  st.binding->optimizer().set_learning_rate(sr.lr);
   try {
     const int k_total = static_cast<int>(micro.size());
     if (k_total < 1) return absl::InvalidArgumentError("Step: no micro-batches");

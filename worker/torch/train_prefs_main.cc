@@ -203,8 +203,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
         "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  lr %.2e  %.1f pairs/s  ETA "
         "%.0fs\n",
         static_cast<long long>(r.step), static_cast<long long>(o.steps), r.metrics.loss_sum / r.metrics.pairs,
-        r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm,
-        core::LearningRateAt(EffectiveSchedule(o), r.step),
+        r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm, r.lr,
         r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3), elapsed / r.step * (o.steps - r.step));
     std::fflush(stdout);
   };
