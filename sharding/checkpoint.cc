@@ -61,6 +61,52 @@ absl::Status AgreeOk(const absl::Status& local, comm::Communicator& comm) {
   return absl::OkStatus();
 }
 
+// A manifest that is not what this code wrote: the file and the field.
+absl::Status ManifestError(const std::string& path, const std::string& field, const std::string& why) {
+  return absl::DataLossError(absl::StrCat(path, ": field '", field, "' ", why));
+}
+
+// `root/latest`'s checkpoint directory (or `root` itself when it is one). NotFound without either.
+absl::StatusOr<std::string> CheckpointDir(const std::string& root) {
+  if (fs::exists(fs::path(root) / "manifest.json")) return root;
+  auto latest = core::ReadTextFile((fs::path(root) / "latest").string());
+  if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no 'latest' file)"));
+  std::string name = *latest;
+  name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '\n' || c == '\r'; }),
+             name.end());
+  return (fs::path(root) / name).string();
+}
+
+struct Manifest {
+  std::string path;
+  Json json;
+  CheckpointInfo info;
+};
+
+// Reads and checks a checkpoint's manifest (format, version, step, world size, extra).
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
+  Manifest m;
+  m.path = (fs::path(dir) / "manifest.json").string();
+  ZF_ASSIGN_OR_RETURN(const std::string text, core::ReadTextFile(m.path));
+  m.json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return ManifestError(m.path, field, why);
+  };
+  const Json& j = m.json;
+  if (j.is_discarded() || !j.is_object()) return bad("(root)", "is not a JSON object");
+  if (j.value("format", "") != kFormat) return bad("format", absl::StrCat("is not '", kFormat, "'"));
+  if (j.value("version", 0) != kVersion) return bad("version", absl::StrCat("is not ", kVersion));
+  if (!j.contains("step") || !j["step"].is_number_integer()) return bad("step", "is not an integer");
+  if (!j.contains("world_size") || !j["world_size"].is_number_integer()) {
+    return bad("world_size", "is not an integer");
+  }
+  m.info.dir = dir;
+  m.info.step = j["step"].get<int64_t>();
+  m.info.world_size = j["world_size"].get<int>();
+  m.info.extra = j.contains("extra") ? j["extra"].dump() : "";
+  return m;
+}
+
 }  // namespace
 
 absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::string& root,
@@ -169,51 +215,6 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
   return info;
 }
 
-namespace {
-
-// `root/latest`'s checkpoint directory (or `root` itself when it is one). NotFound without either.
-absl::StatusOr<std::string> CheckpointDir(const std::string& root) {
-  if (fs::exists(fs::path(root) / "manifest.json")) return root;
-  auto latest = core::ReadTextFile((fs::path(root) / "latest").string());
-  if (!latest.ok()) return absl::NotFoundError(absl::StrCat(root, ": no checkpoint (no 'latest' file)"));
-  std::string name = *latest;
-  name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return c == '\n' || c == '\r'; }),
-             name.end());
-  return (fs::path(root) / name).string();
-}
-
-struct Manifest {
-  std::string path;
-  Json json;
-  CheckpointInfo info;
-};
-
-// Reads and checks a checkpoint's manifest (format, version, step, world size, extra).
-absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
-  Manifest m;
-  m.path = (fs::path(dir) / "manifest.json").string();
-  ZF_ASSIGN_OR_RETURN(const std::string text, core::ReadTextFile(m.path));
-  m.json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  auto bad = [&](const std::string& field, const std::string& why) {
-    return absl::DataLossError(absl::StrCat(m.path, ": field '", field, "' ", why));
-  };
-  const Json& j = m.json;
-  if (j.is_discarded() || !j.is_object()) return bad("(root)", "is not a JSON object");
-  if (j.value("format", "") != kFormat) return bad("format", absl::StrCat("is not '", kFormat, "'"));
-  if (j.value("version", 0) != kVersion) return bad("version", absl::StrCat("is not ", kVersion));
-  if (!j.contains("step") || !j["step"].is_number_integer()) return bad("step", "is not an integer");
-  if (!j.contains("world_size") || !j["world_size"].is_number_integer()) {
-    return bad("world_size", "is not an integer");
-  }
-  m.info.dir = dir;
-  m.info.step = j["step"].get<int64_t>();
-  m.info.world_size = j["world_size"].get<int>();
-  m.info.extra = j.contains("extra") ? j["extra"].dump() : "";
-  return m;
-}
-
-}  // namespace
-
 absl::StatusOr<CheckpointInfo> ReadLatestCheckpoint(const std::string& root) {
   ZF_ASSIGN_OR_RETURN(const std::string dir, CheckpointDir(root));
   ZF_ASSIGN_OR_RETURN(Manifest m, ReadManifest(dir));
@@ -228,7 +229,7 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
   const Json& j = manifest->json;
   const std::string& manifest_path = manifest->path;
   auto bad = [&](const std::string& field, const std::string& why) {
-    return absl::DataLossError(absl::StrCat(manifest_path, ": field '", field, "' ", why));
+    return ManifestError(manifest_path, field, why);
   };
   CheckpointInfo info = manifest->info;
   LossScalerState state;
