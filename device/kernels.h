@@ -1,0 +1,45 @@
+// The few element-wise kernels the engine runs on a device, with their host references. The host and test
+// devices run these functions; the CUDA device has a `.cu` kernel for each, tested against them.
+// Counts are ELEMENTS; pointers are the device's memory (host memory on the host and test devices).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace zerofit::device {
+
+// One AdamW update of n elements (see offload/cpu_adamw.h for the formula; `step` counts from 1):
+// fp32 master `param`, `m`, `v` in place, gradient of grad_dtype times grad_scale, and (if param_out is not
+// null) the updated parameter written as out_dtype in the same pass.
+struct AdamWArgs {
+  float* param = nullptr;
+  const void* grad = nullptr;
+  core::DType grad_dtype = core::DType::kFloat32;
+  float* m = nullptr;
+  float* v = nullptr;
+  size_t n = 0;
+  void* param_out = nullptr;
+  core::DType out_dtype = core::DType::kFloat32;
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  int64_t step = 1;
+  float grad_scale = 1.0f;
+};
+
+// Host references (also what the host and test devices run).
+void HostFill(void* dst, uint8_t value, size_t bytes);
+// acc[i] += scale * src[i]; with scale == 1 exactly acc[i] + src[i] (bit-identical to
+// core::AccumulateToFloat).
+void HostAccumulate(const void* src, core::DType src_type, float* acc, size_t n, float scale);
+// *out = sum of src[i]^2, accumulated in fp64 in index order.
+void HostSumOfSquares(const float* src, size_t n, double* out);
+void HostConvert(const void* src, core::DType src_type, void* dst, core::DType dst_type, size_t n);
+// The best SIMD kernel of this CPU, bit-identical to the scalar oracle (offload/adamw_math.h).
+void HostAdamW(const AdamWArgs& args);
+
+}  // namespace zerofit::device

@@ -1,0 +1,71 @@
+// device::Stream and device::Event: ordered queues of device work and the markers that order them.
+//
+// Semantics follow CUDA's: operations enqueued on one stream run in order, asynchronously to the host and
+// to other streams; `event.Record(s)` marks the work enqueued on s so far, and `event.Wait(t)` makes work
+// enqueued on t afterwards run only once that marked work has finished (a later Record does not change
+// what an earlier Wait waits for). Nothing here synchronises the host except Synchronize().
+//
+// Pointers passed to an operation must stay valid, and their memory untouched by the host, until the
+// operation has run (Synchronize, or an event recorded after it completes). Counts are ELEMENTS, sizes BYTES.
+//
+// Errors: an operation that cannot be enqueued returns its error; an operation that fails while running
+// (a failed host function, a wait that passed its deadline, a CUDA fault) breaks the stream, and
+// Synchronize() and status() report that first error.
+//
+// Thread-safety: one thread enqueues on a stream at a time (the engine's); Event methods are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/dtype.h"
+#include "device/kernels.h"
+
+namespace zerofit::device {
+
+class Stream;
+
+class Event {
+ public:
+  virtual ~Event() = default;
+  // Marks the work enqueued on `stream` so far.
+  virtual absl::Status Record(Stream& stream) = 0;
+  // Work enqueued on `stream` from now on runs after the work marked by the last Record().
+  virtual absl::Status Wait(Stream& stream) = 0;
+  // Blocks the host until the marked work has run; DeadlineExceeded after `timeout`.
+  virtual absl::Status Synchronize(absl::Duration timeout) = 0;
+  // True once the marked work has run (also when nothing was ever recorded).
+  virtual bool Query() = 0;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+
+  // Copies `bytes` bytes between any memory of this device (host, pinned or device).
+  virtual absl::Status Copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual absl::Status Fill(void* dst, uint8_t value, size_t bytes) = 0;
+  // acc[i] += scale * src[i] for n elements (src: fp32, bf16 or fp16; acc: fp32).
+  virtual absl::Status Accumulate(const void* src, core::DType src_type, float* acc, size_t n,
+                                  float scale) = 0;
+  // *out (one double in device memory) = sum of src[i]^2.
+  virtual absl::Status SumOfSquares(const float* src, size_t n, double* out) = 0;
+  virtual absl::Status Convert(const void* src, core::DType src_type, void* dst, core::DType dst_type,
+                               size_t n) = 0;
+  virtual absl::Status AdamW(const AdamWArgs& args) = 0;
+  // Runs `fn` on a host thread in stream order (cudaLaunchHostFunc): it must not call into the device
+  // runtime; a non-OK result breaks the stream.
+  virtual absl::Status HostFunc(std::function<absl::Status()> fn) = 0;
+
+  // Blocks the host until everything enqueued so far has run; returns the stream's first error.
+  virtual absl::Status Synchronize(absl::Duration timeout) = 0;
+  // The stream's first error, without waiting.
+  virtual absl::Status status() = 0;
+  // cudaStream_t on CUDA, nullptr elsewhere.
+  virtual void* native_handle() const { return nullptr; }
+};
+
+}  // namespace zerofit::device
