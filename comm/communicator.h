@@ -12,6 +12,11 @@
 //    write its buffers) if the late peer arrives after all: keep the buffers alive or end the process.
 //  - bf16 / fp16 sums are computed in fp32 and rounded once per reduction step.
 //  - Abort() never blocks; it makes every pending and later call fail.
+//  - Stream order (device/stream.h): a collective given a producer stream `after` reads its inputs only
+//    once the work enqueued on `after` before the call has run; work that consumes its outputs on a stream
+//    orders itself with Work::OrderBefore(stream). NCCL does both on the device without blocking the host;
+//    the host backends (local, mpi) wait for the producer on their own progress thread and make
+//    OrderBefore a host wait. `after` must outlive the Work.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/dtype.h"
+#include "device/stream.h"
 
 namespace zerofit::comm {
 
@@ -55,6 +61,9 @@ class Work {
   virtual absl::Status Wait(absl::Duration timeout) = 0;
   // Non-blocking completion check (true after success or failure).
   virtual bool IsCompleted() = 0;
+  // Work enqueued on `consumer` from now on runs after this collective. The host backends wait here (up
+  // to `timeout`); NCCL makes the stream wait on its completion event and returns at once.
+  virtual absl::Status OrderBefore(device::Stream& consumer, absl::Duration timeout) { return Wait(timeout); }
 };
 
 class Communicator {
@@ -68,14 +77,18 @@ class Communicator {
 
   // in.count == out.count * world_size(). Rank r receives the reduction of block r of every rank's input.
   // This is a true reduce-scatter: each rank receives only its block. `in` and `out` must not overlap.
-  virtual absl::StatusOr<std::unique_ptr<Work>> ReduceScatter(Buffer in, Buffer out, ReduceOp op) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Work>> ReduceScatter(Buffer in, Buffer out, ReduceOp op,
+                                                              device::Stream* after = nullptr) = 0;
   // out.count == in.count * world_size(); block r of `out` is rank r's `in`. In place is allowed when
   // in.data == out.data + rank * in.bytes().
-  virtual absl::StatusOr<std::unique_ptr<Work>> AllGather(Buffer in, Buffer out) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Work>> AllGather(Buffer in, Buffer out,
+                                                          device::Stream* after = nullptr) = 0;
   // In place.
-  virtual absl::StatusOr<std::unique_ptr<Work>> AllReduce(Buffer buf, ReduceOp op) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Work>> AllReduce(Buffer buf, ReduceOp op,
+                                                          device::Stream* after = nullptr) = 0;
   // In place: every rank ends with root's contents.
-  virtual absl::StatusOr<std::unique_ptr<Work>> Broadcast(Buffer buf, int root) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Work>> Broadcast(Buffer buf, int root,
+                                                          device::Stream* after = nullptr) = 0;
   // Returns DeadlineExceeded when some rank does not arrive within `timeout`.
   virtual absl::Status Barrier(absl::Duration timeout) = 0;
   // Never blocks. Pending and later calls fail with Aborted.

@@ -27,32 +27,35 @@ void CountingCommunicator::Add(CommCounters::Kind kind, uint64_t payload, double
   counters_.sent_bytes[kind] += sent;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::ReduceScatter(Buffer in, Buffer out,
-                                                                          ReduceOp op) {
+absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op,
+                                                                          device::Stream* after) {
   const double w = world_size();
-  auto work = inner_->ReduceScatter(in, out, op);
+  auto work = inner_->ReduceScatter(in, out, op, after);
   if (work.ok()) Add(CommCounters::kReduceScatter, in.bytes(), (w - 1) / w * static_cast<double>(in.bytes()));
   return work;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllGather(Buffer in, Buffer out) {
+absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllGather(Buffer in, Buffer out,
+                                                                      device::Stream* after) {
   const double w = world_size();
-  auto work = inner_->AllGather(in, out);
+  auto work = inner_->AllGather(in, out, after);
   if (work.ok()) Add(CommCounters::kAllGather, out.bytes(), (w - 1) / w * static_cast<double>(out.bytes()));
   return work;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllReduce(Buffer buf, ReduceOp op) {
+absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::AllReduce(Buffer buf, ReduceOp op,
+                                                                      device::Stream* after) {
   const double w = world_size();
-  auto work = inner_->AllReduce(buf, op);
+  auto work = inner_->AllReduce(buf, op, after);
   if (work.ok())
     Add(CommCounters::kAllReduce, buf.bytes(), 2 * (w - 1) / w * static_cast<double>(buf.bytes()));
   return work;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::Broadcast(Buffer buf, int root) {
+absl::StatusOr<std::unique_ptr<Work>> CountingCommunicator::Broadcast(Buffer buf, int root,
+                                                                      device::Stream* after) {
   const double w = world_size();
-  auto work = inner_->Broadcast(buf, root);
+  auto work = inner_->Broadcast(buf, root, after);
   if (work.ok())
     Add(CommCounters::kBroadcast, buf.bytes(), w > 1 ? (w - 1) / w * static_cast<double>(buf.bytes()) : 0.0);
   return work;

@@ -18,8 +18,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/dtype.h"
 #include "device/kernels.h"
@@ -60,6 +62,8 @@ class Stream {
   // runtime; a non-OK result breaks the stream.
   virtual absl::Status HostFunc(std::function<absl::Status()> fn) = 0;
 
+  // A new event of this stream's device (to mark this stream, or any stream of the same device).
+  virtual absl::StatusOr<std::unique_ptr<Event>> CreateEvent() = 0;
   // Blocks the host until everything enqueued so far has run; returns the stream's first error.
   virtual absl::Status Synchronize(absl::Duration timeout) = 0;
   // The stream's first error, without waiting.

@@ -144,12 +144,16 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
   const BucketPlan& plan = opt.plan();
   size_t n = 0;
   for (const ShardSegment& s : plan.segments()) n += s.numel;
+  // The state may live in device memory: one host copy of the shard, then the real runs.
+  std::vector<float> shard[3];
+  for (auto& b : shard) b.resize(plan.shard_numel());
+  ZF_RETURN_IF_ERROR(opt.CopyStateToHost(shard[0].data(), shard[1].data(), shard[2].data()));
   std::vector<float> master(n), m(n), v(n);
   size_t at = 0;
   for (const ShardSegment& s : plan.segments()) {
-    std::copy_n(opt.master_shard() + s.shard_offset, s.numel, master.data() + at);
-    std::copy_n(opt.exp_avg_shard() + s.shard_offset, s.numel, m.data() + at);
-    std::copy_n(opt.exp_avg_sq_shard() + s.shard_offset, s.numel, v.data() + at);
+    std::copy_n(shard[0].data() + s.shard_offset, s.numel, master.data() + at);
+    std::copy_n(shard[1].data() + s.shard_offset, s.numel, m.data() + at);
+    std::copy_n(shard[2].data() + s.shard_offset, s.numel, v.data() + at);
     at += s.numel;
   }
   const int64_t len = static_cast<int64_t>(n);
@@ -235,6 +239,7 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
   LossScalerState state;
   // The reading part is local; every rank then agrees before the collective rebuild, so a rank that failed
   // to read never leaves the others waiting in the all-gather.
+  std::vector<float> host_state[3];  // master, exp_avg, exp_avg_sq of this rank's shard
   absl::Status local = [&]() -> absl::Status {
     try {
       const BucketPlan& plan = opt.plan();
@@ -287,9 +292,9 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
         }
         return &loaded.emplace(f, std::move(t)).first->second;
       };
-      float* dst[3] = {opt.mutable_master_shard(), opt.mutable_exp_avg_shard(),
-                       opt.mutable_exp_avg_sq_shard()};
-      for (float* d : dst) std::fill_n(d, plan.shard_numel(), 0.0f);
+      // Assembled on the host, then copied to wherever the state lives.
+      for (auto& b : host_state) b.assign(plan.shard_numel(), 0.0f);
+      float* dst[3] = {host_state[0].data(), host_state[1].data(), host_state[2].data()};
       for (const ShardSegment& s : plan.segments()) {
         size_t covered = 0;
         for (const Piece& pc : pieces[s.param]) {
@@ -321,6 +326,7 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
     return absl::OkStatus();
   }();
   ZF_RETURN_IF_ERROR(AgreeOk(local, comm));
+  ZF_RETURN_IF_ERROR(opt.CopyStateFromHost(host_state[0].data(), host_state[1].data(), host_state[2].data()));
   ZF_RETURN_IF_ERROR(opt.RestoreFromShards(info.step, state));
   return info;
 }

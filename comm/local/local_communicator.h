@@ -18,15 +18,19 @@ class LocalCommunicator final : public Communicator {
   std::string backend_name() const override { return "local"; }
   const CommOptions& options() const override { return options_; }
 
-  absl::StatusOr<std::unique_ptr<Work>> ReduceScatter(Buffer in, Buffer out, ReduceOp op) override;
-  absl::StatusOr<std::unique_ptr<Work>> AllGather(Buffer in, Buffer out) override;
-  absl::StatusOr<std::unique_ptr<Work>> AllReduce(Buffer buf, ReduceOp op) override;
-  absl::StatusOr<std::unique_ptr<Work>> Broadcast(Buffer buf, int root) override;
+  absl::StatusOr<std::unique_ptr<Work>> ReduceScatter(Buffer in, Buffer out, ReduceOp op,
+                                                      device::Stream* after = nullptr) override;
+  absl::StatusOr<std::unique_ptr<Work>> AllGather(Buffer in, Buffer out,
+                                                  device::Stream* after = nullptr) override;
+  absl::StatusOr<std::unique_ptr<Work>> AllReduce(Buffer buf, ReduceOp op,
+                                                  device::Stream* after = nullptr) override;
+  absl::StatusOr<std::unique_ptr<Work>> Broadcast(Buffer buf, int root,
+                                                  device::Stream* after = nullptr) override;
   absl::Status Barrier(absl::Duration timeout) override;
   void Abort() override { aborted_ = true; }
 
  private:
-  absl::Status CheckUsable(const Buffer& buf) const;
+  absl::Status CheckUsable(const Buffer& buf, device::Stream* after) const;
 
   CommOptions options_;
   std::atomic<bool> aborted_{false};

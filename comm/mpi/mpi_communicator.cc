@@ -64,6 +64,9 @@ struct Op {
   int root = 0;
   uint64_t seq = 0;
   absl::Time deadline;
+  // Marks the producer stream's work at the call; the progress thread waits for it before MPI touches
+  // the buffers.
+  std::unique_ptr<device::Event> ready;
   std::shared_ptr<OpState> state = std::make_shared<OpState>();
 };
 
@@ -118,6 +121,14 @@ void HalfReduce(void* in, void* inout, int* len, MPI_Datatype*) {
 }
 
 constexpr absl::Duration kShutdownGrace = absl::Seconds(10);
+
+// An event marking the work enqueued on `after` so far (nullptr when there is no producer stream).
+absl::StatusOr<std::unique_ptr<device::Event>> MarkProducer(device::Stream* after) {
+  if (after == nullptr) return nullptr;
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<device::Event> event, after->CreateEvent());
+  ZF_RETURN_IF_ERROR(event->Record(*after));
+  return event;
+}
 
 }  // namespace
 
@@ -284,6 +295,10 @@ struct MpiCommunicator::Impl {
   }
 
   absl::Status Run(const Op& op) {
+    if (op.ready != nullptr) {
+      // Stream order on the progress thread, never the caller's: the producer's work must have run.
+      ZF_RETURN_IF_ERROR(op.ready->Synchronize(std::max(absl::ZeroDuration(), op.deadline - absl::Now())));
+    }
     if (options.check_collectives) ZF_RETURN_IF_ERROR(CheckCollective(op));
     MPI_Request req = MPI_REQUEST_NULL;
     ZF_ASSIGN_OR_RETURN(MPI_Datatype type, MpiType(op.in.dtype));
@@ -384,36 +399,43 @@ int MpiCommunicator::rank() const { return impl_->rank; }
 int MpiCommunicator::world_size() const { return impl_->world; }
 const CommOptions& MpiCommunicator::options() const { return impl_->options; }
 
-absl::StatusOr<std::unique_ptr<Work>> MpiCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op) {
+absl::StatusOr<std::unique_ptr<Work>> MpiCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op,
+                                                                     device::Stream* after) {
   ZF_RETURN_IF_ERROR(ValidateReduceScatter(*this, in, out));
   auto o = std::make_shared<Op>();
   o->kind = OpKind::kReduceScatter;
   o->in = in;
   o->out = out;
   o->reduce = op;
+  ZF_ASSIGN_OR_RETURN(o->ready, MarkProducer(after));
   return impl_->Enqueue(std::move(o));
 }
 
-absl::StatusOr<std::unique_ptr<Work>> MpiCommunicator::AllGather(Buffer in, Buffer out) {
+absl::StatusOr<std::unique_ptr<Work>> MpiCommunicator::AllGather(Buffer in, Buffer out,
+                                                                 device::Stream* after) {
   ZF_RETURN_IF_ERROR(ValidateAllGather(*this, in, out));
   auto o = std::make_shared<Op>();
   o->kind = OpKind::kAllGather;
   o->in = in;
   o->out = out;
+  ZF_ASSIGN_OR_RETURN(o->ready, MarkProducer(after));
   return impl_->Enqueue(std::move(o));
 }
 
-absl::StatusOr<std::unique_ptr<Work>> MpiCommunicator::AllReduce(Buffer buf, ReduceOp op) {
+absl::StatusOr<std::unique_ptr<Work>> MpiCommunicator::AllReduce(Buffer buf, ReduceOp op,
+                                                                 device::Stream* after) {
   ZF_RETURN_IF_ERROR(ValidateBuffer("AllReduce", buf));
   auto o = std::make_shared<Op>();
   o->kind = OpKind::kAllReduce;
   o->in = buf;
   o->out = buf;
   o->reduce = op;
+  ZF_ASSIGN_OR_RETURN(o->ready, MarkProducer(after));
   return impl_->Enqueue(std::move(o));
 }
 
-absl::StatusOr<std::unique_ptr<Work>> MpiCommunicator::Broadcast(Buffer buf, int root) {
+absl::StatusOr<std::unique_ptr<Work>> MpiCommunicator::Broadcast(Buffer buf, int root,
+                                                                 device::Stream* after) {
   ZF_RETURN_IF_ERROR(ValidateBuffer("Broadcast", buf));
   ZF_RETURN_IF_ERROR(ValidateRoot(*this, root));
   auto o = std::make_shared<Op>();
@@ -421,6 +443,7 @@ absl::StatusOr<std::unique_ptr<Work>> MpiCommunicator::Broadcast(Buffer buf, int
   o->in = buf;
   o->out = buf;
   o->root = root;
+  ZF_ASSIGN_OR_RETURN(o->ready, MarkProducer(after));
   return impl_->Enqueue(std::move(o));
 }
 

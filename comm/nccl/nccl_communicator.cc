@@ -165,6 +165,14 @@ class NcclWork final : public Work {
 
   bool IsCompleted() override { return impl_->aborted || cudaEventQuery(event_->get()) != cudaErrorNotReady; }
 
+  // On the device: the consumer's stream waits on our completion event; the host does not block.
+  absl::Status OrderBefore(device::Stream& consumer, absl::Duration timeout) override {
+    auto* stream = static_cast<cudaStream_t>(consumer.native_handle());
+    if (stream == nullptr) return Wait(timeout);  // a host stream: only a host wait orders it
+    ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaSetDevice(impl_->device)));
+    return ZF_CUDA_CALL(cudaStreamWaitEvent(stream, event_->get(), 0));
+  }
+
  private:
   NcclCommunicator::Impl* impl_;
   std::unique_ptr<CudaEvent> event_;
@@ -257,6 +265,17 @@ void* NcclCommunicator::stream() const { return impl_->stream; }
 
 namespace {
 
+// Orders the communicator's stream after the work enqueued on `after` so far (a CUDA stream of ours or
+// LibTorch's), on the device, without blocking the host.
+absl::Status OrderAfter(NcclCommunicator::Impl* impl, device::Stream* after) {
+  if (after == nullptr) return absl::OkStatus();
+  auto* producer = static_cast<cudaStream_t>(after->native_handle());
+  if (producer == nullptr) return after->Synchronize(impl->options.timeout);  // host work: wait for it here
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<CudaEvent> ready, CudaEvent::Create());
+  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaEventRecord(ready->get(), producer)));
+  return ZF_CUDA_CALL(cudaStreamWaitEvent(impl->stream, ready->get(), 0));
+}
+
 // Records the completion event after an enqueued collective and wraps it in a Work.
 absl::StatusOr<std::unique_ptr<Work>> Finish(NcclCommunicator::Impl* impl, absl::Status launched) {
   if (!launched.ok()) {
@@ -271,39 +290,47 @@ absl::StatusOr<std::unique_ptr<Work>> Finish(NcclCommunicator::Impl* impl, absl:
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op) {
+absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op,
+                                                                      device::Stream* after) {
   ZF_RETURN_IF_ERROR(impl_->Usable());
   ZF_RETURN_IF_ERROR(ValidateReduceScatter(*this, in, out));
   ZF_RETURN_IF_ERROR(CheckDevice(in));
   ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(in.dtype));
+  ZF_RETURN_IF_ERROR(OrderAfter(impl_.get(), after));
   return Finish(impl_.get(), ZF_NCCL_CALL(ncclReduceScatter(in.data, out.data, out.count, type, NcclOp(op),
                                                             impl_->comm, impl_->stream)));
 }
 
-absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::AllGather(Buffer in, Buffer out) {
+absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::AllGather(Buffer in, Buffer out,
+                                                                  device::Stream* after) {
   ZF_RETURN_IF_ERROR(impl_->Usable());
   ZF_RETURN_IF_ERROR(ValidateAllGather(*this, in, out));
   ZF_RETURN_IF_ERROR(CheckDevice(in));
   ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(in.dtype));
+  ZF_RETURN_IF_ERROR(OrderAfter(impl_.get(), after));
   return Finish(impl_.get(),
                 ZF_NCCL_CALL(ncclAllGather(in.data, out.data, in.count, type, impl_->comm, impl_->stream)));
 }
 
-absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::AllReduce(Buffer buf, ReduceOp op) {
+absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::AllReduce(Buffer buf, ReduceOp op,
+                                                                  device::Stream* after) {
   ZF_RETURN_IF_ERROR(impl_->Usable());
   ZF_RETURN_IF_ERROR(ValidateBuffer("AllReduce", buf));
   ZF_RETURN_IF_ERROR(CheckDevice(buf));
   ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(buf.dtype));
+  ZF_RETURN_IF_ERROR(OrderAfter(impl_.get(), after));
   return Finish(impl_.get(), ZF_NCCL_CALL(ncclAllReduce(buf.data, buf.data, buf.count, type, NcclOp(op),
                                                         impl_->comm, impl_->stream)));
 }
 
-absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::Broadcast(Buffer buf, int root) {
+absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::Broadcast(Buffer buf, int root,
+                                                                  device::Stream* after) {
   ZF_RETURN_IF_ERROR(impl_->Usable());
   ZF_RETURN_IF_ERROR(ValidateBuffer("Broadcast", buf));
   ZF_RETURN_IF_ERROR(ValidateRoot(*this, root));
   ZF_RETURN_IF_ERROR(CheckDevice(buf));
   ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(buf.dtype));
+  ZF_RETURN_IF_ERROR(OrderAfter(impl_.get(), after));
   return Finish(impl_.get(), ZF_NCCL_CALL(ncclBroadcast(buf.data, buf.data, buf.count, type, root,
                                                         impl_->comm, impl_->stream)));
 }

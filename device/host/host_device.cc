@@ -7,6 +7,15 @@
 namespace zerofit::device {
 namespace {
 
+// Inline streams have nothing pending: an event is complete the moment it is recorded.
+class InlineEvent final : public Event {
+ public:
+  absl::Status Record(Stream&) override { return absl::OkStatus(); }
+  absl::Status Wait(Stream&) override { return absl::OkStatus(); }
+  absl::Status Synchronize(absl::Duration) override { return absl::OkStatus(); }
+  bool Query() override { return true; }
+};
+
 class InlineStream final : public Stream {
  public:
   absl::Status Copy(void* dst, const void* src, size_t bytes) override {
@@ -39,20 +48,14 @@ class InlineStream final : public Stream {
     if (!s.ok() && status_.ok()) status_ = s;
     return absl::OkStatus();
   }
+  absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override {
+    return std::unique_ptr<Event>(std::make_unique<InlineEvent>());
+  }
   absl::Status Synchronize(absl::Duration) override { return status_; }
   absl::Status status() override { return status_; }
 
  private:
   absl::Status status_;
-};
-
-// Inline streams have nothing pending: an event is complete the moment it is recorded.
-class InlineEvent final : public Event {
- public:
-  absl::Status Record(Stream&) override { return absl::OkStatus(); }
-  absl::Status Wait(Stream&) override { return absl::OkStatus(); }
-  absl::Status Synchronize(absl::Duration) override { return absl::OkStatus(); }
-  bool Query() override { return true; }
 };
 
 }  // namespace

@@ -15,6 +15,8 @@ namespace {
 
 using Op = std::function<absl::Status()>;
 
+std::unique_ptr<Event> NewDelayedEvent(absl::Duration timeout);
+
 // A queue of operations run in order by one thread, each after a random delay.
 class DelayedStream final : public Stream {
  public:
@@ -54,6 +56,10 @@ class DelayedStream final : public Stream {
     return Enqueue([=] { return HostAdamW(args), absl::OkStatus(); });
   }
   absl::Status HostFunc(std::function<absl::Status()> fn) override { return Enqueue(std::move(fn)); }
+
+  absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override {
+    return NewDelayedEvent(options_.wait_timeout);
+  }
 
   absl::Status Synchronize(absl::Duration timeout) override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -188,6 +194,10 @@ class DelayedEvent final : public Event {
   std::shared_ptr<EventState> state_;  // shared with the operations still queued on streams
 };
 
+std::unique_ptr<Event> NewDelayedEvent(absl::Duration timeout) {
+  return std::make_unique<DelayedEvent>(timeout);
+}
+
 }  // namespace
 
 TestDevice::TestDevice(TestDeviceOptions options)
@@ -210,7 +220,7 @@ absl::StatusOr<Buffer> TestDevice::Allocate(size_t bytes, MemoryKind kind) {
 absl::StatusOr<std::unique_ptr<Stream>> TestDevice::CreateStream() { return NewStream(); }
 
 absl::StatusOr<std::unique_ptr<Event>> TestDevice::CreateEvent() {
-  return std::unique_ptr<Event>(std::make_unique<DelayedEvent>(options_.wait_timeout));
+  return NewDelayedEvent(options_.wait_timeout);
 }
 
 MemoryStats TestDevice::memory_stats() const {

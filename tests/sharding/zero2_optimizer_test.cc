@@ -43,23 +43,27 @@ class RecordingCommunicator final : public comm::Communicator {
   int world_size() const override { return 1; }
   std::string backend_name() const override { return "recording"; }
   const comm::CommOptions& options() const override { return inner_.options(); }
-  absl::StatusOr<std::unique_ptr<comm::Work>> ReduceScatter(Buffer in, Buffer out, ReduceOp op) override {
+  absl::StatusOr<std::unique_ptr<comm::Work>> ReduceScatter(Buffer in, Buffer out, ReduceOp op,
+                                                            device::Stream* after) override {
     log.push_back("ReduceScatter:" + std::to_string(in.count));
-    auto w = inner_.ReduceScatter(in, out, op);
+    auto w = inner_.ReduceScatter(in, out, op, after);
     if (!defer || !w.ok()) return w;
     return std::unique_ptr<comm::Work>(std::make_unique<DeferredWork>(std::move(*w)));
   }
-  absl::StatusOr<std::unique_ptr<comm::Work>> AllGather(Buffer in, Buffer out) override {
+  absl::StatusOr<std::unique_ptr<comm::Work>> AllGather(Buffer in, Buffer out,
+                                                        device::Stream* after) override {
     log.push_back("AllGather:" + std::to_string(out.count));
-    return inner_.AllGather(in, out);
+    return inner_.AllGather(in, out, after);
   }
-  absl::StatusOr<std::unique_ptr<comm::Work>> AllReduce(Buffer buf, ReduceOp op) override {
+  absl::StatusOr<std::unique_ptr<comm::Work>> AllReduce(Buffer buf, ReduceOp op,
+                                                        device::Stream* after) override {
     log.push_back("AllReduce:" + std::to_string(buf.count));
-    return inner_.AllReduce(buf, op);
+    return inner_.AllReduce(buf, op, after);
   }
-  absl::StatusOr<std::unique_ptr<comm::Work>> Broadcast(Buffer buf, int root) override {
+  absl::StatusOr<std::unique_ptr<comm::Work>> Broadcast(Buffer buf, int root,
+                                                        device::Stream* after) override {
     log.push_back("Broadcast:" + std::to_string(buf.count));
-    return inner_.Broadcast(buf, root);
+    return inner_.Broadcast(buf, root, after);
   }
   absl::Status Barrier(absl::Duration t) override { return inner_.Barrier(t); }
   void Abort() override { inner_.Abort(); }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "device/device.h"
 #include "worker/torch/objectives.h"
 #include "worker/torch/pair_tensors.h"
 
@@ -52,10 +53,11 @@ absl::StatusOr<std::unique_ptr<ReferenceModel>> ReferenceModel::Create(LlamaMode
     if (strategy == ReferenceStrategy::kOffloaded) {
       size_t bytes = 0;
       for (const auto& p : params) bytes += (p.numel() * p.element_size() + 63) / 64 * 64;
-      ZF_ASSIGN_OR_RETURN(ref->pinned_, offload::PinnedBuffer::Allocate(bytes));
+      ZF_ASSIGN_OR_RETURN(ref->pinned_, device::AllocateHostMemory(bytes, device::MemoryKind::kPinned));
       size_t offset = 0;
       for (auto& p : params) {
-        torch::Tensor host = torch::from_blob(ref->pinned_.as<char>() + offset, p.sizes(), p.options());
+        torch::Tensor host =
+            torch::from_blob(ref->pinned_.as<char>() + offset, p.sizes(), p.options().device(torch::kCPU));
         host.copy_(p);
         ref->host_params_.push_back(host);
         offset += (p.numel() * p.element_size() + 63) / 64 * 64;

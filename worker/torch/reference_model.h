@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
-#include "offload/pinned_buffer.h"
+#include "device/buffer.h"
 #include "planner/memory_model.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/llama_model.h"
@@ -49,7 +49,7 @@ class ReferenceModel {
   ReferenceStrategy strategy() const { return strategy_; }
   // Reference parameter bytes resident on the compute device between calls.
   size_t device_bytes() const;
-  size_t pinned_bytes() const { return pinned_.pinned() ? pinned_.bytes() : 0; }
+  size_t pinned_bytes() const { return pinned_.pinned_bytes(); }
   // kOffloaded: host bytes holding the weights (pinned or not).
   size_t host_bytes() const { return pinned_.bytes(); }
 
@@ -61,7 +61,7 @@ class ReferenceModel {
 
   LlamaModel model_;
   ReferenceStrategy strategy_;
-  offload::PinnedBuffer pinned_;            // kOffloaded: every parameter, back to back
+  device::Buffer pinned_;                   // kOffloaded: every parameter, back to back (pinned host)
   std::vector<torch::Tensor> host_params_;  // kOffloaded: views into pinned_
   std::vector<float> table_;                // kPrecomputed: [2 * pairs]: chosen, rejected per pair
   bool precomputed_ = false;

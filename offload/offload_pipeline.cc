@@ -1,0 +1,134 @@
+#include "offload/offload_pipeline.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace zerofit::offload {
+
+using device::MemoryKind;
+
+OffloadPipeline::OffloadPipeline(device::Device* device, const OffloadPipelineOptions& options)
+    : device_(device), options_(options) {}
+
+OffloadPipeline::~OffloadPipeline() {
+  // Queued copies and host functions use our buffers: let them run before the buffers go.
+  if (d2h_) (void)d2h_->Synchronize(absl::Minutes(1));
+  if (h2d_) (void)h2d_->Synchronize(absl::Minutes(1));
+}
+
+absl::StatusOr<std::unique_ptr<OffloadPipeline>> OffloadPipeline::Create(
+    device::Device* device, const OffloadPipelineOptions& options) {
+  if (device == nullptr) return absl::InvalidArgumentError("OffloadPipeline: device is null");
+  if (options.gradient_buffers < 1 || options.gradient_buffers > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("OffloadPipeline: gradient_buffers ", options.gradient_buffers, " is not 1 or 2"));
+  }
+  std::unique_ptr<OffloadPipeline> p(new OffloadPipeline(device, options));
+  ZF_RETURN_IF_ERROR(p->Allocate());
+  return p;
+}
+
+absl::Status OffloadPipeline::Allocate() {
+  const size_t n = options_.shard_numel;
+  ZF_ASSIGN_OR_RETURN(d2h_, device_->CreateStream());
+  ZF_ASSIGN_OR_RETURN(h2d_, device_->CreateStream());
+  ZF_ASSIGN_OR_RETURN(master_, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
+  ZF_ASSIGN_OR_RETURN(exp_avg_, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
+  ZF_ASSIGN_OR_RETURN(exp_avg_sq_, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
+  for (int i = 0; i < options_.gradient_buffers; ++i) {
+    ZF_ASSIGN_OR_RETURN(device::Buffer g, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
+    grads_.push_back(std::move(g));
+  }
+  ZF_ASSIGN_OR_RETURN(grad_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
+  ZF_ASSIGN_OR_RETURN(param_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
+  ZF_ASSIGN_OR_RETURN(adamw_, CpuAdamW::Create(options_.threads, options_.simd));
+  return absl::OkStatus();
+}
+
+absl::Status OffloadPipeline::ReceiveGradient(int grads, size_t offset, size_t n, const void* device_src) {
+  char* host = grad_lowp_.at(offset * elem_bytes());
+  ZF_RETURN_IF_ERROR(d2h_->Copy(host, device_src, n * elem_bytes()));
+  float* acc = gradients(grads) + offset;
+  const core::DType dtype = options_.param_dtype;
+  // fp32 accumulation on the host once the copy has landed (stream order, no host wait here).
+  return d2h_->HostFunc([host, dtype, acc, n] {
+    core::AccumulateToFloat(host, dtype, acc, n);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status OffloadPipeline::WaitGradients(absl::Duration timeout) { return d2h_->Synchronize(timeout); }
+
+void OffloadPipeline::ZeroGradients(int i) {
+  if (!grads_[i].empty()) std::memset(grads_[i].data(), 0, grads_[i].bytes());
+}
+
+absl::Status OffloadPipeline::ReceiveParams(size_t offset, size_t n, const void* device_src) {
+  char* host = param_lowp_.at(offset * elem_bytes());
+  ZF_RETURN_IF_ERROR(d2h_->Copy(host, device_src, n * elem_bytes()));
+  float* dst = master() + offset;
+  const core::DType dtype = options_.param_dtype;
+  return d2h_->HostFunc([host, dtype, dst, n] {
+    core::ConvertElements(host, dtype, dst, core::DType::kFloat32, n);
+    return absl::OkStatus();
+  });
+}
+
+void OffloadPipeline::Update(const std::vector<Span>& spans, int grads, int64_t step, float grad_scale,
+                             char* device_out, size_t out_origin) {
+  std::vector<CpuAdamW::Task> tasks;
+  tasks.reserve(spans.size());
+  for (const Span& s : spans) {
+    CpuAdamW::Task t;
+    t.hyper = s.hyper;
+    t.spans.param = master() + s.offset;
+    t.spans.grad = gradients(grads) + s.offset;
+    t.spans.grad_dtype = core::DType::kFloat32;
+    t.spans.m = exp_avg() + s.offset;
+    t.spans.v = exp_avg_sq() + s.offset;
+    t.spans.n = s.numel;
+    t.spans.param_out = param_lowp_.at(s.offset * elem_bytes());
+    t.spans.out_dtype = options_.param_dtype;
+    tasks.push_back(t);
+  }
+  if (device_out == nullptr) return adamw_->Step(tasks, step, grad_scale);
+  adamw_->Step(tasks, step, grad_scale, [&](size_t task, size_t begin, size_t end) {
+    const size_t offset = spans[task].offset + begin;
+    std::lock_guard<std::mutex> lock(h2d_mu_);
+    // An enqueue failure breaks nothing silently: the stream's next Synchronize reports it.
+    (void)h2d_->Copy(device_out + (offset - out_origin) * elem_bytes(), param_lowp_.at(offset * elem_bytes()),
+                     (end - begin) * elem_bytes());
+  });
+}
+
+absl::Status OffloadPipeline::CopyParamsToDevice(size_t offset, size_t n, char* device_out) {
+  std::lock_guard<std::mutex> lock(h2d_mu_);
+  return h2d_->Copy(device_out, param_lowp_.at(offset * elem_bytes()), n * elem_bytes());
+}
+
+absl::Status OffloadPipeline::pin_status() const {
+  for (const device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &grad_lowp_, &param_lowp_}) {
+    if (!b->pin_status().ok()) return b->pin_status();
+  }
+  return absl::OkStatus();
+}
+
+size_t OffloadPipeline::pinned_bytes() const {
+  size_t total = 0;
+  for (const device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &grad_lowp_, &param_lowp_}) {
+    total += b->pinned_bytes();
+  }
+  for (const auto& g : grads_) total += g.pinned_bytes();
+  return total;
+}
+
+size_t OffloadPipeline::host_bytes() const {
+  size_t total =
+      master_.bytes() + exp_avg_.bytes() + exp_avg_sq_.bytes() + grad_lowp_.bytes() + param_lowp_.bytes();
+  for (const auto& g : grads_) total += g.bytes();
+  return total;
+}
+
+}  // namespace zerofit::offload

@@ -1,0 +1,130 @@
+#include "sharding/device_shard_updater.h"
+
+#include "core/status_macros.h"
+
+namespace zerofit::sharding {
+
+using device::MemoryKind;
+
+DeviceShardUpdater::~DeviceShardUpdater() {
+  if (stream_) (void)stream_->Synchronize(timeout_);
+}
+
+absl::StatusOr<std::unique_ptr<DeviceShardUpdater>> DeviceShardUpdater::Create(const BucketPlan* plan,
+                                                                               core::DType param_dtype,
+                                                                               device::Device* device,
+                                                                               absl::Duration timeout) {
+  std::unique_ptr<DeviceShardUpdater> u(new DeviceShardUpdater(plan, param_dtype, device, timeout));
+  ZF_RETURN_IF_ERROR(u->Allocate());
+  return u;
+}
+
+absl::Status DeviceShardUpdater::Allocate() {
+  bucket_segments_ = BucketSegmentRanges(*plan_);
+  ZF_ASSIGN_OR_RETURN(stream_, device_->CreateStream());
+  ZF_ASSIGN_OR_RETURN(received_, device_->CreateEvent());
+  for (device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &grads_}) {
+    ZF_ASSIGN_OR_RETURN(*b, device_->Allocate(state_bytes(), MemoryKind::kDevice));
+  }
+  ZF_ASSIGN_OR_RETURN(sum_, device_->Allocate(sizeof(double), MemoryKind::kDevice));
+  ZF_ASSIGN_OR_RETURN(sum_host_, device_->Allocate(sizeof(double), MemoryKind::kPinned));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceShardUpdater::Receive(size_t bucket, const void* landing, comm::Work& work) {
+  ZF_RETURN_IF_ERROR(work.OrderBefore(*stream_, timeout_));
+  if (landing == nullptr) return absl::OkStatus();  // reduced straight into the accumulator
+  const Bucket& b = plan_->buckets()[bucket];
+  return stream_->Accumulate(landing, param_dtype_, grads_.as<float>() + b.shard_offset, b.layout.shard_numel,
+                             1.0f);
+}
+
+float* DeviceShardUpdater::direct_landing(size_t bucket) {
+  if (param_dtype_ != core::DType::kFloat32) return nullptr;
+  return grads_.as<float>() + plan_->buckets()[bucket].shard_offset;
+}
+
+absl::Status DeviceShardUpdater::OrderAfterReceives(device::Stream& stream) {
+  ZF_RETURN_IF_ERROR(received_->Record(*stream_));
+  return received_->Wait(stream);
+}
+
+absl::StatusOr<double> DeviceShardUpdater::SumOfSquares() {
+  ZF_RETURN_IF_ERROR(stream_->SumOfSquares(grads_.as<float>(), plan_->shard_numel(), sum_.as<double>()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(sum_host_.data(), sum_.data(), sizeof(double)));
+  ZF_RETURN_IF_ERROR(stream_->Synchronize(timeout_));
+  return plan_->shard_numel() == 0 ? 0.0 : *sum_host_.as<double>();
+}
+
+absl::Status DeviceShardUpdater::ZeroGradients() { return stream_->Fill(grads_.data(), 0, grads_.bytes()); }
+
+absl::Status DeviceShardUpdater::InitializeMaster(const char* flat_params, device::Stream& after) {
+  ZF_RETURN_IF_ERROR(received_->Record(after));
+  ZF_RETURN_IF_ERROR(received_->Wait(*stream_));
+  // Padding stays zero in the master copy; real elements come from the parameters.
+  ZF_RETURN_IF_ERROR(stream_->Fill(master_.data(), 0, master_.bytes()));
+  for (const ShardSegment& s : plan_->segments()) {
+    ZF_RETURN_IF_ERROR(stream_->Convert(flat_params + s.flat_offset * elem_bytes(), param_dtype_,
+                                        master() + s.shard_offset, core::DType::kFloat32, s.numel));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<device::Stream*> DeviceShardUpdater::PublishMaster(char* flat_params) {
+  for (const ShardSegment& s : plan_->segments()) {
+    ZF_RETURN_IF_ERROR(stream_->Convert(master() + s.shard_offset, core::DType::kFloat32,
+                                        flat_params + s.flat_offset * elem_bytes(), param_dtype_, s.numel));
+  }
+  return stream_.get();
+}
+
+absl::StatusOr<device::Stream*> DeviceShardUpdater::Update(size_t bucket, const offload::AdamWHyper& hyper,
+                                                           int64_t step, float grad_scale,
+                                                           char* owned_params) {
+  const Bucket& b = plan_->buckets()[bucket];
+  for (size_t k = bucket_segments_[bucket].first; k < bucket_segments_[bucket].second; ++k) {
+    const ShardSegment& s = plan_->segments()[k];
+    const offload::AdamWHyper h = SegmentHyper(hyper, s);
+    device::AdamWArgs a;
+    a.param = master() + s.shard_offset;
+    a.grad = grads_.as<float>() + s.shard_offset;
+    a.grad_dtype = core::DType::kFloat32;
+    a.m = exp_avg() + s.shard_offset;
+    a.v = exp_avg_sq() + s.shard_offset;
+    a.n = s.numel;
+    a.param_out = owned_params + (s.shard_offset - b.shard_offset) * elem_bytes();
+    a.out_dtype = param_dtype_;
+    a.lr = h.lr;
+    a.beta1 = h.beta1;
+    a.beta2 = h.beta2;
+    a.eps = h.eps;
+    a.weight_decay = h.weight_decay;
+    a.step = step;
+    a.grad_scale = grad_scale;
+    ZF_RETURN_IF_ERROR(stream_->AdamW(a));
+  }
+  return stream_.get();
+}
+
+absl::Status DeviceShardUpdater::CopyStateToHost(float* master, float* m, float* v) {
+  ZF_RETURN_IF_ERROR(stream_->Copy(master, master_.data(), state_bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(m, exp_avg_.data(), state_bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(v, exp_avg_sq_.data(), state_bytes()));
+  return stream_->Synchronize(timeout_);
+}
+
+absl::Status DeviceShardUpdater::CopyStateFromHost(const float* master, const float* m, const float* v) {
+  ZF_RETURN_IF_ERROR(stream_->Copy(master_.data(), master, state_bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(exp_avg_.data(), m, state_bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(exp_avg_sq_.data(), v, state_bytes()));
+  return stream_->Synchronize(timeout_);
+}
+
+ShardMemory DeviceShardUpdater::memory() const {
+  ShardMemory m;
+  m.state_bytes = master_.bytes() + exp_avg_.bytes() + exp_avg_sq_.bytes();
+  m.shard_grad_bytes = grads_.bytes();
+  return m;
+}
+
+}  // namespace zerofit::sharding

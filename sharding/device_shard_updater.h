@@ -1,0 +1,60 @@
+// The shard updater without offload: master weights, AdamW moments and the fp32 gradient accumulator in
+// device memory; accumulation, the squared norm and AdamW run on the updater's own stream (device kernels),
+// so nothing but the one squared-norm number crosses to the host per step.
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "device/device.h"
+#include "sharding/shard_updater.h"
+
+namespace zerofit::sharding {
+
+class DeviceShardUpdater final : public ShardUpdater {
+ public:
+  static absl::StatusOr<std::unique_ptr<DeviceShardUpdater>> Create(const BucketPlan* plan,
+                                                                    core::DType param_dtype,
+                                                                    device::Device* device,
+                                                                    absl::Duration timeout);
+  ~DeviceShardUpdater() override;
+
+  absl::Status Receive(size_t bucket, const void* landing, comm::Work& work) override;
+  float* direct_landing(size_t bucket) override;
+  absl::Status OrderAfterReceives(device::Stream& stream) override;
+  absl::StatusOr<double> SumOfSquares() override;
+  absl::Status ZeroGradients() override;
+  absl::Status InitializeMaster(const char* flat_params, device::Stream& after) override;
+  absl::StatusOr<device::Stream*> PublishMaster(char* flat_params) override;
+  absl::StatusOr<device::Stream*> Update(size_t bucket, const offload::AdamWHyper& hyper, int64_t step,
+                                         float grad_scale, char* owned_params) override;
+  absl::Status CopyStateToHost(float* master, float* m, float* v) override;
+  absl::Status CopyStateFromHost(const float* master, const float* m, const float* v) override;
+  float* master() override { return master_.as<float>(); }
+  float* exp_avg() override { return exp_avg_.as<float>(); }
+  float* exp_avg_sq() override { return exp_avg_sq_.as<float>(); }
+  absl::Status Synchronize(absl::Duration timeout) override { return stream_->Synchronize(timeout); }
+  ShardMemory memory() const override;
+
+ private:
+  DeviceShardUpdater(const BucketPlan* plan, core::DType param_dtype, device::Device* device,
+                     absl::Duration timeout)
+      : plan_(plan), param_dtype_(param_dtype), device_(device), timeout_(timeout) {}
+  absl::Status Allocate();
+  size_t elem_bytes() const { return core::DTypeSize(param_dtype_); }
+  size_t state_bytes() const { return plan_->shard_numel() * sizeof(float); }
+
+  const BucketPlan* plan_;
+  core::DType param_dtype_;
+  device::Device* device_;
+  absl::Duration timeout_;
+  std::vector<std::pair<size_t, size_t>> bucket_segments_;
+  std::unique_ptr<device::Stream> stream_;  // accumulation, norm, AdamW: in this order
+  std::unique_ptr<device::Event> received_;
+  device::Buffer master_, exp_avg_, exp_avg_sq_, grads_;  // shard_numel fp32 each (device)
+  device::Buffer sum_;                                    // one double (device)
+  device::Buffer sum_host_;                               // one double (pinned host)
+};
+
+}  // namespace zerofit::sharding

@@ -1,0 +1,263 @@
+#include "sharding/gradient_reducer.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace zerofit::sharding {
+
+using comm::Buffer;
+using device::MemoryKind;
+
+const char* AccumulationModeName(AccumulationMode mode) {
+  switch (mode) {
+    case AccumulationMode::kReduceScatterEveryMicroBatch:
+      return "reduce-scatter-every-micro-batch";
+    case AccumulationMode::kReduceOncePerStep:
+      return "reduce-once-per-step";
+  }
+  return "unknown";
+}
+
+namespace {
+comm::Device CommDevice(const device::Device& d) {
+  return d.kind() == device::DeviceKind::kCuda ? comm::Device::kCuda : comm::Device::kCpu;
+}
+}  // namespace
+
+GradientReducer::GradientReducer(const BucketPlan* plan, const ReducerOptions& options,
+                                 comm::Communicator* comm, device::Device* device, ShardUpdater* sink,
+                                 StepProfile* profile)
+    : plan_(plan),
+      options_(options),
+      comm_(comm),
+      device_(device),
+      compute_(&device->compute_stream()),
+      sink_(sink),
+      profile_(profile) {}
+
+GradientReducer::~GradientReducer() {
+  // Collectives still in flight read our buffers: let them finish (bounded by the communicator's deadline).
+  for (auto& f : in_flight_) (void)f.work->Wait(comm_->options().timeout);
+}
+
+absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(
+    const BucketPlan* plan, const ReducerOptions& options, comm::Communicator* comm, device::Device* device,
+    ShardUpdater* sink, StepProfile* profile) {
+  std::unique_ptr<GradientReducer> r(new GradientReducer(plan, options, comm, device, sink, profile));
+  ZF_RETURN_IF_ERROR(r->Allocate());
+  return r;
+}
+
+absl::Status GradientReducer::Allocate() {
+  const size_t nb = plan_->buckets().size();
+  const bool once = options_.accumulation == AccumulationMode::kReduceOncePerStep;
+  if (once) {
+    ZF_ASSIGN_OR_RETURN(flat_grads_,
+                        device_->Allocate(plan_->flat_numel() * elem_bytes(), MemoryKind::kDevice));
+  }
+  // An fp32 reduce-scatter once per step may land in the updater's accumulator itself: no landing buffer.
+  if (!(once && nb > 0 && sink_->direct_landing(0) != nullptr)) {
+    ZF_ASSIGN_OR_RETURN(recv_, device_->Allocate(plan_->shard_numel() * elem_bytes(), MemoryKind::kDevice));
+  }
+  arrived_.assign(nb, 0);
+  bucket_staging_.assign(nb, -1);
+  param_seen_.assign(plan_->params().size(), false);
+  // The staging pool is allocated up front (min(buckets, max_staging_buffers)): memory is known before the
+  // first backward (the planner predicts it) and the hooks never allocate, except in the deadlock case of
+  // AcquireStaging.
+  if (!once) {
+    const size_t pool = std::min(nb, static_cast<size_t>(std::max(1, options_.max_staging_buffers)));
+    for (size_t k = 0; k < pool; ++k) ZF_RETURN_IF_ERROR(AddStaging());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::AddStaging() {
+  ZF_ASSIGN_OR_RETURN(device::Buffer buf,
+                      device_->Allocate(plan_->max_bucket_numel() * elem_bytes(), MemoryKind::kDevice));
+  staging_.push_back(std::move(buf));
+  free_staging_.push_back(static_cast<int>(staging_.size()) - 1);
+  return absl::OkStatus();
+}
+
+size_t GradientReducer::staging_bytes() const {
+  size_t total = 0;
+  for (const auto& s : staging_) total += s.bytes();
+  return total;
+}
+
+void* GradientReducer::grad_data(size_t i) {
+  if (options_.accumulation != AccumulationMode::kReduceOncePerStep) return nullptr;
+  return flat_grads_.at(plan_->placement(i).flat_offset * elem_bytes());
+}
+
+bool GradientReducer::reducing_this_micro_batch() const {
+  return options_.accumulation == AccumulationMode::kReduceScatterEveryMicroBatch || last_of_step_;
+}
+
+absl::Status GradientReducer::BeginMicroBatch(bool last_of_step) {
+  if (in_micro_batch_)
+    return absl::FailedPreconditionError("BeginMicroBatch: the previous micro-batch has not ended");
+  in_micro_batch_ = true;
+  last_of_step_ = last_of_step;
+  std::fill(arrived_.begin(), arrived_.end(), 0);
+  std::fill(param_seen_.begin(), param_seen_.end(), false);
+  next_launch_ = 0;
+  // This micro-batch's reduce-scatters (ordered after the compute stream) reuse the landing buffer: the
+  // previous micro-batch's consumers must be done with it first.
+  return sink_->OrderAfterReceives(*compute_);
+}
+
+absl::StatusOr<int> GradientReducer::AcquireStaging() {
+  while (free_staging_.empty()) {
+    // Grow up to the limit; past it, wait for the oldest reduce-scatter to free its buffer. If every buffer
+    // belongs to a bucket that is still filling (nothing in flight), waiting would deadlock: grow instead.
+    if (static_cast<int>(staging_.size()) < options_.max_staging_buffers || in_flight_.empty()) {
+      ZF_RETURN_IF_ERROR(AddStaging());
+      break;
+    }
+    ZF_RETURN_IF_ERROR(CompleteOldest());  // frees the oldest in-flight bucket's staging buffer
+  }
+  const int idx = free_staging_.back();
+  free_staging_.pop_back();
+  // Parameters that never report, and padding, reduce as zeros.
+  ZF_RETURN_IF_ERROR(compute_->Fill(staging_[idx].data(), 0, staging_[idx].bytes()));
+  return idx;
+}
+
+absl::Status GradientReducer::StoreGradient(size_t i, const void* grad) {
+  const ParamPlacement& p = plan_->placement(i);
+  const size_t numel = plan_->params()[i].numel;
+  if (options_.accumulation == AccumulationMode::kReduceScatterEveryMicroBatch) {
+    if (grad == nullptr) {
+      return absl::InvalidArgumentError("OnGradientReady: a gradient is required in reduce-scatter mode");
+    }
+    if (bucket_staging_[p.bucket] < 0) {
+      ZF_ASSIGN_OR_RETURN(bucket_staging_[p.bucket], AcquireStaging());
+    }
+    return compute_->Copy(staging_[bucket_staging_[p.bucket]].at(p.offset_in_bucket * elem_bytes()), grad,
+                          numel * elem_bytes());
+  }
+  void* dst = grad_data(i);
+  if (grad == nullptr || grad == dst) return absl::OkStatus();  // accumulated in place already
+  // A gradient that autograd produced elsewhere: add it into the flat buffer.
+  if (options_.param_dtype == core::DType::kFloat32) {
+    return compute_->Accumulate(grad, core::DType::kFloat32, static_cast<float*>(dst), numel, 1.0f);
+  }
+  if (!device_->device_memory_is_host()) {
+    return absl::UnimplementedError(
+        "OnGradientReady: a 16-bit gradient outside the flat gradient buffer in reduce-once mode needs a "
+        "host "
+        "device; let autograd accumulate into grad_data(i)");
+  }
+  const core::DType dtype = options_.param_dtype;
+  return compute_->HostFunc([dst, grad, dtype, numel] {
+    for (size_t k = 0; k < numel; ++k) {
+      core::StoreFromFloat(dst, dtype, k,
+                           core::LoadAsFloat(dst, dtype, k) + core::LoadAsFloat(grad, dtype, k));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status GradientReducer::OnGradientReady(size_t i, const void* grad) {
+  if (!in_micro_batch_)
+    return absl::FailedPreconditionError("OnGradientReady outside BeginMicroBatch/EndMicroBatch");
+  if (i >= plan_->params().size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("OnGradientReady: parameter index ", i, " >= ", plan_->params().size()));
+  }
+  if (param_seen_[i]) {
+    return absl::FailedPreconditionError(absl::StrCat("OnGradientReady: gradient of parameter ", i, " ('",
+                                                      plan_->params()[i].name,
+                                                      "') reported twice in one micro-batch"));
+  }
+  param_seen_[i] = true;
+  ZF_RETURN_IF_ERROR(StoreGradient(i, grad));
+  ++arrived_[plan_->placement(i).bucket];
+  if (!reducing_this_micro_batch()) return absl::OkStatus();
+  ZF_RETURN_IF_ERROR(LaunchReadyBuckets(/*from_backward=*/true));
+  // Reduce-scatters that already finished are handed on now, still during backward.
+  return CompleteFinished();
+}
+
+absl::Status GradientReducer::LaunchReadyBuckets(bool from_backward) {
+  const auto& buckets = plan_->buckets();
+  const comm::Device where = CommDevice(*device_);
+  while (next_launch_ < buckets.size() && arrived_[next_launch_] == buckets[next_launch_].params.size()) {
+    const size_t b = next_launch_++;
+    const Bucket& bucket = buckets[b];
+    int staging = -1;
+    void* src;
+    if (options_.accumulation == AccumulationMode::kReduceOncePerStep) {
+      src = flat_grads_.at(bucket.flat_offset * elem_bytes());
+    } else {
+      if (bucket_staging_[b] < 0) {
+        ZF_ASSIGN_OR_RETURN(bucket_staging_[b], AcquireStaging());
+      }
+      staging = bucket_staging_[b];
+      src = staging_[staging].data();
+    }
+    float* direct = recv_.empty() ? sink_->direct_landing(b) : nullptr;
+    void* landing =
+        direct != nullptr ? static_cast<void*>(direct) : recv_.at(bucket.shard_offset * elem_bytes());
+    Buffer in{src, bucket.layout.padded_numel, options_.param_dtype, where};
+    Buffer out{landing, bucket.layout.shard_numel, options_.param_dtype, where};
+    const absl::Time launched = absl::Now();
+    ZF_ASSIGN_OR_RETURN(auto work, comm_->ReduceScatter(in, out, comm::ReduceOp::kSum, compute_));
+    in_flight_.push_back(InFlight{b, std::move(work), staging, launched});
+    ++stats_.buckets_launched;
+    if (from_backward) ++stats_.buckets_launched_before_end;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::CompleteOldest() {
+  InFlight f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const Bucket& bucket = plan_->buckets()[f.bucket];
+  const void* landing = recv_.empty() ? nullptr : recv_.at(bucket.shard_offset * elem_bytes());
+  {
+    ScopedStage d2h(profile_, Stage::kD2H);
+    ZF_RETURN_IF_ERROR(sink_->Receive(f.bucket, landing, *f.work));
+  }
+  profile_->Record(Stage::kReduceScatter, f.launched, absl::Now());
+  if (f.staging >= 0) {
+    // The staging buffer is refilled on the compute stream: order it after the collective that read it.
+    ZF_RETURN_IF_ERROR(f.work->OrderBefore(*compute_, comm_->options().timeout));
+    free_staging_.push_back(f.staging);
+    bucket_staging_[f.bucket] = -1;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::CompleteFinished() {
+  while (!in_flight_.empty() && in_flight_.front().work->IsCompleted()) ZF_RETURN_IF_ERROR(CompleteOldest());
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::Drain() {
+  while (!in_flight_.empty()) ZF_RETURN_IF_ERROR(CompleteOldest());
+  return absl::OkStatus();
+}
+
+absl::Status GradientReducer::EndMicroBatch() {
+  if (!in_micro_batch_) return absl::FailedPreconditionError("EndMicroBatch without BeginMicroBatch");
+  in_micro_batch_ = false;
+  if (!reducing_this_micro_batch()) return absl::OkStatus();
+  const auto& buckets = plan_->buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) arrived_[b] = static_cast<uint32_t>(buckets[b].params.size());
+  ZF_RETURN_IF_ERROR(LaunchReadyBuckets(/*from_backward=*/false));
+  return Drain();
+}
+
+absl::Status GradientReducer::ResetAfterStep() {
+  if (flat_grads_.empty()) return absl::OkStatus();
+  // The reduce-scatters read the flat buffer; the updater's stream has waited for each of them.
+  ZF_RETURN_IF_ERROR(sink_->OrderAfterReceives(*compute_));
+  return compute_->Fill(flat_grads_.data(), 0, flat_grads_.bytes());
+}
+
+}  // namespace zerofit::sharding

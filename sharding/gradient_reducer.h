@@ -1,0 +1,120 @@
+// GradientReducer: collects each micro-batch's parameter gradients into buckets and reduce-scatters a bucket
+// as soon as it is complete (the same launch order on every rank, as MPI and NCCL require) while backward
+// goes on; each reduced shard goes to the ShardUpdater's accumulator.
+//
+//   kReduceScatterEveryMicroBatch: a gradient is copied (on the compute stream that produced it) into its
+//     bucket's staging buffer, from a small pool (no full gradient buffer exists); the reduce-scatter waits
+//     for the compute stream, and a staging buffer is reused only after the compute stream has been ordered
+//     after the collective that read it.
+//   kReduceOncePerStep: gradients accumulate in place in a full flat gradient buffer; buckets are
+//     reduce-scattered on the last micro-batch only.
+//
+// Stream order, not host waits, carries the data: compute -> reduce-scatter (comm) -> updater's stream.
+// Not thread-safe: one thread at a time (the torch adapter serialises its hooks).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "device/device.h"
+#include "sharding/bucket_plan.h"
+#include "sharding/shard_updater.h"
+#include "sharding/step_profile.h"
+
+namespace zerofit::sharding {
+
+enum class AccumulationMode {
+  kReduceScatterEveryMicroBatch,  // reduce-scatter each micro-batch into the owned fp32 shard (ZeRO-2)
+  kReduceOncePerStep,             // accumulate in a full local gradient buffer, reduce-scatter once per step
+};
+const char* AccumulationModeName(AccumulationMode mode);
+
+struct Zero2Stats {
+  uint64_t buckets_launched = 0;
+  uint64_t buckets_launched_before_end = 0;  // launched from OnGradientReady, i.e. while backward still ran
+};
+
+struct ReducerOptions {
+  core::DType param_dtype = core::DType::kFloat32;
+  AccumulationMode accumulation = AccumulationMode::kReduceScatterEveryMicroBatch;
+  int max_staging_buffers = 3;
+};
+
+class GradientReducer {
+ public:
+  // Everything passed must outlive the reducer.
+  static absl::StatusOr<std::unique_ptr<GradientReducer>> Create(const BucketPlan* plan,
+                                                                 const ReducerOptions& options,
+                                                                 comm::Communicator* comm,
+                                                                 device::Device* device, ShardUpdater* sink,
+                                                                 StepProfile* profile);
+  ~GradientReducer();
+
+  // kReduceOncePerStep: device storage where parameter i's gradient accumulates; nullptr otherwise.
+  void* grad_data(size_t i);
+  absl::Status BeginMicroBatch(bool last_of_step);
+  // `grad`: numel elements of param_dtype in device memory, produced on the device's compute stream; it
+  // must stay valid until the work enqueued there so far has run. nullptr in kReduceOncePerStep when the
+  // gradient already accumulated in place.
+  absl::Status OnGradientReady(size_t i, const void* grad);
+  // Launches what is left (parameters without a gradient count as zero) and waits for this micro-batch's
+  // reduce-scatters to be handed to the updater.
+  absl::Status EndMicroBatch();
+  // Zeroes the flat gradient buffer (kReduceOncePerStep) on the compute stream, after the step.
+  absl::Status ResetAfterStep();
+
+  const Zero2Stats& stats() const { return stats_; }
+  size_t flat_grad_bytes() const { return flat_grads_.bytes(); }
+  size_t staging_bytes() const;
+  size_t recv_bytes() const { return recv_.bytes(); }
+  bool in_micro_batch() const { return in_micro_batch_; }
+
+ private:
+  struct InFlight {
+    size_t bucket;
+    std::unique_ptr<comm::Work> work;
+    int staging;  // index into staging_, or -1
+    absl::Time launched;
+  };
+
+  GradientReducer(const BucketPlan* plan, const ReducerOptions& options, comm::Communicator* comm,
+                  device::Device* device, ShardUpdater* sink, StepProfile* profile);
+  absl::Status Allocate();
+  size_t elem_bytes() const { return core::DTypeSize(options_.param_dtype); }
+  bool reducing_this_micro_batch() const;
+  absl::StatusOr<int> AcquireStaging();
+  absl::Status AddStaging();
+  absl::Status StoreGradient(size_t i, const void* grad);
+  absl::Status LaunchReadyBuckets(bool from_backward);
+  absl::Status CompleteOldest();
+  absl::Status CompleteFinished();
+  absl::Status Drain();
+
+  const BucketPlan* plan_;
+  ReducerOptions options_;
+  comm::Communicator* comm_;
+  device::Device* device_;
+  device::Stream* compute_;
+  ShardUpdater* sink_;
+  StepProfile* profile_;
+
+  device::Buffer flat_grads_;            // kReduceOncePerStep only (device)
+  device::Buffer recv_;                  // reduce-scatter landing buffer (device, param dtype); may be empty
+  std::vector<device::Buffer> staging_;  // max_bucket_numel * param dtype each (device)
+  std::vector<int> free_staging_;
+
+  bool in_micro_batch_ = false;
+  bool last_of_step_ = false;
+  std::vector<uint32_t> arrived_;    // gradients received per bucket
+  std::vector<int> bucket_staging_;  // staging buffer assigned to each bucket, or -1
+  std::vector<bool> param_seen_;     // got a gradient this micro-batch
+  size_t next_launch_ = 0;           // buckets launch strictly in index order
+  std::deque<InFlight> in_flight_;
+  Zero2Stats stats_;
+};
+
+}  // namespace zerofit::sharding

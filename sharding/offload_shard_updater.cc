@@ -1,0 +1,136 @@
+#include "sharding/offload_shard_updater.h"
+
+#include <cstring>
+
+#include "core/status_macros.h"
+#include "device/kernels.h"
+
+namespace zerofit::sharding {
+
+absl::StatusOr<std::unique_ptr<OffloadShardUpdater>> OffloadShardUpdater::Create(
+    const BucketPlan* plan, core::DType param_dtype, device::Device* device,
+    const offload::OffloadPipelineOptions& o, absl::Duration timeout) {
+  std::unique_ptr<OffloadShardUpdater> u(new OffloadShardUpdater(plan, param_dtype, timeout));
+  u->bucket_segments_ = BucketSegmentRanges(*plan);
+  ZF_ASSIGN_OR_RETURN(u->pipeline_, offload::OffloadPipeline::Create(device, o));
+  ZF_ASSIGN_OR_RETURN(u->received_, device->CreateEvent());
+  return u;
+}
+
+absl::Status OffloadShardUpdater::Receive(size_t bucket, const void* landing, comm::Work& work) {
+  const Bucket& b = plan_->buckets()[bucket];
+  ZF_RETURN_IF_ERROR(work.OrderBefore(pipeline_->d2h_stream(), timeout_));
+  return pipeline_->ReceiveGradient(cur_, b.shard_offset, b.layout.shard_numel, landing);
+}
+
+absl::Status OffloadShardUpdater::OrderAfterReceives(device::Stream& stream) {
+  ZF_RETURN_IF_ERROR(received_->Record(pipeline_->d2h_stream()));
+  return received_->Wait(stream);
+}
+
+absl::StatusOr<double> OffloadShardUpdater::SumOfSquares() {
+  ZF_RETURN_IF_ERROR(pipeline_->WaitGradients(timeout_));
+  double sum = 0.0;
+  device::HostSumOfSquares(pipeline_->gradients(cur_), plan_->shard_numel(), &sum);
+  return sum;
+}
+
+absl::Status OffloadShardUpdater::ZeroGradients() {
+  ZF_RETURN_IF_ERROR(pipeline_->WaitGradients(timeout_));
+  pipeline_->ZeroGradients(cur_);
+  return absl::OkStatus();
+}
+
+absl::Status OffloadShardUpdater::InitializeMaster(const char* flat_params, device::Stream& after) {
+  ZF_RETURN_IF_ERROR(received_->Record(after));
+  ZF_RETURN_IF_ERROR(received_->Wait(pipeline_->d2h_stream()));
+  std::memset(master(), 0, plan_->shard_numel() * sizeof(float));  // padding stays zero
+  for (const ShardSegment& s : plan_->segments()) {
+    ZF_RETURN_IF_ERROR(
+        pipeline_->ReceiveParams(s.shard_offset, s.numel, flat_params + s.flat_offset * elem_bytes()));
+  }
+  return pipeline_->WaitGradients(timeout_);
+}
+
+absl::StatusOr<device::Stream*> OffloadShardUpdater::PublishMaster(char* flat_params) {
+  for (const ShardSegment& s : plan_->segments()) {
+    core::ConvertElements(master() + s.shard_offset, core::DType::kFloat32,
+                          pipeline_->host_params() + s.shard_offset * elem_bytes(), param_dtype_, s.numel);
+    ZF_RETURN_IF_ERROR(
+        pipeline_->CopyParamsToDevice(s.shard_offset, s.numel, flat_params + s.flat_offset * elem_bytes()));
+  }
+  return &pipeline_->h2d_stream();
+}
+
+std::vector<offload::OffloadPipeline::Span> OffloadShardUpdater::Spans(
+    size_t bucket, const offload::AdamWHyper& hyper) const {
+  std::vector<offload::OffloadPipeline::Span> spans;
+  for (size_t k = bucket_segments_[bucket].first; k < bucket_segments_[bucket].second; ++k) {
+    const ShardSegment& s = plan_->segments()[k];
+    spans.push_back({s.shard_offset, s.numel, SegmentHyper(hyper, s)});
+  }
+  return spans;
+}
+
+absl::StatusOr<device::Stream*> OffloadShardUpdater::Update(size_t bucket, const offload::AdamWHyper& hyper,
+                                                            int64_t step, float grad_scale,
+                                                            char* owned_params) {
+  pipeline_->Update(Spans(bucket, hyper), cur_, step, grad_scale, owned_params,
+                    plan_->buckets()[bucket].shard_offset);
+  return &pipeline_->h2d_stream();
+}
+
+int OffloadShardUpdater::FlipGradients() {
+  const int used = cur_;
+  cur_ ^= 1;
+  return used;
+}
+
+void OffloadShardUpdater::UpdateOnHost(int grads, const offload::AdamWHyper& hyper, int64_t step,
+                                       float grad_scale) {
+  for (size_t b = 0; b < plan_->buckets().size(); ++b) {
+    pipeline_->Update(Spans(b, hyper), grads, step, grad_scale, nullptr, 0);
+  }
+  pipeline_->ZeroGradients(grads);
+}
+
+absl::StatusOr<device::Stream*> OffloadShardUpdater::CopyBucketToDevice(size_t bucket, char* owned_params) {
+  const Bucket& b = plan_->buckets()[bucket];
+  ZF_RETURN_IF_ERROR(pipeline_->CopyParamsToDevice(b.shard_offset, b.layout.shard_numel, owned_params));
+  return &pipeline_->h2d_stream();
+}
+
+absl::Status OffloadShardUpdater::CopyStateToHost(float* master, float* m, float* v) {
+  const size_t bytes = plan_->shard_numel() * sizeof(float);
+  if (bytes == 0) return absl::OkStatus();
+  std::memcpy(master, this->master(), bytes);
+  std::memcpy(m, exp_avg(), bytes);
+  std::memcpy(v, exp_avg_sq(), bytes);
+  return absl::OkStatus();
+}
+
+absl::Status OffloadShardUpdater::CopyStateFromHost(const float* master, const float* m, const float* v) {
+  const size_t bytes = plan_->shard_numel() * sizeof(float);
+  if (bytes == 0) return absl::OkStatus();
+  std::memcpy(this->master(), master, bytes);
+  std::memcpy(exp_avg(), m, bytes);
+  std::memcpy(exp_avg_sq(), v, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status OffloadShardUpdater::Synchronize(absl::Duration timeout) {
+  ZF_RETURN_IF_ERROR(pipeline_->WaitGradients(timeout));
+  return pipeline_->h2d_stream().Synchronize(timeout);
+}
+
+ShardMemory OffloadShardUpdater::memory() const {
+  ShardMemory m;
+  const size_t shard = plan_->shard_numel() * sizeof(float);
+  m.state_bytes = 3 * shard;
+  m.shard_grad_bytes = pipeline_->gradient_bytes();
+  m.pinned_bytes = pipeline_->pinned_bytes();
+  m.host_bytes = pipeline_->host_bytes();
+  return m;
+}
+
+}  // namespace zerofit::sharding
