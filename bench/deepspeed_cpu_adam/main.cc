@@ -3,7 +3,9 @@
 //   zerofit:   offload::CpuAdamW, bf16 gradient in, fp32 master/m/v updated, bf16 parameter copy out, one
 //   pass. DeepSpeed: Adam_Optimizer::Step_AVX<8> (the hot loop of ds_adam_step / Step_8) on fp32 master, fp32
 //              gradient, fp32 m/v, then a separate fp32 -> bf16 cast pass of the master weights (DeepSpeed's
-//              own SIMD_STORE_BF16, OpenMP), which its offload path needs to produce the bf16 model copy.
+//              own SIMD_STORE_BF16, OpenMP). It stands in for the CPU pass of DeepSpeed's ZeRO-1/2 offload,
+//              bit16_partition_buffer.data.copy_(fp32_partition.data) in stage_1_and_2.py, which produces the
+//              bf16 model copy before the host-to-device copy.
 // Same values, same sizes, same thread counts. DeepSpeed is handed its gradient already widened to fp32 (the
 // widening is not timed), which favours DeepSpeed.
 //
