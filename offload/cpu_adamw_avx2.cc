@@ -1,4 +1,6 @@
-// AVX2 + FMA + F16C AdamW body. Compiled with -mavx2 -mfma -mf16c; called only after CPUID says so.
+// AVX2 + FMA + F16C AdamW body. Compiled with -mavx2 -mfma -mf16c; called only after CPUID says so. The
+// low-precision parameter copy is written with non-temporal stores (visible to other threads once the body
+// returns: it ends with an sfence).
 // Bit-identical to the scalar oracle (see adamw_math.h for the operation order and the ODR rules).
 #include <immintrin.h>
 
@@ -48,7 +50,15 @@ struct Body {
     const __m256 omb1 = _mm256_set1_ps(c.one_minus_b1), omb2 = _mm256_set1_ps(c.one_minus_b2);
     const __m256 sqrt_bc2 = _mm256_set1_ps(c.sqrt_bc2), neg_step = _mm256_set1_ps(c.neg_step_size);
     const __m256 eps = _mm256_set1_ps(c.eps), gscale = _mm256_set1_ps(c.grad_scale);
-    auto step8 = [&](float* p, const void* grad, size_t gi, float* m, float* v, void* out, size_t oi) {
+    // Memory-bound past the L2, as in the AVX-512 body: the parameter copy goes out with non-temporal stores
+    // when it is aligned to a full vector (no read-for-ownership of a write-only stream), and every read
+    // stream is prefetched kPrefetch elements ahead, once per cache line.
+    constexpr size_t kOutBytes = kOut == 1 ? 4 : 2;
+    constexpr size_t kGradBytes = G == DType::kFloat32 ? 4 : 2;
+    constexpr size_t kPrefetch = 256;
+    const bool stream_out = kOut != 0 && reinterpret_cast<uintptr_t>(s.param_out) % (8 * kOutBytes) == 0;
+    auto step8 = [&](float* p, const void* grad, size_t gi, float* m, float* v, void* out, size_t oi,
+                     bool stream) {
       const __m256 g = _mm256_mul_ps(LoadGrad<G>(grad, gi), gscale);
       const __m256 decayed = _mm256_mul_ps(_mm256_loadu_ps(p), decay);
       const __m256 mi = _mm256_fmadd_ps(b1, _mm256_loadu_ps(m), _mm256_mul_ps(omb1, g));
@@ -58,17 +68,42 @@ struct Body {
       _mm256_storeu_ps(m, mi);
       _mm256_storeu_ps(v, vi);
       _mm256_storeu_ps(p, r);
-      if constexpr (kOut == 1) _mm256_storeu_ps(static_cast<float*>(out) + oi, r);
-      if constexpr (kOut == 2) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + oi), ToBf16(r));
+      if constexpr (kOut == 1) {
+        float* o = static_cast<float*>(out) + oi;
+        if (stream) {
+          _mm256_stream_ps(o, r);
+        } else {
+          _mm256_storeu_ps(o, r);
+        }
       }
-      if constexpr (kOut == 3) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + oi),
-                         _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      if constexpr (kOut == 2 || kOut == 3) {
+        __m128i h;
+        if constexpr (kOut == 2) {
+          h = ToBf16(r);
+        } else {
+          h = _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        }
+        __m128i* o = reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + oi);
+        if (stream) {
+          _mm_stream_si128(o, h);
+        } else {
+          _mm_storeu_si128(o, h);
+        }
       }
     };
     const size_t n = s.n, body = n / 8 * 8;
-    for (size_t i = 0; i < body; i += 8) step8(s.param + i, s.grad, i, s.m + i, s.v + i, s.param_out, i);
+    const char* grad_bytes = static_cast<const char*>(s.grad);
+    for (size_t i = 0; i < body; i += 8) {
+      if (i % 16 == 0 && i + kPrefetch < n) {
+        _mm_prefetch(reinterpret_cast<const char*>(s.param + i + kPrefetch), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(s.m + i + kPrefetch), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(s.v + i + kPrefetch), _MM_HINT_T0);
+        if ((i * kGradBytes) % 64 == 0) _mm_prefetch(grad_bytes + (i + kPrefetch) * kGradBytes, _MM_HINT_T0);
+      }
+      step8(s.param + i, s.grad, i, s.m + i, s.v + i, s.param_out, i, stream_out);
+    }
+    // Non-temporal stores are weakly ordered: fence them before the caller publishes the copy.
+    if (stream_out) _mm_sfence();
     if (body == n) return;
     // Tail: run the same vector code on zero-padded copies, then copy the real lanes back.
     const size_t t = n - body;
@@ -80,7 +115,7 @@ struct Body {
     std::memcpy(m, s.m + body, t * 4);
     std::memcpy(v, s.v + body, t * 4);
     std::memcpy(g, static_cast<const uint8_t*>(s.grad) + body * gsize, t * gsize);
-    step8(p, g, 0, m, v, o, 0);
+    step8(p, g, 0, m, v, o, 0, /*stream=*/false);
     std::memcpy(s.param + body, p, t * 4);
     std::memcpy(s.m + body, m, t * 4);
     std::memcpy(s.v + body, v, t * 4);

@@ -96,6 +96,35 @@ TEST(CpuAdamWSimdTest, EveryKernelIsBitIdenticalToTheScalarOracle) {
   }
 }
 
+// The SIMD kernels write the parameter copy with non-temporal stores when it is aligned to a full vector and
+// with ordinary stores otherwise: both paths, every output dtype, must give the oracle's bits.
+TEST(CpuAdamWSimdTest, ParameterCopyIsTheSameAlignedOrNot) {
+  AdamWHyper h;
+  for (SimdLevel level : Levels()) {
+    const AdamWKernel kernel = *KernelFor(level);
+    for (size_t n : {16u, 17u, 64u, 1000u, 4097u}) {
+      for (DType ot : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+        for (size_t offset : {0u, 2u, 4u, 16u, 32u}) {
+          State want = Random(n, DType::kBFloat16, ot, static_cast<uint32_t>(n + offset));
+          State got = want;
+          CpuAdamWScalarKernel(Spans(want, DType::kBFloat16, ot, true), h, 2, 1.0f);
+          // A scratch buffer whose copy starts `offset` bytes past a 64-byte boundary.
+          std::vector<uint8_t> scratch(got.out.size() + 128);
+          const uintptr_t base = reinterpret_cast<uintptr_t>(scratch.data());
+          uint8_t* out = scratch.data() + ((64 - base % 64) % 64) + offset;
+          AdamWSpans sp = Spans(got, DType::kBFloat16, ot, true);
+          sp.param_out = out;
+          kernel(sp, h, 2, 1.0f);
+          std::memcpy(got.out.data(), out, got.out.size());
+          ExpectSame(want, got,
+                     std::string(SimdLevelName(level)) + " n=" + std::to_string(n) + " out " +
+                         core::DTypeName(ot) + " offset " + std::to_string(offset));
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuAdamWSimdTest, ThreadedRunnerMatchesOneScalarPassOverSeveralTasks) {
   AdamWHyper decay, no_decay;
   no_decay.weight_decay = 0.0f;
