@@ -5,7 +5,7 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/nccl/cuda_error.h"
+#include "comm/nccl/nccl_error.h"
 #include "core/status_macros.h"
 
 namespace zerofit::comm {
