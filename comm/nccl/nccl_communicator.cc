@@ -1,5 +1,6 @@
 #include "comm/nccl/nccl_communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -67,6 +68,10 @@ void Backoff(int* polls) {
 
 }  // namespace
 
+// An idle communicator finalizes in milliseconds; one that takes longer is stuck on a peer, and the
+// destructor aborts it instead of waiting out a long collective deadline.
+constexpr absl::Duration kFinalizeTimeout = absl::Seconds(30);
+
 struct NcclCommunicator::Impl {
   CommOptions options;
   int rank = 0;
@@ -85,7 +90,7 @@ struct NcclCommunicator::Impl {
       // finalize (flushes NCCL's own pending work, may talk to peers) with a deadline, then destroy; a
       // finalize that does not finish in time aborts instead, so the destructor never hangs.
       const bool idle = stream != nullptr && cudaStreamQuery(stream) == cudaSuccess;
-      if (idle && !broken && Finalize(absl::Now() + options.timeout).ok()) {
+      if (idle && !broken && Finalize(absl::Now() + std::min(options.timeout, kFinalizeTimeout)).ok()) {
         ncclCommDestroy(comm);
       } else {
         ncclCommAbort(comm);

@@ -43,7 +43,8 @@ class NcclCommunicator final : public Communicator {
                                                                                 int rank, int world_size,
                                                                                 int cuda_device,
                                                                                 CommOptions options = {});
-  // Idle and healthy: ncclCommFinalize polled to completion (up to options.timeout), then ncclCommDestroy.
+  // Idle and healthy: ncclCommFinalize polled to completion (up to 30 s or options.timeout if shorter), then
+  // ncclCommDestroy.
   // Work still pending, an earlier failure, or a finalize past its deadline: ncclCommAbort (never waits).
   ~NcclCommunicator() override;
 

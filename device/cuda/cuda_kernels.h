@@ -1,6 +1,6 @@
 // Host-side launchers of the CUDA device's kernels (the .cu files beside this header). Each has a host
 // reference in device/kernels.h and must match it: bit-identical for Accumulate, Convert and AdamW (same
-// operations in the same order, IEEE-rounded intrinsics, no contraction), and to ~1e-12 relative for
+// operations in the same order, IEEE-rounded intrinsics, no contraction), and to 1e-10 relative for
 // SumOfSquares (a fixed-shape tree instead of index order; deterministic for a given n on any GPU).
 // Each launcher enqueues on `stream` (of the current device: callers cudaSetDevice first) and returns the
 // launch's error (cudaGetLastError), not the kernel's: faults surface later on the stream. Counts are
