@@ -6,6 +6,7 @@ target_link_libraries(zerofit_device_conformance PUBLIC zerofit_device GTest::gt
 
 zerofit_unit_test(device_unit_test
   ${CMAKE_CURRENT_LIST_DIR}/device_conformance_host_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/device_factory_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/test_device_test.cc)
 target_link_libraries(device_unit_test PRIVATE zerofit_device_conformance)
 
