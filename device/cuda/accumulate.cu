@@ -20,7 +20,7 @@ cudaError_t LaunchAccumulate(const void* src, core::DType src_type, float* acc, 
                              cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   AccumulateKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(src, static_cast<int>(src_type), acc, n,
-                                                                   scale);
+                                                                  scale);
   return cudaGetLastError();
 }
 

@@ -32,8 +32,8 @@ cudaError_t LaunchAdamW(float* param, const void* grad, core::DType grad_type, f
                         void* param_out, core::DType out_type, const AdamWKernelConstants& c,
                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  AdamWKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(param, grad, static_cast<int>(grad_type), m, v, n,
-                                                              param_out, static_cast<int>(out_type), c);
+  AdamWKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(param, grad, static_cast<int>(grad_type), m, v,
+                                                             n, param_out, static_cast<int>(out_type), c);
   return cudaGetLastError();
 }
 

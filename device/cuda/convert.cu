@@ -19,7 +19,7 @@ cudaError_t LaunchConvert(const void* src, core::DType src_type, void* dst, core
                           cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   ConvertKernel<<<ElementwiseBlocks(n), kThreads, 0, stream>>>(src, static_cast<int>(src_type), dst,
-                                                                static_cast<int>(dst_type), n);
+                                                               static_cast<int>(dst_type), n);
   return cudaGetLastError();
 }
 

@@ -43,7 +43,8 @@ __global__ void FinalSumKernel(const double* partials, unsigned count, double* o
 
 }  // namespace
 
-cudaError_t LaunchSumOfSquares(const float* src, size_t n, double* out, double* scratch, cudaStream_t stream) {
+cudaError_t LaunchSumOfSquares(const float* src, size_t n, double* out, double* scratch,
+                               cudaStream_t stream) {
   static_assert(kSumOfSquaresMaxBlocks <= kReduceThreads, "pass 2 reduces every partial in one block");
   const size_t per_block = kReduceThreads * kElementsPerThread;
   size_t blocks = (n + per_block - 1) / per_block;
