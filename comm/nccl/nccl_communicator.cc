@@ -1,11 +1,12 @@
 #include "comm/nccl/nccl_communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
-#include "comm/nccl/cuda_error.h"
+#include "comm/nccl/nccl_error.h"
 #include "core/status_macros.h"
 
 namespace zerofit::comm {
@@ -67,6 +68,10 @@ void Backoff(int* polls) {
 
 }  // namespace
 
+// An idle communicator finalizes in milliseconds; one that takes longer is stuck on a peer, and the
+// destructor aborts it instead of waiting out a long collective deadline.
+constexpr absl::Duration kFinalizeTimeout = absl::Seconds(30);
+
 struct NcclCommunicator::Impl {
   CommOptions options;
   int rank = 0;
@@ -79,23 +84,37 @@ struct NcclCommunicator::Impl {
   std::atomic<bool> aborted{false};
 
   ~Impl() {
+    cudaSetDevice(device);  // teardown errors have nowhere to go; the calls below need this GPU current
     if (comm != nullptr) {
-      // A pending collective would make ncclCommDestroy wait on peers: abort instead when unsure.
+      // A pending collective would make finalize wait on peers: abort straight away when unsure. Otherwise
+      // finalize (flushes NCCL's own pending work, may talk to peers) with a deadline, then destroy; a
+      // finalize that does not finish in time aborts instead, so the destructor never hangs.
       const bool idle = stream != nullptr && cudaStreamQuery(stream) == cudaSuccess;
-      if (idle && !broken) {
+      if (idle && !broken && Finalize(absl::Now() + std::min(options.timeout, kFinalizeTimeout)).ok()) {
         ncclCommDestroy(comm);
       } else {
         ncclCommAbort(comm);
       }
+      comm = nullptr;
     }
     if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
+  // ncclCommFinalize, polled to completion (non-blocking communicators return ncclInProgress).
+  absl::Status Finalize(absl::Time deadline) {
+    ZF_RETURN_IF_ERROR(ZF_NCCL_CALL(ncclCommFinalize(comm)));
+    return WaitReady(deadline, "ncclCommFinalize");
+  }
+
+  // Every CUDA and NCCL call runs with this rank's GPU current: ranks may drive their GPUs from any thread.
+  absl::Status SetDevice() const { return ZF_CUDA_CALL(cudaSetDevice(device)); }
+
   // Aborts the NCCL communicator (never waits on peers) the first time anything goes wrong.
   void MarkBroken() {
     if (!broken.exchange(true) && comm != nullptr) {
-      ncclCommAbort(comm);
+      cudaSetDevice(device);
+      ncclCommAbort(comm);  // does not wait for peers
       comm = nullptr;
     }
   }
@@ -133,6 +152,7 @@ class NcclWork final : public Work {
 
   absl::Status Wait(absl::Duration timeout) override {
     const absl::Time until = std::min(deadline_, absl::Now() + timeout);
+    ZF_RETURN_IF_ERROR(impl_->SetDevice());
     int polls = 0;
     while (true) {
       if (impl_->aborted) return absl::AbortedError("nccl communicator was aborted");
@@ -163,7 +183,11 @@ class NcclWork final : public Work {
     }
   }
 
-  bool IsCompleted() override { return impl_->aborted || cudaEventQuery(event_->get()) != cudaErrorNotReady; }
+  bool IsCompleted() override {
+    if (impl_->aborted) return true;
+    cudaSetDevice(impl_->device);
+    return cudaEventQuery(event_->get()) != cudaErrorNotReady;
+  }
 
   // On the device: the consumer's stream waits on our completion event; the host does not block.
   absl::Status OrderBefore(device::Stream& consumer, absl::Duration timeout) override {
@@ -276,16 +300,24 @@ absl::Status OrderAfter(NcclCommunicator::Impl* impl, device::Stream* after) {
   return ZF_CUDA_CALL(cudaStreamWaitEvent(impl->stream, ready->get(), 0));
 }
 
-// Records the completion event after an enqueued collective and wraps it in a Work.
-absl::StatusOr<std::unique_ptr<Work>> Finish(NcclCommunicator::Impl* impl, absl::Status launched) {
-  if (!launched.ok()) {
+// After a collective call: a non-blocking communicator may return ncclInProgress before the collective's
+// kernel is on the stream, and an event recorded then would complete too early. So first poll
+// ncclCommGetAsyncError until the call has left ncclInProgress (against the communicator's deadline), then
+// record the completion event and wrap it in a Work. Any failure aborts the communicator.
+absl::StatusOr<std::unique_ptr<Work>> Finish(NcclCommunicator::Impl* impl, absl::Status launched,
+                                             const char* what) {
+  const absl::Time deadline = absl::Now() + impl->options.timeout;
+  absl::Status s = launched;
+  if (s.ok()) s = impl->WaitReady(deadline, what);
+  absl::StatusOr<std::unique_ptr<CudaEvent>> event;
+  if (s.ok()) event = CudaEvent::Create();
+  if (s.ok()) s = event.status();
+  if (s.ok()) s = ZF_CUDA_CALL(cudaEventRecord((*event)->get(), impl->stream));
+  if (!s.ok()) {
     impl->MarkBroken();
-    return launched;
+    return s;
   }
-  ZF_ASSIGN_OR_RETURN(std::unique_ptr<CudaEvent> event, CudaEvent::Create());
-  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaEventRecord(event->get(), impl->stream)));
-  return std::unique_ptr<Work>(
-      std::make_unique<NcclWork>(impl, std::move(event), absl::Now() + impl->options.timeout));
+  return std::unique_ptr<Work>(std::make_unique<NcclWork>(impl, std::move(*event), deadline));
 }
 
 }  // namespace
@@ -293,46 +325,57 @@ absl::StatusOr<std::unique_ptr<Work>> Finish(NcclCommunicator::Impl* impl, absl:
 absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::ReduceScatter(Buffer in, Buffer out, ReduceOp op,
                                                                       device::Stream* after) {
   ZF_RETURN_IF_ERROR(impl_->Usable());
+  ZF_RETURN_IF_ERROR(impl_->SetDevice());
   ZF_RETURN_IF_ERROR(ValidateReduceScatter(*this, in, out));
   ZF_RETURN_IF_ERROR(CheckDevice(in));
   ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(in.dtype));
   ZF_RETURN_IF_ERROR(OrderAfter(impl_.get(), after));
-  return Finish(impl_.get(), ZF_NCCL_CALL(ncclReduceScatter(in.data, out.data, out.count, type, NcclOp(op),
-                                                            impl_->comm, impl_->stream)));
+  return Finish(impl_.get(),
+                ZF_NCCL_CALL(ncclReduceScatter(in.data, out.data, out.count, type, NcclOp(op), impl_->comm,
+                                               impl_->stream)),
+                "ncclReduceScatter");
 }
 
 absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::AllGather(Buffer in, Buffer out,
                                                                   device::Stream* after) {
   ZF_RETURN_IF_ERROR(impl_->Usable());
+  ZF_RETURN_IF_ERROR(impl_->SetDevice());
   ZF_RETURN_IF_ERROR(ValidateAllGather(*this, in, out));
   ZF_RETURN_IF_ERROR(CheckDevice(in));
   ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(in.dtype));
   ZF_RETURN_IF_ERROR(OrderAfter(impl_.get(), after));
   return Finish(impl_.get(),
-                ZF_NCCL_CALL(ncclAllGather(in.data, out.data, in.count, type, impl_->comm, impl_->stream)));
+                ZF_NCCL_CALL(ncclAllGather(in.data, out.data, in.count, type, impl_->comm, impl_->stream)),
+                "ncclAllGather");
 }
 
 absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::AllReduce(Buffer buf, ReduceOp op,
                                                                   device::Stream* after) {
   ZF_RETURN_IF_ERROR(impl_->Usable());
+  ZF_RETURN_IF_ERROR(impl_->SetDevice());
   ZF_RETURN_IF_ERROR(ValidateBuffer("AllReduce", buf));
   ZF_RETURN_IF_ERROR(CheckDevice(buf));
   ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(buf.dtype));
   ZF_RETURN_IF_ERROR(OrderAfter(impl_.get(), after));
-  return Finish(impl_.get(), ZF_NCCL_CALL(ncclAllReduce(buf.data, buf.data, buf.count, type, NcclOp(op),
-                                                        impl_->comm, impl_->stream)));
+  return Finish(impl_.get(),
+                ZF_NCCL_CALL(ncclAllReduce(buf.data, buf.data, buf.count, type, NcclOp(op), impl_->comm,
+                                           impl_->stream)),
+                "ncclAllReduce");
 }
 
 absl::StatusOr<std::unique_ptr<Work>> NcclCommunicator::Broadcast(Buffer buf, int root,
                                                                   device::Stream* after) {
   ZF_RETURN_IF_ERROR(impl_->Usable());
+  ZF_RETURN_IF_ERROR(impl_->SetDevice());
   ZF_RETURN_IF_ERROR(ValidateBuffer("Broadcast", buf));
   ZF_RETURN_IF_ERROR(ValidateRoot(*this, root));
   ZF_RETURN_IF_ERROR(CheckDevice(buf));
   ZF_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(buf.dtype));
   ZF_RETURN_IF_ERROR(OrderAfter(impl_.get(), after));
-  return Finish(impl_.get(), ZF_NCCL_CALL(ncclBroadcast(buf.data, buf.data, buf.count, type, root,
-                                                        impl_->comm, impl_->stream)));
+  return Finish(
+      impl_.get(),
+      ZF_NCCL_CALL(ncclBroadcast(buf.data, buf.data, buf.count, type, root, impl_->comm, impl_->stream)),
+      "ncclBroadcast");
 }
 
 absl::Status NcclCommunicator::Barrier(absl::Duration timeout) {

@@ -3,8 +3,10 @@
 // Collectives are enqueued on the communicator's own CUDA stream and complete asynchronously; each Work holds
 // a CUDA event recorded after the collective and polls it (plus ncclCommGetAsyncError) against a deadline.
 // The NCCL communicator is created non-blocking (ncclConfig_t.blocking = 0), so initialisation also honours
-// the deadline. On a timeout or error the communicator calls ncclCommAbort (never waits) and becomes
-// unusable.
+// the deadline; any call may return ncclInProgress before its kernel is enqueued, so each collective polls
+// ncclCommGetAsyncError out of ncclInProgress (same deadline) before its completion event is recorded.
+// Every CUDA/NCCL call first makes `cuda_device` current (ranks may use several threads). On a timeout or
+// error the communicator calls ncclCommAbort (never waits) and becomes unusable.
 //
 // Callers order their own streams against ours with events (see stream()): never a device-wide sync.
 // Thread-compatible: issue collectives from one thread.
@@ -41,7 +43,9 @@ class NcclCommunicator final : public Communicator {
                                                                                 int rank, int world_size,
                                                                                 int cuda_device,
                                                                                 CommOptions options = {});
-  // Destroys the NCCL communicator; if work is still pending it aborts instead of waiting.
+  // Idle and healthy: ncclCommFinalize polled to completion (up to 30 s or options.timeout if shorter), then
+  // ncclCommDestroy.
+  // Work still pending, an earlier failure, or a finalize past its deadline: ncclCommAbort (never waits).
   ~NcclCommunicator() override;
 
   int rank() const override;

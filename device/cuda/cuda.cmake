@@ -1,0 +1,34 @@
+# The CUDA device (included by device/CMakeLists.txt when ZEROFIT_HAVE_CUDA). Its kernels (*.cu) compile
+# wherever nvcc is found, GPU or not: CI builds every one of them; the `gpu` ctest label runs them.
+if(NOT CMAKE_CUDA_ARCHITECTURES)
+  # Ampere (A100) and Hopper (H100/H200) machine code; the PTX of 90 JITs on anything newer.
+  set(CMAKE_CUDA_ARCHITECTURES "80;90")
+endif()
+if(NOT CMAKE_CUDA_COMPILER AND CUDAToolkit_NVCC_EXECUTABLE)
+  set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+endif()
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+set(CMAKE_CUDA_EXTENSIONS OFF)
+enable_language(CUDA)
+
+# The kernels alone: nvcc sees no absl and no LibTorch, only core/dtype.h.
+add_library(zerofit_device_cuda STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/accumulate.cu
+  ${CMAKE_CURRENT_LIST_DIR}/adamw.cu
+  ${CMAKE_CURRENT_LIST_DIR}/convert.cu
+  ${CMAKE_CURRENT_LIST_DIR}/sum_of_squares.cu)
+target_include_directories(zerofit_device_cuda PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(zerofit_device_cuda PUBLIC CUDA::cudart)
+# The directory's -Wall/-Wextra are host-compiler flags that nvcc rejects: hand them to it via -Xcompiler.
+# No --use_fast_math and no -ftz: the kernels' IEEE intrinsics and denormals must match the host references.
+set_property(TARGET zerofit_device_cuda PROPERTY COMPILE_OPTIONS "")
+target_compile_options(zerofit_device_cuda PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --Werror=all-warnings>)
+
+target_sources(zerofit_device PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_device.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_event.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cuda_stream.cc)
+target_link_libraries(zerofit_device PUBLIC zerofit_device_cuda CUDA::cudart)
+target_compile_definitions(zerofit_device PUBLIC ZEROFIT_HAVE_CUDA_DEVICE=1 ZEROFIT_HAVE_CUDA=1)

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Downloads (never installs) the Debian 12 packages a GPU machine lacks to build zerofit's C++: gRPC++,
+# protobuf + protoc + the gRPC plugin, absl, Open MPI, SQLite, yaml-cpp, nlohmann-json, CLI11, spdlog,
+# GoogleTest/gmock, Google Benchmark, SentencePiece, PCRE2, and the closure of their dependencies minus what
+# every Debian/Ubuntu with a compiler already has (libc, the GCC runtime and toolchain, dpkg, perl, ...).
+# Run it HERE (a Debian 12 machine where apt works); copy the repository, third_party/gpu-debs/ included,
+# to the GPU machine (no package registry there) and run scripts/gpu_check.sh. See docs/gpu.md.
+#   scripts/fetch_gpu_debs.sh [--out DIR] [--list]     --list: print the package list and stop
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=third_party/gpu-debs
+LIST_ONLY=0
+while (($#)); do
+  case "$1" in
+    --out) OUT=$2; shift 2 ;;
+    --list) LIST_ONLY=1; shift ;;
+    -h | --help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "fetch_gpu_debs: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+for tool in apt-get apt-cache dpkg-deb; do
+  command -v "$tool" >/dev/null || { echo "fetch_gpu_debs: '$tool' not found: run this on Debian 12" >&2; exit 1; }
+done
+if [[ -r /etc/os-release ]] && ! grep -q '^VERSION_CODENAME=bookworm' /etc/os-release; then
+  echo "fetch_gpu_debs: warning: this is not Debian 12 (bookworm); the packages will be this system's" >&2
+fi
+
+# What zerofit's CMake finds (see scripts/setup.sh; LibTorch, CUDA and NCCL come from pip on the GPU machine).
+ROOTS=(
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
+  libopenmpi-dev openmpi-bin
+  libsqlite3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libsentencepiece-dev libpcre2-dev
+)
+# Never shipped: the C library, the GCC runtime and toolchain (the GPU machine builds with its own), the
+# package manager and perl, Fortran/LLVM compilers that Open MPI's -dev package lists as alternatives, and
+# autotools. Everything else in the closure is downloaded, so the prefix is self-consistent.
+EXCLUDE='^(libc6|libc6-dev|libc-dev-bin|linux-libc-dev|libcrypt-dev|libnsl-dev|rpcsvc-proto|libgcc-s1|libstdc\+\+6'
+EXCLUDE+='|libstdc\+\+-[0-9]+-dev|libgcc-[0-9]+-dev|gcc|g\+\+|cpp|gcc-[0-9]+(-base)?|g\+\+-[0-9]+|cpp-[0-9]+'
+EXCLUDE+='|gfortran(-[0-9]+)?|libgfortran-[0-9]+-dev|flang-[0-9]+|libflang-[0-9]+-dev|libllvm[0-9]+'
+EXCLUDE+='|libclang-cpp[0-9]+|libmlir-[0-9]+|libz3-4|binutils.*|libbinutils|libctf0|libctf-nobfd0|libgprofng0'
+EXCLUDE+='|libasan[0-9]+|libtsan[0-9]+|liblsan0|libubsan1|libitm1|libatomic1|libquadmath0|libgomp1|libcc1-0'
+EXCLUDE+='|libisl[0-9]+|libmpc3|libmpfr6|libgmp10|debconf|cdebconf|dpkg|perl|perl-base|perl-modules-.*'
+EXCLUDE+='|libperl.*|tar|adduser|passwd|debianutils|install-info|autoconf|automake|autotools-dev|m4|libpam.*'
+EXCLUDE+='|libselinux1|libsemanage.*|libsepol2|libaudit.*|libacl1|libcap-ng0|libcrypt1|libdb5\.3|libgdbm.*'
+EXCLUDE+='|libdebian-installer4|libnewt0\.52|libslang2|libtextwrap1|libtinfo6|readline-common|libreadline8'
+EXCLUDE+='|catch2|openssh-client|libedit2|libfido2-1|libcbor0\.8)$'
+
+closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
+  --no-enhances "${ROOTS[@]}" | grep -v '^ ' | grep -v '^<' | sort -u)
+mapfile -t packages < <(grep -Ev "$EXCLUDE" <<<"$closure")
+for root in "${ROOTS[@]}"; do
+  grep -qx "$root" <<<"$(printf '%s\n' "${packages[@]}")" || { echo "fetch_gpu_debs: '$root' missing" >&2; exit 1; }
+done
+echo "fetch_gpu_debs: ${#packages[@]} packages (closure of ${#ROOTS[@]} roots, $(wc -l <<<"$closure") before exclusions)"
+if ((LIST_ONLY)); then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
+
+mkdir -p "$OUT"
+# apt-get download writes into the current directory and skips nothing: fetch only what is not there yet.
+todo=()
+for p in "${packages[@]}"; do
+  ver=$(apt-cache policy "$p" | awk '/Candidate:/ {print $2}')
+  [[ -n "$ver" && "$ver" != "(none)" ]] || { echo "fetch_gpu_debs: no candidate for $p" >&2; exit 1; }
+  ver=${ver//:/%3a}  # apt-get download escapes the epoch colon in file names
+  compgen -G "$OUT/${p}_${ver}_*.deb" >/dev/null || todo+=("$p")
+done
+if ((${#todo[@]})); then
+  echo "fetch_gpu_debs: downloading ${#todo[@]} packages into $OUT"
+  (cd "$OUT" && apt-get download -q "${todo[@]}")
+else
+  echo "fetch_gpu_debs: every package already in $OUT"
+fi
+
+# The manifest: one line per package (name, version, architecture, file, sha256), plus what was asked for;
+# gpu_check.sh unpacks exactly the files it lists.
+manifest="$OUT/MANIFEST.tsv"
+{
+  echo "# zerofit GPU-machine packages, $(date -u +%Y-%m-%dT%H:%M:%SZ), from $(. /etc/os-release && echo "$PRETTY_NAME")"
+  echo "# roots: ${ROOTS[*]}"
+  printf '# package\tversion\tarch\tfile\tsha256\n'
+  for p in "${packages[@]}"; do
+    f=$(compgen -G "$OUT/${p}_*.deb" | head -n 1)
+    [[ -n "$f" ]] || { echo "fetch_gpu_debs: $p was not downloaded" >&2; exit 1; }
+    printf '%s\t%s\t%s\t%s\t%s\n' "$p" "$(dpkg-deb -f "$f" Version)" "$(dpkg-deb -f "$f" Architecture)" \
+      "$(basename "$f")" "$(sha256sum "$f" | cut -d' ' -f1)"
+  done
+} >"$manifest"
+echo "fetch_gpu_debs: $(grep -vc '^#' "$manifest") packages, $(du -sh "$OUT" | cut -f1), manifest $manifest"

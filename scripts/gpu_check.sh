@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Builds zerofit on a GPU machine with no package registry and runs its GPU checks. The machine brings
+# Python 3 with pip's torch (CUDA build) and the nvidia-nccl-cu13 wheel, nvcc, cmake and ninja; everything
+# else comes from the .deb files scripts/fetch_gpu_debs.sh downloaded into third_party/gpu-debs/, unpacked
+# with `dpkg -x` into a prefix inside the build folder (never into /). Steps:
+#   1. unpack the debs (once per manifest) and write wrappers for protoc, grpc_cpp_plugin, mpicxx, mpiexec
+#      (they find the prefix's libraries through LD_LIBRARY_PATH; nothing else sees it)
+#   2. find torch's CMake prefix and NCCL's include/ and lib/ inside the nvidia-nccl-cu13 package
+#   3. configure (torch's C++ standard chosen by worker/torch), build, `ctest -L gpu`
+#   4. a short reward-model job on the GPU (when the worker has a --device flag)
+# Logs go to $OUT (when set) or <build>/gpu-logs.
+#   scripts/gpu_check.sh [--build-dir DIR] [--debs DIR] [--jobs N] [--dry-run] [--no-torch] [--skip-job]
+#     --dry-run   steps 1-2 and the configure only (works without a GPU, torch or NCCL: proves the recipe)
+#     --no-torch  configure without LibTorch (the gpu tier needs none of it; no job)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+BUILD=build-gpu
+DEBS=third_party/gpu-debs
+JOBS=$(nproc)
+DRY_RUN=0
+WITH_TORCH=1
+RUN_JOB=1
+while (($#)); do
+  case "$1" in
+    --build-dir) BUILD=$2; shift 2 ;;
+    --debs) DEBS=$2; shift 2 ;;
+    --jobs) JOBS=$2; shift 2 ;;
+    --dry-run) DRY_RUN=1; shift ;;
+    --no-torch) WITH_TORCH=0; RUN_JOB=0; shift ;;
+    --skip-job) RUN_JOB=0; shift ;;
+    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$BUILD"
+BUILD=$(cd "$BUILD" && pwd)
+LOGS=${OUT:-$BUILD/gpu-logs}
+mkdir -p "$LOGS"
+LOGS=$(cd "$LOGS" && pwd)
+PREFIX=$BUILD/gpu-prefix
+step() { echo "== gpu_check: $*" | tee -a "$LOGS/gpu_check.log"; }
+die() { echo "gpu_check: error: $*" | tee -a "$LOGS/gpu_check.log" >&2; exit 1; }
+# Runs a command with its output in $LOGS/<name>.log (and the tail on the terminal if it fails).
+logged() {
+  local name=$1; shift
+  if ! "$@" >"$LOGS/$name.log" 2>&1; then
+    tail -n 40 "$LOGS/$name.log" >&2
+    die "$name failed (full log: $LOGS/$name.log)"
+  fi
+}
+
+# --- 1. the packages ------------------------------------------------------------------------------------
+MANIFEST=$DEBS/MANIFEST.tsv
+[[ -f "$MANIFEST" ]] || die "$MANIFEST not found: run scripts/fetch_gpu_debs.sh on a Debian 12 machine with apt, then copy third_party/gpu-debs/ here"
+STAMP=$PREFIX/.manifest.sha256
+want=$(sha256sum "$MANIFEST" | cut -d' ' -f1)
+if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
+  step "unpacking $(grep -vc '^#' "$MANIFEST") packages from $DEBS into $PREFIX"
+  rm -rf "$PREFIX"
+  mkdir -p "$PREFIX"
+  while IFS=$'\t' read -r pkg _ver _arch file sha; do
+    [[ "$pkg" == \#* || -z "$pkg" ]] && continue
+    deb=$DEBS/$file
+    [[ -f "$deb" ]] || die "$deb (listed in the manifest) is missing"
+    [[ "$(sha256sum "$deb" | cut -d' ' -f1)" == "$sha" ]] || die "$deb does not match its sha256 in the manifest"
+    if command -v dpkg >/dev/null; then
+      dpkg -x "$deb" "$PREFIX"
+    else  # no dpkg: a .deb is an ar archive holding data.tar.*
+      tmp=$(mktemp -d)
+      (cd "$tmp" && ar x "$ROOT/$deb" && tar -xf data.tar.* -C "$PREFIX")
+      rm -rf "$tmp"
+    fi
+  done <"$MANIFEST"
+  echo "$want" >"$STAMP"
+else
+  step "packages already unpacked in $PREFIX"
+fi
+
+ARCH_DIR=$(ls -d "$PREFIX"/usr/lib/*-linux-gnu 2>/dev/null | head -n 1)
+[[ -n "$ARCH_DIR" ]] || die "no $PREFIX/usr/lib/<arch>-linux-gnu after unpacking"
+LIBS="$ARCH_DIR:$ARCH_DIR/openmpi/lib"
+# Debian makes the generic Open MPI names (mpicxx, mpiexec, libmpi.so, the include dir) with
+# update-alternatives, which dpkg -x does not run: wrappers and links stand in for them. OPAL_PREFIX makes
+# the relocated Open MPI find its own files.
+BIN=$PREFIX/bin
+mkdir -p "$BIN"
+wrap() {  # wrap <name> <real program under $PREFIX/usr/bin>
+  [[ -x "$PREFIX/usr/bin/$2" ]] || die "$PREFIX/usr/bin/$2 not unpacked (is its package in the manifest?)"
+  cat >"$BIN/$1" <<WRAPPER
+#!/bin/sh
+export LD_LIBRARY_PATH="$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export OPAL_PREFIX="$PREFIX/usr"
+exec "$PREFIX/usr/bin/$2" "\$@"
+WRAPPER
+  chmod +x "$BIN/$1"
+}
+wrap protoc protoc
+wrap grpc_cpp_plugin grpc_cpp_plugin
+wrap mpicxx mpicxx.openmpi
+wrap mpiexec mpiexec.openmpi
+ln -sfn openmpi/lib/libmpi.so "$ARCH_DIR/libmpi.so"
+ln -sfn openmpi/lib/libmpi_cxx.so "$ARCH_DIR/libmpi_cxx.so"
+# Absolute symlinks in the packages point into / (where nothing is installed): make them prefix-relative.
+while IFS= read -r link; do
+  target=$(readlink "$link")
+  [[ "$target" == /* && -e "$PREFIX$target" ]] && ln -sfn "$PREFIX$target" "$link"
+done < <(find "$PREFIX/usr" -type l)
+"$BIN/protoc" --version >/dev/null || die "the unpacked protoc does not run (see above)"
+
+# --- 2. torch and NCCL from pip -------------------------------------------------------------------------
+PY=${PYTHON:-python3}
+PREFIX_PATH="$PREFIX/usr"
+CMAKE_ARGS=()
+if ((WITH_TORCH)); then
+  if TORCH_PREFIX=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>"$LOGS/torch_import.log"); then
+    TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__, torch.version.cuda)')
+    step "torch $TORCH_VERSION, CMake prefix $TORCH_PREFIX"
+    PREFIX_PATH="$PREFIX_PATH;$TORCH_PREFIX"
+  elif ((DRY_RUN)); then
+    step "no importable torch (dry run): configuring without LibTorch"
+    WITH_TORCH=0
+  else
+    die "python3 cannot import torch ($(tail -n 1 "$LOGS/torch_import.log")): install pip's torch, or pass --no-torch"
+  fi
+fi
+if ((WITH_TORCH)); then CMAKE_ARGS+=(-DZEROFIT_WITH_TORCH=ON); else CMAKE_ARGS+=(-DZEROFIT_WITH_TORCH=OFF); fi
+if NCCL_DIR=$("$PY" -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null); then
+  NCCL_LIB=$(ls "$NCCL_DIR"/lib/libnccl.so* 2>/dev/null | head -n 1)
+  [[ -f "$NCCL_DIR/include/nccl.h" && -n "$NCCL_LIB" ]] || die "nvidia-nccl package at $NCCL_DIR has no include/nccl.h or lib/libnccl.so*"
+  step "NCCL from pip: $NCCL_LIB"
+  CMAKE_ARGS+=(-DZEROFIT_NCCL_INCLUDE_DIR="$NCCL_DIR/include" -DZEROFIT_NCCL_LIBRARY="$NCCL_LIB")
+  LIBS="$LIBS:$NCCL_DIR/lib"
+else
+  step "no nvidia-nccl pip package: NCCL only if CMake finds it next to CUDA"
+fi
+if [[ -z "${CUDACXX:-}" ]] && ! command -v nvcc >/dev/null; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-13*/bin; do [[ -x "$d/nvcc" ]] && export PATH="$d:$PATH" && break; done
+fi
+command -v nvcc >/dev/null || step "warning: nvcc not found: the CUDA device will not be built"
+
+# --- 3. configure, build, the gpu tier --------------------------------------------------------------------
+step "configuring $BUILD"
+logged configure cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_PREFIX_PATH="$PREFIX_PATH" \
+  -DProtobuf_PROTOC_EXECUTABLE="$BIN/protoc" -DZEROFIT_GRPC_CPP_PLUGIN="$BIN/grpc_cpp_plugin" \
+  -DMPI_CXX_COMPILER="$BIN/mpicxx" -DMPIEXEC_EXECUTABLE="$BIN/mpiexec" \
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,${LIBS//:/ -Wl,-rpath-link,}" \
+  -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,${LIBS//:/ -Wl,-rpath-link,}" \
+  -DCMAKE_BUILD_RPATH="${LIBS//:/;}" \
+  "${CMAKE_ARGS[@]}"
+grep -E "^(absl_DIR|gRPC_DIR|Protobuf_INCLUDE_DIR|yaml-cpp_DIR|nlohmann_json_DIR|CLI11_DIR|GTest_DIR|MPI_CXX_COMPILER|Torch_DIR|ZEROFIT_NCCL_LIBRARY|CMAKE_CUDA_COMPILER|SQLite3_LIBRARY|ZEROFIT_SENTENCEPIECE_LIBRARY):" \
+  "$BUILD/CMakeCache.txt" | tee -a "$LOGS/gpu_check.log"
+grep -E "zerofit: (CUDA|NCCL)" "$LOGS/configure.log" | tee -a "$LOGS/gpu_check.log" || true
+if ((DRY_RUN)); then
+  step "dry run: configured OK (logs in $LOGS)"
+  exit 0
+fi
+grep -q "ZEROFIT_HAVE_CUDA_DEVICE" "$BUILD/build.ninja" || die "the CUDA device was not configured (no nvcc / CUDA toolkit?): see $LOGS/configure.log"
+if command -v nvidia-smi >/dev/null; then nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1 || true; fi
+
+step "building with $JOBS jobs"
+logged build cmake --build "$BUILD" -j "$JOBS"
+
+step "ctest -L gpu"
+export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OPAL_PREFIX="$PREFIX/usr"
+export PATH="$BIN:$PATH"
+ctest_rc=0
+(cd "$BUILD" && ctest -L gpu --output-on-failure --no-tests=error) 2>&1 | tee "$LOGS/ctest_gpu.log" || ctest_rc=$?
+"$BUILD/tests/device_gpu_test" --gtest_brief=0 >"$LOGS/device_gpu_test.log" 2>&1 || true
+grep -q "SKIPPED" "$LOGS/device_gpu_test.log" && step "warning: GPU tests SKIPPED: no GPU visible to this process?"
+((ctest_rc == 0)) || die "ctest -L gpu failed (see $LOGS/ctest_gpu.log)"
+
+# --- 4. a short reward-model job on the GPU ----------------------------------------------------------------
+if ((RUN_JOB)); then
+  worker=$(ls "$BUILD"/worker/torch/zerofit_worker 2>/dev/null || true)
+  if [[ -n "$worker" ]] && "$worker" --help 2>&1 | grep -q -- '--device'; then
+    step "reward-model job (examples/jobs/arith_reward.yaml, 20 steps) on the GPU"
+    data=$BUILD/examples/arith
+    logged make_data "$BUILD/worker/data/zerofit_make_arith_prefs" --out "$data" --train 2000 --test 200 --ids --pad
+    job=$BUILD/gpu_arith_reward.yaml
+    sed -e "s#build/examples/arith#$data#g" -e 's/^  steps: .*/  steps: 20/' \
+      -e 's#^checkpoint: .*#checkpoint: {dir: '"$BUILD"'/gpu-arith-checkpoints, every: 10, keep: 1}#' \
+      examples/jobs/arith_reward.yaml >"$job"
+    rm -rf "$BUILD/gpu-arith-checkpoints"
+    logged job "$BUILD/cli/zerofit" run "$job"
+    tail -n 5 "$LOGS/job.log"
+  else
+    step "skipping the job: this worker has no --device flag yet (the gpu tier above is the check)"
+  fi
+fi
+step "OK (logs in $LOGS)"

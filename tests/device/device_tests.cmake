@@ -1,0 +1,17 @@
+# device/: the conformance suite on the host and test devices (unit) and on CUDA (gpu: skips cleanly
+# without a GPU), plus the test device's own reordering test (unit).
+# OBJECT, not STATIC: nothing references the TEST_P registrations, so a static library would drop them.
+add_library(zerofit_device_conformance OBJECT ${CMAKE_CURRENT_LIST_DIR}/device_conformance.cc)
+target_link_libraries(zerofit_device_conformance PUBLIC zerofit_device GTest::gtest)
+
+zerofit_unit_test(device_unit_test
+  ${CMAKE_CURRENT_LIST_DIR}/device_conformance_host_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/device_factory_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/host_memory_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/test_device_test.cc)
+target_link_libraries(device_unit_test PRIVATE zerofit_device_conformance)
+
+add_executable(device_gpu_test ${CMAKE_CURRENT_LIST_DIR}/device_conformance_cuda_test.cc)
+target_link_libraries(device_gpu_test PRIVATE zerofit_device_conformance GTest::gtest_main)
+add_test(NAME device_gpu_test COMMAND device_gpu_test)
+set_tests_properties(device_gpu_test PROPERTIES LABELS gpu TIMEOUT 600)

@@ -1,0 +1,92 @@
+// The test device's reason to exist: its random delays really reorder two streams that nothing orders,
+// and an event wait really fixes that. Host only (label unit).
+#include "device/test/test_device.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+
+namespace zerofit::device {
+namespace {
+
+constexpr int kTrials = 200;
+
+// Each trial enqueues "a" on stream a, then "b" on stream b; returns how many trials ran b first.
+int CountReorderings(bool order_with_event) {
+  TestDeviceOptions options;
+  options.seed = 42;
+  options.max_delay = absl::Microseconds(500);
+  TestDevice device(options);
+  auto a = device.CreateStream();
+  auto b = device.CreateStream();
+  auto event = device.CreateEvent();
+  EXPECT_TRUE(a.ok() && b.ok() && event.ok());
+  std::mutex mu;
+  std::string log;
+  const auto append = [&](char c) {
+    return [&, c] {
+      std::lock_guard<std::mutex> lock(mu);
+      log.push_back(c);
+      return absl::OkStatus();
+    };
+  };
+  int reordered = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    log.clear();
+    EXPECT_TRUE((*a)->HostFunc(append('a')).ok());
+    if (order_with_event) {
+      EXPECT_TRUE((*event)->Record(**a).ok());
+      EXPECT_TRUE((*event)->Wait(**b).ok());
+    }
+    EXPECT_TRUE((*b)->HostFunc(append('b')).ok());
+    EXPECT_TRUE((*a)->Synchronize(absl::Seconds(30)).ok());
+    EXPECT_TRUE((*b)->Synchronize(absl::Seconds(30)).ok());
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(log.size(), 2u);
+    if (log == "ba") ++reordered;
+  }
+  return reordered;
+}
+
+TEST(TestDevice, RandomDelaysReorderUnsynchronisedStreams) {
+  // Each trial is close to a coin flip; never once in 200 would mean the delays do nothing.
+  EXPECT_GT(CountReorderings(/*order_with_event=*/false), 0);
+}
+
+TEST(TestDevice, AnEventWaitRestoresTheOrder) { EXPECT_EQ(CountReorderings(/*order_with_event=*/true), 0); }
+
+// Data, not just a log: a copy that forgets to wait reads stale values at least once; with the wait, never.
+TEST(TestDevice, MissingEventWaitReadsStaleData) {
+  TestDevice device(TestDeviceOptions{7, absl::Microseconds(500), absl::Seconds(30)});
+  auto a = device.CreateStream();
+  auto b = device.CreateStream();
+  auto event = device.CreateEvent();
+  auto src = device.Allocate(sizeof(float), MemoryKind::kDevice);
+  auto dst = device.Allocate(sizeof(float), MemoryKind::kDevice);
+  ASSERT_TRUE(a.ok() && b.ok() && event.ok() && src.ok() && dst.ok());
+  const float one = 1.0f;
+  for (bool wait : {false, true}) {
+    int stale = 0;
+    for (int trial = 0; trial < kTrials; ++trial) {
+      ASSERT_TRUE((*a)->Fill(src->data(), 0, sizeof(float)).ok());
+      ASSERT_TRUE((*a)->Copy(src->data(), &one, sizeof(float)).ok());
+      if (wait) {
+        ASSERT_TRUE((*event)->Record(**a).ok());
+        ASSERT_TRUE((*event)->Wait(**b).ok());
+      }
+      ASSERT_TRUE((*b)->Copy(dst->data(), src->data(), sizeof(float)).ok());
+      ASSERT_TRUE((*a)->Synchronize(absl::Seconds(30)).ok());
+      ASSERT_TRUE((*b)->Synchronize(absl::Seconds(30)).ok());
+      if (*dst->as<float>() != 1.0f) ++stale;
+    }
+    if (wait) {
+      EXPECT_EQ(stale, 0);
+    } else {
+      EXPECT_GT(stale, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zerofit::device
