@@ -1,6 +1,7 @@
 #include "device/test/test_device.h"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -91,7 +92,9 @@ class DelayedStream final : public Stream {
 
  private:
   void Loop() {
-    std::uniform_int_distribution<int64_t> delay_us(0, absl::ToInt64Microseconds(options_.max_delay));
+    int64_t bound = absl::ToInt64Microseconds(options_.max_delay);
+    if (options_.vary_stream_speed) bound = bound * std::array<int64_t, 3>{1, 4, 16}[rng_() % 3] / 4;
+    std::uniform_int_distribution<int64_t> delay_us(0, bound);
     while (true) {
       Op op;
       {

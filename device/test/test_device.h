@@ -22,6 +22,9 @@ struct TestDeviceOptions {
   // Deadline of an event wait inside a stream and of the destructor's drain; a wait past it breaks the
   // stream (a missing Record would otherwise hang the test).
   absl::Duration wait_timeout = absl::Seconds(60);
+  // Each stream's delays are drawn up to max_delay times a factor picked per stream from {1/4, 1, 4}, so
+  // some streams are systematically slower than others (races that need one stream to lag show up).
+  bool vary_stream_speed = true;
 };
 
 // Thread-safe.
