@@ -235,7 +235,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
   ZF_RETURN_IF_ERROR(r.OnlyKeys(root, "",
                                 {"name", "task", "model", "data", "world_size", "hardware", "max_restarts",
-                                 "training", "deepspeed", "checkpoint", "slurm"}));
+                                 "device", "training", "deepspeed", "checkpoint", "slurm"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
@@ -245,6 +245,11 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
   s.world_size_given = root["world_size"].IsDefined() && !root["world_size"].IsNull();
   ZF_RETURN_IF_ERROR(r.Get(root, "hardware", "hardware", &s.hardware, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "max_restarts", "max_restarts", &s.max_restarts, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(root, "device", "device", &s.device, "a string"));
+  if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") {
+    return r.Error(root["device"], "device",
+                   absl::StrCat("expected auto, cpu or cuda, got '", s.device, "'"));
+  }
   auto missing = [&](const char* field) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": field '", field, "': required"));
   };

@@ -105,6 +105,7 @@ struct JobSpec {
   int world_size = 1;
   std::string hardware = "8x64GB";
   int max_restarts = 3;
+  std::string device = "auto";  // auto | cpu | cuda: where each rank trains (cuda:<local rank>)
   TrainingSpec training;
   CheckpointSpec checkpoint;
   bool world_size_given = false;  // world_size was written in the spec (not the default)

@@ -48,6 +48,14 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
   return DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), o.dpo);
 }
 
+PairTensors OnDevice(PairTensors b, const torch::Device& device) {
+  if (device.is_cpu()) return b;
+  b.tokens = b.tokens.to(device);
+  b.starts = b.starts.to(device);
+  b.lengths = b.lengths.to(device);
+  return b;
+}
+
 absl::Status SumOverRanks(PairMetrics* m, comm::Communicator* comm) {
   double v[4] = {m->loss_sum, m->correct, m->margin_sum, m->pairs};
   ZF_RETURN_IF_ERROR(
@@ -61,11 +69,13 @@ absl::Status SumOverRanks(PairMetrics* m, comm::Communicator* comm) {
 // (precomputed tables only cover training pairs).
 absl::StatusOr<EvalReport> Evaluate(LlamaModel& policy, ReferenceModel* eval_reference,
                                     const std::vector<data::PreferencePair>& test, int32_t pad_id,
-                                    const PreferenceTrainOptions& o, comm::Communicator* comm) {
+                                    const PreferenceTrainOptions& o, comm::Communicator* comm,
+                                    const torch::Device& device) {
   torch::NoGradGuard no_grad;
   EvalReport r;
   for (const auto& ids : StridedChunks(test.size(), comm->rank(), comm->world_size(), o.eval_batch)) {
-    ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(test, ids, pad_id));
+    ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(test, ids, pad_id));
+    const PairTensors b = OnDevice(std::move(host), device);
     ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(policy, eval_reference, o, b));
     r.metrics += out.metrics;
   }
@@ -78,6 +88,13 @@ LlamaModel MakeModel(const core::HfModelConfig& config, const PreferenceTrainOpt
   LlamaOptions mo = o.model;
   mo.reward_head = o.task == Task::kReward;
   return LlamaModel(config, mo);
+}
+
+// Why a step failed: a CUDA or CPU allocator out-of-memory is ResourceExhausted (the coordinator re-plans).
+absl::Status StepFailure(int64_t step, const std::exception& e) {
+  const bool oom = dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr;
+  const std::string what = absl::StrCat("training step ", step, " failed: ", e.what());
+  return oom ? absl::ResourceExhaustedError(what) : absl::InternalError(what);
 }
 
 }  // namespace
@@ -97,7 +114,8 @@ core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& o) {
 }
 
 struct PreferenceSession::State {
-  comm::Communicator* comm = nullptr;
+  comm::Communicator* comm = nullptr;  // host: metrics and scalars
+  TrainingBackend backend;             // device, LibTorch device, ZeRO-2's data communicator
   core::HfModelConfig config;
   std::vector<data::PreferencePair> train, test;
   int32_t pad = 0;
@@ -143,6 +161,8 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
 
   auto st = std::make_unique<State>();
   st->comm = comm;
+  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, o.local_rank, comm, o.nccl));
+  const torch::Device dev = st->backend.torch_device;
   ZF_ASSIGN_OR_RETURN(st->train, load("train"));
   ZF_ASSIGN_OR_RETURN(st->test, load("test"));
   st->pad = static_cast<int32_t>(config.pad_token_id.value_or(*config.eos_token_id));
@@ -156,6 +176,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
     auto initial = [&]() -> absl::StatusOr<LlamaModel> {
       LlamaModel m = MakeModel(config, o);
       if (weights) ZF_RETURN_IF_ERROR(m->LoadWeights(*weights));
+      m->to(dev);
       return m;
     };
     ZF_ASSIGN_OR_RETURN(st->policy, initial());
@@ -181,10 +202,12 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
     zo.param_dtype = o.model.dtype == torch::kBFloat16  ? core::DType::kBFloat16
                      : o.model.dtype == torch::kFloat16 ? core::DType::kFloat16
                                                         : core::DType::kFloat32;
-    ZF_ASSIGN_OR_RETURN(st->binding, Zero2Binding::Bind(*st->policy, zo, comm,
-                                                        [](const std::string& name, const torch::Tensor& p) {
-                                                          return p.dim() >= 2;  // no decay for norms, biases
-                                                        }));
+    ZF_ASSIGN_OR_RETURN(st->binding, Zero2Binding::Bind(
+                                         *st->policy, zo, st->backend.data(),
+                                         [](const std::string& name, const torch::Tensor& p) {
+                                           return p.dim() >= 2;  // no decay for norms, biases
+                                         },
+                                         sharding::Zero2Devices{st->backend.device.get(), comm}));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the training session failed: ", e.what()));
   }
@@ -217,7 +240,9 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
       const bool last = k + 1 == k_total;
       if (micro[k].empty()) {
         // Nothing for this rank in this micro-step: take part in the collectives with zero gradients.
-        ZF_RETURN_IF_ERROR(st.binding->Backward(torch::zeros({}, torch::requires_grad()), last, 0));
+        ZF_RETURN_IF_ERROR(st.binding->Backward(
+            torch::zeros({}, torch::TensorOptions().device(st.backend.torch_device).requires_grad(true)),
+            last, 0));
         continue;
       }
       for (uint64_t i : micro[k]) {
@@ -226,16 +251,18 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
               absl::StrCat("Step: pair ", i, " >= ", st.train.size(), " training pairs"));
         }
       }
-      ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(st.train, micro[k], st.pad));
+      ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(st.train, micro[k], st.pad));
+      const PairTensors b = OnDevice(std::move(host), st.backend.torch_device);
       ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(st.policy, st.reference.get(), options_, b));
       ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, out.metrics.pairs));
       sr.metrics += out.metrics;
     }
     ZF_ASSIGN_OR_RETURN(sr.result, st.binding->Step());
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("training step ", step, " failed: ", e.what()));
+    return StepFailure(step, e);
   }
   ZF_RETURN_IF_ERROR(SumOverRanks(&sr.metrics, st.comm));
+  sr.peak = ReadPeakMemory(st.backend.torch_device);
   return sr;
 }
 
@@ -243,7 +270,8 @@ absl::StatusOr<EvalReport> PreferenceSession::Evaluate() {
   State& st = *state_;
   ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());
   try {
-    return worker::Evaluate(st.policy, st.eval_ref(), st.test, st.pad, options_, st.comm);
+    return worker::Evaluate(st.policy, st.eval_ref(), st.test, st.pad, options_, st.comm,
+                            st.backend.torch_device);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("evaluation failed: ", e.what()));
   }
@@ -268,6 +296,8 @@ absl::Status PreferenceSession::Export(const std::string& dir) {
     return absl::InternalError(absl::StrCat("export failed: ", e.what()));
   }
 }
+
+const torch::Device& PreferenceSession::torch_device() const { return state_->backend.torch_device; }
 
 TrainReport PreferenceSession::Summary() const {
   TrainReport r;

@@ -17,6 +17,7 @@
 #include "worker/torch/llama_model.h"
 #include "worker/torch/objectives.h"
 #include "worker/torch/reference_model.h"
+#include "worker/torch/training_backend.h"
 
 namespace zerofit::worker {
 
@@ -47,6 +48,10 @@ struct PreferenceTrainOptions {
   ReferenceStrategy reference = ReferenceStrategy::kResident;
   std::string export_dir;  // written by rank 0 after training if non-empty
   int64_t eval_batch = 64;
+  // Where to train: auto = cuda:<local_rank> when LibTorch and this build have CUDA and a GPU is visible.
+  device::DeviceChoice device = device::DeviceChoice::kAuto;
+  int local_rank = 0;
+  NcclFactory nccl;  // optional: how to make the NCCL communicator (default: bootstrapped over MPI)
 };
 
 struct StepReport {
@@ -54,6 +59,7 @@ struct StepReport {
   float lr = 0.0f;      // the learning rate this step applied (the schedule's)
   PairMetrics metrics;  // summed over ranks for this step
   sharding::StepResult result;
+  PeakMemory peak;  // this rank's device (CUDA caching allocator) and host peaks so far
 };
 
 struct EvalReport {
@@ -98,6 +104,7 @@ class PreferenceSession {
   // Rank 0 writes; a no-op on other ranks (not collective).
   absl::Status Export(const std::string& dir);
   TrainReport Summary() const;  // memory and reference bytes (before/after evaluations left empty)
+  const torch::Device& torch_device() const;
 
  private:
   struct State;

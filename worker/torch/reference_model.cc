@@ -100,7 +100,10 @@ absl::Status ReferenceModel::Precompute(const std::vector<data::PreferencePair>&
     for (const auto& ids :
          StridedChunks(pairs.size(), comm->rank(), comm->world_size(), static_cast<uint64_t>(batch_pairs))) {
       ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, pad_id));
-      const torch::Tensor lp = Forward(b.tokens, b.starts, b.lengths).to(torch::kFloat32).contiguous();
+      const torch::Device dev = model_->parameters().front().device();  // the model's device, even offloaded
+      const torch::Tensor lp = Forward(b.tokens.to(dev), b.starts.to(dev), b.lengths.to(dev))
+                                   .to(torch::kCPU, torch::kFloat32)
+                                   .contiguous();
       const float* v = lp.data_ptr<float>();
       for (size_t k = 0; k < ids.size(); ++k) {
         table_[2 * ids[k]] = v[k];
@@ -135,7 +138,7 @@ absl::StatusOr<torch::Tensor> ReferenceModel::ResponseLogProbs(const torch::Tens
       out[k] = table_[2 * pair_ids[k]];
       out[pair_ids.size() + k] = table_[2 * pair_ids[k] + 1];
     }
-    return torch::tensor(out);
+    return torch::tensor(out).to(tokens.device());
   }
   try {
     return Forward(tokens, response_start, lengths);

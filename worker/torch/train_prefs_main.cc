@@ -7,9 +7,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "comm/communicator_factory.h"
 #include "comm/mpi/mpi_environment.h"
 #include "core/status_macros.h"
+#include "launch/launch_env.h"
 #include "planner/search.h"
 #include "worker/mpi_main.h"
 #include "worker/torch/preference_trainer.h"
@@ -23,7 +25,7 @@ constexpr const char* kUsage =
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
-    "[--dtype fp32|bf16] [--log-every N] [--memory-gb G]\n"
+    "[--dtype fp32|bf16] [--log-every N] [--memory-gb G] [--device auto|cpu|cuda]\n"
     "Without --micro the job is sized by the planner for --memory-gb per rank (default 4): gradient "
     "accumulation, and activation checkpointing unless --checkpointing is given.";
 
@@ -175,6 +177,12 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   }
   o.init_weights = take("--init");
   o.export_dir = take("--export");
+  if (std::string device = take("--device"); !device.empty()) {
+    auto choice = device::ParseDeviceChoice(device);
+    if (!choice.ok())
+      return absl::InvalidArgumentError(absl::StrCat("flag --device: ", choice.status().message()));
+    o.device = *choice;
+  }
   if (!values.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown flag '", values.begin()->first, "'\n", kUsage));
   }
@@ -185,6 +193,9 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
   torch::set_num_threads(1);
   ZF_ASSIGN_OR_RETURN(auto comm, comm::CreateHostCommunicator(env));
   Cli cli = parsed;
+  // The GPU of this rank: cuda:<local rank> (mpiexec's or srun's view of this process).
+  ZF_ASSIGN_OR_RETURN(const launch::LaunchEnv launched, launch::ReadLaunchEnv(&std::getenv));
+  cli.options.local_rank = launched.local_rank;
   if (!cli.sized_by_user) {
     // Every rank computes the same plan (a pure function of the flags); rank 0 reports it.
     ZF_RETURN_IF_ERROR(SizeWithPlanner(cli, comm->world_size(), comm->rank() == 0));
@@ -200,11 +211,18 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
     if (comm->rank() != 0 || (r.step % cli.log_every != 0 && r.step != o.steps)) return;
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     std::printf(
-        "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  lr %.2e  %.1f pairs/s  ETA "
-        "%.0fs\n",
+        "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  lr %.2e  %.1f pairs/s  peak "
+        "%s%.0f "
+        "MiB host  ETA %.0fs\n",
         static_cast<long long>(r.step), static_cast<long long>(o.steps), r.metrics.loss_sum / r.metrics.pairs,
         r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm, r.lr,
-        r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3), elapsed / r.step * (o.steps - r.step));
+        r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3),
+        r.peak.device_reserved > 0
+            ? absl::StrFormat("%.0f/%.0f MiB device (allocated/reserved), ",
+                              r.peak.device_allocated / 1048576.0, r.peak.device_reserved / 1048576.0)
+                  .c_str()
+            : "",
+        r.peak.host_rss / 1048576.0, elapsed / r.step * (o.steps - r.step));
     std::fflush(stdout);
   };
   ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, comm.get(), on_step));

@@ -8,7 +8,7 @@ target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_planner)
 
 if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/train_prefs_main.cc)
-  target_link_libraries(zerofit_train_prefs PRIVATE zerofit_worker_torch zerofit_planner)
+  target_link_libraries(zerofit_train_prefs PRIVATE zerofit_worker_torch zerofit_planner zerofit_launch)
 endif()
 
 # The planner's measurement harness (issue 5): tracking allocator and a probe that runs real training steps.
@@ -23,5 +23,5 @@ endif()
 # The coordinator's worker (issue 6): one process per rank of a job.
 if(ZEROFIT_WITH_MPI AND TARGET zerofit_coordinator_service)
   add_executable(zerofit_worker ${CMAKE_CURRENT_SOURCE_DIR}/worker_main.cc)
-  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_coordinator zerofit_launch zerofit_proto)
+  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_coordinator zerofit_kv_rendezvous zerofit_launch zerofit_proto)
 endif()

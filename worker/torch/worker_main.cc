@@ -28,6 +28,10 @@
 #include "coordinator/job_spec.h"
 #include "coordinator/job_state.h"
 #include "core/status_macros.h"
+#ifdef ZEROFIT_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.h"
+#endif
+#include "coordinator/kv_rendezvous.h"
 #include "core/text_file.h"
 #include "launch/launch_env.h"
 #include "sharding/checkpoint_owner.h"
@@ -109,6 +113,8 @@ class CoordinatorLink {
   }
   v1::Workers::Stub& workers() { return *workers_; }
   v1::Jobs::Stub& jobs() { return *jobs_; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  const std::string& token() const { return token_; }
 
  private:
   std::string token_;
@@ -175,6 +181,7 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromSpec(const coordinator::JobSpe
   o.model.activation_checkpointing = t.checkpointing.value_or(false);
   o.model.dtype = t.bf16 ? torch::kBFloat16 : torch::kFloat32;
   o.max_length = t.max_length;
+  ZF_ASSIGN_OR_RETURN(o.device, device::ParseDeviceChoice(spec.device));
   return o;
 }
 
@@ -229,6 +236,17 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   }
   ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions options, OptionsFromSpec(spec));
   options.model.activation_checkpointing = job.checkpointing();  // the spec's, or the planner's choice
+  options.local_rank = launched.local_rank;
+#ifdef ZEROFIT_HAVE_NCCL
+  // NCCL's unique id travels through the coordinator's key-value store, under a key of this attempt.
+  options.nccl = [&](int cuda_device) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
+    coordinator::KvRendezvous rendezvous(link.channel(), link.token(), f.job);
+    ZF_ASSIGN_OR_RETURN(auto nccl, comm::NcclCommunicator::CreateWithRendezvous(
+                                       rendezvous, absl::StrCat("nccl-id/attempt-", job.attempt()), rank,
+                                       world, cuda_device, comm->options()));
+    return std::unique_ptr<comm::Communicator>(std::move(nccl));
+  };
+#endif
   auto session_or = PreferenceSession::Create(options, comm.get());
   if (!session_or.ok()) {
     (void)report(absl::StrCat("cannot start: ", session_or.status().message()), -1, nullptr, -1, true, 1);
@@ -317,7 +335,8 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       // Out of memory (LibTorch's CPU or CUDA allocator): tell the coordinator, which re-plans the next
       // attempt.
       const std::string msg(stepped.status().message());
-      const bool oom = msg.find("out of memory") != std::string::npos ||
+      const bool oom = stepped.status().code() == absl::StatusCode::kResourceExhausted ||
+                       msg.find("out of memory") != std::string::npos ||
                        msg.find("can't allocate memory") != std::string::npos;
       (void)report(absl::StrCat("step ", step, " failed: ", msg), -1, nullptr, -1, true, 1, oom);
       return stepped.status();

@@ -38,12 +38,22 @@ class AccumulatedHook final : public torch::autograd::FunctionPostHook {
   size_t index_;
 };
 
+// The parameter must live where the optimizer's buffers do.
+absl::Status CheckPlacement(const std::string& name, const torch::Tensor& p, const device::Device* device) {
+  const bool cuda = device != nullptr && device->kind() == device::DeviceKind::kCuda;
+  if (cuda == p.device().is_cuda()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("parameter '", name, "' is on ", p.device().str(),
+                                                 " but the optimizer's buffers are on ",
+                                                 device != nullptr ? device->name() : "cpu"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Module& module,
                                                                  const sharding::Zero2Options& options,
                                                                  comm::Communicator* comm,
-                                                                 DecayPredicate decay) {
+                                                                 DecayPredicate decay,
+                                                                 sharding::Zero2Devices devices) {
   std::unique_ptr<Zero2Binding> b(new Zero2Binding());
   std::vector<sharding::ParamSpec> specs;
   for (const auto& item : module.named_parameters(/*recurse=*/true)) {
@@ -55,11 +65,7 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Modu
           absl::StrCat("parameter '", item.key(), "' has dtype ", core::DTypeName(dt),
                        " but the optimizer was configured for ", core::DTypeName(options.param_dtype)));
     }
-    if (!p.device().is_cpu()) {
-      return absl::UnimplementedError(
-          absl::StrCat("parameter '", item.key(), "' is on ", p.device().str(),
-                       "; the ZeRO-2 driver currently keeps flat buffers in host memory"));
-    }
+    ZF_RETURN_IF_ERROR(CheckPlacement(item.key(), p, devices.device));
     if (!p.is_contiguous()) {
       return absl::InvalidArgumentError(absl::StrCat("parameter '", item.key(), "' is not contiguous"));
     }
@@ -68,14 +74,18 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Modu
     b->params_.push_back(p);
     b->names_.push_back(item.key());
   }
-  ZF_ASSIGN_OR_RETURN(b->optimizer_, sharding::Zero2Optimizer::Create(std::move(specs), options, comm));
+  ZF_ASSIGN_OR_RETURN(b->optimizer_,
+                      sharding::Zero2Optimizer::Create(std::move(specs), options, comm, devices));
+  device::Stream& compute = b->optimizer_->device().compute_stream();
 
   try {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < b->params_.size(); ++i) {
       torch::Tensor& p = b->params_[i];
       void* dst = b->optimizer_->param_data(i);
-      std::memcpy(dst, p.data_ptr(), p.numel() * p.element_size());
+      // On the compute stream, where LibTorch made the tensor; the old storage is kept alive until then.
+      ZF_RETURN_IF_ERROR(compute.Copy(dst, p.data_ptr(), p.numel() * p.element_size()));
+      ZF_RETURN_IF_ERROR(compute.Synchronize(comm->options().timeout));
       p.set_data(torch::from_blob(dst, p.sizes(), p.options().requires_grad(false)));
     }
     if (options.accumulation == sharding::AccumulationMode::kReduceOncePerStep) {

@@ -32,13 +32,19 @@ class Zero2Binding {
   // torch::optim::AdamW parameter group.
   using DecayPredicate = std::function<bool(const std::string& name, const torch::Tensor& param)>;
 
-  // Every trainable parameter of `module` must be contiguous and of options.param_dtype on the CPU. The
-  // module must outlive the binding; the binding must outlive any use of the module's parameters (they live
-  // in the optimizer's buffers). Parameters are broadcast from rank 0.
+  // Every trainable parameter of `module` must be contiguous, of options.param_dtype, and on the device of
+  // `devices.device` (the CPU for the host and test devices, cuda:<index> for CUDA). The module must
+  // outlive the binding; the binding must outlive any use of the module's parameters (they live in the
+  // optimizer's buffers). Parameters are broadcast from rank 0.
+  //
+  // On CUDA, LibTorch computes on the legacy default stream, which is the device's compute_stream(): the
+  // gradient copies the hooks enqueue there follow the kernels that produced the gradients, and the
+  // reduce-scatter waits for that stream with an event (no host synchronisation).
   static absl::StatusOr<std::unique_ptr<Zero2Binding>> Bind(torch::nn::Module& module,
                                                             const sharding::Zero2Options& options,
                                                             comm::Communicator* comm,
-                                                            DecayPredicate decay = nullptr);
+                                                            DecayPredicate decay = nullptr,
+                                                            sharding::Zero2Devices devices = {});
   ~Zero2Binding();
   Zero2Binding(const Zero2Binding&) = delete;
   Zero2Binding& operator=(const Zero2Binding&) = delete;
