@@ -1,0 +1,101 @@
+// Golden tests: every line of tests/text/golden/<name>.jsonl (written by the Rust `tokenizers` library via
+// oracle/make_golden.sh) must be reproduced exactly: ids, and decode with and without special tokens.
+#include "text/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace zerofit::text {
+namespace {
+
+const std::string kHfDir = ZEROFIT_HF_TOKENIZERS_DIR;
+const std::string kGoldenDir = ZEROFIT_TEXT_GOLDEN_DIR;
+
+std::unique_ptr<Tokenizer> LoadOrSkip(const std::string& name) {
+  const std::string path = kHfDir + "/" + name + "/tokenizer.json";
+  if (!std::filesystem::exists(path)) return nullptr;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromFile(path);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return tokenizer.ok() ? *std::move(tokenizer) : nullptr;
+}
+
+class GoldenTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTest, MatchesRustTokenizers) {
+  std::unique_ptr<Tokenizer> tokenizer = LoadOrSkip(GetParam());
+  if (tokenizer == nullptr) GTEST_SKIP() << "no tokenizer.json under " << kHfDir << " for " << GetParam();
+  std::ifstream golden(kGoldenDir + "/" + GetParam() + ".jsonl");
+  ASSERT_TRUE(golden.good()) << "missing golden file for " << GetParam();
+  std::string line;
+  int lines = 0, failures = 0;
+  while (std::getline(golden, line)) {
+    ++lines;
+    const nlohmann::json row = nlohmann::json::parse(line);
+    const std::string text = row["text"];
+    const bool add_special = row["add_special_tokens"];
+    const std::vector<int32_t> want = row["ids"];
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode(text, add_special);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    absl::StatusOr<std::string> decoded = tokenizer->Decode(want, false);
+    absl::StatusOr<std::string> decoded_skip = tokenizer->Decode(want, true);
+    ASSERT_TRUE(decoded.ok() && decoded_skip.ok()) << decoded.status() << decoded_skip.status();
+    const bool ok = *ids == want && *decoded == row["decoded"].get<std::string>() &&
+                    *decoded_skip == row["decoded_skip_special"].get<std::string>();
+    if (!ok && ++failures <= 5) {
+      ADD_FAILURE() << GetParam() << " line " << lines << ": " << nlohmann::json(text).dump()
+                    << " add_special=" << add_special << "\n  want ids " << nlohmann::json(want).dump()
+                    << "\n   got ids " << nlohmann::json(*ids).dump() << "\n  want decoded "
+                    << row["decoded"].dump() << "\n   got decoded " << nlohmann::json(*decoded).dump()
+                    << "\n  want skip " << row["decoded_skip_special"].dump() << "\n   got skip "
+                    << nlohmann::json(*decoded_skip).dump();
+    }
+  }
+  EXPECT_EQ(failures, 0) << "of " << lines << " golden lines";
+  EXPECT_GT(lines, 700);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, GoldenTest,
+                         testing::Values("qwen2.5", "mistral-v0.3", "tinyllama", "gpt2", "smollm2"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
+
+class LongRunTest : public testing::TestWithParam<std::string> {};
+
+// A megabyte of one repeated character is one pre-token: BPE must stay near-linear on it.
+TEST_P(LongRunTest, OneMegabyteRunsAreFast) {
+  std::unique_ptr<Tokenizer> tokenizer = LoadOrSkip(GetParam());
+  if (tokenizer == nullptr) GTEST_SKIP() << "no tokenizer.json under " << kHfDir;
+  for (const char c : {'a', ' ', '\n', '7'}) {
+    const std::string text(1 << 20, c);
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode(text, false);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_FALSE(ids->empty());
+    std::cerr << GetParam() << ": 1 MiB of '" << c << "': " << seconds << " s\n";
+    EXPECT_LT(seconds, 1.0) << GetParam() << ": 1 MiB of '" << c << "' took " << seconds << " s";
+    absl::StatusOr<std::string> back = tokenizer->Decode(*ids, true);
+    ASSERT_TRUE(back.ok()) << back.status();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, LongRunTest,
+                         testing::Values("qwen2.5", "mistral-v0.3", "tinyllama", "gpt2", "smollm2"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace zerofit::text

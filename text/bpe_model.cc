@@ -1,0 +1,263 @@
+#include "text/bpe_model.h"
+
+#include <limits>
+#include <queue>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "text/string_view_compat.h"
+#include "text/unicode.h"
+
+namespace zerofit::text {
+
+struct BpeModel::Symbol {
+  int32_t id;
+  int32_t prev;  // index of the previous live symbol, -1 at the start
+  int32_t next;  // index of the next live symbol, -1 at the end
+  bool removed;
+};
+
+namespace {
+
+constexpr int64_t kMaxId = std::numeric_limits<int32_t>::max() - 1;
+
+struct Candidate {
+  uint32_t rank;
+  int32_t pos;
+  int32_t new_id;
+  // std::priority_queue is a max-heap: "less" means worse, i.e. a higher rank or, on ties, a later position.
+  bool operator<(const Candidate& other) const {
+    return rank != other.rank ? rank > other.rank : pos > other.pos;
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const JsonView& json) {
+  if (absl::Status s = json.ExpectObject(); !s.ok()) return s;
+  // Files written before tokenizers 0.10 have no "type"; they are BPE whenever they carry merges.
+  if (json.Has("type")) {
+    absl::StatusOr<std::string> type = json.Type();
+    if (!type.ok()) return type.status();
+    if (*type != "BPE") return json.Unsupported("type", *type);
+  } else if (!json.Has("merges")) {
+    return json.ErrorAt("type", "missing, and the model has no merges (only BPE is supported)");
+  }
+  std::unique_ptr<BpeModel> model(new BpeModel());
+  if (absl::Status s = model->LoadOptions(json); !s.ok()) return s;
+  if (absl::Status s = model->LoadVocab(json["vocab"]); !s.ok()) return s;
+  if (absl::Status s = model->LoadMerges(json["merges"]); !s.ok()) return s;
+  if (json.Has("unk_token") && !json["unk_token"].is_null()) {
+    absl::StatusOr<std::string> unk = json.String("unk_token");
+    if (!unk.ok()) return unk.status();
+    std::optional<int32_t> id = model->TokenToId(*unk);
+    if (!id) return json.ErrorAt("unk_token", absl::StrCat("\"", *unk, "\" is not in the vocabulary"));
+    model->unk_id_ = *id;
+  }
+  return model;
+}
+
+absl::Status BpeModel::LoadOptions(const JsonView& json) {
+  const JsonView dropout = json["dropout"];
+  if (!dropout.is_null() && !(dropout.value().is_number() && dropout.value().get<double>() == 0.0)) {
+    return dropout.Error("unsupported dropout (only null)");
+  }
+  absl::StatusOr<std::string> prefix = json.StringOr("continuing_subword_prefix", "");
+  if (!prefix.ok()) return prefix.status();
+  absl::StatusOr<std::string> suffix = json.StringOr("end_of_word_suffix", "");
+  if (!suffix.ok()) return suffix.status();
+  absl::StatusOr<bool> fuse = json.BoolOr("fuse_unk", false);
+  if (!fuse.ok()) return fuse.status();
+  absl::StatusOr<bool> fallback = json.BoolOr("byte_fallback", false);
+  if (!fallback.ok()) return fallback.status();
+  absl::StatusOr<bool> ignore = json.BoolOr("ignore_merges", false);
+  if (!ignore.ok()) return ignore.status();
+  continuing_subword_prefix_ = *std::move(prefix);
+  end_of_word_suffix_ = *std::move(suffix);
+  plain_chars_ = continuing_subword_prefix_.empty() && end_of_word_suffix_.empty();
+  fuse_unk_ = *fuse;
+  byte_fallback_ = *fallback;
+  ignore_merges_ = *ignore;
+  return absl::OkStatus();
+}
+
+absl::Status BpeModel::LoadVocab(const JsonView& vocab) {
+  if (absl::Status s = vocab.ExpectObject(); !s.ok()) return s;
+  vocab_.reserve(vocab.value().size());
+  for (const auto& [token, id_json] : vocab.value().items()) {
+    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() > kMaxId) {
+      return vocab[token].Error("expected a non-negative 32-bit id");
+    }
+    const auto id = static_cast<int32_t>(id_json.get<int64_t>());
+    if (static_cast<size_t>(id) >= vocab.value().size() * 2 + 1024) {
+      return vocab[token].Error(absl::StrCat("id ", id, " is far beyond the vocabulary size"));
+    }
+    vocab_[token] = id;
+    if (static_cast<size_t>(id) >= id_to_token_.size()) {
+      id_to_token_.resize(id + 1);
+      id_present_.resize(id + 1, false);
+    }
+    id_to_token_[id] = token;
+    id_present_[id] = true;
+    size_t pos = 0;
+    const char32_t cp = token.empty() ? 0 : DecodeUtf8(token, &pos);
+    if (!token.empty() && pos == token.size()) char_ids_[cp] = id;
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto it = vocab_.find(absl::StrFormat("<0x%02X>", b));
+    if (it != vocab_.end()) byte_ids_[b] = it->second;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpeModel::LoadMerges(const JsonView& merges) {
+  if (absl::Status s = merges.ExpectArray(); !s.ok()) return s;
+  merges_.reserve(merges.value().size());
+  for (size_t i = 0; i < merges.value().size(); ++i) {
+    const JsonView merge = merges.at(i);
+    const nlohmann::json& v = merge.value();
+    absl::Status status;
+    if (v.is_string()) {
+      // Legacy "a b": exactly one space (HF splits on ' ' and wants two parts).
+      const std::string& line = v.get_ref<const std::string&>();
+      const size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
+        return merge.Error(absl::StrCat("bad merge \"", line, "\" (expected \"left right\")"));
+      }
+      status = AddMerge(merge, std::string_view(line).substr(0, space),
+                        std::string_view(line).substr(space + 1), i);
+    } else if (v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_string()) {
+      status = AddMerge(merge, v[0].get_ref<const std::string&>(), v[1].get_ref<const std::string&>(), i);
+    } else {
+      return merge.Error("bad merge (expected \"left right\" or [\"left\", \"right\"])");
+    }
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpeModel::AddMerge(const JsonView& at, std::string_view left, std::string_view right,
+                                uint32_t rank) {
+  const std::optional<int32_t> left_id = TokenToId(left);
+  const std::optional<int32_t> right_id = TokenToId(right);
+  if (!left_id || !right_id) {
+    return at.Error(
+        absl::StrCat("merge token \"", AsAbsl(!left_id ? left : right), "\" is not in the vocabulary"));
+  }
+  const size_t strip = std::min(continuing_subword_prefix_.size(), right.size());
+  const std::string merged = absl::StrCat(AsAbsl(left), AsAbsl(right.substr(strip)));
+  const std::optional<int32_t> new_id = TokenToId(merged);
+  if (!new_id) return at.Error(absl::StrCat("merged token \"", merged, "\" is not in the vocabulary"));
+  merges_[PairKey(*left_id, *right_id)] =
+      Merge{rank, *new_id};  // a repeated pair keeps the later rank, as HF
+  return absl::OkStatus();
+}
+
+std::optional<int32_t> BpeModel::TokenToId(std::string_view token) const {
+  auto it = vocab_.find(AsAbsl(token));
+  if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string_view> BpeModel::IdToToken(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !id_present_[id]) return std::nullopt;
+  return std::string_view(id_to_token_[id]);
+}
+
+const BpeModel::Merge* BpeModel::FindMerge(int32_t left, int32_t right) const {
+  auto it = merges_.find(PairKey(left, right));
+  return it == merges_.end() ? nullptr : &it->second;
+}
+
+void BpeModel::InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const {
+  auto add = [symbols](int32_t id) {
+    const auto index = static_cast<int32_t>(symbols->size());
+    symbols->push_back({id, index - 1, -1, false});
+    if (index > 0) (*symbols)[index - 1].next = index;
+  };
+  std::optional<int32_t> pending_unk;  // HF's `unk`: flushed before the next known symbol
+  std::string key;
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t begin = pos;
+    const char32_t cp = DecodeUtf8(word, &pos);
+    std::optional<int32_t> id;
+    std::string_view piece = word.substr(begin, pos - begin);
+    if (plain_chars_) {
+      auto it = char_ids_.find(cp);
+      if (it != char_ids_.end()) id = it->second;
+    } else {
+      key.clear();
+      if (begin > 0) key += continuing_subword_prefix_;
+      key += piece;
+      if (pos == word.size()) key += end_of_word_suffix_;
+      id = TokenToId(key);
+      piece = key;
+    }
+    if (id) {
+      if (pending_unk) add(*std::exchange(pending_unk, std::nullopt));
+      add(*id);
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all = true;
+      for (const char c : piece) all = all && byte_ids_[static_cast<uint8_t>(c)] >= 0;
+      if (all) {
+        for (const char c : piece) add(byte_ids_[static_cast<uint8_t>(c)]);
+        continue;
+      }
+    }
+    if (!unk_id_) continue;
+    if (pending_unk && !fuse_unk_) add(*pending_unk);
+    pending_unk = unk_id_;
+  }
+  if (pending_unk) add(*pending_unk);
+}
+
+void BpeModel::MergeAll(std::vector<Symbol>* symbols) const {
+  std::vector<Symbol>& s = *symbols;
+  std::vector<Candidate> storage;
+  storage.reserve(s.size());
+  std::priority_queue<Candidate> queue(std::less<Candidate>(), std::move(storage));
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    if (const Merge* m = FindMerge(s[i].id, s[i + 1].id)) {
+      queue.push({m->rank, static_cast<int32_t>(i), m->new_id});
+    }
+  }
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& cur = s[top.pos];
+    if (cur.removed || cur.next < 0) continue;
+    Symbol& right = s[cur.next];
+    const Merge* m = FindMerge(cur.id, right.id);
+    if (m == nullptr || m->new_id != top.new_id) continue;  // stale candidate
+    cur.id = top.new_id;
+    right.removed = true;
+    cur.next = right.next;
+    if (cur.next >= 0) s[cur.next].prev = top.pos;
+    if (cur.prev >= 0) {
+      if (const Merge* pm = FindMerge(s[cur.prev].id, cur.id)) queue.push({pm->rank, cur.prev, pm->new_id});
+    }
+    if (cur.next >= 0) {
+      if (const Merge* nm = FindMerge(cur.id, s[cur.next].id)) queue.push({nm->rank, top.pos, nm->new_id});
+    }
+  }
+}
+
+void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
+  if (word.empty()) return;
+  if (ignore_merges_) {
+    if (std::optional<int32_t> id = TokenToId(word)) {
+      ids->push_back(*id);
+      return;
+    }
+  }
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  InitialSymbols(word, &symbols);
+  MergeAll(&symbols);
+  for (int32_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) ids->push_back(symbols[i].id);
+}
+
+}  // namespace zerofit::text
