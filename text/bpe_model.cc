@@ -1,7 +1,8 @@
 #include "text/bpe_model.h"
 
+#include <algorithm>
+#include <functional>
 #include <limits>
-#include <queue>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,15 +23,7 @@ namespace {
 
 constexpr int64_t kMaxId = std::numeric_limits<int32_t>::max() - 1;
 
-struct Candidate {
-  uint32_t rank;
-  int32_t pos;
-  int32_t new_id;
-  // std::priority_queue is a max-heap: "less" means worse, i.e. a higher rank or, on ties, a later position.
-  bool operator<(const Candidate& other) const {
-    return rank != other.rank ? rank > other.rank : pos > other.pos;
-  }
-};
+constexpr size_t kScanLimit = 24;  // symbols; measured crossover between scanning and the heap
 
 }  // namespace
 
@@ -214,34 +207,70 @@ void BpeModel::InitialSymbols(std::string_view word, std::vector<Symbol>* symbol
   if (pending_unk) add(*pending_unk);
 }
 
-void BpeModel::MergeAll(std::vector<Symbol>* symbols) const {
+void BpeModel::MergeAt(std::vector<Symbol>* symbols, int32_t pos, int32_t new_id) const {
   std::vector<Symbol>& s = *symbols;
-  std::vector<Candidate> storage;
-  storage.reserve(s.size());
-  std::priority_queue<Candidate> queue(std::less<Candidate>(), std::move(storage));
-  for (size_t i = 0; i + 1 < s.size(); ++i) {
-    if (const Merge* m = FindMerge(s[i].id, s[i + 1].id)) {
-      queue.push({m->rank, static_cast<int32_t>(i), m->new_id});
+  Symbol& cur = s[pos];
+  Symbol& right = s[cur.next];
+  cur.id = new_id;
+  right.removed = true;
+  cur.next = right.next;
+  if (cur.next >= 0) s[cur.next].prev = pos;
+}
+
+// Short words: repeatedly merge the leftmost lowest-rank pair by scanning. Picks exactly what the heap
+// would (the minimum of (rank, position)) without its overhead; O(n^2) only for n <= kScanLimit.
+void BpeModel::MergeByScan(std::vector<Symbol>* symbols) const {
+  std::vector<Symbol>& s = *symbols;
+  while (true) {
+    uint32_t best_rank = std::numeric_limits<uint32_t>::max();
+    int32_t best_pos = -1, best_id = -1;
+    for (int32_t i = 0; s[i].next >= 0; i = s[i].next) {
+      const Merge* m = FindMerge(s[i].id, s[s[i].next].id);
+      if (m != nullptr && m->rank < best_rank) {
+        best_rank = m->rank;
+        best_pos = i;
+        best_id = m->new_id;
+      }
     }
+    if (best_pos < 0) return;
+    MergeAt(symbols, best_pos, best_id);
   }
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
-    Symbol& cur = s[top.pos];
+}
+
+// Long words: HF's Word::merge_all, a min-heap of (rank, position) candidates packed into one integer.
+// A popped candidate is stale when the pair now at its position is no longer the pair of that merge rank.
+void BpeModel::MergeByHeap(std::vector<Symbol>* symbols) const {
+  std::vector<Symbol>& s = *symbols;
+  auto key = [](uint32_t rank, int32_t pos) {
+    return (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(pos);
+  };
+  std::vector<uint64_t> heap;
+  heap.reserve(s.size());
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    if (const Merge* m = FindMerge(s[i].id, s[i + 1].id))
+      heap.push_back(key(m->rank, static_cast<int32_t>(i)));
+  }
+  const std::greater<uint64_t> min_first;
+  std::make_heap(heap.begin(), heap.end(), min_first);
+  auto push = [&](int32_t left) {
+    if (const Merge* m = FindMerge(s[left].id, s[s[left].next].id)) {
+      heap.push_back(key(m->rank, left));
+      std::push_heap(heap.begin(), heap.end(), min_first);
+    }
+  };
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), min_first);
+    const uint64_t top = heap.back();
+    heap.pop_back();
+    const auto rank = static_cast<uint32_t>(top >> 32);
+    const auto pos = static_cast<int32_t>(top & 0xFFFFFFFFu);
+    const Symbol& cur = s[pos];
     if (cur.removed || cur.next < 0) continue;
-    Symbol& right = s[cur.next];
-    const Merge* m = FindMerge(cur.id, right.id);
-    if (m == nullptr || m->new_id != top.new_id) continue;  // stale candidate
-    cur.id = top.new_id;
-    right.removed = true;
-    cur.next = right.next;
-    if (cur.next >= 0) s[cur.next].prev = top.pos;
-    if (cur.prev >= 0) {
-      if (const Merge* pm = FindMerge(s[cur.prev].id, cur.id)) queue.push({pm->rank, cur.prev, pm->new_id});
-    }
-    if (cur.next >= 0) {
-      if (const Merge* nm = FindMerge(cur.id, s[cur.next].id)) queue.push({nm->rank, top.pos, nm->new_id});
-    }
+    const Merge* m = FindMerge(cur.id, s[cur.next].id);
+    if (m == nullptr || m->rank != rank) continue;
+    MergeAt(symbols, pos, m->new_id);
+    if (s[pos].prev >= 0) push(s[pos].prev);
+    if (s[pos].next >= 0) push(pos);
   }
 }
 
@@ -256,7 +285,11 @@ void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids) const 
   std::vector<Symbol> symbols;
   symbols.reserve(word.size());
   InitialSymbols(word, &symbols);
-  MergeAll(&symbols);
+  if (symbols.size() <= kScanLimit) {
+    MergeByScan(&symbols);
+  } else {
+    MergeByHeap(&symbols);
+  }
   for (int32_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) ids->push_back(symbols[i].id);
 }
 

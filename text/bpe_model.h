@@ -2,8 +2,8 @@
 // byte-level BPE (GPT-2, Llama-3, Qwen2) and SentencePiece-style BPE with byte_fallback and unk fusing
 // (Llama-2, Mistral). Immutable after construction and thread-safe.
 //
-// Merging follows HF `Word::merge_all`: a min-heap of candidate merges ordered by (rank, position) over a
-// doubly linked list of symbols, so a word of n symbols costs O(n log n), not O(n^2).
+// Merging follows HF `Word::merge_all`: the lowest-rank pair merges first, the leftmost on ties. Long words
+// use a min-heap of candidates over a doubly linked list of symbols, O(n log n); short ones a plain scan.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +50,10 @@ class BpeModel {
   absl::Status LoadOptions(const JsonView& json);
   // Initial symbols of `word` (vocabulary chars, byte fallback, unk).
   void InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const;
-  void MergeAll(std::vector<Symbol>* symbols) const;
+  void MergeByScan(std::vector<Symbol>* symbols) const;
+  void MergeByHeap(std::vector<Symbol>* symbols) const;
+  // Replaces the symbol at `pos` and its right neighbour by `new_id`.
+  void MergeAt(std::vector<Symbol>* symbols, int32_t pos, int32_t new_id) const;
   const Merge* FindMerge(int32_t left, int32_t right) const;
 
   static uint64_t PairKey(int32_t left, int32_t right) {

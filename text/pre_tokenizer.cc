@@ -1,5 +1,6 @@
 #include "text/pre_tokenizer.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -56,18 +57,24 @@ class SplitPreTokenizer : public PreTokenizer {
       : regex_(std::move(regex)), literal_(std::move(literal)), behavior_(behavior), invert_(invert) {}
 
   absl::Status PreTokenize(std::vector<PreToken>* pieces) const override {
-    return SplitEach(
-        pieces, [this](const std::string& text, std::vector<std::string>* out) { return Split(text, out); });
+    std::optional<Regex::Scratch> scratch;
+    if (regex_ != nullptr) scratch.emplace(*regex_);
+    std::vector<std::pair<size_t, size_t>> matches;
+    return SplitEach(pieces, [&](const std::string& text, std::vector<std::string>* out) {
+      matches.clear();
+      return Split(text, scratch ? &*scratch : nullptr, &matches, out);
+    });
   }
 
-  absl::Status Split(std::string_view text, std::vector<std::string>* out) const {
-    std::vector<std::pair<size_t, size_t>> matches;
+ private:
+  absl::Status Split(std::string_view text, Regex::Scratch* scratch,
+                     std::vector<std::pair<size_t, size_t>>* matches, std::vector<std::string>* out) const {
     if (regex_ != nullptr) {
-      if (absl::Status s = regex_->FindAll(text, &matches); !s.ok()) return s;
+      if (absl::Status s = regex_->FindAll(text, *scratch, matches); !s.ok()) return s;
     } else {
-      FindLiteral(text, &matches);
+      FindLiteral(text, matches);
     }
-    std::vector<MatchSpan> spans = CoverWithGaps(matches, text.size());
+    std::vector<MatchSpan> spans = CoverWithGaps(*matches, text.size());
     if (invert_) {
       for (MatchSpan& s : spans) s.is_match = !s.is_match;
     }
@@ -75,7 +82,6 @@ class SplitPreTokenizer : public PreTokenizer {
     return absl::OkStatus();
   }
 
- private:
   void FindLiteral(std::string_view text, std::vector<std::pair<size_t, size_t>>* matches) const {
     if (literal_.empty()) return;
     for (size_t pos = text.find(literal_); pos != std::string_view::npos;

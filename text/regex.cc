@@ -72,8 +72,19 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) 
 
 Regex::~Regex() { pcre2_code_free(AsCode(code_)); }
 
+Regex::Scratch::Scratch(const Regex& regex)
+    : data_(pcre2_match_data_create_from_pattern(AsCode(regex.code_), nullptr)) {}
+
+Regex::Scratch::~Scratch() { pcre2_match_data_free(static_cast<pcre2_match_data*>(data_)); }
+
 absl::Status Regex::FindAll(std::string_view subject, std::vector<std::pair<size_t, size_t>>* spans) const {
-  pcre2_match_data* data = pcre2_match_data_create_from_pattern(AsCode(code_), nullptr);
+  Scratch scratch(*this);
+  return FindAll(subject, scratch, spans);
+}
+
+absl::Status Regex::FindAll(std::string_view subject, Scratch& scratch,
+                            std::vector<std::pair<size_t, size_t>>* spans) const {
+  auto* data = static_cast<pcre2_match_data*>(scratch.data_);
   if (data == nullptr) return absl::ResourceExhaustedError("pcre2_match_data_create failed");
   const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
   size_t start = 0;
@@ -96,7 +107,6 @@ absl::Status Regex::FindAll(std::string_view subject, std::vector<std::pair<size
       start = begin + Utf8Length(static_cast<unsigned char>(subject[begin]));
     }
   }
-  pcre2_match_data_free(data);
   return status;
 }
 

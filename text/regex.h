@@ -22,8 +22,25 @@ class Regex {
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
 
-  // Byte spans [begin, end) of the successive non-overlapping matches in `subject`, left to right. An
-  // empty match advances the search by one code point and is not reported (HF drops empty pieces).
+  // Per-call scratch space (pcre2 match data): one per thread, reused across FindAll calls.
+  class Scratch {
+   public:
+    explicit Scratch(const Regex& regex);
+    ~Scratch();
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+
+   private:
+    friend class Regex;
+    void* data_;  // pcre2_match_data_8*, owned
+  };
+
+  // Byte spans [begin, end) of the successive non-overlapping matches in `subject` (valid UTF-8), left to
+  // right. An empty match advances the search by one code point and is not reported (HF drops empty
+  // pieces). `scratch` must have been made for this regex.
+  absl::Status FindAll(std::string_view subject, Scratch& scratch,
+                       std::vector<std::pair<size_t, size_t>>* spans) const;
+  // Convenience form that allocates its own scratch.
   absl::Status FindAll(std::string_view subject, std::vector<std::pair<size_t, size_t>>* spans) const;
 
   const std::string& pattern() const { return pattern_; }
