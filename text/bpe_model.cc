@@ -93,15 +93,24 @@ absl::Status BpeModel::LoadVocab(const JsonView& vocab) {
     }
     id_to_token_[id] = token;
     id_present_[id] = true;
-    size_t pos = 0;
-    const char32_t cp = token.empty() ? 0 : DecodeUtf8(token, &pos);
-    if (!token.empty() && pos == token.size()) char_ids_[cp] = id;
+    IndexTokenChars(token, id);
   }
   for (int b = 0; b < 256; ++b) {
     auto it = vocab_.find(absl::StrFormat("<0x%02X>", b));
     if (it != vocab_.end()) byte_ids_[b] = it->second;
   }
   return absl::OkStatus();
+}
+
+void BpeModel::IndexTokenChars(const std::string& token, int32_t id) {
+  size_t pos = 0;
+  char32_t previous = 0;
+  for (size_t i = 0; pos < token.size(); ++i) {
+    const char32_t cp = DecodeUtf8(token, &pos);
+    if (i > 0) inner_pairs_.insert((static_cast<uint64_t>(previous) << 32) | cp);
+    previous = cp;
+    if (i == 0 && pos == token.size()) char_ids_[cp] = id;
+  }
 }
 
 absl::Status BpeModel::LoadMerges(const JsonView& merges) {
@@ -274,6 +283,11 @@ void BpeModel::MergeByHeap(std::vector<Symbol>* symbols) const {
   }
 }
 
+bool BpeModel::IsCut(char32_t left, char32_t right) const {
+  return char_ids_.contains(left) && char_ids_.contains(right) &&
+         !inner_pairs_.contains((static_cast<uint64_t>(left) << 32) | right);
+}
+
 void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
   if (word.empty()) return;
   if (ignore_merges_) {
@@ -282,9 +296,30 @@ void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids) const 
       return;
     }
   }
+  if (!plain_chars_ || word.size() <= kScanLimit) {
+    TokenizeSpan(word, ids);
+    return;
+  }
+  // Long words (SentencePiece models see whole sentences as one word): cut where no merge can cross, so
+  // each stretch is short. Both chars must be vocabulary chars so byte fallback and unk runs stay whole.
+  size_t span_begin = 0, pos = 0;
+  char32_t previous = DecodeUtf8(word, &pos);
+  while (pos < word.size()) {
+    const size_t begin = pos;
+    const char32_t cp = DecodeUtf8(word, &pos);
+    if (IsCut(previous, cp)) {
+      TokenizeSpan(word.substr(span_begin, begin - span_begin), ids);
+      span_begin = begin;
+    }
+    previous = cp;
+  }
+  TokenizeSpan(word.substr(span_begin), ids);
+}
+
+void BpeModel::TokenizeSpan(std::string_view span, std::vector<int32_t>* ids) const {
   std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
-  InitialSymbols(word, &symbols);
+  symbols.reserve(span.size());
+  InitialSymbols(span, &symbols);
   if (symbols.size() <= kScanLimit) {
     MergeByScan(&symbols);
   } else {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "text/json_view.h"
 
@@ -45,11 +46,18 @@ class BpeModel {
 
   BpeModel() = default;
   absl::Status LoadVocab(const JsonView& vocab);
+  // Records `token`'s inner code-point pairs and, for one-code-point tokens, its id in char_ids_.
+  void IndexTokenChars(const std::string& token, int32_t id);
   absl::Status LoadMerges(const JsonView& merges);
   absl::Status AddMerge(const JsonView& at, std::string_view left, std::string_view right, uint32_t rank);
   absl::Status LoadOptions(const JsonView& json);
   // Initial symbols of `word` (vocabulary chars, byte fallback, unk).
   void InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const;
+  // BPE of one independent stretch of a word (no merge crosses its ends).
+  void TokenizeSpan(std::string_view span, std::vector<int32_t>* ids) const;
+  // True when no vocabulary token contains the code point pair (left, right): no merge can ever join the
+  // symbols on either side of that boundary, so BPE may treat the two sides independently.
+  bool IsCut(char32_t left, char32_t right) const;
   void MergeByScan(std::vector<Symbol>* symbols) const;
   void MergeByHeap(std::vector<Symbol>* symbols) const;
   // Replaces the symbol at `pos` and its right neighbour by `new_id`.
@@ -72,7 +80,10 @@ class BpeModel {
   bool ignore_merges_ = false;
   // Fast lookup of single-code-point tokens; used only when no subword prefix/suffix applies.
   absl::flat_hash_map<char32_t, int32_t> char_ids_;
-  bool plain_chars_ = true;  // continuing_subword_prefix and end_of_word_suffix are both empty
+  bool plain_chars_ = true;
+  // Adjacent code-point pairs occurring inside vocabulary tokens (left << 32 | right); see IsCut.
+  absl::flat_hash_set<uint64_t>
+      inner_pairs_;  // continuing_subword_prefix and end_of_word_suffix are both empty
   std::vector<int32_t> byte_ids_ = std::vector<int32_t>(256, -1);  // "<0xNN>" ids (byte_fallback)
 };
 
