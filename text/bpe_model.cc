@@ -230,19 +230,26 @@ void BpeModel::MergeAt(std::vector<Symbol>* symbols, int32_t pos, int32_t new_id
 // would (the minimum of (rank, position)) without its overhead; O(n^2) only for n <= kScanLimit.
 void BpeModel::MergeByScan(std::vector<Symbol>* symbols) const {
   std::vector<Symbol>& s = *symbols;
+  if (s.size() < 2) return;
+  // merge_of[i]: the merge of the pair starting at live symbol i (null when none); only the pairs around a
+  // merge change, so each step costs one scan of this array and two lookups.
+  const Merge* merge_of[kScanLimit];
+  for (size_t i = 0; i + 1 < s.size(); ++i) merge_of[i] = FindMerge(s[i].id, s[i + 1].id);
+  merge_of[s.size() - 1] = nullptr;
   while (true) {
-    uint32_t best_rank = std::numeric_limits<uint32_t>::max();
-    int32_t best_pos = -1, best_id = -1;
-    for (int32_t i = 0; s[i].next >= 0; i = s[i].next) {
-      const Merge* m = FindMerge(s[i].id, s[s[i].next].id);
-      if (m != nullptr && m->rank < best_rank) {
-        best_rank = m->rank;
+    const Merge* best = nullptr;
+    int32_t best_pos = -1;
+    for (int32_t i = 0; i >= 0; i = s[i].next) {
+      if (merge_of[i] != nullptr && (best == nullptr || merge_of[i]->rank < best->rank)) {
+        best = merge_of[i];
         best_pos = i;
-        best_id = m->new_id;
       }
     }
-    if (best_pos < 0) return;
-    MergeAt(symbols, best_pos, best_id);
+    if (best == nullptr) return;
+    MergeAt(symbols, best_pos, best->new_id);
+    const Symbol& cur = s[best_pos];
+    merge_of[best_pos] = cur.next >= 0 ? FindMerge(cur.id, s[cur.next].id) : nullptr;
+    if (cur.prev >= 0) merge_of[cur.prev] = FindMerge(s[cur.prev].id, cur.id);
   }
 }
 
