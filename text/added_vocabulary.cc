@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "text/bpe_model.h"
 #include "text/string_view_compat.h"
 #include "text/unicode.h"
 
@@ -80,13 +81,26 @@ int32_t AddedVocabulary::Trie::LongestAt(std::string_view text, size_t pos, size
   return best;
 }
 
-absl::StatusOr<AddedVocabulary> AddedVocabulary::FromJson(const JsonView& added_tokens) {
+absl::StatusOr<AddedVocabulary> AddedVocabulary::FromJson(const JsonView& added_tokens,
+                                                          const BpeModel& model) {
   AddedVocabulary vocab;
   if (added_tokens.is_null()) return vocab;
   if (absl::Status s = added_tokens.ExpectArray(); !s.ok()) return s;
+  const int64_t model_size = model.vocab_entries();
+  int64_t max_added = -1;
   for (size_t i = 0; i < added_tokens.value().size(); ++i) {
     absl::StatusOr<AddedToken> token = ParseAddedToken(added_tokens.at(i));
     if (!token.ok()) return token.status();
+    if (vocab.FindByContent(token->content) != nullptr) continue;  // HF adds each content once
+    // HF (AddedVocabulary::add_tokens) ignores the file's id: a token the model knows takes the model's
+    // id, any other the next id after the model vocabulary and the added tokens so far.
+    if (std::optional<int32_t> known = model.TokenToId(token->content)) {
+      token->id = *known;
+    } else {
+      token->id =
+          static_cast<int32_t>(max_added >= model_size || model_size == 0 ? max_added + 1 : model_size);
+    }
+    max_added = std::max<int64_t>(max_added, token->id);
     const auto index = static_cast<int32_t>(vocab.tokens_.size());
     (token->normalized ? vocab.normalized_ : vocab.raw_).Insert(token->content, index);
     vocab.by_id_.emplace(token->id, index);

@@ -16,6 +16,8 @@
 
 namespace zerofit::text {
 
+class BpeModel;
+
 struct AddedToken {
   int32_t id = 0;
   std::string content;
@@ -35,7 +37,8 @@ struct TextSegment {
 
 class AddedVocabulary {
  public:
-  static absl::StatusOr<AddedVocabulary> FromJson(const JsonView& added_tokens);
+  // Ids are assigned as HF does on load (see the .cc); for files HF itself saved they equal the file's ids.
+  static absl::StatusOr<AddedVocabulary> FromJson(const JsonView& added_tokens, const BpeModel& model);
 
   // Splits `text` on the added tokens whose `normalized` flag equals `normalized` (leftmost-longest).
   // Segments view `text`; empty text segments are omitted.

@@ -34,6 +34,8 @@ class BpeModel {
   std::optional<int32_t> TokenToId(std::string_view token) const;
   // Empty optional for ids the model does not have.
   std::optional<std::string_view> IdToToken(int32_t id) const;
+  // Number of vocabulary entries (HF's BPE get_vocab_size).
+  int64_t vocab_entries() const { return static_cast<int64_t>(vocab_.size()); }
   // One past the largest id in the vocabulary.
   int32_t vocab_size() const { return static_cast<int32_t>(id_to_token_.size()); }
 

@@ -51,12 +51,12 @@ absl::Status Tokenizer::Load(const JsonView& root) {
   for (const char* key : {"truncation", "padding"}) {
     if (!root[key].is_null()) return root.ErrorAt(key, "unsupported (only null)");
   }
-  absl::StatusOr<AddedVocabulary> added = AddedVocabulary::FromJson(root["added_tokens"]);
-  if (!added.ok()) return added.status();
-  added_ = std::make_unique<AddedVocabulary>(*std::move(added));
   absl::StatusOr<std::unique_ptr<BpeModel>> model = BpeModel::FromJson(root["model"]);
   if (!model.ok()) return model.status();
   model_ = *std::move(model);
+  absl::StatusOr<AddedVocabulary> added = AddedVocabulary::FromJson(root["added_tokens"], *model_);
+  if (!added.ok()) return added.status();
+  added_ = std::make_unique<AddedVocabulary>(*std::move(added));
   if (!root["normalizer"].is_null()) {
     absl::StatusOr<std::unique_ptr<Normalizer>> n = NormalizerFromJson(root["normalizer"]);
     if (!n.ok()) return n.status();

@@ -1,0 +1,118 @@
+// Behaviour of individual tokenizer.json features on small hand-written files (the golden tests cover the
+// five real tokenizers): ignore_merges, byte_fallback + unk fusing, Split behaviours, added-token flags,
+// and EncodeBatch on a thread pool.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "text/batch_encode.h"
+#include "text/tokenizer.h"
+
+namespace zerofit::text {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+std::unique_ptr<Tokenizer> Make(const std::string& json) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(json);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : nullptr;
+}
+
+Ids Encode(const Tokenizer& t, const std::string& text, bool add_special = false) {
+  absl::StatusOr<Ids> ids = t.Encode(text, add_special);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  return ids.ok() ? *ids : Ids{};
+}
+
+// vocab: a=0 b=1 c=2 ab=3 abc=4 bc=5 <unk>=6 <0x78>=7 (the byte 'x') _=8
+std::string Model(const std::string& extra) {
+  return R"({"type": "BPE", "unk_token": "<unk>", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "bc": 5,
+             "<unk>": 6, "<0x78>": 7, "_": 8}, "merges": [["b", "c"], ["a", "b"], ["ab", "c"]])" +
+         extra + "}";
+}
+
+std::string File(const std::string& model, const std::string& pre_tokenizer = "null",
+                 const std::string& added = "[]") {
+  return R"({"added_tokens": )" + added + R"(, "normalizer": null, "pre_tokenizer": )" + pre_tokenizer +
+         R"(, "post_processor": null, "decoder": null, "model": )" + model + "}";
+}
+
+TEST(TokenizerFeaturesTest, MergesFollowRanks) {
+  auto t = Make(File(Model("")));
+  ASSERT_NE(t, nullptr);
+  // "bc" has rank 0, so "abc" = a + bc, and (a, bc) has no merge.
+  EXPECT_EQ(Encode(*t, "abc"), (Ids{0, 5}));
+  EXPECT_EQ(Encode(*t, "ab"), (Ids{3}));
+}
+
+TEST(TokenizerFeaturesTest, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
+  auto t = Make(File(Model(R"(, "ignore_merges": true)")));
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(Encode(*t, "abc"), (Ids{4}));
+  EXPECT_EQ(Encode(*t, "abcb"), (Ids{0, 5, 1}));
+}
+
+TEST(TokenizerFeaturesTest, UnknownCharactersFuseOrFallBackToBytes) {
+  auto fused = Make(File(Model(R"(, "fuse_unk": true)")));
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(Encode(*fused, "a??b"), (Ids{0, 6, 1}));
+  auto unfused = Make(File(Model("")));
+  EXPECT_EQ(Encode(*unfused, "a??b"), (Ids{0, 6, 6, 1}));
+  auto fallback = Make(File(Model(R"(, "byte_fallback": true, "fuse_unk": true)")));
+  EXPECT_EQ(Encode(*fallback, "axy"), (Ids{0, 7, 6}));  // 'x' has a byte token, 'y' does not
+  auto no_unk = Make(File(R"({"type": "BPE", "vocab": {"a": 0}, "merges": []})"));
+  EXPECT_EQ(Encode(*no_unk, "a?a"), (Ids{0, 0}));  // no unk token: HF drops the character
+}
+
+TEST(TokenizerFeaturesTest, SplitBehaviours) {
+  auto split = [](const std::string& behavior, bool invert) {
+    return File(Model(""), R"({"type": "Split", "pattern": {"String": "_"}, "behavior": ")" + behavior +
+                               R"(", "invert": )" + (invert ? "true" : "false") + "}");
+  };
+  // "ab_c": with "_" isolated "ab" "_" "c"; removed "ab" "c"; merged with previous "ab_" -> a b _ ...
+  EXPECT_EQ(Encode(*Make(split("Isolated", false)), "ab_c"), (Ids{3, 8, 2}));
+  EXPECT_EQ(Encode(*Make(split("Removed", false)), "ab_c"), (Ids{3, 2}));
+  EXPECT_EQ(Encode(*Make(split("MergedWithPrevious", false)), "ab_c"), (Ids{3, 8, 2}));
+  EXPECT_EQ(Encode(*Make(split("MergedWithNext", false)), "ab_bc"), (Ids{3, 8, 5}));
+  // Inverted: the pattern marks what to keep; Removed then drops everything but "_".
+  EXPECT_EQ(Encode(*Make(split("Removed", true)), "ab_c"), (Ids{8}));
+}
+
+TEST(TokenizerFeaturesTest, AddedTokenFlags) {
+  const std::string added = R"([
+      {"id": 9, "content": "<x>", "single_word": false, "lstrip": true, "rstrip": true, "normalized": false,
+       "special": true},
+      {"id": 10, "content": "ab", "single_word": true, "lstrip": false, "rstrip": false, "normalized": false,
+       "special": false}])";
+  auto t = Make(File(Model(R"(, "fuse_unk": true)"), "null", added));
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(Encode(*t, "a <x> b"), (Ids{0, 9, 1}));  // lstrip/rstrip swallow the spaces
+  EXPECT_EQ(Encode(*t, "ab c"), (Ids{3, 6, 2}));     // a whole word; "ab" keeps the model's id, as in HF
+  EXPECT_EQ(Encode(*t, "abc"), (Ids{0, 5}));         // inside a word: not the added token
+  EXPECT_EQ(*t->Decode({0, 9, 1}, true), "a b");
+  EXPECT_EQ(*t->Decode({0, 9, 1}, false), "a <x> b");
+  EXPECT_EQ(t->TokenToId("<x>"), 9);  // the next id after the 9-entry model vocabulary
+  EXPECT_EQ(t->vocab_size(), 10);
+}
+
+TEST(TokenizerFeaturesTest, EncodeBatchMatchesEncode) {
+  auto t = Make(File(Model("")));
+  ASSERT_NE(t, nullptr);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 100; ++i) texts.push_back(std::string(i % 7, 'a') + "bc" + std::string(i % 3, 'b'));
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  core::ThreadPool pool(4);
+  absl::StatusOr<std::vector<Ids>> batch = EncodeBatch(*t, views, false, pool);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ((*batch)[i], Encode(*t, texts[i])) << texts[i];
+  views.push_back("\xff");
+  absl::StatusOr<std::vector<Ids>> bad = EncodeBatch(*t, views, false, pool);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "text 100: text is not valid UTF-8");
+}
+
+}  // namespace
+}  // namespace zerofit::text
