@@ -304,7 +304,7 @@ void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids) const 
     }
   }
   if (!plain_chars_ || word.size() <= kScanLimit) {
-    TokenizeSpan(word, ids);
+    TokenizeCached(word, ids);
     return;
   }
   // Long words (SentencePiece models see whole sentences as one word): cut where no merge can cross, so
@@ -315,12 +315,19 @@ void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids) const 
     const size_t begin = pos;
     const char32_t cp = DecodeUtf8(word, &pos);
     if (IsCut(previous, cp)) {
-      TokenizeSpan(word.substr(span_begin, begin - span_begin), ids);
+      TokenizeCached(word.substr(span_begin, begin - span_begin), ids);
       span_begin = begin;
     }
     previous = cp;
   }
-  TokenizeSpan(word.substr(span_begin), ids);
+  TokenizeCached(word.substr(span_begin), ids);
+}
+
+void BpeModel::TokenizeCached(std::string_view span, std::vector<int32_t>* ids) const {
+  if (cache_.Lookup(span, ids)) return;
+  const size_t before = ids->size();
+  TokenizeSpan(span, ids);
+  cache_.Insert(span, ids->data() + before, ids->size() - before);
 }
 
 void BpeModel::TokenizeSpan(std::string_view span, std::vector<int32_t>* ids) const {

@@ -1,6 +1,6 @@
 // The BPE model of a tokenizer.json ("model": {"type": "BPE", ...}, or the older files without a type):
 // byte-level BPE (GPT-2, Llama-3, Qwen2) and SentencePiece-style BPE with byte_fallback and unk fusing
-// (Llama-2, Mistral). Immutable after construction and thread-safe.
+// (Llama-2, Mistral). Immutable after construction apart from an internal word cache; thread-safe.
 //
 // Merging follows HF `Word::merge_all`: the lowest-rank pair merges first, the leftmost on ties. Long words
 // use a min-heap of candidates over a doubly linked list of symbols, O(n log n); short ones a plain scan.
@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "text/json_view.h"
+#include "text/word_cache.h"
 
 namespace zerofit::text {
 
@@ -57,6 +58,8 @@ class BpeModel {
   void InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const;
   // BPE of one independent stretch of a word (no merge crosses its ends).
   void TokenizeSpan(std::string_view span, std::vector<int32_t>* ids) const;
+  // TokenizeSpan behind the word cache.
+  void TokenizeCached(std::string_view span, std::vector<int32_t>* ids) const;
   // True when no vocabulary token contains the code point pair (left, right): no merge can ever join the
   // symbols on either side of that boundary, so BPE may treat the two sides independently.
   bool IsCut(char32_t left, char32_t right) const;
@@ -82,10 +85,10 @@ class BpeModel {
   bool ignore_merges_ = false;
   // Fast lookup of single-code-point tokens; used only when no subword prefix/suffix applies.
   absl::flat_hash_map<char32_t, int32_t> char_ids_;
-  bool plain_chars_ = true;
+  bool plain_chars_ = true;  // continuing_subword_prefix and end_of_word_suffix are both empty
   // Adjacent code-point pairs occurring inside vocabulary tokens (left << 32 | right); see IsCut.
-  absl::flat_hash_set<uint64_t>
-      inner_pairs_;  // continuing_subword_prefix and end_of_word_suffix are both empty
+  absl::flat_hash_set<uint64_t> inner_pairs_;
+  WordCache cache_{10000};                                         // words seen before skip BPE; thread-safe
   std::vector<int32_t> byte_ids_ = std::vector<int32_t>(256, -1);  // "<0xNN>" ids (byte_fallback)
 };
 

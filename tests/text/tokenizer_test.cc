@@ -7,7 +7,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -71,21 +70,27 @@ INSTANTIATE_TEST_SUITE_P(Shared, GoldenTest,
 
 class LongRunTest : public testing::TestWithParam<std::string> {};
 
-// A megabyte of one repeated character is one pre-token: BPE must stay near-linear on it.
+// A megabyte of one repeated character is one pre-token: BPE must stay near-linear on it. The best of three
+// runs is compared with the limit, so a busy shared machine does not make the test flaky.
 TEST_P(LongRunTest, OneMegabyteRunsAreFast) {
   std::unique_ptr<Tokenizer> tokenizer = LoadOrSkip(GetParam());
   if (tokenizer == nullptr) GTEST_SKIP() << "no tokenizer.json under " << kHfDir;
   for (const char c : {'a', ' ', '\n', '7'}) {
     const std::string text(1 << 20, c);
-    const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode(text, false);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ASSERT_TRUE(ids.ok()) << ids.status();
-    EXPECT_FALSE(ids->empty());
-    std::cerr << GetParam() << ": 1 MiB of '" << c << "': " << seconds << " s\n";
-    EXPECT_LT(seconds, 1.0) << GetParam() << ": 1 MiB of '" << c << "' took " << seconds << " s";
-    absl::StatusOr<std::string> back = tokenizer->Decode(*ids, true);
-    ASSERT_TRUE(back.ok()) << back.status();
+    double best = 1e9;
+    for (int attempt = 0; attempt < 3 && best >= 0.5; ++attempt) {
+      const auto start = std::chrono::steady_clock::now();
+      absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode(text, false);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      ASSERT_TRUE(ids.ok()) << ids.status();
+      EXPECT_FALSE(ids->empty());
+      absl::StatusOr<std::string> back = tokenizer->Decode(*ids, true);
+      ASSERT_TRUE(back.ok()) << back.status();
+      // Mistral's first token of a space run is "▁▁…", and its decoder drops one space there, as Rust does.
+      const bool lossy = GetParam() == "mistral-v0.3" && c == ' ';
+      EXPECT_EQ(back->size(), text.size() - (lossy ? 1 : 0)) << "decode(encode(text)) differs from text";
+    }
+    EXPECT_LT(best, 1.0) << GetParam() << ": 1 MiB of char " << int{c} << " took " << best << " s";
   }
 }
 
