@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""Writes the tokenizer benchmark text (deterministic, offline): the repository's own tracked prose and code
-(Markdown, C++, Python, shell, YAML) twice, plus the multilingual / emoji / digit lines of
-tests/text/corpus.jsonl repeated to about 10% of the bytes, shuffled line by line with a fixed seed.
+"""Writes the tokenizer benchmark text (deterministic, offline): the repository's prose and code (Markdown,
+C++, Python, shell, YAML) as of a pinned commit (so the text does not change as the repo grows), twice, plus
+the multilingual / emoji / digit lines of tests/text/corpus.jsonl repeated to about 10% of the bytes,
+shuffled line by line with a fixed seed.
 usage: make_tokenizer_bench_text.py OUT [MEGABYTES=3]"""
 import json, pathlib, random, subprocess, sys
 
 root = pathlib.Path(__file__).resolve().parents[1]
 out, megabytes = sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
-files = subprocess.run(["git", "ls-files", "*.md", "*.cc", "*.h", "*.py", "*.sh", "*.yaml"], cwd=root,
-                       capture_output=True, text=True, check=True).stdout.split()
+PINNED = "6575fc8"  # the commit before text/ existed
+def git(*args):
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, check=True).stdout
+files = git("ls-tree", "-r", "--name-only", PINNED).decode().split()
 lines = []
 for name in files:
-    lines += (root / name).read_text(encoding="utf-8", errors="replace").splitlines()
+    if name.endswith((".md", ".cc", ".h", ".py", ".sh", ".yaml")):
+        lines += git("show", f"{PINNED}:{name}").decode("utf-8", errors="replace").splitlines()
 corpus = [json.loads(l)["text"] for l in (root / "tests/text/corpus.jsonl").read_text(encoding="utf-8").split("\n") if l]
 special = [t for t in corpus[:100] if t.strip()]
 target = int(megabytes * 1e6)
