@@ -7,9 +7,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <random>
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "text/unicode.h"
 
 namespace zerofit::text {
 namespace {
@@ -101,6 +104,33 @@ INSTANTIATE_TEST_SUITE_P(Shared, LongRunTest,
                            for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return name;
                          });
+
+// Byte-level tokenizers without a normalizer lose nothing: decode(encode(x)) == x for any valid UTF-8,
+// including code points the golden corpus does not name (random mixes of scripts, marks and spaces).
+TEST(RandomTextTest, ByteLevelRoundTrips) {
+  const char32_t ranges[][2] = {{0x20, 0x7E},     {0x09, 0x0D},     {0x80, 0x2FF},      {0x300, 0x36F},
+                                {0x0900, 0x097F}, {0x2000, 0x206F}, {0x3000, 0x30FF},   {0x4E00, 0x4F00},
+                                {0xAC00, 0xAD00}, {0xFF00, 0xFFEF}, {0x1F300, 0x1F6FF}, {0x10000, 0x1007F}};
+  std::mt19937 rng(20261123);
+  for (const char* name : {"gpt2", "smollm2"}) {
+    std::unique_ptr<Tokenizer> tokenizer = LoadOrSkip(name);
+    if (tokenizer == nullptr) GTEST_SKIP() << "no tokenizer.json under " << kHfDir;
+    for (int n = 0; n < 300; ++n) {
+      std::string text;
+      const int length = static_cast<int>(rng() % 40);
+      for (int i = 0; i < length; ++i) {
+        const auto& r = ranges[rng() % std::size(ranges)];
+        const char32_t cp = r[0] + rng() % (r[1] - r[0] + 1);
+        AppendUtf8(cp, &text);
+      }
+      absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode(text, false);
+      ASSERT_TRUE(ids.ok()) << ids.status();
+      absl::StatusOr<std::string> back = tokenizer->Decode(*ids, false);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ(*back, text) << name << ": " << nlohmann::json(text).dump();
+    }
+  }
+}
 
 }  // namespace
 }  // namespace zerofit::text
