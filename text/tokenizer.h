@@ -2,7 +2,8 @@
 // post-processor and decoder, producing exactly the ids of the Rust `tokenizers` library for the supported
 // components. Anything else a file uses is refused at load time with an error naming its JSON path.
 //
-// Thread-safety: a Tokenizer is immutable after construction; Encode and Decode may run concurrently.
+// Thread-safety: a Tokenizer is immutable after construction apart from the BPE word cache, which locks
+// internally; Encode and Decode may run concurrently from any number of threads.
 #pragma once
 
 #include <cstdint>
