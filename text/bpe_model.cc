@@ -23,7 +23,9 @@ namespace {
 
 constexpr int64_t kMaxId = std::numeric_limits<int32_t>::max() - 1;
 
-constexpr size_t kScanLimit = 24;  // symbols; measured crossover between scanning and the heap
+// Words of at most this many symbols merge by scanning (most words); longer ones use the heap. Also a byte
+// bound: a word of <= kScanLimit bytes has <= kScanLimit symbols.
+constexpr size_t kScanLimit = 24;
 
 }  // namespace
 

@@ -18,17 +18,18 @@ namespace {
 constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-// Applies `split(text, &out)` to every piece; sub-pieces inherit at_input_start only for the first one.
+// Applies `split(text, &out)` to every piece; a sub-piece is at the input start when its piece is and it
+// begins at the piece's first byte.
 template <typename SplitFn>
 absl::Status SplitEach(std::vector<PreToken>* pieces, SplitFn split) {
   std::vector<PreToken> result;
   result.reserve(pieces->size());
-  std::vector<std::string> parts;
+  std::vector<SplitPiece> parts;
   for (PreToken& piece : *pieces) {
     parts.clear();
     if (absl::Status s = split(piece.text, &parts); !s.ok()) return s;
-    for (size_t i = 0; i < parts.size(); ++i) {
-      result.push_back({std::move(parts[i]), piece.at_input_start && i == 0});
+    for (size_t i = 0; i < parts.size(); ++i) {  // HF: offsets_original().0 == 0
+      result.push_back({std::move(parts[i].text), piece.at_input_start && parts[i].begin == 0});
     }
   }
   *pieces = std::move(result);
@@ -60,7 +61,7 @@ class SplitPreTokenizer : public PreTokenizer {
     std::optional<Regex::Scratch> scratch;
     if (regex_ != nullptr) scratch.emplace(*regex_);
     std::vector<std::pair<size_t, size_t>> matches;
-    return SplitEach(pieces, [&](const std::string& text, std::vector<std::string>* out) {
+    return SplitEach(pieces, [&](const std::string& text, std::vector<SplitPiece>* out) {
       matches.clear();
       return Split(text, scratch ? &*scratch : nullptr, &matches, out);
     });
@@ -68,7 +69,7 @@ class SplitPreTokenizer : public PreTokenizer {
 
  private:
   absl::Status Split(std::string_view text, Regex::Scratch* scratch,
-                     std::vector<std::pair<size_t, size_t>>* matches, std::vector<std::string>* out) const {
+                     std::vector<std::pair<size_t, size_t>>* matches, std::vector<SplitPiece>* out) const {
     if (regex_ != nullptr) {
       if (absl::Status s = regex_->FindAll(text, *scratch, matches); !s.ok()) return s;
     } else {
@@ -101,7 +102,7 @@ class DigitsPreTokenizer : public PreTokenizer {
  public:
   explicit DigitsPreTokenizer(bool individual) : individual_(individual) {}
   absl::Status PreTokenize(std::vector<PreToken>* pieces) const override {
-    return SplitEach(pieces, [this](const std::string& text, std::vector<std::string>* out) {
+    return SplitEach(pieces, [this](const std::string& text, std::vector<SplitPiece>* out) {
       std::vector<std::pair<size_t, size_t>> matches;
       for (size_t pos = 0; pos < text.size();) {
         const size_t begin = pos;
@@ -161,7 +162,7 @@ class MetaspacePreTokenizer : public PreTokenizer {
       if (prepend && !starts) piece.text.insert(0, replacement_);
     }
     if (!split_) return absl::OkStatus();
-    return SplitEach(pieces, [this](const std::string& text, std::vector<std::string>* out) {
+    return SplitEach(pieces, [this](const std::string& text, std::vector<SplitPiece>* out) {
       std::vector<std::pair<size_t, size_t>> matches;
       for (size_t pos = text.find(replacement_); pos != std::string::npos;
            pos = text.find(replacement_, pos + replacement_.size())) {
@@ -182,7 +183,7 @@ class MetaspacePreTokenizer : public PreTokenizer {
 class WhitespaceSplitPreTokenizer : public PreTokenizer {
  public:
   absl::Status PreTokenize(std::vector<PreToken>* pieces) const override {
-    return SplitEach(pieces, [](const std::string& text, std::vector<std::string>* out) {
+    return SplitEach(pieces, [](const std::string& text, std::vector<SplitPiece>* out) {
       std::vector<std::pair<size_t, size_t>> matches;
       for (size_t pos = 0; pos < text.size();) {
         const size_t begin = pos;

@@ -30,7 +30,7 @@ std::vector<MatchSpan> CoverWithGaps(const std::vector<std::pair<size_t, size_t>
 
 // Mirrors HF's NormalizedString::split: builds (begin, end) pieces, then drops empty ones.
 void SplitBySpans(std::string_view text, const std::vector<MatchSpan>& spans, SplitBehavior behavior,
-                  std::vector<std::string>* out) {
+                  std::vector<SplitPiece>* out) {
   std::vector<std::pair<size_t, size_t>> pieces;
   pieces.reserve(spans.size());
   bool previous_match = false;
@@ -69,7 +69,7 @@ void SplitBySpans(std::string_view text, const std::vector<MatchSpan>& spans, Sp
     previous_match = s.is_match;
   }
   for (const auto& [b, e] : pieces) {
-    if (e > b) out->emplace_back(text.substr(b, e - b));
+    if (e > b) out->push_back({std::string(text.substr(b, e - b)), b});
   }
 }
 

@@ -25,9 +25,15 @@ struct MatchSpan {
 // Spans covering all of a text of `size` bytes: the `matches` (sorted, non-overlapping) and the gaps.
 std::vector<MatchSpan> CoverWithGaps(const std::vector<std::pair<size_t, size_t>>& matches, size_t size);
 
+// One piece of a split and the byte offset where it starts in the split text.
+struct SplitPiece {
+  std::string text;
+  size_t begin;
+};
+
 // Appends the pieces `behavior` makes of `text` given `spans` (from CoverWithGaps, possibly inverted);
 // empty pieces are dropped.
 void SplitBySpans(std::string_view text, const std::vector<MatchSpan>& spans, SplitBehavior behavior,
-                  std::vector<std::string>* out);
+                  std::vector<SplitPiece>* out);
 
 }  // namespace zerofit::text

@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "text/batch_encode.h"
+#include "text/regex.h"
 #include "text/tokenizer.h"
 
 namespace zerofit::text {
@@ -112,6 +113,27 @@ TEST(TokenizerFeaturesTest, EncodeBatchMatchesEncode) {
   absl::StatusOr<std::vector<Ids>> bad = EncodeBatch(*t, views, false, pool);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "text 100: text is not valid UTF-8");
+}
+
+// Hugging Face runs these patterns on Oniguruma, whose \s is Unicode White_Space (with U+0085, which
+// PCRE2's \s lacks); the translation keeps that meaning inside and outside classes.
+TEST(TokenizerFeaturesTest, RegexWhitespaceIsOnigurumas) {
+  auto spans = [](const std::string& pattern, const std::string& text) {
+    absl::StatusOr<std::unique_ptr<Regex>> regex = Regex::Compile(pattern);
+    EXPECT_TRUE(regex.ok()) << regex.status();
+    std::vector<std::pair<size_t, size_t>> out;
+    EXPECT_TRUE((*regex)->FindAll(text, &out).ok());
+    return out;
+  };
+  using Spans = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(spans(R"(\s+)",
+                  "a\xC2\x85\xE3\x80\x80"
+                  "b"),
+            (Spans{{1, 6}}));                                                      // U+0085 U+3000
+  EXPECT_EQ(spans(R"([^\s\p{L}]+)", "a\xC2\x85!?b"), (Spans{{3, 5}}));             // class with \s inside
+  EXPECT_EQ(spans(R"(\s+(?!\S)|\s+)", "a   b"), (Spans{{1, 3}, {3, 4}}));          // GPT-2's look-ahead
+  EXPECT_EQ(spans(R"(\p{N})", "x\xD9\xA3\xEF\xBC\x95"), (Spans{{1, 3}, {3, 6}}));  // Arabic-Indic, fullwidth
+  EXPECT_FALSE(Regex::Compile("(").ok());
 }
 
 }  // namespace
