@@ -31,6 +31,7 @@ struct Options {
   int reps = 5;
   int threads = 1;
   size_t doc_bytes = 4096;
+  std::string dump_dir;  // when set: <dir>/<name>.ids gets one line of ids per document
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -46,6 +47,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->reps = std::max(1, std::atoi(value.c_str()));
     } else if (flag == "--threads") {
       o->threads = std::max(1, std::atoi(value.c_str()));
+    } else if (flag == "--dump-ids") {
+      o->dump_dir = value;
     } else if (flag == "--doc-bytes") {
       o->doc_bytes = std::max(1, std::atoi(value.c_str()));
     } else {
@@ -73,6 +76,23 @@ double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Writes the ids of every document, one line each, for comparison with tokenizer_bench.mjs's dump.
+bool DumpIds(const zerofit::text::Tokenizer& tokenizer, const std::vector<std::string_view>& docs,
+             const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  for (std::string_view doc : docs) {
+    auto ids = tokenizer.Encode(doc, false);
+    if (!ids.ok()) {
+      std::fclose(f);
+      return false;
+    }
+    for (size_t i = 0; i < ids->size(); ++i) std::fprintf(f, i ? " %d" : "%d", (*ids)[i]);
+    std::fputc('\n', f);
+  }
+  return std::fclose(f) == 0;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -82,6 +102,10 @@ int RunOne(const Options& o, const std::string& name, const std::vector<std::str
   auto tokenizer = zerofit::text::Tokenizer::FromFile(o.hf_dir + "/" + name + "/tokenizer.json");
   if (!tokenizer.ok()) {
     std::cerr << tokenizer.status() << "\n";
+    return 1;
+  }
+  if (!o.dump_dir.empty() && !DumpIds(**tokenizer, docs, o.dump_dir + "/" + name + ".ids")) {
+    std::cerr << "cannot write ids to " << o.dump_dir << "\n";
     return 1;
   }
   std::vector<double> rates;
@@ -114,7 +138,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, &o)) {
     std::cerr << "usage: zerofit_tokenizer_bench --hf-dir DIR --text FILE [--names a,b] [--reps N] "
-                 "[--threads N] [--doc-bytes N]\n";
+                 "[--threads N] [--doc-bytes N] [--dump-ids DIR]\n";
     return 2;
   }
   auto text = zerofit::core::ReadTextFile(o.text_path);

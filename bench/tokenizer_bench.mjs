@@ -3,6 +3,8 @@
 // zerofit_tokenizer_bench: single-threaded, one `await encode(doc)` after another (not encodeBatch),
 // add_special_tokens=false. Prints the same columns.
 //   node tokenizer_bench.mjs HF_DIR TEXT_FILE [names=a,b] [reps=5] [doc_bytes=4096]
+// With DUMP_IDS=DIR in the environment it also writes DIR/<name>.ids (one line of ids per document), the
+// format of zerofit_tokenizer_bench --dump-ids, so `cmp` proves both agree on the whole text.
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -32,6 +34,11 @@ const median = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)];
 
 for (const name of names) {
   const tokenizer = Tokenizer.fromFile(path.join(hfDir, name, "tokenizer.json"));
+  if (process.env.DUMP_IDS) {
+    const lines = [];
+    for (const doc of docs) lines.push((await tokenizer.encode(doc, null, { addSpecialTokens: false })).getIds().join(" "));
+    fs.writeFileSync(path.join(process.env.DUMP_IDS, `${name}.ids`), lines.join("\n") + "\n");
+  }
   const rates = [];
   let tokens = 0;
   for (let r = 0; r < reps; ++r) {
