@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "nlohmann/json.hpp"
 #include "text/batch_encode.h"
+#include "text/byte_level.h"
 #include "text/regex.h"
 #include "text/tokenizer.h"
 
@@ -134,6 +136,75 @@ TEST(TokenizerFeaturesTest, RegexWhitespaceIsOnigurumas) {
   EXPECT_EQ(spans(R"(\s+(?!\S)|\s+)", "a   b"), (Spans{{1, 3}, {3, 4}}));          // GPT-2's look-ahead
   EXPECT_EQ(spans(R"(\p{N})", "x\xD9\xA3\xEF\xBC\x95"), (Spans{{1, 3}, {3, 6}}));  // Arabic-Indic, fullwidth
   EXPECT_FALSE(Regex::Compile("(").ok());
+}
+
+// Normalizers against the Rust library: a byte-level model without merges (id = byte) shows the normalized
+// bytes. Expected strings were produced by npm `tokenizers` 0.23.2 with the same files.
+TEST(TokenizerFeaturesTest, NormalizersMatchRust) {
+  const std::vector<std::string> kInputs = {
+      "\xC3\x85ngstr\xC3\xB6m \xEF\xAC\x81 \xE2\x91\xA0\xE2\x91\xA1",
+      "  \xC4\xB0STANBUL \xCE\xA3\xCE\x91\xCE\xA3 Stra\xC3\x9F"
+      "e  ",
+      "e\xCC\x81 \xC2\xA0x\xE3\x80\x80 ",
+      "\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xEF\xBC\x91\xEF\xBC\x92\xEF\xBC\x93 \xE2\x84\x8C"};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> kExpected = {
+      {"NFD",
+       {"A\xCC\x8Angstro\xCC\x88m \xEF\xAC\x81 \xE2\x91\xA0\xE2\x91\xA1",
+        "  I\xCC\x87STANBUL \xCE\xA3\xCE\x91\xCE\xA3 Stra\xC3\x9F"
+        "e  ",
+        "e\xCC\x81 \xC2\xA0x\xE3\x80\x80 ",
+        "\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xEF\xBC\x91\xEF\xBC\x92\xEF\xBC\x93 \xE2\x84\x8C"}},
+      {"NFKC",
+       {"\xC3\x85ngstr\xC3\xB6m fi 12",
+        "  \xC4\xB0STANBUL \xCE\xA3\xCE\x91\xCE\xA3 Stra\xC3\x9F"
+        "e  ",
+        "\xC3\xA9  x  ", "ABC123 H"}},
+      {"NFKD",
+       {"A\xCC\x8Angstro\xCC\x88m fi 12",
+        "  I\xCC\x87STANBUL \xCE\xA3\xCE\x91\xCE\xA3 Stra\xC3\x9F"
+        "e  ",
+        "e\xCC\x81  x  ", "ABC123 H"}},
+      {"Lowercase",
+       {"\xC3\xA5ngstr\xC3\xB6m \xEF\xAC\x81 \xE2\x91\xA0\xE2\x91\xA1",
+        "  i\xCC\x87stanbul \xCF\x83\xCE\xB1\xCF\x83 stra\xC3\x9F"
+        "e  ",
+        "e\xCC\x81 \xC2\xA0x\xE3\x80\x80 ",
+        "\xEF\xBD\x81\xEF\xBD\x82\xEF\xBD\x83\xEF\xBC\x91\xEF\xBC\x92\xEF\xBC\x93 \xE2\x84\x8C"}},
+      {"Strip",
+       {"\xC3\x85ngstr\xC3\xB6m \xEF\xAC\x81 \xE2\x91\xA0\xE2\x91\xA1",
+        "\xC4\xB0STANBUL \xCE\xA3\xCE\x91\xCE\xA3 Stra\xC3\x9F"
+        "e",
+        "e\xCC\x81 \xC2\xA0x",
+        "\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xEF\xBC\x91\xEF\xBC\x92\xEF\xBC\x93 \xE2\x84\x8C"}},
+      {"ReplaceRegex",
+       {"\xC3\x85ngstr\xC3\xB6m_\xEF\xAC\x81_\xE2\x91\xA0\xE2\x91\xA1",
+        "_\xC4\xB0STANBUL_\xCE\xA3\xCE\x91\xCE\xA3_Stra\xC3\x9F"
+        "e_",
+        "e\xCC\x81_x_",
+        "\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3\xEF\xBC\x91\xEF\xBC\x92\xEF\xBC\x93_\xE2\x84\x8C"}},
+  };
+  nlohmann::json vocab = nlohmann::json::object();
+  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
+  for (int b = 0; b < 256; ++b) vocab[std::string(alphabet.Glyph(static_cast<uint8_t>(b)))] = b;
+  for (const auto& [type, outputs] : kExpected) {
+    nlohmann::json normalizer = {{"type", type}};
+    if (type == "Strip") normalizer = {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}};
+    if (type == "ReplaceRegex") {
+      normalizer = {{"type", "Replace"}, {"pattern", {{"Regex", "\\s+"}}}, {"content", "_"}};
+    }
+    const nlohmann::json file = {
+        {"added_tokens", nlohmann::json::array()},
+        {"normalizer", normalizer},
+        {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}},
+        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+    auto t = Make(file.dump());
+    ASSERT_NE(t, nullptr);
+    for (size_t i = 0; i < kInputs.size(); ++i) {
+      std::string bytes;
+      for (const int32_t id : Encode(*t, kInputs[i])) bytes.push_back(static_cast<char>(id));
+      EXPECT_EQ(bytes, outputs[i]) << type << " on input " << i;
+    }
+  }
 }
 
 }  // namespace
