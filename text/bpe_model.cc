@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "text/merge_queue.h"
 #include "text/string_view_compat.h"
 #include "text/unicode.h"
 
@@ -255,33 +256,18 @@ void BpeModel::MergeByScan(std::vector<Symbol>* symbols) const {
   }
 }
 
-// Long words: HF's Word::merge_all, a min-heap of (rank, position) candidates packed into one integer.
-// A popped candidate is stale when the pair now at its position is no longer the pair of that merge rank.
+// Long words: HF's Word::merge_all order (lowest rank, then leftmost position) from a MergeQueue. A popped
+// candidate is stale when the pair now at its position is no longer the pair of that merge rank.
 void BpeModel::MergeByHeap(std::vector<Symbol>* symbols) const {
   std::vector<Symbol>& s = *symbols;
-  auto key = [](uint32_t rank, int32_t pos) {
-    return (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(pos);
-  };
-  std::vector<uint64_t> heap;
-  heap.reserve(s.size());
-  for (size_t i = 0; i + 1 < s.size(); ++i) {
-    if (const Merge* m = FindMerge(s[i].id, s[i + 1].id))
-      heap.push_back(key(m->rank, static_cast<int32_t>(i)));
-  }
-  const std::greater<uint64_t> min_first;
-  std::make_heap(heap.begin(), heap.end(), min_first);
+  MergeQueue queue;
   auto push = [&](int32_t left) {
-    if (const Merge* m = FindMerge(s[left].id, s[s[left].next].id)) {
-      heap.push_back(key(m->rank, left));
-      std::push_heap(heap.begin(), heap.end(), min_first);
-    }
+    if (const Merge* m = FindMerge(s[left].id, s[s[left].next].id)) queue.Push(m->rank, left);
   };
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), min_first);
-    const uint64_t top = heap.back();
-    heap.pop_back();
-    const auto rank = static_cast<uint32_t>(top >> 32);
-    const auto pos = static_cast<int32_t>(top & 0xFFFFFFFFu);
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(s.size()); ++i) push(i);
+  uint32_t rank = 0;
+  int32_t pos = 0;
+  while (queue.Pop(&rank, &pos)) {
     const Symbol& cur = s[pos];
     if (cur.removed || cur.next < 0) continue;
     const Merge* m = FindMerge(cur.id, s[cur.next].id);
