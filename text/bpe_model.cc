@@ -24,7 +24,7 @@ namespace {
 
 constexpr int64_t kMaxId = std::numeric_limits<int32_t>::max() - 1;
 
-// Words of at most this many symbols merge by scanning (most words); longer ones use the heap. Also a byte
+// Words of at most this many symbols merge by scanning (most words); longer ones use the queue. Also a byte
 // bound: a word of <= kScanLimit bytes has <= kScanLimit symbols.
 constexpr size_t kScanLimit = 24;
 
@@ -229,7 +229,7 @@ void BpeModel::MergeAt(std::vector<Symbol>* symbols, int32_t pos, int32_t new_id
   if (cur.next >= 0) s[cur.next].prev = pos;
 }
 
-// Short words: repeatedly merge the leftmost lowest-rank pair by scanning. Picks exactly what the heap
+// Short words: repeatedly merge the leftmost lowest-rank pair by scanning. Picks exactly what the queue
 // would (the minimum of (rank, position)) without its overhead; O(n^2) only for n <= kScanLimit.
 void BpeModel::MergeByScan(std::vector<Symbol>* symbols) const {
   std::vector<Symbol>& s = *symbols;
@@ -258,7 +258,7 @@ void BpeModel::MergeByScan(std::vector<Symbol>* symbols) const {
 
 // Long words: HF's Word::merge_all order (lowest rank, then leftmost position) from a MergeQueue. A popped
 // candidate is stale when the pair now at its position is no longer the pair of that merge rank.
-void BpeModel::MergeByHeap(std::vector<Symbol>* symbols) const {
+void BpeModel::MergeByQueue(std::vector<Symbol>* symbols) const {
   std::vector<Symbol>& s = *symbols;
   MergeQueue queue;
   auto push = [&](int32_t left) {
@@ -325,7 +325,7 @@ void BpeModel::TokenizeSpan(std::string_view span, std::vector<int32_t>* ids) co
   if (symbols.size() <= kScanLimit) {
     MergeByScan(&symbols);
   } else {
-    MergeByHeap(&symbols);
+    MergeByQueue(&symbols);
   }
   for (int32_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) ids->push_back(symbols[i].id);
 }

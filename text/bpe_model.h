@@ -3,7 +3,7 @@
 // (Llama-2, Mistral). Immutable after construction apart from an internal word cache; thread-safe.
 //
 // Merging follows HF `Word::merge_all`: the lowest-rank pair merges first, the leftmost on ties. Long words
-// use a min-heap of candidates over a doubly linked list of symbols, O(n log n); short ones a plain scan.
+// use a MergeQueue of candidates over a doubly linked list of symbols, O(n log n); short ones a plain scan.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +64,7 @@ class BpeModel {
   // symbols on either side of that boundary, so BPE may treat the two sides independently.
   bool IsCut(char32_t left, char32_t right) const;
   void MergeByScan(std::vector<Symbol>* symbols) const;
-  void MergeByHeap(std::vector<Symbol>* symbols) const;
+  void MergeByQueue(std::vector<Symbol>* symbols) const;
   // Replaces the symbol at `pos` and its right neighbour by `new_id`.
   void MergeAt(std::vector<Symbol>* symbols, int32_t pos, int32_t new_id) const;
   const Merge* FindMerge(int32_t left, int32_t right) const;
