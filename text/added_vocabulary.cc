@@ -151,11 +151,13 @@ void AddedVocabulary::Split(std::string_view text, bool normalized, std::vector<
     }
     const AddedToken& token = tokens_[index];
     size_t begin = pos, end = pos + length;
-    pos = end;  // HF's matcher resumes after the raw match
+    pos = end;  // like HF's matcher, a rejected match is not rescanned
     if (!AdjustMatch(token, text, done, &begin, &end)) continue;
     if (begin > done) out->push_back({text.substr(done, begin - done), std::nullopt, done});
     out->push_back({text.substr(begin, end - begin), token.id, begin});
     done = end;
+    // Resume after what rstrip consumed too. (HF resumes inside it; that differs only for added tokens that
+    // begin with whitespace, where HF would emit overlapping pieces.)
     pos = std::max(pos, end);
   }
   if (done < text.size()) out->push_back({text.substr(done), std::nullopt, done});
