@@ -14,7 +14,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libsqlite3-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libsentencepiece-dev
+  libsentencepiece-dev libpcre2-dev libicu-dev
   slurm-wlm slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
 )
 

@@ -1,0 +1,10 @@
+# zerofit::text unit tests. Paths relative to tests/. The golden tests read the shared Hugging Face
+# tokenizers from ZEROFIT_HF_TOKENIZERS_DIR and skip when it is missing.
+zerofit_unit_test(text_unit_test
+  text/tokenizer_test.cc
+  text/tokenizer_errors_test.cc
+  text/tokenizer_features_test.cc)
+target_link_libraries(text_unit_test PRIVATE zerofit_text nlohmann_json::nlohmann_json)
+target_compile_definitions(text_unit_test PRIVATE
+  ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers"
+  ZEROFIT_TEXT_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/text/golden")

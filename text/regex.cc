@@ -1,0 +1,113 @@
+#include "text/regex.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "text/string_view_compat.h"
+#include "text/unicode.h"
+
+namespace zerofit::text {
+namespace {
+
+// Oniguruma's \s in UTF-8 mode is the White_Space property; PCRE2 (UCP) lacks U+0085 there.
+constexpr std::string_view kWhiteSpaceItems =
+    "\\t\\n\\x0B\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}"
+    "\\x{205F}\\x{3000}";
+
+pcre2_code* AsCode(void* code) { return static_cast<pcre2_code*>(code); }
+
+std::string PcreError(int code) {
+  PCRE2_UCHAR buffer[256];
+  pcre2_get_error_message(code, buffer, sizeof(buffer));
+  return reinterpret_cast<const char*>(buffer);
+}
+
+}  // namespace
+
+std::string TranslateOnigurumaPattern(std::string_view pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char e = pattern[++i];
+      if (e == 's') {
+        out += in_class ? std::string(kWhiteSpaceItems) : absl::StrCat("[", AsAbsl(kWhiteSpaceItems), "]");
+      } else if (e == 'S' && !in_class) {
+        out += absl::StrCat("[^", AsAbsl(kWhiteSpaceItems), "]");
+      } else {
+        out += c;
+        out += e;
+      }
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      out += c;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];  // literal ] first
+      continue;
+    }
+    if (c == ']' && in_class) in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) {
+  const std::string translated = TranslateOnigurumaPattern(pattern);
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error, &offset, nullptr);
+  if (code == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex \"", AsAbsl(pattern), "\": ", PcreError(error), " at offset ", offset));
+  }
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional: without JIT the interpreter is used
+  return std::unique_ptr<Regex>(new Regex(std::string(pattern), code));
+}
+
+Regex::~Regex() { pcre2_code_free(AsCode(code_)); }
+
+Regex::Scratch::Scratch(const Regex& regex)
+    : data_(pcre2_match_data_create_from_pattern(AsCode(regex.code_), nullptr)) {}
+
+Regex::Scratch::~Scratch() { pcre2_match_data_free(static_cast<pcre2_match_data*>(data_)); }
+
+absl::Status Regex::FindAll(std::string_view subject, std::vector<std::pair<size_t, size_t>>* spans) const {
+  Scratch scratch(*this);
+  return FindAll(subject, scratch, spans);
+}
+
+absl::Status Regex::FindAll(std::string_view subject, Scratch& scratch,
+                            std::vector<std::pair<size_t, size_t>>* spans) const {
+  auto* data = static_cast<pcre2_match_data*>(scratch.data_);
+  if (data == nullptr) return absl::ResourceExhaustedError("pcre2_match_data_create failed");
+  const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
+  size_t start = 0;
+  absl::Status status;
+  while (start <= subject.size()) {
+    // The subject was validated (or produced) as UTF-8 by the caller, so PCRE2 need not check it again.
+    const int rc = pcre2_match(AsCode(code_), s, subject.size(), start, PCRE2_NO_UTF_CHECK, data, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      status = absl::InternalError(absl::StrCat("regex \"", pattern_, "\": ", PcreError(rc)));
+      break;
+    }
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
+    const size_t begin = ovector[0], end = ovector[1];
+    if (end > begin) {
+      spans->emplace_back(begin, end);
+      start = end;
+    } else {
+      if (begin >= subject.size()) break;
+      start = begin + Utf8Length(static_cast<unsigned char>(subject[begin]));
+    }
+  }
+  return status;
+}
+
+}  // namespace zerofit::text
