@@ -57,6 +57,7 @@ struct Node {
     kMacro,        // macro name(params=defaults) body
     kCallBlock,    // call expr %}body{% endcall: body is the macro's caller()
     kFilterBlock,  // filter expr (a filter chain over a null input) body
+    kGeneration,   // transformers' generation %}body{% endgeneration: body in its own scope
     kBreak,
     kContinue,
   };

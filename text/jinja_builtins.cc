@@ -193,7 +193,9 @@ absl::StatusOr<Value> GetAttribute(const Value& obj, const std::string& name) {
   if (obj.is_dict()) {
     if (const Value* v = obj.dict().Find(name)) return *v;
   }
-  return Value::Undefined(absl::StrCat(obj.TypeName(), " object has no attribute '", name, "'"));
+  // jinja2's message: repr(object_type_repr(obj)) + " has no attribute " + repr(name).
+  std::string type = obj.is_none() ? "None" : absl::StrCat(obj.TypeName(), " object");
+  return Value::Undefined(absl::StrCat(PythonStringRepr(type), " has no attribute ", PythonStringRepr(name)));
 }
 
 absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs& args) {

@@ -269,7 +269,8 @@ absl::StatusOr<Value> Interpreter::EvalGetItem(const Expr& e, const FramePtr& fr
     if (const Value* v = obj.dict().Find(key.str())) return *v;
   }
   if (key.is_string()) return GetAttribute(obj, key.str());
-  return Value::Undefined(absl::StrCat(obj.TypeName(), " object has no element ", key.Repr()));
+  return Value::Undefined(absl::StrCat(obj.is_none() ? "None" : absl::StrCat(obj.TypeName(), " object"),
+                                       " has no element ", key.Repr()));
 }
 
 absl::StatusOr<Value> Interpreter::EvalSlice(const Expr& e, const FramePtr& frame) {

@@ -1,5 +1,6 @@
 // jinja2's built-in filters used by chat templates, plus transformers' tojson.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -50,6 +51,23 @@ absl::StatusOr<Value> Attr(const Value& item, const Value* attribute) {
   return cur;
 }
 
+// The text Python's int()/float() parse: surrounding whitespace stripped, and underscores between digits
+// ("1_000") dropped; an empty string where underscores are misplaced (Python rejects those).
+std::string PythonNumberText(const std::string& s) {
+  std::string t = PyStrip(s, true, true, nullptr);
+  std::string out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != '_') {
+      out += t[i];
+      continue;
+    }
+    bool between_digits = i > 0 && i + 1 < t.size() && std::isdigit(static_cast<unsigned char>(t[i - 1])) &&
+                          std::isdigit(static_cast<unsigned char>(t[i + 1]));
+    if (!between_digits) return "";
+  }
+  return out;
+}
+
 absl::StatusOr<Value> Length(const Value& v) {
   if (v.is_string()) return Value::Int(static_cast<int64_t>(Utf8Length(v.str())));
   if (v.is_list()) return Value::Int(static_cast<int64_t>(v.list().size()));
@@ -63,10 +81,10 @@ absl::StatusOr<Value> ToInt(const Value& v, const CallArgs& args) {
   if (v.is_int() || v.is_bool()) return Value::Int(v.int_value());
   if (v.is_float()) return Value::Int(static_cast<int64_t>(std::trunc(v.number())));
   if (v.is_string()) {
-    std::string s(absl::StripAsciiWhitespace(v.str()));
+    std::string s = PythonNumberText(v.str());
     int64_t i;
     if (absl::SimpleAtoi(s, &i)) return Value::Int(i);
-    double d;
+    double d;  // jinja2: "42.23"|int is int(float("42.23"))
     if (absl::SimpleAtod(s, &d) && std::isfinite(d)) return Value::Int(static_cast<int64_t>(std::trunc(d)));
   }
   return dflt ? *dflt : Value::Int(0);
@@ -76,7 +94,7 @@ absl::StatusOr<Value> ToFloat(const Value& v, const CallArgs& args) {
   const Value* dflt = Arg(args, 0, "default");
   if (v.is_number()) return Value::Float(v.number());
   double d;
-  if (v.is_string() && absl::SimpleAtod(absl::StripAsciiWhitespace(v.str()), &d)) return Value::Float(d);
+  if (v.is_string() && absl::SimpleAtod(PythonNumberText(v.str()), &d)) return Value::Float(d);
   return dflt ? *dflt : Value::Float(0);
 }
 
@@ -272,7 +290,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
   if (name == "length" || name == "count") return Length(v);
   if (name == "upper") return Value::String(PyUpper(v.ToString()));
   if (name == "lower") return Value::String(PyLower(v.ToString()));
-  if (name == "title") return Value::String(PyTitle(v.ToString()));
+  if (name == "title") return Value::String(JinjaTitle(v.ToString()));
   if (name == "capitalize") return Value::String(PyCapitalize(v.ToString()));
   if (name == "replace") {
     const Value* from = Arg(args, 0, "old");

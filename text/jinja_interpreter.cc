@@ -150,6 +150,13 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Node& node, const 
       ZF_RETURN_IF_ERROR(Append(out, v.ToString()));
       return Flow::kNormal;
     }
+    case Node::Kind::kGeneration: {  // a CallBlock in transformers: the body is a macro with its own scope
+      auto scope = std::make_shared<Frame>();
+      scope->parent = frame;
+      ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, scope));
+      ZF_RETURN_IF_ERROR(Append(out, text));
+      return Flow::kNormal;
+    }
     case Node::Kind::kBreak:
       return Flow::kBreak;
     case Node::Kind::kContinue:
@@ -303,7 +310,9 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Node& node, const FramePtr& d
 
 absl::Status Interpreter::ExecCallBlock(const Node& node, const FramePtr& frame, std::string* out) {
   Value caller = Value::Function("caller", [this, &node, frame](CallArgs&) -> absl::StatusOr<Value> {
-    ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, frame));
+    auto scope = std::make_shared<Frame>();  // caller() is a macro: its sets stay inside
+    scope->parent = frame;
+    ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, scope));
     return Value::String(std::move(text));
   });
   ZF_ASSIGN_OR_RETURN(Value v, EvalCall(*node.expr, frame, &caller));

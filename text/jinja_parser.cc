@@ -133,6 +133,7 @@ class Parser {
     if (tag == "macro") return ParseMacro();
     if (tag == "call") return ParseCallBlock();
     if (tag == "filter") return ParseFilterBlock();
+    if (tag == "generation") return ParseGeneration();
     if (tag == "break" || tag == "continue") {
       auto n = Make<Node>(tag == "break" ? Node::Kind::kBreak : Node::Kind::kContinue, Next());
       ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
@@ -267,6 +268,16 @@ class Parser {
     ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
     std::string end;
     ZF_ASSIGN_OR_RETURN(n->body, ParseBody({"endfilter"}, &end));
+    ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
+    return n;
+  }
+
+  // transformers' AssistantTracker tag; it only marks assistant text for token masks, so it renders its body.
+  absl::StatusOr<std::unique_ptr<Node>> ParseGeneration() {
+    auto n = Make<Node>(Node::Kind::kGeneration, Next());
+    ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
+    std::string end;
+    ZF_ASSIGN_OR_RETURN(n->body, ParseBody({"endgeneration"}, &end));
     ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
     return n;
   }

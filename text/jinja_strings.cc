@@ -99,9 +99,7 @@ std::vector<std::string> PySplit(std::string_view s, const std::string* sep, int
     while (i < cps.size() && IsPythonSpace(cps[i])) ++i;
     if (i == cps.size()) break;
     if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-      size_t e = cps.size();
-      while (e > i && IsPythonSpace(cps[e - 1])) --e;
-      out.push_back(EncodeUtf8(std::u32string_view(cps).substr(i, e - i)));
+      out.push_back(EncodeUtf8(std::u32string_view(cps).substr(i)));  // the rest keeps its trailing space
       break;
     }
     size_t j = i;
@@ -140,38 +138,117 @@ std::string PyReplace(std::string_view s, std::string_view from, std::string_vie
   return out;
 }
 
-std::string PyUpper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+namespace {
+
+// Simple (one-to-one) case mappings for Latin-1, Latin Extended-A, Greek and Cyrillic; other code points
+// have no case here. Python's full mappings (final sigma, ß -> SS in upper) are handled where noted.
+char32_t ToUpperCp(char32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if ((c >= 0xe0 && c <= 0xfe && c != 0xf7)) return c - 0x20;
+  if (c == 0xff) return 0x178;
+  if (c == 0xb5) return 0x39c;
+  if (c >= 0x100 && c <= 0x17f) {
+    bool odd_lower = (c >= 0x100 && c <= 0x137) || (c >= 0x14a && c <= 0x177);
+    bool even_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
+    if (odd_lower && (c & 1)) return c - 1;
+    if (even_lower && !(c & 1)) return c - 1;
+    if (c == 0x131) return 'I';
+    if (c == 0x17f) return 'S';
+    return c;
   }
+  if (c >= 0x3b1 && c <= 0x3c9 && c != 0x3c2) return c - 0x20;
+  if (c == 0x3c2) return 0x3a3;
+  if (c >= 0x3ac && c <= 0x3af) return c == 0x3ac ? 0x386 : c - 0x25;
+  if (c >= 0x430 && c <= 0x44f) return c - 0x20;
+  if (c >= 0x450 && c <= 0x45f) return c - 0x50;
+  return c;
+}
+
+char32_t ToLowerCp(char32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if (c >= 0xc0 && c <= 0xde && c != 0xd7) return c + 0x20;
+  if (c == 0x178) return 0xff;
+  if (c >= 0x100 && c <= 0x17f) {
+    bool even_upper = (c >= 0x100 && c <= 0x137) || (c >= 0x14a && c <= 0x177);
+    bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
+    if (even_upper && !(c & 1)) return c == 0x130 ? 'i' : c + 1;
+    if (odd_upper && (c & 1)) return c + 1;
+    return c;
+  }
+  if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 0x20;
+  if (c == 0x386) return 0x3ac;
+  if (c >= 0x388 && c <= 0x38a) return c + 0x25;
+  if (c >= 0x410 && c <= 0x42f) return c + 0x20;
+  if (c >= 0x400 && c <= 0x40f) return c + 0x50;
+  return c;
+}
+
+bool IsCased(char32_t c) { return ToUpperCp(c) != c || ToLowerCp(c) != c || c == 0xdf; }
+
+void AppendUpper(std::string* out, char32_t c) {
+  if (c == 0xdf) {
+    out->append("SS");
+  } else {
+    AppendUtf8(out, ToUpperCp(c));
+  }
+}
+
+}  // namespace
+
+std::string PyUpper(std::string_view s) {
+  std::string out;
+  for (char32_t c : DecodeUtf8(s)) AppendUpper(&out, c);
   return out;
 }
 
 std::string PyLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
+  std::string out;
+  for (char32_t c : DecodeUtf8(s)) AppendUtf8(&out, ToLowerCp(c));
   return out;
 }
 
 std::string PyTitle(std::string_view s) {
-  std::string out(s);
+  std::string out;
   bool prev_cased = false;
-  for (char& c : out) {
-    bool lower = c >= 'a' && c <= 'z';
-    bool upper = c >= 'A' && c <= 'Z';
-    if (lower && !prev_cased) c = static_cast<char>(c - 'a' + 'A');
-    if (upper && prev_cased) c = static_cast<char>(c - 'A' + 'a');
-    prev_cased = lower || upper || (static_cast<unsigned char>(c) >= 0x80);
+  for (char32_t c : DecodeUtf8(s)) {
+    if (prev_cased) {
+      AppendUtf8(&out, ToLowerCp(c));
+    } else {
+      AppendUpper(&out, c);
+    }
+    prev_cased = IsCased(c);
   }
   return out;
 }
 
 std::string PyCapitalize(std::string_view s) {
-  std::string out = PyLower(s);
-  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 'a' + 'A');
+  std::string out;
+  bool first = true;
+  for (char32_t c : DecodeUtf8(s)) {
+    if (first) {
+      AppendUpper(&out, c);
+    } else {
+      AppendUtf8(&out, ToLowerCp(c));
+    }
+    first = false;
+  }
+  return out;
+}
+
+std::string JinjaTitle(std::string_view s) {
+  std::string out;
+  bool word_start = true;
+  for (char32_t c : DecodeUtf8(s)) {
+    bool separator = IsPythonSpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    if (separator) {
+      AppendUtf8(&out, c);
+    } else if (word_start) {
+      AppendUpper(&out, c);
+    } else {
+      AppendUtf8(&out, ToLowerCp(c));
+    }
+    word_start = separator;
+  }
   return out;
 }
 

@@ -22,12 +22,15 @@ std::string PyStrip(std::string_view s, bool left, bool right, const std::string
 std::vector<std::string> PySplit(std::string_view s, const std::string* sep, int64_t maxsplit);
 // str.replace(old, new, count); count < 0 replaces all.
 std::string PyReplace(std::string_view s, std::string_view from, std::string_view to, int64_t count);
-// ASCII case mappings (non-ASCII code points are kept as they are).
+// Case mappings: ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic (other scripts are kept as they are).
 std::string PyUpper(std::string_view s);
 std::string PyLower(std::string_view s);
 // str.title(): each word starts upper, the rest lower.
 std::string PyTitle(std::string_view s);
 // str.capitalize(): first upper, the rest lower.
 std::string PyCapitalize(std::string_view s);
+// jinja2's title filter (not str.title): words split at whitespace and -({[<, each first code point upper
+// and the rest lower ("they're" -> "They're", "a1b" -> "A1b").
+std::string JinjaTitle(std::string_view s);
 
 }  // namespace zerofit::text

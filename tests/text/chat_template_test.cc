@@ -82,7 +82,10 @@ TEST(ChatTemplateTest, SyntheticFeaturesMatchPythonJinja2) {
   for (const Json& row : rows) {
     SCOPED_TRACE(row["case"].get<std::string>());
     auto t = ChatTemplate::Parse(row["template"].get<std::string>());
-    ASSERT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) {
+      ADD_FAILURE() << t.status();
+      continue;
+    }
     CheckRow(*t, row);
   }
 }

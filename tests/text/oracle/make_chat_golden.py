@@ -2,7 +2,7 @@
 """Golden renderings of chat templates, made with Python jinja2 configured as transformers does.
 
 transformers (src/transformers/utils/chat_template_utils.py, _compile_jinja_template / render_jinja_template):
-ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]), its own tojson
+ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[AssistantTracker, loopcontrols]), its own tojson
 filter (json.dumps, ensure_ascii=False), globals raise_exception and strftime_now, and
 render(messages=..., tools=..., documents=..., add_generation_prompt=..., **special_tokens, **kwargs).
 
@@ -18,8 +18,24 @@ import sys
 from datetime import datetime
 
 import jinja2
-from jinja2.ext import loopcontrols
+from jinja2 import nodes
+from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+class AssistantTracker(Extension):
+    """transformers' {% generation %}...{% endgeneration %} tag, without the token-mask tracking: the body
+    renders through a CallBlock (its own scope), as in transformers when no tracking is active."""
+
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return nodes.CallBlock(self.call_method("_generation_support"), [], [], body).set_lineno(lineno)
+
+    def _generation_support(self, caller):
+        return caller()
 
 
 def compile_template(source):
@@ -32,7 +48,7 @@ def compile_template(source):
     def strftime_now(fmt):
         return datetime.now().strftime(fmt)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[AssistantTracker, loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -268,6 +284,70 @@ def synthetic_cases():
         ("count_filter", "{{ messages|count }} {{ 'abc'|count }}", m, {}),
         ("tuple_print", "{{ (1, 'a') }} {{ () }} {{ (1,) }}", [], {}),
         ("items_order", "{% for k, v in messages[0].items() %}{{ k }};{% endfor %}", [{"z": 1, "a": 2, "m": 3}], {}),
+        ("floats_repr", "{{ 0.1 + 0.2 }} {{ 1 / 3 }} {{ 2.5e-10 }} {{ 1e100 }} {{ 123456789.0 }} {{ 1e16 }} {{ 1e15 }} {{ 12345678901234567890.0 }} {{ 0.0001 }} {{ -1.5e-7 }} {{ [0.5, 1e22] }} {{ {'f': 2.0}|tojson }}", [], {}),
+        ("title_filter_vs_method", "{{ \"they're bill's friends-of a1b (x)\"|title }}|{{ \"they're bill's friends-of a1b (x)\".title() }}", [], {}),
+        ("unicode_case", "{{ 'ÉCOLE été Straße'|lower }}|{{ 'école été'|upper }}|{{ 'émile'|capitalize }}|{{ 'ΑΒΓ абв'|upper }}|{{ 'ΑΒΓ АБВ'|lower }}", [], {}),
+        ("unicode_strip", "[{{ '\u00a0 x \u3000'|trim }}] [{{ '\u2003y\n'.strip() }}] {{ 'a\u00a0b c'.split() }}", [], {}),
+        ("repr_unicode", "{{ ['é', '\u00a0', '\x01', 'tab\t', '😀'] }}", [], {}),
+        ("tojson_escapes", "{{ ['\x01\x7f', 'é😀', '</script>', '\\\\'] | tojson }} {{ ['é😀'] | tojson(ensure_ascii=true) }}", [], {}),
+        ("tojson_nested_indent", "{{ {'a': [1, {'b': []}], 'c': {}}|tojson(indent=2) }}", [], {}),
+        ("tojson_sort", "{{ {'b': 1, 'a': {'d': 1, 'c': 2}}|tojson(sort_keys=true) }}", [], {}),
+        ("percent_format", "{{ '%d items' % 3 }}|{{ '%.2f' % 1.5 }}|{{ '%5s|%-5s|' % ('ab', 'cd') }}|{{ '%05d' % 42 }}|{{ '%x' % 255 }}|{{ '%r' % 'q' }}|{{ '100%%' % () }}", [], {}),
+        ("format_filter", "{{ '%s-%s'|format('a', 1) }}", [], {}),
+        ("precedence", "{{ not 1 == 2 }} {{ -2 ** 2 }} {{ 2 + 3 * 4 }} {{ (2 + 3) * 4 }} {{ 1 if false else 2 if true else 3 }} {{ 10 - 2 - 3 }} {{ 2 ** 3 ** 2 }} {{ 'a' ~ 'b' == 'ab' }}", [], {}),
+        ("in_operators", "{{ 'a' in ['a'] and 'b' not in ['a'] }} {{ 'ell' in 'hello' }} {{ 1 in {'1': 2} }}", [], {}),
+        ("loop_nested_access", "{% for m in messages %}{% for k in m %}{{ loop.index }}{{ k }}{% endfor %}|{{ loop.index }}{% endfor %}", [U1, A1], {}),
+        ("loop_else_filtered", "{% for m in messages if m.role == 'tool' %}{{ m }}{% else %}no tools{% endfor %}", [U1, A1], {}),
+        ("loop_previtem_undefined", "{% for x in [1] %}[{{ loop.previtem }}][{{ loop.nextitem }}]{{ loop.previtem is defined }}{% endfor %}", [], {}),
+        ("break_in_nested", "{% for a in [1, 2, 3] %}{% for b in [1, 2, 3] %}{% if b > a %}{% break %}{% endif %}{{ a }}{{ b }} {% endfor %}{% endfor %}", [], {}),
+        ("continue_loop_last", "{% for x in range(4) %}{% if x is even %}{% continue %}{% endif %}{{ x }}{{ loop.last }} {% endfor %}", [], {}),
+        ("set_in_loop_namespace_list", "{% set ns = namespace(items=[]) %}{% for m in messages %}{% set ns.items = ns.items + [m.role] %}{% endfor %}{{ ns.items }}", [U1, A1], {}),
+        ("macro_default_expr", "{% macro m(a, b=a ~ '!') %}{{ a }}{{ b }}{% endmacro %}{{ m('x') }} {{ m('x', 'y') }} [{{ m() }}]", [], {}),
+        ("macro_sees_globals", "{% macro show() %}{{ bos_token }}{{ messages|length }}{% endmacro %}{{ show() }}", [U1], {"bos_token": "<s>"}),
+        ("macro_caller_args", "{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold {{ 1 + 1 }}{% endcall %}", [], {}),
+        ("whitespace_lstrip_tabs", "a\n\t \t{% if true %}\n\tb\n\t{% endif %}\nc", [], {}),
+        ("whitespace_lstrip_start", "   {% if true %}x{% endif %}", [], {}),
+        ("whitespace_comment_line", "a\n  {# c #}\nb\n{#- d -#}\n  c", [], {}),
+        ("whitespace_raw_minus", "a  {%- raw -%}  {{ x }}  {%- endraw -%}  b", [], {}),
+        ("whitespace_crlf", "a\r\n{% if true %}\r\nb\r\n{% endif %}\r\nc\r\n", [], {}),
+        ("whitespace_var_no_trim", "{{ 'a' }}\n{{ 'b' }}\n", [], {}),
+        ("whitespace_block_inline", "x {% if true %} y {% endif %} z\n", [], {}),
+        ("whitespace_plus_end", "{% if true +%}\nkeep{% endif %}", [], {}),
+        ("dict_items_print", "{{ {'a': 1}.items()|list }} {{ messages[0].keys()|list }}", [U1], {}),
+        ("string_multiply_join", "{{ '=' * 5 }} {{ ['a'] * 2 }} {{ 3 * 'ab' }}", [], {}),
+        ("int_filter_cases", "{{ '12abc'|int }} {{ '3.9'|int }} {{ 3.9|int }} {{ 'x'|int(7) }} {{ true|int }} {{ ' 5 '|int }} {{ '1_000'|int }}", [], {}),
+        ("float_filter_cases", "{{ '1e3'|float }} {{ 'x'|float }} {{ 2|float }} {{ '-0.5'|float }}", [], {}),
+        ("first_last_empty", "[{{ []|first }}] [{{ ''|last }}] {{ 'abc'|first }}", [], {}),
+        ("join_attribute", "{{ messages|join(', ', attribute='role') }}", [U1, A1], {}),
+        ("sort_filters", "{{ ['b', 'A', 'c']|sort }} {{ ['b', 'A', 'c']|sort(case_sensitive=true) }} {{ messages|sort(attribute='role')|map(attribute='role')|list }} {{ [3, 1]|sort(reverse=true) }}", [U1, A1], {}),
+        ("map_default", "{{ messages|map(attribute='name', default='anon')|list }}", [U1, dict(A1, name='bot')], {}),
+        ("selectattr_tests", "{{ messages|selectattr('tool_calls', 'defined')|list|length }} {{ messages|selectattr('content', 'string')|list|length }} {{ messages|rejectattr('role', 'in', ['user'])|map(attribute='role')|list }}", [U1, dict(A1, tool_calls=[])], {}),
+        ("default_chain", "{{ messages[0].name|default(messages[0].role)|upper }}", [U1], {}),
+        ("string_index_methods", "{{ 'hello'.find('z') }} {{ 'a-b-c'.count('-') }} {{ 'abc'.index('c') }} {{ '123'.isdigit() }} {{ 'ab1'.isalpha() }}", [], {}),
+        ("split_edge", "{{ ''.split() }} {{ ''.split(',') }} {{ 'a,,b'.split(',') }} {{ '  a b  c '.split(None, 1) }}", [], {}),
+        ("slice_negative_step", "{{ [1, 2, 3, 4, 5][::-2] }} {{ 'abcdef'[4:1:-1] }} {{ [1, 2, 3][-100:100] }} {{ 'abc'[-1:] }}", [], {}),
+        ("compare_mixed_eq", "{{ 1 == '1' }} {{ none == false }} {{ [] == [] }} {{ {} == {} }} {{ 0 == false }} {{ 1.0 == true }}", [], {}),
+        ("compare_type_error", "{{ 1 < 'a' }}", [], {}),
+        ("none_attr", "{{ none.x is defined }}", [], {}),
+        ("none_iter_error", "{% for x in none %}{% endfor %}", [], {}),
+        ("undefined_getitem_error", "{{ nothing['x'] }}", [], {}),
+        ("undefined_call_error", "{{ nothing() }}", [], {}),
+        ("dict_missing_key_error", "{{ messages[0]['missing']['deeper'] }}", [U1], {}),
+        ("list_index_error", "{{ messages[5].role }}", [U1], {}),
+        ("number_formats", "{{ 1_000 }} {{ 0.5e1 }} {{ 7 // 2.0 }} {{ -7 % 2.5 }} {{ 2 ** -1 }} {{ 10 / 4 }}", [], {}),
+        ("division_by_zero", "{{ 1 / 0 }}", [], {}),
+        ("bool_arith", "{{ true + true }} {{ true * 3 }}", [], {}),
+        ("cond_undefined_print", "[{{ 'a' if false }}]{{ ('a' if false) is defined }}", [], {}),
+        ("namespace_print", "{% set ns = namespace(a=1) %}{{ ns.a }} {{ ns.b is defined }}", [], {}),
+        ("set_multiple_targets_loop", "{% for a, b in [[1, 2], [3, 4]] %}{{ a + b }};{% endfor %}{% for (x, y) in [('p', 'q')] %}{{ x }}{{ y }}{% endfor %}", [], {}),
+        ("tests_more", "{{ 'abc' is lower }} {{ 'ABC' is upper }} {{ none is boolean }} {{ 5 is gt 3 }} {{ 5 is le 3 }} {{ x is sameas none }} {{ 3 is ne 3 }} {{ 1 is true }} {{ false is false }}", [], {"extra": {"x": None}}),
+        ("adjacent_strings", "{{ 'a' \"b\" 'c' }}", [], {}),
+        ("dotted_index", "{{ messages.0.role }}", [U1], {}),
+        ("list_literal_trailing_comma", "{{ [1, 2,] }} {{ {'a': 1,} }}", [], {}),
+        ("unicode_len_reverse", "{{ 'héllo😀'|length }} {{ 'héllo😀'|reverse }} {{ 'héllo😀'[1:3] }}", [], {}),
+        ("escape_filter_values", "{{ 5|escape }} {{ none|e }}", [], {}),
+        ("indent_blank", "{{ 'a\n\nb'|indent(2, blank=true) }}|{{ 'x\ny'|indent('> ') }}", [], {}),
+        ("generation_block", "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{{ m.content }}{% endgeneration %}{% else %}{{ m.content }}{% endif %}\n{% endfor %}", [U1, A1], {}),
         ("attr_vs_item", "{{ messages[0]['items'] }} {{ messages[0].get('items') }}", [{"items": "field"}], {}),
     ]
     return t
