@@ -138,6 +138,18 @@ bool IsStringMethod(const std::string& n) {
 
 }  // namespace
 
+bool IsKnownTest(const std::string& name) {
+  static const char* kTests[] = {
+      "defined",     "undefined", "none", "string", "mapping",  "iterable", "sequence", "number", "integer",
+      "float",       "boolean",   "true", "false",  "callable", "lower",    "upper",    "odd",    "even",
+      "divisibleby", "equalto",   "eq",   "==",     "ne",       "!=",       "sameas",   "in",     "lt",
+      "<",           "le",        "<=",   "gt",     ">",        "ge",       ">="};
+  for (const char* t : kTests) {
+    if (name == t) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<std::vector<Value>> IterateValue(const Value& v) {
   if (v.is_list()) return v.list();
   if (v.is_undefined()) return std::vector<Value>{};
@@ -204,7 +216,7 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs
   if (name == "undefined") return v.is_undefined();
   if (name == "none") return v.is_none();
   if (name == "string") return v.is_string();
-  if (name == "mapping") return v.is_dict();
+  if (name == "mapping") return v.is_dict() && !v.is_namespace();
   if (name == "iterable") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
   if (name == "sequence") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
   if (name == "number") return v.is_number();
@@ -240,7 +252,7 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs
     ZF_ASSIGN_OR_RETURN(bool gt, ValueLess(*a0, v));
     return (name == "gt" || name == ">") ? gt : !gt;
   }
-  return TypeError(absl::StrCat("No test named '", name, "'."));
+  return TypeError(absl::StrCat("No test named '", name, "'."));  // keep in sync with IsKnownTest
 }
 
 absl::StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& args) {

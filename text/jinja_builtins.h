@@ -11,6 +11,9 @@
 
 namespace zerofit::text {
 
+// Whether a filter / test of that name exists: jinja2 rejects unknown names when it compiles a template.
+bool IsKnownFilter(const std::string& name);
+bool IsKnownTest(const std::string& name);
 // `input | name(args)`. NotFound-like InvalidArgument "No filter named 'x'." for unknown names.
 absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& input, CallArgs& args);
 // `input is name(args)`.

@@ -151,17 +151,20 @@ absl::StatusOr<Value> Interpreter::Arithmetic(const std::string& op, const Value
     bool ints = !a.is_float() && !b.is_float();
     int64_t x = a.int_value(), y = b.int_value(), r = 0;
     double fx = a.number(), fy = b.number();
+    // Python integers are unbounded; ours are 64-bit, so overflow is an error rather than a wrong result.
+    const absl::Status overflow =
+        absl::OutOfRangeError(absl::StrCat("integer overflow in ", x, " ", op, " ", y));
     if (op == "+") {
-      if (ints && !__builtin_add_overflow(x, y, &r)) return Value::Int(r);
-      return Value::Float(fx + fy);
+      if (!ints) return Value::Float(fx + fy);
+      return __builtin_add_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
     }
     if (op == "-") {
-      if (ints && !__builtin_sub_overflow(x, y, &r)) return Value::Int(r);
-      return Value::Float(fx - fy);
+      if (!ints) return Value::Float(fx - fy);
+      return __builtin_sub_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
     }
     if (op == "*") {
-      if (ints && !__builtin_mul_overflow(x, y, &r)) return Value::Int(r);
-      return Value::Float(fx * fy);
+      if (!ints) return Value::Float(fx * fy);
+      return __builtin_mul_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
     }
     if ((op == "/" || op == "//" || op == "%") && fy == 0) {
       return TypeError(op == "/" ? "division by zero" : "integer division or modulo by zero");
@@ -177,8 +180,11 @@ absl::StatusOr<Value> Interpreter::Arithmetic(const std::string& op, const Value
       if (ints && y >= 0) {
         int64_t acc = 1;
         bool overflow = false;
-        for (int64_t i = 0; i < y && !overflow; ++i) overflow = __builtin_mul_overflow(acc, x, &acc);
-        if (!overflow) return Value::Int(acc);
+        for (int64_t i = 0; i < y && !overflow && acc != 0 && !(acc == 1 && x == 1); ++i) {
+          overflow = __builtin_mul_overflow(acc, x, &acc);
+        }
+        if (overflow) return absl::OutOfRangeError(absl::StrCat("integer overflow in ", x, " ** ", y));
+        return Value::Int(acc);
       }
       return Value::Float(std::pow(fx, fy));
     }

@@ -281,6 +281,19 @@ absl::StatusOr<Value> FirstLast(const Value& v, bool first) {
 
 }  // namespace
 
+bool IsKnownFilter(const std::string& name) {
+  static const char* kFilters[] = {
+      "trim",   "length", "count",  "upper",  "lower",       "title",      "capitalize", "replace",
+      "string", "int",    "float",  "first",  "last",        "join",       "default",    "d",
+      "items",  "list",   "map",    "select", "reject",      "selectattr", "rejectattr", "tojson",
+      "indent", "safe",   "escape", "e",      "forceescape", "sort",       "unique",     "reverse",
+      "abs",    "round",  "sum",    "min",    "max",         "format",     "dictsort"};
+  for (const char* f : kFilters) {
+    if (name == f) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "trim") {
     const Value* chars = Arg(args, 0, "chars");
@@ -362,7 +375,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
     by_key.kwargs.emplace_back("attribute", Value::Int(0));
     return Sort(items, by_key, false);
   }
-  return TypeError(absl::StrCat("No filter named '", name, "'."));
+  return TypeError(absl::StrCat("No filter named '", name, "'."));  // keep in sync with IsKnownFilter
 }
 
 }  // namespace zerofit::text

@@ -88,6 +88,12 @@ std::vector<std::pair<std::string, Value>> Interpreter::Builtins() const {
   return b;
 }
 
+Interpreter::FramePtr Interpreter::ChildScope(const FramePtr& parent) {
+  auto frame = std::make_shared<Frame>();
+  frame->parent = parent;
+  return frame;
+}
+
 absl::Status Interpreter::Append(std::string* out, std::string_view text) const {
   if (out->size() + text.size() > limits_.max_output_bytes) {
     return absl::ResourceExhaustedError(
@@ -132,8 +138,8 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Node& node, const 
     case Node::Kind::kSet:
       ZF_RETURN_IF_ERROR(ExecSet(node, frame));
       return Flow::kNormal;
-    case Node::Kind::kSetBlock: {
-      ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, frame));
+    case Node::Kind::kSetBlock: {  // the body has its own scope, as in jinja2
+      ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, ChildScope(frame)));
       frame->Set(node.targets[0], Value::String(std::move(text)));
       return Flow::kNormal;
     }
@@ -144,16 +150,14 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Node& node, const 
       ZF_RETURN_IF_ERROR(ExecCallBlock(node, frame, out));
       return Flow::kNormal;
     case Node::Kind::kFilterBlock: {
-      ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, frame));
+      ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, ChildScope(frame)));
       Value input = Value::String(std::move(text));
       ZF_ASSIGN_OR_RETURN(Value v, EvalFilter(*node.expr, frame, &input));
       ZF_RETURN_IF_ERROR(Append(out, v.ToString()));
       return Flow::kNormal;
     }
     case Node::Kind::kGeneration: {  // a CallBlock in transformers: the body is a macro with its own scope
-      auto scope = std::make_shared<Frame>();
-      scope->parent = frame;
-      ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, scope));
+      ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, ChildScope(frame)));
       ZF_RETURN_IF_ERROR(Append(out, text));
       return Flow::kNormal;
     }
@@ -231,8 +235,7 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const F
   if (node.cond) {  // `for x in xs if cond`: filter first, so loop.length counts the kept items
     std::vector<Value> kept;
     for (const Value& item : items) {
-      auto scratch = std::make_shared<Frame>();
-      scratch->parent = frame;
+      FramePtr scratch = ChildScope(frame);
       ZF_RETURN_IF_ERROR(bind_into(scratch, item));
       ZF_ASSIGN_OR_RETURN(Value keep, Eval(*node.cond, scratch));
       if (keep.Truthy()) kept.push_back(item);
@@ -241,8 +244,7 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const F
   }
   if (items.empty()) return Exec(node.else_body, frame, out);
   for (size_t i = 0; i < items.size(); ++i) {
-    auto iteration = std::make_shared<Frame>();
-    iteration->parent = frame;
+    FramePtr iteration = ChildScope(frame);
     ZF_RETURN_IF_ERROR(bind_into(iteration, items[i]));
     iteration->Set("loop", LoopObject(items, i));
     ZF_ASSIGN_OR_RETURN(Flow flow, Exec(node.body, iteration, out));
@@ -279,8 +281,7 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Node& node, const FramePtr& d
     return TypeError(
         absl::StrCat("macro '", node.name, "' takes not more than ", node.params.size(), " argument(s)"));
   }
-  auto frame = std::make_shared<Frame>();
-  frame->parent = defined_in;
+  FramePtr frame = ChildScope(defined_in);
   for (size_t i = 0; i < node.params.size(); ++i) {
     if (i < args.args.size()) {
       frame->Set(node.params[i], args.args[i]);
@@ -310,9 +311,8 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Node& node, const FramePtr& d
 
 absl::Status Interpreter::ExecCallBlock(const Node& node, const FramePtr& frame, std::string* out) {
   Value caller = Value::Function("caller", [this, &node, frame](CallArgs&) -> absl::StatusOr<Value> {
-    auto scope = std::make_shared<Frame>();  // caller() is a macro: its sets stay inside
-    scope->parent = frame;
-    ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, scope));
+    // caller() is a macro: its sets stay inside.
+    ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, ChildScope(frame)));
     return Value::String(std::move(text));
   });
   ZF_ASSIGN_OR_RETURN(Value v, EvalCall(*node.expr, frame, &caller));

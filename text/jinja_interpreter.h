@@ -42,6 +42,7 @@ class Interpreter {
     void Set(const std::string& name, Value value);
   };
   using FramePtr = std::shared_ptr<Frame>;
+  static FramePtr ChildScope(const FramePtr& parent);
   enum class Flow { kNormal, kBreak, kContinue };
 
   // Statements append to *out; break/continue travel up as Flow to the enclosing loop.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "text/jinja_builtins.h"
 #include "text/jinja_lexer.h"
 
 namespace zerofit::text {
@@ -40,7 +41,8 @@ class Parser {
     return Peek(ahead).kind == TokenKind::kName && Peek(ahead).text == name;
   }
 
-  absl::Status ErrorAt(const Token& t, absl::string_view message) const {
+  template <typename At>  // a Token or a syntax tree node
+  absl::Status ErrorAt(const At& t, absl::string_view message) const {
     return absl::InvalidArgumentError(absl::StrCat("chat_template:", t.line, ":", t.column, ": ", message));
   }
   absl::Status CheckDepth() const {
@@ -135,6 +137,7 @@ class Parser {
     if (tag == "filter") return ParseFilterBlock();
     if (tag == "generation") return ParseGeneration();
     if (tag == "break" || tag == "continue") {
+      if (loop_depth_ == 0) return ErrorAt(t, absl::StrCat("'", tag, "' outside loop"));
       auto n = Make<Node>(tag == "break" ? Node::Kind::kBreak : Node::Kind::kContinue, Next());
       ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
       return n;
@@ -189,7 +192,11 @@ class Parser {
     if (IsName("recursive")) return ErrorAt(Peek(), "unsupported: recursive loops");
     ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
     std::string end;
-    ZF_ASSIGN_OR_RETURN(n->body, ParseBody({"else", "endfor"}, &end));
+    ++loop_depth_;
+    auto body = ParseBody({"else", "endfor"}, &end);
+    --loop_depth_;
+    if (!body.ok()) return body.status();
+    n->body = *std::move(body);
     if (end == "else") {
       ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
       ZF_ASSIGN_OR_RETURN(n->else_body, ParseBody({"endfor"}, &end));
@@ -239,7 +246,12 @@ class Parser {
     Next();
     ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
     std::string end;
-    ZF_ASSIGN_OR_RETURN(n->body, ParseBody({"endmacro"}, &end));
+    int outer_loops = loop_depth_;
+    loop_depth_ = 0;  // a macro body is no loop body even when defined inside one
+    auto body = ParseBody({"endmacro"}, &end);
+    loop_depth_ = outer_loops;
+    if (!body.ok()) return body.status();
+    n->body = *std::move(body);
     if (Peek().kind == TokenKind::kName) Next();  // {% endmacro name %}
     ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
     return n;
@@ -617,11 +629,7 @@ class Parser {
   absl::StatusOr<ExprPtr> ParseFilter(ExprPtr input) {
     auto e = Make<Expr>(Expr::Kind::kFilter, Peek());
     ZF_ASSIGN_OR_RETURN(e->name, ExpectName());
-    while (IsOp(".")) {  // dotted filter names
-      Next();
-      ZF_ASSIGN_OR_RETURN(std::string part, ExpectName());
-      absl::StrAppend(&e->name, ".", part);
-    }
+    if (!IsKnownFilter(e->name)) return ErrorAt(*e, absl::StrCat("No filter named '", e->name, "'."));
     e->children.push_back(std::move(input));
     if (IsOp("(")) ZF_RETURN_IF_ERROR(ParseArgs(e.get()));
     return e;
@@ -648,7 +656,9 @@ class Parser {
       Next();
       e->negated = true;
     }
+    const Token& name = Peek();
     ZF_ASSIGN_OR_RETURN(e->name, ExpectName());
+    if (!IsKnownTest(e->name)) return ErrorAt(name, absl::StrCat("No test named '", e->name, "'."));
     e->children.push_back(std::move(input));
     if (IsOp("(")) {
       ZF_RETURN_IF_ERROR(ParseArgs(e.get()));
@@ -670,6 +680,7 @@ class Parser {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   int depth_ = 0;
+  int loop_depth_ = 0;  // for bodies around the current position (break/continue need one)
   const int max_depth_;
 };
 

@@ -202,8 +202,14 @@ std::string PyUpper(std::string_view s) {
 }
 
 std::string PyLower(std::string_view s) {
+  std::u32string cps = DecodeUtf8(s);
   std::string out;
-  for (char32_t c : DecodeUtf8(s)) AppendUtf8(&out, ToLowerCp(c));
+  for (size_t i = 0; i < cps.size(); ++i) {
+    // Python's Final_Sigma rule: a capital sigma after a cased letter and not before one becomes final.
+    bool final_sigma =
+        cps[i] == 0x3a3 && i > 0 && IsCased(cps[i - 1]) && (i + 1 == cps.size() || !IsCased(cps[i + 1]));
+    AppendUtf8(&out, final_sigma ? 0x3c2 : ToLowerCp(cps[i]));
+  }
   return out;
 }
 

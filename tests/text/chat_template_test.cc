@@ -121,11 +121,23 @@ TEST(ChatTemplateTest, SyntaxErrorsNamePositions) {
   EXPECT_EQ(Message("{# never closed"), "chat_template:1:1: missing end of comment tag");
 }
 
+TEST(ChatTemplateTest, UnknownFiltersAndTestsAreParseErrors) {
+  // jinja2 rejects them when it compiles the template, even in branches that never run.
+  EXPECT_EQ(Message("line one\n{% if false %}{{ messages | no_such_filter }}{% endif %}"),
+            "chat_template:2:29: No filter named 'no_such_filter'.");
+  EXPECT_EQ(Message("{{ x is frobnicated }}"), "chat_template:1:9: No test named 'frobnicated'.");
+  EXPECT_EQ(Message("{% break %}"), "chat_template:1:4: 'break' outside loop");
+  EXPECT_EQ(Message("{% for x in y %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"),
+            "chat_template:1:35: 'continue' outside loop");
+}
+
 TEST(ChatTemplateTest, RuntimeErrorsNamePositions) {
-  auto t = ChatTemplate::Parse("line one\n{{ messages | no_such_filter }}");
+  auto t = ChatTemplate::Parse("line one\n{{ 'a' + 1 }}");
   ASSERT_TRUE(t.ok()) << t.status();
-  auto out = t->Render(Json::array(), {});
-  EXPECT_EQ(std::string(out.status().message()), "chat_template:2:15: No filter named 'no_such_filter'.");
+  EXPECT_EQ(std::string(t->Render(Json::array(), {}).status().message()),
+            "chat_template:2:8: can only concatenate str (not \"int\") to str");
+  auto overflow = ChatTemplate::Parse("{{ 9223372036854775807 + 1 }}");
+  EXPECT_EQ(overflow->Render(Json::array(), {}).status().code(), absl::StatusCode::kOutOfRange);
 }
 
 TEST(ChatTemplateTest, RaiseExceptionCarriesTheTemplateMessage) {
