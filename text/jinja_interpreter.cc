@@ -267,9 +267,14 @@ absl::Status Interpreter::ExecSet(const Node& node, const FramePtr& frame) {
 }
 
 Value Interpreter::MakeMacro(const Node& node, const FramePtr& frame) {
-  // The macro keeps its defining scope alive; it only runs during this render.
-  return Value::Function(node.name,
-                         [this, &node, frame](CallArgs& args) { return CallMacro(node, frame, args); });
+  // The defining frame holds the macro, so the macro holds the frame weakly (no shared_ptr cycle). A macro
+  // that outlives its scope (stored in a namespace, called after its loop) fails cleanly.
+  std::weak_ptr<Frame> scope = frame;
+  return Value::Function(node.name, [this, &node, scope](CallArgs& args) -> absl::StatusOr<Value> {
+    FramePtr defined_in = scope.lock();
+    if (!defined_in) return TypeError(absl::StrCat("macro '", node.name, "' is called outside its scope"));
+    return CallMacro(node, defined_in, args);
+  });
 }
 
 absl::StatusOr<Value> Interpreter::CallMacro(const Node& node, const FramePtr& defined_in, CallArgs& args) {
@@ -310,9 +315,12 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Node& node, const FramePtr& d
 }
 
 absl::Status Interpreter::ExecCallBlock(const Node& node, const FramePtr& frame, std::string* out) {
-  Value caller = Value::Function("caller", [this, &node, frame](CallArgs&) -> absl::StatusOr<Value> {
+  std::weak_ptr<Frame> scope = frame;  // weak for the same reason as in MakeMacro
+  Value caller = Value::Function("caller", [this, &node, scope](CallArgs&) -> absl::StatusOr<Value> {
+    FramePtr call_site = scope.lock();
+    if (!call_site) return TypeError("caller() is called outside its scope");
     // caller() is a macro: its sets stay inside.
-    ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, ChildScope(frame)));
+    ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, ChildScope(call_site)));
     return Value::String(std::move(text));
   });
   ZF_ASSIGN_OR_RETURN(Value v, EvalCall(*node.expr, frame, &caller));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/civil_time.h"
 
@@ -221,6 +222,57 @@ TEST(ChatTemplateTest, NamedTemplatesPickToolUseWhenToolsAreGiven) {
 TEST(ChatTemplateTest, MissingConfigIsNotFound) {
   EXPECT_EQ(ChatTemplate::FromTokenizerConfig("/nonexistent/tokenizer_config.json").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// A deterministic stand-in for a fuzz target: mangled templates (byte flips, cuts, duplicated spans) must
+// parse or fail cleanly, and render or fail cleanly, never crash or hang.
+TEST(ChatTemplateTest, MangledTemplatesFailCleanly) {
+  std::vector<std::string> seeds;
+  for (const Json& row : ReadGolden("synthetic")) seeds.push_back(row["template"].get<std::string>());
+  for (const char* model : {"qwen2.5", "mistral-v0.3"}) {
+    auto t = ChatTemplate::FromTokenizerConfig(kHfDir + "/" + model + "/tokenizer_config.json");
+    if (t.ok()) seeds.push_back(*t->Source({}));
+  }
+  const Json messages = Json::parse(R"([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+      {"role": "assistant", "content": "a", "tool_calls": [{"id": "abc123XYZ", "function": {"name": "f",
+      "arguments": {"x": 1}}}]}, {"role": "tool", "tool_call_id": "abc123XYZ", "content": "r"}])");
+  const char kAlphabet[] = "{}%#-+()[]|.,:'\"~=<>!*/ \nabcdefghijklmnopqrstuvwxyz0123456789_";
+  uint64_t state = 42;
+  auto next = [&state](uint64_t bound) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % bound;
+  };
+  int parsed = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string src = seeds[next(seeds.size())];
+    for (int edits = 1 + next(4); edits > 0 && !src.empty(); --edits) {
+      size_t pos = next(src.size());
+      switch (next(4)) {
+        case 0:
+          src[pos] = kAlphabet[next(sizeof(kAlphabet) - 1)];
+          break;
+        case 1:
+          src.erase(pos, 1 + next(8));
+          break;
+        case 2:
+          src.insert(pos, src.substr(next(src.size()), 1 + next(16)));
+          break;
+        default:
+          src.resize(pos);
+      }
+    }
+    auto t = ChatTemplate::Parse(src);
+    if (!t.ok()) {
+      EXPECT_TRUE(absl::StartsWith(t.status().message(), "chat_template:")) << t.status() << "\n" << src;
+      continue;
+    }
+    ++parsed;
+    ChatTemplateOptions options;
+    options.limits.max_output_bytes = 1 << 16;
+    options.tools = Json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+    (void)t->Render(messages, options);
+  }
+  EXPECT_GT(parsed, 100);
 }
 
 }  // namespace
