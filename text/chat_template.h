@@ -56,7 +56,9 @@ class ChatTemplate {
   static absl::StatusOr<ChatTemplate> FromTokenizerConfig(const std::string& path);
 
   // Renders `messages` (a JSON list of {"role", "content", ...}). Errors carry the template position;
-  // raise_exception("msg") in the template fails with InvalidArgument containing "msg".
+  // raise_exception("msg") in the template fails with InvalidArgument containing "msg". Takes ordered_json
+  // because Python dicts keep their key order and `tojson` prints it; a plain nlohmann::json converts
+  // implicitly but arrives with its objects' keys sorted.
   absl::StatusOr<std::string> Render(const nlohmann::ordered_json& messages,
                                      const ChatTemplateOptions& options) const;
 

@@ -219,6 +219,12 @@ TEST(ChatTemplateTest, NamedTemplatesPickToolUseWhenToolsAreGiven) {
   EXPECT_NE(nd->Render(Json::array(), {}).status().message().find("no default specified"), std::string::npos);
 }
 
+TEST(ChatTemplateTest, PlainJsonMessagesConvert) {
+  auto t = ChatTemplate::Parse("{% for m in messages %}{{ m.role }}:{{ m|tojson }};{% endfor %}");
+  nlohmann::json messages = nlohmann::json::parse(R"([{"role": "user", "content": "hi"}])");
+  EXPECT_EQ(*t->Render(messages, {}), R"(user:{"content": "hi", "role": "user"};)");  // sorted keys
+}
+
 TEST(ChatTemplateTest, MissingConfigIsNotFound) {
   EXPECT_EQ(ChatTemplate::FromTokenizerConfig("/nonexistent/tokenizer_config.json").status().code(),
             absl::StatusCode::kNotFound);
