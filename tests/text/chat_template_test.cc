@@ -225,6 +225,22 @@ TEST(ChatTemplateTest, PlainJsonMessagesConvert) {
   EXPECT_EQ(*t->Render(messages, {}), R"(user:{"content": "hi", "role": "user"};)");  // sorted keys
 }
 
+TEST(ChatTemplateTest, LongConversationRendersInLinearTime) {
+  const std::string config = kHfDir + "/qwen2.5/tokenizer_config.json";
+  if (!std::filesystem::exists(config)) GTEST_SKIP() << config << " is missing";
+  auto t = ChatTemplate::FromTokenizerConfig(config);
+  ASSERT_TRUE(t.ok()) << t.status();
+  Json messages = Json::array();
+  const std::string text(2000, 'x');
+  for (int i = 0; i < 4000; ++i)
+    messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", text}});
+  absl::Time start = absl::Now();
+  auto out = t->Render(messages, {});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GT(out->size(), 4000u * 2000u);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // ~8 MB of prompt; quadratic copying would blow this
+}
+
 TEST(ChatTemplateTest, MissingConfigIsNotFound) {
   EXPECT_EQ(ChatTemplate::FromTokenizerConfig("/nonexistent/tokenizer_config.json").status().code(),
             absl::StatusCode::kNotFound);
