@@ -58,6 +58,7 @@ struct Node {
     kCallBlock,    // call expr %}body{% endcall: body is the macro's caller()
     kFilterBlock,  // filter expr (a filter chain over a null input) body
     kGeneration,   // transformers' generation %}body{% endgeneration: body in its own scope
+    kWith,         // with params[i] = defaults[i], ... %}body{% endwith: body in its own scope
     kBreak,
     kContinue,
   };
@@ -74,7 +75,7 @@ struct Node {
   std::string attr;
   std::string name;
   std::vector<std::string> params;
-  std::vector<ExprPtr> defaults;  // one per param; null where none
+  std::vector<ExprPtr> defaults;  // one per param; null where none (with: the values)
 };
 
 }  // namespace zerofit::text

@@ -23,6 +23,21 @@ const Value* Arg(const CallArgs& args, size_t i, const char* name) {
   return nullptr;
 }
 
+const std::string kNewline = "\n";
+
+// s[start:end] over code points (Python slice clamping, no step).
+std::u32string PySliceCodePoints(const std::u32string& s, const Value& start, const Value& end) {
+  int64_t n = static_cast<int64_t>(s.size());
+  auto clamp = [n](const Value& v, int64_t dflt) {
+    if (!v.is_int() && !v.is_bool()) return dflt;
+    int64_t i = v.int_value() < 0 ? v.int_value() + n : v.int_value();
+    return std::max<int64_t>(0, std::min(n, i));
+  };
+  int64_t b = clamp(start, 0);
+  int64_t e = clamp(end, n);
+  return b < e ? s.substr(static_cast<size_t>(b), static_cast<size_t>(e - b)) : std::u32string();
+}
+
 absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name, CallArgs& args) {
   const Value* a0 = Arg(args, 0, "");
   const Value* a1 = Arg(args, 1, "");
@@ -31,6 +46,13 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
   };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     return Value::String(PyStrip(s, name != "rstrip", name != "lstrip", opt_str(a0)));
+  }
+  if ((name == "startswith" || name == "endswith") && args.args.size() > 1) {  // (prefix, start[, end])
+    std::u32string cps = DecodeUtf8(s);
+    CallArgs rest{{args.args[0]}, {}};
+    Value sliced = Value::String(EncodeUtf8(
+        PySliceCodePoints(cps, args.args[1], args.args.size() > 2 ? args.args[2] : Value::None())));
+    return StringMethod(sliced.str(), name, rest);
   }
   if (name == "startswith" || name == "endswith") {
     if (a0 == nullptr) return TypeError(absl::StrCat(name, "() takes at least 1 argument (0 given)"));
@@ -48,11 +70,36 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
   if (name == "split") {
     const Value* sep = Arg(args, 0, "sep");
     const Value* maxsplit = Arg(args, 1, "maxsplit");
+    if (opt_str(sep) && sep->str().empty()) return TypeError("empty separator");
     std::vector<Value> parts;
     for (auto& p : PySplit(s, opt_str(sep), maxsplit ? maxsplit->int_value() : -1)) {
       parts.push_back(Value::String(std::move(p)));
     }
     return Value::List(std::move(parts));
+  }
+  if (name == "rsplit") {
+    const Value* sep = Arg(args, 0, "sep");
+    const Value* maxsplit = Arg(args, 1, "maxsplit");
+    if (opt_str(sep) && sep->str().empty()) return TypeError("empty separator");
+    std::vector<Value> parts;
+    for (auto& p : PyRSplit(s, opt_str(sep), maxsplit ? maxsplit->int_value() : -1)) {
+      parts.push_back(Value::String(std::move(p)));
+    }
+    return Value::List(std::move(parts));
+  }
+  if (name == "splitlines") {
+    std::vector<Value> parts;
+    std::vector<std::string> lines = PySplit(s, &kNewline, -1);
+    if (!lines.empty() && lines.back().empty()) lines.pop_back();  // no piece after a final newline
+    for (auto& line : lines) parts.push_back(Value::String(std::move(line)));
+    return Value::List(std::move(parts));
+  }
+  if (name == "removeprefix" || name == "removesuffix") {
+    if (!opt_str(a0)) return TypeError(absl::StrCat(name, "() argument must be str"));
+    const std::string& p = a0->str();
+    if (name == "removeprefix") return Value::String(s.compare(0, p.size(), p) == 0 ? s.substr(p.size()) : s);
+    bool hit = s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+    return Value::String(hit ? s.substr(0, s.size() - p.size()) : s);
   }
   if (name == "upper") return Value::String(PyUpper(s));
   if (name == "lower") return Value::String(PyLower(s));
@@ -127,9 +174,11 @@ absl::StatusOr<Value> DictMethod(const Value& d, const std::string& name, CallAr
 }
 
 bool IsStringMethod(const std::string& n) {
-  static const char* kNames[] = {"strip", "lstrip", "rstrip",     "startswith", "endswith", "split",  "upper",
-                                 "lower", "title",  "capitalize", "replace",    "find",     "count",  "index",
-                                 "join",  "format", "isdigit",    "isalpha",    "isspace",  "isalnum"};
+  static const char* kNames[] = {"strip",   "lstrip",     "rstrip",       "startswith",  "endswith",
+                                 "split",   "upper",      "lower",        "title",       "capitalize",
+                                 "replace", "find",       "count",        "index",       "join",
+                                 "format",  "isdigit",    "isalpha",      "isspace",     "isalnum",
+                                 "rsplit",  "splitlines", "removeprefix", "removesuffix"};
   for (const char* k : kNames) {
     if (n == k) return true;
   }
@@ -140,10 +189,11 @@ bool IsStringMethod(const std::string& n) {
 
 bool IsKnownTest(const std::string& name) {
   static const char* kTests[] = {
-      "defined",     "undefined", "none", "string", "mapping",  "iterable", "sequence", "number", "integer",
-      "float",       "boolean",   "true", "false",  "callable", "lower",    "upper",    "odd",    "even",
-      "divisibleby", "equalto",   "eq",   "==",     "ne",       "!=",       "sameas",   "in",     "lt",
-      "<",           "le",        "<=",   "gt",     ">",        "ge",       ">="};
+      "defined", "undefined", "none",        "string",     "mapping", "iterable", "sequence", "number",
+      "integer", "float",     "boolean",     "true",       "false",   "callable", "lower",    "upper",
+      "odd",     "even",      "divisibleby", "equalto",    "eq",      "==",       "ne",       "!=",
+      "sameas",  "in",        "lt",          "<",          "le",      "<=",       "gt",       ">",
+      "ge",      ">=",        "lessthan",    "greaterthan"};
   for (const char* t : kTests) {
     if (name == t) return true;
   }
@@ -244,13 +294,13 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs
     return v.identity() ? v.identity() == a0->identity() : (v.kind() == a0->kind() && ValuesEqual(v, *a0));
   }
   if (name == "in") return ValueContains(*a0, v);
-  if (name == "lt" || name == "<" || name == "ge" || name == ">=") {
+  if (name == "lt" || name == "<" || name == "lessthan" || name == "ge" || name == ">=") {
     ZF_ASSIGN_OR_RETURN(bool lt, ValueLess(v, *a0));
-    return (name == "lt" || name == "<") ? lt : !lt;
+    return (name == "lt" || name == "<" || name == "lessthan") ? lt : !lt;
   }
-  if (name == "gt" || name == ">" || name == "le" || name == "<=") {
+  if (name == "gt" || name == ">" || name == "greaterthan" || name == "le" || name == "<=") {
     ZF_ASSIGN_OR_RETURN(bool gt, ValueLess(*a0, v));
-    return (name == "gt" || name == ">") ? gt : !gt;
+    return (name == "gt" || name == ">" || name == "greaterthan") ? gt : !gt;
   }
   return TypeError(absl::StrCat("No test named '", name, "'."));  // keep in sync with IsKnownTest
 }

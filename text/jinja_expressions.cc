@@ -190,8 +190,16 @@ absl::StatusOr<Value> Interpreter::Arithmetic(const std::string& op, const Value
     }
   }
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value::String(a.str() + b.str());
+    if (a.is_string() && b.is_string()) {
+      if (a.str().size() + b.str().size() > limits_.max_output_bytes) {
+        return absl::ResourceExhaustedError("string concatenation is too long");
+      }
+      return Value::String(a.str() + b.str());
+    }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+      if (a.list().size() + b.list().size() > limits_.max_range) {
+        return absl::ResourceExhaustedError("list concatenation is too long");
+      }
       std::vector<Value> items = a.list();
       items.insert(items.end(), b.list().begin(), b.list().end());
       return Value::List(std::move(items), a.is_tuple());
@@ -207,7 +215,8 @@ absl::StatusOr<Value> Interpreter::Arithmetic(const std::string& op, const Value
     if (n.is_int() || n.is_bool()) {
       int64_t count = std::max<int64_t>(0, n.int_value());
       size_t unit = seq.is_string() ? seq.str().size() : seq.list().size();
-      if (unit * static_cast<size_t>(count) > limits_.max_range * 16) {
+      size_t limit = seq.is_string() ? limits_.max_output_bytes : limits_.max_range;
+      if (unit != 0 && static_cast<size_t>(count) > limit / unit) {
         return absl::ResourceExhaustedError("sequence repetition is too long");
       }
       if (seq.is_string()) {

@@ -88,6 +88,14 @@ std::vector<std::pair<std::string, Value>> Interpreter::Builtins() const {
   return b;
 }
 
+absl::Status Interpreter::Step() {
+  if (++steps_ > limits_.max_steps) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("chat template takes more than ", limits_.max_steps, " steps"));
+  }
+  return absl::OkStatus();
+}
+
 Interpreter::FramePtr Interpreter::ChildScope(const FramePtr& parent) {
   auto frame = std::make_shared<Frame>();
   frame->parent = parent;
@@ -113,6 +121,7 @@ absl::StatusOr<std::string> Interpreter::Capture(const NodeList& body, const Fra
 absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const NodeList& nodes, const FramePtr& frame,
                                                     std::string* out) {
   for (const auto& node : nodes) {
+    ZF_RETURN_IF_ERROR(Step());
     auto flow = ExecNode(*node, frame, out);
     if (!flow.ok()) return At(node->line, node->column, flow.status());
     if (*flow != Flow::kNormal) return *flow;
@@ -160,6 +169,16 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Node& node, const 
       ZF_ASSIGN_OR_RETURN(std::string text, Capture(node.body, ChildScope(frame)));
       ZF_RETURN_IF_ERROR(Append(out, text));
       return Flow::kNormal;
+    }
+    case Node::Kind::kWith: {  // values come from the outer scope, then bind in a new one
+      std::vector<Value> values;
+      for (const auto& e : node.defaults) {
+        ZF_ASSIGN_OR_RETURN(Value v, Eval(*e, frame));
+        values.push_back(std::move(v));
+      }
+      FramePtr scope = ChildScope(frame);
+      for (size_t i = 0; i < values.size(); ++i) scope->Set(node.params[i], std::move(values[i]));
+      return Exec(node.body, scope, out);
     }
     case Node::Kind::kBreak:
       return Flow::kBreak;
@@ -244,6 +263,7 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const F
   }
   if (items.empty()) return Exec(node.else_body, frame, out);
   for (size_t i = 0; i < items.size(); ++i) {
+    ZF_RETURN_IF_ERROR(Step());
     FramePtr iteration = ChildScope(frame);
     ZF_RETURN_IF_ERROR(bind_into(iteration, items[i]));
     iteration->Set("loop", LoopObject(items, i));

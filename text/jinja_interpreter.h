@@ -18,7 +18,9 @@ namespace zerofit::text {
 struct RenderLimits {
   size_t max_output_bytes = 16 << 20;  // output (and every captured block) larger than this is an error
   int max_call_depth = 64;             // macro recursion
-  size_t max_range = 1 << 20;          // elements one range() or string repetition may produce
+  size_t max_range = 1 << 16;          // elements one range() or list repetition may produce
+  // Statements executed plus loop iterations: bounds the work of nested loops, whose output may be empty.
+  int64_t max_steps = 1 << 24;
 };
 
 // Renders `nodes` with `globals` as the outermost scope (after the built-ins range, namespace, dict).
@@ -71,8 +73,12 @@ class Interpreter {
 
   std::vector<std::pair<std::string, Value>> Builtins() const;
 
+  // Counts one unit of work against limits_.max_steps.
+  absl::Status Step();
+
   RenderLimits limits_;
   int call_depth_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace zerofit::text

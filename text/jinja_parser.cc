@@ -136,6 +136,7 @@ class Parser {
     if (tag == "call") return ParseCallBlock();
     if (tag == "filter") return ParseFilterBlock();
     if (tag == "generation") return ParseGeneration();
+    if (tag == "with") return ParseWith();
     if (tag == "break" || tag == "continue") {
       if (loop_depth_ == 0) return ErrorAt(t, absl::StrCat("'", tag, "' outside loop"));
       auto n = Make<Node>(tag == "break" ? Node::Kind::kBreak : Node::Kind::kContinue, Next());
@@ -280,6 +281,23 @@ class Parser {
     ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
     std::string end;
     ZF_ASSIGN_OR_RETURN(n->body, ParseBody({"endfilter"}, &end));
+    ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
+    return n;
+  }
+
+  absl::StatusOr<std::unique_ptr<Node>> ParseWith() {
+    auto n = Make<Node>(Node::Kind::kWith, Next());
+    while (Peek().kind != TokenKind::kBlockEnd) {
+      if (!n->params.empty()) ZF_RETURN_IF_ERROR(ExpectOp(","));
+      ZF_ASSIGN_OR_RETURN(std::string name, ExpectName());
+      ZF_RETURN_IF_ERROR(ExpectOp("="));
+      ZF_ASSIGN_OR_RETURN(ExprPtr value, ParseExpression());
+      n->params.push_back(name);
+      n->defaults.push_back(std::move(value));
+    }
+    Next();
+    std::string end;
+    ZF_ASSIGN_OR_RETURN(n->body, ParseBody({"endwith"}, &end));
     ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
     return n;
   }

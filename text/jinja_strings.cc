@@ -1,5 +1,7 @@
 #include "text/jinja_strings.h"
 
+#include <algorithm>
+
 namespace zerofit::text {
 
 std::u32string DecodeUtf8(std::string_view s) {
@@ -107,6 +109,39 @@ std::vector<std::string> PySplit(std::string_view s, const std::string* sep, int
     out.push_back(EncodeUtf8(std::u32string_view(cps).substr(i, j - i)));
     i = j;
   }
+  return out;
+}
+
+std::vector<std::string> PyRSplit(std::string_view s, const std::string* sep, int64_t maxsplit) {
+  if (maxsplit < 0) return PySplit(s, sep, maxsplit);
+  std::vector<std::string> out;
+  if (sep != nullptr) {
+    size_t end = s.size();
+    while (static_cast<int64_t>(out.size()) < maxsplit) {
+      size_t hit = end >= sep->size() ? s.rfind(*sep, end - sep->size()) : std::string_view::npos;
+      if (hit == std::string_view::npos || sep->empty()) break;
+      out.emplace_back(s.substr(hit + sep->size(), end - hit - sep->size()));
+      end = hit;
+    }
+    out.emplace_back(s.substr(0, end));
+  } else {
+    std::u32string cps = DecodeUtf8(s);
+    size_t end = cps.size();
+    while (true) {
+      while (end > 0 && IsPythonSpace(cps[end - 1])) --end;
+      if (end == 0) break;
+      if (static_cast<int64_t>(out.size()) == maxsplit) {
+        out.push_back(
+            EncodeUtf8(std::u32string_view(cps).substr(0, end)));  // the rest keeps its leading space
+        break;
+      }
+      size_t begin = end;
+      while (begin > 0 && !IsPythonSpace(cps[begin - 1])) --begin;
+      out.push_back(EncodeUtf8(std::u32string_view(cps).substr(begin, end - begin)));
+      end = begin;
+    }
+  }
+  std::reverse(out.begin(), out.end());
   return out;
 }
 

@@ -18,8 +18,11 @@ size_t Utf8Length(std::string_view s);
 bool IsPythonSpace(char32_t c);
 // str.strip() / lstrip() / rstrip(): without `chars` strips whitespace, else any code point in `chars`.
 std::string PyStrip(std::string_view s, bool left, bool right, const std::string* chars);
-// str.split(sep, maxsplit): without `sep` splits on whitespace runs and drops empty parts.
+// str.split(sep, maxsplit): without `sep` splits on whitespace runs and drops empty parts. Precondition:
+// `sep` is null or non-empty (Python raises "empty separator").
 std::vector<std::string> PySplit(std::string_view s, const std::string* sep, int64_t maxsplit);
+// str.rsplit(sep, maxsplit): like PySplit, splitting from the right.
+std::vector<std::string> PyRSplit(std::string_view s, const std::string* sep, int64_t maxsplit);
 // str.replace(old, new, count); count < 0 replaces all.
 std::string PyReplace(std::string_view s, std::string_view from, std::string_view to, int64_t count);
 // Case mappings: ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic (other scripts are kept as they are).

@@ -172,6 +172,12 @@ TEST(ChatTemplateTest, OutputSizeIsBounded) {
   options.limits.max_output_bytes = 10000;
   EXPECT_TRUE(t->Render(Json::array(), options).ok());
   EXPECT_FALSE(ChatTemplate::Parse("{{ 'x' * 100000000000 }}")->Render(Json::array(), {}).ok());
+  EXPECT_FALSE(ChatTemplate::Parse("{{ [1, 2] * 100000000 }}")->Render(Json::array(), {}).ok());
+  // Nested loops with no output are bounded by steps, not by output size.
+  auto nested = ChatTemplate::Parse(
+      "{% for a in range(60000) %}{% for b in range(60000) %}{% if false %}x{% endif %}{% endfor %}{% endfor "
+      "%}");
+  EXPECT_EQ(nested->Render(Json::array(), {}).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_FALSE(ChatTemplate::Parse("{{ range(100000000000) }}")->Render(Json::array(), {}).ok());
 }
 

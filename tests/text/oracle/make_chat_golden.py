@@ -362,6 +362,10 @@ def synthetic_cases():
         ("percent_list_arg", "{{ '%s' % [1, 2] }}", [], {}),
         ("compare_none_error", "{{ 'a' < none }}", [], {}),
         ("loop_print_empty", "[{{ loop }}]", [], {}),
+        ("with_block", "{% set a = 5 %}{% with a = 1, b = a %}[{{ a }}{{ b }}]{% endwith %}{{ a }}{% with %}{% set x = 1 %}{% endwith %}[{{ x }}]", [], {}),
+        ("methods_str_more", "{{ 'a b\\nc\\n'.splitlines() }} {{ 'a,b,c'.rsplit(',', 1) }} {{ ' a b  c '.rsplit(None, 1) }} {{ 'a,b'.rsplit(',') }} {{ 'prefix_x'.removeprefix('prefix_') }} {{ 'x.json'.removesuffix('.json') }} {{ 'abc'.startswith('b', 1) }} {{ 'abc'.endswith('b', 0, 2) }}", [], {}),
+        ("tests_aliases", "{{ 5 is greaterthan 3 }} {{ 5 is lessthan 3 }} {{ 'A' is lower }}", [], {}),
+        ("split_empty_separator", "{{ 'a,b'.split('') }}", [], {}),
         ("attr_vs_item", "{{ messages[0]['items'] }} {{ messages[0].get('items') }}", [{"items": "field"}], {}),
     ]
     return t
