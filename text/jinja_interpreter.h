@@ -20,7 +20,7 @@ struct RenderLimits {
   int max_call_depth = 64;             // macro recursion
   size_t max_range = 1 << 16;          // elements one range() or list repetition may produce
   // Statements executed plus loop iterations: bounds the work of nested loops, whose output may be empty.
-  int64_t max_steps = 1 << 24;
+  int64_t max_steps = 1 << 22;
 };
 
 // Renders `nodes` with `globals` as the outermost scope (after the built-ins range, namespace, dict).
