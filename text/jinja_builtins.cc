@@ -14,15 +14,6 @@ namespace {
 
 absl::Status TypeError(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
-// Positional `i`, else keyword `name`, else null.
-const Value* Arg(const CallArgs& args, size_t i, const char* name) {
-  if (i < args.args.size()) return &args.args[i];
-  for (const auto& [k, v] : args.kwargs) {
-    if (k == name) return &v;
-  }
-  return nullptr;
-}
-
 const std::string kNewline = "\n";
 
 // s[start:end] over code points (Python slice clamping, no step).
@@ -39,8 +30,8 @@ std::u32string PySliceCodePoints(const std::u32string& s, const Value& start, co
 }
 
 absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name, CallArgs& args) {
-  const Value* a0 = Arg(args, 0, "");
-  const Value* a1 = Arg(args, 1, "");
+  const Value* a0 = FindArg(args, 0, "");
+  const Value* a1 = FindArg(args, 1, "");
   auto opt_str = [](const Value* v) -> const std::string* {
     return v != nullptr && v->is_string() ? &v->str() : nullptr;
   };
@@ -68,8 +59,8 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
     return Value::Bool(false);
   }
   if (name == "split") {
-    const Value* sep = Arg(args, 0, "sep");
-    const Value* maxsplit = Arg(args, 1, "maxsplit");
+    const Value* sep = FindArg(args, 0, "sep");
+    const Value* maxsplit = FindArg(args, 1, "maxsplit");
     if (opt_str(sep) && sep->str().empty()) return TypeError("empty separator");
     std::vector<Value> parts;
     for (auto& p : PySplit(s, opt_str(sep), maxsplit ? maxsplit->int_value() : -1)) {
@@ -78,8 +69,8 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
     return Value::List(std::move(parts));
   }
   if (name == "rsplit") {
-    const Value* sep = Arg(args, 0, "sep");
-    const Value* maxsplit = Arg(args, 1, "maxsplit");
+    const Value* sep = FindArg(args, 0, "sep");
+    const Value* maxsplit = FindArg(args, 1, "maxsplit");
     if (opt_str(sep) && sep->str().empty()) return TypeError("empty separator");
     std::vector<Value> parts;
     for (auto& p : PyRSplit(s, opt_str(sep), maxsplit ? maxsplit->int_value() : -1)) {
@@ -107,7 +98,7 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
   if (name == "capitalize") return Value::String(PyCapitalize(s));
   if (name == "replace") {
     if (!opt_str(a0) || !opt_str(a1)) return TypeError("replace() arguments must be str");
-    const Value* count = Arg(args, 2, "count");
+    const Value* count = FindArg(args, 2, "count");
     return Value::String(PyReplace(s, a0->str(), a1->str(), count ? count->int_value() : -1));
   }
   if (name == "find" || name == "count" || name == "index") {
@@ -165,8 +156,8 @@ absl::StatusOr<Value> DictMethod(const Value& d, const std::string& name, CallAr
     return Value::List(std::move(out));
   }
   // get
-  const Value* key = Arg(args, 0, "key");
-  const Value* dflt = Arg(args, 1, "default");
+  const Value* key = FindArg(args, 0, "key");
+  const Value* dflt = FindArg(args, 1, "default");
   if (key == nullptr) return TypeError("get expected at least 1 argument, got 0");
   const Value* hit = key->is_string() ? d.dict().Find(key->str()) : nullptr;
   if (hit != nullptr) return *hit;
@@ -186,6 +177,14 @@ bool IsStringMethod(const std::string& n) {
 }
 
 }  // namespace
+
+const Value* FindArg(const CallArgs& args, size_t index, const char* keyword) {
+  if (index < args.args.size()) return &args.args[index];
+  for (const auto& [k, v] : args.kwargs) {
+    if (k == keyword) return &v;
+  }
+  return nullptr;
+}
 
 bool IsKnownTest(const std::string& name) {
   static const char* kTests[] = {
@@ -261,7 +260,7 @@ absl::StatusOr<Value> GetAttribute(const Value& obj, const std::string& name) {
 }
 
 absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs& args) {
-  const Value* a0 = Arg(args, 0, "value");
+  const Value* a0 = FindArg(args, 0, "value");
   if (name == "defined") return !v.is_undefined();
   if (name == "undefined") return v.is_undefined();
   if (name == "none") return v.is_none();
@@ -376,7 +375,7 @@ absl::StatusOr<std::string> BraceFormat(const std::string& fmt, const CallArgs& 
       size_t idx = std::stoul(field);
       v = idx < args.args.size() ? &args.args[idx] : nullptr;
     } else {
-      v = Arg(args, SIZE_MAX, field.c_str());
+      v = FindArg(args, SIZE_MAX, field.c_str());
     }
     if (v == nullptr) return TypeError(absl::StrCat("Replacement index ", field, " out of range"));
     out += v->ToString();

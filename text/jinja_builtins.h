@@ -11,6 +11,9 @@
 
 namespace zerofit::text {
 
+// Argument `index` if given positionally, else the keyword argument `keyword`, else null.
+const Value* FindArg(const CallArgs& args, size_t index, const char* keyword);
+
 // Whether a filter / test of that name exists: jinja2 rejects unknown names when it compiles a template.
 bool IsKnownFilter(const std::string& name);
 bool IsKnownTest(const std::string& name);

@@ -18,16 +18,8 @@ namespace {
 
 absl::Status TypeError(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
-const Value* Arg(const CallArgs& args, size_t i, const char* name) {
-  if (i < args.args.size()) return &args.args[i];
-  for (const auto& [k, v] : args.kwargs) {
-    if (k == name) return &v;
-  }
-  return nullptr;
-}
-
 bool BoolArg(const CallArgs& args, size_t i, const char* name) {
-  const Value* v = Arg(args, i, name);
+  const Value* v = FindArg(args, i, name);
   return v != nullptr && v->Truthy();
 }
 
@@ -77,7 +69,7 @@ absl::StatusOr<Value> Length(const Value& v) {
 }
 
 absl::StatusOr<Value> ToInt(const Value& v, const CallArgs& args) {
-  const Value* dflt = Arg(args, 0, "default");
+  const Value* dflt = FindArg(args, 0, "default");
   if (v.is_int() || v.is_bool()) return Value::Int(v.int_value());
   if (v.is_float()) return Value::Int(static_cast<int64_t>(std::trunc(v.number())));
   if (v.is_string()) {
@@ -91,7 +83,7 @@ absl::StatusOr<Value> ToInt(const Value& v, const CallArgs& args) {
 }
 
 absl::StatusOr<Value> ToFloat(const Value& v, const CallArgs& args) {
-  const Value* dflt = Arg(args, 0, "default");
+  const Value* dflt = FindArg(args, 0, "default");
   if (v.is_number()) return Value::Float(v.number());
   double d;
   if (v.is_string() && absl::SimpleAtod(PythonNumberText(v.str()), &d)) return Value::Float(d);
@@ -99,12 +91,12 @@ absl::StatusOr<Value> ToFloat(const Value& v, const CallArgs& args) {
 }
 
 absl::StatusOr<Value> Join(const Value& v, const CallArgs& args) {
-  const Value* sep = Arg(args, 0, "d");
+  const Value* sep = FindArg(args, 0, "d");
   ZF_ASSIGN_OR_RETURN(std::vector<Value> items, IterateValue(v));
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += sep ? sep->ToString() : "";
-    ZF_ASSIGN_OR_RETURN(Value item, Attr(items[i], Arg(args, 1, "attribute")));
+    ZF_ASSIGN_OR_RETURN(Value item, Attr(items[i], FindArg(args, 1, "attribute")));
     out += item.ToString();
   }
   return Value::String(out);
@@ -114,9 +106,9 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& args) {
   // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
   JsonDumpOptions o;
   o.ensure_ascii = BoolArg(args, 0, "ensure_ascii");
-  const Value* indent = Arg(args, 1, "indent");
+  const Value* indent = FindArg(args, 1, "indent");
   if (indent && !indent->is_none()) o.indent = static_cast<int>(indent->int_value());
-  const Value* seps = Arg(args, 2, "separators");
+  const Value* seps = FindArg(args, 2, "separators");
   if (seps && seps->is_list() && seps->list().size() == 2) {
     o.item_separator = seps->list()[0].ToString();
     o.key_separator = seps->list()[1].ToString();
@@ -127,7 +119,7 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& args) {
 }
 
 Value Indent(const Value& v, const CallArgs& args) {
-  const Value* width = Arg(args, 0, "width");
+  const Value* width = FindArg(args, 0, "width");
   std::string pad = width == nullptr     ? "    "
                     : width->is_string() ? width->str()
                                          : std::string(std::max<int64_t>(0, width->int_value()), ' ');
@@ -197,9 +189,9 @@ absl::StatusOr<Value> Select(const Value& v, CallArgs& args, bool by_attr, bool 
 absl::StatusOr<Value> Map(const Value& v, CallArgs& args) {
   ZF_ASSIGN_OR_RETURN(std::vector<Value> items, IterateValue(v));
   std::vector<Value> out;
-  const Value* attribute = Arg(args, SIZE_MAX, "attribute");
+  const Value* attribute = FindArg(args, SIZE_MAX, "attribute");
   if (attribute != nullptr) {
-    const Value* dflt = Arg(args, SIZE_MAX, "default");
+    const Value* dflt = FindArg(args, SIZE_MAX, "default");
     for (const Value& item : items) {
       ZF_ASSIGN_OR_RETURN(Value got, Attr(item, attribute));
       out.push_back(got.is_undefined() && dflt ? *dflt : got);
@@ -221,7 +213,7 @@ absl::StatusOr<Value> Sort(const Value& v, const CallArgs& args, bool unique) {
   ZF_ASSIGN_OR_RETURN(std::vector<Value> items, IterateValue(v));
   bool reverse = !unique && BoolArg(args, 0, "reverse");
   bool case_sensitive = BoolArg(args, unique ? 0 : 1, "case_sensitive");
-  const Value* attribute = Arg(args, unique ? 1 : 2, "attribute");
+  const Value* attribute = FindArg(args, unique ? 1 : 2, "attribute");
   std::vector<std::pair<Value, Value>> keyed;
   for (const Value& item : items) {
     ZF_ASSIGN_OR_RETURN(Value key, Attr(item, attribute));
@@ -257,12 +249,12 @@ absl::StatusOr<Value> MinMax(const Value& v, const CallArgs& args, bool max) {
 
 absl::StatusOr<Value> Sum(const Value& v, const CallArgs& args) {
   ZF_ASSIGN_OR_RETURN(std::vector<Value> items, IterateValue(v));
-  const Value* start = Arg(args, 1, "start");
+  const Value* start = FindArg(args, 1, "start");
   bool is_float = start && start->is_float();
   double f = start ? start->number() : 0;
   int64_t i = start && !is_float ? start->int_value() : 0;
   for (const Value& raw : items) {
-    ZF_ASSIGN_OR_RETURN(Value item, Attr(raw, Arg(args, 0, "attribute")));
+    ZF_ASSIGN_OR_RETURN(Value item, Attr(raw, FindArg(args, 0, "attribute")));
     if (!item.is_number())
       return TypeError(absl::StrCat("unsupported operand type(s) for +: 'int' and '", item.TypeName(), "'"));
     is_float = is_float || item.is_float();
@@ -296,7 +288,7 @@ bool IsKnownFilter(const std::string& name) {
 
 absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "trim") {
-    const Value* chars = Arg(args, 0, "chars");
+    const Value* chars = FindArg(args, 0, "chars");
     std::string set = chars && chars->is_string() ? chars->str() : "";
     return Value::String(PyStrip(v.ToString(), true, true, chars && chars->is_string() ? &set : nullptr));
   }
@@ -306,9 +298,9 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
   if (name == "title") return Value::String(JinjaTitle(v.ToString()));
   if (name == "capitalize") return Value::String(PyCapitalize(v.ToString()));
   if (name == "replace") {
-    const Value* from = Arg(args, 0, "old");
-    const Value* to = Arg(args, 1, "new");
-    const Value* count = Arg(args, 2, "count");
+    const Value* from = FindArg(args, 0, "old");
+    const Value* to = FindArg(args, 1, "new");
+    const Value* count = FindArg(args, 2, "count");
     if (!from || !to) return TypeError("replace needs old and new");
     return Value::String(PyReplace(v.ToString(), from->ToString(), to->ToString(),
                                    count && !count->is_none() ? count->int_value() : -1));
@@ -319,7 +311,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
   if (name == "first" || name == "last") return FirstLast(v, name == "first");
   if (name == "join") return Join(v, args);
   if (name == "default" || name == "d") {
-    const Value* dflt = Arg(args, 0, "default_value");
+    const Value* dflt = FindArg(args, 0, "default_value");
     bool use = v.is_undefined() || (BoolArg(args, 1, "boolean") && !v.Truthy());
     return use ? (dflt ? *dflt : Value::String("")) : v;
   }
@@ -357,7 +349,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
     return TypeError(absl::StrCat("bad operand type for abs(): '", v.TypeName(), "'"));
   }
   if (name == "round") {
-    const Value* precision = Arg(args, 0, "precision");
+    const Value* precision = FindArg(args, 0, "precision");
     double scale = std::pow(10.0, precision ? precision->int_value() : 0);
     return Value::Float(std::round(v.number() * scale) / scale);
   }

@@ -48,7 +48,7 @@ absl::StatusOr<std::string> Interpreter::Render(const NodeList& nodes,
   for (auto& [k, v] : globals) root->Set(k, std::move(v));
   std::string out;
   ZF_ASSIGN_OR_RETURN(Flow flow, Exec(nodes, root, &out));
-  (void)flow;  // break/continue outside a loop are rejected by jinja2 at compile time; here they stop
+  (void)flow;  // break/continue outside a loop are parse errors: the top level ends with kNormal
   return out;
 }
 
