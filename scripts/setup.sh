@@ -15,6 +15,7 @@ PACKAGES=(
   libsqlite3-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev libpcre2-dev libicu-dev
+  python3-jinja2
   slurm-wlm slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
 )
 

@@ -1,0 +1,80 @@
+// Hugging Face chat templates: the Jinja template in tokenizer_config.json that turns a list of chat
+// messages into the prompt text, rendered exactly as transformers' apply_chat_template does (jinja2 with
+// trim_blocks, lstrip_blocks, loop controls, its tojson, raise_exception and strftime_now).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "text/jinja_ast.h"
+#include "text/jinja_interpreter.h"
+
+namespace zerofit::text {
+
+struct ChatTemplateOptions {
+  // Appends the assistant prompt ("<|im_start|>assistant\n") when the template supports it.
+  bool add_generation_prompt = false;
+  // Special tokens; unset: the tokenizer config's (FromTokenizerConfig), else undefined in the template.
+  std::optional<std::string> bos_token;
+  std::optional<std::string> eos_token;
+  // Tool schemas (a JSON list) and RAG documents; null reaches the template as None, as in transformers.
+  // A non-null `tools` selects the "tool_use" template of a config that names several.
+  nlohmann::ordered_json tools;
+  nlohmann::ordered_json documents;
+  // More template variables (date_string, enable_thinking, ...), an object; they override the above.
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+  // strftime_now's clock and zone (Python's datetime.now() is local time); unset `now`: absl::Now().
+  std::optional<absl::Time> now;
+  absl::TimeZone time_zone = absl::LocalTimeZone();
+  RenderLimits limits;
+};
+
+// A parsed chat template (or the named set of a tokenizer config). Immutable after construction; Render
+// is const and safe to call from several threads at once.
+class ChatTemplate {
+ public:
+  // Bounds on what Parse accepts.
+  static constexpr size_t kMaxSourceBytes = 1 << 20;
+  static constexpr int kMaxNesting = 128;
+  // Bound on the nesting of messages/tools JSON.
+  static constexpr int kMaxJsonDepth = 64;
+
+  // Parses one template. InvalidArgument "chat_template:LINE:COL: ..." for syntax errors and unsupported
+  // constructs (extends, include, import, recursive loops, ...).
+  static absl::StatusOr<ChatTemplate> Parse(std::string source);
+
+  // Reads `chat_template` from a tokenizer_config.json: a string, or transformers' list of
+  // {"name", "template"} (Render picks "tool_use" when tools are given and it exists, else "default").
+  // bos/eos/unk/pad tokens (strings or AddedToken dicts) become the template's defaults. NotFound when the
+  // file or its chat_template is missing (gpt2 has none).
+  static absl::StatusOr<ChatTemplate> FromTokenizerConfig(const std::string& path);
+
+  // Renders `messages` (a JSON list of {"role", "content", ...}). Errors carry the template position;
+  // raise_exception("msg") in the template fails with InvalidArgument containing "msg". Takes ordered_json
+  // because Python dicts keep their key order and `tojson` prints it; a plain nlohmann::json converts
+  // implicitly but arrives with its objects' keys sorted.
+  absl::StatusOr<std::string> Render(const nlohmann::ordered_json& messages,
+                                     const ChatTemplateOptions& options) const;
+
+  // The template source Render would use for `options`.
+  absl::StatusOr<std::string> Source(const ChatTemplateOptions& options) const;
+
+ private:
+  struct Named {
+    std::string name;
+    std::string source;
+    std::shared_ptr<const NodeList> program;
+  };
+  absl::StatusOr<const Named*> Pick(const ChatTemplateOptions& options) const;
+
+  std::vector<Named> templates_;
+  std::map<std::string, std::string> special_tokens_;  // bos_token, eos_token, ... from the config
+};
+
+}  // namespace zerofit::text

@@ -1,0 +1,386 @@
+// Tests, str/dict methods, attribute lookup and string formatting (filters live in jinja_filters.cc).
+#include "text/jinja_builtins.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "text/jinja_strings.h"
+
+namespace zerofit::text {
+namespace {
+
+absl::Status TypeError(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+const std::string kNewline = "\n";
+
+// s[start:end] over code points (Python slice clamping, no step).
+std::u32string PySliceCodePoints(const std::u32string& s, const Value& start, const Value& end) {
+  int64_t n = static_cast<int64_t>(s.size());
+  auto clamp = [n](const Value& v, int64_t dflt) {
+    if (!v.is_int() && !v.is_bool()) return dflt;
+    int64_t i = v.int_value() < 0 ? v.int_value() + n : v.int_value();
+    return std::max<int64_t>(0, std::min(n, i));
+  };
+  int64_t b = clamp(start, 0);
+  int64_t e = clamp(end, n);
+  return b < e ? s.substr(static_cast<size_t>(b), static_cast<size_t>(e - b)) : std::u32string();
+}
+
+absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name, CallArgs& args) {
+  const Value* a0 = FindArg(args, 0, "");
+  const Value* a1 = FindArg(args, 1, "");
+  auto opt_str = [](const Value* v) -> const std::string* {
+    return v != nullptr && v->is_string() ? &v->str() : nullptr;
+  };
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    return Value::String(PyStrip(s, name != "rstrip", name != "lstrip", opt_str(a0)));
+  }
+  if ((name == "startswith" || name == "endswith") && args.args.size() > 1) {  // (prefix, start[, end])
+    std::u32string cps = DecodeUtf8(s);
+    CallArgs rest{{args.args[0]}, {}};
+    Value sliced = Value::String(EncodeUtf8(
+        PySliceCodePoints(cps, args.args[1], args.args.size() > 2 ? args.args[2] : Value::None())));
+    return StringMethod(sliced.str(), name, rest);
+  }
+  if (name == "startswith" || name == "endswith") {
+    if (a0 == nullptr) return TypeError(absl::StrCat(name, "() takes at least 1 argument (0 given)"));
+    std::vector<Value> options = a0->is_list() ? a0->list() : std::vector<Value>{*a0};
+    for (const Value& o : options) {
+      if (!o.is_string()) return TypeError(absl::StrCat(name, " first arg must be str or a tuple of str"));
+      const std::string& p = o.str();
+      bool hit = name == "startswith"
+                     ? s.compare(0, p.size(), p) == 0
+                     : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+      if (hit) return Value::Bool(true);
+    }
+    return Value::Bool(false);
+  }
+  if (name == "split") {
+    const Value* sep = FindArg(args, 0, "sep");
+    const Value* maxsplit = FindArg(args, 1, "maxsplit");
+    if (opt_str(sep) && sep->str().empty()) return TypeError("empty separator");
+    std::vector<Value> parts;
+    for (auto& p : PySplit(s, opt_str(sep), maxsplit ? maxsplit->int_value() : -1)) {
+      parts.push_back(Value::String(std::move(p)));
+    }
+    return Value::List(std::move(parts));
+  }
+  if (name == "rsplit") {
+    const Value* sep = FindArg(args, 0, "sep");
+    const Value* maxsplit = FindArg(args, 1, "maxsplit");
+    if (opt_str(sep) && sep->str().empty()) return TypeError("empty separator");
+    std::vector<Value> parts;
+    for (auto& p : PyRSplit(s, opt_str(sep), maxsplit ? maxsplit->int_value() : -1)) {
+      parts.push_back(Value::String(std::move(p)));
+    }
+    return Value::List(std::move(parts));
+  }
+  if (name == "splitlines") {
+    std::vector<Value> parts;
+    std::vector<std::string> lines = PySplit(s, &kNewline, -1);
+    if (!lines.empty() && lines.back().empty()) lines.pop_back();  // no piece after a final newline
+    for (auto& line : lines) parts.push_back(Value::String(std::move(line)));
+    return Value::List(std::move(parts));
+  }
+  if (name == "removeprefix" || name == "removesuffix") {
+    if (!opt_str(a0)) return TypeError(absl::StrCat(name, "() argument must be str"));
+    const std::string& p = a0->str();
+    if (name == "removeprefix") return Value::String(s.compare(0, p.size(), p) == 0 ? s.substr(p.size()) : s);
+    bool hit = s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+    return Value::String(hit ? s.substr(0, s.size() - p.size()) : s);
+  }
+  if (name == "upper") return Value::String(PyUpper(s));
+  if (name == "lower") return Value::String(PyLower(s));
+  if (name == "title") return Value::String(PyTitle(s));
+  if (name == "capitalize") return Value::String(PyCapitalize(s));
+  if (name == "replace") {
+    if (!opt_str(a0) || !opt_str(a1)) return TypeError("replace() arguments must be str");
+    const Value* count = FindArg(args, 2, "count");
+    return Value::String(PyReplace(s, a0->str(), a1->str(), count ? count->int_value() : -1));
+  }
+  if (name == "find" || name == "count" || name == "index") {
+    if (!opt_str(a0)) return TypeError(absl::StrCat(name, "() argument must be str"));
+    if (name == "count") {
+      int64_t n = 0;
+      for (size_t p = s.find(a0->str()); p != std::string::npos && !a0->str().empty();
+           p = s.find(a0->str(), p + a0->str().size())) {
+        ++n;
+      }
+      return Value::Int(a0->str().empty() ? static_cast<int64_t>(Utf8Length(s)) + 1 : n);
+    }
+    size_t p = s.find(a0->str());
+    if (p == std::string::npos && name == "index") return TypeError("substring not found");
+    return Value::Int(p == std::string::npos ? -1 : static_cast<int64_t>(Utf8Length(s.substr(0, p))));
+  }
+  if (name == "join") {
+    if (a0 == nullptr || !a0->is_list()) return TypeError("join() argument must be a list");
+    std::string out;
+    for (size_t i = 0; i < a0->list().size(); ++i) {
+      if (!a0->list()[i].is_string()) return TypeError("sequence item: expected str instance");
+      if (i) out += s;
+      out += a0->list()[i].str();
+    }
+    return Value::String(out);
+  }
+  if (name == "format") {
+    ZF_ASSIGN_OR_RETURN(std::string out, BraceFormat(s, args));
+    return Value::String(out);
+  }
+  if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum") {
+    if (s.empty()) return Value::Bool(false);
+    for (char32_t c : DecodeUtf8(s)) {
+      bool digit = c >= '0' && c <= '9';
+      bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+      bool ok = name == "isdigit"   ? digit
+                : name == "isalpha" ? alpha
+                : name == "isalnum" ? digit || alpha
+                                    : IsPythonSpace(c);
+      if (!ok) return Value::Bool(false);
+    }
+    return Value::Bool(true);
+  }
+  return TypeError(absl::StrCat("'str' object has no attribute '", name, "'"));
+}
+
+absl::StatusOr<Value> DictMethod(const Value& d, const std::string& name, CallArgs& args) {
+  if (name == "items" || name == "keys" || name == "values") {
+    std::vector<Value> out;
+    for (const auto& [k, v] : d.dict().items) {
+      if (name == "items") out.push_back(Value::List({Value::String(k), v}, /*tuple=*/true));
+      if (name == "keys") out.push_back(Value::String(k));
+      if (name == "values") out.push_back(v);
+    }
+    return Value::List(std::move(out));
+  }
+  // get
+  const Value* key = FindArg(args, 0, "key");
+  const Value* dflt = FindArg(args, 1, "default");
+  if (key == nullptr) return TypeError("get expected at least 1 argument, got 0");
+  const Value* hit = key->is_string() ? d.dict().Find(key->str()) : nullptr;
+  if (hit != nullptr) return *hit;
+  return dflt ? *dflt : Value::None();
+}
+
+bool IsStringMethod(const std::string& n) {
+  static const char* kNames[] = {"strip",   "lstrip",     "rstrip",       "startswith",  "endswith",
+                                 "split",   "upper",      "lower",        "title",       "capitalize",
+                                 "replace", "find",       "count",        "index",       "join",
+                                 "format",  "isdigit",    "isalpha",      "isspace",     "isalnum",
+                                 "rsplit",  "splitlines", "removeprefix", "removesuffix"};
+  for (const char* k : kNames) {
+    if (n == k) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const Value* FindArg(const CallArgs& args, size_t index, const char* keyword) {
+  if (index < args.args.size()) return &args.args[index];
+  for (const auto& [k, v] : args.kwargs) {
+    if (k == keyword) return &v;
+  }
+  return nullptr;
+}
+
+bool IsKnownTest(const std::string& name) {
+  static const char* kTests[] = {
+      "defined", "undefined", "none",        "string",     "mapping", "iterable", "sequence", "number",
+      "integer", "float",     "boolean",     "true",       "false",   "callable", "lower",    "upper",
+      "odd",     "even",      "divisibleby", "equalto",    "eq",      "==",       "ne",       "!=",
+      "sameas",  "in",        "lt",          "<",          "le",      "<=",       "gt",       ">",
+      "ge",      ">=",        "lessthan",    "greaterthan"};
+  for (const char* t : kTests) {
+    if (name == t) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::vector<Value>> IterateValue(const Value& v) {
+  if (v.is_list()) return v.list();
+  if (v.is_undefined()) return std::vector<Value>{};
+  std::vector<Value> out;
+  if (v.is_dict() && !v.is_namespace()) {
+    for (const auto& kv : v.dict().items) out.push_back(Value::String(kv.first));
+    return out;
+  }
+  if (v.is_string()) {
+    for (char32_t c : DecodeUtf8(v.str())) out.push_back(Value::String(EncodeUtf8(std::u32string(1, c))));
+    return out;
+  }
+  return TypeError(absl::StrCat("'", v.TypeName(), "' object is not iterable"));
+}
+
+absl::StatusOr<bool> ValueContains(const Value& container, const Value& item) {
+  if (container.is_string()) {
+    if (!item.is_string()) {
+      return TypeError(absl::StrCat("'in <string>' requires string as left operand, not ", item.TypeName()));
+    }
+    return container.str().find(item.str()) != std::string::npos;
+  }
+  if (container.is_list()) {
+    for (const Value& v : container.list()) {
+      if (ValuesEqual(v, item)) return true;
+    }
+    return false;
+  }
+  if (container.is_dict()) return item.is_string() && container.dict().Find(item.str()) != nullptr;
+  if (container.is_undefined()) return false;
+  return TypeError(absl::StrCat("argument of type '", container.TypeName(), "' is not iterable"));
+}
+
+absl::Status UndefinedError(const Value& v) {
+  return absl::InvalidArgumentError(v.str().empty() ? "value is undefined" : v.str());
+}
+
+std::optional<Value> BoundMethod(const Value& obj, const std::string& name) {
+  if (obj.is_string() && IsStringMethod(name)) {
+    std::string s = obj.str();
+    return Value::Function(name, [s, name](CallArgs& args) { return StringMethod(s, name, args); });
+  }
+  if (obj.is_dict() && !obj.is_namespace() &&
+      (name == "items" || name == "keys" || name == "values" || name == "get")) {
+    return Value::Function(name, [obj, name](CallArgs& args) { return DictMethod(obj, name, args); });
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<Value> GetAttribute(const Value& obj, const std::string& name) {
+  if (obj.is_undefined()) return absl::InvalidArgumentError(obj.str());
+  if (auto method = BoundMethod(obj, name)) return *method;
+  if (obj.is_dict()) {
+    if (const Value* v = obj.dict().Find(name)) return *v;
+  }
+  // jinja2's message: repr(object_type_repr(obj)) + " has no attribute " + repr(name).
+  std::string type = obj.is_none() ? "None" : absl::StrCat(obj.TypeName(), " object");
+  return Value::Undefined(absl::StrCat(PythonStringRepr(type), " has no attribute ", PythonStringRepr(name)));
+}
+
+absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs& args) {
+  const Value* a0 = FindArg(args, 0, "value");
+  if (name == "defined") return !v.is_undefined();
+  if (name == "undefined") return v.is_undefined();
+  if (name == "none") return v.is_none();
+  if (name == "string") return v.is_string();
+  if (name == "mapping") return v.is_dict() && !v.is_namespace();
+  if (name == "iterable") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
+  if (name == "sequence") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
+  if (name == "number") return v.is_number();
+  if (name == "integer") return v.is_int();
+  if (name == "float") return v.is_float();
+  if (name == "boolean") return v.is_bool();
+  if (name == "true") return v.is_bool() && v.bool_value();
+  if (name == "false") return v.is_bool() && !v.bool_value();
+  if (name == "callable") return v.is_function();
+  if (name == "lower" || name == "upper") {
+    std::string s = v.ToString();
+    return s == (name == "lower" ? PyLower(s) : PyUpper(s));
+  }
+  if (name == "odd" || name == "even" || name == "divisibleby") {
+    if (!v.is_number() || v.is_float()) return TypeError(absl::StrCat("test '", name, "' needs an integer"));
+    int64_t d = name == "divisibleby" ? (a0 && a0->is_number() ? a0->int_value() : 0) : 2;
+    if (d == 0) return TypeError("integer division or modulo by zero");
+    int64_t r = ((v.int_value() % d) + d) % d;
+    return name == "odd" ? r == 1 : r == 0;
+  }
+  if (a0 == nullptr) return TypeError(absl::StrCat("No test named '", name, "' without an argument."));
+  if (name == "equalto" || name == "eq" || name == "==") return ValuesEqual(v, *a0);
+  if (name == "ne" || name == "!=") return !ValuesEqual(v, *a0);
+  if (name == "sameas") {
+    return v.identity() ? v.identity() == a0->identity() : (v.kind() == a0->kind() && ValuesEqual(v, *a0));
+  }
+  if (name == "in") return ValueContains(*a0, v);
+  if (name == "lt" || name == "<" || name == "lessthan" || name == "ge" || name == ">=") {
+    ZF_ASSIGN_OR_RETURN(bool lt, ValueLess(v, *a0));
+    return (name == "lt" || name == "<" || name == "lessthan") ? lt : !lt;
+  }
+  if (name == "gt" || name == ">" || name == "greaterthan" || name == "le" || name == "<=") {
+    ZF_ASSIGN_OR_RETURN(bool gt, ValueLess(*a0, v));
+    return (name == "gt" || name == ">" || name == "greaterthan") ? gt : !gt;
+  }
+  return TypeError(absl::StrCat("No test named '", name, "'."));  // keep in sync with IsKnownTest
+}
+
+absl::StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& args) {
+  std::vector<Value> items = args.is_tuple() ? args.list() : std::vector<Value>{args};
+  size_t next = 0;
+  std::string out;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') {
+      out += fmt[i];
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < fmt.size() && std::string_view("-+ #0123456789.").find(fmt[j]) != std::string_view::npos) ++j;
+    if (j >= fmt.size()) return TypeError("incomplete format");
+    char conv = fmt[j];
+    std::string spec = fmt.substr(i + 1, j - i - 1);
+    i = j;
+    if (conv == '%') {
+      out += '%';
+      continue;
+    }
+    if (next >= items.size()) return TypeError("not enough arguments for format string");
+    const Value& v = items[next++];
+    char buf[512];
+    if (conv == 's' || conv == 'r') {
+      std::string s = conv == 's' ? v.ToString() : v.Repr();
+      std::snprintf(buf, sizeof(buf), ("%" + spec + "s").c_str(), s.c_str());
+      out += spec.empty() ? s : std::string(buf);
+    } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
+      if (!v.is_number())
+        return TypeError(absl::StrCat("%", std::string(1, conv), " format: a real number is required, not ",
+                                      v.TypeName()));
+      std::string c(1, conv == 'i' ? 'd' : conv);
+      std::snprintf(buf, sizeof(buf), ("%" + spec + "ll" + c).c_str(),
+                    static_cast<long long>(v.is_float() ? std::trunc(v.number()) : v.int_value()));
+      out += buf;
+    } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'g') {
+      if (!v.is_number()) return TypeError("must be real number, not " + v.TypeName());
+      std::snprintf(buf, sizeof(buf), ("%" + spec + std::string(1, conv)).c_str(), v.number());
+      out += buf;
+    } else {
+      return TypeError(absl::StrCat("unsupported format character '", std::string(1, conv), "'"));
+    }
+  }
+  if (next < items.size()) return TypeError("not all arguments converted during string formatting");
+  return out;
+}
+
+absl::StatusOr<std::string> BraceFormat(const std::string& fmt, const CallArgs& args) {
+  std::string out;
+  size_t auto_index = 0;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    char c = fmt[i];
+    if ((c == '{' || c == '}') && i + 1 < fmt.size() && fmt[i + 1] == c) {
+      out += c;
+      ++i;
+      continue;
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    size_t close = fmt.find('}', i);
+    if (close == std::string::npos) return TypeError("Single '{' encountered in format string");
+    std::string field = fmt.substr(i + 1, close - i - 1);
+    i = close;
+    const Value* v = nullptr;
+    if (field.empty()) {
+      v = auto_index < args.args.size() ? &args.args[auto_index++] : nullptr;
+    } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
+      size_t idx = std::stoul(field);
+      v = idx < args.args.size() ? &args.args[idx] : nullptr;
+    } else {
+      v = FindArg(args, SIZE_MAX, field.c_str());
+    }
+    if (v == nullptr) return TypeError(absl::StrCat("Replacement index ", field, " out of range"));
+    out += v->ToString();
+  }
+  return out;
+}
+
+}  // namespace zerofit::text
