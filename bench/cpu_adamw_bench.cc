@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "core/aligned_buffer.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "device/device.h"
 #include "offload/cpu_adamw.h"
 #include "worker/torch/torch_adamw_baseline.h"
 
@@ -95,10 +95,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "--n, --reps and --max-threads must be positive\n");
     return 2;
   }
-  auto alloc = [&](size_t bytes) { return std::move(*core::AlignedBuffer::Allocate(bytes)); };
-  core::AlignedBuffer p = alloc(n * 4), m = alloc(n * 4), v = alloc(n * 4), g32 = alloc(n * 4),
-                      g16 = alloc(n * 2), out16 = alloc(n * 2), out32 = alloc(n * 4), m2 = alloc(n * 4),
-                      v2 = alloc(n * 4);
+  auto alloc = [&](size_t bytes) {
+    return std::move(*device::AllocateHostMemory(bytes, device::MemoryKind::kPageable));
+  };
+  device::Buffer p = alloc(n * 4), m = alloc(n * 4), v = alloc(n * 4), g32 = alloc(n * 4), g16 = alloc(n * 2),
+                 out16 = alloc(n * 2), out32 = alloc(n * 4), m2 = alloc(n * 4), v2 = alloc(n * 4);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   for (size_t i = 0; i < n; ++i) {

@@ -41,8 +41,8 @@
 #include "comm/communicator_factory.h"
 #include "comm/counting_communicator.h"
 #include "comm/mpi/mpi_environment.h"
-#include "core/aligned_buffer.h"
 #include "core/status_macros.h"
+#include "device/device.h"
 #include "offload/cpu_adamw.h"
 #include "sharding/bucket_plan.h"
 #include "sharding/zero2_optimizer.h"
@@ -337,14 +337,12 @@ absl::StatusOr<ModeResult> RunDataParallel(Context& ctx, std::vector<float>& fin
   const comm::Communicator& cc = *ctx.counted;
   ZF_ASSIGN_OR_RETURN(sharding::BucketPlan plan, MakePlan(ctx));
   const size_t flat = plan.flat_numel() * sizeof(float);
-  ZF_ASSIGN_OR_RETURN(core::AlignedBuffer params, core::AlignedBuffer::Allocate(flat));
-  ZF_ASSIGN_OR_RETURN(core::AlignedBuffer grads, core::AlignedBuffer::Allocate(flat));
-  ZF_ASSIGN_OR_RETURN(core::AlignedBuffer master, core::AlignedBuffer::Allocate(flat));
-  ZF_ASSIGN_OR_RETURN(core::AlignedBuffer m, core::AlignedBuffer::Allocate(flat));
-  ZF_ASSIGN_OR_RETURN(core::AlignedBuffer v, core::AlignedBuffer::Allocate(flat));
-  auto at = [&plan](core::AlignedBuffer& b, size_t i) {
-    return b.as<float>() + plan.placement(i).flat_offset;
-  };
+  ZF_ASSIGN_OR_RETURN(device::Buffer params, device::AllocateHostMemory(flat, device::MemoryKind::kPageable));
+  ZF_ASSIGN_OR_RETURN(device::Buffer grads, device::AllocateHostMemory(flat, device::MemoryKind::kPageable));
+  ZF_ASSIGN_OR_RETURN(device::Buffer master, device::AllocateHostMemory(flat, device::MemoryKind::kPageable));
+  ZF_ASSIGN_OR_RETURN(device::Buffer m, device::AllocateHostMemory(flat, device::MemoryKind::kPageable));
+  ZF_ASSIGN_OR_RETURN(device::Buffer v, device::AllocateHostMemory(flat, device::MemoryKind::kPageable));
+  auto at = [&plan](device::Buffer& b, size_t i) { return b.as<float>() + plan.placement(i).flat_offset; };
   for (size_t i = 0; i < ctx.params.size(); ++i) {
     InitParam(ctx.pattern, ctx.params[i], i, at(params, i));
     std::memcpy(at(master, i), at(params, i), ctx.params[i].numel * sizeof(float));
@@ -384,7 +382,7 @@ absl::StatusOr<ModeResult> RunDataParallel(Context& ctx, std::vector<float>& fin
       offload::CpuAdamWScalar(at(master, i), at(grads, i), at(m, i), at(v, i), ctx.params[i].numel, h,
                               adam_step, grad_scale, at(params, i), DType::kFloat32);
     }
-    grads.Zero();
+    std::memset(grads.data(), 0, grads.bytes());
     return absl::OkStatus();
   }));
   const CommCounters c = ctx.counted->counters();

@@ -7,7 +7,7 @@
 #      (they find the prefix's libraries through LD_LIBRARY_PATH; nothing else sees it)
 #   2. find torch's CMake prefix and NCCL's include/ and lib/ inside the nvidia-nccl-cu13 package
 #   3. configure (torch's C++ standard chosen by worker/torch), build, `ctest -L gpu`
-#   4. a short reward-model job on the GPU (when the worker has a --device flag)
+#   4. short reward-model jobs on cuda:0 (zerofit_train_prefs with and without offload, and zerofit run)
 # Logs go to $OUT (when set) or <build>/gpu-logs.
 #   scripts/gpu_check.sh [--build-dir DIR] [--debs DIR] [--jobs N] [--dry-run] [--no-torch] [--skip-job]
 #     --dry-run   steps 1-2 and the configure only (works without a GPU, torch or NCCL: proves the recipe)
@@ -174,20 +174,25 @@ grep -q "SKIPPED" "$LOGS/device_gpu_test.log" && step "warning: GPU tests SKIPPE
 
 # --- 4. a short reward-model job on the GPU ----------------------------------------------------------------
 if ((RUN_JOB)); then
-  worker=$(ls "$BUILD"/worker/torch/zerofit_worker 2>/dev/null || true)
-  if [[ -n "$worker" ]] && "$worker" --help 2>&1 | grep -q -- '--device'; then
-    step "reward-model job (examples/jobs/arith_reward.yaml, 20 steps) on the GPU"
-    data=$BUILD/examples/arith
-    logged make_data "$BUILD/worker/data/zerofit_make_arith_prefs" --out "$data" --train 2000 --test 200 --ids --pad
-    job=$BUILD/gpu_arith_reward.yaml
-    sed -e "s#build/examples/arith#$data#g" -e 's/^  steps: .*/  steps: 20/' \
-      -e 's#^checkpoint: .*#checkpoint: {dir: '"$BUILD"'/gpu-arith-checkpoints, every: 10, keep: 1}#' \
-      examples/jobs/arith_reward.yaml >"$job"
-    rm -rf "$BUILD/gpu-arith-checkpoints"
-    logged job "$BUILD/cli/zerofit" run "$job"
-    tail -n 5 "$LOGS/job.log"
-  else
-    step "skipping the job: this worker has no --device flag yet (the gpu tier above is the check)"
-  fi
+  # One GPU: one rank on cuda:0. zerofit_train_prefs without and with offload, then the coordinator path
+  # (zerofit run: embedded coordinator, NCCL id through its rendezvous) with the spec's device: cuda.
+  data=$BUILD/examples/arith
+  logged make_data "$BUILD/worker/data/zerofit_make_arith_prefs" --out "$data" --train 2000 --test 200 --ids --pad
+  for mode in "" "--offload"; do
+    step "reward model on cuda:0 ${mode:-(optimizer on the device)}: zerofit_train_prefs, 100 steps"
+    logged "train_prefs${mode}" mpiexec --allow-run-as-root -n 1 "$BUILD/worker/torch/zerofit_train_prefs" \
+      --task reward --data "$data" --device cuda --steps 100 --global-batch 32 --micro 32 --lr 3e-3 \
+      --log-every 20 $mode
+    tail -n 3 "$LOGS/train_prefs${mode}.log"
+  done
+  step "zerofit run of examples/jobs/arith_reward.yaml on cuda:0 (20 steps, 1 rank)"
+  job=$BUILD/gpu_arith_reward.yaml
+  sed -e "s#build/examples/arith#$data#g" -e 's/^  steps: .*/  steps: 20/' -e 's/^world_size: .*/world_size: 1\ndevice: cuda/' \
+    -e 's/^  micro_batch: .*/  micro_batch: 16/' \
+    -e 's#^checkpoint: .*#checkpoint: {dir: '"$BUILD"'/gpu-arith-checkpoints, every: 10, keep: 1}#' \
+    examples/jobs/arith_reward.yaml >"$job"
+  rm -rf "$BUILD/gpu-arith-checkpoints"
+  logged job "$BUILD/cli/zerofit" run "$job"
+  tail -n 5 "$LOGS/job.log"
 fi
 step "OK (logs in $LOGS)"

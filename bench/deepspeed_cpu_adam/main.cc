@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "bench/deepspeed_cpu_adam/deepspeed_step.h"
-#include "core/aligned_buffer.h"
 #include "core/dtype.h"
+#include "device/device.h"
 #include "offload/cpu_adamw.h"
 
 namespace zerofit::bench {
@@ -51,8 +51,8 @@ std::vector<size_t> ParseList(const std::string& s) {
   return out;
 }
 
-core::AlignedBuffer Alloc(size_t bytes) {
-  auto b = core::AlignedBuffer::Allocate(bytes);
+device::Buffer Alloc(size_t bytes) {
+  auto b = device::AllocateHostMemory(bytes, device::MemoryKind::kPageable);
   if (!b.ok()) {
     std::fprintf(stderr, "allocating %zu bytes: %s\n", bytes, b.status().ToString().c_str());
     std::exit(1);
@@ -68,7 +68,7 @@ struct Config {
 
 // One optimizer state per side, initialised to the same values.
 struct Side {
-  core::AlignedBuffer param, m, v, grad, out;
+  device::Buffer param, m, v, grad, out;
 };
 
 int Main(int argc, char** argv) {

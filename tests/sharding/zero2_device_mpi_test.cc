@@ -150,6 +150,27 @@ TEST_P(Zero2DeviceMpiTest, TestDeviceWithRandomDelaysEqualsTheHostDeviceBitForBi
   }
 }
 
+// The delayed update copies the step's hyper-parameters: a learning-rate change for the next step (made
+// while the background update of this one runs) cannot leak into it. The gradients here do not depend on
+// the parameters, so one-step-stale parameters change nothing and the delayed run must end exactly where
+// the synchronous one does. (Before the fix the background update read the live rate and ended elsewhere.)
+TEST(Zero2DelayedUpdateTest, KeepsTheLearningRateOfItsOwnStep) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  device::HostDevice host;
+  const Outcome sync =
+      Train({"sync", AccumulationMode::kReduceScatterEveryMicroBatch, core::DType::kBFloat16, true, false},
+            &host, comm.get());
+  const Outcome delayed =
+      Train({"delayed", AccumulationMode::kReduceScatterEveryMicroBatch, core::DType::kBFloat16, true, true},
+            &host, comm.get());
+  ASSERT_FALSE(sync.params.empty());
+  EXPECT_EQ(delayed.params, sync.params);
+  EXPECT_EQ(delayed.master, sync.master);
+  EXPECT_EQ(delayed.m, sync.m);
+  EXPECT_EQ(delayed.v, sync.v);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllModes, Zero2DeviceMpiTest,
     ::testing::Values(
