@@ -145,7 +145,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
   st->comm = comm;
   ZF_ASSIGN_OR_RETURN(st->train, load("train"));
   ZF_ASSIGN_OR_RETURN(st->test, load("test"));
-  st->pad = static_cast<int32_t>(config.pad_token_id.value_or(*config.eos_token_id));
+  st->pad = BatchPadId(config);
   st->config = config;
   try {
     // The initial model: seeded initialisation, then the --init weights (opened and validated once).
