@@ -17,11 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "comm/local/local_communicator.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/llama_model.h"
 #include "worker/torch/pair_tensors.h"
+#include "worker/torch/preference_trainer.h"
 
 namespace zerofit::worker {
 namespace {
@@ -197,6 +199,71 @@ TEST_P(RewardReadoutTest, ExportedModelScoresLikeTraining) {
   ASSERT_EQ(exported.sizes(), trained.sizes());
   EXPECT_LT((exported - trained).abs().max().item<double>(), 1e-5)
       << "trained " << trained << " exported " << exported;
+}
+
+// Writes a data directory for PreferenceSession: config.json (kLlamaConfig with `pad`) and
+// {train,test}_ids.jsonl with random content tokens (the loader adds BOS and EOS).
+void WriteDataDir(const std::string& dir, std::optional<int64_t> pad, int pairs) {
+  nlohmann::json config = nlohmann::json::parse(kLlamaConfig);
+  if (pad) config["pad_token_id"] = *pad;
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  torch::manual_seed(33);
+  auto ids = [](int64_t n) {
+    const torch::Tensor t = torch::randint(3, kVocab, {n}, torch::kLong);
+    return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + n);
+  };
+  for (const char* split : {"train", "test"}) {
+    std::ofstream out(dir + "/" + split + "_ids.jsonl");
+    for (int i = 0; i < pairs; ++i) {
+      out << nlohmann::json{{"prompt_ids", ids(1 + i % 4)},
+                            {"chosen_ids", ids(1 + i % 3)},
+                            {"rejected_ids", ids(1 + (i + 1) % 5)}}
+                 .dump()
+          << "\n";
+    }
+  }
+}
+
+// The trainer end to end: a few reward-model steps, then its held-out loss must equal the Bradley-Terry loss
+// of the exported model's scores under transformers' read-out.
+TEST_P(RewardReadoutTest, TrainedSessionExportsWhatItEvaluates) {
+  const PadSetup setup = GetParam();
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  constexpr int kPairs = 8;
+  WriteDataDir(dir.path(), setup.pad, kPairs);
+  PreferenceTrainOptions o;
+  o.task = PreferenceTrainOptions::Task::kReward;
+  o.data_dir = dir.path();
+  o.lr = 1e-2f;
+  comm::LocalCommunicator comm;
+  auto session = PreferenceSession::Create(o, &comm);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int64_t step = 1; step <= 3; ++step) {
+    auto r = (*session)->Step(step, {{0, 1, 2, 3}, {4, 5, 6, 7}});
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  auto eval = (*session)->Evaluate();
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  ASSERT_TRUE((*session)->Export(dir.path() + "/export").ok());
+
+  data::PreferenceDataOptions dopt;
+  dopt.bos_id = kBos;
+  dopt.eos_id = kEos;
+  dopt.vocab_size = kVocab;
+  auto pairs = data::LoadPreferenceJsonl(dir.path() + "/test_ids.jsonl", nullptr, dopt);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  std::vector<uint64_t> all(kPairs);
+  for (int i = 0; i < kPairs; ++i) all[i] = i;
+  // Padded with the exported config's own pad id (transformers' user pads with the tokenizer's).
+  auto exported_config = core::LoadHfConfig(dir.path() + "/export/config.json");
+  ASSERT_TRUE(exported_config.ok()) << exported_config.status();
+  auto batch = MakePairTensors(*pairs, all, BatchPadId(*exported_config));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor s = ExportedScores(dir.path() + "/export", batch->tokens, batch->lengths);
+  const double loss = torch::softplus(s.slice(0, kPairs) - s.slice(0, 0, kPairs)).sum().item<double>();
+  EXPECT_NEAR(loss, eval->metrics.loss_sum, 1e-5 * kPairs);
 }
 
 INSTANTIATE_TEST_SUITE_P(PadEosSetups, RewardReadoutTest,
