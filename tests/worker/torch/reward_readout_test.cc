@@ -1,7 +1,8 @@
 // The reward read-out against transformers: for each pad/eos setup, zerofit scores a right-padded batch of
 // preference pairs, exports the model, and an independent re-implementation of transformers'
 // GenericForSequenceClassification read-out (written from its source, driven only by the exported
-// config.json and model.safetensors) must give the same scores. The model is a tiny random Llama built from
+// config.json and model.safetensors) must give the same scores; PreferenceSession trained on each setup must
+// evaluate the loss the exported model gives under that read-out. The model is a tiny random Llama built from
 // the field set of a real Llama 3.2 config.json.
 #include "worker/torch/reward_readout.h"
 
