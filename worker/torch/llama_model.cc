@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "worker/torch/activation_checkpoint.h"
+#include "worker/torch/reward_readout.h"
 
 namespace zerofit::worker {
 namespace {
@@ -181,6 +182,13 @@ absl::Status ValidateLlamaConfig(const core::HfModelConfig& raw, const LlamaOpti
     }
   }
   if (options.reward_head && c.num_labels < 1) return bad("num_labels", "must be >= 1 for a reward head");
+  if (options.reward_head && c.pad_token_id && (*c.pad_token_id < 0 || *c.pad_token_id >= c.vocab_size)) {
+    // transformers would find no padding and read every padded row at its last position.
+    return bad("pad_token_id",
+               absl::StrCat(*c.pad_token_id, " is outside the vocabulary [0, ", c.vocab_size,
+                            "): a reward model reads its score at the last token that is not pad_token_id; "
+                            "set it to the id the tokenizer pads with, or remove it"));
+  }
   if (options.dtype != torch::kFloat32 && options.dtype != torch::kBFloat16 &&
       options.dtype != torch::kFloat16)
     return absl::InvalidArgumentError("LlamaOptions.dtype must be float32, bfloat16 or float16");
@@ -409,8 +417,9 @@ torch::Tensor LlamaModelImpl::Scores(const torch::Tensor& input_ids, const torch
   const torch::Tensor l = lengths.to(torch::kCPU);
   TORCH_CHECK(b == 0 || (l.min().item<int64_t>() >= 1 && l.max().item<int64_t>() <= t),
               "lengths must lie in [1, ", t, "]");
+  const torch::Tensor at = RewardReadoutPositions(input_ids, lengths, config_.pad_token_id);
   torch::Tensor h = Hidden(input_ids);
-  torch::Tensor index = (lengths.to(h.device()) - 1).view({b, 1, 1}).expand({b, 1, h.size(2)});
+  torch::Tensor index = at.to(h.device()).view({b, 1, 1}).expand({b, 1, h.size(2)});
   torch::Tensor s = score(h.gather(1, index).squeeze(1)).to(torch::kFloat32);
   return s.size(-1) == 1 ? s.squeeze(-1) : s;
 }
@@ -511,6 +520,14 @@ absl::Status LlamaModelImpl::ExportHf(const std::string& dir, const core::HfMode
   if (!diff.empty())
     return absl::InvalidArgumentError(
         absl::StrCat("ExportHf: config field ", diff, " does not describe this model"));
+  if (score && out.pad_token_id != config_.pad_token_id) {
+    // transformers picks the token it reads the score from by pad_token_id (reward_readout.h).
+    auto id = [](const std::optional<int64_t>& v) { return v ? absl::StrCat(*v) : std::string("none"); };
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ExportHf: pad_token_id ", id(out.pad_token_id), " differs from the model's ",
+        id(config_.pad_token_id),
+        ", which chose the token its scores were trained on; transformers would read another token"));
+  }
   const std::string family = Family(config_.model_type);
   if (score) {
     out.architecture = family + "ForSequenceClassification";

@@ -18,7 +18,7 @@
 //  - MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
 // Positions are 0..T-1 for every row: sequences are right-padded. Attention is causal, so position t only
 // ever sees tokens <= t and padding after a sequence never influences its real positions: no padding mask is
-// needed, the caller just ignores outputs at padding positions (Scores reads position length - 1).
+// needed, the caller just ignores outputs at padding positions (Scores reads a real position, see below).
 //
 // Parameter names equal Hugging Face's (named_parameters(): "model.embed_tokens.weight",
 // "model.layers.0.self_attn.q_proj.weight", ..., "model.norm.weight", "lm_head.weight" unless tied,
@@ -133,8 +133,10 @@ class LlamaModelImpl : public torch::nn::Module {
   torch::Tensor Hidden(const torch::Tensor& input_ids);
   // [B, T, vocab], model dtype. Requires a causal-LM head (not reward_head).
   torch::Tensor Logits(const torch::Tensor& input_ids);
-  // Reward: the score head at position lengths[b] - 1 (the last real token of a right-padded row), fp32,
-  // [B] (num_labels == 1) or [B, num_labels]. lengths [B] int64, each in [1, T].
+  // Reward: the score head at the position transformers reads for this config's pad_token_id
+  // (RewardReadoutPositions: the last token that is not pad_token_id, or lengths[b] - 1 without one), fp32,
+  // [B] (num_labels == 1) or [B, num_labels]. lengths [B] int64, each in [1, T]; with a pad_token_id the
+  // positions from lengths[b] on must hold it.
   torch::Tensor Scores(const torch::Tensor& input_ids, const torch::Tensor& lengths);
   // [B, T-1], fp32: log p(input_ids[:, t+1] | input_ids[:, <= t]), log_softmax computed in fp32.
   torch::Tensor TokenLogProbs(const torch::Tensor& input_ids);
@@ -154,7 +156,8 @@ class LlamaModelImpl : public torch::nn::Module {
   absl::Status LoadWeights(const core::SafetensorsModel& weights, LlamaLoadReport* report = nullptr);
   // Writes `dir`/model.safetensors (HfStateDict(), model dtype) and `dir`/config.json (`config` with the
   // architecture, num_labels and torch_dtype of this model) so transformers' from_pretrained loads it.
-  // `config` must describe this model's shapes (the error names the first field that differs).
+  // `config` must describe this model's shapes (the error names the first field that differs); for a reward
+  // model also its pad_token_id, which decides where transformers reads the score.
   absl::Status ExportHf(const std::string& dir, const core::HfModelConfig& config) const;
 
   const core::HfModelConfig& config() const { return config_; }

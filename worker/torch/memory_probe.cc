@@ -86,7 +86,7 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
         std::vector<uint64_t> ids;
         for (int64_t i = 0; i < job.micro_batch; ++i)
           ids.push_back(static_cast<uint64_t>((step * job.accumulation + k) * job.micro_batch + i));
-        ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, 0));
+        ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, BatchPadId(config)));
         if (job.task == Task::kSft) {
           const int64_t n = job.micro_batch;
           b.tokens = b.tokens.slice(0, 0, n).contiguous();

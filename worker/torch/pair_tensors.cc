@@ -7,6 +7,10 @@
 
 namespace zerofit::worker {
 
+int32_t BatchPadId(const core::HfModelConfig& config) {
+  return static_cast<int32_t>(config.pad_token_id.value_or(config.eos_token_id.value_or(0)));
+}
+
 absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePair>& pairs,
                                             const std::vector<uint64_t>& ids, int32_t pad_id) {
   ZF_ASSIGN_OR_RETURN(data::PairBatch b, data::MakePairBatch(pairs, ids, pad_id));

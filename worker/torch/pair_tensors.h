@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/hf_config.h"
 #include "worker/data/preference_dataset.h"
 
 namespace zerofit::worker {
@@ -16,6 +17,12 @@ struct PairTensors {
   torch::Tensor tokens, starts, lengths;  // [2B, T], [2B], [2B] int64: chosen rows, then rejected rows
   std::vector<uint64_t> pair_ids;         // the B pair indices, in row order
 };
+
+// The id batches for a model with `config` are padded with: pad_token_id when set (a reward model's score is
+// read at the last token that is not pad_token_id, reward_readout.h, so padding must be exactly that id),
+// else eos_token_id, else 0. Without pad_token_id the id is arbitrary: attention is causal and every loss
+// reads positions below the row's length.
+int32_t BatchPadId(const core::HfModelConfig& config);
 
 absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePair>& pairs,
                                             const std::vector<uint64_t>& ids, int32_t pad_id);

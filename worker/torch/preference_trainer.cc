@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
   const torch::Device dev = st->backend.torch_device;
   ZF_ASSIGN_OR_RETURN(st->train, load("train"));
   ZF_ASSIGN_OR_RETURN(st->test, load("test"));
-  st->pad = static_cast<int32_t>(config.pad_token_id.value_or(*config.eos_token_id));
+  st->pad = BatchPadId(config);
   st->config = config;
   try {
     // The initial model: seeded initialisation, then the --init weights (opened and validated once).

@@ -4,4 +4,11 @@ if(ZEROFIT_WITH_TORCH)
   target_link_libraries(llama_model_test PRIVATE zerofit_worker_torch GTest::gtest_main)
   add_test(NAME llama_model_test COMMAND llama_model_test)
   set_tests_properties(llama_model_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+
+  # Reward read-out against a transcription of transformers' sequence-classification read-out.
+  add_executable(reward_readout_test worker/torch/reward_readout_test.cc)
+  target_link_libraries(reward_readout_test PRIVATE zerofit_worker_torch nlohmann_json::nlohmann_json
+                                                    GTest::gtest_main)
+  add_test(NAME reward_readout_test COMMAND reward_readout_test)
+  set_tests_properties(reward_readout_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 endif()
