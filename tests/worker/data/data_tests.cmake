@@ -18,6 +18,7 @@ endif()
 # model-directory tests skip when ../shared/hf-tokenizers is missing.
 if(TARGET zerofit_hf_tokenizer)
   zerofit_unit_test(hf_data_unit_test
+    worker/data/hf_preference_test.cc
     worker/data/hf_tokenizer_test.cc)
   target_link_libraries(hf_data_unit_test PRIVATE zerofit_hf_tokenizer)
   target_compile_definitions(hf_data_unit_test PRIVATE
