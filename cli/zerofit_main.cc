@@ -1,10 +1,11 @@
-// zerofit: the command-line front end. `plan` sizes a job; `serve` runs the coordinator; `submit`, `status`,
-// `list`, `logs`, `cancel` talk to it.
+// zerofit: the command-line front end. `plan` sizes a job; `tokenize` runs a Hugging Face tokenizer over
+// JSONL; `serve` runs the coordinator; `submit`, `status`, `list`, `logs`, `cancel` talk to it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
 #include "cli/plan_command.h"
+#include "cli/tokenize_command.h"
 #ifdef ZEROFIT_CLI_WITH_GRPC
 #include "cli/jobs_commands.h"
 #include "cli/run_command.h"
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   zerofit::cli::PlanFlags plan_flags;
   CLI::App* plan = zerofit::cli::AddPlanCommand(app, &plan_flags);
+  zerofit::cli::TokenizeFlags tokenize_flags;
+  CLI::App* tokenize = zerofit::cli::AddTokenizeCommand(app, &tokenize_flags);
 #ifdef ZEROFIT_CLI_WITH_GRPC
   zerofit::cli::ServeFlags serve_flags;
   zerofit::cli::JobsFlags jobs_flags;
@@ -48,6 +51,10 @@ int main(int argc, char** argv) {
     if (!out.ok()) return Fail("plan", out.status());
     std::fputs(out->c_str(), stdout);
     return 0;
+  }
+  if (tokenize->parsed()) {
+    absl::Status s = zerofit::cli::RunTokenize(tokenize_flags);
+    return s.ok() ? 0 : Fail("tokenize", s);
   }
 #ifdef ZEROFIT_CLI_WITH_GRPC
   absl::Status s;
