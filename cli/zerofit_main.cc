@@ -6,6 +6,9 @@
 
 #include "cli/plan_command.h"
 #include "cli/tokenize_command.h"
+#ifdef ZEROFIT_CLI_WITH_DATA
+#include "cli/data_check_command.h"
+#endif
 #ifdef ZEROFIT_CLI_WITH_GRPC
 #include "cli/jobs_commands.h"
 #include "cli/run_command.h"
@@ -28,6 +31,10 @@ int main(int argc, char** argv) {
   CLI::App* plan = zerofit::cli::AddPlanCommand(app, &plan_flags);
   zerofit::cli::TokenizeFlags tokenize_flags;
   CLI::App* tokenize = zerofit::cli::AddTokenizeCommand(app, &tokenize_flags);
+#ifdef ZEROFIT_CLI_WITH_DATA
+  zerofit::cli::DataCheckFlags data_check_flags;
+  CLI::App* data_check = zerofit::cli::AddDataCheckCommand(app, &data_check_flags);
+#endif
 #ifdef ZEROFIT_CLI_WITH_GRPC
   zerofit::cli::ServeFlags serve_flags;
   zerofit::cli::JobsFlags jobs_flags;
@@ -56,6 +63,14 @@ int main(int argc, char** argv) {
     absl::Status s = zerofit::cli::RunTokenize(tokenize_flags);
     return s.ok() ? 0 : Fail("tokenize", s);
   }
+#ifdef ZEROFIT_CLI_WITH_DATA
+  if (data_check->parsed()) {
+    auto out = zerofit::cli::RunDataCheck(data_check_flags);
+    if (!out.ok()) return Fail("data check", out.status());
+    std::fputs(out->c_str(), stdout);
+    return 0;
+  }
+#endif
 #ifdef ZEROFIT_CLI_WITH_GRPC
   absl::Status s;
   const char* name = "";

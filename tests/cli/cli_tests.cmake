@@ -43,3 +43,11 @@ if(TARGET zerofit_cli_text)
     ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers"
     ZEROFIT_TEXT_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/text/golden")
 endif()
+
+# `zerofit data check` on small inline files with qwen2.5 (skips without ../shared/hf-tokenizers).
+if(TARGET zerofit_cli_data)
+  zerofit_unit_test(data_check_command_test cli/data_check_command_test.cc)
+  target_link_libraries(data_check_command_test PRIVATE zerofit_cli_data)
+  target_compile_definitions(data_check_command_test PRIVATE
+    ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers")
+endif()
