@@ -51,3 +51,12 @@ if(TARGET zerofit_cli_data)
   target_compile_definitions(data_check_command_test PRIVATE
     ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers")
 endif()
+
+# The binary end to end: stdin to stdout (ids from the oracle's golden qwen2.5 file).
+if(EXISTS ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5/tokenizer.json)
+  add_test(NAME zerofit_tokenize_cli_smoke
+    COMMAND bash -c "echo '{\"text\": \"Hello world\"}' | \"$0\" tokenize --tokenizer \"$1\" --in - --out -"
+            $<TARGET_FILE:zerofit> ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5)
+  set_tests_properties(zerofit_tokenize_cli_smoke PROPERTIES LABELS unit
+    PASS_REGULAR_EXPRESSION "\"ids\":\\[9707,1879\\]")
+endif()

@@ -97,9 +97,13 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
     auto it = (*config)->find("add_bos_token");
     if (it != (*config)->end() && it->is_boolean()) out->add_bos_token_ = it->get<bool>();
     if ((*config)->contains("chat_template")) {
+      // A template our Jinja subset refuses must not stop text-only data: the error waits for RenderChat.
       auto chat = text::ChatTemplate::FromTokenizerConfig(config_path);
-      if (!chat.ok()) return chat.status();
-      out->chat_ = std::move(*chat);
+      if (chat.ok()) {
+        out->chat_ = std::move(*chat);
+      } else {
+        out->chat_error_ = chat.status();
+      }
     }
   }
   return out;
@@ -115,6 +119,7 @@ absl::StatusOr<std::string> HfTokenizer::Decode(const std::vector<int32_t>& ids)
 
 absl::StatusOr<std::string> HfTokenizer::RenderChat(const std::string& messages_json,
                                                     bool add_generation_prompt) const {
+  if (!chat_error_.ok()) return chat_error_;
   if (!chat_) {
     return absl::FailedPreconditionError(
         absl::StrCat(dir_, "/tokenizer_config.json has no chat_template (conversational data needs one)"));
