@@ -1,10 +1,14 @@
-// zerofit: the command-line front end. `plan` sizes a job; `serve` runs the coordinator; `submit`, `status`,
-// `list`, `logs`, `cancel` talk to it.
+// zerofit: the command-line front end. `plan` sizes a job; `tokenize` runs a Hugging Face tokenizer over
+// JSONL; `serve` runs the coordinator; `submit`, `status`, `list`, `logs`, `cancel` talk to it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
 #include "cli/plan_command.h"
+#include "cli/tokenize_command.h"
+#ifdef ZEROFIT_CLI_WITH_DATA
+#include "cli/data_check_command.h"
+#endif
 #ifdef ZEROFIT_CLI_WITH_GRPC
 #include "cli/jobs_commands.h"
 #include "cli/run_command.h"
@@ -25,6 +29,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   zerofit::cli::PlanFlags plan_flags;
   CLI::App* plan = zerofit::cli::AddPlanCommand(app, &plan_flags);
+  zerofit::cli::TokenizeFlags tokenize_flags;
+  CLI::App* tokenize = zerofit::cli::AddTokenizeCommand(app, &tokenize_flags);
+#ifdef ZEROFIT_CLI_WITH_DATA
+  zerofit::cli::DataCheckFlags data_check_flags;
+  CLI::App* data_check = zerofit::cli::AddDataCheckCommand(app, &data_check_flags);
+#endif
 #ifdef ZEROFIT_CLI_WITH_GRPC
   zerofit::cli::ServeFlags serve_flags;
   zerofit::cli::JobsFlags jobs_flags;
@@ -49,6 +59,18 @@ int main(int argc, char** argv) {
     std::fputs(out->c_str(), stdout);
     return 0;
   }
+  if (tokenize->parsed()) {
+    absl::Status s = zerofit::cli::RunTokenize(tokenize_flags);
+    return s.ok() ? 0 : Fail("tokenize", s);
+  }
+#ifdef ZEROFIT_CLI_WITH_DATA
+  if (data_check->parsed()) {
+    auto out = zerofit::cli::RunDataCheck(data_check_flags);
+    if (!out.ok()) return Fail("data check", out.status());
+    std::fputs(out->c_str(), stdout);
+    return 0;
+  }
+#endif
 #ifdef ZEROFIT_CLI_WITH_GRPC
   absl::Status s;
   const char* name = "";

@@ -33,3 +33,30 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_ari
             $<TARGET_FILE:zerofit_make_arith_prefs>)
   set_tests_properties(serve_workers_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
 endif()
+
+# `zerofit tokenize`: the library function against text::Tokenizer and the oracle's golden ids (qwen2.5;
+# skips when ../shared/hf-tokenizers is missing), and the binary on stdin/stdout.
+if(TARGET zerofit_cli_text)
+  zerofit_unit_test(tokenize_command_test cli/tokenize_command_test.cc)
+  target_link_libraries(tokenize_command_test PRIVATE zerofit_cli_text nlohmann_json::nlohmann_json)
+  target_compile_definitions(tokenize_command_test PRIVATE
+    ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers"
+    ZEROFIT_TEXT_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/text/golden")
+endif()
+
+# `zerofit data check` on small inline files with qwen2.5 (skips without ../shared/hf-tokenizers).
+if(TARGET zerofit_cli_data)
+  zerofit_unit_test(data_check_command_test cli/data_check_command_test.cc)
+  target_link_libraries(data_check_command_test PRIVATE zerofit_cli_data)
+  target_compile_definitions(data_check_command_test PRIVATE
+    ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers")
+endif()
+
+# The binary end to end: stdin to stdout (ids from the oracle's golden qwen2.5 file).
+if(EXISTS ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5/tokenizer.json)
+  add_test(NAME zerofit_tokenize_cli_smoke
+    COMMAND bash -c "echo '{\"text\": \"Hello world\"}' | \"$0\" tokenize --tokenizer \"$1\" --in - --out -"
+            $<TARGET_FILE:zerofit> ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5)
+  set_tests_properties(zerofit_tokenize_cli_smoke PROPERTIES LABELS unit
+    PASS_REGULAR_EXPRESSION "\"ids\":\\[9707,1879\\]")
+endif()

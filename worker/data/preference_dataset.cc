@@ -1,6 +1,7 @@
 #include "worker/data/preference_dataset.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -9,13 +10,15 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::data {
 namespace {
 
-using Json = nlohmann::json;
+// Ordered: conversational messages reach the chat template with their keys in file order (tojson prints it).
+using Json = nlohmann::ordered_json;
 
 // Where a line came from, for error messages "source:line: ...".
 struct Where {
@@ -95,6 +98,84 @@ absl::StatusOr<std::vector<int32_t>> EncodeField(const Json& obj, const char* fi
   return ids;
 }
 
+// Checks a list of chat messages: each an object with a string "role".
+absl::Status CheckMessages(const Json& msgs, const char* field, const Where& w) {
+  if (!msgs.is_array()) {
+    return FieldError(w, field, absl::StrCat("expected a list of messages, got ", msgs.type_name()));
+  }
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const Json& m = msgs[i];
+    auto role = m.is_object() ? m.find("role") : m.end();
+    if (!m.is_object() || role == m.end() || !role->is_string()) {
+      return FieldError(
+          w, field,
+          absl::StrCat("message ", i, ": expected an object with a string \"role\", got ", m.dump()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Render(const Json& msgs, bool add_generation_prompt, const char* field,
+                                   const Tokenizer* tok, const Where& w) {
+  auto text = tok->RenderChat(msgs.dump(), add_generation_prompt);
+  if (!text.ok()) return FieldError(w, field, absl::StrCat("chat template: ", text.status().message()));
+  return text;
+}
+
+// Conversational line to the texts of prompt, chosen and rejected: the prompt messages rendered with
+// add_generation_prompt=true, each response the rendering of prompt + response messages minus that prefix
+// (as TRL's apply_chat_template does). Without "prompt", the leading messages chosen and rejected share
+// are the prompt.
+absl::StatusOr<std::array<std::string, 3>> RenderConversation(const Json& obj, const Tokenizer* tok,
+                                                              const Where& w) {
+  const char* const fields[3] = {"prompt", "chosen", "rejected"};
+  for (int k = 1; k < 3; ++k) {
+    if (!obj.contains(fields[k])) return FieldError(w, fields[k], "missing");
+    if (absl::Status s = CheckMessages(obj[fields[k]], fields[k], w); !s.ok()) return s;
+  }
+  if (tok == nullptr) {
+    return FieldError(w, "chosen", "messages need a tokenizer with a chat template (pass a model directory)");
+  }
+  Json prompt = Json::array();
+  Json responses[2] = {obj["chosen"], obj["rejected"]};
+  if (obj.contains("prompt")) {
+    if (absl::Status s = CheckMessages(obj["prompt"], "prompt", w); !s.ok()) return s;
+    prompt = obj["prompt"];
+  } else {
+    size_t k = 0;
+    while (k < responses[0].size() && k < responses[1].size() && responses[0][k] == responses[1][k]) ++k;
+    if (k == 0) {
+      return FieldError(w, "prompt",
+                        "missing, and chosen and rejected share no leading messages to take it from");
+    }
+    prompt = Json(responses[0].begin(), responses[0].begin() + static_cast<std::ptrdiff_t>(k));
+    for (Json& r : responses) r = Json(r.begin() + static_cast<std::ptrdiff_t>(k), r.end());
+  }
+  if (prompt.empty()) return FieldError(w, "prompt", "no messages (the chat template needs a prompt)");
+  std::array<std::string, 3> out;
+  auto prompt_text = Render(prompt, /*add_generation_prompt=*/true, "prompt", tok, w);
+  if (!prompt_text.ok()) return prompt_text.status();
+  out[0] = std::move(*prompt_text);
+  for (int k = 1; k < 3; ++k) {
+    const Json& r = responses[k - 1];
+    if (r.empty()) return FieldError(w, fields[k], "no response messages after the prompt");
+    Json all = prompt;
+    all.insert(all.end(), r.begin(), r.end());
+    auto full = Render(all, /*add_generation_prompt=*/false, fields[k], tok, w);
+    if (!full.ok()) return full.status();
+    if (full->compare(0, out[0].size(), out[0]) != 0) {
+      return FieldError(
+          w, fields[k],
+          "the chat template's rendering of prompt + response does not start with its rendering "
+          "of the prompt with add_generation_prompt=true, so the response cannot be cut out "
+          "(write text pairs rendered by hand instead)");
+    }
+    out[k] = full->substr(out[0].size());
+    if (out[k].empty()) return FieldError(w, fields[k], "empty response (nothing to score)");
+  }
+  return out;
+}
+
 bool IsBlank(const std::string& line) {
   return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
 }
@@ -118,7 +199,19 @@ absl::StatusOr<PreferencePair> ParseLine(const std::string& line, const Where& w
   std::vector<int32_t> ids[3];
   const char* const text_fields[3] = {"prompt", "chosen", "rejected"};
   const char* const id_fields[3] = {"prompt_ids", "chosen_ids", "rejected_ids"};
-  for (int k = 0; k < 3; ++k) {
+  auto chosen_it = obj.find("chosen");
+  const bool conversational = !pretokenized && chosen_it != obj.end() && chosen_it->is_array();
+  if (conversational) {
+    auto texts = RenderConversation(obj, tok, w);
+    if (!texts.ok()) return texts.status();
+    for (int k = 0; k < 3; ++k) {
+      auto got = tok->Encode((*texts)[k]);
+      if (!got.ok())
+        return FieldError(w, text_fields[k], absl::StrCat("tokenizer: ", got.status().message()));
+      ids[k] = std::move(*got);
+    }
+  }
+  for (int k = 0; k < 3 && !conversational; ++k) {
     auto got = pretokenized ? GetIds(obj, id_fields[k], sp, w) : EncodeField(obj, text_fields[k], tok, w);
     if (!got.ok()) return got.status();
     ids[k] = std::move(*got);
@@ -156,13 +249,24 @@ absl::StatusOr<std::vector<PreferencePair>> ParseStream(std::istream& in, const 
     ++line_no;
     if (IsBlank(line)) continue;
     auto pair = ParseLine(line, Where{source, line_no}, tok, sp, options, &local);
-    if (!pair.ok()) return pair.status();
+    if (!pair.ok()) {
+      // getline hit the end without a newline: this is the last line, and a writer may have been cut off.
+      if (in.eof() && absl::StrContains(pair.status().message(), "invalid JSON")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(pair.status().message(),
+                         " (the last line has no newline: was the file cut off while being written?)"));
+      }
+      return pair.status();
+    }
     pairs.push_back(std::move(*pair));
   }
   if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read failed after line ", line_no));
+  if (line_no == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ":1: empty file (no preference pairs)"));
+  }
   if (pairs.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(source, ": no preference pairs (", line_no, " lines, all blank)"));
+        absl::StrCat(source, ":", line_no, ": no preference pairs (all ", line_no, " lines are blank)"));
   }
   if (stats != nullptr) *stats = local;
   return pairs;

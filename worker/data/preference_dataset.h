@@ -4,8 +4,21 @@
 // File format: one JSON object per line; blank lines are skipped; keys other than the ones below are ignored.
 //   text:          {"prompt": "12+7=", "chosen": "19", "rejected": "18"}          (needs a Tokenizer)
 //   pre-tokenized: {"prompt_ids": [5, 9], "chosen_ids": [4, 10], "rejected_ids": [4, 12]}
-// A line is pre-tokenized when it has any "*_ids" key; the two kinds may be mixed in one file. Ids carry no
-// BOS/EOS: the options below add them. `prompt` may be empty; `chosen` and `rejected` may not.
+//   conversational: {"prompt": [messages], "chosen": [messages], "rejected": [messages]}
+//                   {"chosen": [messages], "rejected": [messages]}   (the shared leading messages = prompt)
+//                   (needs a Tokenizer with a chat template: HfTokenizer, hf_tokenizer.h)
+// A line is pre-tokenized when it has any "*_ids" key, conversational when "chosen" is a list; the kinds may
+// be mixed in one file. Ids carry no BOS/EOS: the options below add them. `prompt` may be empty; `chosen`
+// and `rejected` may not.
+//
+// Conversational lines are rendered with the model's chat template as TRL's apply_chat_template does: the
+// prompt text is render(prompt, add_generation_prompt=true), each response text is
+// render(prompt + response) minus that prefix (an error when it is not a prefix); prompt and responses are
+// then tokenized separately, so the prompt tokens stay the prompt part (DPO excludes them from log-probs).
+// Templates that write BOS themselves (Llama's "{{ bos_token }}") want add_bos=false; EOS is appended as
+// for text pairs (TRL does the same).
+//
+// An empty file, a file of blank lines only, and a last line cut off without its newline are errors too.
 //
 // Every error names the file, the 1-based line and the field, e.g.
 //   data/train.jsonl:17: field 'chosen': expected a string

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace zerofit::data {
@@ -34,6 +35,17 @@ class Tokenizer {
   virtual int32_t pad_id() const = 0;
   // Number of ids; every id this tokenizer produces is in [0, vocab_size()).
   virtual int32_t vocab_size() const = 0;
+
+  // The model's chat template applied to `messages_json` (a JSON list of {"role", "content", ...}, keys in
+  // the order they should reach the template). Conversational preference data needs it; the default says
+  // the tokenizer has no template (SentencePiece models carry none).
+  virtual absl::StatusOr<std::string> RenderChat(const std::string& messages_json,
+                                                 bool add_generation_prompt) const {
+    (void)messages_json;
+    (void)add_generation_prompt;
+    return absl::FailedPreconditionError(
+        "this tokenizer has no chat template (conversational data needs a Hugging Face model directory)");
+  }
 };
 
 // A SentencePiece model file (`tokenizer.model`, a serialized ModelProto), e.g. as written by

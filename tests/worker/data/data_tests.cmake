@@ -13,3 +13,14 @@ if(TARGET zerofit_data)
   target_compile_definitions(data_unit_test PRIVATE
     ZEROFIT_MAKE_ARITH_PREFS="$<TARGET_FILE:zerofit_make_arith_prefs>")
 endif()
+
+# HfTokenizer and text/conversational preference data with Hugging Face tokenizers (no SentencePiece); the
+# model-directory tests skip when ../shared/hf-tokenizers is missing.
+if(TARGET zerofit_hf_tokenizer)
+  zerofit_unit_test(hf_data_unit_test
+    worker/data/hf_preference_test.cc
+    worker/data/hf_tokenizer_test.cc)
+  target_link_libraries(hf_data_unit_test PRIVATE zerofit_hf_tokenizer)
+  target_compile_definitions(hf_data_unit_test PRIVATE
+    ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers")
+endif()

@@ -159,7 +159,7 @@ TEST(PreferenceDatasetTest, FileErrors) {
 
   auto empty = LoadPreferenceJsonl(dir.Write("empty.jsonl", "\n\n"), nullptr, IdOptions());
   ASSERT_FALSE(empty.ok());
-  EXPECT_NE(empty.status().message().find("empty.jsonl: no preference pairs"), std::string::npos);
+  EXPECT_NE(empty.status().message().find("empty.jsonl:2: no preference pairs"), std::string::npos);
 }
 
 TEST(PreferenceDatasetTest, OptionValidation) {

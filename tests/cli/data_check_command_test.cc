@@ -1,0 +1,74 @@
+#include "cli/data_check_command.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace zerofit::cli {
+namespace {
+
+class DataCheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = std::string(ZEROFIT_HF_TOKENIZERS_DIR) + "/qwen2.5";
+    if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << dir << " is missing";
+    auto tok = data::HfTokenizer::Load(dir);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    tok_ = std::move(*tok);
+    path_ = (std::filesystem::temp_directory_path() / ("data_check_" + std::to_string(::getpid()) + ".jsonl"))
+                .string();
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+  void Write(const std::string& s) { std::ofstream(path_) << s; }
+  const DataLint& Lint(const DataCheckReport& r, const std::string& prefix) {
+    for (const DataLint& l : r.lints) {
+      if (l.name.rfind(prefix, 0) == 0) return l;
+    }
+    ADD_FAILURE() << "no lint " << prefix;
+    return r.lints[0];
+  }
+
+  std::unique_ptr<data::HfTokenizer> tok_;
+  std::string path_;
+};
+
+TEST_F(DataCheckTest, CountsLengthsTruncationAndLints) {
+  // Pair 3 repeats its response; pair 2 is long enough to be truncated at max_length 8.
+  Write(
+      "{\"prompt\": \"1+1=\", \"chosen\": \"2\", \"rejected\": \"3\"}\n"
+      "{\"prompt\": \"Tell me a story\", \"chosen\": \"Once upon a time there was a cat who\", \"rejected\": "
+      "\"No\"}\n"
+      "{\"prompt\": \"x\", \"chosen\": \"same\", \"rejected\": \"same\"}\n");
+  data::PreferenceDataOptions o;
+  o.add_bos = false;
+  o.max_length = 8;
+  o.max_prompt_length = 4;
+  auto r = CheckPreferenceData(path_, *tok_, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pairs, 3u);
+  EXPECT_EQ(r->truncated_pairs, 1u);
+  EXPECT_GT(r->sequence.max, 8u);
+  EXPECT_EQ(Lint(*r, "pairs with chosen == rejected").count, 1u);
+  EXPECT_EQ(Lint(*r, "responses that lose their EOS").count, 1u);  // only the long chosen
+  EXPECT_EQ(Lint(*r, "prompts starting with a doubled BOS").count, 0u);
+  EXPECT_EQ(Lint(*r, "pad == eos").count, 0u);  // Qwen pads with <|endoftext|>, ends with <|im_end|>
+  const std::string text = FormatDataCheck(*r, path_, false);
+  EXPECT_NE(text.find("truncated at --max-length 8: 1 of 3 pairs"), std::string::npos) << text;
+  EXPECT_NE(text.find("-> remove them"), std::string::npos) << text;
+  EXPECT_NE(FormatDataCheck(*r, path_, true).find("\"truncated_pairs\": 1"), std::string::npos);
+}
+
+TEST_F(DataCheckTest, LoadErrorsNameFileAndLine) {
+  Write("{\"prompt\": \"x\", \"chosen\": \"a\", \"rejected\": \"b\"}\n{\"prompt\": 3}\n");
+  data::PreferenceDataOptions o;
+  o.add_bos = false;
+  auto r = CheckPreferenceData(path_, *tok_, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find(path_ + ":2: field 'prompt'"), std::string::npos)
+      << r.status();
+}
+
+}  // namespace
+}  // namespace zerofit::cli

@@ -1,0 +1,62 @@
+// HfTokenizer: the data::Tokenizer of a Hugging Face model directory (tokenizer.json, tokenizer_config.json,
+// config.json), backed by text::Tokenizer and text::ChatTemplate. Unlike SentencePieceTokenizer it needs no
+// SentencePiece, so training processes (which link LibTorch) can tokenize text preference data themselves.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+#include "worker/data/tokenizer.h"
+
+namespace zerofit::data {
+
+// Thread-safety: immutable after Load; every method may be called from several threads at once.
+class HfTokenizer final : public Tokenizer {
+ public:
+  // `dir` holds tokenizer.json (required), tokenizer_config.json and config.json (both optional).
+  // Special tokens: bos/eos/pad_token of tokenizer_config.json (strings or AddedToken dicts) mapped through
+  // the vocabulary; where the config has none, bos_token_id/eos_token_id/pad_token_id of config.json (the
+  // first of a list). The chat template is tokenizer_config.json's chat_template, if any; one that does not
+  // parse fails RenderChat only, so text and pre-tokenized data still load.
+  // Errors name the file.
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& dir);
+
+  // Ids without special tokens (the post-processor's BOS/EOS are not added).
+  absl::StatusOr<std::vector<int32_t>> Encode(const std::string& text) const override;
+  // Special tokens are skipped, as the interface asks.
+  absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override;
+  absl::StatusOr<std::string> RenderChat(const std::string& messages_json,
+                                         bool add_generation_prompt) const override;
+  int32_t bos_id() const override { return bos_id_; }
+  int32_t eos_id() const override { return eos_id_; }
+  int32_t pad_id() const override { return pad_id_; }
+  int32_t vocab_size() const override { return vocab_size_; }
+
+  // The pad id the config names, -1 when none (pad_id() then falls back to eos_id()).
+  int32_t configured_pad_id() const { return configured_pad_id_; }
+  // tokenizer_config.json's add_bos_token, when present.
+  std::optional<bool> add_bos_token() const { return add_bos_token_; }
+  const text::Tokenizer& text_tokenizer() const { return *tok_; }
+  // Null when the model has no chat template.
+  const text::ChatTemplate* chat_template() const { return chat_ ? &*chat_ : nullptr; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  HfTokenizer() = default;
+
+  std::string dir_;
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::optional<text::ChatTemplate> chat_;
+  absl::Status chat_error_;  // why tokenizer_config.json's chat_template did not load (RenderChat returns it)
+  int32_t bos_id_ = -1, eos_id_ = -1, pad_id_ = -1, configured_pad_id_ = -1, vocab_size_ = 0;
+  std::optional<bool> add_bos_token_;
+};
+
+}  // namespace zerofit::data
