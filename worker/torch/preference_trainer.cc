@@ -286,7 +286,7 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(o, comm));
   ZF_ASSIGN_OR_RETURN(EvalReport before, session->Evaluate());
   data::Sampler sampler(session->num_train_pairs(), o.seed);
-  for (int64_t step = 1; step <= o.steps; ++step) {
+  for (int64_t step = 0; step < o.steps; ++step) {  // 0-based, like every step number (core/lr_schedule.h)
     const std::vector<uint64_t> global = sampler.Next(static_cast<uint64_t>(o.global_batch));
     ZF_ASSIGN_OR_RETURN(auto micro,
                         data::ShardPairs(global, comm->rank(), comm->world_size(), o.micro_batches));

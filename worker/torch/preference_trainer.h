@@ -50,7 +50,7 @@ struct PreferenceTrainOptions {
 };
 
 struct StepReport {
-  int64_t step = 0;
+  int64_t step = 0;     // 0-based (core/lr_schedule.h)
   float lr = 0.0f;      // the learning rate this step applied (the schedule's)
   PairMetrics metrics;  // summed over ranks for this step
   sharding::StepResult result;

@@ -197,14 +197,15 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
                            : "pairwise accuracy";
   const absl::Time start = absl::Now();
   auto on_step = [&](const StepReport& r) {
-    if (comm->rank() != 0 || (r.step % cli.log_every != 0 && r.step != o.steps)) return;
+    const int64_t done = r.step + 1;  // steps are 0-based; people count from 1
+    if (comm->rank() != 0 || (done % cli.log_every != 0 && done != o.steps)) return;
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     std::printf(
         "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  lr %.2e  %.1f pairs/s  ETA "
         "%.0fs\n",
-        static_cast<long long>(r.step), static_cast<long long>(o.steps), r.metrics.loss_sum / r.metrics.pairs,
+        static_cast<long long>(done), static_cast<long long>(o.steps), r.metrics.loss_sum / r.metrics.pairs,
         r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm, r.lr,
-        r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3), elapsed / r.step * (o.steps - r.step));
+        r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3), elapsed / done * (o.steps - done));
     std::fflush(stdout);
   };
   ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, comm.get(), on_step));
