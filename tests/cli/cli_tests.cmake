@@ -12,6 +12,8 @@ set_tests_properties(zerofit_plan_cli_smoke PROPERTIES LABELS unit
 if(TARGET zerofit_cli_jobs)
   zerofit_unit_test(subprocess_test cli/subprocess_test.cc)
   target_link_libraries(subprocess_test PRIVATE zerofit_cli_jobs)
+  zerofit_unit_test(metrics_format_test cli/metrics_format_test.cc)
+  target_link_libraries(metrics_format_test PRIVATE zerofit_cli_jobs)
   add_test(NAME coordinator_cli_e2e
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/coordinator_cli_e2e.sh $<TARGET_FILE:zerofit>)
   set_tests_properties(coordinator_cli_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
@@ -33,3 +35,4 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_ari
             $<TARGET_FILE:zerofit_make_arith_prefs>)
   set_tests_properties(serve_workers_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
 endif()
+
