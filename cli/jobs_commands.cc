@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "cli/metrics_format.h"
 #include "cli/slurm_commands.h"
 #include "coordinator/job_store.h"
 #include "coordinator/service.h"
@@ -157,6 +158,7 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
   common(c.metrics);
   c.metrics->add_option("job", j->job, "job id")->required();
   c.metrics->add_flag("-f,--follow", j->follow, "keep printing until the job ends");
+  c.metrics->add_option("--format", j->format, "table (default), json (one object per line) or csv");
   c.worker = app.add_subcommand("worker", "Run one rank of a job (start it with mpiexec or srun)");
   common(c.worker);
   c.worker->add_option("--job", j->job, "job id")->required();
@@ -274,14 +276,14 @@ absl::Status RunLogs(const JobsFlags& f) {
 }
 
 absl::Status RunMetrics(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(const MetricsFormat format, ParseMetricsFormat(f.format));
   ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
-  std::printf("%6s %5s %9s %8s %12s %14s\n", "step", "rank", "loss", "acc", "tokens/s", "peak bytes");
-  return client.StreamMetrics(
-      f.job, -1, f.follow, absl::Seconds(f.follow_timeout_s), [](const v1::Metric& m) {
-        std::printf("%6lld %5d %9.4f %8.3f %12.1f %14lld\n", static_cast<long long>(m.step()), m.rank(),
-                    m.loss(), m.accuracy(), m.tokens_per_s(), static_cast<long long>(m.peak_bytes()));
-        std::fflush(stdout);
-      });
+  MetricsPrinter printer(format);
+  return client.StreamMetrics(f.job, -1, f.follow, absl::Seconds(f.follow_timeout_s),
+                              [&printer](const v1::Metric& m) {
+                                std::fputs(printer.Row(m).c_str(), stdout);
+                                std::fflush(stdout);
+                              });
 }
 
 absl::Status RunWorker(const JobsFlags& f) {

@@ -35,7 +35,8 @@ struct JobsFlags {
   double follow_timeout_s = 86400;
   std::string reason;
   bool json = false;
-  std::string worker_binary;  // worker: zerofit_worker (default: the one built with this zerofit)
+  std::string format = "table";  // metrics: table | json | csv
+  std::string worker_binary;     // worker: zerofit_worker (default: the one built with this zerofit)
 };
 
 struct JobsCommands {

@@ -349,11 +349,13 @@ absl::Status Coordinator::SetSlurmJobId(const std::string& job_id, const std::st
 absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& r) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  ZF_RETURN_IF_ERROR(ValidateNamedMetrics(r.named));  // before anything of the report takes effect
   const std::string source = absl::StrCat(r.host, ":", r.rank);
   for (const std::string& line : r.log_lines) ZF_RETURN_IF_ERROR(LogLocked(job_id, source, line));
   if (r.step >= 0) {
     ZF_RETURN_IF_ERROR(store_->AppendMetric(
-        job_id, MetricRow{r.step, r.rank, r.loss, r.accuracy, r.tokens_per_s, r.peak_bytes, clock_->Now()}));
+        job_id,
+        MetricRow{r.step, r.rank, r.loss, r.accuracy, r.tokens_per_s, r.peak_bytes, clock_->Now(), r.named}));
   }
   if (live->state->status().phase != JobPhase::kRunning) return absl::OkStatus();  // a late report
   bool changed = false;

@@ -42,6 +42,7 @@ struct WorkerReport {
   int64_t step = -1;  // -1: no metrics in this report
   double loss = 0, accuracy = 0, tokens_per_s = 0;
   int64_t peak_bytes = 0;
+  std::vector<std::pair<std::string, double>> named;  // the step's named metrics (ValidateNamedMetrics)
   std::vector<std::string> log_lines;
   int64_t checkpoint_step = -1;
   bool finished = false;

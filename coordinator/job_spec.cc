@@ -235,7 +235,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
   ZF_RETURN_IF_ERROR(r.OnlyKeys(root, "",
                                 {"name", "task", "model", "data", "world_size", "hardware", "max_restarts",
-                                 "device", "training", "deepspeed", "checkpoint", "slurm"}));
+                                 "device", "training", "deepspeed", "checkpoint", "metrics", "slurm"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
@@ -409,6 +409,18 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     ZF_RETURN_IF_ERROR(r.Get(c, "keep", "checkpoint.keep", &s.checkpoint.keep, "an integer"));
     if (s.checkpoint.every < 1) return r.Error(c["every"], "checkpoint.every", "must be >= 1");
     if (s.checkpoint.keep < 1) return r.Error(c["keep"], "checkpoint.keep", "must be >= 1");
+  }
+  if (const YAML::Node m = root["metrics"]; m.IsDefined()) {
+    if (!m.IsMap()) return r.Error(m, "metrics", "expected a mapping");
+    ZF_RETURN_IF_ERROR(r.OnlyKeys(m, "metrics.", {"tensorboard", "jsonl"}));
+    ZF_RETURN_IF_ERROR(r.Get(m, "tensorboard", "metrics.tensorboard", &s.metrics.tensorboard, "a directory"));
+    ZF_RETURN_IF_ERROR(r.Get(m, "jsonl", "metrics.jsonl", &s.metrics.jsonl, "a file path"));
+    if (m["tensorboard"].IsDefined() && s.metrics.tensorboard.empty()) {
+      return r.Error(m["tensorboard"], "metrics.tensorboard", "must be a non-empty directory");
+    }
+    if (m["jsonl"].IsDefined() && s.metrics.jsonl.empty()) {
+      return r.Error(m["jsonl"], "metrics.jsonl", "must be a non-empty file path");
+    }
   }
   return s;
 }

@@ -74,6 +74,13 @@ struct CheckpointSpec {
   int keep = 1;
 };
 
+// Where rank 0 writes every step's named metrics besides the coordinator (worker/metrics/). Paths are as the
+// workers see them; empty: not written.
+struct MetricsSpec {
+  std::string tensorboard;  // a directory: events.out.tfevents.<seconds>.<host> files
+  std::string jsonl;        // a file: one JSON object per step, appended
+};
+
 // How a job runs under Slurm. Every field can also be given as a flag of `zerofit slurm` / `zerofit submit
 // --slurm` (flags win). Nothing here has a cluster-specific default: an empty field is left to Slurm's
 // own defaults (the partition's time limit, the default account...).
@@ -108,6 +115,7 @@ struct JobSpec {
   std::string device = "auto";  // auto | cpu | cuda: where each rank trains (cuda:<local rank>)
   TrainingSpec training;
   CheckpointSpec checkpoint;
+  MetricsSpec metrics;
   bool world_size_given = false;  // world_size was written in the spec (not the default)
   std::optional<SlurmSpec> slurm;
 };

@@ -2,12 +2,16 @@
 
 #include <sqlite3.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 
 namespace zerofit::coordinator {
@@ -48,8 +52,33 @@ CREATE TABLE IF NOT EXISTS metrics (
   rank INTEGER NOT NULL,
   loss REAL, accuracy REAL, tokens_per_s REAL, peak_bytes INTEGER,
   time_us INTEGER NOT NULL,
+  named TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (job_id, step, rank));
 )sql";
+
+// Named metrics in one column: "name=value" lines, values with 17 significant digits (exact for doubles).
+std::string EncodeNamed(const std::vector<std::pair<std::string, double>>& named) {
+  std::string out;
+  for (const auto& [name, value] : named) absl::StrAppendFormat(&out, "%s=%.17g\n", name, value);
+  return out;
+}
+
+// Bounded: at most kMaxNamedMetrics lines; a line that does not parse is skipped (the store wrote it, so
+// that is corruption, not input to trust).
+std::vector<std::pair<std::string, double>> DecodeNamed(const std::string& text) {
+  std::vector<std::pair<std::string, double>> named;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (named.size() >= kMaxNamedMetrics) break;
+    const size_t eq = line.rfind('=');
+    if (eq == absl::string_view::npos || eq == 0 || eq > 128) continue;
+    const std::string value(line.substr(eq + 1));
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0') continue;
+    named.emplace_back(std::string(line.substr(0, eq)), v);
+  }
+  return named;
+}
 
 int64_t Micros(absl::Time t) { return absl::ToUnixMicros(t); }
 absl::Time FromMicros(int64_t us) { return absl::FromUnixMicros(us); }
@@ -147,7 +176,32 @@ JobRecord ReadJob(const Stmt& s) {
   return j;
 }
 
+bool IsMetricName(absl::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' ||
+          c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
+
+absl::Status ValidateNamedMetrics(const std::vector<std::pair<std::string, double>>& named) {
+  if (named.size() > kMaxNamedMetrics) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(named.size(), " named metrics in one report; at most ", kMaxNamedMetrics));
+  }
+  for (const auto& [name, value] : named) {
+    if (!IsMetricName(name)) {
+      return absl::InvalidArgumentError(absl::StrCat("metric name '", absl::CHexEscape(name.substr(0, 140)),
+                                                     "' is not 1..128 characters of [A-Za-z0-9_./-]"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
@@ -188,6 +242,17 @@ absl::Status JobStore::AddMissingColumns() {
   if (!have.count("replanned_micro_batches")) {
     ZF_RETURN_IF_ERROR(
         Exec("ALTER TABLE jobs ADD COLUMN replanned_micro_batches INTEGER NOT NULL DEFAULT 0"));
+  }
+  std::set<std::string> metric_columns;
+  {
+    Stmt q(db_, "PRAGMA table_info(metrics)");
+    ZF_RETURN_IF_ERROR(q.ok("table_info"));
+    int rc;
+    while ((rc = q.Step()) == SQLITE_ROW) metric_columns.insert(q.Text(1));
+    if (rc != SQLITE_DONE) return StepError(db_, "table_info");
+  }
+  if (!metric_columns.count("named")) {  // stores from before named metrics: their rows keep '' (none)
+    ZF_RETURN_IF_ERROR(Exec("ALTER TABLE metrics ADD COLUMN named TEXT NOT NULL DEFAULT ''"));
   }
   return absl::OkStatus();
 }
@@ -333,15 +398,15 @@ absl::Status JobStore::AppendMetric(const std::string& job_id, const MetricRow& 
   std::lock_guard<std::mutex> lock(mu_);
   Stmt ins(db_,
            "INSERT OR REPLACE INTO metrics (job_id, step, rank, loss, accuracy, tokens_per_s, peak_bytes, "
-           "time_us) "
-           "VALUES (?,?,?,?,?,?,?,?)");
+           "time_us, named) "
+           "VALUES (?,?,?,?,?,?,?,?,?)");
   ZF_RETURN_IF_ERROR(ins.ok("append metric"));
   ins.Bind(1, job_id)
       .Bind(2, m.step)
       .Bind(3, static_cast<int64_t>(m.rank))
       .Bind(4, m.loss)
       .Bind(5, m.accuracy);
-  ins.Bind(6, m.tokens_per_s).Bind(7, m.peak_bytes).Bind(8, Micros(m.time));
+  ins.Bind(6, m.tokens_per_s).Bind(7, m.peak_bytes).Bind(8, Micros(m.time)).Bind(9, EncodeNamed(m.named));
   if (ins.Step() != SQLITE_DONE) return StepError(db_, "append metric");
   return absl::OkStatus();
 }
@@ -375,14 +440,19 @@ absl::StatusOr<std::vector<int64_t>> JobStore::SampleLengths(const std::string& 
 absl::StatusOr<std::vector<MetricRow>> JobStore::Metrics(const std::string& job_id, int64_t after_step) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt q(db_,
-         "SELECT step, rank, loss, accuracy, tokens_per_s, peak_bytes, time_us FROM metrics WHERE job_id = ? "
-         "AND "
-         "step > ? ORDER BY step, rank");
+         "SELECT step, rank, loss, accuracy, tokens_per_s, peak_bytes, time_us, named FROM metrics WHERE "
+         "job_id = ? AND step > ? ORDER BY step, rank");
   ZF_RETURN_IF_ERROR(q.ok("read metrics"));
   q.Bind(1, job_id).Bind(2, after_step);
   return AllRows<MetricRow>(db_, q, "read metrics", [](const Stmt& r) {
-    return MetricRow{r.Int(0), static_cast<int>(r.Int(1)), r.Real(2), r.Real(3), r.Real(4),
-                     r.Int(5), FromMicros(r.Int(6))};
+    return MetricRow{r.Int(0),
+                     static_cast<int>(r.Int(1)),
+                     r.Real(2),
+                     r.Real(3),
+                     r.Real(4),
+                     r.Int(5),
+                     FromMicros(r.Int(6)),
+                     DecodeNamed(r.Text(7))};
   });
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,12 +42,19 @@ struct LogLine {
 };
 
 struct MetricRow {
-  int64_t step = 0;
+  int64_t step = 0;  // 0-based (core/lr_schedule.h)
   int rank = 0;
   double loss = 0, accuracy = 0, tokens_per_s = 0;
   int64_t peak_bytes = 0;
   absl::Time time;
+  // The step's named metrics in the order the worker sent them (zerofit.v1 NamedValue). Names are 1..128
+  // characters of [A-Za-z0-9_./-]; at most kMaxNamedMetrics of them.
+  std::vector<std::pair<std::string, double>> named;
 };
+inline constexpr size_t kMaxNamedMetrics = 256;
+
+// Checks a row's named metrics against the bounds above (the service refuses a report that breaks them).
+absl::Status ValidateNamedMetrics(const std::vector<std::pair<std::string, double>>& named);
 
 class JobStore {
  public:

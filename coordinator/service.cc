@@ -204,6 +204,11 @@ class JobsService final : public v1::Jobs::Service {
         out.set_tokens_per_s(m.tokens_per_s);
         out.set_peak_bytes(m.peak_bytes);
         out.set_unix_us(absl::ToUnixMicros(m.time));
+        for (const auto& [name, value] : m.named) {
+          v1::NamedValue* v = out.add_values();
+          v->set_name(name);
+          v->set_value(value);
+        }
         if (!writer->Write(out)) return grpc::Status::OK;
         wrote = true;
       }
@@ -300,6 +305,10 @@ class WorkersService final : public v1::Workers::Service {
     r.accuracy = req->accuracy();
     r.tokens_per_s = req->tokens_per_s();
     r.peak_bytes = req->peak_bytes();
+    if (req->metrics_size() > static_cast<int>(kMaxNamedMetrics)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "too many named metrics in one report");
+    }
+    for (const v1::NamedValue& v : req->metrics()) r.named.emplace_back(v.name(), v.value());
     r.log_lines.assign(req->log_lines().begin(), req->log_lines().end());
     r.checkpoint_step = req->checkpoint_step();
     r.finished = req->finished();

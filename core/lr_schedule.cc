@@ -48,13 +48,13 @@ absl::Status ValidateLrSchedule(const LrScheduleOptions& o) {
 
 float LearningRateAt(const LrScheduleOptions& o, int64_t step) {
   const double peak = o.peak_lr;
-  if (o.warmup_steps > 0 && step <= o.warmup_steps) {
-    return static_cast<float>(peak * static_cast<double>(std::max<int64_t>(step, 0)) /
-                              static_cast<double>(o.warmup_steps));
+  const int64_t n = std::max<int64_t>(step, -1) + 1;  // updates applied once this step is (0-based steps)
+  if (o.warmup_steps > 0 && n <= o.warmup_steps) {
+    return static_cast<float>(peak * static_cast<double>(n) / static_cast<double>(o.warmup_steps));
   }
   if (o.decay == LrDecay::kConstant) return o.peak_lr;
   const double span = static_cast<double>(std::max<int64_t>(o.total_steps - o.warmup_steps, 1));
-  const double p = std::clamp(static_cast<double>(step - o.warmup_steps) / span, 0.0, 1.0);
+  const double p = std::clamp(static_cast<double>(n - o.warmup_steps) / span, 0.0, 1.0);
   const double floor = o.min_lr;
   if (o.decay == LrDecay::kLinear) return static_cast<float>(peak - (peak - floor) * p);
   return static_cast<float>(floor + (peak - floor) * 0.5 * (1.0 + std::cos(M_PI * p)));

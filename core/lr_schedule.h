@@ -29,10 +29,17 @@ const char* LrDecayName(LrDecay decay);
 // total_steps > warmup_steps.
 absl::Status ValidateLrSchedule(const LrScheduleOptions& options);
 
-// The rate of optimizer step `step` (1-based: the first update is step 1). Warmup: peak * step / warmup
-// for step <= warmup (the first update already moves, unlike Hugging Face's 0-based lambda whose first rate
-// is 0). Then with progress p = (step - warmup) / (total - warmup) clamped to [0, 1]:
+// Step numbers, one convention for all of zerofit (the coordinator, the wire format zerofit.v1, the workers,
+// the standalone trainers, metrics, checkpoints and this schedule): steps are 0-BASED. Step s is the
+// (s + 1)-th optimizer update, s updates precede it, a job of `steps: N` runs steps 0 .. N-1, and a job
+// resumed after the checkpoint of step s continues with step s + 1. (zerofit.v1 numbered steps this way from
+// its first version, and its fields may not change meaning.) People read "step s+1/N".
+//
+// The rate of step `step` (0-based, above), with n = step + 1 the number of updates once it is applied.
+// Warmup: peak * n / warmup for n <= warmup (the first update already moves, unlike Hugging Face's lambda
+// whose first rate is 0). Then with progress p = (n - warmup) / (total - warmup) clamped to [0, 1]:
 //   constant: peak;  linear: peak - (peak - min) * p;  cosine: min + (peak - min) * (1 + cos(pi p)) / 2.
+// So the last step of a total-step run (step total - 1) reaches min.
 float LearningRateAt(const LrScheduleOptions& options, int64_t step);
 
 }  // namespace zerofit::core

@@ -12,6 +12,8 @@ set_tests_properties(zerofit_plan_cli_smoke PROPERTIES LABELS unit
 if(TARGET zerofit_cli_jobs)
   zerofit_unit_test(subprocess_test cli/subprocess_test.cc)
   target_link_libraries(subprocess_test PRIVATE zerofit_cli_jobs)
+  zerofit_unit_test(metrics_format_test cli/metrics_format_test.cc)
+  target_link_libraries(metrics_format_test PRIVATE zerofit_cli_jobs)
   add_test(NAME coordinator_cli_e2e
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/coordinator_cli_e2e.sh $<TARGET_FILE:zerofit>)
   set_tests_properties(coordinator_cli_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
@@ -59,4 +61,12 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5/tokenizer.json)
             $<TARGET_FILE:zerofit> ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5)
   set_tests_properties(zerofit_tokenize_cli_smoke PROPERTIES LABELS unit
     PASS_REGULAR_EXPRESSION "\"ids\":\\[9707,1879\\]")
+endif()
+
+# Named metrics: every step's learning rate against the schedule's closed form; csv / json / table; sinks.
+if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
+  add_test(NAME metrics_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/metrics_e2e.sh $<TARGET_FILE:zerofit>
+            $<TARGET_FILE:zerofit_make_arith_prefs>)
+  set_tests_properties(metrics_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
 endif()

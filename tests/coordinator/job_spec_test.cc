@@ -56,6 +56,11 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  every: 0\n",
        "job.yaml:5: field 'checkpoint.every': must be >= 1"},
       {"task: [sft\n", "job.yaml:2: not valid YAML: end of sequence flow not found"},
+      {"task: sft\nmodel: m\ndata: d\nmetrics:\n  tensorboard: tb\n  wandb: x\n",
+       "job.yaml:6: field 'metrics.wandb': unknown field"},
+      {"task: sft\nmodel: m\ndata: d\nmetrics:\n  jsonl: [a, b]\n",
+       "job.yaml:5: field 'metrics.jsonl': expected a file path"},
+      {"task: sft\nmodel: m\ndata: d\nmetrics: tb\n", "job.yaml:4: field 'metrics': expected a mapping"},
   };
   for (const auto& [text, expected] : cases) {
     auto s = ParseJobSpec(text, "job.yaml");
@@ -63,6 +68,18 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
     EXPECT_NE(s.status().message().find(expected), std::string::npos)
         << s.status() << "\nwanted: " << expected;
   }
+}
+
+TEST(JobSpecTest, MetricsSinksAreOptionalPaths) {
+  auto s = ParseJobSpec(
+      "task: sft\nmodel: m\ndata: d\nmetrics: {tensorboard: /runs/tb, jsonl: /runs/m.jsonl}\n", "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->metrics.tensorboard, "/runs/tb");
+  EXPECT_EQ(s->metrics.jsonl, "/runs/m.jsonl");
+  auto none = ParseJobSpec("task: sft\nmodel: m\ndata: d\n", "job.yaml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->metrics.tensorboard.empty());
+  EXPECT_TRUE(none->metrics.jsonl.empty());
 }
 
 TEST(JobSpecTest, ADeepSpeedConfigIsTheTrainingSection) {

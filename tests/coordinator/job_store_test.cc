@@ -197,5 +197,43 @@ TEST(JobStoreTest, AStoreFromBeforeTheSlurmColumnsIsUpgradedInPlace) {
   EXPECT_EQ(j->slurm_job_id, "4242");
 }
 
+// Named metrics round-trip in order and exactly; a store whose metrics table predates them gains the column
+// in place, its old rows read back with no named values.
+TEST(JobStoreTest, NamedMetricsRoundTripAndOldMetricsTablesAreUpgraded) {
+  const std::string path = TempDb("old_metrics.db");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db,
+                     "CREATE TABLE metrics (job_id TEXT NOT NULL, step INTEGER NOT NULL, rank INTEGER "
+                     "NOT NULL, loss REAL, accuracy REAL, tokens_per_s REAL, peak_bytes INTEGER, time_us "
+                     "INTEGER NOT NULL, PRIMARY KEY (job_id, step, rank));"
+                     "INSERT INTO metrics VALUES ('job-000001', 0, 0, 0.69, 0.5, 10.0, 1024, 0);",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = JobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  MetricRow m{1, 0, 0.5, 0.75, 100.0, 2048, absl::Now()};
+  m.named = {{"loss", 0.5}, {"lr", 1.0 / 3.0}, {"time/cpu_adamw_ms", 12.25}, {"reward/margin", -1e-300}};
+  ASSERT_TRUE((*store)->AppendMetric("job-000001", m).ok());
+  auto rows = (*store)->Metrics("job-000001");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_TRUE((*rows)[0].named.empty());
+  EXPECT_NEAR((*rows)[0].loss, 0.69, 1e-12);
+  EXPECT_EQ((*rows)[1].named, m.named);  // exact: 17 significant digits
+
+  EXPECT_TRUE(ValidateNamedMetrics(m.named).ok());
+  EXPECT_FALSE(ValidateNamedMetrics({{"bad name", 1.0}}).ok());
+  EXPECT_FALSE(ValidateNamedMetrics({{"", 1.0}}).ok());
+  EXPECT_FALSE(ValidateNamedMetrics({{std::string(129, 'x'), 1.0}}).ok());
+  EXPECT_FALSE(
+      ValidateNamedMetrics(std::vector<std::pair<std::string, double>>(kMaxNamedMetrics + 1, {"x", 1.0}))
+          .ok());
+}
+
 }  // namespace
 }  // namespace zerofit::coordinator

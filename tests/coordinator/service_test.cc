@@ -9,7 +9,10 @@
 
 #include <filesystem>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "comm/rendezvous.h"
 #include "coordinator/kv_rendezvous.h"
@@ -167,6 +170,51 @@ TEST(ServiceTest, WorkersFormAnAttemptAcquireStepsRendezvousAndFinish) {
   while (reader->Read(&line)) step_lines += line.text() == "step 19";
   EXPECT_TRUE(reader->Finish().ok());
   EXPECT_EQ(step_lines, 2);
+}
+
+// Named metrics travel Report -> store -> StreamMetrics in order and exactly; a report with a bad name is
+// refused and stores nothing.
+TEST(ServiceTest, NamedMetricsAreStoredAndStreamedBack) {
+  Fixture f;
+  f.Register(0);
+  f.Register(1);
+  v1::ReportRequest req;
+  req.set_job_id(f.job);
+  req.set_rank(1);
+  req.set_step(0);
+  req.set_loss(0.69);
+  const std::vector<std::pair<std::string, double>> named = {
+      {"loss", 0.69}, {"lr", 2.5e-4}, {"time/reduce_scatter_ms", 1.5}, {"reward/margin", -0.125}};
+  for (const auto& [name, value] : named) {
+    v1::NamedValue* v = req.add_metrics();
+    v->set_name(name);
+    v->set_value(value);
+  }
+  v1::ReportResponse resp;
+  auto ctx = f.Context();
+  ASSERT_TRUE(f.workers->Report(ctx.get(), req, &resp).ok());
+  req.set_step(1);
+  req.add_metrics()->set_name("bad name");
+  auto bad_ctx = f.Context();
+  EXPECT_EQ(f.workers->Report(bad_ctx.get(), req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::StreamMetricsRequest mreq;
+  mreq.set_job_id(f.job);
+  mreq.set_after_step(-1);
+  auto mctx = f.Context();
+  auto reader = f.jobs->StreamMetrics(mctx.get(), mreq);
+  std::vector<v1::Metric> rows;
+  v1::Metric m;
+  while (reader->Read(&m)) rows.push_back(m);
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].step(), 0);
+  EXPECT_EQ(rows[0].loss(), 0.69);  // the fixed fields stay filled
+  ASSERT_EQ(rows[0].values_size(), static_cast<int>(named.size()));
+  for (size_t i = 0; i < named.size(); ++i) {
+    EXPECT_EQ(rows[0].values(static_cast<int>(i)).name(), named[i].first);
+    EXPECT_EQ(rows[0].values(static_cast<int>(i)).value(), named[i].second);
+  }
 }
 
 TEST(ServiceTest, MissedHeartbeatsAndOomRestartFromTheCheckpoint) {

@@ -20,38 +20,47 @@ LrScheduleOptions Options(LrDecay decay, int64_t warmup, int64_t total, float mi
 TEST(LrScheduleTest, WarmupRisesLinearlyToThePeak) {
   for (LrDecay d : {LrDecay::kConstant, LrDecay::kLinear, LrDecay::kCosine}) {
     const LrScheduleOptions o = Options(d, 10, 110);
-    EXPECT_FLOAT_EQ(LearningRateAt(o, 1), 1e-4f) << LrDecayName(d);
-    EXPECT_FLOAT_EQ(LearningRateAt(o, 5), 5e-4f) << LrDecayName(d);
-    EXPECT_FLOAT_EQ(LearningRateAt(o, 10), 1e-3f) << LrDecayName(d);
+    EXPECT_FLOAT_EQ(LearningRateAt(o, 0), 1e-4f) << LrDecayName(d);
+    EXPECT_FLOAT_EQ(LearningRateAt(o, 4), 5e-4f) << LrDecayName(d);
+    EXPECT_FLOAT_EQ(LearningRateAt(o, 9), 1e-3f) << LrDecayName(d);
   }
+}
+
+// Steps are 0-based (core/lr_schedule.h): the first step trains, at peak / warmup, and step s uses the rate
+// of update s + 1, never the previous step's.
+TEST(LrScheduleTest, TheFirstStepIsStepZeroAndTrains) {
+  const LrScheduleOptions o = Options(LrDecay::kLinear, 4, 10);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 0), 2.5e-4f);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 3), 1e-3f);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 9), 0.0f);  // the last step of a 10-step run reaches the floor
 }
 
 TEST(LrScheduleTest, ConstantKeepsThePeak) {
   const LrScheduleOptions o = Options(LrDecay::kConstant, 0, 0);
-  EXPECT_FLOAT_EQ(LearningRateAt(o, 1), 1e-3f);
-  EXPECT_FLOAT_EQ(LearningRateAt(o, 100000), 1e-3f);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 0), 1e-3f);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 99999), 1e-3f);
 }
 
 TEST(LrScheduleTest, LinearDecayMatchesClosedForm) {
   const LrScheduleOptions o = Options(LrDecay::kLinear, 10, 110, 1e-4f);
-  EXPECT_FLOAT_EQ(LearningRateAt(o, 60), 1e-3f - 0.5f * 9e-4f);
-  EXPECT_FLOAT_EQ(LearningRateAt(o, 35), 1e-3f - 0.25f * 9e-4f);
-  EXPECT_FLOAT_EQ(LearningRateAt(o, 110), 1e-4f);
-  EXPECT_FLOAT_EQ(LearningRateAt(o, 500), 1e-4f);  // past the end: the floor
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 59), 1e-3f - 0.5f * 9e-4f);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 34), 1e-3f - 0.25f * 9e-4f);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 109), 1e-4f);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 499), 1e-4f);  // past the end: the floor
 }
 
 TEST(LrScheduleTest, CosineDecayMatchesClosedForm) {
   const LrScheduleOptions o = Options(LrDecay::kCosine, 0, 100, 0.0f);
-  for (int64_t s = 1; s <= 100; ++s) {
-    const double expected = 1e-3 * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(s) / 100.0));
+  for (int64_t s = 0; s < 100; ++s) {  // 0-based steps: step s is update s + 1
+    const double expected = 1e-3 * 0.5 * (1.0 + std::cos(M_PI * static_cast<double>(s + 1) / 100.0));
     EXPECT_NEAR(LearningRateAt(o, s), expected, 1e-9) << "step " << s;
   }
-  EXPECT_FLOAT_EQ(LearningRateAt(o, 50), 5e-4f);
-  EXPECT_FLOAT_EQ(LearningRateAt(o, 100), 0.0f);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 49), 5e-4f);
+  EXPECT_FLOAT_EQ(LearningRateAt(o, 99), 0.0f);
   // Monotone after warmup.
   const LrScheduleOptions w = Options(LrDecay::kCosine, 20, 200, 1e-5f);
-  for (int64_t s = 21; s < 200; ++s) EXPECT_GE(LearningRateAt(w, s), LearningRateAt(w, s + 1)) << s;
-  EXPECT_FLOAT_EQ(LearningRateAt(w, 200), 1e-5f);
+  for (int64_t s = 20; s < 199; ++s) EXPECT_GE(LearningRateAt(w, s), LearningRateAt(w, s + 1)) << s;
+  EXPECT_FLOAT_EQ(LearningRateAt(w, 199), 1e-5f);
 }
 
 TEST(LrScheduleTest, ParsesNamesAndRejectsBadOptions) {

@@ -15,12 +15,21 @@ PairMetrics Metrics(const torch::Tensor& loss_per_pair, const torch::Tensor& mar
   return m;
 }
 
+// Adds the sums of `chosen` and `rejected` (per-pair values [B]) to m's chosen_sum and rejected_sum.
+void AddResponseSums(const torch::Tensor& chosen, const torch::Tensor& rejected, PairMetrics* m) {
+  torch::NoGradGuard no_grad;
+  m->chosen_sum += chosen.detach().to(torch::kFloat64).sum().item<double>();
+  m->rejected_sum += rejected.detach().to(torch::kFloat64).sum().item<double>();
+}
+
 }  // namespace
 
 LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores) {
   const torch::Tensor margin = (chosen_scores - rejected_scores).to(torch::kFloat32);
   const torch::Tensor per_pair = -torch::log_sigmoid(margin);
-  return LossOutput{per_pair.sum(), Metrics(per_pair, margin.detach())};
+  LossOutput out{per_pair.sum(), Metrics(per_pair, margin.detach())};
+  AddResponseSums(chosen_scores, rejected_scores, &out.metrics);
+  return out;
 }
 
 absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name) {
@@ -42,7 +51,10 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
     per_pair = -(1.0 - o.label_smoothing) * torch::log_sigmoid(o.beta * h) -
                o.label_smoothing * torch::log_sigmoid(-o.beta * h);
   }
-  return LossOutput{per_pair.sum(), Metrics(per_pair, (o.beta * h).detach())};
+  LossOutput out{per_pair.sum(), Metrics(per_pair, (o.beta * h).detach())};
+  AddResponseSums(o.beta * (policy_chosen - reference_chosen),
+                  o.beta * (policy_rejected - reference_rejected), &out.metrics);
+  return out;
 }
 
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,

@@ -17,11 +17,21 @@ struct PairMetrics {
   double correct = 0;     // pairs where chosen beats rejected (reward: score; DPO: implicit reward)
   double margin_sum = 0;  // reward: score_c - score_r; DPO: beta * (policy - reference log-ratio difference)
   double pairs = 0;
+  // Per-response sums (named metrics, worker/metrics/step_metrics.h): reward: the scores of the chosen and
+  // rejected responses; DPO: their implicit rewards beta * (log pi - log ref); SFT: their log-likelihoods.
+  double chosen_sum = 0;
+  double rejected_sum = 0;
+  double response_tokens = 0;  // SFT: tokens of the chosen responses (the denominator of loss per token)
+  double sequence_tokens = 0;  // every token forwarded (prompt + response, chosen and rejected rows)
   PairMetrics& operator+=(const PairMetrics& o) {
     loss_sum += o.loss_sum;
     correct += o.correct;
     margin_sum += o.margin_sum;
     pairs += o.pairs;
+    chosen_sum += o.chosen_sum;
+    rejected_sum += o.rejected_sum;
+    response_tokens += o.response_tokens;
+    sequence_tokens += o.sequence_tokens;
     return *this;
   }
 };

@@ -40,6 +40,9 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
       m.correct = (margin > 0).sum().item<double>();
       m.margin_sum = margin.sum().item<double>();
       m.pairs = static_cast<double>(n);
+      m.chosen_sum = pol.slice(0, 0, n).sum().item<double>();
+      m.rejected_sum = pol.slice(0, n).sum().item<double>();
+      m.response_tokens = (b.lengths.slice(0, 0, n) - b.starts.slice(0, 0, n)).sum().item<double>();
     }
     return LossOutput{nll.sum(), m};
   }
@@ -57,11 +60,12 @@ PairTensors OnDevice(PairTensors b, const torch::Device& device) {
 }
 
 absl::Status SumOverRanks(PairMetrics* m, comm::Communicator* comm) {
-  double v[4] = {m->loss_sum, m->correct, m->margin_sum, m->pairs};
+  double v[8] = {m->loss_sum,   m->correct,      m->margin_sum,      m->pairs,
+                 m->chosen_sum, m->rejected_sum, m->response_tokens, m->sequence_tokens};
   ZF_RETURN_IF_ERROR(
-      comm::WaitFor(comm->AllReduce(comm::Buffer{v, 4, core::DType::kFloat64}, comm::ReduceOp::kSum),
+      comm::WaitFor(comm->AllReduce(comm::Buffer{v, 8, core::DType::kFloat64}, comm::ReduceOp::kSum),
                     comm->options().timeout));
-  *m = PairMetrics{v[0], v[1], v[2], v[3]};
+  *m = PairMetrics{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
   return absl::OkStatus();
 }
 
@@ -255,12 +259,14 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
       const PairTensors b = OnDevice(std::move(host), st.backend.torch_device);
       ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(st.policy, st.reference.get(), options_, b));
       ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, out.metrics.pairs));
+      out.metrics.sequence_tokens += b.lengths.sum().item<double>();
       sr.metrics += out.metrics;
     }
     ZF_ASSIGN_OR_RETURN(sr.result, st.binding->Step());
   } catch (const std::exception& e) {
     return StepFailure(step, e);
   }
+  sr.local_metrics = sr.metrics;
   ZF_RETURN_IF_ERROR(SumOverRanks(&sr.metrics, st.comm));
   sr.peak = ReadPeakMemory(st.backend.torch_device);
   return sr;
@@ -307,7 +313,7 @@ TrainReport PreferenceSession::Summary() const {
 }
 
 absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, comm::Communicator* comm,
-                                             const std::function<void(const StepReport&)>& on_step) {
+                                             const std::function<absl::Status(const StepReport&)>& on_step) {
   if (o.global_batch < comm->world_size() * o.micro_batches) {
     return absl::InvalidArgumentError(absl::StrCat("global_batch ", o.global_batch,
                                                    " is smaller than world size ", comm->world_size(),
@@ -316,12 +322,12 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(o, comm));
   ZF_ASSIGN_OR_RETURN(EvalReport before, session->Evaluate());
   data::Sampler sampler(session->num_train_pairs(), o.seed);
-  for (int64_t step = 1; step <= o.steps; ++step) {
+  for (int64_t step = 0; step < o.steps; ++step) {  // 0-based, like every step number (core/lr_schedule.h)
     const std::vector<uint64_t> global = sampler.Next(static_cast<uint64_t>(o.global_batch));
     ZF_ASSIGN_OR_RETURN(auto micro,
                         data::ShardPairs(global, comm->rank(), comm->world_size(), o.micro_batches));
     ZF_ASSIGN_OR_RETURN(StepReport sr, session->Step(step, micro));
-    if (on_step) on_step(sr);
+    if (on_step) ZF_RETURN_IF_ERROR(on_step(sr));
   }
   TrainReport report = session->Summary();
   report.before = before;

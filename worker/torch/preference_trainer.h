@@ -55,9 +55,10 @@ struct PreferenceTrainOptions {
 };
 
 struct StepReport {
-  int64_t step = 0;
-  float lr = 0.0f;      // the learning rate this step applied (the schedule's)
-  PairMetrics metrics;  // summed over ranks for this step
+  int64_t step = 0;           // 0-based (core/lr_schedule.h)
+  float lr = 0.0f;            // the learning rate this step applied (the schedule's)
+  PairMetrics metrics;        // summed over ranks for this step
+  PairMetrics local_metrics;  // this rank's share (which rank a NaN loss came from)
   sharding::StepResult result;
   PeakMemory peak;  // this rank's device (CUDA caching allocator) and host peaks so far
 };
@@ -113,8 +114,10 @@ class PreferenceSession {
   PreferenceTrainOptions options_;
 };
 
-// Collective: every rank of `comm` calls it with the same options. `on_step` runs on every rank.
-absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& options, comm::Communicator* comm,
-                                             const std::function<void(const StepReport&)>& on_step = nullptr);
+// Collective: every rank of `comm` calls it with the same options. `on_step` runs on every rank; an error
+// from it stops training (every rank must then return one, e.g. from the global loss being NaN).
+absl::StatusOr<TrainReport> TrainPreferences(
+    const PreferenceTrainOptions& options, comm::Communicator* comm,
+    const std::function<absl::Status(const StepReport&)>& on_step = nullptr);
 
 }  // namespace zerofit::worker

@@ -1,6 +1,8 @@
 // zerofit_train_prefs: reward-model or DPO training on preference pairs with ZeRO-2 on every MPI rank.
 //   mpiexec -n 2 zerofit_train_prefs --task reward --data DIR [--steps N] [--offload] ...
 // DIR holds config.json, tokenizer.model, train.jsonl and test.jsonl (see examples/make_arith_prefs).
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -13,7 +15,9 @@
 #include "core/status_macros.h"
 #include "launch/launch_env.h"
 #include "planner/search.h"
+#include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
+#include "worker/torch/named_step_metrics.h"
 #include "worker/torch/preference_trainer.h"
 
 namespace zerofit::worker {
@@ -25,12 +29,15 @@ constexpr const char* kUsage =
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
-    "[--dtype fp32|bf16] [--log-every N] [--memory-gb G] [--device auto|cpu|cuda]\n"
+    "[--dtype fp32|bf16] [--log-every N] [--memory-gb G] [--device auto|cpu|cuda] [--tensorboard DIR] "
+    "[--metrics-jsonl FILE]\n"
     "Without --micro the job is sized by the planner for --memory-gb per rank (default 4): gradient "
     "accumulation, and activation checkpointing unless --checkpointing is given.";
 
 struct Cli {
   PreferenceTrainOptions options;
+  std::string tensorboard_dir;  // rank 0 writes every step's named metrics here (worker/metrics/)
+  std::string metrics_jsonl;
   int64_t log_every = 10;
   // Without --micro the planner sizes the job (accumulation, and checkpointing unless --checkpointing) for
   // this many GB per rank.
@@ -175,6 +182,8 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
       return absl::InvalidArgumentError(absl::StrCat("flag --dtype: '", dtype, "' is not fp32 or bf16"));
     }
   }
+  cli.tensorboard_dir = take("--tensorboard");
+  cli.metrics_jsonl = take("--metrics-jsonl");
   o.init_weights = take("--init");
   o.export_dir = take("--export");
   if (std::string device = take("--device"); !device.empty()) {
@@ -207,14 +216,36 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
                      : sft ? "accuracy (log p(chosen) > log p(rejected))"
                            : "pairwise accuracy";
   const absl::Time start = absl::Now();
-  auto on_step = [&](const StepReport& r) {
-    if (comm->rank() != 0 || (r.step % cli.log_every != 0 && r.step != o.steps)) return;
+  const int rank = comm->rank();
+  char hostname[256] = {0};
+  ::gethostname(hostname, sizeof(hostname) - 1);
+  metrics::RecorderOptions ro;
+  if (rank == 0) {
+    ro.tensorboard_dir = cli.tensorboard_dir;
+    ro.jsonl_path = cli.metrics_jsonl;
+  }
+  ro.hostname = hostname;
+  ro.now_unix_s = absl::ToDoubleSeconds(start - absl::UnixEpoch());
+  ro.alarms.reward_model = o.task == PreferenceTrainOptions::Task::kReward;
+  ro.alarms.rank = rank;
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsRecorder> recorder,
+                      metrics::MetricsRecorder::Create(ro));
+  auto on_step = [&](const StepReport& r) -> absl::Status {
+    const metrics::StepMetrics named = NamedStepMetrics(
+        r, o.task,
+        HostSample{rank, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()), HostPeakRssBytes()});
+    ZF_ASSIGN_OR_RETURN(const std::vector<std::string> warnings, recorder->Record(named));
+    for (const std::string& w : warnings) {
+      if (rank == 0) std::fprintf(stderr, "%s\n", w.c_str());
+    }
+    const int64_t done = r.step + 1;  // steps are 0-based; people count from 1
+    if (rank != 0 || (done % cli.log_every != 0 && done != o.steps)) return absl::OkStatus();
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     std::printf(
         "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  lr %.2e  %.1f pairs/s  peak "
         "%s%.0f "
         "MiB host  ETA %.0fs\n",
-        static_cast<long long>(r.step), static_cast<long long>(o.steps), r.metrics.loss_sum / r.metrics.pairs,
+        static_cast<long long>(done), static_cast<long long>(o.steps), r.metrics.loss_sum / r.metrics.pairs,
         r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm, r.lr,
         r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3),
         r.peak.device_reserved > 0
@@ -222,8 +253,9 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
                               r.peak.device_allocated / 1048576.0, r.peak.device_reserved / 1048576.0)
                   .c_str()
             : "",
-        r.peak.host_rss / 1048576.0, elapsed / r.step * (o.steps - r.step));
+        r.peak.host_rss / 1048576.0, elapsed / done * (o.steps - done));
     std::fflush(stdout);
+    return absl::OkStatus();
   };
   ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, comm.get(), on_step));
   if (comm->rank() == 0) {

@@ -35,7 +35,9 @@
 #include "core/text_file.h"
 #include "launch/launch_env.h"
 #include "sharding/checkpoint_owner.h"
+#include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
+#include "worker/torch/named_step_metrics.h"
 #include "worker/torch/preference_trainer.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
@@ -197,7 +199,8 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   ::gethostname(hostname, sizeof(hostname) - 1);
   CoordinatorLink link(f);
   auto report = [&](const std::string& line, int64_t step, const StepReport* sr, int64_t checkpoint,
-                    bool finished, int exit_code, bool oom = false) {
+                    bool finished, int exit_code, bool oom = false,
+                    const metrics::StepMetrics* named = nullptr) {
     v1::ReportRequest req;
     req.set_job_id(f.job);
     req.set_rank(rank);
@@ -212,6 +215,13 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       req.set_loss(sr->metrics.loss_sum / sr->metrics.pairs);
       req.set_accuracy(sr->metrics.correct / sr->metrics.pairs);
       req.set_tokens_per_s(sr->metrics.pairs / std::max(1e-9, sr->result.breakdown.wall_ms / 1e3));
+    }
+    if (named) {
+      for (const metrics::NamedValue& v : named->values) {
+        v1::NamedValue* out = req.add_metrics();
+        out->set_name(v.name);
+        out->set_value(v.value);
+      }
     }
     if (!line.empty()) req.add_log_lines(line);
     req.set_checkpoint_step(checkpoint);
@@ -282,6 +292,18 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
                                               " steps, the coordinator expected ", first));
     }
   }
+  // Named metrics: alarms on every rank, the spec's sinks (metrics: {tensorboard, jsonl}) on rank 0.
+  metrics::RecorderOptions ro;
+  if (rank == 0) {
+    ro.tensorboard_dir = spec.metrics.tensorboard;
+    ro.jsonl_path = spec.metrics.jsonl;
+  }
+  ro.hostname = hostname;
+  ro.now_unix_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  ro.alarms.reward_model = options.task == PreferenceTrainOptions::Task::kReward;
+  ro.alarms.rank = rank;
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsRecorder> recorder,
+                      metrics::MetricsRecorder::Create(ro));
   Heartbeater heartbeat(&link, f.job, rank, absl::Milliseconds(f.heartbeat_ms));
   ZF_RETURN_IF_ERROR(
       report(absl::StrCat("started: ", launch::Describe(launched)), -1, nullptr, -1, false, 0));
@@ -342,6 +364,17 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       return stepped.status();
     }
     const StepReport& sr = *stepped;
+    const metrics::StepMetrics named = NamedStepMetrics(
+        sr, options.task,
+        HostSample{rank, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()), HostPeakRssBytes()});
+    auto alarms = recorder->Record(named);
+    if (!alarms.ok()) {  // training cannot be right (a NaN loss): stop, saying where
+      (void)report(std::string(alarms.status().message()), step, &sr, -1, true, 1, false, &named);
+      return alarms.status();
+    }
+    for (const std::string& warning : *alarms) {
+      if (rank == 0) ZF_RETURN_IF_ERROR(report(warning, -1, nullptr, -1, false, 0));
+    }
     int64_t checkpoint = -1;
     const bool last = step + 1 == spec.training.steps;
     if (!spec.checkpoint.dir.empty() && ((step + 1) % spec.checkpoint.every == 0 || last)) {
@@ -359,13 +392,15 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       const std::string line =
           rank != 0
               ? ""
-              : absl::StrFormat("step %d/%d  loss %.4f  acc %.3f  %.0f pairs/s  ETA %.0fs%s", step + 1,
-                                spec.training.steps, sr.metrics.loss_sum / std::max(1.0, sr.metrics.pairs),
-                                sr.metrics.correct / std::max(1.0, sr.metrics.pairs),
-                                sr.metrics.pairs / std::max(1e-9, sr.result.breakdown.wall_ms / 1e3),
-                                elapsed / static_cast<double>(done) * static_cast<double>(left),
-                                checkpoint >= 0 ? absl::StrCat("  (checkpoint step ", checkpoint, ")") : "");
-      ZF_RETURN_IF_ERROR(report(line, step, &sr, rank == 0 ? checkpoint : -1, false, 0));
+              : absl::StrFormat(
+                    "step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %.0fs%s",
+                    step + 1, spec.training.steps, sr.metrics.loss_sum / std::max(1.0, sr.metrics.pairs),
+                    sr.metrics.correct / std::max(1.0, sr.metrics.pairs),
+                    sr.metrics.margin_sum / std::max(1.0, sr.metrics.pairs), sr.lr,
+                    sr.metrics.pairs / std::max(1e-9, sr.result.breakdown.wall_ms / 1e3),
+                    elapsed / static_cast<double>(done) * static_cast<double>(left),
+                    checkpoint >= 0 ? absl::StrCat("  (checkpoint step ", checkpoint, ")") : "");
+      ZF_RETURN_IF_ERROR(report(line, step, &sr, rank == 0 ? checkpoint : -1, false, 0, false, &named));
     }
   }
   ZF_ASSIGN_OR_RETURN(EvalReport eval, session->Evaluate());

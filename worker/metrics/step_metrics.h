@@ -1,0 +1,67 @@
+// One optimizer step's metrics as named values, not fixed fields: what a worker reports to the coordinator
+// and writes to its sinks (TensorBoard, JSONL). LibTorch-free. The names a training session reports are
+// listed in `metric_names` below, so that sinks, alarms, the CLI and the docs agree on them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zerofit::worker::metrics {
+
+// The names zerofit's training sessions report (docs/training.md describes each). Units are in the names:
+// _ms milliseconds, _bytes bytes, _per_s per second of the step's wall time.
+namespace metric_names {
+inline constexpr char kLoss[] = "loss";             // mean over the step's pairs (or sequences)
+inline constexpr char kRankLoss[] = "rank_loss";    // the reporting rank's own share of it (rank-local)
+inline constexpr char kAccuracy[] = "accuracy";     // fraction of pairs ranked right
+inline constexpr char kLearningRate[] = "lr";       // the rate this step's update used
+inline constexpr char kGradNorm[] = "grad_norm";    // global L2 norm before clipping
+inline constexpr char kClipped[] = "clipped";       // 1 when the gradient was clipped, else 0
+inline constexpr char kClipCoef[] = "clip_coef";    // the factor applied to the gradient
+inline constexpr char kLossScale[] = "loss_scale";  // the loss scale of this step's backward
+inline constexpr char kSkipped[] = "skipped";       // 1 when the update was skipped (inf/nan gradients)
+inline constexpr char kTokensPerS[] = "tokens_per_s";
+inline constexpr char kSamplesPerS[] = "samples_per_s";  // pairs (reward, DPO) or sequences (SFT) per second
+inline constexpr char kStepMs[] = "time/step_ms";        // the step's wall time
+inline constexpr char kHostPeakRssBytes[] = "host_peak_rss_bytes";
+// Time split of the step (sharding::StepBreakdown): "time/<stage>_ms" for compute, reduce_scatter, d2h,
+// cpu_adamw, h2d, all_gather.
+inline constexpr char kTimePrefix[] = "time/";
+// Reward model: mean scores of the chosen and rejected responses and their mean difference.
+inline constexpr char kRewardChosen[] = "reward/chosen";
+inline constexpr char kRewardRejected[] = "reward/rejected";
+inline constexpr char kRewardMargin[] = "reward/margin";
+// DPO: mean implicit rewards beta * (log pi - log ref) of chosen and rejected, their margin, and the fraction
+// of pairs whose chosen implicit reward is the larger.
+inline constexpr char kDpoChosen[] = "dpo/chosen_reward";
+inline constexpr char kDpoRejected[] = "dpo/rejected_reward";
+inline constexpr char kDpoMargin[] = "dpo/margin";
+inline constexpr char kDpoAccuracy[] = "dpo/accuracy";
+// SFT: negative log-likelihood per response token, and its exponential.
+inline constexpr char kSftLossPerToken[] = "sft/loss_per_token";
+inline constexpr char kSftPerplexity[] = "sft/perplexity";
+}  // namespace metric_names
+
+struct NamedValue {
+  std::string name;
+  double value = 0.0;
+};
+
+// Values keep the order they were first set in (the order tables and CSV columns show).
+struct StepMetrics {
+  int64_t step = 0;        // 0-based (core/lr_schedule.h)
+  int rank = 0;            // the rank that measured the rank-local values (time split, host RSS)
+  double wall_time = 0.0;  // seconds since the Unix epoch, when the step ended
+  std::vector<NamedValue> values;
+
+  // Replaces the value of `name`, or appends it.
+  void Set(const std::string& name, double value);
+  std::optional<double> Get(const std::string& name) const;
+};
+
+// True for the names a sink and the job store accept: 1..128 characters of [A-Za-z0-9_./-].
+bool IsValidMetricName(const std::string& name);
+
+}  // namespace zerofit::worker::metrics

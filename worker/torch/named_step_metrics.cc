@@ -1,0 +1,76 @@
+#include "worker/torch/named_step_metrics.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <string>
+
+namespace zerofit::worker {
+namespace {
+
+namespace names = metrics::metric_names;
+
+// "time/<stage>_ms" with the stage name in [a-z0-9_] ("reduce-scatter" -> "reduce_scatter").
+std::string StageMetricName(sharding::Stage stage) {
+  std::string name = sharding::StageName(stage);
+  for (char& c : name) {
+    if (c == '-' || c == ' ') c = '_';
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return std::string(names::kTimePrefix) + name + "_ms";
+}
+
+}  // namespace
+
+metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptions::Task task,
+                                      const HostSample& host) {
+  using Task = PreferenceTrainOptions::Task;
+  metrics::StepMetrics m;
+  m.step = sr.step;
+  m.rank = host.rank;
+  m.wall_time = host.wall_time;
+  const PairMetrics& p = sr.metrics;
+  const double pairs = std::max(p.pairs, 1.0);
+  const double seconds = std::max(sr.result.breakdown.wall_ms / 1e3, 1e-9);
+  m.Set(names::kLoss, p.loss_sum / pairs);
+  if (sr.local_metrics.pairs > 0) m.Set(names::kRankLoss, sr.local_metrics.loss_sum / sr.local_metrics.pairs);
+  m.Set(names::kAccuracy, p.correct / pairs);
+  m.Set(names::kLearningRate, sr.result.learning_rate);  // what the optimizer applied, not what was asked
+  m.Set(names::kGradNorm, sr.result.grad_norm);
+  m.Set(names::kClipped, sr.result.clip_coef < 1.0f ? 1.0 : 0.0);
+  m.Set(names::kClipCoef, sr.result.clip_coef);
+  m.Set(names::kLossScale, sr.result.loss_scale);
+  m.Set(names::kSkipped, sr.result.applied ? 0.0 : 1.0);
+  m.Set(names::kTokensPerS, p.sequence_tokens / seconds);
+  m.Set(names::kSamplesPerS, p.pairs / seconds);
+  if (task == Task::kReward) {
+    m.Set(names::kRewardChosen, p.chosen_sum / pairs);
+    m.Set(names::kRewardRejected, p.rejected_sum / pairs);
+    m.Set(names::kRewardMargin, p.margin_sum / pairs);
+  } else if (task == Task::kDpo) {
+    m.Set(names::kDpoChosen, p.chosen_sum / pairs);
+    m.Set(names::kDpoRejected, p.rejected_sum / pairs);
+    m.Set(names::kDpoMargin, p.margin_sum / pairs);
+    m.Set(names::kDpoAccuracy, p.correct / pairs);
+  } else {
+    const double per_token = p.loss_sum / std::max(p.response_tokens, 1.0);
+    m.Set(names::kSftLossPerToken, per_token);
+    m.Set(names::kSftPerplexity, std::exp(per_token));
+  }
+  m.Set(names::kStepMs, sr.result.breakdown.wall_ms);
+  for (size_t i = 0; i < sr.result.breakdown.busy_ms.size(); ++i) {
+    m.Set(StageMetricName(static_cast<sharding::Stage>(i)), sr.result.breakdown.busy_ms[i]);
+  }
+  if (host.peak_rss_bytes >= 0) m.Set(names::kHostPeakRssBytes, static_cast<double>(host.peak_rss_bytes));
+  return m;
+}
+
+int64_t HostPeakRssBytes() {
+  struct rusage usage;
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return -1;
+  return int64_t{usage.ru_maxrss} * 1024;  // Linux reports kilobytes
+}
+
+}  // namespace zerofit::worker
