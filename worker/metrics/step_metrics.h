@@ -26,6 +26,9 @@ inline constexpr char kTokensPerS[] = "tokens_per_s";
 inline constexpr char kSamplesPerS[] = "samples_per_s";  // pairs (reward, DPO) or sequences (SFT) per second
 inline constexpr char kStepMs[] = "time/step_ms";        // the step's wall time
 inline constexpr char kHostPeakRssBytes[] = "host_peak_rss_bytes";
+// With a CUDA device: the caching allocator's peak allocated and reserved bytes on this rank's GPU.
+inline constexpr char kDevicePeakAllocatedBytes[] = "device_peak_allocated_bytes";
+inline constexpr char kDevicePeakReservedBytes[] = "device_peak_reserved_bytes";
 // Time split of the step (sharding::StepBreakdown): "time/<stage>_ms" for compute, reduce_scatter, d2h,
 // cpu_adamw, h2d, all_gather.
 inline constexpr char kTimePrefix[] = "time/";

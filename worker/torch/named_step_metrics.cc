@@ -64,13 +64,16 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptio
     m.Set(StageMetricName(static_cast<sharding::Stage>(i)), sr.result.breakdown.busy_ms[i]);
   }
   if (host.peak_rss_bytes >= 0) m.Set(names::kHostPeakRssBytes, static_cast<double>(host.peak_rss_bytes));
+  if (sr.peak.device_reserved > 0) {
+    m.Set(names::kDevicePeakAllocatedBytes, static_cast<double>(sr.peak.device_allocated));
+    m.Set(names::kDevicePeakReservedBytes, static_cast<double>(sr.peak.device_reserved));
+  }
   return m;
 }
 
 int64_t HostPeakRssBytes() {
-  struct rusage usage;
-  if (::getrusage(RUSAGE_SELF, &usage) != 0) return -1;
-  return int64_t{usage.ru_maxrss} * 1024;  // Linux reports kilobytes
+  const size_t rss = ReadPeakMemory(torch::Device(torch::kCPU)).host_rss;
+  return rss > 0 ? static_cast<int64_t>(rss) : -1;
 }
 
 }  // namespace zerofit::worker
