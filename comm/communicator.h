@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/dtype.h"
+#include "device/device.h"
 #include "device/stream.h"
 
 namespace zerofit::comm {
@@ -44,6 +45,12 @@ struct Buffer {
 
   size_t bytes() const { return count * core::DTypeSize(dtype); }
 };
+
+// Where a device's memory lives, as the communicators see it: CUDA memory, or host memory (host and test
+// devices).
+inline Device DeviceOf(const device::Device& d) {
+  return d.kind() == device::DeviceKind::kCuda ? Device::kCuda : Device::kCpu;
+}
 
 struct CommOptions {
   // Deadline for one collective, measured from the moment it is issued.

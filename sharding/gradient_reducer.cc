@@ -20,12 +20,6 @@ const char* AccumulationModeName(AccumulationMode mode) {
   return "unknown";
 }
 
-namespace {
-comm::Device CommDevice(const device::Device& d) {
-  return d.kind() == device::DeviceKind::kCuda ? comm::Device::kCuda : comm::Device::kCpu;
-}
-}  // namespace
-
 GradientReducer::GradientReducer(const BucketPlan* plan, const ReducerOptions& options,
                                  comm::Communicator* comm, device::Device* device, ShardUpdater* sink,
                                  StepProfile* profile)
@@ -185,7 +179,7 @@ absl::Status GradientReducer::OnGradientReady(size_t i, const void* grad) {
 
 absl::Status GradientReducer::LaunchReadyBuckets(bool from_backward) {
   const auto& buckets = plan_->buckets();
-  const comm::Device where = CommDevice(*device_);
+  const comm::Device where = comm::DeviceOf(*device_);
   while (next_launch_ < buckets.size() && arrived_[next_launch_] == buckets[next_launch_].params.size()) {
     const size_t b = next_launch_++;
     const Bucket& bucket = buckets[b];

@@ -28,10 +28,8 @@ char* ParameterPublisher::owned_block(size_t b) {
 
 comm::Buffer ParameterPublisher::BucketBuffer(size_t b) {
   const Bucket& bucket = plan_->buckets()[b];
-  const comm::Device where =
-      device_->kind() == device::DeviceKind::kCuda ? comm::Device::kCuda : comm::Device::kCpu;
   return comm::Buffer{flat_params_ + bucket.flat_offset * core::DTypeSize(param_dtype_),
-                      bucket.layout.padded_numel, param_dtype_, where};
+                      bucket.layout.padded_numel, param_dtype_, comm::DeviceOf(*device_)};
 }
 
 absl::Status ParameterPublisher::Gather(size_t b, device::Stream* after) {
