@@ -68,6 +68,44 @@ absl::Status Positive(const YAML::Node& n, const YamlReader& r, const std::strin
   return absl::OkStatus();
 }
 
+// `data: DIR` or `data: {train, test, tokenizer, max_prompt_length, add_bos}`.
+absl::Status ParseData(const YamlReader& r, const YAML::Node& root, DataSpec* d) {
+  const YAML::Node n = root["data"];
+  if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+  if (n.IsScalar()) return r.Get(root, "data", "data", &d->dir, "a directory or a mapping");
+  if (!n.IsMap()) return r.Error(n, "data", "expected a directory of token-id files or a mapping");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "data.", {"train", "test", "tokenizer", "max_prompt_length", "add_bos"}));
+  ZF_RETURN_IF_ERROR(r.Get(n, "train", "data.train", &d->train, "a path"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "test", "data.test", &d->test, "a path"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "tokenizer", "data.tokenizer", &d->tokenizer, "a directory"));
+  ZF_RETURN_IF_ERROR(
+      r.Get(n, "max_prompt_length", "data.max_prompt_length", &d->max_prompt_length, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "add_bos", "data.add_bos", &d->add_bos, "auto, true or false"));
+  if (d->train.empty()) return r.Error(n, "data.train", "required (a JSONL file of preference pairs)");
+  if (d->max_prompt_length < 0) {
+    return r.Error(n["max_prompt_length"], "data.max_prompt_length", "must be >= 0 (0: max_length / 2)");
+  }
+  if (d->add_bos != "auto" && d->add_bos != "true" && d->add_bos != "false") {
+    return r.Error(n["add_bos"], "data.add_bos", absl::StrCat("expected auto, true or false, got '",
+                                                              d->add_bos, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// `eval: {every, data, max_samples}`.
+absl::Status ParseEval(const YamlReader& r, const YAML::Node& root, EvalSpec* e) {
+  const YAML::Node n = root["eval"];
+  if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+  if (!n.IsMap()) return r.Error(n, "eval", "expected a mapping {every, data, max_samples}");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "eval.", {"every", "data", "max_samples"}));
+  ZF_RETURN_IF_ERROR(r.Get(n, "every", "eval.every", &e->every, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "data", "eval.data", &e->data, "a path"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "max_samples", "eval.max_samples", &e->max_samples, "an integer"));
+  if (e->every < 0) return r.Error(n["every"], "eval.every", "must be >= 0 (0: after the last step only)");
+  if (e->max_samples < 0) return r.Error(n["max_samples"], "eval.max_samples", "must be >= 0 (0: all)");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const std::string& source,
@@ -235,12 +273,13 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
   ZF_RETURN_IF_ERROR(r.OnlyKeys(root, "",
                                 {"name", "task", "model", "data", "world_size", "hardware", "max_restarts",
-                                 "device", "training", "deepspeed", "checkpoint", "metrics", "slurm"}));
+                                 "device", "training", "deepspeed", "checkpoint", "metrics", "slurm", "eval"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "model", "model", &s.model, "a string"));
-  ZF_RETURN_IF_ERROR(r.Get(root, "data", "data", &s.data, "a string"));
+  ZF_RETURN_IF_ERROR(ParseData(r, root, &s.data));
+  ZF_RETURN_IF_ERROR(ParseEval(r, root, &s.eval));
   ZF_RETURN_IF_ERROR(r.Get(root, "world_size", "world_size", &s.world_size, "an integer"));
   s.world_size_given = root["world_size"].IsDefined() && !root["world_size"].IsNull();
   ZF_RETURN_IF_ERROR(r.Get(root, "hardware", "hardware", &s.hardware, "a string"));
@@ -258,7 +297,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     return r.Error(root["task"], "task", absl::StrCat("expected reward, dpo or sft, got '", s.task, "'"));
   }
   if (s.model.empty()) return missing("model");
-  if (s.data.empty()) return missing("data");
+  if (!root["data"].IsDefined() || root["data"].IsNull()) return missing("data");
   if (s.name.empty()) s.name = s.task;
   if (s.world_size < 1 || s.world_size > 4096)
     return r.Error(root["world_size"], "world_size", "must be 1..4096");

@@ -5,7 +5,9 @@
 //   name: mistral-rm
 //   task: reward                 # reward | dpo | sft
 //   model: /models/mistral-7b    # a directory with config.json (or a planner preset for planning only)
-//   data: /data/prefs            # train_ids.jsonl / test_ids.jsonl
+//   data: /data/prefs            # train_ids.jsonl / test_ids.jsonl; or text/chat JSONL files:
+//   #  data: {train: prefs/train.jsonl, test: prefs/test.jsonl, tokenizer: /models/qwen, add_bos: auto}
+//   eval: {every: 50, max_samples: 512}   # held-out evaluation during training
 //   world_size: 2                # ranks (one per GPU)
 //   hardware: 8x64GB             # for the planner when sizes are left out
 //   max_restarts: 3
@@ -74,6 +76,31 @@ struct CheckpointSpec {
   int keep = 1;
 };
 
+// Where the preference pairs come from: a directory of token-id files (`data: DIR`, DIR/train_ids.jsonl and
+// DIR/test_ids.jsonl, as examples/make_arith_prefs and zerofit tokenize write them), or JSONL files of text,
+// chat messages or token ids (docs/data.md) read with a Hugging Face tokenizer in the training processes:
+//   data:
+//     train: prefs/train.jsonl   # required
+//     test: prefs/test.jsonl     # held-out pairs; optional
+//     tokenizer: /models/qwen    # tokenizer.json (+ tokenizer_config.json); default: `model` when it has one
+//     max_prompt_length: 256     # the prompt part's limit when a pair is truncated; default max_length / 2
+//     add_bos: auto              # auto | true | false
+// Paths are as the workers see them.
+struct DataSpec {
+  std::string dir;  // the directory form; empty with the file form
+  std::string train, test, tokenizer;
+  int64_t max_prompt_length = 0;  // 0: max_length / 2
+  std::string add_bos = "auto";
+};
+
+// Held-out evaluation during training: after every `every`-th step (0: only after the last), on the first
+// max_samples pairs (0: all) of `data` (default: data.test, or the directory form's test_ids.jsonl).
+struct EvalSpec {
+  int64_t every = 0;
+  std::string data;
+  int64_t max_samples = 0;
+};
+
 // Where rank 0 writes every step's named metrics besides the coordinator (worker/metrics/). Paths are as the
 // workers see them; empty: not written.
 struct MetricsSpec {
@@ -108,7 +135,8 @@ struct JobSpec {
   std::string name;
   std::string task;  // reward | dpo | sft
   std::string model;
-  std::string data;
+  DataSpec data;
+  EvalSpec eval;
   int world_size = 1;
   std::string hardware = "8x64GB";
   int max_restarts = 3;

@@ -22,8 +22,8 @@ class DataCheckTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove(path_); }
   void Write(const std::string& s) { std::ofstream(path_) << s; }
-  const DataLint& Lint(const DataCheckReport& r, const std::string& prefix) {
-    for (const DataLint& l : r.lints) {
+  const data::DataLint& Lint(const data::DataReport& r, const std::string& prefix) {
+    for (const data::DataLint& l : r.lints) {
       if (l.name.rfind(prefix, 0) == 0) return l;
     }
     ADD_FAILURE() << "no lint " << prefix;
@@ -54,10 +54,10 @@ TEST_F(DataCheckTest, CountsLengthsTruncationAndLints) {
   EXPECT_EQ(Lint(*r, "responses that lose their EOS").count, 1u);  // only the long chosen
   EXPECT_EQ(Lint(*r, "prompts starting with a doubled BOS").count, 0u);
   EXPECT_EQ(Lint(*r, "pad == eos").count, 0u);  // Qwen pads with <|endoftext|>, ends with <|im_end|>
-  const std::string text = FormatDataCheck(*r, path_, false);
-  EXPECT_NE(text.find("truncated at --max-length 8: 1 of 3 pairs"), std::string::npos) << text;
+  const std::string text = data::FormatDataReport(*r, path_, false);
+  EXPECT_NE(text.find("truncated at max_length 8: 1 of 3 pairs"), std::string::npos) << text;
   EXPECT_NE(text.find("-> remove them"), std::string::npos) << text;
-  EXPECT_NE(FormatDataCheck(*r, path_, true).find("\"truncated_pairs\": 1"), std::string::npos);
+  EXPECT_NE(data::FormatDataReport(*r, path_, true).find("\"truncated_pairs\": 1"), std::string::npos);
 }
 
 TEST_F(DataCheckTest, LoadErrorsNameFileAndLine) {

@@ -82,6 +82,47 @@ TEST(JobSpecTest, MetricsSinksAreOptionalPaths) {
   EXPECT_TRUE(none->metrics.jsonl.empty());
 }
 
+TEST(JobSpecTest, DataIsADirectoryOrFilesWithATokenizer) {
+  auto dir = ParseJobSpec("task: sft\nmodel: m\ndata: /d\n", "job.yaml");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_EQ(dir->data.dir, "/d");
+  EXPECT_TRUE(dir->data.train.empty());
+  auto files = ParseJobSpec(
+      "task: dpo\nmodel: /models/qwen\ndata:\n  train: t.jsonl\n  test: h.jsonl\n  tokenizer: /tok\n"
+      "  max_prompt_length: 128\n  add_bos: false\neval: {every: 25, max_samples: 64}\n",
+      "job.yaml");
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_TRUE(files->data.dir.empty());
+  EXPECT_EQ(files->data.train, "t.jsonl");
+  EXPECT_EQ(files->data.test, "h.jsonl");
+  EXPECT_EQ(files->data.tokenizer, "/tok");
+  EXPECT_EQ(files->data.max_prompt_length, 128);
+  EXPECT_EQ(files->data.add_bos, "false");
+  EXPECT_EQ(files->eval.every, 25);
+  EXPECT_EQ(files->eval.max_samples, 64);
+  EXPECT_TRUE(files->eval.data.empty());
+  auto defaults = ParseJobSpec("task: sft\nmodel: m\ndata: {train: t.jsonl}\n", "job.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->data.add_bos, "auto");
+  EXPECT_EQ(defaults->eval.every, 0);
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"task: sft\nmodel: m\ndata:\n  test: h.jsonl\n", "job.yaml:4: field 'data.train': required"},
+      {"task: sft\nmodel: m\ndata:\n  train: t\n  add_bos: yes please\n",
+       "job.yaml:5: field 'data.add_bos': expected auto, true or false, got 'yes please'"},
+      {"task: sft\nmodel: m\ndata:\n  train: t\n  tokeniser: x\n", "job.yaml:5: field 'data.tokeniser': unknown field"},
+      {"task: sft\nmodel: m\ndata: [a]\n", "job.yaml:3: field 'data': expected a directory"},
+      {"task: sft\nmodel: m\n", "job.yaml: field 'data': required"},
+      {"task: sft\nmodel: m\ndata: d\neval:\n  every: -1\n", "job.yaml:5: field 'eval.every': must be >= 0"},
+      {"task: sft\nmodel: m\ndata: d\neval: 5\n", "job.yaml:4: field 'eval': expected a mapping"},
+  };
+  for (const auto& [text, expected] : bad) {
+    auto s = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.status().message().find(expected), std::string::npos) << s.status() << "\nwanted: " << expected;
+  }
+}
+
 TEST(JobSpecTest, ADeepSpeedConfigIsTheTrainingSection) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerofit_spec_test";
   std::filesystem::create_directories(dir);

@@ -109,6 +109,21 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   return out;
 }
 
+bool HfTokenizer::template_writes_bos() const {
+  if (!chat_) return false;
+  auto source = chat_->Source(text::ChatTemplateOptions{});
+  return source.ok() && source->find("bos_token") != std::string::npos;
+}
+
+DataExpectations HfTokenizer::expectations() const {
+  DataExpectations e;
+  e.bos_id = bos_id_;
+  e.eos_id = eos_id_;
+  e.configured_pad_id = configured_pad_id_;
+  e.expects_bos = bos_id_ >= 0 && (template_writes_bos() || add_bos_token_.value_or(false));
+  return e;
+}
+
 absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(const std::string& text) const {
   return tok_->Encode(text, /*add_special_tokens=*/false);
 }

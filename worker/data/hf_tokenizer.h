@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
+#include "worker/data/data_report.h"
 #include "worker/data/tokenizer.h"
 
 namespace zerofit::data {
@@ -43,6 +44,11 @@ class HfTokenizer final : public Tokenizer {
   int32_t configured_pad_id() const { return configured_pad_id_; }
   // tokenizer_config.json's add_bos_token, when present.
   std::optional<bool> add_bos_token() const { return add_bos_token_; }
+  // The chat template (the one rendered without tools) writes bos_token itself, as Llama's and Mistral's do.
+  bool template_writes_bos() const;
+  // What prompts are expected to look like (for data::BuildDataReport): BOS when the template writes it or
+  // the config asks for it.
+  DataExpectations expectations() const;
   const text::Tokenizer& text_tokenizer() const { return *tok_; }
   // Null when the model has no chat template.
   const text::ChatTemplate* chat_template() const { return chat_ ? &*chat_ : nullptr; }

@@ -45,6 +45,10 @@ inline constexpr char kDpoAccuracy[] = "dpo/accuracy";
 // SFT: negative log-likelihood per response token, and its exponential.
 inline constexpr char kSftLossPerToken[] = "sft/loss_per_token";
 inline constexpr char kSftPerplexity[] = "sft/perplexity";
+// Held-out evaluation after a step (eval.every): the task's values above under this prefix ("eval/loss",
+// "eval/accuracy", "eval/reward/margin", ...) and the number of held-out pairs.
+inline constexpr char kEvalPrefix[] = "eval/";
+inline constexpr char kEvalPairs[] = "pairs";
 }  // namespace metric_names
 
 struct NamedValue {

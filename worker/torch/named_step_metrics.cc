@@ -22,21 +22,42 @@ std::string StageMetricName(sharding::Stage stage) {
   return std::string(names::kTimePrefix) + name + "_ms";
 }
 
+// The task's values of `p` under `prefix` ("" for the step's training pairs, "eval/" for the held-out set).
+void SetPairValues(const std::string& prefix, const PairMetrics& p, PreferenceTrainOptions::Task task,
+                   metrics::StepMetrics* m) {
+  using Task = PreferenceTrainOptions::Task;
+  const double pairs = std::max(p.pairs, 1.0);
+  auto set = [&](const char* name, double v) { m->Set(prefix + name, v); };
+  set(names::kLoss, p.loss_sum / pairs);
+  set(names::kAccuracy, p.correct / pairs);
+  if (task == Task::kReward) {
+    set(names::kRewardChosen, p.chosen_sum / pairs);
+    set(names::kRewardRejected, p.rejected_sum / pairs);
+    set(names::kRewardMargin, p.margin_sum / pairs);
+  } else if (task == Task::kDpo) {
+    set(names::kDpoChosen, p.chosen_sum / pairs);
+    set(names::kDpoRejected, p.rejected_sum / pairs);
+    set(names::kDpoMargin, p.margin_sum / pairs);
+    set(names::kDpoAccuracy, p.correct / pairs);
+  } else {
+    const double per_token = p.loss_sum / std::max(p.response_tokens, 1.0);
+    set(names::kSftLossPerToken, per_token);
+    set(names::kSftPerplexity, std::exp(per_token));
+  }
+}
+
 }  // namespace
 
 metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptions::Task task,
                                       const HostSample& host) {
-  using Task = PreferenceTrainOptions::Task;
   metrics::StepMetrics m;
   m.step = sr.step;
   m.rank = host.rank;
   m.wall_time = host.wall_time;
   const PairMetrics& p = sr.metrics;
-  const double pairs = std::max(p.pairs, 1.0);
   const double seconds = std::max(sr.result.breakdown.wall_ms / 1e3, 1e-9);
-  m.Set(names::kLoss, p.loss_sum / pairs);
+  SetPairValues("", p, task, &m);
   if (sr.local_metrics.pairs > 0) m.Set(names::kRankLoss, sr.local_metrics.loss_sum / sr.local_metrics.pairs);
-  m.Set(names::kAccuracy, p.correct / pairs);
   m.Set(names::kLearningRate, sr.result.learning_rate);  // what the optimizer applied, not what was asked
   m.Set(names::kGradNorm, sr.result.grad_norm);
   m.Set(names::kClipped, sr.result.clip_coef < 1.0f ? 1.0 : 0.0);
@@ -45,20 +66,6 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptio
   m.Set(names::kSkipped, sr.result.applied ? 0.0 : 1.0);
   m.Set(names::kTokensPerS, p.sequence_tokens / seconds);
   m.Set(names::kSamplesPerS, p.pairs / seconds);
-  if (task == Task::kReward) {
-    m.Set(names::kRewardChosen, p.chosen_sum / pairs);
-    m.Set(names::kRewardRejected, p.rejected_sum / pairs);
-    m.Set(names::kRewardMargin, p.margin_sum / pairs);
-  } else if (task == Task::kDpo) {
-    m.Set(names::kDpoChosen, p.chosen_sum / pairs);
-    m.Set(names::kDpoRejected, p.rejected_sum / pairs);
-    m.Set(names::kDpoMargin, p.margin_sum / pairs);
-    m.Set(names::kDpoAccuracy, p.correct / pairs);
-  } else {
-    const double per_token = p.loss_sum / std::max(p.response_tokens, 1.0);
-    m.Set(names::kSftLossPerToken, per_token);
-    m.Set(names::kSftPerplexity, std::exp(per_token));
-  }
   m.Set(names::kStepMs, sr.result.breakdown.wall_ms);
   for (size_t i = 0; i < sr.result.breakdown.busy_ms.size(); ++i) {
     m.Set(StageMetricName(static_cast<sharding::Stage>(i)), sr.result.breakdown.busy_ms[i]);
@@ -67,6 +74,10 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptio
   if (sr.peak.device_reserved > 0) {
     m.Set(names::kDevicePeakAllocatedBytes, static_cast<double>(sr.peak.device_allocated));
     m.Set(names::kDevicePeakReservedBytes, static_cast<double>(sr.peak.device_reserved));
+  }
+  if (sr.eval) {
+    SetPairValues(names::kEvalPrefix, sr.eval->metrics, task, &m);
+    m.Set(std::string(names::kEvalPrefix) + names::kEvalPairs, sr.eval->metrics.pairs);
   }
   return m;
 }

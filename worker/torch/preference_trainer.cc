@@ -122,6 +122,7 @@ struct PreferenceSession::State {
   TrainingBackend backend;             // device, LibTorch device, ZeRO-2's data communicator
   core::HfModelConfig config;
   std::vector<data::PreferencePair> train, test;
+  data::DataReport data_report;
   int32_t pad = 0;
   LlamaModel policy{nullptr};
   std::unique_ptr<ReferenceModel> reference, eval_reference;
@@ -137,38 +138,20 @@ PreferenceSession::~PreferenceSession() = default;
 absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(const PreferenceTrainOptions& o,
                                                                              comm::Communicator* comm) {
   ZF_RETURN_IF_ERROR(core::ValidateLrSchedule(EffectiveSchedule(o)));
-  // Data and model description. Training reads token ids (*_ids.jsonl, from zerofit_tokenize or the example
-  // generator): SentencePiece cannot be loaded next to LibTorch (see worker/data/CMakeLists.txt).
-  ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, core::LoadHfConfig(o.data_dir + "/config.json"));
+  ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, core::LoadHfConfig(o.model_dir + "/config.json"));
   if (o.task == Task::kReward) config.num_labels = 1;  // one scalar score (LlamaForSequenceClassification)
-  if (!config.bos_token_id || !config.eos_token_id) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(o.data_dir, "/config.json: fields 'bos_token_id' and 'eos_token_id' are required"));
-  }
-  data::PreferenceDataOptions dopt;
-  dopt.max_length = o.max_length;
-  dopt.max_prompt_length = o.max_length / 2;
-  dopt.bos_id = static_cast<int32_t>(*config.bos_token_id);
-  dopt.eos_id = static_cast<int32_t>(*config.eos_token_id);
-  dopt.vocab_size = static_cast<int32_t>(config.vocab_size);
-  auto load = [&](const std::string& split) -> absl::StatusOr<std::vector<data::PreferencePair>> {
-    const std::string ids = o.data_dir + "/" + split + "_ids.jsonl";
-    if (!std::ifstream(ids)) {
-      return absl::NotFoundError(absl::StrCat(ids,
-                                              " not found: tokenize the text pairs first: zerofit_tokenize "
-                                              "--tokenizer ",
-                                              o.data_dir, "/tokenizer.model --in ", o.data_dir, "/", split,
-                                              ".jsonl --out ", ids));
-    }
-    return data::LoadPreferenceJsonl(ids, nullptr, dopt);
-  };
+  ZF_ASSIGN_OR_RETURN(data::TrainingData data, data::LoadTrainingData(o.data, config, o.max_length));
 
   auto st = std::make_unique<State>();
   st->comm = comm;
   ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, o.local_rank, comm, o.nccl));
   const torch::Device dev = st->backend.torch_device;
-  ZF_ASSIGN_OR_RETURN(st->train, load("train"));
-  ZF_ASSIGN_OR_RETURN(st->test, load("test"));
+  st->train = std::move(data.train);
+  st->test = std::move(data.test);
+  if (o.eval_max_samples > 0 && st->test.size() > static_cast<size_t>(o.eval_max_samples)) {
+    st->test.resize(static_cast<size_t>(o.eval_max_samples));
+  }
+  st->data_report = std::move(data.report);
   st->pad = BatchPadId(config);
   st->config = config;
   try {
@@ -219,6 +202,8 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
 }
 
 size_t PreferenceSession::num_train_pairs() const { return state_->train.size(); }
+
+const data::DataReport& PreferenceSession::data_report() const { return state_->data_report; }
 
 std::vector<int64_t> PreferenceSession::TrainLengths() const {
   std::vector<int64_t> lengths;
@@ -312,8 +297,13 @@ TrainReport PreferenceSession::Summary() const {
   return r;
 }
 
+bool EvalDue(const PreferenceTrainOptions& o, int64_t step) {
+  const int64_t done = step + 1;  // steps are 0-based
+  return done == o.steps || (o.eval_every > 0 && done % o.eval_every == 0);
+}
+
 absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, comm::Communicator* comm,
-                                             const std::function<absl::Status(const StepReport&)>& on_step) {
+                                             const TrainHooks& hooks) {
   if (o.global_batch < comm->world_size() * o.micro_batches) {
     return absl::InvalidArgumentError(absl::StrCat("global_batch ", o.global_batch,
                                                    " is smaller than world size ", comm->world_size(),
@@ -321,17 +311,23 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
   }
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(o, comm));
   ZF_ASSIGN_OR_RETURN(EvalReport before, session->Evaluate());
+  if (hooks.on_start) ZF_RETURN_IF_ERROR(hooks.on_start(*session, before));
   data::Sampler sampler(session->num_train_pairs(), o.seed);
+  EvalReport last = before;
   for (int64_t step = 0; step < o.steps; ++step) {  // 0-based, like every step number (core/lr_schedule.h)
     const std::vector<uint64_t> global = sampler.Next(static_cast<uint64_t>(o.global_batch));
     ZF_ASSIGN_OR_RETURN(auto micro,
                         data::ShardPairs(global, comm->rank(), comm->world_size(), o.micro_batches));
     ZF_ASSIGN_OR_RETURN(StepReport sr, session->Step(step, micro));
-    if (on_step) ZF_RETURN_IF_ERROR(on_step(sr));
+    if (EvalDue(o, step)) {
+      ZF_ASSIGN_OR_RETURN(last, session->Evaluate());
+      sr.eval = last;
+    }
+    if (hooks.on_step) ZF_RETURN_IF_ERROR(hooks.on_step(sr));
   }
   TrainReport report = session->Summary();
   report.before = before;
-  ZF_ASSIGN_OR_RETURN(report.after, session->Evaluate());
+  report.after = last;  // the evaluation after the last step
   if (!o.export_dir.empty()) ZF_RETURN_IF_ERROR(session->Export(o.export_dir));
   return report;
 }

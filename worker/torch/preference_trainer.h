@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "comm/communicator.h"
 #include "core/lr_schedule.h"
 #include "sharding/zero2_optimizer.h"
+#include "worker/data/data_report.h"
+#include "worker/data/training_data.h"
 #include "worker/torch/llama_model.h"
 #include "worker/torch/objectives.h"
 #include "worker/torch/reference_model.h"
@@ -27,8 +30,11 @@ struct PreferenceTrainOptions {
   // than the rejected one.
   enum class Task { kReward, kDpo, kSft };
   Task task = Task::kReward;
-  // A directory with config.json, tokenizer.model, train.jsonl and test.jsonl (examples/make_arith_prefs).
-  std::string data_dir;
+  // The model's directory: config.json (shapes and special ids; a Hugging Face model directory).
+  std::string model_dir;
+  // Training and held-out pairs and the tokenizer that reads text in them (worker/data/training_data.h);
+  // data::DataSourceOfDirectory(dir) for the token-id files of examples/make_arith_prefs.
+  data::DataSource data;
   std::string init_weights;  // optional: safetensors file or model directory to start from
   int64_t steps = 100;
   int64_t global_batch = 32;  // pairs per optimizer step, over all ranks
@@ -48,10 +54,20 @@ struct PreferenceTrainOptions {
   ReferenceStrategy reference = ReferenceStrategy::kResident;
   std::string export_dir;  // written by rank 0 after training if non-empty
   int64_t eval_batch = 64;
+  // Held-out evaluation during training (spec `eval:`, --eval-every): after every eval_every-th step and
+  // after the last (0: after the last only), on the first eval_max_samples held-out pairs (0: all). It
+  // does not change training: same parameters with or without it.
+  int64_t eval_every = 0;
+  int64_t eval_max_samples = 0;
   // Where to train: auto = cuda:<local_rank> when LibTorch and this build have CUDA and a GPU is visible.
   device::DeviceChoice device = device::DeviceChoice::kAuto;
   int local_rank = 0;
   NcclFactory nccl;  // optional: how to make the NCCL communicator (default: bootstrapped over MPI)
+};
+
+struct EvalReport {
+  PairMetrics metrics;  // summed over all held-out pairs
+  double accuracy() const { return metrics.pairs > 0 ? metrics.correct / metrics.pairs : 0.0; }
 };
 
 struct StepReport {
@@ -61,11 +77,7 @@ struct StepReport {
   PairMetrics local_metrics;  // this rank's share (which rank a NaN loss came from)
   sharding::StepResult result;
   PeakMemory peak;  // this rank's device (CUDA caching allocator) and host peaks so far
-};
-
-struct EvalReport {
-  PairMetrics metrics;  // summed over all held-out pairs
-  double accuracy() const { return metrics.pairs > 0 ? metrics.correct / metrics.pairs : 0.0; }
+  std::optional<EvalReport> eval;  // the held-out evaluation after this step, when EvalDue
 };
 
 struct TrainReport {
@@ -76,6 +88,9 @@ struct TrainReport {
 
 absl::StatusOr<PreferenceTrainOptions::Task> ParseTask(const std::string& name);  // "reward" | "dpo" | "sft"
 
+// Whether the held-out set is evaluated after `step` (0-based): every eval_every-th step and the last.
+bool EvalDue(const PreferenceTrainOptions& options, int64_t step);
+
 // The learning-rate schedule of `options`: schedule with peak_lr = lr (and total_steps = steps if 0).
 core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& options);
 
@@ -84,14 +99,16 @@ core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& options)
 // it says otherwise.
 class PreferenceSession {
  public:
-  // Loads the data (data_dir/*_ids.jsonl, config.json), builds the policy (and the DPO reference), binds it
-  // to ZeRO-2.
+  // Loads the model's config.json and the data (tokenizing text with the model's tokenizer), builds the
+  // policy (and the DPO reference), binds it to ZeRO-2.
   static absl::StatusOr<std::unique_ptr<PreferenceSession>> Create(const PreferenceTrainOptions& options,
                                                                    comm::Communicator* comm);
   ~PreferenceSession();
 
   const PreferenceTrainOptions& options() const { return options_; }
   size_t num_train_pairs() const;
+  // The training file measured before truncation (data_report.h); the same on every rank.
+  const data::DataReport& data_report() const;
   // Tokens of every training pair (prompt + chosen + rejected): what the coordinator balances.
   std::vector<int64_t> TrainLengths() const;
   // One optimizer step over this rank's micro-batches (indices into the training pairs; an empty micro-batch
@@ -114,10 +131,16 @@ class PreferenceSession {
   PreferenceTrainOptions options_;
 };
 
-// Collective: every rank of `comm` calls it with the same options. `on_step` runs on every rank; an error
-// from it stops training (every rank must then return one, e.g. from the global loss being NaN).
-absl::StatusOr<TrainReport> TrainPreferences(
-    const PreferenceTrainOptions& options, comm::Communicator* comm,
-    const std::function<absl::Status(const StepReport&)>& on_step = nullptr);
+// What a caller sees of a run; each runs on every rank, and an error from one stops training (every rank
+// must then return one, e.g. from the global loss being NaN).
+struct TrainHooks {
+  // After the data and model are loaded, before the held-out evaluation and the first step.
+  std::function<absl::Status(const PreferenceSession&, const EvalReport& before)> on_start;
+  std::function<absl::Status(const StepReport&)> on_step;  // with .eval set after an evaluation
+};
+
+// Collective: every rank of `comm` calls it with the same options.
+absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& options, comm::Communicator* comm,
+                                             const TrainHooks& hooks = {});
 
 }  // namespace zerofit::worker

@@ -1,13 +1,17 @@
 // zerofit_train_prefs: reward-model or DPO training on preference pairs with ZeRO-2 on every MPI rank.
 //   mpiexec -n 2 zerofit_train_prefs --task reward --data DIR [--steps N] [--offload] ...
-// DIR holds config.json, tokenizer.model, train.jsonl and test.jsonl (see examples/make_arith_prefs).
+// DIR holds config.json, train_ids.jsonl and test_ids.jsonl (see examples/make_arith_prefs); or --model DIR
+// --train FILE [--test FILE] read text, chat or token-id JSONL with the model's tokenizer.json.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/communicator_factory.h"
@@ -24,7 +28,9 @@ namespace zerofit::worker {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: mpiexec -n W zerofit_train_prefs --task reward|dpo|sft --data DIR [--steps N] [--global-batch B] "
+    "usage: mpiexec -n W zerofit_train_prefs --task reward|dpo|sft (--data DIR | --model DIR --train FILE "
+    "[--test FILE] [--tokenizer DIR]) [--add-bos auto|true|false] [--max-prompt-length N] [--eval-every N] "
+    "[--eval-max-samples N] [--steps N] [--global-batch B] "
     "[--micro K] [--lr LR] [--weight-decay WD] [--max-length T] [--seed S] [--offload] [--threads T] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
@@ -47,9 +53,37 @@ struct Cli {
 };
 
 // The planner's choice for this job on the CPU ranks: accumulation steps and checkpointing.
+// Where the model and pairs come from: --data DIR (config.json and the token-id files of
+// examples/make_arith_prefs), or --model DIR --train FILE [--test FILE] [--tokenizer DIR] (text,
+// conversational or token-id JSONL; the tokenizer defaults to the model directory's tokenizer.json).
+absl::Status ParseDataFlags(const std::function<std::string(const char*)>& take, PreferenceTrainOptions* o) {
+  const std::string dir = take("--data"), model = take("--model"), train = take("--train");
+  if (dir.empty() == model.empty() || model.empty() != train.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("give either --data DIR or --model DIR with --train FILE\n", kUsage));
+  }
+  if (!dir.empty()) {
+    o->model_dir = dir;
+    o->data = data::DataSourceOfDirectory(dir);
+  } else {
+    o->model_dir = model;
+    o->data.train = train;
+    o->data.test = take("--test");
+    const std::string tok = take("--tokenizer");
+    o->data.tokenizer_dir = tok.empty() ? data::TokenizerDirOf(model) : tok;
+  }
+  ZF_ASSIGN_OR_RETURN(o->data.add_bos, data::ParseAddBos(take("--add-bos"), "flag --add-bos"));
+  if (const std::string v = take("--max-prompt-length"); !v.empty()) {
+    if (!absl::SimpleAtoi(v, &o->data.max_prompt_length) || o->data.max_prompt_length < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("flag --max-prompt-length: '", v, "' is not >= 1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SizeWithPlanner(Cli& cli, int world, bool print) {
   PreferenceTrainOptions& o = cli.options;
-  ZF_ASSIGN_OR_RETURN(planner::ModelShape shape, planner::LoadModelShape(o.data_dir + "/config.json"));
+  ZF_ASSIGN_OR_RETURN(planner::ModelShape shape, planner::LoadModelShape(o.model_dir + "/config.json"));
   ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware("cpu"));
   hw.gpu_bytes = cli.memory_gb * planner::kGB;
   hw.gpus_per_node = world;
@@ -121,14 +155,14 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   std::string task = take("--task");
   if (task.empty()) return absl::InvalidArgumentError(absl::StrCat("--task is required\n", kUsage));
   ZF_ASSIGN_OR_RETURN(o.task, ParseTask(task));
-  o.data_dir = take("--data");
-  if (o.data_dir.empty()) return absl::InvalidArgumentError(absl::StrCat("--data is required\n", kUsage));
+  ZF_RETURN_IF_ERROR(ParseDataFlags(take, &o));
   double steps = static_cast<double>(o.steps), gb = static_cast<double>(o.global_batch),
          micro = o.micro_batches, lr = o.lr, wd = o.weight_decay, maxlen = static_cast<double>(o.max_length),
          seed = static_cast<double>(o.seed), threads = o.offload.threads, rank = 0,
          alpha = o.model.lora.alpha, beta = o.dpo.beta, ls = o.dpo.label_smoothing,
          log_every = static_cast<double>(cli.log_every),
-         warmup = static_cast<double>(o.schedule.warmup_steps), min_lr = o.schedule.min_lr;
+         warmup = static_cast<double>(o.schedule.warmup_steps), min_lr = o.schedule.min_lr, eval_every = 0,
+         eval_max = 0;
   ZF_RETURN_IF_ERROR(number("--steps", &steps, 1));
   ZF_RETURN_IF_ERROR(number("--global-batch", &gb, 1));
   cli.sized_by_user = values.count("--micro") > 0;
@@ -146,6 +180,10 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   ZF_RETURN_IF_ERROR(number("--log-every", &log_every, 1));
   ZF_RETURN_IF_ERROR(number("--warmup-steps", &warmup, 0));
   ZF_RETURN_IF_ERROR(number("--min-lr", &min_lr, 0));
+  ZF_RETURN_IF_ERROR(number("--eval-every", &eval_every, 0));
+  ZF_RETURN_IF_ERROR(number("--eval-max-samples", &eval_max, 0));
+  o.eval_every = static_cast<int64_t>(eval_every);
+  o.eval_max_samples = static_cast<int64_t>(eval_max);
   if (ls >= 0.5) return absl::InvalidArgumentError("flag --label-smoothing must be in [0, 0.5)");
   o.steps = static_cast<int64_t>(steps);
   o.global_batch = static_cast<int64_t>(gb);
@@ -230,7 +268,17 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
   ro.alarms.rank = rank;
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsRecorder> recorder,
                       metrics::MetricsRecorder::Create(ro));
-  auto on_step = [&](const StepReport& r) -> absl::Status {
+  TrainHooks hooks;
+  hooks.on_start = [&](const PreferenceSession& session, const EvalReport& before) {
+    if (rank == 0) {
+      std::printf("%s", data::FormatDataReport(session.data_report(), o.data.train, false).c_str());
+      std::printf("held-out %s before training: %.3f (%.0f pairs)\n", what, before.accuracy(),
+                  before.metrics.pairs);
+      std::fflush(stdout);
+    }
+    return absl::OkStatus();
+  };
+  hooks.on_step = [&](const StepReport& r) -> absl::Status {
     const metrics::StepMetrics named = NamedStepMetrics(
         r, o.task,
         HostSample{rank, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()), HostPeakRssBytes()});
@@ -239,6 +287,12 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
       if (rank == 0) std::fprintf(stderr, "%s\n", w.c_str());
     }
     const int64_t done = r.step + 1;  // steps are 0-based; people count from 1
+    if (rank == 0 && r.eval) {
+      std::printf("eval after step %lld: held-out %s %.3f  loss %.4f  margin %.3f (%.0f pairs)\n",
+                  static_cast<long long>(done), what, r.eval->accuracy(),
+                  r.eval->metrics.loss_sum / std::max(r.eval->metrics.pairs, 1.0),
+                  r.eval->metrics.margin_sum / std::max(r.eval->metrics.pairs, 1.0), r.eval->metrics.pairs);
+    }
     if (rank != 0 || (done % cli.log_every != 0 && done != o.steps)) return absl::OkStatus();
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     std::printf(
@@ -257,7 +311,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
     std::fflush(stdout);
     return absl::OkStatus();
   };
-  ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, comm.get(), on_step));
+  ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, comm.get(), hooks));
   if (comm->rank() == 0) {
     std::printf("held-out %s: %.3f before training, %.3f after (%.0f pairs); loss %.4f -> %.4f\n", what,
                 report.before.accuracy(), report.after.accuracy(), report.after.metrics.pairs,

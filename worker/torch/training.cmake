@@ -5,7 +5,7 @@ target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/pair_tensors.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/preference_trainer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/reference_model.cc)
-target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_planner zerofit_metrics)
+target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_planner zerofit_metrics)
 
 if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/train_prefs_main.cc)

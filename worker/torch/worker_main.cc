@@ -18,11 +18,13 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "comm/communicator_factory.h"
 #include "coordinator/job_spec.h"
@@ -163,10 +165,30 @@ class Heartbeater {
   std::thread thread_;  // last: starts after the members above exist
 };
 
+// The spec's data and eval sections as the trainer reads them (paths as this worker sees them).
+data::DataSource DataSourceOf(const coordinator::JobSpec& spec) {
+  const coordinator::DataSpec& d = spec.data;
+  data::DataSource s;
+  if (!d.dir.empty()) {
+    s = data::DataSourceOfDirectory(d.dir);
+  } else {
+    s.train = d.train;
+    s.test = d.test;
+    s.tokenizer_dir = d.tokenizer.empty() ? data::TokenizerDirOf(spec.model) : d.tokenizer;
+    s.max_prompt_length = d.max_prompt_length;
+  }
+  if (!spec.eval.data.empty()) s.test = spec.eval.data;
+  return s;
+}
+
 absl::StatusOr<PreferenceTrainOptions> OptionsFromSpec(const coordinator::JobSpec& spec) {
   PreferenceTrainOptions o;
   ZF_ASSIGN_OR_RETURN(o.task, ParseTask(spec.task));
-  o.data_dir = spec.data;
+  o.model_dir = spec.model;
+  o.data = DataSourceOf(spec);
+  ZF_ASSIGN_OR_RETURN(o.data.add_bos, data::ParseAddBos(spec.data.add_bos, "data.add_bos"));
+  o.eval_every = spec.eval.every;
+  o.eval_max_samples = spec.eval.max_samples;
   if (std::filesystem::exists(std::filesystem::path(spec.model) / "model.safetensors") ||
       std::filesystem::exists(std::filesystem::path(spec.model) / "model.safetensors.index.json")) {
     o.init_weights = spec.model;
@@ -311,7 +333,14 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
     ZF_RETURN_IF_ERROR(report(absl::StrCat("attempt ", registered.attempt(), ": ", session->num_train_pairs(),
                                            " training pairs, steps ", first, "..", spec.training.steps - 1),
                               -1, nullptr, -1, false, 0));
+    if (first == 0) {  // the data report once per job, not again on every resume
+      const std::string text = data::FormatDataReport(session->data_report(), options.data.train, false);
+      for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+        ZF_RETURN_IF_ERROR(report(absl::StrCat("data: ", line), -1, nullptr, -1, false, 0));
+      }
+    }
   }
+  std::optional<EvalReport> last_eval;
   const absl::Time start = absl::Now();
   int64_t saved = first - 1;  // the last step whose checkpoint exists
   for (int64_t step = first; step < spec.training.steps; ++step) {
@@ -363,7 +392,16 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       (void)report(absl::StrCat("step ", step, " failed: ", msg), -1, nullptr, -1, true, 1, oom);
       return stepped.status();
     }
-    const StepReport& sr = *stepped;
+    StepReport sr = *std::move(stepped);
+    if (EvalDue(options, step)) {  // held-out evaluation (eval.every, and after the last step)
+      auto eval = session->Evaluate();
+      if (!eval.ok()) {
+        (void)report(absl::StrCat("evaluation after step ", step, " failed: ", eval.status().message()), -1,
+                     nullptr, -1, true, 1);
+        return eval.status();
+      }
+      sr.eval = last_eval = *eval;
+    }
     const metrics::StepMetrics named = NamedStepMetrics(
         sr, options.task,
         HostSample{rank, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()), HostPeakRssBytes()});
@@ -393,17 +431,25 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
           rank != 0
               ? ""
               : absl::StrFormat(
-                    "step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %.0fs%s",
+                    "step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %.0fs%s%s",
                     step + 1, spec.training.steps, sr.metrics.loss_sum / std::max(1.0, sr.metrics.pairs),
                     sr.metrics.correct / std::max(1.0, sr.metrics.pairs),
                     sr.metrics.margin_sum / std::max(1.0, sr.metrics.pairs), sr.lr,
                     sr.metrics.pairs / std::max(1e-9, sr.result.breakdown.wall_ms / 1e3),
                     elapsed / static_cast<double>(done) * static_cast<double>(left),
-                    checkpoint >= 0 ? absl::StrCat("  (checkpoint step ", checkpoint, ")") : "");
+                    checkpoint >= 0 ? absl::StrCat("  (checkpoint step ", checkpoint, ")") : "",
+                    sr.eval ? absl::StrFormat("  | eval: held-out acc %.3f loss %.4f (%.0f pairs)",
+                                              sr.eval->accuracy(),
+                                              sr.eval->metrics.loss_sum / std::max(1.0, sr.eval->metrics.pairs),
+                                              sr.eval->metrics.pairs)
+                            : "");
       ZF_RETURN_IF_ERROR(report(line, step, &sr, rank == 0 ? checkpoint : -1, false, 0, false, &named));
     }
   }
-  ZF_ASSIGN_OR_RETURN(EvalReport eval, session->Evaluate());
+  if (!last_eval) {  // no step ran in this attempt
+    ZF_ASSIGN_OR_RETURN(last_eval, session->Evaluate());
+  }
+  const EvalReport& eval = *last_eval;
   ZF_RETURN_IF_ERROR(comm->Barrier(absl::Minutes(5)));
   ZF_RETURN_IF_ERROR(report(rank == 0 ? absl::StrFormat("done: held-out accuracy %.3f over %.0f pairs",
                                                         eval.accuracy(), eval.metrics.pairs)

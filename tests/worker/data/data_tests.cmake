@@ -19,8 +19,9 @@ endif()
 if(TARGET zerofit_hf_tokenizer)
   zerofit_unit_test(hf_data_unit_test
     worker/data/hf_preference_test.cc
-    worker/data/hf_tokenizer_test.cc)
-  target_link_libraries(hf_data_unit_test PRIVATE zerofit_hf_tokenizer)
+    worker/data/hf_tokenizer_test.cc
+    worker/data/training_data_test.cc)
+  target_link_libraries(hf_data_unit_test PRIVATE zerofit_hf_tokenizer zerofit_training_data)
   target_compile_definitions(hf_data_unit_test PRIVATE
     ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers")
 endif()

@@ -47,7 +47,8 @@ std::string MakeData(comm::Communicator& comm, const std::string& flags = "--tra
 
 PreferenceTrainOptions Base(const std::string& dir) {
   PreferenceTrainOptions o;
-  o.data_dir = dir;
+  o.model_dir = dir;
+  o.data = data::DataSourceOfDirectory(dir);
   o.global_batch = 32;
   o.micro_batches = 2;
   o.lr = 3e-3f;

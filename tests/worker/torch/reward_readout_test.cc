@@ -235,7 +235,8 @@ TEST_P(RewardReadoutTest, TrainedSessionExportsWhatItEvaluates) {
   WriteDataDir(dir.path(), setup.pad, kPairs);
   PreferenceTrainOptions o;
   o.task = PreferenceTrainOptions::Task::kReward;
-  o.data_dir = dir.path();
+  o.model_dir = dir.path();
+  o.data = data::DataSourceOfDirectory(dir.path());
   o.lr = 1e-2f;
   comm::LocalCommunicator comm;
   auto session = PreferenceSession::Create(o, &comm);

@@ -12,3 +12,10 @@ if(ZEROFIT_WITH_MPI AND TARGET zerofit_make_arith_prefs)
   add_dependencies(preference_training_test zerofit_make_arith_prefs)
   zerofit_mpi_test(preference_training_np2 preference_training_test 2)
 endif()
+
+# Text and chat preference data tokenized in the trainer with a model directory's tokenizer.json (a
+# character-level one written by the test), and evaluation during training (issues 17, 18).
+add_executable(text_training_test worker/torch/text_training_test.cc)
+target_link_libraries(text_training_test PRIVATE zerofit_worker_torch GTest::gtest_main)
+add_test(NAME text_training_test COMMAND text_training_test)
+set_tests_properties(text_training_test PROPERTIES LABELS unit TIMEOUT 300)

@@ -1,0 +1,141 @@
+// A run's data through LoadTrainingData: text and chat lines tokenized with the model directory's
+// tokenizer.json give the ids a pre-tokenized file states, add_bos auto follows the template, the report is
+// taken before truncation, and bad input names the file.
+#include "worker/data/training_data.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/worker/data/char_model_dir.h"
+#include "tests/worker/data/test_support.h"
+
+namespace zerofit::data {
+namespace {
+
+using testing::CharIds;
+using testing::kCharBos;
+using testing::kCharEos;
+using testing::ScopedTempDir;
+
+std::vector<int32_t> Cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+class TrainingDataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::WriteCharModelDir(dir_.path().string());
+    auto config = core::LoadHfConfig(dir_.File("config.json"));
+    ASSERT_TRUE(config.ok()) << config.status();
+    config_ = *config;
+  }
+  DataSource Source(const std::string& train) {
+    DataSource s;
+    s.train = train;
+    s.tokenizer_dir = TokenizerDirOf(dir_.path().string());
+    return s;
+  }
+  ScopedTempDir dir_;
+  core::HfModelConfig config_;
+};
+
+TEST_F(TrainingDataTest, TextLinesBecomeTheIdsOfTheirCharacters) {
+  const std::string train = dir_.Write("train.jsonl",
+                                       "{\"prompt\": \"12+7=\", \"chosen\": \"19\", \"rejected\": \"18\"}\n"
+                                       "{\"prompt\": \"3+4=\", \"chosen\": \"7\", \"rejected\": \"8\"}\n");
+  DataSource s = Source(train);
+  s.test = train;
+  auto d = LoadTrainingData(s, config_, 64);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->train.size(), 2u);
+  EXPECT_TRUE(d->options.add_bos) << "tokenizer_config.json: add_bos_token true";
+  EXPECT_EQ(d->train[0].prompt, Cat({kCharBos}, CharIds("12+7=")));
+  EXPECT_EQ(d->train[0].chosen, Cat(CharIds("19"), {kCharEos}));
+  EXPECT_EQ(d->train[0].rejected, Cat(CharIds("18"), {kCharEos}));
+  EXPECT_EQ(d->test.size(), 2u);
+  EXPECT_EQ(d->report.pairs, 2u);
+  EXPECT_EQ(d->report.prompt.max, 6u);
+}
+
+TEST_F(TrainingDataTest, ChatLinesUseTheTemplateAndItsBos) {
+  const std::string train = dir_.Write(
+      "chat.jsonl",
+      R"({"chosen": [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "2"}], )"
+      R"("rejected": [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "3"}]})"
+      "\n");
+  auto d = LoadTrainingData(Source(train), config_, 64);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->options.add_bos) << "the template writes bos_token: auto must not add a second";
+  // render(prompt, add_generation_prompt) = "<s>user: 1+1=\nassistant: "; the response part is the rest.
+  EXPECT_EQ(d->train[0].prompt, Cat({kCharBos}, CharIds("user: 1+1=\nassistant: ")));
+  EXPECT_EQ(d->train[0].chosen, Cat(CharIds("2\n"), {kCharEos}));
+  for (const DataLint& l : d->report.lints) {
+    if (l.name.find("BOS") != std::string::npos) EXPECT_EQ(l.count, 0u) << l.name;
+  }
+  DataSource forced = Source(train);
+  forced.add_bos = true;
+  auto doubled = LoadTrainingData(forced, config_, 64);
+  ASSERT_TRUE(doubled.ok()) << doubled.status();
+  bool seen = false;
+  for (const DataLint& l : doubled->report.lints) {
+    if (l.name == "prompts starting with a doubled BOS") {
+      EXPECT_EQ(l.count, 1u);
+      seen = true;
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST_F(TrainingDataTest, TruncationIsReportedAndApplied) {
+  const std::string train = dir_.Write(
+      "long.jsonl", "{\"prompt\": \"123456789+1=\", \"chosen\": \"123456790\", \"rejected\": \"1\"}\n");
+  auto d = LoadTrainingData(Source(train), config_, 12);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->report.truncated_pairs, 1u);
+  EXPECT_EQ(d->report.sequence.max, 1u + 12u + 9u + 1u) << "measured before truncation";
+  const PreferencePair& p = d->train[0];
+  EXPECT_EQ(p.prompt.size(), 6u) << "max_prompt_length defaults to max_length / 2";
+  EXPECT_EQ(p.prompt[0], kCharBos) << "BOS is kept";
+  EXPECT_EQ(p.prompt.size() + p.chosen.size(), 12u);
+  EXPECT_NE(p.chosen.back(), kCharEos) << "a cut response loses its EOS";
+}
+
+TEST_F(TrainingDataTest, TokenIdFilesNeedNoTokenizer) {
+  const std::string train =
+      dir_.Write("train_ids.jsonl", "{\"prompt_ids\": [3], \"chosen_ids\": [4], \"rejected_ids\": [5]}\n");
+  dir_.Write("test_ids.jsonl", "{\"prompt_ids\": [3], \"chosen_ids\": [5], \"rejected_ids\": [4]}\n");
+  auto d = LoadTrainingData(DataSourceOfDirectory(dir_.path().string()), config_, 64);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train[0].prompt, (std::vector<int32_t>{kCharBos, 3}));
+  EXPECT_EQ(d->test[0].chosen, (std::vector<int32_t>{5, kCharEos}));
+}
+
+TEST_F(TrainingDataTest, ErrorsNameTheFileAndWhatToChange) {
+  const std::string text = dir_.Write("t.jsonl", "{\"prompt\": \"1\", \"chosen\": \"2\", \"rejected\": \"3\"}\n");
+  DataSource no_tok;
+  no_tok.train = text;
+  auto a = LoadTrainingData(no_tok, config_, 64);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find(text + ":1: "), std::string::npos) << a.status();
+  EXPECT_NE(a.status().message().find("tokenizer"), std::string::npos) << a.status();
+
+  core::HfModelConfig small = config_;
+  small.vocab_size = 10;
+  auto b = LoadTrainingData(Source(text), small, 64);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("vocab_size is 10"), std::string::npos) << b.status();
+
+  auto c = LoadTrainingData(Source(dir_.File("missing.jsonl")), config_, 64);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("missing.jsonl"), std::string::npos) << c.status();
+
+  EXPECT_FALSE(ParseAddBos("maybe", "data.add_bos").ok());
+  EXPECT_EQ(*ParseAddBos("auto", "x"), std::nullopt);
+  EXPECT_EQ(TokenizerDirOf(dir_.File("nowhere")), "");
+}
+
+}  // namespace
+}  // namespace zerofit::data

@@ -1,0 +1,137 @@
+#include "worker/data/data_report.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace zerofit::data {
+namespace {
+
+LengthPercentiles Percentiles(std::vector<size_t> v) {
+  LengthPercentiles p;
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  // Nearest rank: the smallest value with at least q of the data at or below it.
+  auto at = [&](double q) {
+    size_t rank = static_cast<size_t>(q * static_cast<double>(v.size()) + 0.999999);
+    return v[std::min(v.size(), std::max<size_t>(rank, 1)) - 1];
+  };
+  p.p50 = at(0.50);
+  p.p90 = at(0.90);
+  p.p99 = at(0.99);
+  p.max = v.back();
+  return p;
+}
+
+// Counts of the per-pair findings.
+struct PairFindings {
+  size_t no_bos = 0, doubled_bos = 0, lost_eos = 0, same = 0;
+};
+
+void Inspect(const PreferencePair& p, const DataExpectations& e, const PreferenceDataOptions& options,
+             PairFindings* f) {
+  if (e.expects_bos && (p.prompt.empty() || p.prompt[0] != e.bos_id)) ++f->no_bos;
+  if (e.bos_id >= 0 && p.prompt.size() >= 2 && p.prompt[0] == e.bos_id && p.prompt[1] == e.bos_id) {
+    ++f->doubled_bos;
+  }
+  if (p.chosen == p.rejected) ++f->same;
+  if (options.max_length > 0 && options.add_eos) {
+    const PreferencePair cut = TruncatePair(p, e.bos_id, e.eos_id, options);
+    for (const auto* resp : {&cut.chosen, &cut.rejected}) {
+      if (resp->empty() || resp->back() != e.eos_id) ++f->lost_eos;
+    }
+  }
+}
+
+std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e) {
+  const bool pad_is_eos = e.configured_pad_id < 0 || e.configured_pad_id == e.eos_id;
+  return {
+      {"pad == eos in the tokenizer config", pad_is_eos ? size_t{1} : 0,
+       "zerofit masks padding by length, so this is harmless here; other trainers that mask labels by pad "
+       "id also mask every EOS: give such runs a distinct pad_token"},
+      {"prompts without the BOS the template/config expects", f.no_bos,
+       "set add_bos: true (data.add_bos in the spec, --add-bos), or render prompts with the chat template"},
+      {"prompts starting with a doubled BOS", f.doubled_bos,
+       "the text (or chat template) already has BOS: set add_bos: false"},
+      {"responses that lose their EOS to truncation", f.lost_eos,
+       "raise max_length, lower max_prompt_length, or drop overlong pairs"},
+      {"pairs with chosen == rejected", f.same, "remove them: identical responses carry no preference signal"},
+  };
+}
+
+}  // namespace
+
+PreferencePair TruncatePair(const PreferencePair& whole, int32_t bos_id, int32_t eos_id,
+                            const PreferenceDataOptions& options) {
+  // Back to the raw ids (without the specials the loader added), then assembled under the real limits.
+  const auto nb = static_cast<std::ptrdiff_t>(options.add_bos ? 1 : 0);
+  const auto ne = static_cast<std::ptrdiff_t>(options.add_eos ? 1 : 0);
+  std::vector<int32_t> prompt(whole.prompt.begin() + nb, whole.prompt.end());
+  auto raw = [&](const std::vector<int32_t>& r) { return std::vector<int32_t>(r.begin(), r.end() - ne); };
+  return AssemblePreferencePair(prompt, raw(whole.chosen), raw(whole.rejected), bos_id, eos_id, options,
+                                whole.source_line);
+}
+
+DataReport BuildDataReport(const std::vector<PreferencePair>& whole, const DataExpectations& expect,
+                           const PreferenceDataOptions& options) {
+  DataReport r;
+  r.pairs = whole.size();
+  r.add_bos = options.add_bos;
+  r.max_length = options.max_length;
+  std::vector<size_t> prompt_len, seq_len;
+  PairFindings found;
+  for (const PreferencePair& p : whole) {
+    prompt_len.push_back(p.prompt.size());
+    const size_t longest = p.prompt.size() + std::max(p.chosen.size(), p.rejected.size());
+    seq_len.push_back(longest);
+    if (options.max_length > 0 && longest > static_cast<size_t>(options.max_length)) ++r.truncated_pairs;
+    Inspect(p, expect, options, &found);
+  }
+  r.prompt = Percentiles(std::move(prompt_len));
+  r.sequence = Percentiles(std::move(seq_len));
+  r.lints = Lints(found, expect);
+  return r;
+}
+
+std::string FormatDataReport(const DataReport& r, const std::string& source, bool json) {
+  auto pct = [](const LengthPercentiles& p) {
+    return nlohmann::ordered_json{{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"max", p.max}};
+  };
+  if (json) {
+    nlohmann::ordered_json j = {{"file", source},
+                                {"pairs", r.pairs},
+                                {"add_bos", r.add_bos},
+                                {"prompt_tokens", pct(r.prompt)},
+                                {"sequence_tokens", pct(r.sequence)},
+                                {"max_length", r.max_length},
+                                {"truncated_pairs", r.truncated_pairs}};
+    nlohmann::ordered_json lints = nlohmann::ordered_json::array();
+    for (const DataLint& l : r.lints) lints.push_back({{"check", l.name}, {"count", l.count}, {"fix", l.fix}});
+    j["lints"] = std::move(lints);
+    return j.dump(2) + "\n";
+  }
+  std::string out = absl::StrFormat("%s: %d pairs (add_bos %s, EOS appended)\n", source, r.pairs,
+                                    r.add_bos ? "true" : "false");
+  auto row = [&](const char* name, const LengthPercentiles& p) {
+    absl::StrAppendFormat(&out, "  %-16s p50 %6d  p90 %6d  p99 %6d  max %6d\n", name, p.p50, p.p90, p.p99,
+                          p.max);
+  };
+  out += "tokens before truncation:\n";
+  row("prompt", r.prompt);
+  row("longest sequence", r.sequence);
+  if (r.max_length > 0) {
+    absl::StrAppendFormat(&out, "truncated at max_length %d: %d of %d pairs (%.1f%%)\n", r.max_length,
+                          r.truncated_pairs, r.pairs,
+                          r.pairs ? 100.0 * static_cast<double>(r.truncated_pairs) / r.pairs : 0.0);
+  }
+  out += "lint:\n";
+  for (const DataLint& l : r.lints) {
+    absl::StrAppendFormat(&out, "  %-52s %6d%s\n", l.name, l.count, l.count ? absl::StrCat("  -> ", l.fix) : "");
+  }
+  return out;
+}
+
+}  // namespace zerofit::data
