@@ -260,6 +260,7 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
                     "re-plan after out-of-memory: already one pair per micro-batch; retrying as is")));
     }
     ZF_RETURN_IF_ERROR(live->state->Schedule(world_size, clock_->Now()));
+    live->scheduled_in_launch = true;
     live->finished.clear();
     live->max_acquired = live->state->status().checkpoint_step;
     ZF_RETURN_IF_ERROR(PersistLocked(job_id, *live));
@@ -398,8 +399,16 @@ absl::Status Coordinator::LauncherExited(const std::string& job_id, int exit_cod
                            absl::StrCat("preempted (", why, "), launcher exited with code ", exit_code));
   }
   const JobStatus before = live->state->status();
-  ZF_RETURN_IF_ERROR(live->state->LauncherExited(exit_code, clock_->Now()));
-  if (live->state->status().phase != before.phase) {
+  const bool formed = live->scheduled_in_launch;
+  live->scheduled_in_launch = false;
+  if (!formed && (before.phase == JobPhase::kQueued || before.phase == JobPhase::kRestarting)) {
+    // No attempt formed in this launch (the ranks' own log lines say why): it counts against max_restarts,
+    // or the same failing start would be relaunched forever.
+    ZF_RETURN_IF_ERROR(live->state->LaunchFailed(exit_code, clock_->Now()));
+  } else {
+    ZF_RETURN_IF_ERROR(live->state->LauncherExited(exit_code, clock_->Now()));
+  }
+  if (live->state->status().phase != before.phase || live->state->status().restarts != before.restarts) {
     live->registered.clear();
     ZF_RETURN_IF_ERROR(PersistLocked(job_id, *live));
     ZF_RETURN_IF_ERROR(LogLocked(

@@ -112,6 +112,9 @@ class Coordinator {
     int64_t max_acquired = -1;       // highest step handed out in this attempt
     std::optional<int64_t> stop_at;  // set by Preempt: the first step refused
     std::string stop_reason;
+    // An attempt was scheduled since the launcher last exited. A launcher that exits without forming one
+    // (every rank failed before registering: bad data, a missing file) used up an attempt all the same.
+    bool scheduled_in_launch = false;
   };
   static constexpr size_t kRecentSteps = 4;
   static Live MakeLive(const JobSpec& spec, std::unique_ptr<JobStateMachine> state, int micro_batches,

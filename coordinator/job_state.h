@@ -62,6 +62,9 @@ class JobStateMachine {
   // The launcher of the attempt (mpiexec, srun) exited: non-zero, or zero while the job is still running,
   // fails the attempt.
   absl::Status LauncherExited(int exit_code, absl::Time now);
+  // A launch that formed no attempt (queued or restarting: its ranks failed before all registered): one of
+  // max_restarts used, or failed when none is left.
+  absl::Status LaunchFailed(int exit_code, absl::Time now);
   absl::Status CheckpointWritten(int64_t step);
   // The attempt was stopped from outside (Slurm preemption or time limit, the allocation requeued): running
   // -> restarting without using one of max_restarts. No-op in any other phase.

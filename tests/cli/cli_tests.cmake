@@ -70,3 +70,12 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_ari
             $<TARGET_FILE:zerofit_make_arith_prefs>)
   set_tests_properties(metrics_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
 endif()
+
+# Text preference data tokenized by the workers with the model's tokenizer.json, the data report, evaluation
+# during training, and a malformed line's error (zerofit run, 2 ranks).
+if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
+  add_test(NAME text_data_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/text_data_e2e.sh $<TARGET_FILE:zerofit>
+            $<TARGET_FILE:zerofit_make_arith_prefs>)
+  set_tests_properties(text_data_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
+endif()

@@ -385,6 +385,38 @@ TEST(ServiceTest, APreemptionStopsEveryRankAtOneStepAndResumesWithoutARestart) {
   EXPECT_EQ(j.restarts(), 0);
 }
 
+// Ranks that fail before registering (bad data, a missing file) form no attempt; each such launch still
+// uses one of max_restarts (2 here), or the same failing start would be relaunched forever. A normal failed
+// attempt counts once, not again when its launcher exits.
+TEST(ServiceTest, LaunchesThatFormNoAttemptUseUpRestarts) {
+  Fixture f;
+  Coordinator& c = f.server->coordinator();
+  f.Register(0);
+  f.Register(1);
+  f.Report(0, -1, -1, true);  // exit code 0 from rank 0, then rank 1 fails
+  v1::ReportRequest req;
+  req.set_job_id(f.job);
+  req.set_rank(1);
+  req.set_step(-1);
+  req.set_checkpoint_step(-1);
+  req.set_finished(true);
+  req.set_exit_code(1);
+  v1::ReportResponse resp;
+  auto ctx = f.Context();
+  ASSERT_TRUE(f.workers->Report(ctx.get(), req, &resp).ok());
+  EXPECT_EQ(f.Get().restarts(), 1);
+  ASSERT_TRUE(c.LauncherExited(f.job, 1).ok());
+  EXPECT_EQ(f.Get().restarts(), 1) << "the launcher's exit ends the same attempt";
+  EXPECT_EQ(f.Get().phase(), v1::RESTARTING);
+  ASSERT_TRUE(c.LauncherExited(f.job, 1).ok());  // the next launch: no rank registered
+  EXPECT_EQ(f.Get().restarts(), 2);
+  EXPECT_EQ(f.Get().phase(), v1::RESTARTING);
+  ASSERT_TRUE(c.LauncherExited(f.job, 1).ok());
+  const v1::Job j = f.Get();
+  EXPECT_EQ(j.phase(), v1::FAILED);
+  EXPECT_NE(j.reason().find("before every rank registered"), std::string::npos) << j.reason();
+}
+
 TEST(ServiceTest, LauncherEventsOverTheWire) {
   Fixture f;
   f.Register(0);

@@ -1,0 +1,89 @@
+#!/bin/bash
+# Text preference data end to end (issues 17, 18): `zerofit run` on a job whose spec points `data:` at text
+# JSONL files and whose model directory holds a Hugging Face tokenizer.json (character level, written here:
+# the ids of every text are known). The workers tokenize the text themselves; the log shows the data report
+# before training and the held-out evaluation during training (eval.every); `zerofit metrics` holds the
+# eval/ values at exactly the evaluated steps; the trained reward model equals the one trained from the same
+# pairs as token ids (same seed: identical checkpoints). A malformed line fails the job naming file and line.
+# usage: text_data_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
+set -u
+Z="$1"
+GEN="$2"
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+"$GEN" --out "$D/ids" --train 200 --test 40 --ids --pad > /dev/null || fail "data"
+# The model directory: the generator's config.json (vocabulary: pad 0, unk 1, <s> 2, </s> 3, then the
+# pieces) with a tokenizer.json of one token per character: 0-9 are 4..13, + is 14, = is 15.
+mkdir -p "$D/model"
+cp "$D/ids/config.json" "$D/model/"
+grep -q '"vocab_size": 16' "$D/model/config.json" || fail "the generator's vocabulary changed: $(cat "$D/model/config.json")"
+tok() { printf '{"id": %d, "content": "%s", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}' "$1" "$2"; }
+cat > "$D/model/tokenizer.json" <<JSON
+{"version": "1.0", "added_tokens": [$(tok 0 "<pad>"), $(tok 1 "<unk>"), $(tok 2 "<s>"), $(tok 3 "</s>")],
+ "normalizer": null, "pre_tokenizer": null, "post_processor": null, "decoder": null,
+ "model": {"type": "BPE", "unk_token": "<unk>", "merges": [],
+           "vocab": {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "0": 4, "1": 5, "2": 6, "3": 7, "4": 8,
+                     "5": 9, "6": 10, "7": 11, "8": 12, "9": 13, "+": 14, "=": 15}}}
+JSON
+echo '{"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "add_bos_token": true}' \
+  > "$D/model/tokenizer_config.json"
+# The same pairs as text and as ids (the generator's own tokenizer has multi-digit pieces: ids are written
+# here from the characters, so both files hold the same tokens).
+cp "$D/ids/train.jsonl" "$D/train.jsonl"
+cp "$D/ids/test.jsonl" "$D/test.jsonl"
+to_ids() {  # text JSONL -> ids JSONL under the character vocabulary
+  awk -F'"' '
+    function ids(s,   out, i, c) { out = ""; for (i = 1; i <= length(s); ++i) { c = substr(s, i, 1);
+        out = out (i > 1 ? ", " : "") (c == "+" ? 14 : c == "=" ? 15 : c + 4) } return "[" out "]" }
+    { printf "{\"prompt_ids\": %s, \"chosen_ids\": %s, \"rejected_ids\": %s}\n", ids($4), ids($8), ids($12) }' "$1"
+}
+mkdir -p "$D/asids"
+to_ids "$D/train.jsonl" > "$D/asids/train_ids.jsonl"
+to_ids "$D/test.jsonl" > "$D/asids/test_ids.jsonl"
+cp "$D/model/config.json" "$D/asids/"
+
+job() {  # name, data section, checkpoint dir
+  cat <<YAML
+name: $1
+task: reward
+model: $D/model
+data: $2
+world_size: 2
+training: {steps: 12, global_batch: 16, micro_batch: 4, gradient_accumulation: 2, lr: 2.0e-3, max_length: 24}
+eval: {every: 5, max_samples: 30}
+checkpoint: {dir: $3, every: 100, keep: 1}
+metrics: {jsonl: $3.metrics.jsonl}
+YAML
+}
+job text "{train: $D/train.jsonl, test: $D/test.jsonl}" "$D/ck-text" > "$D/text.yaml"
+job ids "$D/asids" "$D/ck-ids" > "$D/ids.yaml"
+"$Z" run "$D/text.yaml" --state-dir "$D/s1" > "$D/text.log" 2>&1 || { cat "$D/text.log"; fail "text job"; }
+"$Z" run "$D/ids.yaml" --state-dir "$D/s2" > "$D/ids.log" 2>&1 || { cat "$D/ids.log"; fail "ids job"; }
+
+grep -q "data: $D/train.jsonl: 200 pairs (add_bos true, EOS appended)" "$D/text.log" \
+  || fail "no data report before training: $(head -30 "$D/text.log")"
+grep -q "data:   pairs with chosen == rejected" "$D/text.log" || fail "no lint in the data report"
+[ "$(grep -c '| eval: held-out acc [0-9.]* loss [0-9.]* (30 pairs)' "$D/text.log")" = 3 ] \
+  || fail "evaluation after steps 5, 10, 12 not in the log: $(grep -n 'eval' "$D/text.log")"
+# The job's metrics (metrics.jsonl, rank 0: one object per step) carry eval/ values at exactly those steps.
+steps=$(grep '"eval/accuracy": ' "$D/ck-text.metrics.jsonl" | sed 's/^{"step": \([0-9]*\),.*/\1/' | tr '\n' ' ')
+[ "$steps" = "4 9 11 " ] || fail "eval/accuracy at steps '$steps', want 4 9 11 (0-based): $(head -2 "$D/ck-text.metrics.jsonl")"
+grep -q '"eval/pairs": 30' "$D/ck-text.metrics.jsonl" || fail "eval/pairs is not max_samples"
+cmp -s "$D/ck-text/latest" "$D/ck-ids/latest" || fail "the two jobs' checkpoints are at different steps"
+compared=0
+for f in $(cd "$D/ck-ids/$(cat "$D/ck-ids/latest")" && ls); do
+  case "$f" in manifest*|*.json) continue ;; esac
+  cmp -s "$D/ck-text/$(cat "$D/ck-text/latest")/$f" "$D/ck-ids/$(cat "$D/ck-ids/latest")/$f" \
+    || fail "checkpoint file $f differs between text and token-id data"
+  compared=$((compared + 1))
+done
+[ "$compared" -gt 0 ] || fail "no checkpoint state files compared in $D/ck-ids: $(ls -R "$D/ck-ids")"
+
+# A malformed line: the job fails, and the error names the file and the line.
+sed '3s/.*/{"prompt": "1+1=", "chosen": 2}/' "$D/train.jsonl" > "$D/bad.jsonl"
+job bad "{train: $D/bad.jsonl}" "$D/ck-bad" | sed 's/max_restarts.*//' > "$D/bad.yaml"
+echo "max_restarts: 0" >> "$D/bad.yaml"
+"$Z" run "$D/bad.yaml" --state-dir "$D/s3" > "$D/bad.log" 2>&1 && fail "a malformed line trained"
+grep -q "$D/bad.jsonl:3: field 'chosen'" "$D/bad.log" || fail "error without file and line: $(tail -5 "$D/bad.log")"
+echo "PASS (text data tokenized by the workers == token ids; data report; eval at steps 5, 10, 12)"
