@@ -60,7 +60,7 @@ absl::Status RunRun(const RunFlags& f) {
   ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("run-", ::getpid(), "-", token.substr(0, 8)), "",
                                                *text, fs::path(f.spec_path).filename().string()));
   const std::string id = submitted.job.id;
-  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(*text, f.spec_path));
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
   std::printf("zerofit run: %s on %d ranks (coordinator %s, state %s)\n", id.c_str(), spec.world_size,
               server->address().c_str(), state.c_str());
   SuperviseHooks hooks;

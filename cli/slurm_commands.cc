@@ -21,6 +21,7 @@
 #include "coordinator/service.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
+#include "jobspec/exit_codes.h"
 #include "launch/launch_env.h"
 #include "launch/sbatch_script.h"
 
@@ -38,16 +39,16 @@ std::string SelfPath() {
 // The job spec with the flags applied, checked; and the text the allocation runs (the spec as written, plus
 // the world size when the spec left it to the Slurm section or the flags).
 struct Prepared {
-  coordinator::JobSpec spec;
-  coordinator::SlurmSpec slurm;
+  jobspec::JobSpec spec;
+  jobspec::SlurmSpec slurm;
   std::string text;
 };
 
 absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
   auto text = core::ReadTextFile(f.spec_path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm: cannot read '", f.spec_path, "'"));
-  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(*text, f.spec_path));
-  coordinator::SlurmSpec x = spec.slurm.value_or(coordinator::SlurmSpec{});
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
+  jobspec::SlurmSpec x = spec.slurm.value_or(jobspec::SlurmSpec{});
   if (f.nodes) x.nodes = *f.nodes;
   if (f.gpus_per_node) x.gpus_per_node = *f.gpus_per_node;
   if (f.tasks_per_node) x.tasks_per_node = *f.tasks_per_node;
@@ -63,7 +64,7 @@ absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
                              {&f.coordinator, &x.coordinator}}) {
     if (!flag->empty()) *field = *flag;
   }
-  ZF_RETURN_IF_ERROR(coordinator::ValidateSlurm(spec, x, f.spec_path));
+  ZF_RETURN_IF_ERROR(jobspec::ValidateSlurm(spec, x, f.spec_path));
   Prepared p;
   p.text = *text;
   if (!spec.world_size_given || spec.world_size != x.nodes * x.ranks_per_node()) {
@@ -72,7 +73,7 @@ absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
                     "world_size: ", spec.world_size,
                     "  # slurm nodes x ranks per node (added by zerofit slurm)\n");
     // The appended field must still parse to the same job (a flow-style document would not take it).
-    auto again = coordinator::ParseJobSpec(p.text, f.spec_path);
+    auto again = jobspec::ParseJobSpec(p.text, f.spec_path);
     if (!again.ok() || again->world_size != spec.world_size) {
       return absl::InvalidArgumentError(
           absl::StrCat(f.spec_path, ": field 'world_size': cannot add it to this spec; write world_size: ",
@@ -262,7 +263,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   const std::string slurm_job_id = allocation->job_id;
   auto text = core::ReadTextFile(f.spec);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm-launch: cannot read '", f.spec, "'"));
-  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(*text, f.spec));
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec));
   const fs::path state(f.state_dir);
   ZF_ASSIGN_OR_RETURN(std::string token, LoadOrCreateToken((state / "token").string()));
   std::string worker = f.worker;
@@ -366,8 +367,8 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     }
     code = 128 + SIGTERM;
   } else if (preempted && !coordinator::IsTerminal(done.job.status.phase)) {
-    code = coordinator::kPreemptedExitCode;
-    if (spec.slurm.value_or(coordinator::SlurmSpec{}).requeue) {
+    code = jobspec::kPreemptedExitCode;
+    if (spec.slurm.value_or(jobspec::SlurmSpec{}).requeue) {
       auto r = RunCommand({f.scontrol, "requeue", slurm_job_id}, absl::Seconds(60));
       std::printf(
           "zerofit slurm-launch: scontrol requeue %s: %s\n", slurm_job_id.c_str(),

@@ -18,7 +18,7 @@ struct Sizing {
   std::string note;
 };
 
-absl::StatusOr<Sizing> SizeJob(const JobSpec& spec) {
+absl::StatusOr<Sizing> SizeJob(const jobspec::JobSpec& spec) {
   Sizing z;
   z.checkpointing = spec.training.checkpointing.value_or(false);
   if (spec.training.gradient_accumulation) {
@@ -73,7 +73,7 @@ absl::Status Coordinator::ResetScheduler(Live& live) {
   return absl::OkStatus();
 }
 
-Coordinator::Live Coordinator::MakeLive(const JobSpec& spec, std::unique_ptr<JobStateMachine> state,
+Coordinator::Live Coordinator::MakeLive(const jobspec::JobSpec& spec, std::unique_ptr<JobStateMachine> state,
                                         int micro_batches, bool checkpointing) {
   Live live;
   live.state = std::move(state);
@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(store), clock, policy));
   ZF_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, c->store_->List());
   for (const JobRecord& j : jobs) {
-    auto spec = ParseJobSpec(j.spec, j.id);
+    auto spec = jobspec::ParseJobSpec(j.spec, j.id);
     if (!spec.ok())
       continue;  // accepted once, so it parsed then; a newer parser refusing it keeps it read-only
     JobPolicy p = policy;
@@ -130,7 +130,7 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
                                                            const std::string& name,
                                                            const std::string& spec_text,
                                                            const std::string& spec_source) {
-  ZF_ASSIGN_OR_RETURN(JobSpec spec, ParseJobSpec(spec_text, spec_source.empty() ? "job spec" : spec_source));
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(spec_text, spec_source.empty() ? "job spec" : spec_source));
   // A job that does not fit is refused here, with the planner's reason, rather than failing on the workers.
   ZF_ASSIGN_OR_RETURN(Sizing sizing, SizeJob(spec));
   std::lock_guard<std::mutex> lock(mu_);

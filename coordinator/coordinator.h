@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/job_spec.h"
+#include "jobspec/job_spec.h"
 #include "coordinator/job_state.h"
 #include "coordinator/job_store.h"
 #include "coordinator/step_scheduler.h"
@@ -100,7 +100,7 @@ class Coordinator {
  private:
   struct Live {
     std::unique_ptr<JobStateMachine> state;
-    JobSpec spec;
+    jobspec::JobSpec spec;
     std::set<int> registered;  // ranks of the attempt being formed or running
     std::set<int> finished;    // ranks that completed the attempt
     std::optional<StepScheduler> scheduler;
@@ -117,7 +117,7 @@ class Coordinator {
     bool scheduled_in_launch = false;
   };
   static constexpr size_t kRecentSteps = 4;
-  static Live MakeLive(const JobSpec& spec, std::unique_ptr<JobStateMachine> state, int micro_batches,
+  static Live MakeLive(const jobspec::JobSpec& spec, std::unique_ptr<JobStateMachine> state, int micro_batches,
                        bool checkpointing);
   // Rebuilds the step scheduler from the job's sample lengths and micro-batch count (none without lengths).
   static absl::Status ResetScheduler(Live& live);

@@ -18,12 +18,11 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "jobspec/exit_codes.h"
 
 namespace zerofit::coordinator {
 
-// A worker (and the launcher after it) exits with this code after a preemption checkpoint: the job is to be
-// requeued, not failed. 75 is EX_TEMPFAIL; a Slurm cluster can also list it in slurm.conf's RequeueExit.
-inline constexpr int kPreemptedExitCode = 75;
+using jobspec::kPreemptedExitCode;  // jobspec/exit_codes.h: shared with workers and launchers
 
 enum class JobPhase { kQueued, kRunning, kRestarting, kSucceeded, kFailed, kCancelled };
 const char* JobPhaseName(JobPhase p);

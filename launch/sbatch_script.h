@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/job_spec.h"
+#include "jobspec/job_spec.h"
 
 namespace zerofit::launch {
 
@@ -19,7 +19,7 @@ struct SbatchPaths {
   std::string worker;     // zerofit_worker; empty: the one built with zerofit
 };
 
-std::string SbatchScript(const coordinator::JobSpec& spec, const coordinator::SlurmSpec& slurm,
+std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec& slurm,
                          const SbatchPaths& paths);
 
 // The srun command line that starts one attempt's ranks inside the allocation: `world_size` tasks over

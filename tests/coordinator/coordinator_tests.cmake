@@ -1,6 +1,9 @@
 # Coordinator domain (issue 6). Paths relative to tests/.
+# The job spec library on its own (no coordinator, no SQLite).
+zerofit_unit_test(jobspec_unit_test jobspec/job_spec_test.cc)
+target_link_libraries(jobspec_unit_test PRIVATE zerofit_jobspec)
+
 zerofit_unit_test(coordinator_unit_test
-  coordinator/job_spec_test.cc
   coordinator/job_state_test.cc
   coordinator/job_store_test.cc
   coordinator/step_scheduler_test.cc)

@@ -24,7 +24,7 @@ slurm:
 )";
 
 TEST(SbatchScriptTest, MultiNodeGpuJob) {
-  auto spec = coordinator::ParseJobSpec(kGpuSpec, "job.yaml");
+  auto spec = jobspec::ParseJobSpec(kGpuSpec, "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   SbatchPaths p{"/opt/zerofit/bin/zerofit", "/shared/zf/mistral-rm", "/shared/zf/mistral-rm/job.yaml",
                 "/home/me", ""};
@@ -62,7 +62,7 @@ exec /opt/zerofit/bin/zerofit slurm-launch --state-dir /shared/zf/mistral-rm --s
 }
 
 TEST(SbatchScriptTest, CpuJobLeavesUnsetFieldsToSlurmAndQuotesPaths) {
-  auto spec = coordinator::ParseJobSpec(
+  auto spec = jobspec::ParseJobSpec(
       "task: reward\nmodel: m\ndata: d\nslurm: {tasks_per_node: 2, signal_seconds: 0, requeue: false, "
       "coordinator: 'login1:7070'}\n",
       "job.yaml");

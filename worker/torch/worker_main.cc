@@ -27,14 +27,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "comm/communicator_factory.h"
-#include "coordinator/job_spec.h"
-#include "coordinator/job_state.h"
 #include "core/status_macros.h"
 #ifdef ZEROFIT_HAVE_NCCL
 #include "comm/nccl/nccl_communicator.h"
 #endif
 #include "coordinator/kv_rendezvous.h"
 #include "core/text_file.h"
+#include "jobspec/exit_codes.h"
+#include "jobspec/job_spec.h"
 #include "launch/launch_env.h"
 #include "sharding/checkpoint_owner.h"
 #include "worker/metrics/metrics_recorder.h"
@@ -166,8 +166,8 @@ class Heartbeater {
 };
 
 // The spec's data and eval sections as the trainer reads them (paths as this worker sees them).
-data::DataSource DataSourceOf(const coordinator::JobSpec& spec) {
-  const coordinator::DataSpec& d = spec.data;
+data::DataSource DataSourceOf(const jobspec::JobSpec& spec) {
+  const jobspec::DataSpec& d = spec.data;
   data::DataSource s;
   if (!d.dir.empty()) {
     s = data::DataSourceOfDirectory(d.dir);
@@ -181,7 +181,7 @@ data::DataSource DataSourceOf(const coordinator::JobSpec& spec) {
   return s;
 }
 
-absl::StatusOr<PreferenceTrainOptions> OptionsFromSpec(const coordinator::JobSpec& spec) {
+absl::StatusOr<PreferenceTrainOptions> OptionsFromSpec(const jobspec::JobSpec& spec) {
   PreferenceTrainOptions o;
   ZF_ASSIGN_OR_RETURN(o.task, ParseTask(spec.task));
   o.model_dir = spec.model;
@@ -193,12 +193,12 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromSpec(const coordinator::JobSpe
       std::filesystem::exists(std::filesystem::path(spec.model) / "model.safetensors.index.json")) {
     o.init_weights = spec.model;
   }
-  const coordinator::TrainingSpec& t = spec.training;
+  const jobspec::TrainingSpec& t = spec.training;
   o.steps = t.steps;
   o.global_batch = t.global_batch;
   o.micro_batches = static_cast<int>(t.gradient_accumulation.value_or(1));
   o.lr = static_cast<float>(t.lr);
-  o.schedule = coordinator::LrScheduleOf(t);
+  o.schedule = jobspec::LrScheduleOf(t);
   o.weight_decay = static_cast<float>(t.weight_decay);
   o.max_grad_norm = static_cast<float>(t.max_grad_norm);
   o.offload.enabled = t.offload;
@@ -261,7 +261,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   v1::Job job;
   ZF_RETURN_IF_ERROR(
       link.Call("get job", [&](grpc::ClientContext* ctx) { return link.jobs().Get(ctx, get, &job); }));
-  ZF_ASSIGN_OR_RETURN(coordinator::JobSpec spec, coordinator::ParseJobSpec(job.spec(), f.job));
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(job.spec(), f.job));
   if (spec.world_size != world) {
     return absl::InvalidArgumentError(absl::StrCat("job ", f.job, " wants world_size ", spec.world_size,
                                                    " but mpiexec started ", world, " ranks"));
@@ -373,10 +373,10 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       }
       ZF_RETURN_IF_ERROR(
           report(rank == 0 ? absl::StrCat("preempted before step ", step, ": ", what, "; exiting with code ",
-                                          coordinator::kPreemptedExitCode)
+                                          jobspec::kPreemptedExitCode)
                            : "",
-                 -1, nullptr, rank == 0 ? checkpoint : -1, true, coordinator::kPreemptedExitCode));
-      return coordinator::kPreemptedExitCode;
+                 -1, nullptr, rank == 0 ? checkpoint : -1, true, jobspec::kPreemptedExitCode));
+      return jobspec::kPreemptedExitCode;
     }
     std::vector<std::vector<uint64_t>> micro;
     for (const auto& mb : assignment.micro_batches())

@@ -1,13 +1,13 @@
 // Job specs: YAML with every field checked, DeepSpeed JSON as the training section, errors with file, line
 // and field.
-#include "coordinator/job_spec.h"
+#include "jobspec/job_spec.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-namespace zerofit::coordinator {
+namespace zerofit::jobspec {
 namespace {
 
 constexpr const char* kGood = R"(name: mistral-rm
@@ -329,4 +329,4 @@ TEST(JobSpecTest, SlurmErrorsNameFileLineAndField) {
 }
 
 }  // namespace
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::jobspec

@@ -1,4 +1,4 @@
-#include "coordinator/job_spec.h"
+#include "jobspec/job_spec.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -10,7 +10,7 @@
 #include "core/text_file.h"
 #include "nlohmann/json.hpp"
 
-namespace zerofit::coordinator {
+namespace zerofit::jobspec {
 namespace {
 
 using Json = nlohmann::json;
@@ -488,4 +488,4 @@ absl::Status ValidateSlurm(const JobSpec& spec, const SlurmSpec& x, const std::s
   return absl::OkStatus();
 }
 
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::jobspec

@@ -47,7 +47,7 @@
 #include "absl/status/statusor.h"
 #include "core/lr_schedule.h"
 
-namespace zerofit::coordinator {
+namespace zerofit::jobspec {
 
 struct TrainingSpec {
   int64_t steps = 100;
@@ -169,4 +169,4 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
 absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& json_text, const std::string& source,
                                                   int world_size);
 
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::jobspec

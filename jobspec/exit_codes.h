@@ -1,0 +1,11 @@
+// Process exit codes that workers, launchers (zerofit run, zerofit slurm-launch) and the coordinator agree on.
+// They live here, in the library every side already links, not in coordinator/.
+#pragma once
+
+namespace zerofit::jobspec {
+
+// A worker (and the launcher after it) exits with this code after a preemption checkpoint: the job is to be
+// requeued, not failed. 75 is EX_TEMPFAIL; a Slurm cluster can also list it in slurm.conf's RequeueExit.
+inline constexpr int kPreemptedExitCode = 75;
+
+}  // namespace zerofit::jobspec
