@@ -101,7 +101,9 @@ absl::Status Connection::Error(const grpc::Status& s, std::string_view what, abs
         "`address` file), that this host can reach the port, and that TLS matches: ",
         tls));
   }
-  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  // gRPC's own words when the deadline passed on this side; a server's DEADLINE_EXCEEDED (a rendezvous key
+  // nobody set in time) is an answer, reported as such below.
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && s.error_message() == "Deadline Exceeded") {
     return absl::DeadlineExceededError(
         absl::StrCat(call, ": no answer from the coordinator at ", options_.address, " within ",
                      absl::FormatDuration(timeout), tries, ": ", s.error_message()));
