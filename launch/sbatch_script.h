@@ -19,7 +19,7 @@ struct SbatchPaths {
   std::string worker;     // zerofit_worker; empty: the one built with zerofit
   // An external coordinator that serves TLS: its CA (absolute path) and, optionally, the name its
   // certificate carries; passed on to slurm-launch, which passes them to every rank.
-  std::string tls_ca, tls_server_name;
+  std::string tls_ca = "", tls_server_name = "";
 };
 
 std::string SbatchScript(const coordinator::JobSpec& spec, const coordinator::SlurmSpec& slurm,
