@@ -13,26 +13,7 @@
 namespace zerofit::cli {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
-  if (s.ok()) return absl::OkStatus();
-  const std::string msg = absl::StrCat(what, ": ", s.error_message());
-  switch (s.error_code()) {
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return absl::InvalidArgumentError(msg);
-    case grpc::StatusCode::NOT_FOUND:
-      return absl::NotFoundError(msg);
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return absl::FailedPreconditionError(msg);
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return absl::UnauthenticatedError(msg);
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return absl::DeadlineExceededError(msg);
-    case grpc::StatusCode::UNAVAILABLE:
-      return absl::UnavailableError(absl::StrCat(msg, " (is `zerofit serve` running?)"));
-    default:
-      return absl::InternalError(msg);
-  }
-}
+using client::Idempotency;
 
 absl::StatusOr<std::string> ReadTrimmed(const std::string& path) {
   ZF_ASSIGN_OR_RETURN(std::string text, core::ReadTextFile(path));
@@ -59,93 +40,80 @@ absl::Status ResolveClientOptions(const std::string& state_dir, ClientOptions* o
   if (o->token.empty()) {
     auto t = ReadTrimmed((std::filesystem::path(state_dir) / "token").string());
     if (!t.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no token: pass --token or --state-dir (`zerofit serve` writes ", state_dir, "/token)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("no token: set ZEROFIT_TOKEN, pass --token or --state-dir (`zerofit serve` writes ",
+                       state_dir, "/token)"));
     }
     o->token = *t;
   }
   return absl::OkStatus();
 }
 
-Client::Client(const ClientOptions& options) : options_(options) {
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!options.tls_root_pem.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = options.tls_root_pem;
-    creds = grpc::SslCredentials(ssl);
-  }
-  jobs_ = zerofit::v1::Jobs::NewStub(grpc::CreateChannel(options.address, creds));
-}
-
-void Client::Prepare(grpc::ClientContext* ctx, absl::Duration timeout) const {
-  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
-  if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
-}
+Client::Client(const ClientOptions& options)
+    : connection_(options), jobs_(zerofit::v1::Jobs::NewStub(connection_.channel())) {}
 
 absl::StatusOr<zerofit::v1::SubmitJobResponse> Client::Submit(const std::string& request_id,
                                                               const std::string& name,
                                                               const std::string& spec,
                                                               const std::string& source) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx, options_.timeout);
   zerofit::v1::SubmitJobRequest req;
   req.set_request_id(request_id);
   req.set_name(name);
   req.set_spec(spec);
   req.set_spec_source(source);
   zerofit::v1::SubmitJobResponse resp;
-  const absl::Status s = FromGrpc(jobs_->Submit(&ctx, req, &resp), "submit");
-  if (!s.ok()) return s;
+  ZF_RETURN_IF_ERROR(connection_.Call("submit", Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return jobs_->Submit(ctx, req, &resp);
+  }));
   return resp;
 }
 
 absl::StatusOr<zerofit::v1::Job> Client::Get(const std::string& id) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx, options_.timeout);
   zerofit::v1::GetJobRequest req;
   req.set_id(id);
   zerofit::v1::Job resp;
-  const absl::Status s = FromGrpc(jobs_->Get(&ctx, req, &resp), "status");
-  if (!s.ok()) return s;
+  ZF_RETURN_IF_ERROR(connection_.Call("status", Idempotency::kIdempotent,
+                                      [&](grpc::ClientContext* ctx) { return jobs_->Get(ctx, req, &resp); }));
   return resp;
 }
 
 absl::StatusOr<zerofit::v1::ListJobsResponse> Client::List() {
-  grpc::ClientContext ctx;
-  Prepare(&ctx, options_.timeout);
   zerofit::v1::ListJobsResponse resp;
-  const absl::Status s = FromGrpc(jobs_->List(&ctx, zerofit::v1::ListJobsRequest(), &resp), "list");
-  if (!s.ok()) return s;
+  ZF_RETURN_IF_ERROR(connection_.Call("list", Idempotency::kIdempotent, [&](grpc::ClientContext* ctx) {
+    return jobs_->List(ctx, zerofit::v1::ListJobsRequest(), &resp);
+  }));
   return resp;
 }
 
 absl::StatusOr<zerofit::v1::Job> Client::Cancel(const std::string& id, const std::string& reason) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx, options_.timeout);
   zerofit::v1::CancelJobRequest req;
   req.set_id(id);
   req.set_reason(reason);
   zerofit::v1::Job resp;
-  const absl::Status s = FromGrpc(jobs_->Cancel(&ctx, req, &resp), "cancel");
-  if (!s.ok()) return s;
+  ZF_RETURN_IF_ERROR(connection_.Call("cancel", Idempotency::kNotIdempotent, [&](grpc::ClientContext* ctx) {
+    return jobs_->Cancel(ctx, req, &resp);
+  }));
   return resp;
 }
 
 absl::StatusOr<zerofit::v1::LauncherEventResponse> Client::Launcher(
     const zerofit::v1::LauncherEventRequest& event) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx, options_.timeout);
+  const Idempotency idempotency = event.event_case() == zerofit::v1::LauncherEventRequest::kSlurmJobId
+                                      ? Idempotency::kIdempotent
+                                      : Idempotency::kNotIdempotent;
   zerofit::v1::LauncherEventResponse resp;
-  const absl::Status s = FromGrpc(jobs_->Launcher(&ctx, event, &resp), "launcher event");
-  if (!s.ok()) return s;
+  ZF_RETURN_IF_ERROR(connection_.Call("launcher event", idempotency, [&](grpc::ClientContext* ctx) {
+    return jobs_->Launcher(ctx, event, &resp);
+  }));
   return resp;
 }
 
 absl::Status Client::StreamMetrics(const std::string& job_id, int64_t after_step, bool follow,
                                    absl::Duration follow_timeout,
                                    const std::function<void(const zerofit::v1::Metric&)>& on_metric) {
+  const absl::Duration timeout = follow ? follow_timeout : connection_.options().call_timeout;
   grpc::ClientContext ctx;
-  Prepare(&ctx, follow ? follow_timeout : options_.timeout);
+  connection_.Prepare(&ctx, timeout);
   zerofit::v1::StreamMetricsRequest req;
   req.set_job_id(job_id);
   req.set_after_step(after_step);
@@ -153,14 +121,15 @@ absl::Status Client::StreamMetrics(const std::string& job_id, int64_t after_step
   auto reader = jobs_->StreamMetrics(&ctx, req);
   zerofit::v1::Metric m;
   while (reader->Read(&m)) on_metric(m);
-  return FromGrpc(reader->Finish(), "metrics");
+  return connection_.Error(reader->Finish(), "metrics", timeout);
 }
 
 absl::Status Client::StreamLogs(const std::string& job_id, int64_t after, bool follow,
                                 absl::Duration follow_timeout,
                                 const std::function<void(const zerofit::v1::LogLine&)>& on_line) {
+  const absl::Duration timeout = follow ? follow_timeout : connection_.options().call_timeout;
   grpc::ClientContext ctx;
-  Prepare(&ctx, follow ? follow_timeout : options_.timeout);
+  connection_.Prepare(&ctx, timeout);
   zerofit::v1::StreamLogsRequest req;
   req.set_job_id(job_id);
   req.set_after_seq(after);
@@ -168,7 +137,7 @@ absl::Status Client::StreamLogs(const std::string& job_id, int64_t after, bool f
   auto reader = jobs_->StreamLogs(&ctx, req);
   zerofit::v1::LogLine line;
   while (reader->Read(&line)) on_line(line);
-  return FromGrpc(reader->Finish(), "logs");
+  return connection_.Error(reader->Finish(), "logs", timeout);
 }
 
 }  // namespace zerofit::cli

@@ -1,5 +1,5 @@
-// A client of the coordinator for the CLI: where it is (address), how to prove who we are (bearer token), and
-// one method per call, each with a deadline.
+// The CLI's calls to the coordinator, one method each, over the one coordinator client (client/connection.h:
+// channel, TLS, token, deadlines, retry of the idempotent calls).
 #pragma once
 
 #include <functional>
@@ -8,16 +8,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/connection.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
 namespace zerofit::cli {
 
-struct ClientOptions {
-  std::string address;       // host:port
-  std::string token;         // bearer token
-  std::string tls_root_pem;  // set: TLS, verifying the server with this CA
-  absl::Duration timeout = absl::Seconds(10);
-};
+// address, token, TLS (CA, server name), the deadline of every call, the retry policy.
+using ClientOptions = client::ConnectionOptions;
 
 // The state directory `zerofit serve` writes: token (0600), address, jobs.db.
 std::string DefaultStateDir();
@@ -28,14 +25,19 @@ class Client {
  public:
   explicit Client(const ClientOptions& options);
 
+  // Retried on UNAVAILABLE: the request id makes a repeated submit return the job the first one created.
   absl::StatusOr<zerofit::v1::SubmitJobResponse> Submit(const std::string& request_id,
                                                         const std::string& name, const std::string& spec,
                                                         const std::string& source);
   absl::StatusOr<zerofit::v1::Job> Get(const std::string& id);
   absl::StatusOr<zerofit::v1::ListJobsResponse> List();
+  // Sent once: cancelling a job that is already cancelled is an error.
   absl::StatusOr<zerofit::v1::Job> Cancel(const std::string& id, const std::string& reason);
+  // Sent once, except the Slurm job id (a keyed write): an exit or an interruption counted twice would end
+  // or restart an attempt twice.
   absl::StatusOr<zerofit::v1::LauncherEventResponse> Launcher(const zerofit::v1::LauncherEventRequest& event);
-  // Calls `on_line` for every line; with `follow` until the job ends (or `follow_timeout` passes).
+  // Calls `on_line` for every line; with `follow` until the job ends (or `follow_timeout` passes). Streams
+  // are not retried (lines already printed would be printed again).
   absl::Status StreamMetrics(const std::string& job_id, int64_t after_step, bool follow,
                              absl::Duration follow_timeout,
                              const std::function<void(const zerofit::v1::Metric&)>& on_metric);
@@ -44,8 +46,7 @@ class Client {
                           const std::function<void(const zerofit::v1::LogLine&)>& on_line);
 
  private:
-  void Prepare(grpc::ClientContext* ctx, absl::Duration timeout) const;
-  ClientOptions options_;
+  client::Connection connection_;
   std::unique_ptr<zerofit::v1::Jobs::Stub> jobs_;
 };
 

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "cli/metrics_format.h"
 #include "cli/slurm_commands.h"
+#include "client/connection_flags.h"
 #include "coordinator/job_store.h"
 #include "coordinator/service.h"
 #include "core/status_macros.h"
@@ -37,14 +38,24 @@ absl::StatusOr<std::string> ReadAll(const std::string& path, const char* flag) {
   return text;
 }
 
-absl::StatusOr<Client> MakeClient(const JobsFlags& f) {
-  ClientOptions o;
-  o.address = f.coordinator;
-  o.token = f.token;
-  if (!f.tls_ca.empty()) {
-    ZF_ASSIGN_OR_RETURN(o.tls_root_pem, ReadAll(f.tls_ca, "--tls-ca"));
-  }
+// The connection the flags (and their environment variables) describe, address and token defaulting to the
+// state directory's files.
+absl::StatusOr<ClientOptions> ClientOptionsOf(const JobsFlags& f) {
+  client::ConnectionSettings s;
+  s.address = f.coordinator;
+  s.token = f.token;
+  s.tls_ca_file = f.tls_ca;
+  s.tls_server_name = f.tls_server_name;
+  ZF_ASSIGN_OR_RETURN(ClientOptions o, client::Resolve(s));
+  o.call_timeout = absl::Seconds(10);
+  // A person is waiting: ride out a coordinator restart of a few seconds, then say what is wrong.
+  o.retry.budget = absl::Seconds(3);
   ZF_RETURN_IF_ERROR(ResolveClientOptions(StateDir(f.state_dir), &o));
+  return o;
+}
+
+absl::StatusOr<Client> MakeClient(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(ClientOptions o, ClientOptionsOf(f));
   return Client(o);
 }
 
@@ -133,8 +144,12 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
     a->add_option("--state-dir", j->state_dir,
                   "where `zerofit serve` wrote token and address (default ~/.zerofit)");
     a->add_option("--coordinator", j->coordinator, "HOST:PORT of the coordinator");
-    a->add_option("--token", j->token, "bearer token");
-    a->add_option("--tls-ca", j->tls_ca, "PEM CA certificate: connect with TLS");
+    a->add_option("--token", j->token, "bearer token (prefer ZEROFIT_TOKEN or --state-dir's token file)")
+        ->envname(client::kTokenEnv);
+    a->add_option("--tls-ca", j->tls_ca, "PEM CA certificate: connect with TLS")->envname(client::kTlsCaEnv);
+    a->add_option("--tls-server-name", j->tls_server_name,
+                  "name the coordinator's certificate carries, if not the host of its address")
+        ->envname(client::kTlsServerNameEnv);
   };
   c.submit = app.add_subcommand("submit", "Submit a job spec (YAML)");
   common(c.submit);
@@ -287,16 +302,17 @@ absl::Status RunMetrics(const JobsFlags& f) {
 }
 
 absl::Status RunWorker(const JobsFlags& f) {
-  ClientOptions o;
-  o.address = f.coordinator;
-  o.token = f.token;
-  ZF_RETURN_IF_ERROR(ResolveClientOptions(StateDir(f.state_dir), &o));
+  ZF_ASSIGN_OR_RETURN(const ClientOptions o, ClientOptionsOf(f));  // checks the CA file before the exec
   std::string binary = f.worker_binary;
 #ifdef ZEROFIT_WORKER_BINARY
   if (binary.empty()) binary = ZEROFIT_WORKER_BINARY;
 #endif
   if (binary.empty()) return absl::InvalidArgumentError("worker: pass --worker-binary");
-  std::vector<std::string> args = {binary, "--coordinator", o.address, "--token", o.token, "--job", f.job};
+  std::vector<std::string> args = {binary, "--coordinator", o.address, "--job", f.job};
+  for (std::string& a : client::TlsFlags(f.tls_ca, f.tls_server_name)) args.push_back(std::move(a));
+  // The token by environment: a command line is visible to every user of the node (`ps`).
+  if (::setenv(client::kTokenEnv, o.token.c_str(), 1) != 0)
+    return absl::ErrnoToStatus(errno, "worker: setenv");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

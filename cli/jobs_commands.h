@@ -22,9 +22,10 @@ struct ServeFlags {
 
 struct JobsFlags {
   std::string state_dir;
-  std::string coordinator;  // host:port (default: <state_dir>/address)
-  std::string token;        // default: <state_dir>/token
-  std::string tls_ca;
+  std::string coordinator;      // host:port (default: <state_dir>/address)
+  std::string token;            // --token or ZEROFIT_TOKEN; default: <state_dir>/token
+  std::string tls_ca;           // --tls-ca or ZEROFIT_TLS_CA: connect with TLS, verify against this CA
+  std::string tls_server_name;  // --tls-server-name or ZEROFIT_TLS_SERVER_NAME
   // submit
   std::string spec_path;
   std::string request_id;
@@ -68,7 +69,9 @@ absl::Status RunList(const JobsFlags& flags);
 absl::Status RunLogs(const JobsFlags& flags);
 absl::Status RunCancel(const JobsFlags& flags);
 absl::Status RunMetrics(const JobsFlags& flags);
-// Replaces this process with zerofit_worker (run it under mpiexec/srun: one process per rank).
+// Replaces this process with zerofit_worker (run it under mpiexec/srun: one process per rank), connected the
+// way this command is: address and TLS flags on its command line, the token in its environment
+// (ZEROFIT_TOKEN), never on a command line.
 absl::Status RunWorker(const JobsFlags& flags);
 
 }  // namespace zerofit::cli

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/jobs_commands.h"
 #include "cli/supervise.h"
+#include "client/connection_flags.h"
 #include "coordinator/service.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
@@ -67,13 +68,14 @@ absl::Status RunRun(const RunFlags& f) {
   hooks.command = [&] {
     std::vector<std::string> args = {f.mpiexec, "--oversubscribe"};
     if (::geteuid() == 0) args.push_back("--allow-run-as-root");
-    for (const std::string& a :
-         {std::string("-n"), std::to_string(spec.world_size), worker, std::string("--coordinator"),
-          server->address(), std::string("--token"), token, std::string("--job"), id}) {
+    for (const std::string& a : {std::string("-n"), std::to_string(spec.world_size), worker,
+                                 std::string("--coordinator"), server->address(), std::string("--job"), id}) {
       args.push_back(a);
     }
     return args;
   };
+  // The token by environment (mpiexec's ranks on this host inherit it), not on a command line `ps` shows.
+  hooks.env = {absl::StrCat(client::kTokenEnv, "=", token)};
   ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(*LocalJobControl(&c), id, hooks));
   const coordinator::JobRecord& job = done.job;
   std::printf("zerofit run: %s %s after %d attempt(s)%s%s\n", id.c_str(),

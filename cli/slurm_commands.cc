@@ -18,6 +18,7 @@
 #include "cli/jobs_commands.h"
 #include "cli/subprocess.h"
 #include "cli/supervise.h"
+#include "client/connection_flags.h"
 #include "coordinator/service.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
@@ -143,6 +144,8 @@ CLI::App* AddSlurmCommand(CLI::App& app, SlurmFlags* f) {
   c->add_option("--state-dir", f->state_dir,
                 "job store, token, script and output, on a shared filesystem (slurm.state_dir; default "
                 "./zerofit-<name>)");
+  c->add_option("--tls-ca", f->tls_ca, "CA of an external coordinator that serves TLS");
+  c->add_option("--tls-server-name", f->tls_server_name, "name its certificate carries (default: its host)");
   AddSlurmSubmitFlags(c, f);
   return c;
 }
@@ -175,6 +178,8 @@ CLI::App* AddSlurmLaunchCommand(CLI::App& app, SlurmLaunchFlags* f) {
   c->add_option("--coordinator", f->coordinator, "HOST:PORT of an external coordinator");
   c->add_option("--port", f->port, "port to listen on (0: any)")->capture_default_str();
   c->add_option("--worker", f->worker, "zerofit_worker binary");
+  c->add_option("--tls-ca", f->tls_ca, "CA of the external coordinator (--coordinator) that serves TLS");
+  c->add_option("--tls-server-name", f->tls_server_name, "name its certificate carries (default: its host)");
   c->add_option("--heartbeat-timeout", f->heartbeat_timeout_s, "seconds")->capture_default_str();
   c->add_option("--srun", f->srun, "srun command")->capture_default_str();
   c->add_option("--scontrol", f->scontrol, "scontrol command")->capture_default_str();
@@ -227,6 +232,15 @@ absl::Status RunSlurm(const SlurmFlags& f) {
   paths.spec = (state / "job.yaml").string();
   paths.workdir = fs::current_path(ec).string();
   paths.worker = worker;
+  if (!f.tls_ca.empty() || !f.tls_server_name.empty()) {
+    if (p.slurm.coordinator.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls-ca / --tls-server-name are for an external coordinator (slurm.coordinator): the one "
+          "slurm-launch starts inside the allocation serves plaintext");
+    }
+    if (!f.tls_ca.empty()) paths.tls_ca = fs::absolute(f.tls_ca, ec).string();
+    paths.tls_server_name = f.tls_server_name;
+  }
   const std::string script = launch::SbatchScript(p.spec, p.slurm, paths);
   const std::string script_path = (state / "sbatch.sh").string();
   ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic(script_path, script));
@@ -286,6 +300,11 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   std::unique_ptr<JobControl> control;
   core::RealClock clock;
   std::string address = f.coordinator;
+  if (address.empty() && (!f.tls_ca.empty() || !f.tls_server_name.empty())) {
+    return absl::InvalidArgumentError(
+        "slurm-launch: --tls-ca / --tls-server-name need --coordinator (the coordinator started here serves "
+        "plaintext)");
+  }
   if (address.empty()) {
     coordinator::ServerOptions o;
     o.listen = absl::StrCat("0.0.0.0:", f.port);
@@ -300,10 +319,13 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "address").string(), address + "\n"));
     control = LocalJobControl(&server->coordinator());
   } else {
-    ClientOptions o;
-    o.address = address;
-    o.token = token;
-    o.timeout = absl::Seconds(30);
+    client::ConnectionSettings s;
+    s.address = address;
+    s.token = token;
+    s.tls_ca_file = f.tls_ca;
+    s.tls_server_name = f.tls_server_name;
+    ZF_ASSIGN_OR_RETURN(ClientOptions o, client::Resolve(s));
+    o.call_timeout = absl::Seconds(30);
     control = RemoteJobControl(o);
   }
   JobControl& c = *control;
@@ -327,6 +349,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     std::vector<std::string> argv = launch::SrunCommand(spec.world_size, nodes, cpus_per_task, worker,
                                                         address, (state / "token").string(), id);
     argv[0] = f.srun;
+    for (std::string& a : client::TlsFlags(f.tls_ca, f.tls_server_name)) argv.push_back(std::move(a));
     return argv;
   };
   hooks.poll = [&](ChildProcess& srun) {

@@ -21,12 +21,14 @@ struct SlurmFlags {
   bool submit = false;  // submit --slurm
   std::optional<int> nodes, gpus_per_node, tasks_per_node, cpus_per_task, signal_seconds, port;
   std::string mem, time, partition, account, qos, state_dir, coordinator, worker;
-  std::string token;  // an external coordinator's bearer token (submit --token)
+  std::string token;                    // an external coordinator's bearer token (submit --token)
+  std::string tls_ca, tls_server_name;  // an external coordinator that serves TLS (submit --tls-ca)
   std::string sbatch = "sbatch";
 };
 
 struct SlurmLaunchFlags {
   std::string state_dir, spec, coordinator, worker;
+  std::string tls_ca, tls_server_name;  // the external coordinator serves TLS: its CA; passed to the ranks
   int port = 0;
   double heartbeat_timeout_s = 30;
   std::string srun = "srun", scontrol = "scontrol";

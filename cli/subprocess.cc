@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,14 +43,28 @@ struct SpawnSetup {
   }
 };
 
-absl::StatusOr<pid_t> SpawnWith(const std::vector<std::string>& argv, SpawnSetup& setup) {
+absl::StatusOr<pid_t> SpawnWith(const std::vector<std::string>& argv, SpawnSetup& setup,
+                                const std::vector<std::string>& env = {}) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   std::vector<std::string> copy = argv;
   std::vector<char*> args;
   for (std::string& a : copy) args.push_back(a.data());
   args.push_back(nullptr);
+  // The inherited environment without the names `env` sets, then `env`.
+  std::vector<std::string> added = env;
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const bool replaced = std::any_of(added.begin(), added.end(), [&](const std::string& a) {
+      const size_t eq = a.find('=');
+      return eq != std::string::npos && entry.substr(0, eq + 1) == std::string_view(a).substr(0, eq + 1);
+    });
+    if (!replaced) envp.push_back(*e);
+  }
+  for (std::string& a : added) envp.push_back(a.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  if (const int rc = ::posix_spawnp(&pid, args[0], &setup.actions, &setup.attr, args.data(), environ);
+  if (const int rc = ::posix_spawnp(&pid, args[0], &setup.actions, &setup.attr, args.data(), envp.data());
       rc != 0) {
     return absl::ErrnoToStatus(rc, absl::StrCat("cannot start ", argv[0]));
   }
@@ -57,9 +73,10 @@ absl::StatusOr<pid_t> SpawnWith(const std::vector<std::string>& argv, SpawnSetup
 
 }  // namespace
 
-absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv) {
+absl::StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
+                                                 const std::vector<std::string>& env) {
   SpawnSetup setup;
-  ZF_ASSIGN_OR_RETURN(pid_t pid, SpawnWith(argv, setup));
+  ZF_ASSIGN_OR_RETURN(pid_t pid, SpawnWith(argv, setup, env));
   return ChildProcess(pid);
 }
 

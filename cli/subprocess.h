@@ -22,7 +22,10 @@ struct CommandResult {
 
 class ChildProcess {
  public:
-  static absl::StatusOr<ChildProcess> Spawn(const std::vector<std::string>& argv);
+  // `env`: NAME=VALUE entries added to this process's environment for the child (replacing a variable of
+  // the same name): how a secret reaches a child without appearing on its command line.
+  static absl::StatusOr<ChildProcess> Spawn(const std::vector<std::string>& argv,
+                                            const std::vector<std::string>& env = {});
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) = delete;
   ChildProcess(const ChildProcess&) = delete;

@@ -33,7 +33,7 @@ absl::StatusOr<Supervised> SuperviseJob(JobControl& c, const std::string& id, co
   while (!stop) {
     ZF_ASSIGN_OR_RETURN(coordinator::JobRecord job, c.Get(id));
     if (coordinator::IsTerminal(job.status.phase)) break;
-    ZF_ASSIGN_OR_RETURN(ChildProcess launcher, ChildProcess::Spawn(hooks.command()));
+    ZF_ASSIGN_OR_RETURN(ChildProcess launcher, ChildProcess::Spawn(hooks.command(), hooks.env));
     std::optional<int> code;
     while (!code) {
       ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::Milliseconds(300)));

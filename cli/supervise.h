@@ -23,6 +23,7 @@ enum class AfterExit {
 
 struct SuperviseHooks {
   std::function<std::vector<std::string>()> command;  // the launcher of one attempt
+  std::vector<std::string> env;  // NAME=VALUE added to the launcher's environment (the workers inherit it)
   // Called about every 300 ms while an attempt runs (may signal the launcher).
   std::function<void(ChildProcess& launcher)> poll;
   std::function<AfterExit(int exit_code)> after_exit;

@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
     slurm_flags.spec_path = jobs_flags.spec_path;
     slurm_flags.state_dir = jobs_flags.state_dir;
     slurm_flags.token = jobs_flags.token;
+    slurm_flags.tls_ca = jobs_flags.tls_ca;
+    slurm_flags.tls_server_name = jobs_flags.tls_server_name;
     s = zerofit::cli::RunSlurm(slurm_flags);
   } else if (slurm_launch->parsed()) {
     auto code = zerofit::cli::RunSlurmLaunch(launch_flags);

@@ -71,6 +71,14 @@ std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec&
     argv.push_back("--worker");
     argv.push_back(ShellQuote(p.worker));
   }
+  if (!p.tls_ca.empty()) {
+    argv.push_back("--tls-ca");
+    argv.push_back(ShellQuote(p.tls_ca));
+  }
+  if (!p.tls_server_name.empty()) {
+    argv.push_back("--tls-server-name");
+    argv.push_back(ShellQuote(p.tls_server_name));
+  }
   absl::StrAppend(&s, "exec ", absl::StrJoin(argv, " "), "\n");
   return s;
 }

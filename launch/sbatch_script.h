@@ -17,6 +17,9 @@ struct SbatchPaths {
   std::string spec;       // absolute: the job spec the allocation runs (the snapshot in state_dir)
   std::string workdir;    // absolute: --chdir (relative paths in the spec resolve against it)
   std::string worker;     // zerofit_worker; empty: the one built with zerofit
+  // An external coordinator that serves TLS: its CA (absolute path) and, optionally, the name its
+  // certificate carries; passed on to slurm-launch, which passes them to every rank.
+  std::string tls_ca = "", tls_server_name = "";
 };
 
 std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec& slurm,

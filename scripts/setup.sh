@@ -17,6 +17,7 @@ PACKAGES=(
   libsentencepiece-dev libpcre2-dev libicu-dev
   python3-jinja2
   slurm-wlm slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
+  openssl
 )
 
 missing=()

@@ -79,3 +79,12 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_ari
             $<TARGET_FILE:zerofit_make_arith_prefs>)
   set_tests_properties(text_data_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
 endif()
+
+# The same against a coordinator that serves TLS (issue 18): a throwaway CA and server certificate from the
+# openssl CLI; the whole job succeeds through TLS, a client without the CA fails with the clear error.
+if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
+  add_test(NAME serve_tls_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_tls_e2e.sh $<TARGET_FILE:zerofit>
+            $<TARGET_FILE:zerofit_make_arith_prefs>)
+  set_tests_properties(serve_tls_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
+endif()

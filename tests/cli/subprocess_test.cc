@@ -53,5 +53,17 @@ TEST(SubprocessTest, ChildrenGetBlockedSignalsBackAndAreReapedWhenDropped) {
   EXPECT_NE(::kill(pid, 0), 0) << "the child outlived its ChildProcess";
 }
 
+TEST(SubprocessTest, ChildrenGetExtraEnvironmentVariablesOverridingInheritedOnes) {
+  ::setenv("ZEROFIT_SUBPROCESS_TEST_A", "inherited", 1);
+  ::setenv("ZEROFIT_SUBPROCESS_TEST_B", "kept", 1);
+  auto child = ChildProcess::Spawn(
+      {"sh", "-c", "[ \"$ZEROFIT_SUBPROCESS_TEST_A\" = given ] && [ \"$ZEROFIT_SUBPROCESS_TEST_B\" = kept ]"},
+      {"ZEROFIT_SUBPROCESS_TEST_A=given"});
+  ASSERT_TRUE(child.ok()) << child.status();
+  auto code = child->Wait(absl::Seconds(10));
+  ASSERT_TRUE(code.ok() && code->has_value());
+  EXPECT_EQ(**code, 0);
+}
+
 }  // namespace
 }  // namespace zerofit::cli

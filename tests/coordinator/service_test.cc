@@ -23,6 +23,13 @@ namespace {
 
 namespace v1 = ::zerofit::v1;
 
+client::Connection ConnectionTo(const std::string& address, const std::string& token) {
+  client::ConnectionOptions o;
+  o.address = address;
+  o.token = token;
+  return client::Connection(o);
+}
+
 constexpr const char* kSpec = R"(name: svc
 task: reward
 model: /m
@@ -466,8 +473,7 @@ TEST(ServiceTest, RanksShareRankZerosBootstrapIdThroughTheCoordinator) {
   for (int rank = kWorld - 1; rank >= 0; --rank) {  // the waiters start first
     ranks.emplace_back([&, rank] {
       if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      KvRendezvous kv(grpc::CreateChannel(f.server->address(), grpc::InsecureChannelCredentials()),
-                      "secret-token-0123456789abcdef0123", f.job);
+      KvRendezvous kv(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123"), f.job);
       auto v = comm::ShareFromRankZero(
           kv, rank, "nccl-id/attempt-1", [&]() -> absl::StatusOr<std::string> { return id; },
           absl::Seconds(10));
@@ -481,13 +487,11 @@ TEST(ServiceTest, RanksShareRankZerosBootstrapIdThroughTheCoordinator) {
     EXPECT_EQ(got[rank], id) << "rank " << rank;
   }
   // A key nobody publishes: a deadline, not a hang; a wrong token: refused.
-  KvRendezvous kv(grpc::CreateChannel(f.server->address(), grpc::InsecureChannelCredentials()),
-                  "secret-token-0123456789abcdef0123", f.job);
+  KvRendezvous kv(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123"), f.job);
   auto missing = comm::ShareFromRankZero(
       kv, 1, "nccl-id/attempt-2", [] { return absl::StatusOr<std::string>("x"); }, absl::Milliseconds(200));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded) << missing.status();
-  KvRendezvous stranger(grpc::CreateChannel(f.server->address(), grpc::InsecureChannelCredentials()),
-                        "wrong-token-0123456789abcdef012345", f.job);
+  KvRendezvous stranger(ConnectionTo(f.server->address(), "wrong-token-0123456789abcdef012345"), f.job);
   EXPECT_EQ(stranger.Put("k", "v").code(), absl::StatusCode::kUnauthenticated);
 }
 

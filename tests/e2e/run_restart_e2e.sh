@@ -39,7 +39,10 @@ grep -q "succeeded after 1 attempt" "$D/straight.log" || fail "uninterrupted run
 RUN=$!
 for _ in $(seq 600); do grep -q "(checkpoint step 59)" "$D/killed.log" && break; sleep 0.05; done
 grep -q "(checkpoint step 59)" "$D/killed.log" || { cat "$D/killed.log"; fail "never reached step 60"; }
-victim=$(pgrep -f "zerofit_worker .*--job job-000001" | tail -1)
+# One of this run's ranks: its command line starts with the worker and names this run's coordinator (other
+# runs on the machine have a job-000001 too).
+ADDR=$(grep -o "(coordinator 127.0.0.1:[0-9]*" "$D/killed.log" | head -1 | cut -d' ' -f2)
+victim=$(pgrep -f "^[^ ]*zerofit_worker --coordinator $ADDR .*--job job-000001" | tail -1)
 [ -n "$victim" ] || fail "no worker process to kill"
 kill -9 "$victim"
 wait $RUN || { cat "$D/killed.log"; fail "the run did not recover"; }

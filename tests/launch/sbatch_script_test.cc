@@ -84,5 +84,26 @@ TEST(SbatchScriptTest, CpuJobLeavesUnsetFieldsToSlurmAndQuotesPaths) {
   EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
 }
 
+// An external coordinator that serves TLS: its CA and certificate name reach slurm-launch (which passes them
+// to every rank).
+TEST(SbatchScriptTest, PassesAnExternalCoordinatorsTlsSettingsOn) {
+  auto spec = jobspec::ParseJobSpec(
+      "task: reward\nmodel: m\ndata: d\nslurm: {tasks_per_node: 1, coordinator: 'login1:7070'}\n",
+      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  SbatchPaths p;
+  p.zerofit = "/bin/zerofit";
+  p.state_dir = "/s";
+  p.spec = "/s/job.yaml";
+  p.workdir = "/tmp";
+  p.tls_ca = "/etc/zerofit/ca cert.pem";
+  p.tls_server_name = "coordinator.internal";
+  const std::string s = SbatchScript(*spec, *spec->slurm, p);
+  EXPECT_NE(s.find("--coordinator login1:7070 --tls-ca '/etc/zerofit/ca cert.pem' --tls-server-name "
+                   "coordinator.internal\n"),
+            std::string::npos)
+      << s;
+}
+
 }  // namespace
 }  // namespace zerofit::launch

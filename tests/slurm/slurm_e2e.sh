@@ -12,6 +12,7 @@
 #   4. a job `scancel`led while running: no zerofit process is left, and zerofit records it cancelled;
 #   5. with an external coordinator (`zerofit serve`, slurm.coordinator): the allocation's ranks report to
 #      it, and its `zerofit status` shows the job succeeded with its Slurm id and state;
+#   6. the same with a coordinator that serves TLS (`submit --slurm --tls-ca`; openssl makes the CA);
 # and stops every daemon it started.
 # usage: slurm_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs path/to/zerofit_worker SOURCE_DIR
 set -u
@@ -168,4 +169,28 @@ echo "$status" | grep -q "job-000001 *external *succeeded .*\[slurm $J COMPLETED
   { cat "$OUT"; fail "external coordinator: $status"; }
 same_state external
 echo "5. external coordinator: $status"
+
+# 6. An external coordinator that serves TLS (a throwaway CA from the openssl CLI): `zerofit submit --slurm
+#    --tls-ca` writes the CA into the sbatch script; slurm-launch and every rank connect with TLS.
+mkdir -p "$D/tls"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$D/tls/ca.key" -out "$D/tls/ca.pem" -days 1 -subj "/CN=zerofit test CA" \
+  2> /dev/null || fail "openssl: CA"
+openssl req -newkey rsa:2048 -nodes -keyout "$D/tls/server.key" -out "$D/tls/server.csr" -subj "/CN=127.0.0.1" \
+  2> /dev/null || fail "openssl: CSR"
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$D/tls/san.ext"
+openssl x509 -req -in "$D/tls/server.csr" -CA "$D/tls/ca.pem" -CAkey "$D/tls/ca.key" -CAcreateserial \
+  -out "$D/tls/server.pem" -days 1 -extfile "$D/tls/san.ext" 2> /dev/null || fail "openssl: sign"
+"$Z" serve --listen 127.0.0.1:0 --state-dir "$D/serve_tls" --tls-cert "$D/tls/server.pem" \
+  --tls-key "$D/tls/server.key" > "$D/serve_tls.log" 2>&1 &
+wait_log "$D/serve_tls.log" "listening on" 30
+J=$(submit external_tls --slurm-coordinator "$(cat "$D/serve_tls/address")" --token "$(cat "$D/serve_tls/token")" \
+  --tls-ca "$D/tls/ca.pem")
+grep -q -- "--tls-ca .*$D/tls/ca.pem" "$D/st_external_tls/sbatch.sh" || fail "the sbatch script does not pass the CA on"
+wait_state "$J" COMPLETED 180
+OUT="$D/st_external_tls/slurm-$J.out"
+status=$("$Z" status --state-dir "$D/serve_tls" --tls-ca "$D/tls/ca.pem")
+echo "$status" | grep -q "job-000001 *external_tls *succeeded .*\[slurm $J COMPLETED\]" ||
+  { cat "$OUT"; fail "external coordinator over TLS: $status"; }
+same_state external_tls
+echo "6. external coordinator over TLS: $status"
 echo "PASS"

@@ -24,5 +24,5 @@ endif()
 # The coordinator's worker (issue 6): one process per rank of a job.
 if(ZEROFIT_WITH_MPI AND TARGET zerofit_coordinator_service)
   add_executable(zerofit_worker ${CMAKE_CURRENT_SOURCE_DIR}/worker_main.cc)
-  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_jobspec zerofit_kv_rendezvous zerofit_launch zerofit_proto)
+  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_jobspec zerofit_client zerofit_kv_rendezvous zerofit_launch zerofit_proto)
 endif()

@@ -8,6 +8,8 @@
 // exit with kPreemptedExitCode (75), which the Slurm launcher turns into a requeue.
 //   mpiexec -n W zerofit_worker --coordinator HOST:PORT --token TOKEN --job JOB-ID
 //   srun --mpi=pmix zerofit_worker --coordinator HOST:PORT --token-file STATE/token --job JOB-ID
+// The token may also come from ZEROFIT_TOKEN; a coordinator that serves TLS takes --tls-ca CA.pem
+// [--tls-server-name NAME] (or ZEROFIT_TLS_CA, ZEROFIT_TLS_SERVER_NAME): client/connection_flags.h.
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -26,6 +28,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/connection.h"
+#include "client/connection_flags.h"
 #include "comm/communicator_factory.h"
 #include "core/status_macros.h"
 #ifdef ZEROFIT_HAVE_NCCL
@@ -49,31 +53,26 @@ namespace {
 namespace v1 = ::zerofit::v1;
 
 struct Flags {
-  std::string coordinator, token, job;
+  client::ConnectionOptions connection;
+  std::string job;
   int heartbeat_ms = 1000;
 };
 
 constexpr const char* kUsage =
-    "usage: mpiexec -n W zerofit_worker --coordinator HOST:PORT (--token TOKEN | --token-file PATH) --job "
-    "JOB-ID "
-    "[--heartbeat-ms 1000]";
+    "usage: mpiexec -n W zerofit_worker --coordinator HOST:PORT (--token TOKEN | --token-file PATH | "
+    "ZEROFIT_TOKEN) [--tls-ca CA.pem] [--tls-server-name NAME] --job JOB-ID [--heartbeat-ms 1000]";
 
 absl::StatusOr<Flags> Parse(int argc, char** argv) {
   Flags f;
+  client::ConnectionSettings connection = client::SettingsFromEnvironment(&std::getenv);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") return absl::CancelledError(kUsage);
     if (i + 1 >= argc)
       return absl::InvalidArgumentError(absl::StrCat("flag ", a, " needs a value\n", kUsage));
     const std::string v = argv[++i];
-    if (a == "--coordinator") {
-      f.coordinator = v;
-    } else if (a == "--token") {
-      f.token = v;
-    } else if (a == "--token-file") {
-      auto text = core::ReadTextFile(v);
-      if (!text.ok()) return absl::NotFoundError(absl::StrCat("--token-file: cannot read '", v, "'"));
-      f.token = std::string(absl::StripAsciiWhitespace(*text));
+    if (client::ParseConnectionFlag(a, v, &connection)) {
+      continue;
     } else if (a == "--job") {
       f.job = v;
     } else if (a == "--heartbeat-ms") {
@@ -82,50 +81,41 @@ absl::StatusOr<Flags> Parse(int argc, char** argv) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag '", a, "'\n", kUsage));
     }
   }
-  if (f.coordinator.empty() || f.token.empty() || f.job.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--coordinator, --token (or --token-file) and --job are required\n", kUsage));
+  ZF_ASSIGN_OR_RETURN(f.connection, client::Resolve(connection));
+  if (f.connection.address.empty() || f.connection.token.empty() || f.job.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--coordinator, --token (or --token-file, or ZEROFIT_TOKEN) and --job are required\n", kUsage));
   }
   if (f.heartbeat_ms < 10) return absl::InvalidArgumentError("--heartbeat-ms must be >= 10");
   return f;
 }
 
-// Unary calls with a deadline; UNAVAILABLE (a coordinator being restarted) is retried for up to a minute.
+// The worker's calls, through the one coordinator client (client/connection.h: TLS, token, a 30 s deadline
+// per attempt; idempotent calls retried with backoff for up to a minute while a coordinator restarts).
+// Every call of the worker is idempotent: reads, per-step grants the coordinator caches, heartbeats,
+// registration (a set of ranks), and reports (metrics keyed by step and rank; a repeat after a lost answer
+// can only log its lines twice).
 class CoordinatorLink {
  public:
-  CoordinatorLink(const Flags& f)
-      : token_(f.token),
-        channel_(grpc::CreateChannel(f.coordinator, grpc::InsecureChannelCredentials())),
-        workers_(v1::Workers::NewStub(channel_)),
-        jobs_(v1::Jobs::NewStub(channel_)) {}
+  explicit CoordinatorLink(const client::ConnectionOptions& o)
+      : connection_(o),
+        workers_(v1::Workers::NewStub(connection_.channel())),
+        jobs_(v1::Jobs::NewStub(connection_.channel())) {}
 
-  template <typename Fn>
-  absl::Status Call(const char* what, Fn fn) {
-    const absl::Time give_up = absl::Now() + absl::Minutes(1);
-    while (true) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-      ctx.AddMetadata("authorization", "Bearer " + token_);
-      const grpc::Status s = fn(&ctx);
-      if (s.ok()) return absl::OkStatus();
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE && absl::Now() < give_up) {
-        absl::SleepFor(absl::Milliseconds(500));
-        continue;
-      }
-      return absl::UnavailableError(absl::StrCat(what, ": ", s.error_message()));
-    }
+  absl::Status Call(const char* what, client::Idempotency idempotency,
+                    const client::Connection::Attempt& fn) {
+    return connection_.Call(what, idempotency, fn);
   }
   v1::Workers::Stub& workers() { return *workers_; }
   v1::Jobs::Stub& jobs() { return *jobs_; }
-  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
-  const std::string& token() const { return token_; }
+  const client::Connection& connection() const { return connection_; }
 
  private:
-  std::string token_;
-  std::shared_ptr<grpc::Channel> channel_;
+  client::Connection connection_;
   std::unique_ptr<v1::Workers::Stub> workers_;
   std::unique_ptr<v1::Jobs::Stub> jobs_;
 };
+constexpr client::Idempotency kIdempotent = client::Idempotency::kIdempotent;
 
 // Sends heartbeats every `period` until destroyed; records a stop request from the coordinator.
 class Heartbeater {
@@ -139,7 +129,7 @@ class Heartbeater {
             req.set_job_id(job);
             req.set_rank(rank);
             v1::HeartbeatResponse resp;
-            const absl::Status s = link->Call("heartbeat", [&](grpc::ClientContext* ctx) {
+            const absl::Status s = link->Call("heartbeat", kIdempotent, [&](grpc::ClientContext* ctx) {
               return link->workers().Heartbeat(ctx, req, &resp);
             });
             if (s.ok() && resp.cancel()) stop_.store(true);
@@ -219,7 +209,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   ZF_RETURN_IF_ERROR(launch::CheckAgainst(launched, rank, world));
   char hostname[256] = {0};
   ::gethostname(hostname, sizeof(hostname) - 1);
-  CoordinatorLink link(f);
+  CoordinatorLink link(f.connection);
   auto report = [&](const std::string& line, int64_t step, const StepReport* sr, int64_t checkpoint,
                     bool finished, int exit_code, bool oom = false,
                     const metrics::StepMetrics* named = nullptr) {
@@ -251,7 +241,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
     req.set_exit_code(exit_code);
     req.set_out_of_memory(oom);
     v1::ReportResponse resp;
-    return link.Call("report",
+    return link.Call("report", kIdempotent,
                      [&](grpc::ClientContext* ctx) { return link.workers().Report(ctx, req, &resp); });
   };
 
@@ -259,8 +249,8 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   v1::GetJobRequest get;
   get.set_id(f.job);
   v1::Job job;
-  ZF_RETURN_IF_ERROR(
-      link.Call("get job", [&](grpc::ClientContext* ctx) { return link.jobs().Get(ctx, get, &job); }));
+  ZF_RETURN_IF_ERROR(link.Call("get job", kIdempotent,
+                               [&](grpc::ClientContext* ctx) { return link.jobs().Get(ctx, get, &job); }));
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(job.spec(), f.job));
   if (spec.world_size != world) {
     return absl::InvalidArgumentError(absl::StrCat("job ", f.job, " wants world_size ", spec.world_size,
@@ -272,7 +262,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
 #ifdef ZEROFIT_HAVE_NCCL
   // NCCL's unique id travels through the coordinator's key-value store, under a key of this attempt.
   options.nccl = [&](int cuda_device) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
-    coordinator::KvRendezvous rendezvous(link.channel(), link.token(), f.job);
+    coordinator::KvRendezvous rendezvous(link.connection(), f.job);
     ZF_ASSIGN_OR_RETURN(auto nccl, comm::NcclCommunicator::CreateWithRendezvous(
                                        rendezvous, absl::StrCat("nccl-id/attempt-", job.attempt()), rank,
                                        world, cuda_device, comm->options()));
@@ -294,8 +284,9 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   if (rank == 0)
     for (int64_t len : session->TrainLengths()) reg.add_sample_lengths(len);
   v1::RegisterWorkerResponse registered;
-  ZF_RETURN_IF_ERROR(link.Call(
-      "register", [&](grpc::ClientContext* ctx) { return link.workers().Register(ctx, reg, &registered); }));
+  ZF_RETURN_IF_ERROR(link.Call("register", kIdempotent, [&](grpc::ClientContext* ctx) {
+    return link.workers().Register(ctx, reg, &registered);
+  }));
   // Every rank registered (and rank 0's lengths arrived) before anyone asks for a step.
   ZF_RETURN_IF_ERROR(comm->Barrier(absl::Minutes(5)));
   int64_t first = registered.resume_step();
@@ -353,7 +344,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
     acq.set_rank(rank);
     acq.set_step(step);
     v1::AcquireStepResponse assignment;
-    ZF_RETURN_IF_ERROR(link.Call("acquire step", [&](grpc::ClientContext* ctx) {
+    ZF_RETURN_IF_ERROR(link.Call("acquire step", kIdempotent, [&](grpc::ClientContext* ctx) {
       return link.workers().AcquireStep(ctx, acq, &assignment);
     }));
     if (assignment.stop()) {
