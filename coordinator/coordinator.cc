@@ -130,7 +130,8 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
                                                            const std::string& name,
                                                            const std::string& spec_text,
                                                            const std::string& spec_source) {
-  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(spec_text, spec_source.empty() ? "job spec" : spec_source));
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec,
+                      jobspec::ParseJobSpec(spec_text, spec_source.empty() ? "job spec" : spec_source));
   // A job that does not fit is refused here, with the planner's reason, rather than failing on the workers.
   ZF_ASSIGN_OR_RETURN(Sizing sizing, SizeJob(spec));
   std::lock_guard<std::mutex> lock(mu_);

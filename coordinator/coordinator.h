@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "jobspec/job_spec.h"
 #include "coordinator/job_state.h"
 #include "coordinator/job_store.h"
 #include "coordinator/step_scheduler.h"
 #include "core/clock.h"
+#include "jobspec/job_spec.h"
 
 namespace zerofit::coordinator {
 
@@ -117,8 +117,8 @@ class Coordinator {
     bool scheduled_in_launch = false;
   };
   static constexpr size_t kRecentSteps = 4;
-  static Live MakeLive(const jobspec::JobSpec& spec, std::unique_ptr<JobStateMachine> state, int micro_batches,
-                       bool checkpointing);
+  static Live MakeLive(const jobspec::JobSpec& spec, std::unique_ptr<JobStateMachine> state,
+                       int micro_batches, bool checkpointing);
   // Rebuilds the step scheduler from the job's sample lengths and micro-batch count (none without lengths).
   static absl::Status ResetScheduler(Live& live);
   Coordinator(std::unique_ptr<JobStore> store, const core::Clock* clock, JobPolicy policy)

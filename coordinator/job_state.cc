@@ -109,8 +109,8 @@ absl::Status JobStateMachine::LauncherExited(int exit_code, absl::Time now) {
 
 absl::Status JobStateMachine::LaunchFailed(int exit_code, absl::Time now) {
   if (status_.phase != JobPhase::kQueued && status_.phase != JobPhase::kRestarting) {
-    return absl::FailedPreconditionError(absl::StrCat("a failed launch reported for a job that is ",
-                                                      JobPhaseName(status_.phase)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("a failed launch reported for a job that is ", JobPhaseName(status_.phase)));
   }
   FailAttempt(absl::StrCat("the launcher exited with code ", exit_code,
                            " before every rank registered (see the ranks' log lines above)"),

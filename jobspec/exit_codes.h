@@ -1,5 +1,5 @@
-// Process exit codes that workers, launchers (zerofit run, zerofit slurm-launch) and the coordinator agree on.
-// They live here, in the library every side already links, not in coordinator/.
+// Process exit codes that workers, launchers (zerofit run, zerofit slurm-launch) and the coordinator agree
+// on. They live here, in the library every side already links, not in coordinator/.
 #pragma once
 
 namespace zerofit::jobspec {

@@ -86,8 +86,8 @@ absl::Status ParseData(const YamlReader& r, const YAML::Node& root, DataSpec* d)
     return r.Error(n["max_prompt_length"], "data.max_prompt_length", "must be >= 0 (0: max_length / 2)");
   }
   if (d->add_bos != "auto" && d->add_bos != "true" && d->add_bos != "false") {
-    return r.Error(n["add_bos"], "data.add_bos", absl::StrCat("expected auto, true or false, got '",
-                                                              d->add_bos, "'"));
+    return r.Error(n["add_bos"], "data.add_bos",
+                   absl::StrCat("expected auto, true or false, got '", d->add_bos, "'"));
   }
   return absl::OkStatus();
 }
@@ -271,9 +271,10 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
   const YamlReader r(source);
   if (!root.IsMap())
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
-  ZF_RETURN_IF_ERROR(r.OnlyKeys(root, "",
-                                {"name", "task", "model", "data", "world_size", "hardware", "max_restarts",
-                                 "device", "training", "deepspeed", "checkpoint", "metrics", "slurm", "eval"}));
+  ZF_RETURN_IF_ERROR(
+      r.OnlyKeys(root, "",
+                 {"name", "task", "model", "data", "world_size", "hardware", "max_restarts", "device",
+                  "training", "deepspeed", "checkpoint", "metrics", "slurm", "eval"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));

@@ -22,8 +22,7 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
-std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec& x,
-                         const SbatchPaths& p) {
+std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec& x, const SbatchPaths& p) {
   std::string s = "#!/bin/bash\n";
   absl::StrAppend(&s, "# zerofit job '", spec.name, "' (task ", spec.task, "): ", x.nodes, " node(s) x ",
                   x.ranks_per_node(), " rank(s) = ", spec.world_size, " ranks, ", spec.training.steps,

@@ -110,7 +110,8 @@ TEST(JobSpecTest, DataIsADirectoryOrFilesWithATokenizer) {
       {"task: sft\nmodel: m\ndata:\n  test: h.jsonl\n", "job.yaml:4: field 'data.train': required"},
       {"task: sft\nmodel: m\ndata:\n  train: t\n  add_bos: yes please\n",
        "job.yaml:5: field 'data.add_bos': expected auto, true or false, got 'yes please'"},
-      {"task: sft\nmodel: m\ndata:\n  train: t\n  tokeniser: x\n", "job.yaml:5: field 'data.tokeniser': unknown field"},
+      {"task: sft\nmodel: m\ndata:\n  train: t\n  tokeniser: x\n",
+       "job.yaml:5: field 'data.tokeniser': unknown field"},
       {"task: sft\nmodel: m\ndata: [a]\n", "job.yaml:3: field 'data': expected a directory"},
       {"task: sft\nmodel: m\n", "job.yaml: field 'data': required"},
       {"task: sft\nmodel: m\ndata: d\neval:\n  every: -1\n", "job.yaml:5: field 'eval.every': must be >= 0"},
@@ -119,7 +120,8 @@ TEST(JobSpecTest, DataIsADirectoryOrFilesWithATokenizer) {
   for (const auto& [text, expected] : bad) {
     auto s = ParseJobSpec(text, "job.yaml");
     ASSERT_FALSE(s.ok()) << text;
-    EXPECT_NE(s.status().message().find(expected), std::string::npos) << s.status() << "\nwanted: " << expected;
+    EXPECT_NE(s.status().message().find(expected), std::string::npos)
+        << s.status() << "\nwanted: " << expected;
   }
 }
 

@@ -58,7 +58,8 @@ std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e) {
        "the text (or chat template) already has BOS: set add_bos: false"},
       {"responses that lose their EOS to truncation", f.lost_eos,
        "raise max_length, lower max_prompt_length, or drop overlong pairs"},
-      {"pairs with chosen == rejected", f.same, "remove them: identical responses carry no preference signal"},
+      {"pairs with chosen == rejected", f.same,
+       "remove them: identical responses carry no preference signal"},
   };
 }
 
@@ -109,7 +110,8 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
                                 {"max_length", r.max_length},
                                 {"truncated_pairs", r.truncated_pairs}};
     nlohmann::ordered_json lints = nlohmann::ordered_json::array();
-    for (const DataLint& l : r.lints) lints.push_back({{"check", l.name}, {"count", l.count}, {"fix", l.fix}});
+    for (const DataLint& l : r.lints)
+      lints.push_back({{"check", l.name}, {"count", l.count}, {"fix", l.fix}});
     j["lints"] = std::move(lints);
     return j.dump(2) + "\n";
   }
@@ -129,7 +131,8 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
   }
   out += "lint:\n";
   for (const DataLint& l : r.lints) {
-    absl::StrAppendFormat(&out, "  %-52s %6d%s\n", l.name, l.count, l.count ? absl::StrCat("  -> ", l.fix) : "");
+    absl::StrAppendFormat(&out, "  %-52s %6d%s\n", l.name, l.count,
+                          l.count ? absl::StrCat("  -> ", l.fix) : "");
   }
   return out;
 }

@@ -51,8 +51,9 @@ absl::Status CheckTokenizerFitsModel(const HfTokenizer& tok, const core::HfModel
   }
   if (tok.eos_id() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        tok.dir(), ": no EOS token (tokenizer_config.json eos_token or config.json eos_token_id): responses "
-                   "need one"));
+        tok.dir(),
+        ": no EOS token (tokenizer_config.json eos_token or config.json eos_token_id): responses "
+        "need one"));
   }
   return absl::OkStatus();
 }

@@ -56,8 +56,10 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptio
   m.wall_time = host.wall_time;
   const PairMetrics& p = sr.metrics;
   const double seconds = std::max(sr.result.breakdown.wall_ms / 1e3, 1e-9);
-  SetPairValues("", p, task, &m);
+  // Column order (tables, CSV): loss, rank_loss, accuracy, the optimizer's values, then the task's.
+  m.Set(names::kLoss, p.loss_sum / std::max(p.pairs, 1.0));
   if (sr.local_metrics.pairs > 0) m.Set(names::kRankLoss, sr.local_metrics.loss_sum / sr.local_metrics.pairs);
+  m.Set(names::kAccuracy, p.correct / std::max(p.pairs, 1.0));
   m.Set(names::kLearningRate, sr.result.learning_rate);  // what the optimizer applied, not what was asked
   m.Set(names::kGradNorm, sr.result.grad_norm);
   m.Set(names::kClipped, sr.result.clip_coef < 1.0f ? 1.0 : 0.0);
@@ -66,6 +68,7 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptio
   m.Set(names::kSkipped, sr.result.applied ? 0.0 : 1.0);
   m.Set(names::kTokensPerS, p.sequence_tokens / seconds);
   m.Set(names::kSamplesPerS, p.pairs / seconds);
+  SetPairValues("", p, task, &m);  // loss and accuracy again (in place), then the task's values
   m.Set(names::kStepMs, sr.result.breakdown.wall_ms);
   for (size_t i = 0; i < sr.result.breakdown.busy_ms.size(); ++i) {
     m.Set(StageMetricName(static_cast<sharding::Stage>(i)), sr.result.breakdown.busy_ms[i]);

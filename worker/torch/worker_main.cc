@@ -362,11 +362,10 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
         checkpoint = saved;
         what = saved >= 0 ? absl::StrCat("checkpoint at step ", saved) : "nothing trained yet";
       }
-      ZF_RETURN_IF_ERROR(
-          report(rank == 0 ? absl::StrCat("preempted before step ", step, ": ", what, "; exiting with code ",
-                                          jobspec::kPreemptedExitCode)
-                           : "",
-                 -1, nullptr, rank == 0 ? checkpoint : -1, true, jobspec::kPreemptedExitCode));
+      ZF_RETURN_IF_ERROR(report(rank == 0 ? absl::StrCat("preempted before step ", step, ": ", what,
+                                                         "; exiting with code ", jobspec::kPreemptedExitCode)
+                                          : "",
+                                -1, nullptr, rank == 0 ? checkpoint : -1, true, jobspec::kPreemptedExitCode));
       return jobspec::kPreemptedExitCode;
     }
     std::vector<std::vector<uint64_t>> micro;
@@ -429,10 +428,10 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
                     sr.metrics.pairs / std::max(1e-9, sr.result.breakdown.wall_ms / 1e3),
                     elapsed / static_cast<double>(done) * static_cast<double>(left),
                     checkpoint >= 0 ? absl::StrCat("  (checkpoint step ", checkpoint, ")") : "",
-                    sr.eval ? absl::StrFormat("  | eval: held-out acc %.3f loss %.4f (%.0f pairs)",
-                                              sr.eval->accuracy(),
-                                              sr.eval->metrics.loss_sum / std::max(1.0, sr.eval->metrics.pairs),
-                                              sr.eval->metrics.pairs)
+                    sr.eval ? absl::StrFormat(
+                                  "  | eval: held-out acc %.3f loss %.4f (%.0f pairs)", sr.eval->accuracy(),
+                                  sr.eval->metrics.loss_sum / std::max(1.0, sr.eval->metrics.pairs),
+                                  sr.eval->metrics.pairs)
                             : "");
       ZF_RETURN_IF_ERROR(report(line, step, &sr, rank == 0 ? checkpoint : -1, false, 0, false, &named));
     }

@@ -36,8 +36,8 @@ inline void WriteCharModelDir(const std::string& dir) {
     vocab[std::string(1, CharModelAlphabet()[i])] = static_cast<int>(i) + 2;
   }
   auto added = [](int id, const char* content) {
-    return nlohmann::ordered_json{{"id", id},           {"content", content}, {"single_word", false},
-                                  {"lstrip", false},    {"rstrip", false},    {"normalized", false},
+    return nlohmann::ordered_json{{"id", id},        {"content", content}, {"single_word", false},
+                                  {"lstrip", false}, {"rstrip", false},    {"normalized", false},
                                   {"special", true}};
   };
   const nlohmann::ordered_json tokenizer = {

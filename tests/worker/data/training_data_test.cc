@@ -114,7 +114,8 @@ TEST_F(TrainingDataTest, TokenIdFilesNeedNoTokenizer) {
 }
 
 TEST_F(TrainingDataTest, ErrorsNameTheFileAndWhatToChange) {
-  const std::string text = dir_.Write("t.jsonl", "{\"prompt\": \"1\", \"chosen\": \"2\", \"rejected\": \"3\"}\n");
+  const std::string text =
+      dir_.Write("t.jsonl", "{\"prompt\": \"1\", \"chosen\": \"2\", \"rejected\": \"3\"}\n");
   DataSource no_tok;
   no_tok.train = text;
   auto a = LoadTrainingData(no_tok, config_, 64);
