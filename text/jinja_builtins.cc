@@ -192,7 +192,7 @@ bool IsKnownTest(const std::string& name) {
       "integer", "float",     "boolean",     "true",       "false",   "callable", "lower",    "upper",
       "odd",     "even",      "divisibleby", "equalto",    "eq",      "==",       "ne",       "!=",
       "sameas",  "in",        "lt",          "<",          "le",      "<=",       "gt",       ">",
-      "ge",      ">=",        "lessthan",    "greaterthan"};
+      "ge",      ">=",        "lessthan",    "greaterthan", "filter", "test"};
   for (const char* t : kTests) {
     if (name == t) return true;
   }
@@ -254,6 +254,7 @@ absl::StatusOr<Value> GetAttribute(const Value& obj, const std::string& name) {
   if (obj.is_dict()) {
     if (const Value* v = obj.dict().Find(name)) return *v;
   }
+  if (const Value* field = obj.Field(name)) return *field;
   // jinja2's message: repr(object_type_repr(obj)) + " has no attribute " + repr(name).
   std::string type = obj.is_none() ? "None" : absl::StrCat(obj.TypeName(), " object");
   return Value::Undefined(absl::StrCat(PythonStringRepr(type), " has no attribute ", PythonStringRepr(name)));
@@ -274,7 +275,9 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs
   if (name == "boolean") return v.is_bool();
   if (name == "true") return v.is_bool() && v.bool_value();
   if (name == "false") return v.is_bool() && !v.bool_value();
-  if (name == "callable") return v.is_function();
+  if (name == "callable") return v.is_callable();
+  if (name == "filter") return v.is_string() && IsKnownFilter(v.str());
+  if (name == "test") return v.is_string() && IsKnownTest(v.str());
   if (name == "lower" || name == "upper") {
     std::string s = v.ToString();
     return s == (name == "lower" ? PyLower(s) : PyUpper(s));

@@ -27,6 +27,9 @@ std::optional<Value> BoundMethod(const Value& obj, const std::string& name);
 // jinja2's attribute lookup `obj.name`: a method, else a dict entry, else undefined with jinja2's message.
 // Fails only for an undefined `obj` (jinja2 raises there).
 absl::StatusOr<Value> GetAttribute(const Value& obj, const std::string& name);
+// jinja2's attribute argument of map/sort/groupby/...: `item` itself when null, item[i] for an int, else a
+// dotted path of attribute lookups ("a.b").
+absl::StatusOr<Value> AttributePath(const Value& item, const Value* attribute);
 // Python iteration: list items, dict keys, string code points; undefined iterates as empty.
 absl::StatusOr<std::vector<Value>> IterateValue(const Value& v);
 // Python `item in container` (substring for strings, key for dicts; undefined contains nothing).

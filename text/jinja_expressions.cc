@@ -332,7 +332,7 @@ absl::StatusOr<Value> Interpreter::EvalCall(const Expr& e, const FramePtr& frame
   ZF_ASSIGN_OR_RETURN(Value callee, Eval(*e.children[0], frame));
   ZF_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1, frame));
   if (callee.is_undefined()) return UndefinedError(callee);
-  if (!callee.is_function())
+  if (!callee.is_callable())
     return TypeError(absl::StrCat("'", callee.TypeName(), "' object is not callable"));
   if (caller != nullptr) args.kwargs.emplace_back("caller", *caller);
   auto result = callee.function()(args);

@@ -11,6 +11,7 @@
 #include "core/status_macros.h"
 #include "text/jinja_builtins.h"
 #include "text/jinja_json.h"
+#include "text/jinja_rare_filters.h"
 #include "text/jinja_strings.h"
 
 namespace zerofit::text {
@@ -27,20 +28,6 @@ bool BoolArg(const CallArgs& args, size_t i, const char* name) {
 Value SortKey(const Value& v, bool case_sensitive) {
   if (v.is_string() && !case_sensitive) return Value::String(PyLower(v.str()));
   return v;
-}
-
-absl::StatusOr<Value> Attr(const Value& item, const Value* attribute) {
-  if (attribute == nullptr) return item;
-  if (attribute->is_int() && item.is_list()) {
-    int64_t i = attribute->int_value();
-    if (i >= 0 && i < static_cast<int64_t>(item.list().size())) return item.list()[i];
-    return Value::Undefined("no such element");
-  }
-  Value cur = item;
-  for (const std::string& part : std::vector<std::string>(absl::StrSplit(attribute->ToString(), '.'))) {
-    ZF_ASSIGN_OR_RETURN(cur, GetAttribute(cur, part));
-  }
-  return cur;
 }
 
 // The text Python's int()/float() parse: surrounding whitespace stripped, and underscores between digits
@@ -96,7 +83,7 @@ absl::StatusOr<Value> Join(const Value& v, const CallArgs& args) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += sep ? sep->ToString() : "";
-    ZF_ASSIGN_OR_RETURN(Value item, Attr(items[i], FindArg(args, 1, "attribute")));
+    ZF_ASSIGN_OR_RETURN(Value item, AttributePath(items[i], FindArg(args, 1, "attribute")));
     out += item.ToString();
   }
   return Value::String(out);
@@ -175,7 +162,7 @@ absl::StatusOr<Value> Select(const Value& v, CallArgs& args, bool by_attr, bool 
     Value subject = item;
     if (by_attr) {
       if (args.args.empty()) return TypeError("selectattr needs an attribute name");
-      ZF_ASSIGN_OR_RETURN(subject, Attr(item, &args.args[0]));
+      ZF_ASSIGN_OR_RETURN(subject, AttributePath(item, &args.args[0]));
     }
     bool ok = subject.Truthy();
     if (test != nullptr) {
@@ -193,7 +180,7 @@ absl::StatusOr<Value> Map(const Value& v, CallArgs& args) {
   if (attribute != nullptr) {
     const Value* dflt = FindArg(args, SIZE_MAX, "default");
     for (const Value& item : items) {
-      ZF_ASSIGN_OR_RETURN(Value got, Attr(item, attribute));
+      ZF_ASSIGN_OR_RETURN(Value got, AttributePath(item, attribute));
       out.push_back(got.is_undefined() && dflt ? *dflt : got);
     }
     return Value::List(std::move(out));
@@ -216,7 +203,7 @@ absl::StatusOr<Value> Sort(const Value& v, const CallArgs& args, bool unique) {
   const Value* attribute = FindArg(args, unique ? 1 : 2, "attribute");
   std::vector<std::pair<Value, Value>> keyed;
   for (const Value& item : items) {
-    ZF_ASSIGN_OR_RETURN(Value key, Attr(item, attribute));
+    ZF_ASSIGN_OR_RETURN(Value key, AttributePath(item, attribute));
     keyed.emplace_back(SortKey(key, case_sensitive), item);
   }
   std::vector<Value> out;
@@ -254,7 +241,7 @@ absl::StatusOr<Value> Sum(const Value& v, const CallArgs& args) {
   double f = start ? start->number() : 0;
   int64_t i = start && !is_float ? start->int_value() : 0;
   for (const Value& raw : items) {
-    ZF_ASSIGN_OR_RETURN(Value item, Attr(raw, FindArg(args, 0, "attribute")));
+    ZF_ASSIGN_OR_RETURN(Value item, AttributePath(raw, FindArg(args, 0, "attribute")));
     if (!item.is_number())
       return TypeError(absl::StrCat("unsupported operand type(s) for +: 'int' and '", item.TypeName(), "'"));
     is_float = is_float || item.is_float();
@@ -273,6 +260,20 @@ absl::StatusOr<Value> FirstLast(const Value& v, bool first) {
 
 }  // namespace
 
+absl::StatusOr<Value> AttributePath(const Value& item, const Value* attribute) {
+  if (attribute == nullptr) return item;
+  if (attribute->is_int() && item.is_list()) {
+    int64_t i = attribute->int_value();
+    if (i >= 0 && i < static_cast<int64_t>(item.list().size())) return item.list()[i];
+    return Value::Undefined("no such element");
+  }
+  Value cur = item;
+  for (const std::string& part : std::vector<std::string>(absl::StrSplit(attribute->ToString(), '.'))) {
+    ZF_ASSIGN_OR_RETURN(cur, GetAttribute(cur, part));
+  }
+  return cur;
+}
+
 bool IsKnownFilter(const std::string& name) {
   static const char* kFilters[] = {
       "trim",   "length", "count",  "upper",  "lower",       "title",      "capitalize", "replace",
@@ -283,7 +284,7 @@ bool IsKnownFilter(const std::string& name) {
   for (const char* f : kFilters) {
     if (name == f) return true;
   }
-  return false;
+  return IsRareFilter(name);
 }
 
 absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& args) {
@@ -367,6 +368,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
     by_key.kwargs.emplace_back("attribute", Value::Int(0));
     return Sort(items, by_key, false);
   }
+  if (IsRareFilter(name)) return ApplyRareFilter(name, v, args);
   return TypeError(absl::StrCat("No filter named '", name, "'."));  // keep in sync with IsKnownFilter
 }
 
