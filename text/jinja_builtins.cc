@@ -1,6 +1,8 @@
 // Tests, str/dict methods, attribute lookup and string formatting (filters live in jinja_filters.cc).
 #include "text/jinja_builtins.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -307,6 +309,42 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs
   return TypeError(absl::StrCat("No test named '", name, "'."));  // keep in sync with IsKnownTest
 }
 
+namespace {
+
+// Width and precision of a %-spec bound what snprintf writes (a width of 2^31 would take seconds to pad).
+constexpr int64_t kMaxFormatWidth = int64_t{1} << 20;
+
+absl::Status CheckFormatSpec(const std::string& spec) {
+  for (size_t i = 0; i < spec.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(spec[i]))) {
+      ++i;
+      continue;
+    }
+    int64_t n = 0;
+    for (; i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])); ++i) {
+      n = std::min<int64_t>(n * 10 + (spec[i] - '0'), kMaxFormatWidth + 1);
+    }
+    if (n > kMaxFormatWidth) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("format width or precision in '%", spec, "' is larger than ", kMaxFormatWidth));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// snprintf into a string of the exact size (no truncation).
+template <typename T>
+std::string CFormat(const std::string& format, T value) {
+  const int n = std::snprintf(nullptr, 0, format.c_str(), value);
+  if (n <= 0) return "";
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), format.c_str(), value);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& args) {
   std::vector<Value> items = args.is_tuple() ? args.list() : std::vector<Value>{args};
   size_t next = 0;
@@ -326,25 +364,25 @@ absl::StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& a
       out += '%';
       continue;
     }
+    if (absl::Status s = CheckFormatSpec(spec); !s.ok()) return s;
     if (next >= items.size()) return TypeError("not enough arguments for format string");
     const Value& v = items[next++];
-    char buf[512];
     if (conv == 's' || conv == 'r') {
       std::string s = conv == 's' ? v.ToString() : v.Repr();
-      std::snprintf(buf, sizeof(buf), ("%" + spec + "s").c_str(), s.c_str());
-      out += spec.empty() ? s : std::string(buf);
+      out += spec.empty() ? s : CFormat("%" + spec + "s", s.c_str());
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
       if (!v.is_number())
         return TypeError(absl::StrCat("%", std::string(1, conv), " format: a real number is required, not ",
                                       v.TypeName()));
       std::string c(1, conv == 'i' ? 'd' : conv);
-      std::snprintf(buf, sizeof(buf), ("%" + spec + "ll" + c).c_str(),
-                    static_cast<long long>(v.is_float() ? std::trunc(v.number()) : v.int_value()));
-      out += buf;
+      const double d = v.number();
+      if (v.is_float() && !(std::fabs(d) < 9.2e18)) {
+        return TypeError(absl::StrCat("%", std::string(1, conv), " format: ", v.ToString(), " is out of range"));
+      }
+      out += CFormat("%" + spec + "ll" + c, static_cast<long long>(v.is_float() ? std::trunc(d) : v.int_value()));
     } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'g') {
       if (!v.is_number()) return TypeError("must be real number, not " + v.TypeName());
-      std::snprintf(buf, sizeof(buf), ("%" + spec + std::string(1, conv)).c_str(), v.number());
-      out += buf;
+      out += CFormat("%" + spec + std::string(1, conv), v.number());
     } else {
       return TypeError(absl::StrCat("unsupported format character '", std::string(1, conv), "'"));
     }
@@ -375,7 +413,11 @@ absl::StatusOr<std::string> BraceFormat(const std::string& fmt, const CallArgs& 
     if (field.empty()) {
       v = auto_index < args.args.size() ? &args.args[auto_index++] : nullptr;
     } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
-      size_t idx = std::stoul(field);
+      // No std::stoul: it throws on overflow. A number that large is out of range anyway.
+      size_t idx = 0;
+      for (size_t k = 0; k < field.size() && std::isdigit(static_cast<unsigned char>(field[k])); ++k) {
+        idx = std::min<size_t>(idx * 10 + static_cast<size_t>(field[k] - '0'), size_t{1} << 32);
+      }
       v = idx < args.args.size() ? &args.args[idx] : nullptr;
     } else {
       v = FindArg(args, SIZE_MAX, field.c_str());

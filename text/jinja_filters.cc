@@ -105,8 +105,16 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& args) {
   return Value::String(s);
 }
 
-Value Indent(const Value& v, const CallArgs& args) {
+// Bounds indent's output: a width is a count of spaces the filter allocates for every line.
+constexpr int64_t kMaxIndentWidth = int64_t{1} << 20;
+constexpr size_t kMaxIndentOutputBytes = size_t{1} << 24;
+
+absl::StatusOr<Value> Indent(const Value& v, const CallArgs& args) {
   const Value* width = FindArg(args, 0, "width");
+  if (width != nullptr && !width->is_string() && width->int_value() > kMaxIndentWidth) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("indent width ", width->int_value(), " is larger than ", kMaxIndentWidth));
+  }
   std::string pad = width == nullptr     ? "    "
                     : width->is_string() ? width->str()
                                          : std::string(std::max<int64_t>(0, width->int_value()), ' ');
@@ -120,6 +128,10 @@ Value Indent(const Value& v, const CallArgs& args) {
     out += "\n";
     if (blank || !lines[i].empty()) out += pad;
     out += lines[i];
+    if (out.size() > kMaxIndentOutputBytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("indent output is larger than ", kMaxIndentOutputBytes, " bytes"));
+    }
   }
   return Value::String(first ? pad + out : out);
 }

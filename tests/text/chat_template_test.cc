@@ -184,6 +184,18 @@ TEST(ChatTemplateTest, RecursiveLoopsAndRareFiltersAreBounded) {
   }
 }
 
+// Fuzzer finds (tests/fuzz): each failed with an uncaught exception (std::length_error, std::out_of_range)
+// or padded for seconds; now an error.
+TEST(ChatTemplateTest, HugeWidthsAndIndicesFailCleanly) {
+  for (const char* source : {"{{ 'a\\nb'|indent(42949672962) }}", "{{ ('a\\n' * 100000)|indent(100000) }}",
+                             "{{ '%2000000000d' % 1 }}", "{{ '%-999999999s' % 'x' }}", "{{ '%.99999999f' % 1.5 }}",
+                             "{{ '{99999999999999999999999}'.format(1) }}", "{{ '%d' % 1e300 }}"}) {
+    auto t = ChatTemplate::Parse(source);
+    ASSERT_TRUE(t.ok()) << source;
+    EXPECT_FALSE(t->Render(Json::array(), {}).ok()) << source;
+  }
+}
+
 TEST(ChatTemplateTest, OutputSizeIsBounded) {
   auto t = ChatTemplate::Parse("{% for i in range(1000) %}0123456789{% endfor %}");
   ASSERT_TRUE(t.ok());

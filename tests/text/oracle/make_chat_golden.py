@@ -390,6 +390,7 @@ def synthetic_cases():
         ("filter_wordcount", "{{ ''|wordcount }} {{ 'a-b c.d e_f \"g\" 12 ünï'|wordcount }} {{ 'one  two\nthree'|wordcount }}", [], {}),
         ("filter_truncate", "{{ 'hello world foo bar'|truncate(11) }}|{{ 'hello world foo bar'|truncate(11, true) }}|{{ 'hello world'|truncate(11) }}|{{ 'hello world!'|truncate(11) }}|{{ 'hello world foo'|truncate(9, false, '!') }}|{{ 'hello world foo'|truncate(9, leeway=0) }}|{{ 'héllo wörld x'|truncate(9) }}|{{ ('x' * 300)|truncate|length }}", [], {}),
         ("filter_truncate_short_error", "{{ 'hello world'|truncate(2) }}", [], {}),
+        ("percent_wide", "{{ ('%600s|' % 'x')|length }} {{ ('%-700d|' % 5)|length }} {{ ('%.550f' % 0.5)|length }}", [], {}),
         ("tests_filter_test", "{{ 'upper' is filter }} {{ 'groupby' is filter }} {{ 'nope' is filter }} {{ 1 is filter }} {{ 'odd' is test }} {{ 'nope' is test }}", [], {}),
     ]
     return t
