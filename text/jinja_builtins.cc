@@ -101,7 +101,9 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
   if (name == "replace") {
     if (!opt_str(a0) || !opt_str(a1)) return TypeError("replace() arguments must be str");
     const Value* count = FindArg(args, 2, "count");
-    return Value::String(PyReplace(s, a0->str(), a1->str(), count ? count->int_value() : -1));
+    const int64_t n = count ? count->int_value() : -1;
+    ZF_RETURN_IF_ERROR(CheckReplaceSize(s, a0->str(), a1->str(), n));
+    return Value::String(PyReplace(s, a0->str(), a1->str(), n));
   }
   if (name == "find" || name == "count" || name == "index") {
     if (!opt_str(a0)) return TypeError(absl::StrCat(name, "() argument must be str"));
@@ -124,6 +126,9 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
       if (!a0->list()[i].is_string()) return TypeError("sequence item: expected str instance");
       if (i) out += s;
       out += a0->list()[i].str();
+      if (out.size() > kMaxBuiltinStringBytes) {
+        return absl::ResourceExhaustedError(absl::StrCat("join() made more than ", kMaxBuiltinStringBytes, " bytes"));
+      }
     }
     return Value::String(out);
   }
@@ -201,6 +206,23 @@ bool IsKnownTest(const std::string& name) {
   return false;
 }
 
+absl::Status CheckReplaceSize(std::string_view s, std::string_view from, std::string_view to, int64_t count) {
+  if (to.size() <= from.size()) return absl::OkStatus();
+  size_t hits = 0;
+  if (from.empty()) {
+    hits = Utf8Length(s) + 1;
+  } else {
+    for (size_t p = s.find(from); p != std::string_view::npos; p = s.find(from, p + from.size())) ++hits;
+  }
+  if (count >= 0) hits = std::min(hits, static_cast<size_t>(count));
+  const size_t growth = to.size() - from.size();
+  if (hits > 0 && (growth > kMaxBuiltinStringBytes / hits || s.size() + hits * growth > kMaxBuiltinStringBytes)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("replace() would make more than ", kMaxBuiltinStringBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<Value>> IterateValue(const Value& v) {
   if (v.is_list()) return v.list();
   if (v.is_undefined()) return std::vector<Value>{};
@@ -210,6 +232,10 @@ absl::StatusOr<std::vector<Value>> IterateValue(const Value& v) {
     return out;
   }
   if (v.is_string()) {
+    if (Utf8Length(v.str()) > kMaxIteratedCodePoints) {
+      return absl::ResourceExhaustedError(absl::StrCat("iterating a string of more than ", kMaxIteratedCodePoints,
+                                                       " characters"));
+    }
     for (char32_t c : DecodeUtf8(v.str())) out.push_back(Value::String(EncodeUtf8(std::u32string(1, c))));
     return out;
   }

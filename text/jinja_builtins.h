@@ -11,6 +11,15 @@
 
 namespace zerofit::text {
 
+// Bounds on what a built-in makes before the interpreter can check it against RenderLimits: a string a
+// filter or method builds (join, replace), and a string iterated code point by code point (each becomes a
+// Value of ~100 bytes). Real templates stay far below both.
+inline constexpr size_t kMaxBuiltinStringBytes = size_t{1} << 24;
+inline constexpr size_t kMaxIteratedCodePoints = size_t{1} << 20;
+
+// The size PyReplace(s, from, to, count) would have, checked against kMaxBuiltinStringBytes.
+absl::Status CheckReplaceSize(std::string_view s, std::string_view from, std::string_view to, int64_t count);
+
 // Argument `index` if given positionally, else the keyword argument `keyword`, else null.
 const Value* FindArg(const CallArgs& args, size_t index, const char* keyword);
 

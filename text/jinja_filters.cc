@@ -85,6 +85,9 @@ absl::StatusOr<Value> Join(const Value& v, const CallArgs& args) {
     if (i) out += sep ? sep->ToString() : "";
     ZF_ASSIGN_OR_RETURN(Value item, AttributePath(items[i], FindArg(args, 1, "attribute")));
     out += item.ToString();
+    if (out.size() > kMaxBuiltinStringBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat("join made more than ", kMaxBuiltinStringBytes, " bytes"));
+    }
   }
   return Value::String(out);
 }
@@ -94,7 +97,13 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& args) {
   JsonDumpOptions o;
   o.ensure_ascii = BoolArg(args, 0, "ensure_ascii");
   const Value* indent = FindArg(args, 1, "indent");
-  if (indent && !indent->is_none()) o.indent = static_cast<int>(indent->int_value());
+  if (indent && !indent->is_none()) {
+    constexpr int64_t kMaxIndent = 1024;  // spaces per nesting level; bounds the output before dumping
+    if (indent->int_value() > kMaxIndent) {
+      return absl::ResourceExhaustedError(absl::StrCat("tojson indent ", indent->int_value(), " is larger than ", kMaxIndent));
+    }
+    o.indent = static_cast<int>(indent->int_value());
+  }
   const Value* seps = FindArg(args, 2, "separators");
   if (seps && seps->is_list() && seps->list().size() == 2) {
     o.item_separator = seps->list()[0].ToString();
@@ -221,10 +230,11 @@ absl::StatusOr<Value> Sort(const Value& v, const CallArgs& args, bool unique) {
   std::vector<Value> out;
   if (unique) {
     std::vector<Value> seen;
-    for (auto& [k, item] : keyed) {
+    for (auto& entry : keyed) {
+      const Value& k = entry.first;  // not a structured binding: C++17 lambdas cannot capture those (clang)
       if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return ValuesEqual(s, k); })) {
         seen.push_back(k);
-        out.push_back(item);
+        out.push_back(entry.second);
       }
     }
     return Value::List(std::move(out));
@@ -315,8 +325,10 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
     const Value* to = FindArg(args, 1, "new");
     const Value* count = FindArg(args, 2, "count");
     if (!from || !to) return TypeError("replace needs old and new");
-    return Value::String(PyReplace(v.ToString(), from->ToString(), to->ToString(),
-                                   count && !count->is_none() ? count->int_value() : -1));
+    const int64_t n = count && !count->is_none() ? count->int_value() : -1;
+    const std::string s = v.ToString();
+    ZF_RETURN_IF_ERROR(CheckReplaceSize(s, from->ToString(), to->ToString(), n));
+    return Value::String(PyReplace(s, from->ToString(), to->ToString(), n));
   }
   if (name == "string") return Value::String(v.ToString());
   if (name == "int") return ToInt(v, args);

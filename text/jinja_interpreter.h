@@ -73,6 +73,8 @@ class Interpreter {
   // A filter chain; a null innermost input (a filter block) reads `block_input`.
   absl::StatusOr<Value> EvalFilter(const Expr& e, const FramePtr& frame, const Value* block_input);
   absl::StatusOr<Value> EvalTest(const Expr& e, const FramePtr& frame);
+  // A filter's or call's string result must fit limits_.max_output_bytes (it can only grow from there).
+  absl::Status CheckResultSize(const Expr& e, const Value& v) const;
   absl::StatusOr<CallArgs> EvalArgs(const Expr& e, size_t first_child, const FramePtr& frame);
   absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b) const;
 

@@ -184,15 +184,22 @@ TEST(ChatTemplateTest, RecursiveLoopsAndRareFiltersAreBounded) {
   }
 }
 
-// Fuzzer finds (tests/fuzz): each failed with an uncaught exception (std::length_error, std::out_of_range)
-// or padded for seconds; now an error.
+// Fuzzer finds (tests/fuzz): each failed with an uncaught exception (std::length_error, std::out_of_range),
+// padded for seconds or grew to gigabytes; now an error.
 TEST(ChatTemplateTest, HugeWidthsAndIndicesFailCleanly) {
   for (const char* source : {"{{ 'a\\nb'|indent(42949672962) }}", "{{ ('a\\n' * 100000)|indent(100000) }}",
                              "{{ '%2000000000d' % 1 }}", "{{ '%-999999999s' % 'x' }}", "{{ '%.99999999f' % 1.5 }}",
-                             "{{ '{99999999999999999999999}'.format(1) }}", "{{ '%d' % 1e300 }}"}) {
+                             "{{ '{99999999999999999999999}'.format(1) }}", "{{ '%d' % 1e300 }}",
+                             // Unbounded growth: joins of a string by a longer separator, replace, tojson.
+                             "{{ messages|map(attribute='role')|join(',role')|join(',role')|join(',role')"
+                             "|join(',role')|join(',role')|join(',role')|join(',role')|join(',') }}",
+                             "{{ ('x' * 1000)|replace('x', 'x' * 100000) }}",
+                             "{{ ('x' * 1000).replace('', 'y' * 100000) }}",
+                             "{{ {'a': [1]}|tojson(indent=1000000000) }}", "{{ ('ab' * 1000000)|list|length }}"}) {
     auto t = ChatTemplate::Parse(source);
     ASSERT_TRUE(t.ok()) << source;
-    EXPECT_FALSE(t->Render(Json::array(), {}).ok()) << source;
+    const Json messages = Json::parse(R"([{"role": "user"}, {"role": "assistant"}, {"role": "user"}])");
+    EXPECT_FALSE(t->Render(messages, {}).ok()) << source;
   }
 }
 
