@@ -15,7 +15,7 @@ namespace zerofit::text {
 // filter or method builds (join, replace), and a string iterated code point by code point (each becomes a
 // Value of ~100 bytes). Real templates stay far below both.
 inline constexpr size_t kMaxBuiltinStringBytes = size_t{1} << 24;
-inline constexpr size_t kMaxIteratedCodePoints = size_t{1} << 20;
+inline constexpr size_t kMaxIteratedCodePoints = size_t{1} << 18;
 
 // The size PyReplace(s, from, to, count) would have, checked against kMaxBuiltinStringBytes.
 absl::Status CheckReplaceSize(std::string_view s, std::string_view from, std::string_view to, int64_t count);
