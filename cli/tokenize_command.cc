@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/ordered_line_map.h"
+#include "core/thread_pool.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::cli {
@@ -82,31 +84,49 @@ absl::StatusOr<Json> ProcessLine(Json obj, const text::Tokenizer& tok, const tex
   return absl::InvalidArgumentError("expected \"text\" (a string) or \"messages\" (a list)");
 }
 
+// One input line to its output line (without the newline); nullopt for a blank line. Errors carry the
+// position. Safe to call concurrently (the tokenizer and template are).
+absl::StatusOr<std::optional<std::string>> TokenizeLine(const core::InputLine& line, const std::string& source,
+                                                        const text::Tokenizer& tok,
+                                                        const text::ChatTemplate* chat) {
+  if (IsBlank(line.text)) return std::nullopt;
+  Json obj;
+  // nlohmann reports parse and encoding errors by exception; translated here (STYLE 2).
+  try {
+    obj = Json::parse(line.text);
+  } catch (const Json::exception& e) {
+    std::string why = absl::StrCat("invalid JSON: ", e.what());
+    if (line.unterminated) absl::StrAppend(&why, " (the last line has no newline: was the file cut off?)");
+    return LineError(source, line.number, why);
+  }
+  auto result = ProcessLine(std::move(obj), tok, chat);
+  if (!result.ok()) return LineError(source, line.number, std::string(result.status().message()));
+  try {
+    return result->dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::strict);
+  } catch (const Json::exception& e) {
+    return LineError(source, line.number, absl::StrCat("output is not valid UTF-8: ", e.what()));
+  }
+}
+
 }  // namespace
 
 absl::Status TokenizeJsonl(const text::Tokenizer& tok, const text::ChatTemplate* chat, std::istream& in,
-                           const std::string& source, std::ostream& out, size_t* lines_written) {
-  std::string line;
-  size_t line_no = 0, written = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (IsBlank(line)) continue;
-    Json obj;
-    // nlohmann reports parse errors by exception; translated here (STYLE 2).
-    try {
-      obj = Json::parse(line);
-    } catch (const Json::exception& e) {
-      std::string why = absl::StrCat("invalid JSON: ", e.what());
-      if (in.eof()) absl::StrAppend(&why, " (the last line has no newline: was the file cut off?)");
-      return LineError(source, line_no, why);
-    }
-    auto result = ProcessLine(std::move(obj), tok, chat);
-    if (!result.ok()) return LineError(source, line_no, std::string(result.status().message()));
-    out << result->dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::strict) << '\n';
-    if (!out) return absl::DataLossError(absl::StrCat("write failed at ", source, ":", line_no));
-    ++written;
-  }
-  if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read failed after line ", line_no));
+                           const std::string& source, std::ostream& out, size_t* lines_written,
+                           int threads) {
+  core::ThreadPool pool(core::ResolveThreadCount(threads));
+  size_t written = 0;
+  auto lines = core::OrderedLineMap<std::optional<std::string>>(
+      in, pool, core::LineChunking{},
+      [&](const core::InputLine& line) { return TokenizeLine(line, source, tok, chat); },
+      [&](std::optional<std::string> result, const core::InputLine& line) {
+        if (!result) return absl::OkStatus();  // blank line
+        out << *result << '\n';
+        if (!out) return absl::DataLossError(absl::StrCat("write failed at ", source, ":", line.number));
+        ++written;
+        return absl::OkStatus();
+      });
+  if (!lines.ok()) return lines.status();
+  if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read failed after line ", *lines));
   if (lines_written != nullptr) *lines_written = written;
   return absl::OkStatus();
 }
@@ -120,6 +140,10 @@ CLI::App* AddTokenizeCommand(CLI::App& app, TokenizeFlags* flags) {
       ->required();
   cmd->add_option("--in", flags->in, "input JSONL, - for stdin")->capture_default_str();
   cmd->add_option("--out", flags->out, "output JSONL, - for stdout")->capture_default_str();
+  cmd->add_option("--threads", flags->threads,
+                  "tokenizing threads (0: all cores); the output is the same for every count")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   return cmd;
 }
 
@@ -150,7 +174,7 @@ absl::Status RunTokenize(const TokenizeFlags& flags) {
     }
     out = &out_file;
   }
-  absl::Status s = TokenizeJsonl(**tok, chat ? &*chat : nullptr, *in, source, *out);
+  absl::Status s = TokenizeJsonl(**tok, chat ? &*chat : nullptr, *in, source, *out, nullptr, flags.threads);
   if (!s.ok()) return s;
   out->flush();
   if (!*out)

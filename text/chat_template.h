@@ -46,7 +46,7 @@ class ChatTemplate {
   static constexpr int kMaxJsonDepth = 64;
 
   // Parses one template. InvalidArgument "chat_template:LINE:COL: ..." for syntax errors and unsupported
-  // constructs (extends, include, import, recursive loops, ...).
+  // constructs (extends, include, import, autoescape, the attr filter, ...).
   static absl::StatusOr<ChatTemplate> Parse(std::string source);
 
   // Reads `chat_template` from a tokenizer_config.json: a string, or transformers' list of

@@ -51,7 +51,7 @@ struct Node {
     kText,         // text
     kOutput,       // {{ expr }}
     kIf,           // branches (else: a null condition)
-    kFor,          // for targets in expr [if cond] body [else else_body]
+    kFor,          // for targets in expr [if cond] [recursive] body [else else_body]
     kSet,          // set targets = expr, or set targets[0].attr = expr
     kSetBlock,     // set targets[0] %}body{% endset
     kMacro,        // macro name(params=defaults) body
@@ -76,6 +76,7 @@ struct Node {
   std::string name;
   std::vector<std::string> params;
   std::vector<ExprPtr> defaults;  // one per param; null where none (with: the values)
+  bool recursive = false;         // kFor: `recursive`, loop(items) renders the loop again one level down
 };
 
 }  // namespace zerofit::text

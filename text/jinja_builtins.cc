@@ -1,6 +1,8 @@
 // Tests, str/dict methods, attribute lookup and string formatting (filters live in jinja_filters.cc).
 #include "text/jinja_builtins.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -99,7 +101,9 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
   if (name == "replace") {
     if (!opt_str(a0) || !opt_str(a1)) return TypeError("replace() arguments must be str");
     const Value* count = FindArg(args, 2, "count");
-    return Value::String(PyReplace(s, a0->str(), a1->str(), count ? count->int_value() : -1));
+    const int64_t n = count ? count->int_value() : -1;
+    ZF_RETURN_IF_ERROR(CheckReplaceSize(s, a0->str(), a1->str(), n));
+    return Value::String(PyReplace(s, a0->str(), a1->str(), n));
   }
   if (name == "find" || name == "count" || name == "index") {
     if (!opt_str(a0)) return TypeError(absl::StrCat(name, "() argument must be str"));
@@ -122,6 +126,9 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
       if (!a0->list()[i].is_string()) return TypeError("sequence item: expected str instance");
       if (i) out += s;
       out += a0->list()[i].str();
+      if (out.size() > kMaxBuiltinStringBytes) {
+        return absl::ResourceExhaustedError(absl::StrCat("join() made more than ", kMaxBuiltinStringBytes, " bytes"));
+      }
     }
     return Value::String(out);
   }
@@ -192,11 +199,28 @@ bool IsKnownTest(const std::string& name) {
       "integer", "float",     "boolean",     "true",       "false",   "callable", "lower",    "upper",
       "odd",     "even",      "divisibleby", "equalto",    "eq",      "==",       "ne",       "!=",
       "sameas",  "in",        "lt",          "<",          "le",      "<=",       "gt",       ">",
-      "ge",      ">=",        "lessthan",    "greaterthan"};
+      "ge",      ">=",        "lessthan",    "greaterthan", "filter", "test"};
   for (const char* t : kTests) {
     if (name == t) return true;
   }
   return false;
+}
+
+absl::Status CheckReplaceSize(std::string_view s, std::string_view from, std::string_view to, int64_t count) {
+  if (to.size() <= from.size()) return absl::OkStatus();
+  size_t hits = 0;
+  if (from.empty()) {
+    hits = Utf8Length(s) + 1;
+  } else {
+    for (size_t p = s.find(from); p != std::string_view::npos; p = s.find(from, p + from.size())) ++hits;
+  }
+  if (count >= 0) hits = std::min(hits, static_cast<size_t>(count));
+  const size_t growth = to.size() - from.size();
+  if (hits > 0 && (growth > kMaxBuiltinStringBytes / hits || s.size() + hits * growth > kMaxBuiltinStringBytes)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("replace() would make more than ", kMaxBuiltinStringBytes, " bytes"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Value>> IterateValue(const Value& v) {
@@ -208,6 +232,10 @@ absl::StatusOr<std::vector<Value>> IterateValue(const Value& v) {
     return out;
   }
   if (v.is_string()) {
+    if (Utf8Length(v.str()) > kMaxIteratedCodePoints) {
+      return absl::ResourceExhaustedError(absl::StrCat("iterating a string of more than ", kMaxIteratedCodePoints,
+                                                       " characters"));
+    }
     for (char32_t c : DecodeUtf8(v.str())) out.push_back(Value::String(EncodeUtf8(std::u32string(1, c))));
     return out;
   }
@@ -254,6 +282,7 @@ absl::StatusOr<Value> GetAttribute(const Value& obj, const std::string& name) {
   if (obj.is_dict()) {
     if (const Value* v = obj.dict().Find(name)) return *v;
   }
+  if (const Value* field = obj.Field(name)) return *field;
   // jinja2's message: repr(object_type_repr(obj)) + " has no attribute " + repr(name).
   std::string type = obj.is_none() ? "None" : absl::StrCat(obj.TypeName(), " object");
   return Value::Undefined(absl::StrCat(PythonStringRepr(type), " has no attribute ", PythonStringRepr(name)));
@@ -274,7 +303,9 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs
   if (name == "boolean") return v.is_bool();
   if (name == "true") return v.is_bool() && v.bool_value();
   if (name == "false") return v.is_bool() && !v.bool_value();
-  if (name == "callable") return v.is_function();
+  if (name == "callable") return v.is_callable();
+  if (name == "filter") return v.is_string() && IsKnownFilter(v.str());
+  if (name == "test") return v.is_string() && IsKnownTest(v.str());
   if (name == "lower" || name == "upper") {
     std::string s = v.ToString();
     return s == (name == "lower" ? PyLower(s) : PyUpper(s));
@@ -304,6 +335,42 @@ absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, CallArgs
   return TypeError(absl::StrCat("No test named '", name, "'."));  // keep in sync with IsKnownTest
 }
 
+namespace {
+
+// Width and precision of a %-spec bound what snprintf writes (a width of 2^31 would take seconds to pad).
+constexpr int64_t kMaxFormatWidth = int64_t{1} << 20;
+
+absl::Status CheckFormatSpec(const std::string& spec) {
+  for (size_t i = 0; i < spec.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(spec[i]))) {
+      ++i;
+      continue;
+    }
+    int64_t n = 0;
+    for (; i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])); ++i) {
+      n = std::min<int64_t>(n * 10 + (spec[i] - '0'), kMaxFormatWidth + 1);
+    }
+    if (n > kMaxFormatWidth) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("format width or precision in '%", spec, "' is larger than ", kMaxFormatWidth));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// snprintf into a string of the exact size (no truncation).
+template <typename T>
+std::string CFormat(const std::string& format, T value) {
+  const int n = std::snprintf(nullptr, 0, format.c_str(), value);
+  if (n <= 0) return "";
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), format.c_str(), value);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& args) {
   std::vector<Value> items = args.is_tuple() ? args.list() : std::vector<Value>{args};
   size_t next = 0;
@@ -323,25 +390,25 @@ absl::StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& a
       out += '%';
       continue;
     }
+    if (absl::Status s = CheckFormatSpec(spec); !s.ok()) return s;
     if (next >= items.size()) return TypeError("not enough arguments for format string");
     const Value& v = items[next++];
-    char buf[512];
     if (conv == 's' || conv == 'r') {
       std::string s = conv == 's' ? v.ToString() : v.Repr();
-      std::snprintf(buf, sizeof(buf), ("%" + spec + "s").c_str(), s.c_str());
-      out += spec.empty() ? s : std::string(buf);
+      out += spec.empty() ? s : CFormat("%" + spec + "s", s.c_str());
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
       if (!v.is_number())
         return TypeError(absl::StrCat("%", std::string(1, conv), " format: a real number is required, not ",
                                       v.TypeName()));
       std::string c(1, conv == 'i' ? 'd' : conv);
-      std::snprintf(buf, sizeof(buf), ("%" + spec + "ll" + c).c_str(),
-                    static_cast<long long>(v.is_float() ? std::trunc(v.number()) : v.int_value()));
-      out += buf;
+      const double d = v.number();
+      if (v.is_float() && !(std::fabs(d) < 9.2e18)) {
+        return TypeError(absl::StrCat("%", std::string(1, conv), " format: ", v.ToString(), " is out of range"));
+      }
+      out += CFormat("%" + spec + "ll" + c, static_cast<long long>(v.is_float() ? std::trunc(d) : v.int_value()));
     } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'g') {
       if (!v.is_number()) return TypeError("must be real number, not " + v.TypeName());
-      std::snprintf(buf, sizeof(buf), ("%" + spec + std::string(1, conv)).c_str(), v.number());
-      out += buf;
+      out += CFormat("%" + spec + std::string(1, conv), v.number());
     } else {
       return TypeError(absl::StrCat("unsupported format character '", std::string(1, conv), "'"));
     }
@@ -372,7 +439,11 @@ absl::StatusOr<std::string> BraceFormat(const std::string& fmt, const CallArgs& 
     if (field.empty()) {
       v = auto_index < args.args.size() ? &args.args[auto_index++] : nullptr;
     } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
-      size_t idx = std::stoul(field);
+      // No std::stoul: it throws on overflow. A number that large is out of range anyway.
+      size_t idx = 0;
+      for (size_t k = 0; k < field.size() && std::isdigit(static_cast<unsigned char>(field[k])); ++k) {
+        idx = std::min<size_t>(idx * 10 + static_cast<size_t>(field[k] - '0'), size_t{1} << 32);
+      }
       v = idx < args.args.size() ? &args.args[idx] : nullptr;
     } else {
       v = FindArg(args, SIZE_MAX, field.c_str());

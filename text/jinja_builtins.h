@@ -11,6 +11,15 @@
 
 namespace zerofit::text {
 
+// Bounds on what a built-in makes before the interpreter can check it against RenderLimits: a string a
+// filter or method builds (join, replace), and a string iterated code point by code point (each becomes a
+// Value of ~100 bytes). Real templates stay far below both.
+inline constexpr size_t kMaxBuiltinStringBytes = size_t{1} << 24;
+inline constexpr size_t kMaxIteratedCodePoints = size_t{1} << 18;
+
+// The size PyReplace(s, from, to, count) would have, checked against kMaxBuiltinStringBytes.
+absl::Status CheckReplaceSize(std::string_view s, std::string_view from, std::string_view to, int64_t count);
+
 // Argument `index` if given positionally, else the keyword argument `keyword`, else null.
 const Value* FindArg(const CallArgs& args, size_t index, const char* keyword);
 
@@ -27,6 +36,9 @@ std::optional<Value> BoundMethod(const Value& obj, const std::string& name);
 // jinja2's attribute lookup `obj.name`: a method, else a dict entry, else undefined with jinja2's message.
 // Fails only for an undefined `obj` (jinja2 raises there).
 absl::StatusOr<Value> GetAttribute(const Value& obj, const std::string& name);
+// jinja2's attribute argument of map/sort/groupby/...: `item` itself when null, item[i] for an int, else a
+// dotted path of attribute lookups ("a.b").
+absl::StatusOr<Value> AttributePath(const Value& item, const Value* attribute);
 // Python iteration: list items, dict keys, string code points; undefined iterates as empty.
 absl::StatusOr<std::vector<Value>> IterateValue(const Value& v);
 // Python `item in container` (substring for strings, key for dicts; undefined contains nothing).

@@ -332,12 +332,22 @@ absl::StatusOr<Value> Interpreter::EvalCall(const Expr& e, const FramePtr& frame
   ZF_ASSIGN_OR_RETURN(Value callee, Eval(*e.children[0], frame));
   ZF_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1, frame));
   if (callee.is_undefined()) return UndefinedError(callee);
-  if (!callee.is_function())
+  if (!callee.is_callable())
     return TypeError(absl::StrCat("'", callee.TypeName(), "' object is not callable"));
   if (caller != nullptr) args.kwargs.emplace_back("caller", *caller);
   auto result = callee.function()(args);
   if (!result.ok()) return At(e, result.status());
+  ZF_RETURN_IF_ERROR(CheckResultSize(e, *result));
   return result;
+}
+
+absl::Status Interpreter::CheckResultSize(const Expr& e, const Value& v) const {
+  if (v.is_string() && v.str().size() > limits_.max_output_bytes) {
+    return At(e, absl::ResourceExhaustedError(absl::StrCat("a string of ", v.str().size(),
+                                                           " bytes is larger than the output limit ",
+                                                           limits_.max_output_bytes)));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Value> Interpreter::EvalFilter(const Expr& e, const FramePtr& frame,
@@ -354,6 +364,7 @@ absl::StatusOr<Value> Interpreter::EvalFilter(const Expr& e, const FramePtr& fra
   ZF_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1, frame));
   auto result = ApplyFilter(e.name, input, args);
   if (!result.ok()) return At(e, result.status());
+  ZF_RETURN_IF_ERROR(CheckResultSize(e, *result));
   return result;
 }
 

@@ -11,6 +11,7 @@
 #include "core/status_macros.h"
 #include "text/jinja_builtins.h"
 #include "text/jinja_json.h"
+#include "text/jinja_rare_filters.h"
 #include "text/jinja_strings.h"
 
 namespace zerofit::text {
@@ -27,20 +28,6 @@ bool BoolArg(const CallArgs& args, size_t i, const char* name) {
 Value SortKey(const Value& v, bool case_sensitive) {
   if (v.is_string() && !case_sensitive) return Value::String(PyLower(v.str()));
   return v;
-}
-
-absl::StatusOr<Value> Attr(const Value& item, const Value* attribute) {
-  if (attribute == nullptr) return item;
-  if (attribute->is_int() && item.is_list()) {
-    int64_t i = attribute->int_value();
-    if (i >= 0 && i < static_cast<int64_t>(item.list().size())) return item.list()[i];
-    return Value::Undefined("no such element");
-  }
-  Value cur = item;
-  for (const std::string& part : std::vector<std::string>(absl::StrSplit(attribute->ToString(), '.'))) {
-    ZF_ASSIGN_OR_RETURN(cur, GetAttribute(cur, part));
-  }
-  return cur;
 }
 
 // The text Python's int()/float() parse: surrounding whitespace stripped, and underscores between digits
@@ -96,8 +83,11 @@ absl::StatusOr<Value> Join(const Value& v, const CallArgs& args) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += sep ? sep->ToString() : "";
-    ZF_ASSIGN_OR_RETURN(Value item, Attr(items[i], FindArg(args, 1, "attribute")));
+    ZF_ASSIGN_OR_RETURN(Value item, AttributePath(items[i], FindArg(args, 1, "attribute")));
     out += item.ToString();
+    if (out.size() > kMaxBuiltinStringBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat("join made more than ", kMaxBuiltinStringBytes, " bytes"));
+    }
   }
   return Value::String(out);
 }
@@ -107,7 +97,13 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& args) {
   JsonDumpOptions o;
   o.ensure_ascii = BoolArg(args, 0, "ensure_ascii");
   const Value* indent = FindArg(args, 1, "indent");
-  if (indent && !indent->is_none()) o.indent = static_cast<int>(indent->int_value());
+  if (indent && !indent->is_none()) {
+    constexpr int64_t kMaxIndent = 1024;  // spaces per nesting level; bounds the output before dumping
+    if (indent->int_value() > kMaxIndent) {
+      return absl::ResourceExhaustedError(absl::StrCat("tojson indent ", indent->int_value(), " is larger than ", kMaxIndent));
+    }
+    o.indent = static_cast<int>(indent->int_value());
+  }
   const Value* seps = FindArg(args, 2, "separators");
   if (seps && seps->is_list() && seps->list().size() == 2) {
     o.item_separator = seps->list()[0].ToString();
@@ -118,8 +114,16 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& args) {
   return Value::String(s);
 }
 
-Value Indent(const Value& v, const CallArgs& args) {
+// Bounds indent's output: a width is a count of spaces the filter allocates for every line.
+constexpr int64_t kMaxIndentWidth = int64_t{1} << 20;
+constexpr size_t kMaxIndentOutputBytes = size_t{1} << 24;
+
+absl::StatusOr<Value> Indent(const Value& v, const CallArgs& args) {
   const Value* width = FindArg(args, 0, "width");
+  if (width != nullptr && !width->is_string() && width->int_value() > kMaxIndentWidth) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("indent width ", width->int_value(), " is larger than ", kMaxIndentWidth));
+  }
   std::string pad = width == nullptr     ? "    "
                     : width->is_string() ? width->str()
                                          : std::string(std::max<int64_t>(0, width->int_value()), ' ');
@@ -133,6 +137,10 @@ Value Indent(const Value& v, const CallArgs& args) {
     out += "\n";
     if (blank || !lines[i].empty()) out += pad;
     out += lines[i];
+    if (out.size() > kMaxIndentOutputBytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("indent output is larger than ", kMaxIndentOutputBytes, " bytes"));
+    }
   }
   return Value::String(first ? pad + out : out);
 }
@@ -175,7 +183,7 @@ absl::StatusOr<Value> Select(const Value& v, CallArgs& args, bool by_attr, bool 
     Value subject = item;
     if (by_attr) {
       if (args.args.empty()) return TypeError("selectattr needs an attribute name");
-      ZF_ASSIGN_OR_RETURN(subject, Attr(item, &args.args[0]));
+      ZF_ASSIGN_OR_RETURN(subject, AttributePath(item, &args.args[0]));
     }
     bool ok = subject.Truthy();
     if (test != nullptr) {
@@ -193,7 +201,7 @@ absl::StatusOr<Value> Map(const Value& v, CallArgs& args) {
   if (attribute != nullptr) {
     const Value* dflt = FindArg(args, SIZE_MAX, "default");
     for (const Value& item : items) {
-      ZF_ASSIGN_OR_RETURN(Value got, Attr(item, attribute));
+      ZF_ASSIGN_OR_RETURN(Value got, AttributePath(item, attribute));
       out.push_back(got.is_undefined() && dflt ? *dflt : got);
     }
     return Value::List(std::move(out));
@@ -216,16 +224,17 @@ absl::StatusOr<Value> Sort(const Value& v, const CallArgs& args, bool unique) {
   const Value* attribute = FindArg(args, unique ? 1 : 2, "attribute");
   std::vector<std::pair<Value, Value>> keyed;
   for (const Value& item : items) {
-    ZF_ASSIGN_OR_RETURN(Value key, Attr(item, attribute));
+    ZF_ASSIGN_OR_RETURN(Value key, AttributePath(item, attribute));
     keyed.emplace_back(SortKey(key, case_sensitive), item);
   }
   std::vector<Value> out;
   if (unique) {
     std::vector<Value> seen;
-    for (auto& [k, item] : keyed) {
+    for (auto& entry : keyed) {
+      const Value& k = entry.first;  // not a structured binding: C++17 lambdas cannot capture those (clang)
       if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return ValuesEqual(s, k); })) {
         seen.push_back(k);
-        out.push_back(item);
+        out.push_back(entry.second);
       }
     }
     return Value::List(std::move(out));
@@ -254,7 +263,7 @@ absl::StatusOr<Value> Sum(const Value& v, const CallArgs& args) {
   double f = start ? start->number() : 0;
   int64_t i = start && !is_float ? start->int_value() : 0;
   for (const Value& raw : items) {
-    ZF_ASSIGN_OR_RETURN(Value item, Attr(raw, FindArg(args, 0, "attribute")));
+    ZF_ASSIGN_OR_RETURN(Value item, AttributePath(raw, FindArg(args, 0, "attribute")));
     if (!item.is_number())
       return TypeError(absl::StrCat("unsupported operand type(s) for +: 'int' and '", item.TypeName(), "'"));
     is_float = is_float || item.is_float();
@@ -273,6 +282,20 @@ absl::StatusOr<Value> FirstLast(const Value& v, bool first) {
 
 }  // namespace
 
+absl::StatusOr<Value> AttributePath(const Value& item, const Value* attribute) {
+  if (attribute == nullptr) return item;
+  if (attribute->is_int() && item.is_list()) {
+    int64_t i = attribute->int_value();
+    if (i >= 0 && i < static_cast<int64_t>(item.list().size())) return item.list()[i];
+    return Value::Undefined("no such element");
+  }
+  Value cur = item;
+  for (const std::string& part : std::vector<std::string>(absl::StrSplit(attribute->ToString(), '.'))) {
+    ZF_ASSIGN_OR_RETURN(cur, GetAttribute(cur, part));
+  }
+  return cur;
+}
+
 bool IsKnownFilter(const std::string& name) {
   static const char* kFilters[] = {
       "trim",   "length", "count",  "upper",  "lower",       "title",      "capitalize", "replace",
@@ -283,7 +306,7 @@ bool IsKnownFilter(const std::string& name) {
   for (const char* f : kFilters) {
     if (name == f) return true;
   }
-  return false;
+  return IsRareFilter(name);
 }
 
 absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& args) {
@@ -302,8 +325,10 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
     const Value* to = FindArg(args, 1, "new");
     const Value* count = FindArg(args, 2, "count");
     if (!from || !to) return TypeError("replace needs old and new");
-    return Value::String(PyReplace(v.ToString(), from->ToString(), to->ToString(),
-                                   count && !count->is_none() ? count->int_value() : -1));
+    const int64_t n = count && !count->is_none() ? count->int_value() : -1;
+    const std::string s = v.ToString();
+    ZF_RETURN_IF_ERROR(CheckReplaceSize(s, from->ToString(), to->ToString(), n));
+    return Value::String(PyReplace(s, from->ToString(), to->ToString(), n));
   }
   if (name == "string") return Value::String(v.ToString());
   if (name == "int") return ToInt(v, args);
@@ -367,6 +392,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
     by_key.kwargs.emplace_back("attribute", Value::Int(0));
     return Sort(items, by_key, false);
   }
+  if (IsRareFilter(name)) return ApplyRareFilter(name, v, args);
   return TypeError(absl::StrCat("No filter named '", name, "'."));  // keep in sync with IsKnownFilter
 }
 

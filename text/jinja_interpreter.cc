@@ -218,8 +218,8 @@ absl::Status BindTargets(const std::vector<std::string>& targets, const Value& i
   return absl::OkStatus();
 }
 
-// jinja2's `loop` object for iteration i of n.
-Value LoopObject(const std::vector<Value>& items, size_t i) {
+// jinja2's `loop` object for iteration i of n, `depth0` recursive calls down.
+Value LoopObject(const std::vector<Value>& items, size_t i, int64_t depth0) {
   const int64_t n = static_cast<int64_t>(items.size());
   const int64_t k = static_cast<int64_t>(i);
   Value loop = Value::Dict();
@@ -231,8 +231,8 @@ Value LoopObject(const std::vector<Value>& items, size_t i) {
   d.Set("first", Value::Bool(k == 0));
   d.Set("last", Value::Bool(k == n - 1));
   d.Set("length", Value::Int(n));
-  d.Set("depth", Value::Int(1));
-  d.Set("depth0", Value::Int(0));
+  d.Set("depth", Value::Int(depth0 + 1));
+  d.Set("depth0", Value::Int(depth0));
   if (i > 0) d.Set("previtem", items[i - 1]);
   if (i + 1 < items.size()) d.Set("nextitem", items[i + 1]);
   d.Set("cycle", Value::Function("cycle", [k](CallArgs& a) -> absl::StatusOr<Value> {
@@ -247,6 +247,12 @@ Value LoopObject(const std::vector<Value>& items, size_t i) {
 absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const FramePtr& frame,
                                                        std::string* out) {
   ZF_ASSIGN_OR_RETURN(Value iterable, Eval(*node.expr, frame));
+  return ExecLoop(node, frame, iterable, /*depth0=*/0, out);
+}
+
+absl::StatusOr<Interpreter::Flow> Interpreter::ExecLoop(const Node& node, const FramePtr& frame,
+                                                        const Value& iterable, int64_t depth0,
+                                                        std::string* out) {
   ZF_ASSIGN_OR_RETURN(std::vector<Value> items, IterateValue(iterable));
   auto bind_into = [&](const FramePtr& f, const Value& item) {
     return BindTargets(node.targets, item, [&](const std::string& k, Value v) { f->Set(k, std::move(v)); });
@@ -254,6 +260,7 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const F
   if (node.cond) {  // `for x in xs if cond`: filter first, so loop.length counts the kept items
     std::vector<Value> kept;
     for (const Value& item : items) {
+      ZF_RETURN_IF_ERROR(Step());
       FramePtr scratch = ChildScope(frame);
       ZF_RETURN_IF_ERROR(bind_into(scratch, item));
       ZF_ASSIGN_OR_RETURN(Value keep, Eval(*node.cond, scratch));
@@ -262,15 +269,45 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const F
     items = std::move(kept);
   }
   if (items.empty()) return Exec(node.else_body, frame, out);
+  const NativeFunction recurse = RecursiveLoopCall(node, frame, depth0);
   for (size_t i = 0; i < items.size(); ++i) {
     ZF_RETURN_IF_ERROR(Step());
     FramePtr iteration = ChildScope(frame);
     ZF_RETURN_IF_ERROR(bind_into(iteration, items[i]));
-    iteration->Set("loop", LoopObject(items, i));
+    Value loop = LoopObject(items, i, depth0);
+    loop.SetCall(recurse);
+    iteration->Set("loop", std::move(loop));
     ZF_ASSIGN_OR_RETURN(Flow flow, Exec(node.body, iteration, out));
     if (flow == Flow::kBreak) break;
   }
   return Flow::kNormal;
+}
+
+NativeFunction Interpreter::RecursiveLoopCall(const Node& node, const FramePtr& frame, int64_t depth0) {
+  if (!node.recursive) {
+    return [](CallArgs&) -> absl::StatusOr<Value> {
+      return TypeError("The loop must have the 'recursive' marker to be called recursively.");
+    };
+  }
+  // Weak for the same reason as in MakeMacro: the loop object may be stored where it outlives the frame.
+  std::weak_ptr<Frame> scope = frame;
+  return [this, &node, scope, depth0](CallArgs& args) -> absl::StatusOr<Value> {
+    FramePtr f = scope.lock();
+    if (!f) return TypeError("loop() is called outside its loop");
+    if (args.args.size() != 1 || !args.kwargs.empty()) {
+      return TypeError("loop() takes exactly one argument, the iterable of the next level");
+    }
+    if (call_depth_ >= limits_.max_call_depth) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("recursive loop calls nest deeper than ", limits_.max_call_depth));
+    }
+    std::string text;
+    ++call_depth_;
+    auto flow = ExecLoop(node, f, args.args[0], depth0 + 1, &text);
+    --call_depth_;
+    if (!flow.ok()) return flow.status();
+    return Value::String(std::move(text));
+  };
 }
 
 absl::Status Interpreter::ExecSet(const Node& node, const FramePtr& frame) {

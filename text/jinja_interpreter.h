@@ -52,6 +52,11 @@ class Interpreter {
   absl::StatusOr<Flow> ExecNode(const Node& node, const FramePtr& frame, std::string* out);
   absl::StatusOr<Flow> ExecIf(const Node& node, const FramePtr& frame, std::string* out);
   absl::StatusOr<Flow> ExecFor(const Node& node, const FramePtr& frame, std::string* out);
+  // One level of a for loop over `iterable`; depth0 > 0 inside loop(...) of a recursive loop.
+  absl::StatusOr<Flow> ExecLoop(const Node& node, const FramePtr& frame, const Value& iterable,
+                                int64_t depth0, std::string* out);
+  // What calling the loop object does: the next level of a recursive loop, else jinja2's TypeError.
+  NativeFunction RecursiveLoopCall(const Node& node, const FramePtr& frame, int64_t depth0);
   absl::Status ExecSet(const Node& node, const FramePtr& frame);
   absl::Status ExecCallBlock(const Node& node, const FramePtr& frame, std::string* out);
   Value MakeMacro(const Node& node, const FramePtr& frame);
@@ -68,6 +73,8 @@ class Interpreter {
   // A filter chain; a null innermost input (a filter block) reads `block_input`.
   absl::StatusOr<Value> EvalFilter(const Expr& e, const FramePtr& frame, const Value* block_input);
   absl::StatusOr<Value> EvalTest(const Expr& e, const FramePtr& frame);
+  // A filter's or call's string result must fit limits_.max_output_bytes (it can only grow from there).
+  absl::Status CheckResultSize(const Expr& e, const Value& v) const;
   absl::StatusOr<CallArgs> EvalArgs(const Expr& e, size_t first_child, const FramePtr& frame);
   absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b) const;
 

@@ -190,7 +190,10 @@ class Parser {
       Next();
       ZF_ASSIGN_OR_RETURN(n->cond, ParseExpression());
     }
-    if (IsName("recursive")) return ErrorAt(Peek(), "unsupported: recursive loops");
+    if (IsName("recursive")) {
+      Next();
+      n->recursive = true;
+    }
     ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
     std::string end;
     ++loop_depth_;

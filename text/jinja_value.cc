@@ -79,6 +79,22 @@ Value Value::Function(std::string name, NativeFunction fn) {
   return v;
 }
 
+Value Value::NamedTuple(std::vector<std::string> names, std::vector<Value> items) {
+  Value v = List(std::move(items), /*tuple=*/true);
+  v.field_names_ = std::make_shared<const std::vector<std::string>>(std::move(names));
+  return v;
+}
+
+void Value::SetCall(NativeFunction fn) { fn_ = std::make_shared<NativeFunction>(std::move(fn)); }
+
+const Value* Value::Field(const std::string& name) const {
+  if (!field_names_) return nullptr;
+  for (size_t i = 0; i < field_names_->size() && i < list_->size(); ++i) {
+    if ((*field_names_)[i] == name) return &(*list_)[i];
+  }
+  return nullptr;
+}
+
 bool Value::Truthy() const {
   switch (kind_) {
     case Kind::kUndefined:

@@ -44,6 +44,12 @@ class Value {
   // A namespace() object: a dict whose entries are read and assigned as attributes.
   static Value Namespace();
   static Value Function(std::string name, NativeFunction fn);
+  // A tuple whose items are also attributes (Python's namedtuple; groupby's (grouper, list)).
+  // Precondition: names.size() == items.size().
+  static Value NamedTuple(std::vector<std::string> names, std::vector<Value> items);
+
+  // Makes a dict callable as well (jinja2's loop object in a recursive for loop: loop(children)).
+  void SetCall(NativeFunction fn);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -59,6 +65,8 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kDict && namespace_; }
   bool is_function() const { return kind_ == Kind::kFunction; }
+  // A function, or a dict made callable with SetCall.
+  bool is_callable() const { return fn_ != nullptr; }
 
   bool bool_value() const { return b_; }
   int64_t int_value() const { return is_bool() ? (b_ ? 1 : 0) : i_; }
@@ -70,7 +78,10 @@ class Value {
   std::vector<Value>& mutable_list() { return *list_; }
   const ValueDict& dict() const { return *dict_; }
   ValueDict& mutable_dict() { return *dict_; }
+  // Precondition: is_callable().
   const NativeFunction& function() const { return *fn_; }
+  // The value of a named tuple's field `name`; null for other values and unknown names.
+  const Value* Field(const std::string& name) const;
 
   // Python truthiness (undefined is false).
   bool Truthy() const;
@@ -94,6 +105,7 @@ class Value {
   std::shared_ptr<std::vector<Value>> list_;
   std::shared_ptr<ValueDict> dict_;
   std::shared_ptr<NativeFunction> fn_;
+  std::shared_ptr<const std::vector<std::string>> field_names_;  // named tuples only
 };
 
 // An insertion-ordered dict with string keys (JSON objects and template dict literals).

@@ -120,5 +120,97 @@ TEST_F(TokenizeCommandTest, MessagesGetRenderedAndIds) {
   EXPECT_EQ(got["ids"].get<std::vector<int32_t>>(), *tok_->Encode(got["rendered"].get<std::string>(), false));
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream buf;
+  buf << file.rdbuf();
+  return buf.str();
+}
+
+struct Tokenized {
+  absl::Status status;
+  std::string output;
+  size_t written = 0;
+};
+
+Tokenized RunWith(const text::Tokenizer& tok, const text::ChatTemplate* chat, const std::string& input,
+                  int threads) {
+  std::istringstream in(input);
+  std::ostringstream out;
+  Tokenized t;
+  t.status = TokenizeJsonl(tok, chat, in, "in.jsonl", out, &t.written, threads);
+  t.output = out.str();
+  return t;
+}
+
+// The text corpus of the golden tests, repeated past one chunk of lines (4096), with chat lines mixed in
+// (an error for gpt2, which has no template: the error must then be the first one, as serially).
+std::string ParallelCorpus() {
+  const std::string corpus = ReadFile(std::string(ZEROFIT_TEXT_GOLDEN_DIR) + "/../corpus.jsonl");
+  std::string input;
+  for (int i = 0; i < 12; ++i) {
+    input += corpus;
+    input += "\n";  // a blank line
+    input += R"({"messages": [{"role": "user", "content": "Hi )" + std::to_string(i) +
+             R"("}], "add_generation_prompt": true})" "\n";
+  }
+  return input;
+}
+
+// Every thread count writes byte-identical output to the serial run's, on all five shared tokenizers.
+TEST(TokenizeParallelTest, ParallelOutputEqualsSerialOnTheRealTokenizers) {
+  const std::string input = ParallelCorpus();
+  int tested = 0;
+  for (const char* name : {"qwen2.5", "mistral-v0.3", "tinyllama", "gpt2", "smollm2"}) {
+    const std::string dir = std::string(ZEROFIT_HF_TOKENIZERS_DIR) + "/" + name;
+    if (!std::filesystem::exists(dir + "/tokenizer.json")) continue;
+    auto tok = text::Tokenizer::FromFile(dir + "/tokenizer.json");
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    auto chat = text::ChatTemplate::FromTokenizerConfig(dir + "/tokenizer_config.json");
+    const text::ChatTemplate* chat_ptr = chat.ok() ? &*chat : nullptr;
+    const Tokenized serial = RunWith(**tok, chat_ptr, input, 1);
+    if (chat_ptr != nullptr) {
+      ASSERT_TRUE(serial.status.ok()) << name << ": " << serial.status;
+      EXPECT_EQ(serial.written, 12u * 399u) << name;
+    } else {
+      EXPECT_NE(serial.status.message().find("in.jsonl:400: "), std::string::npos) << serial.status;
+    }
+    for (int threads : {2, 3, 0}) {
+      const Tokenized parallel = RunWith(**tok, chat_ptr, input, threads);
+      EXPECT_EQ(parallel.status, serial.status) << name << ", " << threads << " threads";
+      EXPECT_EQ(parallel.written, serial.written) << name << ", " << threads << " threads";
+      EXPECT_TRUE(parallel.output == serial.output) << name << ", " << threads << " threads";
+    }
+    ++tested;
+  }
+  if (tested == 0) GTEST_SKIP() << ZEROFIT_HF_TOKENIZERS_DIR << " has none of the tokenizers";
+}
+
+// Errors at late lines (in the second chunk): the lowest bad line is reported, with everything before it
+// written, whatever the thread count; a cut-off last line keeps its hint.
+TEST_F(TokenizeCommandTest, ParallelReportsTheLowestBadLineLikeSerial) {
+  std::string input;
+  for (int i = 1; i <= 6000; ++i) {
+    if (i == 4500) {
+      input += "{\"text\": 5}\n";
+    } else if (i == 5000) {
+      input += "not json\n";
+    } else {
+      input += R"({"text": "line )" + std::to_string(i) + R"( of the file"})" "\n";
+    }
+  }
+  const Tokenized serial = RunWith(*tok_, &*chat_, input, 1);
+  EXPECT_EQ(serial.status.message().rfind("in.jsonl:4500: ", 0), 0u) << serial.status;
+  for (int threads : {2, 4}) {
+    const Tokenized parallel = RunWith(*tok_, &*chat_, input, threads);
+    EXPECT_EQ(parallel.status, serial.status);
+    EXPECT_TRUE(parallel.output == serial.output);
+  }
+  const std::string cut = "{\"text\": \"a\"}\n{\"text\": \"b";
+  const Tokenized serial_cut = RunWith(*tok_, &*chat_, cut, 1);
+  EXPECT_NE(serial_cut.status.message().find("was the file cut off?"), std::string::npos);
+  EXPECT_EQ(RunWith(*tok_, &*chat_, cut, 3).status, serial_cut.status);
+}
+
 }  // namespace
 }  // namespace zerofit::cli

@@ -107,9 +107,9 @@ TEST(ChatTemplateTest, UnsupportedTagsNameLineAndColumn) {
   EXPECT_EQ(Message("a\nb\n{% include 'x' %}"), "chat_template:3:4: unsupported tag 'include'");
   EXPECT_EQ(Message("{%- import 'm' as m %}"), "chat_template:1:5: unsupported tag 'import'");
   EXPECT_EQ(Message("{% block body %}{% endblock %}"), "chat_template:1:4: unsupported tag 'block'");
-  EXPECT_NE(
-      ParseError("{% for x in y recursive %}{% endfor %}").message().find("chat_template:1:15: unsupported"),
-      std::string::npos);
+  EXPECT_EQ(Message("{% for x in y %}\n {% autoescape true %}{% endautoescape %}{% endfor %}"),
+            "chat_template:2:5: unsupported tag 'autoescape'");
+  EXPECT_EQ(Message("{{ x|attr('a') }}"), "chat_template:1:6: No filter named 'attr'.");
   EXPECT_EQ(Message("{% endif %}"), "chat_template:1:4: unexpected tag 'endif'");
 }
 
@@ -161,6 +161,46 @@ TEST(ChatTemplateTest, NestingDepthIsBounded) {
   auto recursive = ChatTemplate::Parse("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   ASSERT_TRUE(recursive.ok());
   EXPECT_EQ(recursive->Render(Json::array(), {}).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// A recursive loop over self-similar data nests no deeper than max_call_depth; arguments of the rarer
+// filters that would size an allocation are bounded.
+TEST(ChatTemplateTest, RecursiveLoopsAndRareFiltersAreBounded) {
+  auto t = ChatTemplate::Parse("{% for x in [[[[[[]]]]]] recursive %}{{ loop.depth }}{{ loop(x) }}{% endfor %}");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ChatTemplateOptions options;
+  EXPECT_EQ(*t->Render(Json::array(), options), "12345");
+  options.limits.max_call_depth = 3;
+  EXPECT_EQ(t->Render(Json::array(), options).status().code(), absl::StatusCode::kResourceExhausted);
+  auto forever = ChatTemplate::Parse(
+      "{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}");
+  ASSERT_TRUE(forever.ok());
+  EXPECT_EQ(forever->Render(Json::array(), {}).status().code(), absl::StatusCode::kResourceExhausted);
+  for (const char* source : {"{{ [1]|batch(100000000000, 0) }}", "{{ [1]|slice(100000000) }}",
+                             "{{ 'x'|center(100000000000) }}", "{{ [1]|batch(0) }}", "{{ [1]|slice(0) }}"}) {
+    auto bad = ChatTemplate::Parse(source);
+    ASSERT_TRUE(bad.ok()) << source;
+    EXPECT_FALSE(bad->Render(Json::array(), {}).ok()) << source;
+  }
+}
+
+// Fuzzer finds (tests/fuzz): each failed with an uncaught exception (std::length_error, std::out_of_range),
+// padded for seconds or grew to gigabytes; now an error.
+TEST(ChatTemplateTest, HugeWidthsAndIndicesFailCleanly) {
+  for (const char* source : {"{{ 'a\\nb'|indent(42949672962) }}", "{{ ('a\\n' * 100000)|indent(100000) }}",
+                             "{{ '%2000000000d' % 1 }}", "{{ '%-999999999s' % 'x' }}", "{{ '%.99999999f' % 1.5 }}",
+                             "{{ '{99999999999999999999999}'.format(1) }}", "{{ '%d' % 1e300 }}",
+                             // Unbounded growth: joins of a string by a longer separator, replace, tojson.
+                             "{{ messages|map(attribute='role')|join(',role')|join(',role')|join(',role')"
+                             "|join(',role')|join(',role')|join(',role')|join(',role')|join(',') }}",
+                             "{{ ('x' * 1000)|replace('x', 'x' * 100000) }}",
+                             "{{ ('x' * 1000).replace('', 'y' * 100000) }}",
+                             "{{ {'a': [1]}|tojson(indent=1000000000) }}", "{{ ('ab' * 1000000)|list|length }}"}) {
+    auto t = ChatTemplate::Parse(source);
+    ASSERT_TRUE(t.ok()) << source;
+    const Json messages = Json::parse(R"([{"role": "user"}, {"role": "assistant"}, {"role": "user"}])");
+    EXPECT_FALSE(t->Render(messages, {}).ok()) << source;
+  }
 }
 
 TEST(ChatTemplateTest, OutputSizeIsBounded) {

@@ -7,11 +7,14 @@
 #include <fstream>
 #include <istream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/ordered_line_map.h"
+#include "core/thread_pool.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::data {
@@ -180,10 +183,15 @@ bool IsBlank(const std::string& line) {
   return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
 }
 
-// One JSONL line to a pair. `stats` is updated.
-absl::StatusOr<PreferencePair> ParseLine(const std::string& line, const Where& w, const Tokenizer* tok,
-                                         const Specials& sp, const PreferenceDataOptions& options,
-                                         PreferenceDataStats* stats) {
+// A parsed line: its pair and the untruncated token counts (for PreferenceDataStats).
+struct ParsedLine {
+  PreferencePair pair;
+  size_t raw_sizes[3] = {0, 0, 0};  // prompt, chosen, rejected tokens before specials and truncation
+};
+
+// One JSONL line to a pair. Pure: safe to call for several lines at once (the tokenizer is thread-safe).
+absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, const Tokenizer* tok,
+                                     const Specials& sp, const PreferenceDataOptions& options) {
   // nlohmann reports parse errors by exception; they are translated here, where the library is called
   // (STYLE 2), and never escape.
   Json obj;
@@ -221,16 +229,42 @@ absl::StatusOr<PreferencePair> ParseLine(const std::string& line, const Where& w
       return FieldError(w, pretokenized ? id_fields[k] : text_fields[k], "empty response (nothing to score)");
     }
   }
-  PreferencePair pair = AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, options, w.line);
+  ParsedLine parsed;
+  parsed.pair = AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, options, w.line);
+  for (int k = 0; k < 3; ++k) parsed.raw_sizes[k] = ids[k].size();
+  return parsed;
+}
+
+// Adds one parsed line to the truncation counts.
+void CountLine(const ParsedLine& parsed, const PreferenceDataOptions& options, PreferenceDataStats* stats) {
+  const PreferencePair& pair = parsed.pair;
   const size_t bos = options.add_bos ? 1 : 0;
   const size_t eos = options.add_eos ? 1 : 0;
   stats->pairs++;
-  if (pair.prompt.size() < ids[0].size() + bos) stats->prompts_truncated++;
-  if (pair.chosen.size() < ids[1].size() + eos) stats->responses_truncated++;
-  if (pair.rejected.size() < ids[2].size() + eos) stats->responses_truncated++;
+  if (pair.prompt.size() < parsed.raw_sizes[0] + bos) stats->prompts_truncated++;
+  if (pair.chosen.size() < parsed.raw_sizes[1] + eos) stats->responses_truncated++;
+  if (pair.rejected.size() < parsed.raw_sizes[2] + eos) stats->responses_truncated++;
   stats->longest_sequence = std::max(stats->longest_sequence,
                                      pair.prompt.size() + std::max(pair.chosen.size(), pair.rejected.size()));
-  return pair;
+}
+
+// ParseLine for a line read by OrderedLineMap: nullopt for a blank line; the cut-off hint on a last line
+// without newline that is not valid JSON.
+absl::StatusOr<std::optional<ParsedLine>> ParseInputLine(const core::InputLine& line, const std::string& source,
+                                                         const Tokenizer* tok, const Specials& sp,
+                                                         const PreferenceDataOptions& options) {
+  if (IsBlank(line.text)) return std::nullopt;
+  auto parsed = ParseLine(line.text, Where{source, line.number}, tok, sp, options);
+  if (!parsed.ok()) {
+    // getline hit the end without a newline: this is the last line, and a writer may have been cut off.
+    if (line.unterminated && absl::StrContains(parsed.status().message(), "invalid JSON")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(parsed.status().message(),
+                       " (the last line has no newline: was the file cut off while being written?)"));
+    }
+    return parsed.status();
+  }
+  return std::optional<ParsedLine>(*std::move(parsed));
 }
 
 absl::StatusOr<std::vector<PreferencePair>> ParseStream(std::istream& in, const std::string& source,
@@ -243,23 +277,19 @@ absl::StatusOr<std::vector<PreferencePair>> ParseStream(std::istream& in, const 
   const Specials sp = ResolveSpecials(options, tok);
   PreferenceDataStats local;
   std::vector<PreferencePair> pairs;
-  std::string line;
-  size_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (IsBlank(line)) continue;
-    auto pair = ParseLine(line, Where{source, line_no}, tok, sp, options, &local);
-    if (!pair.ok()) {
-      // getline hit the end without a newline: this is the last line, and a writer may have been cut off.
-      if (in.eof() && absl::StrContains(pair.status().message(), "invalid JSON")) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(pair.status().message(),
-                         " (the last line has no newline: was the file cut off while being written?)"));
-      }
-      return pair.status();
-    }
-    pairs.push_back(std::move(*pair));
-  }
+  core::ThreadPool pool(core::ResolveThreadCount(options.threads));
+  auto lines = core::OrderedLineMap<std::optional<ParsedLine>>(
+      in, pool, core::LineChunking{},
+      [&](const core::InputLine& line) { return ParseInputLine(line, source, tok, sp, options); },
+      [&](std::optional<ParsedLine> parsed, const core::InputLine&) {
+        if (parsed) {
+          CountLine(*parsed, options, &local);
+          pairs.push_back(std::move(parsed->pair));
+        }
+        return absl::OkStatus();
+      });
+  if (!lines.ok()) return lines.status();
+  const size_t line_no = *lines;
   if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read failed after line ", line_no));
   if (line_no == 0) {
     return absl::InvalidArgumentError(absl::StrCat(source, ":1: empty file (no preference pairs)"));

@@ -68,6 +68,9 @@ struct PreferenceDataOptions {
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t vocab_size = 0;
+  // Lines parsed and tokenized in parallel (0: all cores). Results, stats and the first error (the lowest
+  // bad line's) are the same for every count; the file is read in chunks of a few thousand lines.
+  int threads = 0;
 };
 
 // What truncation did to a file, for a progress line ("12 of 5000 pairs truncated").

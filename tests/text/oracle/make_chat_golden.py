@@ -202,6 +202,9 @@ def hf_cases(name):
     return cases
 
 
+RECURSIVE_TREE = [{"n": 1, "c": [{"n": 2, "c": []}, {"n": 3}]}, {"n": 4, "c": [{"n": 5, "c": [{"n": 6}]}]}]
+
+
 def synthetic_cases():
     """(case name, template, messages, options): one Jinja feature each."""
     m = [U1, A1]
@@ -367,6 +370,29 @@ def synthetic_cases():
         ("tests_aliases", "{{ 5 is greaterthan 3 }} {{ 5 is lessthan 3 }} {{ 'A' is lower }}", [], {}),
         ("split_empty_separator", "{{ 'a,b'.split('') }}", [], {}),
         ("attr_vs_item", "{{ messages[0]['items'] }} {{ messages[0].get('items') }}", [{"items": "field"}], {}),
+        # Recursive loops: loop(children) renders the loop body one level down; depth/depth0, else, if-filter.
+        ("recursive_loop", "{% for x in tree recursive %}[{{ x.n }}:{{ loop.depth }}{{ loop.depth0 }}{{ loop.index }}/{{ loop.length }}{% if x.c %}{{ loop(x.c) }}{% endif %}]{% endfor %}", [], {"extra": {"tree": RECURSIVE_TREE}}),
+        ("recursive_loop_else", "{% for x in tree recursive %}<{{ x.n }}{{ loop(x.c) }}>{% else %}(leaf){% endfor %}", [], {"extra": {"tree": RECURSIVE_TREE}}),
+        ("recursive_loop_if", "{% for x in tree if x.n != 3 recursive %}{{ x.n }}{{ loop.length }}{% if x.c %}({{ loop(x.c) }}){% endif %};{% endfor %}", [], {"extra": {"tree": RECURSIVE_TREE}}),
+        ("recursive_loop_scope", "{% set y = 'outer' %}{% for x in [1, 2] recursive %}{% set y = x %}{{ y }}{% if loop.depth < 3 %}({{ loop([x * 10]) }}){% endif %}{{ loop.previtem }}{% endfor %}{{ y }}", [], {}),
+        ("recursive_loop_break", "{% for x in [1, 5, 2] recursive %}{% if x > 4 %}{% break %}{% endif %}{{ x }}{{ loop(x.c) }}{% endfor %}", [], {}),
+        ("recursive_loop_messages", "{% for m in messages recursive %}{{ '  ' * loop.depth0 }}{{ m.role }}{% if m.content is not string %}\n{{ loop(m.content) }}{% else %}: {{ m.content }}\n{% endif %}{% endfor %}", [{"role": "user", "content": [{"role": "text", "content": "hi"}, {"role": "image", "content": [{"role": "url", "content": "x"}]}]}, A1], {}),
+        ("loop_call_not_recursive", "{% for x in [1] %}{{ loop([2]) }}{% endfor %}", [], {}),
+        ("recursive_loop_not_iterable", "{% for x in [[]] recursive %}{{ loop(1) }}{% endfor %}", [], {}),
+        # Rarer filters and tests.
+        ("filter_batch", "{{ [1, 2, 3, 4, 5]|batch(2)|list }} {{ [1, 2, 3, 4, 5]|batch(2, 'x')|list }} {{ 'abcde'|batch(3)|list }} {{ []|batch(2)|list }} {{ [1, 2, 3]|batch(2, none)|list }}", [], {}),
+        ("filter_slice", "{{ [1, 2, 3, 4, 5, 6, 7]|slice(3)|list }} {{ [1, 2, 3, 4, 5, 6, 7]|slice(3, 0)|list }} {{ [1, 2]|slice(4)|list }}", [], {}),
+        ("filter_groupby", "{% for g in messages|groupby('role') %}{{ g.grouper }}:{{ g.list|map(attribute='content')|join(',') }};{% endfor %} {% for role, ms in messages|groupby('role') %}{{ role }}={{ ms|length }} {% endfor %}{{ messages|groupby('role')|map(attribute='grouper')|list }}", [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}], {}),
+        ("filter_groupby_case", "{{ messages|groupby('r') }} {{ messages|groupby('r', case_sensitive=true)|list }} {{ messages|groupby('x', default='z')|list }}", [{"r": "b", "x": "k"}, {"r": "A"}, {"r": "a", "x": "k"}], {}),
+        ("filter_groupby_path", "{{ messages|groupby('r.s')|list }} {{ [[1, 2], [1, 3], [0, 4]]|groupby(0)|list }}", [{"r": {"s": 1}}, {"r": {"s": 0}}], {}),
+        ("filter_groupby_missing", "{{ messages|groupby('r')|list }}", [{"r": "b"}, {"n": 2}], {}),
+        ("filter_center", "[{{ 'x'|center }}]{{ 'abc'|center(8) }}|{{ 'abcd'|center(7) }}|{{ 'héllo'|center(9) }}|{{ 5|center(5) }}|{{ 'long'|center(2) }}|", [], {}),
+        ("filter_wordcount", "{{ ''|wordcount }} {{ 'a-b c.d e_f \"g\" 12 ünï'|wordcount }} {{ 'one  two\nthree'|wordcount }}", [], {}),
+        ("filter_truncate", "{{ 'hello world foo bar'|truncate(11) }}|{{ 'hello world foo bar'|truncate(11, true) }}|{{ 'hello world'|truncate(11) }}|{{ 'hello world!'|truncate(11) }}|{{ 'hello world foo'|truncate(9, false, '!') }}|{{ 'hello world foo'|truncate(9, leeway=0) }}|{{ 'héllo wörld x'|truncate(9) }}|{{ ('x' * 300)|truncate|length }}", [], {}),
+        ("filter_truncate_short_error", "{{ 'hello world'|truncate(2) }}", [], {}),
+        ("percent_wide", "{{ ('%600s|' % 'x')|length }} {{ ('%-700d|' % 5)|length }} {{ ('%.550f' % 0.5)|length }}", [], {}),
+        ("filter_variants", "{{ 'a\n\nb'|indent(2, blank=true) }}|{{ 'a\nb'|indent('> ', true) }}|{{ messages|sum(attribute='n') }}|{{ messages|sum(attribute='n', start=10) }}|{{ (messages|min(attribute='n')).n }}|{{ (messages|max(attribute='n')).n }}|{{ messages|unique(attribute='k')|map(attribute='n')|list }}|{{ {'b': 1, 'a': 2, 'C': 0}|dictsort }}|{{ {'b': 1, 'a': 2}|dictsort(by='value', reverse=true) }}|{{ messages|selectattr('n', 'gt', 1)|map(attribute='n')|list }}|{{ messages|rejectattr('k', 'in', ['x'])|list|length }}|{{ messages|map(attribute='z', default='-')|join }}|{{ ['B', 'a', 'C']|sort|join }}|{{ ['B', 'a', 'C']|sort(case_sensitive=true)|join }}|{{ messages|sort(attribute='n', reverse=true)|map(attribute='n')|join }}|{{ '%s=%d'|format('x', 3) }}|{{ {'a': 1}|items|list }}|{{ ['A', 'a', 'b']|unique|list }}", [{"n": 2, "k": "x"}, {"n": 1, "k": "X"}, {"n": 3, "k": "y"}], {}),
+        ("tests_filter_test", "{{ 'upper' is filter }} {{ 'groupby' is filter }} {{ 'nope' is filter }} {{ 1 is filter }} {{ 'odd' is test }} {{ 'nope' is test }}", [], {}),
     ]
     return t
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "worker/data/hf_tokenizer.h"
@@ -120,6 +122,66 @@ TEST_F(HfPreferenceTest, EmptyBlankAndCutFilesAreErrorsWithLine) {
               "t.jsonl:2: invalid JSON");
   ExpectError("{\"prompt\": \"x\", \"chosen\": \"a\", \"rejected\": \"b\"}\n{\"prompt\": \"x\", \"cho",
               "was the file cut off");
+}
+
+// Text and conversational lines past one chunk (4096 lines), with truncation: every thread count gives the
+// serial pairs and stats; with bad lines late in the file, the serial (lowest) error.
+TEST_F(HfPreferenceTest, ParallelParsingEqualsSerial) {
+  std::string jsonl;
+  for (int i = 1; i <= 5000; ++i) {
+    const std::string n = std::to_string(i);
+    if (i % 7 == 0) {
+      jsonl += R"({"prompt": [{"role": "user", "content": "what is )" + n + R"(?"}], )"
+               R"("chosen": [{"role": "assistant", "content": "it is )" + n + R"( 😀"}], )"
+               R"("rejected": [{"role": "assistant", "content": "no idea"}]})" "\n";
+    } else if (i % 11 == 0) {
+      jsonl += "\n";
+    } else {
+      jsonl += R"({"prompt": "Q)" + n + R"(: how many é in 中文 )" + std::string(i % 50, 'x') +
+               R"(", "chosen": "A: )" + n + R"(", "rejected": "B: don't know )" + n + "\"}\n";
+    }
+  }
+  options_.max_length = 24;
+  options_.max_prompt_length = 12;
+  auto parse = [&](const std::string& contents, int threads, PreferenceDataStats* stats) {
+    PreferenceDataOptions o = options_;
+    o.threads = threads;
+    return ParsePreferenceJsonl(contents, "t.jsonl", tok_.get(), o, stats);
+  };
+  PreferenceDataStats serial_stats;
+  auto serial = parse(jsonl, 1, &serial_stats);
+  ASSERT_TRUE(serial.ok()) << serial.status();
+  ASSERT_GT(serial_stats.prompts_truncated, 0u);
+  for (int threads : {0, 2, 3}) {
+    PreferenceDataStats stats;
+    auto parallel = parse(jsonl, threads, &stats);
+    ASSERT_TRUE(parallel.ok()) << parallel.status();
+    ASSERT_EQ(parallel->size(), serial->size());
+    for (size_t i = 0; i < serial->size(); ++i) {
+      const PreferencePair &a = (*serial)[i], &b = (*parallel)[i];
+      ASSERT_TRUE(a.prompt == b.prompt && a.chosen == b.chosen && a.rejected == b.rejected &&
+                  a.source_line == b.source_line)
+          << "pair " << i << ", " << threads << " threads";
+    }
+    EXPECT_EQ(stats.pairs, serial_stats.pairs);
+    EXPECT_EQ(stats.prompts_truncated, serial_stats.prompts_truncated);
+    EXPECT_EQ(stats.responses_truncated, serial_stats.responses_truncated);
+    EXPECT_EQ(stats.longest_sequence, serial_stats.longest_sequence);
+  }
+  // Errors at lines 4321 (conversational, no response after the prompt) and 4800 (bad JSON).
+  std::vector<std::string> lines = absl::StrSplit(jsonl, '\n');
+  lines[4320] = R"({"chosen": [{"role": "user", "content": "a"}], "rejected": [{"role": "user", "content": "a"}]})";
+  lines[4799] = "{not json";
+  const std::string bad = absl::StrJoin(lines, "\n");
+  auto serial_bad = parse(bad, 1, nullptr);
+  ASSERT_FALSE(serial_bad.ok());
+  EXPECT_EQ(serial_bad.status().message().rfind("t.jsonl:4321: ", 0), 0u) << serial_bad.status();
+  for (int threads : {0, 2, 5}) EXPECT_EQ(parse(bad, threads, nullptr).status(), serial_bad.status());
+  // A cut-off last line keeps its hint.
+  const std::string cut = jsonl.substr(0, jsonl.size() - 5);
+  auto serial_cut = parse(cut, 1, nullptr);
+  EXPECT_NE(serial_cut.status().message().find("was the file cut off"), std::string::npos);
+  EXPECT_EQ(parse(cut, 3, nullptr).status(), serial_cut.status());
 }
 
 }  // namespace
