@@ -187,8 +187,9 @@ if ((RUN_JOB)); then
   done
   step "zerofit run of examples/jobs/arith_reward.yaml on cuda:0 (20 steps, 1 rank)"
   job=$BUILD/gpu_arith_reward.yaml
-  sed -e "s#build/examples/arith#$data#g" -e 's/^  steps: .*/  steps: 20/' -e 's/^world_size: .*/world_size: 1\ndevice: cuda/' \
-    -e 's/^  micro_batch: .*/  micro_batch: 16/' \
+  # (A smoke test: 20 steps from scratch, without setup.sh's base model.)
+  sed -e "s#build/examples/arith#$data#g" -e "s#^model: .*#model: $data#" -e 's/^  steps: .*/  steps: 20/' -e 's/^world_size: .*/world_size: 1\ndevice: cuda/' \
+    -e 's/^  micro_batch: .*/  micro_batch: 64/' \
     -e 's#^checkpoint: .*#checkpoint: {dir: '"$BUILD"'/gpu-arith-checkpoints, every: 10, keep: 1}#' \
     examples/jobs/arith_reward.yaml >"$job"
   rm -rf "$BUILD/gpu-arith-checkpoints"

@@ -40,7 +40,20 @@ BUILD_DIR=${BUILD_DIR:-build}
 # CUDA and NCCL under /usr/local/cuda are picked up automatically (the nccl backend compiles without a GPU).
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD_DIR" -j "$(nproc)"
-# Data for the README's main job (examples/jobs/arith_reward.yaml): generated offline, deterministic.
-"$BUILD_DIR/worker/data/zerofit_make_arith_prefs" --out "$BUILD_DIR/examples/arith" --train 2000 --test 200 \
-  --ids --pad > /dev/null
-echo "setup: built into $BUILD_DIR (example data in $BUILD_DIR/examples/arith)"
+# Data for the README's main job (examples/jobs/arith_reward.yaml): generated offline, deterministic. Wrong
+# answers are off by 1 to 9 (--wrong near), so a reward model's last token can always tell them apart.
+ARITH=$BUILD_DIR/examples/arith
+"$BUILD_DIR/worker/data/zerofit_make_arith_prefs" --out "$ARITH" --train 4000 --test 400 --ids --pad \
+  --wrong near > /dev/null
+# The job's base model: a reward model starts from a language model, as in every RLHF pipeline; one trained
+# from scratch on this task sits at ~50% for minutes (BENCHMARKS.md, "The README's main job"). Supervised
+# fine-tuning on the training problems' correct answers only (no held-out problem, no rejected answer), ~1.5
+# minutes on 2 cores; kept when it exists, since the data above is the same every time.
+if [[ ! -f "$ARITH/base/model.safetensors" ]]; then
+  echo "setup: training the example's base model (SFT, 700 steps) into $ARITH/base"
+  MPIEXEC=(mpiexec --oversubscribe -n 2)
+  [[ $(id -u) -ne 0 ]] || MPIEXEC+=(--allow-run-as-root)
+  "${MPIEXEC[@]}" "$BUILD_DIR/worker/torch/zerofit_train_prefs" --task sft --data "$ARITH" --offload --threads 1 \
+    --global-batch 64 --micro 1 --steps 700 --lr 3e-3 --log-every 100 --export "$ARITH/base"
+fi
+echo "setup: built into $BUILD_DIR (example data in $ARITH, its base model in $ARITH/base)"
