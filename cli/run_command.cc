@@ -31,6 +31,29 @@ CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
   return run;
 }
 
+std::string RunOutputs(const jobspec::JobSpec& spec, const std::string& checkpoint_note) {
+  auto where = [](const std::string& path) { return fs::absolute(path).lexically_normal().string(); };
+  std::string out = "zerofit run: outputs\n";
+  const size_t empty = out.size();
+  if (!spec.export_dir.empty()) {
+    absl::StrAppend(&out, "  model:       ", where(spec.export_dir),
+                    "  (model.safetensors + config.json, Hugging Face format)\n");
+  }
+  if (!spec.checkpoint.dir.empty()) {
+    absl::StrAppend(&out, "  checkpoint:  ", where(spec.checkpoint.dir), checkpoint_note, "\n");
+  }
+  if (!spec.metrics.jsonl.empty()) {
+    absl::StrAppend(&out, "  metrics:     ", where(spec.metrics.jsonl), "  (one JSON object per step)\n");
+  }
+  if (!spec.metrics.tensorboard.empty()) {
+    absl::StrAppend(&out, "  TensorBoard: tensorboard --logdir ", where(spec.metrics.tensorboard), "\n");
+  }
+  if (out.size() == empty) {
+    out += "  none: the spec sets no export:, checkpoint: or metrics: {jsonl, tensorboard}\n";
+  }
+  return out;
+}
+
 absl::Status RunRun(const RunFlags& f) {
   auto text = core::ReadTextFile(f.spec_path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
@@ -78,12 +101,17 @@ absl::Status RunRun(const RunFlags& f) {
   hooks.env = {absl::StrCat(client::kTokenEnv, "=", token)};
   ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(*LocalJobControl(&c), id, hooks));
   const coordinator::JobRecord& job = done.job;
+  auto checkpoint_note = [&](const coordinator::JobRecord& j) {
+    return j.status.checkpoint_step >= 0 ? absl::StrCat(" (step ", j.status.checkpoint_step, ")")
+                                         : std::string();
+  };
   std::printf("zerofit run: %s %s after %d attempt(s)%s%s\n", id.c_str(),
               coordinator::JobPhaseName(job.status.phase), job.status.attempt,
               job.status.reason.empty() ? "" : ": ", job.status.reason.c_str());
   if (job.status.phase != coordinator::JobPhase::kSucceeded) {
     return absl::AbortedError(absl::StrCat(id, " ", coordinator::JobPhaseName(job.status.phase)));
   }
+  std::printf("%s", RunOutputs(spec, checkpoint_note(job)).c_str());
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "jobspec/job_spec.h"
 
 namespace CLI {
 class App;
@@ -24,5 +25,9 @@ struct RunFlags {
 
 CLI::App* AddRunCommand(CLI::App& app, RunFlags* flags);
 absl::Status RunRun(const RunFlags& flags);
+
+// What a finished job left behind, as the last lines `zerofit run` prints: the exported model, the last
+// checkpoint (`checkpoint_note`, e.g. " (step 399)"), the metrics file and the TensorBoard directory.
+std::string RunOutputs(const jobspec::JobSpec& spec, const std::string& checkpoint_note);
 
 }  // namespace zerofit::cli

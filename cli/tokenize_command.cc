@@ -86,8 +86,8 @@ absl::StatusOr<Json> ProcessLine(Json obj, const text::Tokenizer& tok, const tex
 
 // One input line to its output line (without the newline); nullopt for a blank line. Errors carry the
 // position. Safe to call concurrently (the tokenizer and template are).
-absl::StatusOr<std::optional<std::string>> TokenizeLine(const core::InputLine& line, const std::string& source,
-                                                        const text::Tokenizer& tok,
+absl::StatusOr<std::optional<std::string>> TokenizeLine(const core::InputLine& line,
+                                                        const std::string& source, const text::Tokenizer& tok,
                                                         const text::ChatTemplate* chat) {
   if (IsBlank(line.text)) return std::nullopt;
   Json obj;
@@ -111,8 +111,7 @@ absl::StatusOr<std::optional<std::string>> TokenizeLine(const core::InputLine& l
 }  // namespace
 
 absl::Status TokenizeJsonl(const text::Tokenizer& tok, const text::ChatTemplate* chat, std::istream& in,
-                           const std::string& source, std::ostream& out, size_t* lines_written,
-                           int threads) {
+                           const std::string& source, std::ostream& out, size_t* lines_written, int threads) {
   core::ThreadPool pool(core::ResolveThreadCount(threads));
   size_t written = 0;
   auto lines = core::OrderedLineMap<std::optional<std::string>>(

@@ -274,13 +274,14 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
   ZF_RETURN_IF_ERROR(
       r.OnlyKeys(root, "",
                  {"name", "task", "model", "data", "world_size", "hardware", "max_restarts", "device",
-                  "training", "deepspeed", "checkpoint", "metrics", "slurm", "eval"}));
+                  "training", "deepspeed", "checkpoint", "metrics", "slurm", "eval", "export"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "model", "model", &s.model, "a string"));
   ZF_RETURN_IF_ERROR(ParseData(r, root, &s.data));
   ZF_RETURN_IF_ERROR(ParseEval(r, root, &s.eval));
+  ZF_RETURN_IF_ERROR(r.Get(root, "export", "export", &s.export_dir, "a directory"));
   ZF_RETURN_IF_ERROR(r.Get(root, "world_size", "world_size", &s.world_size, "an integer"));
   s.world_size_given = root["world_size"].IsDefined() && !root["world_size"].IsNull();
   ZF_RETURN_IF_ERROR(r.Get(root, "hardware", "hardware", &s.hardware, "a string"));

@@ -27,6 +27,7 @@
 //     bf16: true
 //     max_length: 1024
 //   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
+//   export: /models/mistral-rm   # the trained model in Hugging Face format, after the last step
 //   slurm:                       # for `zerofit slurm` / `zerofit submit --slurm` (docs/slurm.md)
 //     nodes: 2
 //     gpus_per_node: 8           # one task (rank) per GPU
@@ -144,6 +145,9 @@ struct JobSpec {
   TrainingSpec training;
   CheckpointSpec checkpoint;
   MetricsSpec metrics;
+  // Rank 0 writes the trained model here after the last step in Hugging Face format (model.safetensors +
+  // config.json; LoRA merged); empty: no export. A path as the workers see it.
+  std::string export_dir;
   bool world_size_given = false;  // world_size was written in the spec (not the default)
   std::optional<SlurmSpec> slurm;
 };

@@ -127,7 +127,8 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
       if (i) out += s;
       out += a0->list()[i].str();
       if (out.size() > kMaxBuiltinStringBytes) {
-        return absl::ResourceExhaustedError(absl::StrCat("join() made more than ", kMaxBuiltinStringBytes, " bytes"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("join() made more than ", kMaxBuiltinStringBytes, " bytes"));
       }
     }
     return Value::String(out);
@@ -195,11 +196,11 @@ const Value* FindArg(const CallArgs& args, size_t index, const char* keyword) {
 
 bool IsKnownTest(const std::string& name) {
   static const char* kTests[] = {
-      "defined", "undefined", "none",        "string",     "mapping", "iterable", "sequence", "number",
-      "integer", "float",     "boolean",     "true",       "false",   "callable", "lower",    "upper",
-      "odd",     "even",      "divisibleby", "equalto",    "eq",      "==",       "ne",       "!=",
-      "sameas",  "in",        "lt",          "<",          "le",      "<=",       "gt",       ">",
-      "ge",      ">=",        "lessthan",    "greaterthan", "filter", "test"};
+      "defined", "undefined", "none",        "string",      "mapping", "iterable", "sequence", "number",
+      "integer", "float",     "boolean",     "true",        "false",   "callable", "lower",    "upper",
+      "odd",     "even",      "divisibleby", "equalto",     "eq",      "==",       "ne",       "!=",
+      "sameas",  "in",        "lt",          "<",           "le",      "<=",       "gt",       ">",
+      "ge",      ">=",        "lessthan",    "greaterthan", "filter",  "test"};
   for (const char* t : kTests) {
     if (name == t) return true;
   }
@@ -216,7 +217,8 @@ absl::Status CheckReplaceSize(std::string_view s, std::string_view from, std::st
   }
   if (count >= 0) hits = std::min(hits, static_cast<size_t>(count));
   const size_t growth = to.size() - from.size();
-  if (hits > 0 && (growth > kMaxBuiltinStringBytes / hits || s.size() + hits * growth > kMaxBuiltinStringBytes)) {
+  if (hits > 0 &&
+      (growth > kMaxBuiltinStringBytes / hits || s.size() + hits * growth > kMaxBuiltinStringBytes)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("replace() would make more than ", kMaxBuiltinStringBytes, " bytes"));
   }
@@ -233,8 +235,8 @@ absl::StatusOr<std::vector<Value>> IterateValue(const Value& v) {
   }
   if (v.is_string()) {
     if (Utf8Length(v.str()) > kMaxIteratedCodePoints) {
-      return absl::ResourceExhaustedError(absl::StrCat("iterating a string of more than ", kMaxIteratedCodePoints,
-                                                       " characters"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("iterating a string of more than ", kMaxIteratedCodePoints, " characters"));
     }
     for (char32_t c : DecodeUtf8(v.str())) out.push_back(Value::String(EncodeUtf8(std::u32string(1, c))));
     return out;
@@ -403,9 +405,11 @@ absl::StatusOr<std::string> PercentFormat(const std::string& fmt, const Value& a
       std::string c(1, conv == 'i' ? 'd' : conv);
       const double d = v.number();
       if (v.is_float() && !(std::fabs(d) < 9.2e18)) {
-        return TypeError(absl::StrCat("%", std::string(1, conv), " format: ", v.ToString(), " is out of range"));
+        return TypeError(
+            absl::StrCat("%", std::string(1, conv), " format: ", v.ToString(), " is out of range"));
       }
-      out += CFormat("%" + spec + "ll" + c, static_cast<long long>(v.is_float() ? std::trunc(d) : v.int_value()));
+      out += CFormat("%" + spec + "ll" + c,
+                     static_cast<long long>(v.is_float() ? std::trunc(d) : v.int_value()));
     } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'g') {
       if (!v.is_number()) return TypeError("must be real number, not " + v.TypeName());
       out += CFormat("%" + spec + std::string(1, conv), v.number());

@@ -86,7 +86,8 @@ absl::StatusOr<Value> Join(const Value& v, const CallArgs& args) {
     ZF_ASSIGN_OR_RETURN(Value item, AttributePath(items[i], FindArg(args, 1, "attribute")));
     out += item.ToString();
     if (out.size() > kMaxBuiltinStringBytes) {
-      return absl::ResourceExhaustedError(absl::StrCat("join made more than ", kMaxBuiltinStringBytes, " bytes"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("join made more than ", kMaxBuiltinStringBytes, " bytes"));
     }
   }
   return Value::String(out);
@@ -100,7 +101,8 @@ absl::StatusOr<Value> ToJson(const Value& v, const CallArgs& args) {
   if (indent && !indent->is_none()) {
     constexpr int64_t kMaxIndent = 1024;  // spaces per nesting level; bounds the output before dumping
     if (indent->int_value() > kMaxIndent) {
-      return absl::ResourceExhaustedError(absl::StrCat("tojson indent ", indent->int_value(), " is larger than ", kMaxIndent));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("tojson indent ", indent->int_value(), " is larger than ", kMaxIndent));
     }
     o.indent = static_cast<int>(indent->int_value());
   }

@@ -114,7 +114,8 @@ absl::StatusOr<Value> GroupBy(const Value& v, const CallArgs& args) {
     size_t j = i;
     std::vector<Value> members;
     while (j < keyed.size() && ValuesEqual(keyed[j].key, keyed[i].key)) members.push_back(keyed[j++].item);
-    groups.push_back(Value::NamedTuple({"grouper", "list"}, {keyed[i].value, Value::List(std::move(members))}));
+    groups.push_back(
+        Value::NamedTuple({"grouper", "list"}, {keyed[i].value, Value::List(std::move(members))}));
     i = j;
   }
   return Value::List(std::move(groups));

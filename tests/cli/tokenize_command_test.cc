@@ -152,7 +152,8 @@ std::string ParallelCorpus() {
     input += corpus;
     input += "\n";  // a blank line
     input += R"({"messages": [{"role": "user", "content": "Hi )" + std::to_string(i) +
-             R"("}], "add_generation_prompt": true})" "\n";
+             R"("}], "add_generation_prompt": true})"
+             "\n";
   }
   return input;
 }
@@ -196,7 +197,9 @@ TEST_F(TokenizeCommandTest, ParallelReportsTheLowestBadLineLikeSerial) {
     } else if (i == 5000) {
       input += "not json\n";
     } else {
-      input += R"({"text": "line )" + std::to_string(i) + R"( of the file"})" "\n";
+      input += R"({"text": "line )" + std::to_string(i) +
+               R"( of the file"})"
+               "\n";
     }
   }
   const Tokenized serial = RunWith(*tok_, &*chat_, input, 1);

@@ -54,6 +54,7 @@ training: {steps: 12, global_batch: 16, micro_batch: 4, gradient_accumulation: 2
 eval: {every: 5, max_samples: 30}
 checkpoint: {dir: $3, every: 100, keep: 1}
 metrics: {jsonl: $3.metrics.jsonl}
+export: $3.model
 YAML
 }
 job text "{train: $D/train.jsonl, test: $D/test.jsonl}" "$D/ck-text" > "$D/text.yaml"
@@ -79,6 +80,13 @@ for f in $(cd "$D/ck-ids/$(cat "$D/ck-ids/latest")" && ls); do
   compared=$((compared + 1))
 done
 [ "$compared" -gt 0 ] || fail "no checkpoint state files compared in $D/ck-ids: $(ls -R "$D/ck-ids")"
+
+# The run ends by saying where its outputs are; the export is a Hugging Face model directory.
+grep -q "^  model:       $D/ck-text.model  (model.safetensors + config.json" "$D/text.log" \
+  || fail "no export path at the end: $(tail -6 "$D/text.log")"
+grep -q "^  metrics:     $D/ck-text.metrics.jsonl" "$D/text.log" || fail "no metrics path: $(tail -6 "$D/text.log")"
+grep -q "^  checkpoint:  $D/ck-text (step 11)" "$D/text.log" || fail "no checkpoint path: $(tail -6 "$D/text.log")"
+[ -s "$D/ck-text.model/model.safetensors" ] && [ -s "$D/ck-text.model/config.json" ] || fail "export missing"
 
 # A malformed line: the job fails, and the error names the file and the line.
 sed '3s/.*/{"prompt": "1+1=", "chosen": 2}/' "$D/train.jsonl" > "$D/bad.jsonl"

@@ -12,8 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t cut = input.find('\0');
   const std::string_view json = input.substr(0, cut);
-  const std::string_view text =
-      cut == std::string_view::npos ? std::string_view("Hello w\xc3\xb6rld 123 <s> \xf0\x9f\x98\x80 ab")
+  const std::string_view text = cut == std::string_view::npos
+                                    ? std::string_view("Hello w\xc3\xb6rld 123 <s> \xf0\x9f\x98\x80 ab")
                                     : input.substr(cut + 1);
   zerofit::text::TokenizerLimits limits;
   limits.max_file_bytes = size_t{1} << 20;

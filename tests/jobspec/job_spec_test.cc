@@ -101,6 +101,9 @@ TEST(JobSpecTest, DataIsADirectoryOrFilesWithATokenizer) {
   EXPECT_EQ(files->eval.every, 25);
   EXPECT_EQ(files->eval.max_samples, 64);
   EXPECT_TRUE(files->eval.data.empty());
+  auto exported = ParseJobSpec("task: sft\nmodel: m\ndata: d\nexport: /out/rm\n", "job.yaml");
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ(exported->export_dir, "/out/rm");
   auto defaults = ParseJobSpec("task: sft\nmodel: m\ndata: {train: t.jsonl}\n", "job.yaml");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->data.add_bos, "auto");
@@ -116,6 +119,7 @@ TEST(JobSpecTest, DataIsADirectoryOrFilesWithATokenizer) {
       {"task: sft\nmodel: m\n", "job.yaml: field 'data': required"},
       {"task: sft\nmodel: m\ndata: d\neval:\n  every: -1\n", "job.yaml:5: field 'eval.every': must be >= 0"},
       {"task: sft\nmodel: m\ndata: d\neval: 5\n", "job.yaml:4: field 'eval': expected a mapping"},
+      {"task: sft\nmodel: m\ndata: d\nexport: [a]\n", "job.yaml:4: field 'export': expected a directory"},
   };
   for (const auto& [text, expected] : bad) {
     auto s = ParseJobSpec(text, "job.yaml");

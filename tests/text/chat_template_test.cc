@@ -166,14 +166,14 @@ TEST(ChatTemplateTest, NestingDepthIsBounded) {
 // A recursive loop over self-similar data nests no deeper than max_call_depth; arguments of the rarer
 // filters that would size an allocation are bounded.
 TEST(ChatTemplateTest, RecursiveLoopsAndRareFiltersAreBounded) {
-  auto t = ChatTemplate::Parse("{% for x in [[[[[[]]]]]] recursive %}{{ loop.depth }}{{ loop(x) }}{% endfor %}");
+  auto t =
+      ChatTemplate::Parse("{% for x in [[[[[[]]]]]] recursive %}{{ loop.depth }}{{ loop(x) }}{% endfor %}");
   ASSERT_TRUE(t.ok()) << t.status();
   ChatTemplateOptions options;
   EXPECT_EQ(*t->Render(Json::array(), options), "12345");
   options.limits.max_call_depth = 3;
   EXPECT_EQ(t->Render(Json::array(), options).status().code(), absl::StatusCode::kResourceExhausted);
-  auto forever = ChatTemplate::Parse(
-      "{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}");
+  auto forever = ChatTemplate::Parse("{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}");
   ASSERT_TRUE(forever.ok());
   EXPECT_EQ(forever->Render(Json::array(), {}).status().code(), absl::StatusCode::kResourceExhausted);
   for (const char* source : {"{{ [1]|batch(100000000000, 0) }}", "{{ [1]|slice(100000000) }}",
@@ -187,15 +187,15 @@ TEST(ChatTemplateTest, RecursiveLoopsAndRareFiltersAreBounded) {
 // Fuzzer finds (tests/fuzz): each failed with an uncaught exception (std::length_error, std::out_of_range),
 // padded for seconds or grew to gigabytes; now an error.
 TEST(ChatTemplateTest, HugeWidthsAndIndicesFailCleanly) {
-  for (const char* source : {"{{ 'a\\nb'|indent(42949672962) }}", "{{ ('a\\n' * 100000)|indent(100000) }}",
-                             "{{ '%2000000000d' % 1 }}", "{{ '%-999999999s' % 'x' }}", "{{ '%.99999999f' % 1.5 }}",
-                             "{{ '{99999999999999999999999}'.format(1) }}", "{{ '%d' % 1e300 }}",
-                             // Unbounded growth: joins of a string by a longer separator, replace, tojson.
-                             "{{ messages|map(attribute='role')|join(',role')|join(',role')|join(',role')"
-                             "|join(',role')|join(',role')|join(',role')|join(',role')|join(',') }}",
-                             "{{ ('x' * 1000)|replace('x', 'x' * 100000) }}",
-                             "{{ ('x' * 1000).replace('', 'y' * 100000) }}",
-                             "{{ {'a': [1]}|tojson(indent=1000000000) }}", "{{ ('ab' * 1000000)|list|length }}"}) {
+  for (const char* source :
+       {"{{ 'a\\nb'|indent(42949672962) }}", "{{ ('a\\n' * 100000)|indent(100000) }}",
+        "{{ '%2000000000d' % 1 }}", "{{ '%-999999999s' % 'x' }}", "{{ '%.99999999f' % 1.5 }}",
+        "{{ '{99999999999999999999999}'.format(1) }}", "{{ '%d' % 1e300 }}",
+        // Unbounded growth: joins of a string by a longer separator, replace, tojson.
+        "{{ messages|map(attribute='role')|join(',role')|join(',role')|join(',role')"
+        "|join(',role')|join(',role')|join(',role')|join(',role')|join(',') }}",
+        "{{ ('x' * 1000)|replace('x', 'x' * 100000) }}", "{{ ('x' * 1000).replace('', 'y' * 100000) }}",
+        "{{ {'a': [1]}|tojson(indent=1000000000) }}", "{{ ('ab' * 1000000)|list|length }}"}) {
     auto t = ChatTemplate::Parse(source);
     ASSERT_TRUE(t.ok()) << source;
     const Json messages = Json::parse(R"([{"role": "user"}, {"role": "assistant"}, {"role": "user"}])");

@@ -250,8 +250,9 @@ void CountLine(const ParsedLine& parsed, const PreferenceDataOptions& options, P
 
 // ParseLine for a line read by OrderedLineMap: nullopt for a blank line; the cut-off hint on a last line
 // without newline that is not valid JSON.
-absl::StatusOr<std::optional<ParsedLine>> ParseInputLine(const core::InputLine& line, const std::string& source,
-                                                         const Tokenizer* tok, const Specials& sp,
+absl::StatusOr<std::optional<ParsedLine>> ParseInputLine(const core::InputLine& line,
+                                                         const std::string& source, const Tokenizer* tok,
+                                                         const Specials& sp,
                                                          const PreferenceDataOptions& options) {
   if (IsBlank(line.text)) return std::nullopt;
   auto parsed = ParseLine(line.text, Where{source, line.number}, tok, sp, options);

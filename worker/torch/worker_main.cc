@@ -440,6 +440,13 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
     ZF_ASSIGN_OR_RETURN(last_eval, session->Evaluate());
   }
   const EvalReport& eval = *last_eval;
+  if (!spec.export_dir.empty()) {  // rank 0 writes; the others wait at the barrier below
+    if (absl::Status exported = session->Export(spec.export_dir); !exported.ok()) {
+      (void)report(absl::StrCat("export to ", spec.export_dir, " failed: ", exported.message()), -1, nullptr,
+                   -1, true, 1);
+      return exported;
+    }
+  }
   ZF_RETURN_IF_ERROR(comm->Barrier(absl::Minutes(5)));
   ZF_RETURN_IF_ERROR(report(rank == 0 ? absl::StrFormat("done: held-out accuracy %.3f over %.0f pairs",
                                                         eval.accuracy(), eval.metrics.pairs)

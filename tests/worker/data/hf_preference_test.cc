@@ -131,9 +131,13 @@ TEST_F(HfPreferenceTest, ParallelParsingEqualsSerial) {
   for (int i = 1; i <= 5000; ++i) {
     const std::string n = std::to_string(i);
     if (i % 7 == 0) {
-      jsonl += R"({"prompt": [{"role": "user", "content": "what is )" + n + R"(?"}], )"
-               R"("chosen": [{"role": "assistant", "content": "it is )" + n + R"( 😀"}], )"
-               R"("rejected": [{"role": "assistant", "content": "no idea"}]})" "\n";
+      jsonl += R"({"prompt": [{"role": "user", "content": "what is )" + n +
+               R"(?"}], )"
+               R"("chosen": [{"role": "assistant", "content": "it is )" +
+               n +
+               R"( 😀"}], )"
+               R"("rejected": [{"role": "assistant", "content": "no idea"}]})"
+               "\n";
     } else if (i % 11 == 0) {
       jsonl += "\n";
     } else {
@@ -170,7 +174,8 @@ TEST_F(HfPreferenceTest, ParallelParsingEqualsSerial) {
   }
   // Errors at lines 4321 (conversational, no response after the prompt) and 4800 (bad JSON).
   std::vector<std::string> lines = absl::StrSplit(jsonl, '\n');
-  lines[4320] = R"({"chosen": [{"role": "user", "content": "a"}], "rejected": [{"role": "user", "content": "a"}]})";
+  lines[4320] =
+      R"({"chosen": [{"role": "user", "content": "a"}], "rejected": [{"role": "user", "content": "a"}]})";
   lines[4799] = "{not json";
   const std::string bad = absl::StrJoin(lines, "\n");
   auto serial_bad = parse(bad, 1, nullptr);
