@@ -159,6 +159,8 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
   c.status = app.add_subcommand("status", "Show a job (all jobs without JOB), with its Slurm job and state");
   common(c.status);
   c.status->add_option("job", j->job, "job id (default: every job)");
+  c.status->add_flag("--plan", j->plan,
+                     "print the job's resolved plan (versioned JSON: what workers train by)");
   c.list = app.add_subcommand("list", "List jobs");
   common(c.list);
   c.logs = app.add_subcommand("logs", "Print a job's logs");
@@ -266,6 +268,18 @@ absl::Status RunStatus(const JobsFlags& f) {
                   SlurmJobState(id).c_str(), dir.c_str());
       return absl::OkStatus();
     }
+  }
+  if (f.plan) {
+    for (const v1::Job& j : jobs) {
+      if (j.plan().empty()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(j.id(),
+                         ": no plan (read from a stopped coordinator's job store: start `zerofit serve` "
+                         "on the state directory)"));
+      }
+      std::printf("%s", j.plan().c_str());
+    }
+    return absl::OkStatus();
   }
   for (const v1::Job& j : jobs) PrintJob(j);
   if (jobs.empty()) std::printf("no jobs\n");

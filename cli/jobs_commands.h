@@ -36,6 +36,7 @@ struct JobsFlags {
   double follow_timeout_s = 86400;
   std::string reason;
   bool json = false;
+  bool plan = false;             // status: print the resolved job plan (JSON) instead of the summary
   std::string format = "table";  // metrics: table | json | csv
   std::string worker_binary;     // worker: zerofit_worker (default: the one built with this zerofit)
 };

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "jobspec/job_plan.h"
 #include "planner/search.h"
 
 namespace zerofit::coordinator {
@@ -157,6 +158,8 @@ absl::StatusOr<JobRecord> Coordinator::RecordLocked(const std::string& id) {
   if (it != jobs_.end()) {
     r.micro_batches = it->second.micro_batches;
     r.checkpointing = it->second.checkpointing;
+    r.plan = jobspec::JobPlanToJson(
+        jobspec::ResolveJobPlan(it->second.spec, it->second.micro_batches, it->second.checkpointing));
   }
   return r;
 }
@@ -174,6 +177,8 @@ absl::StatusOr<std::vector<JobRecord>> Coordinator::List() {
     if (it == jobs_.end()) continue;
     r.micro_batches = it->second.micro_batches;
     r.checkpointing = it->second.checkpointing;
+    r.plan = jobspec::JobPlanToJson(
+        jobspec::ResolveJobPlan(it->second.spec, it->second.micro_batches, it->second.checkpointing));
   }
   return all;
 }

@@ -32,6 +32,9 @@ struct JobRecord {
   bool checkpointing = false;       // activation checkpointing
   std::string slurm_job_id;         // the Slurm job running it (`zerofit submit --slurm`), empty otherwise
   int replanned_micro_batches = 0;  // stored: micro-batches per rank after an out-of-memory re-plan (0: none)
+  // The resolved JobPlan (JSON) of the spec and the sizes above; filled by the coordinator, not stored:
+  // it is a function of what is.
+  std::string plan;
 };
 
 struct LogLine {

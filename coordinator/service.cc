@@ -353,6 +353,7 @@ void ToProto(const JobRecord& j, ::zerofit::v1::Job* out) {
   out->set_reason(j.status.reason);
   out->set_created_unix_us(absl::ToUnixMicros(j.created));
   out->set_since_unix_us(absl::ToUnixMicros(j.status.since));
+  out->set_plan(j.plan);
   out->set_micro_batches(j.micro_batches);
   out->set_checkpointing(j.checkpointing);
   out->set_interruptions(j.status.interruptions);
@@ -377,6 +378,7 @@ JobRecord FromProto(const ::zerofit::v1::Job& j) {
   r.micro_batches = j.micro_batches();
   r.checkpointing = j.checkpointing();
   r.slurm_job_id = j.slurm_job_id();
+  r.plan = j.plan();
   return r;
 }
 

@@ -249,16 +249,6 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
   return t;
 }
 
-core::LrScheduleOptions LrScheduleOf(const TrainingSpec& t) {
-  core::LrScheduleOptions s;
-  s.decay = t.lr_schedule;
-  s.peak_lr = static_cast<float>(t.lr);
-  s.warmup_steps = t.warmup_steps;
-  s.total_steps = t.decay_steps > 0 ? t.decay_steps : t.steps;
-  s.min_lr = static_cast<float>(t.min_lr);
-  return s;
-}
-
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& source,
                                      const std::string& base_dir) {
   YAML::Node root;

@@ -35,6 +35,13 @@ out=$("$Z" submit "$S/job.yaml" --state-dir "$S" --request-id r-1) || fail "subm
 out=$("$Z" submit "$S/job.yaml" --state-dir "$S" --request-id r-1) || fail "resubmit: $out"
 [ "$out" = "job-000001 already submitted (request r-1)" ] || fail "unexpected: $out"
 
+# The resolved plan: versioned JSON with the sizes the coordinator decided (the planner sized this job's
+# micro-batches, which the spec left out).
+plan=$("$Z" status job-000001 --plan --state-dir "$S") || fail "status --plan: $plan"
+echo "$plan" | grep -q '^  "version": 1,$' || fail "plan without version: $plan"
+echo "$plan" | grep -q '"micro_batches": [1-9]' || fail "plan without micro_batches: $plan"
+echo "$plan" | grep -q '"total_steps": 10,' || fail "plan without a resolved schedule: $plan"
+
 # 100 concurrent submits with one request id create one job.
 for i in $(seq 100); do "$Z" submit "$S/job.yaml" --state-dir "$S" --request-id same > "$S/c$i.out" 2>&1 & done
 wait $(jobs -p | grep -v "^$SERVER$") 2>/dev/null

@@ -3,4 +3,4 @@ zerofit_unit_test(launch_unit_test
   launch/hostlist_test.cc
   launch/launch_env_test.cc
   launch/sbatch_script_test.cc)
-target_link_libraries(launch_unit_test PRIVATE zerofit_launch)
+target_link_libraries(launch_unit_test PRIVATE zerofit_launch zerofit_sbatch)

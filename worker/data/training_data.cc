@@ -111,7 +111,10 @@ absl::StatusOr<TrainingData> LoadTrainingData(const DataSource& source, const co
   auto train = LoadPreferenceJsonl(source.train, tok.get(), whole);
   if (!train.ok()) return train.status();
   const DataExpectations expect =
-      tok ? tok->expectations() : DataExpectations{o.bos_id, o.eos_id, -1, o.add_bos};
+      tok ? tok->expectations()
+          : DataExpectations{o.bos_id, o.eos_id,
+                             config.pad_token_id ? static_cast<int32_t>(*config.pad_token_id) : -1,
+                             o.add_bos};
   out.report = BuildDataReport(*train, expect, o);
   const int32_t bos = tok ? tok->bos_id() : o.bos_id, eos = tok ? tok->eos_id() : o.eos_id;
   out.train.reserve(train->size());

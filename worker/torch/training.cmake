@@ -3,9 +3,10 @@ target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/named_step_metrics.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/objectives.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/pair_tensors.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/plan_options.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/preference_trainer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/reference_model.cc)
-target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_planner zerofit_metrics)
+target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_jobplan zerofit_planner zerofit_metrics)
 
 if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/train_prefs_main.cc)
@@ -24,5 +25,5 @@ endif()
 # The coordinator's worker (issue 6): one process per rank of a job.
 if(ZEROFIT_WITH_MPI AND TARGET zerofit_coordinator_service)
   add_executable(zerofit_worker ${CMAKE_CURRENT_SOURCE_DIR}/worker_main.cc)
-  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_jobspec zerofit_client zerofit_kv_rendezvous zerofit_launch zerofit_proto)
+  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_jobplan zerofit_client zerofit_kv_rendezvous zerofit_launch zerofit_proto)
 endif()

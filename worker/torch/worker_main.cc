@@ -1,11 +1,11 @@
 // zerofit_worker: one training process per rank of a coordinator job (launched by `zerofit run`, or by srun
-// under Slurm). It reads the job spec from the coordinator, builds the training session, registers (rank 0
-// with the length of every training pair), resumes from the job's last checkpoint, then for every step asks
-// the coordinator for its micro-batches, trains them, reports metrics and log lines, and checkpoints every
-// `checkpoint.every` steps. A heartbeat thread keeps the attempt alive; a cancelled job stops at the next
-// step.
-// A preemption (the coordinator answers a step with `stop`) makes every rank checkpoint the step before and
-// exit with kPreemptedExitCode (75), which the Slurm launcher turns into a requeue.
+// under Slurm). It reads the job's resolved plan from the coordinator, builds the training session, registers
+// (rank 0 with the length of every training pair), resumes from the job's last checkpoint, then for every
+// step asks the coordinator for its micro-batches, trains them, reports metrics and log lines, and
+// checkpoints every `checkpoint.every` steps. A heartbeat thread keeps the attempt alive; a cancelled job
+// stops at the next step. A preemption (the coordinator answers a step with `stop`) makes every rank
+// checkpoint the step before and exit with kPreemptedExitCode (75), which the Slurm launcher turns into a
+// requeue.
 //   mpiexec -n W zerofit_worker --coordinator HOST:PORT --token TOKEN --job JOB-ID
 //   srun --mpi=pmix zerofit_worker --coordinator HOST:PORT --token-file STATE/token --job JOB-ID
 // The token may also come from ZEROFIT_TOKEN; a coordinator that serves TLS takes --tls-ca CA.pem
@@ -38,12 +38,13 @@
 #include "coordinator/kv_rendezvous.h"
 #include "core/text_file.h"
 #include "jobspec/exit_codes.h"
-#include "jobspec/job_spec.h"
+#include "jobspec/job_plan.h"
 #include "launch/launch_env.h"
 #include "sharding/checkpoint_owner.h"
 #include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
 #include "worker/torch/named_step_metrics.h"
+#include "worker/torch/plan_options.h"
 #include "worker/torch/preference_trainer.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
@@ -155,50 +156,6 @@ class Heartbeater {
   std::thread thread_;  // last: starts after the members above exist
 };
 
-// The spec's data and eval sections as the trainer reads them (paths as this worker sees them).
-data::DataSource DataSourceOf(const jobspec::JobSpec& spec) {
-  const jobspec::DataSpec& d = spec.data;
-  data::DataSource s;
-  if (!d.dir.empty()) {
-    s = data::DataSourceOfDirectory(d.dir);
-  } else {
-    s.train = d.train;
-    s.test = d.test;
-    s.tokenizer_dir = d.tokenizer.empty() ? data::TokenizerDirOf(spec.model) : d.tokenizer;
-    s.max_prompt_length = d.max_prompt_length;
-  }
-  if (!spec.eval.data.empty()) s.test = spec.eval.data;
-  return s;
-}
-
-absl::StatusOr<PreferenceTrainOptions> OptionsFromSpec(const jobspec::JobSpec& spec) {
-  PreferenceTrainOptions o;
-  ZF_ASSIGN_OR_RETURN(o.task, ParseTask(spec.task));
-  o.model_dir = spec.model;
-  o.data = DataSourceOf(spec);
-  ZF_ASSIGN_OR_RETURN(o.data.add_bos, data::ParseAddBos(spec.data.add_bos, "data.add_bos"));
-  o.eval_every = spec.eval.every;
-  o.eval_max_samples = spec.eval.max_samples;
-  if (std::filesystem::exists(std::filesystem::path(spec.model) / "model.safetensors") ||
-      std::filesystem::exists(std::filesystem::path(spec.model) / "model.safetensors.index.json")) {
-    o.init_weights = spec.model;
-  }
-  const jobspec::TrainingSpec& t = spec.training;
-  o.steps = t.steps;
-  o.global_batch = t.global_batch;
-  o.micro_batches = static_cast<int>(t.gradient_accumulation.value_or(1));
-  o.lr = static_cast<float>(t.lr);
-  o.schedule = jobspec::LrScheduleOf(t);
-  o.weight_decay = static_cast<float>(t.weight_decay);
-  o.max_grad_norm = static_cast<float>(t.max_grad_norm);
-  o.offload.enabled = t.offload;
-  o.model.activation_checkpointing = t.checkpointing.value_or(false);
-  o.model.dtype = t.bf16 ? torch::kBFloat16 : torch::kFloat32;
-  o.max_length = t.max_length;
-  ZF_ASSIGN_OR_RETURN(o.device, device::ParseDeviceChoice(spec.device));
-  return o;
-}
-
 // The process exit code: 0, or kPreemptedExitCode after a preemption checkpoint.
 absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   torch::set_num_threads(1);
@@ -245,19 +202,18 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
                      [&](grpc::ClientContext* ctx) { return link.workers().Report(ctx, req, &resp); });
   };
 
-  // The spec, from the coordinator.
+  // The resolved plan, from the coordinator (jobspec/job_plan.h): the spec with every size decided.
   v1::GetJobRequest get;
   get.set_id(f.job);
   v1::Job job;
   ZF_RETURN_IF_ERROR(link.Call("get job", kIdempotent,
                                [&](grpc::ClientContext* ctx) { return link.jobs().Get(ctx, get, &job); }));
-  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(job.spec(), f.job));
-  if (spec.world_size != world) {
-    return absl::InvalidArgumentError(absl::StrCat("job ", f.job, " wants world_size ", spec.world_size,
+  ZF_ASSIGN_OR_RETURN(const jobspec::JobPlan plan, jobspec::JobPlanFromJson(job.plan(), f.job));
+  if (plan.world_size != world) {
+    return absl::InvalidArgumentError(absl::StrCat("job ", f.job, " wants world_size ", plan.world_size,
                                                    " but mpiexec started ", world, " ranks"));
   }
-  ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions options, OptionsFromSpec(spec));
-  options.model.activation_checkpointing = job.checkpointing();  // the spec's, or the planner's choice
+  ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions options, OptionsFromPlan(plan));
   options.local_rank = launched.local_rank;
 #ifdef ZEROFIT_HAVE_NCCL
   // NCCL's unique id travels through the coordinator's key-value store, under a key of this attempt.
@@ -290,26 +246,26 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   // Every rank registered (and rank 0's lengths arrived) before anyone asks for a step.
   ZF_RETURN_IF_ERROR(comm->Barrier(absl::Minutes(5)));
   int64_t first = registered.resume_step();
-  if (first == 0 && !spec.checkpoint.dir.empty()) {
+  if (first == 0 && !plan.checkpoint.dir.empty()) {
     // Starting over: the first save would replace whatever checkpoint.dir holds, so it must be ours (an
     // attempt of this job that died before its checkpoint was recorded) or nothing.
-    ZF_RETURN_IF_ERROR(sharding::CheckCheckpointDirIsOurs(spec.checkpoint.dir, registered.request_id()));
+    ZF_RETURN_IF_ERROR(sharding::CheckCheckpointDirIsOurs(plan.checkpoint.dir, registered.request_id()));
   }
   if (first > 0) {
-    if (spec.checkpoint.dir.empty()) {
+    if (plan.checkpoint.dir.empty()) {
       return absl::FailedPreconditionError("the job resumes at a checkpoint but has no checkpoint.dir");
     }
-    ZF_ASSIGN_OR_RETURN(const int64_t applied, session->LoadCheckpoint(spec.checkpoint.dir));
+    ZF_ASSIGN_OR_RETURN(const int64_t applied, session->LoadCheckpoint(plan.checkpoint.dir));
     if (applied != first) {
-      return absl::DataLossError(absl::StrCat(spec.checkpoint.dir, ": checkpoint holds ", applied,
+      return absl::DataLossError(absl::StrCat(plan.checkpoint.dir, ": checkpoint holds ", applied,
                                               " steps, the coordinator expected ", first));
     }
   }
   // Named metrics: alarms on every rank, the spec's sinks (metrics: {tensorboard, jsonl}) on rank 0.
   metrics::RecorderOptions ro;
   if (rank == 0) {
-    ro.tensorboard_dir = spec.metrics.tensorboard;
-    ro.jsonl_path = spec.metrics.jsonl;
+    ro.tensorboard_dir = plan.metrics.tensorboard;
+    ro.jsonl_path = plan.metrics.jsonl;
   }
   ro.hostname = hostname;
   ro.now_unix_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
@@ -322,7 +278,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       report(absl::StrCat("started: ", launch::Describe(launched)), -1, nullptr, -1, false, 0));
   if (rank == 0) {
     ZF_RETURN_IF_ERROR(report(absl::StrCat("attempt ", registered.attempt(), ": ", session->num_train_pairs(),
-                                           " training pairs, steps ", first, "..", spec.training.steps - 1),
+                                           " training pairs, steps ", first, "..", plan.steps - 1),
                               -1, nullptr, -1, false, 0));
     if (first == 0) {  // the data report once per job, not again on every resume
       const std::string text = data::FormatDataReport(session->data_report(), options.data.train, false);
@@ -334,7 +290,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   std::optional<EvalReport> last_eval;
   const absl::Time start = absl::Now();
   int64_t saved = first - 1;  // the last step whose checkpoint exists
-  for (int64_t step = first; step < spec.training.steps; ++step) {
+  for (int64_t step = first; step < plan.steps; ++step) {
     if (heartbeat.stop_requested()) {
       (void)report("stopping: the coordinator asked to", -1, nullptr, -1, true, 0);
       return 0;
@@ -352,11 +308,11 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       // below is collective and consistent.
       int64_t checkpoint = -1;
       std::string what = "no checkpoint.dir: the next attempt starts over";
-      if (!spec.checkpoint.dir.empty()) {
+      if (!plan.checkpoint.dir.empty()) {
         if (saved < step - 1) {
           ZF_RETURN_IF_ERROR(session->SaveCheckpoint(
-              spec.checkpoint.dir, sharding::CheckpointOwnerExtra(f.job, registered.request_id(), step - 1),
-              spec.checkpoint.keep));
+              plan.checkpoint.dir, sharding::CheckpointOwnerExtra(f.job, registered.request_id(), step - 1),
+              plan.checkpoint.keep));
           saved = step - 1;
         }
         checkpoint = saved;
@@ -404,17 +360,17 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       if (rank == 0) ZF_RETURN_IF_ERROR(report(warning, -1, nullptr, -1, false, 0));
     }
     int64_t checkpoint = -1;
-    const bool last = step + 1 == spec.training.steps;
-    if (!spec.checkpoint.dir.empty() && ((step + 1) % spec.checkpoint.every == 0 || last)) {
+    const bool last = step + 1 == plan.steps;
+    if (!plan.checkpoint.dir.empty() && ((step + 1) % plan.checkpoint.every == 0 || last)) {
       ZF_RETURN_IF_ERROR(session->SaveCheckpoint(
-          spec.checkpoint.dir, sharding::CheckpointOwnerExtra(f.job, registered.request_id(), step),
-          spec.checkpoint.keep));
+          plan.checkpoint.dir, sharding::CheckpointOwnerExtra(f.job, registered.request_id(), step),
+          plan.checkpoint.keep));
       checkpoint = step;
       saved = step;
     }
     {
       const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-      const int64_t done = step - first + 1, left = spec.training.steps - step - 1;
+      const int64_t done = step - first + 1, left = plan.steps - step - 1;
       // Every rank reports its step metrics (with its peak memory); rank 0 also the progress line and the
       // checkpoint.
       const std::string line =
@@ -422,7 +378,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
               ? ""
               : absl::StrFormat(
                     "step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %.0fs%s%s",
-                    step + 1, spec.training.steps, sr.metrics.loss_sum / std::max(1.0, sr.metrics.pairs),
+                    step + 1, plan.steps, sr.metrics.loss_sum / std::max(1.0, sr.metrics.pairs),
                     sr.metrics.correct / std::max(1.0, sr.metrics.pairs),
                     sr.metrics.margin_sum / std::max(1.0, sr.metrics.pairs), sr.lr,
                     sr.metrics.pairs / std::max(1e-9, sr.result.breakdown.wall_ms / 1e3),
@@ -440,9 +396,9 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
     ZF_ASSIGN_OR_RETURN(last_eval, session->Evaluate());
   }
   const EvalReport& eval = *last_eval;
-  if (!spec.export_dir.empty()) {  // rank 0 writes; the others wait at the barrier below
-    if (absl::Status exported = session->Export(spec.export_dir); !exported.ok()) {
-      (void)report(absl::StrCat("export to ", spec.export_dir, " failed: ", exported.message()), -1, nullptr,
+  if (!plan.export_dir.empty()) {  // rank 0 writes; the others wait at the barrier below
+    if (absl::Status exported = session->Export(plan.export_dir); !exported.ok()) {
+      (void)report(absl::StrCat("export to ", plan.export_dir, " failed: ", exported.message()), -1, nullptr,
                    -1, true, 1);
       return exported;
     }

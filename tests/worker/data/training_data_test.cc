@@ -111,6 +111,13 @@ TEST_F(TrainingDataTest, TokenIdFilesNeedNoTokenizer) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->train[0].prompt, (std::vector<int32_t>{kCharBos, 3}));
   EXPECT_EQ(d->test[0].chosen, (std::vector<int32_t>{5, kCharEos}));
+  auto pad_lint = [](const TrainingData& t) { return t.report.lints.at(0); };
+  EXPECT_EQ(pad_lint(*d).name, "pad == eos in the tokenizer config");
+  EXPECT_EQ(pad_lint(*d).count, 1u) << "config.json names no pad token";
+  config_.pad_token_id = 5;
+  auto padded = LoadTrainingData(DataSourceOfDirectory(dir_.path().string()), config_, 64);
+  ASSERT_TRUE(padded.ok()) << padded.status();
+  EXPECT_EQ(pad_lint(*padded).count, 0u) << "config.json's pad_token_id differs from EOS";
 }
 
 TEST_F(TrainingDataTest, ErrorsNameTheFileAndWhatToChange) {

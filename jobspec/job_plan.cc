@@ -1,0 +1,241 @@
+#include "jobspec/job_plan.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace zerofit::jobspec {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Reads the fields of one JSON object, each exactly once, and says which key is wrong.
+class ObjectReader {
+ public:
+  ObjectReader(const Json& object, std::string path, const std::string& source)
+      : object_(object), path_(std::move(path)), source_(source) {}
+
+  template <typename T>
+  absl::Status Get(const char* key, T* out) {
+    seen_.insert(key);
+    auto it = object_.find(key);
+    if (it == object_.end()) return Error(key, "missing");
+    try {
+      *out = it->get<T>();
+    } catch (const Json::exception&) {
+      return Error(key, absl::StrCat("has the wrong type (", it->type_name(), ")"));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<ObjectReader> Object(const char* key) {
+    seen_.insert(key);
+    auto it = object_.find(key);
+    if (it == object_.end() || !it->is_object()) return Error(key, "missing or not an object");
+    return ObjectReader(*it, absl::StrCat(path_, key, "."), source_);
+  }
+  // After every Get: a key nobody asked for is an error (a newer writer's field would be ignored otherwise).
+  absl::Status NoOthers() const {
+    for (auto it = object_.begin(); it != object_.end(); ++it) {
+      if (!seen_.count(it.key())) return Error(it.key(), "unknown key");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Error(const std::string& key, const std::string& why) const {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": job plan key '", path_, key, "' ", why));
+  }
+  const Json& object_;
+  std::string path_;
+  const std::string& source_;
+  std::set<std::string> seen_;
+};
+
+Json DataJson(const DataSpec& d) {
+  return {{"dir", d.dir},
+          {"train", d.train},
+          {"test", d.test},
+          {"tokenizer", d.tokenizer},
+          {"max_prompt_length", d.max_prompt_length},
+          {"add_bos", d.add_bos}};
+}
+
+absl::Status ReadData(ObjectReader r, DataSpec* d) {
+  for (auto [key, out] : {std::pair{"dir", &d->dir}, {"train", &d->train}, {"test", &d->test},
+                          {"tokenizer", &d->tokenizer}, {"add_bos", &d->add_bos}}) {
+    if (absl::Status s = r.Get(key, out); !s.ok()) return s;
+  }
+  if (absl::Status s = r.Get("max_prompt_length", &d->max_prompt_length); !s.ok()) return s;
+  return r.NoOthers();
+}
+
+absl::Status ReadSchedule(ObjectReader r, core::LrScheduleOptions* s) {
+  std::string decay;
+  if (absl::Status st = r.Get("decay", &decay); !st.ok()) return st;
+  auto parsed = core::ParseLrDecay(decay);
+  if (!parsed.ok()) return parsed.status();
+  s->decay = *parsed;
+  if (absl::Status st = r.Get("peak_lr", &s->peak_lr); !st.ok()) return st;
+  if (absl::Status st = r.Get("warmup_steps", &s->warmup_steps); !st.ok()) return st;
+  if (absl::Status st = r.Get("total_steps", &s->total_steps); !st.ok()) return st;
+  if (absl::Status st = r.Get("min_lr", &s->min_lr); !st.ok()) return st;
+  return r.NoOthers();
+}
+
+// The scalar fields of the top level, in the order they are written.
+absl::Status ReadScalars(ObjectReader& r, JobPlan* p) {
+  absl::Status s;
+  auto get = [&](const char* key, auto* out) {
+    if (s.ok()) s = r.Get(key, out);
+  };
+  get("name", &p->name);
+  get("task", &p->task);
+  get("model", &p->model);
+  get("device", &p->device);
+  get("world_size", &p->world_size);
+  get("steps", &p->steps);
+  get("global_batch", &p->global_batch);
+  get("micro_batches", &p->micro_batches);
+  get("activation_checkpointing", &p->activation_checkpointing);
+  get("weight_decay", &p->weight_decay);
+  get("max_grad_norm", &p->max_grad_norm);
+  get("zero_stage", &p->zero_stage);
+  get("offload", &p->offload);
+  get("bf16", &p->bf16);
+  get("max_length", &p->max_length);
+  get("export", &p->export_dir);
+  return s;
+}
+
+absl::Status ReadSections(ObjectReader& r, JobPlan* p) {
+  auto section = [&](const char* key, auto read) -> absl::Status {
+    auto sub = r.Object(key);
+    if (!sub.ok()) return sub.status();
+    return read(std::move(*sub));
+  };
+  absl::Status s = section("data", [&](ObjectReader x) { return ReadData(std::move(x), &p->data); });
+  if (s.ok()) {
+    s = section("eval", [&](ObjectReader x) -> absl::Status {
+      absl::Status e = x.Get("every", &p->eval.every);
+      if (e.ok()) e = x.Get("data", &p->eval.data);
+      if (e.ok()) e = x.Get("max_samples", &p->eval.max_samples);
+      return e.ok() ? x.NoOthers() : e;
+    });
+  }
+  if (s.ok()) s = section("schedule", [&](ObjectReader x) { return ReadSchedule(std::move(x), &p->schedule); });
+  if (s.ok()) {
+    s = section("checkpoint", [&](ObjectReader x) -> absl::Status {
+      absl::Status e = x.Get("dir", &p->checkpoint.dir);
+      if (e.ok()) e = x.Get("every", &p->checkpoint.every);
+      if (e.ok()) e = x.Get("keep", &p->checkpoint.keep);
+      return e.ok() ? x.NoOthers() : e;
+    });
+  }
+  if (s.ok()) {
+    s = section("metrics", [&](ObjectReader x) -> absl::Status {
+      absl::Status e = x.Get("tensorboard", &p->metrics.tensorboard);
+      if (e.ok()) e = x.Get("jsonl", &p->metrics.jsonl);
+      return e.ok() ? x.NoOthers() : e;
+    });
+  }
+  return s;
+}
+
+}  // namespace
+
+// Declared in job_spec.h; defined here so that readers of plans need not link the YAML parser.
+core::LrScheduleOptions LrScheduleOf(const TrainingSpec& t) {
+  core::LrScheduleOptions s;
+  s.decay = t.lr_schedule;
+  s.peak_lr = static_cast<float>(t.lr);
+  s.warmup_steps = t.warmup_steps;
+  s.total_steps = t.decay_steps > 0 ? t.decay_steps : t.steps;
+  s.min_lr = static_cast<float>(t.min_lr);
+  return s;
+}
+
+JobPlan ResolveJobPlan(const JobSpec& spec, int micro_batches, bool activation_checkpointing) {
+  const TrainingSpec& t = spec.training;
+  JobPlan p;
+  p.name = spec.name;
+  p.task = spec.task;
+  p.model = spec.model;
+  p.device = spec.device;
+  p.world_size = spec.world_size;
+  p.data = spec.data;
+  p.eval = spec.eval;
+  p.steps = t.steps;
+  p.global_batch = t.global_batch;
+  p.micro_batches = micro_batches;
+  p.activation_checkpointing = activation_checkpointing;
+  p.schedule = LrScheduleOf(t);
+  if (p.schedule.total_steps <= 0) p.schedule.total_steps = t.steps;
+  p.weight_decay = t.weight_decay;
+  p.max_grad_norm = t.max_grad_norm;
+  p.zero_stage = t.zero_stage;
+  p.offload = t.offload;
+  p.bf16 = t.bf16;
+  p.max_length = t.max_length;
+  p.checkpoint = spec.checkpoint;
+  p.metrics = spec.metrics;
+  p.export_dir = spec.export_dir;
+  return p;
+}
+
+std::string JobPlanToJson(const JobPlan& p) {
+  const Json j = {
+      {"version", p.version},
+      {"name", p.name},
+      {"task", p.task},
+      {"model", p.model},
+      {"device", p.device},
+      {"world_size", p.world_size},
+      {"data", DataJson(p.data)},
+      {"eval", {{"every", p.eval.every}, {"data", p.eval.data}, {"max_samples", p.eval.max_samples}}},
+      {"steps", p.steps},
+      {"global_batch", p.global_batch},
+      {"micro_batches", p.micro_batches},
+      {"activation_checkpointing", p.activation_checkpointing},
+      {"schedule",
+       {{"decay", core::LrDecayName(p.schedule.decay)},
+        {"peak_lr", p.schedule.peak_lr},
+        {"warmup_steps", p.schedule.warmup_steps},
+        {"total_steps", p.schedule.total_steps},
+        {"min_lr", p.schedule.min_lr}}},
+      {"weight_decay", p.weight_decay},
+      {"max_grad_norm", p.max_grad_norm},
+      {"zero_stage", p.zero_stage},
+      {"offload", p.offload},
+      {"bf16", p.bf16},
+      {"max_length", p.max_length},
+      {"checkpoint", {{"dir", p.checkpoint.dir}, {"every", p.checkpoint.every}, {"keep", p.checkpoint.keep}}},
+      {"metrics", {{"tensorboard", p.metrics.tensorboard}, {"jsonl", p.metrics.jsonl}}},
+      {"export", p.export_dir}};
+  return j.dump(2) + "\n";
+}
+
+absl::StatusOr<JobPlan> JobPlanFromJson(const std::string& json, const std::string& source) {
+  Json j;
+  try {
+    j = Json::parse(json);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": the job plan is not valid JSON: ", e.what()));
+  }
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(source, ": the job plan is not an object"));
+  JobPlan p;
+  ObjectReader r(j, "", source);
+  if (absl::Status s = r.Get("version", &p.version); !s.ok()) return s;
+  if (p.version != kJobPlanVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        source, ": job plan version ", p.version, ", this program reads version ", kJobPlanVersion,
+        ": run workers and coordinator from the same zerofit build"));
+  }
+  if (absl::Status s = ReadScalars(r, &p); !s.ok()) return s;
+  if (absl::Status s = ReadSections(r, &p); !s.ok()) return s;
+  if (absl::Status s = r.NoOthers(); !s.ok()) return s;
+  return p;
+}
+
+}  // namespace zerofit::jobspec

@@ -1,0 +1,60 @@
+// The resolved job: what a job spec (job_spec.h) becomes once every size is decided, in one typed, versioned
+// value. The coordinator resolves it at submit (spec + planner) and again after an out-of-memory re-plan, and
+// hands it to the workers as JSON: workers read the plan, never the YAML, so they link neither yaml-cpp,
+// SQLite nor the planner. `zerofit status JOB --plan` prints it. One mapping from the plan to the trainer's
+// options lives in worker/torch/plan_options.h.
+//
+// Steps are 0-based everywhere (core/lr_schedule.h): a plan of `steps` N runs steps 0..N-1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/lr_schedule.h"
+#include "jobspec/job_spec.h"
+
+namespace zerofit::jobspec {
+
+// Bumped whenever a field changes meaning or is removed; a reader refuses any other version by name rather
+// than guess (a worker older than its coordinator says so instead of training something else).
+inline constexpr int kJobPlanVersion = 1;
+
+struct JobPlan {
+  int version = kJobPlanVersion;
+  std::string name;
+  std::string task;    // reward | dpo | sft
+  std::string model;   // directory: config.json (+ model.safetensors: the initial weights)
+  std::string device;  // auto | cpu | cuda
+  int world_size = 1;
+  DataSpec data;
+  EvalSpec eval;
+  // Sizes, decided: pairs (sequences for SFT) per optimizer step over all ranks, and micro-batches per rank
+  // per step (gradient accumulation); the spec's, the planner's, or doubled by an out-of-memory re-plan.
+  int64_t steps = 0;
+  int64_t global_batch = 0;
+  int micro_batches = 1;
+  bool activation_checkpointing = false;
+  core::LrScheduleOptions schedule;  // peak_lr is the spec's lr; total_steps is set (never 0)
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;
+  int zero_stage = 2;
+  bool offload = false;
+  bool bf16 = false;
+  int64_t max_length = 0;
+  CheckpointSpec checkpoint;
+  MetricsSpec metrics;
+  std::string export_dir;
+};
+
+// The plan of `spec` with the sizes the coordinator decided (micro-batches per rank per step, activation
+// checkpointing).
+JobPlan ResolveJobPlan(const JobSpec& spec, int micro_batches, bool activation_checkpointing);
+
+// Versioned JSON, keys in a fixed order (what `zerofit status --plan` prints).
+std::string JobPlanToJson(const JobPlan& plan);
+
+// `source` names the text in errors. Unknown keys and another version are errors.
+absl::StatusOr<JobPlan> JobPlanFromJson(const std::string& json, const std::string& source);
+
+}  // namespace zerofit::jobspec

@@ -1,0 +1,98 @@
+// The resolved job plan: every decided size and path from the spec, a JSON round trip that keeps every field,
+// and a reader that refuses another version, an unknown key and a wrong type by name.
+#include "jobspec/job_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace zerofit::jobspec {
+namespace {
+
+constexpr const char* kSpec = R"(name: rm
+task: reward
+model: /models/base
+data: {train: /d/train.jsonl, test: /d/test.jsonl, tokenizer: /tok, add_bos: "false"}
+world_size: 2
+device: cpu
+eval: {every: 50, max_samples: 100}
+training:
+  steps: 400
+  global_batch: 64
+  lr: 1.0e-3
+  lr_schedule: cosine
+  warmup_steps: 40
+  min_lr: 1.0e-5
+  weight_decay: 0.1
+  offload: true
+  max_length: 128
+checkpoint: {dir: /ck, every: 100, keep: 2}
+metrics: {tensorboard: /tb, jsonl: /m.jsonl}
+export: /out
+)";
+
+TEST(JobPlanTest, ResolvesEveryDecisionFromTheSpec) {
+  auto spec = ParseJobSpec(kSpec, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const JobPlan p = ResolveJobPlan(*spec, 4, true);
+  EXPECT_EQ(p.version, kJobPlanVersion);
+  EXPECT_EQ(p.micro_batches, 4);
+  EXPECT_TRUE(p.activation_checkpointing);
+  EXPECT_EQ(p.schedule.decay, core::LrDecay::kCosine);
+  EXPECT_FLOAT_EQ(p.schedule.peak_lr, 1e-3f);
+  EXPECT_EQ(p.schedule.warmup_steps, 40);
+  EXPECT_EQ(p.schedule.total_steps, 400) << "decay ends at the last step";
+  EXPECT_EQ(p.data.tokenizer, "/tok");
+  EXPECT_EQ(p.data.add_bos, "false");
+  EXPECT_EQ(p.eval.every, 50);
+  EXPECT_EQ(p.checkpoint.keep, 2);
+  EXPECT_EQ(p.metrics.jsonl, "/m.jsonl");
+  EXPECT_EQ(p.export_dir, "/out");
+  EXPECT_TRUE(p.offload);
+  EXPECT_EQ(p.max_length, 128);
+}
+
+TEST(JobPlanTest, JsonRoundTripKeepsEveryField) {
+  auto spec = ParseJobSpec(kSpec, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string json = JobPlanToJson(ResolveJobPlan(*spec, 4, true));
+  auto back = JobPlanFromJson(json, "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(JobPlanToJson(*back), json);
+  EXPECT_EQ(back->micro_batches, 4);
+  EXPECT_EQ(back->data.test, "/d/test.jsonl");
+  EXPECT_EQ(back->schedule.decay, core::LrDecay::kCosine);
+  EXPECT_NE(json.find("\"version\": 1"), std::string::npos) << json;
+}
+
+TEST(JobPlanTest, ReaderRefusesOtherVersionsUnknownKeysAndWrongTypes) {
+  auto spec = ParseJobSpec(kSpec, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto good = nlohmann::ordered_json::parse(JobPlanToJson(ResolveJobPlan(*spec, 1, false)));
+  auto with = [&](auto edit) {
+    nlohmann::ordered_json j = good;
+    edit(j);
+    return JobPlanFromJson(j.dump(), "job-000001");
+  };
+  auto newer = with([](auto& j) { j["version"] = 2; });
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.status().message().find("job plan version 2, this program reads version 1"), std::string::npos)
+      << newer.status();
+  auto unknown = with([](auto& j) { j["data"]["shuffle"] = true; });
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("job-000001: job plan key 'data.shuffle' unknown key"),
+            std::string::npos)
+      << unknown.status();
+  auto wrong = with([](auto& j) { j["steps"] = "many"; });
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("'steps' has the wrong type"), std::string::npos) << wrong.status();
+  auto missing = with([](auto& j) { j.erase("export"); });
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("'export' missing"), std::string::npos) << missing.status();
+  EXPECT_FALSE(JobPlanFromJson("{", "x").ok());
+}
+
+}  // namespace
+}  // namespace zerofit::jobspec

@@ -1,0 +1,21 @@
+// The one mapping from a resolved job plan (jobspec/job_plan.h) to the trainer's options: the coordinator's
+// workers and zerofit_train_prefs both go through it.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "jobspec/job_plan.h"
+#include "worker/data/training_data.h"
+#include "worker/torch/preference_trainer.h"
+
+namespace zerofit::worker {
+
+// The plan's data and eval sections as the trainer reads them (paths as this process sees them): the
+// directory form's token-id files, or the files with the tokenizer (default: the model directory's
+// tokenizer.json); eval.data replaces the held-out file.
+data::DataSource DataSourceOf(const jobspec::JobPlan& plan);
+
+// Task, model (its model.safetensors, when present, are the initial weights), data, sizes, schedule,
+// optimizer, offload, activation checkpointing, dtype, device, evaluation. Errors name the plan field.
+absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& plan);
+
+}  // namespace zerofit::worker
