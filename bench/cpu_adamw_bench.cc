@@ -21,7 +21,7 @@
 #include "core/thread_pool.h"
 #include "device/device.h"
 #include "offload/cpu_adamw.h"
-#include "worker/torch/torch_adamw_baseline.h"
+#include "worker/torch/train/torch_adamw_baseline.h"
 
 namespace zerofit {
 namespace {

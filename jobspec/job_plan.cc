@@ -63,8 +63,11 @@ Json DataJson(const DataSpec& d) {
 }
 
 absl::Status ReadData(ObjectReader r, DataSpec* d) {
-  for (auto [key, out] : {std::pair{"dir", &d->dir}, {"train", &d->train}, {"test", &d->test},
-                          {"tokenizer", &d->tokenizer}, {"add_bos", &d->add_bos}}) {
+  for (auto [key, out] : {std::pair{"dir", &d->dir},
+                          {"train", &d->train},
+                          {"test", &d->test},
+                          {"tokenizer", &d->tokenizer},
+                          {"add_bos", &d->add_bos}}) {
     if (absl::Status s = r.Get(key, out); !s.ok()) return s;
   }
   if (absl::Status s = r.Get("max_prompt_length", &d->max_prompt_length); !s.ok()) return s;
@@ -124,7 +127,8 @@ absl::Status ReadSections(ObjectReader& r, JobPlan* p) {
       return e.ok() ? x.NoOthers() : e;
     });
   }
-  if (s.ok()) s = section("schedule", [&](ObjectReader x) { return ReadSchedule(std::move(x), &p->schedule); });
+  if (s.ok())
+    s = section("schedule", [&](ObjectReader x) { return ReadSchedule(std::move(x), &p->schedule); });
   if (s.ok()) {
     s = section("checkpoint", [&](ObjectReader x) -> absl::Status {
       absl::Status e = x.Get("dir", &p->checkpoint.dir);
@@ -223,14 +227,15 @@ absl::StatusOr<JobPlan> JobPlanFromJson(const std::string& json, const std::stri
   } catch (const Json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": the job plan is not valid JSON: ", e.what()));
   }
-  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(source, ": the job plan is not an object"));
+  if (!j.is_object())
+    return absl::InvalidArgumentError(absl::StrCat(source, ": the job plan is not an object"));
   JobPlan p;
   ObjectReader r(j, "", source);
   if (absl::Status s = r.Get("version", &p.version); !s.ok()) return s;
   if (p.version != kJobPlanVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        source, ": job plan version ", p.version, ", this program reads version ", kJobPlanVersion,
-        ": run workers and coordinator from the same zerofit build"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(source, ": job plan version ", p.version, ", this program reads version ",
+                     kJobPlanVersion, ": run workers and coordinator from the same zerofit build"));
   }
   if (absl::Status s = ReadScalars(r, &p); !s.ok()) return s;
   if (absl::Status s = ReadSections(r, &p); !s.ok()) return s;

@@ -2,7 +2,7 @@
 // value. The coordinator resolves it at submit (spec + planner) and again after an out-of-memory re-plan, and
 // hands it to the workers as JSON: workers read the plan, never the YAML, so they link neither yaml-cpp,
 // SQLite nor the planner. `zerofit status JOB --plan` prints it. One mapping from the plan to the trainer's
-// options lives in worker/torch/plan_options.h.
+// options lives in worker/torch/train/plan_options.h.
 //
 // Steps are 0-based everywhere (core/lr_schedule.h): a plan of `steps` N runs steps 0..N-1.
 #pragma once

@@ -1,9 +1,9 @@
 // The memory model: peak bytes per GPU (itemised) and host bytes per node of one training job under one
 // strategy. Pure arithmetic on ModelShape; no LibTorch.
 //
-// Activations are those of the project's own model implementation (worker/torch/llama_model.cc) under
+// Activations are those of the project's own model implementation (worker/torch/model/llama_model.cc) under
 // LibTorch autograd: what each decoder layer keeps for backward, per token, was counted with the
-// measurement harness (worker/torch/memory_probe.h) by varying one dimension at a time, and each
+// measurement harness (worker/torch/train/memory_probe.h) by varying one dimension at a time, and each
 // coefficient is explained in docs/planning.md. The peak is the largest of the phases of a step:
 //   forward end + loss head backward (the fp32 vocab-sized gradients of a policy),
 //   a decoder layer's backward (its MLP gradients; with checkpointing the recomputed layer on top of the

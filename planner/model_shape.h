@@ -42,8 +42,8 @@ struct ModelShape {
   // The largest single tensor (its gradient is the largest one autograd materialises at once).
   int64_t LargestTensor() const;
   // Element counts of the trainable tensors in registration order (as LibTorch's named_parameters lists
-  // them for worker/torch/llama_model.h): a reward model ends in score.weight, a policy in lm_head.weight
-  // unless tied; with lora_rank > 0 only the adapters (and the score head) train.
+  // them for worker/torch/model/llama_model.h): a reward model ends in score.weight, a policy in
+  // lm_head.weight unless tied; with lora_rank > 0 only the adapters (and the score head) train.
   std::vector<int64_t> TrainableTensors(bool reward_head, int64_t lora_rank) const;
 };
 

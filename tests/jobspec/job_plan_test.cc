@@ -78,7 +78,8 @@ TEST(JobPlanTest, ReaderRefusesOtherVersionsUnknownKeysAndWrongTypes) {
   };
   auto newer = with([](auto& j) { j["version"] = 2; });
   ASSERT_FALSE(newer.ok());
-  EXPECT_NE(newer.status().message().find("job plan version 2, this program reads version 1"), std::string::npos)
+  EXPECT_NE(newer.status().message().find("job plan version 2, this program reads version 1"),
+            std::string::npos)
       << newer.status();
   auto unknown = with([](auto& j) { j["data"]["shuffle"] = true; });
   ASSERT_FALSE(unknown.ok());

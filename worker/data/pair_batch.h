@@ -3,10 +3,10 @@
 //
 // Layout: two halves. With B pairs there are 2B rows; row b (0 <= b < B) is the CHOSEN sequence of pair b
 // and row B + b its REJECTED sequence. So a per-row result r[2B] splits as chosen = r[:B], rejected = r[B:]
-// with contiguous slices, which is what the DPO and Bradley-Terry losses take (worker/torch/objectives.h).
-// Row i is prompt ++ response (preference_dataset.h), right-padded with pad_id to max_len, the longest row of
-// THIS batch (not the dataset's max_length). Real tokens of row i: [0, lengths[i]); response (the tokens the
-// loss scores): [response_start[i], lengths[i]).
+// with contiguous slices, which is what the DPO and Bradley-Terry losses take
+// (worker/torch/train/objectives.h). Row i is prompt ++ response (preference_dataset.h), right-padded with
+// pad_id to max_len, the longest row of THIS batch (not the dataset's max_length). Real tokens of row i: [0,
+// lengths[i]); response (the tokens the loss scores): [response_start[i], lengths[i]).
 #pragma once
 
 #include <cstdint>

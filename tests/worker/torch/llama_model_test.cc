@@ -1,7 +1,7 @@
 // LlamaModel against an independent reference forward (plain float64 tensor ops written from Hugging Face's
 // formulas), activation checkpointing against the plain graph (bitwise), LoRA, GQA, reward scores and the
 // safetensors import/export, all on tiny configs (hidden 32, 2 layers, 4 heads, 2 kv heads, vocab 50).
-#include "worker/torch/llama_model.h"
+#include "worker/torch/model/llama_model.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 #include "comm/local/local_communicator.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
-#include "worker/torch/zero2_binding.h"
+#include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
 namespace {

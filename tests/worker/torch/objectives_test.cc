@@ -1,5 +1,5 @@
 // The preference losses against values computed by hand from their definitions.
-#include "worker/torch/objectives.h"
+#include "worker/torch/train/objectives.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include "planner/memory_model.h"
 #include "planner/model_shape.h"
 #include "tests/support/mpi_test_env.h"
-#include "worker/torch/memory_probe.h"
+#include "worker/torch/train/memory_probe.h"
 
 namespace zerofit::worker {
 namespace {

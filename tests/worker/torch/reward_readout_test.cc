@@ -4,7 +4,7 @@
 // config.json and model.safetensors) must give the same scores; PreferenceSession trained on each setup must
 // evaluate the loss the exported model gives under that read-out. The model is a tiny random Llama built from
 // the field set of a real Llama 3.2 config.json.
-#include "worker/torch/reward_readout.h"
+#include "worker/torch/model/reward_readout.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -22,9 +22,9 @@
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "worker/data/preference_dataset.h"
-#include "worker/torch/llama_model.h"
-#include "worker/torch/pair_tensors.h"
-#include "worker/torch/preference_trainer.h"
+#include "worker/torch/model/llama_model.h"
+#include "worker/torch/train/pair_tensors.h"
+#include "worker/torch/train/preference_trainer.h"
 
 namespace zerofit::worker {
 namespace {

@@ -1,12 +1,12 @@
 // Single-process checks of the torch adapter: parameters become views into the flat buffer, gradients leave
 // no full buffer behind in reduce-scatter mode, and errors from inside autograd come back as Status.
-#include "worker/torch/zero2_binding.h"
+#include "worker/torch/train/zero2_binding.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "comm/local/local_communicator.h"
-#include "worker/torch/tiny_transformer.h"
+#include "worker/torch/model/tiny_transformer.h"
 
 namespace zerofit::worker {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "comm/communicator_factory.h"
 #include "tests/support/mpi_test_env.h"
-#include "worker/torch/tiny_transformer.h"
-#include "worker/torch/zero2_binding.h"
+#include "worker/torch/model/tiny_transformer.h"
+#include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/torch/memory_probe.h"
+#include "worker/torch/train/memory_probe.h"
 
 #include <torch/torch.h>
 
@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "worker/torch/llama_model.h"
-#include "worker/torch/objectives.h"
-#include "worker/torch/pair_tensors.h"
-#include "worker/torch/tracking_allocator.h"
-#include "worker/torch/zero2_binding.h"
+#include "worker/torch/model/llama_model.h"
+#include "worker/torch/train/objectives.h"
+#include "worker/torch/train/pair_tensors.h"
+#include "worker/torch/train/tracking_allocator.h"
+#include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
 namespace {

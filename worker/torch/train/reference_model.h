@@ -19,7 +19,7 @@
 #include "device/buffer.h"
 #include "planner/memory_model.h"
 #include "worker/data/preference_dataset.h"
-#include "worker/torch/llama_model.h"
+#include "worker/torch/model/llama_model.h"
 
 namespace zerofit::worker {
 

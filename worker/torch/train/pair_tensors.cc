@@ -1,4 +1,4 @@
-#include "worker/torch/pair_tensors.h"
+#include "worker/torch/train/pair_tensors.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "worker/torch/reward_readout.h"
+#include "worker/torch/model/reward_readout.h"
 
 namespace zerofit::worker {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/torch/llama_model.h"
+#include "worker/torch/model/llama_model.h"
 
 #include <cerrno>
 #include <cmath>
@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
-#include "worker/torch/activation_checkpoint.h"
-#include "worker/torch/reward_readout.h"
+#include "worker/torch/model/activation_checkpoint.h"
+#include "worker/torch/model/reward_readout.h"
 
 namespace zerofit::worker {
 namespace {

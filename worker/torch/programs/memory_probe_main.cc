@@ -12,7 +12,7 @@
 #include "comm/communicator_factory.h"
 #include "core/status_macros.h"
 #include "worker/mpi_main.h"
-#include "worker/torch/memory_probe.h"
+#include "worker/torch/train/memory_probe.h"
 
 namespace zerofit::worker {
 namespace {

@@ -40,7 +40,7 @@
 #include "absl/status/statusor.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
-#include "worker/torch/lora.h"
+#include "worker/torch/model/lora.h"
 
 namespace zerofit::worker {
 

@@ -14,8 +14,8 @@
 #include "comm/mpi/mpi_environment.h"
 #include "core/status_macros.h"
 #include "worker/mpi_main.h"
-#include "worker/torch/tiny_transformer.h"
-#include "worker/torch/zero2_binding.h"
+#include "worker/torch/model/tiny_transformer.h"
+#include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
 namespace {

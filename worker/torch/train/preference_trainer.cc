@@ -1,4 +1,4 @@
-#include "worker/torch/preference_trainer.h"
+#include "worker/torch/train/preference_trainer.h"
 
 #include <fstream>
 #include <memory>
@@ -12,8 +12,8 @@
 #include "worker/data/pair_sharding.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/data/sampler.h"
-#include "worker/torch/pair_tensors.h"
-#include "worker/torch/zero2_binding.h"
+#include "worker/torch/train/pair_tensors.h"
+#include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/torch/activation_checkpoint.h"
+#include "worker/torch/model/activation_checkpoint.h"
 
 #include <ATen/core/Generator.h>
 #include <torch/csrc/autograd/custom_function.h>

@@ -1,4 +1,4 @@
-#include "worker/torch/tracking_allocator.h"
+#include "worker/torch/train/tracking_allocator.h"
 
 #include <c10/core/CPUAllocator.h>
 

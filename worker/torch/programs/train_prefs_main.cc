@@ -21,8 +21,8 @@
 #include "planner/search.h"
 #include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
-#include "worker/torch/named_step_metrics.h"
-#include "worker/torch/preference_trainer.h"
+#include "worker/torch/train/named_step_metrics.h"
+#include "worker/torch/train/preference_trainer.h"
 
 namespace zerofit::worker {
 namespace {

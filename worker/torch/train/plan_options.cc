@@ -1,4 +1,4 @@
-#include "worker/torch/plan_options.h"
+#include "worker/torch/train/plan_options.h"
 
 #include <filesystem>
 

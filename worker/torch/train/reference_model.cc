@@ -1,12 +1,12 @@
-#include "worker/torch/reference_model.h"
+#include "worker/torch/train/reference_model.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "device/device.h"
-#include "worker/torch/objectives.h"
-#include "worker/torch/pair_tensors.h"
+#include "worker/torch/train/objectives.h"
+#include "worker/torch/train/pair_tensors.h"
 
 namespace zerofit::worker {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "worker/metrics/step_metrics.h"
-#include "worker/torch/preference_trainer.h"
+#include "worker/torch/train/preference_trainer.h"
 
 namespace zerofit::worker {
 

@@ -17,7 +17,7 @@
 #include "core/hf_config.h"
 #include "planner/memory_model.h"
 #include "sharding/zero2_optimizer.h"
-#include "worker/torch/reference_model.h"
+#include "worker/torch/train/reference_model.h"
 
 namespace zerofit::worker {
 

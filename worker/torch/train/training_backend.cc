@@ -1,4 +1,4 @@
-#include "worker/torch/training_backend.h"
+#include "worker/torch/train/training_backend.h"
 
 #include <sys/resource.h>
 

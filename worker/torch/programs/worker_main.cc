@@ -43,9 +43,9 @@
 #include "sharding/checkpoint_owner.h"
 #include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
-#include "worker/torch/named_step_metrics.h"
-#include "worker/torch/plan_options.h"
-#include "worker/torch/preference_trainer.h"
+#include "worker/torch/train/named_step_metrics.h"
+#include "worker/torch/train/plan_options.h"
+#include "worker/torch/train/preference_trainer.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
 namespace zerofit::worker {

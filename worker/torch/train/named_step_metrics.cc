@@ -1,4 +1,4 @@
-#include "worker/torch/named_step_metrics.h"
+#include "worker/torch/train/named_step_metrics.h"
 
 #include <sys/resource.h>
 

@@ -1,4 +1,4 @@
-#include "worker/torch/objectives.h"
+#include "worker/torch/train/objectives.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,4 +1,4 @@
-#include "worker/torch/lora.h"
+#include "worker/torch/model/lora.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "worker/torch/torch_adamw_baseline.h"
+#include "worker/torch/train/torch_adamw_baseline.h"
 
 #include <torch/torch.h>
 

@@ -1,4 +1,4 @@
-#include "worker/torch/zero2_binding.h"
+#include "worker/torch/train/zero2_binding.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>

@@ -17,10 +17,10 @@
 #include "sharding/zero2_optimizer.h"
 #include "worker/data/data_report.h"
 #include "worker/data/training_data.h"
-#include "worker/torch/llama_model.h"
-#include "worker/torch/objectives.h"
-#include "worker/torch/reference_model.h"
-#include "worker/torch/training_backend.h"
+#include "worker/torch/model/llama_model.h"
+#include "worker/torch/train/objectives.h"
+#include "worker/torch/train/reference_model.h"
+#include "worker/torch/train/training_backend.h"
 
 namespace zerofit::worker {
 

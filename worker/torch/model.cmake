@@ -1,6 +1,0 @@
-# Llama / Mistral / Qwen2 decoder with LoRA and activation checkpointing (included by CMakeLists.txt).
-target_sources(zerofit_worker_torch PRIVATE
-  ${CMAKE_CURRENT_SOURCE_DIR}/activation_checkpoint.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/llama_model.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/lora.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/reward_readout.cc)
