@@ -23,9 +23,9 @@ inline constexpr int kJobPlanVersion = 1;
 struct JobPlan {
   int version = kJobPlanVersion;
   std::string name;
-  std::string task;    // reward | dpo | sft
-  std::string model;   // directory: config.json (+ model.safetensors: the initial weights)
-  std::string device;  // auto | cpu | cuda
+  std::string task;             // reward | dpo | sft
+  std::string model;            // directory: config.json (+ model.safetensors: the initial weights)
+  std::string device = "auto";  // auto | cpu | cuda
   int world_size = 1;
   DataSpec data;
   EvalSpec eval;

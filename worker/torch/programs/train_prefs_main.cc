@@ -17,11 +17,13 @@
 #include "comm/communicator_factory.h"
 #include "comm/mpi/mpi_environment.h"
 #include "core/status_macros.h"
+#include "jobspec/job_plan.h"
 #include "launch/launch_env.h"
 #include "planner/search.h"
 #include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
 #include "worker/torch/train/named_step_metrics.h"
+#include "worker/torch/train/plan_options.h"
 #include "worker/torch/train/preference_trainer.h"
 
 namespace zerofit::worker {
@@ -36,14 +38,16 @@ constexpr const char* kUsage =
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
     "[--dtype fp32|bf16] [--log-every N] [--memory-gb G] [--device auto|cpu|cuda] [--tensorboard DIR] "
-    "[--metrics-jsonl FILE]\n"
+    "[--metrics-jsonl FILE] [--print-plan]\n"
     "Without --micro the job is sized by the planner for --memory-gb per rank (default 4): gradient "
     "accumulation, and activation checkpointing unless --checkpointing is given.";
 
 struct Cli {
+  // The flags a job spec also has, as the coordinator's workers get them (jobspec/job_plan.h); `options` is
+  // OptionsFromPlan(plan) plus the trainer's own flags (seed, LoRA, DPO, reference, ...).
+  jobspec::JobPlan plan;
+  bool print_plan = false;  // --print-plan: print the resolved plan (as `zerofit status --plan`) and exit
   PreferenceTrainOptions options;
-  std::string tensorboard_dir;  // rank 0 writes every step's named metrics here (worker/metrics/)
-  std::string metrics_jsonl;
   int64_t log_every = 10;
   // Without --micro the planner sizes the job (accumulation, and checkpointing unless --checkpointing) for
   // this many GB per rank.
@@ -56,25 +60,27 @@ struct Cli {
 // Where the model and pairs come from: --data DIR (config.json and the token-id files of
 // examples/make_arith_prefs), or --model DIR --train FILE [--test FILE] [--tokenizer DIR] (text,
 // conversational or token-id JSONL; the tokenizer defaults to the model directory's tokenizer.json).
-absl::Status ParseDataFlags(const std::function<std::string(const char*)>& take, PreferenceTrainOptions* o) {
+absl::Status ParseDataFlags(const std::function<std::string(const char*)>& take, jobspec::JobPlan* p) {
   const std::string dir = take("--data"), model = take("--model"), train = take("--train");
   if (dir.empty() == model.empty() || model.empty() != train.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("give either --data DIR or --model DIR with --train FILE\n", kUsage));
   }
   if (!dir.empty()) {
-    o->model_dir = dir;
-    o->data = data::DataSourceOfDirectory(dir);
+    p->model = dir;
+    p->data.dir = dir;
   } else {
-    o->model_dir = model;
-    o->data.train = train;
-    o->data.test = take("--test");
-    const std::string tok = take("--tokenizer");
-    o->data.tokenizer_dir = tok.empty() ? data::TokenizerDirOf(model) : tok;
+    p->model = model;
+    p->data.train = train;
+    p->data.test = take("--test");
+    p->data.tokenizer = take("--tokenizer");  // empty: the model directory's tokenizer.json, if any
   }
-  ZF_ASSIGN_OR_RETURN(o->data.add_bos, data::ParseAddBos(take("--add-bos"), "flag --add-bos"));
+  if (const std::string v = take("--add-bos"); !v.empty()) {
+    ZF_RETURN_IF_ERROR(data::ParseAddBos(v, "flag --add-bos").status());
+    p->data.add_bos = v;
+  }
   if (const std::string v = take("--max-prompt-length"); !v.empty()) {
-    if (!absl::SimpleAtoi(v, &o->data.max_prompt_length) || o->data.max_prompt_length < 1) {
+    if (!absl::SimpleAtoi(v, &p->data.max_prompt_length) || p->data.max_prompt_length < 1) {
       return absl::InvalidArgumentError(absl::StrCat("flag --max-prompt-length: '", v, "' is not >= 1"));
     }
   }
@@ -114,34 +120,134 @@ absl::Status SizeWithPlanner(Cli& cli, int world, bool print) {
   return absl::OkStatus();
 }
 
+using Take = std::function<std::string(const char*)>;
+using Number = std::function<absl::Status(const char*, double*, double)>;
+
+// The flags a job spec also has, into `p` (defaults as PreferenceTrainOptions'). `offload` and
+// `checkpointing` are the boolean flags.
+absl::Status ParsePlanFlags(const Take& take, const Number& number, bool offload, bool checkpointing,
+                            jobspec::JobPlan* p) {
+  const std::string task = take("--task");
+  if (task.empty()) return absl::InvalidArgumentError(absl::StrCat("--task is required\n", kUsage));
+  ZF_RETURN_IF_ERROR(ParseTask(task).status());
+  p->name = "zerofit_train_prefs";
+  p->task = task;
+  p->device = "auto";
+  ZF_RETURN_IF_ERROR(ParseDataFlags(take, p));
+  const PreferenceTrainOptions d;
+  double steps = static_cast<double>(d.steps), gb = static_cast<double>(d.global_batch),
+         micro = d.micro_batches, lr = d.lr, wd = d.weight_decay, maxlen = static_cast<double>(d.max_length),
+         warmup = 0, min_lr = 0, eval_every = 0, eval_max = 0;
+  ZF_RETURN_IF_ERROR(number("--steps", &steps, 1));
+  ZF_RETURN_IF_ERROR(number("--global-batch", &gb, 1));
+  ZF_RETURN_IF_ERROR(number("--micro", &micro, 1));
+  ZF_RETURN_IF_ERROR(number("--lr", &lr, 0));
+  ZF_RETURN_IF_ERROR(number("--weight-decay", &wd, 0));
+  ZF_RETURN_IF_ERROR(number("--max-length", &maxlen, 4));
+  ZF_RETURN_IF_ERROR(number("--warmup-steps", &warmup, 0));
+  ZF_RETURN_IF_ERROR(number("--min-lr", &min_lr, 0));
+  ZF_RETURN_IF_ERROR(number("--eval-every", &eval_every, 0));
+  ZF_RETURN_IF_ERROR(number("--eval-max-samples", &eval_max, 0));
+  p->steps = static_cast<int64_t>(steps);
+  p->global_batch = static_cast<int64_t>(gb);
+  p->micro_batches = static_cast<int>(micro);
+  p->weight_decay = wd;
+  p->max_grad_norm = d.max_grad_norm;
+  p->max_length = static_cast<int64_t>(maxlen);
+  p->eval.every = static_cast<int64_t>(eval_every);
+  p->eval.max_samples = static_cast<int64_t>(eval_max);
+  p->schedule.peak_lr = static_cast<float>(lr);
+  p->schedule.warmup_steps = static_cast<int64_t>(warmup);
+  p->schedule.min_lr = static_cast<float>(min_lr);
+  p->schedule.total_steps = p->steps;
+  if (std::string decay = take("--lr-schedule"); !decay.empty()) {
+    ZF_ASSIGN_OR_RETURN(p->schedule.decay, core::ParseLrDecay(decay));
+  }
+  if (absl::Status s = core::ValidateLrSchedule(p->schedule); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flags --lr/--lr-schedule/--warmup-steps/--min-lr: ", s.message()));
+  }
+  p->offload = offload;
+  p->activation_checkpointing = checkpointing;
+  if (std::string dtype = take("--dtype"); !dtype.empty()) {
+    if (dtype != "bf16" && dtype != "fp32") {
+      return absl::InvalidArgumentError(absl::StrCat("flag --dtype: '", dtype, "' is not fp32 or bf16"));
+    }
+    p->bf16 = dtype == "bf16";
+  }
+  if (std::string device = take("--device"); !device.empty()) {
+    if (auto choice = device::ParseDeviceChoice(device); !choice.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("flag --device: ", choice.status().message()));
+    }
+    p->device = device;
+  }
+  p->metrics.tensorboard = take("--tensorboard");
+  p->metrics.jsonl = take("--metrics-jsonl");
+  p->export_dir = take("--export");
+  return absl::OkStatus();
+}
+
+// The trainer's own flags (no job spec field), on top of OptionsFromPlan.
+absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli) {
+  PreferenceTrainOptions& o = cli->options;
+  double seed = static_cast<double>(o.seed), threads = o.offload.threads, rank = 0,
+         alpha = o.model.lora.alpha, beta = o.dpo.beta, ls = o.dpo.label_smoothing,
+         log_every = static_cast<double>(cli->log_every);
+  ZF_RETURN_IF_ERROR(number("--memory-gb", &cli->memory_gb, 0.01));
+  ZF_RETURN_IF_ERROR(number("--seed", &seed, 0));
+  ZF_RETURN_IF_ERROR(number("--threads", &threads, 1));
+  ZF_RETURN_IF_ERROR(number("--lora-rank", &rank, 0));
+  ZF_RETURN_IF_ERROR(number("--lora-alpha", &alpha, 0));
+  ZF_RETURN_IF_ERROR(number("--beta", &beta, 1e-6));
+  ZF_RETURN_IF_ERROR(number("--label-smoothing", &ls, 0));
+  ZF_RETURN_IF_ERROR(number("--log-every", &log_every, 1));
+  if (ls >= 0.5) return absl::InvalidArgumentError("flag --label-smoothing must be in [0, 0.5)");
+  o.seed = static_cast<uint64_t>(seed);
+  o.offload.threads = static_cast<int>(threads);
+  o.model.lora.rank = static_cast<int64_t>(rank);
+  o.model.lora.alpha = alpha;
+  o.dpo.beta = beta;
+  o.dpo.label_smoothing = ls;
+  cli->log_every = static_cast<int64_t>(log_every);
+  if (std::string loss = take("--loss"); !loss.empty()) {
+    ZF_ASSIGN_OR_RETURN(o.dpo.loss, ParseDpoLoss(loss));
+  }
+  if (std::string ref = take("--ref"); !ref.empty()) {
+    ZF_ASSIGN_OR_RETURN(o.reference, ParseReferenceStrategy(ref));
+  }
+  if (std::string init = take("--init"); !init.empty()) o.init_weights = init;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Cli> Parse(int argc, char** argv) {
   Cli cli;
-  PreferenceTrainOptions& o = cli.options;
   std::map<std::string, std::string> values;
+  bool offload = false, reduce_once = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") return absl::CancelledError(kUsage);
     if (a == "--offload") {
-      o.offload.enabled = true;
+      offload = true;
     } else if (a == "--reduce-once") {
-      o.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
+      reduce_once = true;
     } else if (a == "--checkpointing") {
-      o.model.activation_checkpointing = true;
       cli.checkpointing_given = true;
+    } else if (a == "--print-plan") {
+      cli.print_plan = true;
     } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
       values[a] = argv[++i];
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown or incomplete flag '", a, "'\n", kUsage));
     }
   }
-  auto take = [&](const char* name) -> std::string {
+  Take take = [&](const char* name) -> std::string {
     auto it = values.find(name);
     if (it == values.end()) return "";
     std::string v = it->second;
     values.erase(it);
     return v;
   };
-  auto number = [&](const char* name, double* out, double lo) -> absl::Status {
+  Number number = [&](const char* name, double* out, double lo) -> absl::Status {
     const std::string v = take(name);
     if (v.empty()) return absl::OkStatus();
     char* end = nullptr;
@@ -152,84 +258,11 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
     *out = d;
     return absl::OkStatus();
   };
-  std::string task = take("--task");
-  if (task.empty()) return absl::InvalidArgumentError(absl::StrCat("--task is required\n", kUsage));
-  ZF_ASSIGN_OR_RETURN(o.task, ParseTask(task));
-  ZF_RETURN_IF_ERROR(ParseDataFlags(take, &o));
-  double steps = static_cast<double>(o.steps), gb = static_cast<double>(o.global_batch),
-         micro = o.micro_batches, lr = o.lr, wd = o.weight_decay, maxlen = static_cast<double>(o.max_length),
-         seed = static_cast<double>(o.seed), threads = o.offload.threads, rank = 0,
-         alpha = o.model.lora.alpha, beta = o.dpo.beta, ls = o.dpo.label_smoothing,
-         log_every = static_cast<double>(cli.log_every),
-         warmup = static_cast<double>(o.schedule.warmup_steps), min_lr = o.schedule.min_lr, eval_every = 0,
-         eval_max = 0;
-  ZF_RETURN_IF_ERROR(number("--steps", &steps, 1));
-  ZF_RETURN_IF_ERROR(number("--global-batch", &gb, 1));
   cli.sized_by_user = values.count("--micro") > 0;
-  ZF_RETURN_IF_ERROR(number("--micro", &micro, 1));
-  ZF_RETURN_IF_ERROR(number("--memory-gb", &cli.memory_gb, 0.01));
-  ZF_RETURN_IF_ERROR(number("--lr", &lr, 0));
-  ZF_RETURN_IF_ERROR(number("--weight-decay", &wd, 0));
-  ZF_RETURN_IF_ERROR(number("--max-length", &maxlen, 4));
-  ZF_RETURN_IF_ERROR(number("--seed", &seed, 0));
-  ZF_RETURN_IF_ERROR(number("--threads", &threads, 1));
-  ZF_RETURN_IF_ERROR(number("--lora-rank", &rank, 0));
-  ZF_RETURN_IF_ERROR(number("--lora-alpha", &alpha, 0));
-  ZF_RETURN_IF_ERROR(number("--beta", &beta, 1e-6));
-  ZF_RETURN_IF_ERROR(number("--label-smoothing", &ls, 0));
-  ZF_RETURN_IF_ERROR(number("--log-every", &log_every, 1));
-  ZF_RETURN_IF_ERROR(number("--warmup-steps", &warmup, 0));
-  ZF_RETURN_IF_ERROR(number("--min-lr", &min_lr, 0));
-  ZF_RETURN_IF_ERROR(number("--eval-every", &eval_every, 0));
-  ZF_RETURN_IF_ERROR(number("--eval-max-samples", &eval_max, 0));
-  o.eval_every = static_cast<int64_t>(eval_every);
-  o.eval_max_samples = static_cast<int64_t>(eval_max);
-  if (ls >= 0.5) return absl::InvalidArgumentError("flag --label-smoothing must be in [0, 0.5)");
-  o.steps = static_cast<int64_t>(steps);
-  o.global_batch = static_cast<int64_t>(gb);
-  o.micro_batches = static_cast<int>(micro);
-  o.lr = static_cast<float>(lr);
-  o.weight_decay = static_cast<float>(wd);
-  o.max_length = static_cast<int64_t>(maxlen);
-  o.seed = static_cast<uint64_t>(seed);
-  o.offload.threads = static_cast<int>(threads);
-  o.model.lora.rank = static_cast<int64_t>(rank);
-  o.model.lora.alpha = alpha;
-  o.dpo.beta = beta;
-  o.dpo.label_smoothing = ls;
-  cli.log_every = static_cast<int64_t>(log_every);
-  o.schedule.warmup_steps = static_cast<int64_t>(warmup);
-  o.schedule.min_lr = static_cast<float>(min_lr);
-  if (std::string decay = take("--lr-schedule"); !decay.empty()) {
-    ZF_ASSIGN_OR_RETURN(o.schedule.decay, core::ParseLrDecay(decay));
-  }
-  if (absl::Status s = core::ValidateLrSchedule(EffectiveSchedule(o)); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("flags --lr/--lr-schedule/--warmup-steps/--min-lr: ", s.message()));
-  }
-  if (std::string loss = take("--loss"); !loss.empty()) {
-    ZF_ASSIGN_OR_RETURN(o.dpo.loss, ParseDpoLoss(loss));
-  }
-  if (std::string ref = take("--ref"); !ref.empty()) {
-    ZF_ASSIGN_OR_RETURN(o.reference, ParseReferenceStrategy(ref));
-  }
-  if (std::string dtype = take("--dtype"); !dtype.empty()) {
-    if (dtype == "bf16") {
-      o.model.dtype = torch::kBFloat16;
-    } else if (dtype != "fp32") {
-      return absl::InvalidArgumentError(absl::StrCat("flag --dtype: '", dtype, "' is not fp32 or bf16"));
-    }
-  }
-  cli.tensorboard_dir = take("--tensorboard");
-  cli.metrics_jsonl = take("--metrics-jsonl");
-  o.init_weights = take("--init");
-  o.export_dir = take("--export");
-  if (std::string device = take("--device"); !device.empty()) {
-    auto choice = device::ParseDeviceChoice(device);
-    if (!choice.ok())
-      return absl::InvalidArgumentError(absl::StrCat("flag --device: ", choice.status().message()));
-    o.device = *choice;
-  }
+  ZF_RETURN_IF_ERROR(ParsePlanFlags(take, number, offload, cli.checkpointing_given, &cli.plan));
+  ZF_ASSIGN_OR_RETURN(cli.options, OptionsFromPlan(cli.plan));
+  if (reduce_once) cli.options.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
+  ZF_RETURN_IF_ERROR(ParseTrainerFlags(take, number, &cli));
   if (!values.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown flag '", values.begin()->first, "'\n", kUsage));
   }
@@ -245,7 +278,14 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
   cli.options.local_rank = launched.local_rank;
   if (!cli.sized_by_user) {
     // Every rank computes the same plan (a pure function of the flags); rank 0 reports it.
-    ZF_RETURN_IF_ERROR(SizeWithPlanner(cli, comm->world_size(), comm->rank() == 0));
+    ZF_RETURN_IF_ERROR(SizeWithPlanner(cli, comm->world_size(), comm->rank() == 0 && !cli.print_plan));
+  }
+  cli.plan.world_size = comm->world_size();
+  cli.plan.micro_batches = cli.options.micro_batches;
+  cli.plan.activation_checkpointing = cli.options.model.activation_checkpointing;
+  if (cli.print_plan) {
+    if (comm->rank() == 0) std::printf("%s", jobspec::JobPlanToJson(cli.plan).c_str());
+    return absl::OkStatus();
   }
   const PreferenceTrainOptions& o = cli.options;
   const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
@@ -259,8 +299,8 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
   ::gethostname(hostname, sizeof(hostname) - 1);
   metrics::RecorderOptions ro;
   if (rank == 0) {
-    ro.tensorboard_dir = cli.tensorboard_dir;
-    ro.jsonl_path = cli.metrics_jsonl;
+    ro.tensorboard_dir = cli.plan.metrics.tensorboard;
+    ro.jsonl_path = cli.plan.metrics.jsonl;
   }
   ro.hostname = hostname;
   ro.now_unix_s = absl::ToDoubleSeconds(start - absl::UnixEpoch());
