@@ -16,10 +16,13 @@
 #include "comm/local/local_communicator.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
+#include "tests/support/temp_dir.h"
 #include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
 namespace {
+
+using zerofit::test_support::TempDir;
 
 using Params = std::map<std::string, torch::Tensor>;
 
@@ -494,22 +497,6 @@ TEST(LlamaModelTest, LoraFreezesTheBaseAndStartsAsTheBaseModel) {
     EXPECT_EQ(item.value().requires_grad(), trainable) << item.key();
   }
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "llama_model_test_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 core::SafetensorsModel OpenOrDie(const std::string& path) {
   auto m = core::SafetensorsModel::Open(path);

@@ -21,6 +21,7 @@
 #include "comm/local/local_communicator.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
+#include "tests/support/temp_dir.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/model/llama_model.h"
 #include "worker/torch/train/pair_tensors.h"
@@ -28,6 +29,8 @@
 
 namespace zerofit::worker {
 namespace {
+
+using zerofit::test_support::TempDir;
 
 constexpr int64_t kBos = 1, kEos = 2, kVocab = 64;
 
@@ -84,22 +87,6 @@ std::vector<data::PreferencePair> Pairs() {
     pairs.push_back(data::AssemblePreferencePair(raw[i][0], raw[i][1], raw[i][2], kBos, kEos, o, i + 1));
   return pairs;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "reward_readout_test_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
