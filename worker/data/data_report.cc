@@ -31,15 +31,15 @@ struct PairFindings {
   size_t no_bos = 0, doubled_bos = 0, lost_eos = 0, same = 0;
 };
 
-void Inspect(const PreferencePair& p, const DataExpectations& e, const PreferenceDataOptions& options,
-             PairFindings* f) {
+// `cut` is `p` truncated under options' limits.
+void Inspect(const PreferencePair& p, const PreferencePair& cut, const DataExpectations& e,
+             const PreferenceDataOptions& options, PairFindings* f) {
   if (e.expects_bos && (p.prompt.empty() || p.prompt[0] != e.bos_id)) ++f->no_bos;
   if (e.bos_id >= 0 && p.prompt.size() >= 2 && p.prompt[0] == e.bos_id && p.prompt[1] == e.bos_id) {
     ++f->doubled_bos;
   }
   if (p.chosen == p.rejected) ++f->same;
   if (options.max_length > 0 && options.add_eos) {
-    const PreferencePair cut = TruncatePair(p, e.bos_id, e.eos_id, options);
     for (const auto* resp : {&cut.chosen, &cut.rejected}) {
       if (resp->empty() || resp->back() != e.eos_id) ++f->lost_eos;
     }
@@ -77,7 +77,7 @@ PreferencePair TruncatePair(const PreferencePair& whole, int32_t bos_id, int32_t
 }
 
 DataReport BuildDataReport(const std::vector<PreferencePair>& whole, const DataExpectations& expect,
-                           const PreferenceDataOptions& options) {
+                           const PreferenceDataOptions& options, std::vector<PreferencePair>* truncated) {
   DataReport r;
   r.pairs = whole.size();
   r.add_bos = options.add_bos;
@@ -89,7 +89,9 @@ DataReport BuildDataReport(const std::vector<PreferencePair>& whole, const DataE
     const size_t longest = p.prompt.size() + std::max(p.chosen.size(), p.rejected.size());
     seq_len.push_back(longest);
     if (options.max_length > 0 && longest > static_cast<size_t>(options.max_length)) ++r.truncated_pairs;
-    Inspect(p, expect, options, &found);
+    PreferencePair cut = TruncatePair(p, expect.bos_id, expect.eos_id, options);
+    Inspect(p, cut, expect, options, &found);
+    if (truncated != nullptr) truncated->push_back(std::move(cut));
   }
   r.prompt = Percentiles(std::move(prompt_len));
   r.sequence = Percentiles(std::move(seq_len));

@@ -42,9 +42,11 @@ struct DataReport {
 };
 
 // Measures and lints `whole`: pairs loaded with `options` but max_length 0 (nothing truncated yet).
-// `options` holds the real limits the run applies.
+// `options` holds the real limits the run applies. `truncated` (optional) receives every pair truncated
+// under them (TruncatePair with the expectations' BOS and EOS), the same pairs the lint inspects.
 DataReport BuildDataReport(const std::vector<PreferencePair>& whole, const DataExpectations& expect,
-                           const PreferenceDataOptions& options);
+                           const PreferenceDataOptions& options,
+                           std::vector<PreferencePair>* truncated = nullptr);
 
 // A pair of `whole` (loaded untruncated with `options`' add_bos/add_eos) truncated under `options`' limits,
 // exactly as loading it with them would have.

@@ -115,18 +115,16 @@ absl::StatusOr<TrainingData> LoadTrainingData(const DataSource& source, const co
           : DataExpectations{o.bos_id, o.eos_id,
                              config.pad_token_id ? static_cast<int32_t>(*config.pad_token_id) : -1,
                              o.add_bos};
-  out.report = BuildDataReport(*train, expect, o);
-  const int32_t bos = tok ? tok->bos_id() : o.bos_id, eos = tok ? tok->eos_id() : o.eos_id;
   out.train.reserve(train->size());
-  for (const PreferencePair& p : *train) out.train.push_back(TruncatePair(p, bos, eos, o));
+  out.report = BuildDataReport(*train, expect, o, &out.train);  // truncates each pair once, for both
   if (!source.test.empty()) {
     auto test = LoadPreferenceJsonl(source.test, tok.get(), o);
     if (!test.ok()) return test.status();
     out.test = std::move(*test);
   }
   if (tok) {
-    o.bos_id = bos;
-    o.eos_id = eos;
+    o.bos_id = tok->bos_id();
+    o.eos_id = tok->eos_id();
     o.vocab_size = tok->vocab_size();
   }
   return out;
