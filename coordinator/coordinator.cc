@@ -152,15 +152,17 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
   return r;
 }
 
+void Coordinator::AddDecisions(const Live& live, JobRecord* r) {
+  r->micro_batches = live.micro_batches;
+  r->checkpointing = live.checkpointing;
+  r->plan =
+      jobspec::JobPlanToJson(jobspec::ResolveJobPlan(live.spec, live.micro_batches, live.checkpointing));
+}
+
 absl::StatusOr<JobRecord> Coordinator::RecordLocked(const std::string& id) {
   ZF_ASSIGN_OR_RETURN(JobRecord r, store_->Get(id));
   auto it = jobs_.find(id);
-  if (it != jobs_.end()) {
-    r.micro_batches = it->second.micro_batches;
-    r.checkpointing = it->second.checkpointing;
-    r.plan = jobspec::JobPlanToJson(
-        jobspec::ResolveJobPlan(it->second.spec, it->second.micro_batches, it->second.checkpointing));
-  }
+  if (it != jobs_.end()) AddDecisions(it->second, &r);
   return r;
 }
 
@@ -174,11 +176,7 @@ absl::StatusOr<std::vector<JobRecord>> Coordinator::List() {
   ZF_ASSIGN_OR_RETURN(std::vector<JobRecord> all, store_->List());
   for (JobRecord& r : all) {
     auto it = jobs_.find(r.id);
-    if (it == jobs_.end()) continue;
-    r.micro_batches = it->second.micro_batches;
-    r.checkpointing = it->second.checkpointing;
-    r.plan = jobspec::JobPlanToJson(
-        jobspec::ResolveJobPlan(it->second.spec, it->second.micro_batches, it->second.checkpointing));
+    if (it != jobs_.end()) AddDecisions(it->second, &r);
   }
   return all;
 }

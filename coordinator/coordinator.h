@@ -125,6 +125,8 @@ class Coordinator {
       : store_(std::move(store)), clock_(clock), policy_(policy) {}
   absl::StatusOr<Live*> FindLocked(const std::string& id);
   absl::StatusOr<JobRecord> RecordLocked(const std::string& id);  // store record + the sizes decided here
+  // The sizes decided here (micro-batches, activation checkpointing) and the plan they resolve to.
+  static void AddDecisions(const Live& live, JobRecord* r);
   absl::Status PersistLocked(const std::string& id, Live& live);  // store + notify
   absl::Status LogLocked(const std::string& id, const std::string& source, const std::string& text);
   absl::Status InterruptLocked(const std::string& id, Live& live, const std::string& why);
