@@ -1,16 +1,21 @@
 #!/bin/bash
-# One job plan from both front ends (issue 18): a job spec submitted to `zerofit serve` and the same job as
-# `zerofit_train_prefs` flags resolve to the same JobPlan, byte for byte (`zerofit status --plan` vs
-# `zerofit_train_prefs --print-plan`); both then reach the trainer through the one mapping
-# (worker/torch/train/plan_options.h).
-# usage: plan_equality_e2e.sh path/to/zerofit path/to/zerofit_train_prefs
+# One job, two front ends (issue 18): a job spec run by `zerofit run` and the same job as
+# `zerofit_train_prefs` flags
+#   1. resolve to the same JobPlan, byte for byte (`zerofit status --plan` vs `zerofit_train_prefs
+#      --print-plan`), which reaches the trainer through the one mapping (worker/torch/train/plan_options.h);
+#   2. train on the same micro-batches (the coordinator's step scheduler, which zerofit_train_prefs runs
+#      locally) and end with byte-identical parameters (the exported model.safetensors), with the same
+#      learning rate at every step in both metrics files.
+# usage: plan_equality_e2e.sh path/to/zerofit path/to/zerofit_train_prefs path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
 T="$2"
+GEN="$3"
 D=$(mktemp -d)
 SERVER=""
-trap '[ -n "$SERVER" ] && kill -9 $SERVER 2>/dev/null; rm -rf "$D"' EXIT
+trap '[ -n "$SERVER" ] && kill -9 $SERVER 2>/dev/null; pkill -9 -f "zerofit_worker.*$D" 2>/dev/null; rm -rf "$D"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+"$GEN" --out "$D/data" --train 120 --test 30 --ids --pad > /dev/null || fail "data generation"
 "$Z" serve --state-dir "$D/s" --listen 127.0.0.1:0 > "$D/serve.log" 2>&1 &
 SERVER=$!
 for _ in $(seq 100); do [ -s "$D/s/address" ] && break; sleep 0.1; done
@@ -18,23 +23,42 @@ for _ in $(seq 100); do [ -s "$D/s/address" ] && break; sleep 0.1; done
 cat > "$D/job.yaml" <<YAML
 name: zerofit_train_prefs
 task: reward
-model: /data/arith
-data: /data/arith
+model: $D/data
+data: $D/data
 world_size: 2
-training: {steps: 10, global_batch: 16, micro_batch: 4, gradient_accumulation: 2, lr: 1.0e-3,
+training: {steps: 12, global_batch: 16, micro_batch: 4, gradient_accumulation: 2, lr: 1.0e-3,
            lr_schedule: cosine, warmup_steps: 2, min_lr: 1.0e-5, weight_decay: 0.1, offload: true,
            max_length: 64}
 eval: {every: 5, max_samples: 30}
-metrics: {jsonl: /runs/m.jsonl, tensorboard: /runs/tb}
-export: /runs/rm
+metrics: {jsonl: $D/runs/m.jsonl, tensorboard: $D/runs/tb}
+export: $D/runs/rm
 YAML
 job=$("$Z" submit "$D/job.yaml" --state-dir "$D/s" | awk '{print $1}')
 "$Z" status "$job" --plan --state-dir "$D/s" > "$D/from_spec.json" || fail "status --plan"
+kill -9 $SERVER; wait $SERVER 2>/dev/null; SERVER=""
 ROOT=""; [ "$(id -u)" = 0 ] && ROOT=--allow-run-as-root
-mpiexec --oversubscribe $ROOT -n 2 "$T" --task reward --data /data/arith --steps 10 --global-batch 16 --micro 2 \
-  --lr 1e-3 --lr-schedule cosine --warmup-steps 2 --min-lr 1e-5 --weight-decay 0.1 --offload --max-length 64 \
-  --eval-every 5 --eval-max-samples 30 --metrics-jsonl /runs/m.jsonl --tensorboard /runs/tb --export /runs/rm \
-  --print-plan > "$D/from_flags.json" 2> "$D/flags.err" || fail "train_prefs --print-plan: $(cat "$D/flags.err")"
+flags() {  # flags RUNS_DIR: the job above as zerofit_train_prefs flags
+  echo --task reward --data "$D/data" --steps 12 --global-batch 16 --micro 2 --lr 1e-3 --lr-schedule cosine \
+    --warmup-steps 2 --min-lr 1e-5 --weight-decay 0.1 --offload --max-length 64 --eval-every 5 \
+    --eval-max-samples 30 --metrics-jsonl "$1/m.jsonl" --tensorboard "$1/tb" --export "$1/rm"
+}
+mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/runs") --print-plan > "$D/from_flags.json" 2> "$D/flags.err" \
+  || fail "train_prefs --print-plan: $(cat "$D/flags.err")"
 grep -q '"version": 1' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
 diff "$D/from_spec.json" "$D/from_flags.json" > "$D/diff" || fail "the two front ends resolve different plans: $(cat "$D/diff")"
-echo "PASS (the spec and the flags resolve to the same job plan)"
+echo "the spec and the flags resolve to the same job plan"
+
+# Train it both ways.
+"$Z" run "$D/job.yaml" --state-dir "$D/s2" > "$D/run.log" 2>&1 || { tail -20 "$D/run.log"; fail "zerofit run"; }
+OMP_NUM_THREADS=1 mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/standalone") > "$D/standalone.log" 2>&1 \
+  || { tail -20 "$D/standalone.log"; fail "zerofit_train_prefs"; }
+for f in model.safetensors config.json; do
+  [ -s "$D/runs/rm/$f" ] || fail "zerofit run exported no $f"
+  cmp "$D/runs/rm/$f" "$D/standalone/rm/$f" || fail "$f differs between zerofit run and zerofit_train_prefs"
+done
+# Every step's learning rate, as each front end reported it, is the same.
+lrs() { grep -o '"lr":[^,}]*' "$1" | cut -d: -f2 | tr '\n' ' '; }
+a=$(lrs "$D/runs/m.jsonl"); b=$(lrs "$D/standalone/m.jsonl")
+[ -n "$a" ] && [ "$(echo $a | wc -w)" = 12 ] || fail "zerofit run's metrics hold no 12 learning rates: '$a'"
+[ "$a" = "$b" ] || fail "learning rates differ: run '$a' vs train_prefs '$b'"
+echo "PASS (the spec and the flags resolve to the same job plan and train byte-identical parameters)"

@@ -3,10 +3,9 @@ if(TARGET zerofit_data)
   zerofit_unit_test(data_unit_test
     worker/data/generator_test.cc
     worker/data/pair_batch_test.cc
-    worker/data/pair_sharding_test.cc
     worker/data/preference_dataset_test.cc
-    worker/data/sampler_test.cc
-    worker/data/tokenizer_test.cc)
+    worker/data/tokenizer_test.cc
+    worker/data/uniform_below_test.cc)
   target_link_libraries(data_unit_test PRIVATE zerofit_tokenizer nlohmann_json::nlohmann_json)
   # The generator test runs the real program (flags included) into a temporary directory.
   add_dependencies(data_unit_test zerofit_make_arith_prefs)

@@ -5,13 +5,12 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/step_scheduler.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "sharding/checkpoint.h"
-#include "worker/data/pair_sharding.h"
 #include "worker/data/preference_dataset.h"
-#include "worker/data/sampler.h"
 #include "worker/torch/train/pair_tensors.h"
 #include "worker/torch/train/zero2_binding.h"
 
@@ -312,13 +311,18 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(o, comm));
   ZF_ASSIGN_OR_RETURN(EvalReport before, session->Evaluate());
   if (hooks.on_start) ZF_RETURN_IF_ERROR(hooks.on_start(*session, before));
-  data::Sampler sampler(session->num_train_pairs(), o.seed);
+  // The coordinator's scheduler (coordinator/step_scheduler.h) with the coordinator's options: a job run
+  // here and the same job run through `zerofit run` train on the same micro-batches, step for step.
+  coordinator::SchedulerOptions schedule;
+  schedule.global_batch = o.global_batch;
+  schedule.world_size = comm->world_size();
+  schedule.micro_batches = o.micro_batches;
+  ZF_ASSIGN_OR_RETURN(const coordinator::StepScheduler scheduler,
+                      coordinator::StepScheduler::Create(session->TrainLengths(), schedule));
   EvalReport last = before;
   for (int64_t step = 0; step < o.steps; ++step) {  // 0-based, like every step number (core/lr_schedule.h)
-    const std::vector<uint64_t> global = sampler.Next(static_cast<uint64_t>(o.global_batch));
-    ZF_ASSIGN_OR_RETURN(auto micro,
-                        data::ShardPairs(global, comm->rank(), comm->world_size(), o.micro_batches));
-    ZF_ASSIGN_OR_RETURN(StepReport sr, session->Step(step, micro));
+    const coordinator::StepAssignment assignment = scheduler.Assign(step);
+    ZF_ASSIGN_OR_RETURN(StepReport sr, session->Step(step, assignment.ranks[comm->rank()]));
     if (EvalDue(o, step)) {
       ZF_ASSIGN_OR_RETURN(last, session->Evaluate());
       sr.eval = last;

@@ -95,8 +95,8 @@ bool EvalDue(const PreferenceTrainOptions& options, int64_t step);
 core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& options);
 
 // One training run's state, stepped from outside (the coordinator's worker hands in the micro-batches of each
-// step) or by TrainPreferences below (its own seeded sampler). Every method is collective over `comm` unless
-// it says otherwise.
+// step) or by TrainPreferences below (the same scheduler, run locally). Every method is collective over
+// `comm` unless it says otherwise.
 class PreferenceSession {
  public:
   // Loads the model's config.json and the data (tokenizing text with the model's tokenizer), builds the

@@ -6,7 +6,7 @@ target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/train/plan_options.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/preference_trainer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/reference_model.cc)
-target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_jobplan zerofit_planner zerofit_metrics)
+target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_jobplan zerofit_planner zerofit_metrics zerofit_step_scheduler)
 
 if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/programs/train_prefs_main.cc)
