@@ -298,6 +298,7 @@ absl::StatusOr<StepGrant> Coordinator::AcquireStep(const std::string& job_id, in
         absl::StrCat("job ", job_id, ": rank 0 has not registered the sample lengths yet"));
   }
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat("step ", step, " < 0"));
+  if (IsTerminal(live->state->status().phase)) return StepGrant{nullptr, false, true};
   if (live->stop_at && step >= *live->stop_at) return StepGrant{nullptr, true};
   live->max_acquired = std::max(live->max_acquired, step);
   auto it = live->recent_steps.find(step);

@@ -30,10 +30,12 @@ struct WorkerRegistration {
 };
 
 // A step for the workers: its micro-batches, or stop (a preemption was requested: checkpoint the previous
-// step and exit with kPreemptedExitCode).
+// step and exit with kPreemptedExitCode), or cancel (the job is over: cancelled, failed or finished; leave
+// without writing anything).
 struct StepGrant {
-  std::shared_ptr<const StepAssignment> assignment;  // null when stop
+  std::shared_ptr<const StepAssignment> assignment;  // null when stop or cancel
   bool stop = false;
+  bool cancel = false;
 };
 
 struct WorkerReport {
@@ -75,7 +77,8 @@ class Coordinator {
   absl::StatusOr<bool> Heartbeat(const std::string& job_id, int rank);
   // Rank `rank`'s micro-batches of `step`. Every rank of a step asks for the same assignment: it is computed
   // once and kept for the last few steps.
-  // After Preempt, steps from the stop step on are refused with `stop`.
+  // After Preempt, steps from the stop step on are refused with `stop`; once the job is over (cancelled,
+  // failed, succeeded) every step is refused with `cancel`.
   absl::StatusOr<StepGrant> AcquireStep(const std::string& job_id, int64_t step);
   absl::Status Report(const std::string& job_id, const WorkerReport& report);
   // `zerofit run`'s launcher for the attempt exited (see JobStateMachine::LauncherExited).

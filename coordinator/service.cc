@@ -277,9 +277,10 @@ class WorkersService final : public v1::Workers::Service {
     ZF_AUTH(ctx);
     auto a = c_->AcquireStep(req->job_id(), req->step());
     if (!a.ok()) return ToGrpc(a.status());
-    if (a->stop) {
+    if (a->stop || a->cancel) {
       resp->set_step(req->step());
-      resp->set_stop(true);
+      resp->set_stop(a->stop);
+      resp->set_cancel(a->cancel);
       return grpc::Status::OK;
     }
     const StepAssignment& step = *a->assignment;

@@ -243,4 +243,9 @@ absl::StatusOr<JobPlan> JobPlanFromJson(const std::string& json, const std::stri
   return p;
 }
 
+bool EvalDue(int64_t steps, int64_t every, int64_t step) {
+  const int64_t done = step + 1;  // steps are 0-based
+  return done == steps || (every > 0 && done % every == 0);
+}
+
 }  // namespace zerofit::jobspec

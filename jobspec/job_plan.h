@@ -51,6 +51,10 @@ struct JobPlan {
 // checkpointing).
 JobPlan ResolveJobPlan(const JobSpec& spec, int micro_batches, bool activation_checkpointing);
 
+// Whether the held-out set is evaluated after 0-based `step` of a run of `steps`: every `every`-th step
+// (0: never) and after the last. The one rule for zerofit_worker and zerofit_train_prefs.
+bool EvalDue(int64_t steps, int64_t every, int64_t step);
+
 // Versioned JSON, keys in a fixed order (what `zerofit status --plan` prints).
 std::string JobPlanToJson(const JobPlan& plan);
 

@@ -395,6 +395,32 @@ TEST(ServiceTest, APreemptionStopsEveryRankAtOneStepAndResumesWithoutARestart) {
 // Ranks that fail before registering (bad data, a missing file) form no attempt; each such launch still
 // uses one of max_restarts (2 here), or the same failing start would be relaunched forever. A normal failed
 // attempt counts once, not again when its launcher exits.
+TEST(ServiceTest, ACancelledJobAnswersEveryStepWithCancel) {
+  Fixture f;
+  f.Register(0);
+  f.Register(1);
+  auto acquire = [&](int rank, int64_t step) {
+    v1::AcquireStepRequest req;
+    req.set_job_id(f.job);
+    req.set_rank(rank);
+    req.set_step(step);
+    v1::AcquireStepResponse resp;
+    auto ctx = f.Context();
+    EXPECT_TRUE(f.workers->AcquireStep(ctx.get(), req, &resp).ok());
+    return resp;
+  };
+  EXPECT_FALSE(acquire(0, 0).cancel());
+  EXPECT_EQ(acquire(0, 0).micro_batches_size(), 2);
+  ASSERT_TRUE(f.server->coordinator().Cancel(f.job, "user").ok());
+  // No rank trains on after a cancel, even between two heartbeats.
+  for (int rank : {0, 1}) {
+    const v1::AcquireStepResponse r = acquire(rank, 1);
+    EXPECT_TRUE(r.cancel());
+    EXPECT_FALSE(r.stop());
+    EXPECT_EQ(r.micro_batches_size(), 0);
+  }
+}
+
 TEST(ServiceTest, LaunchesThatFormNoAttemptUseUpRestarts) {
   Fixture f;
   Coordinator& c = f.server->coordinator();

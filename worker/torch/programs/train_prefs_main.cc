@@ -22,6 +22,7 @@
 #include "planner/search.h"
 #include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
+#include "worker/torch/train/memory_probe.h"  // PlannerReference
 #include "worker/torch/train/named_step_metrics.h"
 #include "worker/torch/train/plan_options.h"
 #include "worker/torch/train/preference_trainer.h"

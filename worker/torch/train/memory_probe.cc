@@ -15,6 +15,19 @@
 #include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
+
+planner::Reference PlannerReference(ReferenceStrategy s) {
+  switch (s) {
+    case ReferenceStrategy::kResident:
+      return planner::Reference::kResident;
+    case ReferenceStrategy::kOffloaded:
+      return planner::Reference::kOffloaded;
+    case ReferenceStrategy::kPrecomputed:
+      return planner::Reference::kPrecomputed;
+  }
+  return planner::Reference::kNone;
+}
+
 namespace {
 
 using planner::Task;

@@ -21,6 +21,9 @@
 
 namespace zerofit::worker {
 
+// The reference strategy as the memory planner names it.
+planner::Reference PlannerReference(ReferenceStrategy s);
+
 struct ProbeJob {
   planner::Task task = planner::Task::kSft;  // sft, reward or dpo (the workers do not run GRPO yet)
   core::HfModelConfig model;

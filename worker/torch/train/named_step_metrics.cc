@@ -79,10 +79,16 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptio
     m.Set(names::kDevicePeakReservedBytes, static_cast<double>(sr.peak.device_reserved));
   }
   if (sr.eval) {
-    SetPairValues(names::kEvalPrefix, sr.eval->metrics, task, &m);
-    m.Set(std::string(names::kEvalPrefix) + names::kEvalPairs, sr.eval->metrics.pairs);
+    for (const metrics::NamedValue& v : NamedEvalMetrics(*sr.eval, task)) m.Set(v.name, v.value);
   }
   return m;
+}
+
+std::vector<metrics::NamedValue> NamedEvalMetrics(const EvalReport& eval, PreferenceTrainOptions::Task task) {
+  metrics::StepMetrics m;
+  SetPairValues(names::kEvalPrefix, eval.metrics, task, &m);
+  m.Set(std::string(names::kEvalPrefix) + names::kEvalPairs, eval.metrics.pairs);
+  return m.values;
 }
 
 int64_t HostPeakRssBytes() {

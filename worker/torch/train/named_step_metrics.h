@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "worker/metrics/step_metrics.h"
 #include "worker/torch/train/preference_trainer.h"
@@ -18,6 +19,10 @@ struct HostSample {
 
 metrics::StepMetrics NamedStepMetrics(const StepReport& report, PreferenceTrainOptions::Task task,
                                       const HostSample& host);
+
+// A held-out evaluation as named values: the task's values under "eval/" and "eval/pairs" (what
+// NamedStepMetrics appends for a report with `.eval`).
+std::vector<metrics::NamedValue> NamedEvalMetrics(const EvalReport& eval, PreferenceTrainOptions::Task task);
 
 // getrusage(RUSAGE_SELF).ru_maxrss in bytes, -1 when it fails.
 int64_t HostPeakRssBytes();

@@ -9,6 +9,7 @@
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
+#include "jobspec/job_plan.h"
 #include "sharding/checkpoint.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/train/pair_tensors.h"
@@ -297,8 +298,7 @@ TrainReport PreferenceSession::Summary() const {
 }
 
 bool EvalDue(const PreferenceTrainOptions& o, int64_t step) {
-  const int64_t done = step + 1;  // steps are 0-based
-  return done == o.steps || (o.eval_every > 0 && done % o.eval_every == 0);
+  return jobspec::EvalDue(o.steps, o.eval_every, step);
 }
 
 absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, comm::Communicator* comm,

@@ -18,18 +18,6 @@ absl::StatusOr<ReferenceStrategy> ParseReferenceStrategy(const std::string& name
       absl::StrCat("unknown reference strategy '", name, "'; expected resident, offloaded or precomputed"));
 }
 
-planner::Reference PlannerReference(ReferenceStrategy s) {
-  switch (s) {
-    case ReferenceStrategy::kResident:
-      return planner::Reference::kResident;
-    case ReferenceStrategy::kOffloaded:
-      return planner::Reference::kOffloaded;
-    case ReferenceStrategy::kPrecomputed:
-      return planner::Reference::kPrecomputed;
-  }
-  return planner::Reference::kNone;
-}
-
 const char* ReferenceStrategyName(ReferenceStrategy s) {
   switch (s) {
     case ReferenceStrategy::kResident:

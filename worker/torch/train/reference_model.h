@@ -17,7 +17,6 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "device/buffer.h"
-#include "planner/memory_model.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/model/llama_model.h"
 
@@ -25,8 +24,6 @@ namespace zerofit::worker {
 
 enum class ReferenceStrategy { kResident, kOffloaded, kPrecomputed };
 absl::StatusOr<ReferenceStrategy> ParseReferenceStrategy(const std::string& name);
-// The same strategy as the memory planner names it.
-planner::Reference PlannerReference(ReferenceStrategy s);
 const char* ReferenceStrategyName(ReferenceStrategy s);
 
 class ReferenceModel {

@@ -5,25 +5,28 @@ target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/train/pair_tensors.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/plan_options.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/preference_trainer.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/train/reference_model.cc)
-target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_jobplan zerofit_planner zerofit_metrics zerofit_step_scheduler)
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/reference_model.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/torch_training_session.cc)
+target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_jobplan zerofit_metrics zerofit_step_scheduler)
 
 if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/programs/train_prefs_main.cc)
-  target_link_libraries(zerofit_train_prefs PRIVATE zerofit_worker_torch zerofit_planner zerofit_launch)
+  target_link_libraries(zerofit_train_prefs PRIVATE zerofit_memory_probe_torch zerofit_planner zerofit_launch)
 endif()
 
 # The planner's measurement harness (issue 5): tracking allocator and a probe that runs real training steps.
-target_sources(zerofit_worker_torch PRIVATE
+# Its own library, so that training processes (zerofit_worker) do not link the planner.
+add_library(zerofit_memory_probe_torch
   ${CMAKE_CURRENT_SOURCE_DIR}/train/memory_probe.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/tracking_allocator.cc)
+target_link_libraries(zerofit_memory_probe_torch PUBLIC zerofit_worker_torch zerofit_planner)
 if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_memory_probe ${CMAKE_CURRENT_SOURCE_DIR}/programs/memory_probe_main.cc)
-  target_link_libraries(zerofit_memory_probe PRIVATE zerofit_worker_torch)
+  target_link_libraries(zerofit_memory_probe PRIVATE zerofit_memory_probe_torch)
 endif()
 
 # The coordinator's worker (issue 6): one process per rank of a job.
 if(ZEROFIT_WITH_MPI AND TARGET zerofit_coordinator_service)
   add_executable(zerofit_worker ${CMAKE_CURRENT_SOURCE_DIR}/programs/worker_main.cc)
-  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_jobplan zerofit_client zerofit_kv_rendezvous zerofit_launch zerofit_proto)
+  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_worker_loop zerofit_kv_rendezvous zerofit_launch)
 endif()

@@ -1,0 +1,7 @@
+# The worker loop with a fake training session against an in-process coordinator (paths relative to tests/).
+if(TARGET zerofit_worker_loop AND TARGET zerofit_coordinator_service)
+  zerofit_unit_test(worker_loop_unit_test worker/loop/worker_loop_test.cc)
+  target_link_libraries(worker_loop_unit_test PRIVATE zerofit_worker_loop zerofit_coordinator_service
+                        nlohmann_json::nlohmann_json)
+  target_include_directories(worker_loop_unit_test PRIVATE ${PROJECT_SOURCE_DIR})
+endif()

@@ -1,0 +1,272 @@
+#include "worker/loop/worker_loop.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/status_macros.h"
+#include "jobspec/exit_codes.h"
+#include "sharding/checkpoint_owner.h"
+
+namespace zerofit::worker {
+namespace {
+
+namespace names = metrics::metric_names;
+
+double ValueOr(const metrics::StepMetrics& m, const std::string& name, double fallback = 0.0) {
+  return m.Get(name).value_or(fallback);
+}
+
+}  // namespace
+
+bool IsOutOfMemory(const absl::Status& status) {
+  const std::string msg(status.message());
+  return status.code() == absl::StatusCode::kResourceExhausted ||
+         msg.find("out of memory") != std::string::npos ||
+         msg.find("can't allocate memory") != std::string::npos;
+}
+
+WorkerLoop::WorkerLoop(WorkerLoopOptions options, CoordinatorLink* link)
+    : options_(std::move(options)), link_(link) {}
+
+WorkerLoop::~WorkerLoop() = default;
+
+absl::Status WorkerLoop::Report(const Message& m) {
+  // A coordinator the heartbeats already lost is not waited for again (a call retries for its whole budget).
+  if (heartbeat_) ZF_RETURN_IF_ERROR(heartbeat_->CoordinatorLost());
+  v1::ReportRequest req;
+  req.set_job_id(link_->job());
+  req.set_rank(options_.rank);
+  req.set_host(options_.hostname);
+  req.set_step(m.metrics ? m.metrics->step : -1);
+  if (m.metrics) {
+    // The fixed fields older clients read, from the named values.
+    req.set_loss(ValueOr(*m.metrics, names::kLoss));
+    req.set_accuracy(ValueOr(*m.metrics, names::kAccuracy));
+    req.set_tokens_per_s(ValueOr(*m.metrics, names::kTokensPerS));
+    req.set_peak_bytes(static_cast<int64_t>(ValueOr(*m.metrics, names::kHostPeakRssBytes)));
+    for (const metrics::NamedValue& v : m.metrics->values) {
+      v1::NamedValue* out = req.add_metrics();
+      out->set_name(v.name);
+      out->set_value(v.value);
+    }
+  }
+  if (!m.line.empty()) req.add_log_lines(m.line);
+  req.set_checkpoint_step(m.checkpoint);
+  req.set_finished(m.finished);
+  req.set_exit_code(m.exit_code);
+  req.set_out_of_memory(m.out_of_memory);
+  return link_->Report(req);
+}
+
+absl::Status WorkerLoop::Fail(const std::string& what, absl::Status error, bool out_of_memory) {
+  Message m;
+  m.line = absl::StrCat(what, ": ", error.message());
+  m.finished = true;
+  m.exit_code = 1;
+  m.out_of_memory = out_of_memory;
+  (void)Report(m);  // best effort: the error itself is what the process exits with
+  return error;
+}
+
+absl::StatusOr<int> WorkerLoop::Run() {
+  ZF_RETURN_IF_ERROR(Start());
+  for (int64_t step = first_step_; step < plan_.steps; ++step) {
+    std::optional<int> exit_code;
+    ZF_RETURN_IF_ERROR(TrainStep(step, &exit_code));
+    if (exit_code) return *exit_code;
+  }
+  return Finish();
+}
+
+absl::Status WorkerLoop::Start() {
+  ZF_ASSIGN_OR_RETURN(job_, link_->GetJob());
+  ZF_ASSIGN_OR_RETURN(plan_, jobspec::JobPlanFromJson(job_.plan(), link_->job()));
+  if (plan_.world_size != options_.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("job ", link_->job(), " wants world_size ",
+                                                   plan_.world_size, " but the launcher started ",
+                                                   options_.world_size, " ranks"));
+  }
+  auto session = options_.make_session(plan_, job_);
+  if (!session.ok()) return Fail("cannot start", session.status());
+  session_ = *std::move(session);
+
+  v1::RegisterWorkerRequest reg;
+  reg.set_job_id(link_->job());
+  reg.set_rank(options_.rank);
+  reg.set_world_size(options_.world_size);
+  reg.set_host(options_.hostname);
+  if (options_.rank == 0)
+    for (int64_t len : session_->TrainLengths()) reg.add_sample_lengths(len);
+  ZF_ASSIGN_OR_RETURN(registered_, link_->Register(reg));
+  // Every rank registered (and rank 0's lengths arrived) before anyone asks for a step.
+  ZF_RETURN_IF_ERROR(options_.barrier(options_.barrier_timeout));
+  ZF_RETURN_IF_ERROR(Resume());
+
+  // Named metrics: alarms on every rank, the plan's sinks (metrics: {tensorboard, jsonl}) on rank 0.
+  metrics::RecorderOptions ro;
+  if (options_.rank == 0) {
+    ro.tensorboard_dir = plan_.metrics.tensorboard;
+    ro.jsonl_path = plan_.metrics.jsonl;
+  }
+  ro.hostname = options_.hostname;
+  ro.now_unix_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  ro.alarms.reward_model = plan_.task == "reward";
+  ro.alarms.rank = options_.rank;
+  ZF_ASSIGN_OR_RETURN(recorder_, metrics::MetricsRecorder::Create(ro));
+  heartbeat_ = std::make_unique<Heartbeater>(link_, options_.rank, options_.heartbeat_period,
+                                             options_.coordinator_silence_limit);
+  started_ = absl::Now();
+  return ReportOpening();
+}
+
+absl::Status WorkerLoop::Resume() {
+  first_step_ = registered_.resume_step();
+  saved_ = first_step_ - 1;
+  const std::string& dir = plan_.checkpoint.dir;
+  if (first_step_ == 0) {
+    // Starting over: the first save would replace whatever checkpoint.dir holds, so it must be ours (an
+    // attempt of this job that died before its checkpoint was recorded) or nothing.
+    return dir.empty() ? absl::OkStatus() : sharding::CheckCheckpointDirIsOurs(dir, registered_.request_id());
+  }
+  if (dir.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("the coordinator resumes job ", link_->job(),
+                                                      " at step ", first_step_,
+                                                      " but its plan has no checkpoint.dir"));
+  }
+  ZF_ASSIGN_OR_RETURN(const int64_t applied, session_->LoadCheckpoint(dir));
+  if (applied != first_step_) {
+    return absl::DataLossError(absl::StrCat(dir, ": the checkpoint holds ", applied,
+                                            " steps, the coordinator resumes at step ", first_step_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerLoop::ReportOpening() {
+  ZF_RETURN_IF_ERROR(Report({absl::StrCat("started: ", options_.launched_as)}));
+  if (options_.rank != 0) return absl::OkStatus();
+  ZF_RETURN_IF_ERROR(
+      Report({absl::StrCat("attempt ", registered_.attempt(), ": ", session_->TrainLengths().size(),
+                           " training pairs, steps ", first_step_, "..", plan_.steps - 1)}));
+  if (first_step_ > 0) return absl::OkStatus();  // the data report once per job, not on every resume
+  for (absl::string_view line : absl::StrSplit(session_->DataReportText(), '\n', absl::SkipEmpty())) {
+    ZF_RETURN_IF_ERROR(Report({absl::StrCat("data: ", line)}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerLoop::TrainStep(int64_t step, std::optional<int>* exit_code) {
+  ZF_RETURN_IF_ERROR(heartbeat_->CoordinatorLost());
+  ZF_ASSIGN_OR_RETURN(const v1::AcquireStepResponse grant, link_->AcquireStep(options_.rank, step));
+  if (heartbeat_->stop_requested() || grant.cancel()) {
+    ZF_RETURN_IF_ERROR(Report(
+        {absl::StrCat("stopping before step ", step, ": the job was cancelled"), nullptr, -1, true, 0}));
+    *exit_code = 0;
+    return absl::OkStatus();
+  }
+  if (grant.stop()) {
+    ZF_ASSIGN_OR_RETURN(*exit_code, Preempted(step));
+    return absl::OkStatus();
+  }
+  MicroBatches micro;
+  for (const auto& mb : grant.micro_batches()) micro.emplace_back(mb.samples().begin(), mb.samples().end());
+  auto stepped = session_->Step(step, micro);
+  if (!stepped.ok()) {
+    // Out of memory: the coordinator re-plans the next attempt with smaller micro-batches.
+    return Fail(absl::StrCat("step ", step, " failed"), stepped.status(), IsOutOfMemory(stepped.status()));
+  }
+  metrics::StepMetrics m = *std::move(stepped);
+  if (jobspec::EvalDue(plan_.steps, plan_.eval.every, step)) {
+    auto eval = session_->Evaluate();
+    if (!eval.ok()) return Fail(absl::StrCat("evaluation after step ", step, " failed"), eval.status());
+    for (const metrics::NamedValue& v : *eval) m.Set(v.name, v.value);
+    last_eval_ = *std::move(eval);
+  }
+  auto alarms = recorder_->Record(m);
+  if (!alarms.ok()) {  // training cannot be right (a NaN loss): stop, saying where
+    (void)Report({std::string(alarms.status().message()), &m, -1, true, 1});
+    return alarms.status();
+  }
+  for (const std::string& warning : *alarms) {
+    if (options_.rank == 0) ZF_RETURN_IF_ERROR(Report({warning}));
+  }
+  int64_t checkpoint = -1;
+  const bool last = step + 1 == plan_.steps;
+  if (!plan_.checkpoint.dir.empty() && ((step + 1) % plan_.checkpoint.every == 0 || last)) {
+    ZF_RETURN_IF_ERROR(Checkpoint(step));
+    checkpoint = step;
+  }
+  // Every rank reports its step metrics (with its own time split and peaks); rank 0 also the progress line
+  // and the checkpoint.
+  const bool lead = options_.rank == 0;
+  return Report({lead ? ProgressLine(step, m, checkpoint) : "", &m, lead ? checkpoint : -1});
+}
+
+absl::Status WorkerLoop::Checkpoint(int64_t step) {
+  ZF_RETURN_IF_ERROR(session_->SaveCheckpoint(
+      plan_.checkpoint.dir, sharding::CheckpointOwnerExtra(link_->job(), registered_.request_id(), step),
+      plan_.checkpoint.keep));
+  saved_ = step;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> WorkerLoop::Preempted(int64_t step) {
+  // Every rank got `stop` for this same step (the coordinator picked it), so the checkpoint is collective.
+  int64_t checkpoint = -1;
+  std::string what = "no checkpoint.dir: the next attempt starts over";
+  if (!plan_.checkpoint.dir.empty()) {
+    if (saved_ < step - 1) ZF_RETURN_IF_ERROR(Checkpoint(step - 1));
+    checkpoint = saved_;
+    what = saved_ >= 0 ? absl::StrCat("checkpoint at step ", saved_) : "nothing trained yet";
+  }
+  const bool lead = options_.rank == 0;
+  ZF_RETURN_IF_ERROR(Report({lead ? absl::StrCat("preempted before step ", step, ": ", what,
+                                                 "; exiting with code ", jobspec::kPreemptedExitCode)
+                                  : "",
+                             nullptr, lead ? checkpoint : -1, true, jobspec::kPreemptedExitCode}));
+  return jobspec::kPreemptedExitCode;
+}
+
+std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m, int64_t checkpoint) const {
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - started_);
+  const int64_t done = step - first_step_ + 1, left = plan_.steps - step - 1;
+  const double margin = m.Get(names::kRewardMargin).value_or(ValueOr(m, names::kDpoMargin));
+  std::string line = absl::StrFormat(
+      "step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %.0fs", step + 1, plan_.steps,
+      ValueOr(m, names::kLoss), ValueOr(m, names::kAccuracy), margin, ValueOr(m, names::kLearningRate),
+      ValueOr(m, names::kSamplesPerS), elapsed / static_cast<double>(done) * static_cast<double>(left));
+  if (checkpoint >= 0) absl::StrAppend(&line, "  (checkpoint step ", checkpoint, ")");
+  const std::string eval = names::kEvalPrefix;
+  if (auto pairs = m.Get(eval + names::kEvalPairs)) {
+    absl::StrAppend(
+        &line, absl::StrFormat("  | eval: held-out acc %.3f loss %.4f (%.0f pairs)",
+                               ValueOr(m, eval + names::kAccuracy), ValueOr(m, eval + names::kLoss), *pairs));
+  }
+  return line;
+}
+
+absl::StatusOr<int> WorkerLoop::Finish() {
+  if (!last_eval_) {  // no step ran in this attempt
+    auto eval = session_->Evaluate();
+    if (!eval.ok()) return Fail("evaluation failed", eval.status());
+    last_eval_ = *std::move(eval);
+  }
+  if (!plan_.export_dir.empty()) {  // rank 0 writes; the others wait at the barrier below
+    if (absl::Status exported = session_->Export(plan_.export_dir); !exported.ok()) {
+      return Fail(absl::StrCat("export to ", plan_.export_dir, " failed"), exported);
+    }
+  }
+  ZF_RETURN_IF_ERROR(options_.barrier(options_.barrier_timeout));
+  metrics::StepMetrics eval;
+  eval.values = *last_eval_;
+  const std::string prefix = names::kEvalPrefix;
+  const std::string line =
+      absl::StrFormat("done: held-out accuracy %.3f over %.0f pairs",
+                      ValueOr(eval, prefix + names::kAccuracy), ValueOr(eval, prefix + names::kEvalPairs));
+  ZF_RETURN_IF_ERROR(Report({options_.rank == 0 ? line : "", nullptr, -1, true, 0}));
+  return 0;
+}
+
+}  // namespace zerofit::worker

@@ -1,0 +1,101 @@
+// One rank's life in a coordinator job, free of LibTorch: read the job's plan, build the training session,
+// register (rank 0 with every training pair's length), resume from the job's checkpoint, then for every step
+// acquire its micro-batches, train, evaluate when due, report named metrics and a progress line, and
+// checkpoint every `checkpoint.every` steps and after the last; at the end export the model. It stops
+//   - at the next step boundary when the job is cancelled (a heartbeat answer, or `cancel` from AcquireStep):
+//     nothing written, exit code 0;
+//   - when the coordinator answers a step with `stop` (preemption): every rank got `stop` for the same step,
+//     so all checkpoint the step before it (collectively) and exit with kPreemptedExitCode;
+//   - on a failed step: reported (an out-of-memory one as such, so that the coordinator re-plans), then the
+//     error is returned;
+//   - when the coordinator stays silent longer than `coordinator_silence_limit`: the error is returned.
+//
+// Steps are 0-based (core/lr_schedule.h). The loop is driven through a TrainingSession (training_session.h)
+// and a CoordinatorLink; zerofit_worker (worker/torch/programs/worker_main.cc) wires both, and
+// tests/worker/loop/worker_loop_test.cc drives it with a fake session against an in-process coordinator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "jobspec/job_plan.h"
+#include "worker/loop/coordinator_link.h"
+#include "worker/loop/heartbeater.h"
+#include "worker/loop/training_session.h"
+#include "worker/metrics/metrics_recorder.h"
+
+namespace zerofit::worker {
+
+struct WorkerLoopOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string hostname;     // reported with every message
+  std::string launched_as;  // how the launcher started this rank, for the "started:" line
+  absl::Duration heartbeat_period = absl::Seconds(1);
+  absl::Duration coordinator_silence_limit = absl::Seconds(30);
+  absl::Duration barrier_timeout = absl::Minutes(5);
+  // A barrier of the job's ranks (the host communicator's), bounded by its argument.
+  std::function<absl::Status(absl::Duration)> barrier;
+  // Builds this rank's session for the plan (model, data, optimizer). Collective. `job` is the coordinator's
+  // record (its attempt names the attempt's rendezvous keys).
+  std::function<absl::StatusOr<std::unique_ptr<TrainingSession>>(const jobspec::JobPlan&, const v1::Job& job)>
+      make_session;
+};
+
+class WorkerLoop {
+ public:
+  WorkerLoop(WorkerLoopOptions options, CoordinatorLink* link);
+  ~WorkerLoop();
+
+  // The process's exit code: 0 (trained to the end, or stopped because the job was cancelled), or
+  // kPreemptedExitCode after a preemption checkpoint. An error otherwise, reported to the coordinator first
+  // where it still listens.
+  absl::StatusOr<int> Run();
+
+ private:
+  // What one report carries besides the job, rank and host.
+  struct Message {
+    std::string line;                               // a log line ("" on ranks that stay quiet)
+    const metrics::StepMetrics* metrics = nullptr;  // the step's named metrics
+    int64_t checkpoint = -1;                        // the step whose checkpoint now exists
+    bool finished = false;
+    int exit_code = 0;
+    bool out_of_memory = false;
+  };
+  absl::Status Report(const Message& m);
+  absl::Status Fail(const std::string& what, absl::Status error, bool out_of_memory = false);
+
+  absl::Status Start();   // plan, session, registration, resume, sinks, heartbeats, the opening lines
+  absl::Status Resume();  // loads the checkpoint the coordinator resumes from (or checks the dir is ours)
+  absl::Status ReportOpening();
+  // One step; sets *exit_code when the loop must end with it (cancel, preemption).
+  absl::Status TrainStep(int64_t step, std::optional<int>* exit_code);
+  absl::StatusOr<int> Preempted(int64_t step);
+  absl::Status Checkpoint(int64_t step);
+  std::string ProgressLine(int64_t step, const metrics::StepMetrics& m, int64_t checkpoint) const;
+  absl::StatusOr<int> Finish();
+
+  WorkerLoopOptions options_;
+  CoordinatorLink* link_;
+  v1::Job job_;
+  jobspec::JobPlan plan_;
+  std::unique_ptr<TrainingSession> session_;
+  v1::RegisterWorkerResponse registered_;
+  std::unique_ptr<metrics::MetricsRecorder> recorder_;
+  std::unique_ptr<Heartbeater> heartbeat_;
+  int64_t first_step_ = 0;
+  int64_t saved_ = -1;  // the last step whose checkpoint exists
+  std::optional<std::vector<metrics::NamedValue>> last_eval_;
+  absl::Time started_;
+};
+
+// Whether `status` from a step means the rank ran out of memory (LibTorch's CPU or CUDA allocator).
+bool IsOutOfMemory(const absl::Status& status);
+
+}  // namespace zerofit::worker

@@ -1,0 +1,33 @@
+#include "worker/torch/train/torch_training_session.h"
+
+#include <utility>
+
+#include "core/status_macros.h"
+#include "worker/data/data_report.h"
+#include "worker/torch/train/named_step_metrics.h"
+
+namespace zerofit::worker {
+
+absl::StatusOr<std::unique_ptr<TorchTrainingSession>> TorchTrainingSession::Create(
+    const PreferenceTrainOptions& options, comm::Communicator* comm) {
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(options, comm));
+  return std::unique_ptr<TorchTrainingSession>(new TorchTrainingSession(std::move(session), comm->rank()));
+}
+
+std::string TorchTrainingSession::DataReportText() const {
+  return data::FormatDataReport(session_->data_report(), session_->options().data.train, false);
+}
+
+absl::StatusOr<metrics::StepMetrics> TorchTrainingSession::Step(int64_t step,
+                                                                const MicroBatches& micro_batches) {
+  ZF_ASSIGN_OR_RETURN(const StepReport report, session_->Step(step, micro_batches));
+  const HostSample host{rank_, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()), HostPeakRssBytes()};
+  return NamedStepMetrics(report, session_->options().task, host);
+}
+
+absl::StatusOr<std::vector<metrics::NamedValue>> TorchTrainingSession::Evaluate() {
+  ZF_ASSIGN_OR_RETURN(const EvalReport eval, session_->Evaluate());
+  return NamedEvalMetrics(eval, session_->options().task);
+}
+
+}  // namespace zerofit::worker
