@@ -1,7 +1,9 @@
 // Child processes for the launchers (mpiexec, srun) and for Slurm's commands (sbatch, scontrol, squeue).
 // Each child:
-//  - leads a process group of its own, so that one signal reaches it and everything it starts (mpiexec's
-//    local ranks stay in its group): ChildProcess::Signal signals the group;
+//  - leads a process group of its own, so that one signal reaches it and the helpers it starts in its group
+//    (ChildProcess::Signal signals the group), and a Ctrl-C at the terminal reaches zerofit alone, which
+//    decides how to stop the launcher. (Open MPI 4 puts each rank in a group of its own: mpiexec stops its
+//    ranks when it gets SIGTERM; a rank whose mpiexec vanished dies of launch/parent_watch.h.)
 //  - gets SIGTERM when the thread that spawned it ends (PR_SET_PDEATHSIG), so that a SIGKILLed zerofit does
 //    not leave its launcher running; SIGTERM rather than SIGKILL because Open MPI's mpiexec kills its local
 //    ranks when it gets SIGTERM and would orphan them if it died of SIGKILL;
