@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "cli/private_files.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
 
@@ -28,6 +29,10 @@ std::string DefaultStateDir() {
 }
 
 absl::Status ResolveClientOptions(const std::string& state_dir, ClientOptions* o) {
+  // A directory others can write could hold their address (the token would go to them) or their token.
+  if ((o->address.empty() || o->token.empty()) && std::filesystem::exists(state_dir)) {
+    ZF_RETURN_IF_ERROR(CheckPrivateDir(state_dir));
+  }
   if (o->address.empty()) {
     auto a = ReadTrimmed((std::filesystem::path(state_dir) / "address").string());
     if (!a.ok()) {

@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "cli/metrics_format.h"
+#include "cli/private_files.h"
 #include "cli/slurm_commands.h"
 #include "client/connection_flags.h"
 #include "coordinator/job_store.h"
@@ -100,12 +101,7 @@ std::string NewToken() {
 absl::StatusOr<std::string> LoadOrCreateToken(const std::string& path_string) {
   const fs::path path(path_string);
   if (fs::exists(path)) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-      return absl::PermissionDeniedError(absl::StrCat(path.string(), " is readable by others (mode ",
-                                                      absl::StrFormat("%o", st.st_mode & 0777),
-                                                      "): chmod 600 it"));
-    }
+    ZF_RETURN_IF_ERROR(CheckTokenFile(path.string()));
     std::ifstream in(path);
     std::string t;
     in >> t;
@@ -185,9 +181,7 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
 
 absl::Status RunServe(const ServeFlags& f) {
   const fs::path dir = StateDir(f.state_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::PermissionDeniedError(absl::StrCat("--state-dir ", dir.string(), ": ", ec.message()));
+  ZF_RETURN_IF_ERROR(MakePrivateDir(dir.string()));
   coordinator::ServerOptions o;
   o.listen = f.listen;
   o.db_path = f.db.empty() ? (dir / "jobs.db").string() : f.db;
@@ -209,7 +203,7 @@ absl::Status RunServe(const ServeFlags& f) {
   core::RealClock clock;
   ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
   // Written after the port is open, so a client that reads it can connect.
-  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((dir / "address").string(), server->address() + "\n"));
+  ZF_RETURN_IF_ERROR(WritePrivateFileAtomic((dir / "address").string(), server->address() + "\n"));
   std::printf("zerofit coordinator listening on %s (job store %s, token in %s)\n", server->address().c_str(),
               o.db_path.c_str(), (dir / "token").c_str());
   std::fflush(stdout);

@@ -1,5 +1,6 @@
 #include "cli/run_command.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -10,7 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/blocked_signals.h"
 #include "cli/jobs_commands.h"
+#include "cli/launcher_stop.h"
+#include "cli/private_files.h"
 #include "cli/supervise.h"
 #include "client/connection_flags.h"
 #include "coordinator/service.h"
@@ -20,6 +24,16 @@
 namespace zerofit::cli {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// From SIGTERM to mpiexec's process group until SIGKILL: Open MPI's mpiexec ends its ranks within about a
+// second; the whole job is gone well inside the 10 s a supervisor (systemd's default is 90 s) allows.
+constexpr absl::Duration kStopGrace = absl::Seconds(5);
+
+const char* SignalName(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+
+}  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
   CLI::App* run = app.add_subcommand("run", "Run a job locally: embedded coordinator + mpiexec workers");
@@ -55,6 +69,9 @@ std::string RunOutputs(const jobspec::JobSpec& spec, const std::string& checkpoi
 }
 
 absl::Status RunRun(const RunFlags& f) {
+  // SIGINT/SIGTERM (Ctrl-C, `timeout`, a supervisor) stop the workers before this process ends; blocked
+  // before the coordinator's threads start, so that they inherit the mask.
+  BlockedSignals signals({SIGINT, SIGTERM});
   auto text = core::ReadTextFile(f.spec_path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
   std::string worker = f.worker;
@@ -67,11 +84,10 @@ absl::Status RunRun(const RunFlags& f) {
   std::string state = f.state_dir;
   if (state.empty()) {
     std::string tmpl = (fs::temp_directory_path() / "zerofit-run-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) return absl::ErrnoToStatus(errno, "run: mkdtemp");
+    if (::mkdtemp(tmpl.data()) == nullptr) return absl::ErrnoToStatus(errno, "run: mkdtemp");  // mode 0700
     state = tmpl;
   }
-  std::error_code ec;
-  fs::create_directories(state, ec);
+  ZF_RETURN_IF_ERROR(MakePrivateDir(state));
   const std::string token = NewToken();
   coordinator::ServerOptions o;
   o.listen = "127.0.0.1:0";
@@ -81,8 +97,9 @@ absl::Status RunRun(const RunFlags& f) {
   core::RealClock clock;
   ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
   coordinator::Coordinator& c = server->coordinator();
-  ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("run-", ::getpid(), "-", token.substr(0, 8)), "",
-                                               *text, fs::path(f.spec_path).filename().string()));
+  // The request id is stored and printed: no part of the token in it.
+  ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("run-", ::getpid(), "-", NewToken().substr(0, 8)),
+                                               "", *text, fs::path(f.spec_path).filename().string()));
   const std::string id = submitted.job.id;
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
   std::printf("zerofit run: %s on %d ranks (coordinator %s, state %s)\n", id.c_str(), spec.world_size,
@@ -99,7 +116,30 @@ absl::Status RunRun(const RunFlags& f) {
   };
   // The token by environment (mpiexec's ranks on this host inherit it), not on a command line `ps` shows.
   hooks.env = {absl::StrCat(client::kTokenEnv, "=", token)};
-  ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(*LocalJobControl(&c), id, hooks));
+  LauncherStop stop(kStopGrace);
+  int stopped_by = 0;
+  hooks.poll = [&](ChildProcess& launcher) {
+    for (int sig = signals.Take(); sig != 0; sig = signals.Take()) {
+      std::printf("zerofit run: %s: stopping the workers (SIGTERM to mpiexec%s)\n", SignalName(sig),
+                  stop.stopping()
+                      ? "; again: SIGKILL now"
+                      : absl::StrCat(", SIGKILL after ", absl::FormatDuration(kStopGrace)).c_str());
+      std::fflush(stdout);
+      stopped_by = sig;
+      stop.Begin(launcher, absl::Now());
+    }
+    stop.Tick(launcher, absl::Now());
+  };
+  hooks.after_exit = [&](int) { return stop.stopping() ? AfterExit::kStop : AfterExit::kReportAndContinue; };
+  std::unique_ptr<JobControl> control = LocalJobControl(&c);
+  ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(*control, id, hooks));
+  if (stopped_by != 0) {
+    while (signals.Take() != 0) {
+    }  // the user insisting while the workers stopped: they are stopped
+    const std::string why = absl::StrCat("zerofit run stopped by ", SignalName(stopped_by));
+    ZF_RETURN_IF_ERROR(control->Cancel(id, why));
+    return absl::CancelledError(absl::StrCat(id, ": ", why, " (the job is cancelled)"));
+  }
   const coordinator::JobRecord& job = done.job;
   auto checkpoint_note = [&](const coordinator::JobRecord& j) {
     return j.status.checkpoint_step >= 0 ? absl::StrCat(" (step ", j.status.checkpoint_step, ")")

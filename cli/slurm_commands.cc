@@ -15,7 +15,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "cli/blocked_signals.h"
 #include "cli/jobs_commands.h"
+#include "cli/private_files.h"
 #include "cli/subprocess.h"
 #include "cli/supervise.h"
 #include "client/connection_flags.h"
@@ -85,33 +87,6 @@ absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
   p.slurm = x;
   return p;
 }
-
-// Signals the launcher handles, blocked in every thread (the coordinator's included: they inherit the mask)
-// and collected with sigtimedwait; children get them unblocked and at their defaults (ChildProcess).
-class BlockedSignals {
- public:
-  BlockedSignals() {
-    sigemptyset(&set_);
-    for (int sig : {SIGUSR1, SIGTERM, SIGINT}) sigaddset(&set_, sig);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-  }
-  ~BlockedSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  BlockedSignals(const BlockedSignals&) = delete;
-  BlockedSignals& operator=(const BlockedSignals&) = delete;
-  // A pending signal, or 0.
-  int Take() {
-    struct timespec zero = {0, 0};
-    const int sig = sigtimedwait(&set_, nullptr, &zero);
-    return sig > 0 ? sig : 0;
-  }
-
- private:
-  sigset_t set_, old_;
-};
-
-}  // namespace
-
-namespace {
 
 // `scontrol show job -o ID` as key=value pairs (empty if Slurm does not know the job).
 std::map<std::string, std::string> ScontrolShowJob(const std::string& id) {
@@ -198,10 +173,7 @@ absl::Status RunSlurm(const SlurmFlags& f) {
                                                    "): pass another --state-dir or remove it"));
     }
   }
-  fs::create_directories(state, ec);
-  if (ec)
-    return absl::PermissionDeniedError(absl::StrCat("--state-dir ", state.string(), ": ", ec.message()));
-  ::chmod(state.c_str(), 0700);
+  ZF_RETURN_IF_ERROR(MakePrivateDir(state.string()));
   if (p.slurm.coordinator.empty()) {
     // The first node's coordinator takes this token; `zerofit status --state-dir` uses it too.
     ZF_RETURN_IF_ERROR(LoadOrCreateToken((state / "token").string()).status());
@@ -221,7 +193,7 @@ absl::Status RunSlurm(const SlurmFlags& f) {
     fs::remove(token_path, ec);
     ZF_RETURN_IF_ERROR(CreateTokenFile(token_path.string(), token));
   }
-  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "job.yaml").string(), p.text));
+  ZF_RETURN_IF_ERROR(WritePrivateFileAtomic((state / "job.yaml").string(), p.text));
   std::string worker = f.worker;
 #ifdef ZEROFIT_WORKER_BINARY
   if (worker.empty()) worker = ZEROFIT_WORKER_BINARY;
@@ -243,8 +215,7 @@ absl::Status RunSlurm(const SlurmFlags& f) {
   }
   const std::string script = launch::SbatchScript(p.spec, p.slurm, paths);
   const std::string script_path = (state / "sbatch.sh").string();
-  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic(script_path, script));
-  ::chmod(script_path.c_str(), 0755);
+  ZF_RETURN_IF_ERROR(WritePrivateFileAtomic(script_path, script, 0700));
   if (!f.submit) {
     std::fputs(script.c_str(), stdout);
     std::fprintf(stderr, "zerofit slurm: wrote %s (state in %s); submit it with sbatch\n",
@@ -259,7 +230,7 @@ absl::Status RunSlurm(const SlurmFlags& f) {
     return absl::UnavailableError(
         absl::StrCat("sbatch ", script_path, " failed (exit ", r.exit_code, "): ", out));
   }
-  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "slurm_job_id").string(), id + "\n"));
+  ZF_RETURN_IF_ERROR(WritePrivateFileAtomic((state / "slurm_job_id").string(), id + "\n"));
   std::printf("submitted Slurm job %s (zerofit job '%s', %d ranks); state in %s\n", id.c_str(),
               p.spec.name.c_str(), p.spec.world_size, state.c_str());
   std::printf("follow it with: zerofit status --state-dir %s; zerofit logs --state-dir %s -f JOB\n",
@@ -279,6 +250,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm-launch: cannot read '", f.spec, "'"));
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec));
   const fs::path state(f.state_dir);
+  ZF_RETURN_IF_ERROR(CheckPrivateDir(state.string()));
   ZF_ASSIGN_OR_RETURN(std::string token, LoadOrCreateToken((state / "token").string()));
   std::string worker = f.worker;
 #ifdef ZEROFIT_WORKER_BINARY
@@ -294,7 +266,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
                                                       "' wants world_size ", spec.world_size));
   }
 
-  BlockedSignals signals;  // before any thread starts
+  BlockedSignals signals({SIGUSR1, SIGTERM, SIGINT});  // before any thread starts
   // The coordinator: on this node (the first of the allocation), or an external `zerofit serve`.
   std::unique_ptr<coordinator::CoordinatorServer> server;
   std::unique_ptr<JobControl> control;
@@ -316,7 +288,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     ::gethostname(host, sizeof(host) - 1);
     const std::string bound = server->address();
     address = absl::StrCat(host, bound.substr(bound.rfind(':')));
-    ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((state / "address").string(), address + "\n"));
+    ZF_RETURN_IF_ERROR(WritePrivateFileAtomic((state / "address").string(), address + "\n"));
     control = LocalJobControl(&server->coordinator());
   } else {
     client::ConnectionSettings s;

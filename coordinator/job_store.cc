@@ -1,6 +1,9 @@
 #include "coordinator/job_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -78,6 +81,27 @@ std::vector<std::pair<std::string, double>> DecodeNamed(const std::string& text)
     named.emplace_back(std::string(line.substr(0, eq)), v);
   }
   return named;
+}
+
+// The job store holds specs, paths and logs: readable by its owner only (mode 0600, whatever the umask). Its
+// file is created here before SQLite opens it, because SQLite creates files 0644 and gives the -wal and -shm
+// files the mode of the database; a store created 0644 by an older zerofit is tightened.
+absl::Status MakeOwnerOnly(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot open the job store"));
+  struct stat st;
+  const bool ok = ::fstat(fd, &st) == 0 && ((st.st_mode & 077) == 0 || ::fchmod(fd, 0600) == 0);
+  const int err = errno;
+  ::close(fd);
+  if (!ok)
+    return absl::ErrnoToStatus(err, absl::StrCat(path, ": cannot make the job store private (chmod 600)"));
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const std::string side = path + suffix;
+    if (::chmod(side.c_str(), 0600) != 0 && errno != ENOENT) {
+      return absl::ErrnoToStatus(errno, absl::StrCat(side, ": chmod 600"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 int64_t Micros(absl::Time t) { return absl::ToUnixMicros(t); }
@@ -204,6 +228,7 @@ absl::Status ValidateNamedMetrics(const std::vector<std::pair<std::string, doubl
 }
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+  if (path != ":memory:") ZF_RETURN_IF_ERROR(MakeOwnerOnly(path));
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);

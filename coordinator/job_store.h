@@ -61,7 +61,8 @@ absl::Status ValidateNamedMetrics(const std::vector<std::pair<std::string, doubl
 
 class JobStore {
  public:
-  // Creates the database and its schema if needed. `path` ":memory:" gives a private in-memory store.
+  // Creates the database and its schema if needed; the file (and its -wal, -shm) is mode 0600, tightened if
+  // it was not. `path` ":memory:" gives a private in-memory store.
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
   JobStore(const JobStore&) = delete;

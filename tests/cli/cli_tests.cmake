@@ -10,7 +10,7 @@ set_tests_properties(zerofit_plan_cli_smoke PROPERTIES LABELS unit
 
 # The coordinator and the job commands end to end on loopback (issue 6).
 if(TARGET zerofit_cli_jobs)
-  zerofit_unit_test(subprocess_test cli/subprocess_test.cc)
+  zerofit_unit_test(subprocess_test cli/subprocess_test.cc cli/launcher_stop_test.cc cli/private_files_test.cc)
   target_link_libraries(subprocess_test PRIVATE zerofit_cli_jobs)
   zerofit_unit_test(metrics_format_test cli/metrics_format_test.cc)
   target_link_libraries(metrics_format_test PRIVATE zerofit_cli_jobs)
@@ -96,4 +96,13 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_train_prefs)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/plan_equality_e2e.sh $<TARGET_FILE:zerofit>
             $<TARGET_FILE:zerofit_train_prefs> $<TARGET_FILE:zerofit_make_arith_prefs>)
   set_tests_properties(plan_equality_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
+endif()
+
+# Issue 19: no token on any zerofit process's command line during a job, a private state directory, and
+# SIGINT / SIGTERM / SIGKILL to `zerofit run` alone ending every process of the job within 10 s.
+if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
+  add_test(NAME stop_and_secrets_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/stop_and_secrets_e2e.sh $<TARGET_FILE:zerofit>
+            $<TARGET_FILE:zerofit_make_arith_prefs>)
+  set_tests_properties(stop_and_secrets_e2e PROPERTIES LABELS e2e TIMEOUT 180 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
 endif()

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,6 +65,35 @@ TEST(JobStoreTest, SubmitGetListUpdate) {
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 2u);
   EXPECT_EQ((*all)[1].name, "dpo");
+}
+
+int ModeOf(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 0777) : -1;
+}
+
+TEST(JobStoreTest, OnlyItsOwnerCanReadTheStoreWhateverTheUmask) {
+  const std::string path = TempDb("private.db");
+  const mode_t old_umask = ::umask(022);
+  {
+    auto store = JobStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Submit("req", "rm", "task: reward", absl::Now()).ok());
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      EXPECT_EQ(ModeOf(path + suffix), 0600) << path << suffix;
+    }
+  }
+  // A store an older zerofit left readable by everyone is tightened when opened.
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  {
+    auto store = JobStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(ModeOf(path), 0600);
+    auto listed = (*store)->List();
+    ASSERT_TRUE(listed.ok());
+    EXPECT_EQ(listed->size(), 1u) << "the store's contents survive";
+  }
+  ::umask(old_umask);
 }
 
 TEST(JobStoreTest, HundredConcurrentSubmitsWithOneRequestIdCreateOneJob) {
