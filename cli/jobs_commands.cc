@@ -21,6 +21,7 @@
 #include "client/connection_flags.h"
 #include "coordinator/job_store.h"
 #include "coordinator/service.h"
+#include "coordinator/state_dir_lock.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
 
@@ -188,6 +189,9 @@ absl::Status RunServe(const ServeFlags& f) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat("--state-dir ", dir.string(), ": ", ec.message()));
+  // Held until this function returns (or the process dies): before the job store is opened or the address
+  // file written, both of which belong to the coordinator that holds it.
+  ZF_ASSIGN_OR_RETURN(coordinator::StateDirLock lock, coordinator::StateDirLock::Acquire(dir.string()));
   coordinator::ServerOptions o;
   o.listen = f.listen;
   o.db_path = f.db.empty() ? (dir / "jobs.db").string() : f.db;
@@ -208,6 +212,7 @@ absl::Status RunServe(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   core::RealClock clock;
   ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
+  ZF_RETURN_IF_ERROR(lock.SetAddress(server->address()));
   // Written after the port is open, so a client that reads it can connect.
   ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((dir / "address").string(), server->address() + "\n"));
   std::printf("zerofit coordinator listening on %s (job store %s, token in %s)\n", server->address().c_str(),
