@@ -6,14 +6,17 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/regular_file.h"
 #include "core/status_macros.h"
-#include "core/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::jobspec {
 namespace {
 
 using Json = nlohmann::json;
+
+// A DeepSpeed config is a few KiB of JSON; anything near this is not one.
+constexpr uint64_t kMaxDeepSpeedConfigBytes = 1 << 20;
 
 class YamlReader {
  public:
@@ -356,8 +359,12 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     const std::filesystem::path p = std::filesystem::path(path).is_absolute()
                                         ? std::filesystem::path(path)
                                         : std::filesystem::path(base_dir) / path;
-    auto ds = core::ReadTextFile(p.string());
-    if (!ds.ok()) return r.Error(root["deepspeed"], "deepspeed", absl::StrCat("cannot read ", p.string()));
+    // The coordinator reads this on a client's behalf: a FIFO or a device named here must not block it.
+    auto ds = core::ReadRegularFile(p.string(), kMaxDeepSpeedConfigBytes);
+    if (!ds.ok()) {
+      return r.Error(root["deepspeed"], "deepspeed",
+                     absl::StrCat("cannot read the DeepSpeed config: ", ds.status().message()));
+    }
     ZF_ASSIGN_OR_RETURN(s.training, ParseDeepSpeedConfig(*ds, p.string(), s.world_size));
   }
   if (const YAML::Node t = root["training"]; t.IsDefined()) {

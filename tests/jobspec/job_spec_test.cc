@@ -2,10 +2,20 @@
 // and field.
 #include "jobspec/job_spec.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace zerofit::jobspec {
 namespace {
@@ -161,6 +171,41 @@ TEST(JobSpecTest, ADeepSpeedConfigIsTheTrainingSection) {
   bad = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": "auto"})", "ds.json", 8);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'auto' is not supported"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// The coordinator parses specs on a client's behalf: `deepspeed:` naming a FIFO used to block its thread in
+// open(2) forever (one leaked thread per submit), a device to read it without end.
+TEST(JobSpecTest, ADeepSpeedPathThatIsNoRegularFileIsRefusedAtOnce) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerofit_spec_fifo_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "ds.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(dir / "big.json") << std::string((1 << 20) + 1, ' ');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "not a regular file (a FIFO)"},
+      {"/dev/null", "not a regular file (a character device)"},
+      {dir.string(), "not a regular file (a directory)"},
+      {(dir / "big.json").string(), "1048577 bytes, more than the limit of 1048576 bytes"},
+  };
+  for (const auto& [path, why] : cases) {
+    auto parse = std::async(std::launch::async, [path = path] {
+      return ParseJobSpec(absl::StrCat("task: dpo\nmodel: m\ndata: d\ndeepspeed: ", path, "\n"), "job.yaml");
+    });
+    if (parse.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      // Release the reader blocked in open(2) so that the test ends, failed.
+      const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (writer >= 0) ::close(writer);
+      ADD_FAILURE() << path << ": ParseJobSpec still blocked after 10 s";
+    }
+    auto s = parse.get();
+    ASSERT_FALSE(s.ok()) << path;
+    EXPECT_NE(s.status().message().find("job.yaml:4: field 'deepspeed': cannot read the DeepSpeed config: "),
+              std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find(absl::StrCat(path, ": ", why)), std::string::npos) << s.status();
+  }
   std::filesystem::remove_all(dir);
 }
 
