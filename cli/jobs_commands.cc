@@ -60,6 +60,24 @@ absl::StatusOr<Client> MakeClient(const JobsFlags& f) {
   return Client(o);
 }
 
+// -f: the follow's deadline and how long to wait for a restarted coordinator; each reconnect is said on
+// stderr (stdout carries only the job's lines).
+absl::StatusOr<Client::FollowOptions> FollowOptionsOf(const JobsFlags& f, const char* command) {
+  if (!(f.reconnect_timeout_s >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reconnect-timeout must be >= 0 seconds, got ", f.reconnect_timeout_s));
+  }
+  Client::FollowOptions o;
+  o.timeout = absl::Seconds(f.follow_timeout_s);
+  o.reconnect.give_up_after = absl::Seconds(f.reconnect_timeout_s);
+  o.on_reconnect = [command](const absl::Status& why, absl::Duration wait) {
+    std::fprintf(stderr, "zerofit %s: %s; following again in %s\n", command,
+                 std::string(why.message()).c_str(),
+                 absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))).c_str());
+  };
+  return o;
+}
+
 // One line per job; a job run by Slurm gets Slurm's job id and state next to it.
 void PrintJob(const v1::Job& j) {
   std::string extra;
@@ -168,6 +186,10 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
   common(c.logs);
   c.logs->add_option("job", j->job, "job id")->required();
   c.logs->add_flag("-f,--follow", j->follow, "keep printing until the job ends");
+  c.logs
+      ->add_option("--reconnect-timeout", j->reconnect_timeout_s,
+                   "with -f: seconds to wait for a restarted coordinator before giving up")
+      ->capture_default_str();
   c.cancel = app.add_subcommand("cancel", "Cancel a job");
   common(c.cancel);
   c.cancel->add_option("job", j->job, "job id")->required();
@@ -176,6 +198,10 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
   common(c.metrics);
   c.metrics->add_option("job", j->job, "job id")->required();
   c.metrics->add_flag("-f,--follow", j->follow, "keep printing until the job ends");
+  c.metrics
+      ->add_option("--reconnect-timeout", j->reconnect_timeout_s,
+                   "with -f: seconds to wait for a restarted coordinator before giving up")
+      ->capture_default_str();
   c.metrics->add_option("--format", j->format, "table (default), json (one object per line) or csv");
   c.worker = app.add_subcommand("worker", "Run one rank of a job (start it with mpiexec or srun)");
   common(c.worker);
@@ -301,23 +327,28 @@ absl::Status RunList(const JobsFlags& f) {
 
 absl::Status RunLogs(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
-  return client.StreamLogs(f.job, 0, f.follow, absl::Seconds(f.follow_timeout_s), [](const v1::LogLine& l) {
+  auto print = [](const v1::LogLine& l) {
     std::printf("%s %s | %s\n",
                 absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(l.unix_us()), absl::UTCTimeZone()).c_str(),
                 l.source().c_str(), l.text().c_str());
     std::fflush(stdout);
-  });
+  };
+  if (!f.follow) return client.StreamLogs(f.job, 0, false, absl::ZeroDuration(), print);
+  ZF_ASSIGN_OR_RETURN(const Client::FollowOptions follow, FollowOptionsOf(f, "logs"));
+  return client.FollowLogs(f.job, follow, print);
 }
 
 absl::Status RunMetrics(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(const MetricsFormat format, ParseMetricsFormat(f.format));
   ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
   MetricsPrinter printer(format);
-  return client.StreamMetrics(f.job, -1, f.follow, absl::Seconds(f.follow_timeout_s),
-                              [&printer](const v1::Metric& m) {
-                                std::fputs(printer.Row(m).c_str(), stdout);
-                                std::fflush(stdout);
-                              });
+  auto print = [&printer](const v1::Metric& m) {
+    std::fputs(printer.Row(m).c_str(), stdout);
+    std::fflush(stdout);
+  };
+  if (!f.follow) return client.StreamMetrics(f.job, -1, false, absl::ZeroDuration(), print);
+  ZF_ASSIGN_OR_RETURN(const Client::FollowOptions follow, FollowOptionsOf(f, "metrics"));
+  return client.FollowMetrics(f.job, follow, print);
 }
 
 absl::Status RunWorker(const JobsFlags& f) {
