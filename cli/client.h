@@ -53,8 +53,9 @@ class Client {
   struct FollowOptions {
     absl::Duration timeout = absl::InfiniteDuration();  // the whole follow, reconnects included
     client::ReconnectPolicy reconnect;
-    // Told before each reconnect: why the stream ended and the wait before the next one.
-    std::function<void(const absl::Status& why, absl::Duration wait)> on_reconnect;
+    // Told before each reconnect: why the stream ended, the wait before the next one, and which retry of this
+    // outage it is (client::ReconnectEnv::on_retry).
+    std::function<void(const absl::Status& why, absl::Duration wait, int retry)> on_reconnect;
   };
   absl::Status FollowLogs(const std::string& job_id, const FollowOptions& follow,
                           const std::function<void(const zerofit::v1::LogLine&)>& on_line);

@@ -70,10 +70,14 @@ absl::StatusOr<Client::FollowOptions> FollowOptionsOf(const JobsFlags& f, const 
   Client::FollowOptions o;
   o.timeout = absl::Seconds(f.follow_timeout_s);
   o.reconnect.give_up_after = absl::Seconds(f.reconnect_timeout_s);
-  o.on_reconnect = [command](const absl::Status& why, absl::Duration wait) {
-    std::fprintf(stderr, "zerofit %s: %s; following again in %s\n", command,
-                 std::string(why.message()).c_str(),
-                 absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))).c_str());
+  // Said once per outage, not at every retry.
+  o.on_reconnect = [command, limit = f.reconnect_timeout_s](const absl::Status& why, absl::Duration,
+                                                            int retry) {
+    if (retry != 0) return;
+    std::fprintf(stderr,
+                 "zerofit %s: lost the coordinator (%s); following again from the last line printed, "
+                 "for up to %gs\n",
+                 command, std::string(why.message()).c_str(), limit);
   };
   return o;
 }

@@ -1,5 +1,6 @@
 #include "client/follow_across_restarts.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -27,15 +28,16 @@ absl::Status FollowAcrossRestarts(const ReconnectPolicy& policy,
       last_progress = env.now();
       retry = 0;
     }
-    const absl::Duration wait = BackoffDelay(policy.backoff, retry++, env.unit_random());
     const absl::Duration away = env.now() - last_progress;
-    if (away + wait > policy.give_up_after) {
-      return absl::UnavailableError(absl::StrCat("gave up following after ", absl::FormatDuration(away),
-                                                 " without the coordinator (--reconnect-timeout to wait "
-                                                 "longer); last error: ",
-                                                 s.message()));
+    if (away >= policy.give_up_after) {
+      return absl::UnavailableError(absl::StrCat(
+          "gave up following after ", absl::FormatDuration(absl::Trunc(away, absl::Milliseconds(1))),
+          " without the coordinator (--reconnect-timeout to wait longer); last error: ", s.message()));
     }
-    if (env.on_retry) env.on_retry(s, wait);
+    const absl::Duration wait =
+        std::min(BackoffDelay(policy.backoff, retry, env.unit_random()), policy.give_up_after - away);
+    if (env.on_retry) env.on_retry(s, wait, retry);
+    ++retry;
     env.sleep(wait);
   }
 }

@@ -31,13 +31,15 @@ struct ReconnectEnv {
   std::function<void(absl::Duration)> sleep;
   std::function<double()> unit_random;
   std::function<absl::Time()> now;
-  // Told before each wait: the error that ended the last attempt and how long until the next one.
-  std::function<void(const absl::Status& why, absl::Duration wait)> on_retry;
+  // Told before each wait: the error that ended the last attempt, how long until the next one, and which
+  // retry of this outage it is (0: the coordinator was just lost; say so once, not at every retry).
+  std::function<void(const absl::Status& why, absl::Duration wait, int retry)> on_retry;
 };
 
 // Calls `follow` until it returns OK or an error other than UNAVAILABLE (the coordinator went away, or is
-// shutting down). `follow` sets *progressed when its stream handed on at least one item. After
-// policy.give_up_after without progress, returns UNAVAILABLE naming the last error and how long it tried.
+// shutting down). `follow` sets *progressed when its stream handed on at least one item. Once
+// policy.give_up_after has passed without progress, returns UNAVAILABLE naming the last error and how long
+// it tried (the last wait is shortened to end at that limit).
 absl::Status FollowAcrossRestarts(const ReconnectPolicy& policy,
                                   const std::function<absl::Status(bool* progressed)>& follow,
                                   ReconnectEnv env = {});
