@@ -24,6 +24,7 @@
 #include "coordinator/state_dir_lock.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
+#include "jobspec/job_spec.h"
 
 namespace zerofit::cli {
 namespace {
@@ -257,6 +258,9 @@ absl::Status RunServe(const ServeFlags& f) {
 
 absl::Status RunSubmit(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(std::string spec, ReadAll(f.spec_path, "submit"));
+  // The coordinator gets the DeepSpeed config's contents, not a path to open (relative to this directory,
+  // as `zerofit run` reads it).
+  ZF_ASSIGN_OR_RETURN(spec, jobspec::InlineDeepSpeedConfig(spec, f.spec_path));
   ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
   std::string request_id = f.request_id;
   if (request_id.empty()) {

@@ -4,7 +4,9 @@
 #  - a second `zerofit serve` on the same state directory fails naming the first one's PID and address, and
 #    leaves its address file alone;
 #  - a spec whose `deepspeed:` file (or model) is a FIFO is answered at once, submitted again and again, and
-#    the coordinator goes on serving normal jobs.
+#    the coordinator goes on serving normal jobs;
+#  - submit sends the DeepSpeed config's contents (a path relative to submit's directory, not the
+#    coordinator's).
 # usage: serve_identity_e2e.sh path/to/zerofit
 set -u
 Z="$1"
@@ -52,4 +54,15 @@ done
 printf 'task: reward\nmodel: /models/tiny\ndata: /data/tiny\ntraining:\n  steps: 2\n  global_batch: 8\n' > "$S/ok.yaml"
 out=$(timeout 8 "$Z" submit "$S/ok.yaml" --state-dir "$S/a" --request-id ok 2>&1) || fail "a normal job after the FIFOs: $out"
 [ "$out" = "job-000006 submitted (request ok)" ] || fail "unexpected: $out"
+
+# submit sends the DeepSpeed config's contents: a path relative to where submit runs works although the
+# coordinator runs elsewhere, and the coordinator opens nothing.
+mkdir "$S/specs"
+echo '{"train_batch_size": 48, "train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}' \
+  > "$S/specs/ds.json"
+printf 'task: reward\nmodel: /models/tiny\ndata: /data/tiny\nworld_size: 2\ndeepspeed: ds.json\n' > "$S/specs/ds.yaml"
+out=$(cd "$S/specs" && timeout 8 "$Z" submit ds.yaml --state-dir "$S/a" --request-id ds 2>&1) || fail "deepspeed: submit: $out"
+rm "$S/specs/ds.json"
+plan=$("$Z" status job-000007 --plan --state-dir "$S/a") || fail "status --plan: $plan"
+echo "$plan" | grep -q '"global_batch": 48,' || fail "the DeepSpeed config did not reach the plan: $plan"
 echo PASS
