@@ -4,9 +4,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "cli/private_files.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
@@ -19,6 +22,27 @@ using client::Idempotency;
 absl::StatusOr<std::string> ReadTrimmed(const std::string& path) {
   ZF_ASSIGN_OR_RETURN(std::string text, core::ReadTextFile(path));
   return std::string(absl::StripAsciiWhitespace(text));
+}
+
+// Runs `stream(remaining)` across coordinator restarts (client::FollowAcrossRestarts) within `o.timeout`.
+absl::Status FollowWithin(
+    const Client::FollowOptions& o,
+    const std::function<absl::Status(absl::Duration remaining, bool* progressed)>& stream) {
+  const absl::Time deadline =
+      o.timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + o.timeout;
+  client::ReconnectEnv env;
+  env.on_retry = o.on_reconnect;
+  return client::FollowAcrossRestarts(
+      o.reconnect,
+      [&](bool* progressed) -> absl::Status {
+        const absl::Duration remaining = deadline - absl::Now();
+        if (remaining <= absl::ZeroDuration()) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              "stopped following after ", absl::FormatDuration(o.timeout), " (the job goes on)"));
+        }
+        return stream(remaining, progressed);
+      },
+      env);
 }
 
 }  // namespace
@@ -143,6 +167,37 @@ absl::Status Client::StreamLogs(const std::string& job_id, int64_t after, bool f
   zerofit::v1::LogLine line;
   while (reader->Read(&line)) on_line(line);
   return connection_.Error(reader->Finish(), "logs", timeout);
+}
+
+absl::Status Client::FollowLogs(const std::string& job_id, const FollowOptions& follow,
+                                const std::function<void(const zerofit::v1::LogLine&)>& on_line) {
+  int64_t last = 0;  // the seq of the last line handed on
+  return FollowWithin(follow, [&](absl::Duration remaining, bool* progressed) {
+    return StreamLogs(job_id, last, true, remaining, [&](const zerofit::v1::LogLine& l) {
+      if (l.seq() <= last) return;  // a coordinator resends nothing older, but a line must never repeat
+      on_line(l);
+      last = l.seq();
+      *progressed = true;
+    });
+  });
+}
+
+absl::Status Client::FollowMetrics(const std::string& job_id, const FollowOptions& follow,
+                                   const std::function<void(const zerofit::v1::Metric&)>& on_metric) {
+  // Rows of the newest step arrive rank by rank: a new stream starts before that step and skips the rows
+  // already handed on.
+  std::set<std::pair<int64_t, int>> sent;
+  int64_t newest = -1;
+  return FollowWithin(follow, [&](absl::Duration remaining, bool* progressed) {
+    const int64_t after = newest < 0 ? -1 : newest - 1;
+    while (!sent.empty() && sent.begin()->first <= after) sent.erase(sent.begin());
+    return StreamMetrics(job_id, after, true, remaining, [&](const zerofit::v1::Metric& m) {
+      if (m.step() <= after || !sent.insert({m.step(), m.rank()}).second) return;
+      on_metric(m);
+      newest = std::max(newest, m.step());
+      *progressed = true;
+    });
+  });
 }
 
 }  // namespace zerofit::cli

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/connection.h"
+#include "client/follow_across_restarts.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
 namespace zerofit::cli {
@@ -44,6 +45,22 @@ class Client {
   absl::Status StreamLogs(const std::string& job_id, int64_t after, bool follow,
                           absl::Duration follow_timeout,
                           const std::function<void(const zerofit::v1::LogLine&)>& on_line);
+
+  // --follow across coordinator restarts: each stream starts after the last line (or metric row) handed to
+  // the callback, so every one is handed on exactly once (the coordinator's job store keeps them across a
+  // restart). Ends when the job does, at `follow.timeout`, or after `follow.reconnect.give_up_after` without
+  // a coordinator.
+  struct FollowOptions {
+    absl::Duration timeout = absl::InfiniteDuration();  // the whole follow, reconnects included
+    client::ReconnectPolicy reconnect;
+    // Told before each reconnect: why the stream ended, the wait before the next one, and which retry of this
+    // outage it is (client::ReconnectEnv::on_retry).
+    std::function<void(const absl::Status& why, absl::Duration wait, int retry)> on_reconnect;
+  };
+  absl::Status FollowLogs(const std::string& job_id, const FollowOptions& follow,
+                          const std::function<void(const zerofit::v1::LogLine&)>& on_line);
+  absl::Status FollowMetrics(const std::string& job_id, const FollowOptions& follow,
+                             const std::function<void(const zerofit::v1::Metric&)>& on_metric);
 
  private:
   client::Connection connection_;

@@ -57,8 +57,13 @@ class Remote final : public JobControl {
   absl::StatusOr<std::vector<coordinator::LogLine>> WaitLogs(const std::string& id, int64_t after,
                                                              absl::Duration wait) override {
     std::vector<coordinator::LogLine> lines;
-    ZF_RETURN_IF_ERROR(client_.StreamLogs(id, after, false, absl::ZeroDuration(), [&](const v1::LogLine& l) {
-      lines.push_back({l.seq(), l.source(), l.text(), absl::FromUnixMicros(l.unix_us())});
+    // A read whose lines are handed on only once it succeeded: an attempt cut by a coordinator restart is
+    // dropped and read again from `after`, so the launcher's progress rides out the restart.
+    ZF_RETURN_IF_ERROR(client::FollowAcrossRestarts(client::ReconnectPolicy{}, [&](bool*) {
+      lines.clear();
+      return client_.StreamLogs(id, after, false, absl::ZeroDuration(), [&](const v1::LogLine& l) {
+        lines.push_back({l.seq(), l.source(), l.text(), absl::FromUnixMicros(l.unix_us())});
+      });
     }));
     if (lines.empty()) absl::SleepFor(wait);  // polled: the launcher prints what arrived since
     return lines;

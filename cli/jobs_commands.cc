@@ -22,8 +22,10 @@
 #include "client/connection_flags.h"
 #include "coordinator/job_store.h"
 #include "coordinator/service.h"
+#include "coordinator/state_dir_lock.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
+#include "jobspec/job_spec.h"
 
 namespace zerofit::cli {
 namespace {
@@ -58,6 +60,28 @@ absl::StatusOr<ClientOptions> ClientOptionsOf(const JobsFlags& f) {
 absl::StatusOr<Client> MakeClient(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(ClientOptions o, ClientOptionsOf(f));
   return Client(o);
+}
+
+// -f: the follow's deadline and how long to wait for a restarted coordinator; each reconnect is said on
+// stderr (stdout carries only the job's lines).
+absl::StatusOr<Client::FollowOptions> FollowOptionsOf(const JobsFlags& f, const char* command) {
+  if (!(f.reconnect_timeout_s >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reconnect-timeout must be >= 0 seconds, got ", f.reconnect_timeout_s));
+  }
+  Client::FollowOptions o;
+  o.timeout = absl::Seconds(f.follow_timeout_s);
+  o.reconnect.give_up_after = absl::Seconds(f.reconnect_timeout_s);
+  // Said once per outage, not at every retry.
+  o.on_reconnect = [command, limit = f.reconnect_timeout_s](const absl::Status& why, absl::Duration,
+                                                            int retry) {
+    if (retry != 0) return;
+    std::fprintf(stderr,
+                 "zerofit %s: lost the coordinator (%s); following again from the last line printed, "
+                 "for up to %gs\n",
+                 command, std::string(why.message()).c_str(), limit);
+  };
+  return o;
 }
 
 // One line per job; a job run by Slurm gets Slurm's job id and state next to it.
@@ -163,6 +187,10 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
   common(c.logs);
   c.logs->add_option("job", j->job, "job id")->required();
   c.logs->add_flag("-f,--follow", j->follow, "keep printing until the job ends");
+  c.logs
+      ->add_option("--reconnect-timeout", j->reconnect_timeout_s,
+                   "with -f: seconds to wait for a restarted coordinator before giving up")
+      ->capture_default_str();
   c.cancel = app.add_subcommand("cancel", "Cancel a job");
   common(c.cancel);
   c.cancel->add_option("job", j->job, "job id")->required();
@@ -171,6 +199,10 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
   common(c.metrics);
   c.metrics->add_option("job", j->job, "job id")->required();
   c.metrics->add_flag("-f,--follow", j->follow, "keep printing until the job ends");
+  c.metrics
+      ->add_option("--reconnect-timeout", j->reconnect_timeout_s,
+                   "with -f: seconds to wait for a restarted coordinator before giving up")
+      ->capture_default_str();
   c.metrics->add_option("--format", j->format, "table (default), json (one object per line) or csv");
   c.worker = app.add_subcommand("worker", "Run one rank of a job (start it with mpiexec or srun)");
   common(c.worker);
@@ -182,6 +214,9 @@ JobsCommands AddJobsCommands(CLI::App& app, ServeFlags* s, JobsFlags* j) {
 absl::Status RunServe(const ServeFlags& f) {
   const fs::path dir = StateDir(f.state_dir);
   ZF_RETURN_IF_ERROR(MakePrivateDir(dir.string()));
+  // Held until this function returns (or the process dies): before the job store is opened or the address
+  // file written, both of which belong to the coordinator that holds it.
+  ZF_ASSIGN_OR_RETURN(coordinator::StateDirLock lock, coordinator::StateDirLock::Acquire(dir.string()));
   coordinator::ServerOptions o;
   o.listen = f.listen;
   o.db_path = f.db.empty() ? (dir / "jobs.db").string() : f.db;
@@ -202,6 +237,7 @@ absl::Status RunServe(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   core::RealClock clock;
   ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
+  ZF_RETURN_IF_ERROR(lock.SetAddress(server->address()));
   // Written after the port is open, so a client that reads it can connect.
   ZF_RETURN_IF_ERROR(WritePrivateFileAtomic((dir / "address").string(), server->address() + "\n"));
   std::printf("zerofit coordinator listening on %s (job store %s, token in %s)\n", server->address().c_str(),
@@ -216,6 +252,9 @@ absl::Status RunServe(const ServeFlags& f) {
 
 absl::Status RunSubmit(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(std::string spec, ReadAll(f.spec_path, "submit"));
+  // The coordinator gets the DeepSpeed config's contents, not a path to open (relative to this directory,
+  // as `zerofit run` reads it).
+  ZF_ASSIGN_OR_RETURN(spec, jobspec::InlineDeepSpeedConfig(spec, f.spec_path));
   ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
   std::string request_id = f.request_id;
   if (request_id.empty()) {
@@ -290,23 +329,28 @@ absl::Status RunList(const JobsFlags& f) {
 
 absl::Status RunLogs(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
-  return client.StreamLogs(f.job, 0, f.follow, absl::Seconds(f.follow_timeout_s), [](const v1::LogLine& l) {
+  auto print = [](const v1::LogLine& l) {
     std::printf("%s %s | %s\n",
                 absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(l.unix_us()), absl::UTCTimeZone()).c_str(),
                 l.source().c_str(), l.text().c_str());
     std::fflush(stdout);
-  });
+  };
+  if (!f.follow) return client.StreamLogs(f.job, 0, false, absl::ZeroDuration(), print);
+  ZF_ASSIGN_OR_RETURN(const Client::FollowOptions follow, FollowOptionsOf(f, "logs"));
+  return client.FollowLogs(f.job, follow, print);
 }
 
 absl::Status RunMetrics(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(const MetricsFormat format, ParseMetricsFormat(f.format));
   ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
   MetricsPrinter printer(format);
-  return client.StreamMetrics(f.job, -1, f.follow, absl::Seconds(f.follow_timeout_s),
-                              [&printer](const v1::Metric& m) {
-                                std::fputs(printer.Row(m).c_str(), stdout);
-                                std::fflush(stdout);
-                              });
+  auto print = [&printer](const v1::Metric& m) {
+    std::fputs(printer.Row(m).c_str(), stdout);
+    std::fflush(stdout);
+  };
+  if (!f.follow) return client.StreamMetrics(f.job, -1, false, absl::ZeroDuration(), print);
+  ZF_ASSIGN_OR_RETURN(const Client::FollowOptions follow, FollowOptionsOf(f, "metrics"));
+  return client.FollowMetrics(f.job, follow, print);
 }
 
 absl::Status RunWorker(const JobsFlags& f) {

@@ -34,6 +34,7 @@ struct JobsFlags {
   std::string job;
   bool follow = false;
   double follow_timeout_s = 86400;
+  double reconnect_timeout_s = 180;  // logs/metrics -f: how long to wait for a restarted coordinator
   std::string reason;
   bool json = false;
   bool plan = false;             // status: print the resolved job plan (JSON) instead of the summary

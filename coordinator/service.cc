@@ -2,7 +2,12 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +88,40 @@ JobPhase FromProto(v1::JobPhase p) {
     default:
       return JobPhase::kQueued;
   }
+}
+
+// Why gRPC could not listen on `listen` (it says only that it failed, in its log): a plain bind() of the same
+// address tells a port in use from a bad address.
+absl::Status ListenError(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : listen.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const int gai = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
+  if (gai != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen ", listen, ": not a HOST:PORT this machine can listen on: ", gai_strerror(gai)));
+  }
+  int bind_errno = 0;
+  for (const addrinfo* a = found; a != nullptr && bind_errno != EADDRINUSE; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0) bind_errno = errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (bind_errno == EADDRINUSE) {
+    return absl::UnavailableError(absl::StrCat("address in use: ", listen,
+                                               " (another zerofit serve? `zerofit status --coordinator ",
+                                               listen, "`; or pass another --listen)"));
+  }
+  return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, bind_errno != 0 ? ": " : "",
+                                             bind_errno != 0 ? std::strerror(bind_errno) : ""));
 }
 
 #define ZF_AUTH(ctx)                                      \
@@ -179,7 +218,7 @@ class JobsService final : public v1::Jobs::Service {
         if (IsTerminal(job->status.phase)) return grpc::Status::OK;
       }
     }
-    return grpc::Status::OK;
+    return Interrupted(ctx);
   }
   grpc::Status StreamMetrics(grpc::ServerContext* ctx, const v1::StreamMetricsRequest* req,
                              grpc::ServerWriter<v1::Metric>* writer) override {
@@ -221,7 +260,7 @@ class JobsService final : public v1::Jobs::Service {
       auto lines = c_->WaitLogs(req->job_id(), seen_log, absl::Seconds(1));
       if (lines.ok() && !lines->empty()) seen_log = lines->back().seq;
     }
-    return grpc::Status::OK;
+    return Interrupted(ctx);
   }
   grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                      grpc::ServerWriter<v1::Job>* writer) override {
@@ -234,7 +273,7 @@ class JobsService final : public v1::Jobs::Service {
       if (!writer->Write(out) || IsTerminal(job->status.phase)) return grpc::Status::OK;
       JobStatus known = job->status;
       do {
-        if (ctx->IsCancelled() || stopping_->load()) return grpc::Status::OK;
+        if (ctx->IsCancelled() || stopping_->load()) return Interrupted(ctx);
         job = c_->WaitStatus(req->id(), known, absl::Seconds(1));
         if (!job.ok()) return ToGrpc(job.status());
       } while (job->status.phase == known.phase && job->status.attempt == known.attempt &&
@@ -243,6 +282,15 @@ class JobsService final : public v1::Jobs::Service {
   }
 
  private:
+  // A follow stream that ends before its job does. OK would tell the client the job ended; a coordinator
+  // shutting down says UNAVAILABLE, so that a client follows again from its last line once it is back.
+  grpc::Status Interrupted(const grpc::ServerContext* ctx) const {
+    if (stopping_->load() && !ctx->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
+    }
+    return grpc::Status::OK;
+  }
+
   Coordinator* c_;
   std::string token_;
   const std::atomic<bool>* stopping_;
@@ -402,14 +450,15 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
     ssl.pem_key_cert_pairs.push_back({o.tls_key_pem, o.tls_cert_pem});
     creds = grpc::SslServerCredentials(ssl);
   }
+  // gRPC sets SO_REUSEPORT by default on Linux: a second coordinator on a busy port would then start as
+  // well, and the kernel would hand each client connection to either one at random.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   builder.AddListeningPort(o.listen, creds, &port);
   builder.RegisterService(s->jobs_.get());
   builder.RegisterService(s->workers_.get());
   s->server_ = builder.BuildAndStart();
-  if (!s->server_ || port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen, " (in use, or a bad address)"));
-  }
+  if (!s->server_ || port == 0) return ListenError(o.listen);
   const std::string host = o.listen.substr(0, o.listen.rfind(':'));
   s->address_ = absl::StrCat(host, ":", port);
   CoordinatorServer* self = s.get();

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/regular_file.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -408,18 +409,8 @@ absl::StatusOr<HfModelConfig> LoadHfConfig(const std::string& path) {
   struct stat st;
   std::string file = path;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = absl::StrCat(path, "/config.json");
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
-  if (f == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat(file, ": open"));
-  std::string text;
-  char buf[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) {
-    text.append(buf, n);
-    if (text.size() > (64u << 20)) {
-      return absl::InvalidArgumentError(absl::StrCat(file, ": larger than 64 MiB, not a config.json"));
-    }
-  }
-  if (std::ferror(f.get())) return absl::ErrnoToStatus(errno, absl::StrCat(file, ": read"));
+  // The coordinator sizes jobs from a model path a client named: a FIFO or a device there must not block it.
+  ZF_ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(file, 64u << 20));
   return ParseHfConfig(text, file);
 }
 

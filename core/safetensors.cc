@@ -291,7 +291,9 @@ absl::Status CheckCoverage(const std::string& path, const std::vector<StTensorIn
 }
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: open(2) of a FIFO named here returns at once (and is refused below) instead of waiting for a
+  // writer; no effect on a regular file.
+  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": open"));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": fstat"));
@@ -374,7 +376,8 @@ int64_t StTensorInfo::numel() const {
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   SafetensorsFile f;
   f.path_ = path;
-  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // owned by f from here on
+  // Owned by f from here on. O_NONBLOCK: a FIFO is refused below rather than waited on (see ReadSmallFile).
+  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f.fd_ < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": open"));
   struct stat st;
   if (::fstat(f.fd_, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": fstat"));

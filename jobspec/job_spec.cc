@@ -6,14 +6,17 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/regular_file.h"
 #include "core/status_macros.h"
-#include "core/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::jobspec {
 namespace {
 
 using Json = nlohmann::json;
+
+// A DeepSpeed config is a few KiB of JSON; anything near this is not one.
+constexpr uint64_t kMaxDeepSpeedConfigBytes = 1 << 20;
 
 class YamlReader {
  public:
@@ -249,6 +252,75 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
   return t;
 }
 
+namespace {
+
+// A `deepspeed:` value that is the config itself (JSON), not a path to it.
+bool IsInlineConfig(const std::string& value) {
+  const size_t first = value.find_first_not_of(" \t");
+  return first != std::string::npos && value[first] == '{';
+}
+
+std::string ResolvePath(const std::string& path, const std::string& base_dir) {
+  const std::filesystem::path p(path);
+  return (p.is_absolute() ? p : std::filesystem::path(base_dir) / p).string();
+}
+
+// The DeepSpeed config `node` names. Read on a client's behalf (by the coordinator, for a spec that did not
+// come through zerofit submit): a FIFO or a device named here must not block the reader.
+absl::StatusOr<std::string> ReadDeepSpeedFile(const YamlReader& r, const YAML::Node& node,
+                                              const std::string& path, const std::string& base_dir) {
+  auto ds = core::ReadRegularFile(ResolvePath(path, base_dir), kMaxDeepSpeedConfigBytes);
+  if (!ds.ok()) {
+    return r.Error(node, "deepspeed",
+                   absl::StrCat("cannot read the DeepSpeed config: ", ds.status().message()));
+  }
+  return ds;
+}
+
+// The length of scalar `node`'s text as written at its mark in `text` (plain, or quoted without escapes), or
+// 0 when it is written some other way (folded over lines, escapes).
+size_t WrittenLength(const std::string& text, const YAML::Node& node) {
+  const size_t pos = static_cast<size_t>(node.Mark().pos);
+  const std::string& value = node.Scalar();
+  if (pos >= text.size()) return 0;
+  if (text.compare(pos, value.size(), value) == 0) return value.size();
+  const char q = text[pos];
+  if ((q == '"' || q == '\'') && text.compare(pos + 1, value.size(), value) == 0 &&
+      pos + 1 + value.size() < text.size() && text[pos + 1 + value.size()] == q) {
+    return value.size() + 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> InlineDeepSpeedConfig(const std::string& text, const std::string& source,
+                                                  const std::string& base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException&) {
+    return text;  // the coordinator's ParseJobSpec names the line
+  }
+  if (!root.IsMap()) return text;
+  const YAML::Node node = root["deepspeed"];
+  if (!node.IsDefined() || !node.IsScalar() || IsInlineConfig(node.Scalar())) return text;
+  const YamlReader r(source);
+  const size_t length = WrittenLength(text, node);
+  if (length == 0) return r.Error(node, "deepspeed", "write the path on one line, without escapes");
+  ZF_ASSIGN_OR_RETURN(const std::string ds, ReadDeepSpeedFile(r, node, node.Scalar(), base_dir));
+  const Json j = Json::parse(ds, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return r.Error(node, "deepspeed",
+                   absl::StrCat(ResolvePath(node.Scalar(), base_dir), ": not a JSON object"));
+  }
+  std::string quoted = "'";  // YAML single quotes: only ' itself is escaped (''); dump() writes one line
+  for (const char c : j.dump()) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+  quoted += "'";
+  const size_t pos = static_cast<size_t>(node.Mark().pos);
+  return absl::StrCat(text.substr(0, pos), quoted, text.substr(pos + length));
+}
+
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& source,
                                      const std::string& base_dir) {
   YAML::Node root;
@@ -353,12 +425,13 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
   if (root["deepspeed"].IsDefined()) {
     std::string path;
     ZF_RETURN_IF_ERROR(r.Get(root, "deepspeed", "deepspeed", &path, "a path to a DeepSpeed JSON config"));
-    const std::filesystem::path p = std::filesystem::path(path).is_absolute()
-                                        ? std::filesystem::path(path)
-                                        : std::filesystem::path(base_dir) / path;
-    auto ds = core::ReadTextFile(p.string());
-    if (!ds.ok()) return r.Error(root["deepspeed"], "deepspeed", absl::StrCat("cannot read ", p.string()));
-    ZF_ASSIGN_OR_RETURN(s.training, ParseDeepSpeedConfig(*ds, p.string(), s.world_size));
+    if (IsInlineConfig(path)) {  // sent by zerofit submit (InlineDeepSpeedConfig)
+      const std::string where = absl::StrCat(source, ":", root["deepspeed"].Mark().line + 1, ": deepspeed");
+      ZF_ASSIGN_OR_RETURN(s.training, ParseDeepSpeedConfig(path, where, s.world_size));
+    } else {
+      ZF_ASSIGN_OR_RETURN(const std::string ds, ReadDeepSpeedFile(r, root["deepspeed"], path, base_dir));
+      ZF_ASSIGN_OR_RETURN(s.training, ParseDeepSpeedConfig(ds, ResolvePath(path, base_dir), s.world_size));
+    }
   }
   if (const YAML::Node t = root["training"]; t.IsDefined()) {
     if (!t.IsMap()) return r.Error(t, "training", "expected a mapping");

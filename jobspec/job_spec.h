@@ -165,6 +165,15 @@ core::LrScheduleOptions LrScheduleOf(const TrainingSpec& training);
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
                                      const std::string& base_dir = ".");
 
+// What `zerofit submit` sends instead of a `deepspeed: PATH` spec: the same text with PATH replaced by the
+// file's JSON on one line, single-quoted (a `deepspeed:` value starting with '{' is such a config; line
+// numbers are unchanged). The coordinator then never opens a file a client named, nor resolves a path
+// against its own working directory. PATH is resolved against `base_dir` and read only when it is a regular
+// file of at most 1 MiB holding a JSON object; errors name the field, `source` and line. A spec without
+// `deepspeed:`, with it inline already, or not parseable (the coordinator reports that) is returned as is.
+absl::StatusOr<std::string> InlineDeepSpeedConfig(const std::string& yaml_text, const std::string& source,
+                                                  const std::string& base_dir = ".");
+
 // The `training` section from a DeepSpeed JSON config: zero_optimization.stage,
 // zero_optimization.offload_optimizer.device, train_micro_batch_size_per_gpu, gradient_accumulation_steps,
 // train_batch_size, bf16.enabled, gradient_clipping, optimizer.params.{lr, weight_decay}, and scheduler

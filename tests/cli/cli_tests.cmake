@@ -17,6 +17,14 @@ if(TARGET zerofit_cli_jobs)
   add_test(NAME coordinator_cli_e2e
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/coordinator_cli_e2e.sh $<TARGET_FILE:zerofit>)
   set_tests_properties(coordinator_cli_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
+  # One coordinator per port and per state directory; FIFOs named by a spec answered at once (issue 19).
+  add_test(NAME serve_identity_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_identity_e2e.sh $<TARGET_FILE:zerofit>)
+  set_tests_properties(serve_identity_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
+  # `zerofit logs -f` across a kill -9 and restart of the coordinator, every line once (issue 19).
+  add_test(NAME logs_follow_restart_e2e
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/logs_follow_restart_e2e.sh $<TARGET_FILE:zerofit>)
+  set_tests_properties(logs_follow_restart_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
 endif()
 
 # `zerofit run` with real workers: success, and a worker killed with -9 mid-run recovering from its checkpoint

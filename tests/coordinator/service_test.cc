@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "comm/rendezvous.h"
 #include "coordinator/kv_rendezvous.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
@@ -557,6 +558,40 @@ TEST(ServiceTest, AnOutOfMemoryReplanSurvivesACoordinatorRestart) {
   ASSERT_FALSE(grant->stop);
   EXPECT_EQ(grant->assignment->ranks[0].size(), 4u);
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
+// Without GRPC_ARG_ALLOW_REUSEPORT = 0 the second server starts too and clients land on either at random.
+TEST(ServiceTest, ASecondServerOnABusyPortFailsWithAddressInUse) {
+  Fixture first;
+  ServerOptions o;
+  o.listen = first.server->address();
+  o.db_path = ":memory:";
+  o.token = "secret-token-0123456789abcdef0123";
+  auto second = CoordinatorServer::Start(o, &first.clock);
+  ASSERT_FALSE(second.ok()) << "a second coordinator listens on " << o.listen;
+  EXPECT_NE(second.status().message().find(absl::StrCat("address in use: ", o.listen)), std::string::npos)
+      << second.status();
+  EXPECT_NE(second.status().message().find("zerofit status --coordinator"), std::string::npos)
+      << second.status();
+}
+
+// A follow stream cut by a coordinator shutdown is not a finished job: UNAVAILABLE, so the client follows
+// again once the coordinator is back.
+TEST(ServiceTest, FollowStreamsEndUnavailableWhenTheCoordinatorShutsDown) {
+  Fixture f;
+  auto ctx = f.Context();
+  v1::StreamLogsRequest req;
+  req.set_job_id(f.job);
+  req.set_follow(true);
+  auto reader = f.jobs->StreamLogs(ctx.get(), req);
+  v1::LogLine line;
+  ASSERT_TRUE(reader->Read(&line));  // "submitted: ..."
+  std::thread stop([&] { f.server->Shutdown(); });
+  while (reader->Read(&line)) {
+  }
+  const grpc::Status s = reader->Finish();
+  stop.join();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
 }
 
 }  // namespace

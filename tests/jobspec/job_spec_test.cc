@@ -2,10 +2,21 @@
 // and field.
 #include "jobspec/job_spec.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace zerofit::jobspec {
 namespace {
@@ -161,6 +172,92 @@ TEST(JobSpecTest, ADeepSpeedConfigIsTheTrainingSection) {
   bad = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": "auto"})", "ds.json", 8);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'auto' is not supported"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+// The coordinator parses specs on a client's behalf: `deepspeed:` naming a FIFO used to block its thread in
+// open(2) forever (one leaked thread per submit), a device to read it without end.
+TEST(JobSpecTest, ADeepSpeedPathThatIsNoRegularFileIsRefusedAtOnce) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerofit_spec_fifo_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "ds.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(dir / "big.json") << std::string((1 << 20) + 1, ' ');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "not a regular file (a FIFO)"},
+      {"/dev/null", "not a regular file (a character device)"},
+      {dir.string(), "not a regular file (a directory)"},
+      {(dir / "big.json").string(), "1048577 bytes, more than the limit of 1048576 bytes"},
+  };
+  for (const auto& [path, why] : cases) {
+    auto parse = std::async(std::launch::async, [path = path] {
+      return ParseJobSpec(absl::StrCat("task: dpo\nmodel: m\ndata: d\ndeepspeed: ", path, "\n"), "job.yaml");
+    });
+    if (parse.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      // Release the reader blocked in open(2) so that the test ends, failed.
+      const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (writer >= 0) ::close(writer);
+      ADD_FAILURE() << path << ": ParseJobSpec still blocked after 10 s";
+    }
+    auto s = parse.get();
+    ASSERT_FALSE(s.ok()) << path;
+    EXPECT_NE(s.status().message().find("job.yaml:4: field 'deepspeed': cannot read the DeepSpeed config: "),
+              std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find(absl::StrCat(path, ": ", why)), std::string::npos) << s.status();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// zerofit submit sends the DeepSpeed config's contents: the coordinator parses the same training section
+// without opening a file (nor resolving a path against its own working directory).
+TEST(JobSpecTest, ADeepSpeedConfigSentInlineParsesLikeTheFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerofit_spec_inline_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ds.json") << R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2,
+    "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2},
+    "wall_clock_breakdown": false, "comment": "it's ours",
+    "optimizer": {"type": "AdamW", "params": {"lr": 2e-5, "weight_decay": 0.01}}})";
+  for (const std::string value : {"ds.json", "\"ds.json\"", "'ds.json'"}) {
+    const std::string spec = absl::StrCat("task: dpo\nmodel: m\ndata: d\nworld_size: 8\ndeepspeed: ", value,
+                                          "  # the config\ncheckpoint: {dir: /c}\n");
+    auto from_file = ParseJobSpec(spec, "job.yaml", dir.string());
+    ASSERT_TRUE(from_file.ok()) << from_file.status();
+    auto inlined = InlineDeepSpeedConfig(spec, "job.yaml", dir.string());
+    ASSERT_TRUE(inlined.ok()) << inlined.status();
+    EXPECT_EQ(std::count(inlined->begin(), inlined->end(), '\n'), 6) << *inlined;
+    EXPECT_NE(inlined->find("deepspeed: '{"), std::string::npos) << *inlined;
+    EXPECT_NE(inlined->find("  # the config\ncheckpoint: {dir: /c}\n"), std::string::npos) << *inlined;
+    auto sent = ParseJobSpec(*inlined, "job.yaml", "/nonexistent");
+    ASSERT_TRUE(sent.ok()) << sent.status() << "\n" << *inlined;
+    EXPECT_EQ(sent->training.global_batch, from_file->training.global_batch);
+    EXPECT_EQ(*sent->training.gradient_accumulation, 4);
+    EXPECT_DOUBLE_EQ(sent->training.lr, 2e-5);
+    EXPECT_EQ(sent->checkpoint.dir, "/c");
+    EXPECT_EQ(InlineDeepSpeedConfig(*inlined, "job.yaml", dir.string()).value(), *inlined) << "inlined twice";
+  }
+  // Errors in the inline config name the spec's line; a FIFO is refused by the CLI side at once.
+  std::ofstream(dir / "bad.json") << R"({"train_batch_size": 60, "train_micro_batch_size_per_gpu": 2,
+    "gradient_accumulation_steps": 4})";
+  auto bad = InlineDeepSpeedConfig("task: dpo\nmodel: m\ndata: d\nworld_size: 8\ndeepspeed: bad.json\n",
+                                   "job.yaml", dir.string());
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  auto refused = ParseJobSpec(*bad, "job.yaml");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("job.yaml:5: deepspeed: field 'train_batch_size'"),
+            std::string::npos)
+      << refused.status();
+  ASSERT_EQ(::mkfifo((dir / "ds.fifo").c_str(), 0600), 0);
+  auto fifo =
+      InlineDeepSpeedConfig("task: dpo\nmodel: m\ndata: d\ndeepspeed: ds.fifo\n", "job.yaml", dir.string());
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_NE(fifo.status().message().find("job.yaml:4: field 'deepspeed': cannot read the DeepSpeed config: "),
+            std::string::npos)
+      << fifo.status();
+  EXPECT_NE(fifo.status().message().find("ds.fifo: not a regular file (a FIFO)"), std::string::npos)
+      << fifo.status();
   std::filesystem::remove_all(dir);
 }
 
