@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/json_depth.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
@@ -24,6 +25,8 @@ using Json = nlohmann::json;
 
 constexpr const char* kFormat = "zerofit-zero2-checkpoint";
 constexpr int kVersion = 1;
+// More ranks than any run writes; a manifest beyond it is corrupt (and would not fit in an int).
+constexpr int64_t kMaxCheckpointWorldSize = int64_t{1} << 20;
 
 // A run of consecutive elements of one parameter held by one rank file.
 struct Run {
@@ -88,21 +91,40 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
   Manifest m;
   m.path = (fs::path(dir) / "manifest.json").string();
   ZF_ASSIGN_OR_RETURN(const std::string text, core::ReadTextFile(m.path));
+  if (absl::Status deep = core::CheckJsonDepth(text, core::kMaxJsonDepth, m.path); !deep.ok()) {
+    return absl::DataLossError(deep.message());
+  }
   m.json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& field, const std::string& why) {
     return ManifestError(m.path, field, why);
   };
   const Json& j = m.json;
   if (j.is_discarded() || !j.is_object()) return bad("(root)", "is not a JSON object");
-  if (j.value("format", "") != kFormat) return bad("format", absl::StrCat("is not '", kFormat, "'"));
-  if (j.value("version", 0) != kVersion) return bad("version", absl::StrCat("is not ", kVersion));
+  // Types are checked before values are read: nlohmann's value() and get() throw on a mismatch.
+  const auto format = j.find("format");
+  if (format == j.end() || !format->is_string() || format->get<std::string>() != kFormat) {
+    return bad("format", absl::StrCat("is not '", kFormat, "'"));
+  }
+  const auto version = j.find("version");
+  if (version == j.end() || !version->is_number_integer() || version->get<int64_t>() != kVersion) {
+    return bad("version", absl::StrCat("is not ", kVersion));
+  }
   if (!j.contains("step") || !j["step"].is_number_integer()) return bad("step", "is not an integer");
   if (!j.contains("world_size") || !j["world_size"].is_number_integer()) {
     return bad("world_size", "is not an integer");
   }
+  // Unsigned values past int64 read back negative: both ranges are checked on the int64 value.
+  const int64_t step = j["step"].get<int64_t>(), world_size = j["world_size"].get<int64_t>();
+  if (step < 0) {
+    return bad("step", absl::StrCat("is ", j["step"].dump(), ", not a step number (>= 0)"));
+  }
+  if (world_size < 1 || world_size > kMaxCheckpointWorldSize) {
+    return bad("world_size",
+               absl::StrCat("is ", j["world_size"].dump(), ", not 1..", kMaxCheckpointWorldSize));
+  }
   m.info.dir = dir;
-  m.info.step = j["step"].get<int64_t>();
-  m.info.world_size = j["world_size"].get<int>();
+  m.info.step = step;
+  m.info.world_size = static_cast<int>(world_size);
   m.info.extra = j.contains("extra") ? j["extra"].dump() : "";
   return m;
 }
