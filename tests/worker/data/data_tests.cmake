@@ -6,6 +6,7 @@ if(TARGET zerofit_data)
     worker/data/pair_sharding_test.cc
     worker/data/preference_dataset_test.cc
     worker/data/sampler_test.cc
+    worker/data/text_pairs_to_ids_test.cc
     worker/data/tokenizer_test.cc)
   target_link_libraries(data_unit_test PRIVATE zerofit_tokenizer nlohmann_json::nlohmann_json)
   # The generator test runs the real program (flags included) into a temporary directory.
