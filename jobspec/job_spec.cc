@@ -227,12 +227,17 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
     }
     t.bf16 = b.value("enabled", false);
   }
-  if (j.contains("fp16") && j["fp16"].is_object() && j["fp16"].value("enabled", false)) {
-    return bad("fp16.enabled", "fp16 training is not supported by the workers; use bf16");
+  // value() throws when the stored type differs from the default's: every value() is preceded by a check.
+  if (j.contains("fp16") && j["fp16"].is_object() && j["fp16"].contains("enabled")) {
+    const Json& enabled = j["fp16"]["enabled"];
+    if (!enabled.is_boolean()) return bad("fp16.enabled", "expected true or false");
+    if (enabled.get<bool>())
+      return bad("fp16.enabled", "fp16 training is not supported by the workers; use bf16");
   }
   if (j.contains("optimizer")) {
     const Json& o = j["optimizer"];
     if (!o.is_object()) return bad("optimizer", "expected an object");
+    if (o.contains("type") && !o["type"].is_string()) return bad("optimizer.type", "expected \"AdamW\"");
     const std::string type = o.value("type", "AdamW");
     if (type != "AdamW" && type != "Adam")
       return bad("optimizer.type", absl::StrCat("only AdamW, got ", type));

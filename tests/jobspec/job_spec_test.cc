@@ -196,9 +196,13 @@ TEST(JobSpecTest, DeepSpeedNumbersAreRangeChecked) {
       {R"({"zero_optimization": {"stage": 1e20}})",
        "ds.json: field 'zero_optimization.stage': expected an integer"},
       {"[" + std::string(1000, '[') + std::string(1001, ']'), "ds.json:1: JSON nested deeper than 64 levels"},
+      // Found by deepspeed_fuzz: nlohmann's value() threw on a type other than the default's.
+      {R"({"optimizer": {"type": 4}})", "ds.json: field 'optimizer.type': expected \"AdamW\""},
+      {R"({"fp16": {"enabled": "yes"}})", "ds.json: field 'fp16.enabled': expected true or false"},
   };
   for (const auto& [json, expected] : cases) {
-    auto t = ParseDeepSpeedConfig(json, "ds.json", 2);
+    absl::StatusOr<TrainingSpec> t = absl::UnknownError("not run");
+    EXPECT_NO_THROW(t = ParseDeepSpeedConfig(json, "ds.json", 2)) << json;
     ASSERT_FALSE(t.ok()) << json;
     EXPECT_NE(t.status().message().find(expected), std::string::npos)
         << t.status() << "\nwanted: " << expected;
