@@ -32,6 +32,7 @@ constexpr Family kFamilies[] = {
     {"qwen2", "Qwen2", 32768},
 };
 constexpr const char* kCausalLm = "ForCausalLM";
+constexpr const char* kSeqCls = "ForSequenceClassification";
 
 // Upper bounds on the sizes a config.json may give, checked before anything is sized from them (the
 // planner allocates per layer, the model per vocabulary entry). Each is well above any released model;
@@ -45,7 +46,6 @@ constexpr int64_t kMaxHeads = int64_t{1} << 12;
 constexpr int64_t kMaxHeadDim = int64_t{1} << 14;
 constexpr int64_t kMaxPositions = int64_t{1} << 24;
 constexpr int64_t kMaxLabels = int64_t{1} << 16;
-constexpr const char* kSeqCls = "ForSequenceClassification";
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

@@ -469,6 +469,12 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
     }
   }
   ZF_RETURN_IF_ERROR(ValidateTrainingAt(r, root, s));
+  // The workers' truncation keeps at least one response token; refused here rather than on every rank.
+  if (s.data.max_prompt_length >= s.training.max_length) {
+    return r.Error(root["data"]["max_prompt_length"], "data.max_prompt_length",
+                   absl::StrCat(s.data.max_prompt_length, " must be less than training.max_length (",
+                                s.training.max_length, ")"));
+  }
   if (absl::Status bad = core::ValidateLrSchedule(LrScheduleOf(s.training)); !bad.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": field 'training.lr_schedule': ", bad.message()));

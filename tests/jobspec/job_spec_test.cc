@@ -150,6 +150,15 @@ TEST(JobSpecTest, NumericFieldsOutOfRangeAreRefusedWithTheirLine) {
       {"  global_batch: 8\n  micro_batch: 4611686018427387904\n  gradient_accumulation: 4\n",
        "job.yaml:6: field 'training.micro_batch': must be <= 16777216, got 4611686018427387904"},
   };
+  auto prompt = ParseJobSpec(
+      "task: sft\nmodel: m\ndata:\n  train: t.jsonl\n  max_prompt_length: 1000000000000\n", "job.yaml");
+  ASSERT_FALSE(prompt.ok());
+  EXPECT_NE(
+      prompt.status().message().find(
+          "job.yaml:5: field 'data.max_prompt_length': 1000000000000 must be less than training.max_length "
+          "(512)"),
+      std::string::npos)
+      << prompt.status();
   for (const auto& [training, expected] : cases) {
     auto s = ParseJobSpec(head + training, "job.yaml");
     ASSERT_FALSE(s.ok()) << training;
