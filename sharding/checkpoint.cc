@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <system_error>
@@ -292,7 +293,16 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
           const size_t p = r.at(0).get<size_t>();
           if (p >= pieces.size())
             return bad(absl::StrCat("files[", f, "].runs"), "names a parameter out of range");
-          pieces[p].push_back({r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>()});
+          const Piece piece{r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>()};
+          // Checked here so that the copy's bounds check below cannot wrap around (it adds these).
+          const size_t param_numel = plan.params()[p].numel;
+          if (piece.offset > param_numel || piece.numel > param_numel - piece.offset ||
+              piece.file_offset > std::numeric_limits<size_t>::max() - piece.numel) {
+            return bad(absl::StrCat("files[", f, "].runs"),
+                       absl::StrCat("holds run ", r.dump(), ", outside parameter ", p, " (", param_numel,
+                                    " elements) or past any file"));
+          }
+          pieces[p].push_back(piece);
         }
       }
       // Load the old files this rank's segments overlap, then copy.
