@@ -172,3 +172,5 @@ MANIFEST = {"format": "zerofit-zero2-checkpoint", "version": 1, "step": 120, "wo
             "extra": {"job": "job-000001", "request": "req-1", "sampler": {"epoch": 0, "position": 12}}}
 write("checkpoint_manifest", "manifest.json", json.dumps(MANIFEST, indent=1))
 write("checkpoint_manifest", "types.json", json.dumps({**MANIFEST, "format": 1, "version": "1"}))
+write("preference_jsonl", "deep.jsonl", json.dumps({"prompt": "a", "rejected": "b"})[:-1] + ', "chosen": '
+      + "[" * 100 + "]" * 100 + "}\n")
