@@ -6,27 +6,35 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 
 #include "sharding/checkpoint.h"
 #include "sharding/checkpoint_owner.h"
 
 namespace {
 
-const std::string& ScratchDir() {
-  static const std::string* const dir = [] {
+// A temporary directory for the whole run, removed when the process exits normally.
+struct ScratchDir {
+  ScratchDir() {
     char templ[] = "/tmp/zerofit-manifest-fuzz-XXXXXX";
     if (mkdtemp(templ) == nullptr) std::abort();
-    return new std::string(templ);
-  }();
-  return *dir;
-}
+    path = templ;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  std::string path;
+};
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string& dir = ScratchDir();
+  static const ScratchDir scratch;
+  const std::string& dir = scratch.path;
   {
     std::ofstream out(dir + "/manifest.json", std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
