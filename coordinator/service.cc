@@ -11,6 +11,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/handler_guard.h"
 #include "core/status_macros.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
@@ -137,148 +138,164 @@ class JobsService final : public v1::Jobs::Service {
 
   grpc::Status Submit(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                       v1::SubmitJobResponse* resp) override {
-    ZF_AUTH(ctx);
-    auto r = c_->Submit(req->request_id(), req->name(), req->spec(), req->spec_source());
-    if (!r.ok()) return ToGrpc(r.status());
-    ToProto(r->job, resp->mutable_job());
-    resp->set_created(r->created);
-    return grpc::Status::OK;
+    return GuardHandler("Submit", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      auto r = c_->Submit(req->request_id(), req->name(), req->spec(), req->spec_source());
+      if (!r.ok()) return ToGrpc(r.status());
+      ToProto(r->job, resp->mutable_job());
+      resp->set_created(r->created);
+      return grpc::Status::OK;
+    });
   }
   grpc::Status Get(grpc::ServerContext* ctx, const v1::GetJobRequest* req, v1::Job* resp) override {
-    ZF_AUTH(ctx);
-    auto j = c_->Get(req->id());
-    if (!j.ok()) return ToGrpc(j.status());
-    ToProto(*j, resp);
-    return grpc::Status::OK;
+    return GuardHandler("Get", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      auto j = c_->Get(req->id());
+      if (!j.ok()) return ToGrpc(j.status());
+      ToProto(*j, resp);
+      return grpc::Status::OK;
+    });
   }
   grpc::Status List(grpc::ServerContext* ctx, const v1::ListJobsRequest*,
                     v1::ListJobsResponse* resp) override {
-    ZF_AUTH(ctx);
-    auto jobs = c_->List();
-    if (!jobs.ok()) return ToGrpc(jobs.status());
-    for (const JobRecord& j : *jobs) ToProto(j, resp->add_jobs());
-    return grpc::Status::OK;
+    return GuardHandler("List", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      auto jobs = c_->List();
+      if (!jobs.ok()) return ToGrpc(jobs.status());
+      for (const JobRecord& j : *jobs) ToProto(j, resp->add_jobs());
+      return grpc::Status::OK;
+    });
   }
   grpc::Status Cancel(grpc::ServerContext* ctx, const v1::CancelJobRequest* req, v1::Job* resp) override {
-    ZF_AUTH(ctx);
-    auto j = c_->Cancel(req->id(), req->reason());
-    if (!j.ok()) return ToGrpc(j.status());
-    ToProto(*j, resp);
-    return grpc::Status::OK;
+    return GuardHandler("Cancel", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      auto j = c_->Cancel(req->id(), req->reason());
+      if (!j.ok()) return ToGrpc(j.status());
+      ToProto(*j, resp);
+      return grpc::Status::OK;
+    });
   }
   grpc::Status Launcher(grpc::ServerContext* ctx, const v1::LauncherEventRequest* req,
                         v1::LauncherEventResponse* resp) override {
-    ZF_AUTH(ctx);
-    absl::Status s;
-    switch (req->event_case()) {
-      case v1::LauncherEventRequest::kExited:
-        s = c_->LauncherExited(req->job_id(), req->exited());
-        break;
-      case v1::LauncherEventRequest::kPreempt: {
-        auto stop = c_->Preempt(req->job_id(), req->preempt());
-        s = stop.status();
-        if (stop.ok()) resp->set_stop_step(*stop);
-        break;
+    return GuardHandler("Launcher", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      absl::Status s;
+      switch (req->event_case()) {
+        case v1::LauncherEventRequest::kExited:
+          s = c_->LauncherExited(req->job_id(), req->exited());
+          break;
+        case v1::LauncherEventRequest::kPreempt: {
+          auto stop = c_->Preempt(req->job_id(), req->preempt());
+          s = stop.status();
+          if (stop.ok()) resp->set_stop_step(*stop);
+          break;
+        }
+        case v1::LauncherEventRequest::kInterrupted:
+          s = c_->Interrupt(req->job_id(), req->interrupted());
+          break;
+        case v1::LauncherEventRequest::kSlurmJobId:
+          s = c_->SetSlurmJobId(req->job_id(), req->slurm_job_id());
+          break;
+        default:
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "launcher event: no event set");
       }
-      case v1::LauncherEventRequest::kInterrupted:
-        s = c_->Interrupt(req->job_id(), req->interrupted());
-        break;
-      case v1::LauncherEventRequest::kSlurmJobId:
-        s = c_->SetSlurmJobId(req->job_id(), req->slurm_job_id());
-        break;
-      default:
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "launcher event: no event set");
-    }
-    if (!s.ok()) return ToGrpc(s);
-    auto j = c_->Get(req->job_id());
-    if (!j.ok()) return ToGrpc(j.status());
-    ToProto(*j, resp->mutable_job());
-    return grpc::Status::OK;
+      if (!s.ok()) return ToGrpc(s);
+      auto j = c_->Get(req->job_id());
+      if (!j.ok()) return ToGrpc(j.status());
+      ToProto(*j, resp->mutable_job());
+      return grpc::Status::OK;
+    });
   }
   grpc::Status StreamLogs(grpc::ServerContext* ctx, const v1::StreamLogsRequest* req,
                           grpc::ServerWriter<v1::LogLine>* writer) override {
-    ZF_AUTH(ctx);
-    int64_t after = req->after_seq();
-    while (!ctx->IsCancelled() && !stopping_->load()) {
-      auto lines = c_->WaitLogs(req->job_id(), after, absl::Seconds(1));
-      if (!lines.ok()) return ToGrpc(lines.status());
-      for (const LogLine& l : *lines) {
-        v1::LogLine out;
-        out.set_seq(l.seq);
-        out.set_source(l.source);
-        out.set_text(l.text);
-        out.set_unix_us(absl::ToUnixMicros(l.time));
-        if (!writer->Write(out)) return grpc::Status::OK;  // the client went away
-        after = l.seq;
+    return GuardHandler("StreamLogs", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      int64_t after = req->after_seq();
+      while (!ctx->IsCancelled() && !stopping_->load()) {
+        auto lines = c_->WaitLogs(req->job_id(), after, absl::Seconds(1));
+        if (!lines.ok()) return ToGrpc(lines.status());
+        for (const LogLine& l : *lines) {
+          v1::LogLine out;
+          out.set_seq(l.seq);
+          out.set_source(l.source);
+          out.set_text(l.text);
+          out.set_unix_us(absl::ToUnixMicros(l.time));
+          if (!writer->Write(out)) return grpc::Status::OK;  // the client went away
+          after = l.seq;
+        }
+        if (!req->follow()) return grpc::Status::OK;
+        if (lines->empty()) {
+          auto job = c_->Get(req->job_id());
+          if (!job.ok()) return ToGrpc(job.status());
+          if (IsTerminal(job->status.phase)) return grpc::Status::OK;
+        }
       }
-      if (!req->follow()) return grpc::Status::OK;
-      if (lines->empty()) {
-        auto job = c_->Get(req->job_id());
-        if (!job.ok()) return ToGrpc(job.status());
-        if (IsTerminal(job->status.phase)) return grpc::Status::OK;
-      }
-    }
-    return Interrupted(ctx);
+      return Interrupted(ctx);
+    });
   }
   grpc::Status StreamMetrics(grpc::ServerContext* ctx, const v1::StreamMetricsRequest* req,
                              grpc::ServerWriter<v1::Metric>* writer) override {
-    ZF_AUTH(ctx);
-    int64_t after = req->after_step();
-    int64_t seen_log =
-        0;  // metrics have no change signal of their own: wake on log lines (workers log each step)
-    std::set<std::pair<int64_t, int>> sent;  // rows of the newest step may still be arriving rank by rank
-    while (!ctx->IsCancelled() && !stopping_->load()) {
-      auto rows = c_->Metrics(req->job_id(), after);
-      if (!rows.ok()) return ToGrpc(rows.status());
-      int64_t newest = after;
-      bool wrote = false;
-      for (const MetricRow& m : *rows) {
-        newest = std::max(newest, m.step);
-        if (!sent.insert({m.step, m.rank}).second) continue;
-        v1::Metric out;
-        out.set_step(m.step);
-        out.set_rank(m.rank);
-        out.set_loss(m.loss);
-        out.set_accuracy(m.accuracy);
-        out.set_tokens_per_s(m.tokens_per_s);
-        out.set_peak_bytes(m.peak_bytes);
-        out.set_unix_us(absl::ToUnixMicros(m.time));
-        for (const auto& [name, value] : m.named) {
-          v1::NamedValue* v = out.add_values();
-          v->set_name(name);
-          v->set_value(value);
+    return GuardHandler("StreamMetrics", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      int64_t after = req->after_step();
+      int64_t seen_log =
+          0;  // metrics have no change signal of their own: wake on log lines (workers log each step)
+      std::set<std::pair<int64_t, int>> sent;  // rows of the newest step may still be arriving rank by rank
+      while (!ctx->IsCancelled() && !stopping_->load()) {
+        auto rows = c_->Metrics(req->job_id(), after);
+        if (!rows.ok()) return ToGrpc(rows.status());
+        int64_t newest = after;
+        bool wrote = false;
+        for (const MetricRow& m : *rows) {
+          newest = std::max(newest, m.step);
+          if (!sent.insert({m.step, m.rank}).second) continue;
+          v1::Metric out;
+          out.set_step(m.step);
+          out.set_rank(m.rank);
+          out.set_loss(m.loss);
+          out.set_accuracy(m.accuracy);
+          out.set_tokens_per_s(m.tokens_per_s);
+          out.set_peak_bytes(m.peak_bytes);
+          out.set_unix_us(absl::ToUnixMicros(m.time));
+          for (const auto& [name, value] : m.named) {
+            v1::NamedValue* v = out.add_values();
+            v->set_name(name);
+            v->set_value(value);
+          }
+          if (!writer->Write(out)) return grpc::Status::OK;
+          wrote = true;
         }
-        if (!writer->Write(out)) return grpc::Status::OK;
-        wrote = true;
+        after = std::max(after, newest - 1);
+        while (!sent.empty() && sent.begin()->first <= after) sent.erase(sent.begin());
+        if (!req->follow()) return grpc::Status::OK;
+        auto job = c_->Get(req->job_id());
+        if (!job.ok()) return ToGrpc(job.status());
+        if (IsTerminal(job->status.phase) && !wrote) return grpc::Status::OK;
+        auto lines = c_->WaitLogs(req->job_id(), seen_log, absl::Seconds(1));
+        if (lines.ok() && !lines->empty()) seen_log = lines->back().seq;
       }
-      after = std::max(after, newest - 1);
-      while (!sent.empty() && sent.begin()->first <= after) sent.erase(sent.begin());
-      if (!req->follow()) return grpc::Status::OK;
-      auto job = c_->Get(req->job_id());
-      if (!job.ok()) return ToGrpc(job.status());
-      if (IsTerminal(job->status.phase) && !wrote) return grpc::Status::OK;
-      auto lines = c_->WaitLogs(req->job_id(), seen_log, absl::Seconds(1));
-      if (lines.ok() && !lines->empty()) seen_log = lines->back().seq;
-    }
-    return Interrupted(ctx);
+      return Interrupted(ctx);
+    });
   }
   grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                      grpc::ServerWriter<v1::Job>* writer) override {
-    ZF_AUTH(ctx);
-    auto job = c_->Get(req->id());
-    if (!job.ok()) return ToGrpc(job.status());
-    while (true) {
-      v1::Job out;
-      ToProto(*job, &out);
-      if (!writer->Write(out) || IsTerminal(job->status.phase)) return grpc::Status::OK;
-      JobStatus known = job->status;
-      do {
-        if (ctx->IsCancelled() || stopping_->load()) return Interrupted(ctx);
-        job = c_->WaitStatus(req->id(), known, absl::Seconds(1));
-        if (!job.ok()) return ToGrpc(job.status());
-      } while (job->status.phase == known.phase && job->status.attempt == known.attempt &&
-               job->status.checkpoint_step == known.checkpoint_step);
-    }
+    return GuardHandler("Watch", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      auto job = c_->Get(req->id());
+      if (!job.ok()) return ToGrpc(job.status());
+      while (true) {
+        v1::Job out;
+        ToProto(*job, &out);
+        if (!writer->Write(out) || IsTerminal(job->status.phase)) return grpc::Status::OK;
+        JobStatus known = job->status;
+        do {
+          if (ctx->IsCancelled() || stopping_->load()) return Interrupted(ctx);
+          job = c_->WaitStatus(req->id(), known, absl::Seconds(1));
+          if (!job.ok()) return ToGrpc(job.status());
+        } while (job->status.phase == known.phase && job->status.attempt == known.attempt &&
+                 job->status.checkpoint_step == known.checkpoint_step);
+      }
+    });
   }
 
  private:
@@ -302,84 +319,96 @@ class WorkersService final : public v1::Workers::Service {
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
                         v1::RegisterWorkerResponse* resp) override {
-    ZF_AUTH(ctx);
-    std::vector<int64_t> lengths(req->sample_lengths().begin(), req->sample_lengths().end());
-    auto r = c_->Register(req->job_id(), req->rank(), req->world_size(), req->host(), lengths);
-    if (!r.ok()) return ToGrpc(r.status());
-    resp->set_attempt(r->attempt);
-    resp->set_resume_step(r->resume_step);
-    resp->set_spec(r->spec);
-    resp->set_request_id(r->request_id);
-    return grpc::Status::OK;
+    return GuardHandler("Register", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      std::vector<int64_t> lengths(req->sample_lengths().begin(), req->sample_lengths().end());
+      auto r = c_->Register(req->job_id(), req->rank(), req->world_size(), req->host(), lengths);
+      if (!r.ok()) return ToGrpc(r.status());
+      resp->set_attempt(r->attempt);
+      resp->set_resume_step(r->resume_step);
+      resp->set_spec(r->spec);
+      resp->set_request_id(r->request_id);
+      return grpc::Status::OK;
+    });
   }
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override {
-    ZF_AUTH(ctx);
-    auto stop = c_->Heartbeat(req->job_id(), req->rank());
-    if (!stop.ok()) return ToGrpc(stop.status());
-    resp->set_cancel(*stop);
-    return grpc::Status::OK;
+    return GuardHandler("Heartbeat", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      auto stop = c_->Heartbeat(req->job_id(), req->rank());
+      if (!stop.ok()) return ToGrpc(stop.status());
+      resp->set_cancel(*stop);
+      return grpc::Status::OK;
+    });
   }
   grpc::Status AcquireStep(grpc::ServerContext* ctx, const v1::AcquireStepRequest* req,
                            v1::AcquireStepResponse* resp) override {
-    ZF_AUTH(ctx);
-    auto a = c_->AcquireStep(req->job_id(), req->step());
-    if (!a.ok()) return ToGrpc(a.status());
-    if (a->stop || a->cancel) {
-      resp->set_step(req->step());
-      resp->set_stop(a->stop);
-      resp->set_cancel(a->cancel);
+    return GuardHandler("AcquireStep", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      auto a = c_->AcquireStep(req->job_id(), req->step());
+      if (!a.ok()) return ToGrpc(a.status());
+      if (a->stop || a->cancel) {
+        resp->set_step(req->step());
+        resp->set_stop(a->stop);
+        resp->set_cancel(a->cancel);
+        return grpc::Status::OK;
+      }
+      const StepAssignment& step = *a->assignment;
+      if (req->rank() < 0 || static_cast<size_t>(req->rank()) >= step.ranks.size()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("rank ", req->rank(), " out of range"));
+      }
+      resp->set_step(step.global_step);
+      resp->set_epoch(step.epoch);
+      for (const auto& micro : step.ranks[static_cast<size_t>(req->rank())]) {
+        auto* mb = resp->add_micro_batches();
+        for (uint64_t s : micro) mb->add_samples(s);
+      }
       return grpc::Status::OK;
-    }
-    const StepAssignment& step = *a->assignment;
-    if (req->rank() < 0 || static_cast<size_t>(req->rank()) >= step.ranks.size()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("rank ", req->rank(), " out of range"));
-    }
-    resp->set_step(step.global_step);
-    resp->set_epoch(step.epoch);
-    for (const auto& micro : step.ranks[static_cast<size_t>(req->rank())]) {
-      auto* mb = resp->add_micro_batches();
-      for (uint64_t s : micro) mb->add_samples(s);
-    }
-    return grpc::Status::OK;
+    });
   }
   grpc::Status Report(grpc::ServerContext* ctx, const v1::ReportRequest* req, v1::ReportResponse*) override {
-    ZF_AUTH(ctx);
-    WorkerReport r;
-    r.rank = req->rank();
-    r.host = req->host().empty() ? ctx->peer() : req->host();
-    r.step = req->step();
-    r.loss = req->loss();
-    r.accuracy = req->accuracy();
-    r.tokens_per_s = req->tokens_per_s();
-    r.peak_bytes = req->peak_bytes();
-    if (req->metrics_size() > static_cast<int>(kMaxNamedMetrics)) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "too many named metrics in one report");
-    }
-    for (const v1::NamedValue& v : req->metrics()) r.named.emplace_back(v.name(), v.value());
-    r.log_lines.assign(req->log_lines().begin(), req->log_lines().end());
-    r.checkpoint_step = req->checkpoint_step();
-    r.finished = req->finished();
-    r.exit_code = req->exit_code();
-    r.out_of_memory = req->out_of_memory();
-    return ToGrpc(c_->Report(req->job_id(), r));
+    return GuardHandler("Report", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      WorkerReport r;
+      r.rank = req->rank();
+      r.host = req->host().empty() ? ctx->peer() : req->host();
+      r.step = req->step();
+      r.loss = req->loss();
+      r.accuracy = req->accuracy();
+      r.tokens_per_s = req->tokens_per_s();
+      r.peak_bytes = req->peak_bytes();
+      if (req->metrics_size() > static_cast<int>(kMaxNamedMetrics)) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "too many named metrics in one report");
+      }
+      for (const v1::NamedValue& v : req->metrics()) r.named.emplace_back(v.name(), v.value());
+      r.log_lines.assign(req->log_lines().begin(), req->log_lines().end());
+      r.checkpoint_step = req->checkpoint_step();
+      r.finished = req->finished();
+      r.exit_code = req->exit_code();
+      r.out_of_memory = req->out_of_memory();
+      return ToGrpc(c_->Report(req->job_id(), r));
+    });
   }
   grpc::Status KvPut(grpc::ServerContext* ctx, const v1::KeyValue* req, v1::KeyValue* resp) override {
-    ZF_AUTH(ctx);
-    *resp = *req;
-    return ToGrpc(c_->KvPut(req->job_id(), req->key(), req->value()));
+    return GuardHandler("KvPut", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      *resp = *req;
+      return ToGrpc(c_->KvPut(req->job_id(), req->key(), req->value()));
+    });
   }
   grpc::Status KvGet(grpc::ServerContext* ctx, const v1::KvGetRequest* req, v1::KeyValue* resp) override {
-    ZF_AUTH(ctx);
-    const absl::Duration wait =
-        absl::Milliseconds(std::min<int64_t>(std::max<int64_t>(req->timeout_ms(), 0), 600000));
-    auto v = c_->KvGet(req->job_id(), req->key(), wait);
-    if (!v.ok()) return ToGrpc(v.status());
-    resp->set_job_id(req->job_id());
-    resp->set_key(req->key());
-    resp->set_value(*v);
-    return grpc::Status::OK;
+    return GuardHandler("KvGet", [&]() -> grpc::Status {
+      ZF_AUTH(ctx);
+      const absl::Duration wait =
+          absl::Milliseconds(std::min<int64_t>(std::max<int64_t>(req->timeout_ms(), 0), 600000));
+      auto v = c_->KvGet(req->job_id(), req->key(), wait);
+      if (!v.ok()) return ToGrpc(v.status());
+      resp->set_job_id(req->job_id());
+      resp->set_key(req->key());
+      resp->set_value(*v);
+      return grpc::Status::OK;
+    });
   }
 
  private:

@@ -3,12 +3,14 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/json_depth.h"
 #include "core/regular_file.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -32,6 +34,19 @@ constexpr Family kFamilies[] = {
 };
 constexpr const char* kCausalLm = "ForCausalLM";
 constexpr const char* kSeqCls = "ForSequenceClassification";
+
+// Upper bounds on the sizes a config.json may give, checked before anything is sized from them (the
+// planner allocates per layer, the model per vocabulary entry). Each is well above any released model;
+// their point is that a corrupt or hostile value (2^31 layers, 2^62 positions) is an error, not a
+// bad_alloc, and that products of two of them fit in 64 bits.
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxHidden = int64_t{1} << 18;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+constexpr int64_t kMaxLayers = int64_t{1} << 12;
+constexpr int64_t kMaxHeads = int64_t{1} << 12;
+constexpr int64_t kMaxHeadDim = int64_t{1} << 14;
+constexpr int64_t kMaxPositions = int64_t{1} << 24;
+constexpr int64_t kMaxLabels = int64_t{1} << 16;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -87,20 +102,21 @@ class FieldReader {
     return absl::OkStatus();
   }
 
-  // Leaves *out (the default) alone when the field is absent.
-  absl::Status OptionalPositive(const std::string& field, int64_t* out) const {
+  // An integer in [1, max]. Leaves *out (the default) alone when the field is absent.
+  absl::Status OptionalPositive(const std::string& field, int64_t max, int64_t* out) const {
     const Json* j = Get(field);
     if (j == nullptr) return absl::OkStatus();
     int64_t v = 0;
     ZF_RETURN_IF_ERROR(Int(field, *j, &v));
     if (v <= 0) return Error(field, absl::StrCat("must be a positive integer, got ", v));
+    if (v > max) return Error(field, absl::StrCat(v, " exceeds the limit of ", max));
     *out = v;
     return absl::OkStatus();
   }
 
-  absl::Status RequiredPositive(const std::string& field, int64_t* out) const {
+  absl::Status RequiredPositive(const std::string& field, int64_t max, int64_t* out) const {
     if (Get(field) == nullptr) return Missing(field, "a positive integer");
-    return OptionalPositive(field, out);
+    return OptionalPositive(field, max, out);
   }
 
   absl::Status OptionalPositiveDouble(const std::string& field, double* out) const {
@@ -109,6 +125,7 @@ class FieldReader {
     if (!j->is_number()) return TypeError(field, "a number", *j);
     const double v = j->get<double>();
     if (!(v > 0)) return Error(field, absl::StrCat("must be positive, got ", v));
+    if (!std::isfinite(v)) return Error(field, absl::StrCat("must be finite, got ", v));
     *out = v;
     return absl::OkStatus();
   }
@@ -134,21 +151,37 @@ class FieldReader {
     return absl::OkStatus();
   }
 
-  // A token id, or a list of them (Llama 3 lists several eos ids): the first is kept.
-  absl::Status OptionalTokenId(const std::string& field, std::optional<int64_t>* out) const {
+  // A token id in [0, vocab_size), or a list of them (Llama 3 lists several eos ids): each is checked,
+  // the first is kept.
+  absl::Status OptionalTokenId(const std::string& field, int64_t vocab_size,
+                               std::optional<int64_t>* out) const {
     const Json* j = Get(field);
     if (j == nullptr) return absl::OkStatus();
-    if (j->is_array()) {
-      if (j->empty()) return absl::OkStatus();
+    if (j->is_array() && j->empty()) return absl::OkStatus();
+    const bool list = j->is_array();
+    const size_t n = list ? j->size() : 1;
+    for (size_t i = 0; i < n; ++i) {
+      const Json& e = list ? (*j)[i] : *j;
       int64_t v = 0;
-      for (const Json& e : *j) ZF_RETURN_IF_ERROR(Int(field, e, &v));
-      ZF_RETURN_IF_ERROR(Int(field, j->front(), &v));
-      *out = v;
-      return absl::OkStatus();
+      ZF_RETURN_IF_ERROR(Int(field, e, &v));
+      if (v < 0 || v >= vocab_size) {
+        return Error(field,
+                     absl::StrCat(list ? absl::StrCat("entry ", i, ": ") : "", v,
+                                  " is not a token id of the vocabulary [0, vocab_size = ", vocab_size, ")"));
+      }
+      if (i == 0) *out = v;
     }
-    int64_t v = 0;
-    ZF_RETURN_IF_ERROR(Int(field, *j, &v));
-    *out = v;
+    return absl::OkStatus();
+  }
+
+  // Fields zerofit does not use but transformers does: still checked for their type, so that a config
+  // that transformers would refuse (or misread) is refused here too.
+  absl::Status OptionalNumber(const std::string& field, double lo, double hi) const {
+    const Json* j = Get(field);
+    if (j == nullptr) return absl::OkStatus();
+    if (!j->is_number()) return TypeError(field, "a number", *j);
+    const double v = j->get<double>();
+    if (!(v >= lo && v <= hi)) return Error(field, absl::StrCat("must lie in [", lo, ", ", hi, "], got ", v));
     return absl::OkStatus();
   }
 
@@ -157,6 +190,25 @@ class FieldReader {
   const std::string& source_;
   std::string prefix_;
 };
+
+// The types and ranges of the fields transformers reads and zerofit does not.
+absl::Status CheckUnusedFields(const FieldReader& r) {
+  ZF_RETURN_IF_ERROR(r.OptionalNumber("initializer_range", 0, 1e3));
+  ZF_RETURN_IF_ERROR(r.OptionalNumber("attention_dropout", 0, 1));
+  ZF_RETURN_IF_ERROR(r.OptionalNumber("hidden_dropout", 0, 1));
+  int64_t unused = 0;
+  ZF_RETURN_IF_ERROR(r.OptionalPositive("pretraining_tp", kMaxHeads, &unused));
+  ZF_RETURN_IF_ERROR(r.OptionalNumber("max_window_layers", 0, kMaxLayers));
+  bool flag = false;
+  for (const char* field : {"use_cache", "use_sliding_window", "tie_word_embeddings", "attention_bias"}) {
+    ZF_RETURN_IF_ERROR(r.OptionalBool(field, &flag));
+  }
+  std::string text;
+  for (const char* field : {"transformers_version", "torch_dtype", "dtype", "problem_type", "hidden_act"}) {
+    ZF_RETURN_IF_ERROR(r.OptionalString(field, &text));
+  }
+  return absl::OkStatus();
+}
 
 // `top` reads the enclosing config, `j` is its (non-null) "rope_scaling" value.
 absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const FieldReader& top, const Json& j,
@@ -177,8 +229,8 @@ absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const FieldReader& t
     ZF_RETURN_IF_ERROR(r.RequiredPositiveDouble("factor", &rs.factor));
     ZF_RETURN_IF_ERROR(r.RequiredPositiveDouble("low_freq_factor", &rs.low_freq_factor));
     ZF_RETURN_IF_ERROR(r.RequiredPositiveDouble("high_freq_factor", &rs.high_freq_factor));
-    ZF_RETURN_IF_ERROR(
-        r.RequiredPositive("original_max_position_embeddings", &rs.original_max_position_embeddings));
+    ZF_RETURN_IF_ERROR(r.RequiredPositive("original_max_position_embeddings", kMaxPositions,
+                                          &rs.original_max_position_embeddings));
     // The llama3 rule interpolates over (high - low); equal factors would divide by zero.
     if (!(rs.high_freq_factor > rs.low_freq_factor)) {
       return r.Error("high_freq_factor",
@@ -234,6 +286,7 @@ int64_t HfModelConfig::ParameterCount() const {
 }
 
 absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
+  ZF_RETURN_IF_ERROR(CheckJsonDepth(json_text, kMaxJsonDepth, source));
   Json j;
   // nlohmann reports parse errors by exception; translated here, where the library is called (STYLE 2).
   try {
@@ -256,6 +309,9 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const 
     }
   }
   ZF_RETURN_IF_ERROR(r.OptionalString("model_type", &c.model_type));
+  if (r.Get("model_type") != nullptr && c.model_type.empty()) {
+    return r.Error("model_type", "is empty (expected llama, mistral or qwen2)");
+  }
   const Family* family = nullptr;
   if (c.architecture.empty()) {
     for (const Family& f : kFamilies) {
@@ -293,20 +349,20 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const 
 
   // Shapes. The dimensions are required: the families' class defaults describe 7B models, and silently
   // building one because a field is missing would be worse than an error.
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("vocab_size", &c.vocab_size));
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("hidden_size", &c.hidden_size));
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("intermediate_size", &c.intermediate_size));
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_hidden_layers", &c.num_hidden_layers));
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_attention_heads", &c.num_attention_heads));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("vocab_size", kMaxVocab, &c.vocab_size));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("hidden_size", kMaxHidden, &c.hidden_size));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("intermediate_size", kMaxIntermediate, &c.intermediate_size));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_hidden_layers", kMaxLayers, &c.num_hidden_layers));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_attention_heads", kMaxHeads, &c.num_attention_heads));
   c.num_key_value_heads = c.num_attention_heads;
-  ZF_RETURN_IF_ERROR(r.OptionalPositive("num_key_value_heads", &c.num_key_value_heads));
+  ZF_RETURN_IF_ERROR(r.OptionalPositive("num_key_value_heads", kMaxHeads, &c.num_key_value_heads));
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     return r.Error(
         "num_key_value_heads",
         absl::StrCat(c.num_key_value_heads, " does not divide num_attention_heads ", c.num_attention_heads));
   }
   if (r.Get("head_dim") != nullptr) {
-    ZF_RETURN_IF_ERROR(r.OptionalPositive("head_dim", &c.head_dim));
+    ZF_RETURN_IF_ERROR(r.OptionalPositive("head_dim", kMaxHeadDim, &c.head_dim));
   } else {
     if (c.hidden_size % c.num_attention_heads != 0) {
       return r.Error("num_attention_heads",
@@ -316,7 +372,8 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const 
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   c.max_position_embeddings = family->default_max_position_embeddings;
-  ZF_RETURN_IF_ERROR(r.OptionalPositive("max_position_embeddings", &c.max_position_embeddings));
+  ZF_RETURN_IF_ERROR(
+      r.OptionalPositive("max_position_embeddings", kMaxPositions, &c.max_position_embeddings));
 
   // Numerics.
   c.rms_norm_eps = 1e-6;
@@ -361,7 +418,7 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const 
       c.sliding_window = 4096;
     } else if (!it->is_null()) {
       int64_t w = 0;
-      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", &w));
+      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", kMaxPositions, &w));
       c.sliding_window = w;
     }
   } else if (mt == "qwen2") {
@@ -369,7 +426,7 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const 
     ZF_RETURN_IF_ERROR(r.OptionalBool("use_sliding_window", &use));
     if (use) {
       int64_t w = 4096;
-      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", &w));
+      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", kMaxPositions, &w));
       c.sliding_window = w;
     }
   }
@@ -379,20 +436,24 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const 
   if (const Json* id2label = r.Get("id2label")) {
     if (!id2label->is_object()) return r.TypeError("id2label", "an object", *id2label);
     if (id2label->empty()) return r.Error("id2label", "is empty");
+    if (id2label->size() > static_cast<size_t>(kMaxLabels)) {
+      return r.Error("id2label", absl::StrCat(id2label->size(), " labels exceed the limit of ", kMaxLabels));
+    }
     c.num_labels = static_cast<int64_t>(id2label->size());
     int64_t n = c.num_labels;
-    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", &n));
+    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", kMaxLabels, &n));
     if (n != c.num_labels) {
       return r.Error("num_labels",
                      absl::StrCat(n, " disagrees with id2label, which has ", c.num_labels, " entries"));
     }
   } else {
-    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", &c.num_labels));
+    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", kMaxLabels, &c.num_labels));
   }
 
-  ZF_RETURN_IF_ERROR(r.OptionalTokenId("pad_token_id", &c.pad_token_id));
-  ZF_RETURN_IF_ERROR(r.OptionalTokenId("bos_token_id", &c.bos_token_id));
-  ZF_RETURN_IF_ERROR(r.OptionalTokenId("eos_token_id", &c.eos_token_id));
+  ZF_RETURN_IF_ERROR(r.OptionalTokenId("pad_token_id", c.vocab_size, &c.pad_token_id));
+  ZF_RETURN_IF_ERROR(r.OptionalTokenId("bos_token_id", c.vocab_size, &c.bos_token_id));
+  ZF_RETURN_IF_ERROR(r.OptionalTokenId("eos_token_id", c.vocab_size, &c.eos_token_id));
+  ZF_RETURN_IF_ERROR(CheckUnusedFields(r));
   // transformers >= 4.56 writes "dtype"; earlier versions "torch_dtype".
   ZF_RETURN_IF_ERROR(
       r.OptionalString(r.Get("torch_dtype") != nullptr ? "torch_dtype" : "dtype", &c.torch_dtype));

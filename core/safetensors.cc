@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/json_depth.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -157,6 +158,9 @@ absl::StatusOr<Json> ParseJson(const std::string& text, const std::string& path,
     }
     return true;
   };
+  if (absl::Status deep = CheckJsonDepth(text, kMaxJsonDepth, absl::StrCat(path, ": ", what)); !deep.ok()) {
+    return absl::DataLossError(deep.message());
+  }
   Json j;
   try {
     j = Json::parse(text, cb);

@@ -6,8 +6,12 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/checked_math.h"
+#include "core/json_depth.h"
 #include "core/regular_file.h"
 #include "core/status_macros.h"
+#include "core/text_file.h"
+#include "jobspec/training_validation.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::jobspec {
@@ -28,11 +32,20 @@ class YamlReader {
         absl::StrCat(source_, line > 0 ? absl::StrCat(":", line) : "", ": field '", field, "': ", why));
   }
 
+  // The name of a mapping key. yaml-cpp throws on as<std::string>() of a complex key (a mapping or a
+  // sequence used as a key, `? [a, b]: 1`), so the key's kind is checked first.
+  absl::StatusOr<std::string> KeyName(const YAML::Node& key, const std::string& prefix) const {
+    if (!key.IsScalar()) {
+      return Error(key, prefix + "?", "a key must be a plain name, not a mapping or a list");
+    }
+    return key.Scalar();
+  }
+
   // Unknown keys are errors too (a typo must not silently fall back to a default).
   absl::Status OnlyKeys(const YAML::Node& map, const std::string& prefix,
                         const std::set<std::string>& known) const {
     for (const auto& kv : map) {
-      const std::string key = kv.first.as<std::string>();
+      ZF_ASSIGN_OR_RETURN(const std::string key, KeyName(kv.first, prefix));
       if (!known.count(key)) return Error(kv.first, prefix + key, "unknown field");
     }
     return absl::OkStatus();
@@ -65,11 +78,6 @@ class YamlReader {
  private:
   std::string source_;
 };
-
-absl::Status Positive(const YAML::Node& n, const YamlReader& r, const std::string& field, double v) {
-  if (!(v > 0)) return r.Error(n, field, "must be positive");
-  return absl::OkStatus();
-}
 
 // `data: DIR` or `data: {train, test, tokenizer, max_prompt_length, add_bos}`.
 absl::Status ParseData(const YamlReader& r, const YAML::Node& root, DataSpec* d) {
@@ -109,10 +117,45 @@ absl::Status ParseEval(const YamlReader& r, const YAML::Node& root, EvalSpec* e)
   return absl::OkStatus();
 }
 
+// ValidateTraining for a parsed spec, each error at the line of the field that set the value: the
+// `training:` entry, else the `deepspeed:` line (the value came from that file), else the section.
+absl::Status ValidateTrainingAt(const YamlReader& r, const YAML::Node& root, const JobSpec& s) {
+  const YAML::Node t = root["training"];
+  const YAML::Node ds = root["deepspeed"];
+  return ValidateTraining(s.training, s.world_size, [&](const std::string& field, const std::string& why) {
+    if (field == "world_size") return r.Error(root["world_size"], field, why);
+    const std::string key = field.substr(field.find('.') + 1);
+    if (t.IsDefined() && t.IsMap() && t[key].IsDefined()) return r.Error(t[key], field, why);
+    if (ds.IsDefined()) return r.Error(ds, field, absl::StrCat(why, " (from the DeepSpeed config)"));
+    return r.Error(t.IsDefined() ? t : root, field, why);
+  });
+}
+
+// The TrainingSpec field each DeepSpeed key sets, for errors that ValidateTraining reports by the YAML name.
+std::string DeepSpeedName(const std::string& field) {
+  static constexpr std::pair<const char*, const char*> kNames[] = {
+      {"training.micro_batch", "train_micro_batch_size_per_gpu"},
+      {"training.gradient_accumulation", "gradient_accumulation_steps"},
+      {"training.global_batch", "train_batch_size"},
+      {"training.max_grad_norm", "gradient_clipping"},
+      {"training.zero_stage", "zero_optimization.stage"},
+      {"training.lr", "optimizer.params.lr"},
+      {"training.weight_decay", "optimizer.params.weight_decay"},
+      {"training.warmup_steps", "scheduler.params.warmup_num_steps"},
+      {"training.decay_steps", "scheduler.params.total_num_steps"},
+      {"training.min_lr", "scheduler.params.cos_min_ratio"},
+  };
+  for (const auto& [yaml, ds] : kNames) {
+    if (field == yaml) return ds;
+  }
+  return field;
+}
+
 }  // namespace
 
 absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const std::string& source,
                                                   int world_size) {
+  ZF_RETURN_IF_ERROR(core::CheckJsonDepth(text, core::kMaxJsonDepth, source));
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
@@ -131,35 +174,43 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
     *out = v.get<double>();
     return absl::OkStatus();
   };
+  // An integer field, as an int64 (a double past 2^53 or with a fraction is refused, not cast).
+  auto integer = [&](const Json& parent, const char* key, const std::string& field,
+                     std::optional<int64_t>* out) -> absl::Status {
+    if (!parent.contains(key)) return absl::OkStatus();
+    double v = 0;
+    ZF_RETURN_IF_ERROR(number(parent, key, field, &v));
+    int64_t i = 0;
+    if (!core::DoubleToInt64(v, &i)) return bad(field, absl::StrCat("expected an integer, got ", v));
+    *out = i;
+    return absl::OkStatus();
+  };
   TrainingSpec t;
-  double mb = 0, acc = 0, tb = 0, stage = 2, clip = t.max_grad_norm;
-  ZF_RETURN_IF_ERROR(number(j, "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu", &mb));
-  ZF_RETURN_IF_ERROR(number(j, "gradient_accumulation_steps", "gradient_accumulation_steps", &acc));
-  ZF_RETURN_IF_ERROR(number(j, "train_batch_size", "train_batch_size", &tb));
-  ZF_RETURN_IF_ERROR(number(j, "gradient_clipping", "gradient_clipping", &clip));
-  t.max_grad_norm = clip;
-  if (mb > 0) t.micro_batch = static_cast<int64_t>(mb);
-  if (acc > 0) t.gradient_accumulation = static_cast<int64_t>(acc);
-  if (tb > 0) {
-    t.global_batch = static_cast<int64_t>(tb);
-  } else if (mb > 0 && acc > 0) {
-    t.global_batch = static_cast<int64_t>(mb * acc) * world_size;
-  }
-  if (tb > 0 && mb > 0 && acc > 0 &&
-      static_cast<int64_t>(tb) != static_cast<int64_t>(mb * acc) * world_size) {
-    return bad("train_batch_size", absl::StrCat(static_cast<int64_t>(tb),
-                                                " != train_micro_batch_size_per_gpu x "
-                                                "gradient_accumulation_steps x world size = ",
-                                                static_cast<int64_t>(mb * acc) * world_size));
+  std::optional<int64_t> train_batch, stage;
+  ZF_RETURN_IF_ERROR(
+      integer(j, "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu", &t.micro_batch));
+  ZF_RETURN_IF_ERROR(
+      integer(j, "gradient_accumulation_steps", "gradient_accumulation_steps", &t.gradient_accumulation));
+  ZF_RETURN_IF_ERROR(integer(j, "train_batch_size", "train_batch_size", &train_batch));
+  ZF_RETURN_IF_ERROR(number(j, "gradient_clipping", "gradient_clipping", &t.max_grad_norm));
+  if (train_batch) {
+    t.global_batch = *train_batch;
+  } else if (t.micro_batch && t.gradient_accumulation &&
+             !core::CheckedProduct({*t.micro_batch, *t.gradient_accumulation, int64_t{world_size}},
+                                   &t.global_batch)) {
+    return bad("train_batch_size",
+               absl::StrCat("train_micro_batch_size_per_gpu x gradient_accumulation_steps x world size = ",
+                            *t.micro_batch, " x ", *t.gradient_accumulation, " x ", world_size,
+                            " overflows 64 bits"));
   }
   if (j.contains("zero_optimization")) {
     const Json& z = j["zero_optimization"];
     if (!z.is_object()) return bad("zero_optimization", "expected an object");
-    ZF_RETURN_IF_ERROR(number(z, "stage", "zero_optimization.stage", &stage));
-    if (stage != 0 && stage != 1 && stage != 2) {
-      return bad("zero_optimization.stage", absl::StrCat("zerofit's workers run stages 0-2, got ", stage));
+    ZF_RETURN_IF_ERROR(integer(z, "stage", "zero_optimization.stage", &stage));
+    if (stage && *stage != 0 && *stage != 1 && *stage != 2) {
+      return bad("zero_optimization.stage", absl::StrCat("zerofit's workers run stages 0-2, got ", *stage));
     }
-    t.zero_stage = static_cast<int>(stage);
+    if (stage) t.zero_stage = static_cast<int>(*stage);
     if (z.contains("offload_optimizer")) {
       const Json& o = z["offload_optimizer"];
       if (!o.is_object() || !o.contains("device") || !o["device"].is_string()) {
@@ -180,12 +231,17 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
     }
     t.bf16 = b.value("enabled", false);
   }
-  if (j.contains("fp16") && j["fp16"].is_object() && j["fp16"].value("enabled", false)) {
-    return bad("fp16.enabled", "fp16 training is not supported by the workers; use bf16");
+  // value() throws when the stored type differs from the default's: every value() is preceded by a check.
+  if (j.contains("fp16") && j["fp16"].is_object() && j["fp16"].contains("enabled")) {
+    const Json& enabled = j["fp16"]["enabled"];
+    if (!enabled.is_boolean()) return bad("fp16.enabled", "expected true or false");
+    if (enabled.get<bool>())
+      return bad("fp16.enabled", "fp16 training is not supported by the workers; use bf16");
   }
   if (j.contains("optimizer")) {
     const Json& o = j["optimizer"];
     if (!o.is_object()) return bad("optimizer", "expected an object");
+    if (o.contains("type") && !o["type"].is_string()) return bad("optimizer.type", "expected \"AdamW\"");
     const std::string type = o.value("type", "AdamW");
     if (type != "AdamW" && type != "Adam")
       return bad("optimizer.type", absl::StrCat("only AdamW, got ", type));
@@ -208,10 +264,13 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
     const Json params = sc.contains("params") ? sc["params"] : Json::object();
     if (!params.is_object()) return bad("scheduler.params", "expected an object");
     // DeepSpeed's defaults, so that a config means what it means there.
-    double warmup = 1000, min_lr = 0, max_lr = 0.001, total = 0, min_ratio = 0, cos_min_ratio = 0.0001;
-    ZF_RETURN_IF_ERROR(number(params, "warmup_num_steps", "scheduler.params.warmup_num_steps", &warmup));
-    ZF_RETURN_IF_ERROR(number(params, "total_num_steps", "scheduler.params.total_num_steps", &total));
-    if (!(warmup >= 0)) return bad("scheduler.params.warmup_num_steps", "must be >= 0");
+    double min_lr = 0, max_lr = 0.001, min_ratio = 0, cos_min_ratio = 0.0001;
+    std::optional<int64_t> warmup_given, total_given;
+    ZF_RETURN_IF_ERROR(
+        integer(params, "warmup_num_steps", "scheduler.params.warmup_num_steps", &warmup_given));
+    ZF_RETURN_IF_ERROR(integer(params, "total_num_steps", "scheduler.params.total_num_steps", &total_given));
+    const int64_t warmup = warmup_given.value_or(1000), total = total_given.value_or(0);
+    if (warmup < 0) return bad("scheduler.params.warmup_num_steps", "must be >= 0");
     if (params.contains("warmup_type") && !params["warmup_type"].is_string()) {
       return bad("scheduler.params.warmup_type", "expected \"linear\"");
     }
@@ -244,11 +303,14 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
         return bad("scheduler.params.total_num_steps",
                    absl::StrCat("must exceed warmup_num_steps (", warmup, ")"));
       }
-      t.decay_steps = static_cast<int64_t>(total);
+      t.decay_steps = total;
     }
-    t.warmup_steps = static_cast<int64_t>(warmup);
+    t.warmup_steps = warmup;
   }
   if (j.contains("activation_checkpointing")) t.checkpointing = true;
+  ZF_RETURN_IF_ERROR(ValidateTraining(t, world_size, [&](const std::string& field, const std::string& why) {
+    return bad(DeepSpeedName(field), why);
+  }));
   return t;
 }
 
@@ -299,7 +361,7 @@ absl::StatusOr<std::string> InlineDeepSpeedConfig(const std::string& text, const
   YAML::Node root;
   try {
     root = YAML::Load(text);
-  } catch (const YAML::ParserException&) {
+  } catch (const YAML::Exception&) {
     return text;  // the coordinator's ParseJobSpec names the line
   }
   if (!root.IsMap()) return text;
@@ -321,15 +383,12 @@ absl::StatusOr<std::string> InlineDeepSpeedConfig(const std::string& text, const
   return absl::StrCat(text.substr(0, pos), quoted, text.substr(pos + length));
 }
 
-absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& source,
-                                     const std::string& base_dir) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
-  }
+namespace {
+
+// ParseJobSpec's work; yaml-cpp's exceptions may leave it (ParseJobSpec translates them).
+absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::string& source,
+                                         const std::string& base_dir) {
+  const YAML::Node root = YAML::Load(text);
   const YamlReader r(source);
   if (!root.IsMap())
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
@@ -438,7 +497,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     if (root["deepspeed"].IsDefined()) {
       // The DeepSpeed config is the training section; it has no field for these two.
       for (const auto& kv : t) {
-        const std::string key = kv.first.as<std::string>();
+        ZF_ASSIGN_OR_RETURN(const std::string key, r.KeyName(kv.first, "training."));
         if (key != "steps" && key != "max_length") {
           return r.Error(kv.first, "training." + key,
                          "set in the DeepSpeed config (next to 'deepspeed:', 'training:' may only give steps "
@@ -476,30 +535,19 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
         r.GetOptional(t, "checkpointing", "training.checkpointing", &x.checkpointing, "true or false"));
     ZF_RETURN_IF_ERROR(r.Get(t, "bf16", "training.bf16", &x.bf16, "true or false"));
     ZF_RETURN_IF_ERROR(r.Get(t, "max_length", "training.max_length", &x.max_length, "an integer"));
-    if (x.steps < 1) return r.Error(t["steps"], "training.steps", "must be >= 1");
-    if (x.global_batch < 1) return r.Error(t["global_batch"], "training.global_batch", "must be >= 1");
-    ZF_RETURN_IF_ERROR(Positive(t["lr"], r, "training.lr", x.lr));
-    if (x.warmup_steps < 0) return r.Error(t["warmup_steps"], "training.warmup_steps", "must be >= 0");
-    if (!(x.min_lr >= 0 && x.min_lr <= x.lr)) {
-      return r.Error(t["min_lr"], "training.min_lr", absl::StrCat("must lie in [0, lr = ", x.lr, "]"));
-    }
     if (x.lr_schedule != core::LrDecay::kConstant && x.decay_steps == 0 && x.steps <= x.warmup_steps) {
       return r.Error(t["warmup_steps"].IsDefined() ? t["warmup_steps"] : t["lr_schedule"],
                      "training.warmup_steps",
                      absl::StrCat("a ", core::LrDecayName(x.lr_schedule), " decay needs steps (", x.steps,
                                   ") > warmup_steps (", x.warmup_steps, ")"));
     }
-    if (x.zero_stage < 0 || x.zero_stage > 2) {
-      return r.Error(t["zero_stage"], "training.zero_stage", "the workers run stages 0, 1 and 2");
-    }
-    if (x.micro_batch && *x.micro_batch < 1)
-      return r.Error(t["micro_batch"], "training.micro_batch", "must be >= 1");
-    if (x.micro_batch && x.gradient_accumulation &&
-        *x.micro_batch * *x.gradient_accumulation * s.world_size != x.global_batch) {
-      return r.Error(t["global_batch"], "training.global_batch",
-                     absl::StrCat(x.global_batch, " != micro_batch x gradient_accumulation x world_size = ",
-                                  *x.micro_batch * *x.gradient_accumulation * s.world_size));
-    }
+  }
+  ZF_RETURN_IF_ERROR(ValidateTrainingAt(r, root, s));
+  // The workers' truncation keeps at least one response token; refused here rather than on every rank.
+  if (s.data.max_prompt_length >= s.training.max_length) {
+    return r.Error(root["data"]["max_prompt_length"], "data.max_prompt_length",
+                   absl::StrCat(s.data.max_prompt_length, " must be less than training.max_length (",
+                                s.training.max_length, ")"));
   }
   if (absl::Status bad = core::ValidateLrSchedule(LrScheduleOf(s.training)); !bad.ok()) {
     return absl::InvalidArgumentError(
@@ -527,6 +575,23 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string&
     }
   }
   return s;
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& source,
+                                     const std::string& base_dir) {
+  // yaml-cpp reports errors by exception (a syntax error, or a conversion the checks above missed);
+  // translated here, where the library is called (STYLE 2), so that none reaches a gRPC handler.
+  try {
+    return ParseYamlJobSpec(text, source, base_dir);
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, e.mark.is_null() ? "" : absl::StrCat(":", e.mark.line + 1), ": ", e.msg));
+  }
 }
 
 absl::Status ValidateSlurm(const JobSpec& spec, const SlurmSpec& x, const std::string& source) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <system_error>
@@ -11,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/json_depth.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
@@ -24,6 +26,8 @@ using Json = nlohmann::json;
 
 constexpr const char* kFormat = "zerofit-zero2-checkpoint";
 constexpr int kVersion = 1;
+// More ranks than any run writes; a manifest beyond it is corrupt (and would not fit in an int).
+constexpr int64_t kMaxCheckpointWorldSize = int64_t{1} << 20;
 
 // A run of consecutive elements of one parameter held by one rank file.
 struct Run {
@@ -88,21 +92,40 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
   Manifest m;
   m.path = (fs::path(dir) / "manifest.json").string();
   ZF_ASSIGN_OR_RETURN(const std::string text, core::ReadTextFile(m.path));
+  if (absl::Status deep = core::CheckJsonDepth(text, core::kMaxJsonDepth, m.path); !deep.ok()) {
+    return absl::DataLossError(deep.message());
+  }
   m.json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& field, const std::string& why) {
     return ManifestError(m.path, field, why);
   };
   const Json& j = m.json;
   if (j.is_discarded() || !j.is_object()) return bad("(root)", "is not a JSON object");
-  if (j.value("format", "") != kFormat) return bad("format", absl::StrCat("is not '", kFormat, "'"));
-  if (j.value("version", 0) != kVersion) return bad("version", absl::StrCat("is not ", kVersion));
+  // Types are checked before values are read: nlohmann's value() and get() throw on a mismatch.
+  const auto format = j.find("format");
+  if (format == j.end() || !format->is_string() || format->get<std::string>() != kFormat) {
+    return bad("format", absl::StrCat("is not '", kFormat, "'"));
+  }
+  const auto version = j.find("version");
+  if (version == j.end() || !version->is_number_integer() || version->get<int64_t>() != kVersion) {
+    return bad("version", absl::StrCat("is not ", kVersion));
+  }
   if (!j.contains("step") || !j["step"].is_number_integer()) return bad("step", "is not an integer");
   if (!j.contains("world_size") || !j["world_size"].is_number_integer()) {
     return bad("world_size", "is not an integer");
   }
+  // Unsigned values past int64 read back negative: both ranges are checked on the int64 value.
+  const int64_t step = j["step"].get<int64_t>(), world_size = j["world_size"].get<int64_t>();
+  if (step < 0) {
+    return bad("step", absl::StrCat("is ", j["step"].dump(), ", not a step number (>= 0)"));
+  }
+  if (world_size < 1 || world_size > kMaxCheckpointWorldSize) {
+    return bad("world_size",
+               absl::StrCat("is ", j["world_size"].dump(), ", not 1..", kMaxCheckpointWorldSize));
+  }
   m.info.dir = dir;
-  m.info.step = j["step"].get<int64_t>();
-  m.info.world_size = j["world_size"].get<int>();
+  m.info.step = step;
+  m.info.world_size = static_cast<int>(world_size);
   m.info.extra = j.contains("extra") ? j["extra"].dump() : "";
   return m;
 }
@@ -270,7 +293,16 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
           const size_t p = r.at(0).get<size_t>();
           if (p >= pieces.size())
             return bad(absl::StrCat("files[", f, "].runs"), "names a parameter out of range");
-          pieces[p].push_back({r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>()});
+          const Piece piece{r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>()};
+          // Checked here so that the copy's bounds check below cannot wrap around (it adds these).
+          const size_t param_numel = plan.params()[p].numel;
+          if (piece.offset > param_numel || piece.numel > param_numel - piece.offset ||
+              piece.file_offset > std::numeric_limits<size_t>::max() - piece.numel) {
+            return bad(absl::StrCat("files[", f, "].runs"),
+                       absl::StrCat("holds run ", r.dump(), ", outside parameter ", p, " (", param_numel,
+                                    " elements) or past any file"));
+          }
+          pieces[p].push_back(piece);
         }
       }
       // Load the old files this rank's segments overlap, then copy.

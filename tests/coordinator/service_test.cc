@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/rendezvous.h"
+#include "coordinator/handler_guard.h"
 #include "coordinator/kv_rendezvous.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
@@ -592,6 +594,39 @@ TEST(ServiceTest, FollowStreamsEndUnavailableWhenTheCoordinatorShutsDown) {
   const grpc::Status s = reader->Finish();
   stop.join();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+}
+
+}  // namespace
+}  // namespace zerofit::coordinator
+
+namespace zerofit::coordinator {
+namespace {
+
+// No exception crosses the gRPC boundary: a spec with a mapping as a key made yaml-cpp throw out of the
+// Submit handler, which the client saw as UNKNOWN "Unexpected error in RPC handling".
+TEST(ServiceTest, ASpecWithAComplexKeyIsAnInvalidArgument) {
+  Fixture f;
+  v1::SubmitJobRequest req;
+  req.set_request_id("complex-key");
+  req.set_spec("task: sft\nmodel: /m\ndata: /d\n? {a: 1}\n: x\n");
+  v1::SubmitJobResponse resp;
+  auto ctx = f.Context();
+  const grpc::Status s = f.jobs->Submit(ctx.get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("a key must be a plain name"), std::string::npos) << s.error_message();
+}
+
+TEST(HandlerGuardTest, AnExceptionBecomesInternalWithItsMessage) {
+  const grpc::Status thrown =
+      GuardHandler("Submit", []() -> grpc::Status { throw std::runtime_error("bad conversion"); });
+  EXPECT_EQ(thrown.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(thrown.error_message(), "Submit: internal error: bad conversion");
+  const grpc::Status other = GuardHandler("Get", []() -> grpc::Status { throw 42; });
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::INTERNAL);
+  const grpc::Status passed =
+      GuardHandler("Get", [] { return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such job"); });
+  EXPECT_EQ(passed.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(passed.error_message(), "no such job");
 }
 
 }  // namespace

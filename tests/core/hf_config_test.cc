@@ -344,7 +344,27 @@ TEST(HfConfigTest, ErrorsNameFileAndField) {
        "field 'num_labels': 3 disagrees with id2label, which has 2 entries"},
       {Tiny(R"("eos_token_id": "</s>")"), "field 'eos_token_id': expected an integer, got string"},
       {Tiny(R"("hidden_size": 4611686018427387904, "intermediate_size": 4611686018427387904)"),
-       "parameter count of these dimensions overflows"},
+       "field 'hidden_size': 4611686018427387904 exceeds the limit of 262144"},
+      // Sizes are bounded before anything is allocated from them (zerofit plan died of bad_alloc).
+      {Tiny(R"("num_hidden_layers": 2147483648)"),
+       "field 'num_hidden_layers': 2147483648 exceeds the limit of 4096"},
+      {Tiny(R"("max_position_embeddings": 4611686018427387904)"),
+       "field 'max_position_embeddings': 4611686018427387904 exceeds the limit of 16777216"},
+      {Tiny(R"("vocab_size": 1000000000)"), "field 'vocab_size': 1000000000 exceeds the limit of 16777216"},
+      {Tiny(R"("rope_theta": 1e400)"), "not valid JSON"},
+      // Fields zerofit does not use are still typed.
+      {Tiny(R"("initializer_range": "abc")"),
+       "field 'initializer_range': expected a number, got string \"abc\""},
+      {Tiny(R"("initializer_range": [0.02])"), "field 'initializer_range': expected a number, got array"},
+      {Tiny(R"("use_cache": 1)"), "field 'use_cache': expected a boolean, got number"},
+      {Tiny(R"("model_type": "")"), "field 'model_type': is empty"},
+      // Token ids lie in the vocabulary (vocab_size is 100 here).
+      {Tiny(R"("bos_token_id": 100)"),
+       "field 'bos_token_id': 100 is not a token id of the vocabulary [0, vocab_size = 100)"},
+      {Tiny(R"("bos_token_id": -1)"), "field 'bos_token_id': -1 is not a token id"},
+      {Tiny(R"("eos_token_id": [2, 1000])"), "field 'eos_token_id': entry 1: 1000 is not a token id"},
+      {Tiny(R"("pad_token_id": 1000000000000)"), "field 'pad_token_id': 1000000000000 is not a token id"},
+
       {"{\"hidden_size\": ", "tiny/config.json: not valid JSON"},
       {"[1]", "tiny/config.json: expected a JSON object, got array"},
   };
@@ -353,6 +373,9 @@ TEST(HfConfigTest, ErrorsNameFileAndField) {
     EXPECT_EQ(msg.rfind("tiny/config.json: ", 0), 0u) << msg;
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.text << "\n got: " << msg;
   }
+  // JSON nesting is bounded before parsing: 100,000 levels overflowed the stack when an error dumped them.
+  EXPECT_EQ(ErrorOf(Tiny("\"x\": " + std::string(100000, '[') + std::string(100000, ']'))),
+            "tiny/config.json:2: JSON nested deeper than 64 levels");
 }
 
 TEST(HfConfigTest, ToJsonRoundTrip) {

@@ -285,6 +285,12 @@ TEST(SafetensorsTest, MalformedHeadersNameFileTensorAndField) {
            "a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})",
        16, "header has key 'a' twice"},
       {R"({"w": [1, 2]})", 0, "tensor 'w': entry must be an object"},
+      // Nesting is bounded before parsing: 100,000 levels overflowed the stack when an error message
+      // dumped the value.
+      {R"({"__metadata__": {"k": )" + std::string(100000, '[') + std::string(100000, ']') + "}}", 0,
+       "header:1: JSON nested deeper than 64 levels"},
+      {R"({"w": )" + std::string(65, '[') + std::string(65, ']') + "}", 0,
+       "header:1: JSON nested deeper than 64 levels"},
   };
   for (const Case& c : cases) {
     const std::string msg = OpenError(dir, RawFile(c.header, c.data_bytes));

@@ -16,8 +16,8 @@ function(zerofit_fuzz_target name mutations)
   if(ZEROFIT_LIBFUZZER)
     add_executable(${name}_libfuzzer fuzz/${name}_fuzz.cc)
     target_link_libraries(${name}_libfuzzer PRIVATE ${ARGN})
-    target_compile_options(${name}_libfuzzer PRIVATE -fsanitize=fuzzer,address)
-    target_link_options(${name}_libfuzzer PRIVATE -fsanitize=fuzzer,address)
+    target_compile_options(${name}_libfuzzer PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_options(${name}_libfuzzer PRIVATE -fsanitize=fuzzer,address,undefined)
   endif()
 endfunction()
 
@@ -26,3 +26,10 @@ zerofit_fuzz_target(chat_template 100000 zerofit_text absl::time nlohmann_json::
 if(TARGET zerofit_data)
   zerofit_fuzz_target(preference_jsonl 15000 zerofit_data zerofit_text nlohmann_json::nlohmann_json)
 endif()
+# The model and job inputs (issue 19): YAML job spec, DeepSpeed JSON, config.json, safetensors files and
+# checkpoint manifests.
+zerofit_fuzz_target(job_spec 6000 zerofit_jobspec)
+zerofit_fuzz_target(deepspeed 30000 zerofit_jobspec)
+zerofit_fuzz_target(hf_config 25000 zerofit_core)
+zerofit_fuzz_target(safetensors 30000 zerofit_core)
+zerofit_fuzz_target(checkpoint_manifest 2000 zerofit_sharding)

@@ -84,3 +84,93 @@ write("preference_jsonl", "mixed_errors.jsonl", "\n".join([
     json.dumps({"prompt": "a" * 100, "chosen": "b" * 70, "rejected": "c"}), "", "  \t",
     json.dumps({"prompt_ids": [1, 300], "chosen_ids": [-1], "rejected_ids": [4.5]}),
     json.dumps({"chosen": [U], "rejected": [U]}), "[1, 2]", '{"prompt": "cut']))
+
+# Issue 19: the job spec, DeepSpeed JSON, config.json, safetensors files and checkpoint manifests.
+for spec in sorted((root / "examples" / "jobs").glob("*.yaml")):
+    write("job_spec", spec.name, spec.read_bytes())
+write("job_spec", "full.yaml", """name: rm
+task: reward
+model: /models/m
+data: {train: t.jsonl, test: v.jsonl, tokenizer: /tok, max_prompt_length: 64, add_bos: auto}
+eval: {every: 50, max_samples: 512}
+world_size: 2
+training:
+  steps: 100
+  global_batch: 8
+  micro_batch: 2
+  gradient_accumulation: 2
+  lr: 1.0e-5
+  lr_schedule: cosine
+  warmup_steps: 10
+  min_lr: 1.0e-6
+  weight_decay: 0.01
+  max_grad_norm: 1.0
+  zero_stage: 2
+  offload: false
+  bf16: true
+  max_length: 1024
+checkpoint: {dir: /ckpt, every: 10, keep: 2}
+metrics: {tensorboard: tb, jsonl: m.jsonl}
+slurm: {nodes: 1, gpus_per_node: 2, extra: [--exclusive]}
+""")
+write("job_spec", "complex_key.yaml", "task: sft\nmodel: m\ndata: d\n? {a: 1}\n: x\n")
+write("job_spec", "nan.yaml", "task: sft\nmodel: m\ndata: d\ntraining: {weight_decay: .nan, max_grad_norm: -.inf}\n")
+write("job_spec", "deepspeed.yaml", "task: dpo\nmodel: m\ndata: d\ndeepspeed: ds.json\ntraining: {steps: 5}\n")
+
+DS = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 32,
+      "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}, "bf16": {"enabled": True},
+      "gradient_clipping": 1.0, "optimizer": {"type": "AdamW", "params": {"lr": 2e-5, "weight_decay": 0.01}},
+      "activation_checkpointing": {}}
+write("deepspeed", "full.json", json.dumps(DS, indent=1))
+for kind, params in (("WarmupLR", {"warmup_min_lr": 0, "warmup_max_lr": 1e-4, "warmup_num_steps": 10,
+                                    "warmup_type": "linear"}),
+                     ("WarmupDecayLR", {"warmup_min_lr": 0, "warmup_max_lr": 1e-4, "warmup_num_steps": 10,
+                                         "total_num_steps": 100, "warmup_type": "linear"}),
+                     ("WarmupCosineLR", {"warmup_min_ratio": 0, "cos_min_ratio": 0.1, "warmup_num_steps": 10,
+                                          "total_num_steps": 100, "warmup_type": "linear"})):
+    write("deepspeed", f"{kind}.json", json.dumps({**DS, "scheduler": {"type": kind, "params": params}}))
+write("deepspeed", "wrap.json", json.dumps({"train_micro_batch_size_per_gpu": 4611686018427387904,
+                                            "gradient_accumulation_steps": 4}))
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 100, "hidden_size": 64,
+         "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "bos_token_id": 1,
+         "eos_token_id": [2, 3], "pad_token_id": 0, "tie_word_embeddings": False, "initializer_range": 0.02,
+         "torch_dtype": "bfloat16", "use_cache": True,
+         "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 128}}
+write("hf_config", "llama.json", json.dumps(LLAMA, indent=2))
+write("hf_config", "mistral.json", json.dumps({**LLAMA, "architectures": ["MistralForCausalLM"],
+                                               "model_type": "mistral", "sliding_window": 128,
+                                               "rope_scaling": None}))
+write("hf_config", "qwen2_cls.json", json.dumps({**LLAMA, "architectures": ["Qwen2ForSequenceClassification"],
+                                                 "model_type": "qwen2", "use_sliding_window": True,
+                                                 "id2label": {"0": "LABEL_0"}, "rope_scaling": None}))
+
+
+def safetensors(tensors, metadata=None):
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    return len(h).to_bytes(8, "little") + h + data
+
+
+write("safetensors", "small.safetensors", safetensors(
+    [("w", "F32", [2, 2], bytes(range(16))), ("b", "BF16", [3], bytes(6)), ("e", "I64", [0], b"")],
+    {"format": "pt"}))
+write("safetensors", "scalar.safetensors", safetensors([("step", "I64", [], bytes(8))]))
+
+MANIFEST = {"format": "zerofit-zero2-checkpoint", "version": 1, "step": 120, "world_size": 2,
+            "loss_scaler": {"scale": 65536.0, "good_steps": 3, "skipped": 0},
+            "params": [{"name": "w", "numel": 6}],
+            "files": [{"file": "rank-00000.safetensors", "runs": [[0, 0, 3, 0]]},
+                      {"file": "rank-00001.safetensors", "runs": [[0, 3, 3, 0]]}],
+            "extra": {"job": "job-000001", "request": "req-1", "sampler": {"epoch": 0, "position": 12}}}
+write("checkpoint_manifest", "manifest.json", json.dumps(MANIFEST, indent=1))
+write("checkpoint_manifest", "types.json", json.dumps({**MANIFEST, "format": 1, "version": "1"}))
+write("preference_jsonl", "deep.jsonl", json.dumps({"prompt": "a", "rejected": "b"})[:-1] + ', "chosen": '
+      + "[" * 100 + "]" * 100 + "}\n")

@@ -140,6 +140,95 @@ TEST(JobSpecTest, DataIsADirectoryOrFilesWithATokenizer) {
   }
 }
 
+// Every numeric field has a range, checked in one place (jobspec/training_validation.h) for YAML and
+// DeepSpeed alike; each of these was accepted before.
+TEST(JobSpecTest, NumericFieldsOutOfRangeAreRefusedWithTheirLine) {
+  const std::string head = "task: sft\nmodel: m\ndata: d\ntraining:\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"  max_length: -5\n", "job.yaml:5: field 'training.max_length': must be >= 1, got -5"},
+      {"  weight_decay: -0.1\n", "job.yaml:5: field 'training.weight_decay': must be >= 0, got -0.1"},
+      {"  weight_decay: .nan\n", "job.yaml:5: field 'training.weight_decay': must be a finite number"},
+      {"  weight_decay: .inf\n", "job.yaml:5: field 'training.weight_decay': must be a finite number"},
+      {"  max_grad_norm: -1\n", "job.yaml:5: field 'training.max_grad_norm': must be >= 0, got -1"},
+      {"  max_grad_norm: .nan\n", "job.yaml:5: field 'training.max_grad_norm': must be a finite number"},
+      {"  gradient_accumulation: 0\n",
+       "job.yaml:5: field 'training.gradient_accumulation': must be >= 1, got 0"},
+      {"  gradient_accumulation: -3\n",
+       "job.yaml:5: field 'training.gradient_accumulation': must be >= 1, got -3"},
+      {"  lr: .inf\n", "job.yaml:5: field 'training.lr': must be a positive finite number"},
+      {"  min_lr: .nan\n", "job.yaml:5: field 'training.min_lr': must be a finite number"},
+      // 2^62 x 4 x 1 wraps around to 0 in 64 bits; the product is checked, not wrapped.
+      {"  global_batch: 8\n  micro_batch: 4611686018427387904\n  gradient_accumulation: 4\n",
+       "job.yaml:6: field 'training.micro_batch': must be <= 16777216, got 4611686018427387904"},
+  };
+  auto prompt = ParseJobSpec(
+      "task: sft\nmodel: m\ndata:\n  train: t.jsonl\n  max_prompt_length: 1000000000000\n", "job.yaml");
+  ASSERT_FALSE(prompt.ok());
+  EXPECT_NE(
+      prompt.status().message().find(
+          "job.yaml:5: field 'data.max_prompt_length': 1000000000000 must be less than training.max_length "
+          "(512)"),
+      std::string::npos)
+      << prompt.status();
+  for (const auto& [training, expected] : cases) {
+    auto s = ParseJobSpec(head + training, "job.yaml");
+    ASSERT_FALSE(s.ok()) << training;
+    EXPECT_NE(s.status().message().find(expected), std::string::npos)
+        << s.status() << "\nwanted: " << expected;
+  }
+}
+
+// A mapping or a list used as a key made yaml-cpp throw out of the parser (and out of the coordinator's
+// Submit handler as "Unexpected error in RPC handling").
+TEST(JobSpecTest, ComplexKeysAreErrorsNotExceptions) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"task: sft\nmodel: m\ndata: d\n? {a: 1}\n: x\n", "job.yaml:4: field '?': a key must be a plain name"},
+      {"task: sft\nmodel: m\ndata: d\ntraining:\n  ? [a, b]\n  : 1\n",
+       "job.yaml:5: field 'training.?': a key must be a plain name"},
+      {"task: sft\nmodel: m\ndata: d\ncheckpoint: {? [x] : 1}\n", "field 'checkpoint.?'"},
+  };
+  for (const auto& [text, expected] : cases) {
+    absl::StatusOr<JobSpec> s = absl::UnknownError("not run");
+    EXPECT_NO_THROW(s = ParseJobSpec(text, "job.yaml")) << text;
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.status().message().find(expected), std::string::npos)
+        << s.status() << "\nwanted: " << expected;
+  }
+}
+
+TEST(JobSpecTest, DeepSpeedNumbersAreRangeChecked) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"train_micro_batch_size_per_gpu": 4611686018427387904, "gradient_accumulation_steps": 4})",
+       "ds.json: field 'train_micro_batch_size_per_gpu': expected an integer, got 4.61169e+18"},
+      {R"({"train_micro_batch_size_per_gpu": 33554432, "gradient_accumulation_steps": 4})",
+       "ds.json: field 'train_micro_batch_size_per_gpu': must be <= 16777216, got 33554432"},
+      {R"({"train_micro_batch_size_per_gpu": 1e300, "gradient_accumulation_steps": 4})",
+       "ds.json: field 'train_micro_batch_size_per_gpu': expected an integer, got 1e+300"},
+      {R"({"train_micro_batch_size_per_gpu": 2.5})",
+       "ds.json: field 'train_micro_batch_size_per_gpu': expected an integer, got 2.5"},
+      {R"({"gradient_accumulation_steps": 0})",
+       "ds.json: field 'gradient_accumulation_steps': must be >= 1, got 0"},
+      {R"({"gradient_clipping": -1})", "ds.json: field 'gradient_clipping': must be >= 0, got -1"},
+      {R"({"optimizer": {"params": {"weight_decay": -0.5}}})",
+       "ds.json: field 'optimizer.params.weight_decay': must be >= 0, got -0.5"},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 1e30}}})",
+       "ds.json: field 'scheduler.params.warmup_num_steps': expected an integer"},
+      {R"({"zero_optimization": {"stage": 1e20}})",
+       "ds.json: field 'zero_optimization.stage': expected an integer"},
+      {"[" + std::string(1000, '[') + std::string(1001, ']'), "ds.json:1: JSON nested deeper than 64 levels"},
+      // Found by deepspeed_fuzz: nlohmann's value() threw on a type other than the default's.
+      {R"({"optimizer": {"type": 4}})", "ds.json: field 'optimizer.type': expected \"AdamW\""},
+      {R"({"fp16": {"enabled": "yes"}})", "ds.json: field 'fp16.enabled': expected true or false"},
+  };
+  for (const auto& [json, expected] : cases) {
+    absl::StatusOr<TrainingSpec> t = absl::UnknownError("not run");
+    EXPECT_NO_THROW(t = ParseDeepSpeedConfig(json, "ds.json", 2)) << json;
+    ASSERT_FALSE(t.ok()) << json;
+    EXPECT_NE(t.status().message().find(expected), std::string::npos)
+        << t.status() << "\nwanted: " << expected;
+  }
+}
+
 TEST(JobSpecTest, ADeepSpeedConfigIsTheTrainingSection) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerofit_spec_test";
   std::filesystem::create_directories(dir);

@@ -13,10 +13,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "comm/communicator_factory.h"
+#include "nlohmann/json.hpp"
 #include "sharding/checkpoint.h"
 #include "sharding/zero2_optimizer.h"
 #include "tests/support/mpi_test_env.h"
@@ -208,6 +211,23 @@ TEST(CheckpointTest, BadCheckpointsAreRefusedWithFileAndField) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("manifest.json: field 'params[1]'"), std::string::npos) << r.status();
   EXPECT_NE(r.status().message().find("layer.w"), std::string::npos) << r.status();
+  // A run whose file offset wraps around when its length is added (the copy read outside the rank file).
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  const fs::path manifest = fs::path(root) / "step-00000000" / "manifest.json";
+  std::string original;
+  if (comm->rank() == 0) {
+    std::ifstream in(manifest);
+    original.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    nlohmann::json j = nlohmann::json::parse(original);
+    j["files"][0]["runs"][0][3] = std::numeric_limits<uint64_t>::max();
+    std::ofstream(manifest, std::ios::trunc) << j.dump(1);
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  r = LoadCheckpoint(*opt, root);
+  ASSERT_FALSE(r.ok()) << "a wrapped file offset was accepted";
+  EXPECT_NE(r.status().message().find("field 'files[0].runs'"), std::string::npos) << r.status();
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) std::ofstream(manifest, std::ios::trunc) << original;
   // A truncated rank file.
   ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
   if (comm->rank() == 0) fs::resize_file(fs::path(root) / "step-00000000" / "rank-00000.safetensors", 100);

@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sharding/checkpoint.h"
 
 namespace zerofit::sharding {
 namespace {
@@ -66,6 +68,34 @@ TEST_F(CheckpointOwnerTest, AnotherJobsCheckpointIsRefusedWithWhoseAndWhatToDo) 
   s = CheckCheckpointDirIsOurs(dir_.string(), "run-1");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("holds something that is not a readable checkpoint"), std::string::npos) << s;
+}
+
+// Manifests that are JSON but not ours: each was a crash (nlohmann's value() throws on a type mismatch)
+// or a silently wrapped number before.
+TEST_F(CheckpointOwnerTest, MalformedManifestsAreErrorsNamingTheField) {
+  const std::string head = R"({"format": "zerofit-zero2-checkpoint", "version": 1, )";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"format": 1, "version": 1, "step": 1, "world_size": 2})", "field 'format' is not"},
+      {R"({"format": "zerofit-zero2-checkpoint", "version": "1", "step": 1, "world_size": 2})",
+       "field 'version' is not 1"},
+      {head + R"("step": 1, "world_size": 4294967298})", "field 'world_size' is 4294967298, not 1..1048576"},
+      {head + R"("step": 1, "world_size": 0})", "field 'world_size' is 0"},
+      {head + R"("step": -5, "world_size": 2})", "field 'step' is -5"},
+      {head + R"("step": 18446744073709551615, "world_size": 2})", "field 'step' is 18446744073709551615"},
+      {head + R"("step": 1, "world_size": 2, "extra": )" + std::string(10000, '[') + std::string(10000, ']') +
+           "}",
+       "manifest.json:1: JSON nested deeper than 64 levels"},
+  };
+  for (const auto& [manifest, expected] : cases) {
+    fs::create_directories(dir_ / "step-1");
+    std::ofstream(dir_ / "step-1" / "manifest.json", std::ios::trunc) << manifest;
+    std::ofstream(dir_ / "latest", std::ios::trunc) << "step-1\n";
+    absl::StatusOr<CheckpointInfo> info = absl::UnknownError("not run");
+    EXPECT_NO_THROW(info = ReadLatestCheckpoint(dir_.string())) << manifest.substr(0, 120);
+    ASSERT_FALSE(info.ok()) << manifest.substr(0, 120);
+    EXPECT_NE(info.status().message().find(expected), std::string::npos)
+        << info.status().ToString().substr(0, 300);
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/json_depth.h"
 #include "core/ordered_line_map.h"
 #include "core/thread_pool.h"
 #include "nlohmann/json.hpp"
@@ -194,6 +195,10 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
                                      const Specials& sp, const PreferenceDataOptions& options) {
   // nlohmann reports parse errors by exception; they are translated here, where the library is called
   // (STYLE 2), and never escape.
+  // Nesting is bounded before parsing: copying or rendering a deeper value recursed off the stack.
+  if (!core::CheckJsonDepth(line, core::kMaxJsonDepth, w.source).ok()) {
+    return LineError(w, absl::StrCat("JSON nested deeper than ", core::kMaxJsonDepth, " levels"));
+  }
   Json obj;
   try {
     obj = Json::parse(line);

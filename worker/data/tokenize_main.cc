@@ -5,11 +5,11 @@
 //   zerofit_tokenize --tokenizer tokenizer.model --in train.jsonl --out train_ids.jsonl
 #include <cstdio>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "worker/data/text_pairs_to_ids.h"
 #include "worker/data/tokenizer.h"
 
 namespace zerofit::data {
@@ -17,40 +17,12 @@ namespace {
 
 absl::Status Run(const std::string& model, const std::string& in, const std::string& out) {
   ZF_ASSIGN_OR_RETURN(auto tok, SentencePieceTokenizer::Load(model));
-  std::ifstream input(in);
+  std::ifstream input(in, std::ios::binary);
   if (!input) return absl::NotFoundError(absl::StrCat(in, ": cannot open for reading"));
   const std::string tmp = out + ".tmp";
   std::ofstream output(tmp, std::ios::trunc);
   if (!output) return absl::PermissionDeniedError(absl::StrCat(tmp, ": cannot open for writing"));
-  std::string line;
-  size_t lineno = 0, pairs = 0;
-  while (std::getline(input, line)) {
-    ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(in, ":", lineno, ": not a JSON object"));
-    }
-    nlohmann::json o = nlohmann::json::object();
-    for (const char* field : {"prompt", "chosen", "rejected"}) {
-      const std::string ids_field = absl::StrCat(field, "_ids");
-      if (j.contains(ids_field)) {
-        o[ids_field] = j[ids_field];
-        continue;
-      }
-      if (!j.contains(field) || !j[field].is_string()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(in, ":", lineno, ": field '", field, "': expected a string"));
-      }
-      auto ids = tok->Encode(j[field].get<std::string>());
-      if (!ids.ok())
-        return absl::InvalidArgumentError(
-            absl::StrCat(in, ":", lineno, ": field '", field, "': ", ids.status().message()));
-      o[ids_field] = *ids;
-    }
-    output << o.dump() << "\n";
-    ++pairs;
-  }
+  ZF_ASSIGN_OR_RETURN(const size_t pairs, TextPairsToIds(*tok, input, in, output));
   output.close();
   if (!output) return absl::DataLossError(absl::StrCat(tmp, ": write failed"));
   if (std::rename(tmp.c_str(), out.c_str()) != 0)

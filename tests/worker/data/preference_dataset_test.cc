@@ -123,6 +123,10 @@ TEST(PreferenceDatasetTest, MalformedLinesNameFileLineAndField) {
       {R"({"prompt_ids": [1], "chosen_ids": [1]})", false, "bad.jsonl:3: field 'rejected_ids': missing"},
       {R"({"prompt_ids": [1], "chosen_ids": [1], "rejected_ids": []})", false,
        "bad.jsonl:3: field 'rejected_ids': empty response"},
+      // 300,000 nested lists overflowed the stack while the parsed value was copied.
+      {R"({"prompt": "a", "chosen": )" + std::string(300000, '[') + std::string(300000, ']') +
+           R"(, "rejected": "b"})",
+       true, "bad.jsonl:3: JSON nested deeper than 64 levels"},
   };
   FakeTokenizer tok;
   for (const BadLine& c : cases) {

@@ -1,0 +1,75 @@
+#include "jobspec/training_validation.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/checked_math.h"
+#include "core/status_macros.h"
+
+namespace zerofit::jobspec {
+namespace {
+
+absl::Status IntInRange(const TrainingFieldError& error, const char* field, int64_t v, int64_t lo,
+                        int64_t hi) {
+  if (v < lo) return error(field, absl::StrCat("must be >= ", lo, ", got ", v));
+  if (v > hi) return error(field, absl::StrCat("must be <= ", hi, ", got ", v));
+  return absl::OkStatus();
+}
+
+// NaN fails every comparison, so each test is written to be false for it.
+absl::Status FiniteAtLeast(const TrainingFieldError& error, const char* field, double v, double lo) {
+  if (!std::isfinite(v)) return error(field, absl::StrCat("must be a finite number, got ", v));
+  if (!(v >= lo)) return error(field, absl::StrCat("must be >= ", lo, ", got ", v));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBatch(const TrainingSpec& t, int world_size, const TrainingFieldError& error) {
+  if (t.micro_batch) {
+    ZF_RETURN_IF_ERROR(IntInRange(error, "training.micro_batch", *t.micro_batch, 1, kMaxBatch));
+  }
+  if (t.gradient_accumulation) {
+    ZF_RETURN_IF_ERROR(
+        IntInRange(error, "training.gradient_accumulation", *t.gradient_accumulation, 1, kMaxBatch));
+  }
+  ZF_RETURN_IF_ERROR(IntInRange(error, "training.global_batch", t.global_batch, 1, kMaxBatch));
+  if (!t.micro_batch || !t.gradient_accumulation) return absl::OkStatus();
+  int64_t product = 0;
+  if (!core::CheckedProduct({*t.micro_batch, *t.gradient_accumulation, int64_t{world_size}}, &product)) {
+    return error("training.global_batch",
+                 absl::StrCat("micro_batch x gradient_accumulation x world_size = ", *t.micro_batch, " x ",
+                              *t.gradient_accumulation, " x ", world_size, " overflows 64 bits"));
+  }
+  if (product != t.global_batch) {
+    return error(
+        "training.global_batch",
+        absl::StrCat(t.global_batch, " != micro_batch x gradient_accumulation x world_size = ", product));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRates(const TrainingSpec& t, const TrainingFieldError& error) {
+  if (!std::isfinite(t.lr) || !(t.lr > 0) || t.lr > kMaxLearningRate) {
+    return error("training.lr",
+                 absl::StrCat("must be a positive finite number <= ", kMaxLearningRate, ", got ", t.lr));
+  }
+  ZF_RETURN_IF_ERROR(FiniteAtLeast(error, "training.min_lr", t.min_lr, 0));
+  if (t.min_lr > t.lr) return error("training.min_lr", absl::StrCat("must lie in [0, lr = ", t.lr, "]"));
+  ZF_RETURN_IF_ERROR(FiniteAtLeast(error, "training.weight_decay", t.weight_decay, 0));
+  // 0 turns clipping off (DeepSpeed's gradient_clipping: 0 means the same); infinity is not a norm.
+  return FiniteAtLeast(error, "training.max_grad_norm", t.max_grad_norm, 0);
+}
+
+}  // namespace
+
+absl::Status ValidateTraining(const TrainingSpec& t, int world_size, const TrainingFieldError& error) {
+  if (world_size < 1) return error("world_size", absl::StrCat("must be >= 1, got ", world_size));
+  ZF_RETURN_IF_ERROR(IntInRange(error, "training.steps", t.steps, 1, kMaxSteps));
+  ZF_RETURN_IF_ERROR(IntInRange(error, "training.warmup_steps", t.warmup_steps, 0, kMaxSteps));
+  ZF_RETURN_IF_ERROR(IntInRange(error, "training.decay_steps", t.decay_steps, 0, kMaxSteps));
+  ZF_RETURN_IF_ERROR(IntInRange(error, "training.max_length", t.max_length, 1, kMaxLength));
+  ZF_RETURN_IF_ERROR(IntInRange(error, "training.zero_stage", t.zero_stage, 0, 2));
+  ZF_RETURN_IF_ERROR(ValidateBatch(t, world_size, error));
+  return ValidateRates(t, error);
+}
+
+}  // namespace zerofit::jobspec
