@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
 #include "planner/search.h"
@@ -362,7 +363,13 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
         job_id,
         MetricRow{r.step, r.rank, r.loss, r.accuracy, r.tokens_per_s, r.peak_bytes, clock_->Now(), r.named}));
   }
+  const bool failed = r.finished && r.exit_code != 0 && r.exit_code != kPreemptedExitCode && !r.out_of_memory;
+  if (failed && !IsTerminal(live->state->status().phase)) {
+    // Also before the attempt formed (a rank that cannot start): the failure's reason names this error.
+    ZF_RETURN_IF_ERROR(live->state->NoteWorkerError(r.rank, absl::StrJoin(r.log_lines, "; ")));
+  }
   if (live->state->status().phase != JobPhase::kRunning) return absl::OkStatus();  // a late report
+  if (r.step >= 0) ZF_RETURN_IF_ERROR(live->state->StepCompleted(r.step));
   bool changed = false;
   if (r.checkpoint_step >= 0 && r.checkpoint_step > live->state->status().checkpoint_step) {
     ZF_RETURN_IF_ERROR(live->state->CheckpointWritten(r.checkpoint_step));

@@ -392,14 +392,44 @@ TEST(ServiceTest, APreemptionStopsEveryRankAtOneStepAndResumesWithoutARestart) {
   EXPECT_EQ(j.restarts(), 0);
 }
 
-// Ranks that fail before registering (bad data, a missing file) form no attempt; each such launch still
-// uses one of max_restarts (2 here), or the same failing start would be relaunched forever. A normal failed
-// attempt counts once, not again when its launcher exits.
-TEST(ServiceTest, LaunchesThatFormNoAttemptUseUpRestarts) {
+// A rank that cannot start (a missing data dir) reports its error and exits before registering; the
+// launch forms no attempt. The job never completed a step, so relaunching the same inputs would fail the
+// same way: the job fails at once with the rank's error, max_restarts (2) unused.
+TEST(ServiceTest, AJobWhoseWorkersCannotStartFailsAtOnceWithTheirError) {
+  Fixture f;
+  Coordinator& c = f.server->coordinator();
+  f.Register(0);
+  v1::ReportRequest req;
+  req.set_job_id(f.job);
+  req.set_rank(1);
+  req.set_host("node2");
+  req.set_step(-1);
+  req.set_checkpoint_step(-1);
+  req.set_finished(true);
+  req.set_exit_code(1);
+  req.add_log_lines("cannot start: /d/train_ids.jsonl: cannot open");
+  v1::ReportResponse resp;
+  auto ctx = f.Context();
+  ASSERT_TRUE(f.workers->Report(ctx.get(), req, &resp).ok());
+  EXPECT_EQ(f.Get().phase(), v1::QUEUED);
+  ASSERT_TRUE(c.LauncherExited(f.job, 1).ok());
+  const v1::Job j = f.Get();
+  EXPECT_EQ(j.phase(), v1::FAILED);
+  EXPECT_EQ(j.restarts(), 0);
+  EXPECT_NE(j.reason().find("rank 1: cannot start: /d/train_ids.jsonl: cannot open"), std::string::npos)
+      << j.reason();
+  EXPECT_NE(j.reason().find("the job never completed a step"), std::string::npos) << j.reason();
+}
+
+// After an attempt completed steps, a launch that forms no attempt (ranks failing before registering) uses
+// one of max_restarts once: it may be transient. The next such launch from the same checkpoint fails the job.
+// A normal failed attempt counts once, not again when its launcher exits.
+TEST(ServiceTest, LaunchesThatFormNoAttemptAfterProgressAreRetriedOnce) {
   Fixture f;
   Coordinator& c = f.server->coordinator();
   f.Register(0);
   f.Register(1);
+  f.Report(0, 0, -1, false);  // step 0 completed
   f.Report(0, -1, -1, true);  // exit code 0 from rank 0, then rank 1 fails
   v1::ReportRequest req;
   req.set_job_id(f.job);
@@ -422,6 +452,9 @@ TEST(ServiceTest, LaunchesThatFormNoAttemptUseUpRestarts) {
   const v1::Job j = f.Get();
   EXPECT_EQ(j.phase(), v1::FAILED);
   EXPECT_NE(j.reason().find("before every rank registered"), std::string::npos) << j.reason();
+  EXPECT_NE(j.reason().find("the previous attempt also failed before its first step from the start"),
+            std::string::npos)
+      << j.reason();
 }
 
 TEST(ServiceTest, LauncherEventsOverTheWire) {
