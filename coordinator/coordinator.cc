@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/checkpoint_dir_check.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
 #include "planner/search.h"
@@ -132,8 +133,10 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
                                                            const std::string& name,
                                                            const std::string& spec_text,
                                                            const std::string& spec_source) {
-  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec,
-                      jobspec::ParseJobSpec(spec_text, spec_source.empty() ? "job spec" : spec_source));
+  const std::string source = spec_source.empty() ? "job spec" : spec_source;
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(spec_text, source));
+  // Before the job exists: a checkpoint.dir holding what zerofit did not write is refused, not rotated away.
+  ZF_RETURN_IF_ERROR(CheckCheckpointDirAtSubmit(spec.checkpoint, request_id, source));
   // A job that does not fit is refused here, with the planner's reason, rather than failing on the workers.
   ZF_ASSIGN_OR_RETURN(Sizing sizing, SizeJob(spec));
   std::lock_guard<std::mutex> lock(mu_);

@@ -5,9 +5,11 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -16,6 +18,7 @@
 
 #include "comm/rendezvous.h"
 #include "coordinator/kv_rendezvous.h"
+#include "core/dir_owner.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
 namespace zerofit::coordinator {
@@ -455,6 +458,48 @@ TEST(ServiceTest, LaunchesThatFormNoAttemptAfterProgressAreRetriedOnce) {
   EXPECT_NE(j.reason().find("the previous attempt also failed before its first step from the start"),
             std::string::npos)
       << j.reason();
+}
+
+// A checkpoint.dir that holds the user's own step-* folders (no `latest`) or another job's checkpoints is
+// refused at submit, naming the file, line and field, before any worker could rotate them away; a missing
+// or empty directory, or one marked with this job's request id (a resubmitted job), is fine.
+TEST(ServiceTest, SubmitRefusesANonEmptyCheckpointDirZerofitDoesNotOwn) {
+  Fixture f;
+  Coordinator& c = f.server->coordinator();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("zerofit_submit_ckpt_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  auto submit = [&](const std::string& request) {
+    return c.Submit(request, "", absl::StrCat(kSpec, "checkpoint: {dir: ", dir.string(), ", every: 5}\n"),
+                    "job.yaml");
+  };
+  EXPECT_TRUE(submit("req-missing").ok()) << "created by the first save";
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(submit("req-empty").ok());
+  std::filesystem::create_directories(dir / "step-1");
+  std::ofstream(dir / "step-1" / "notes.txt") << "the user's own";
+  auto refused = submit("req-user");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(absl::StrCat(
+                "job.yaml:12: field 'checkpoint.dir': ", dir.string(),
+                " is not empty (step-1: 1 entry) and zerofit did not create it (no zerofit-owner.json)")),
+            std::string::npos)
+      << refused.status();
+  ASSERT_TRUE(core::WriteDirOwner(dir.string(), core::DirOwner{"job-000009", "req-owner"}).ok());
+  EXPECT_TRUE(submit("req-owner").ok()) << "the job's own directory (resubmitted, requeued)";
+  refused = submit("req-other");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(
+                "already holds another job's checkpoints (job job-000009, request req-owner; step-1, "
+                "zerofit-owner.json: 2 entries)"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_TRUE(std::filesystem::exists(dir / "step-1" / "notes.txt"));
+  // A FIFO where the marker should be is not opened for reading (it would block): refused, promptly.
+  std::filesystem::remove(dir / "zerofit-owner.json");
+  ASSERT_EQ(::mkfifo((dir / "zerofit-owner.json").c_str(), 0600), 0);
+  EXPECT_EQ(submit("req-owner").status().code(), absl::StatusCode::kFailedPrecondition);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServiceTest, LauncherEventsOverTheWire) {
