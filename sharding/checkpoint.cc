@@ -109,12 +109,28 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
   return m;
 }
 
-// Rank 0, before any rank writes: removes `owner`'s stale temporary folders (into `removed`), marks `root`
-// as zerofit's when it has no marker yet, and creates `tmp_dir` with `owner`'s marker in it first, so that
-// even a save killed right after this is recognised as ours by the next one.
-absl::Status StartWrite(const std::string& root, const fs::path& tmp_dir, const core::DirOwner& owner,
-                        std::vector<std::string>* removed) {
+// FailedPrecondition when `dir` exists and is not `owner`'s (the user's own folder of the same name, another
+// job's): the save must neither write into it nor replace it.
+absl::Status RequireAbsentOrOwned(const fs::path& dir, const core::DirOwner& owner) {
+  std::error_code ec;
+  if (fs::symlink_status(dir, ec).type() == fs::file_type::not_found) return absl::OkStatus();
+  const auto marked = core::ReadDirOwner(dir.string());
+  if (marked.ok() && *marked == owner) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(dir.string(), " exists and zerofit did not write it for this job (",
+                   marked.ok() ? marked->Describe() : std::string("no owner marker"),
+                   "); zerofit never replaces what it did not write: move it out of checkpoint.dir"));
+}
+
+// Rank 0, before any rank writes: removes `owner`'s stale temporary folders (into `removed`), makes sure
+// neither `tmp_dir` nor `final_dir` is someone else's, marks `root` as zerofit's when it has no marker yet,
+// and creates `tmp_dir` with `owner`'s marker in it first, so that even a save killed right after this is
+// recognised as ours by the next one.
+absl::Status StartWrite(const std::string& root, const fs::path& tmp_dir, const fs::path& final_dir,
+                        const core::DirOwner& owner, std::vector<std::string>* removed) {
   ZF_ASSIGN_OR_RETURN(*removed, RemoveStaleCheckpointWrites(root, owner));
+  ZF_RETURN_IF_ERROR(RequireAbsentOrOwned(tmp_dir, owner));
+  ZF_RETURN_IF_ERROR(RequireAbsentOrOwned(final_dir, owner));
   std::error_code ec;
   fs::create_directories(tmp_dir, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat(tmp_dir.string(), ": ", ec.message()));
@@ -149,7 +165,7 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
 
   const core::DirOwner owner = core::DirOwnerFromJson(extra);
   absl::Status local;
-  if (rank == 0) local = StartWrite(root, tmp_dir, owner, &info.removed_stale);
+  if (rank == 0) local = StartWrite(root, tmp_dir, final_dir, owner, &info.removed_stale);
   ZF_RETURN_IF_ERROR(AgreeOk(local, comm));
 
   // This rank's real elements, runs concatenated in segment order.
@@ -203,7 +219,7 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
       j["extra"] = extra_json;
       ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((tmp_dir / "manifest.json").string(), j.dump(1)));
       std::error_code ec;
-      fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
+      fs::remove_all(final_dir, ec);  // this job's checkpoint of the same step from an earlier attempt
       fs::rename(tmp_dir, final_dir, ec);
       if (ec) return absl::InternalError(absl::StrCat("rename ", tmp_dir.string(), ": ", ec.message()));
       ZF_RETURN_IF_ERROR(core::FsyncPath(root, true));

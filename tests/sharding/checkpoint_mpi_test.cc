@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "comm/communicator_factory.h"
 #include "sharding/checkpoint.h"
 #include "sharding/zero2_optimizer.h"
@@ -223,6 +224,28 @@ TEST(CheckpointTest, RotationKeepsFoldersZerofitDidNotWrite) {
   EXPECT_TRUE(fs::exists(r / "step-00000000" / "manifest.json")) << "job-000001's copy is not run-2's";
   EXPECT_TRUE(fs::exists(r / "step-00000003" / "manifest.json")) << "run-1's checkpoint is not run-2's";
   EXPECT_TRUE(fs::exists(r / "step-00000004" / "manifest.json"));
+  // A folder of exactly the name the next save would write, and a temporary one, both the user's: the save
+  // is refused, naming the folder, rather than replacing or writing into it.
+  for (const char* name : {"step-00000005", "step-00000006.tmp"}) {
+    ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+    if (comm->rank() == 0) {
+      fs::create_directories(r / name);
+      std::ofstream(r / name / "notes.txt") << "the user's own";
+    }
+    ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+    TrainSteps(*opt, opt->step(), 1);
+    auto refused = SaveCheckpoint(*opt, root, owner);
+    ASSERT_FALSE(refused.ok());
+    if (comm->rank() == 0) {
+      EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_NE(refused.status().message().find(absl::StrCat((r / name).string(),
+                                                             " exists and zerofit did not "
+                                                             "write it for this job")),
+                std::string::npos)
+          << refused.status();
+    }
+    EXPECT_TRUE(fs::exists(r / name / "notes.txt")) << name;
+  }
   ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
   if (comm->rank() == 0) fs::remove_all(root);
 }
