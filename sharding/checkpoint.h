@@ -42,7 +42,8 @@ struct CheckpointInfo {
 // owner's stale `step-N.tmp` folders (CheckpointInfo::removed_stale). After `latest` moved, keeps the newest
 // `keep` (>= 1) of this owner's checkpoints up to the new one and removes its older ones; folders without
 // the owner's marker (the user's own `step-*`, another job's) are never removed
-// (sharding/checkpoint_rotation.h).
+// (sharding/checkpoint_rotation.h): FailedPrecondition, naming the folder, when `step-N` or `step-N.tmp` of
+// the new step is such a folder.
 absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& optimizer, const std::string& root,
                                               const std::string& extra = "", int keep = 1);
 
