@@ -174,6 +174,23 @@ TEST(JobStateTest, AFailureBeforeTheFirstStepAfterProgressIsRetriedOnceFromTheSa
       << job.status().reason;
 }
 
+// Progress belongs to the attempt that made it: after a stepped attempt failed, the next launch that forms
+// no attempt has not stepped (it is an early failure, retried once), and the one after it fails the job.
+TEST(JobStateTest, ALaunchAfterAFailedAttemptHasNotSteppedYet) {
+  core::FakeClock clock;
+  JobStateMachine job(JobPolicy{}, clock.Now());  // max_restarts 3
+  ASSERT_TRUE(job.Schedule(2, clock.Now()).ok());
+  ASSERT_TRUE(job.StepCompleted(0).ok());
+  ASSERT_TRUE(job.WorkerExited(1, 1, clock.Now()).ok());
+  EXPECT_EQ(job.status().phase, JobPhase::kRestarting);
+  ASSERT_TRUE(job.LaunchFailed(1, clock.Now()).ok());
+  EXPECT_EQ(job.status().phase, JobPhase::kRestarting);
+  EXPECT_EQ(job.status().restarts, 2);
+  ASSERT_TRUE(job.LaunchFailed(1, clock.Now()).ok());
+  EXPECT_EQ(job.status().phase, JobPhase::kFailed);
+  EXPECT_EQ(job.status().restarts, 2);
+}
+
 // Not a failure of the inputs: an OOM at step 0 is re-planned and retried; a lost node (missed heartbeats)
 // and a preemption before the first step restart as before. A re-planned attempt is new inputs.
 TEST(JobStateTest, OomLostNodesAndPreemptionBeforeTheFirstStepAreRetried) {
