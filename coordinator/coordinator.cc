@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/checkpoint_dir_check.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
 #include "planner/search.h"
@@ -131,8 +133,10 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
                                                            const std::string& name,
                                                            const std::string& spec_text,
                                                            const std::string& spec_source) {
-  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec,
-                      jobspec::ParseJobSpec(spec_text, spec_source.empty() ? "job spec" : spec_source));
+  const std::string source = spec_source.empty() ? "job spec" : spec_source;
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(spec_text, source));
+  // Before the job exists: a checkpoint.dir holding what zerofit did not write is refused, not rotated away.
+  ZF_RETURN_IF_ERROR(CheckCheckpointDirAtSubmit(spec.checkpoint, request_id, source));
   // A job that does not fit is refused here, with the planner's reason, rather than failing on the workers.
   ZF_ASSIGN_OR_RETURN(Sizing sizing, SizeJob(spec));
   std::lock_guard<std::mutex> lock(mu_);
@@ -363,7 +367,13 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
         job_id,
         MetricRow{r.step, r.rank, r.loss, r.accuracy, r.tokens_per_s, r.peak_bytes, clock_->Now(), r.named}));
   }
+  const bool failed = r.finished && r.exit_code != 0 && r.exit_code != kPreemptedExitCode && !r.out_of_memory;
+  if (failed && !IsTerminal(live->state->status().phase)) {
+    // Also before the attempt formed (a rank that cannot start): the failure's reason names this error.
+    ZF_RETURN_IF_ERROR(live->state->NoteWorkerError(r.rank, absl::StrJoin(r.log_lines, "; ")));
+  }
   if (live->state->status().phase != JobPhase::kRunning) return absl::OkStatus();  // a late report
+  if (r.step >= 0) ZF_RETURN_IF_ERROR(live->state->StepCompleted(r.step));
   bool changed = false;
   if (r.checkpoint_step >= 0 && r.checkpoint_step > live->state->status().checkpoint_step) {
     ZF_RETURN_IF_ERROR(live->state->CheckpointWritten(r.checkpoint_step));

@@ -10,10 +10,24 @@
 // An attempt fails when a rank exits non-zero, reports an out-of-memory error (then the next attempt must be
 // re-planned: smaller micro-batch, more accumulation, same global batch), or misses heartbeats for longer
 // than heartbeat_timeout (checked by Tick). A restart resumes from the last checkpoint the job recorded.
+//
+// Failures before the first step. An attempt fails early when it ends with a worker failure (a rank exits
+// non-zero, the launcher exits before every rank finished, or a launch forms no attempt because a rank
+// failed before registering) before any step of that attempt completed. Not early failures: an
+// out-of-memory error (re-planned and retried as any OOM), missed heartbeats (a lost node) and an
+// interruption (preemption). The inputs of an attempt are the checkpoint it starts from and the number of
+// OOM re-plans so far. An early failure is retried (using one of max_restarts) only when
+//   (a) some earlier attempt of the job completed a step (the code, data and spec are known to work), and
+//   (b) no earlier early failure had the same inputs (a transient failure gets one retry from a checkpoint).
+// Otherwise the job fails at once, whatever max_restarts says: the same inputs would fail the same way (a
+// missing data dir is not fixed by relaunching). The reason then carries the workers' error
+// (NoteWorkerError).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -64,7 +78,12 @@ class JobStateMachine {
   // A launch that formed no attempt (queued or restarting: its ranks failed before all registered): one of
   // max_restarts used, or failed when none is left.
   absl::Status LaunchFailed(int exit_code, absl::Time now);
-  absl::Status CheckpointWritten(int64_t step);
+  absl::Status CheckpointWritten(int64_t step);  // a newer step while running: the attempt made progress
+  // A rank reported that `step` completed (running only): the attempt made progress.
+  absl::Status StepCompleted(int64_t step);
+  // A rank's error text, reported as it failed; the first one of an attempt (or of a launch that formed no
+  // attempt) goes into the reason when that attempt fails. Any phase but a terminal one.
+  absl::Status NoteWorkerError(int rank, const std::string& text);
   // The attempt was stopped from outside (Slurm preemption or time limit, the allocation requeued): running
   // -> restarting without using one of max_restarts. No-op in any other phase.
   absl::Status Interrupt(const std::string& why, absl::Time now);
@@ -77,12 +96,24 @@ class JobStateMachine {
   const JobPolicy& policy() const { return policy_; }
 
  private:
-  void FailAttempt(const std::string& why, bool oom, absl::Time now);
+  enum class Cause { kWorker, kOutOfMemory, kLostNode };
+  using Inputs = std::pair<int64_t, int>;  // (checkpoint step started from, OOM re-plans so far)
+
+  void FailAttempt(const std::string& why, Cause cause, absl::Time now);
+  // The reason when an early failure ends the job (see the header comment); empty when it is retried.
+  std::string EarlyFailureVerdict();
   void Enter(JobPhase p, std::string reason, absl::Time now);
 
   JobPolicy policy_;
   JobStatus status_;
   std::vector<absl::Time> last_heartbeat_;  // per rank, this attempt
+  // Kept in memory only (a coordinator restart starts them from what the status proves: a running attempt
+  // or a recorded checkpoint counts as progress).
+  bool attempt_stepped_ = false;  // a step of the current attempt completed
+  bool ever_stepped_ = false;     // a step of any attempt completed
+  int replans_ = 0;               // OOM re-plans so far
+  std::optional<Inputs> last_early_failure_;
+  std::string worker_error_;  // "rank R: text" of the current attempt's first worker error
 };
 
 }  // namespace zerofit::coordinator

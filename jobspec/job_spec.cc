@@ -557,6 +557,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
     if (!c.IsMap()) return r.Error(c, "checkpoint", "expected a mapping");
     ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep"}));
     ZF_RETURN_IF_ERROR(r.Get(c, "dir", "checkpoint.dir", &s.checkpoint.dir, "a path"));
+    if (c["dir"].IsDefined()) s.checkpoint.dir_line = c["dir"].Mark().line + 1;
     ZF_RETURN_IF_ERROR(r.Get(c, "every", "checkpoint.every", &s.checkpoint.every, "an integer"));
     ZF_RETURN_IF_ERROR(r.Get(c, "keep", "checkpoint.keep", &s.checkpoint.keep, "an integer"));
     if (s.checkpoint.every < 1) return r.Error(c["every"], "checkpoint.every", "must be >= 1");

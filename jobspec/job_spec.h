@@ -75,6 +75,7 @@ struct CheckpointSpec {
   std::string dir;  // empty: no checkpoints
   int64_t every = 100;
   int keep = 1;
+  int dir_line = 0;  // the line of `dir` in the spec (0: not from a YAML file), for errors found later
 };
 
 // Where the preference pairs come from: a directory of token-id files (`data: DIR`, DIR/train_ids.jsonl and

@@ -12,11 +12,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/dir_owner.h"
 #include "core/json_depth.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
 #include "nlohmann/json.hpp"
+#include "sharding/checkpoint_rotation.h"
 
 namespace zerofit::sharding {
 namespace {
@@ -130,6 +132,36 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& dir) {
   return m;
 }
 
+// FailedPrecondition when `dir` exists and is not `owner`'s (the user's own folder of the same name, another
+// job's): the save must neither write into it nor replace it.
+absl::Status RequireAbsentOrOwned(const fs::path& dir, const core::DirOwner& owner) {
+  std::error_code ec;
+  if (fs::symlink_status(dir, ec).type() == fs::file_type::not_found) return absl::OkStatus();
+  const auto marked = core::ReadDirOwner(dir.string());
+  if (marked.ok() && *marked == owner) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(dir.string(), " exists and zerofit did not write it for this job (",
+                   marked.ok() ? marked->Describe() : std::string("no owner marker"),
+                   "); zerofit never replaces what it did not write: move it out of checkpoint.dir"));
+}
+
+// Rank 0, before any rank writes: removes `owner`'s stale temporary folders (into `removed`), makes sure
+// neither `tmp_dir` nor `final_dir` is someone else's, marks `root` as zerofit's when it has no marker yet,
+// and creates `tmp_dir` with `owner`'s marker in it first, so that even a save killed right after this is
+// recognised as ours by the next one.
+absl::Status StartWrite(const std::string& root, const fs::path& tmp_dir, const fs::path& final_dir,
+                        const core::DirOwner& owner, std::vector<std::string>* removed) {
+  ZF_ASSIGN_OR_RETURN(*removed, RemoveStaleCheckpointWrites(root, owner));
+  ZF_RETURN_IF_ERROR(RequireAbsentOrOwned(tmp_dir, owner));
+  ZF_RETURN_IF_ERROR(RequireAbsentOrOwned(final_dir, owner));
+  std::error_code ec;
+  fs::create_directories(tmp_dir, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat(tmp_dir.string(), ": ", ec.message()));
+  if (absl::IsNotFound(core::ReadDirOwner(root).status()))
+    ZF_RETURN_IF_ERROR(core::WriteDirOwner(root, owner));
+  return core::WriteDirOwner(tmp_dir.string(), owner);
+}
+
 }  // namespace
 
 absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::string& root,
@@ -154,13 +186,9 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
   const fs::path tmp_dir = fs::path(root) / (name + ".tmp");
   info.dir = final_dir.string();
 
+  const core::DirOwner owner = core::DirOwnerFromJson(extra);
   absl::Status local;
-  if (rank == 0) {
-    std::error_code ec;
-    fs::remove_all(tmp_dir, ec);  // a save that crashed earlier
-    fs::create_directories(tmp_dir, ec);
-    if (ec) local = absl::PermissionDeniedError(absl::StrCat(tmp_dir.string(), ": ", ec.message()));
-  }
+  if (rank == 0) local = StartWrite(root, tmp_dir, final_dir, owner, &info.removed_stale);
   ZF_RETURN_IF_ERROR(AgreeOk(local, comm));
 
   // This rank's real elements, runs concatenated in segment order.
@@ -214,28 +242,13 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
       j["extra"] = extra_json;
       ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((tmp_dir / "manifest.json").string(), j.dump(1)));
       std::error_code ec;
-      fs::remove_all(final_dir, ec);  // a checkpoint of the same step from an earlier attempt
+      fs::remove_all(final_dir, ec);  // this job's checkpoint of the same step from an earlier attempt
       fs::rename(tmp_dir, final_dir, ec);
       if (ec) return absl::InternalError(absl::StrCat("rename ", tmp_dir.string(), ": ", ec.message()));
       ZF_RETURN_IF_ERROR(core::FsyncPath(root, true));
       ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((fs::path(root) / "latest").string(), name + "\n"));
-      // Only now that `latest` names the new checkpoint may old ones go: of the checkpoints up to the new
-      // one, keep the newest `keep` (the new one among them). A checkpoint of a later step is not this run's
-      // past (another run's, in the same directory): it stays, and so does the one just written.
-      std::vector<std::pair<int64_t, std::string>> complete;  // (step, directory name)
-      for (const auto& e : fs::directory_iterator(root, ec)) {
-        const std::string f = e.path().filename().string();
-        int64_t step = 0;
-        if (e.is_directory() && f.rfind("step-", 0) == 0 && absl::SimpleAtoi(f.substr(5), &step) &&
-            step <= info.step) {
-          complete.emplace_back(step, f);
-        }
-      }
-      std::sort(complete.begin(), complete.end());
-      for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) {
-        fs::remove_all(fs::path(root) / complete[i].second, ec);
-      }
-      return absl::OkStatus();
+      // Only now that `latest` names the new checkpoint may old ones go, and only this owner's.
+      return RotateCheckpoints(root, owner, info.step, keep).status();
     }();
   }
   ZF_RETURN_IF_ERROR(AgreeOk(local, comm));

@@ -8,7 +8,9 @@
 //   step-00000120/rank-00003.safetensors master, exp_avg, exp_avg_sq: rank 3's real elements (no padding),
 //   runs
 //                                        in manifest order
+//   step-00000120/zerofit-owner.json     the owner marker (core/dir_owner.h): which job wrote the folder
 //   latest                               the name of the newest complete checkpoint
+//   zerofit-owner.json                   the marker of the job that first saved here
 // A save writes into `step-N.tmp`, fsyncs every file, then (rank 0, after all ranks finished) renames the
 // directory and replaces `latest` atomically; the previous checkpoint is deleted only after that, so a crash
 // at any point leaves the last complete checkpoint readable. Loading on a different number of ranks
@@ -17,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "sharding/zero2_optimizer.h"
@@ -28,10 +31,19 @@ struct CheckpointInfo {
   int64_t step = 0;    // optimizer steps applied
   int world_size = 0;  // of the run that wrote it
   std::string extra;   // the caller's JSON, verbatim
+  // SaveCheckpoint on rank 0: the stale `step-N.tmp` folders of this owner (a killed or failed earlier save)
+  // it removed before writing, for the caller to report. Empty on other ranks and after a load.
+  std::vector<std::string> removed_stale;
 };
 
-// Collective over the optimizer's communicator. `extra` must be JSON (an object) or empty. Keeps `keep`
-// complete checkpoints (>= 1) besides the new one's predecessor being removed only after `latest` moved.
+// Collective over the optimizer's communicator. `extra` must be JSON (an object) or empty; its "job" and
+// "request" strings (sharding/checkpoint_owner.h) name the owner: every folder the save writes carries that
+// owner's marker (core/dir_owner.h), and so does `root` when it had none. Before writing, removes this
+// owner's stale `step-N.tmp` folders (CheckpointInfo::removed_stale). After `latest` moved, keeps the newest
+// `keep` (>= 1) of this owner's checkpoints up to the new one and removes its older ones; folders without
+// the owner's marker (the user's own `step-*`, another job's) are never removed
+// (sharding/checkpoint_rotation.h): FailedPrecondition, naming the folder, when `step-N` or `step-N.tmp` of
+// the new step is such a folder.
 absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& optimizer, const std::string& root,
                                               const std::string& extra = "", int keep = 1);
 

@@ -5,9 +5,11 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -19,6 +21,7 @@
 #include "comm/rendezvous.h"
 #include "coordinator/handler_guard.h"
 #include "coordinator/kv_rendezvous.h"
+#include "core/dir_owner.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
 namespace zerofit::coordinator {
@@ -395,9 +398,6 @@ TEST(ServiceTest, APreemptionStopsEveryRankAtOneStepAndResumesWithoutARestart) {
   EXPECT_EQ(j.restarts(), 0);
 }
 
-// Ranks that fail before registering (bad data, a missing file) form no attempt; each such launch still
-// uses one of max_restarts (2 here), or the same failing start would be relaunched forever. A normal failed
-// attempt counts once, not again when its launcher exits.
 TEST(ServiceTest, ACancelledJobAnswersEveryStepWithCancel) {
   Fixture f;
   f.Register(0);
@@ -424,11 +424,44 @@ TEST(ServiceTest, ACancelledJobAnswersEveryStepWithCancel) {
   }
 }
 
-TEST(ServiceTest, LaunchesThatFormNoAttemptUseUpRestarts) {
+// A rank that cannot start (a missing data dir) reports its error and exits before registering; the
+// launch forms no attempt. The job never completed a step, so relaunching the same inputs would fail the
+// same way: the job fails at once with the rank's error, max_restarts (2) unused.
+TEST(ServiceTest, AJobWhoseWorkersCannotStartFailsAtOnceWithTheirError) {
+  Fixture f;
+  Coordinator& c = f.server->coordinator();
+  f.Register(0);
+  v1::ReportRequest req;
+  req.set_job_id(f.job);
+  req.set_rank(1);
+  req.set_host("node2");
+  req.set_step(-1);
+  req.set_checkpoint_step(-1);
+  req.set_finished(true);
+  req.set_exit_code(1);
+  req.add_log_lines("cannot start: /d/train_ids.jsonl: cannot open");
+  v1::ReportResponse resp;
+  auto ctx = f.Context();
+  ASSERT_TRUE(f.workers->Report(ctx.get(), req, &resp).ok());
+  EXPECT_EQ(f.Get().phase(), v1::QUEUED);
+  ASSERT_TRUE(c.LauncherExited(f.job, 1).ok());
+  const v1::Job j = f.Get();
+  EXPECT_EQ(j.phase(), v1::FAILED);
+  EXPECT_EQ(j.restarts(), 0);
+  EXPECT_NE(j.reason().find("rank 1: cannot start: /d/train_ids.jsonl: cannot open"), std::string::npos)
+      << j.reason();
+  EXPECT_NE(j.reason().find("the job never completed a step"), std::string::npos) << j.reason();
+}
+
+// After an attempt completed steps, a launch that forms no attempt (ranks failing before registering) uses
+// one of max_restarts once: it may be transient. The next such launch from the same checkpoint fails the job.
+// A normal failed attempt counts once, not again when its launcher exits.
+TEST(ServiceTest, LaunchesThatFormNoAttemptAfterProgressAreRetriedOnce) {
   Fixture f;
   Coordinator& c = f.server->coordinator();
   f.Register(0);
   f.Register(1);
+  f.Report(0, 0, -1, false);  // step 0 completed
   f.Report(0, -1, -1, true);  // exit code 0 from rank 0, then rank 1 fails
   v1::ReportRequest req;
   req.set_job_id(f.job);
@@ -451,6 +484,51 @@ TEST(ServiceTest, LaunchesThatFormNoAttemptUseUpRestarts) {
   const v1::Job j = f.Get();
   EXPECT_EQ(j.phase(), v1::FAILED);
   EXPECT_NE(j.reason().find("before every rank registered"), std::string::npos) << j.reason();
+  EXPECT_NE(j.reason().find("the previous attempt also failed before its first step from the start"),
+            std::string::npos)
+      << j.reason();
+}
+
+// A checkpoint.dir that holds the user's own step-* folders (no `latest`) or another job's checkpoints is
+// refused at submit, naming the file, line and field, before any worker could rotate them away; a missing
+// or empty directory, or one marked with this job's request id (a resubmitted job), is fine.
+TEST(ServiceTest, SubmitRefusesANonEmptyCheckpointDirZerofitDoesNotOwn) {
+  Fixture f;
+  Coordinator& c = f.server->coordinator();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("zerofit_submit_ckpt_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  auto submit = [&](const std::string& request) {
+    return c.Submit(request, "", absl::StrCat(kSpec, "checkpoint: {dir: ", dir.string(), ", every: 5}\n"),
+                    "job.yaml");
+  };
+  EXPECT_TRUE(submit("req-missing").ok()) << "created by the first save";
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(submit("req-empty").ok());
+  std::filesystem::create_directories(dir / "step-1");
+  std::ofstream(dir / "step-1" / "notes.txt") << "the user's own";
+  auto refused = submit("req-user");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(absl::StrCat(
+                "job.yaml:12: field 'checkpoint.dir': ", dir.string(),
+                " is not empty (step-1: 1 entry) and zerofit did not create it (no zerofit-owner.json)")),
+            std::string::npos)
+      << refused.status();
+  ASSERT_TRUE(core::WriteDirOwner(dir.string(), core::DirOwner{"job-000009", "req-owner"}).ok());
+  EXPECT_TRUE(submit("req-owner").ok()) << "the job's own directory (resubmitted, requeued)";
+  refused = submit("req-other");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find(
+                "already holds another job's checkpoints (job job-000009, request req-owner; step-1, "
+                "zerofit-owner.json: 2 entries)"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_TRUE(std::filesystem::exists(dir / "step-1" / "notes.txt"));
+  // A FIFO where the marker should be is not opened for reading (it would block): refused, promptly.
+  std::filesystem::remove(dir / "zerofit-owner.json");
+  ASSERT_EQ(::mkfifo((dir / "zerofit-owner.json").c_str(), 0600), 0);
+  EXPECT_EQ(submit("req-owner").status().code(), absl::StatusCode::kFailedPrecondition);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServiceTest, LauncherEventsOverTheWire) {

@@ -3,7 +3,8 @@
 # worker killed (-9) mid-run restarts from its last checkpoint and ends with bit-identical optimizer state and
 # parameters (the checkpoint files of the final step compare equal), without repeating or skipping samples
 # (each step's samples come from the coordinator's scheduler; the restarted attempt begins right after the
-# checkpoint). A new job refuses a checkpoint.dir that holds another job's checkpoint.
+# checkpoint). A new job refuses a checkpoint.dir that holds another job's checkpoint. A job whose workers
+# cannot start fails at once, after one launch, whatever max_restarts says.
 # usage: run_restart_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -60,7 +61,21 @@ spec intruder "$D/ck_straight"
 sed -i 's/max_restarts: 2/max_restarts: 0/' "$D/intruder.yaml"
 md5sum "$D"/ck_straight/step-*/* > "$D/ck_straight.md5"
 "$Z" run "$D/intruder.yaml" --state-dir "$D/s3" > "$D/intruder.log" 2>&1 && fail "a job took over another job's checkpoint.dir"
-grep -q "checkpoint.dir $D/ck_straight already holds another job's checkpoint (step 160, job job-000001, request run-" \
+grep -q "intruder.yaml:[0-9]*: field 'checkpoint.dir': $D/ck_straight already holds another job's checkpoints (job job-000001, request run-" \
   "$D/intruder.log" || { cat "$D/intruder.log"; fail "no clear refusal"; }
 md5sum -c --quiet "$D/ck_straight.md5" || fail "the other job's checkpoint changed"
-echo "PASS (killed after step 60, resumed at step $resumed; a new job left another job's checkpoint alone)"
+# A job whose workers cannot start (its data dir is missing) never trained: relaunching the same inputs would
+# fail the same way, so it fails at once with the workers' error, max_restarts (3) unused: one mpiexec launch,
+# whose 2 ranks report the error at most once each (MPI_Abort of the first may stop the other before it does).
+spec nodata "$D/ck_nodata"
+sed -i -e "s|^data: .*|data: $D/no-such-dir|" -e 's/max_restarts: 2/max_restarts: 3/' "$D/nodata.yaml"
+t0=$(date +%s)
+"$Z" run "$D/nodata.yaml" --state-dir "$D/s4" > "$D/nodata.log" 2>&1 && fail "a job without its data dir succeeded"
+took=$(( $(date +%s) - t0 ))
+grep -q "zerofit run: job-000001 failed after 0 attempt(s): .*cannot start: .*no-such-dir.*the job never completed a step" \
+  "$D/nodata.log" || { cat "$D/nodata.log"; fail "no failure with the workers' error"; }
+launches=$(grep -c ":[01] *cannot start:" "$D/nodata.log")
+[ "$launches" -ge 1 ] && [ "$launches" -le 2 ] \
+  || { cat "$D/nodata.log"; fail "$launches 'cannot start' lines from 2 ranks: mpiexec was launched more than once"; }
+[ "$took" -le 60 ] || fail "the failing job took ${took} s"
+echo "PASS (killed after step 60, resumed at step $resumed; a new job left another job's checkpoint alone; a job without data failed after one launch in ${took} s)"

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "comm/communicator_factory.h"
 #include "nlohmann/json.hpp"
 #include "sharding/checkpoint.h"
@@ -191,6 +192,109 @@ TEST(CheckpointTest, ASaveNeverRemovesItsOwnOrALaterCheckpoint) {
   auto loaded = LoadCheckpoint(*fresh, root);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->step, 3);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) fs::remove_all(root);
+}
+
+// A checkpoint.dir that also holds the user's own step-* folders (no `latest`): rotation removes only the
+// checkpoints this job wrote (its owner marker), never a folder zerofit did not write, whatever its name.
+TEST(CheckpointTest, RotationKeepsFoldersZerofitDidNotWrite) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string root = TempRoot(*comm, "foreign");
+  const fs::path r(root);
+  if (comm->rank() == 0) {
+    fs::create_directories(r / "step-00000001");
+    std::ofstream(r / "step-00000001" / "notes.txt") << "the user's own";
+    fs::create_directories(r / "step-1");
+    std::ofstream(r / "step-1" / "weights.bin") << "the user's own";
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  auto opt = MakeOptimizer(comm.get());
+  const std::string owner = R"({"job": "job-000001", "request": "run-1"})";
+  TrainSteps(*opt, 0, 2);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root, owner).ok());
+  TrainSteps(*opt, 2, 1);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root, owner).ok());
+  // Another job's checkpoint of an earlier step in the same directory is not this job's to rotate either.
+  if (comm->rank() == 0) fs::copy(r / "step-00000003", r / "step-00000000", fs::copy_options::recursive);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  TrainSteps(*opt, 3, 1);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root, R"({"job": "job-000002", "request": "run-2"})").ok());
+  EXPECT_TRUE(fs::exists(r / "step-00000001" / "notes.txt"));
+  EXPECT_TRUE(fs::exists(r / "step-1" / "weights.bin"));
+  EXPECT_FALSE(fs::exists(r / "step-00000002")) << "keep = 1: this job's older checkpoint goes";
+  EXPECT_TRUE(fs::exists(r / "step-00000000" / "manifest.json")) << "job-000001's copy is not run-2's";
+  EXPECT_TRUE(fs::exists(r / "step-00000003" / "manifest.json")) << "run-1's checkpoint is not run-2's";
+  EXPECT_TRUE(fs::exists(r / "step-00000004" / "manifest.json"));
+  // A folder of exactly the name the next save would write, and a temporary one, both the user's: the save
+  // is refused, naming the folder, rather than replacing or writing into it.
+  for (const char* name : {"step-00000005", "step-00000006.tmp"}) {
+    ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+    if (comm->rank() == 0) {
+      fs::create_directories(r / name);
+      std::ofstream(r / name / "notes.txt") << "the user's own";
+    }
+    ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+    TrainSteps(*opt, opt->step(), 1);
+    auto refused = SaveCheckpoint(*opt, root, owner);
+    ASSERT_FALSE(refused.ok());
+    if (comm->rank() == 0) {
+      EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_NE(refused.status().message().find(absl::StrCat((r / name).string(),
+                                                             " exists and zerofit did not "
+                                                             "write it for this job")),
+                std::string::npos)
+          << refused.status();
+    }
+    EXPECT_TRUE(fs::exists(r / name / "notes.txt")) << name;
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) fs::remove_all(root);
+}
+
+// A save killed (kill -9) or failed (disk full) leaves `step-N.tmp` behind. The next save of the same job
+// removes its own stale ones and names them; a foreign `.tmp` folder stays.
+TEST(CheckpointTest, StaleTemporaryFoldersOfThisJobAreRemovedAndNamed) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string root = TempRoot(*comm, "stale");
+  const fs::path r(root);
+  const std::string owner = R"({"job": "job-000001", "request": "run-1"})";
+  auto opt = MakeOptimizer(comm.get());
+  TrainSteps(*opt, 0, 2);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root, owner).ok());
+  TrainSteps(*opt, 2, 2);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root, owner, /*keep=*/2).ok());
+  if (comm->rank() == 0) {
+    // Killed between writing every file and the rename: what the folder held then, under its .tmp name.
+    fs::rename(r / "step-00000002", r / "step-00000009.tmp");
+    fs::create_directories(r / "step-00000007.tmp");  // killed right after creating it
+    fs::create_directories(r / "step-00000008.tmp");
+    std::ofstream(r / "step-00000008.tmp" / "mine.txt") << "the user's own";
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  TrainSteps(*opt, 4, 1);
+  auto saved = SaveCheckpoint(*opt, root, owner, /*keep=*/2);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_FALSE(fs::exists(r / "step-00000009.tmp"));
+  EXPECT_FALSE(fs::exists(r / "step-00000007.tmp")) << "an empty folder holds nothing to lose";
+  EXPECT_TRUE(fs::exists(r / "step-00000008.tmp" / "mine.txt"));
+  EXPECT_TRUE(fs::exists(r / "step-00000005" / "manifest.json"));
+  if (comm->rank() == 0) {
+    EXPECT_EQ(saved->removed_stale, (std::vector<std::string>{(r / "step-00000007.tmp").string(),
+                                                              (r / "step-00000009.tmp").string()}));
+  } else {
+    EXPECT_TRUE(saved->removed_stale.empty()) << "rank 0 alone cleans up";
+  }
+  // Another job's stale folder is not this job's to remove.
+  if (comm->rank() == 0) fs::rename(r / "step-00000004", r / "step-00000010.tmp");
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  TrainSteps(*opt, 5, 1);
+  saved = SaveCheckpoint(*opt, root, R"({"job": "job-000002", "request": "run-2"})");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_TRUE(fs::exists(r / "step-00000010.tmp" / "manifest.json"));
+  EXPECT_TRUE(saved->removed_stale.empty());
   ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
   if (comm->rank() == 0) fs::remove_all(root);
 }

@@ -1,5 +1,6 @@
 #include "worker/torch/train/preference_trainer.h"
 
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -269,7 +270,15 @@ absl::StatusOr<EvalReport> PreferenceSession::Evaluate() {
 }
 
 absl::Status PreferenceSession::SaveCheckpoint(const std::string& root, const std::string& extra, int keep) {
-  return sharding::SaveCheckpoint(state_->binding->optimizer(), root, extra, keep).status();
+  ZF_ASSIGN_OR_RETURN(const sharding::CheckpointInfo info,
+                      sharding::SaveCheckpoint(state_->binding->optimizer(), root, extra, keep));
+  // Said where the job's output goes (mpiexec forwards the ranks' stderr); only rank 0 removes any.
+  for (const std::string& dir : info.removed_stale) {
+    std::fprintf(stderr,
+                 "checkpoint: removed %s, left by an earlier save of this job that was killed or failed\n",
+                 dir.c_str());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> PreferenceSession::LoadCheckpoint(const std::string& root) {

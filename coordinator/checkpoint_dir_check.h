@@ -1,0 +1,25 @@
+// The submit-time check of a job's checkpoint.dir: zerofit never deletes or overwrites what it did not
+// write, so a new job gets a directory that is missing, empty, or marked as this job's own
+// (core/dir_owner.h: the marker the first checkpoint save leaves in checkpoint.dir, naming the request id,
+// which a resubmitted or requeued job keeps). A non-empty directory without that marker (the user's own
+// files, another job's checkpoints) is refused before any worker starts.
+//
+// The coordinator may run where checkpoint.dir is not mounted: a path it cannot see passes here and the
+// workers check it when they start (sharding/checkpoint_owner.h). The check reads the directory listing and
+// the marker only: it opens no other file and follows no link inside the directory, and a marker that is a
+// FIFO or a link is not read (so it cannot block).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "jobspec/job_spec.h"
+
+namespace zerofit::coordinator {
+
+// `source` names the spec in errors (its file); the error names the field and its line. FailedPrecondition
+// for a directory zerofit may not use, with what it holds and what to do.
+absl::Status CheckCheckpointDirAtSubmit(const jobspec::CheckpointSpec& checkpoint,
+                                        const std::string& request_id, const std::string& source);
+
+}  // namespace zerofit::coordinator

@@ -1,0 +1,30 @@
+// What a save may delete in a checkpoint.dir: only folders zerofit wrote for the same owner. Every checkpoint
+// folder (`step-N`, and `step-N.tmp` while it is written) carries core/dir_owner.h's marker from its
+// creation on; a folder without it, or with another job's, is never removed, whatever its name. Neither
+// function follows a symbolic link (a link named step-N is left alone, and so is what it points to).
+// Not collective: rank 0 calls them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/dir_owner.h"
+
+namespace zerofit::sharding {
+
+// Removes the `step-*.tmp` folders of `root` that a killed or failed save of `owner` left behind (marked
+// with `owner`), and empty ones (a save killed before it wrote its marker: nothing in them to lose).
+// Returns their paths, sorted, for the caller to report. A missing `root` holds none.
+absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointWrites(const std::string& root,
+                                                                     const core::DirOwner& owner);
+
+// Rotation after `latest` names the checkpoint of `newest_step`: of `owner`'s complete checkpoints up to
+// that step (marked `step-N` folders), keeps the newest `keep` (>= 1) and removes the others; returns the
+// removed paths. A later step's checkpoint is not this run's past and stays.
+absl::StatusOr<std::vector<std::string>> RotateCheckpoints(const std::string& root,
+                                                           const core::DirOwner& owner, int64_t newest_step,
+                                                           int keep);
+
+}  // namespace zerofit::sharding
