@@ -50,35 +50,51 @@ inline float Bf16ToFloat(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(
 uint16_t FloatToFp16(float f);
 float Fp16ToFloat(uint16_t h);
 
-// Reads element i of a buffer of type t as float (kFloat64 is narrowed).
+// Element access at any byte address: callers may hand in buffers that are not aligned to the element
+// (the SIMD AdamW kernels write parameter copies at any offset, and their scalar tails use these), so the
+// accesses are memcpy, which compiles to one ordinary load or store; a cast pointer would be undefined
+// behaviour there (UBSan: misaligned store).
+template <typename T>
+inline T LoadUnaligned(const void* data, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const unsigned char*>(data) + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <typename T>
+inline void StoreUnaligned(void* data, size_t i, T v) {
+  std::memcpy(static_cast<unsigned char*>(data) + i * sizeof(T), &v, sizeof(T));
+}
+
+// Reads element i of a buffer of type t as float (kFloat64 is narrowed). Any alignment.
 inline float LoadAsFloat(const void* data, DType t, size_t i) {
   switch (t) {
     case DType::kFloat32:
-      return static_cast<const float*>(data)[i];
+      return LoadUnaligned<float>(data, i);
     case DType::kBFloat16:
-      return Bf16ToFloat(static_cast<const uint16_t*>(data)[i]);
+      return Bf16ToFloat(LoadUnaligned<uint16_t>(data, i));
     case DType::kFloat16:
-      return Fp16ToFloat(static_cast<const uint16_t*>(data)[i]);
+      return Fp16ToFloat(LoadUnaligned<uint16_t>(data, i));
     case DType::kFloat64:
-      return static_cast<float>(static_cast<const double*>(data)[i]);
+      return static_cast<float>(LoadUnaligned<double>(data, i));
   }
   return 0.0f;
 }
 
-// Writes float v as element i of a buffer of type t (rounded to nearest even for 16-bit types).
+// Writes float v as element i of a buffer of type t (rounded to nearest even for 16-bit types). Any
+// alignment.
 inline void StoreFromFloat(void* data, DType t, size_t i, float v) {
   switch (t) {
     case DType::kFloat32:
-      static_cast<float*>(data)[i] = v;
+      StoreUnaligned<float>(data, i, v);
       return;
     case DType::kBFloat16:
-      static_cast<uint16_t*>(data)[i] = FloatToBf16(v);
+      StoreUnaligned<uint16_t>(data, i, FloatToBf16(v));
       return;
     case DType::kFloat16:
-      static_cast<uint16_t*>(data)[i] = FloatToFp16(v);
+      StoreUnaligned<uint16_t>(data, i, FloatToFp16(v));
       return;
     case DType::kFloat64:
-      static_cast<double*>(data)[i] = v;
+      StoreUnaligned<double>(data, i, static_cast<double>(v));
       return;
   }
 }

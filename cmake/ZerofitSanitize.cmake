@@ -1,0 +1,60 @@
+# Sanitizer builds (issue 19): ZEROFIT_SANITIZE=address,undefined or ZEROFIT_SANITIZE=thread instruments every
+# zerofit target and test. Meant for a build directory of its own (scripts/test.sh uses build-asan and
+# build-tsan). Such a build is LibTorch-free by contract: the top-level CMakeLists.txt turns LibTorch, MPI,
+# CUDA and the benchmarks off before their options are read, because Debian's LibTorch and Open MPI are not
+# instrumented (ASan/LSan report their allocations, TSan cannot see their synchronisation) and a LibTorch
+# build costs minutes per target. What remains is every library that speaks flat buffers, and its unit tests.
+#
+# Findings fail the test: UBSan does not recover (-fno-sanitize-recover=all), ASan halts on the first error
+# with leak detection on, TSan exits non-zero (halt_on_error). Suppressions are for third-party code only,
+# one reason per line, in tests/sanitizers/*.supp.
+
+set(ZEROFIT_SANITIZE "" CACHE STRING
+    "Sanitizers for a LibTorch-free build: empty, 'address,undefined' (or either alone) or 'thread'")
+
+# zerofit_sanitize_setup(): checks ZEROFIT_SANITIZE and adds the compile and link flags to every target
+# defined after the call. Call it from the top-level CMakeLists.txt before any add_subdirectory.
+function(zerofit_sanitize_setup)
+  if(ZEROFIT_SANITIZE STREQUAL "")
+    return()
+  endif()
+  string(REPLACE "," ";" kinds "${ZEROFIT_SANITIZE}")
+  foreach(kind IN LISTS kinds)
+    if(NOT kind MATCHES "^(address|undefined|thread)$")
+      message(FATAL_ERROR "ZEROFIT_SANITIZE='${ZEROFIT_SANITIZE}': unknown sanitizer '${kind}' "
+                          "(use 'address,undefined' or 'thread')")
+    endif()
+  endforeach()
+  if("thread" IN_LIST kinds AND NOT kinds STREQUAL "thread")
+    message(FATAL_ERROR "ZEROFIT_SANITIZE='${ZEROFIT_SANITIZE}': 'thread' cannot be combined with other "
+                        "sanitizers; use a build directory per kind")
+  endif()
+  if(ZEROFIT_LIBFUZZER)
+    message(FATAL_ERROR "ZEROFIT_SANITIZE and ZEROFIT_LIBFUZZER are separate builds; turn one off")
+  endif()
+  set(flags -fsanitize=${ZEROFIT_SANITIZE} -fno-omit-frame-pointer)
+  if("undefined" IN_LIST kinds)
+    list(APPEND flags -fno-sanitize-recover=all)
+  endif()
+  add_compile_options(${flags})
+  add_link_options(${flags})
+  message(STATUS "zerofit: sanitizers ${ZEROFIT_SANITIZE}; LibTorch, MPI, CUDA and benchmarks are off")
+endfunction()
+
+# zerofit_sanitize_test_environment(<directory>): gives every test registered in <directory> the sanitizer
+# runtime options, so that a plain `ctest` in the build directory behaves like scripts/test.sh.
+function(zerofit_sanitize_test_environment directory)
+  if(ZEROFIT_SANITIZE STREQUAL "")
+    return()
+  endif()
+  set(supp ${PROJECT_SOURCE_DIR}/tests/sanitizers)
+  set(env
+    "ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:strict_init_order=1:check_initialization_order=1"
+    "LSAN_OPTIONS=suppressions=${supp}/lsan.supp:print_suppressions=0"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
+    "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=${supp}/tsan.supp:print_suppressions=0")
+  get_property(tests DIRECTORY ${directory} PROPERTY TESTS)
+  foreach(t IN LISTS tests)
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${env})
+  endforeach()
+endfunction()
