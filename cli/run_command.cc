@@ -18,6 +18,7 @@
 #include "cli/supervise.h"
 #include "client/connection_flags.h"
 #include "coordinator/service.h"
+#include "coordinator/state_dir_lock.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
 
@@ -88,6 +89,9 @@ absl::Status RunRun(const RunFlags& f) {
     state = tmpl;
   }
   ZF_RETURN_IF_ERROR(MakePrivateDir(state));
+  // One coordinator per state dir (coordinator/state_dir_lock.h): a `zerofit serve` or another `zerofit run`
+  // on the same --state-dir is refused, naming its PID, before the job store is opened.
+  ZF_ASSIGN_OR_RETURN(coordinator::StateDirLock lock, coordinator::StateDirLock::Acquire(state));
   const std::string token = NewToken();
   coordinator::ServerOptions o;
   o.listen = "127.0.0.1:0";
@@ -96,6 +100,7 @@ absl::Status RunRun(const RunFlags& f) {
   o.policy.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
   core::RealClock clock;
   ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
+  ZF_RETURN_IF_ERROR(lock.SetAddress(server->address()));
   coordinator::Coordinator& c = server->coordinator();
   // The request id is stored and printed: no part of the token in it.
   ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("run-", ::getpid(), "-", NewToken().substr(0, 8)),

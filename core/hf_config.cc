@@ -153,10 +153,12 @@ class FieldReader {
 
   // A token id in [0, vocab_size), or a list of them (Llama 3 lists several eos ids): each is checked,
   // the first is kept.
-  absl::Status OptionalTokenId(const std::string& field, int64_t vocab_size,
-                               std::optional<int64_t>* out) const {
+  // `minus_one_is_none`: -1 means "no such token" (what old Llama conversions write for pad_token_id).
+  absl::Status OptionalTokenId(const std::string& field, int64_t vocab_size, std::optional<int64_t>* out,
+                               bool minus_one_is_none = false) const {
     const Json* j = Get(field);
     if (j == nullptr) return absl::OkStatus();
+    if (minus_one_is_none && j->is_number_integer() && j->get<int64_t>() == -1) return absl::OkStatus();
     if (j->is_array() && j->empty()) return absl::OkStatus();
     const bool list = j->is_array();
     const size_t n = list ? j->size() : 1;
@@ -450,7 +452,8 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const 
     ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", kMaxLabels, &c.num_labels));
   }
 
-  ZF_RETURN_IF_ERROR(r.OptionalTokenId("pad_token_id", c.vocab_size, &c.pad_token_id));
+  ZF_RETURN_IF_ERROR(
+      r.OptionalTokenId("pad_token_id", c.vocab_size, &c.pad_token_id, /*minus_one_is_none=*/true));
   ZF_RETURN_IF_ERROR(r.OptionalTokenId("bos_token_id", c.vocab_size, &c.bos_token_id));
   ZF_RETURN_IF_ERROR(r.OptionalTokenId("eos_token_id", c.vocab_size, &c.eos_token_id));
   ZF_RETURN_IF_ERROR(CheckUnusedFields(r));

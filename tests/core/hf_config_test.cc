@@ -243,6 +243,9 @@ TEST(HfConfigTest, DefaultsAndVariants) {
   c = MustParse(Tiny(""));
   EXPECT_EQ(c.max_position_embeddings, 2048);
   EXPECT_FALSE(c.attention_bias);
+  // pad_token_id -1 (old Llama conversions) means none, as transformers reads it.
+  c = MustParse(Tiny(R"("pad_token_id": -1)"));
+  EXPECT_FALSE(c.pad_token_id.has_value());
   c = MustParse(Tiny(R"("attention_bias": true)"));
   EXPECT_TRUE(c.attention_bias);
   // Explicit head_dim need not divide hidden_size (Mistral-Nemo style).
@@ -364,6 +367,7 @@ TEST(HfConfigTest, ErrorsNameFileAndField) {
       {Tiny(R"("bos_token_id": -1)"), "field 'bos_token_id': -1 is not a token id"},
       {Tiny(R"("eos_token_id": [2, 1000])"), "field 'eos_token_id': entry 1: 1000 is not a token id"},
       {Tiny(R"("pad_token_id": 1000000000000)"), "field 'pad_token_id': 1000000000000 is not a token id"},
+      {Tiny(R"("pad_token_id": -2)"), "field 'pad_token_id': -2 is not a token id"},
 
       {"{\"hidden_size\": ", "tiny/config.json: not valid JSON"},
       {"[1]", "tiny/config.json: expected a JSON object, got array"},

@@ -9,6 +9,8 @@
 // [--tls-server-name NAME] (or ZEROFIT_TLS_CA, ZEROFIT_TLS_SERVER_NAME): client/connection_flags.h.
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -22,6 +24,7 @@
 #include "coordinator/kv_rendezvous.h"
 #endif
 #include "launch/launch_env.h"
+#include "launch/parent_watch.h"
 #include "worker/loop/worker_loop.h"
 #include "worker/mpi_main.h"
 #include "worker/torch/train/plan_options.h"
@@ -129,5 +132,12 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
 }  // namespace zerofit::worker
 
 int main(int argc, char** argv) {
+  // A rank dies with its launcher (mpiexec, slurmstepd): armed first, before MPI or gRPC start threads, with
+  // the parent read before anything else could take time (launch/parent_watch.h says why SIGKILL).
+  const pid_t parent = ::getppid();
+  if (const absl::Status watched = zerofit::launch::ExitWithParent(SIGKILL, parent); !watched.ok()) {
+    std::fprintf(stderr, "zerofit_worker: %s\n", std::string(watched.message()).c_str());
+    return 1;
+  }
   return zerofit::worker::MpiMain(argc, argv, &zerofit::worker::Parse, &zerofit::worker::Run);
 }
