@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,7 +37,9 @@ std::string DescribeHolder(const std::string& path) {
 
 absl::StatusOr<StateDirLock> StateDirLock::Acquire(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "lock").string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  // 0600 like every file of a state directory (the umask may only narrow it; fchmod below tightens a lock
+  // file of an older zerofit).
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("--state-dir ", dir, ": cannot open ", path));
   StateDirLock lock(fd, path);  // closes fd on every return below
   int rc;
@@ -45,11 +48,12 @@ absl::StatusOr<StateDirLock> StateDirLock::Acquire(const std::string& dir) {
   } while (rc != 0 && errno == EINTR);
   if (rc != 0 && errno == EWOULDBLOCK) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "state directory ", dir, " is in use by another zerofit serve (", DescribeHolder(path),
+        "state directory ", dir, " is in use by another zerofit serve or run (", DescribeHolder(path),
         "): one coordinator per state directory; stop that one or pass another --state-dir (lock: ", path,
         ")"));
   }
   if (rc != 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": flock"));
+  if (::fchmod(fd, 0600) != 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": fchmod"));
   if (absl::Status s = lock.WriteHolder(""); !s.ok()) return s;
   return lock;
 }

@@ -20,7 +20,8 @@ namespace zerofit::coordinator {
 class StateDirLock {
  public:
   // Locks <dir>/lock and records this process's PID in it. When another process holds it: FailedPrecondition
-  // "state directory DIR is in use by another zerofit serve (pid PID, address ADDRESS): ...". Never waits.
+  // "state directory DIR is in use by another zerofit serve or run (pid PID, address ADDRESS): ...". Never
+  // waits.
   static absl::StatusOr<StateDirLock> Acquire(const std::string& dir);
 
   StateDirLock(StateDirLock&& other) noexcept;

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "core/regular_file.h"
 #include "core/text_file.h"
 #include "nlohmann/json.hpp"
 
@@ -17,21 +18,6 @@ namespace {
 
 constexpr const char* kFormat = "zerofit-owner";
 constexpr size_t kMaxMarkerBytes = 4096;
-
-// Closes the descriptor on every path out of ReadDirOwner.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 
@@ -61,28 +47,16 @@ absl::Status WriteDirOwner(const std::string& dir, const DirOwner& owner) {
 
 absl::StatusOr<DirOwner> ReadDirOwner(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kDirOwnerFile).string();
-  // O_NOFOLLOW: a link is not a marker zerofit wrote; O_NONBLOCK: opening a FIFO must not wait for a writer.
-  const Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT || errno == ENOTDIR)
-      return absl::NotFoundError(absl::StrCat(path, ": no owner marker"));
-    return absl::DataLossError(
-        absl::StrCat(path, ": not a zerofit owner marker (", std::strerror(errno), ")"));
-  }
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      st.st_size > static_cast<off_t>(kMaxMarkerBytes)) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": not a zerofit owner marker (not a regular file of at most 4 KiB)"));
+  if (::lstat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    return absl::NotFoundError(absl::StrCat(path, ": no owner marker"));
   }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return absl::DataLossError(absl::StrCat(path, ": read failed"));
-    got += static_cast<size_t>(n);
+  // Not following links (a link is not a marker zerofit wrote), never blocking on a FIFO, bounded.
+  auto read = ReadRegularFile(path, kMaxMarkerBytes, /*follow_links=*/false);
+  if (!read.ok()) {
+    return absl::DataLossError(absl::StrCat("not a zerofit owner marker: ", read.status().message()));
   }
+  const std::string& text = *read;
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || j.value("format", "") != kFormat) {
     return absl::DataLossError(absl::StrCat(path, ": field 'format' is not '", kFormat, "'"));

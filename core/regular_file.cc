@@ -37,10 +37,11 @@ const char* KindOf(mode_t mode) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes) {
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, bool follow_links) {
   // O_NONBLOCK: open(2) of a FIFO returns at once instead of waiting for a writer (no effect on a regular
   // file). O_NOCTTY: a terminal named here does not become our controlling terminal.
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  ScopedFd fd(
+      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (follow_links ? 0 : O_NOFOLLOW)));
   if (fd.get() < 0) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }

@@ -15,6 +15,8 @@ namespace zerofit::core {
 // Never blocks on what the path names: it is opened O_NONBLOCK and checked with fstat before any read.
 // Errors name the path: NotFound (cannot open), InvalidArgument ("not a regular file (a FIFO)", "N bytes,
 // more than the limit of M"), DataLoss (a read error).
-absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes);
+// `follow_links` false: a symbolic link is refused too (O_NOFOLLOW), for files zerofit wrote itself.
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes,
+                                            bool follow_links = true);
 
 }  // namespace zerofit::core

@@ -96,6 +96,16 @@ struct Fixture {
     EXPECT_TRUE(s.ok()) << s.error_message();
     return resp;
   }
+  v1::AcquireStepResponse Acquire(int rank, int64_t step) {
+    v1::AcquireStepRequest req;
+    req.set_job_id(job);
+    req.set_rank(rank);
+    req.set_step(step);
+    v1::AcquireStepResponse resp;
+    auto ctx = Context();
+    EXPECT_TRUE(workers->AcquireStep(ctx.get(), req, &resp).ok());
+    return resp;
+  }
   v1::Job Get() {
     v1::GetJobRequest req;
     req.set_id(job);
@@ -341,16 +351,7 @@ TEST(ServiceTest, APreemptionStopsEveryRankAtOneStepAndResumesWithoutARestart) {
   Fixture f;
   f.Register(0);
   f.Register(1);
-  auto acquire = [&](int rank, int64_t step) {
-    v1::AcquireStepRequest req;
-    req.set_job_id(f.job);
-    req.set_rank(rank);
-    req.set_step(step);
-    v1::AcquireStepResponse resp;
-    auto ctx = f.Context();
-    EXPECT_TRUE(f.workers->AcquireStep(ctx.get(), req, &resp).ok());
-    return resp;
-  };
+  auto acquire = [&](int rank, int64_t step) { return f.Acquire(rank, step); };
   for (int64_t step = 0; step < 5; ++step) EXPECT_FALSE(acquire(0, step).stop());
   for (int64_t step = 0; step < 4; ++step) EXPECT_FALSE(acquire(1, step).stop());
   f.Report(0, 3, 3, false);  // checkpoint at step 3
@@ -402,16 +403,7 @@ TEST(ServiceTest, ACancelledJobAnswersEveryStepWithCancel) {
   Fixture f;
   f.Register(0);
   f.Register(1);
-  auto acquire = [&](int rank, int64_t step) {
-    v1::AcquireStepRequest req;
-    req.set_job_id(f.job);
-    req.set_rank(rank);
-    req.set_step(step);
-    v1::AcquireStepResponse resp;
-    auto ctx = f.Context();
-    EXPECT_TRUE(f.workers->AcquireStep(ctx.get(), req, &resp).ok());
-    return resp;
-  };
+  auto acquire = [&](int rank, int64_t step) { return f.Acquire(rank, step); };
   EXPECT_FALSE(acquire(0, 0).cancel());
   EXPECT_EQ(acquire(0, 0).micro_batches_size(), 2);
   ASSERT_TRUE(f.server->coordinator().Cancel(f.job, "user").ok());

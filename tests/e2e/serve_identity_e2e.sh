@@ -31,7 +31,7 @@ echo "$out" | grep -qF "zerofit status --coordinator $ADDR" || fail "no hint to 
 # The same state directory, another port: refused naming the holder; the address file still names it.
 out=$(timeout 10 "$Z" serve --state-dir "$S/a" --listen 127.0.0.1:0 2>&1); rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "a second serve on state dir $S/a started (rc $rc): $out"
-echo "$out" | grep -qF "in use by another zerofit serve (pid $SERVER, address $ADDR)" || fail "holder not named: $out"
+echo "$out" | grep -qF "in use by another zerofit serve or run (pid $SERVER, address $ADDR)" || fail "holder not named: $out"
 [ "$(cat "$S/a/address")" = "$ADDR" ] || fail "the address file was rewritten: $(cat "$S/a/address")"
 "$Z" list --state-dir "$S/a" > /dev/null || fail "the first coordinator stopped answering"
 
