@@ -133,4 +133,10 @@ for mode in 644 620; do
   out=$(timeout 10 "$Z" serve --state-dir "$D/tok" --listen 127.0.0.1:0 2>&1) && fail "serve took a token file of mode $mode"
   echo "$out" | grep -q "$D/tok/token.*chmod 600" || fail "zerofit serve's refusal of a token file of mode $mode: $out"
 done
+# zerofit_worker refuses a token on its command line (a 0600 file or the environment only).
+W="$(dirname "$Z")/../worker/torch/zerofit_worker"
+if [ -x "$W" ]; then
+  out=$("$W" --coordinator 127.0.0.1:1 --token not-a-real-token --job j 2>&1) && fail "zerofit_worker took --token"
+  echo "$out" | grep -q "token-file PATH (mode 0600) or set ZEROFIT_TOKEN" || fail "zerofit_worker --token: $out"
+fi
 echo "PASS (no token on any command line; state 0700, files 0600; SIGINT, SIGTERM and SIGKILL stop the whole job)"

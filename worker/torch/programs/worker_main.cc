@@ -61,6 +61,11 @@ absl::StatusOr<Flags> Parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") return absl::CancelledError(kUsage);
+    if (a == "--token") {  // STYLE 19: every local user reads a command line in /proc/PID/cmdline
+      return absl::InvalidArgumentError(
+          "--token would put the token on the command line, where every local user can read it: pass "
+          "--token-file PATH (mode 0600) or set ZEROFIT_TOKEN");
+    }
     if (i + 1 >= argc)
       return absl::InvalidArgumentError(absl::StrCat("flag ", a, " needs a value\n", kUsage));
     const std::string v = argv[++i];
