@@ -40,6 +40,7 @@ TEST(CoordinatorConcurrencyTest, RanksFollowersAndTheTickerShareOneJob) {
   const std::string job = submitted->job.id;
 
   std::atomic<bool> done{false};
+  std::atomic<int> registered{0};
   std::vector<std::thread> threads;
   std::vector<std::vector<std::vector<uint64_t>>> seen(kWorld);  // rank -> step -> its samples
   for (int rank = 0; rank < kWorld; ++rank) {
@@ -47,6 +48,9 @@ TEST(CoordinatorConcurrencyTest, RanksFollowersAndTheTickerShareOneJob) {
       std::vector<int64_t> lengths;
       if (rank == 0) lengths.assign(64, 10);
       ASSERT_TRUE(co.Register(job, rank, kWorld, "node", lengths).ok());
+      // As the workers do (worker_loop.h): every rank registered before any asks for a step.
+      registered.fetch_add(1);
+      while (registered.load() < kWorld) std::this_thread::yield();
       for (int64_t step = 0; step < kSteps; ++step) {
         ASSERT_TRUE(co.Heartbeat(job, rank).ok());
         absl::StatusOr<StepGrant> grant = co.AcquireStep(job, step);
