@@ -182,6 +182,8 @@ absl::Status RunSlurm(const SlurmFlags& f) {
     std::string token = f.token;
     if (token.empty()) {
       const std::string path = (fs::path(DefaultStateDir()) / "token").string();
+      // The same check as `zerofit serve`'s: a token file others can read or write is refused, naming it.
+      if (fs::exists(path, ec)) ZF_RETURN_IF_ERROR(CheckTokenFile(path));
       auto t = core::ReadTextFile(path);
       if (!t.ok()) {
         return absl::FailedPreconditionError(

@@ -139,4 +139,10 @@ if [ -x "$W" ]; then
   out=$("$W" --coordinator 127.0.0.1:1 --token not-a-real-token --job j 2>&1) && fail "zerofit_worker took --token"
   echo "$out" | grep -q "token-file PATH (mode 0600) or set ZEROFIT_TOKEN" || fail "zerofit_worker --token: $out"
 fi
+# `zerofit slurm` with an external coordinator reads ~/.zerofit/token: refused when others can read it.
+mkdir -p "$D/home/.zerofit" && chmod 700 "$D/home/.zerofit"
+echo 0123456789abcdef0123456789abcdef > "$D/home/.zerofit/token" && chmod 644 "$D/home/.zerofit/token"
+printf 'name: sl\ntask: reward\nmodel: /m\ndata: /d\ntraining: {steps: 2, global_batch: 4, micro_batch: 2, gradient_accumulation: 2}\nslurm: {nodes: 1, tasks_per_node: 1, coordinator: "127.0.0.1:1", state_dir: %s}\n' "$D/sl" > "$D/sl.yaml"
+out=$(HOME="$D/home" "$Z" slurm "$D/sl.yaml" 2>&1) && fail "zerofit slurm took a token file of mode 644"
+echo "$out" | grep -q "$D/home/.zerofit/token is readable by other users" || fail "zerofit slurm's refusal: $out"
 echo "PASS (no token on any command line; state 0700, files 0600; SIGINT, SIGTERM and SIGKILL stop the whole job)"
