@@ -98,8 +98,11 @@ absl::Status WorkerLoop::Start() {
   reg.set_rank(options_.rank);
   reg.set_world_size(options_.world_size);
   reg.set_host(options_.hostname);
-  if (options_.rank == 0)
-    for (int64_t len : session_->TrainLengths()) reg.add_sample_lengths(len);
+  if (options_.rank == 0) {  // the scheduler balances these; rank 0 also reports their count
+    const std::vector<int64_t> lengths = session_->TrainLengths();
+    num_train_pairs_ = static_cast<int64_t>(lengths.size());
+    for (int64_t len : lengths) reg.add_sample_lengths(len);
+  }
   ZF_ASSIGN_OR_RETURN(registered_, link_->Register(reg));
   // Every rank registered (and rank 0's lengths arrived) before anyone asks for a step.
   ZF_RETURN_IF_ERROR(options_.barrier(options_.barrier_timeout));
@@ -147,9 +150,8 @@ absl::Status WorkerLoop::Resume() {
 absl::Status WorkerLoop::ReportOpening() {
   ZF_RETURN_IF_ERROR(Report({absl::StrCat("started: ", options_.launched_as)}));
   if (options_.rank != 0) return absl::OkStatus();
-  ZF_RETURN_IF_ERROR(
-      Report({absl::StrCat("attempt ", registered_.attempt(), ": ", session_->TrainLengths().size(),
-                           " training pairs, steps ", first_step_, "..", plan_.steps - 1)}));
+  ZF_RETURN_IF_ERROR(Report({absl::StrCat("attempt ", registered_.attempt(), ": ", num_train_pairs_,
+                                          " training pairs, steps ", first_step_, "..", plan_.steps - 1)}));
   if (first_step_ > 0) return absl::OkStatus();  // the data report once per job, not on every resume
   for (absl::string_view line : absl::StrSplit(session_->DataReportText(), '\n', absl::SkipEmpty())) {
     ZF_RETURN_IF_ERROR(Report({absl::StrCat("data: ", line)}));

@@ -89,6 +89,7 @@ class WorkerLoop {
   v1::RegisterWorkerResponse registered_;
   std::unique_ptr<metrics::MetricsRecorder> recorder_;
   std::unique_ptr<Heartbeater> heartbeat_;
+  int64_t num_train_pairs_ = 0;  // known on rank 0
   int64_t first_step_ = 0;
   int64_t saved_ = -1;  // the last step whose checkpoint exists
   std::optional<std::vector<metrics::NamedValue>> last_eval_;
