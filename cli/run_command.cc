@@ -150,9 +150,13 @@ absl::Status RunRun(const RunFlags& f) {
     return j.status.checkpoint_step >= 0 ? absl::StrCat(" (step ", j.status.checkpoint_step, ")")
                                          : std::string();
   };
-  std::printf("zerofit run: %s %s after %d attempt(s)%s%s\n", id.c_str(),
-              coordinator::JobPhaseName(job.status.phase), job.status.attempt,
-              job.status.reason.empty() ? "" : ": ", job.status.reason.c_str());
+  // attempt 0: no launch formed an attempt (its ranks failed before all of them registered).
+  const std::string attempts = job.status.attempt == 0 ? std::string("before its ranks formed an attempt")
+                               : job.status.attempt == 1
+                                   ? std::string("after 1 attempt")
+                                   : absl::StrCat("after ", job.status.attempt, " attempts");
+  std::printf("zerofit run: %s %s %s%s%s\n", id.c_str(), coordinator::JobPhaseName(job.status.phase),
+              attempts.c_str(), job.status.reason.empty() ? "" : ": ", job.status.reason.c_str());
   if (job.status.phase != coordinator::JobPhase::kSucceeded) {
     return absl::AbortedError(absl::StrCat(id, " ", coordinator::JobPhaseName(job.status.phase)));
   }

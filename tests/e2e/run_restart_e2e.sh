@@ -72,7 +72,7 @@ sed -i -e "s|^data: .*|data: $D/no-such-dir|" -e 's/max_restarts: 2/max_restarts
 t0=$(date +%s)
 "$Z" run "$D/nodata.yaml" --state-dir "$D/s4" > "$D/nodata.log" 2>&1 && fail "a job without its data dir succeeded"
 took=$(( $(date +%s) - t0 ))
-grep -q "zerofit run: job-000001 failed after 0 attempt(s): .*cannot start: .*no-such-dir.*the job never completed a step" \
+grep -q "zerofit run: job-000001 failed before its ranks formed an attempt: .*cannot start: .*no-such-dir.*the job never completed a step" \
   "$D/nodata.log" || { cat "$D/nodata.log"; fail "no failure with the workers' error"; }
 launches=$(grep -c ":[01] *cannot start:" "$D/nodata.log")
 [ "$launches" -ge 1 ] && [ "$launches" -le 2 ] \
