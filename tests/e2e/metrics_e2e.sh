@@ -9,15 +9,9 @@
 set -u
 Z="$1"
 GEN="$2"
-D=$(mktemp -d)
-SERVER=""
-trap '[ -n "$SERVER" ] && kill -9 $SERVER 2>/dev/null; rm -rf "$D"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 "$GEN" --out "$D/data" --train 200 --test 20 --ids --pad > /dev/null || fail "data"
-"$Z" serve --state-dir "$D/s" --listen 127.0.0.1:0 > "$D/serve.log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do [ -s "$D/s/address" ] && break; sleep 0.1; done
-[ -s "$D/s/address" ] || fail "no coordinator"
+start_serve "$D/s" "$D/serve.log"
 cat > "$D/job.yaml" <<YAML
 name: watched
 task: reward

@@ -11,15 +11,9 @@ set -u
 Z="$1"
 T="$2"
 GEN="$3"
-D=$(mktemp -d)
-SERVER=""
-trap '[ -n "$SERVER" ] && kill -9 $SERVER 2>/dev/null; pkill -9 -f "zerofit_worker.*$D" 2>/dev/null; rm -rf "$D"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 "$GEN" --out "$D/data" --train 120 --test 30 --ids --pad > /dev/null || fail "data generation"
-"$Z" serve --state-dir "$D/s" --listen 127.0.0.1:0 > "$D/serve.log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do [ -s "$D/s/address" ] && break; sleep 0.1; done
-[ -s "$D/s/address" ] || fail "no coordinator"
+start_serve "$D/s" "$D/serve.log"
 cat > "$D/job.yaml" <<YAML
 name: zerofit_train_prefs
 task: reward

@@ -9,10 +9,7 @@
 set -u
 Z="$1"
 GEN="$2"
-D=$(mktemp -d)
-SERVER=""
-trap '[ -n "$SERVER" ] && kill -9 $SERVER 2>/dev/null; rm -rf "$D"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 command -v openssl > /dev/null || fail "openssl not installed (./scripts/setup.sh installs it)"
 
 # The CA, and a server certificate it signs for 127.0.0.1 / localhost / coordinator.test.
@@ -28,12 +25,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -keyout "$D/other.key" -out "$D/other.
   2> /dev/null || fail "openssl: other CA"
 
 "$GEN" --out "$D/data" --train 200 --test 20 --ids --pad > /dev/null || fail "data"
-"$Z" serve --state-dir "$D/s" --listen 127.0.0.1:0 --tls-cert "$D/server.pem" --tls-key "$D/server.key" \
-  > "$D/serve.log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do [ -s "$D/s/address" ] && break; sleep 0.1; done
-[ -s "$D/s/address" ] || fail "no coordinator: $(cat "$D/serve.log")"
-ADDR=$(cat "$D/s/address")
+start_serve "$D/s" "$D/serve.log" --tls-cert "$D/server.pem" --tls-key "$D/server.key"
 cat > "$D/job.yaml" <<YAML
 name: tls
 task: dpo

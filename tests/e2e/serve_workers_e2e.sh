@@ -5,14 +5,9 @@
 set -u
 Z="$1"
 GEN="$2"
-D=$(mktemp -d)
-trap 'kill -9 $SERVER 2>/dev/null; rm -rf "$D"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 "$GEN" --out "$D/data" --train 200 --test 20 --ids --pad > /dev/null || fail "data"
-"$Z" serve --state-dir "$D/s" --listen 127.0.0.1:0 > "$D/serve.log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do [ -s "$D/s/address" ] && break; sleep 0.1; done
-[ -s "$D/s/address" ] || fail "no coordinator"
+start_serve "$D/s" "$D/serve.log"
 cat > "$D/job.yaml" <<YAML
 name: served
 task: dpo
@@ -36,7 +31,6 @@ echo "$metrics" | awk 'NR > 1 && $10 <= 0 {exit 1}' || fail "peak memory missing
 
 # kill -9 the coordinator while the workers train, restart it on the same address: the workers reconnect and
 # finish the job; the logs from before the crash are still there.
-ADDR=$(cat "$D/s/address")
 sed -e 's/name: served/name: long/' -e 's/steps: 8,/steps: 300,/' "$D/job.yaml" > "$D/long.yaml"
 job2=$("$Z" submit "$D/long.yaml" --state-dir "$D/s" | awk '{print $1}')
 mpiexec --oversubscribe $ROOT -n 2 "$Z" worker --job "$job2" --state-dir "$D/s" > "$D/workers2.log" 2>&1 &
