@@ -8,40 +8,53 @@ add_test(NAME zerofit_plan_cli_smoke
 set_tests_properties(zerofit_plan_cli_smoke PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "chosen: micro-batch [0-9]+ x accumulation [0-9]+, ZeRO-2")
 
+# zerofit_e2e_test(NAME TIMEOUT PROCESSORS ARGS...): tests/e2e/NAME.sh run by bash with ARGS; label e2e,
+# passes on the word PASS. PROCESSORS: the cores it keeps busy (its MPI ranks), so ctest -j never oversubscribes.
+function(zerofit_e2e_test name timeout processors)
+  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/${name}.sh ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS e2e TIMEOUT ${timeout} PROCESSORS ${processors}
+    PASS_REGULAR_EXPRESSION "PASS")
+endfunction()
+
 # The coordinator and the job commands end to end on loopback (issue 6).
 if(TARGET zerofit_cli_jobs)
   zerofit_unit_test(subprocess_test cli/subprocess_test.cc cli/launcher_stop_test.cc cli/private_files_test.cc)
   target_link_libraries(subprocess_test PRIVATE zerofit_cli_jobs)
   zerofit_unit_test(metrics_format_test cli/metrics_format_test.cc)
   target_link_libraries(metrics_format_test PRIVATE zerofit_cli_jobs)
-  add_test(NAME coordinator_cli_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/coordinator_cli_e2e.sh $<TARGET_FILE:zerofit>)
-  set_tests_properties(coordinator_cli_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
+  zerofit_e2e_test(coordinator_cli_e2e 120 1 $<TARGET_FILE:zerofit>)
   # One coordinator per port and per state directory; FIFOs named by a spec answered at once (issue 19).
-  add_test(NAME serve_identity_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_identity_e2e.sh $<TARGET_FILE:zerofit>)
-  set_tests_properties(serve_identity_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
+  zerofit_e2e_test(serve_identity_e2e 120 1 $<TARGET_FILE:zerofit>)
   # `zerofit logs -f` across a kill -9 and restart of the coordinator, every line once (issue 19).
-  add_test(NAME logs_follow_restart_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/logs_follow_restart_e2e.sh $<TARGET_FILE:zerofit>)
-  set_tests_properties(logs_follow_restart_e2e PROPERTIES LABELS e2e TIMEOUT 120 PASS_REGULAR_EXPRESSION "PASS")
+  zerofit_e2e_test(logs_follow_restart_e2e 120 1 $<TARGET_FILE:zerofit>)
 endif()
 
-# `zerofit run` with real workers: success, and a worker killed with -9 mid-run recovering from its checkpoint
-# to bit-identical final state (issue 6).
+# Jobs with real workers (2 MPI ranks each).
 if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
-  add_test(NAME run_restart_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/run_restart_e2e.sh $<TARGET_FILE:zerofit>
-            $<TARGET_FILE:zerofit_make_arith_prefs>)
-  set_tests_properties(run_restart_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
+  set(job_e2e_args $<TARGET_FILE:zerofit> $<TARGET_FILE:zerofit_make_arith_prefs>)
+  # `zerofit run`: success, and a worker killed with -9 mid-run recovering from its checkpoint to
+  # bit-identical final state (issue 6).
+  zerofit_e2e_test(run_restart_e2e 300 2 ${job_e2e_args})
+  # `zerofit serve` + `submit` + 2 workers started with `mpiexec zerofit worker`: success, logs, metrics.
+  zerofit_e2e_test(serve_workers_e2e 300 2 ${job_e2e_args})
+  # Named metrics: every step's learning rate against the schedule's closed form; csv / json / table; sinks.
+  zerofit_e2e_test(metrics_e2e 300 2 ${job_e2e_args})
+  # Text preference data tokenized by the workers with the model's tokenizer.json, the data report,
+  # evaluation during training, and a malformed line's error (zerofit run, 2 ranks).
+  zerofit_e2e_test(text_data_e2e 300 2 ${job_e2e_args})
+  # The same against a coordinator that serves TLS (issue 18): a throwaway CA and server certificate from the
+  # openssl CLI; the whole job succeeds through TLS, a client without the CA fails with the clear error.
+  zerofit_e2e_test(serve_tls_e2e 300 2 ${job_e2e_args})
+  # Issue 19: no token on any zerofit process's command line during a job, a private state directory, and
+  # SIGINT / SIGTERM / SIGKILL to `zerofit run` alone ending every process of the job within 10 s.
+  zerofit_e2e_test(stop_and_secrets_e2e 180 2 ${job_e2e_args})
 endif()
 
-# `zerofit serve` + `submit` + 2 workers started with `mpiexec zerofit worker`: success, logs, metrics.
-if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
-  add_test(NAME serve_workers_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_workers_e2e.sh $<TARGET_FILE:zerofit>
-            $<TARGET_FILE:zerofit_make_arith_prefs>)
-  set_tests_properties(serve_workers_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
+# One job plan from a job spec (zerofit serve) and from zerofit_train_prefs flags, byte for byte; both
+# front ends train byte-identical parameters.
+if(TARGET zerofit_cli_jobs AND TARGET zerofit_train_prefs)
+  zerofit_e2e_test(plan_equality_e2e 300 2 $<TARGET_FILE:zerofit> $<TARGET_FILE:zerofit_train_prefs>
+                   $<TARGET_FILE:zerofit_make_arith_prefs>)
 endif()
 
 # `zerofit tokenize`: the library function against text::Tokenizer and the oracle's golden ids (qwen2.5;
@@ -69,48 +82,4 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5/tokenizer.json)
             $<TARGET_FILE:zerofit> ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5)
   set_tests_properties(zerofit_tokenize_cli_smoke PROPERTIES LABELS unit
     PASS_REGULAR_EXPRESSION "\"ids\":\\[9707,1879\\]")
-endif()
-
-# Named metrics: every step's learning rate against the schedule's closed form; csv / json / table; sinks.
-if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
-  add_test(NAME metrics_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/metrics_e2e.sh $<TARGET_FILE:zerofit>
-            $<TARGET_FILE:zerofit_make_arith_prefs>)
-  set_tests_properties(metrics_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
-endif()
-
-# Text preference data tokenized by the workers with the model's tokenizer.json, the data report, evaluation
-# during training, and a malformed line's error (zerofit run, 2 ranks).
-if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
-  add_test(NAME text_data_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/text_data_e2e.sh $<TARGET_FILE:zerofit>
-            $<TARGET_FILE:zerofit_make_arith_prefs>)
-  set_tests_properties(text_data_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
-endif()
-
-# The same against a coordinator that serves TLS (issue 18): a throwaway CA and server certificate from the
-# openssl CLI; the whole job succeeds through TLS, a client without the CA fails with the clear error.
-if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
-  add_test(NAME serve_tls_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/serve_tls_e2e.sh $<TARGET_FILE:zerofit>
-            $<TARGET_FILE:zerofit_make_arith_prefs>)
-  set_tests_properties(serve_tls_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
-endif()
-
-# One job plan from a job spec (zerofit serve) and from zerofit_train_prefs flags, byte for byte; both
-# front ends train byte-identical parameters.
-if(TARGET zerofit_cli_jobs AND TARGET zerofit_train_prefs)
-  add_test(NAME plan_equality_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/plan_equality_e2e.sh $<TARGET_FILE:zerofit>
-            $<TARGET_FILE:zerofit_train_prefs> $<TARGET_FILE:zerofit_make_arith_prefs>)
-  set_tests_properties(plan_equality_e2e PROPERTIES LABELS e2e TIMEOUT 300 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
-endif()
-
-# Issue 19: no token on any zerofit process's command line during a job, a private state directory, and
-# SIGINT / SIGTERM / SIGKILL to `zerofit run` alone ending every process of the job within 10 s.
-if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_arith_prefs)
-  add_test(NAME stop_and_secrets_e2e
-    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/stop_and_secrets_e2e.sh $<TARGET_FILE:zerofit>
-            $<TARGET_FILE:zerofit_make_arith_prefs>)
-  set_tests_properties(stop_and_secrets_e2e PROPERTIES LABELS e2e TIMEOUT 180 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS")
 endif()
