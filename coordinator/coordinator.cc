@@ -389,8 +389,14 @@ absl::Status Coordinator::SetSlurmJobId(const std::string& job_id, const std::st
 absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& r) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
-  ZF_RETURN_IF_ERROR(ValidateNamedMetrics(r.named));  // before anything of the report takes effect
   const std::string source = absl::StrCat(r.host, ":", r.rank);
+  // Before anything of the report takes effect; the refusal is also kept in the job's log, where whoever
+  // reads why the attempt failed looks (the rank only sees it in its own stderr).
+  if (absl::Status bad = ValidateNamedMetrics(r.named); !bad.ok()) {
+    ZF_RETURN_IF_ERROR(
+        LogLocked(job_id, "coordinator", absl::StrCat("refused a report of ", source, ": ", bad.message())));
+    return bad;
+  }
   for (const std::string& line : r.log_lines) ZF_RETURN_IF_ERROR(LogLocked(job_id, source, line));
   // A rank of an attempt that ended (aborted after a hang, or late): its lines are kept, nothing else counts
   // (no metric, no checkpoint, no error for the next attempt's reason).

@@ -123,5 +123,29 @@ TEST(CoordinatorWatchdogTest, ASlowRankThatKeepsAskingForStepsIsNotHung) {
   EXPECT_EQ(j->status.phase, JobPhase::kRunning) << j->status.reason;
 }
 
+TEST(CoordinatorWatchdogTest, ACorruptReportIsRefusedWithAClearErrorKeptInTheJobsLog) {
+  Fixture f;
+  const int attempt = f.Register();
+  WorkerReport corrupt;
+  corrupt.rank = 1;
+  corrupt.attempt = attempt;
+  corrupt.host = "node-b";
+  corrupt.step = 0;
+  corrupt.named = {{"loss", 0.5}, {"corrupt metric!", 1.0}};
+  corrupt.checkpoint_step = 0;
+  const absl::Status refused = f.co->Report(f.job, corrupt);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("'corrupt metric!'"), std::string::npos) << refused;
+  auto j = f.co->Get(f.job);
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->status.phase, JobPhase::kRunning);
+  EXPECT_EQ(j->status.checkpoint_step, -1) << "nothing of a refused report takes effect";
+  auto logs = f.co->WaitLogs(f.job, 0, absl::ZeroDuration());
+  ASSERT_TRUE(logs.ok());
+  bool logged = false;
+  for (const LogLine& l : *logs) logged |= l.text.find("refused a report of node-b:1: ") == 0;
+  EXPECT_TRUE(logged);
+}
+
 }  // namespace
 }  // namespace zerofit::coordinator

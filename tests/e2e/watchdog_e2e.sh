@@ -6,7 +6,9 @@
 #      ranks abort their communicators; attempt 2 resumes from the checkpoint of step 9 and the job succeeds
 #      with final checkpoint files byte-identical to an uninterrupted run of the production zerofit_worker;
 #  (b) rank 1 takes 0.4 s longer per step from step 20 on: slower than 2 x the median step time, under the
-#      3 s floor, always progressing: not killed, the job succeeds in attempt 1.
+#      3 s floor, always progressing: not killed, the job succeeds in attempt 1;
+#  (c) rank 1's report of step 5 carries a metric name the coordinator must refuse: refused with the name in
+#      the job's log, the coordinator serves on, attempt 2 runs clean and the job succeeds.
 # Prints the figures BENCHMARKS.md quotes ("Hang detection"): the silence at detection, the abort and
 # relaunch latencies (from the job store's log times, with sqlite3), and the steps lost.
 # usage: watchdog_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs path/to/zerofit_worker_faults
@@ -44,6 +46,7 @@ run() {  # run NAME [ENV=VALUE...]: zerofit run, bounded (a hang nobody detects 
 spec straight 40 10
 spec hang 40 10
 spec slow 30 2
+spec corrupt 12 10
 
 # (a) A hang inside all-gather, against an uninterrupted run.
 t0=$(date +%s.%N)
@@ -77,6 +80,12 @@ grep -q "zerofit_worker_faults: rank 1, step 20, attempt 1: slow by 0.4s per ste
 grep -q "succeeded after 1 attempt" "$D/slow.log" || { cat "$D/slow.log"; fail "the slow rank was killed"; }
 grep -q "hung" "$D/slow.log" && fail "a hang was declared for the slow rank"
 
+# (c) A corrupt report.
+run corrupt ZEROFIT_FAULTS="rank=1,step=5,fault=corrupt_report" || { cat "$D/corrupt.log"; fail "the job with a corrupt report failed"; }
+grep -q "coordinator *refused a report of [^ ]*:1: metric name 'corrupt metric!' is not 1..128 characters" \
+  "$D/corrupt.log" || { cat "$D/corrupt.log"; fail "no refusal in the job's log"; }
+grep -q "succeeded after 2 attempt" "$D/corrupt.log" || { tail -5 "$D/corrupt.log"; fail "not succeeded after 2 attempts"; }
+
 # Figures: the job store's log times (microseconds) of the verdict, rank 1's abort line, and attempt 2.
 figures=""
 if command -v sqlite3 > /dev/null; then
@@ -88,4 +97,4 @@ if command -v sqlite3 > /dev/null; then
     'BEGIN { printf "verdict->rank 1 abort %.2f s, verdict->attempt 2 running %.2f s", (a-v)/1e6, (n-v)/1e6 }')
 fi
 wall=$(awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { printf "uninterrupted %.1f s, with the hang %.1f s", b-a, c-b }')
-echo "PASS (hang at step 15 detected after $silence without progress; resumed at step $resumed: $((15 - resumed)) steps redone; $figures; $wall; slow rank not killed)"
+echo "PASS (hang at step 15 detected after $silence without progress; resumed at step $resumed: $((15 - resumed)) steps redone; $figures; $wall; slow rank not killed; a corrupt report refused)"
