@@ -69,6 +69,13 @@ JobPolicy PolicyFor(const JobPolicy& server, const jobspec::JobSpec& spec) {
   return p;
 }
 
+// At most `bytes` of `text`, cut at a UTF-8 character boundary (proto3 strings must stay valid UTF-8).
+std::string Truncated(const std::string& text, size_t bytes) {
+  if (text.size() <= bytes) return text;
+  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
+  return text.substr(0, bytes);
+}
+
 // An attempt `attempt` (> 0) of a job whose status is `s` has ended: a later one runs or forms, or it failed.
 bool AttemptEnded(const JobStatus& s, int attempt) {
   if (attempt <= 0) return false;  // an older worker, or one not registered yet: unknown
@@ -317,7 +324,7 @@ absl::StatusOr<HeartbeatAnswer> Coordinator::Beat(const std::string& job_id, con
   if (s.phase == JobPhase::kQueued || s.phase == JobPhase::kRestarting) return HeartbeatAnswer{};  // forming
   if (s.phase != JobPhase::kRunning) return HeartbeatAnswer{true, s.phase == JobPhase::kFailed};
   ZF_RETURN_IF_ERROR(
-      live->state->Heartbeat(beat.rank, clock_->Now(), beat.activity.substr(0, kMaxActivityBytes)));
+      live->state->Heartbeat(beat.rank, clock_->Now(), Truncated(beat.activity, kMaxActivityBytes)));
   return HeartbeatAnswer{};
 }
 

@@ -63,9 +63,10 @@ absl::Status JobStateMachine::CheckRank(int rank, const std::string& what) const
   return absl::OkStatus();
 }
 
-std::string JobStateMachine::RankName(size_t rank) const {
-  if (rank < hosts_.size() && !hosts_[rank].empty())
-    return absl::StrCat("rank ", rank, " (host ", hosts_[rank], ")");
+std::string JobStateMachine::RankName(int rank) const {
+  const size_t r = static_cast<size_t>(rank);
+  if (rank >= 0 && r < hosts_.size() && !hosts_[r].empty())
+    return absl::StrCat("rank ", rank, " (host ", hosts_[r], ")");
   return absl::StrCat("rank ", rank);
 }
 
@@ -175,11 +176,11 @@ std::string JobStateMachine::HangVerdict(absl::Time now) const {
   const std::string limit_text =
       absl::StrCat("limit ", absl::FormatDuration(limit), " = ", DescribeHangLimit());
   if (hung.size() == 1) {
-    return absl::StrCat(RankName(hung[0]), " hung while its heartbeats arrived (", limit_text,
-                        "): ", silence(hung[0]));
+    return absl::StrCat(RankName(static_cast<int>(hung[0])), " hung while its heartbeats arrived (",
+                        limit_text, "): ", silence(hung[0]));
   }
   std::vector<std::string> each;
-  for (size_t i : hung) each.push_back(absl::StrCat(RankName(i), ": ", silence(i)));
+  for (size_t i : hung) each.push_back(absl::StrCat(RankName(static_cast<int>(i)), ": ", silence(i)));
   const std::string who = hung.size() == ranks_.size() ? absl::StrCat("all ", hung.size(), " ranks")
                                                        : absl::StrCat(hung.size(), " ranks");
   return absl::StrCat(who, " hung while their heartbeats arrived (", limit_text,
@@ -255,9 +256,7 @@ absl::Status JobStateMachine::WorkerExited(int rank, int exit_code, absl::Time n
   if (exit_code == 0 && rank >= 0 && static_cast<size_t>(rank) < ranks_.size())
     ranks_[static_cast<size_t>(rank)].done = true;
   if (exit_code != 0)
-    FailAttempt(
-        absl::StrCat(RankName(static_cast<size_t>(std::max(rank, 0))), " exited with code ", exit_code),
-        Cause::kWorker, now);
+    FailAttempt(absl::StrCat(RankName(rank), " exited with code ", exit_code), Cause::kWorker, now);
   return absl::OkStatus();
 }
 
@@ -340,9 +339,10 @@ bool JobStateMachine::Tick(absl::Time now) {
   for (size_t r = 0; r < ranks_.size(); ++r) {
     const absl::Duration silent = now - ranks_[r].last_heartbeat;
     if (silent > policy_.heartbeat_timeout) {
-      FailAttempt(absl::StrCat(RankName(r), " missed heartbeats for ", absl::FormatDuration(silent),
-                               " (timeout ", absl::FormatDuration(policy_.heartbeat_timeout), ")"),
-                  Cause::kLostNode, now);
+      FailAttempt(
+          absl::StrCat(RankName(static_cast<int>(r)), " missed heartbeats for ", absl::FormatDuration(silent),
+                       " (timeout ", absl::FormatDuration(policy_.heartbeat_timeout), ")"),
+          Cause::kLostNode, now);
       return true;
     }
   }

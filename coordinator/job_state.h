@@ -154,7 +154,7 @@ class JobStateMachine {
   void Enter(JobPhase p, std::string reason, absl::Time now);
   void StartRanks(int world_size, absl::Time now);
   absl::Status CheckRank(int rank, const std::string& what) const;  // running, rank in range
-  std::string RankName(size_t rank) const;                          // "rank 1 (host node-a)"
+  std::string RankName(int rank) const;  // "rank 1 (host node-a)", or "rank 1" without a known host
   std::optional<absl::Duration> MedianStepTime() const;
   // The reason when some rank hung at `now`; empty when none did.
   std::string HangVerdict(absl::Time now) const;

@@ -123,6 +123,27 @@ TEST(CoordinatorWatchdogTest, ASlowRankThatKeepsAskingForStepsIsNotHung) {
   EXPECT_EQ(j->status.phase, JobPhase::kRunning) << j->status.reason;
 }
 
+TEST(CoordinatorWatchdogTest, ALongActivityIsCutAtACharacterBoundary) {
+  Fixture f;
+  const int attempt = f.Register();
+  std::string e_acute_150;
+  for (int i = 0; i < 150; ++i) e_acute_150 += "\xC3\xA9";
+  // 301 bytes: the 256th byte (index 255) ends a character, the 257th continues one: 255 bytes are kept.
+  const std::string activity = "x" + e_acute_150;
+  for (int i = 0; i < 6; ++i) {
+    f.clock.Advance(absl::Seconds(1));
+    for (int r = 0; r < 2; ++r) f.Beat(r, attempt, activity);
+    ASSERT_TRUE(f.co->Tick().ok());
+  }
+  auto j = f.co->Get(f.job);
+  ASSERT_TRUE(j.ok());
+  const std::string kept = activity.substr(0, 255);
+  const size_t at = j->status.reason.find("it was doing: " + kept);
+  ASSERT_NE(at, std::string::npos) << j->status.reason;
+  const std::string after = j->status.reason.substr(at + 14 + kept.size(), 3);
+  EXPECT_EQ(after, " | ") << "the activity ends there";
+}
+
 TEST(CoordinatorWatchdogTest, ACorruptReportIsRefusedWithAClearErrorKeptInTheJobsLog) {
   Fixture f;
   const int attempt = f.Register();
