@@ -117,7 +117,8 @@ endif()
 
 # Issue 20, hangs: a rank hung inside all-gather (test-only zerofit_worker_faults) is detected by the
 # coordinator's progress watchdog and the job recovers from its checkpoint to the uninterrupted run's final
-# state; a slow but progressing rank is not killed; a corrupt report is refused and the job recovers. About 40 s.
+# state; a slow but progressing rank is not killed; a corrupt report is refused and the job recovers; a rank
+# stuck outside any collective exits with code 86 after the abort grace. About 60 s.
 if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker_faults AND TARGET zerofit_make_arith_prefs)
   add_test(NAME watchdog_e2e
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/watchdog_e2e.sh $<TARGET_FILE:zerofit>
