@@ -356,6 +356,35 @@ TEST(WorkerLoopTest, AHungRankIsAbortedFromItsHeartbeatThreadAndTheNextAttemptRe
   EXPECT_EQ(h.shared.loads[0], (std::vector<int64_t>{3}));
 }
 
+TEST(WorkerLoopTest, NoCheckpointIsWrittenAfterAnAbort) {
+  Harness h(/*world=*/1, /*steps=*/9, "watchdog: {step_time_factor: 10, floor_s: 1}\n");
+  // Step 5 (a checkpoint step: every 3) stalls until the abort arrives, then completes normally: the
+  // checkpoint that would follow must not be written.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool aborted = false;
+  FakeSession::Behaviour stall;
+  stall.during_step = [&](int, int64_t step) {
+    if (step != 5) return;
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(20), [&] { return aborted; });
+  };
+  auto r = h.Attempt(1, stall, absl::Seconds(30), [&](WorkerLoopOptions& o) {
+    o.abort = [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      aborted = true;
+      cv.notify_all();
+    };
+  });
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].status().code(), absl::StatusCode::kAborted) << r[0].status();
+  EXPECT_NE(r[0].status().message().find("the checkpoint of step 5 aborted"), std::string::npos)
+      << r[0].status();
+  EXPECT_EQ(h.shared.steps[0], Range(0, 6));
+  EXPECT_EQ(h.shared.saves[0], (std::vector<int64_t>{2}));
+  EXPECT_EQ(h.Record().status.checkpoint_step, 2);
+}
+
 TEST(WorkerLoopTest, OutOfMemoryIsReportedAndTheNextAttemptGetsSmallerMicroBatches) {
   Harness h(/*world=*/1, /*steps=*/4);
   FakeSession::Behaviour oom;
