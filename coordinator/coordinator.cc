@@ -421,8 +421,10 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
   if (live->state->status().phase != JobPhase::kRunning) return absl::OkStatus();  // a late report
   if (r.step >= 0) {
     ZF_RETURN_IF_ERROR(live->state->StepCompleted(r.step));
-    if (r.rank >= 0 && r.rank < live->state->status().world_size)
+    if (r.rank >= 0 && r.rank < live->state->status().world_size) {
       ZF_RETURN_IF_ERROR(live->state->RankProgressed(r.rank, clock_->Now()));
+      if (r.step + 1 >= live->spec.training.steps) ZF_RETURN_IF_ERROR(live->state->RankFinishing(r.rank));
+    }
   }
   bool changed = false;
   if (r.checkpoint_step >= 0 && r.checkpoint_step > live->state->status().checkpoint_step) {

@@ -132,6 +132,12 @@ absl::Status JobStateMachine::RankProgressed(int rank, absl::Time now) {
   return absl::OkStatus();
 }
 
+absl::Status JobStateMachine::RankFinishing(int rank) {
+  ZF_RETURN_IF_ERROR(CheckRank(rank, "the last step's report"));
+  ranks_[static_cast<size_t>(rank)].done = true;
+  return absl::OkStatus();
+}
+
 std::optional<absl::Duration> JobStateMachine::MedianStepTime() const {
   if (step_times_.empty()) return std::nullopt;
   std::vector<absl::Duration> sorted(step_times_.begin(), step_times_.end());

@@ -23,8 +23,9 @@
 // a deadlock, a stuck file system). The attempt fails with Cause kHung: a restart like any failure (from the
 // last checkpoint; not an early failure: the code worked before it stopped). The reason names every hung
 // rank, its host, its last completed step, how long it has been silent, the limit and how it was computed,
-// and what the rank said it was doing in its last heartbeat (its activity). A rank that finished (exit 0)
-// is waiting for the others, not hung. The floor covers what no step time predicts: the first step's
+// and what the rank said it was doing in its last heartbeat (its activity). A rank that reported the last
+// step (RankFinishing: it exports the model and waits at a barrier with its own deadline) or exited 0 is
+// not watched. The floor covers what no step time predicts: the first step's
 // warm-up, an evaluation, a checkpoint write.
 //
 // Failures before the first step. An attempt fails early when it ends with a worker failure (a rank exits
@@ -103,6 +104,10 @@ class JobStateMachine {
   absl::Status StepStarted(int rank, int64_t step, absl::Time now);
   // Rank `rank` reported a step's metrics (running only): progress.
   absl::Status RankProgressed(int rank, absl::Time now);
+  // Rank `rank` reported the job's last step (running only): it exports and waits for the others at a
+  // barrier bounded by its own deadline (worker_loop.h), however long an export takes: the watchdog stops
+  // watching it.
+  absl::Status RankFinishing(int rank);
   absl::Status WorkerExited(int rank, int exit_code, absl::Time now);  // 0 alone does not end the job
   absl::Status OutOfMemory(int rank, const std::string& what, absl::Time now);
   // The launcher of the attempt (mpiexec, srun) exited: non-zero, or zero while the job is still running,
@@ -143,7 +148,7 @@ class JobStateMachine {
     absl::Time last_progress;
     absl::Time step_started;    // when it asked for last_started
     int64_t last_started = -1;  // the last step it asked for in this attempt (-1: none yet)
-    bool done = false;          // exited 0: waits for the others
+    bool done = false;          // finishing (RankFinishing) or exited 0: not watched
     std::string activity;       // from its last heartbeat that carried one
   };
   using Inputs = std::pair<int64_t, int>;  // (checkpoint step started from, OOM re-plans so far)

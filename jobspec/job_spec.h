@@ -108,8 +108,9 @@ struct EvalSpec {
 // that makes no progress (asks for no new step, reports no step) for
 //   max(step_time_factor x median of the recent step times, floor_s)
 // is declared hung; the attempt is aborted and the job restarts from its last checkpoint (one of
-// max_restarts). The floor must cover what no step time predicts: the first step's warm-up (model load,
-// allocator), an evaluation and a checkpoint write; hence the generous default.
+// max_restarts). The floor must cover what no step time predicts: loading the checkpoint a restart resumes
+// from and the first step's warm-up, an evaluation, a checkpoint write; hence the generous default. The
+// export after the last step is not watched (the ranks wait for it at a barrier with its own deadline).
 struct WatchdogSpec {
   bool enabled = true;           // `watchdog: off` (or false): only missed heartbeats fail an attempt
   double step_time_factor = 10;  // K, >= 1

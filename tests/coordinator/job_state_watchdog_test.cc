@@ -144,6 +144,18 @@ TEST(JobStateWatchdogTest, BeforeAnyStepTheFloorAloneAppliesAndAFinishedRankWait
   EXPECT_EQ(reason.find("rank 0"), std::string::npos) << reason;
 }
 
+TEST(JobStateWatchdogTest, ARankThatReportedTheLastStepIsNotWatchedWhileItExports) {
+  Job job(Watchdog(10, absl::Seconds(5)));
+  job.Steps({0, 1}, 0, 9, absl::Milliseconds(100));
+  ASSERT_TRUE(
+      job.machine.RankFinishing(0).ok());  // rank 0 exports for a long time, rank 1 waits at a barrier
+  job.Wait(absl::Seconds(6), "finish: export");
+  ASSERT_TRUE(job.machine.Tick(job.clock.Now()));
+  const std::string& reason = job.machine.status().reason;
+  EXPECT_NE(reason.find("rank 1 (host node-b) hung"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("rank 0"), std::string::npos) << reason;
+}
+
 TEST(JobStateWatchdogTest, AnOffWatchdogNeverFiresAndMissedHeartbeatsNameTheHost) {
   JobPolicy off = Watchdog(10, absl::Seconds(5));
   off.watchdog.enabled = false;
