@@ -142,7 +142,7 @@ TEST(JobSpecTest, DataIsADirectoryOrFilesWithATokenizer) {
 
 // Every numeric field has a range, checked in one place (jobspec/training_validation.h) for YAML and
 // DeepSpeed alike; each of these was accepted before.
-TEST(JobSpecTest, WatchdogDefaultsOffAndLimitsWithTheirLine) {
+TEST(JobSpecTest, WatchdogHasDefaultsAnOffSwitchAndLimitsWithTheirLine) {
   const std::string head = "task: sft\nmodel: m\ndata: d\n";
   auto plain = ParseJobSpec(head, "job.yaml");
   ASSERT_TRUE(plain.ok()) << plain.status();
