@@ -59,6 +59,30 @@ absl::StatusOr<Sizing> SizeJob(const jobspec::JobSpec& spec) {
   return z;
 }
 
+// The job's limits: its spec's max_restarts and watchdog, the server's heartbeat timeout.
+JobPolicy PolicyFor(const JobPolicy& server, const jobspec::JobSpec& spec) {
+  JobPolicy p = server;
+  p.max_restarts = spec.max_restarts;
+  p.watchdog.enabled = spec.watchdog.enabled;
+  p.watchdog.step_time_factor = spec.watchdog.step_time_factor;
+  p.watchdog.floor = absl::Seconds(spec.watchdog.floor_s);
+  return p;
+}
+
+// At most `bytes` of `text`, cut at a UTF-8 character boundary (proto3 strings must stay valid UTF-8).
+std::string Truncated(const std::string& text, size_t bytes) {
+  if (text.size() <= bytes) return text;
+  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
+  return text.substr(0, bytes);
+}
+
+// An attempt `attempt` (> 0) of a job whose status is `s` has ended: a later one runs or forms, or it failed.
+bool AttemptEnded(const JobStatus& s, int attempt) {
+  if (attempt <= 0) return false;  // an older worker, or one not registered yet: unknown
+  if (s.phase == JobPhase::kRunning) return attempt < s.attempt;
+  return attempt <= s.attempt;
+}
+
 }  // namespace
 
 absl::Status Coordinator::ResetScheduler(Live& live) {
@@ -94,8 +118,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
     auto spec = jobspec::ParseJobSpec(j.spec, j.id);
     if (!spec.ok())
       continue;  // accepted once, so it parsed then; a newer parser refusing it keeps it read-only
-    JobPolicy p = policy;
-    p.max_restarts = spec->max_restarts;
+    const JobPolicy p = PolicyFor(policy, *spec);
     const Sizing sizing = SizeJob(*spec).value_or(Sizing{});
     // An out-of-memory re-plan outlives the coordinator: the next attempt must not run out again.
     const int micro_batches =
@@ -143,8 +166,7 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
   ZF_ASSIGN_OR_RETURN(JobStore::SubmitResult r,
                       store_->Submit(request_id, name.empty() ? spec.name : name, spec_text, clock_->Now()));
   if (r.created) {
-    JobPolicy p = policy_;
-    p.max_restarts = spec.max_restarts;
+    const JobPolicy p = PolicyFor(policy_, spec);
     jobs_.emplace(r.job.id, MakeLive(spec, std::make_unique<JobStateMachine>(p, clock_->Now()),
                                      sizing.micro_batches, sizing.checkpointing));
     ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator",
@@ -244,6 +266,7 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
     live->registered.clear();
   }
   live->registered.insert(rank);
+  ZF_RETURN_IF_ERROR(live->state->NoteHost(rank, host));
   if (rank == 0 && !lengths.empty()) {
     ZF_RETURN_IF_ERROR(store_->PutSampleLengths(job_id, lengths));
     live->lengths = lengths;
@@ -285,16 +308,27 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
 }
 
 absl::StatusOr<bool> Coordinator::Heartbeat(const std::string& job_id, int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
-  const JobPhase phase = live->state->status().phase;
-  if (phase == JobPhase::kQueued || phase == JobPhase::kRestarting) return false;  // still forming
-  if (phase != JobPhase::kRunning) return true;
-  ZF_RETURN_IF_ERROR(live->state->Heartbeat(rank, clock_->Now()));
-  return false;
+  ZF_ASSIGN_OR_RETURN(const HeartbeatAnswer answer, Beat(job_id, HeartbeatInfo{rank, 0, ""}));
+  return answer.cancel;
 }
 
-absl::StatusOr<StepGrant> Coordinator::AcquireStep(const std::string& job_id, int64_t step) {
+absl::StatusOr<HeartbeatAnswer> Coordinator::Beat(const std::string& job_id, const HeartbeatInfo& beat) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
+  const JobStatus& s = live->state->status();
+  // Its attempt is over (it failed, or a later one runs): the rank may be stuck in a collective that never
+  // returns, so it is told to abort, not to stop at a step boundary it may never reach.
+  if (AttemptEnded(s, beat.attempt) && s.phase != JobPhase::kCancelled && s.phase != JobPhase::kSucceeded) {
+    return HeartbeatAnswer{true, true};
+  }
+  if (s.phase == JobPhase::kQueued || s.phase == JobPhase::kRestarting) return HeartbeatAnswer{};  // forming
+  if (s.phase != JobPhase::kRunning) return HeartbeatAnswer{true, s.phase == JobPhase::kFailed};
+  ZF_RETURN_IF_ERROR(
+      live->state->Heartbeat(beat.rank, clock_->Now(), Truncated(beat.activity, kMaxActivityBytes)));
+  return HeartbeatAnswer{};
+}
+
+absl::StatusOr<StepGrant> Coordinator::AcquireStep(const std::string& job_id, int64_t step, int rank) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
   if (!live->scheduler) {
@@ -304,6 +338,9 @@ absl::StatusOr<StepGrant> Coordinator::AcquireStep(const std::string& job_id, in
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat("step ", step, " < 0"));
   if (IsTerminal(live->state->status().phase)) return StepGrant{nullptr, false, true};
   if (live->stop_at && step >= *live->stop_at) return StepGrant{nullptr, true};
+  if (rank >= 0 && live->state->status().phase == JobPhase::kRunning) {
+    ZF_RETURN_IF_ERROR(live->state->StepStarted(rank, step, clock_->Now()));
+  }
   live->max_acquired = std::max(live->max_acquired, step);
   auto it = live->recent_steps.find(step);
   if (it != live->recent_steps.end()) return StepGrant{it->second, false};
@@ -359,9 +396,18 @@ absl::Status Coordinator::SetSlurmJobId(const std::string& job_id, const std::st
 absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& r) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
-  ZF_RETURN_IF_ERROR(ValidateNamedMetrics(r.named));  // before anything of the report takes effect
   const std::string source = absl::StrCat(r.host, ":", r.rank);
+  // Before anything of the report takes effect; the refusal is also kept in the job's log, where whoever
+  // reads why the attempt failed looks (the rank only sees it in its own stderr).
+  if (absl::Status bad = ValidateNamedMetrics(r.named); !bad.ok()) {
+    ZF_RETURN_IF_ERROR(
+        LogLocked(job_id, "coordinator", absl::StrCat("refused a report of ", source, ": ", bad.message())));
+    return bad;
+  }
   for (const std::string& line : r.log_lines) ZF_RETURN_IF_ERROR(LogLocked(job_id, source, line));
+  // A rank of an attempt that ended (aborted after a hang, or late): its lines are kept, nothing else counts
+  // (no metric, no checkpoint, no error for the next attempt's reason).
+  if (AttemptEnded(live->state->status(), r.attempt)) return absl::OkStatus();
   if (r.step >= 0) {
     ZF_RETURN_IF_ERROR(store_->AppendMetric(
         job_id,
@@ -373,7 +419,13 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
     ZF_RETURN_IF_ERROR(live->state->NoteWorkerError(r.rank, absl::StrJoin(r.log_lines, "; ")));
   }
   if (live->state->status().phase != JobPhase::kRunning) return absl::OkStatus();  // a late report
-  if (r.step >= 0) ZF_RETURN_IF_ERROR(live->state->StepCompleted(r.step));
+  if (r.step >= 0) {
+    ZF_RETURN_IF_ERROR(live->state->StepCompleted(r.step));
+    if (r.rank >= 0 && r.rank < live->state->status().world_size) {
+      ZF_RETURN_IF_ERROR(live->state->RankProgressed(r.rank, clock_->Now()));
+      if (r.step + 1 >= live->spec.training.steps) ZF_RETURN_IF_ERROR(live->state->RankFinishing(r.rank));
+    }
+  }
   bool changed = false;
   if (r.checkpoint_step >= 0 && r.checkpoint_step > live->state->status().checkpoint_step) {
     ZF_RETURN_IF_ERROR(live->state->CheckpointWritten(r.checkpoint_step));

@@ -38,8 +38,24 @@ struct StepGrant {
   bool cancel = false;
 };
 
+// What a rank's heartbeat carries (HeartbeatRequest).
+struct HeartbeatInfo {
+  int rank = 0;
+  int attempt = 0;       // the attempt the rank registered for (0: unknown, an older worker)
+  std::string activity;  // what it is doing; at most kMaxActivityBytes are kept
+};
+
+// The answer: cancel = stop at the next step boundary, writing nothing (the job is over); abort = the rank's
+// attempt has failed: abort the communicator now, even inside a collective, and exit (cancel is set too).
+struct HeartbeatAnswer {
+  bool cancel = false;
+  bool abort = false;
+};
+inline constexpr size_t kMaxActivityBytes = 256;
+
 struct WorkerReport {
   int rank = 0;
+  int attempt = 0;  // the attempt the rank registered for (0: before registration, or an older worker)
   std::string host;
   int64_t step = -1;  // -1: no metrics in this report
   double loss = 0, accuracy = 0, tokens_per_s = 0;
@@ -75,11 +91,15 @@ class Coordinator {
                                               const std::string& host, const std::vector<int64_t>& lengths);
   // Returns true when the worker must stop (job cancelled, attempt failed).
   absl::StatusOr<bool> Heartbeat(const std::string& job_id, int rank);
+  // A heartbeat with the rank's attempt and activity. A rank of an attempt that has ended (failed, hung,
+  // superseded) is answered `abort`, whatever phase the job is in now.
+  absl::StatusOr<HeartbeatAnswer> Beat(const std::string& job_id, const HeartbeatInfo& beat);
   // Rank `rank`'s micro-batches of `step`. Every rank of a step asks for the same assignment: it is computed
   // once and kept for the last few steps.
   // After Preempt, steps from the stop step on are refused with `stop`; once the job is over (cancelled,
   // failed, succeeded) every step is refused with `cancel`.
-  absl::StatusOr<StepGrant> AcquireStep(const std::string& job_id, int64_t step);
+  // `rank` (>= 0) asking is progress for the watchdog (JobStateMachine::StepStarted).
+  absl::StatusOr<StepGrant> AcquireStep(const std::string& job_id, int64_t step, int rank = -1);
   absl::Status Report(const std::string& job_id, const WorkerReport& report);
   // `zerofit run`'s launcher for the attempt exited (see JobStateMachine::LauncherExited).
   // After Preempt, the launcher's exit ends the attempt as an interruption (no restart used).
@@ -95,7 +115,8 @@ class Coordinator {
   absl::Status KvPut(const std::string& job_id, const std::string& key, const std::string& value);
   absl::StatusOr<std::string> KvGet(const std::string& job_id, const std::string& key, absl::Duration wait);
 
-  // Fails attempts whose ranks missed heartbeats. The server calls it periodically.
+  // Fails attempts whose ranks missed heartbeats or hung (JobStateMachine::Tick). The server calls it
+  // periodically.
   absl::Status Tick();
   // Wakes every waiter (server shutdown).
   void Shutdown();

@@ -8,8 +8,25 @@
 //   used) any non-terminal --Cancel--> cancelled
 //
 // An attempt fails when a rank exits non-zero, reports an out-of-memory error (then the next attempt must be
-// re-planned: smaller micro-batch, more accumulation, same global batch), or misses heartbeats for longer
-// than heartbeat_timeout (checked by Tick). A restart resumes from the last checkpoint the job recorded.
+// re-planned: smaller micro-batch, more accumulation, same global batch), misses heartbeats for longer
+// than heartbeat_timeout (checked by Tick), or hangs (below). A restart resumes from the last checkpoint the
+// job recorded.
+//
+// Hangs (the progress watchdog, checked by Tick after the heartbeats). A rank makes progress when it asks
+// for a step (StepStarted: it completed the one before, or finished resuming) or reports a step
+// (RankProgressed: after the step's evaluation and checkpoint). The time between a rank's consecutive step
+// requests is a step time; the median of the last kStepTimeWindow of them (any rank, kept across attempts:
+// the same job steps at the same pace) predicts the next. A rank whose heartbeats arrive but that made no
+// progress for
+//   limit = max(step_time_factor x median step time, floor)     (just the floor before any step time)
+// is hung: its heartbeat thread lives, its training thread does not move (a collective that never returns,
+// a deadlock, a stuck file system). The attempt fails with Cause kHung: a restart like any failure (from the
+// last checkpoint; not an early failure: the code worked before it stopped). The reason names every hung
+// rank, its host, its last completed step, how long it has been silent, the limit and how it was computed,
+// and what the rank said it was doing in its last heartbeat (its activity). A rank that reported the last
+// step (RankFinishing: it exports the model and waits at a barrier with its own deadline) or exited 0 is
+// not watched. The floor covers what no step time predicts: the first step's
+// warm-up, an evaluation, a checkpoint write.
 //
 // Failures before the first step. An attempt fails early when it ends with a worker failure (a rank exits
 // non-zero, the launcher exits before every rank finished, or a launch forms no attempt because a rank
@@ -25,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -42,9 +60,17 @@ enum class JobPhase { kQueued, kRunning, kRestarting, kSucceeded, kFailed, kCanc
 const char* JobPhaseName(JobPhase p);
 bool IsTerminal(JobPhase p);
 
+// The progress watchdog (the header comment; the job spec's `watchdog:` section, jobspec/job_spec.h).
+struct WatchdogPolicy {
+  bool enabled = true;
+  double step_time_factor = 10;
+  absl::Duration floor = absl::Seconds(300);
+};
+
 struct JobPolicy {
   int max_restarts = 3;
   absl::Duration heartbeat_timeout = absl::Seconds(10);
+  WatchdogPolicy watchdog;
 };
 
 struct JobStatus {
@@ -69,7 +95,19 @@ class JobStateMachine {
   // Every event returns FailedPrecondition if it does not apply to the current phase (the status is
   // unchanged).
   absl::Status Schedule(int world_size, absl::Time now);  // queued | restarting -> running (a new attempt)
-  absl::Status Heartbeat(int rank, absl::Time now);
+  // `activity`: what the rank says it is doing (kept for the watchdog's verdict; empty keeps the last one).
+  absl::Status Heartbeat(int rank, absl::Time now, const std::string& activity = "");
+  // The host rank `rank` registered from, named in failure reasons. Any non-terminal phase; kept across
+  // attempts until the rank registers again.
+  absl::Status NoteHost(int rank, const std::string& host);
+  // Rank `rank` asked for `step` (running only): it completed step - 1, or finished resuming. Progress.
+  absl::Status StepStarted(int rank, int64_t step, absl::Time now);
+  // Rank `rank` reported a step's metrics (running only): progress.
+  absl::Status RankProgressed(int rank, absl::Time now);
+  // Rank `rank` reported the job's last step (running only): it exports and waits for the others at a
+  // barrier bounded by its own deadline (worker_loop.h), however long an export takes: the watchdog stops
+  // watching it.
+  absl::Status RankFinishing(int rank);
   absl::Status WorkerExited(int rank, int exit_code, absl::Time now);  // 0 alone does not end the job
   absl::Status OutOfMemory(int rank, const std::string& what, absl::Time now);
   // The launcher of the attempt (mpiexec, srun) exited: non-zero, or zero while the job is still running,
@@ -89,24 +127,48 @@ class JobStateMachine {
   absl::Status Interrupt(const std::string& why, absl::Time now);
   absl::Status Succeed(absl::Time now);
   absl::Status Cancel(const std::string& why, absl::Time now);  // idempotent on a cancelled job
-  // Fails the attempt if any rank's last heartbeat is older than heartbeat_timeout. Returns true if it did.
+  // Fails the attempt if any rank's last heartbeat is older than heartbeat_timeout, or if a rank hung (the
+  // header comment). Returns true if it did.
   bool Tick(absl::Time now);
 
   const JobStatus& status() const { return status_; }
   const JobPolicy& policy() const { return policy_; }
+  // The watchdog's current limit, and how it was computed ("max(10 x median 120ms of the last 20 step
+  // times, floor 5s)").
+  absl::Duration HangLimit() const;
+  std::string DescribeHangLimit() const;
+
+  static constexpr size_t kStepTimeWindow = 20;
 
  private:
-  enum class Cause { kWorker, kOutOfMemory, kLostNode };
+  enum class Cause { kWorker, kOutOfMemory, kLostNode, kHung };
+  // One rank of the running attempt.
+  struct RankState {
+    absl::Time last_heartbeat;
+    absl::Time last_progress;
+    absl::Time step_started;    // when it asked for last_started
+    int64_t last_started = -1;  // the last step it asked for in this attempt (-1: none yet)
+    bool done = false;          // finishing (RankFinishing) or exited 0: not watched
+    std::string activity;       // from its last heartbeat that carried one
+  };
   using Inputs = std::pair<int64_t, int>;  // (checkpoint step started from, OOM re-plans so far)
 
   void FailAttempt(const std::string& why, Cause cause, absl::Time now);
   // The reason when an early failure ends the job (see the header comment); empty when it is retried.
   std::string EarlyFailureVerdict();
   void Enter(JobPhase p, std::string reason, absl::Time now);
+  void StartRanks(int world_size, absl::Time now);
+  absl::Status CheckRank(int rank, const std::string& what) const;  // running, rank in range
+  std::string RankName(int rank) const;  // "rank 1 (host node-a)", or "rank 1" without a known host
+  std::optional<absl::Duration> MedianStepTime() const;
+  // The reason when some rank hung at `now`; empty when none did.
+  std::string HangVerdict(absl::Time now) const;
 
   JobPolicy policy_;
   JobStatus status_;
-  std::vector<absl::Time> last_heartbeat_;  // per rank, this attempt
+  std::vector<RankState> ranks_;           // this attempt's, by rank
+  std::vector<std::string> hosts_;         // by rank, from registration
+  std::deque<absl::Duration> step_times_;  // the kStepTimeWindow most recent, any rank, any attempt
   // Kept in memory only (a coordinator restart starts them from what the status proves: a running attempt
   // or a recorded checkpoint counts as progress).
   bool attempt_stepped_ = false;  // a step of the current attempt completed

@@ -335,9 +335,10 @@ class WorkersService final : public v1::Workers::Service {
                          v1::HeartbeatResponse* resp) override {
     return GuardHandler("Heartbeat", [&]() -> grpc::Status {
       ZF_AUTH(ctx);
-      auto stop = c_->Heartbeat(req->job_id(), req->rank());
-      if (!stop.ok()) return ToGrpc(stop.status());
-      resp->set_cancel(*stop);
+      auto answer = c_->Beat(req->job_id(), HeartbeatInfo{req->rank(), req->attempt(), req->activity()});
+      if (!answer.ok()) return ToGrpc(answer.status());
+      resp->set_cancel(answer->cancel);
+      resp->set_abort(answer->abort);
       return grpc::Status::OK;
     });
   }
@@ -345,7 +346,7 @@ class WorkersService final : public v1::Workers::Service {
                            v1::AcquireStepResponse* resp) override {
     return GuardHandler("AcquireStep", [&]() -> grpc::Status {
       ZF_AUTH(ctx);
-      auto a = c_->AcquireStep(req->job_id(), req->step());
+      auto a = c_->AcquireStep(req->job_id(), req->step(), req->rank());
       if (!a.ok()) return ToGrpc(a.status());
       if (a->stop || a->cancel) {
         resp->set_step(req->step());
@@ -372,6 +373,7 @@ class WorkersService final : public v1::Workers::Service {
       ZF_AUTH(ctx);
       WorkerReport r;
       r.rank = req->rank();
+      r.attempt = req->attempt();
       r.host = req->host().empty() ? ctx->peer() : req->host();
       r.step = req->step();
       r.loss = req->loss();

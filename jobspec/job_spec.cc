@@ -117,6 +117,30 @@ absl::Status ParseEval(const YamlReader& r, const YAML::Node& root, EvalSpec* e)
   return absl::OkStatus();
 }
 
+// `watchdog: {step_time_factor, floor_s}`, or `watchdog: off` / `false`; checked by ValidateWatchdog.
+absl::Status ParseWatchdog(const YamlReader& r, const YAML::Node& root, WatchdogSpec* w) {
+  const YAML::Node n = root["watchdog"];
+  if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+  if (n.IsScalar()) {
+    if (n.Scalar() != "off" && n.Scalar() != "false") {
+      return r.Error(n, "watchdog",
+                     absl::StrCat("expected off, false or a mapping {step_time_factor, floor_s}, got '",
+                                  n.Scalar(), "'"));
+    }
+    w->enabled = false;
+    return absl::OkStatus();
+  }
+  if (!n.IsMap()) return r.Error(n, "watchdog", "expected off or a mapping {step_time_factor, floor_s}");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "watchdog.", {"step_time_factor", "floor_s"}));
+  ZF_RETURN_IF_ERROR(
+      r.Get(n, "step_time_factor", "watchdog.step_time_factor", &w->step_time_factor, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "floor_s", "watchdog.floor_s", &w->floor_s, "a number of seconds"));
+  return ValidateWatchdog(*w, [&](const std::string& field, const std::string& why) {
+    const std::string key = field.substr(field.find('.') + 1);
+    return r.Error(n[key].IsDefined() ? n[key] : n, field, why);
+  });
+}
+
 // ValidateTraining for a parsed spec, each error at the line of the field that set the value: the
 // `training:` entry, else the `deepspeed:` line (the value came from that file), else the section.
 absl::Status ValidateTrainingAt(const YamlReader& r, const YAML::Node& root, const JobSpec& s) {
@@ -395,13 +419,14 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   ZF_RETURN_IF_ERROR(
       r.OnlyKeys(root, "",
                  {"name", "task", "model", "data", "world_size", "hardware", "max_restarts", "device",
-                  "training", "deepspeed", "checkpoint", "metrics", "slurm", "eval", "export"}));
+                  "training", "deepspeed", "checkpoint", "metrics", "slurm", "eval", "export", "watchdog"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "model", "model", &s.model, "a string"));
   ZF_RETURN_IF_ERROR(ParseData(r, root, &s.data));
   ZF_RETURN_IF_ERROR(ParseEval(r, root, &s.eval));
+  ZF_RETURN_IF_ERROR(ParseWatchdog(r, root, &s.watchdog));
   ZF_RETURN_IF_ERROR(r.Get(root, "export", "export", &s.export_dir, "a directory"));
   ZF_RETURN_IF_ERROR(r.Get(root, "world_size", "world_size", &s.world_size, "an integer"));
   s.world_size_given = root["world_size"].IsDefined() && !root["world_size"].IsNull();

@@ -27,6 +27,7 @@
 //     bf16: true
 //     max_length: 1024
 //   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
+//   watchdog: {step_time_factor: 10, floor_s: 300}   # hang detection; `watchdog: off` turns it off
 //   export: /models/mistral-rm   # the trained model in Hugging Face format, after the last step
 //   slurm:                       # for `zerofit slurm` / `zerofit submit --slurm` (docs/slurm.md)
 //     nodes: 2
@@ -103,6 +104,19 @@ struct EvalSpec {
   int64_t max_samples = 0;
 };
 
+// The coordinator's progress watchdog (coordinator/job_state.h): a rank whose heartbeats still arrive but
+// that makes no progress (asks for no new step, reports no step) for
+//   max(step_time_factor x median of the recent step times, floor_s)
+// is declared hung; the attempt is aborted and the job restarts from its last checkpoint (one of
+// max_restarts). The floor must cover what no step time predicts: loading the checkpoint a restart resumes
+// from and the first step's warm-up, an evaluation, a checkpoint write; hence the generous default. The
+// export after the last step is not watched (the ranks wait for it at a barrier with its own deadline).
+struct WatchdogSpec {
+  bool enabled = true;           // `watchdog: off` (or false): only missed heartbeats fail an attempt
+  double step_time_factor = 10;  // K, >= 1
+  double floor_s = 300;          // seconds, >= 1
+};
+
 // Where rank 0 writes every step's named metrics besides the coordinator (worker/metrics/). Paths are as the
 // workers see them; empty: not written.
 struct MetricsSpec {
@@ -146,6 +160,7 @@ struct JobSpec {
   TrainingSpec training;
   CheckpointSpec checkpoint;
   MetricsSpec metrics;
+  WatchdogSpec watchdog;
   // Rank 0 writes the trained model here after the last step in Hugging Face format (model.safetensors +
   // config.json; LoRA merged); empty: no export. A path as the workers see it.
   std::string export_dir;

@@ -72,4 +72,18 @@ absl::Status ValidateTraining(const TrainingSpec& t, int world_size, const Train
   return ValidateRates(t, error);
 }
 
+absl::Status ValidateWatchdog(const WatchdogSpec& w, const TrainingFieldError& error) {
+  if (!w.enabled) return absl::OkStatus();
+  // Below 1 a rank would be hung while merely as slow as the median step; NaN fails both tests.
+  if (!(w.step_time_factor >= 1 && w.step_time_factor <= kMaxStepTimeFactor)) {
+    return error("watchdog.step_time_factor",
+                 absl::StrCat("must be a number in [1, ", kMaxStepTimeFactor, "], got ", w.step_time_factor));
+  }
+  if (!(w.floor_s >= 1 && w.floor_s <= kMaxWatchdogFloorS)) {
+    return error("watchdog.floor_s", absl::StrCat("must be a number of seconds in [1, ", kMaxWatchdogFloorS,
+                                                  "], got ", w.floor_s));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace zerofit::jobspec

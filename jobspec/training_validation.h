@@ -28,4 +28,10 @@ using TrainingFieldError = std::function<absl::Status(const std::string& field, 
 // (>= 1). Returns the first violation through `error`.
 absl::Status ValidateTraining(const TrainingSpec& t, int world_size, const TrainingFieldError& error);
 
+// The watchdog's limits (a disabled watchdog is not checked): step_time_factor in [1, kMaxStepTimeFactor],
+// floor_s in [1, kMaxWatchdogFloorS]. Fields are named "watchdog.step_time_factor", "watchdog.floor_s".
+inline constexpr double kMaxStepTimeFactor = 1e4;
+inline constexpr double kMaxWatchdogFloorS = 7 * 24 * 3600;  // a week: longer is no watchdog at all
+absl::Status ValidateWatchdog(const WatchdogSpec& w, const TrainingFieldError& error);
+
 }  // namespace zerofit::jobspec

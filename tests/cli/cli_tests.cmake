@@ -83,3 +83,11 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5/tokenizer.json)
   set_tests_properties(zerofit_tokenize_cli_smoke PROPERTIES LABELS unit
     PASS_REGULAR_EXPRESSION "\"ids\":\\[9707,1879\\]")
 endif()
+# Issue 20, hangs: a rank hung inside all-gather (test-only zerofit_worker_faults) is detected by the
+# coordinator's progress watchdog and the job recovers from its checkpoint to the uninterrupted run's final
+# state; a slow but progressing rank is not killed; a corrupt report is refused and the job recovers; a rank
+# stuck outside any collective exits with code 86 after the abort grace. About 60 s.
+if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker_faults AND TARGET zerofit_make_arith_prefs)
+  zerofit_e2e_test(watchdog_e2e 400 2 $<TARGET_FILE:zerofit> $<TARGET_FILE:zerofit_make_arith_prefs>
+                   $<TARGET_FILE:zerofit_worker_faults>)
+endif()

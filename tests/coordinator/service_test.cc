@@ -257,7 +257,7 @@ TEST(ServiceTest, MissedHeartbeatsAndOomRestartFromTheCheckpoint) {
   }
   v1::Job j = f.Get();
   ASSERT_EQ(j.phase(), v1::RESTARTING);
-  EXPECT_NE(j.reason().find("rank 1 missed heartbeats"), std::string::npos) << j.reason();
+  EXPECT_NE(j.reason().find("rank 1 (host node1) missed heartbeats"), std::string::npos) << j.reason();
   // The next attempt resumes after the checkpoint.
   EXPECT_EQ(f.Register(0).attempt(), 2);
   EXPECT_EQ(f.Register(1).resume_step(), 6);

@@ -116,6 +116,9 @@ slurm: {nodes: 1, gpus_per_node: 2, extra: [--exclusive]}
 write("job_spec", "complex_key.yaml", "task: sft\nmodel: m\ndata: d\n? {a: 1}\n: x\n")
 write("job_spec", "nan.yaml", "task: sft\nmodel: m\ndata: d\ntraining: {weight_decay: .nan, max_grad_norm: -.inf}\n")
 write("job_spec", "deepspeed.yaml", "task: dpo\nmodel: m\ndata: d\ndeepspeed: ds.json\ntraining: {steps: 5}\n")
+write("job_spec", "watchdog.yaml",
+      "task: reward\nmodel: /m\ndata: /d\nworld_size: 2\nwatchdog: {step_time_factor: 2.5, floor_s: 30}\n")
+write("job_spec", "watchdog_off.yaml", "task: reward\nmodel: /m\ndata: /d\nwatchdog: off\n")
 
 DS = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 32,
       "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}, "bf16": {"enabled": True},

@@ -142,6 +142,43 @@ TEST(JobSpecTest, DataIsADirectoryOrFilesWithATokenizer) {
 
 // Every numeric field has a range, checked in one place (jobspec/training_validation.h) for YAML and
 // DeepSpeed alike; each of these was accepted before.
+TEST(JobSpecTest, WatchdogHasDefaultsAnOffSwitchAndLimitsWithTheirLine) {
+  const std::string head = "task: sft\nmodel: m\ndata: d\n";
+  auto plain = ParseJobSpec(head, "job.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->watchdog.enabled);
+  EXPECT_EQ(plain->watchdog.step_time_factor, 10);
+  EXPECT_EQ(plain->watchdog.floor_s, 300);
+  auto set = ParseJobSpec(head + "watchdog: {step_time_factor: 4.5, floor_s: 3}\n", "job.yaml");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->watchdog.step_time_factor, 4.5);
+  EXPECT_EQ(set->watchdog.floor_s, 3);
+  for (const char* off : {"watchdog: off\n", "watchdog: false\n"}) {
+    auto s = ParseJobSpec(head + off, "job.yaml");
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_FALSE(s->watchdog.enabled) << off;
+  }
+  const std::pair<std::string, std::string> cases[] = {
+      {"watchdog:\n  floor_s: 0.5\n",
+       "job.yaml:5: field 'watchdog.floor_s': must be a number of seconds in [1, "},
+      {"watchdog:\n  floor_s: .nan\n", "job.yaml:5: field 'watchdog.floor_s': must be a number of seconds"},
+      {"watchdog:\n  floor_s: 1e9\n", "job.yaml:5: field 'watchdog.floor_s': must be a number of seconds"},
+      {"watchdog:\n  step_time_factor: 0.5\n",
+       "job.yaml:5: field 'watchdog.step_time_factor': must be a number in [1, 10000], got 0.5"},
+      {"watchdog:\n  step_time_factor: slow\n",
+       "job.yaml:5: field 'watchdog.step_time_factor': expected a number, got 'slow'"},
+      {"watchdog:\n  floor: 3\n", "job.yaml:5: field 'watchdog.floor': unknown field"},
+      {"watchdog: sometimes\n", "job.yaml:4: field 'watchdog': expected off, false or a mapping"},
+      {"watchdog: [1, 2]\n", "job.yaml:4: field 'watchdog': expected off or a mapping"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto s = ParseJobSpec(head + text, "job.yaml");
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.status().message().find(expected), std::string::npos)
+        << s.status() << "\nwanted " << expected;
+  }
+}
+
 TEST(JobSpecTest, NumericFieldsOutOfRangeAreRefusedWithTheirLine) {
   const std::string head = "task: sft\nmodel: m\ndata: d\ntraining:\n";
   const std::pair<std::string, std::string> cases[] = {

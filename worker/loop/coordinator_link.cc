@@ -52,17 +52,21 @@ absl::Status CoordinatorLink::Report(const v1::ReportRequest& req) {
                           [&](grpc::ClientContext* ctx) { return workers_->Report(ctx, req, &resp); });
 }
 
-absl::StatusOr<bool> CoordinatorLink::Heartbeat(int rank, absl::Duration timeout) {
+absl::StatusOr<v1::HeartbeatResponse> CoordinatorLink::Heartbeat(int rank, int attempt,
+                                                                 const std::string& activity,
+                                                                 absl::Duration timeout) {
   v1::HeartbeatRequest req;
   req.set_job_id(job_);
   req.set_rank(rank);
+  req.set_attempt(attempt);
+  req.set_activity(activity);
   v1::HeartbeatResponse resp;
   // kNotIdempotent: one attempt; the heartbeat thread's own period is the retry.
   absl::Status s =
       connection_.Call("heartbeat", client::Idempotency::kNotIdempotent, timeout,
                        [&](grpc::ClientContext* ctx) { return workers_->Heartbeat(ctx, req, &resp); });
   if (!s.ok()) return s;
-  return resp.cancel();
+  return resp;
 }
 
 }  // namespace zerofit::worker

@@ -29,9 +29,10 @@ class CoordinatorLink {
   absl::StatusOr<v1::RegisterWorkerResponse> Register(const v1::RegisterWorkerRequest& request);
   absl::StatusOr<v1::AcquireStepResponse> AcquireStep(int rank, int64_t step);
   absl::Status Report(const v1::ReportRequest& request);
-  // One heartbeat, a single attempt bounded by `timeout` (the heartbeat thread measures the coordinator's
-  // silence itself). True when the coordinator says this rank must stop (the job was cancelled).
-  absl::StatusOr<bool> Heartbeat(int rank, absl::Duration timeout);
+  // One heartbeat with the rank's attempt and activity, a single attempt bounded by `timeout` (the heartbeat
+  // thread measures the coordinator's silence itself). The answer says whether to stop (cancel) or abort.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(int rank, int attempt, const std::string& activity,
+                                                  absl::Duration timeout);
 
  private:
   client::Connection connection_;

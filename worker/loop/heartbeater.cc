@@ -1,18 +1,15 @@
 #include "worker/loop/heartbeater.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace zerofit::worker {
 
-Heartbeater::Heartbeater(CoordinatorLink* link, int rank, absl::Duration period, absl::Duration silence_limit)
-    : link_(link),
-      rank_(rank),
-      period_(period),
-      silence_limit_(silence_limit),
-      last_answer_(absl::Now()),
-      thread_([this] { Run(); }) {}
+Heartbeater::Heartbeater(CoordinatorLink* link, HeartbeaterOptions options)
+    : link_(link), options_(std::move(options)), last_answer_(absl::Now()), thread_([this] { Run(); }) {}
 
 Heartbeater::~Heartbeater() {
   {
@@ -23,31 +20,52 @@ Heartbeater::~Heartbeater() {
   thread_.join();
 }
 
+void Heartbeater::Abort(std::unique_lock<std::mutex>& lock) {
+  aborted_at_ = absl::Now();
+  stop_.store(true);
+  abort_.store(true);
+  lock.unlock();  // on_abort reports to the coordinator: bounded by the link's own deadlines
+  if (options_.on_abort) options_.on_abort();
+  lock.lock();
+}
+
 void Heartbeater::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!done_) {
     lock.unlock();
     // One attempt, bounded by the period: a silent coordinator shows up as the time since the last answer.
-    const absl::StatusOr<bool> cancel = link_->Heartbeat(rank_, period_);
+    const absl::StatusOr<v1::HeartbeatResponse> answer = link_->Heartbeat(
+        options_.rank, options_.activity->attempt(), options_.activity->Describe(), options_.period);
     lock.lock();
-    if (cancel.ok()) {
+    if (answer.ok()) {
       last_answer_ = absl::Now();
-      if (*cancel) stop_.store(true);
+      if (answer->cancel()) stop_.store(true);
+      if (answer->abort() && !aborted_at_) Abort(lock);
     } else {
-      last_error_ = cancel.status();
+      last_error_ = answer.status();
     }
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(period_), [this] { return done_; });
+    if (aborted_at_ && !grace_expired_ && absl::Now() - *aborted_at_ >= options_.abort_grace) {
+      grace_expired_ = true;
+      if (options_.on_grace_expired) options_.on_grace_expired();
+    }
+    // After an abort the grace is checked on time, not a period late.
+    absl::Duration wait = options_.period;
+    if (aborted_at_ && !grace_expired_) {
+      wait =
+          std::min(wait, std::max(absl::ZeroDuration(), *aborted_at_ + options_.abort_grace - absl::Now()));
+    }
+    cv_.wait_for(lock, absl::ToChronoMilliseconds(wait), [this] { return done_; });
   }
 }
 
 absl::Status Heartbeater::CoordinatorLost() const {
   std::lock_guard<std::mutex> lock(mu_);
   const absl::Duration silent = absl::Now() - last_answer_;
-  if (silent <= silence_limit_) return absl::OkStatus();
+  if (silent <= options_.silence_limit) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat(
       "the coordinator at ", link_->connection().options().address, " has not answered a heartbeat for ",
       absl::FormatDuration(absl::Trunc(silent, absl::Seconds(1))), " (limit ",
-      absl::FormatDuration(silence_limit_),
+      absl::FormatDuration(options_.silence_limit),
       "): leaving so that no rank of a failed attempt keeps training; last error: ", last_error_.message()));
 }
 

@@ -29,7 +29,10 @@ bool IsOutOfMemory(const absl::Status& status) {
 }
 
 WorkerLoop::WorkerLoop(WorkerLoopOptions options, CoordinatorLink* link)
-    : options_(std::move(options)), link_(link) {}
+    : options_(std::move(options)),
+      link_(link),
+      own_activity_(options_.activity ? nullptr : std::make_unique<RankActivity>()),
+      activity_(options_.activity ? options_.activity : own_activity_.get()) {}
 
 WorkerLoop::~WorkerLoop() = default;
 
@@ -39,6 +42,7 @@ absl::Status WorkerLoop::Report(const Message& m) {
   v1::ReportRequest req;
   req.set_job_id(link_->job());
   req.set_rank(options_.rank);
+  req.set_attempt(registered_.attempt());
   req.set_host(options_.hostname);
   req.set_step(m.metrics ? m.metrics->step : -1);
   if (m.metrics) {
@@ -69,6 +73,20 @@ absl::Status WorkerLoop::Fail(const std::string& what, absl::Status error, bool 
   m.out_of_memory = out_of_memory;
   (void)Report(m);  // best effort: the error itself is what the process exits with
   return error;
+}
+
+void WorkerLoop::OnAbort() {
+  // The report goes first: once the communicator is aborted the training thread fails and the process may
+  // end before a later report would.
+  (void)Report({absl::StrCat("aborting: the coordinator ended attempt ", registered_.attempt(),
+                             "; this rank was at ", activity_->Describe())});
+  if (options_.abort) options_.abort();
+}
+
+absl::Status WorkerLoop::CheckNotAborted(const std::string& before) const {
+  if (!heartbeat_ || !heartbeat_->abort_requested()) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat("the coordinator ended attempt ", registered_.attempt(),
+                                         " (see the job's log): ", before, " aborted"));
 }
 
 absl::StatusOr<int> WorkerLoop::Run() {
@@ -104,6 +122,7 @@ absl::Status WorkerLoop::Start() {
     for (int64_t len : lengths) reg.add_sample_lengths(len);
   }
   ZF_ASSIGN_OR_RETURN(registered_, link_->Register(reg));
+  activity_->SetAttempt(registered_.attempt());
   // Every rank registered (and rank 0's lengths arrived) before anyone asks for a step.
   ZF_RETURN_IF_ERROR(options_.barrier(options_.barrier_timeout));
   ZF_RETURN_IF_ERROR(Resume());
@@ -119,8 +138,15 @@ absl::Status WorkerLoop::Start() {
   ro.alarms.reward_model = plan_.task == "reward";
   ro.alarms.rank = options_.rank;
   ZF_ASSIGN_OR_RETURN(recorder_, metrics::MetricsRecorder::Create(ro));
-  heartbeat_ = std::make_unique<Heartbeater>(link_, options_.rank, options_.heartbeat_period,
-                                             options_.coordinator_silence_limit);
+  HeartbeaterOptions ho;
+  ho.rank = options_.rank;
+  ho.period = options_.heartbeat_period;
+  ho.silence_limit = options_.coordinator_silence_limit;
+  ho.abort_grace = options_.abort_grace;
+  ho.activity = activity_;
+  ho.on_abort = [this] { OnAbort(); };
+  ho.on_grace_expired = options_.exit_after_abort;
+  heartbeat_ = std::make_unique<Heartbeater>(link_, std::move(ho));
   started_ = absl::Now();
   return ReportOpening();
 }
@@ -161,6 +187,7 @@ absl::Status WorkerLoop::ReportOpening() {
 
 absl::Status WorkerLoop::TrainStep(int64_t step, std::optional<int>* exit_code) {
   ZF_RETURN_IF_ERROR(heartbeat_->CoordinatorLost());
+  ZF_RETURN_IF_ERROR(CheckNotAborted(absl::StrCat("step ", step)));
   ZF_ASSIGN_OR_RETURN(const v1::AcquireStepResponse grant, link_->AcquireStep(options_.rank, step));
   if (heartbeat_->stop_requested() || grant.cancel()) {
     ZF_RETURN_IF_ERROR(Report(
@@ -174,6 +201,7 @@ absl::Status WorkerLoop::TrainStep(int64_t step, std::optional<int>* exit_code) 
   }
   MicroBatches micro;
   for (const auto& mb : grant.micro_batches()) micro.emplace_back(mb.samples().begin(), mb.samples().end());
+  activity_->EnterStep(step);
   auto stepped = session_->Step(step, micro);
   if (!stepped.ok()) {
     // Out of memory: the coordinator re-plans the next attempt with smaller micro-batches.
@@ -181,6 +209,7 @@ absl::Status WorkerLoop::TrainStep(int64_t step, std::optional<int>* exit_code) 
   }
   metrics::StepMetrics m = *std::move(stepped);
   if (jobspec::EvalDue(plan_.steps, plan_.eval.every, step)) {
+    activity_->SetPhase("evaluation");
     auto eval = session_->Evaluate();
     if (!eval.ok()) return Fail(absl::StrCat("evaluation after step ", step, " failed"), eval.status());
     for (const metrics::NamedValue& v : *eval) m.Set(v.name, v.value);
@@ -202,11 +231,15 @@ absl::Status WorkerLoop::TrainStep(int64_t step, std::optional<int>* exit_code) 
   }
   // Every rank reports its step metrics (with its own time split and peaks); rank 0 also the progress line
   // and the checkpoint.
+  activity_->SetPhase("report");
   const bool lead = options_.rank == 0;
   return Report({lead ? ProgressLine(step, m, checkpoint) : "", &m, lead ? checkpoint : -1});
 }
 
 absl::Status WorkerLoop::Checkpoint(int64_t step) {
+  // No rank of an ended attempt writes a checkpoint: the next attempt may already resume from the last one.
+  ZF_RETURN_IF_ERROR(CheckNotAborted(absl::StrCat("the checkpoint of step ", step)));
+  activity_->SetPhase("checkpoint");
   ZF_RETURN_IF_ERROR(session_->SaveCheckpoint(
       plan_.checkpoint.dir, sharding::CheckpointOwnerExtra(link_->job(), registered_.request_id(), step),
       plan_.checkpoint.keep));

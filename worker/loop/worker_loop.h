@@ -8,7 +8,12 @@
 //     so all checkpoint the step before it (collectively) and exit with kPreemptedExitCode;
 //   - on a failed step: reported (an out-of-memory one as such, so that the coordinator re-plans), then the
 //     error is returned;
-//   - when the coordinator stays silent longer than `coordinator_silence_limit`: the error is returned.
+//   - when the coordinator stays silent longer than `coordinator_silence_limit`: the error is returned;
+//   - when the coordinator answers a heartbeat with `abort` (this attempt failed: a rank hung, a node was
+//     lost): the heartbeat thread reports this rank's last activity, calls `abort` (the communicator's
+//     Abort(): a collective blocked forever returns an error), and `exit_after_abort` if the process is still
+//     there `abort_grace` later (heartbeater.h). The training thread writes no checkpoint from then on and
+//     returns Aborted at its next step boundary or failed collective.
 //
 // Steps are 0-based (core/lr_schedule.h). The loop is driven through a TrainingSession (training_session.h)
 // and a CoordinatorLink; zerofit_worker (worker/torch/programs/worker_main.cc) wires both, and
@@ -27,6 +32,7 @@
 #include "jobspec/job_plan.h"
 #include "worker/loop/coordinator_link.h"
 #include "worker/loop/heartbeater.h"
+#include "worker/loop/rank_activity.h"
 #include "worker/loop/training_session.h"
 #include "worker/metrics/metrics_recorder.h"
 
@@ -42,6 +48,15 @@ struct WorkerLoopOptions {
   absl::Duration barrier_timeout = absl::Minutes(5);
   // A barrier of the job's ranks (the host communicator's), bounded by its argument.
   std::function<absl::Status(absl::Duration)> barrier;
+  // What the rank is doing, shared with the communicator decorator that notes collectives
+  // (comm/hooked_communicator.h); not owned. Null: the loop keeps its own (no collectives noted).
+  RankActivity* activity = nullptr;
+  // Aborts the rank's communicators (never blocks); called from the heartbeat thread. Empty: none.
+  std::function<void()> abort;
+  absl::Duration abort_grace = absl::Seconds(5);
+  // Called from the heartbeat thread when the process is still alive abort_grace after an abort
+  // (zerofit_worker: _exit(kAbortedExitCode)). Empty: nothing.
+  std::function<void()> exit_after_abort;
   // Builds this rank's session for the plan (model, data, optimizer). Collective. `job` is the coordinator's
   // record (its attempt names the attempt's rendezvous keys).
   std::function<absl::StatusOr<std::unique_ptr<TrainingSession>>(const jobspec::JobPlan&, const v1::Job& job)>
@@ -70,6 +85,8 @@ class WorkerLoop {
   };
   absl::Status Report(const Message& m);
   absl::Status Fail(const std::string& what, absl::Status error, bool out_of_memory = false);
+  void OnAbort();  // on the heartbeat thread
+  absl::Status CheckNotAborted(const std::string& before) const;
 
   absl::Status Start();   // plan, session, registration, resume, sinks, heartbeats, the opening lines
   absl::Status Resume();  // loads the checkpoint the coordinator resumes from (or checks the dir is ours)
@@ -88,6 +105,8 @@ class WorkerLoop {
   std::unique_ptr<TrainingSession> session_;
   v1::RegisterWorkerResponse registered_;
   std::unique_ptr<metrics::MetricsRecorder> recorder_;
+  std::unique_ptr<RankActivity> own_activity_;  // when options_.activity is null
+  RankActivity* activity_;
   std::unique_ptr<Heartbeater> heartbeat_;
   int64_t num_train_pairs_ = 0;  // known on rank 0
   int64_t first_step_ = 0;

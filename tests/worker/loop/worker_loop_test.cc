@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -132,12 +133,12 @@ class FakeSession final : public TrainingSession {
   Behaviour b_;
 };
 
-std::string Spec(int world, int64_t steps, const std::string& checkpoint_dir) {
+std::string Spec(int world, int64_t steps, const std::string& checkpoint_dir, const std::string& extra) {
   const int global = 4 * world;  // micro_batch 2 x accumulation 2 x world
   return absl::StrCat("name: loop\ntask: reward\nmodel: /m\ndata: /d\nworld_size: ", world,
                       "\nmax_restarts: 3\ntraining:\n  steps: ", steps, "\n  global_batch: ", global,
                       "\n  micro_batch: 2\n  gradient_accumulation: 2\neval: {every: 2}\ncheckpoint: {dir: ",
-                      checkpoint_dir, ", every: 3, keep: 2}\n");
+                      checkpoint_dir, ", every: 3, keep: 2}\n", extra);
 }
 
 struct Harness {
@@ -148,7 +149,8 @@ struct Harness {
   Shared shared;
   absl::Duration retry_budget = absl::Seconds(1);  // how long a worker's call retries an absent coordinator
 
-  Harness(int world, int64_t steps) {
+  // `extra`: more spec lines.
+  Harness(int world, int64_t steps, const std::string& extra = "") {
     coordinator::ServerOptions o;
     o.db_path = ":memory:";
     o.token = kToken;
@@ -158,7 +160,7 @@ struct Harness {
     EXPECT_TRUE(s.ok()) << s.status();
     server = std::move(*s);
     auto submitted =
-        server->coordinator().Submit("req-loop", "loop", Spec(world, steps, dir.path() + "/ck"), "");
+        server->coordinator().Submit("req-loop", "loop", Spec(world, steps, dir.path() + "/ck", extra), "");
     EXPECT_TRUE(submitted.ok()) << submitted.status();
     job = submitted->job.id;
   }
@@ -172,7 +174,8 @@ struct Harness {
   // Runs one attempt of `world` ranks (threads), each with its own loop and fake session; returns each
   // rank's result.
   std::vector<absl::StatusOr<int>> Attempt(int world, FakeSession::Behaviour behaviour = {},
-                                           absl::Duration silence_limit = absl::Seconds(30)) {
+                                           absl::Duration silence_limit = absl::Seconds(30),
+                                           const std::function<void(WorkerLoopOptions&)>& adjust = {}) {
     ThreadBarrier barrier(world);
     std::vector<absl::StatusOr<int>> results(world, absl::UnknownError("not run"));
     std::vector<std::thread> ranks;
@@ -192,6 +195,7 @@ struct Harness {
                                 const v1::Job&) -> absl::StatusOr<std::unique_ptr<TrainingSession>> {
           return std::make_unique<FakeSession>(r, &shared, &barrier, behaviour);
         };
+        if (adjust) adjust(o);
         WorkerLoop loop(std::move(o), &link);
         results[r] = loop.Run();
       });
@@ -300,6 +304,85 @@ TEST(WorkerLoopTest, CancelStopsAtTheNextStepBoundaryWithoutWritingAnything) {
   EXPECT_EQ(h.shared.evaluations[0], 2);  // after steps 1 and 3; none at the end
   EXPECT_EQ(h.Record().status.phase, coordinator::JobPhase::kCancelled);
   EXPECT_NE(h.Log().find("stopping before step 4: the job was cancelled"), std::string::npos) << h.Log();
+}
+
+TEST(WorkerLoopTest, AHungRankIsAbortedFromItsHeartbeatThreadAndTheNextAttemptResumes) {
+  Harness h(/*world=*/1, /*steps=*/9, "watchdog: {step_time_factor: 10, floor_s: 1}\n");
+  // Step 4 blocks (a collective that never returns) until the heartbeat thread gives up on it: it returns
+  // only once exit_after_abort ran, abort_grace after the abort.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool aborted = false, exited = false;
+  FakeSession::Behaviour hang;
+  hang.fail = [&](int, int64_t step) -> absl::Status {
+    if (step != 4) return absl::OkStatus();
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return exited; })) {
+      return absl::DeadlineExceededError("never aborted");
+    }
+    return absl::AbortedError("collective aborted");
+  };
+  const absl::Time t0 = absl::Now();
+  auto r = h.Attempt(1, hang, absl::Seconds(30), [&](WorkerLoopOptions& o) {
+    o.abort_grace = absl::Milliseconds(300);
+    o.abort = [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      aborted = true;
+    };
+    o.exit_after_abort = [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      exited = aborted;  // only after the abort
+      cv.notify_all();
+    };
+  });
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].status().code(), absl::StatusCode::kAborted) << r[0].status();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+  EXPECT_TRUE(exited);
+  const std::string log = h.Log();
+  for (const char* want :
+       {"restarting: rank 0 (host node1) hung while its heartbeats arrived (limit 1s = max(10 x median",
+        "since it completed step 3; it was doing: attempt 1, step 4: compute for ",
+        "aborting: the coordinator ended attempt 1; this rank was at attempt 1, step 4: compute"}) {
+    EXPECT_NE(log.find(want), std::string::npos) << want << "\n" << log;
+  }
+  EXPECT_EQ(h.shared.saves[0], (std::vector<int64_t>{2}));  // nothing written after the abort
+  EXPECT_EQ(h.Record().status.phase, coordinator::JobPhase::kRestarting);
+  EXPECT_EQ(h.Record().status.checkpoint_step, 2);
+  // The next attempt resumes after the checkpoint and finishes.
+  auto again = h.Attempt(1);
+  ASSERT_TRUE(again[0].ok() && *again[0] == 0) << again[0].status();
+  EXPECT_EQ(h.Record().status.phase, coordinator::JobPhase::kSucceeded) << h.Record().status.reason;
+  EXPECT_EQ(h.shared.loads[0], (std::vector<int64_t>{3}));
+}
+
+TEST(WorkerLoopTest, NoCheckpointIsWrittenAfterAnAbort) {
+  Harness h(/*world=*/1, /*steps=*/9, "watchdog: {step_time_factor: 10, floor_s: 1}\n");
+  // Step 5 (a checkpoint step: every 3) stalls until the abort arrives, then completes normally: the
+  // checkpoint that would follow must not be written.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool aborted = false;
+  FakeSession::Behaviour stall;
+  stall.during_step = [&](int, int64_t step) {
+    if (step != 5) return;
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(20), [&] { return aborted; });
+  };
+  auto r = h.Attempt(1, stall, absl::Seconds(30), [&](WorkerLoopOptions& o) {
+    o.abort = [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      aborted = true;
+      cv.notify_all();
+    };
+  });
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].status().code(), absl::StatusCode::kAborted) << r[0].status();
+  EXPECT_NE(r[0].status().message().find("the checkpoint of step 5 aborted"), std::string::npos)
+      << r[0].status();
+  EXPECT_EQ(h.shared.steps[0], Range(0, 6));
+  EXPECT_EQ(h.shared.saves[0], (std::vector<int64_t>{2}));
+  EXPECT_EQ(h.Record().status.checkpoint_step, 2);
 }
 
 TEST(WorkerLoopTest, OutOfMemoryIsReportedAndTheNextAttemptGetsSmallerMicroBatches) {

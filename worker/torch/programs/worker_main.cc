@@ -7,6 +7,14 @@
 // The token comes from a 0600 file or the inherited environment, never the command line; a coordinator that
 // serves TLS takes --tls-ca CA.pem
 // [--tls-server-name NAME] (or ZEROFIT_TLS_CA, ZEROFIT_TLS_SERVER_NAME): client/connection_flags.h.
+//
+// The communicator is wrapped in a comm::HookedCommunicator that notes each collective in the rank's
+// activity (worker/loop/rank_activity.h), which every heartbeat carries for the coordinator's progress
+// watchdog; when the coordinator answers `abort` the heartbeat thread aborts it and, 5 s later, _exits with
+// kAbortedExitCode if the process is still there (worker/loop/heartbeater.h).
+//
+// Built with ZEROFIT_FAULT_INJECTION this is zerofit_worker_faults, for tests only: it reads ZEROFIT_FAULTS
+// (worker/loop/fault_plan.h) and injects those faults. zerofit_worker is built without it.
 #include <unistd.h>
 
 #include <csignal>
@@ -18,14 +26,20 @@
 #include "absl/strings/str_cat.h"
 #include "client/connection_flags.h"
 #include "comm/communicator_factory.h"
+#include "comm/hooked_communicator.h"
 #include "core/status_macros.h"
 #ifdef ZEROFIT_HAVE_NCCL
 #include "comm/nccl/nccl_communicator.h"
 #include "coordinator/kv_rendezvous.h"
 #endif
+#include "jobspec/exit_codes.h"
 #include "launch/launch_env.h"
 #include "launch/parent_watch.h"
+#include "worker/loop/rank_activity.h"
 #include "worker/loop/worker_loop.h"
+#ifdef ZEROFIT_FAULT_INJECTION
+#include "worker/loop/faulty_session.h"
+#endif
 #include "worker/mpi_main.h"
 #include "worker/torch/train/plan_options.h"
 #include "worker/torch/train/torch_training_session.h"
@@ -38,6 +52,9 @@ struct Flags {
   std::string job;
   int heartbeat_ms = 1000;
   int coordinator_timeout_s = 30;
+#ifdef ZEROFIT_FAULT_INJECTION
+  FaultPlan faults;  // from ZEROFIT_FAULTS
+#endif
 };
 
 constexpr const char* kUsage =
@@ -88,6 +105,11 @@ absl::StatusOr<Flags> Parse(int argc, char** argv) {
   }
   // A call that cannot reach the coordinator gives up when the heartbeats would (worker_loop.h).
   f.connection.retry.budget = absl::Seconds(f.coordinator_timeout_s);
+#ifdef ZEROFIT_FAULT_INJECTION
+  const char* faults = std::getenv("ZEROFIT_FAULTS");
+  ZF_ASSIGN_OR_RETURN(f.faults, FaultPlan::Parse(faults ? faults : ""));
+  std::fprintf(stderr, "zerofit_worker_faults: %s\n", f.faults.Describe().c_str());
+#endif
   return f;
 }
 
@@ -101,6 +123,18 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   char hostname[256] = {0};
   ::gethostname(hostname, sizeof(hostname) - 1);
   CoordinatorLink link(f.connection, f.job);
+  RankActivity activity;
+  const int rank = comm->rank();
+  comm::HookedCommunicator hooked(comm.get(), [&, rank](comm::HookedCommunicator& self, const char* op) {
+#ifdef ZEROFIT_FAULT_INJECTION
+    return FaultHook(f.faults, rank, activity, self, op);
+#else
+    (void)self;
+    (void)rank;
+    activity.NoteCollective(op);
+    return absl::OkStatus();
+#endif
+  });
 
   WorkerLoopOptions o;
   o.rank = comm->rank();
@@ -109,7 +143,10 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   o.launched_as = launch::Describe(launched);
   o.heartbeat_period = absl::Milliseconds(f.heartbeat_ms);
   o.coordinator_silence_limit = absl::Seconds(f.coordinator_timeout_s);
-  o.barrier = [&](absl::Duration timeout) { return comm->Barrier(timeout); };
+  o.barrier = [&](absl::Duration timeout) { return hooked.Barrier(timeout); };
+  o.activity = &activity;
+  o.abort = [&] { hooked.Abort(); };  // NCCL's communicator is not reached: the _exit below covers it
+  o.exit_after_abort = [] { ::_exit(jobspec::kAbortedExitCode); };
   o.make_session = [&](const jobspec::JobPlan& plan,
                        const v1::Job& job) -> absl::StatusOr<std::unique_ptr<TrainingSession>> {
     ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions options, OptionsFromPlan(plan));
@@ -126,8 +163,13 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
     };
 #endif
     ZF_ASSIGN_OR_RETURN(std::unique_ptr<TorchTrainingSession> session,
-                        TorchTrainingSession::Create(options, comm.get()));
+                        TorchTrainingSession::Create(options, &hooked));
+#ifdef ZEROFIT_FAULT_INJECTION
+    return std::unique_ptr<TrainingSession>(std::make_unique<FaultySession>(
+        std::move(session), &f.faults, rank, &activity, [](int code) { ::_exit(code); }));
+#else
     return std::unique_ptr<TrainingSession>(std::move(session));
+#endif
   };
   WorkerLoop loop(std::move(o), &link);
   return loop.Run();
