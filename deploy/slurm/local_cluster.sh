@@ -26,7 +26,8 @@
 #       their pid files, deletes the veths, the bridge and the namespace bind mounts: nothing is left behind.
 #       `start` runs it first when DIR holds a cluster from before (a crash).
 # The timeouts are small so that tests see failures in seconds: SlurmdTimeout=12 (a node that does not answer
-# for 12 s is DOWN and its jobs are requeued), MessageTimeout=5, TCPTimeout=3, KillWait=5, and
+# for 12 s is DOWN and its jobs are requeued), MessageTimeout=5, TCPTimeout=3, KillWait=5, sched_interval=2 (a requeued
+# job starts again within seconds of becoming eligible, not at the next 60 s scheduler pass), and
 # ReturnToService=2 (a node whose slurmd comes back is usable again at once). Each node claims 4 CPUs whatever
 # the machine has (SlurmdParameters=config_overrides): the tests oversubscribe a 2-core machine with tiny jobs.
 #
@@ -206,7 +207,14 @@ kill_node() {
   return 1
 }
 
+# A node that starts is a node that booted: nothing of it runs, its temporary directory starts empty and its
+# spool holds no sockets of dead step daemons (a killed node leaves the PMIx directory and socket of each of
+# its steps behind, and a requeued job keeps its id: its step 0 would find them and fail to launch there).
 start_slurmd() {  # start_slurmd I
+  [[ ! -e "$dir/ns/node$1.net" || -z "$(node_pids "$1")" ]] ||
+    { echo "node$1 still runs processes ($(node_pids "$1" | tr '\n' ' ')): kill-node it first" >&2; exit 1; }
+  rm -rf "$dir/tmp/node$1"
+  [[ ! -d "$dir/spool/node$1" ]] || find "$dir/spool/node$1" -type s -delete
   mkdir -p "$dir/spool/node$1" "$dir/tmp/node$1" "$dir/nodetmp"
   in_node "$1" slurmd -f "$dir/slurm.conf" -N "node$1"
 }
@@ -250,6 +258,9 @@ SlurmdTimeout=12
 MessageTimeout=5
 TCPTimeout=3
 KillWait=5
+# A requeued job may start again once cred_expire has passed, but only the periodic scheduler pass notices
+# (every 60 s by default): every 2 s here.
+SchedulerParameters=sched_interval=2
 CONF
     for i in $(seq 1 "$n"); do
       echo "NodeName=node$i NodeAddr=10.231.$x.$((10 + i)) CPUs=4 RealMemory=2000 State=UNKNOWN"
