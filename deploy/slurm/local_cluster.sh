@@ -208,12 +208,13 @@ kill_node() {
 }
 
 # A node that starts is a node that booted: nothing of it runs, its temporary directory starts empty and its
-# spool holds no sockets of dead step daemons (a killed node leaves the PMIx directory and socket of each of
-# its steps behind, and a requeued job keeps its id: its step 0 would find them and fail to launch there).
+# spool holds no PMIx directories or sockets of dead step daemons (a killed node leaves them behind, in TmpFS
+# and in the spool, and a requeued job keeps its id: its step 0 would find them and fail to launch there).
 start_slurmd() {  # start_slurmd I
   [[ ! -e "$dir/ns/node$1.net" || -z "$(node_pids "$1")" ]] ||
     { echo "node$1 still runs processes ($(node_pids "$1" | tr '\n' ' ')): kill-node it first" >&2; exit 1; }
   rm -rf "$dir/tmp/node$1"
+  rm -rf "$dir/spool/node$1"/pmix.*
   [[ ! -d "$dir/spool/node$1" ]] || find "$dir/spool/node$1" -type s -delete
   mkdir -p "$dir/spool/node$1" "$dir/tmp/node$1" "$dir/nodetmp"
   in_node "$1" slurmd -f "$dir/slurm.conf" -N "node$1"

@@ -189,7 +189,7 @@ if [[ "$PARTS" == *b* ]]; then
   # Steps lost: the last step attempt 1 finished (1-based in the progress lines) minus where attempt 2 began.
   done1=$(sed '/attempt 2: 240 training pairs/q' "$OUT" | grep -o "step [0-9]*/$STEPS" | cut -d' ' -f2 | cut -d/ -f1 | sort -n | tail -1)
   status=$(on host "$Z" status --state-dir "$D/st_nodeloss")
-  echo "$status" | grep -q "job-000001 *nodeloss *succeeded *attempt 2, restarts [0-9], checkpoint step $((STEPS - 1)), interruptions 1 *\[slurm $J COMPLETED\]" ||
+  echo "$status" | grep -q "job-000001 *nodeloss *succeeded *attempt 2, restarts 0, checkpoint step $((STEPS - 1)), interruptions 1 *\[slurm $J COMPLETED\]" ||
     fail "zerofit status after the node loss: $status"
   grep -q "srun: error: Node failure on node2" "$OUT" || fail "the output does not name node2"
   grep -q "SIGTERM from Slurm: job $J requeued" "$OUT" || fail "the requeue was not recorded as an interruption"
