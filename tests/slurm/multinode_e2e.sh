@@ -183,6 +183,8 @@ if [[ "$PARTS" == *b* ]]; then
   T_RUNNING=$(now_ms)
   wait_log "$OUT" "attempt 2: 240 training pairs" 90
   T_RESUMED=$(now_ms)
+  grep -q "started: rank 2 of 4 (local 0, node 2 of 2: node2), srun, Slurm job $J (requeued 1x)" "$OUT" ||
+    fail "the requeued job did not run on node2 again: $(grep "requeued 1x" "$OUT")"
   wait_state "$J" COMPLETED 120
   same_state nodeloss
   resumed=$(grep -o "attempt 2: 240 training pairs, steps [0-9]*" "$OUT" | grep -o "[0-9]*$")
