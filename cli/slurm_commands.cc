@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -98,6 +99,27 @@ std::map<std::string, std::string> ScontrolShowJob(const std::string& id) {
     if (eq != absl::string_view::npos) fields.emplace(word.substr(0, eq), word.substr(eq + 1));
   }
   return fields;
+}
+
+// The allocation's nodes that Slurm no longer counts as up, with its reason: "node2 down* (Not responding)".
+// For the interruption a requeue records: which node took the job down. Empty when every node is up, or when
+// sinfo cannot tell (the reason is then only the requeue).
+std::string DownNodes(const std::string& nodelist) {
+  if (nodelist.empty()) return "";
+  auto r = RunCommand({"sinfo", "-h", "-N", "-n", nodelist, "-o", "%N|%T|%E"}, absl::Seconds(10));
+  if (!r.ok() || r->exit_code != 0) return "";
+  std::map<std::string, std::string> down;  // one line per node even if it sits in several partitions
+  for (absl::string_view line : absl::StrSplit(r->output, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> f = absl::StrSplit(line, '|');
+    if (f.size() != 3) continue;
+    // down, drained, failing or not responding (sinfo marks the last with a trailing '*').
+    const bool up = !absl::StartsWith(f[1], "down") && !absl::StartsWith(f[1], "drain") &&
+                    !absl::StartsWith(f[1], "fail") && !absl::EndsWith(f[1], "*");
+    if (!up) down[f[0]] = absl::StrCat(f[0], " ", f[1], f[2] == "none" ? "" : absl::StrCat(" (", f[2], ")"));
+  }
+  std::vector<std::string> out;
+  for (const auto& [node, text] : down) out.push_back(text);
+  return absl::StrJoin(out, ", ");
 }
 
 }  // namespace
@@ -354,8 +376,10 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     if (auto it = fields.find("Restarts"); it != fields.end())
       (void)absl::SimpleAtoi(it->second, &now_restarts);
     if (now_restarts > restarts) {
+      const std::string down = DownNodes(allocation->nodelist);
       ZF_RETURN_IF_ERROR(
-          c.Interrupt(id, absl::StrCat("SIGTERM from Slurm: job ", slurm_job_id, " requeued")));
+          c.Interrupt(id, absl::StrCat("SIGTERM from Slurm: job ", slurm_job_id, " requeued",
+                                       down.empty() ? "" : absl::StrCat(" (lost ", down, ")"))));
     } else {
       auto reason = fields.find("Reason");
       const bool known = reason != fields.end() && reason->second != "None";

@@ -177,6 +177,11 @@ if [[ "$PARTS" == *b* ]]; then
   [ "$(state "$J")" = PENDING ] || fail "the job was not requeued after node2 went down: $(state "$J")"
   sleep 2
   [ "$(state "$J")" = PENDING ] || fail "the job did not wait for node2: $(state "$J")"
+  # While it waits, `zerofit status` (from the job store: the coordinator went with the allocation) tells the
+  # story: the checkpoint it resumes from, the requeue and the node that was lost.
+  waiting=$(on host "$Z" status --state-dir "$D/st_nodeloss" | grep job-000001)
+  echo "$waiting" | grep -q "checkpoint step [0-9]*, interruptions 1 *\[slurm $J PENDING\] .*SIGTERM from Slurm: job $J requeued (lost node2 down" ||
+    fail "zerofit status while the job waits for node2: $waiting"
   T_BACK=$(now_ms)
   "$CL" start-node "$D/cluster" node2 || fail "restart node2's slurmd"
   for _ in $(seq 600); do [ "$(state "$J")" = RUNNING ] && break; sleep 0.1; done
@@ -197,6 +202,7 @@ if [[ "$PARTS" == *b* ]]; then
   grep -q "SIGTERM from Slurm: job $J requeued" "$OUT" || fail "the requeue was not recorded as an interruption"
   echo "--- the story in the job's output:"
   grep -v "  loss \|: data:" "$OUT" | grep "Node failure\|requeued\|attempt [0-9]\|checkpoint" | head -8
+  echo "b. while node2 was down: $waiting"
   echo "b. $status"
   echo "b. node2 killed after the checkpoint of step 19 (0-based; attempt 1 got to step $done1 of $STEPS):" \
     "Slurm marked node2 down after $(secs "$T_KILL" "$T_DOWN") s and requeued the job; node2's slurmd back" \
