@@ -122,6 +122,36 @@ std::string DownNodes(const std::string& nodelist) {
   return absl::StrJoin(out, ", ");
 }
 
+// Tells when to end an srun whose attempt the coordinator has failed (a rank missed its heartbeats, or one
+// failed) while srun still runs. Ending it at once (SIGTERM to srun, which passes it to every task of the
+// step on every node it can reach; the ranks do not catch it) is what keeps the failed attempt from going on:
+// ranks cut off from the coordinator, or blocked in a collective with a vanished peer, would otherwise train
+// on, and could write checkpoints the next attempt does not expect. An attempt that fails within one poll of
+// forming is not seen running and not fenced here (its ranks then leave by their own heartbeat deadline).
+class AttemptFence {
+ public:
+  void Launched() {
+    formed_ = 0;
+    fired_ = false;
+  }
+  int formed() const { return formed_; }
+  // Called with the job's record while srun runs; true once, when srun must stop.
+  bool ShouldStop(const coordinator::JobRecord& job) {
+    const coordinator::JobPhase phase = job.status.phase;
+    if (phase == coordinator::JobPhase::kRunning) {
+      formed_ = job.status.attempt;
+      return false;
+    }
+    if (fired_ || formed_ == 0) return false;
+    fired_ = phase == coordinator::JobPhase::kRestarting || phase == coordinator::JobPhase::kFailed;
+    return fired_;
+  }
+
+ private:
+  int formed_ = 0;  // the attempt this srun runs, once seen running
+  bool fired_ = false;
+};
+
 }  // namespace
 
 std::string SlurmJobState(const std::string& id) {
@@ -339,9 +369,11 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   std::fflush(stdout);
 
   bool preempted = false, terminating = false;
+  AttemptFence fence;
   SuperviseHooks hooks;
   hooks.print_earlier_logs = submitted.created;  // a requeued run appends to the output of the first
   hooks.command = [&] {
+    fence.Launched();
     std::vector<std::string> argv = launch::SrunCommand(spec.world_size, nodes, cpus_per_task, worker,
                                                         address, (state / "token").string(), id);
     argv[0] = f.srun;
@@ -360,6 +392,14 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
         terminating = true;
         srun.Signal(SIGTERM);
       }
+    }
+    if (preempted || terminating) return;  // those stop the ranks their own way
+    auto job = c.Get(id);
+    if (job.ok() && fence.ShouldStop(*job)) {
+      std::printf("zerofit slurm-launch: attempt %d failed while srun runs (%s): SIGTERM to its ranks\n",
+                  fence.formed(), job->status.reason.c_str());
+      std::fflush(stdout);
+      srun.Signal(SIGTERM);
     }
   };
   hooks.after_exit = [&](int) {
