@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -99,6 +100,57 @@ std::map<std::string, std::string> ScontrolShowJob(const std::string& id) {
   }
   return fields;
 }
+
+// The allocation's nodes that Slurm no longer counts as up, with its reason: "node2 down* (Not responding)".
+// For the interruption a requeue records: which node took the job down. Empty when every node is up, or when
+// sinfo cannot tell (the reason is then only the requeue).
+std::string DownNodes(const std::string& nodelist) {
+  if (nodelist.empty()) return "";
+  auto r = RunCommand({"sinfo", "-h", "-N", "-n", nodelist, "-o", "%N|%T|%E"}, absl::Seconds(10));
+  if (!r.ok() || r->exit_code != 0) return "";
+  std::map<std::string, std::string> down;  // one line per node even if it sits in several partitions
+  for (absl::string_view line : absl::StrSplit(r->output, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> f = absl::StrSplit(line, '|');
+    if (f.size() != 3) continue;
+    // down, drained, failing or not responding (sinfo marks the last with a trailing '*').
+    const bool up = !absl::StartsWith(f[1], "down") && !absl::StartsWith(f[1], "drain") &&
+                    !absl::StartsWith(f[1], "fail") && !absl::EndsWith(f[1], "*");
+    if (!up) down[f[0]] = absl::StrCat(f[0], " ", f[1], f[2] == "none" ? "" : absl::StrCat(" (", f[2], ")"));
+  }
+  std::vector<std::string> out;
+  for (const auto& [node, text] : down) out.push_back(text);
+  return absl::StrJoin(out, ", ");
+}
+
+// Tells when to end an srun whose attempt the coordinator has failed (a rank missed its heartbeats, or one
+// failed) while srun still runs. Ending it at once (SIGTERM to srun, which passes it to every task of the
+// step on every node it can reach; the ranks do not catch it) is what keeps the failed attempt from going on:
+// ranks cut off from the coordinator, or blocked in a collective with a vanished peer, would otherwise train
+// on, and could write checkpoints the next attempt does not expect. An attempt that fails within one poll of
+// forming is not seen running and not fenced here (its ranks then leave by their own heartbeat deadline).
+class AttemptFence {
+ public:
+  void Launched() {
+    formed_ = 0;
+    fired_ = false;
+  }
+  int formed() const { return formed_; }
+  // Called with the job's record while srun runs; true once, when srun must stop.
+  bool ShouldStop(const coordinator::JobRecord& job) {
+    const coordinator::JobPhase phase = job.status.phase;
+    if (phase == coordinator::JobPhase::kRunning) {
+      formed_ = job.status.attempt;
+      return false;
+    }
+    if (fired_ || formed_ == 0) return false;
+    fired_ = phase == coordinator::JobPhase::kRestarting || phase == coordinator::JobPhase::kFailed;
+    return fired_;
+  }
+
+ private:
+  int formed_ = 0;  // the attempt this srun runs, once seen running
+  bool fired_ = false;
+};
 
 }  // namespace
 
@@ -317,9 +369,11 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   std::fflush(stdout);
 
   bool preempted = false, terminating = false;
+  AttemptFence fence;
   SuperviseHooks hooks;
   hooks.print_earlier_logs = submitted.created;  // a requeued run appends to the output of the first
   hooks.command = [&] {
+    fence.Launched();
     std::vector<std::string> argv = launch::SrunCommand(spec.world_size, nodes, cpus_per_task, worker,
                                                         address, (state / "token").string(), id);
     argv[0] = f.srun;
@@ -339,6 +393,14 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
         srun.Signal(SIGTERM);
       }
     }
+    if (preempted || terminating) return;  // those stop the ranks their own way
+    auto job = c.Get(id);
+    if (job.ok() && fence.ShouldStop(*job)) {
+      std::printf("zerofit slurm-launch: attempt %d failed while srun runs (%s): SIGTERM to its ranks\n",
+                  fence.formed(), job->status.reason.c_str());
+      std::fflush(stdout);
+      srun.Signal(SIGTERM);
+    }
   };
   hooks.after_exit = [&](int) {
     if (terminating) return AfterExit::kStop;
@@ -354,8 +416,10 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     if (auto it = fields.find("Restarts"); it != fields.end())
       (void)absl::SimpleAtoi(it->second, &now_restarts);
     if (now_restarts > restarts) {
+      const std::string down = DownNodes(allocation->nodelist);
       ZF_RETURN_IF_ERROR(
-          c.Interrupt(id, absl::StrCat("SIGTERM from Slurm: job ", slurm_job_id, " requeued")));
+          c.Interrupt(id, absl::StrCat("SIGTERM from Slurm: job ", slurm_job_id, " requeued",
+                                       down.empty() ? "" : absl::StrCat(" (lost ", down, ")"))));
     } else {
       auto reason = fields.find("Reason");
       const bool known = reason != fields.end() && reason->second != "None";

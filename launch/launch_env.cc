@@ -91,6 +91,7 @@ absl::StatusOr<SlurmAllocation> ReadSlurmAllocation(const Getenv& getenv) {
   const char* id = getenv("SLURM_JOB_ID");
   if (id == nullptr) return absl::FailedPreconditionError("not inside a Slurm allocation (no SLURM_JOB_ID)");
   a.job_id = id;
+  if (const char* list = getenv("SLURM_JOB_NODELIST")) a.nodelist = list;
   ZF_RETURN_IF_ERROR(Int(getenv, "SLURM_JOB_NUM_NODES", &a.nodes));
   ZF_RETURN_IF_ERROR(Int(getenv, "SLURM_NTASKS", &a.tasks));
   ZF_RETURN_IF_ERROR(Int(getenv, "SLURM_CPUS_PER_TASK", &a.cpus_per_task));

@@ -34,9 +34,11 @@ using Getenv = std::function<const char*(const char*)>;
 absl::StatusOr<LaunchEnv> ReadLaunchEnv(const Getenv& getenv);
 
 // The batch step's view of its Slurm allocation (sbatch's variables SLURM_JOB_ID, SLURM_JOB_NUM_NODES,
-// SLURM_NTASKS, SLURM_CPUS_PER_TASK, SLURM_RESTART_COUNT). FailedPrecondition outside an allocation.
+// SLURM_NTASKS, SLURM_CPUS_PER_TASK, SLURM_RESTART_COUNT, SLURM_JOB_NODELIST). FailedPrecondition outside an
+// allocation.
 struct SlurmAllocation {
   std::string job_id;
+  std::string nodelist;  // as Slurm writes it ("node[1-2]"); empty if not set
   int nodes = 1;
   int tasks = 0;          // 0: not set
   int cpus_per_task = 0;  // 0: not set

@@ -100,8 +100,10 @@ TEST(LaunchEnvTest, TheBatchStepReadsItsAllocation) {
                                      {"SLURM_JOB_NUM_NODES", "2"},
                                      {"SLURM_NTASKS", "16"},
                                      {"SLURM_CPUS_PER_TASK", "12"},
-                                     {"SLURM_RESTART_COUNT", "3"}}));
+                                     {"SLURM_RESTART_COUNT", "3"},
+                                     {"SLURM_JOB_NODELIST", "gpu[01-02]"}}));
   ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->nodelist, "gpu[01-02]");
   EXPECT_EQ(a->job_id, "88");
   EXPECT_EQ(a->nodes, 2);
   EXPECT_EQ(a->tasks, 16);
@@ -111,6 +113,7 @@ TEST(LaunchEnvTest, TheBatchStepReadsItsAllocation) {
   ASSERT_TRUE(minimal.ok());
   EXPECT_EQ(minimal->nodes, 1);
   EXPECT_EQ(minimal->tasks, 0);
+  EXPECT_EQ(minimal->nodelist, "");
   EXPECT_EQ(ReadSlurmAllocation(From({})).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(
       std::string(
