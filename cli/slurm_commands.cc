@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "cli/blocked_signals.h"
 #include "cli/jobs_commands.h"
+#include "cli/launcher_stop.h"
 #include "cli/private_files.h"
 #include "cli/subprocess.h"
 #include "cli/supervise.h"
@@ -370,10 +371,16 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
 
   bool preempted = false, terminating = false;
   AttemptFence fence;
+  // SIGTERM to srun (it forwards it to every task), SIGKILL to its process group if it has not exited after
+  // the grace: an srun that cannot reach a node's slurmd must not keep the failed attempt, or this batch
+  // step, alive. Slurm's own KillWait comes after this for the batch step as a whole. One per launch.
+  constexpr absl::Duration kSrunStopGrace = absl::Seconds(5);
+  LauncherStop srun_stop(kSrunStopGrace);
   SuperviseHooks hooks;
   hooks.print_earlier_logs = submitted.created;  // a requeued run appends to the output of the first
   hooks.command = [&] {
     fence.Launched();
+    srun_stop = LauncherStop(kSrunStopGrace);
     std::vector<std::string> argv = launch::SrunCommand(spec.world_size, nodes, cpus_per_task, worker,
                                                         address, (state / "token").string(), id);
     argv[0] = f.srun;
@@ -390,16 +397,19 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
                               : std::string(stop.status().message()).c_str());
       } else if (sig == SIGTERM || sig == SIGINT) {
         terminating = true;
-        srun.Signal(SIGTERM);
+        srun_stop.Begin(srun, absl::Now());
       }
     }
-    if (preempted || terminating) return;  // those stop the ranks their own way
+    srun_stop.Tick(srun, absl::Now());
+    if (preempted || terminating || srun_stop.stopping()) return;  // those stop the ranks their own way
     auto job = c.Get(id);
     if (job.ok() && fence.ShouldStop(*job)) {
-      std::printf("zerofit slurm-launch: attempt %d failed while srun runs (%s): SIGTERM to its ranks\n",
-                  fence.formed(), job->status.reason.c_str());
+      std::printf(
+          "zerofit slurm-launch: attempt %d failed while srun runs (%s): SIGTERM to its ranks, SIGKILL after "
+          "%s\n",
+          fence.formed(), job->status.reason.c_str(), absl::FormatDuration(kSrunStopGrace).c_str());
       std::fflush(stdout);
-      srun.Signal(SIGTERM);
+      srun_stop.Begin(srun, absl::Now());
     }
   };
   hooks.after_exit = [&](int) {

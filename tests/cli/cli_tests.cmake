@@ -27,6 +27,8 @@ if(TARGET zerofit_cli_jobs)
   zerofit_e2e_test(serve_identity_e2e 120 1 $<TARGET_FILE:zerofit>)
   # `zerofit logs -f` across a kill -9 and restart of the coordinator, every line once (issue 19).
   zerofit_e2e_test(logs_follow_restart_e2e 120 1 $<TARGET_FILE:zerofit>)
+  # slurm-launch: SIGTERM to it ends its srun, by SIGKILL after a grace if srun ignores SIGTERM (issue 19).
+  zerofit_e2e_test(slurm_launch_stop_e2e 60 1 $<TARGET_FILE:zerofit>)
 endif()
 
 # Jobs with real workers (2 MPI ranks each).
