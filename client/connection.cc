@@ -2,7 +2,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <random>
@@ -43,10 +42,12 @@ Connection::Connection(ConnectionOptions options)
     if (!options_.tls_server_name.empty()) args.SetSslTargetNameOverride(options_.tls_server_name);
   }
   // gRPC's own reconnect backoff grows to 120 s by default: a coordinator restarted after a minute would
-  // then be seen only long after our retries gave up. Hold it at our longest wait.
-  const int max_reconnect_ms = static_cast<int>(
-      std::clamp<int64_t>(absl::ToInt64Milliseconds(options_.retry.max_backoff), 1000, 60000));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_reconnect_ms);
+  // then be seen only long after our retries gave up. Even our own longest wait (retry.max_backoff, 5 s) is
+  // too long for a worker: a restarted coordinator gives the ranks one heartbeat timeout (as short as a few
+  // seconds) to show up, and a channel still backing off misses it (multinode_e2e (c) saw "rank 0 missed
+  // heartbeats for 5.0s"). One connection attempt a second to a coordinator that is down costs nothing.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 250);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   channel_ = grpc::CreateCustomChannel(options_.address, creds, args);
 }
 
