@@ -17,6 +17,7 @@ PACKAGES=(
   libsentencepiece-dev libpcre2-dev libicu-dev
   python3-jinja2
   slurm-wlm slurmd slurmctld slurm-client slurm-wlm-basic-plugins munge
+  iproute2  # the multi-node test cluster: network namespaces, veth, a bridge (deploy/slurm/local_cluster.sh)
   openssl
 )
 
