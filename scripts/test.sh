@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): makes sure dependencies are installed, builds, and runs every
-# test tier that this machine can run (labels unit, mpi and e2e on loopback; slurm on a one-node Slurm cluster
-# the test starts itself, as root; gpu tests skip themselves without a GPU), then the sanitizer builds
+# test tier that this machine can run (labels unit, mpi and e2e on loopback; slurm on Slurm clusters the tests
+# start themselves, as root: one node, and three nodes in network namespaces; gpu tests skip themselves
+# without a GPU), then the sanitizer builds
 # (cmake/ZerofitSanitize.cmake, issue 19):
 #   build-asan  AddressSanitizer (leak detection on) + UndefinedBehaviorSanitizer (no recovery) over every
 #               LibTorch-free library and its unit tests;
