@@ -19,9 +19,7 @@ set -u
 Z="$1"
 GEN="$2"
 FAULTY="$3"
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 "$GEN" --out "$D/data" --train 400 --test 40 --ids --pad > /dev/null || fail "data generation"
 spec() {  # spec NAME STEPS STEP_TIME_FACTOR [WORLD_SIZE (2)]
   local world="${4:-2}"
