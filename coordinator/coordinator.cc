@@ -307,12 +307,7 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
                             now.checkpoint_step + 1, record.spec, record.request_id};
 }
 
-absl::StatusOr<bool> Coordinator::Heartbeat(const std::string& job_id, int rank) {
-  ZF_ASSIGN_OR_RETURN(const HeartbeatAnswer answer, Beat(job_id, HeartbeatInfo{rank, 0, ""}));
-  return answer.cancel;
-}
-
-absl::StatusOr<HeartbeatAnswer> Coordinator::Beat(const std::string& job_id, const HeartbeatInfo& beat) {
+absl::StatusOr<HeartbeatAnswer> Coordinator::Heartbeat(const std::string& job_id, const HeartbeatInfo& beat) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(job_id));
   const JobStatus& s = live->state->status();

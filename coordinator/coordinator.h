@@ -89,11 +89,10 @@ class Coordinator {
   // Workers.
   absl::StatusOr<WorkerRegistration> Register(const std::string& job_id, int rank, int world_size,
                                               const std::string& host, const std::vector<int64_t>& lengths);
-  // Returns true when the worker must stop (job cancelled, attempt failed).
-  absl::StatusOr<bool> Heartbeat(const std::string& job_id, int rank);
-  // A heartbeat with the rank's attempt and activity. A rank of an attempt that has ended (failed, hung,
-  // superseded) is answered `abort`, whatever phase the job is in now.
-  absl::StatusOr<HeartbeatAnswer> Beat(const std::string& job_id, const HeartbeatInfo& beat);
+  // A rank's heartbeat, with its attempt and activity. A rank of an attempt that has ended (failed, hung,
+  // superseded) is answered `abort`, whatever phase the job is in now; a rank of a job that is over,
+  // `cancel`.
+  absl::StatusOr<HeartbeatAnswer> Heartbeat(const std::string& job_id, const HeartbeatInfo& beat);
   // Rank `rank`'s micro-batches of `step`. Every rank of a step asks for the same assignment: it is computed
   // once and kept for the last few steps.
   // After Preempt, steps from the stop step on are refused with `stop`; once the job is over (cancelled,

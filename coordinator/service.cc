@@ -335,7 +335,7 @@ class WorkersService final : public v1::Workers::Service {
                          v1::HeartbeatResponse* resp) override {
     return GuardHandler("Heartbeat", [&]() -> grpc::Status {
       ZF_AUTH(ctx);
-      auto answer = c_->Beat(req->job_id(), HeartbeatInfo{req->rank(), req->attempt(), req->activity()});
+      auto answer = c_->Heartbeat(req->job_id(), HeartbeatInfo{req->rank(), req->attempt(), req->activity()});
       if (!answer.ok()) return ToGrpc(answer.status());
       resp->set_cancel(answer->cancel);
       resp->set_abort(answer->abort);

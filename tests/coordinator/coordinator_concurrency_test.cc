@@ -52,7 +52,7 @@ TEST(CoordinatorConcurrencyTest, RanksFollowersAndTheTickerShareOneJob) {
       registered.fetch_add(1);
       while (registered.load() < kWorld) std::this_thread::yield();
       for (int64_t step = 0; step < kSteps; ++step) {
-        ASSERT_TRUE(co.Heartbeat(job, rank).ok());
+        ASSERT_TRUE(co.Heartbeat(job, HeartbeatInfo{rank, 0, ""}).ok());
         const absl::StatusOr<StepGrant> grant = co.AcquireStep(job, step);  // rank 0's lengths are in
         ASSERT_TRUE(grant.ok()) << grant.status();
         ASSERT_NE(grant->assignment, nullptr);

@@ -43,7 +43,7 @@ struct Fixture {
     return attempt;
   }
   HeartbeatAnswer Beat(int rank, int attempt, const std::string& activity) {
-    auto a = co->Beat(job, HeartbeatInfo{rank, attempt, activity});
+    auto a = co->Heartbeat(job, HeartbeatInfo{rank, attempt, activity});
     EXPECT_TRUE(a.ok()) << a.status();
     return a.value_or(HeartbeatAnswer{});
   }
