@@ -131,26 +131,21 @@ std::string DownNodes(const std::string& nodelist) {
 // forming is not seen running and not fenced here (its ranks then leave by their own heartbeat deadline).
 class AttemptFence {
  public:
-  void Launched() {
-    formed_ = 0;
-    fired_ = false;
-  }
+  void Launched() { formed_ = 0; }
   int formed() const { return formed_; }
-  // Called with the job's record while srun runs; true once, when srun must stop.
+  // Called with the job's record while srun runs and is not being stopped yet; true when srun must stop.
   bool ShouldStop(const coordinator::JobRecord& job) {
     const coordinator::JobPhase phase = job.status.phase;
     if (phase == coordinator::JobPhase::kRunning) {
       formed_ = job.status.attempt;
       return false;
     }
-    if (fired_ || formed_ == 0) return false;
-    fired_ = phase == coordinator::JobPhase::kRestarting || phase == coordinator::JobPhase::kFailed;
-    return fired_;
+    return formed_ != 0 &&
+           (phase == coordinator::JobPhase::kRestarting || phase == coordinator::JobPhase::kFailed);
   }
 
  private:
   int formed_ = 0;  // the attempt this srun runs, once seen running
-  bool fired_ = false;
 };
 
 }  // namespace
