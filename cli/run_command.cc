@@ -21,6 +21,7 @@
 #include "coordinator/state_dir_lock.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
+#include "sharding/checkpoint_rotation.h"
 
 namespace zerofit::cli {
 
@@ -34,6 +35,18 @@ constexpr absl::Duration kStopGrace = absl::Seconds(5);
 
 const char* SignalName(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
+// --overwrite-checkpoints: the workers run on this host, so the earlier jobs' checkpoints are removed here,
+// before the submit (whose check then finds checkpoint.dir marked as this request's).
+absl::Status RetireCheckpoints(const std::string& dir, const std::string& request_id) {
+  if (dir.empty()) return absl::OkStatus();
+  ZF_ASSIGN_OR_RETURN(const std::vector<std::string> removed,
+                      sharding::RetireOtherJobsCheckpoints(dir, core::DirOwner{"", request_id}));
+  for (const std::string& path : removed) {
+    std::printf("zerofit run: --overwrite-checkpoints: removed %s\n", path.c_str());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
@@ -43,6 +56,9 @@ CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
   run->add_option("--worker", f->worker, "zerofit_worker binary");
   run->add_option("--mpiexec", f->mpiexec, "MPI launcher")->capture_default_str();
   run->add_option("--heartbeat-timeout", f->heartbeat_timeout_s, "seconds")->capture_default_str();
+  run->add_flag("--overwrite-checkpoints", f->overwrite_checkpoints,
+                "replace the checkpoints an earlier zerofit job left in checkpoint.dir (never files zerofit "
+                "did not write)");
   return run;
 }
 
@@ -102,11 +118,13 @@ absl::Status RunRun(const RunFlags& f) {
   ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
   ZF_RETURN_IF_ERROR(lock.SetAddress(server->address()));
   coordinator::Coordinator& c = server->coordinator();
-  // The request id is stored and printed: no part of the token in it.
-  ZF_ASSIGN_OR_RETURN(auto submitted, c.Submit(absl::StrCat("run-", ::getpid(), "-", NewToken().substr(0, 8)),
-                                               "", *text, fs::path(f.spec_path).filename().string()));
-  const std::string id = submitted.job.id;
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
+  // The request id is stored and printed: no part of the token in it.
+  const std::string request_id = absl::StrCat("run-", ::getpid(), "-", NewToken().substr(0, 8));
+  if (f.overwrite_checkpoints) ZF_RETURN_IF_ERROR(RetireCheckpoints(spec.checkpoint.dir, request_id));
+  ZF_ASSIGN_OR_RETURN(auto submitted,
+                      c.Submit(request_id, "", *text, fs::path(f.spec_path).filename().string()));
+  const std::string id = submitted.job.id;
   std::printf("zerofit run: %s on %d ranks (coordinator %s, state %s)\n", id.c_str(), spec.world_size,
               server->address().c_str(), state.c_str());
   SuperviseHooks hooks;

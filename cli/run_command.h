@@ -21,6 +21,9 @@ struct RunFlags {
   std::string worker;     // zerofit_worker binary (default: the one built next to this zerofit)
   std::string mpiexec = "mpiexec";
   double heartbeat_timeout_s = 30;
+  // Replace the checkpoints an earlier zerofit job left in the spec's checkpoint.dir (only folders with
+  // zerofit's owner marker), as the spec's checkpoint.overwrite does.
+  bool overwrite_checkpoints = false;
 };
 
 CLI::App* AddRunCommand(CLI::App& app, RunFlags* flags);

@@ -2,7 +2,8 @@
 // write, so a new job gets a directory that is missing, empty, or marked as this job's own
 // (core/dir_owner.h: the marker the first checkpoint save leaves in checkpoint.dir, naming the request id,
 // which a resubmitted or requeued job keeps). A non-empty directory without that marker (the user's own
-// files, another job's checkpoints) is refused before any worker starts.
+// files) is refused before any worker starts, and so is one marked by another job unless the spec says
+// `checkpoint.overwrite: true` (its rank 0 then removes that job's checkpoints before the first step).
 //
 // The coordinator may run where checkpoint.dir is not mounted: a path it cannot see passes here and the
 // workers check it when they start (sharding/checkpoint_owner.h). The check reads the directory listing and

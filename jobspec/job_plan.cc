@@ -134,6 +134,7 @@ absl::Status ReadSections(ObjectReader& r, JobPlan* p) {
       absl::Status e = x.Get("dir", &p->checkpoint.dir);
       if (e.ok()) e = x.Get("every", &p->checkpoint.every);
       if (e.ok()) e = x.Get("keep", &p->checkpoint.keep);
+      if (e.ok()) e = x.Get("overwrite", &p->checkpoint.overwrite);
       return e.ok() ? x.NoOthers() : e;
     });
   }
@@ -214,7 +215,11 @@ std::string JobPlanToJson(const JobPlan& p) {
       {"offload", p.offload},
       {"bf16", p.bf16},
       {"max_length", p.max_length},
-      {"checkpoint", {{"dir", p.checkpoint.dir}, {"every", p.checkpoint.every}, {"keep", p.checkpoint.keep}}},
+      {"checkpoint",
+       {{"dir", p.checkpoint.dir},
+        {"every", p.checkpoint.every},
+        {"keep", p.checkpoint.keep},
+        {"overwrite", p.checkpoint.overwrite}}},
       {"metrics", {{"tensorboard", p.metrics.tensorboard}, {"jsonl", p.metrics.jsonl}}},
       {"export", p.export_dir}};
   return j.dump(2) + "\n";

@@ -580,11 +580,13 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   }
   if (const YAML::Node c = root["checkpoint"]; c.IsDefined()) {
     if (!c.IsMap()) return r.Error(c, "checkpoint", "expected a mapping");
-    ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep"}));
+    ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep", "overwrite"}));
     ZF_RETURN_IF_ERROR(r.Get(c, "dir", "checkpoint.dir", &s.checkpoint.dir, "a path"));
     if (c["dir"].IsDefined()) s.checkpoint.dir_line = c["dir"].Mark().line + 1;
     ZF_RETURN_IF_ERROR(r.Get(c, "every", "checkpoint.every", &s.checkpoint.every, "an integer"));
     ZF_RETURN_IF_ERROR(r.Get(c, "keep", "checkpoint.keep", &s.checkpoint.keep, "an integer"));
+    ZF_RETURN_IF_ERROR(
+        r.Get(c, "overwrite", "checkpoint.overwrite", &s.checkpoint.overwrite, "true or false"));
     if (s.checkpoint.every < 1) return r.Error(c["every"], "checkpoint.every", "must be >= 1");
     if (s.checkpoint.keep < 1) return r.Error(c["keep"], "checkpoint.keep", "must be >= 1");
   }

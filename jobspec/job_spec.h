@@ -76,6 +76,10 @@ struct CheckpointSpec {
   std::string dir;  // empty: no checkpoints
   int64_t every = 100;
   int keep = 1;
+  // A job starting from step 0 may replace the checkpoints an earlier zerofit job left in `dir` (only
+  // folders carrying zerofit's owner marker; a directory zerofit did not create is still refused), like
+  // Hugging Face's overwrite_output_dir. Off: such a directory is refused at submit.
+  bool overwrite = false;
   int dir_line = 0;  // the line of `dir` in the spec (0: not from a YAML file), for errors found later
 };
 

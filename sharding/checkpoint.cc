@@ -157,8 +157,13 @@ absl::Status StartWrite(const std::string& root, const fs::path& tmp_dir, const 
   std::error_code ec;
   fs::create_directories(tmp_dir, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat(tmp_dir.string(), ": ", ec.message()));
-  if (absl::IsNotFound(core::ReadDirOwner(root).status()))
+  // Marked when unmarked, and completed when `zerofit run --overwrite-checkpoints` marked it with the
+  // request alone (before the job had an id).
+  const auto root_owner = core::ReadDirOwner(root);
+  if (absl::IsNotFound(root_owner.status()) ||
+      (root_owner.ok() && root_owner->request == owner.request && *root_owner != owner)) {
     ZF_RETURN_IF_ERROR(core::WriteDirOwner(root, owner));
+  }
   return core::WriteDirOwner(tmp_dir.string(), owner);
 }
 

@@ -8,6 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "core/text_file.h"
 
 namespace zerofit::sharding {
 namespace {
@@ -46,7 +48,52 @@ absl::StatusOr<std::vector<fs::directory_entry>> List(const std::string& root) {
   return entries;
 }
 
+// Removes `root/latest` when the folder it names is gone (or it names none); a `latest` naming a folder that
+// is still there (the new owner's, or the user's) stays.
+absl::Status RemoveDanglingLatest(const std::string& root) {
+  const fs::path latest = fs::path(root) / "latest";
+  const auto name = core::ReadTextFile(latest.string());
+  if (!name.ok()) return absl::OkStatus();
+  const std::string folder(absl::StripAsciiWhitespace(*name));
+  std::error_code ec;
+  if (!folder.empty() && folder.find('/') == std::string::npos && fs::exists(fs::path(root) / folder, ec)) {
+    return absl::OkStatus();
+  }
+  fs::remove(latest, ec);
+  if (ec) return absl::InternalError(absl::StrCat("remove ", latest.string(), ": ", ec.message()));
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> RetireOtherJobsCheckpoints(const std::string& root,
+                                                                    const core::DirOwner& owner) {
+  std::error_code ec;
+  if (!fs::exists(root, ec) || fs::is_empty(root, ec)) return std::vector<std::string>{};
+  auto entries = List(root);
+  if (!entries.ok()) return entries.status();
+  const auto root_owner = core::ReadDirOwner(root);
+  if (absl::IsNotFound(root_owner.status())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint.dir ", root, " is not empty and zerofit did not create it (no ", core::kDirOwnerFile,
+        "): zerofit replaces only what it wrote; give this job an empty or new directory"));
+  }
+  if (!root_owner.ok()) return root_owner.status();
+  std::vector<std::string> removed;
+  for (const fs::directory_entry& e : *entries) {
+    if (!absl::StartsWith(e.path().filename().string(), "step-")) continue;
+    const auto marked = core::ReadDirOwner(e.path().string());
+    if (!marked.ok() || *marked == owner) continue;
+    if (absl::Status s = RemoveAll(e.path()); !s.ok()) return s;
+    removed.push_back(e.path().string());
+  }
+  std::sort(removed.begin(), removed.end());
+  if (absl::Status s = RemoveDanglingLatest(root); !s.ok()) return s;
+  if (*root_owner != owner) {
+    if (absl::Status s = core::WriteDirOwner(root, owner); !s.ok()) return s;
+  }
+  return removed;
+}
 
 absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointWrites(const std::string& root,
                                                                      const core::DirOwner& owner) {

@@ -27,4 +27,14 @@ absl::StatusOr<std::vector<std::string>> RotateCheckpoints(const std::string& ro
                                                            const core::DirOwner& owner, int64_t newest_step,
                                                            int keep);
 
+// A new job that may replace the checkpoints earlier zerofit jobs left in `root` (spec
+// `checkpoint.overwrite`, `zerofit run --overwrite-checkpoints`; Hugging Face's overwrite_output_dir):
+// removes every `step-*` folder marked by another owner than `owner` (never a folder without a marker: the
+// user's), `latest` when no folder it could name is left, and marks `root` as `owner`'s. Returns the removed
+// folders, sorted. A missing `root` holds none. FailedPrecondition, removing nothing, when `root` itself
+// carries no marker and is not empty (a directory zerofit did not create). Not collective: rank 0 (or the
+// launcher) calls it before any rank reads or writes a checkpoint.
+absl::StatusOr<std::vector<std::string>> RetireOtherJobsCheckpoints(const std::string& root,
+                                                                    const core::DirOwner& owner);
+
 }  // namespace zerofit::sharding

@@ -490,8 +490,9 @@ TEST(ServiceTest, SubmitRefusesANonEmptyCheckpointDirZerofitDoesNotOwn) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("zerofit_submit_ckpt_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
-  auto submit = [&](const std::string& request) {
-    return c.Submit(request, "", absl::StrCat(kSpec, "checkpoint: {dir: ", dir.string(), ", every: 5}\n"),
+  auto submit = [&](const std::string& request, const std::string& more = "") {
+    return c.Submit(request, "",
+                    absl::StrCat(kSpec, "checkpoint: {dir: ", dir.string(), ", every: 5", more, "}\n"),
                     "job.yaml");
   };
   EXPECT_TRUE(submit("req-missing").ok()) << "created by the first save";
@@ -512,14 +513,22 @@ TEST(ServiceTest, SubmitRefusesANonEmptyCheckpointDirZerofitDoesNotOwn) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find(
                 "already holds another job's checkpoints (job job-000009, request req-owner; step-1, "
-                "zerofit-owner.json: 2 entries)"),
+                "zerofit-owner.json: 2 entries): give this job an empty or new directory, or replace them "
+                "with 'checkpoint.overwrite: true' (zerofit run --overwrite-checkpoints)"),
             std::string::npos)
       << refused.status();
+  // checkpoint.overwrite: another zerofit job's directory is accepted (its rank 0 replaces the marked
+  // folders); the submit itself deletes nothing.
+  EXPECT_TRUE(submit("req-overwrite", ", overwrite: true").ok());
   EXPECT_TRUE(std::filesystem::exists(dir / "step-1" / "notes.txt"));
   // A FIFO where the marker should be is not opened for reading (it would block): refused, promptly.
   std::filesystem::remove(dir / "zerofit-owner.json");
   ASSERT_EQ(::mkfifo((dir / "zerofit-owner.json").c_str(), 0600), 0);
   EXPECT_EQ(submit("req-owner").status().code(), absl::StatusCode::kFailedPrecondition);
+  // ... and overwrite never reaches a directory zerofit did not create.
+  std::filesystem::remove(dir / "zerofit-owner.json");
+  EXPECT_EQ(submit("req-overwrite-2", ", overwrite: true").status().code(),
+            absl::StatusCode::kFailedPrecondition);
   std::filesystem::remove_all(dir);
 }
 

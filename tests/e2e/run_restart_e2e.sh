@@ -3,7 +3,8 @@
 # worker killed (-9) mid-run restarts from its last checkpoint and ends with bit-identical optimizer state and
 # parameters (the checkpoint files of the final step compare equal), without repeating or skipping samples
 # (each step's samples come from the coordinator's scheduler; the restarted attempt begins right after the
-# checkpoint). A new job refuses a checkpoint.dir that holds another job's checkpoint. A job whose workers
+# checkpoint). A new job refuses a checkpoint.dir that holds another job's checkpoint, unless run with
+# --overwrite-checkpoints, which replaces only zerofit's folders. A job whose workers
 # cannot start fails at once, after one launch, whatever max_restarts says.
 # usage: run_restart_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
@@ -64,6 +65,19 @@ md5sum "$D"/ck_straight/step-*/* > "$D/ck_straight.md5"
 grep -q "intruder.yaml:[0-9]*: field 'checkpoint.dir': $D/ck_straight already holds another job's checkpoints (job job-000001, request run-" \
   "$D/intruder.log" || { cat "$D/intruder.log"; fail "no clear refusal"; }
 md5sum -c --quiet "$D/ck_straight.md5" || fail "the other job's checkpoint changed"
+grep -q "or replace them with 'checkpoint.overwrite: true' (zerofit run --overwrite-checkpoints)" "$D/intruder.log" \
+  || { cat "$D/intruder.log"; fail "the refusal does not say how to replace the checkpoints"; }
+# Asked to (the README's main job run again): --overwrite-checkpoints removes the earlier job's marked
+# folders, never the user's own, and the new job trains and checkpoints there.
+mkdir "$D/ck_straight/notes" && echo "the user's" > "$D/ck_straight/notes/keep.txt"
+sed -i 's/steps: 160/steps: 20/' "$D/intruder.yaml"
+"$Z" run "$D/intruder.yaml" --state-dir "$D/s5" --overwrite-checkpoints > "$D/overwrite.log" 2>&1 \
+  || { cat "$D/overwrite.log"; fail "--overwrite-checkpoints"; }
+grep -q "zerofit run: --overwrite-checkpoints: removed $D/ck_straight/step-00000160" "$D/overwrite.log" \
+  || { cat "$D/overwrite.log"; fail "the removal is not reported"; }
+[ -f "$D/ck_straight/step-00000020/rank-00000.safetensors" ] && [ ! -e "$D/ck_straight/step-00000160" ] \
+  && [ "$(cat "$D/ck_straight/latest")" = "step-00000020" ] || fail "the new job's checkpoint is not the latest"
+[ -f "$D/ck_straight/notes/keep.txt" ] || fail "--overwrite-checkpoints removed the user's folder"
 # A job whose workers cannot start (its data dir is missing) never trained: relaunching the same inputs would
 # fail the same way, so it fails at once with the workers' error, max_restarts (3) unused: one mpiexec launch,
 # whose 2 ranks report the error at most once each (MPI_Abort of the first may stop the other before it does).
@@ -78,4 +92,4 @@ launches=$(grep -c ":[01] *cannot start:" "$D/nodata.log")
 [ "$launches" -ge 1 ] && [ "$launches" -le 2 ] \
   || { cat "$D/nodata.log"; fail "$launches 'cannot start' lines from 2 ranks: mpiexec was launched more than once"; }
 [ "$took" -le 60 ] || fail "the failing job took ${took} s"
-echo "PASS (killed after step 60, resumed at step $resumed; a new job left another job's checkpoint alone; a job without data failed after one launch in ${took} s)"
+echo "PASS (killed after step 60, resumed at step $resumed; a new job left another job's checkpoint alone, and replaced it when asked; a job without data failed after one launch in ${took} s)"

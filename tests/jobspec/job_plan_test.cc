@@ -28,7 +28,7 @@ training:
   weight_decay: 0.1
   offload: true
   max_length: 128
-checkpoint: {dir: /ck, every: 100, keep: 2}
+checkpoint: {dir: /ck, every: 100, keep: 2, overwrite: true}
 metrics: {tensorboard: /tb, jsonl: /m.jsonl}
 export: /out
 )";
@@ -48,6 +48,7 @@ TEST(JobPlanTest, ResolvesEveryDecisionFromTheSpec) {
   EXPECT_EQ(p.data.add_bos, "false");
   EXPECT_EQ(p.eval.every, 50);
   EXPECT_EQ(p.checkpoint.keep, 2);
+  EXPECT_TRUE(p.checkpoint.overwrite);
   EXPECT_EQ(p.metrics.jsonl, "/m.jsonl");
   EXPECT_EQ(p.export_dir, "/out");
   EXPECT_TRUE(p.offload);
@@ -64,6 +65,7 @@ TEST(JobPlanTest, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(back->micro_batches, 4);
   EXPECT_EQ(back->data.test, "/d/test.jsonl");
   EXPECT_EQ(back->schedule.decay, core::LrDecay::kCosine);
+  EXPECT_TRUE(back->checkpoint.overwrite);
   EXPECT_NE(json.find("\"version\": 1"), std::string::npos) << json;
 }
 

@@ -50,6 +50,7 @@ TEST(JobSpecTest, ParsesAGoodSpec) {
   EXPECT_FALSE(s->training.checkpointing.has_value()) << "left to the planner";
   EXPECT_EQ(s->checkpoint.every, 50);
   EXPECT_EQ(s->checkpoint.keep, 2);
+  EXPECT_FALSE(s->checkpoint.overwrite) << "an earlier job's checkpoints are refused unless asked";
 }
 
 TEST(JobSpecTest, ErrorsNameFileLineAndField) {
@@ -66,6 +67,8 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
        "8"},
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  every: 0\n",
        "job.yaml:5: field 'checkpoint.every': must be >= 1"},
+      {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  overwrite: maybe\n",
+       "job.yaml:5: field 'checkpoint.overwrite': expected true or false, got 'maybe'"},
       {"task: [sft\n", "job.yaml:2: not valid YAML: end of sequence flow not found"},
       {"task: sft\nmodel: m\ndata: d\nmetrics:\n  tensorboard: tb\n  wandb: x\n",
        "job.yaml:6: field 'metrics.wandb': unknown field"},

@@ -91,5 +91,50 @@ TEST_F(CheckpointRotationTest, StaleWritesOfThisOwnerAndEmptyOnesAreRemoved) {
   EXPECT_TRUE(fs::exists(fs::path(dir_.path()) / "step-00000030" / "data"));
 }
 
+// checkpoint.overwrite / zerofit run --overwrite-checkpoints: an earlier job's marked folders go (complete
+// and temporary), with `latest` once it names nothing; the user's unmarked folders, the new owner's own
+// folders and a `latest` naming a folder still there stay; the root is marked as the new owner's.
+TEST_F(CheckpointRotationTest, OverwriteRetiresOnlyEarlierJobsMarkedCheckpoints) {
+  const core::DirOwner earlier{"job-000002", "run-2"};
+  ASSERT_TRUE(core::WriteDirOwner(dir_.path(), earlier).ok());
+  Folder("step-00000010", &earlier);
+  Folder("step-00000020", &earlier);
+  Folder("step-00000025.tmp", &earlier);
+  Folder("step-00000030", nullptr);  // the user's, whatever its name
+  Folder("step-00000040", &kOurs);
+  Folder("notes", nullptr);
+  std::ofstream(fs::path(dir_.path()) / "latest") << "step-00000020\n";
+  auto removed = RetireOtherJobsCheckpoints(dir_.path(), kOurs);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<std::string>{dir_.file("step-00000010"), dir_.file("step-00000020"),
+                                                dir_.file("step-00000025.tmp")}));
+  EXPECT_FALSE(fs::exists(dir_.file("latest")));
+  EXPECT_TRUE(fs::exists(fs::path(dir_.path()) / "step-00000030" / "data"));
+  EXPECT_TRUE(fs::exists(fs::path(dir_.path()) / "step-00000040" / "data"));
+  EXPECT_TRUE(fs::exists(fs::path(dir_.path()) / "notes" / "data"));
+  auto root = core::ReadDirOwner(dir_.path());
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(*root, kOurs);
+  // Again: nothing of another job is left, and a `latest` naming a folder that exists stays.
+  std::ofstream(fs::path(dir_.path()) / "latest") << "step-00000040\n";
+  removed = RetireOtherJobsCheckpoints(dir_.path(), kOurs);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_TRUE(removed->empty());
+  EXPECT_TRUE(fs::exists(dir_.file("latest")));
+}
+
+TEST_F(CheckpointRotationTest, OverwriteRefusesADirectoryZerofitDidNotCreateAndRemovesNothing) {
+  const core::DirOwner earlier{"job-000002", "run-2"};
+  Folder("step-00000010", &earlier);  // marked, but the root is not: not zerofit's directory
+  const absl::Status s = RetireOtherJobsCheckpoints(dir_.path(), kOurs).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("zerofit did not create it (no zerofit-owner.json)"), std::string::npos) << s;
+  EXPECT_TRUE(fs::exists(fs::path(dir_.path()) / "step-00000010" / "data"));
+  // Missing and empty directories hold nothing to retire.
+  EXPECT_TRUE(RetireOtherJobsCheckpoints(dir_.file("absent"), kOurs).ok());
+  fs::create_directories(dir_.file("empty"));
+  EXPECT_TRUE(RetireOtherJobsCheckpoints(dir_.file("empty"), kOurs).ok());
+}
+
 }  // namespace
 }  // namespace zerofit::sharding

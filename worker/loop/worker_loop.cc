@@ -5,10 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 #include "jobspec/exit_codes.h"
 #include "sharding/checkpoint_owner.h"
+#include "sharding/checkpoint_rotation.h"
 
 namespace zerofit::worker {
 namespace {
@@ -155,11 +157,7 @@ absl::Status WorkerLoop::Resume() {
   first_step_ = registered_.resume_step();
   saved_ = first_step_ - 1;
   const std::string& dir = plan_.checkpoint.dir;
-  if (first_step_ == 0) {
-    // Starting over: the first save would replace whatever checkpoint.dir holds, so it must be ours (an
-    // attempt of this job that died before its checkpoint was recorded) or nothing.
-    return dir.empty() ? absl::OkStatus() : sharding::CheckCheckpointDirIsOurs(dir, registered_.request_id());
-  }
+  if (first_step_ == 0) return CheckFreshCheckpointDir();
   if (dir.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("the coordinator resumes job ", link_->job(),
                                                       " at step ", first_step_,
@@ -173,12 +171,29 @@ absl::Status WorkerLoop::Resume() {
   return absl::OkStatus();
 }
 
+absl::Status WorkerLoop::CheckFreshCheckpointDir() {
+  // Starting over: the first save would replace whatever checkpoint.dir holds, so it must be ours (an
+  // attempt of this job that died before its checkpoint was recorded) or nothing; with checkpoint.overwrite,
+  // rank 0 first removes what earlier zerofit jobs left there (the other ranks leave the directory to it).
+  const std::string& dir = plan_.checkpoint.dir;
+  if (dir.empty() || (plan_.checkpoint.overwrite && options_.rank != 0)) return absl::OkStatus();
+  if (plan_.checkpoint.overwrite) {
+    ZF_ASSIGN_OR_RETURN(retired_, sharding::RetireOtherJobsCheckpoints(
+                                      dir, core::DirOwner{link_->job(), registered_.request_id()}));
+  }
+  return sharding::CheckCheckpointDirIsOurs(dir, registered_.request_id());
+}
+
 absl::Status WorkerLoop::ReportOpening() {
   ZF_RETURN_IF_ERROR(Report({absl::StrCat("started: ", options_.launched_as)}));
   if (options_.rank != 0) return absl::OkStatus();
   ZF_RETURN_IF_ERROR(Report({absl::StrCat("attempt ", registered_.attempt(), ": ", num_train_pairs_,
                                           " training pairs, steps ", first_step_, "..", plan_.steps - 1)}));
   if (first_step_ > 0) return absl::OkStatus();  // the data report once per job, not on every resume
+  if (!retired_.empty()) {
+    ZF_RETURN_IF_ERROR(Report({absl::StrCat("checkpoint.overwrite: removed an earlier job's checkpoints: ",
+                                            absl::StrJoin(retired_, ", "))}));
+  }
   for (absl::string_view line : absl::StrSplit(session_->DataReportText(), '\n', absl::SkipEmpty())) {
     ZF_RETURN_IF_ERROR(Report({absl::StrCat("data: ", line)}));
   }

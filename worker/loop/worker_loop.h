@@ -90,6 +90,7 @@ class WorkerLoop {
 
   absl::Status Start();   // plan, session, registration, resume, sinks, heartbeats, the opening lines
   absl::Status Resume();  // loads the checkpoint the coordinator resumes from (or checks the dir is ours)
+  absl::Status CheckFreshCheckpointDir();  // step 0: checkpoint.dir is ours or empty (after overwrite)
   absl::Status ReportOpening();
   // One step; sets *exit_code when the loop must end with it (cancel, preemption).
   absl::Status TrainStep(int64_t step, std::optional<int>* exit_code);
@@ -110,7 +111,8 @@ class WorkerLoop {
   std::unique_ptr<Heartbeater> heartbeat_;
   int64_t num_train_pairs_ = 0;  // known on rank 0
   int64_t first_step_ = 0;
-  int64_t saved_ = -1;  // the last step whose checkpoint exists
+  int64_t saved_ = -1;                // the last step whose checkpoint exists
+  std::vector<std::string> retired_;  // checkpoint.overwrite: the earlier jobs' folders rank 0 removed
   std::optional<std::vector<metrics::NamedValue>> last_eval_;
   absl::Time started_;
 };

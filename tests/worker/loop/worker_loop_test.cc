@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -22,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/service.h"
+#include "core/dir_owner.h"
 #include "jobspec/exit_codes.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/temp_dir.h"
@@ -133,12 +136,14 @@ class FakeSession final : public TrainingSession {
   Behaviour b_;
 };
 
-std::string Spec(int world, int64_t steps, const std::string& checkpoint_dir, const std::string& extra) {
+// `checkpoint_more`: more keys of the checkpoint mapping (", overwrite: true").
+std::string Spec(int world, int64_t steps, const std::string& checkpoint_dir, const std::string& extra,
+                 const std::string& checkpoint_more) {
   const int global = 4 * world;  // micro_batch 2 x accumulation 2 x world
   return absl::StrCat("name: loop\ntask: reward\nmodel: /m\ndata: /d\nworld_size: ", world,
                       "\nmax_restarts: 3\ntraining:\n  steps: ", steps, "\n  global_batch: ", global,
                       "\n  micro_batch: 2\n  gradient_accumulation: 2\neval: {every: 2}\ncheckpoint: {dir: ",
-                      checkpoint_dir, ", every: 3, keep: 2}\n", extra);
+                      checkpoint_dir, ", every: 3, keep: 2", checkpoint_more, "}\n", extra);
 }
 
 struct Harness {
@@ -149,8 +154,8 @@ struct Harness {
   Shared shared;
   absl::Duration retry_budget = absl::Seconds(1);  // how long a worker's call retries an absent coordinator
 
-  // `extra`: more spec lines.
-  Harness(int world, int64_t steps, const std::string& extra = "") {
+  // `extra`: more spec lines; `checkpoint_more`: more keys of its checkpoint mapping.
+  Harness(int world, int64_t steps, const std::string& extra = "", const std::string& checkpoint_more = "") {
     coordinator::ServerOptions o;
     o.db_path = ":memory:";
     o.token = kToken;
@@ -159,11 +164,12 @@ struct Harness {
     auto s = coordinator::CoordinatorServer::Start(o, &clock);
     EXPECT_TRUE(s.ok()) << s.status();
     server = std::move(*s);
-    auto submitted =
-        server->coordinator().Submit("req-loop", "loop", Spec(world, steps, dir.path() + "/ck", extra), "");
+    auto submitted = server->coordinator().Submit(
+        "req-loop", "loop", Spec(world, steps, CheckpointDir(), extra, checkpoint_more), "");
     EXPECT_TRUE(submitted.ok()) << submitted.status();
     job = submitted->job.id;
   }
+  std::string CheckpointDir() const { return dir.path() + "/ck"; }
   client::ConnectionOptions Connection() const {
     client::ConnectionOptions c;
     c.address = server->address();
@@ -246,6 +252,33 @@ TEST(WorkerLoopTest, TrainsEveryStepCheckpointsOnCadenceAndAfterTheLastStepThenE
   auto rows = h.server->coordinator().Metrics(h.job, -1);
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ(rows->size(), 14u);  // 7 steps x 2 ranks
+}
+
+// checkpoint.overwrite: a job starting from step 0 in a checkpoint.dir an earlier zerofit job left (its
+// marker, a step folder, `latest`) trains: rank 0 removes that job's folders and says so in the log, the
+// user's unmarked folder stays. Without the removal, the earlier `latest` would be refused as not a
+// readable checkpoint.
+TEST(WorkerLoopTest, OverwriteReplacesAnEarlierJobsCheckpointsAndKeepsTheUsersFiles) {
+  Harness h(/*world=*/2, /*steps=*/4, "", ", overwrite: true");
+  const std::filesystem::path ck = h.CheckpointDir();
+  const core::DirOwner earlier{"job-000007", "req-earlier"};
+  std::filesystem::create_directories(ck / "step-00000009");
+  std::filesystem::create_directories(ck / "mine");
+  std::ofstream(ck / "mine" / "notes.txt") << "the user's";
+  ASSERT_TRUE(core::WriteDirOwner(ck.string(), earlier).ok());
+  ASSERT_TRUE(core::WriteDirOwner((ck / "step-00000009").string(), earlier).ok());
+  std::ofstream(ck / "latest") << "step-00000009\n";
+  for (const auto& r : h.Attempt(2)) ASSERT_TRUE(r.ok() && *r == 0) << r.status();
+  EXPECT_EQ(h.Record().status.phase, coordinator::JobPhase::kSucceeded) << h.Record().status.reason;
+  EXPECT_NE(h.Log().find(absl::StrCat("checkpoint.overwrite: removed an earlier job's checkpoints: ",
+                                      (ck / "step-00000009").string())),
+            std::string::npos)
+      << h.Log();
+  EXPECT_FALSE(std::filesystem::exists(ck / "step-00000009"));
+  EXPECT_TRUE(std::filesystem::exists(ck / "mine" / "notes.txt"));
+  auto owner = core::ReadDirOwner(ck.string());
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  EXPECT_EQ(owner->request, "req-loop");
 }
 
 TEST(WorkerLoopTest, AFailedAttemptResumesAtTheStepAfterItsCheckpoint) {
