@@ -17,6 +17,7 @@
 // (worker/loop/fault_plan.h) and injects those faults. zerofit_worker is built without it.
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -145,7 +146,17 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   o.coordinator_silence_limit = absl::Seconds(f.coordinator_timeout_s);
   o.barrier = [&](absl::Duration timeout) { return hooked.Barrier(timeout); };
   o.activity = &activity;
-  o.abort = [&] { hooked.Abort(); };  // NCCL's communicator is not reached: the _exit below covers it
+  // The device communicator the session creates (NCCL on a GPU) is aborted with the host one, so that a rank
+  // stuck in an NCCL collective returns (ncclCommAbort never waits for peers) rather than at the _exit grace.
+  // The session owns it and outlives the heartbeat thread that calls this (WorkerLoop stops that thread
+  // first); one created after the abort is aborted at once.
+  std::atomic<bool> aborted{false};
+  std::atomic<comm::Communicator*> device_comm{nullptr};
+  o.abort = [&] {
+    aborted = true;
+    hooked.Abort();
+    if (comm::Communicator* d = device_comm.load()) d->Abort();
+  };
   o.exit_after_abort = [] { ::_exit(jobspec::kAbortedExitCode); };
   o.make_session = [&](const jobspec::JobPlan& plan,
                        const v1::Job& job) -> absl::StatusOr<std::unique_ptr<TrainingSession>> {
@@ -159,6 +170,8 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       ZF_ASSIGN_OR_RETURN(auto nccl, comm::NcclCommunicator::CreateWithRendezvous(
                                          rendezvous, absl::StrCat("nccl-id/attempt-", attempt), comm->rank(),
                                          comm->world_size(), cuda_device, comm->options()));
+      device_comm = nccl.get();
+      if (aborted) nccl->Abort();
       return std::unique_ptr<comm::Communicator>(std::move(nccl));
     };
 #endif
