@@ -39,6 +39,7 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_ari
   zerofit_e2e_test(run_restart_e2e 300 2 ${job_e2e_args})
   # `zerofit serve` + `submit` + 2 workers started with `mpiexec zerofit worker`: success, logs, metrics.
   zerofit_e2e_test(serve_workers_e2e 300 2 ${job_e2e_args})
+  set_tests_properties(serve_workers_e2e PROPERTIES COST 30)  # started early: see training_tests.cmake
   # Named metrics: every step's learning rate against the schedule's closed form; csv / json / table; sinks.
   zerofit_e2e_test(metrics_e2e 300 2 ${job_e2e_args})
   # Text preference data tokenized by the workers with the model's tokenizer.json, the data report,
@@ -92,4 +93,5 @@ endif()
 if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker_faults AND TARGET zerofit_make_arith_prefs)
   zerofit_e2e_test(watchdog_e2e 400 2 $<TARGET_FILE:zerofit> $<TARGET_FILE:zerofit_make_arith_prefs>
                    $<TARGET_FILE:zerofit_worker_faults>)
+  set_tests_properties(watchdog_e2e PROPERTIES COST 40)  # started early: see training_tests.cmake
 endif()
