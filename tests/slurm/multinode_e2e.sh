@@ -56,8 +56,21 @@ cleanup() {
   [ -n "${ZF_KEEP:-}" ] || rm -rf "$D"
 }
 trap cleanup EXIT
-# Ports of their own so that this test and slurm_e2e may share a machine.
-export SLURM_PORT_BASE=26917
+# Ports of their own (slurmctld and the slurmds from the base, the external coordinators at base+40 and
+# base+41), so that this test shares a machine with slurm_e2e (26817...) and with another run of itself (a
+# second checkout's): the first base from 26917 in steps of 100 whose 50 ports no TCP socket uses.
+free_port_base() {
+  local used base p busy
+  used=$(ss -Htan | awk '{ sub(/.*:/, "", $4); print $4 }' | sort -un)
+  for base in $(seq 26917 100 31917); do
+    busy=0
+    for p in $used; do ((p >= base && p < base + 50)) && busy=1 && break; done
+    ((busy)) || { echo "$base"; return 0; }
+  done
+  return 1
+}
+SLURM_PORT_BASE=$(free_port_base) || fail "no free range of 50 ports from 26917"
+export SLURM_PORT_BASE
 "$CL" start "$D/cluster" --nodes 3 || fail "cluster start"
 export SLURM_CONF="$D/cluster/slurm.conf"
 on() {  # on NODE|host CMD...: CMD on that node (host: here, with the nodes' names resolvable)
