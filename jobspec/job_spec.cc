@@ -669,17 +669,6 @@ absl::Status ValidateSlurm(const JobSpec& spec, const SlurmSpec& x, const std::s
   return absl::OkStatus();
 }
 
-const char* NodeLossName(NodeLoss n) { return n == NodeLoss::kShrink ? "shrink" : "wait"; }
-
-std::vector<int> AllowedWorldSizes(const JobSpec& spec) {
-  if (!spec.slurm || spec.slurm->on_node_loss != NodeLoss::kShrink) return {spec.world_size};
-  std::vector<int> sizes;
-  for (int n = spec.slurm->fewest_nodes(); n <= spec.slurm->nodes; ++n) {
-    sizes.push_back(n * spec.slurm->ranks_per_node());
-  }
-  return sizes;
-}
-
 namespace {
 
 // `text` with `value` in place of the plain scalar that starts at (line, column), 0-based, `length` long.
