@@ -178,6 +178,25 @@ class AttemptFence {
   int formed_ = 0;  // the attempt this srun runs, once seen running
 };
 
+// A shrinking job that Slurm requeued: give it back its node range (launch::RequeueRangeCommand), so that it
+// resumes on the nodes left instead of waiting for the lost one. Said in the job's output either way; a
+// failure leaves the job waiting, as one with on_node_loss: wait would.
+void WidenRequeuedJob(const std::string& scontrol, const std::string& slurm_job_id,
+                      const jobspec::JobSpec& spec) {
+  if (!spec.slurm) return;
+  std::vector<std::string> argv = launch::RequeueRangeCommand(scontrol, slurm_job_id, *spec.slurm);
+  if (argv.empty()) return;
+  auto r = RunCommand(argv, absl::Seconds(10));
+  std::printf("zerofit slurm-launch: on_node_loss: shrink: %s: %s\n", absl::StrJoin(argv, " ").c_str(),
+              !r.ok() ? std::string(r.status().message()).c_str()
+              : r->exit_code == 0
+                  ? "the job resumes on the nodes Slurm has for it"
+                  : absl::StrCat("exit ", r->exit_code, ": ", absl::StripAsciiWhitespace(r->output),
+                                 " (the job waits for all its nodes)")
+                        .c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 std::string SlurmJobState(const std::string& id) {
@@ -457,6 +476,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
       ZF_RETURN_IF_ERROR(
           c.Interrupt(id, absl::StrCat("SIGTERM from Slurm: job ", slurm_job_id, " requeued",
                                        down.empty() ? "" : absl::StrCat(" (lost ", down, ")"))));
+      WidenRequeuedJob(f.scontrol, slurm_job_id, spec);
     } else {
       auto reason = fields.find("Reason");
       const bool known = reason != fields.end() && reason->second != "None";

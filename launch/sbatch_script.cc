@@ -106,6 +106,14 @@ absl::StatusOr<int> AttemptWorldSize(const jobspec::JobSpec& spec, const SlurmAl
   return world;
 }
 
+std::vector<std::string> RequeueRangeCommand(const std::string& scontrol, const std::string& job_id,
+                                             const jobspec::SlurmSpec& x) {
+  if (x.on_node_loss != jobspec::NodeLoss::kShrink || x.fewest_nodes() >= x.nodes) return {};
+  return {scontrol, "update", absl::StrCat("JobId=", job_id),
+          absl::StrCat("NumNodes=", x.fewest_nodes(), "-", x.nodes),
+          absl::StrCat("NumTasks=", x.fewest_nodes() * x.ranks_per_node())};
+}
+
 std::vector<std::string> SrunCommand(int world_size, int nodes, int cpus_per_task, const std::string& worker,
                                      const std::string& coordinator_address, const std::string& token_file,
                                      const std::string& job_id) {

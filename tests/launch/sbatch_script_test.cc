@@ -125,11 +125,15 @@ TEST(SbatchScriptTest, AShrinkingJobAsksForANodeRange) {
   const SbatchPaths p{"/bin/zerofit", "/s", "/s/job.yaml", "/tmp", ""};
   const std::string s = SbatchScript(*spec, *spec->slurm, p);
   EXPECT_NE(s.find("#SBATCH --nodes=1-2\n#SBATCH --ntasks-per-node=2\n"), std::string::npos) << s;
-  // Waiting for every node (the default) asks for exactly `nodes`.
+  // Requeued, the job gets its range back (Slurm keeps the lost allocation's node and task counts).
+  EXPECT_EQ(RequeueRangeCommand("scontrol", "17", *spec->slurm),
+            (std::vector<std::string>{"scontrol", "update", "JobId=17", "NumNodes=1-2", "NumTasks=2"}));
+  // Waiting for every node (the default) asks for exactly `nodes`, and is left alone when requeued.
   jobspec::SlurmSpec wait = *spec->slurm;
   wait.on_node_loss = jobspec::NodeLoss::kWait;
   wait.min_nodes = 0;
   EXPECT_NE(SbatchScript(*spec, wait, p).find("#SBATCH --nodes=2\n"), std::string::npos);
+  EXPECT_TRUE(RequeueRangeCommand("scontrol", "17", wait).empty());
 }
 
 TEST(SbatchScriptTest, AnAttemptRunsOnTheAllocationsNodesWhenTheJobMayShrink) {
