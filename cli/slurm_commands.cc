@@ -409,9 +409,9 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     ZF_RETURN_IF_ERROR(c.Interrupt(
         id, absl::StrCat("the previous run of Slurm job ", slurm_job_id, " ended without reporting back")));
   }
-  std::printf("zerofit slurm-launch: %s, Slurm job %s (run %d), %d ranks on %d node(s)%s, coordinator %s\n",
-              id.c_str(), slurm_job_id.c_str(), restarts + 1, world_size, nodes,
-              world_size == spec.world_size ? "" : absl::StrCat(" (of ", spec.world_size, ")").c_str(),
+  std::printf("zerofit slurm-launch: %s, Slurm job %s (run %d), %d ranks%s on %d node(s), coordinator %s\n",
+              id.c_str(), slurm_job_id.c_str(), restarts + 1, world_size,
+              world_size == spec.world_size ? "" : absl::StrCat(" (of ", spec.world_size, ")").c_str(), nodes,
               address.c_str());
   std::fflush(stdout);
 

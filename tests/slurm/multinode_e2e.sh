@@ -336,7 +336,8 @@ if [[ "$PARTS" == *e* ]]; then
   wait_state "$J" COMPLETED 120
   for want in "attempt 2 running on 2 ranks (1 node of 2: node2 lost) from step 20: re-planned 2 x 2 micro-batches x 2 pairs = global batch 8" \
     "started: rank 1 of 2 (local 1, node 1 of 1: node1), srun, Slurm job $J (requeued 1x)" \
-    "SIGTERM from Slurm: job $J requeued (lost node2 down" "2 ranks on 1 node(s) (of 4)"; do
+    "SIGTERM from Slurm: job $J requeued (lost node2 down" "2 ranks (of 4) on 1 node(s)" \
+    "scontrol update JobId=$J NumNodes=1-2 NumTasks=2: the job resumes on the nodes Slurm has for it"; do
     grep -qF "$want" "$OUT" || { grep -v "  loss " "$OUT" | tail -30; fail "not in the shrunken job's output: $want"; }
   done
   status=$(on host "$Z" status --state-dir "$D/st_shrink")
@@ -345,14 +346,14 @@ if [[ "$PARTS" == *e* ]]; then
   wait "$REF_PID" || { cat "$D/ref.log" "$D/ref_1.log" "$D/ref_2.log" "$D/serve_r.log" 2> /dev/null | tail -40; fail "the reference run"; }
   REF_PID=
   grep -q "succeeded *attempt 2, restarts 1" "$D/ref_status.log" || fail "the reference: $(cat "$D/ref_status.log")"
-  final=$(printf "step-%08d" 39)
+  final=$(printf "step-%08d" 40)  # the checkpoint after the last (0-based) step 39
   ls "$D/ck_shrink/$final"/rank-0000[2-9]* > /dev/null 2>&1 && fail "the shrunken job wrote more than 2 ranks' shards"
   for r in 0 1; do
     cmp "$D/ck_shrink_ref/$final/rank-0000$r.safetensors" "$D/ck_shrink/$final/rank-0000$r.safetensors" ||
       fail "shrink: rank $r's parameters/optimizer state differ from the reference that shrank by plan"
   done
   echo "--- the story in the job's output:"
-  grep -v "  loss \|: data:" "$OUT" | grep "Node failure\|requeued\|attempt [0-9]\|lost" | head -8
+  grep -v "  loss \|: data:\|zerofit_worker_faults:" "$OUT" | grep "Node failure\|requeue\|attempt [0-9]\|lost\|shrink" | head -10
   echo "e. $status"
   echo "e. node2 killed while every rank was blocked in step 22 (checkpoint step 19): training resumed on node1" \
     "with 2 ranks at step 20 after $(secs "$T_KILL" "$T_RESUMED") s: 2 steps lost; same final state as the" \
