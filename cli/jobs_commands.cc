@@ -88,6 +88,7 @@ absl::StatusOr<Client::FollowOptions> FollowOptionsOf(const JobsFlags& f, const 
 void PrintJob(const v1::Job& j) {
   std::string extra;
   if (j.interruptions() > 0) absl::StrAppend(&extra, ", interruptions ", j.interruptions());
+  if (!j.attempt_note().empty()) absl::StrAppend(&extra, ", on ", j.attempt_note());
   if (!j.slurm_job_id().empty()) {
     absl::StrAppend(&extra, "  [slurm ", j.slurm_job_id(), " ", SlurmJobState(j.slurm_job_id()), "]");
   }

@@ -49,6 +49,27 @@ struct Prepared {
   std::string text;
 };
 
+// The spec text the allocation and its coordinator read. They size attempts from the slurm section (which
+// node counts a shrinking job may run on), so flags that decide it are written into it: --on-node-loss and
+// --min-nodes always, and with shrink also --nodes and the ranks per node. `written` is what the text says.
+absl::StatusOr<std::string> SnapshotWithNodeLoss(const std::string& text, const std::string& source,
+                                                 const jobspec::SlurmSpec& written,
+                                                 const jobspec::SlurmSpec& x) {
+  const bool shrink = x.on_node_loss == jobspec::NodeLoss::kShrink;
+  std::vector<std::pair<std::string, std::string>> set;
+  auto field = [&](bool needed, const char* key, auto was, auto now) {
+    if (needed && was != now) set.emplace_back(key, absl::StrCat(now));
+  };
+  field(true, "on_node_loss", std::string(jobspec::NodeLossName(written.on_node_loss)),
+        std::string(jobspec::NodeLossName(x.on_node_loss)));
+  field(x.min_nodes != written.min_nodes, "min_nodes", written.min_nodes, x.min_nodes);
+  field(shrink, "nodes", written.nodes, x.nodes);
+  field(shrink, "tasks_per_node", written.tasks_per_node, x.tasks_per_node);
+  field(shrink, "gpus_per_node", written.gpus_per_node, x.gpus_per_node);
+  if (set.empty()) return text;
+  return jobspec::SetSlurmFields(text, source, set);
+}
+
 absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
   auto text = core::ReadTextFile(f.spec_path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm: cannot read '", f.spec_path, "'"));
@@ -69,9 +90,18 @@ absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
                              {&f.coordinator, &x.coordinator}}) {
     if (!flag->empty()) *field = *flag;
   }
+  if (f.min_nodes) x.min_nodes = *f.min_nodes;
+  if (!f.on_node_loss.empty()) {
+    if (f.on_node_loss != "wait" && f.on_node_loss != "shrink") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--on-node-loss: expected wait or shrink, got '", f.on_node_loss, "'"));
+    }
+    x.on_node_loss = f.on_node_loss == "shrink" ? jobspec::NodeLoss::kShrink : jobspec::NodeLoss::kWait;
+  }
   ZF_RETURN_IF_ERROR(jobspec::ValidateSlurm(spec, x, f.spec_path));
   Prepared p;
-  p.text = *text;
+  ZF_ASSIGN_OR_RETURN(p.text,
+                      SnapshotWithNodeLoss(*text, f.spec_path, spec.slurm.value_or(jobspec::SlurmSpec{}), x));
   if (!spec.world_size_given || spec.world_size != x.nodes * x.ranks_per_node()) {
     spec.world_size = x.nodes * x.ranks_per_node();
     absl::StrAppend(&p.text, p.text.empty() || p.text.back() == '\n' ? "" : "\n",
@@ -148,6 +178,25 @@ class AttemptFence {
   int formed_ = 0;  // the attempt this srun runs, once seen running
 };
 
+// A shrinking job that Slurm requeued: give it back its node range (launch::RequeueRangeCommand), so that it
+// resumes on the nodes left instead of waiting for the lost one. Said in the job's output either way; a
+// failure leaves the job waiting, as one with on_node_loss: wait would.
+void WidenRequeuedJob(const std::string& scontrol, const std::string& slurm_job_id,
+                      const jobspec::JobSpec& spec) {
+  if (!spec.slurm) return;
+  std::vector<std::string> argv = launch::RequeueRangeCommand(scontrol, slurm_job_id, *spec.slurm);
+  if (argv.empty()) return;
+  auto r = RunCommand(argv, absl::Seconds(10));
+  std::printf("zerofit slurm-launch: on_node_loss: shrink: %s: %s\n", absl::StrJoin(argv, " ").c_str(),
+              !r.ok() ? std::string(r.status().message()).c_str()
+              : r->exit_code == 0
+                  ? "the job resumes on the nodes Slurm has for it"
+                  : absl::StrCat("exit ", r->exit_code, ": ", absl::StripAsciiWhitespace(r->output),
+                                 " (the job waits for all its nodes)")
+                        .c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 std::string SlurmJobState(const std::string& id) {
@@ -189,6 +238,10 @@ void AddSlurmSubmitFlags(CLI::App* c, SlurmFlags* f) {
   c->add_option("--slurm-coordinator", f->coordinator,
                 "HOST:PORT of an external coordinator (slurm.coordinator)");
   c->add_option("--port", f->port, "coordinator port on the first node (slurm.port; default any)");
+  c->add_option(
+      "--on-node-loss", f->on_node_loss,
+      "wait (for every node, the default) or shrink (resume on the nodes left; slurm.on_node_loss)");
+  c->add_option("--min-nodes", f->min_nodes, "the fewest nodes a shrinking job resumes on (slurm.min_nodes)");
   c->add_option("--worker", f->worker, "zerofit_worker binary (default: the one built with zerofit)");
   c->add_option("--sbatch", f->sbatch, "sbatch command")->capture_default_str();
 }
@@ -309,12 +362,8 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   if (worker.empty()) return absl::InvalidArgumentError("slurm-launch: pass --worker");
   const int nodes = allocation->nodes, cpus_per_task = allocation->cpus_per_task;
   const int restarts = allocation->restart_count;
-  const int tasks = allocation->tasks > 0 ? allocation->tasks : spec.world_size;
-  if (tasks != spec.world_size) {
-    return absl::FailedPreconditionError(absl::StrCat("the allocation has ", tasks,
-                                                      " tasks (SLURM_NTASKS) but job '", spec.name,
-                                                      "' wants world_size ", spec.world_size));
-  }
+  // The spec's world size, or fewer ranks on the nodes a shrinking job was requeued onto.
+  ZF_ASSIGN_OR_RETURN(const int world_size, launch::AttemptWorldSize(spec, *allocation));
 
   BlockedSignals signals({SIGUSR1, SIGTERM, SIGINT});  // before any thread starts
   // The coordinator: on this node (the first of the allocation), or an external `zerofit serve`.
@@ -360,8 +409,10 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     ZF_RETURN_IF_ERROR(c.Interrupt(
         id, absl::StrCat("the previous run of Slurm job ", slurm_job_id, " ended without reporting back")));
   }
-  std::printf("zerofit slurm-launch: %s, Slurm job %s (run %d), %d ranks on %d node(s), coordinator %s\n",
-              id.c_str(), slurm_job_id.c_str(), restarts + 1, spec.world_size, nodes, address.c_str());
+  std::printf("zerofit slurm-launch: %s, Slurm job %s (run %d), %d ranks%s on %d node(s), coordinator %s\n",
+              id.c_str(), slurm_job_id.c_str(), restarts + 1, world_size,
+              world_size == spec.world_size ? "" : absl::StrCat(" (of ", spec.world_size, ")").c_str(), nodes,
+              address.c_str());
   std::fflush(stdout);
 
   bool preempted = false, terminating = false;
@@ -376,8 +427,8 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   hooks.command = [&] {
     fence.Launched();
     srun_stop = LauncherStop(kSrunStopGrace);
-    std::vector<std::string> argv = launch::SrunCommand(spec.world_size, nodes, cpus_per_task, worker,
-                                                        address, (state / "token").string(), id);
+    std::vector<std::string> argv = launch::SrunCommand(world_size, nodes, cpus_per_task, worker, address,
+                                                        (state / "token").string(), id);
     argv[0] = f.srun;
     for (std::string& a : client::TlsFlags(f.tls_ca, f.tls_server_name)) argv.push_back(std::move(a));
     return argv;
@@ -425,6 +476,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
       ZF_RETURN_IF_ERROR(
           c.Interrupt(id, absl::StrCat("SIGTERM from Slurm: job ", slurm_job_id, " requeued",
                                        down.empty() ? "" : absl::StrCat(" (lost ", down, ")"))));
+      WidenRequeuedJob(f.scontrol, slurm_job_id, spec);
     } else {
       auto reason = fields.find("Reason");
       const bool known = reason != fields.end() && reason->second != "None";

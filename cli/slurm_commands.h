@@ -19,7 +19,8 @@ namespace zerofit::cli {
 struct SlurmFlags {
   std::string spec_path;
   bool submit = false;  // submit --slurm
-  std::optional<int> nodes, gpus_per_node, tasks_per_node, cpus_per_task, signal_seconds, port;
+  std::optional<int> nodes, gpus_per_node, tasks_per_node, cpus_per_task, signal_seconds, port, min_nodes;
+  std::string on_node_loss;  // wait | shrink; empty: the spec's
   std::string mem, time, partition, account, qos, state_dir, coordinator, worker;
   std::string token;                    // an external coordinator's bearer token (submit --token)
   std::string tls_ca, tls_server_name;  // an external coordinator that serves TLS (submit --tls-ca)

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/attempt_plan.h"
 #include "coordinator/checkpoint_dir_check.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
@@ -93,7 +94,7 @@ absl::Status Coordinator::ResetScheduler(Live& live) {
   }
   SchedulerOptions o;
   o.global_batch = live.spec.training.global_batch;
-  o.world_size = live.spec.world_size;
+  o.world_size = live.plan_world;
   o.micro_batches = live.micro_batches;
   ZF_ASSIGN_OR_RETURN(StepScheduler sched, StepScheduler::Create(live.lengths, o));
   live.scheduler.emplace(std::move(sched));
@@ -106,6 +107,7 @@ Coordinator::Live Coordinator::MakeLive(const jobspec::JobSpec& spec, std::uniqu
   live.state = std::move(state);
   live.spec = spec;
   live.micro_batches = micro_batches;
+  live.plan_world = spec.world_size;
   live.checkpointing = checkpointing;
   return live;
 }
@@ -125,6 +127,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
         j.replanned_micro_batches > 0 ? j.replanned_micro_batches : sizing.micro_batches;
     Live live = MakeLive(*spec, std::make_unique<JobStateMachine>(p, j.status, clock->Now()), micro_batches,
                          sizing.checkpointing);
+    live.replanned = j.replanned_micro_batches > 0;
+    if (live.replanned && j.planned_world_size > 0) live.plan_world = j.planned_world_size;
+    live.last_hosts = SplitHosts(j.attempt_hosts);
     // A job that was running keeps being served: its workers reconnect and ask for their next steps.
     ZF_ASSIGN_OR_RETURN(live.lengths, c->store_->SampleLengths(j.id));
     ZF_RETURN_IF_ERROR(ResetScheduler(live));
@@ -181,8 +186,13 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
 void Coordinator::AddDecisions(const Live& live, JobRecord* r) {
   r->micro_batches = live.micro_batches;
   r->checkpointing = live.checkpointing;
-  r->plan =
-      jobspec::JobPlanToJson(jobspec::ResolveJobPlan(live.spec, live.micro_batches, live.checkpointing));
+  r->plan = PlanFor(live, live.plan_world);
+}
+
+std::string Coordinator::PlanFor(const Live& live, int world_size) {
+  const int micro =
+      MicroBatchesFor(live.spec.training.global_batch, live.plan_world, live.micro_batches, world_size);
+  return jobspec::JobPlanToJson(jobspec::ResolveJobPlan(live.spec, micro, live.checkpointing, world_size));
 }
 
 absl::StatusOr<JobRecord> Coordinator::RecordLocked(const std::string& id) {
@@ -247,6 +257,26 @@ absl::StatusOr<JobRecord> Coordinator::WaitStatus(const std::string& id, const J
   return RecordLocked(id);
 }
 
+absl::Status Coordinator::CheckWorld(const std::string& id, const Live& live, int rank, int world_size) {
+  const std::vector<int> allowed = jobspec::AllowedWorldSizes(live.spec);
+  if (rank < 0 || rank >= world_size ||
+      std::find(allowed.begin(), allowed.end(), world_size) == allowed.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", rank, " of ", world_size, " does not fit job ", id, " (world_size ", live.spec.world_size,
+        allowed.size() > 1
+            ? absl::StrCat("; slurm.on_node_loss: shrink allows ", absl::StrJoin(allowed, ", "))
+            : "",
+        ")"));
+  }
+  const JobStatus& s = live.state->status();
+  if (s.phase == JobPhase::kRunning && world_size != s.world_size) {
+    return absl::FailedPreconditionError(absl::StrCat("rank ", rank, " of ", world_size, ": attempt ",
+                                                      s.attempt, " of job ", id, " runs on ", s.world_size,
+                                                      " ranks"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_id, int rank, int world_size,
                                                          const std::string& host,
                                                          const std::vector<int64_t>& lengths) {
@@ -256,16 +286,18 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
   if (IsTerminal(s.phase)) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is ", JobPhaseName(s.phase)));
   }
-  if (world_size != live->spec.world_size || rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of ", world_size, " does not fit job ",
-                                                   job_id, " (world_size ", live->spec.world_size, ")"));
-  }
-  // A full set from an earlier attempt starts over; a running attempt (workers reconnecting to a restarted
-  // coordinator) goes on.
-  if (s.phase != JobPhase::kRunning && live->registered.size() == static_cast<size_t>(world_size)) {
+  ZF_RETURN_IF_ERROR(CheckWorld(job_id, *live, rank, world_size));
+  // A full set from an earlier attempt starts over, and so does a partial one of a launch at another world
+  // size (a later launch replaces it); a running attempt (workers reconnecting to a restarted coordinator)
+  // goes on.
+  if (s.phase != JobPhase::kRunning && (live->registered.size() == static_cast<size_t>(live->forming_world) ||
+                                        world_size != live->forming_world)) {
     live->registered.clear();
+    live->forming_hosts.clear();
+    live->forming_world = world_size;
   }
   live->registered.insert(rank);
+  live->forming_hosts[rank] = host;
   ZF_RETURN_IF_ERROR(live->state->NoteHost(rank, host));
   if (rank == 0 && !lengths.empty()) {
     ZF_RETURN_IF_ERROR(store_->PutSampleLengths(job_id, lengths));
@@ -274,37 +306,70 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
   }
   ZF_RETURN_IF_ERROR(LogLocked(job_id, absl::StrCat(host, ":", rank), "registered"));
   if (s.phase != JobPhase::kRunning && live->registered.size() == static_cast<size_t>(world_size)) {
-    if (s.replan) {
-      // Out of memory last time: smaller micro-batches, more of them, same global batch.
-      const int64_t per_rank = (live->spec.training.global_batch + world_size - 1) / world_size;
-      const int before = live->micro_batches;
-      live->micro_batches = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
-      ZF_RETURN_IF_ERROR(store_->SetReplannedMicroBatches(job_id, live->micro_batches));
-      ZF_RETURN_IF_ERROR(ResetScheduler(*live));
-      ZF_RETURN_IF_ERROR(LogLocked(
-          job_id, "coordinator",
-          live->micro_batches > before
-              ? absl::StrCat("re-planned after out-of-memory: ", before, " -> ", live->micro_batches,
-                             " micro-batches per rank per step (same global batch ",
-                             live->spec.training.global_batch, ")")
-              : absl::StrCat(
-                    "re-plan after out-of-memory: already one pair per micro-batch; retrying as is")));
-    }
-    ZF_RETURN_IF_ERROR(live->state->Schedule(world_size, clock_->Now()));
-    live->scheduled_in_launch = true;
-    live->finished.clear();
-    live->max_acquired = live->state->status().checkpoint_step;
-    ZF_RETURN_IF_ERROR(PersistLocked(job_id, *live));
-    ZF_RETURN_IF_ERROR(
-        LogLocked(job_id, "coordinator",
-                  absl::StrCat("attempt ", live->state->status().attempt, " running on ", world_size,
-                               " ranks from step ", live->state->status().checkpoint_step + 1)));
+    ZF_RETURN_IF_ERROR(FormAttemptLocked(job_id, *live, world_size));
   }
   ZF_ASSIGN_OR_RETURN(JobRecord record, store_->Get(job_id));
   const JobStatus& now = live->state->status();
-  // Before the attempt starts (ranks still registering) the answer names the attempt about to run.
+  // Before the attempt starts (ranks still registering) the answer names the attempt about to run (and its
+  // plan before an out-of-memory re-plan, which the last registration applies: the step grants carry the
+  // micro-batches, the plan's count is for reading).
   return WorkerRegistration{now.phase == JobPhase::kRunning ? now.attempt : now.attempt + 1,
-                            now.checkpoint_step + 1, record.spec, record.request_id};
+                            now.checkpoint_step + 1, record.spec, record.request_id,
+                            PlanFor(*live, world_size)};
+}
+
+absl::Status Coordinator::FormAttemptLocked(const std::string& job_id, Live& live, int world_size) {
+  const int64_t global = live.spec.training.global_batch;
+  const int world_before = live.plan_world;
+  if (world_size != live.plan_world) {
+    // Another world size than the last attempt's (a Slurm job that shrank, or grew back): the same global
+    // batch, the same pairs per micro-batch, more or fewer micro-batches per rank.
+    live.micro_batches = MicroBatchesFor(global, live.plan_world, live.micro_batches, world_size);
+    live.plan_world = world_size;
+    live.replanned = true;
+  }
+  if (live.state->status().replan) {
+    // Out of memory last time: smaller micro-batches, more of them, same global batch.
+    const int64_t per_rank = (global + world_size - 1) / world_size;
+    const int before = live.micro_batches;
+    live.micro_batches = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
+    live.replanned = true;
+    ZF_RETURN_IF_ERROR(LogLocked(
+        job_id, "coordinator",
+        live.micro_batches > before
+            ? absl::StrCat("re-planned after out-of-memory: ", before, " -> ", live.micro_batches,
+                           " micro-batches per rank per step (same global batch ", global, ")")
+            : absl::StrCat("re-plan after out-of-memory: already one pair per micro-batch; retrying as is")));
+  }
+  std::vector<std::string> by_rank;
+  for (const auto& [rank, host] : live.forming_hosts) by_rank.push_back(host);
+  const std::vector<std::string> hosts = DistinctHosts(by_rank);
+  std::string nodes;  // "1 node of 2: node2 lost", for an attempt at another size than the spec's
+  if (live.spec.slurm && (world_size != live.spec.world_size || world_before != world_size)) {
+    nodes = DescribeNodes(world_size / live.spec.slurm->ranks_per_node(), live.spec.slurm->nodes,
+                          LostHosts(live.last_hosts, hosts));
+  }
+  const std::string note =
+      world_size == live.spec.world_size
+          ? ""
+          : absl::StrCat(world_size, " of ", live.spec.world_size, " ranks (", nodes, ")");
+  ZF_RETURN_IF_ERROR(
+      store_->SetAttemptPlan(job_id, {live.replanned ? live.micro_batches : 0,
+                                      live.replanned ? live.plan_world : 0, JoinHosts(hosts), note}));
+  live.last_hosts = hosts;
+  ZF_RETURN_IF_ERROR(ResetScheduler(live));
+  ZF_RETURN_IF_ERROR(live.state->Schedule(world_size, clock_->Now()));
+  live.scheduled_in_launch = true;
+  live.finished.clear();
+  live.max_acquired = live.state->status().checkpoint_step;
+  ZF_RETURN_IF_ERROR(PersistLocked(job_id, live));
+  const JobStatus& s = live.state->status();
+  return LogLocked(
+      job_id, "coordinator",
+      absl::StrCat(
+          "attempt ", s.attempt, " running on ", world_size, " ranks",
+          nodes.empty() ? "" : absl::StrCat(" (", nodes, ")"), " from step ", s.checkpoint_step + 1,
+          nodes.empty() ? "" : absl::StrCat(": ", DescribeReplan(global, world_size, live.micro_batches))));
 }
 
 absl::StatusOr<HeartbeatAnswer> Coordinator::Heartbeat(const std::string& job_id, const HeartbeatInfo& beat) {
@@ -435,7 +500,7 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
     ZF_RETURN_IF_ERROR(live->state->WorkerExited(r.rank, r.exit_code, clock_->Now()));
     live->finished.insert(r.rank);
     if (live->state->status().phase == JobPhase::kRunning &&
-        live->finished.size() == static_cast<size_t>(live->spec.world_size)) {
+        live->finished.size() == static_cast<size_t>(live->state->status().world_size)) {
       ZF_RETURN_IF_ERROR(live->state->Succeed(clock_->Now()));
     }
     changed = true;

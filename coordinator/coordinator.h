@@ -27,6 +27,9 @@ struct WorkerRegistration {
   int64_t resume_step = 0;
   std::string spec;
   std::string request_id;  // the job's idempotency key: who a checkpoint in checkpoint.dir belongs to
+  // The JobPlan (JSON) of the attempt the rank registered for: its world size and micro-batches per rank
+  // (another world size than the spec's after a Slurm job shrank; attempt_plan.h).
+  std::string plan;
 };
 
 // A step for the workers: its micro-batches, or stop (a preemption was requested: checkpoint the previous
@@ -86,7 +89,10 @@ class Coordinator {
   // The job once its status differs from `known` (or after `wait`).
   absl::StatusOr<JobRecord> WaitStatus(const std::string& id, const JobStatus& known, absl::Duration wait);
 
-  // Workers.
+  // Workers. An attempt forms at the world size its ranks register with: the spec's, or, with
+  // slurm.on_node_loss: shrink, any of jobspec::AllowedWorldSizes (the micro-batches per rank re-planned to
+  // keep the global batch, attempt_plan.h); others are refused. A running attempt takes only its own size
+  // (ranks reconnecting to a restarted coordinator).
   absl::StatusOr<WorkerRegistration> Register(const std::string& job_id, int rank, int world_size,
                                               const std::string& host, const std::vector<int64_t>& lengths);
   // A rank's heartbeat, with its attempt and activity. A rank of an attempt that has ended (failed, hung,
@@ -130,7 +136,12 @@ class Coordinator {
     std::vector<int64_t>
         lengths;                 // rank 0's sample lengths (the scheduler is rebuilt from them on a re-plan)
     int micro_batches = 1;       // per rank per step; doubled by a re-plan after an out-of-memory failure
+    int plan_world = 0;          // the world size micro_batches is planned for: the last attempt's
+    bool replanned = false;      // micro_batches / plan_world differ from the spec's sizing (stored)
     bool checkpointing = false;  // the spec's or the planner's choice
+    int forming_world = 0;       // the world size of the attempt being formed (its ranks' registrations)
+    std::map<int, std::string> forming_hosts;  // rank -> host, of the attempt being formed
+    std::vector<std::string> last_hosts;       // distinct hosts of the last attempt that formed (stored)
     std::map<int64_t, std::shared_ptr<const StepAssignment>> recent_steps;  // at most kRecentSteps
     int64_t max_acquired = -1;       // highest step handed out in this attempt
     std::optional<int64_t> stop_at;  // set by Preempt: the first step refused
@@ -147,6 +158,13 @@ class Coordinator {
   Coordinator(std::unique_ptr<JobStore> store, const core::Clock* clock, JobPolicy policy)
       : store_(std::move(store)), clock_(clock), policy_(policy) {}
   absl::StatusOr<Live*> FindLocked(const std::string& id);
+  // Refuses a rank whose world size the job does not allow, or that differs from the running attempt's.
+  static absl::Status CheckWorld(const std::string& id, const Live& live, int rank, int world_size);
+  // The last rank of an attempt registered: re-plan for its world size (and after an out-of-memory
+  // failure), record what it formed with, schedule it.
+  absl::Status FormAttemptLocked(const std::string& id, Live& live, int world_size);
+  // The plan (JSON) an attempt of `world_size` ranks runs by.
+  static std::string PlanFor(const Live& live, int world_size);
   absl::StatusOr<JobRecord> RecordLocked(const std::string& id);  // store record + the sizes decided here
   // The sizes decided here (micro-batches, activation checkpointing) and the plan they resolve to.
   static void AddDecisions(const Live& live, JobRecord* r);

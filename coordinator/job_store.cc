@@ -38,7 +38,10 @@ CREATE TABLE IF NOT EXISTS jobs (
   created_us INTEGER NOT NULL,
   interruptions INTEGER NOT NULL DEFAULT 0,
   slurm_job_id TEXT NOT NULL DEFAULT '',
-  replanned_micro_batches INTEGER NOT NULL DEFAULT 0);
+  replanned_micro_batches INTEGER NOT NULL DEFAULT 0,
+  planned_world_size INTEGER NOT NULL DEFAULT 0,
+  attempt_hosts TEXT NOT NULL DEFAULT '',
+  attempt_note TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS logs (
   job_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -177,7 +180,8 @@ absl::Status SetJobField(sqlite3* db, const char* sql, const char* what, const s
 
 constexpr const char* kJobColumns =
     "id, request_id, name, spec, phase, attempt, restarts, world_size, checkpoint_step, replan, reason, "
-    "since_us, created_us, interruptions, slurm_job_id, replanned_micro_batches";
+    "since_us, created_us, interruptions, slurm_job_id, replanned_micro_batches, planned_world_size, "
+    "attempt_hosts, attempt_note";
 
 JobRecord ReadJob(const Stmt& s) {
   JobRecord j;
@@ -197,6 +201,9 @@ JobRecord ReadJob(const Stmt& s) {
   j.status.interruptions = static_cast<int>(s.Int(13));
   j.slurm_job_id = s.Text(14);
   j.replanned_micro_batches = static_cast<int>(s.Int(15));
+  j.planned_world_size = static_cast<int>(s.Int(16));
+  j.attempt_hosts = s.Text(17);
+  j.attempt_note = s.Text(18);
   return j;
 }
 
@@ -267,6 +274,13 @@ absl::Status JobStore::AddMissingColumns() {
   if (!have.count("replanned_micro_batches")) {
     ZF_RETURN_IF_ERROR(
         Exec("ALTER TABLE jobs ADD COLUMN replanned_micro_batches INTEGER NOT NULL DEFAULT 0"));
+  }
+  for (const char* column :
+       {"planned_world_size INTEGER NOT NULL DEFAULT 0", "attempt_hosts TEXT NOT NULL DEFAULT ''",
+        "attempt_note TEXT NOT NULL DEFAULT ''"}) {
+    const std::string name(column, std::string(column).find(' '));
+    if (!have.count(name))
+      ZF_RETURN_IF_ERROR(Exec(absl::StrCat("ALTER TABLE jobs ADD COLUMN ", column).c_str()));
   }
   std::set<std::string> metric_columns;
   {
@@ -385,6 +399,20 @@ absl::Status JobStore::SetReplannedMicroBatches(const std::string& id, int micro
   std::lock_guard<std::mutex> lock(mu_);
   return SetJobField(db_, "UPDATE jobs SET replanned_micro_batches = ? WHERE id = ?",
                      "set re-planned micro-batches", id, static_cast<int64_t>(micro_batches));
+}
+
+absl::Status JobStore::SetAttemptPlan(const std::string& id, const AttemptRecord& a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt u(db_,
+         "UPDATE jobs SET replanned_micro_batches = ?, planned_world_size = ?, attempt_hosts = ?, "
+         "attempt_note = ? "
+         "WHERE id = ?");
+  ZF_RETURN_IF_ERROR(u.ok("set attempt plan"));
+  u.Bind(1, static_cast<int64_t>(a.micro_batches)).Bind(2, static_cast<int64_t>(a.world_size));
+  u.Bind(3, a.hosts).Bind(4, a.note).Bind(5, id);
+  if (u.Step() != SQLITE_DONE) return StepError(db_, "set attempt plan");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  return absl::OkStatus();
 }
 
 absl::Status JobStore::SetSlurmJobId(const std::string& id, const std::string& slurm_job_id) {

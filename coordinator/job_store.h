@@ -31,7 +31,13 @@ struct JobRecord {
   int micro_batches = 1;            // per rank per step
   bool checkpointing = false;       // activation checkpointing
   std::string slurm_job_id;         // the Slurm job running it (`zerofit submit --slurm`), empty otherwise
-  int replanned_micro_batches = 0;  // stored: micro-batches per rank after an out-of-memory re-plan (0: none)
+  int replanned_micro_batches = 0;  // stored: micro-batches per rank after a re-plan (0: none)
+  // Stored with it (issue 20): the world size it was planned for (0: the spec's), the hosts of the last
+  // attempt that formed (comma-separated, rank order), and, for an attempt on fewer ranks than the spec's,
+  // what `zerofit status` shows ("2 of 4 ranks (1 node of 2: node2 lost)"; empty at full size).
+  int planned_world_size = 0;
+  std::string attempt_hosts;
+  std::string attempt_note;
   // The resolved JobPlan (JSON) of the spec and the sizes above; filled by the coordinator, not stored:
   // it is a function of what is.
   std::string plan;
@@ -80,6 +86,15 @@ class JobStore {
   absl::Status UpdateStatus(const std::string& id, const JobStatus& status);
   absl::Status SetSlurmJobId(const std::string& id, const std::string& slurm_job_id);
   absl::Status SetReplannedMicroBatches(const std::string& id, int micro_batches);
+  // What an attempt formed with, in one transaction (a restarted coordinator must not pair one attempt's
+  // micro-batch count with another's world size).
+  struct AttemptRecord {
+    int micro_batches = 0;  // 0: the spec's / the planner's
+    int world_size = 0;     // what micro_batches is planned for
+    std::string hosts;
+    std::string note;
+  };
+  absl::Status SetAttemptPlan(const std::string& id, const AttemptRecord& attempt);
 
   absl::StatusOr<int64_t> AppendLog(const std::string& job_id, const std::string& source,
                                     const std::string& text, absl::Time now);

@@ -328,6 +328,7 @@ class WorkersService final : public v1::Workers::Service {
       resp->set_resume_step(r->resume_step);
       resp->set_spec(r->spec);
       resp->set_request_id(r->request_id);
+      resp->set_plan(r->plan);
       return grpc::Status::OK;
     });
   }
@@ -438,6 +439,7 @@ void ToProto(const JobRecord& j, ::zerofit::v1::Job* out) {
   out->set_checkpointing(j.checkpointing);
   out->set_interruptions(j.status.interruptions);
   out->set_slurm_job_id(j.slurm_job_id);
+  out->set_attempt_note(j.attempt_note);
 }
 
 JobRecord FromProto(const ::zerofit::v1::Job& j) {
@@ -458,6 +460,7 @@ JobRecord FromProto(const ::zerofit::v1::Job& j) {
   r.micro_batches = j.micro_batches();
   r.checkpointing = j.checkpointing();
   r.slurm_job_id = j.slurm_job_id();
+  r.attempt_note = j.attempt_note();
   r.plan = j.plan();
   return r;
 }

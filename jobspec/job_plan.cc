@@ -98,6 +98,7 @@ absl::Status ReadScalars(ObjectReader& r, JobPlan* p) {
   get("model", &p->model);
   get("device", &p->device);
   get("world_size", &p->world_size);
+  get("world_sizes", &p->world_sizes);
   get("steps", &p->steps);
   get("global_batch", &p->global_batch);
   get("micro_batches", &p->micro_batches);
@@ -161,14 +162,28 @@ core::LrScheduleOptions LrScheduleOf(const TrainingSpec& t) {
   return s;
 }
 
-JobPlan ResolveJobPlan(const JobSpec& spec, int micro_batches, bool activation_checkpointing) {
+// Declared in job_spec.h, defined here for the same reason.
+const char* NodeLossName(NodeLoss n) { return n == NodeLoss::kShrink ? "shrink" : "wait"; }
+
+std::vector<int> AllowedWorldSizes(const JobSpec& spec) {
+  if (!spec.slurm || spec.slurm->on_node_loss != NodeLoss::kShrink) return {spec.world_size};
+  std::vector<int> sizes;
+  for (int n = spec.slurm->fewest_nodes(); n <= spec.slurm->nodes; ++n) {
+    sizes.push_back(n * spec.slurm->ranks_per_node());
+  }
+  return sizes;
+}
+
+JobPlan ResolveJobPlan(const JobSpec& spec, int micro_batches, bool activation_checkpointing,
+                       int world_size) {
   const TrainingSpec& t = spec.training;
   JobPlan p;
   p.name = spec.name;
   p.task = spec.task;
   p.model = spec.model;
   p.device = spec.device;
-  p.world_size = spec.world_size;
+  p.world_size = world_size > 0 ? world_size : spec.world_size;
+  p.world_sizes = AllowedWorldSizes(spec);
   p.data = spec.data;
   p.eval = spec.eval;
   p.steps = t.steps;
@@ -197,6 +212,7 @@ std::string JobPlanToJson(const JobPlan& p) {
       {"model", p.model},
       {"device", p.device},
       {"world_size", p.world_size},
+      {"world_sizes", p.world_sizes},
       {"data", DataJson(p.data)},
       {"eval", {{"every", p.eval.every}, {"data", p.eval.data}, {"max_samples", p.eval.max_samples}}},
       {"steps", p.steps},

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/lr_schedule.h"
@@ -18,6 +19,7 @@ namespace zerofit::jobspec {
 
 // Bumped whenever a field changes meaning or is removed; a reader refuses any other version by name rather
 // than guess (a worker older than its coordinator says so instead of training something else).
+// Version 1 grew `world_sizes` (issue 20); a worker of an older build refuses the key by name.
 inline constexpr int kJobPlanVersion = 1;
 
 struct JobPlan {
@@ -26,7 +28,11 @@ struct JobPlan {
   std::string task;             // reward | dpo | sft
   std::string model;            // directory: config.json (+ model.safetensors: the initial weights)
   std::string device = "auto";  // auto | cpu | cuda
-  int world_size = 1;
+  int world_size =
+      1;  // the ranks of the attempt this plan is for (a shrunken attempt: fewer than the spec's)
+  // Every world size an attempt of the job may run at (AllowedWorldSizes: the spec's alone, or with
+  // slurm.on_node_loss: shrink one per node count); a worker started at another one refuses to register.
+  std::vector<int> world_sizes;
   DataSpec data;
   EvalSpec eval;
   // Sizes, decided: pairs (sequences for SFT) per optimizer step over all ranks, and micro-batches per rank
@@ -48,8 +54,9 @@ struct JobPlan {
 };
 
 // The plan of `spec` with the sizes the coordinator decided (micro-batches per rank per step, activation
-// checkpointing).
-JobPlan ResolveJobPlan(const JobSpec& spec, int micro_batches, bool activation_checkpointing);
+// checkpointing) for an attempt of `world_size` ranks (0: the spec's).
+JobPlan ResolveJobPlan(const JobSpec& spec, int micro_batches, bool activation_checkpointing,
+                       int world_size = 0);
 
 // Whether the held-out set is evaluated after 0-based `step` of a run of `steps`: every `every`-th step
 // (0: never) and after the last. The one rule for zerofit_worker and zerofit_train_prefs.

@@ -453,10 +453,10 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
 
   if (const YAML::Node n = root["slurm"]; n.IsDefined()) {
     if (!n.IsMap()) return r.Error(n, "slurm", "expected a mapping");
-    ZF_RETURN_IF_ERROR(r.OnlyKeys(
-        n, "slurm.",
-        {"nodes", "gpus_per_node", "tasks_per_node", "cpus_per_task", "mem", "time", "partition", "account",
-         "qos", "signal_seconds", "requeue", "state_dir", "coordinator", "port", "extra"}));
+    ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "slurm.",
+                                  {"nodes", "gpus_per_node", "tasks_per_node", "cpus_per_task", "mem", "time",
+                                   "partition", "account", "qos", "signal_seconds", "requeue", "state_dir",
+                                   "coordinator", "port", "extra", "on_node_loss", "min_nodes"}));
     SlurmSpec& x = s.slurm.emplace();
     ZF_RETURN_IF_ERROR(r.Get(n, "nodes", "slurm.nodes", &x.nodes, "an integer"));
     ZF_RETURN_IF_ERROR(r.Get(n, "gpus_per_node", "slurm.gpus_per_node", &x.gpus_per_node, "an integer"));
@@ -472,6 +472,17 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
     ZF_RETURN_IF_ERROR(r.Get(n, "state_dir", "slurm.state_dir", &x.state_dir, "a path"));
     ZF_RETURN_IF_ERROR(r.Get(n, "coordinator", "slurm.coordinator", &x.coordinator, "host:port"));
     ZF_RETURN_IF_ERROR(r.Get(n, "port", "slurm.port", &x.port, "an integer"));
+    ZF_RETURN_IF_ERROR(r.Get(n, "min_nodes", "slurm.min_nodes", &x.min_nodes, "an integer"));
+    std::string loss;
+    ZF_RETURN_IF_ERROR(r.Get(n, "on_node_loss", "slurm.on_node_loss", &loss, "wait or shrink"));
+    if (!loss.empty() && loss != "wait" && loss != "shrink") {
+      return r.Error(n["on_node_loss"], "slurm.on_node_loss",
+                     absl::StrCat("expected wait or shrink, got '", loss, "'"));
+    }
+    if (loss == "shrink") x.on_node_loss = NodeLoss::kShrink;
+    if (n["min_nodes"].IsDefined() && x.min_nodes < 1) {
+      return r.Error(n["min_nodes"], "slurm.min_nodes", "must be >= 1");
+    }
     if (const YAML::Node e = n["extra"]; e.IsDefined() && !e.IsNull()) {
       if (!e.IsSequence()) return r.Error(e, "slurm.extra", "expected a list of sbatch options");
       for (size_t i = 0; i < e.size(); ++i) {
@@ -568,6 +579,16 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
     }
   }
   ZF_RETURN_IF_ERROR(ValidateTrainingAt(r, root, s));
+  if (s.slurm) {
+    // After the training section: the global batch must fit every world size the job may shrink to.
+    const YAML::Node n = root["slurm"];
+    ZF_RETURN_IF_ERROR(
+        ValidateNodeLoss(s.training, *s.slurm, [&](const std::string& field, const std::string& why) {
+          const std::string key = field.substr(field.find('.') + 1);
+          if (n[key].IsDefined()) return r.Error(n[key], field, why);
+          return r.Error(n["on_node_loss"].IsDefined() ? n["on_node_loss"] : n, field, why);
+        }));
+  }
   // The workers' truncation keeps at least one response token; refused here rather than on every rank.
   if (s.data.max_prompt_length >= s.training.max_length) {
     return r.Error(root["data"]["max_prompt_length"], "data.max_prompt_length",
@@ -638,12 +659,84 @@ absl::Status ValidateSlurm(const JobSpec& spec, const SlurmSpec& x, const std::s
     return bad("world_size", absl::StrCat(spec.world_size, " != slurm.nodes x ranks per node = ", x.nodes,
                                           " x ", x.ranks_per_node()));
   }
+  if (x.min_nodes < 0) return bad("slurm.min_nodes", "must be >= 1");
+  ZF_RETURN_IF_ERROR(ValidateNodeLoss(
+      spec.training, x,
+      [&](const std::string& field, const std::string& why) { return bad(field.c_str(), why); }));
   for (const std::string& v : {x.mem, x.time, x.partition, x.account, x.qos, x.coordinator}) {
     if (v.find_first_of("\n\r'\"`$\\ ") != std::string::npos) {
       return bad("slurm", absl::StrCat("'", v, "' contains whitespace, quotes or shell characters"));
     }
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// `text` with `value` in place of the plain scalar that starts at (line, column), 0-based, `length` long.
+absl::StatusOr<std::string> ReplaceAt(const std::string& text, int line, int column, size_t length,
+                                      const std::string& value) {
+  size_t pos = 0;
+  for (int l = 0; l < line && pos != std::string::npos; ++l) {
+    pos = text.find('\n', pos);
+    if (pos != std::string::npos) ++pos;
+  }
+  if (pos == std::string::npos || pos + column + length > text.size()) {
+    return absl::InternalError("the spec changed under its own parse");
+  }
+  return absl::StrCat(text.substr(0, pos + column), value, text.substr(pos + column + length));
+}
+
+// One field of SetSlurmFields.
+absl::StatusOr<std::string> SetSlurmField(const std::string& text, const std::string& source,
+                                          const std::string& key, const std::string& value) {
+  const YAML::Node root = YAML::Load(text);
+  const YAML::Node n = root.IsMap() ? root["slurm"] : YAML::Node();
+  if (!n.IsDefined()) {  // a section of its own, appended like world_size
+    const bool newline = text.empty() || text.back() == '\n';
+    return absl::StrCat(text, newline ? "" : "\n", "slurm:  # added by zerofit slurm\n  ", key, ": ", value,
+                        "\n");
+  }
+  if (!n.IsMap() || n.size() == 0 || n.Style() == YAML::EmitterStyle::Flow) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": field 'slurm.", key,
+                                                   "': cannot set it in a flow-style or empty slurm section; "
+                                                   "write ",
+                                                   key, ": ", value, " into the spec"));
+  }
+  if (const YAML::Node v = n[key]; v.IsDefined()) {
+    // Only a plain scalar is replaced in place; SetSlurmFields' read-back catches anything else.
+    return ReplaceAt(text, v.Mark().line, v.Mark().column, v.IsScalar() ? v.Scalar().size() : 0, value);
+  }
+  // A new first entry of the block, indented like the entry that is there now.
+  const YAML::Node first = n.begin()->first;
+  return ReplaceAt(
+      text, first.Mark().line, 0, 0,
+      absl::StrCat(std::string(first.Mark().column, ' '), key, ": ", value, "  # added by zerofit slurm\n"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SetSlurmFields(const std::string& text, const std::string& source,
+                                           const std::vector<std::pair<std::string, std::string>>& values) {
+  std::string out = text;
+  try {
+    for (const auto& [key, value] : values) {
+      ZF_ASSIGN_OR_RETURN(out, SetSlurmField(out, source, key, value));
+    }
+    // Every value must read back as written (a quoted or multi-line scalar would not have been replaced
+    // whole).
+    const YAML::Node again = YAML::Load(out)["slurm"];
+    for (const auto& [key, value] : values) {
+      if (!again.IsMap() || !again[key].IsScalar() || again[key].Scalar() != value) {
+        return absl::InvalidArgumentError(absl::StrCat(source, ": field 'slurm.", key,
+                                                       "': cannot set it in this spec; write ", key, ": ",
+                                                       value, " into its slurm section"));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", e.msg));
+  }
+  return out;
 }
 
 }  // namespace zerofit::jobspec

@@ -39,11 +39,14 @@
 //     account: rlhf
 //     signal_seconds: 300        # SIGUSR1 this long before the time limit: checkpoint, requeue
 //     state_dir: /shared/zerofit/mistral-rm   # job store, token, script, logs (a shared filesystem)
+//     on_node_loss: shrink       # wait (default): a requeued job waits for all its nodes; shrink: it may
+//     min_nodes: 1               #   resume on fewer (>= min_nodes), re-planned to the same global batch
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -128,6 +131,12 @@ struct MetricsSpec {
   std::string jsonl;        // a file: one JSON object per step, appended
 };
 
+// What a job does when Slurm requeues it after losing a node: wait until it has `nodes` nodes again (the
+// default), or resume on the nodes it gets, from `min_nodes` up (sbatch --nodes=MIN-MAX), with the same
+// global batch and more gradient accumulation per rank (coordinator/attempt_plan.h).
+enum class NodeLoss { kWait, kShrink };
+const char* NodeLossName(NodeLoss n);
+
 // How a job runs under Slurm. Every field can also be given as a flag of `zerofit slurm` / `zerofit submit
 // --slurm` (flags win). Nothing here has a cluster-specific default: an empty field is left to Slurm's
 // own defaults (the partition's time limit, the default account...).
@@ -147,8 +156,12 @@ struct SlurmSpec {
   std::string coordinator;         // host:port of an external `zerofit serve`; empty: one on the first node
   int port = 0;                    // the first node's coordinator port (0: any free port)
   std::vector<std::string> extra;  // more sbatch options, verbatim ("--exclusive", "--constraint=h100")
+  NodeLoss on_node_loss = NodeLoss::kWait;
+  int min_nodes = 0;  // the fewest nodes an attempt may run on with kShrink; 0: nodes
 
   int ranks_per_node() const { return tasks_per_node > 0 ? tasks_per_node : gpus_per_node; }
+  // The fewest nodes an attempt may run on: min_nodes with kShrink, else all of them.
+  int fewest_nodes() const { return on_node_loss == NodeLoss::kShrink && min_nodes > 0 ? min_nodes : nodes; }
 };
 
 struct JobSpec {
@@ -175,6 +188,18 @@ struct JobSpec {
 // Checks a Slurm section (after flags were applied): sizes positive, world_size == nodes x ranks per node
 // when the spec gave a world size. `source` names the spec in errors.
 absl::Status ValidateSlurm(const JobSpec& spec, const SlurmSpec& slurm, const std::string& source);
+
+// The world sizes an attempt of `spec` may run at, ascending: nodes' x ranks per node for every node count
+// from slurm.fewest_nodes() to slurm.nodes (slurm.on_node_loss: shrink), else just spec.world_size.
+std::vector<int> AllowedWorldSizes(const JobSpec& spec);
+
+// The spec text with the given `slurm:` fields set (flags of `zerofit slurm` that the coordinator must see
+// in the spec snapshot): a value replaces the field's plain scalar, a missing field is added as the first
+// line of a block-style `slurm:` section, and a spec without `slurm:` gets one appended. The result is
+// parsed again and must carry exactly these values; a spec it cannot edit (a flow-style section) is an
+// error naming the field and asking to write it into the spec. `values`: field name -> YAML scalar.
+absl::StatusOr<std::string> SetSlurmFields(const std::string& yaml_text, const std::string& source,
+                                           const std::vector<std::pair<std::string, std::string>>& values);
 
 // The learning-rate schedule of a training section (peak = lr, decay ends at decay_steps or steps).
 core::LrScheduleOptions LrScheduleOf(const TrainingSpec& training);

@@ -72,6 +72,33 @@ absl::Status ValidateTraining(const TrainingSpec& t, int world_size, const Train
   return ValidateRates(t, error);
 }
 
+absl::Status ValidateNodeLoss(const TrainingSpec& t, const SlurmSpec& x, const TrainingFieldError& error) {
+  if (x.on_node_loss == NodeLoss::kWait) {
+    if (x.min_nodes != 0 && x.min_nodes != x.nodes) {
+      return error("slurm.min_nodes",
+                   absl::StrCat(x.min_nodes, " != slurm.nodes (", x.nodes,
+                                "): only a job with on_node_loss: shrink runs on fewer nodes"));
+    }
+    return absl::OkStatus();
+  }
+  if (x.min_nodes < 0 || x.min_nodes > x.nodes) {
+    return error("slurm.min_nodes",
+                 absl::StrCat("must lie in [1, slurm.nodes = ", x.nodes, "], got ", x.min_nodes));
+  }
+  const int64_t micro = t.micro_batch.value_or(1);
+  for (int n = x.fewest_nodes(); n <= x.nodes; ++n) {
+    const int64_t world = int64_t{n} * x.ranks_per_node();
+    if (t.global_batch % (world * micro) != 0) {
+      return error("slurm.min_nodes",
+                   absl::StrCat("with on_node_loss: shrink the job may run on ", n, " node(s) = ", world,
+                                " ranks, but training.global_batch ", t.global_batch, " is not divisible by ",
+                                world, " ranks x micro_batch ", micro,
+                                ": raise min_nodes or pick a global batch every allowed world size divides"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateWatchdog(const WatchdogSpec& w, const TrainingFieldError& error) {
   if (!w.enabled) return absl::OkStatus();
   // Below 1 a rank would be hung while merely as slow as the median step; NaN fails both tests.

@@ -28,6 +28,12 @@ using TrainingFieldError = std::function<absl::Status(const std::string& field, 
 // (>= 1). Returns the first violation through `error`.
 absl::Status ValidateTraining(const TrainingSpec& t, int world_size, const TrainingFieldError& error);
 
+// With slurm.on_node_loss: shrink, every allowed node count n (fewest_nodes()..nodes) must keep the global
+// batch with whole micro-batches: global_batch divisible by (n x ranks per node) x micro_batch (1 when the
+// planner sizes it); and 1 <= min_nodes <= nodes. With wait, min_nodes, if given, must equal nodes. Errors
+// name "slurm.min_nodes" (the node count that does not fit, and why).
+absl::Status ValidateNodeLoss(const TrainingSpec& t, const SlurmSpec& slurm, const TrainingFieldError& error);
+
 // The watchdog's limits (a disabled watchdog is not checked): step_time_factor in [1, kMaxStepTimeFactor],
 // floor_s in [1, kMaxWatchdogFloorS]. Fields are named "watchdog.step_time_factor", "watchdog.floor_s".
 inline constexpr double kMaxStepTimeFactor = 1e4;

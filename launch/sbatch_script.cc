@@ -1,5 +1,7 @@
 #include "launch/sbatch_script.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -33,7 +35,9 @@ std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec&
     absl::StrAppend(&s, "#SBATCH --", name, value.empty() ? "" : "=", value, "\n");
   };
   opt("job-name", absl::StrCat("zerofit-", spec.name));
-  opt("nodes", absl::StrCat(x.nodes));
+  // A range lets Slurm start a requeued job on the nodes it has left (slurm.on_node_loss: shrink).
+  opt("nodes",
+      x.fewest_nodes() < x.nodes ? absl::StrCat(x.fewest_nodes(), "-", x.nodes) : absl::StrCat(x.nodes));
   opt("ntasks-per-node", absl::StrCat(x.ranks_per_node()));
   if (x.gpus_per_node > 0) opt("gpus-per-node", absl::StrCat(x.gpus_per_node));
   if (x.cpus_per_task > 0) opt("cpus-per-task", absl::StrCat(x.cpus_per_task));
@@ -80,6 +84,34 @@ std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec&
   }
   absl::StrAppend(&s, "exec ", absl::StrJoin(argv, " "), "\n");
   return s;
+}
+
+absl::StatusOr<int> AttemptWorldSize(const jobspec::JobSpec& spec, const SlurmAllocation& a) {
+  int world = spec.world_size;
+  if (spec.slurm && spec.slurm->on_node_loss == jobspec::NodeLoss::kShrink) {
+    world = a.nodes * spec.slurm->ranks_per_node();
+    const std::vector<int> allowed = jobspec::AllowedWorldSizes(spec);
+    if (std::find(allowed.begin(), allowed.end(), world) == allowed.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the allocation has ", a.nodes, " node(s) x ", spec.slurm->ranks_per_node(), " ranks = ", world,
+          " ranks, but job '", spec.name, "' runs on ", spec.slurm->fewest_nodes(), "..", spec.slurm->nodes,
+          " nodes (slurm.min_nodes..nodes)"));
+    }
+  }
+  if (a.tasks > 0 && a.tasks != world) {
+    return absl::FailedPreconditionError(absl::StrCat("the allocation has ", a.tasks,
+                                                      " tasks (SLURM_NTASKS) but job '", spec.name,
+                                                      "' wants world_size ", world));
+  }
+  return world;
+}
+
+std::vector<std::string> RequeueRangeCommand(const std::string& scontrol, const std::string& job_id,
+                                             const jobspec::SlurmSpec& x) {
+  if (x.on_node_loss != jobspec::NodeLoss::kShrink || x.fewest_nodes() >= x.nodes) return {};
+  return {scontrol, "update", absl::StrCat("JobId=", job_id),
+          absl::StrCat("NumNodes=", x.fewest_nodes(), "-", x.nodes),
+          absl::StrCat("NumTasks=", x.fewest_nodes() * x.ranks_per_node())};
 }
 
 std::vector<std::string> SrunCommand(int world_size, int nodes, int cpus_per_task, const std::string& worker,

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "jobspec/job_spec.h"
+#include "launch/launch_env.h"
 
 namespace zerofit::launch {
 
@@ -32,6 +34,18 @@ std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec&
 std::vector<std::string> SrunCommand(int world_size, int nodes, int cpus_per_task, const std::string& worker,
                                      const std::string& coordinator_address, const std::string& token_file,
                                      const std::string& job_id);
+
+// The ranks an attempt runs on in this allocation. With slurm.on_node_loss: shrink, the allocation's node
+// count (sbatch --nodes=MIN-MAX: a requeued job may get fewer) x the spec's ranks per node, which must be a
+// world size the job allows; otherwise the spec's world size. Either must match SLURM_NTASKS when set.
+absl::StatusOr<int> AttemptWorldSize(const jobspec::JobSpec& spec, const SlurmAllocation& allocation);
+
+// What a shrinking job's batch step runs when Slurm requeues the job (a node was lost): Slurm keeps the
+// node and task counts of the allocation it ran on (NumNodes=2 NumTasks=4 for a 2 x 2 job), so the requeued
+// job would wait for as many nodes again; this gives the range back (NumNodes=MIN-MAX NumTasks=MIN x ranks
+// per node), and Slurm starts it on as many nodes of the range as it has. Empty for a job that waits.
+std::vector<std::string> RequeueRangeCommand(const std::string& scontrol, const std::string& job_id,
+                                             const jobspec::SlurmSpec& slurm);
 
 // `s` quoted for bash ('...' with embedded quotes escaped).
 std::string ShellQuote(const std::string& s);

@@ -5,6 +5,7 @@ target_link_libraries(jobspec_unit_test PRIVATE zerofit_jobspec)
 
 zerofit_unit_test(coordinator_unit_test
   coordinator/coordinator_concurrency_test.cc
+  coordinator/coordinator_shrink_test.cc
   coordinator/coordinator_watchdog_test.cc
   coordinator/job_state_test.cc
   coordinator/job_state_watchdog_test.cc

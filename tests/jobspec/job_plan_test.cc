@@ -97,5 +97,23 @@ TEST(JobPlanTest, ReaderRefusesOtherVersionsUnknownKeysAndWrongTypes) {
   EXPECT_FALSE(JobPlanFromJson("{", "x").ok());
 }
 
+TEST(JobPlanTest, AShrunkenAttemptsPlanCarriesItsWorldSizeAndTheAllowedOnes) {
+  auto spec = ParseJobSpec(
+      "task: reward\nmodel: /m\ndata: /d\ntraining: {global_batch: 8, micro_batch: 2, gradient_accumulation: "
+      "1}\n"
+      "slurm:\n  nodes: 2\n  tasks_per_node: 2\n  on_node_loss: shrink\n  min_nodes: 1\n",
+      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const JobPlan full = ResolveJobPlan(*spec, 1, false);
+  EXPECT_EQ(full.world_size, 4);
+  EXPECT_EQ(full.world_sizes, (std::vector<int>{2, 4}));
+  auto back = JobPlanFromJson(JobPlanToJson(ResolveJobPlan(*spec, 2, false, 2)), "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->world_size, 2);
+  EXPECT_EQ(back->micro_batches, 2);
+  EXPECT_EQ(back->world_sizes, (std::vector<int>{2, 4}));
+  EXPECT_EQ(back->global_batch, 8) << "the same global batch at any world size";
+}
+
 }  // namespace
 }  // namespace zerofit::jobspec

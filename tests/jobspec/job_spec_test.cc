@@ -560,5 +560,108 @@ TEST(JobSpecTest, SlurmErrorsNameFileLineAndField) {
   EXPECT_FALSE(ValidateSlurm(*s, flags, "job.yaml").ok());
 }
 
+// slurm.on_node_loss / min_nodes (issue 20): which world sizes a requeued attempt may run at.
+constexpr const char* kShrinkSpec = R"(name: rm
+task: reward
+model: /m
+data: /d
+training: {steps: 10, global_batch: 48, micro_batch: 2, gradient_accumulation: 2}
+slurm:
+  nodes: 3
+  tasks_per_node: 4
+  on_node_loss: shrink
+  min_nodes: 1
+)";
+
+TEST(JobSpecTest, ShrinkAllowsEveryNodeCountFromMinNodes) {
+  auto s = ParseJobSpec(kShrinkSpec, "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->slurm->on_node_loss, NodeLoss::kShrink);
+  EXPECT_EQ(s->slurm->fewest_nodes(), 1);
+  EXPECT_EQ(s->world_size, 12);
+  EXPECT_EQ(AllowedWorldSizes(*s), (std::vector<int>{4, 8, 12}));
+  // The default waits for every node: one world size.
+  auto wait = ParseJobSpec(kSlurmSpec, "job.yaml");
+  ASSERT_TRUE(wait.ok()) << wait.status();
+  EXPECT_EQ(wait->slurm->on_node_loss, NodeLoss::kWait);
+  EXPECT_EQ(AllowedWorldSizes(*wait), (std::vector<int>{16}));
+  auto plain = ParseJobSpec("task: reward\nmodel: /m\ndata: /d\nworld_size: 3\ntraining: {global_batch: 6}\n",
+                            "job.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(AllowedWorldSizes(*plain), (std::vector<int>{3}));
+}
+
+TEST(JobSpecTest, ShrinkErrorsNameFileLineFieldAndTheNodeCountThatCannotKeepTheBatch) {
+  auto expect = [](const std::string& text, const std::string& message) {
+    auto s = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_EQ(std::string(s.status().message()), message);
+  };
+  const std::string head =
+      "task: reward\nmodel: /m\ndata: /d\ntraining: {global_batch: 24, micro_batch: 2, "
+      "gradient_accumulation: 1}\nslurm:\n  nodes: 3\n  tasks_per_node: 4\n";
+  expect(head + "  on_node_loss: maybe\n",
+         "job.yaml:8: field 'slurm.on_node_loss': expected wait or shrink, got 'maybe'");
+  expect(head + "  on_node_loss: shrink\n  min_nodes: 4\n",
+         "job.yaml:9: field 'slurm.min_nodes': must lie in [1, slurm.nodes = 3], got 4");
+  expect(head + "  on_node_loss: shrink\n  min_nodes: 0\n",
+         "job.yaml:9: field 'slurm.min_nodes': must be >= 1");
+  expect(
+      head + "  min_nodes: 2\n",
+      "job.yaml:8: field 'slurm.min_nodes': 2 != slurm.nodes (3): only a job with on_node_loss: shrink runs "
+      "on fewer nodes");
+  // 2 nodes = 8 ranks x 2 pairs = 16 does not divide 24 (1 node: 4 x 2 = 8 does, 3 nodes: 24 does).
+  expect(
+      head + "  on_node_loss: shrink\n  min_nodes: 1\n",
+      "job.yaml:9: field 'slurm.min_nodes': with on_node_loss: shrink the job may run on 2 node(s) = 8 "
+      "ranks, but training.global_batch 24 is not divisible by 8 ranks x micro_batch 2: raise min_nodes or "
+      "pick a global batch every allowed world size divides");
+  // Flags applied later are validated again.
+  auto s = ParseJobSpec(head + "  on_node_loss: shrink\n", "job.yaml");  // min_nodes: all 3
+  ASSERT_TRUE(s.ok()) << s.status();
+  SlurmSpec flags = *s->slurm;
+  flags.min_nodes = 1;
+  EXPECT_EQ(
+      std::string(ValidateSlurm(*s, flags, "job.yaml").message()),
+      "job.yaml: field 'slurm.min_nodes': with on_node_loss: shrink the job may run on 2 node(s) = 8 "
+      "ranks, but training.global_batch 24 is not divisible by 8 ranks x micro_batch 2: raise min_nodes "
+      "or pick a global batch every allowed world size divides");
+  flags.min_nodes = 3;
+  EXPECT_TRUE(ValidateSlurm(*s, flags, "job.yaml").ok());
+}
+
+TEST(JobSpecTest, SetSlurmFieldsEditsTheSnapshotSoThatItParsesToTheFlags) {
+  const std::string head = "task: reward\nmodel: /m\ndata: /d\ntraining: {global_batch: 8}\n";
+  // Into a block section: a new first entry, and a value replaced in place.
+  auto edited = SetSlurmFields(head + "slurm:\n    nodes: 1\n    tasks_per_node: 2  # two ranks\n",
+                               "job.yaml", {{"on_node_loss", "shrink"}, {"nodes", "2"}, {"min_nodes", "1"}});
+  ASSERT_TRUE(edited.ok()) << edited.status();
+  EXPECT_EQ(*edited,
+            head +
+                "slurm:\n    min_nodes: 1  # added by zerofit slurm\n    on_node_loss: shrink  # added "
+                "by zerofit slurm\n    nodes: 2\n    tasks_per_node: 2  # two ranks\n");
+  auto s = ParseJobSpec(*edited, "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(AllowedWorldSizes(*s), (std::vector<int>{2, 4}));
+  // No section: one is appended.
+  auto appended = SetSlurmFields(head, "job.yaml", {{"tasks_per_node", "2"}, {"on_node_loss", "shrink"}});
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  s = ParseJobSpec(*appended, "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status() << "\n" << *appended;
+  EXPECT_EQ(s->slurm->on_node_loss, NodeLoss::kShrink);
+  EXPECT_EQ(s->slurm->tasks_per_node, 2);
+  // A flow-style section is not edited: the error says what to write.
+  auto flow = SetSlurmFields(head + "slurm: {tasks_per_node: 2}\n", "job.yaml", {{"on_node_loss", "shrink"}});
+  ASSERT_FALSE(flow.ok());
+  EXPECT_EQ(
+      std::string(flow.status().message()),
+      "job.yaml: field 'slurm.on_node_loss': cannot set it in a flow-style or empty slurm section; write "
+      "on_node_loss: shrink into the spec");
+  // A quoted value is not replaced half-way: refused by the read-back.
+  auto quoted = SetSlurmFields(head + "slurm:\n  tasks_per_node: 2\n  on_node_loss: \"wait\"\n", "job.yaml",
+                               {{"on_node_loss", "shrink"}});
+  EXPECT_FALSE(quoted.ok()) << *quoted;
+}
+
 }  // namespace
 }  // namespace zerofit::jobspec

@@ -105,5 +105,64 @@ TEST(SbatchScriptTest, PassesAnExternalCoordinatorsTlsSettingsOn) {
       << s;
 }
 
+// slurm.on_node_loss: shrink (issue 20): a node range, so that a requeued job may start on the nodes left;
+// srun then starts the allocation's nodes x ranks per node.
+constexpr const char* kShrinkSpec = R"(name: rm
+task: reward
+model: m
+data: d
+training: {global_batch: 8, micro_batch: 2, gradient_accumulation: 1}
+slurm:
+  nodes: 2
+  tasks_per_node: 2
+  on_node_loss: shrink
+  min_nodes: 1
+)";
+
+TEST(SbatchScriptTest, AShrinkingJobAsksForANodeRange) {
+  auto spec = jobspec::ParseJobSpec(kShrinkSpec, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const SbatchPaths p{"/bin/zerofit", "/s", "/s/job.yaml", "/tmp", ""};
+  const std::string s = SbatchScript(*spec, *spec->slurm, p);
+  EXPECT_NE(s.find("#SBATCH --nodes=1-2\n#SBATCH --ntasks-per-node=2\n"), std::string::npos) << s;
+  // Requeued, the job gets its range back (Slurm keeps the lost allocation's node and task counts).
+  EXPECT_EQ(RequeueRangeCommand("scontrol", "17", *spec->slurm),
+            (std::vector<std::string>{"scontrol", "update", "JobId=17", "NumNodes=1-2", "NumTasks=2"}));
+  // Waiting for every node (the default) asks for exactly `nodes`, and is left alone when requeued.
+  jobspec::SlurmSpec wait = *spec->slurm;
+  wait.on_node_loss = jobspec::NodeLoss::kWait;
+  wait.min_nodes = 0;
+  EXPECT_NE(SbatchScript(*spec, wait, p).find("#SBATCH --nodes=2\n"), std::string::npos);
+  EXPECT_TRUE(RequeueRangeCommand("scontrol", "17", wait).empty());
+}
+
+TEST(SbatchScriptTest, AnAttemptRunsOnTheAllocationsNodesWhenTheJobMayShrink) {
+  auto spec = jobspec::ParseJobSpec(kShrinkSpec, "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  SlurmAllocation a;
+  a.nodes = 1;  // requeued after node2 was lost: SLURM_JOB_NUM_NODES=1
+  auto world = AttemptWorldSize(*spec, a);
+  ASSERT_TRUE(world.ok()) << world.status();
+  EXPECT_EQ(*world, 2);
+  a.tasks = 2;
+  EXPECT_EQ(AttemptWorldSize(*spec, a).value_or(0), 2);
+  a.nodes = 2;
+  a.tasks = 0;
+  EXPECT_EQ(AttemptWorldSize(*spec, a).value_or(0), 4);
+  a.tasks = 3;
+  EXPECT_EQ(std::string(AttemptWorldSize(*spec, a).status().message()),
+            "the allocation has 3 tasks (SLURM_NTASKS) but job 'rm' wants world_size 4");
+  a.nodes = 3;
+  a.tasks = 0;
+  EXPECT_EQ(std::string(AttemptWorldSize(*spec, a).status().message()),
+            "the allocation has 3 node(s) x 2 ranks = 6 ranks, but job 'rm' runs on 1..2 nodes "
+            "(slurm.min_nodes..nodes)");
+  // A job that waits for its nodes runs at the spec's world size.
+  jobspec::JobSpec wait = *spec;
+  wait.slurm->on_node_loss = jobspec::NodeLoss::kWait;
+  a.nodes = 1;
+  EXPECT_EQ(AttemptWorldSize(wait, a).value_or(0), 4);
+}
+
 }  // namespace
 }  // namespace zerofit::launch

@@ -14,15 +14,36 @@
 #      with the same port and state directory: the job finishes, byte-identical to (a);
 #   d. partition: node2's link down for longer than the coordinator's heartbeat deadline, then up: the attempt
 #      is failed and restarted from the checkpoint, no rank of the old attempt writes afterwards, the job
-#      finishes byte-identical to (a).
+#      finishes byte-identical to (a);
+#   e. shrink (slurm.on_node_loss: shrink, min_nodes: 1; sbatch --nodes=1-2, node3 excluded): node2 killed
+#      whole mid-job; Slurm requeues the job, which resumes on node1 alone with 2 ranks from its last
+#      checkpoint, re-planned to the same global batch of 8 (2 ranks x 2 micro-batches x 2 pairs instead of
+#      4 x 1 x 2), and succeeds; `zerofit status` and the job's output name node2, the checkpoint step and the
+#      new world size.
+#      The parameters cannot match the uninterrupted 4-rank run of (a) bit for bit (2 micro-batches of 2
+#      pairs per rank sum the same 8 pairs in another order), so the reference is a run that shrinks at the
+#      same checkpoint by a planned path: `zerofit serve` here, 4 ranks of zerofit_worker_faults with mpiexec
+#      (rank 2 exits at step 22), then 2 ranks of zerofit_worker for the restarted attempt. Both runs are made
+#      deterministic with the test-only fault worker: in the Slurm job rank 2 hangs in its first all-gather of
+#      step 22 (every rank then blocks in step 22 and the last checkpoint is that of step 19, whatever the
+#      timing), and node2 is killed while they are stuck; the reference's rank 2 exits as step 22 starts. The
+#      final checkpoint files must be byte-identical. Compared with the brief's other option (the same hang,
+#      then draining node2 and `scontrol requeue`), this reference needs no second requeue (cred_expire, 15 s)
+#      and runs beside the Slurm job while that one waits for Slurm to notice the lost node, so the part costs
+#      little more than the node loss itself; and it checks the Slurm path (node range, srun at the
+#      allocation's size, requeue, restarted coordinator) against the coordinator's own re-plan, which
+#      coordinator_unit_test checks against the step scheduler (same 8 pairs per step at 2 and 4 ranks).
 # usage: multinode_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs path/to/zerofit_worker SOURCE_DIR [PARTS]
-#   PARTS: the letters to run (default abcd; (a) runs always: the others compare with it)
+#        [path/to/zerofit_worker_faults]
+#   PARTS: the letters to run (default abcde; (a) runs always: the others compare with it). The fault worker
+#   (part e) defaults to the one next to zerofit_worker.
 set -u
 Z=$(realpath "$1")
 GEN=$(realpath "$2")
 WORKER=$(realpath "$3")
 SRC=$(realpath "$4")
-PARTS="${5:-abcd}"
+PARTS="${5:-abcde}"
+FAULTY=$(realpath "${6:-$(dirname "$WORKER")/zerofit_worker_faults}")
 CL="$SRC/deploy/slurm/local_cluster.sh"
 T0=$(date +%s)
 fail() {
@@ -50,6 +71,8 @@ cleanup() {
   SLURM_CONF="$D/cluster/slurm.conf" scancel --full --quiet -u root 2> /dev/null
   [ -n "${SERVE_PID:-}" ] && kill -9 "$SERVE_PID" 2> /dev/null
   [ -n "${SERVE_P_PID:-}" ] && kill -9 "$SERVE_P_PID" 2> /dev/null
+  [ -n "${REF_PID:-}" ] && kill -9 "$REF_PID" 2> /dev/null
+  [ -f "$D/serve_r.pid" ] && kill -9 "$(cat "$D/serve_r.pid")" 2> /dev/null
   "$CL" stop "$D/cluster"
   left=$(pgrep -f "$D" | grep -v "^$$\$" || true)
   [ -z "$left" ] || echo "warning: processes left: $left"
@@ -144,7 +167,7 @@ wait_log() {  # wait_log FILE PATTERN SECONDS: gives up early once the Slurm job
     fi
     sleep 0.1
   done
-  fail "'$2' not in $1 within $3 s: $(tail -5 "$1" 2> /dev/null)"
+  fail "'$2' not in $1 within $3 s: $(tail -5 "$1" 2> /dev/null)${J:+; Slurm: $(scontrol show job -o "$J" 2> /dev/null | grep -o "JobState=[^ ]*\|Reason=[^ ]*\|NumNodes=[^ ]*\|Restarts=[^ ]*" | tr '\n' ' ')}"
 }
 same_state() {  # same_state NAME: final checkpoint files equal those of the 2 x 2 run
   for r in 0 1 2 3; do
@@ -283,5 +306,70 @@ if [[ "$PARTS" == *d* ]]; then
   grep -v "  loss " "$OUT" | grep -i "fail\|heartbeat\|attempt 2\|restart" | head -10
   echo "d. node2 cut off for 8 s: the attempt failed, no rank of it left when attempt 2 began" \
     "$(secs "$T_CUT" "$T_RESUMED") s after the cut; same final state ($(elapsed))"
+fi
+# e. Shrink: node2 dies whole; the job resumes on node1 alone with 2 ranks (the header says why the reference
+# is a run that shrinks by a planned path).
+shrink_reference() {  # the reference (header, e): zerofit serve here, 4 ranks failing at step 22, then 2 ranks
+  local port=$((SLURM_PORT_BASE + 42)) st="$D/serve_r" i
+  "$Z" serve --listen "127.0.0.1:$port" --state-dir "$st" --heartbeat-timeout 2 > "$D/serve_r.log" 2>&1 &
+  echo $! > "$D/serve_r.pid"  # this runs in the background: cleanup reads it
+  for i in $(seq 100); do grep -q "listening on" "$D/serve_r.log" 2> /dev/null && break; sleep 0.1; done
+  "$Z" submit "$D/shrink_ref.yaml" --state-dir "$st" > /dev/null || return 1
+  local mpi=(mpiexec --allow-run-as-root --oversubscribe)
+  export ZEROFIT_TOKEN
+  ZEROFIT_TOKEN=$(cat "$st/token")
+  # Rank 2 exits as step 22 starts (after the checkpoint of step 19), mpiexec ends the other ranks.
+  ZEROFIT_FAULTS="rank=2,step=22,fault=exit,attempt=1" "${mpi[@]}" -n 4 -x ZEROFIT_TOKEN -x ZEROFIT_FAULTS \
+    "$FAULTY" --coordinator "127.0.0.1:$port" --job job-000001 > "$D/ref_1.log" 2>&1 && return 1
+  for i in $(seq 100); do  # the missed heartbeats fail attempt 1 (2 s)
+    "$Z" status --state-dir "$st" job-000001 2> /dev/null | grep -q restarting && break
+    sleep 0.1
+  done
+  "${mpi[@]}" -n 2 -x ZEROFIT_TOKEN "$WORKER" --coordinator "127.0.0.1:$port" --job job-000001 > "$D/ref_2.log" 2>&1 ||
+    return 1
+  "$Z" status --state-dir "$st" job-000001 > "$D/ref_status.log" 2>&1
+  kill "$(cat "$D/serve_r.pid")"
+}
+if [[ "$PARTS" == *e* ]]; then
+  [ -x "$FAULTY" ] || fail "part e needs zerofit_worker_faults (6th argument): $FAULTY"
+  T_E=$(now_ms)
+  SHRINK=('  on_node_loss: shrink' '  min_nodes: 1' '  extra: ["--exclude=node3"]')
+  STEPS=40 spec shrink 2 2 "${SHRINK[@]}"
+  STEPS=40 spec shrink_ref 2 2 "${SHRINK[@]}"
+  shrink_reference > "$D/ref.log" 2>&1 &
+  REF_PID=$!
+  WORKER="$FAULTY" ZEROFIT_FAULTS="rank=2,step=22,fault=hang_allgather,attempt=1" submit shrink
+  grep -q "^#SBATCH --nodes=1-2$" "$D/st_shrink/sbatch.sh" || fail "no node range: $(grep nodes "$D/st_shrink/sbatch.sh")"
+  # "step 22/40" is 0-based step 21: from here every rank blocks in step 22, the last checkpoint is step 19.
+  wait_log "$OUT" "step 22/40 " 120
+  T_KILL=$(now_ms)
+  "$CL" kill-node "$D/cluster" node2 || fail "kill node2"
+  wait_log "$OUT" "attempt 2: 240 training pairs" 60
+  T_RESUMED=$(now_ms)
+  wait_state "$J" COMPLETED 120
+  for want in "attempt 2 running on 2 ranks (1 node of 2: node2 lost) from step 20: re-planned 2 x 2 micro-batches x 2 pairs = global batch 8" \
+    "started: rank 1 of 2 (local 1, node 1 of 1: node1), srun, Slurm job $J (requeued 1x)" \
+    "SIGTERM from Slurm: job $J requeued (lost node2 down" "2 ranks (of 4) on 1 node(s)" \
+    "scontrol update JobId=$J NumNodes=1-2 NumTasks=2: the job resumes on the nodes Slurm has for it"; do
+    grep -qF "$want" "$OUT" || { grep -v "  loss " "$OUT" | tail -30; fail "not in the shrunken job's output: $want"; }
+  done
+  status=$(on host "$Z" status --state-dir "$D/st_shrink")
+  echo "$status" | grep -q "job-000001 *shrink *succeeded *attempt 2, restarts 0, checkpoint step 39, interruptions 1, on 2 of 4 ranks (1 node of 2: node2 lost) *\[slurm $J COMPLETED\]" ||
+    fail "zerofit status after the shrink: $status"
+  wait "$REF_PID" || { cat "$D/ref.log" "$D/ref_1.log" "$D/ref_2.log" "$D/serve_r.log" 2> /dev/null | tail -40; fail "the reference run"; }
+  REF_PID=
+  grep -q "succeeded *attempt 2, restarts 1" "$D/ref_status.log" || fail "the reference: $(cat "$D/ref_status.log")"
+  final=$(printf "step-%08d" 40)  # the checkpoint after the last (0-based) step 39
+  ls "$D/ck_shrink/$final"/rank-0000[2-9]* > /dev/null 2>&1 && fail "the shrunken job wrote more than 2 ranks' shards"
+  for r in 0 1; do
+    cmp "$D/ck_shrink_ref/$final/rank-0000$r.safetensors" "$D/ck_shrink/$final/rank-0000$r.safetensors" ||
+      fail "shrink: rank $r's parameters/optimizer state differ from the reference that shrank by plan"
+  done
+  echo "--- the story in the job's output:"
+  grep -v "  loss \|: data:\|zerofit_worker_faults:" "$OUT" | grep "Node failure\|requeue\|attempt [0-9]\|lost\|shrink" | head -10
+  echo "e. $status"
+  echo "e. node2 killed while every rank was blocked in step 22 (checkpoint step 19): training resumed on node1" \
+    "with 2 ranks at step 20 after $(secs "$T_KILL" "$T_RESUMED") s: 2 steps lost; same final state as the" \
+    "reference that shrank by plan (part e: $(secs "$T_E" "$(now_ms)") s; $(elapsed))"
 fi
 echo "PASS"

@@ -104,10 +104,13 @@ absl::StatusOr<int> WorkerLoop::Run() {
 absl::Status WorkerLoop::Start() {
   ZF_ASSIGN_OR_RETURN(job_, link_->GetJob());
   ZF_ASSIGN_OR_RETURN(plan_, jobspec::JobPlanFromJson(job_.plan(), link_->job()));
-  if (plan_.world_size != options_.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("job ", link_->job(), " wants world_size ",
-                                                   plan_.world_size, " but the launcher started ",
-                                                   options_.world_size, " ranks"));
+  // Any world size the job allows (a Slurm job with on_node_loss: shrink resumes on fewer nodes); the
+  // attempt's own plan comes with the registration.
+  const std::vector<int>& allowed = plan_.world_sizes;
+  if (std::find(allowed.begin(), allowed.end(), options_.world_size) == allowed.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", link_->job(), " wants world_size ", absl::StrJoin(allowed, " or "),
+                     " but the launcher started ", options_.world_size, " ranks"));
   }
   auto session = options_.make_session(plan_, job_);
   if (!session.ok()) return Fail("cannot start", session.status());
@@ -124,6 +127,13 @@ absl::Status WorkerLoop::Start() {
     for (int64_t len : lengths) reg.add_sample_lengths(len);
   }
   ZF_ASSIGN_OR_RETURN(registered_, link_->Register(reg));
+  if (!registered_.plan().empty()) {  // an older coordinator sends none: Job.plan is the attempt's
+    ZF_ASSIGN_OR_RETURN(plan_, jobspec::JobPlanFromJson(registered_.plan(), link_->job()));
+    if (plan_.world_size != options_.world_size) {
+      return absl::InternalError(absl::StrCat("the coordinator registered rank ", options_.rank, " of ",
+                                              options_.world_size, " for an attempt of ", plan_.world_size));
+    }
+  }
   activity_->SetAttempt(registered_.attempt());
   // Every rank registered (and rank 0's lengths arrived) before anyone asks for a step.
   ZF_RETURN_IF_ERROR(options_.barrier(options_.barrier_timeout));
