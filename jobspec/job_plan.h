@@ -28,8 +28,8 @@ struct JobPlan {
   std::string task;             // reward | dpo | sft
   std::string model;            // directory: config.json (+ model.safetensors: the initial weights)
   std::string device = "auto";  // auto | cpu | cuda
-  int world_size =
-      1;  // the ranks of the attempt this plan is for (a shrunken attempt: fewer than the spec's)
+  // The ranks of the attempt this plan is for (a shrunken attempt: fewer than the spec's).
+  int world_size = 1;
   // Every world size an attempt of the job may run at (AllowedWorldSizes: the spec's alone, or with
   // slurm.on_node_loss: shrink one per node count); a worker started at another one refuses to register.
   std::vector<int> world_sizes;

@@ -282,6 +282,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
     ZF_RETURN_IF_ERROR(SizeWithPlanner(cli, comm->world_size(), comm->rank() == 0 && !cli.print_plan));
   }
   cli.plan.world_size = comm->world_size();
+  cli.plan.world_sizes = {comm->world_size()};  // what a spec without slurm.on_node_loss: shrink allows
   cli.plan.micro_batches = cli.options.micro_batches;
   cli.plan.activation_checkpointing = cli.options.model.activation_checkpointing;
   if (cli.print_plan) {
