@@ -395,12 +395,6 @@ absl::Status JobStore::UpdateStatus(const std::string& id, const JobStatus& s) {
   return absl::OkStatus();
 }
 
-absl::Status JobStore::SetReplannedMicroBatches(const std::string& id, int micro_batches) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return SetJobField(db_, "UPDATE jobs SET replanned_micro_batches = ? WHERE id = ?",
-                     "set re-planned micro-batches", id, static_cast<int64_t>(micro_batches));
-}
-
 absl::Status JobStore::SetAttemptPlan(const std::string& id, const AttemptRecord& a) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt u(db_,

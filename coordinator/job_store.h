@@ -85,7 +85,6 @@ class JobStore {
   absl::StatusOr<std::vector<JobRecord>> List();
   absl::Status UpdateStatus(const std::string& id, const JobStatus& status);
   absl::Status SetSlurmJobId(const std::string& id, const std::string& slurm_job_id);
-  absl::Status SetReplannedMicroBatches(const std::string& id, int micro_batches);
   // What an attempt formed with, in one transaction (a restarted coordinator must not pair one attempt's
   // micro-batch count with another's world size).
   struct AttemptRecord {
