@@ -2,7 +2,7 @@
 # The project's test command (README, .ci/run): makes sure dependencies are installed, builds, and runs every
 # test tier that this machine can run (labels unit, mpi and e2e on loopback; slurm on Slurm clusters the tests
 # start themselves, as root: one node, and three nodes in network namespaces; gpu tests skip themselves
-# without a GPU), then the sanitizer builds
+# without a GPU), then the tests of the sanitizer builds, which compile beside the tiers at nice 19
 # (cmake/ZerofitSanitize.cmake, issue 19):
 #   build-asan  AddressSanitizer (leak detection on) + UndefinedBehaviorSanitizer (no recovery) over every
 #               LibTorch-free library and its unit tests;
@@ -25,8 +25,31 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
 elapsed "main build"
 # Every tier runs even when an earlier one fails (a sanitizer finding is worth seeing next to a failing e2e
-# test); the command fails if any did. Builds that fail stop the command at once (set -e).
+# test); the command fails if any did. Builds that fail stop the command (set -e; the sanitizer builds' once
+# the test tiers have ended).
 failed=()
+# The checks that read sources rather than run code gain nothing from instrumentation.
+not_instrumented='^(format_check|torch_include_boundary_test)$'
+sanitizer_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1")
+# The gRPC-free threaded tests: Debian's gRPC and abseil are not instrumented and absl::Mutex is invisible
+# to TSan, so the service and client tests drown in reports from gRPC's own handoffs (tests/sanitizers/
+# tsan.supp says more); they run under ASan+UBSan.
+tsan_tests=(core_unit_test ordered_line_map_test device_unit_test coordinator_unit_test)
+sanitizer_builds() {
+  cmake -S . -B "$BUILD_DIR-asan" "${sanitizer_flags[@]}" -DZEROFIT_SANITIZE=address,undefined >/dev/null
+  nice -n 19 cmake --build "$BUILD_DIR-asan" -j "$JOBS"
+  cmake -S . -B "$BUILD_DIR-tsan" "${sanitizer_flags[@]}" -DZEROFIT_SANITIZE=thread >/dev/null
+  nice -n 19 cmake --build "$BUILD_DIR-tsan" -j "$JOBS" --target "${tsan_tests[@]}" sanitizer_canary
+}
+# The sanitizer builds (a cold machine's longest compile) start now, at the lowest CPU priority, and compile
+# in the time the test tiers leave idle (their e2e and slurm tests wait on processes and on Slurm); next to a
+# busy nice-0 process a nice-19 one gets about 1.5% of a core (CFS weights 15 and 1024), so the tests keep
+# their timing. Once the tiers end, the builds have the machine.
+if [[ "$SANITIZERS" != 0 ]]; then
+  sanitizer_log="$BUILD_DIR-sanitizer-builds.log"
+  (set -e; sanitizer_builds) > "$sanitizer_log" 2>&1 &
+  sanitizer_build=$!
+fi
 # The slurm tier runs beside the others, not after them: its two tests spend most of their time waiting on
 # Slurm (scheduling passes, a dead node noticed after SlurmdTimeout, a requeued job's start) while the
 # training they run is tiny (BENCHMARKS.md "The test command's time": a fraction of one core), and each
@@ -47,22 +70,16 @@ cat "$slurm_log"
 elapsed "slurm tier"
 
 if [[ "$SANITIZERS" != 0 ]]; then
-  # The checks that read sources rather than run code gain nothing from instrumentation.
-  not_instrumented='^(format_check|torch_include_boundary_test)$'
-  sanitizer_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1")
-
-  cmake -S . -B "$BUILD_DIR-asan" "${sanitizer_flags[@]}" -DZEROFIT_SANITIZE=address,undefined >/dev/null
-  cmake --build "$BUILD_DIR-asan" -j "$JOBS"
+  if ! wait "$sanitizer_build"; then
+    tail -n 60 "$sanitizer_log"
+    echo "test.sh: FAILED: the sanitizer builds (the whole log: $sanitizer_log)"
+    exit 1
+  fi
+  elapsed "sanitizer builds"
   (cd "$BUILD_DIR-asan" && ctest --output-on-failure --timeout 300 -j "$JOBS" -L unit -E "$not_instrumented") ||
     failed+=("ASan+UBSan")
   elapsed "ASan+UBSan"
 
-  # The gRPC-free threaded tests: Debian's gRPC and abseil are not instrumented and absl::Mutex is invisible
-  # to TSan, so the service and client tests drown in reports from gRPC's own handoffs (tests/sanitizers/
-  # tsan.supp says more); they run under ASan+UBSan above.
-  tsan_tests=(core_unit_test ordered_line_map_test device_unit_test coordinator_unit_test)
-  cmake -S . -B "$BUILD_DIR-tsan" "${sanitizer_flags[@]}" -DZEROFIT_SANITIZE=thread >/dev/null
-  cmake --build "$BUILD_DIR-tsan" -j "$JOBS" --target "${tsan_tests[@]}" sanitizer_canary
   tsan_regex="^($(IFS='|'; echo "${tsan_tests[*]}")|sanitizer_canary_.*)\$"
   (cd "$BUILD_DIR-tsan" && ctest --output-on-failure --timeout 300 -j "$JOBS" -R "$tsan_regex") || failed+=("TSan")
   elapsed "TSan"
