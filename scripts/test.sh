@@ -46,7 +46,7 @@ sanitizer_builds() {
 # busy nice-0 process a nice-19 one gets about 1.5% of a core (CFS weights 15 and 1024), so the tests keep
 # their timing. Once the tiers end, the builds have the machine.
 if [[ "$SANITIZERS" != 0 ]]; then
-  sanitizer_log="$BUILD_DIR-sanitizer-builds.log"
+  sanitizer_log="$BUILD_DIR/sanitizer-builds.log"
   (set -e; sanitizer_builds) > "$sanitizer_log" 2>&1 &
   sanitizer_build=$!
 fi
