@@ -41,6 +41,19 @@ function(zerofit_sanitize_setup)
   message(STATUS "zerofit: sanitizers ${ZEROFIT_SANITIZE}; LibTorch, MPI, CUDA and benchmarks are off")
 endfunction()
 
+# zerofit_sanitize_hot(<target>...): the libraries whose code the sanitizer builds' tests spend their time in
+# (parsing tokenizer.json, config.json and JSONL; tokenizing) keep -O1 when a sanitizer build compiles everything
+# else at -O0 (scripts/test.sh): -O0 compiles ASan+UBSan code in about 40% less CPU time, and instrumented
+# -O0 parsing is 3x slower (BENCHMARKS.md, "The test command's time"). A no-op outside sanitizer builds.
+function(zerofit_sanitize_hot)
+  if(ZEROFIT_SANITIZE STREQUAL "")
+    return()
+  endif()
+  foreach(t IN LISTS ARGN)
+    target_compile_options(${t} PRIVATE -O1)
+  endforeach()
+endfunction()
+
 # zerofit_sanitize_test_environment(<directory>): gives every test registered in <directory> the sanitizer
 # runtime options, so that a plain `ctest` in the build directory behaves like scripts/test.sh.
 function(zerofit_sanitize_test_environment directory)
@@ -57,4 +70,57 @@ function(zerofit_sanitize_test_environment directory)
   foreach(t IN LISTS tests)
     set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${env})
   endforeach()
+endfunction()
+
+# zerofit_leave_unit_tests_to_sanitizer_builds(<directory>): with -DZEROFIT_PLAIN_TORCH_FREE_UNIT_TESTS=OFF in a
+# build without sanitizers, the unit tests that a sanitizer build also has (label `unit`, an executable of the
+# same name in <directory> that does not link LibTorch) are left out of `all` and disabled in ctest.
+# scripts/test.sh does so for its main build because its ASan+UBSan build compiles and runs exactly these
+# tests, instrumented: compiling them a second time was about 250 CPU-seconds of a cold run
+# (BENCHMARKS.md, "The test command's time"). A plain configure keeps every test.
+function(zerofit_leave_unit_tests_to_sanitizer_builds directory)
+  if(ZEROFIT_PLAIN_TORCH_FREE_UNIT_TESTS OR NOT ZEROFIT_SANITIZE STREQUAL "")
+    return()
+  endif()
+  get_property(tests DIRECTORY ${directory} PROPERTY TESTS)
+  set(left "")
+  foreach(t IN LISTS tests)
+    get_test_property(${t} LABELS labels)
+    if(NOT labels STREQUAL "unit" OR NOT TARGET ${t})
+      continue()
+    endif()
+    _zerofit_links_torch(${t} heavy "")
+    if(NOT heavy)
+      set_target_properties(${t} PROPERTIES EXCLUDE_FROM_ALL ON)
+      set_tests_properties(${t} PROPERTIES DISABLED ON)
+      list(APPEND left ${t})
+    endif()
+  endforeach()
+  list(LENGTH left n)
+  message(STATUS "zerofit: ${n} LibTorch-free unit tests left to the sanitizer builds (ZEROFIT_PLAIN_TORCH_FREE_UNIT_TESTS=OFF)")
+endfunction()
+
+# Whether <target> links LibTorch, directly or through the zerofit libraries it links.
+function(_zerofit_links_torch target out seen)
+  foreach(property LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+    get_target_property(libs ${target} ${property})
+    if(NOT libs)
+      continue()
+    endif()
+    foreach(lib IN LISTS libs)
+      if(lib MATCHES "^(torch|zerofit_worker_torch)$")
+        set(${out} ON PARENT_SCOPE)
+        return()
+      endif()
+      if(lib MATCHES "^zerofit_" AND TARGET ${lib} AND NOT lib IN_LIST seen)
+        list(APPEND seen ${lib})
+        _zerofit_links_torch(${lib} heavy "${seen}")
+        if(heavy)
+          set(${out} ON PARENT_SCOPE)
+          return()
+        endif()
+      endif()
+    endforeach()
+  endforeach()
+  set(${out} OFF PARENT_SCOPE)
 endfunction()

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,11 +28,6 @@ constexpr Gpu kGpus[] = {
     {"v100-32", 32, 125, 0.9, 150, 12, 64},   {"rtx4090-24", 24, 165, 1.0, 0, 25, 64},
 };
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 }  // namespace
 
 std::vector<std::string> HardwareNames() {
@@ -43,7 +39,7 @@ std::vector<std::string> HardwareNames() {
 }
 
 absl::StatusOr<Hardware> ParseHardware(const std::string& spec_in, double host_gb) {
-  const std::string spec = Lower(spec_in);
+  const std::string spec = absl::AsciiStrToLower(spec_in);
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat("--hardware '", spec_in, "': ", why,
                                                    " (known: ", absl::StrJoin(HardwareNames(), ", "), ")"));

@@ -1,10 +1,10 @@
 #include "planner/model_shape.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/safetensors.h"
@@ -12,11 +12,6 @@
 
 namespace zerofit::planner {
 namespace {
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 core::HfModelConfig Llama(std::string name, int64_t vocab, int64_t hidden, int64_t inter, int64_t layers,
                           int64_t heads, int64_t kv_heads, double rope_theta, bool tie, bool bias,
@@ -158,7 +153,7 @@ std::vector<std::string> PresetNames() {
 
 absl::StatusOr<core::HfModelConfig> PresetConfig(const std::string& name) {
   for (const Preset& p : Presets()) {
-    if (Lower(p.name) == Lower(name)) return p.config;
+    if (absl::AsciiStrToLower(p.name) == absl::AsciiStrToLower(name)) return p.config;
   }
   return absl::NotFoundError(
       absl::StrCat("unknown model preset '", name, "' (presets: ", absl::StrJoin(PresetNames(), ", "), ")"));
@@ -177,7 +172,7 @@ absl::StatusOr<ModelShape> LoadModelShape(const std::string& model) {
     ZF_ASSIGN_OR_RETURN(ModelShape s, ModelShapeFromConfig(*preset, model));
     s.source = "preset";
     for (const Preset& p : Presets()) {
-      if (Lower(p.name) == Lower(model)) s.name = p.name;
+      if (absl::AsciiStrToLower(p.name) == absl::AsciiStrToLower(model)) s.name = p.name;
     }
     return s;
   }

@@ -44,7 +44,7 @@ fi
 
 BUILD_DIR=${BUILD_DIR:-build}
 # CUDA and NCCL under /usr/local/cuda are picked up automatically (the nccl backend compiles without a GPU).
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEROFIT_PLAIN_TORCH_FREE_UNIT_TESTS=ON
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 # Data for the README's main job (examples/jobs/arith_reward.yaml): generated offline, deterministic. Wrong
 # answers are off by 1 to 9 (--wrong near), so a reward model's last token can always tell them apart.

@@ -9,8 +9,10 @@
 #   build-tsan  ThreadSanitizer over the gRPC-free unit tests that run threads: core concurrency (thread pool,
 #               serial executor, ordered line map), the coordinator (job state, job store, step scheduler),
 #               the test device (streams on their own threads).
-# Sanitizer builds compile with -O1 -g1: cheaper to compile than -O2 -g, and still line numbers in
-# every report. Extra arguments go to the main tier's ctest (e.g. -R name). SANITIZERS=0 skips the sanitizer
+# Sanitizer builds compile with -O0 -g1 (line numbers in every report), except the parsing and tokenizing
+# libraries their tests spend their time in, which keep -O1 (zerofit_sanitize_hot): 0.63x the CPU time of
+# -O1 everywhere to compile, 1.3x to run the tests (BENCHMARKS.md, "The test command's time").
+# Extra arguments go to the main tier's ctest (e.g. -R name). SANITIZERS=0 skips the sanitizer
 # builds (a quick local run); CI always runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,13 @@ JOBS=$(nproc)
 
 elapsed() { echo "test.sh: $1 done after $((SECONDS / 60)) min $((SECONDS % 60)) s"; }
 
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The LibTorch-free unit tests are compiled and run once, instrumented, in the sanitizer builds below; the
+# main build leaves them out unless those builds are skipped (ZEROFIT_PLAIN_TORCH_FREE_UNIT_TESTS, cmake/
+# ZerofitSanitize.cmake).
+plain_unit_tests=OFF
+[[ "$SANITIZERS" != 0 ]] || plain_unit_tests=ON
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DZEROFIT_PLAIN_TORCH_FREE_UNIT_TESTS="$plain_unit_tests" >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
 elapsed "main build"
 # Every tier runs even when an earlier one fails (a sanitizer finding is worth seeing next to a failing e2e
@@ -30,7 +38,7 @@ elapsed "main build"
 failed=()
 # The checks that read sources rather than run code gain nothing from instrumentation.
 not_instrumented='^(format_check|torch_include_boundary_test)$'
-sanitizer_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1")
+sanitizer_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1")
 # The gRPC-free threaded tests: Debian's gRPC and abseil are not instrumented and absl::Mutex is invisible
 # to TSan, so the service and client tests drown in reports from gRPC's own handoffs (tests/sanitizers/
 # tsan.supp says more); they run under ASan+UBSan.

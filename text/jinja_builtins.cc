@@ -14,8 +14,6 @@
 namespace zerofit::text {
 namespace {
 
-absl::Status TypeError(absl::string_view message) { return absl::InvalidArgumentError(message); }
-
 const std::string kNewline = "\n";
 
 // s[start:end] over code points (Python slice clamping, no step).

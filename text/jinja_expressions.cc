@@ -16,8 +16,6 @@ absl::Status At(const Expr& e, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat("chat_template:", e.line, ":", e.column, ": ", s.message()));
 }
 
-absl::Status TypeError(absl::string_view message) { return absl::InvalidArgumentError(message); }
-
 absl::Status Unsupported(const char* op, const Value& a, const Value& b) {
   return TypeError(absl::StrCat("unsupported operand type(s) for ", op, ": '", a.TypeName(), "' and '",
                                 b.TypeName(), "'"));

@@ -17,8 +17,6 @@
 namespace zerofit::text {
 namespace {
 
-absl::Status TypeError(absl::string_view message) { return absl::InvalidArgumentError(message); }
-
 bool BoolArg(const CallArgs& args, size_t i, const char* name) {
   const Value* v = FindArg(args, i, name);
   return v != nullptr && v->Truthy();

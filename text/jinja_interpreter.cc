@@ -37,8 +37,6 @@ absl::Status At(int line, int column, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat("chat_template:", line, ":", column, ": ", s.message()));
 }
 
-absl::Status TypeError(absl::string_view message) { return absl::InvalidArgumentError(message); }
-
 }  // namespace
 
 absl::StatusOr<std::string> Interpreter::Render(const NodeList& nodes,

@@ -14,8 +14,6 @@
 namespace zerofit::text {
 namespace {
 
-absl::Status TypeError(absl::string_view message) { return absl::InvalidArgumentError(message); }
-
 // An int argument within [lo, kMaxRareFilterSize]; `fallback` when absent.
 absl::StatusOr<int64_t> SizeArg(const CallArgs& args, size_t index, const char* name, int64_t fallback,
                                 int64_t lo) {

@@ -127,4 +127,7 @@ std::string FormatPythonFloat(double f);
 // Python repr() of a str: single quotes unless the text has ' and no ".
 std::string PythonStringRepr(const std::string& s);
 
+// jinja2's TypeError (an operation on values of the wrong type) as a Status.
+inline absl::Status TypeError(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
 }  // namespace zerofit::text

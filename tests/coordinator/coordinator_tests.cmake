@@ -14,6 +14,8 @@ zerofit_unit_test(coordinator_unit_test
   coordinator/step_scheduler_test.cc)
 find_package(SQLite3 REQUIRED)
 target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator SQLite::SQLite3)
+# Its Spec() and Fixture are named like coordinator_shrink_test.cc's.
+set_source_files_properties(coordinator/coordinator_watchdog_test.cc PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 
 if(TARGET zerofit_coordinator_service)
   zerofit_unit_test(coordinator_service_test coordinator/service_test.cc)
