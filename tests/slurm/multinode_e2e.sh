@@ -44,6 +44,11 @@ WORKER=$(realpath "$3")
 SRC=$(realpath "$4")
 PARTS="${5:-abcde}"
 FAULTY=$(realpath "${6:-$(dirname "$WORKER")/zerofit_worker_faults}")
+# Parts b-d act on a running job once its checkpoint of step 19 is written. Their jobs run the test-only fault
+# worker: from step 18 on, rank 0 of the first attempt takes 0.5 s longer per step (fault=slow; the numbers do
+# not change), so the job is still running when the part acts, however fast the machine trains (with OpenBLAS
+# the other 40 steps once ended before node2 was dead). Restarted attempts run at full speed.
+MID_JOB_FAULTS="rank=0,step=18,fault=slow,seconds=0.5,attempt=1"
 CL="$SRC/deploy/slurm/local_cluster.sh"
 T0=$(date +%s)
 fail() {
@@ -54,6 +59,7 @@ fail() {
   fi
   exit 1
 }
+[ -x "$FAULTY" ] || fail "parts b-e need zerofit_worker_faults (6th argument): $FAULTY"
 if [ "$(id -u)" != 0 ]; then
   echo "SKIP: needs root (slurmd, munged, network namespaces)"
   exit 77
@@ -202,7 +208,7 @@ node_state() { sinfo -h -n "$1" -o %T 2> /dev/null; }
 # b. Node loss: node2 dies whole; Slurm requeues the job, which waits for node2 (it asks for node1 and node2).
 if [[ "$PARTS" == *b* ]]; then
   spec nodeloss 2 2 '  extra: ["--nodelist=node1,node2"]'
-  submit nodeloss
+  WORKER="$FAULTY" ZEROFIT_FAULTS="$MID_JOB_FAULTS" submit nodeloss
   wait_log "$OUT" "(checkpoint step 19)" 120
   T_KILL=$(now_ms)
   "$CL" kill-node "$D/cluster" node2 || fail "kill node2"
@@ -268,7 +274,7 @@ if [[ "$PARTS" == *c* ]]; then
   start_serve serve "$SPORT" 10
   SERVE_PID=$(serve_pid serve "$SPORT")
   spec external 2 2 '  extra: ["--nodelist=node1,node2"]'
-  submit external --slurm-coordinator "node3:$SPORT" --token "$(cat "$D/serve/token")"
+  WORKER="$FAULTY" ZEROFIT_FAULTS="$MID_JOB_FAULTS" submit external --slurm-coordinator "node3:$SPORT" --token "$(cat "$D/serve/token")"
   wait_log "$OUT" "(checkpoint step 19)" 120
   kill -9 "$SERVE_PID" || fail "kill -9 zerofit serve"
   sleep 1
@@ -288,9 +294,9 @@ if [[ "$PARTS" == *d* ]]; then
   start_serve serve_p "$PPORT" 4
   SERVE_P_PID=$(serve_pid serve_p "$PPORT")
   spec partition 2 2 '  extra: ["--nodelist=node1,node2"]'
-  submit partition --slurm-coordinator "node3:$PPORT" --token "$(cat "$D/serve_p/token")"
+  WORKER="$FAULTY" ZEROFIT_FAULTS="$MID_JOB_FAULTS" submit partition --slurm-coordinator "node3:$PPORT" --token "$(cat "$D/serve_p/token")"
   wait_log "$OUT" "(checkpoint step 19)" 120
-  old=$(pgrep -f "^$WORKER --coordinator node3:$PPORT --token-file $D/st_partition/token")
+  old=$(pgrep -f "^$FAULTY --coordinator node3:$PPORT --token-file $D/st_partition/token")
   [ "$(echo "$old" | wc -w)" = 4 ] || fail "expected the 4 ranks of attempt 1, found: $old"
   T_CUT=$(now_ms)
   "$CL" link "$D/cluster" node2 down || fail "link down"
@@ -331,7 +337,6 @@ shrink_reference() {  # the reference (header, e): zerofit serve here, 4 ranks f
   kill "$(cat "$D/serve_r.pid")"
 }
 if [[ "$PARTS" == *e* ]]; then
-  [ -x "$FAULTY" ] || fail "part e needs zerofit_worker_faults (6th argument): $FAULTY"
   T_E=$(now_ms)
   SHRINK=('  on_node_loss: shrink' '  min_nodes: 1' '  extra: ["--exclude=node3"]')
   STEPS=40 spec shrink 2 2 "${SHRINK[@]}"
