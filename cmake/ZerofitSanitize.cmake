@@ -41,7 +41,7 @@ function(zerofit_sanitize_setup)
   message(STATUS "zerofit: sanitizers ${ZEROFIT_SANITIZE}; LibTorch, MPI, CUDA and benchmarks are off")
 endfunction()
 
-# zerofit_sanitize_hot(<target>...): the libraries whose code the sanitizer builds' tests spend their time in
+# zerofit_sanitize_hot(<target>...): the libraries (and two tests) whose code the sanitizer builds' tests spend their time in
 # (parsing tokenizer.json, config.json and JSONL; tokenizing) keep -O1 when a sanitizer build compiles everything
 # else at -O0 (scripts/test.sh): -O0 compiles ASan+UBSan code in about 40% less CPU time, and instrumented
 # -O0 parsing is 3x slower (BENCHMARKS.md, "The test command's time"). A no-op outside sanitizer builds.

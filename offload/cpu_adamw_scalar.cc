@@ -1,6 +1,10 @@
 // The scalar AdamW oracle and the runtime dispatch (this file is compiled without ISA flags).
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "core/thread_pool.h"
 #include "offload/adamw_math.h"
@@ -76,7 +80,10 @@ SimdLevel DetectSimdLevel() {
       __builtin_cpu_supports("avx512vl")) {
     return SimdLevel::kAvx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+  // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) {
     return SimdLevel::kAvx2;
   }
 #endif

@@ -68,8 +68,10 @@ if(TARGET zerofit_cli_text)
   target_compile_definitions(tokenize_command_test PRIVATE
     ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers"
     ZEROFIT_TEXT_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/text/golden")
-  # The longest test of the ASan+UBSan build (about 40 s): started first there, so that it does not end last.
+  # The longest test of the ASan+UBSan build: started first there (COST), so that it does not end last, and
+  # compiled -O1 there, like the libraries it drives (the JSON code it shares with them is linked from it).
   set_tests_properties(tokenize_command_test PROPERTIES COST 40)
+  zerofit_sanitize_hot(tokenize_command_test)
 endif()
 
 # `zerofit data check` on small inline files with qwen2.5 (skips without ../shared/hf-tokenizers).

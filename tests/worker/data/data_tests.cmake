@@ -24,6 +24,7 @@ if(TARGET zerofit_hf_tokenizer)
   target_link_libraries(hf_data_unit_test PRIVATE zerofit_hf_tokenizer zerofit_training_data)
   target_compile_definitions(hf_data_unit_test PRIVATE
     ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers")
-  # About 40 s in the ASan+UBSan build: started first there (COST), like tokenize_command_test.
+  # About 40 s in the ASan+UBSan build: started first there (COST) and compiled -O1, like tokenize_command_test.
   set_tests_properties(hf_data_unit_test PROPERTIES COST 40)
+  zerofit_sanitize_hot(hf_data_unit_test)
 endif()
