@@ -41,10 +41,11 @@ function(zerofit_sanitize_setup)
   message(STATUS "zerofit: sanitizers ${ZEROFIT_SANITIZE}; LibTorch, MPI, CUDA and benchmarks are off")
 endfunction()
 
-# zerofit_sanitize_hot(<target>...): the libraries (and two tests) whose code the sanitizer builds' tests spend their time in
-# (parsing tokenizer.json, config.json and JSONL; tokenizing) keep -O1 when a sanitizer build compiles everything
-# else at -O0 (scripts/test.sh): -O0 compiles ASan+UBSan code in about 40% less CPU time, and instrumented
-# -O0 parsing is 3x slower (BENCHMARKS.md, "The test command's time"). A no-op outside sanitizer builds.
+# zerofit_sanitize_hot(<target>...): the libraries (and two tests) whose code the sanitizer builds' tests
+# spend their time in (parsing tokenizer.json, config.json and JSONL; tokenizing) keep -O1 when a sanitizer
+# build compiles everything else at -O0 (scripts/test.sh): -O0 compiles ASan+UBSan code in about 40% less CPU
+# time, and instrumented -O0 parsing is 3x slower (BENCHMARKS.md, "A cold machine within about 15 minutes").
+# A no-op outside sanitizer builds.
 function(zerofit_sanitize_hot)
   if(ZEROFIT_SANITIZE STREQUAL "")
     return()
@@ -77,7 +78,7 @@ endfunction()
 # same name in <directory> that does not link LibTorch) are left out of `all` and disabled in ctest.
 # scripts/test.sh does so for its main build because its ASan+UBSan build compiles and runs exactly these
 # tests, instrumented: compiling them a second time was about 250 CPU-seconds of a cold run
-# (BENCHMARKS.md, "The test command's time"). A plain configure keeps every test.
+# (BENCHMARKS.md, "A cold machine within about 15 minutes"). A plain configure keeps every test.
 function(zerofit_leave_unit_tests_to_sanitizer_builds directory)
   if(ZEROFIT_PLAIN_TORCH_FREE_UNIT_TESTS OR NOT ZEROFIT_SANITIZE STREQUAL "")
     return()

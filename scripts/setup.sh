@@ -11,9 +11,9 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git clang-format
   libtorch-dev
   # LibTorch's BLAS: Debian's libtorch recommends OpenBLAS, which --no-install-recommends leaves out, and then
-  # every matrix product runs in the reference BLAS (libblas3), 6x slower end to end on the project's models
-  # (BENCHMARKS.md, "OpenBLAS"). The OpenMP build shares LibTorch's libgomp, so torch::set_num_threads also
-  # bounds OpenBLAS's threads (no oversubscription when ranks share a node).
+  # every matrix product runs in the reference BLAS (libblas3): training the project's models took 4-6x as
+  # long (BENCHMARKS.md, "A cold machine within about 15 minutes"). The OpenMP build runs on LibTorch's own
+  # OpenMP runtime (libgomp) instead of a thread pool of its own.
   libopenblas0-openmp
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libopenmpi-dev openmpi-bin

@@ -10,8 +10,8 @@
 #               serial executor, ordered line map), the coordinator (job state, job store, step scheduler),
 #               the test device (streams on their own threads).
 # Sanitizer builds compile with -O0 -g1 (line numbers in every report), except the parsing and tokenizing
-# libraries their tests spend their time in, which keep -O1 (zerofit_sanitize_hot): 0.63x the CPU time of
-# -O1 everywhere to compile, 1.3x to run the tests (BENCHMARKS.md, "The test command's time").
+# code their tests spend their time in, which keeps -O1 (zerofit_sanitize_hot): 0.63x the CPU time of -O1
+# everywhere to compile, about 1.3x to run the tests (BENCHMARKS.md, "A cold machine within about 15 minutes").
 # Extra arguments go to the main tier's ctest (e.g. -R name). SANITIZERS=0 skips the sanitizer
 # builds (a quick local run); CI always runs them.
 set -euo pipefail

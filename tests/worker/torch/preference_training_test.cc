@@ -251,7 +251,7 @@ TEST(PreferenceTrainingTest, SftThenDpoAndRewardModelReachNinetyPercentHeldOutAc
   // Step counts for the step scheduler's data order (coordinator/step_scheduler.h, shared with zerofit run)
   // and OpenBLAS's rounding: 350 / 600 steps, enough under the reference BLAS, ended at 0.905 / 0.637 with
   // OpenBLAS; 700 / 2000 reached 0.965 / 1.000 here and at least 0.930 / 1.000 on two other data seeds
-  // (BENCHMARKS.md, "OpenBLAS"). With OpenBLAS the whole test takes about a minute.
+  // (BENCHMARKS.md, "A cold machine within about 15 minutes"). With OpenBLAS the test takes about a minute.
   PreferenceTrainOptions dpo = from_sft(dir, PreferenceTrainOptions::Task::kDpo, 700, 2e-3f);
   dpo.reference = ReferenceStrategy::kPrecomputed;
   auto d = TrainPreferences(dpo, comm.get());
