@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/safetensors.h"
@@ -153,7 +153,7 @@ std::vector<std::string> PresetNames() {
 
 absl::StatusOr<core::HfModelConfig> PresetConfig(const std::string& name) {
   for (const Preset& p : Presets()) {
-    if (absl::AsciiStrToLower(p.name) == absl::AsciiStrToLower(name)) return p.config;
+    if (absl::EqualsIgnoreCase(p.name, name)) return p.config;
   }
   return absl::NotFoundError(
       absl::StrCat("unknown model preset '", name, "' (presets: ", absl::StrJoin(PresetNames(), ", "), ")"));
@@ -172,7 +172,7 @@ absl::StatusOr<ModelShape> LoadModelShape(const std::string& model) {
     ZF_ASSIGN_OR_RETURN(ModelShape s, ModelShapeFromConfig(*preset, model));
     s.source = "preset";
     for (const Preset& p : Presets()) {
-      if (absl::AsciiStrToLower(p.name) == absl::AsciiStrToLower(model)) s.name = p.name;
+      if (absl::EqualsIgnoreCase(p.name, model)) s.name = p.name;
     }
     return s;
   }
