@@ -17,8 +17,18 @@ namespace {
 
 namespace names = metrics::metric_names;
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 double ValueOr(const metrics::StepMetrics& m, const std::string& name, double fallback = 0.0) {
   return m.Get(name).value_or(fallback);
+}
+
+// What `zerofit plan`'s memory model predicts for this attempt, printed at its start so that the peaks each
+// step measures (the progress line's "device peak") can be read against it.
+std::string PlannedPeakLine(const jobspec::PlannedPeak& p) {
+  if (p.device_bytes <= 0) return absl::StrCat("planned peak: ", p.basis.empty() ? "no estimate" : p.basis);
+  return absl::StrFormat("planned peak: %.2f GiB device per rank, %.2f GiB host per node (%s)",
+                         p.device_bytes / kGiB, p.host_bytes / kGiB, p.basis);
 }
 
 }  // namespace
@@ -30,9 +40,10 @@ bool IsOutOfMemory(const absl::Status& status) {
          msg.find("can't allocate memory") != std::string::npos;
 }
 
-WorkerLoop::WorkerLoop(WorkerLoopOptions options, CoordinatorLink* link)
+WorkerLoop::WorkerLoop(WorkerLoopOptions options, CoordinatorLink* link, comm::Rendezvous* rendezvous)
     : options_(std::move(options)),
       link_(link),
+      rendezvous_(rendezvous),
       own_activity_(options_.activity ? nullptr : std::make_unique<RankActivity>()),
       activity_(options_.activity ? options_.activity : own_activity_.get()) {}
 
@@ -112,7 +123,7 @@ absl::Status WorkerLoop::Start() {
         absl::StrCat("job ", link_->job(), " wants world_size ", absl::StrJoin(allowed, " or "),
                      " but the launcher started ", options_.world_size, " ranks"));
   }
-  auto session = options_.make_session(plan_, job_);
+  auto session = options_.make_session(plan_, AttemptContext{link_->job(), job_.attempt(), rendezvous_});
   if (!session.ok()) return Fail("cannot start", session.status());
   session_ = *std::move(session);
 
@@ -199,6 +210,7 @@ absl::Status WorkerLoop::ReportOpening() {
   if (options_.rank != 0) return absl::OkStatus();
   ZF_RETURN_IF_ERROR(Report({absl::StrCat("attempt ", registered_.attempt(), ": ", num_train_pairs_,
                                           " training pairs, steps ", first_step_, "..", plan_.steps - 1)}));
+  ZF_RETURN_IF_ERROR(Report({PlannedPeakLine(plan_.planned_peak)}));
   if (first_step_ > 0) return absl::OkStatus();  // the data report once per job, not on every resume
   if (!retired_.empty()) {
     ZF_RETURN_IF_ERROR(Report({absl::StrCat("checkpoint.overwrite: removed an earlier job's checkpoints: ",
@@ -297,6 +309,12 @@ std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m
       "step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %.0fs", step + 1, plan_.steps,
       ValueOr(m, names::kLoss), ValueOr(m, names::kAccuracy), margin, ValueOr(m, names::kLearningRate),
       ValueOr(m, names::kSamplesPerS), elapsed / static_cast<double>(done) * static_cast<double>(left));
+  if (auto allocated = m.Get(names::kDevicePeakAllocatedBytes)) {
+    absl::StrAppend(&line, absl::StrFormat("  device peak %.2f/%.2f GiB", *allocated / kGiB,
+                                           ValueOr(m, names::kDevicePeakReservedBytes) / kGiB));
+    if (plan_.planned_peak.device_bytes > 0)
+      absl::StrAppend(&line, absl::StrFormat(" (plan %.2f)", plan_.planned_peak.device_bytes / kGiB));
+  }
   if (checkpoint >= 0) absl::StrAppend(&line, "  (checkpoint step ", checkpoint, ")");
   const std::string eval = names::kEvalPrefix;
   if (auto pairs = m.Get(eval + names::kEvalPairs)) {

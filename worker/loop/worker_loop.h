@@ -34,38 +34,15 @@
 #include "worker/loop/heartbeater.h"
 #include "worker/loop/rank_activity.h"
 #include "worker/loop/training_session.h"
+#include "worker/loop/worker_loop_options.h"
 #include "worker/metrics/metrics_recorder.h"
 
 namespace zerofit::worker {
 
-struct WorkerLoopOptions {
-  int rank = 0;
-  int world_size = 1;
-  std::string hostname;     // reported with every message
-  std::string launched_as;  // how the launcher started this rank, for the "started:" line
-  absl::Duration heartbeat_period = absl::Seconds(1);
-  absl::Duration coordinator_silence_limit = absl::Seconds(30);
-  absl::Duration barrier_timeout = absl::Minutes(5);
-  // A barrier of the job's ranks (the host communicator's), bounded by its argument.
-  std::function<absl::Status(absl::Duration)> barrier;
-  // What the rank is doing, shared with the communicator decorator that notes collectives
-  // (comm/hooked_communicator.h); not owned. Null: the loop keeps its own (no collectives noted).
-  RankActivity* activity = nullptr;
-  // Aborts the rank's communicators (never blocks); called from the heartbeat thread. Empty: none.
-  std::function<void()> abort;
-  absl::Duration abort_grace = absl::Seconds(5);
-  // Called from the heartbeat thread when the process is still alive abort_grace after an abort
-  // (zerofit_worker: _exit(kAbortedExitCode)). Empty: nothing.
-  std::function<void()> exit_after_abort;
-  // Builds this rank's session for the plan (model, data, optimizer). Collective. `job` is the coordinator's
-  // record (its attempt names the attempt's rendezvous keys).
-  std::function<absl::StatusOr<std::unique_ptr<TrainingSession>>(const jobspec::JobPlan&, const v1::Job& job)>
-      make_session;
-};
-
 class WorkerLoop {
  public:
-  WorkerLoop(WorkerLoopOptions options, CoordinatorLink* link);
+  // `rendezvous` (not owned, may be null) reaches make_session through its AttemptContext.
+  WorkerLoop(WorkerLoopOptions options, CoordinatorLink* link, comm::Rendezvous* rendezvous = nullptr);
   ~WorkerLoop();
 
   // The process's exit code: 0 (trained to the end, or stopped because the job was cancelled), or
@@ -101,6 +78,7 @@ class WorkerLoop {
 
   WorkerLoopOptions options_;
   CoordinatorLink* link_;
+  comm::Rendezvous* rendezvous_;
   v1::Job job_;
   jobspec::JobPlan plan_;
   std::unique_ptr<TrainingSession> session_;

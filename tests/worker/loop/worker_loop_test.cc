@@ -198,7 +198,7 @@ struct Harness {
         o.barrier_timeout = absl::Seconds(10);
         o.barrier = [&](absl::Duration t) { return barrier.Wait(t); };
         o.make_session = [&, r](const jobspec::JobPlan&,
-                                const v1::Job&) -> absl::StatusOr<std::unique_ptr<TrainingSession>> {
+                                const AttemptContext&) -> absl::StatusOr<std::unique_ptr<TrainingSession>> {
           return std::make_unique<FakeSession>(r, &shared, &barrier, behaviour);
         };
         if (adjust) adjust(o);

@@ -31,13 +31,12 @@
 #include "core/status_macros.h"
 #ifdef ZEROFIT_HAVE_NCCL
 #include "comm/nccl/nccl_communicator.h"
-#include "coordinator/kv_rendezvous.h"
 #endif
 #include "jobspec/exit_codes.h"
 #include "launch/launch_env.h"
 #include "launch/parent_watch.h"
 #include "worker/loop/rank_activity.h"
-#include "worker/loop/worker_loop.h"
+#include "worker/loop/run_worker.h"
 #ifdef ZEROFIT_FAULT_INJECTION
 #include "worker/loop/faulty_session.h"
 #endif
@@ -123,7 +122,6 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   ZF_RETURN_IF_ERROR(launch::CheckAgainst(launched, comm->rank(), comm->world_size()));
   char hostname[256] = {0};
   ::gethostname(hostname, sizeof(hostname) - 1);
-  CoordinatorLink link(f.connection, f.job);
   RankActivity activity;
   const int rank = comm->rank();
   comm::HookedCommunicator hooked(comm.get(), [&, rank](comm::HookedCommunicator& self, const char* op) {
@@ -159,16 +157,16 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   };
   o.exit_after_abort = [] { ::_exit(jobspec::kAbortedExitCode); };
   o.make_session = [&](const jobspec::JobPlan& plan,
-                       const v1::Job& job) -> absl::StatusOr<std::unique_ptr<TrainingSession>> {
+                       const AttemptContext& attempt) -> absl::StatusOr<std::unique_ptr<TrainingSession>> {
     ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions options, OptionsFromPlan(plan));
     options.local_rank = launched.local_rank;
 #ifdef ZEROFIT_HAVE_NCCL
     // NCCL's unique id travels through the coordinator's key-value store, under a key of this attempt.
-    options.nccl =
-        [&, attempt = job.attempt()](int cuda_device) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
-      coordinator::KvRendezvous rendezvous(link.connection(), f.job);
+    if (attempt.rendezvous == nullptr) return absl::InternalError("the worker loop gave no rendezvous");
+    options.nccl = [&, rendezvous = attempt.rendezvous, number = attempt.attempt](
+                       int cuda_device) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
       ZF_ASSIGN_OR_RETURN(auto nccl, comm::NcclCommunicator::CreateWithRendezvous(
-                                         rendezvous, absl::StrCat("nccl-id/attempt-", attempt), comm->rank(),
+                                         *rendezvous, absl::StrCat("nccl-id/attempt-", number), comm->rank(),
                                          comm->world_size(), cuda_device, comm->options()));
       device_comm = nccl.get();
       if (aborted) nccl->Abort();
@@ -184,8 +182,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
     return std::unique_ptr<TrainingSession>(std::move(session));
 #endif
   };
-  WorkerLoop loop(std::move(o), &link);
-  return loop.Run();
+  return RunWorker(std::move(o), f.connection, f.job);
 }
 
 }  // namespace

@@ -28,11 +28,11 @@ endif()
 # The coordinator's worker (issue 6): one process per rank of a job.
 if(ZEROFIT_WITH_MPI AND TARGET zerofit_coordinator_service)
   add_executable(zerofit_worker ${CMAKE_CURRENT_SOURCE_DIR}/programs/worker_main.cc)
-  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_worker_loop zerofit_kv_rendezvous zerofit_launch)
+  target_link_libraries(zerofit_worker PRIVATE zerofit_worker_torch zerofit_worker_loop zerofit_launch)
   # The same program with test-only fault injection (worker/loop/fault_plan.h: ZEROFIT_FAULTS). Tests only;
   # zerofit_worker never contains it.
   add_executable(zerofit_worker_faults ${CMAKE_CURRENT_SOURCE_DIR}/programs/worker_main.cc)
   target_link_libraries(zerofit_worker_faults PRIVATE zerofit_worker_torch zerofit_worker_loop
-                        zerofit_fault_injection zerofit_kv_rendezvous zerofit_launch)
+                        zerofit_fault_injection zerofit_launch)
   target_compile_definitions(zerofit_worker_faults PRIVATE ZEROFIT_FAULT_INJECTION=1)
 endif()
