@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/checkpoint_dir_check.h"
+#include "coordinator/planned_peak.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
 #include "planner/search.h"
@@ -192,7 +193,11 @@ void Coordinator::AddDecisions(const Live& live, JobRecord* r) {
 std::string Coordinator::PlanFor(const Live& live, int world_size) {
   const int micro =
       MicroBatchesFor(live.spec.training.global_batch, live.plan_world, live.micro_batches, world_size);
-  return jobspec::JobPlanToJson(jobspec::ResolveJobPlan(live.spec, micro, live.checkpointing, world_size));
+  jobspec::JobPlan plan = jobspec::ResolveJobPlan(live.spec, micro, live.checkpointing, world_size);
+  auto [known, added] = live.planned_peaks.try_emplace({plan.world_size, plan.micro_batches});
+  if (added) known->second = PlanPeak(live.spec, plan);
+  plan.planned_peak = known->second;
+  return jobspec::JobPlanToJson(plan);
 }
 
 absl::StatusOr<JobRecord> Coordinator::RecordLocked(const std::string& id) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -18,6 +19,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/step_scheduler.h"
 #include "core/clock.h"
+#include "jobspec/job_plan.h"
 #include "jobspec/job_spec.h"
 
 namespace zerofit::coordinator {
@@ -149,6 +151,9 @@ class Coordinator {
     // An attempt was scheduled since the launcher last exited. A launcher that exits without forming one
     // (every rank failed before registering: bad data, a missing file) used up an attempt all the same.
     bool scheduled_in_launch = false;
+    // The planner's predicted peak per (world size, micro-batches) plan, computed once each: it reads the
+    // model's config.json, and the plan is resolved on every read of the job.
+    mutable std::map<std::pair<int, int>, jobspec::PlannedPeak> planned_peaks;
   };
   static constexpr size_t kRecentSteps = 4;
   static Live MakeLive(const jobspec::JobSpec& spec, std::unique_ptr<JobStateMachine> state,

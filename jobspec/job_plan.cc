@@ -146,6 +146,14 @@ absl::Status ReadSections(ObjectReader& r, JobPlan* p) {
       return e.ok() ? x.NoOthers() : e;
     });
   }
+  if (s.ok()) {
+    s = section("planned_peak", [&](ObjectReader x) -> absl::Status {
+      absl::Status e = x.Get("device_bytes", &p->planned_peak.device_bytes);
+      if (e.ok()) e = x.Get("host_bytes", &p->planned_peak.host_bytes);
+      if (e.ok()) e = x.Get("basis", &p->planned_peak.basis);
+      return e.ok() ? x.NoOthers() : e;
+    });
+  }
   return s;
 }
 
@@ -237,7 +245,11 @@ std::string JobPlanToJson(const JobPlan& p) {
         {"keep", p.checkpoint.keep},
         {"overwrite", p.checkpoint.overwrite}}},
       {"metrics", {{"tensorboard", p.metrics.tensorboard}, {"jsonl", p.metrics.jsonl}}},
-      {"export", p.export_dir}};
+      {"export", p.export_dir},
+      {"planned_peak",
+       {{"device_bytes", p.planned_peak.device_bytes},
+        {"host_bytes", p.planned_peak.host_bytes},
+        {"basis", p.planned_peak.basis}}}};
   return j.dump(2) + "\n";
 }
 

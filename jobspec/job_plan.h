@@ -22,6 +22,16 @@ namespace zerofit::jobspec {
 // Version 1 grew `world_sizes` (issue 20); a worker of an older build refuses the key by name.
 inline constexpr int kJobPlanVersion = 1;
 
+// `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the
+// plan's micro-batch, accumulation, ZeRO stage, offload and checkpointing), so that a rank can print what it
+// was predicted to use next to what it measures. Bytes; 0 where the coordinator could not estimate (a model
+// the planner cannot read), and `basis` says why.
+struct PlannedPeak {
+  int64_t device_bytes = 0;  // per rank (GPU)
+  int64_t host_bytes = 0;    // per node
+  std::string basis;         // "8x64GB: micro-batch 2 x 4, ZeRO-2, ..." or why there is no estimate
+};
+
 struct JobPlan {
   int version = kJobPlanVersion;
   std::string name;
@@ -51,6 +61,7 @@ struct JobPlan {
   CheckpointSpec checkpoint;
   MetricsSpec metrics;
   std::string export_dir;
+  PlannedPeak planned_peak;
 };
 
 // The plan of `spec` with the sizes the coordinator decided (micro-batches per rank per step, activation

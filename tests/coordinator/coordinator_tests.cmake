@@ -10,10 +10,11 @@ zerofit_unit_test(coordinator_unit_test
   coordinator/job_state_test.cc
   coordinator/job_state_watchdog_test.cc
   coordinator/job_store_test.cc
+  coordinator/planned_peak_test.cc
   coordinator/state_dir_lock_test.cc
   coordinator/step_scheduler_test.cc)
 find_package(SQLite3 REQUIRED)
-target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator SQLite::SQLite3)
+target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator zerofit_planner SQLite::SQLite3)
 # Its Spec() and Fixture are named like coordinator_shrink_test.cc's.
 set_source_files_properties(coordinator/coordinator_watchdog_test.cc PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 

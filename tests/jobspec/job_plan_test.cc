@@ -115,5 +115,17 @@ TEST(JobPlanTest, AShrunkenAttemptsPlanCarriesItsWorldSizeAndTheAllowedOnes) {
   EXPECT_EQ(back->global_batch, 8) << "the same global batch at any world size";
 }
 
+TEST(JobPlanTest, ThePlannedPeakRoundTrips) {
+  auto spec = ParseJobSpec("task: reward\nmodel: /m\ndata: /d\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  JobPlan p = ResolveJobPlan(*spec, 2, false);
+  p.planned_peak = {int64_t{12} << 30, int64_t{80} << 30, "8x64GB: micro-batch 4 x accumulation 2"};
+  auto back = JobPlanFromJson(JobPlanToJson(p), "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->planned_peak.device_bytes, int64_t{12} << 30);
+  EXPECT_EQ(back->planned_peak.host_bytes, int64_t{80} << 30);
+  EXPECT_EQ(back->planned_peak.basis, p.planned_peak.basis);
+}
+
 }  // namespace
 }  // namespace zerofit::jobspec

@@ -1,0 +1,49 @@
+#include "coordinator/planned_peak.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "planner/memory_model.h"
+#include "planner/search.h"
+
+namespace zerofit::coordinator {
+namespace {
+
+jobspec::PlannedPeak NoEstimate(const absl::Status& why) {
+  jobspec::PlannedPeak p;
+  p.basis = absl::StrCat("no estimate: ", why.message());
+  return p;
+}
+
+}  // namespace
+
+jobspec::PlannedPeak PlanPeak(const jobspec::JobSpec& spec, const jobspec::JobPlan& plan) {
+  auto shape = planner::LoadModelShape(spec.model);
+  if (!shape.ok()) return NoEstimate(shape.status());
+  auto hw = planner::ParseHardware(spec.hardware);
+  if (!hw.ok()) return NoEstimate(hw.status());
+  auto task = planner::ParseTask(plan.task);
+  if (!task.ok()) return NoEstimate(task.status());
+  const int world = std::max(1, plan.world_size);
+  hw->gpus_per_node = std::min(hw->gpus_per_node, world);  // a partial node holds the ranks the job has
+  planner::Workload w;
+  w.task = *task;
+  w.seq_len = plan.max_length;
+  w.global_batch = plan.global_batch;
+  w.element_bytes = plan.bf16 ? 2 : 4;
+  planner::Strategy s;
+  s.accumulation = std::max(1, plan.micro_batches);
+  s.micro_batch = std::max<int64_t>(1, plan.global_batch / (static_cast<int64_t>(world) * s.accumulation));
+  s.zero_stage = plan.zero_stage;
+  s.offload = plan.offload;
+  s.checkpointing = plan.activation_checkpointing;
+  if (*task == planner::Task::kDpo) s.reference = planner::Reference::kResident;
+  const planner::MemoryEstimate m = planner::EstimateMemory(*shape, w, s, *hw, world);
+  jobspec::PlannedPeak p;
+  p.device_bytes = static_cast<int64_t>(m.device_bytes);
+  p.host_bytes = static_cast<int64_t>(m.host_bytes);
+  p.basis = absl::StrCat(hw->name, ": ", planner::DescribeStrategy(s, w.task), ", peak in ", m.peak_phase);
+  return p;
+}
+
+}  // namespace zerofit::coordinator

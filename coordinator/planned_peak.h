@@ -1,0 +1,16 @@
+// `zerofit plan`'s memory model for one resolved plan: what each rank of the attempt is predicted to hold at
+// its peak, so that the job prints it at its start and `zerofit status --plan` shows it next to the peaks
+// the ranks measure (issue 28: no planner figure had been checked against a GPU).
+#pragma once
+
+#include "jobspec/job_plan.h"
+#include "jobspec/job_spec.h"
+
+namespace zerofit::coordinator {
+
+// The planner's estimate for `plan`'s own sizes (micro-batch = global batch / (world size x micro-batches),
+// accumulation, ZeRO stage, offload, checkpointing; DPO with its reference resident, as the workers run it)
+// on the spec's hardware, or zero bytes with the reason in `basis` where the model's shape cannot be read.
+jobspec::PlannedPeak PlanPeak(const jobspec::JobSpec& spec, const jobspec::JobPlan& plan);
+
+}  // namespace zerofit::coordinator
