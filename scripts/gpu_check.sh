@@ -7,8 +7,10 @@
 #      (they find the prefix's libraries through LD_LIBRARY_PATH; nothing else sees it)
 #   2. find torch's CMake prefix and NCCL's include/ and lib/ inside the nvidia-nccl-cu13 package
 #   3. configure (torch's C++ standard chosen by worker/torch), build, `ctest -L gpu`
-#   4. short reward-model jobs on cuda:0 (zerofit_train_prefs with and without offload, and zerofit run)
-# Logs go to $OUT (when set) or <build>/gpu-logs.
+#   4. the acceptance run (scripts/gpu_acceptance.sh): compute-sanitizer, reward and DPO on cuda:0 next to the
+#      CPU, zerofit run and zerofit submit + serve with and without offload, device peaks against the plan
+# Logs go to <build>/gpu-logs; with $OUT set (the device tool), summary.md, gpu_check.log and gpu-logs.tar.gz
+# are copied there at the end.
 #   scripts/gpu_check.sh [--build-dir DIR] [--debs DIR] [--jobs N] [--dry-run] [--no-torch] [--skip-job]
 #     --dry-run   steps 1-2 and the configure only (works without a GPU, torch or NCCL: proves the recipe)
 #     --no-torch  configure without LibTorch (the gpu tier needs none of it; no job)
@@ -36,11 +38,20 @@ while (($#)); do
 done
 mkdir -p "$BUILD"
 BUILD=$(cd "$BUILD" && pwd)
-LOGS=${OUT:-$BUILD/gpu-logs}
+LOGS=$BUILD/gpu-logs  # $OUT (when set) gets the summary and one tarball of these at the end
 mkdir -p "$LOGS"
 LOGS=$(cd "$LOGS" && pwd)
 PREFIX=$BUILD/gpu-prefix
 step() { echo "== gpu_check: $*" | tee -a "$LOGS/gpu_check.log"; }
+# What comes back from a lent machine, however the run ends: the summary, this script's log and one tarball
+# of every log (the device tool returns at most 8 files).
+deliver() {
+  [[ -n "${OUT:-}" && -d "${OUT:-}" ]] || return 0
+  cp "$LOGS/gpu_check.log" "$OUT/" 2>/dev/null || true
+  [[ -f "$LOGS/summary.md" ]] && cp "$LOGS/summary.md" "$OUT/"
+  tar -C "$LOGS" -czf "$OUT/gpu-logs.tar.gz" . 2>/dev/null || true
+}
+trap deliver EXIT
 die() { echo "gpu_check: error: $*" | tee -a "$LOGS/gpu_check.log" >&2; exit 1; }
 # Runs a command with its output in $LOGS/<name>.log (and the tail on the terminal if it fails).
 logged() {
@@ -172,28 +183,12 @@ ctest_rc=0
 grep -q "SKIPPED" "$LOGS/device_gpu_test.log" && step "warning: GPU tests SKIPPED: no GPU visible to this process?"
 ((ctest_rc == 0)) || die "ctest -L gpu failed (see $LOGS/ctest_gpu.log)"
 
-# --- 4. a short reward-model job on the GPU ----------------------------------------------------------------
+# --- 4. the acceptance run: sanitizers, GPU next to CPU, the coordinator paths, peaks against the plan -------
 if ((RUN_JOB)); then
-  # One GPU: one rank on cuda:0. zerofit_train_prefs without and with offload, then the coordinator path
-  # (zerofit run: embedded coordinator, NCCL id through its rendezvous) with the spec's device: cuda.
-  data=$BUILD/examples/arith
-  logged make_data "$BUILD/worker/data/zerofit_make_arith_prefs" --out "$data" --train 2000 --test 200 --ids --pad
-  for mode in "" "--offload"; do
-    step "reward model on cuda:0 ${mode:-(optimizer on the device)}: zerofit_train_prefs, 100 steps"
-    logged "train_prefs${mode}" mpiexec --allow-run-as-root -n 1 "$BUILD/worker/torch/zerofit_train_prefs" \
-      --task reward --data "$data" --device cuda --steps 100 --global-batch 32 --micro 32 --lr 3e-3 \
-      --log-every 20 $mode
-    tail -n 3 "$LOGS/train_prefs${mode}.log"
-  done
-  step "zerofit run of examples/jobs/arith_reward.yaml on cuda:0 (20 steps, 1 rank)"
-  job=$BUILD/gpu_arith_reward.yaml
-  # (A smoke test: 20 steps from scratch, without setup.sh's base model.)
-  sed -e "s#build/examples/arith#$data#g" -e "s#^model: .*#model: $data#" -e 's/^  steps: .*/  steps: 20/' -e 's/^world_size: .*/world_size: 1\ndevice: cuda/' \
-    -e 's/^  micro_batch: .*/  micro_batch: 64/' \
-    -e 's#^checkpoint: .*#checkpoint: {dir: '"$BUILD"'/gpu-arith-checkpoints, every: 10, keep: 1}#' \
-    examples/jobs/arith_reward.yaml >"$job"
-  rm -rf "$BUILD/gpu-arith-checkpoints"
-  logged job "$BUILD/cli/zerofit" run "$job"
-  tail -n 5 "$LOGS/job.log"
+  step "acceptance run (scripts/gpu_acceptance.sh): summary in $LOGS/summary.md"
+  acceptance_rc=0
+  scripts/gpu_acceptance.sh --build-dir "$BUILD" --logs "$LOGS" 2>&1 | tee "$LOGS/acceptance.log" ||
+    acceptance_rc=$?
 fi
+((${acceptance_rc:-0} == 0)) || die "the acceptance run failed (see $LOGS/summary.md)"
 step "OK (logs in $LOGS)"
