@@ -7,9 +7,9 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/checkpoint_dir_check.h"
-#include "coordinator/planned_peak.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
+#include "jobspec/planned_peak.h"
 #include "planner/search.h"
 
 namespace zerofit::coordinator {
@@ -195,7 +195,7 @@ std::string Coordinator::PlanFor(const Live& live, int world_size) {
       MicroBatchesFor(live.spec.training.global_batch, live.plan_world, live.micro_batches, world_size);
   jobspec::JobPlan plan = jobspec::ResolveJobPlan(live.spec, micro, live.checkpointing, world_size);
   auto [known, added] = live.planned_peaks.try_emplace({plan.world_size, plan.micro_batches});
-  if (added) known->second = PlanPeak(live.spec, plan);
+  if (added) known->second = jobspec::PlanPeak(plan, live.spec.hardware);
   plan.planned_peak = known->second;
   return jobspec::JobPlanToJson(plan);
 }

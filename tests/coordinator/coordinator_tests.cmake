@@ -14,7 +14,7 @@ zerofit_unit_test(coordinator_unit_test
   coordinator/state_dir_lock_test.cc
   coordinator/step_scheduler_test.cc)
 find_package(SQLite3 REQUIRED)
-target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator zerofit_planner SQLite::SQLite3)
+target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator zerofit_planned_peak zerofit_planner SQLite::SQLite3)
 # Its Spec() and Fixture are named like coordinator_shrink_test.cc's.
 set_source_files_properties(coordinator/coordinator_watchdog_test.cc PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 

@@ -1,6 +1,6 @@
 // The coordinator's plan carries `zerofit plan`'s predicted peak for the plan's own sizes (issue 28), so
 // that each rank prints it next to the peak it measures.
-#include "coordinator/planned_peak.h"
+#include "jobspec/planned_peak.h"
 
 #include <gtest/gtest.h>
 
@@ -48,7 +48,7 @@ planner::MemoryEstimate Expected() {
 TEST(PlannedPeakTest, IsThePlannersEstimateForThePlansOwnSizes) {
   auto spec = jobspec::ParseJobSpec(kPinned, "pinned.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const jobspec::PlannedPeak p = PlanPeak(*spec, jobspec::ResolveJobPlan(*spec, 4, true));
+  const jobspec::PlannedPeak p = jobspec::PlanPeak(jobspec::ResolveJobPlan(*spec, 4, true), spec->hardware);
   const planner::MemoryEstimate want = Expected();
   EXPECT_GT(want.device_bytes, 1e9);
   EXPECT_EQ(p.device_bytes, static_cast<int64_t>(want.device_bytes));
@@ -62,7 +62,7 @@ TEST(PlannedPeakTest, AModelThePlannerCannotReadHasNoEstimateAndSaysWhy) {
       "training: {global_batch: 8, micro_batch: 8, gradient_accumulation: 1}\n",
       "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const jobspec::PlannedPeak p = PlanPeak(*spec, jobspec::ResolveJobPlan(*spec, 1, false));
+  const jobspec::PlannedPeak p = jobspec::PlanPeak(jobspec::ResolveJobPlan(*spec, 1, false), spec->hardware);
   EXPECT_EQ(p.device_bytes, 0);
   EXPECT_EQ(p.basis.rfind("no estimate: ", 0), 0u) << p.basis;
 }

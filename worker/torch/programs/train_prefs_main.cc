@@ -18,6 +18,7 @@
 #include "comm/mpi/mpi_environment.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
+#include "jobspec/planned_peak.h"
 #include "launch/launch_env.h"
 #include "planner/search.h"
 #include "worker/metrics/metrics_recorder.h"
@@ -285,6 +286,8 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
   cli.plan.world_sizes = {comm->world_size()};  // what a spec without slurm.on_node_loss: shrink allows
   cli.plan.micro_batches = cli.options.micro_batches;
   cli.plan.activation_checkpointing = cli.options.model.activation_checkpointing;
+  // The hardware a spec without `hardware:` names, as the coordinator resolves such a spec (one plan).
+  cli.plan.planned_peak = jobspec::PlanPeak(cli.plan, jobspec::JobSpec().hardware);
   if (cli.print_plan) {
     if (comm->rank() == 0) std::printf("%s", jobspec::JobPlanToJson(cli.plan).c_str());
     return absl::OkStatus();

@@ -3,14 +3,16 @@
 // the ranks measure (issue 28: no planner figure had been checked against a GPU).
 #pragma once
 
-#include "jobspec/job_plan.h"
-#include "jobspec/job_spec.h"
+#include <string>
 
-namespace zerofit::coordinator {
+#include "jobspec/job_plan.h"
+
+namespace zerofit::jobspec {
 
 // The planner's estimate for `plan`'s own sizes (micro-batch = global batch / (world size x micro-batches),
 // accumulation, ZeRO stage, offload, checkpointing; DPO with its reference resident, as the workers run it)
-// on the spec's hardware, or zero bytes with the reason in `basis` where the model's shape cannot be read.
-jobspec::PlannedPeak PlanPeak(const jobspec::JobSpec& spec, const jobspec::JobPlan& plan);
+// on `hardware` (a spec's `hardware:`), or zero bytes with the reason in `basis` where the model's shape
+// cannot be read. The coordinator and zerofit_train_prefs both call it, so both resolve the same plan.
+PlannedPeak PlanPeak(const JobPlan& plan, const std::string& hardware);
 
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::jobspec

@@ -1,4 +1,4 @@
-#include "coordinator/planned_peak.h"
+#include "jobspec/planned_peak.h"
 
 #include <algorithm>
 
@@ -6,21 +6,21 @@
 #include "planner/memory_model.h"
 #include "planner/search.h"
 
-namespace zerofit::coordinator {
+namespace zerofit::jobspec {
 namespace {
 
-jobspec::PlannedPeak NoEstimate(const absl::Status& why) {
-  jobspec::PlannedPeak p;
+PlannedPeak NoEstimate(const absl::Status& why) {
+  PlannedPeak p;
   p.basis = absl::StrCat("no estimate: ", why.message());
   return p;
 }
 
 }  // namespace
 
-jobspec::PlannedPeak PlanPeak(const jobspec::JobSpec& spec, const jobspec::JobPlan& plan) {
-  auto shape = planner::LoadModelShape(spec.model);
+PlannedPeak PlanPeak(const JobPlan& plan, const std::string& hardware) {
+  auto shape = planner::LoadModelShape(plan.model);
   if (!shape.ok()) return NoEstimate(shape.status());
-  auto hw = planner::ParseHardware(spec.hardware);
+  auto hw = planner::ParseHardware(hardware);
   if (!hw.ok()) return NoEstimate(hw.status());
   auto task = planner::ParseTask(plan.task);
   if (!task.ok()) return NoEstimate(task.status());
@@ -39,11 +39,11 @@ jobspec::PlannedPeak PlanPeak(const jobspec::JobSpec& spec, const jobspec::JobPl
   s.checkpointing = plan.activation_checkpointing;
   if (*task == planner::Task::kDpo) s.reference = planner::Reference::kResident;
   const planner::MemoryEstimate m = planner::EstimateMemory(*shape, w, s, *hw, world);
-  jobspec::PlannedPeak p;
+  PlannedPeak p;
   p.device_bytes = static_cast<int64_t>(m.device_bytes);
   p.host_bytes = static_cast<int64_t>(m.host_bytes);
   p.basis = absl::StrCat(hw->name, ": ", planner::DescribeStrategy(s, w.task), ", peak in ", m.peak_phase);
   return p;
 }
 
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::jobspec
