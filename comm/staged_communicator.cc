@@ -30,6 +30,13 @@ constexpr size_t kAreaAlignment = 64;
 
 size_t RoundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
+// One copy from the staging block back to device memory (BYTES).
+struct CopyBack {
+  size_t block_offset = 0;
+  void* dst = nullptr;
+  size_t bytes = 0;
+};
+
 // One staged collective: completion state shared by the caller's Work and the completion thread.
 struct StagedOp {
   std::mutex mu;
@@ -43,9 +50,7 @@ struct StagedOp {
   // The completion thread's only (set before the op is queued).
   std::unique_ptr<Work> host_work;
   device::Buffer block;
-  void* copy_back_dst = nullptr;
-  size_t copy_back_offset = 0;
-  size_t copy_back_bytes = 0;
+  std::vector<CopyBack> copy_back;
 
   void Finish(absl::Status s) {
     {
@@ -113,9 +118,10 @@ struct StagePlan {
   const void* copy_in_src = nullptr;
   size_t copy_in_offset = 0;
   size_t copy_in_bytes = 0;
-  void* copy_back_dst = nullptr;
-  size_t copy_back_offset = 0;
-  size_t copy_back_bytes = 0;
+  // Only what the collective changes: an in-place all-gather's own slot and a broadcast root's buffer are
+  // not written back (as MPI and NCCL leave them untouched), so a stream that refills them once the
+  // consumer was ordered (the next update of this rank's shard) cannot be overwritten by a late copy back.
+  std::vector<CopyBack> copy_back;
   // Issues the host collective on the staging block (`after`: the stream that fills it).
   std::function<absl::StatusOr<std::unique_ptr<Work>>(char* block, device::Stream* after)> issue;
 };
@@ -270,9 +276,7 @@ struct StagedCommunicator::Impl {
     // Measured from after the host call, so that it is not earlier than the host collective's own deadline:
     // the completion thread's wait then reaches it and gets the host's verdict (which rank is missing).
     op->deadline = absl::Now() + host->options().timeout;
-    op->copy_back_dst = plan.copy_back_dst;
-    op->copy_back_offset = plan.copy_back_offset;
-    op->copy_back_bytes = plan.copy_back_bytes;
+    op->copy_back = std::move(plan.copy_back);
     auto work = std::make_unique<staging::StagedWork>(op);
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -289,8 +293,9 @@ struct StagedCommunicator::Impl {
     // The copy in ran before the host collective did (its progress waited for it); a failure there
     // (an event wait that passed its deadline, a device fault) leaves the stream broken.
     ZF_RETURN_IF_ERROR(in_stream->status());
-    ZF_RETURN_IF_ERROR(
-        out_stream->Copy(op.copy_back_dst, op.block.as<char>() + op.copy_back_offset, op.copy_back_bytes));
+    for (const staging::CopyBack& c : op.copy_back) {
+      ZF_RETURN_IF_ERROR(out_stream->Copy(c.dst, op.block.as<char>() + c.block_offset, c.bytes));
+    }
     ZF_ASSIGN_OR_RETURN(std::unique_ptr<device::Event> copied, out_stream->CreateEvent());
     ZF_RETURN_IF_ERROR(copied->Record(*out_stream));
     device::Event* raw = copied.get();
@@ -331,9 +336,7 @@ struct StagedCommunicator::Impl {
     p.block_bytes = in.bytes() == 0 ? 0 : out_offset + out.bytes();
     p.copy_in_src = in.data;
     p.copy_in_bytes = in.bytes();
-    p.copy_back_dst = out.data;
-    p.copy_back_offset = out_offset;
-    p.copy_back_bytes = out.bytes();
+    p.copy_back = {{out_offset, out.data, out.bytes()}};
     p.issue = [this, in, out, out_offset, reduce](char* block, device::Stream* after) {
       if (block == nullptr)
         return host->ReduceScatter(staging::Staged(nullptr, 0, in), staging::Staged(nullptr, 0, out), reduce);
@@ -343,8 +346,8 @@ struct StagedCommunicator::Impl {
     return p;
   }
 
-  // Always in place on the block: the input goes to this rank's slot, the whole output comes back (this
-  // rank's slot unchanged), so in-place and out-of-place calls are staged alike.
+  // Always in place on the block: the input goes to this rank's slot. Back come the other ranks' slots, and
+  // this rank's too when the call was out of place (its output slot must receive the input).
   staging::StagePlan AllGatherPlan(const Buffer& in, const Buffer& out) {
     staging::StagePlan p;
     const size_t slot = static_cast<size_t>(host->rank()) * in.bytes();
@@ -352,8 +355,14 @@ struct StagedCommunicator::Impl {
     p.copy_in_src = in.data;
     p.copy_in_offset = slot;
     p.copy_in_bytes = in.bytes();
-    p.copy_back_dst = out.data;
-    p.copy_back_bytes = out.bytes();
+    char* dst = static_cast<char*>(out.data);
+    if (in.data == dst + slot) {
+      // In place: every slot but this rank's.
+      p.copy_back = {{0, dst, slot},
+                     {slot + in.bytes(), dst + slot + in.bytes(), out.bytes() - slot - in.bytes()}};
+    } else {
+      p.copy_back = {{0, dst, out.bytes()}};
+    }
     p.issue = [this, in, out, slot](char* block, device::Stream* after) {
       if (block == nullptr)
         return host->AllGather(staging::Staged(nullptr, 0, in), staging::Staged(nullptr, 0, out));
@@ -369,8 +378,7 @@ struct StagedCommunicator::Impl {
     p.block_bytes = buf.bytes();
     p.copy_in_src = buf.data;
     p.copy_in_bytes = copy_in ? buf.bytes() : 0;
-    p.copy_back_dst = buf.data;
-    p.copy_back_bytes = copy_back ? buf.bytes() : 0;
+    if (copy_back) p.copy_back = {{0, buf.data, buf.bytes()}};
     return p;
   }
 };

@@ -104,6 +104,40 @@ TEST(StagedCommunicatorTest, StagesOnlyBuffersOfItsDevice) {
   EXPECT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
 }
 
+// An in-place all-gather leaves this rank's slot alone, as MPI_IN_PLACE and NCCL do: ZeRO-2 refills it
+// (the next update of its shard) on a stream ordered only after the consumer of the gather, so a copy back
+// of the whole buffer, late on the decorator's stream, would overwrite the new values with the old ones.
+TEST(StagedCommunicatorTest, InPlaceAllGatherNeverWritesThisRanksSlot) {
+  device::TestDeviceOptions o = Delayed(7);
+  o.max_delay = absl::Microseconds(500);
+  device::TestDevice dev(o);
+  auto comm = MakeStaged(&dev, absl::Seconds(30));
+  ASSERT_NE(comm, nullptr);
+  auto consumer = dev.CreateStream();
+  auto writer = dev.CreateStream();
+  ASSERT_TRUE(consumer.ok() && writer.ok());
+  const int w = comm->world_size(), r = comm->rank();
+  const size_t n = 64;
+  std::vector<float> all(n * w), fresh(n, -1.0f);
+  for (int round = 0; round < 20; ++round) {
+    for (size_t i = 0; i < n; ++i) all[r * n + i] = static_cast<float>(round);
+    auto work = comm->AllGather(Buffer{&all[r * n], n, DType::kFloat32, Device::kCpu},
+                                Buffer{all.data(), n * w, DType::kFloat32, Device::kCpu});
+    ASSERT_TRUE(work.ok()) << work.status();
+    ASSERT_TRUE((*work)->OrderBefore(**consumer, absl::Seconds(30)).ok());
+    // The next value of this rank's slot, on a stream that is not the consumer.
+    ASSERT_TRUE((*writer)->Copy(&all[r * n], fresh.data(), n * sizeof(float)).ok());
+    ASSERT_TRUE((*writer)->Synchronize(absl::Seconds(30)).ok());
+    ASSERT_TRUE((*work)->Wait(absl::Seconds(30)).ok());
+    ASSERT_TRUE((*consumer)->Synchronize(absl::Seconds(30)).ok());
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(all[r * n + i], -1.0f) << "round " << round << ": slot overwritten";
+    for (int q = 0; q < w; ++q) {
+      if (q != r) ASSERT_EQ(all[q * n], static_cast<float>(round)) << "round " << round << " slot " << q;
+    }
+  }
+}
+
 TEST(StagedCommunicatorTest, RankThatNeverArrivesGivesDeadlineExceeded) {
   if (testing::MpiEnv().world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const absl::Duration timeout = absl::Milliseconds(800);
