@@ -9,6 +9,8 @@
 //      host backend's progress thread waits for the copy, not the caller),
 //   3. on completion, a completion thread of the decorator enqueues the copy of the result back into the
 //      device buffer on the decorator's output stream, waits for it, and only then completes the Work.
+//      Only what the collective changes comes back: not an in-place all-gather's own slot, not a
+//      broadcast root's buffer (MPI and NCCL leave those untouched too, and ZeRO-2 relies on it).
 // The contract of communicator.h holds: Work::Wait returns once the device buffer holds the result;
 // Work::OrderBefore(consumer) waits on the host until the host collective is done (as the host backends
 // do) and then makes `consumer` wait for the copy back with an event, without waiting for the copy itself.
