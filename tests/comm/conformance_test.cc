@@ -1,6 +1,8 @@
 // One conformance suite for every communicator backend built, run under mpiexec at world sizes 1-4
-// (local: world size 1 only; nccl: skipped when no GPU is visible). Counts are deliberately not divisible by
-// the world size.
+// (local: world size 1 only; nccl: skipped when no GPU is visible), and for the staged decorator over MPI
+// (comm/staged_communicator.h) with the test device, whose delayed streams do its copies in and back: every
+// buffer of that variant goes through pinned staging. Counts are deliberately not divisible by the world
+// size.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,7 +12,9 @@
 #include <vector>
 
 #include "comm/communicator_factory.h"
+#include "comm/staged_communicator.h"
 #include "core/dtype.h"
+#include "device/test/test_device.h"
 #include "tests/support/mpi_test_env.h"
 #ifdef ZEROFIT_HAVE_NCCL
 #include <cuda_runtime_api.h>
@@ -79,13 +83,26 @@ class TestBuffer {
 // Small integers: every sum and product below is exact in bf16 and fp16.
 double Value(int rank, size_t i) { return static_cast<double>((rank + 1) * static_cast<int>(i % 5) - 2); }
 
-class ConformanceTest : public ::testing::TestWithParam<Backend> {
+// A backend, or the staged decorator over it on the test device.
+struct Variant {
+  Backend backend;
+  bool staged = false;
+};
+
+std::vector<Variant> Variants() {
+  std::vector<Variant> out;
+  for (Backend b : BuiltBackends()) out.push_back({b});
+  out.push_back({Backend::kMpi, /*staged=*/true});  // this suite is built with MPI only
+  return out;
+}
+
+class ConformanceTest : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
     const auto& env = testing::MpiEnv();
-    if (GetParam() == Backend::kLocal && env.world_size() != 1)
+    if (GetParam().backend == Backend::kLocal && env.world_size() != 1)
       GTEST_SKIP() << "local backend is world size 1";
-    if (GetParam() == Backend::kNccl) {
+    if (GetParam().backend == Backend::kNccl) {
 #ifdef ZEROFIT_HAVE_NCCL
       int n = 0;
       if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device visible";
@@ -96,13 +113,30 @@ class ConformanceTest : public ::testing::TestWithParam<Backend> {
     context_.mpi = &env;
     CommOptions options;
     options.timeout = absl::Seconds(30);
-    auto c = CreateCommunicator(GetParam(), context_, options);
+    auto c = CreateCommunicator(GetParam().backend, context_, options);
     ASSERT_TRUE(c.ok()) << c.status();
     comm_ = std::move(*c);
+    if (GetParam().staged) {
+      device::TestDeviceOptions to;
+      to.seed = 77 + env.world_rank();
+      to.max_delay = absl::Microseconds(100);
+      test_device_ = std::make_unique<device::TestDevice>(to);
+      auto staged = StagedCommunicator::Create(std::move(comm_), test_device_.get());
+      ASSERT_TRUE(staged.ok()) << staged.status();
+      comm_ = std::move(*staged);
+    }
+  }
+
+  // The staged variant's calls really were staged (every buffer is, on the test device).
+  void TearDown() override {
+    if (auto* staged = dynamic_cast<StagedCommunicator*>(comm_.get())) {
+      EXPECT_EQ(staged->stats().passed_through_calls, 0u);
+    }
   }
 
   Device device_ = Device::kCpu;
   CommContext context_;
+  std::unique_ptr<device::TestDevice> test_device_;  // staged variant: declared before comm_, outlives it
   std::unique_ptr<Communicator> comm_;
 };
 
@@ -227,9 +261,68 @@ TEST_P(ConformanceTest, MismatchedLocalSizesAreRejected) {
   EXPECT_TRUE(comm_->Barrier(absl::Seconds(30)).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest, ::testing::ValuesIn(BuiltBackends()),
-                         [](const ::testing::TestParamInfo<Backend>& info) {
-                           return std::string(BackendName(info.param));
+// Stream order (communicator.h): inputs written on a producer stream are read only after it, results are
+// read on a consumer stream after OrderBefore, with several collectives in flight. On the test device the
+// producer's copies and the consumer's reads run late and at random: a collective that reads early sums the
+// zeroed buffers, a consumer that is not ordered reads the rank's own input instead of the sum.
+TEST_P(ConformanceTest, ProducerAndConsumerStreamsOrderTheCollective) {
+  if (GetParam().backend == Backend::kNccl) GTEST_SKIP() << "CUDA streams: tests/comm/nccl_gpu_test.cc";
+  device::TestDeviceOptions to;
+  to.seed = 5 + comm_->rank();
+  to.max_delay = absl::Microseconds(300);
+  device::TestDevice own(to);
+  device::Device& dev = test_device_ ? *test_device_ : own;
+  auto producer = dev.CreateStream();
+  auto consumer = dev.CreateStream();
+  ASSERT_TRUE(producer.ok() && consumer.ok());
+  const int w = comm_->world_size(), r = comm_->rank();
+  const size_t n = 1001;
+  const int kInFlight = 6;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::vector<float>> src(kInFlight), got(kInFlight);
+    std::vector<device::Buffer> in(kInFlight), out(kInFlight);
+    std::vector<std::unique_ptr<Work>> work(kInFlight);
+    for (int k = 0; k < kInFlight; ++k) {
+      const bool scatter = k % 2 == 1;  // alternate all-reduce and reduce-scatter
+      const size_t in_count = scatter ? n * w : n;
+      src[k].resize(in_count);
+      for (size_t i = 0; i < in_count; ++i) src[k][i] = static_cast<float>(Value(r, i) + k + round);
+      auto a = dev.Allocate(in_count * sizeof(float), device::MemoryKind::kDevice);
+      auto b = dev.Allocate(n * sizeof(float), device::MemoryKind::kDevice);
+      ASSERT_TRUE(a.ok() && b.ok());
+      in[k] = std::move(*a);
+      out[k] = std::move(*b);
+      ASSERT_TRUE((*producer)->Copy(in[k].data(), src[k].data(), in_count * sizeof(float)).ok());
+      const Buffer bin{in[k].data(), in_count, DType::kFloat32, device_};
+      auto issued = scatter ? comm_->ReduceScatter(bin, Buffer{out[k].data(), n, DType::kFloat32, device_},
+                                                   ReduceOp::kSum, producer->get())
+                            : comm_->AllReduce(bin, ReduceOp::kSum, producer->get());
+      ASSERT_TRUE(issued.ok()) << issued.status();
+      work[k] = std::move(*issued);
+    }
+    for (int k = 0; k < kInFlight; ++k) {
+      ASSERT_TRUE(work[k]->OrderBefore(**consumer, absl::Seconds(30)).ok());
+      got[k].resize(n);
+      const void* result = k % 2 == 1 ? out[k].data() : in[k].data();
+      ASSERT_TRUE((*consumer)->Copy(got[k].data(), result, n * sizeof(float)).ok());
+    }
+    ASSERT_TRUE((*consumer)->Synchronize(absl::Seconds(30)).ok());
+    for (int k = 0; k < kInFlight; ++k) {
+      EXPECT_TRUE(work[k]->Wait(absl::Seconds(30)).ok());
+      const size_t offset = k % 2 == 1 ? r * n : 0;  // a reduce-scatter returns this rank's block
+      for (size_t i = 0; i < n; ++i) {
+        double want = 0;
+        for (int q = 0; q < w; ++q) want += Value(q, offset + i) + k + round;
+        ASSERT_EQ(got[k][i], want) << "round " << round << " collective " << k << " i=" << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConformanceTest, ::testing::ValuesIn(Variants()),
+                         [](const ::testing::TestParamInfo<Variant>& info) {
+                           return std::string(BackendName(info.param.backend)) +
+                                  (info.param.staged ? "_staged_test_device" : "");
                          });
 
 }  // namespace

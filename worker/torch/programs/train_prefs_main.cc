@@ -39,7 +39,9 @@ constexpr const char* kUsage =
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
-    "[--dtype fp32|bf16] [--log-every N] [--memory-gb G] [--device auto|cpu|cuda] [--tensorboard DIR] "
+    "[--dtype fp32|bf16] [--log-every N] [--memory-gb G] [--device auto|cpu|cuda] [--device-comm "
+    "auto|nccl|mpi] "
+    "[--tensorboard DIR] "
     "[--metrics-jsonl FILE] [--print-plan]\n"
     "Without --micro the job is sized by the planner for --memory-gb per rank (default 4): gradient "
     "accumulation, and activation checkpointing unless --checkpointing is given.";
@@ -218,6 +220,12 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
     ZF_ASSIGN_OR_RETURN(o.reference, ParseReferenceStrategy(ref));
   }
   if (std::string init = take("--init"); !init.empty()) o.init_weights = init;
+  if (std::string dc = take("--device-comm"); !dc.empty()) {
+    auto parsed = comm::ParseDeviceComm(dc);
+    if (!parsed.ok())
+      return absl::InvalidArgumentError(absl::StrCat("flag --device-comm: ", parsed.status().message()));
+    o.device_comm = *parsed;
+  }
   return absl::OkStatus();
 }
 

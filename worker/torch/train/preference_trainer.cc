@@ -145,7 +145,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
 
   auto st = std::make_unique<State>();
   st->comm = comm;
-  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, o.local_rank, comm, o.nccl));
+  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, o.local_rank, comm, o.nccl, o.device_comm));
   const torch::Device dev = st->backend.torch_device;
   st->train = std::move(data.train);
   st->test = std::move(data.test);

@@ -62,6 +62,9 @@ struct PreferenceTrainOptions {
   // Where to train: auto = cuda:<local_rank> when LibTorch and this build have CUDA and a GPU is visible.
   device::DeviceChoice device = device::DeviceChoice::kAuto;
   int local_rank = 0;
+  // On CUDA: NCCL, or MPI staged through pinned memory (auto: when ranks outnumber a node's GPUs and share
+  // them; comm/device_comm.h).
+  comm::DeviceComm device_comm = comm::DeviceComm::kAuto;
   NcclFactory nccl;  // optional: how to make the NCCL communicator (default: bootstrapped over MPI)
 };
 

@@ -1,0 +1,284 @@
+// ZeRO-2 over the staged communicator (comm/staged_communicator.h): several ranks that share one device
+// train over MPI, every device buffer staged through pinned host memory, and must end where the host oracle
+// (the host device over plain MPI) does, for both accumulation modes, with and without offload.
+//
+// Two registrations of this one program (tests/CMakeLists.txt):
+//  - label mpi, 2-4 ranks, the test device (ZEROFIT_STAGED_DEVICE unset): every stream is a thread with
+//  random
+//    delays; the kernels are the host's and the collectives see the same bytes as the oracle's, so the
+//    result must be BIT-identical. A missing event wait in the staging (copy in before the producer, copy
+//    back after the consumer) changes the numbers.
+//  - label gpu, 2 and 4 ranks sharing cuda:0 (ZEROFIT_STAGED_DEVICE=cuda; skipped without a GPU): the
+//    collectives are still bit-exact (MPI on the same bytes), and so are the CUDA copies, accumulations and
+//    conversions (tests/device: bit-identical to the host references). Two kernels may differ: the squared
+//    gradient norm sums in another order (1e-10 relative, tests/device), which can move the clipping factor
+//    by one fp32 ulp, and AdamW, whose device result is held to 1e-6 relative of the host's per call. The
+//    gradients here do not depend on the parameters, so nothing feeds back through a forward pass: after
+//    kSteps updates the fp32 state is within kSteps * 1e-6 relative of the oracle (near-zero elements
+//    against the vector's largest magnitude), a bf16 parameter within one bf16 ulp of it (one rounding of
+//    values that close), and each step's gradient norm within 1e-6 relative (one fp32 rounding of values
+//    1e-10 apart is 1.2e-7).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator_factory.h"
+#include "comm/staged_communicator.h"
+#include "device/device_factory.h"
+#include "device/host/host_device.h"
+#include "device/test/test_device.h"
+#include "sharding/zero2_optimizer.h"
+#include "tests/support/mpi_test_env.h"
+
+namespace zerofit::sharding {
+namespace {
+
+constexpr int kSteps = 4;
+constexpr int kMicroBatches = 3;
+constexpr absl::Duration kTimeout = absl::Seconds(60);
+
+struct Config {
+  std::string name;
+  AccumulationMode mode;
+  core::DType dtype;
+  bool offload;
+  bool delayed;
+};
+
+struct Outcome {
+  std::vector<uint8_t> params;  // the flat parameter buffer
+  std::vector<float> master, m, v;
+  std::vector<float> grad_norms;
+};
+
+std::vector<ParamSpec> Specs() {
+  return {
+      {"embed", 300, true}, {"norm", 17, false}, {"w1", 513, true}, {"w2", 129, true}, {"head", 64, true}};
+}
+
+bool OnCuda() {
+  const char* d = std::getenv("ZEROFIT_STAGED_DEVICE");
+  return d != nullptr && std::string(d) == "cuda";
+}
+
+std::unique_ptr<comm::Communicator> MakeMpi() {
+  comm::CommContext ctx;
+  ctx.mpi = &testing::MpiEnv();
+  comm::CommOptions options;
+  options.timeout = kTimeout;
+  auto c = comm::CreateCommunicator(comm::Backend::kMpi, ctx, options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+// A deterministic, rank-dependent value for (step, micro-batch, parameter, element).
+float GradValue(int rank, int step, int micro, size_t param, size_t e) {
+  const uint32_t h = static_cast<uint32_t>(rank * 7919 + step * 104729 + micro * 1299709 + param * 15485863 +
+                                           e * 2654435761u);
+  return (static_cast<float>(h % 2001) - 1000.0f) * 1e-3f;
+}
+
+std::vector<uint8_t> Encode(core::DType t, size_t n, const std::function<float(size_t)>& value) {
+  std::vector<uint8_t> out(n * core::DTypeSize(t));
+  for (size_t e = 0; e < n; ++e) core::StoreFromFloat(out.data(), t, e, value(e));
+  return out;
+}
+
+#define ZF_EXPECT_OK(expr)                       \
+  do {                                           \
+    const absl::Status s_ = (expr);              \
+    EXPECT_TRUE(s_.ok()) << #expr << ": " << s_; \
+  } while (0)
+
+// The same steps on any device: the host reaches device memory only through the compute stream's copies
+// (CUDA memory is not host-readable).
+Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm,
+              comm::Communicator* host_comm) {
+  Outcome out;
+  Zero2Options o;
+  o.param_dtype = c.dtype;
+  o.bucket_bytes = 256 * core::DTypeSize(c.dtype);  // several buckets, several staging reuses
+  o.max_staging_buffers = 2;
+  o.accumulation = c.mode;
+  o.adamw.lr = 1e-2f;
+  o.adamw.weight_decay = 0.1f;
+  o.max_grad_norm = 0.5f;
+  o.offload.enabled = c.offload;
+  o.offload.threads = 2;
+  o.offload.delayed_update = c.delayed;
+  o.offload.delayed_update_start_step = 1;
+  auto opt = Zero2Optimizer::Create(Specs(), o, comm, Zero2Devices{device, host_comm});
+  EXPECT_TRUE(opt.ok()) << opt.status();
+  if (!opt.ok()) return out;
+  Zero2Optimizer& z = **opt;
+  device::Stream& compute = z.device().compute_stream();
+  const auto specs = Specs();
+  const size_t elem = core::DTypeSize(c.dtype);
+  {
+    std::vector<std::vector<uint8_t>> init(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      init[i] = Encode(c.dtype, specs[i].numel, [](size_t e) { return 0.01f * ((e % 13) - 6.0f); });
+      ZF_EXPECT_OK(compute.Copy(z.param_data(i), init[i].data(), init[i].size()));
+    }
+    ZF_EXPECT_OK(compute.Synchronize(kTimeout));
+  }
+  ZF_EXPECT_OK(z.InitializeFromParameters());
+  // Device-memory gradients, refilled on the compute stream for every micro-batch (autograd's outputs).
+  std::vector<device::Buffer> dev_grads;
+  for (const auto& s : specs) {
+    auto b = device->Allocate(s.numel * elem, device::MemoryKind::kDevice);
+    EXPECT_TRUE(b.ok()) << b.status();
+    if (!b.ok()) return out;
+    dev_grads.push_back(std::move(*b));
+  }
+  const int rank = comm->rank();
+  for (int step = 0; step < kSteps; ++step) {
+    z.set_learning_rate(1e-2f / (step + 1));  // a schedule: the delayed update must keep its own rate
+    for (int micro = 0; micro < kMicroBatches; ++micro) {
+      ZF_EXPECT_OK(z.BeginMicroBatch(micro == kMicroBatches - 1));
+      std::vector<std::vector<uint8_t>> grads(specs.size());  // alive until the stream has copied them
+      for (size_t i = specs.size(); i-- > 0;) {
+        grads[i] =
+            Encode(c.dtype, specs[i].numel, [&](size_t e) { return GradValue(rank, step, micro, i, e); });
+        if (c.mode == AccumulationMode::kReduceOncePerStep) {
+          // Autograd's in-place accumulation into the flat gradient buffer, done through the host here.
+          std::vector<uint8_t> acc(grads[i].size());
+          ZF_EXPECT_OK(compute.Copy(acc.data(), z.grad_data(i), acc.size()));
+          ZF_EXPECT_OK(compute.Synchronize(kTimeout));
+          for (size_t e = 0; e < specs[i].numel; ++e) {
+            core::StoreFromFloat(
+                acc.data(), c.dtype, e,
+                core::LoadAsFloat(acc.data(), c.dtype, e) + core::LoadAsFloat(grads[i].data(), c.dtype, e));
+          }
+          ZF_EXPECT_OK(compute.Copy(z.grad_data(i), acc.data(), acc.size()));
+          ZF_EXPECT_OK(compute.Synchronize(kTimeout));
+          ZF_EXPECT_OK(z.OnGradientReady(i, nullptr));
+        } else {
+          ZF_EXPECT_OK(compute.Copy(dev_grads[i].data(), grads[i].data(), grads[i].size()));
+          ZF_EXPECT_OK(z.OnGradientReady(i, dev_grads[i].data()));
+        }
+      }
+      ZF_EXPECT_OK(z.EndMicroBatch(10.0 + rank));
+      ZF_EXPECT_OK(compute.Synchronize(kTimeout));  // before `grads` goes
+    }
+    auto r = z.Step();
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) out.grad_norms.push_back(r->grad_norm);
+  }
+  ZF_EXPECT_OK(z.Flush());
+  out.params.resize(z.plan().flat_numel() * elem);
+  const auto* flat = static_cast<const uint8_t*>(z.param_data(0)) - z.plan().placement(0).flat_offset * elem;
+  ZF_EXPECT_OK(compute.Copy(out.params.data(), flat, out.params.size()));
+  ZF_EXPECT_OK(compute.Synchronize(kTimeout));
+  const size_t n = z.plan().shard_numel();
+  out.master.resize(n);
+  out.m.resize(n);
+  out.v.resize(n);
+  ZF_EXPECT_OK(z.CopyStateToHost(out.master.data(), out.m.data(), out.v.data()));
+  return out;
+}
+
+// fp32 values within `rel` of the oracle's, elements near zero against the vector's largest magnitude.
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double largest = 0;
+  for (float x : want) largest = std::max(largest, std::fabs(static_cast<double>(x)));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double bound = rel * std::max(std::fabs(static_cast<double>(want[i])), 1e-3 * largest);
+    ASSERT_LE(std::fabs(static_cast<double>(got[i]) - want[i]), bound) << what << " element " << i;
+  }
+}
+
+// Parameters in `t`: fp32 as above; bf16/fp16 within one ulp of their own type.
+void ExpectParamsClose(const Outcome& got, const Outcome& want, core::DType t, double rel,
+                       const std::string& what) {
+  ASSERT_EQ(got.params.size(), want.params.size()) << what;
+  const size_t n = want.params.size() / core::DTypeSize(t);
+  std::vector<float> g(n), w(n);
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = core::LoadAsFloat(got.params.data(), t, i);
+    w[i] = core::LoadAsFloat(want.params.data(), t, i);
+  }
+  if (t == core::DType::kFloat32) return ExpectClose(g, w, rel, what + " parameters");
+  const int mantissa = t == core::DType::kBFloat16 ? 7 : 10;
+  for (size_t i = 0; i < n; ++i) {
+    if (g[i] == w[i]) continue;
+    const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(g[i]), std::fabs(w[i]))) - mantissa);
+    ASSERT_LE(std::fabs(static_cast<double>(g[i]) - w[i]), ulp) << what << " parameter " << i;
+  }
+}
+
+class Zero2StagedMpiTest : public ::testing::TestWithParam<Config> {};
+
+TEST_P(Zero2StagedMpiTest, SharedDeviceOverStagedMpiEqualsTheHostOracle) {
+  const Config& c = GetParam();
+  auto mpi = MakeMpi();
+  ASSERT_NE(mpi, nullptr);
+  std::unique_ptr<device::Device> dev;
+  if (OnCuda()) {
+    if (device::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible";
+    device::DeviceOptions o;
+    o.choice = device::DeviceChoice::kCuda;
+    o.index = 0;  // every rank on cuda:0: the mode under test
+    auto d = device::CreateDevice(o);
+    ASSERT_TRUE(d.ok()) << d.status();
+    dev = std::move(*d);
+  } else {
+    device::TestDeviceOptions to;
+    to.seed = 4242 + mpi->rank();
+    to.max_delay = absl::Microseconds(200);
+    dev = std::make_unique<device::TestDevice>(to);
+  }
+  device::HostDevice host;
+  const Outcome want = Train(c, &host, mpi.get(), mpi.get());
+  ASSERT_FALSE(want.params.empty());
+  Outcome got;
+  {
+    auto staged = comm::StagedCommunicator::Create(mpi.get(), dev.get());
+    ASSERT_TRUE(staged.ok()) << staged.status();
+    got = Train(c, dev.get(), staged->get(), mpi.get());
+    const comm::StagingStats stats = (*staged)->stats();
+    EXPECT_GT(stats.staged_calls, 0u);
+    EXPECT_EQ(stats.passed_through_calls, 0u) << "every ZeRO-2 collective carries device memory";
+  }
+  const std::string where = c.name + " on rank " + std::to_string(mpi->rank()) + " (" + dev->name() + ")";
+  if (dev->kind() != device::DeviceKind::kCuda) {
+    EXPECT_EQ(got.params, want.params) << where << ": parameters differ";
+    EXPECT_EQ(got.master, want.master) << where;
+    EXPECT_EQ(got.m, want.m) << where;
+    EXPECT_EQ(got.v, want.v) << where;
+    EXPECT_EQ(got.grad_norms, want.grad_norms) << where;
+    return;
+  }
+  const double rel = kSteps * 1e-6;
+  ExpectParamsClose(got, want, c.dtype, rel, where);
+  ExpectClose(got.master, want.master, rel, where + " master");
+  ExpectClose(got.m, want.m, rel, where + " exp_avg");
+  ExpectClose(got.v, want.v, rel, where + " exp_avg_sq");
+  ExpectClose(got.grad_norms, want.grad_norms, 1e-6, where + " grad norms");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BothModesWithAndWithoutOffload, Zero2StagedMpiTest,
+    ::testing::Values(Config{"every_bf16", AccumulationMode::kReduceScatterEveryMicroBatch,
+                             core::DType::kBFloat16, false, false},
+                      Config{"once_fp32", AccumulationMode::kReduceOncePerStep, core::DType::kFloat32, false,
+                             false},
+                      Config{"every_fp32_offload", AccumulationMode::kReduceScatterEveryMicroBatch,
+                             core::DType::kFloat32, true, false},
+                      Config{"once_bf16_offload", AccumulationMode::kReduceOncePerStep,
+                             core::DType::kBFloat16, true, false},
+                      Config{"every_bf16_offload_delayed", AccumulationMode::kReduceScatterEveryMicroBatch,
+                             core::DType::kBFloat16, true, true}),
+    [](const ::testing::TestParamInfo<Config>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace zerofit::sharding
