@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
 # Downloads (never installs) the Debian 12 packages a GPU machine lacks to build zerofit's C++: gRPC++,
 # protobuf + protoc + the gRPC plugin, absl, Open MPI, SQLite, yaml-cpp, nlohmann-json, CLI11, spdlog,
-# GoogleTest/gmock, Google Benchmark, SentencePiece, PCRE2, and the closure of their dependencies minus what
-# every Debian/Ubuntu with a compiler already has (libc, the GCC runtime and toolchain, dpkg, perl, ...).
+# GoogleTest/gmock, Google Benchmark, SentencePiece, PCRE2, ICU, RE2, pkg-config, and the closure of their
+# dependencies minus what every Debian/Ubuntu with a compiler already has (libc, the GCC runtime and
+# toolchain, dpkg, perl, ...).
 # Run it HERE (a Debian 12 machine where apt works); copy the repository, third_party/gpu-debs/ included,
 # to the GPU machine (no package registry there) and run scripts/gpu_check.sh. See docs/gpu.md.
-#   scripts/fetch_gpu_debs.sh [--out DIR] [--list]     --list: print the package list and stop
+#   scripts/fetch_gpu_debs.sh [--out DIR] [--list] [--roots "PKG ..."]
+#     --list   print the package list and stop
+#     --roots  other root packages instead of zerofit's (same exclusions; scripts/gpu_clean_root_build.sh
+#              fetches Debian's libtorch-dev this way as the stand-in for pip's torch)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=third_party/gpu-debs
 LIST_ONLY=0
+ROOTS_ARG=()
 while (($#)); do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --list) LIST_ONLY=1; shift ;;
-    -h | --help) sed -n '2,9p' "$0"; exit 0 ;;
+    --roots) read -ra ROOTS_ARG <<<"$2"; shift 2 ;;
+    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "fetch_gpu_debs: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -27,14 +33,22 @@ if [[ -r /etc/os-release ]] && ! grep -q '^VERSION_CODENAME=bookworm' /etc/os-re
   echo "fetch_gpu_debs: warning: this is not Debian 12 (bookworm); the packages will be this system's" >&2
 fi
 
-# What zerofit's CMake finds (see scripts/setup.sh; LibTorch, CUDA and NCCL come from pip on the GPU machine).
+# What zerofit's CMake finds: every find_package / find_library / pkg_check_modules of the CMake files and
+# the packages gRPC's CMake config looks up in turn (scripts/setup.sh lists the same -dev packages; LibTorch,
+# CUDA and NCCL come from pip on the GPU machine). The closure brings most of them anyway; naming them keeps
+# them if a dependency changes: libre2-dev and libc-ares-dev (gRPCConfig.cmake's find_package(re2/c-ares),
+# through pkg-config), zlib1g-dev and libssl-dev (its ZLIB/OpenSSL), libicu-dev (text/: ICU uc), pkgconf
+# (text/'s PCRE2 and gRPC's re2 are found with pkg-config; gpu_check.sh wraps this one so that only the
+# prefix's .pc files are read).
 ROOTS=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
+  libre2-dev libc-ares-dev zlib1g-dev libssl-dev
   libopenmpi-dev openmpi-bin
   libsqlite3-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libsentencepiece-dev libpcre2-dev
+  libsentencepiece-dev libpcre2-dev libicu-dev pkgconf
 )
+if ((${#ROOTS_ARG[@]})); then ROOTS=("${ROOTS_ARG[@]}"); fi
 # Never shipped: the C library, the GCC runtime and toolchain (the GPU machine builds with its own), the
 # package manager and perl, Fortran/LLVM compilers that Open MPI's -dev package lists as alternatives, and
 # autotools. Everything else in the closure is downloaded, so the prefix is self-consistent.
@@ -63,9 +77,13 @@ fi
 
 mkdir -p "$OUT"
 # apt-get download writes into the current directory and skips nothing: fetch only what is not there yet.
+# One apt-cache call for every candidate version (one call per package took minutes).
+declare -A candidate
+while read -r p ver; do candidate[$p]=$ver; done < <(apt-cache policy "${packages[@]}" |
+  awk '/^[^ ].*:$/ {name = substr($0, 1, length($0) - 1)} /^  Candidate:/ {print name, $2}')
 todo=()
 for p in "${packages[@]}"; do
-  ver=$(apt-cache policy "$p" | awk '/Candidate:/ {print $2}')
+  ver=${candidate[$p]:-}
   [[ -n "$ver" && "$ver" != "(none)" ]] || { echo "fetch_gpu_debs: no candidate for $p" >&2; exit 1; }
   ver=${ver//:/%3a}  # apt-get download escapes the epoch colon in file names
   compgen -G "$OUT/${p}_${ver}_*.deb" >/dev/null || todo+=("$p")
@@ -79,6 +97,7 @@ fi
 
 # The manifest: one line per package (name, version, architecture, file, sha256), plus what was asked for;
 # gpu_check.sh unpacks exactly the files it lists.
+# Rewritten only when a line other than the date changed: gpu_check.sh unpacks again when the file changes.
 manifest="$OUT/MANIFEST.tsv"
 {
   echo "# zerofit GPU-machine packages, $(date -u +%Y-%m-%dT%H:%M:%SZ), from $(. /etc/os-release && echo "$PRETTY_NAME")"
@@ -90,5 +109,10 @@ manifest="$OUT/MANIFEST.tsv"
     printf '%s\t%s\t%s\t%s\t%s\n' "$p" "$(dpkg-deb -f "$f" Version)" "$(dpkg-deb -f "$f" Architecture)" \
       "$(basename "$f")" "$(sha256sum "$f" | cut -d' ' -f1)"
   done
-} >"$manifest"
+} >"$manifest.new"
+if [[ -f "$manifest" ]] && cmp -s <(tail -n +2 "$manifest") <(tail -n +2 "$manifest.new"); then
+  rm "$manifest.new"
+else
+  mv "$manifest.new" "$manifest"
+fi
 echo "fetch_gpu_debs: $(grep -vc '^#' "$manifest") packages, $(du -sh "$OUT" | cut -f1), manifest $manifest"

@@ -3,17 +3,24 @@
 # Python 3 with pip's torch (CUDA build) and the nvidia-nccl-cu13 wheel, nvcc, cmake and ninja; everything
 # else comes from the .deb files scripts/fetch_gpu_debs.sh downloaded into third_party/gpu-debs/, unpacked
 # with `dpkg -x` into a prefix inside the build folder (never into /). Steps:
-#   1. unpack the debs (once per manifest) and write wrappers for protoc, grpc_cpp_plugin, mpicxx, mpiexec
-#      (they find the prefix's libraries through LD_LIBRARY_PATH; nothing else sees it)
-#   2. find torch's CMake prefix and NCCL's include/ and lib/ inside the nvidia-nccl-cu13 package
-#   3. configure (torch's C++ standard chosen by worker/torch), build, `ctest -L gpu`
+#   1. unpack the debs (once per manifest) and write wrappers for protoc, grpc_cpp_plugin, mpicxx, mpiexec,
+#      pkg-config (they find the prefix's libraries through LD_LIBRARY_PATH; nothing else sees it)
+#   2. find torch's CMake prefix (or take --torch-prefix) and NCCL's include/ and lib/ inside the
+#      nvidia-nccl-cu13 package
+#   3. configure (torch's C++ standard chosen by worker/torch; the prefix's library folders on the link
+#      search path), build, `ctest -L gpu`
 #   4. the acceptance run (scripts/gpu_acceptance.sh): compute-sanitizer, reward and DPO on cuda:0 next to the
 #      CPU, zerofit run and zerofit submit + serve with and without offload, device peaks against the plan
 # Logs go to <build>/gpu-logs; with $OUT set (the device tool), summary.md, gpu_check.log and gpu-logs.tar.gz
 # are copied there at the end.
 #   scripts/gpu_check.sh [--build-dir DIR] [--debs DIR] [--jobs N] [--dry-run] [--no-torch] [--skip-job]
-#     --dry-run   steps 1-2 and the configure only (works without a GPU, torch or NCCL: proves the recipe)
-#     --no-torch  configure without LibTorch (the gpu tier needs none of it; no job)
+#                        [--torch-prefix DIR] [--build-only] [--targets "T ..."]
+#     --dry-run       steps 1-2 and the configure only (works without a GPU, torch or NCCL: proves the recipe)
+#     --no-torch      configure without LibTorch (the gpu tier needs none of it; no job)
+#     --torch-prefix  LibTorch's CMake prefix (a folder holding Torch/TorchConfig.cmake or one above it)
+#                     instead of asking python3's torch; also TORCH_CMAKE_PREFIX=DIR
+#     --build-only    stop after the build (no ctest, no job: scripts/gpu_clean_root_build.sh)
+#     --targets       build only these targets (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,6 +31,9 @@ JOBS=$(nproc)
 DRY_RUN=0
 WITH_TORCH=1
 RUN_JOB=1
+BUILD_ONLY=0
+TARGETS=()
+TORCH_PREFIX=${TORCH_CMAKE_PREFIX:-}
 while (($#)); do
   case "$1" in
     --build-dir) BUILD=$2; shift 2 ;;
@@ -32,7 +42,10 @@ while (($#)); do
     --dry-run) DRY_RUN=1; shift ;;
     --no-torch) WITH_TORCH=0; RUN_JOB=0; shift ;;
     --skip-job) RUN_JOB=0; shift ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    --torch-prefix) TORCH_PREFIX=$2; shift 2 ;;
+    --build-only) BUILD_ONLY=1; RUN_JOB=0; shift ;;
+    --targets) read -ra TARGETS <<<"$2"; shift 2 ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -97,20 +110,30 @@ LIBS="$ARCH_DIR:$ARCH_DIR/openmpi/lib"
 # the relocated Open MPI find its own files.
 BIN=$PREFIX/bin
 mkdir -p "$BIN"
-wrap() {  # wrap <name> <real program under $PREFIX/usr/bin>
-  [[ -x "$PREFIX/usr/bin/$2" ]] || die "$PREFIX/usr/bin/$2 not unpacked (is its package in the manifest?)"
-  cat >"$BIN/$1" <<WRAPPER
-#!/bin/sh
-export LD_LIBRARY_PATH="$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
-export OPAL_PREFIX="$PREFIX/usr"
-exec "$PREFIX/usr/bin/$2" "\$@"
-WRAPPER
-  chmod +x "$BIN/$1"
+wrap() {  # wrap <name> <real program under $PREFIX/usr/bin> [VAR=value ...: more of its environment]
+  local name=$1 prog=$2 env
+  shift 2
+  [[ -x "$PREFIX/usr/bin/$prog" ]] || die "$PREFIX/usr/bin/$prog not unpacked (is its package in the manifest?)"
+  {
+    echo '#!/bin/sh'
+    echo "export LD_LIBRARY_PATH=\"$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}\""
+    echo "export OPAL_PREFIX=\"$PREFIX/usr\""
+    for env in "$@"; do echo "export ${env%%=*}=\"${env#*=}\""; done
+    echo "exec \"$PREFIX/usr/bin/$prog\" \"\$@\""
+  } >"$BIN/$name"
+  chmod +x "$BIN/$name"
 }
 wrap protoc protoc
 wrap grpc_cpp_plugin grpc_cpp_plugin
 wrap mpicxx mpicxx.openmpi
 wrap mpiexec mpiexec.openmpi
+# pkg-config (text/'s PCRE2, gRPC's re2 and c-ares) reads only the prefix's .pc files, and the sysroot puts the
+# prefix in front of the /usr paths they hold; no folder is dropped as a "system" one, since these packages
+# are not in the system's /usr. (CMake's FindPkgConfig adds CMAKE_PREFIX_PATH's pkgconfig folders through
+# PKG_CONFIG_PATH: the same files, and a given torch prefix's.)
+wrap pkg-config pkgconf PKG_CONFIG_LIBDIR="$ARCH_DIR/pkgconfig:$PREFIX/usr/share/pkgconfig" \
+  PKG_CONFIG_SYSROOT_DIR="$PREFIX" PKG_CONFIG_SYSTEM_INCLUDE_PATH=/nonexistent \
+  PKG_CONFIG_SYSTEM_LIBRARY_PATH=/nonexistent
 ln -sfn openmpi/lib/libmpi.so "$ARCH_DIR/libmpi.so"
 ln -sfn openmpi/lib/libmpi_cxx.so "$ARCH_DIR/libmpi_cxx.so"
 # Absolute symlinks in the packages point into / (where nothing is installed): make them prefix-relative.
@@ -124,7 +147,12 @@ done < <(find "$PREFIX/usr" -type l)
 PY=${PYTHON:-python3}
 PREFIX_PATH="$PREFIX/usr"
 CMAKE_ARGS=()
-if ((WITH_TORCH)); then
+if ((WITH_TORCH)) && [[ -n "$TORCH_PREFIX" ]]; then
+  [[ -d "$TORCH_PREFIX" ]] || die "--torch-prefix $TORCH_PREFIX is not a folder"
+  TORCH_PREFIX=$(cd "$TORCH_PREFIX" && pwd)
+  step "LibTorch CMake prefix given: $TORCH_PREFIX"
+  PREFIX_PATH="$PREFIX_PATH;$TORCH_PREFIX"
+elif ((WITH_TORCH)); then
   if TORCH_PREFIX=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>"$LOGS/torch_import.log"); then
     TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__, torch.version.cuda)')
     step "torch $TORCH_VERSION, CMake prefix $TORCH_PREFIX"
@@ -152,16 +180,21 @@ fi
 command -v nvcc >/dev/null || step "warning: nvcc not found: the CUDA device will not be built"
 
 # --- 3. configure, build, the gpu tier --------------------------------------------------------------------
+# The prefix's library folders are on the link search path (-L): some dependencies reach the link line as a
+# bare -l<name> (gRPC's re2 and c-ares come through pkg-config, whose -L for /usr/lib/<arch> names a folder
+# where nothing is installed), and the linker finds those only there. -rpath-link lets it follow the
+# libraries' own dependencies; the build RPATH lets the built programs run without LD_LIBRARY_PATH.
+LINK_FLAGS="-L${LIBS//:/ -L} -Wl,-rpath-link,${LIBS//:/ -Wl,-rpath-link,}"
 step "configuring $BUILD"
 logged configure cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_PREFIX_PATH="$PREFIX_PATH" \
   -DProtobuf_PROTOC_EXECUTABLE="$BIN/protoc" -DZEROFIT_GRPC_CPP_PLUGIN="$BIN/grpc_cpp_plugin" \
   -DMPI_CXX_COMPILER="$BIN/mpicxx" -DMPIEXEC_EXECUTABLE="$BIN/mpiexec" \
-  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,${LIBS//:/ -Wl,-rpath-link,}" \
-  -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,${LIBS//:/ -Wl,-rpath-link,}" \
+  -DPKG_CONFIG_EXECUTABLE="$BIN/pkg-config" \
+  -DCMAKE_EXE_LINKER_FLAGS="$LINK_FLAGS" -DCMAKE_SHARED_LINKER_FLAGS="$LINK_FLAGS" \
   -DCMAKE_BUILD_RPATH="${LIBS//:/;}" \
   "${CMAKE_ARGS[@]}"
-grep -E "^(absl_DIR|gRPC_DIR|Protobuf_INCLUDE_DIR|yaml-cpp_DIR|nlohmann_json_DIR|CLI11_DIR|GTest_DIR|MPI_CXX_COMPILER|Torch_DIR|ZEROFIT_NCCL_LIBRARY|CMAKE_CUDA_COMPILER|SQLite3_LIBRARY|ZEROFIT_SENTENCEPIECE_LIBRARY):" \
+grep -E "^(absl_DIR|gRPC_DIR|Protobuf_INCLUDE_DIR|yaml-cpp_DIR|nlohmann_json_DIR|CLI11_DIR|GTest_DIR|MPI_CXX_COMPILER|Torch_DIR|ZEROFIT_NCCL_LIBRARY|CMAKE_CUDA_COMPILER|SQLite3_LIBRARY|ZEROFIT_SENTENCEPIECE_LIBRARY|ICU_UC_LIBRARY_RELEASE|PKG_CONFIG_EXECUTABLE|Protobuf_LIBRARY_RELEASE):" \
   "$BUILD/CMakeCache.txt" | tee -a "$LOGS/gpu_check.log"
 grep -E "zerofit: (CUDA|NCCL)" "$LOGS/configure.log" | tee -a "$LOGS/gpu_check.log" || true
 if ((DRY_RUN)); then
@@ -171,8 +204,12 @@ fi
 grep -q "ZEROFIT_HAVE_CUDA_DEVICE" "$BUILD/build.ninja" || die "the CUDA device was not configured (no nvcc / CUDA toolkit?): see $LOGS/configure.log"
 if command -v nvidia-smi >/dev/null; then nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1 || true; fi
 
-step "building with $JOBS jobs"
-logged build cmake --build "$BUILD" -j "$JOBS"
+step "building ${TARGETS[*]:-all targets} with $JOBS jobs"
+logged build cmake --build "$BUILD" -j "$JOBS" ${TARGETS[@]:+--target "${TARGETS[@]}"}
+if ((BUILD_ONLY)); then
+  step "build only: built OK (logs in $LOGS)"
+  exit 0
+fi
 
 step "ctest -L gpu"
 export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OPAL_PREFIX="$PREFIX/usr"
