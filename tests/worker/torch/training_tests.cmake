@@ -22,3 +22,10 @@ add_executable(text_training_test worker/torch/text_training_test.cc)
 target_link_libraries(text_training_test PRIVATE zerofit_worker_torch GTest::gtest_main)
 add_test(NAME text_training_test COMMAND text_training_test)
 set_tests_properties(text_training_test PROPERTIES LABELS unit TIMEOUT 300)
+
+# The trainers' forward, loss, metrics and backward on the meta device under a dispatcher-level device check
+# (issue 28): no op mixes host and device tensors, and the host reads per step are counted.
+add_executable(device_clean_test worker/torch/device_clean_test.cc)
+target_link_libraries(device_clean_test PRIVATE zerofit_worker_torch GTest::gtest_main)
+add_test(NAME device_clean_test COMMAND device_clean_test)
+set_tests_properties(device_clean_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -15,7 +15,7 @@
 // deterministic given the RNG state. Every parameter in `params` must require grad; the ones fn does not use
 // get no gradient. Without grad mode, or when nothing requires grad, fn is simply called.
 // RNG: the CPU generator is saved and restored, and the default generator of input's device when that is
-// an accelerator. fn is kept alive by the graph until backward (or until the graph is freed).
+// a CUDA device. fn is kept alive by the graph until backward (or until the graph is freed).
 // Backward through the node does not build a graph of its own: double backward (create_graph) through a
 // checkpointed block is not supported. A retained graph (retain_graph) recomputes fn on every backward.
 // Throws c10::Error / std::exception like any autograd call; callers in worker/torch turn that into Status.

@@ -28,7 +28,8 @@ namespace zerofit::worker {
 // Positions [B] int64 (on input_ids' device) the score of each row of `input_ids` [B, T] is read from.
 // `lengths` [B] int64, each in [1, T]: tokens at and after lengths[b] are padding. With a pad id, that
 // padding must be the pad id (otherwise transformers would read a padding token), and every row needs a token
-// other than the pad id before lengths[b]; throws c10::Error naming the row otherwise.
+// other than the pad id before lengths[b]; throws c10::Error naming the row otherwise (lengths outside [1, T]
+// too). Reads one value to the host for these checks: one synchronisation per call on a GPU.
 torch::Tensor RewardReadoutPositions(const torch::Tensor& input_ids, const torch::Tensor& lengths,
                                      std::optional<int64_t> pad_token_id);
 

@@ -25,7 +25,7 @@ struct TinyBlockImpl : torch::nn::Module {
     auto parts = qkv(ln1(x)).chunk(3, -1);
     torch::Tensor scores =
         torch::matmul(parts[0], parts[1].transpose(1, 2)) / std::sqrt(static_cast<double>(d));
-    torch::Tensor mask = torch::ones({t, t}, torch::kBool).triu(1);
+    torch::Tensor mask = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu(1);  // on x's device
     scores = scores.masked_fill(mask, -1e9);
     x = x + proj(torch::matmul(torch::softmax(scores, -1), parts[2]));
     return x + down(torch::gelu(up(ln2(x))));

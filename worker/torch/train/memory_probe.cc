@@ -114,7 +114,7 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
           const torch::Tensor scores = policy->Scores(b.tokens, b.lengths);
           LossOutput out = BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
           loss = out.loss_sum;
-          units = out.metrics.pairs;
+          units = static_cast<double>(out.pairs);
         } else if (job.task == Task::kSft) {
           loss = -ResponseLogProbs(policy->TokenLogProbs(b.tokens), b.starts, b.lengths).sum();
           units = static_cast<double>(job.micro_batch);
@@ -126,7 +126,7 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
           LossOutput out =
               DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), DpoOptions{});
           loss = out.loss_sum;
-          units = out.metrics.pairs;
+          units = static_cast<double>(out.pairs);
         }
         if (measured && k == 0) r.forward_saved_bytes = allocator.live_bytes() - before;
         ZF_RETURN_IF_ERROR(binding->Backward(loss, k + 1 == job.accumulation, units));

@@ -1,35 +1,63 @@
 #include "worker/torch/train/objectives.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace zerofit::worker {
 namespace {
 
-PairMetrics Metrics(const torch::Tensor& loss_per_pair, const torch::Tensor& margin) {
+// A metrics tensor from its fields, each a 0-dim tensor on one device in any dtype (an undefined tensor
+// counts as zero), taken to float64 as .item<double>() would: sums keep the dtype they were computed in, so
+// the values equal the host reads this replaces, bit for bit.
+torch::Tensor MetricsTensor(const torch::Tensor& loss_sum, const torch::Tensor& correct,
+                            const torch::Tensor& margin_sum, int64_t pairs, const torch::Tensor& chosen_sum,
+                            const torch::Tensor& rejected_sum, const torch::Tensor& response_tokens) {
   torch::NoGradGuard no_grad;
-  PairMetrics m;
-  m.loss_sum = loss_per_pair.sum().item<double>();
-  m.correct = (margin > 0).sum().item<double>();
-  m.margin_sum = margin.sum().item<double>();
-  m.pairs = static_cast<double>(margin.size(0));
-  return m;
+  const torch::TensorOptions f64 = loss_sum.options().dtype(torch::kFloat64);
+  auto field = [&](const torch::Tensor& t) {
+    return t.defined() ? t.detach().to(torch::kFloat64) : torch::zeros({}, f64);
+  };
+  return torch::stack({field(loss_sum), field(correct), field(margin_sum),
+                       torch::full({}, static_cast<double>(pairs), f64), field(chosen_sum),
+                       field(rejected_sum), field(response_tokens), torch::zeros({}, f64)});
 }
 
-// Adds the sums of `chosen` and `rejected` (per-pair values [B]) to m's chosen_sum and rejected_sum.
-void AddResponseSums(const torch::Tensor& chosen, const torch::Tensor& rejected, PairMetrics* m) {
+// The fields every objective reports: loss, accuracy (margin > 0) and margin from per-pair values [B].
+torch::Tensor PairMetricsTensor(const torch::Tensor& loss_per_pair, const torch::Tensor& margin,
+                                const torch::Tensor& chosen_sum, const torch::Tensor& rejected_sum) {
   torch::NoGradGuard no_grad;
-  m->chosen_sum += chosen.detach().to(torch::kFloat64).sum().item<double>();
-  m->rejected_sum += rejected.detach().to(torch::kFloat64).sum().item<double>();
+  return MetricsTensor(loss_per_pair.sum(), (margin > 0).sum(), margin.sum(), margin.size(0), chosen_sum,
+                       rejected_sum, torch::Tensor());
 }
+
+// Sum of per-pair values [B] in float64.
+torch::Tensor Sum64(const torch::Tensor& v) { return v.detach().to(torch::kFloat64).sum(); }
 
 }  // namespace
+
+torch::Tensor ZeroPairMetrics(const torch::Device& device) {
+  return torch::zeros({pair_metric::kCount}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+}
+
+PairMetrics ReadPairMetrics(const torch::Tensor& metrics) {
+  TORCH_CHECK(metrics.dim() == 1 && metrics.size(0) == pair_metric::kCount,
+              "ReadPairMetrics: expected a metrics tensor of ", pair_metric::kCount, " values, got ",
+              metrics.sizes());
+  const torch::Tensor host = metrics.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  const double* v = host.data_ptr<double>();
+  namespace f = pair_metric;
+  return PairMetrics{v[f::kLossSum],   v[f::kCorrect],     v[f::kMarginSum],      v[f::kPairs],
+                     v[f::kChosenSum], v[f::kRejectedSum], v[f::kResponseTokens], v[f::kSequenceTokens]};
+}
 
 LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores) {
   const torch::Tensor margin = (chosen_scores - rejected_scores).to(torch::kFloat32);
   const torch::Tensor per_pair = -torch::log_sigmoid(margin);
-  LossOutput out{per_pair.sum(), Metrics(per_pair, margin.detach())};
-  AddResponseSums(chosen_scores, rejected_scores, &out.metrics);
-  return out;
+  return LossOutput{
+      per_pair.sum(),
+      PairMetricsTensor(per_pair, margin.detach(), Sum64(chosen_scores), Sum64(rejected_scores)),
+      margin.size(0)};
 }
 
 absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name) {
@@ -51,18 +79,38 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
     per_pair = -(1.0 - o.label_smoothing) * torch::log_sigmoid(o.beta * h) -
                o.label_smoothing * torch::log_sigmoid(-o.beta * h);
   }
-  LossOutput out{per_pair.sum(), Metrics(per_pair, (o.beta * h).detach())};
-  AddResponseSums(o.beta * (policy_chosen - reference_chosen),
-                  o.beta * (policy_rejected - reference_rejected), &out.metrics);
-  return out;
+  torch::Tensor metrics;
+  {
+    torch::NoGradGuard no_grad;
+    metrics =
+        PairMetricsTensor(per_pair, (o.beta * h).detach(), Sum64(o.beta * (policy_chosen - reference_chosen)),
+                          Sum64(o.beta * (policy_rejected - reference_rejected)));
+  }
+  return LossOutput{per_pair.sum(), metrics, h.size(0)};
+}
+
+LossOutput SftLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
+                   const torch::Tensor& chosen_response_tokens) {
+  const torch::Tensor nll = -policy_chosen;
+  torch::Tensor metrics;
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor margin = policy_chosen - policy_rejected;
+    metrics = MetricsTensor(nll.sum(), (margin > 0).sum(), margin.sum(), policy_chosen.size(0),
+                            policy_chosen.sum(), policy_rejected.sum(), chosen_response_tokens.sum());
+  }
+  return LossOutput{nll.sum(), metrics, policy_chosen.size(0)};
 }
 
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,
                                const torch::Tensor& lengths) {
   // token_logprobs[:, t] scores sequence position t+1, so the response positions [s, len) map to [s-1,
-  // len-1).
+  // len-1). The positions are made on token_logprobs' device: a host arange compared with device starts
+  // and lengths is what broke DPO and SFT on a GPU (issue 28).
   const int64_t steps = token_logprobs.size(1);
-  const torch::Tensor t = torch::arange(steps, torch::TensorOptions().dtype(torch::kLong)).unsqueeze(0);
+  const torch::Tensor t =
+      torch::arange(steps, torch::TensorOptions().dtype(torch::kLong).device(token_logprobs.device()))
+          .unsqueeze(0);
   const torch::Tensor mask = (t >= (response_start - 1).unsqueeze(1)) & (t < (lengths - 1).unsqueeze(1));
   return (token_logprobs * mask.to(token_logprobs.dtype())).sum(1);
 }

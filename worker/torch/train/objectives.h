@@ -1,6 +1,12 @@
-// Preference objectives on per-pair tensors: the Bradley-Terry reward-model loss and DPO (sigmoid with label
-// smoothing, and IPO). Every loss is returned as a SUM over pairs, as the ZeRO-2 protocol expects (the
-// optimizer divides by the global number of pairs at the step), together with detached metrics.
+// Preference objectives on per-pair tensors: the Bradley-Terry reward-model loss, DPO (sigmoid with label
+// smoothing, and IPO) and SFT's negative log-likelihood. Every loss is returned as a SUM over pairs, as the
+// ZeRO-2 protocol expects (the optimizer divides by the global number of pairs at the step), together with
+// detached metrics.
+//
+// Devices: every tensor an objective creates lives on its inputs' device, and the metrics stay there (a
+// metrics tensor, below) until the caller reads them: on a GPU a step sums its micro-batches' metrics on
+// the device and reads them to the host once (ReadPairMetrics), instead of one synchronising .item() per
+// value and micro-batch. tests/worker/torch/device_clean_test.cc checks both on the meta device.
 #pragma once
 
 #include <torch/torch.h>
@@ -36,9 +42,22 @@ struct PairMetrics {
   }
 };
 
+// Positions of PairMetrics' fields in a metrics tensor: float64 [kCount], no autograd graph, on the device of
+// the loss it describes.
+namespace pair_metric {
+constexpr int64_t kLossSum = 0, kCorrect = 1, kMarginSum = 2, kPairs = 3, kChosenSum = 4, kRejectedSum = 5,
+                  kResponseTokens = 6, kSequenceTokens = 7, kCount = 8;
+}  // namespace pair_metric
+
+// A metrics tensor of zeros on `device` (what micro-batch metrics are summed into).
+torch::Tensor ZeroPairMetrics(const torch::Device& device);
+// The host copy of a metrics tensor: one device-to-host copy (a synchronisation on a GPU).
+PairMetrics ReadPairMetrics(const torch::Tensor& metrics);
+
 struct LossOutput {
   torch::Tensor loss_sum;  // scalar with autograd graph
-  PairMetrics metrics;
+  torch::Tensor metrics;   // a metrics tensor (pair_metric) on loss_sum's device
+  int64_t pairs = 0;       // the pairs the loss sums over (known on the host, unlike `metrics`)
 };
 
 // Bradley-Terry: sum over pairs of -log sigmoid(score_chosen - score_rejected). Inputs [B].
@@ -61,8 +80,15 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
                    const torch::Tensor& reference_chosen, const torch::Tensor& reference_rejected,
                    const DpoOptions& options);
 
+// SFT: the negative log-likelihood of the chosen responses, sum over pairs. Inputs [B]: the sequence
+// log-probabilities of the chosen and rejected responses (the margin and accuracy compare the two) and the
+// number of tokens of each chosen response (metrics' response_tokens, any integer or float dtype).
+LossOutput SftLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
+                   const torch::Tensor& chosen_response_tokens);
+
 // Sum of log p(token) over the response tokens of each sequence. token_logprobs [B, T-1] holds
 // log p(x[t+1] | x[<=t]); the response occupies sequence positions [response_start[b], length[b]).
+// response_start and lengths [B] int64 live on token_logprobs' device.
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,
                                const torch::Tensor& lengths);
 

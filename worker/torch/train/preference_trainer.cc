@@ -13,6 +13,7 @@
 #include "jobspec/job_plan.h"
 #include "sharding/checkpoint.h"
 #include "worker/data/preference_dataset.h"
+#include "worker/torch/train/micro_batch_loss.h"
 #include "worker/torch/train/pair_tensors.h"
 #include "worker/torch/train/zero2_binding.h"
 
@@ -20,45 +21,6 @@ namespace zerofit::worker {
 namespace {
 
 using Task = PreferenceTrainOptions::Task;
-
-// Loss (sum over the micro-batch's pairs) and metrics of one micro-batch.
-absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* reference,
-                                          const PreferenceTrainOptions& o, const PairTensors& b) {
-  const int64_t n = b.tokens.size(0) / 2;
-  if (o.task == Task::kReward) {
-    const torch::Tensor scores = policy->Scores(b.tokens, b.lengths);
-    return BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
-  }
-  const torch::Tensor pol = ResponseLogProbs(policy->TokenLogProbs(b.tokens), b.starts, b.lengths);
-  if (o.task == Task::kSft) {
-    // Negative log-likelihood of the chosen responses; the margin is log p(chosen) - log p(rejected).
-    const torch::Tensor nll = -pol.slice(0, 0, n);
-    PairMetrics m;
-    {
-      torch::NoGradGuard no_grad;
-      const torch::Tensor margin = pol.slice(0, 0, n) - pol.slice(0, n);
-      m.loss_sum = nll.sum().item<double>();
-      m.correct = (margin > 0).sum().item<double>();
-      m.margin_sum = margin.sum().item<double>();
-      m.pairs = static_cast<double>(n);
-      m.chosen_sum = pol.slice(0, 0, n).sum().item<double>();
-      m.rejected_sum = pol.slice(0, n).sum().item<double>();
-      m.response_tokens = (b.lengths.slice(0, 0, n) - b.starts.slice(0, 0, n)).sum().item<double>();
-    }
-    return LossOutput{nll.sum(), m};
-  }
-  ZF_ASSIGN_OR_RETURN(torch::Tensor ref,
-                      reference->ResponseLogProbs(b.tokens, b.starts, b.lengths, b.pair_ids));
-  return DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), o.dpo);
-}
-
-PairTensors OnDevice(PairTensors b, const torch::Device& device) {
-  if (device.is_cpu()) return b;
-  b.tokens = b.tokens.to(device);
-  b.starts = b.starts.to(device);
-  b.lengths = b.lengths.to(device);
-  return b;
-}
 
 absl::Status SumOverRanks(PairMetrics* m, comm::Communicator* comm) {
   double v[8] = {m->loss_sum,   m->correct,      m->margin_sum,      m->pairs,
@@ -71,19 +33,17 @@ absl::Status SumOverRanks(PairMetrics* m, comm::Communicator* comm) {
 }
 
 // Held-out evaluation, pairs sharded across ranks. DPO compares against a resident copy of the reference
-// (precomputed tables only cover training pairs).
+// (precomputed tables only cover training pairs). One host read of the metrics, then one all-reduce.
 absl::StatusOr<EvalReport> Evaluate(LlamaModel& policy, ReferenceModel* eval_reference,
                                     const std::vector<data::PreferencePair>& test, int32_t pad_id,
                                     const PreferenceTrainOptions& o, comm::Communicator* comm,
                                     const torch::Device& device) {
-  torch::NoGradGuard no_grad;
+  const std::vector<std::vector<uint64_t>> chunks =
+      StridedChunks(test.size(), comm->rank(), comm->world_size(), o.eval_batch);
+  ZF_ASSIGN_OR_RETURN(const torch::Tensor metrics,
+                      EvaluateChunks(policy, eval_reference, test, chunks, pad_id, o, device));
   EvalReport r;
-  for (const auto& ids : StridedChunks(test.size(), comm->rank(), comm->world_size(), o.eval_batch)) {
-    ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(test, ids, pad_id));
-    const PairTensors b = OnDevice(std::move(host), device);
-    ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(policy, eval_reference, o, b));
-    r.metrics += out.metrics;
-  }
+  r.metrics = ReadPairMetrics(metrics);
   ZF_RETURN_IF_ERROR(SumOverRanks(&r.metrics, comm));
   return r;
 }
@@ -226,6 +186,8 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
   try {
     const int k_total = static_cast<int>(micro.size());
     if (k_total < 1) return absl::InvalidArgumentError("Step: no micro-batches");
+    // The micro-batches' metrics, summed on the device and read to the host once, after the step.
+    torch::Tensor metrics = ZeroPairMetrics(st.backend.torch_device);
     for (int k = 0; k < k_total; ++k) {
       const bool last = k + 1 == k_total;
       if (micro[k].empty()) {
@@ -244,11 +206,11 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
       ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(st.train, micro[k], st.pad));
       const PairTensors b = OnDevice(std::move(host), st.backend.torch_device);
       ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(st.policy, st.reference.get(), options_, b));
-      ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, out.metrics.pairs));
-      out.metrics.sequence_tokens += b.lengths.sum().item<double>();
-      sr.metrics += out.metrics;
+      ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, static_cast<double>(out.pairs)));
+      metrics += out.metrics;
     }
     ZF_ASSIGN_OR_RETURN(sr.result, st.binding->Step());
+    sr.metrics = ReadPairMetrics(metrics);
   } catch (const std::exception& e) {
     return StepFailure(step, e);
   }

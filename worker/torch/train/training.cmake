@@ -1,5 +1,6 @@
 # Preference training: objectives, reference models, trainers (issue 4).
 target_sources(zerofit_worker_torch PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/micro_batch_loss.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/named_step_metrics.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/objectives.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/pair_tensors.cc

@@ -1,0 +1,59 @@
+#include "worker/torch/train/micro_batch_loss.h"
+
+#include "core/status_macros.h"
+
+namespace zerofit::worker {
+namespace {
+
+using Task = PreferenceTrainOptions::Task;
+
+}  // namespace
+
+PairTensors OnDevice(PairTensors b, const torch::Device& device) {
+  if (device.is_cpu()) return b;
+  b.tokens = b.tokens.to(device);
+  b.starts = b.starts.to(device);
+  b.lengths = b.lengths.to(device);
+  return b;
+}
+
+absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* reference,
+                                          const PreferenceTrainOptions& o, const PairTensors& b) {
+  const int64_t n = b.tokens.size(0) / 2;
+  LossOutput out;
+  if (o.task == Task::kReward) {
+    const torch::Tensor scores = policy->Scores(b.tokens, b.lengths);
+    out = BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
+  } else {
+    const torch::Tensor pol = ResponseLogProbs(policy->TokenLogProbs(b.tokens), b.starts, b.lengths);
+    if (o.task == Task::kSft) {
+      // Negative log-likelihood of the chosen responses; the margin is log p(chosen) - log p(rejected).
+      out = SftLoss(pol.slice(0, 0, n), pol.slice(0, n), b.lengths.slice(0, 0, n) - b.starts.slice(0, 0, n));
+    } else {
+      if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
+      ZF_ASSIGN_OR_RETURN(torch::Tensor ref,
+                          reference->ResponseLogProbs(b.tokens, b.starts, b.lengths, b.pair_ids));
+      out = DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), o.dpo);
+    }
+  }
+  torch::NoGradGuard no_grad;
+  out.metrics.select(0, pair_metric::kSequenceTokens).add_(b.lengths.sum().to(torch::kFloat64));
+  return out;
+}
+
+absl::StatusOr<torch::Tensor> EvaluateChunks(LlamaModel& policy, ReferenceModel* reference,
+                                             const std::vector<data::PreferencePair>& pairs,
+                                             const std::vector<std::vector<uint64_t>>& chunks, int32_t pad_id,
+                                             const PreferenceTrainOptions& o, const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor sum = ZeroPairMetrics(device);
+  for (const std::vector<uint64_t>& ids : chunks) {
+    ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(pairs, ids, pad_id));
+    const PairTensors b = OnDevice(std::move(host), device);
+    ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(policy, reference, o, b));
+    sum += out.metrics;
+  }
+  return sum;
+}
+
+}  // namespace zerofit::worker
