@@ -135,7 +135,7 @@ for task in reward dpo; do
   for dev in "$DEVICE" cpu; do
     [[ "$dev" == cpu && "$DEVICE" == cpu && -f "$LOGS/prefs_${task}_cpu.log" ]] && continue
     run_logged "prefs_${task}_$dev" "${MPI[@]}" "$PREFS" --task "$task" --data "$ARITH" --device "$dev" \
-      --steps 100 --global-batch 32 --micro 32 --lr 1e-3 --seed 7 --log-every 10 ||
+      --steps 100 --global-batch 32 --micro 32 --lr 3e-3 --seed 7 --log-every 10 ||
       { fail "prefs_${task}_$dev" "exit $? (see prefs_${task}_$dev.log)"; continue; }
   done
   if [[ -f "$LOGS/prefs_${task}_$DEVICE.log" && -f "$LOGS/prefs_${task}_cpu.log" ]]; then
@@ -163,7 +163,7 @@ data: $3
 world_size: 1
 device: $DEVICE
 hardware: $HARDWARE
-training: {steps: $5, global_batch: $6, micro_batch: $6, gradient_accumulation: 1, lr: 1.0e-3, offload: $4$7}
+training: {steps: $5, global_batch: $6, micro_batch: $6, gradient_accumulation: 1, lr: 3.0e-3, offload: $4${7:-}}
 eval: {every: $5}
 YAML
 }
