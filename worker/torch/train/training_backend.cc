@@ -51,17 +51,22 @@ namespace {
 namespace cuda_alloc = c10::cuda::CUDACachingAllocator;
 // The namespace that declares the caching allocator's StatType (AGGREGATE, SMALL_POOL, LARGE_POOL), where
 // LibTorch versions differ:
-//  - 1.13 (Debian 12's, built here on the CPU) up to 2.5: c10::cuda::CUDACachingAllocator.
+//  - 1.13 and the 2.x before the move: c10::cuda::CUDACachingAllocator. (Debian 12's 1.13 is a CPU build, so
+//    no build here compiles this branch; its CUDA headers accept it: g++ -fsyntax-only with
+//    -DZEROFIT_TORCH_CUDA and a stand-in for the generated c10/cuda/impl/cuda_cmake_macros.h, 2026-11-26.)
 //  - 2.6 (Debian 13's CUDA build, compiled by the torch 2.x CUDA compile tier: scripts/
 //    torch_cuda_compile_check.sh): c10/core/CachingDeviceAllocator.h declares Stat, StatType and DeviceStats
 //    in c10::CachingDeviceAllocator; CUDACachingAllocator keeps only `using ...::DeviceStats`, so its
 //    StatType is gone (issue 28: "StatType has not been declared" against pip's 2.11).
-//  - 2.11 (pip's; not available here. Read in pytorch's source, main branch of late 2025: c10/core/
-//    CachingDeviceAllocator.h and c10/cuda/CUDACachingAllocator.h): Stat and StatType moved on to
-//    c10::CachingAllocator (c10/core/Allocator.h), and CachingDeviceAllocator.h says `using namespace
+//  - 2.11 (pip's; not downloadable here, so read in pytorch's source with the code-search tools: pytorch/
+//    pytorch's c10/core/CachingDeviceAllocator.h at 017943b7, a 2.9+ tree with c10::DeviceAllocator, and a
+//    line-by-line copy of a recent c10/cuda/CUDACachingAllocator.h, the one with OomRejectionObserver; the
+//    stored copy of that file in pytorch/pytorch itself was a 2.2-era one): Stat and StatType moved on to
+//    c10::CachingAllocator (c10/core/Allocator.h) and CachingDeviceAllocator.h says `using namespace
 //    c10::CachingAllocator;`, so the qualified name c10::CachingDeviceAllocator::StatType still finds it
-//    (qualified lookup follows using-directives). getDeviceStats and resetPeakStats stay inline functions of
-//    c10::cuda::CUDACachingAllocator taking a c10::DeviceIndex (1.13: int; device.index() converts to both).
+//    (qualified lookup follows using-directives); getDeviceStats and resetPeakStats stay inline functions of
+//    c10::cuda::CUDACachingAllocator taking a c10::DeviceIndex (1.13: int; device.index() converts to both),
+//    and CUDACachingAllocator keeps `using c10::CachingDeviceAllocator::DeviceStats` "for BC reasons".
 // The test is the header's presence (it came with the move, in a 2.5/2.6 refactoring of the device
 // allocators) rather than a version number, so that versions in between pick the layout they have.
 #if TORCH_VERSION_MAJOR >= 2 && __has_include(<c10/core/CachingDeviceAllocator.h>)
