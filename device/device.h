@@ -19,7 +19,7 @@ const char* DeviceKindName(DeviceKind kind);
 
 struct MemoryStats {
   size_t allocated_bytes = 0;       // device memory this Device allocated and still holds
-  size_t peak_allocated_bytes = 0;  // high-water mark of allocated_bytes
+  size_t peak_allocated_bytes = 0;  // high-water mark of allocated_bytes since the last ResetPeakMemoryStats
   size_t total_bytes = 0;           // the device's capacity (0 when unknown)
   size_t free_bytes = 0;            // what the driver reports free now (0 when unknown)
 };
@@ -40,6 +40,9 @@ class Device {
   // True when host code may read kDevice memory directly (host and test devices, after synchronising).
   virtual bool device_memory_is_host() const = 0;
   virtual MemoryStats memory_stats() const = 0;
+  // Starts a new window for memory_stats().peak_allocated_bytes (it becomes allocated_bytes now), as
+  // LibTorch's resetPeakStats does for its caching allocator: a training step reports its own peak.
+  virtual void ResetPeakMemoryStats() = 0;
 };
 
 // Host memory of `kind` (pageable or pinned: cudaHostAlloc when a CUDA device is visible, else mlock;

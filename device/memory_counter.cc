@@ -9,6 +9,15 @@ void MemoryCounter::Add(size_t bytes) {
   }
 }
 
+void MemoryCounter::ResetPeak() {
+  peak_.store(allocated_.load());
+  // An Add between the two loads above may have been overwritten: raise the peak to what is allocated now.
+  const size_t now = allocated_.load();
+  size_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+}
+
 Buffer CountedBuffer(Buffer inner, std::shared_ptr<MemoryCounter> counter) {
   if (inner.empty()) return inner;
   const size_t bytes = inner.bytes();

@@ -15,7 +15,10 @@ class MemoryCounter {
   void Add(size_t bytes);
   void Sub(size_t bytes) { allocated_.fetch_sub(bytes); }
   size_t allocated() const { return allocated_.load(); }
+  // The high-water mark of allocated() since construction or the last ResetPeak().
   size_t peak() const { return peak_.load(); }
+  // peak() becomes allocated() now (at least; an Add racing with it may raise it further).
+  void ResetPeak();
 
  private:
   std::atomic<size_t> allocated_{0};

@@ -9,6 +9,10 @@
 #   build-tsan  ThreadSanitizer over the gRPC-free unit tests that run threads: core concurrency (thread pool,
 #               serial executor, ordered line map), the coordinator (job state, job store, step scheduler),
 #               the test device (streams on their own threads).
+# Beside them, also at nice 19, the torch 2.x CUDA compile tier (scripts/torch_cuda_compile_check.sh, issue
+# 28): every .cc under worker/torch compiled, not linked, as a CUDA build against Debian 13's CUDA LibTorch 2.6
+# headers (downloaded once with apt-get download into third_party/torch-cuda-headers/; the command fails when
+# Debian's archive cannot be reached and they are not there yet) in build-torch-cuda.
 # Sanitizer builds compile with -O0 -g1 (line numbers in every report), except the parsing and tokenizing
 # code their tests spend their time in, which keeps -O1 (zerofit_sanitize_hot): 0.63x the CPU time of -O1
 # everywhere to compile, about 1.3x to run the tests (BENCHMARKS.md, "A cold machine within about 15 minutes").
@@ -20,6 +24,9 @@ BUILD_DIR=${BUILD_DIR:-build}
 SANITIZERS=${SANITIZERS:-1}
 JOBS=$(nproc)
 ./scripts/setup.sh --deps-only
+# The LibTorch 2.6 CUDA headers of the compile tier, first: an archive that cannot be reached fails the command
+# now, not after the tiers (nothing is downloaded when they are already unpacked).
+./scripts/torch_cuda_compile_check.sh --fetch-only
 
 elapsed() { echo "test.sh: $1 done after $((SECONDS / 60)) min $((SECONDS % 60)) s"; }
 
@@ -58,6 +65,11 @@ if [[ "$SANITIZERS" != 0 ]]; then
   (set -e; sanitizer_builds) > "$sanitizer_log" 2>&1 &
   sanitizer_build=$!
 fi
+# The torch 2.x CUDA compile tier the same way (about 2.6 CPU-minutes cold, BENCHMARKS.md "The torch 2.x
+# CUDA compile tier"); its result is read at the end.
+torch_cuda_log="$BUILD_DIR/torch-cuda-compile.log"
+nice -n 19 ./scripts/torch_cuda_compile_check.sh "$BUILD_DIR-torch-cuda" > "$torch_cuda_log" 2>&1 &
+torch_cuda_check=$!
 # The slurm tier runs beside the others, not after them: its two tests spend most of their time waiting on
 # Slurm (scheduling passes, a dead node noticed after SlurmdTimeout, a requeued job's start) while the
 # training they run is tiny (BENCHMARKS.md "The test command's time": a fraction of one core), and each
@@ -92,6 +104,15 @@ if [[ "$SANITIZERS" != 0 ]]; then
   (cd "$BUILD_DIR-tsan" && ctest --output-on-failure --timeout 300 -j "$JOBS" -R "$tsan_regex") || failed+=("TSan")
   elapsed "TSan"
 fi
+
+if wait "$torch_cuda_check"; then
+  tail -n 1 "$torch_cuda_log"
+else
+  tail -n 60 "$torch_cuda_log"
+  echo "test.sh: the torch 2.x CUDA compile tier failed (the whole log: $torch_cuda_log)"
+  failed+=("torch 2.x CUDA compile")
+fi
+elapsed "torch 2.x CUDA compile tier"
 
 if ((${#failed[@]})); then
   echo "test.sh: FAILED: ${failed[*]}"

@@ -38,6 +38,7 @@ class CudaDevice final : public Device {
   bool device_memory_is_host() const override { return false; }
   // allocated/peak from this Device's own buffers; total/free from cudaMemGetInfo (0 if it fails).
   MemoryStats memory_stats() const override;
+  void ResetPeakMemoryStats() override { counter_->ResetPeak(); }
 
   int index() const { return index_; }
 

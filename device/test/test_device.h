@@ -40,6 +40,7 @@ class TestDevice final : public Device {
   Stream& compute_stream() override { return *compute_; }
   bool device_memory_is_host() const override { return true; }
   MemoryStats memory_stats() const override;
+  void ResetPeakMemoryStats() override { counter_->ResetPeak(); }
 
  private:
   std::unique_ptr<Stream> NewStream();

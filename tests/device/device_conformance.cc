@@ -146,6 +146,28 @@ TEST_P(DeviceConformance, AllocationsAreZeroedAndCounted) {
   }
 }
 
+// A training step reports the peak of its own window (worker/torch/train/training_backend.h): after a reset
+// the high-water mark is what is allocated now, and grows again with the next allocation only.
+TEST_P(DeviceConformance, ResetPeakMemoryStatsStartsANewWindow) {
+  auto kept = device_->Allocate(1 << 16, MemoryKind::kDevice);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  {
+    auto big = device_->Allocate(1 << 22, MemoryKind::kDevice);
+    ASSERT_TRUE(big.ok()) << big.status();
+  }
+  const MemoryStats before = device_->memory_stats();
+  EXPECT_GE(before.peak_allocated_bytes, before.allocated_bytes + (1 << 22));
+  device_->ResetPeakMemoryStats();
+  EXPECT_EQ(device_->memory_stats().peak_allocated_bytes, before.allocated_bytes);
+  {
+    auto small = device_->Allocate(1 << 18, MemoryKind::kDevice);
+    ASSERT_TRUE(small.ok()) << small.status();
+  }
+  const MemoryStats after = device_->memory_stats();
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(after.peak_allocated_bytes, before.allocated_bytes + (1 << 18));
+}
+
 TEST_P(DeviceConformance, Fill) {
   const size_t n = 10007;
   Buffer b = Upload(std::vector<uint8_t>(n, 1));

@@ -26,7 +26,10 @@ inline constexpr char kTokensPerS[] = "tokens_per_s";
 inline constexpr char kSamplesPerS[] = "samples_per_s";  // pairs (reward, DPO) or sequences (SFT) per second
 inline constexpr char kStepMs[] = "time/step_ms";        // the step's wall time
 inline constexpr char kHostPeakRssBytes[] = "host_peak_rss_bytes";
-// With a CUDA device: the caching allocator's peak allocated and reserved bytes on this rank's GPU.
+// With a CUDA (or the test) device: this rank's device peak over the step (reset at its start): the CUDA
+// caching allocator's peak allocated / reserved bytes on the rank's GPU, each plus the bytes zerofit's device
+// seam holds there outside that allocator (ZeRO-2's flat buffers, optimizer state when not offloaded); the
+// sum is what `zerofit plan` predicts as the device peak (worker/torch/train/training_backend.h).
 inline constexpr char kDevicePeakAllocatedBytes[] = "device_peak_allocated_bytes";
 inline constexpr char kDevicePeakReservedBytes[] = "device_peak_reserved_bytes";
 // Time split of the step (sharding::StepBreakdown): "time/<stage>_ms" for compute, reduce_scatter, d2h,

@@ -29,3 +29,13 @@ add_executable(device_clean_test worker/torch/device_clean_test.cc)
 target_link_libraries(device_clean_test PRIVATE zerofit_worker_torch GTest::gtest_main)
 add_test(NAME device_clean_test COMMAND device_clean_test)
 set_tests_properties(device_clean_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+
+# Each step's device peak (issue 28): the device seam's part on the test device (unit); the reset of the
+# CUDA caching allocator's peak at each step's start on cuda:0 (gpu: skips without a GPU visible to a CUDA
+# LibTorch).
+add_executable(step_peak_memory_test worker/torch/step_peak_memory_test.cc)
+target_link_libraries(step_peak_memory_test PRIVATE zerofit_worker_torch GTest::gtest_main)
+add_test(NAME step_peak_memory_test COMMAND step_peak_memory_test --gtest_filter=-*.Gpu*)
+set_tests_properties(step_peak_memory_test PROPERTIES LABELS unit TIMEOUT 120)
+add_test(NAME step_peak_memory_gpu_test COMMAND step_peak_memory_test --gtest_filter=*.Gpu*)
+set_tests_properties(step_peak_memory_gpu_test PROPERTIES LABELS gpu TIMEOUT 300)

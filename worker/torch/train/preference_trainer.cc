@@ -184,6 +184,7 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
   // Before any backward: with offload the last micro-batch's backward already updates finished buckets.
   st.binding->optimizer().set_learning_rate(sr.lr);
   try {
+    ResetPeakMemory(st.backend);  // the step's own device peak (training_backend.h)
     const int k_total = static_cast<int>(micro.size());
     if (k_total < 1) return absl::InvalidArgumentError("Step: no micro-batches");
     // The micro-batches' metrics, summed on the device and read to the host once, after the step.
@@ -216,7 +217,7 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
   }
   sr.local_metrics = sr.metrics;
   ZF_RETURN_IF_ERROR(SumOverRanks(&sr.metrics, st.comm));
-  sr.peak = ReadPeakMemory(st.backend.torch_device);
+  sr.peak = ReadPeakMemory(st.backend);
   return sr;
 }
 

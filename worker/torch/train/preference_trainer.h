@@ -79,7 +79,7 @@ struct StepReport {
   PairMetrics metrics;        // summed over ranks for this step
   PairMetrics local_metrics;  // this rank's share (which rank a NaN loss came from)
   sharding::StepResult result;
-  PeakMemory peak;                 // this rank's device (CUDA caching allocator) and host peaks so far
+  PeakMemory peak;                 // this rank's device peak over this step, host peak RSS so far
   std::optional<EvalReport> eval;  // the held-out evaluation after this step, when EvalDue
 };
 
