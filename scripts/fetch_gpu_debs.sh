@@ -63,8 +63,13 @@ EXCLUDE+='|libselinux1|libsemanage.*|libsepol2|libaudit.*|libacl1|libcap-ng0|lib
 EXCLUDE+='|libdebian-installer4|libnewt0\.52|libslang2|libtextwrap1|libtinfo6|readline-common|libreadline8'
 EXCLUDE+='|catch2|openssh-client|libedit2|libfido2-1|libcbor0\.8)$'
 
-closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
-  --no-enhances "${ROOTS[@]}" | grep -v '^ ' | grep -v '^<' | sort -u)
+# The closure is what apt itself would install on a system with nothing installed (a simulated install
+# against an empty package status): one package for each alternative (`a | b`, virtual packages), so no two
+# packages unpack different copies of one file over each other. (`apt-cache depends --recurse` lists every
+# alternative: Debian's libtorch-dev then brought both libqt5gui5 and libqt5gui5-gles, whose libQt5Gui.so.5
+# differ, and linking LibTorch failed; here it only added libffi8.)
+closure=$(apt-get -s -q -o Dir::State::status=/dev/null install --no-install-recommends "${ROOTS[@]}" |
+  awk '/^Inst / {print $2}' | sort -u)
 mapfile -t packages < <(grep -Ev "$EXCLUDE" <<<"$closure")
 for root in "${ROOTS[@]}"; do
   grep -qx "$root" <<<"$(printf '%s\n' "${packages[@]}")" || { echo "fetch_gpu_debs: '$root' missing" >&2; exit 1; }
@@ -115,4 +120,12 @@ if [[ -f "$manifest" ]] && cmp -s <(tail -n +2 "$manifest") <(tail -n +2 "$manif
 else
   mv "$manifest.new" "$manifest"
 fi
+# What an earlier package list downloaded and this one does not name would only travel along: removed.
+declare -A listed
+while IFS=$'\t' read -r _ _ _ file _; do listed[$file]=1; done < <(grep -v '^#' "$manifest")
+stale=0
+for f in "$OUT"/*.deb; do
+  if [[ -z "${listed[$(basename "$f")]:-}" ]]; then rm -f -- "$f"; stale=$((stale + 1)); fi
+done
+((stale == 0)) || echo "fetch_gpu_debs: removed $stale .deb files the manifest does not list"
 echo "fetch_gpu_debs: $(grep -vc '^#' "$manifest") packages, $(du -sh "$OUT" | cut -f1), manifest $manifest"

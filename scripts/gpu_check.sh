@@ -105,6 +105,9 @@ fi
 ARCH_DIR=$(ls -d "$PREFIX"/usr/lib/*-linux-gnu 2>/dev/null | head -n 1)
 [[ -n "$ARCH_DIR" ]] || die "no $PREFIX/usr/lib/<arch>-linux-gnu after unpacking"
 LIBS="$ARCH_DIR:$ARCH_DIR/openmpi/lib"
+# Debian 12 packages still put some libraries in /lib/<arch> (libnl-3, which Open MPI's libibverbs needs,
+# zlib, liblzma, ...): a folder of the search paths too.
+if [[ -d "$PREFIX/lib/$(basename "$ARCH_DIR")" ]]; then LIBS="$LIBS:$PREFIX/lib/$(basename "$ARCH_DIR")"; fi
 # Debian makes the generic Open MPI names (mpicxx, mpiexec, libmpi.so, the include dir) with
 # update-alternatives, which dpkg -x does not run: wrappers and links stand in for them. OPAL_PREFIX makes
 # the relocated Open MPI find its own files.
@@ -178,13 +181,23 @@ if [[ -z "${CUDACXX:-}" ]] && ! command -v nvcc >/dev/null; then
   for d in /usr/local/cuda/bin /usr/local/cuda-13*/bin; do [[ -x "$d/nvcc" ]] && export PATH="$d:$PATH" && break; done
 fi
 command -v nvcc >/dev/null || step "warning: nvcc not found: the CUDA device will not be built"
+# The environment the built programs run in, for a person (or scripts/gpu_clean_root_build.sh) to source.
+cat >"$BUILD/gpu-env.sh" <<ENV
+# Written by scripts/gpu_check.sh: the environment zerofit's programs of this build run in.
+export LD_LIBRARY_PATH="$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export OPAL_PREFIX="$PREFIX/usr"
+export PATH="$BIN:\$PATH"
+ENV
 
 # --- 3. configure, build, the gpu tier --------------------------------------------------------------------
 # The prefix's library folders are on the link search path (-L): some dependencies reach the link line as a
-# bare -l<name> (gRPC's re2 and c-ares come through pkg-config, whose -L for /usr/lib/<arch> names a folder
-# where nothing is installed), and the linker finds those only there. -rpath-link lets it follow the
-# libraries' own dependencies; the build RPATH lets the built programs run without LD_LIBRARY_PATH.
-LINK_FLAGS="-L${LIBS//:/ -L} -Wl,-rpath-link,${LIBS//:/ -Wl,-rpath-link,}"
+# bare -l<name> (gRPC's re2 comes through pkg-config as -lre2 alone: re2.pc's libdir is a system folder),
+# and the linker finds those only there. -rpath-link lets it follow the libraries' own dependencies. The build
+# RPATH is a DT_RPATH (--disable-new-dtags), which the loader uses for the libraries' dependencies too
+# (libgrpc's libupb, ...; a DT_RUNPATH serves only the program's own), so the CLI runs without
+# LD_LIBRARY_PATH; Open MPI's libraries carry a RUNPATH into /usr of their own, so MPI programs need
+# $BUILD/gpu-env.sh's LD_LIBRARY_PATH (the steps below export the same).
+LINK_FLAGS="-Wl,--disable-new-dtags -L${LIBS//:/ -L} -Wl,-rpath-link,${LIBS//:/ -Wl,-rpath-link,}"
 step "configuring $BUILD"
 logged configure cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_PREFIX_PATH="$PREFIX_PATH" \
