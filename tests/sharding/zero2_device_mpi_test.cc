@@ -15,63 +15,22 @@
 #include "device/host/host_device.h"
 #include "device/test/test_device.h"
 #include "sharding/zero2_optimizer.h"
+#include "tests/sharding/zero2_test_job.h"
 #include "tests/support/mpi_test_env.h"
 
 namespace zerofit::sharding {
 namespace {
 
-struct Config {
-  std::string name;
-  AccumulationMode mode;
-  core::DType dtype;
-  bool offload;
-  bool delayed;
-};
-
-struct Outcome {
-  std::vector<uint8_t> params;  // the flat parameter buffer
-  std::vector<float> master, m, v;
-  std::vector<float> grad_norms;
-};
-
-std::vector<ParamSpec> Specs() {
-  return {
-      {"embed", 300, true}, {"norm", 17, false}, {"w1", 513, true}, {"w2", 129, true}, {"head", 64, true}};
-}
-
-std::unique_ptr<comm::Communicator> MakeComm() {
-  comm::CommContext ctx;
-  ctx.mpi = &testing::MpiEnv();
-  comm::CommOptions options;
-  options.timeout = absl::Seconds(60);
-  auto c = comm::CreateCommunicator(comm::Backend::kMpi, ctx, options);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
-
-// A deterministic, rank-dependent value for (step, micro-batch, parameter, element).
-float GradValue(int rank, int step, int micro, size_t param, size_t e) {
-  const uint32_t h = static_cast<uint32_t>(rank * 7919 + step * 104729 + micro * 1299709 + param * 15485863 +
-                                           e * 2654435761u);
-  return (static_cast<float>(h % 2001) - 1000.0f) * 1e-3f;
-}
+using testjob::Config;
+using testjob::GradValue;
+using testjob::Outcome;
+using testjob::Specs;
 
 void Store(void* dst, core::DType t, size_t i, float v) { core::StoreFromFloat(dst, t, i, v); }
 
 Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm) {
   Outcome out;
-  Zero2Options o;
-  o.param_dtype = c.dtype;
-  o.bucket_bytes = 256 * core::DTypeSize(c.dtype);  // several buckets, several staging reuses
-  o.max_staging_buffers = 2;
-  o.accumulation = c.mode;
-  o.adamw.lr = 1e-2f;
-  o.adamw.weight_decay = 0.1f;
-  o.max_grad_norm = 0.5f;
-  o.offload.enabled = c.offload;
-  o.offload.threads = 2;
-  o.offload.delayed_update = c.delayed;
-  o.offload.delayed_update_start_step = 1;
+  const Zero2Options o = testjob::Options(c);
   auto opt = Zero2Optimizer::Create(Specs(), o, comm, Zero2Devices{device, nullptr});
   EXPECT_TRUE(opt.ok()) << opt.status();
   if (!opt.ok()) return out;
@@ -129,7 +88,7 @@ class Zero2DeviceMpiTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(Zero2DeviceMpiTest, TestDeviceWithRandomDelaysEqualsTheHostDeviceBitForBit) {
   const Config& c = GetParam();
-  auto comm = MakeComm();
+  auto comm = testjob::MakeMpi(absl::Seconds(60));
   ASSERT_NE(comm, nullptr);
   device::HostDevice host;
   const Outcome want = Train(c, &host, comm.get());
@@ -155,7 +114,7 @@ TEST_P(Zero2DeviceMpiTest, TestDeviceWithRandomDelaysEqualsTheHostDeviceBitForBi
 // the parameters, so one-step-stale parameters change nothing and the delayed run must end exactly where
 // the synchronous one does. (Before the fix the background update read the live rate and ended elsewhere.)
 TEST(Zero2DelayedUpdateTest, KeepsTheLearningRateOfItsOwnStep) {
-  auto comm = MakeComm();
+  auto comm = testjob::MakeMpi(absl::Seconds(60));
   ASSERT_NE(comm, nullptr);
   device::HostDevice host;
   const Outcome sync =

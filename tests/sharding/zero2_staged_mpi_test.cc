@@ -35,54 +35,24 @@
 #include "device/host/host_device.h"
 #include "device/test/test_device.h"
 #include "sharding/zero2_optimizer.h"
+#include "tests/sharding/zero2_test_job.h"
 #include "tests/support/mpi_test_env.h"
 
 namespace zerofit::sharding {
 namespace {
 
+using testjob::Config;
+using testjob::GradValue;
+using testjob::Outcome;
+using testjob::Specs;
+
 constexpr int kSteps = 4;
 constexpr int kMicroBatches = 3;
 constexpr absl::Duration kTimeout = absl::Seconds(60);
 
-struct Config {
-  std::string name;
-  AccumulationMode mode;
-  core::DType dtype;
-  bool offload;
-  bool delayed;
-};
-
-struct Outcome {
-  std::vector<uint8_t> params;  // the flat parameter buffer
-  std::vector<float> master, m, v;
-  std::vector<float> grad_norms;
-};
-
-std::vector<ParamSpec> Specs() {
-  return {
-      {"embed", 300, true}, {"norm", 17, false}, {"w1", 513, true}, {"w2", 129, true}, {"head", 64, true}};
-}
-
 bool OnCuda() {
   const char* d = std::getenv("ZEROFIT_STAGED_DEVICE");
   return d != nullptr && std::string(d) == "cuda";
-}
-
-std::unique_ptr<comm::Communicator> MakeMpi() {
-  comm::CommContext ctx;
-  ctx.mpi = &testing::MpiEnv();
-  comm::CommOptions options;
-  options.timeout = kTimeout;
-  auto c = comm::CreateCommunicator(comm::Backend::kMpi, ctx, options);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
-
-// A deterministic, rank-dependent value for (step, micro-batch, parameter, element).
-float GradValue(int rank, int step, int micro, size_t param, size_t e) {
-  const uint32_t h = static_cast<uint32_t>(rank * 7919 + step * 104729 + micro * 1299709 + param * 15485863 +
-                                           e * 2654435761u);
-  return (static_cast<float>(h % 2001) - 1000.0f) * 1e-3f;
 }
 
 std::vector<uint8_t> Encode(core::DType t, size_t n, const std::function<float(size_t)>& value) {
@@ -102,18 +72,7 @@ std::vector<uint8_t> Encode(core::DType t, size_t n, const std::function<float(s
 Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm,
               comm::Communicator* host_comm) {
   Outcome out;
-  Zero2Options o;
-  o.param_dtype = c.dtype;
-  o.bucket_bytes = 256 * core::DTypeSize(c.dtype);  // several buckets, several staging reuses
-  o.max_staging_buffers = 2;
-  o.accumulation = c.mode;
-  o.adamw.lr = 1e-2f;
-  o.adamw.weight_decay = 0.1f;
-  o.max_grad_norm = 0.5f;
-  o.offload.enabled = c.offload;
-  o.offload.threads = 2;
-  o.offload.delayed_update = c.delayed;
-  o.offload.delayed_update_start_step = 1;
+  const Zero2Options o = testjob::Options(c);
   auto opt = Zero2Optimizer::Create(Specs(), o, comm, Zero2Devices{device, host_comm});
   EXPECT_TRUE(opt.ok()) << opt.status();
   if (!opt.ok()) return out;
@@ -220,7 +179,7 @@ class Zero2StagedMpiTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(Zero2StagedMpiTest, SharedDeviceOverStagedMpiEqualsTheHostOracle) {
   const Config& c = GetParam();
-  auto mpi = MakeMpi();
+  auto mpi = testjob::MakeMpi(kTimeout);
   ASSERT_NE(mpi, nullptr);
   std::unique_ptr<device::Device> dev;
   if (OnCuda()) {

@@ -1,0 +1,75 @@
+// The one small ZeRO-2 job that the device-ordering tests (zero2_device_mpi_test.cc: host device against
+// the test device) and the staged-communicator tests (zero2_staged_mpi_test.cc: ranks sharing a device over
+// MPI against the host oracle) both train: its parameters, options, gradients and what is compared.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "comm/communicator_factory.h"
+#include "core/dtype.h"
+#include "gtest/gtest.h"
+#include "sharding/zero2_optimizer.h"
+#include "tests/support/mpi_test_env.h"
+
+namespace zerofit::sharding::testjob {
+
+struct Config {
+  std::string name;
+  AccumulationMode mode;
+  core::DType dtype;
+  bool offload;
+  bool delayed;
+};
+
+struct Outcome {
+  std::vector<uint8_t> params;  // the flat parameter buffer
+  std::vector<float> master, m, v;
+  std::vector<float> grad_norms;
+};
+
+inline std::vector<ParamSpec> Specs() {
+  return {
+      {"embed", 300, true}, {"norm", 17, false}, {"w1", 513, true}, {"w2", 129, true}, {"head", 64, true}};
+}
+
+// Several buckets and staging reuses, clipping, weight decay and (with c.offload) the offload pipeline.
+inline Zero2Options Options(const Config& c) {
+  Zero2Options o;
+  o.param_dtype = c.dtype;
+  o.bucket_bytes = 256 * core::DTypeSize(c.dtype);
+  o.max_staging_buffers = 2;
+  o.accumulation = c.mode;
+  o.adamw.lr = 1e-2f;
+  o.adamw.weight_decay = 0.1f;
+  o.max_grad_norm = 0.5f;
+  o.offload.enabled = c.offload;
+  o.offload.threads = 2;
+  o.offload.delayed_update = c.delayed;
+  o.offload.delayed_update_start_step = 1;
+  return o;
+}
+
+// The MPI communicator over the test's ranks.
+inline std::unique_ptr<comm::Communicator> MakeMpi(absl::Duration timeout) {
+  comm::CommContext ctx;
+  ctx.mpi = &testing::MpiEnv();
+  comm::CommOptions options;
+  options.timeout = timeout;
+  auto c = comm::CreateCommunicator(comm::Backend::kMpi, ctx, options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+// A deterministic, rank-dependent value for (step, micro-batch, parameter, element).
+inline float GradValue(int rank, int step, int micro, size_t param, size_t e) {
+  const uint32_t h = static_cast<uint32_t>(rank * 7919 + step * 104729 + micro * 1299709 + param * 15485863 +
+                                           e * 2654435761u);
+  return (static_cast<float>(h % 2001) - 1000.0f) * 1e-3f;
+}
+
+}  // namespace zerofit::sharding::testjob
