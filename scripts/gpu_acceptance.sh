@@ -74,7 +74,9 @@ last_match() { grep -E "$2" "$LOGS/$1.log" | tail -n 1 || true; }
 
 # --- data and hardware --------------------------------------------------------------------------------------
 ARITH=$WORK/arith
-"$BUILD/worker/data/zerofit_make_arith_prefs" --out "$ARITH" --train 2000 --test 200 --ids --pad --wrong near \
+# The recipe's earlier smoke job's data (wrong answers mixed), on which a reward model from scratch moved from
+# 0.495 to 0.640 held-out in 100 steps on an H200 (issue 28).
+"$BUILD/worker/data/zerofit_make_arith_prefs" --out "$ARITH" --train 2000 --test 200 --ids --pad \
   >"$LOGS/make_data.log" 2>&1
 HARDWARE=1x64GB
 if [[ "$DEVICE" == cuda ]]; then
@@ -142,9 +144,13 @@ for task in reward dpo; do
     read -r gb ga gl0 gl1 < <(prefs_figures "prefs_${task}_$DEVICE")
     read -r cb ca cl0 cl1 < <(prefs_figures "prefs_${task}_cpu")
     detail="$DEVICE: held-out $gb -> $ga, loss $gl0 -> $gl1; cpu: held-out $cb -> $ca, loss $cl0 -> $cl1"
-    # Both must learn: the GPU's bf16/TF32 kernels round differently, so the figures are compared by eye,
-    # and the gate is that each run ends above where it started.
-    if awk -v b="$gb" -v a="$ga" -v c="$cb" -v d="$ca" 'BEGIN {exit !(a > b && d > c)}'; then
+    # The same job and seed: the GPU's bf16/TF32 kernels round differently from the CPU's, so the two
+    # trajectories part after a few steps and are not equated. The gate is that both finish with finite
+    # losses and the GPU's held-out accuracy is within 0.15 of the CPU's (a device bug, e.g. a mask or index
+    # on the wrong device or stale parameters, shows as a run stuck far from the CPU's).
+    if awk -v g="$ga" -v c="$ca" -v l="$gl1" -v m="$cl1" 'BEGIN {
+         d = g - c; if (d < 0) d = -d
+         exit !(l ~ /^[0-9]+\.[0-9]+$/ && m ~ /^[0-9]+\.[0-9]+$/ && d <= 0.15) }'; then
       pass "$task on $DEVICE next to cpu (seed 7, 100 steps)" "$detail"
     else
       fail "$task on $DEVICE next to cpu (seed 7, 100 steps)" "$detail"
