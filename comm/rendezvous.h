@@ -1,6 +1,6 @@
 // A rendezvous: a key-value store every rank of a job reaches, used to bootstrap communicators without MPI
 // (the NCCL unique id: rank 0 creates it, the others fetch it). In zerofit_worker it is the coordinator's
-// Workers.KvPut / KvGet (coordinator/kv_rendezvous.h); tests use an in-memory one.
+// Workers.KvPut / KvGet (client/kv_rendezvous.h); tests use an in-memory one.
 #pragma once
 
 #include <functional>

@@ -20,5 +20,5 @@ set_source_files_properties(coordinator/coordinator_watchdog_test.cc PROPERTIES 
 
 if(TARGET zerofit_coordinator_service)
   zerofit_unit_test(coordinator_service_test coordinator/service_test.cc)
-  target_link_libraries(coordinator_service_test PRIVATE zerofit_coordinator_service)
+  target_link_libraries(coordinator_service_test PRIVATE zerofit_coordinator_service zerofit_kv_rendezvous)
 endif()

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/kv_rendezvous.h"
 #include "comm/rendezvous.h"
 #include "coordinator/handler_guard.h"
-#include "coordinator/kv_rendezvous.h"
 #include "core/dir_owner.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
@@ -581,7 +581,7 @@ TEST(ServiceTest, RanksShareRankZerosBootstrapIdThroughTheCoordinator) {
   for (int rank = kWorld - 1; rank >= 0; --rank) {  // the waiters start first
     ranks.emplace_back([&, rank] {
       if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      KvRendezvous kv(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123"), f.job);
+      client::KvRendezvous kv(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123"), f.job);
       auto v = comm::ShareFromRankZero(
           kv, rank, "nccl-id/attempt-1", [&]() -> absl::StatusOr<std::string> { return id; },
           absl::Seconds(10));
@@ -595,11 +595,12 @@ TEST(ServiceTest, RanksShareRankZerosBootstrapIdThroughTheCoordinator) {
     EXPECT_EQ(got[rank], id) << "rank " << rank;
   }
   // A key nobody publishes: a deadline, not a hang; a wrong token: refused.
-  KvRendezvous kv(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123"), f.job);
+  client::KvRendezvous kv(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123"), f.job);
   auto missing = comm::ShareFromRankZero(
       kv, 1, "nccl-id/attempt-2", [] { return absl::StatusOr<std::string>("x"); }, absl::Milliseconds(200));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded) << missing.status();
-  KvRendezvous stranger(ConnectionTo(f.server->address(), "wrong-token-0123456789abcdef012345"), f.job);
+  client::KvRendezvous stranger(ConnectionTo(f.server->address(), "wrong-token-0123456789abcdef012345"),
+                                f.job);
   EXPECT_EQ(stranger.Put("k", "v").code(), absl::StatusCode::kUnauthenticated);
 }
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "coordinator/kv_rendezvous.h"
+#include "client/kv_rendezvous.h"
 #include "worker/loop/coordinator_link.h"
 #include "worker/loop/worker_loop.h"
 
@@ -12,7 +12,7 @@ absl::StatusOr<int> RunWorker(WorkerLoopOptions options, const client::Connectio
                               const std::string& job) {
   CoordinatorLink link(connection, job);
   // Outlives the loop, and so every session (and NCCL bootstrap) the loop builds.
-  coordinator::KvRendezvous rendezvous(link.connection(), job);
+  client::KvRendezvous rendezvous(link.connection(), job);
   WorkerLoop loop(std::move(options), &link, &rendezvous);
   return loop.Run();
 }

@@ -1,4 +1,4 @@
-#include "coordinator/kv_rendezvous.h"
+#include "client/kv_rendezvous.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -6,7 +6,7 @@
 #include "core/status_macros.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
-namespace zerofit::coordinator {
+namespace zerofit::client {
 
 namespace v1 = ::zerofit::v1;
 
@@ -45,4 +45,4 @@ absl::StatusOr<std::string> KvRendezvous::Get(const std::string& key, absl::Dura
   return resp.value();
 }
 
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::client

@@ -9,7 +9,7 @@
 #include "client/connection.h"
 #include "comm/rendezvous.h"
 
-namespace zerofit::coordinator {
+namespace zerofit::client {
 
 class KvRendezvous final : public comm::Rendezvous {
  public:
@@ -26,4 +26,4 @@ class KvRendezvous final : public comm::Rendezvous {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::client
