@@ -33,6 +33,9 @@ grpc::Status ToGrpc(const absl::Status& s) {
     case absl::StatusCode::kFailedPrecondition:
       code = grpc::StatusCode::FAILED_PRECONDITION;
       break;
+    case absl::StatusCode::kAlreadyExists:
+      code = grpc::StatusCode::ALREADY_EXISTS;
+      break;
     case absl::StatusCode::kDeadlineExceeded:
       code = grpc::StatusCode::DEADLINE_EXCEEDED;
       break;
