@@ -160,7 +160,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
 
 absl::StatusOr<Coordinator::Live*> Coordinator::FindLocked(const std::string& id) {
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", core::Excerpt(id), "'"));
   return &it->second;
 }
 

@@ -788,5 +788,20 @@ TEST(HandlerGuardTest, AnExceptionBecomesInternalWithItsMessage) {
   EXPECT_EQ(passed.error_message(), "no such job");
 }
 
+// Whatever a handler returns or throws, its message fits gRPC's metadata: bounded at the border.
+TEST(HandlerGuardTest, EveryMessageIsBounded) {
+  const std::string huge = "field 'task': " + std::string(40000, 'x');
+  const grpc::Status returned =
+      GuardHandler("Submit", [&] { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, huge); });
+  EXPECT_EQ(returned.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LE(returned.error_message().size(), kMaxStatusMessageBytes + 48);
+  EXPECT_EQ(returned.error_message().rfind("field 'task': xxx", 0), 0u);
+  EXPECT_NE(returned.error_message().find(" ... (cut at 2048 of 40014 bytes)"), std::string::npos);
+  const grpc::Status thrown =
+      GuardHandler("Submit", [&]() -> grpc::Status { throw std::runtime_error(huge); });
+  EXPECT_EQ(thrown.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_LE(thrown.error_message().size(), kMaxStatusMessageBytes + 48);
+}
+
 }  // namespace
 }  // namespace zerofit::coordinator
