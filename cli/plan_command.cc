@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 #include "planner/plan_report.h"
 
@@ -14,7 +15,8 @@ absl::StatusOr<std::optional<bool>> OnOff(const std::string& flag, const std::st
   if (v.empty() || v == "auto") return std::optional<bool>();
   if (v == "on" || v == "true" || v == "yes") return std::optional<bool>(true);
   if (v == "off" || v == "false" || v == "no") return std::optional<bool>(false);
-  return absl::InvalidArgumentError(absl::StrCat(flag, ": expected on, off or auto, got '", v, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, ": expected on, off or auto, got '", core::Excerpt(v), "'"));
 }
 
 }  // namespace
@@ -82,7 +84,8 @@ absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
   if (!f.stage.empty()) {
     int st = -1;
     if (!absl::SimpleAtoi(f.stage, &st) || st < 0 || st > 3) {
-      return absl::InvalidArgumentError(absl::StrCat("--stage: expected 0, 1, 2 or 3, got '", f.stage, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stage: expected 0, 1, 2 or 3, got '", core::Excerpt(f.stage), "'"));
     }
     c.zero_stage = st;
   }
@@ -97,14 +100,15 @@ absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
       c.reference = planner::Reference::kPrecomputed;
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("--reference: expected resident, offloaded or precomputed, got '", f.reference, "'"));
+          absl::StrCat("--reference: expected resident, offloaded or precomputed, got '",
+                       core::Excerpt(f.reference), "'"));
     }
   }
   if (!f.micro_batch.empty()) {
     int64_t mb = 0;
     if (!absl::SimpleAtoi(f.micro_batch, &mb) || mb < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--micro-batch: expected a positive integer, got '", f.micro_batch, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("--micro-batch: expected a positive integer, got '",
+                                                     core::Excerpt(f.micro_batch), "'"));
     }
     c.micro_batch = mb;
   }

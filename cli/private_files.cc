@@ -89,7 +89,9 @@ absl::Status WritePrivateFileAtomic(const std::string& path, const std::string& 
     return absl::ErrnoToStatus(err, absl::StrCat(tmp, ": write"));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", tmp, " -> ", path));
+    const int rename_errno = errno;
+    ::unlink(tmp.c_str());  // a failed write removes what it wrote
+    return absl::ErrnoToStatus(rename_errno, absl::StrCat("rename ", tmp, " -> ", path));
   }
   const std::string dir = std::filesystem::path(path).parent_path().string();
   const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

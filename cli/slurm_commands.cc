@@ -24,6 +24,7 @@
 #include "cli/supervise.h"
 #include "client/connection_flags.h"
 #include "coordinator/service.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
 #include "jobspec/exit_codes.h"
@@ -94,7 +95,7 @@ absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
   if (!f.on_node_loss.empty()) {
     if (f.on_node_loss != "wait" && f.on_node_loss != "shrink") {
       return absl::InvalidArgumentError(
-          absl::StrCat("--on-node-loss: expected wait or shrink, got '", f.on_node_loss, "'"));
+          absl::StrCat("--on-node-loss: expected wait or shrink, got '", core::Excerpt(f.on_node_loss), "'"));
     }
     x.on_node_loss = f.on_node_loss == "shrink" ? jobspec::NodeLoss::kShrink : jobspec::NodeLoss::kWait;
   }

@@ -7,8 +7,10 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/checkpoint_dir_check.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
+#include "jobspec/job_spec.h"
 #include "jobspec/planned_peak.h"
 #include "planner/search.h"
 
@@ -22,6 +24,23 @@ struct Sizing {
   bool checkpointing = false;
   std::string note;
 };
+
+// A spec's name as it reaches error messages (a path, usually).
+constexpr size_t kSourceExcerptBytes = 256;
+
+// OK when a submit that reuses `existing`'s request id asks for the same job (AIP-155): the same name and
+// the same spec up to formatting. Otherwise AlreadyExists naming the job, rather than the new spec dropped
+// without a word.
+absl::Status SameRequest(const JobRecord& existing, const std::string& request_id, const std::string& name,
+                         const std::string& spec_text) {
+  const bool same_spec = jobspec::CanonicalJobSpec(existing.spec) == jobspec::CanonicalJobSpec(spec_text);
+  if (same_spec && existing.name == name) return absl::OkStatus();
+  return absl::AlreadyExistsError(absl::StrCat(
+      "request id '", core::Excerpt(request_id), "' already submitted ", existing.id, " with a different ",
+      same_spec ? absl::StrCat("name ('", core::Excerpt(existing.name), "')") : std::string("spec"),
+      "; a request id names one request: submit with another request id (or none) for a new job, or with ",
+      existing.id, "'s spec for ", existing.id, " itself"));
+}
 
 absl::StatusOr<Sizing> SizeJob(const jobspec::JobSpec& spec) {
   Sizing z;
@@ -141,7 +160,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
 
 absl::StatusOr<Coordinator::Live*> Coordinator::FindLocked(const std::string& id) {
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job '", core::Excerpt(id), "'"));
   return &it->second;
 }
 
@@ -162,15 +181,19 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
                                                            const std::string& name,
                                                            const std::string& spec_text,
                                                            const std::string& spec_source) {
-  const std::string source = spec_source.empty() ? "job spec" : spec_source;
+  // The client names its spec; every error quotes the name, so it is bounded like any value.
+  const std::string source =
+      spec_source.empty() ? "job spec" : core::Excerpt(spec_source, kSourceExcerptBytes);
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(spec_text, source));
   // Before the job exists: a checkpoint.dir holding what zerofit did not write is refused, not rotated away.
   ZF_RETURN_IF_ERROR(CheckCheckpointDirAtSubmit(spec.checkpoint, request_id, source));
   // A job that does not fit is refused here, with the planner's reason, rather than failing on the workers.
   ZF_ASSIGN_OR_RETURN(Sizing sizing, SizeJob(spec));
   std::lock_guard<std::mutex> lock(mu_);
+  const std::string job_name = name.empty() ? spec.name : name;
   ZF_ASSIGN_OR_RETURN(JobStore::SubmitResult r,
-                      store_->Submit(request_id, name.empty() ? spec.name : name, spec_text, clock_->Now()));
+                      store_->Submit(request_id, job_name, spec_text, clock_->Now()));
+  if (!r.created) ZF_RETURN_IF_ERROR(SameRequest(r.job, request_id, job_name, spec_text));
   if (r.created) {
     const JobPolicy p = PolicyFor(policy_, spec);
     jobs_.emplace(r.job.id, MakeLive(spec, std::make_unique<JobStateMachine>(p, clock_->Now()),

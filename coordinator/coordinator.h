@@ -79,7 +79,9 @@ class Coordinator {
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(std::unique_ptr<JobStore> store,
                                                              const core::Clock* clock, JobPolicy policy = {});
 
-  // Jobs.
+  // Jobs. A request id names one request (AIP-155): the same id with the same spec and name (however the
+  // spec is formatted, jobspec::CanonicalJobSpec) answers the job it created (created = false); with another
+  // spec or name it is AlreadyExists naming that job, and nothing changes.
   absl::StatusOr<JobStore::SubmitResult> Submit(const std::string& request_id, const std::string& name,
                                                 const std::string& spec, const std::string& spec_source);
   absl::StatusOr<JobRecord> Get(const std::string& id);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 
 namespace zerofit::coordinator {
@@ -174,7 +175,7 @@ absl::Status SetJobField(sqlite3* db, const char* sql, const char* what, const s
   ZF_RETURN_IF_ERROR(u.ok(what));
   u.Bind(1, value).Bind(2, id);
   if (u.Step() != SQLITE_DONE) return StepError(db, what);
-  if (sqlite3_changes(db) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  if (sqlite3_changes(db) == 0) return absl::NotFoundError(absl::StrCat("no job '", core::Excerpt(id), "'"));
   return absl::OkStatus();
 }
 
@@ -364,7 +365,7 @@ absl::StatusOr<JobRecord> JobStore::GetLocked(const std::string& id) {
   q.Bind(1, id);
   const int rc = q.Step();
   if (rc == SQLITE_ROW) return ReadJob(q);
-  if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("no job '", core::Excerpt(id), "'"));
   return StepError(db_, "get job");
 }
 
@@ -391,7 +392,7 @@ absl::Status JobStore::UpdateStatus(const std::string& id, const JobStatus& s) {
   u.Bind(5, s.checkpoint_step).Bind(6, static_cast<int64_t>(s.replan ? 1 : 0)).Bind(7, s.reason);
   u.Bind(8, Micros(s.since)).Bind(9, static_cast<int64_t>(s.interruptions)).Bind(10, id);
   if (u.Step() != SQLITE_DONE) return StepError(db_, "update job");
-  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", core::Excerpt(id), "'"));
   return absl::OkStatus();
 }
 
@@ -405,7 +406,7 @@ absl::Status JobStore::SetAttemptPlan(const std::string& id, const AttemptRecord
   u.Bind(1, static_cast<int64_t>(a.micro_batches)).Bind(2, static_cast<int64_t>(a.world_size));
   u.Bind(3, a.hosts).Bind(4, a.note).Bind(5, id);
   if (u.Step() != SQLITE_DONE) return StepError(db_, "set attempt plan");
-  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", id, "'"));
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", core::Excerpt(id), "'"));
   return absl::OkStatus();
 }
 

@@ -33,6 +33,9 @@ grpc::Status ToGrpc(const absl::Status& s) {
     case absl::StatusCode::kFailedPrecondition:
       code = grpc::StatusCode::FAILED_PRECONDITION;
       break;
+    case absl::StatusCode::kAlreadyExists:
+      code = grpc::StatusCode::ALREADY_EXISTS;
+      break;
     case absl::StatusCode::kDeadlineExceeded:
       code = grpc::StatusCode::DEADLINE_EXCEEDED;
       break;
@@ -91,9 +94,11 @@ JobPhase FromProto(v1::JobPhase p) {
   }
 }
 
-// Why gRPC could not listen on `listen` (it says only that it failed, in its log): a plain bind() of the same
-// address tells a port in use from a bad address.
-absl::Status ListenError(const std::string& listen) {
+// What a plain bind() of each address `listen` (HOST:PORT) names gives now: 0, or the errno of the first
+// that failed (EADDRINUSE first: another socket listens there). SO_REUSEADDR is set as gRPC's own listener
+// sets it, so that a port with only connections in TIME_WAIT counts as free. InvalidArgument when the
+// address does not resolve.
+absl::StatusOr<int> BindErrno(const std::string& listen) {
   const size_t colon = listen.rfind(':');
   std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
   const std::string port = colon == std::string::npos ? "" : listen.substr(colon + 1);
@@ -112,17 +117,33 @@ absl::Status ListenError(const std::string& listen) {
   for (const addrinfo* a = found; a != nullptr && bind_errno != EADDRINUSE; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
+    const int one = 1;
+    (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0) bind_errno = errno;
     ::close(fd);
   }
   ::freeaddrinfo(found);
-  if (bind_errno == EADDRINUSE) {
-    return absl::UnavailableError(absl::StrCat("address in use: ", listen,
-                                               " (another zerofit serve? `zerofit status --coordinator ",
-                                               listen, "`; or pass another --listen)"));
-  }
+  return bind_errno;
+}
+
+absl::Status AddressInUseError(const std::string& listen) {
+  return absl::UnavailableError(absl::StrCat("address in use: ", listen,
+                                             " (another zerofit serve? `zerofit status --coordinator ",
+                                             listen, "`; or pass another --listen)"));
+}
+
+// Why gRPC could not listen on `listen` (it says only that it failed, in its log).
+absl::Status ListenError(const std::string& listen) {
+  ZF_ASSIGN_OR_RETURN(const int bind_errno, BindErrno(listen));
+  if (bind_errno == EADDRINUSE) return AddressInUseError(listen);
   return absl::UnavailableError(absl::StrCat("cannot listen on ", listen, bind_errno != 0 ? ": " : "",
                                              bind_errno != 0 ? std::strerror(bind_errno) : ""));
+}
+
+// Port 0 asks for any free port: nothing to probe.
+bool NamesAPort(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  return colon != std::string::npos && listen.substr(colon + 1) != "0";
 }
 
 #define ZF_AUTH(ctx)                                      \
@@ -487,6 +508,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(cons
   // gRPC sets SO_REUSEPORT by default on Linux: a second coordinator on a busy port would then start as
   // well, and the kernel would hand each client connection to either one at random.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A port in use is found before gRPC tries it: gRPC would print its own raw error line on stderr, ahead
+  // of this clear one. Anything else (an address that does not resolve, a port taken in between) is left to
+  // gRPC and explained by ListenError.
+  if (NamesAPort(o.listen)) {
+    const absl::StatusOr<int> probed = BindErrno(o.listen);
+    if (probed.ok() && *probed == EADDRINUSE) return AddressInUseError(o.listen);
+  }
   int port = 0;
   builder.AddListeningPort(o.listen, creds, &port);
   builder.RegisterService(s->jobs_.get());

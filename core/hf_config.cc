@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 #include "core/json_depth.h"
 #include "core/regular_file.h"
 #include "core/status_macros.h"
@@ -60,10 +61,9 @@ std::string SupportedArchitectures() {
   return s;
 }
 
-std::string Excerpt(const Json& j) {
-  std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > 64) s = s.substr(0, 61) + "...";
-  return s;
+// A JSON value for an error message, bounded (core/excerpt.h).
+std::string JsonExcerpt(const Json& j) {
+  return core::Excerpt(j.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 // Typed access to the fields of one JSON object. A field that is absent or null counts as absent (HF
@@ -82,7 +82,8 @@ class FieldReader {
         absl::StrCat(source_, ": field '", prefix_, field, "' is missing (", required, " is required)"));
   }
   absl::Status TypeError(const std::string& field, const char* expected, const Json& got) const {
-    return Error(field, absl::StrCat("expected ", expected, ", got ", got.type_name(), " ", Excerpt(got)));
+    return Error(field,
+                 absl::StrCat("expected ", expected, ", got ", got.type_name(), " ", JsonExcerpt(got)));
   }
 
   const Json* Get(const std::string& field) const {
@@ -93,7 +94,7 @@ class FieldReader {
   absl::Status Int(const std::string& field, const Json& j, int64_t* out) const {
     if (j.is_number_unsigned()) {
       if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Error(field, absl::StrCat(Excerpt(j), " is out of range"));
+        return Error(field, absl::StrCat(JsonExcerpt(j), " is out of range"));
       }
     } else if (!j.is_number_integer()) {
       return TypeError(field, "an integer", j);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 
 namespace zerofit::core {
 
@@ -11,8 +12,8 @@ absl::StatusOr<LrDecay> ParseLrDecay(const std::string& name) {
   if (name == "constant") return LrDecay::kConstant;
   if (name == "linear") return LrDecay::kLinear;
   if (name == "cosine") return LrDecay::kCosine;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown learning-rate schedule '", name, "' (expected constant, linear or cosine)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown learning-rate schedule '", Excerpt(name),
+                                                 "' (expected constant, linear or cosine)"));
 }
 
 const char* LrDecayName(LrDecay decay) {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 #include "core/json_depth.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -75,10 +76,8 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 }
 
 // A JSON value for an error message, cut short so a corrupt header cannot produce a megabyte message.
-std::string Excerpt(const Json& j) {
-  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (s.size() > 64) s = s.substr(0, 61) + "...";
-  return s;
+std::string JsonExcerpt(const Json& j) {
+  return core::Excerpt(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 bool ParseDType(const std::string& s, StDType* out) {
@@ -172,7 +171,7 @@ absl::StatusOr<Json> ParseJson(const std::string& text, const std::string& path,
   }
   if (!j.is_object()) {
     return absl::DataLossError(
-        absl::StrCat(path, ": ", what, " must be a JSON object, got ", j.type_name(), " ", Excerpt(j)));
+        absl::StrCat(path, ": ", what, " must be a JSON object, got ", j.type_name(), " ", JsonExcerpt(j)));
   }
   return j;
 }
@@ -205,7 +204,7 @@ absl::StatusOr<StTensorInfo> ParseTensorEntry(const std::string& path, const std
   }
   const std::string& dtype_name = dtype_it->get_ref<const std::string&>();
   if (!ParseDType(dtype_name, &info.dtype)) {
-    return absl::DataLossError(absl::StrCat(where, "field 'dtype': unknown dtype ", Excerpt(*dtype_it),
+    return absl::DataLossError(absl::StrCat(where, "field 'dtype': unknown dtype ", JsonExcerpt(*dtype_it),
                                             " (known: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL)"));
   }
 
@@ -219,7 +218,7 @@ absl::StatusOr<StTensorInfo> ParseTensorEntry(const std::string& path, const std
     uint64_t d = 0;
     if (!GetUnsigned((*shape_it)[i], std::numeric_limits<int64_t>::max(), &d)) {
       return absl::DataLossError(absl::StrCat(where, "field 'shape': entry ", i, " is ",
-                                              Excerpt((*shape_it)[i]), ", not a non-negative integer"));
+                                              JsonExcerpt((*shape_it)[i]), ", not a non-negative integer"));
     }
     info.shape.push_back(static_cast<int64_t>(d));
   }
@@ -233,7 +232,7 @@ absl::StatusOr<StTensorInfo> ParseTensorEntry(const std::string& path, const std
       !GetUnsigned((*off_it)[0], std::numeric_limits<uint64_t>::max(), &begin) ||
       !GetUnsigned((*off_it)[1], std::numeric_limits<uint64_t>::max(), &end)) {
     return absl::DataLossError(absl::StrCat(where, "field 'data_offsets' must be [begin, end] with ",
-                                            "non-negative integers, got ", Excerpt(*off_it)));
+                                            "non-negative integers, got ", JsonExcerpt(*off_it)));
   }
   if (begin > end) {
     return absl::DataLossError(
@@ -420,7 +419,7 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
         if (!m.value().is_string()) {
           return absl::DataLossError(absl::StrCat(path, ": field '__metadata__': value of '", m.key(),
                                                   "' must be a string, got ", m.value().type_name(), " ",
-                                                  Excerpt(m.value())));
+                                                  JsonExcerpt(m.value())));
         }
         f.metadata_[m.key()] = m.value().get<std::string>();
       }

@@ -35,16 +35,21 @@ absl::Status FsyncPath(const std::string& path, bool directory) {
 
 absl::Status WriteTextFileAtomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
+  // A failed write removes what it wrote: the temporary file goes on every early return.
+  auto fail = [&tmp](absl::Status why) {
+    ::unlink(tmp.c_str());
+    return why;
+  };
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return absl::PermissionDeniedError(absl::StrCat(tmp, ": cannot open for writing"));
     out << text;
     out.close();
-    if (!out) return absl::DataLossError(absl::StrCat(tmp, ": write failed (disk full?)"));
+    if (!out) return fail(absl::DataLossError(absl::StrCat(tmp, ": write failed (disk full?)")));
   }
-  ZF_RETURN_IF_ERROR(FsyncPath(tmp, false));
+  if (absl::Status synced = FsyncPath(tmp, false); !synced.ok()) return fail(synced);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", tmp, " -> ", path));
+    return fail(absl::ErrnoToStatus(errno, absl::StrCat("rename ", tmp, " -> ", path)));
   }
   std::string dir = std::filesystem::path(path).parent_path().string();
   return FsyncPath(dir.empty() ? "." : dir, true);

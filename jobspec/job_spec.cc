@@ -2,11 +2,16 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/checked_math.h"
+#include "core/excerpt.h"
 #include "core/json_depth.h"
 #include "core/regular_file.h"
 #include "core/status_macros.h"
@@ -21,6 +26,11 @@ using Json = nlohmann::json;
 
 // A DeepSpeed config is a few KiB of JSON; anything near this is not one.
 constexpr uint64_t kMaxDeepSpeedConfigBytes = 1 << 20;
+// A field's name in an error: a key is the user's text too (an unknown key of 40,000 characters).
+constexpr size_t kFieldExcerptBytes = 96;
+
+// `value` quoted for an error message, bounded (core/excerpt.h).
+std::string Quoted(const std::string& value) { return absl::StrCat("'", core::Excerpt(value), "'"); }
 
 class YamlReader {
  public:
@@ -28,8 +38,21 @@ class YamlReader {
 
   absl::Status Error(const YAML::Node& node, const std::string& field, const std::string& why) const {
     const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_, line > 0 ? absl::StrCat(":", line) : "", ": field '", field, "': ", why));
+    return absl::InvalidArgumentError(absl::StrCat(source_, line > 0 ? absl::StrCat(":", line) : "",
+                                                   ": field '", core::Excerpt(field, kFieldExcerptBytes),
+                                                   "': ", why));
+  }
+
+  // A required text field: `node` absent or null is "required" (at the file), a value that is empty or only
+  // blanks (`data: ''`) is refused at its line, like the field left out.
+  absl::Status Required(const YAML::Node& node, const std::string& field, const std::string& value,
+                        const std::string& what) const {
+    if (!absl::StripAsciiWhitespace(value).empty()) return absl::OkStatus();
+    if (!node.IsDefined() || node.IsNull()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_, ": field '", field, "': required (", what, ")"));
+    }
+    return Error(node, field, absl::StrCat("required (", what, "), got an empty value"));
   }
 
   // The name of a mapping key. yaml-cpp throws on as<std::string>() of a complex key (a mapping or a
@@ -60,7 +83,7 @@ class YamlReader {
     try {
       *out = n.as<T>();
     } catch (const YAML::Exception&) {
-      return Error(n, field, absl::StrCat("expected ", expected, ", got '", n.Scalar(), "'"));
+      return Error(n, field, absl::StrCat("expected ", expected, ", got ", Quoted(n.Scalar())));
     }
     return absl::OkStatus();
   }
@@ -83,7 +106,10 @@ class YamlReader {
 absl::Status ParseData(const YamlReader& r, const YAML::Node& root, DataSpec* d) {
   const YAML::Node n = root["data"];
   if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
-  if (n.IsScalar()) return r.Get(root, "data", "data", &d->dir, "a directory or a mapping");
+  if (n.IsScalar()) {
+    ZF_RETURN_IF_ERROR(r.Get(root, "data", "data", &d->dir, "a directory or a mapping"));
+    return r.Required(n, "data", d->dir, "a directory of token-id files, or a mapping with train:");
+  }
   if (!n.IsMap()) return r.Error(n, "data", "expected a directory of token-id files or a mapping");
   ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "data.", {"train", "test", "tokenizer", "max_prompt_length", "add_bos"}));
   ZF_RETURN_IF_ERROR(r.Get(n, "train", "data.train", &d->train, "a path"));
@@ -92,13 +118,16 @@ absl::Status ParseData(const YamlReader& r, const YAML::Node& root, DataSpec* d)
   ZF_RETURN_IF_ERROR(
       r.Get(n, "max_prompt_length", "data.max_prompt_length", &d->max_prompt_length, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "add_bos", "data.add_bos", &d->add_bos, "auto, true or false"));
-  if (d->train.empty()) return r.Error(n, "data.train", "required (a JSONL file of preference pairs)");
+  if (absl::StripAsciiWhitespace(d->train).empty()) {
+    return r.Error(n["train"].IsDefined() && !n["train"].IsNull() ? n["train"] : n, "data.train",
+                   "required (a JSONL file of preference pairs)");
+  }
   if (d->max_prompt_length < 0) {
     return r.Error(n["max_prompt_length"], "data.max_prompt_length", "must be >= 0 (0: max_length / 2)");
   }
   if (d->add_bos != "auto" && d->add_bos != "true" && d->add_bos != "false") {
     return r.Error(n["add_bos"], "data.add_bos",
-                   absl::StrCat("expected auto, true or false, got '", d->add_bos, "'"));
+                   absl::StrCat("expected auto, true or false, got ", Quoted(d->add_bos)));
   }
   return absl::OkStatus();
 }
@@ -124,8 +153,8 @@ absl::Status ParseWatchdog(const YamlReader& r, const YAML::Node& root, Watchdog
   if (n.IsScalar()) {
     if (n.Scalar() != "off" && n.Scalar() != "false") {
       return r.Error(n, "watchdog",
-                     absl::StrCat("expected off, false or a mapping {step_time_factor, floor_s}, got '",
-                                  n.Scalar(), "'"));
+                     absl::StrCat("expected off, false or a mapping {step_time_factor, floor_s}, got ",
+                                  Quoted(n.Scalar())));
     }
     w->enabled = false;
     return absl::OkStatus();
@@ -194,7 +223,10 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
     if (v.is_string() && v.get<std::string>() == "auto") {
       return bad(field, "'auto' is not supported: zerofit's planner sizes what you leave out");
     }
-    if (!v.is_number()) return bad(field, absl::StrCat("expected a number, got ", v.dump()));
+    if (!v.is_number()) {
+      return bad(field, absl::StrCat("expected a number, got ",
+                                     core::Excerpt(v.dump(-1, ' ', false, Json::error_handler_t::replace))));
+    }
     *out = v.get<double>();
     return absl::OkStatus();
   };
@@ -243,7 +275,7 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
       const std::string dev = o["device"].get<std::string>();
       if (dev != "cpu" && dev != "none") {
         return bad("zero_optimization.offload_optimizer.device",
-                   absl::StrCat("expected cpu or none, got ", dev));
+                   absl::StrCat("expected cpu or none, got ", Quoted(dev)));
       }
       t.offload = dev == "cpu";
     }
@@ -268,7 +300,7 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
     if (o.contains("type") && !o["type"].is_string()) return bad("optimizer.type", "expected \"AdamW\"");
     const std::string type = o.value("type", "AdamW");
     if (type != "AdamW" && type != "Adam")
-      return bad("optimizer.type", absl::StrCat("only AdamW, got ", type));
+      return bad("optimizer.type", absl::StrCat("only AdamW, got ", Quoted(type)));
     if (o.contains("params")) {
       ZF_RETURN_IF_ERROR(number(o["params"], "lr", "optimizer.params.lr", &t.lr));
       ZF_RETURN_IF_ERROR(
@@ -283,7 +315,7 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
     const std::string type = sc["type"].get<std::string>();
     if (type != "WarmupLR" && type != "WarmupDecayLR" && type != "WarmupCosineLR") {
       return bad("scheduler.type",
-                 absl::StrCat("expected WarmupLR, WarmupDecayLR or WarmupCosineLR, got ", type));
+                 absl::StrCat("expected WarmupLR, WarmupDecayLR or WarmupCosineLR, got ", Quoted(type)));
     }
     const Json params = sc.contains("params") ? sc["params"] : Json::object();
     if (!params.is_object()) return bad("scheduler.params", "expected an object");
@@ -301,7 +333,7 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
     const std::string warmup_type = params.value("warmup_type", std::string("log"));
     if (warmup > 0 && warmup_type != "linear") {
       return bad("scheduler.params.warmup_type",
-                 absl::StrCat("zerofit warms up linearly; set \"linear\" (got \"", warmup_type,
+                 absl::StrCat("zerofit warms up linearly; set \"linear\" (got \"", core::Excerpt(warmup_type),
                               "\", DeepSpeed's default is \"log\")"));
     }
     if (type == "WarmupLR" || type == "WarmupDecayLR") {
@@ -435,17 +467,16 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   ZF_RETURN_IF_ERROR(r.Get(root, "device", "device", &s.device, "a string"));
   if (s.device != "auto" && s.device != "cpu" && s.device != "cuda") {
     return r.Error(root["device"], "device",
-                   absl::StrCat("expected auto, cpu or cuda, got '", s.device, "'"));
+                   absl::StrCat("expected auto, cpu or cuda, got ", Quoted(s.device)));
   }
-  auto missing = [&](const char* field) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": field '", field, "': required"));
-  };
-  if (s.task.empty()) return missing("task");
+  ZF_RETURN_IF_ERROR(r.Required(root["task"], "task", s.task, "reward, dpo or sft"));
   if (s.task != "reward" && s.task != "dpo" && s.task != "sft") {
-    return r.Error(root["task"], "task", absl::StrCat("expected reward, dpo or sft, got '", s.task, "'"));
+    return r.Error(root["task"], "task", absl::StrCat("expected reward, dpo or sft, got ", Quoted(s.task)));
   }
-  if (s.model.empty()) return missing("model");
-  if (!root["data"].IsDefined() || root["data"].IsNull()) return missing("data");
+  ZF_RETURN_IF_ERROR(r.Required(root["model"], "model", s.model, "a model directory or name"));
+  ZF_RETURN_IF_ERROR(r.Required(root["data"], "data", s.data.dir + s.data.train, "a directory or a mapping"));
+  ZF_RETURN_IF_ERROR(
+      r.Required(root["hardware"], "hardware", s.hardware, "such as 8x80GB; leave it out for 8x64GB"));
   if (s.name.empty()) s.name = s.task;
   if (s.world_size < 1 || s.world_size > 4096)
     return r.Error(root["world_size"], "world_size", "must be 1..4096");
@@ -477,7 +508,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
     ZF_RETURN_IF_ERROR(r.Get(n, "on_node_loss", "slurm.on_node_loss", &loss, "wait or shrink"));
     if (!loss.empty() && loss != "wait" && loss != "shrink") {
       return r.Error(n["on_node_loss"], "slurm.on_node_loss",
-                     absl::StrCat("expected wait or shrink, got '", loss, "'"));
+                     absl::StrCat("expected wait or shrink, got ", Quoted(loss)));
     }
     if (loss == "shrink") x.on_node_loss = NodeLoss::kShrink;
     if (n["min_nodes"].IsDefined() && x.min_nodes < 1) {
@@ -491,7 +522,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
         const std::string opt = e[i].Scalar();
         if (opt.rfind("--", 0) != 0 || opt.find('\n') != std::string::npos) {
           return r.Error(e[i], field,
-                         absl::StrCat("expected one long sbatch option (--name=value), got '", opt, "'"));
+                         absl::StrCat("expected one long sbatch option (--name=value), got ", Quoted(opt)));
         }
         x.extra.push_back(opt);
       }
@@ -665,7 +696,7 @@ absl::Status ValidateSlurm(const JobSpec& spec, const SlurmSpec& x, const std::s
       [&](const std::string& field, const std::string& why) { return bad(field.c_str(), why); }));
   for (const std::string& v : {x.mem, x.time, x.partition, x.account, x.qos, x.coordinator}) {
     if (v.find_first_of("\n\r'\"`$\\ ") != std::string::npos) {
-      return bad("slurm", absl::StrCat("'", v, "' contains whitespace, quotes or shell characters"));
+      return bad("slurm", absl::StrCat(Quoted(v), " contains whitespace, quotes or shell characters"));
     }
   }
   return absl::OkStatus();
@@ -737,6 +768,51 @@ absl::StatusOr<std::string> SetSlurmFields(const std::string& text, const std::s
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", e.msg));
   }
   return out;
+}
+
+namespace {
+
+// Appends node `n`: scalars length-prefixed (no value can imitate structure), mappings sorted by key.
+// The spec was accepted by ParseJobSpec, whose fields nest two levels: the recursion is shallow.
+void AppendCanonical(const YAML::Node& n, std::string* out) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar:
+      absl::StrAppend(out, "s", n.Scalar().size(), ":", n.Scalar());
+      return;
+    case YAML::NodeType::Sequence:
+      out->push_back('[');
+      for (const YAML::Node& item : n) AppendCanonical(item, out);
+      out->push_back(']');
+      return;
+    case YAML::NodeType::Map: {
+      std::vector<std::pair<std::string, std::string>> entries;
+      for (const auto& kv : n) {
+        std::string key, value;
+        AppendCanonical(kv.first, &key);
+        AppendCanonical(kv.second, &value);
+        entries.emplace_back(std::move(key), std::move(value));
+      }
+      std::sort(entries.begin(), entries.end());
+      out->push_back('{');
+      for (const auto& [key, value] : entries) absl::StrAppend(out, key, value);
+      out->push_back('}');
+      return;
+    }
+    default:  // null, undefined
+      out->push_back('~');
+  }
+}
+
+}  // namespace
+
+std::string CanonicalJobSpec(const std::string& yaml_text) {
+  try {
+    std::string out;
+    AppendCanonical(YAML::Load(yaml_text), &out);
+    return out;
+  } catch (const YAML::Exception&) {
+    return yaml_text;
+  }
 }
 
 }  // namespace zerofit::jobspec

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 
 namespace zerofit::launch {
@@ -13,7 +14,8 @@ namespace {
 constexpr size_t kMaxHosts = 1 << 20;
 
 absl::Status Bad(const std::string& list, size_t pos, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat("host list '", list, "' at position ", pos, ": ", why));
+  return absl::InvalidArgumentError(
+      absl::StrCat("host list '", core::Excerpt(list), "' at position ", pos, ": ", why));
 }
 
 // One bracket body ("01-03,07") -> its items as strings with their padding.
@@ -33,9 +35,11 @@ absl::StatusOr<std::vector<std::string>> ExpandRanges(const std::string& list, s
     if (lo_s.empty() || hi_s.empty() || lo_s.find_first_not_of("0123456789") != std::string::npos ||
         hi_s.find_first_not_of("0123456789") != std::string::npos || !absl::SimpleAtoi(lo_s, &lo) ||
         !absl::SimpleAtoi(hi_s, &hi)) {
-      return Bad(list, at + start, absl::StrCat("'", item, "' is not a number or a range a-b"));
+      return Bad(list, at + start,
+                 absl::StrCat("'", core::Excerpt(item), "' is not a number or a range a-b"));
     }
-    if (hi < lo) return Bad(list, at + start, absl::StrCat("range '", item, "' runs backwards"));
+    if (hi < lo)
+      return Bad(list, at + start, absl::StrCat("range '", core::Excerpt(item), "' runs backwards"));
     if (hi - lo >= kMaxHosts) return Bad(list, at + start, "range too large");
     const int width = static_cast<int>(lo_s.size());
     for (uint64_t v = lo; v <= hi; ++v) out.push_back(absl::StrFormat("%0*d", width, v));

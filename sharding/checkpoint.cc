@@ -167,6 +167,18 @@ absl::Status StartWrite(const std::string& root, const fs::path& tmp_dir, const 
   return core::WriteDirOwner(tmp_dir.string(), owner);
 }
 
+// A save that failed after StartWrite created `tmp_dir`: rank 0 removes the folder if it is still there
+// (every rank has stopped writing into it by then) and returns `why`, adding any failure to remove it.
+// What `latest` names is untouched.
+absl::Status AbandonWrite(const absl::Status& why, int rank, const fs::path& tmp_dir) {
+  if (rank != 0) return why;
+  std::error_code ec;
+  fs::remove_all(tmp_dir, ec);
+  if (!ec) return why;
+  return absl::Status(why.code(), absl::StrCat(why.message(), " (and removing ", tmp_dir.string(),
+                                               " failed too: ", ec.message(), ")"));
+}
+
 }  // namespace
 
 absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::string& root,
@@ -195,6 +207,9 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
   absl::Status local;
   if (rank == 0) local = StartWrite(root, tmp_dir, final_dir, owner, &info.removed_stale);
   ZF_RETURN_IF_ERROR(AgreeOk(local, comm));
+  // From here on `tmp_dir` is this save's: a failed write (a full disk, on any rank) removes it once every
+  // rank has stopped writing into it (AgreeOk), so that only complete checkpoints remain.
+  auto failed = [&](const absl::Status& s) { return AbandonWrite(s, rank, tmp_dir); };
 
   // This rank's real elements, runs concatenated in segment order.
   const BucketPlan& plan = opt.plan();
@@ -218,7 +233,8 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
                                   {"exp_avg", core::StDType::kF32, {len}, m.data()},
                                   {"exp_avg_sq", core::StDType::kF32, {len}, v.data()}},
                                  {{"rank", std::to_string(rank)}, {"world_size", std::to_string(world)}});
-  ZF_RETURN_IF_ERROR(AgreeOk(local, comm));  // every rank file is durable (WriteSafetensors fsyncs)
+  // Every rank file is durable (WriteSafetensors fsyncs), or every rank knows that one is not.
+  if (absl::Status agreed = AgreeOk(local, comm); !agreed.ok()) return failed(agreed);
 
   if (rank == 0) {
     local = [&]() -> absl::Status {
@@ -256,7 +272,9 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
       return RotateCheckpoints(root, owner, info.step, keep).status();
     }();
   }
-  ZF_RETURN_IF_ERROR(AgreeOk(local, comm));
+  // A failure before the rename leaves `tmp_dir` to remove; after it there is none (the checkpoint is
+  // complete, whether or not `latest` names it yet).
+  if (absl::Status agreed = AgreeOk(local, comm); !agreed.ok()) return failed(agreed);
   return info;
 }
 

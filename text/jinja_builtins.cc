@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 #include "text/jinja_strings.h"
 
@@ -148,7 +149,7 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
     }
     return Value::Bool(true);
   }
-  return TypeError(absl::StrCat("'str' object has no attribute '", name, "'"));
+  return TypeError(absl::StrCat("'str' object has no attribute '", core::Excerpt(name), "'"));
 }
 
 absl::StatusOr<Value> DictMethod(const Value& d, const std::string& name, CallArgs& args) {

@@ -3,6 +3,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 #include "text/jinja_builtins.h"
 #include "text/jinja_interpreter.h"
@@ -65,7 +66,7 @@ absl::StatusOr<Value> Interpreter::Eval(const Expr& e, const FramePtr& frame) {
         return e.literal;
       case Expr::Kind::kName: {
         const Value* v = frame->Find(e.name);
-        return v ? *v : Value::Undefined(absl::StrCat("'", e.name, "' is undefined"));
+        return v ? *v : Value::Undefined(absl::StrCat("'", core::Excerpt(e.name), "' is undefined"));
       }
       case Expr::Kind::kList:
       case Expr::Kind::kTuple: {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 #include "text/jinja_builtins.h"
 #include "text/jinja_strings.h"
@@ -352,7 +353,10 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Node& node, const FramePtr& d
   }
   for (auto& [k, v] : args.kwargs) {
     bool known = k == "caller" || std::find(node.params.begin(), node.params.end(), k) != node.params.end();
-    if (!known) return TypeError(absl::StrCat("macro '", node.name, "' takes no keyword argument '", k, "'"));
+    if (!known) {
+      return TypeError(absl::StrCat("macro '", core::Excerpt(node.name), "' takes no keyword argument '",
+                                    core::Excerpt(k), "'"));
+    }
     frame->Set(k, v);
   }
   for (size_t i = args.args.size(); i < node.params.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 #include "text/jinja_builtins.h"
 #include "text/jinja_lexer.h"
@@ -58,7 +59,7 @@ class Parser {
       case TokenKind::kVarEnd:
         return "end of print statement";
       default:
-        return absl::StrCat("'", t.text, "'");
+        return absl::StrCat("'", core::Excerpt(t.text), "'");
     }
   }
   absl::Status ExpectOp(const char* op) {
@@ -138,15 +139,15 @@ class Parser {
     if (tag == "generation") return ParseGeneration();
     if (tag == "with") return ParseWith();
     if (tag == "break" || tag == "continue") {
-      if (loop_depth_ == 0) return ErrorAt(t, absl::StrCat("'", tag, "' outside loop"));
+      if (loop_depth_ == 0) return ErrorAt(t, absl::StrCat("'", core::Excerpt(tag), "' outside loop"));
       auto n = Make<Node>(tag == "break" ? Node::Kind::kBreak : Node::Kind::kContinue, Next());
       ZF_RETURN_IF_ERROR(Expect(TokenKind::kBlockEnd, "'%}'"));
       return n;
     }
     static const Tags kKnownEnds = {"elif",   "else",     "endif",   "endfor",
                                     "endset", "endmacro", "endcall", "endfilter"};
-    if (kKnownEnds.count(tag)) return ErrorAt(t, absl::StrCat("unexpected tag '", tag, "'"));
-    return ErrorAt(t, absl::StrCat("unsupported tag '", tag, "'"));
+    if (kKnownEnds.count(tag)) return ErrorAt(t, absl::StrCat("unexpected tag '", core::Excerpt(tag), "'"));
+    return ErrorAt(t, absl::StrCat("unsupported tag '", core::Excerpt(tag), "'"));
   }
 
   absl::StatusOr<std::unique_ptr<Node>> ParseIf() {

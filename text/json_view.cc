@@ -1,6 +1,7 @@
 #include "text/json_view.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 #include "text/string_view_compat.h"
 
 namespace zerofit::text {
@@ -112,7 +113,7 @@ absl::Status JsonView::ErrorAt(std::string_view key, std::string_view message) c
 }
 
 absl::Status JsonView::Unsupported(std::string_view key, std::string_view what) const {
-  return ErrorAt(key, absl::StrCat("unsupported \"", AsAbsl(what), "\""));
+  return ErrorAt(key, absl::StrCat("unsupported \"", core::Excerpt(what), "\""));
 }
 
 absl::Status JsonView::ExpectArray() const {

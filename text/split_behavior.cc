@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 #include "text/string_view_compat.h"
 
 namespace zerofit::text {
@@ -12,7 +13,7 @@ absl::StatusOr<SplitBehavior> ParseSplitBehavior(std::string_view name) {
   if (name == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (name == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (name == "Contiguous") return SplitBehavior::kContiguous;
-  return absl::InvalidArgumentError(absl::StrCat("unsupported \"", AsAbsl(name), "\""));
+  return absl::InvalidArgumentError(absl::StrCat("unsupported \"", core::Excerpt(name), "\""));
 }
 
 std::vector<MatchSpan> CoverWithGaps(const std::vector<std::pair<size_t, size_t>>& matches, size_t size) {

@@ -1,7 +1,8 @@
 #!/bin/bash
 # End to end on loopback: `zerofit serve` + the CLI. Submit is idempotent (also under 100 concurrent
-# submits), a call without the token is refused, a malformed spec is refused naming the field, logs are
-# streamed, cancel works, and a `kill -9` of the coordinator loses neither the jobs nor their logs.
+# submits; the same request id with another spec is refused naming the job), a call without the token is
+# refused, a malformed spec is refused naming the field, logs are streamed, cancel works, and a `kill -9`
+# of the coordinator loses neither the jobs nor their logs.
 # usage: coordinator_cli_e2e.sh path/to/zerofit
 set -u
 Z="$1"
@@ -34,6 +35,12 @@ out=$("$Z" submit "$S/job.yaml" --state-dir "$S" --request-id r-1) || fail "subm
 [ "$out" = "job-000001 submitted (request r-1)" ] || fail "unexpected: $out"
 out=$("$Z" submit "$S/job.yaml" --state-dir "$S" --request-id r-1) || fail "resubmit: $out"
 [ "$out" = "job-000001 already submitted (request r-1)" ] || fail "unexpected: $out"
+# The same request id with another spec (steps 10 -> 11) is an error naming the job, not the new spec
+# dropped without a word (AIP-155).
+sed 's/steps: 10/steps: 11/' "$S/job.yaml" > "$S/job11.yaml"
+out=$("$Z" submit "$S/job11.yaml" --state-dir "$S" --request-id r-1 2>&1) && fail "a changed spec under r-1 was accepted: $out"
+echo "$out" | grep -qF "request id 'r-1' already submitted job-000001 with a different spec" || fail "unexpected: $out"
+[ "$(echo "$out" | wc -l)" = 1 ] || fail "more than one line: $out"
 
 # The resolved plan: versioned JSON with the sizes the coordinator decided (the planner sized this job's
 # micro-batches, which the spec left out).
@@ -58,6 +65,12 @@ printf 'task: reward\nmodel: m\ndata: d\ntraining:\n  lr: fast\n' > "$S/bad.yaml
 out=$("$Z" submit "$S/bad.yaml" --state-dir "$S" 2>&1) && fail "bad spec accepted"
 echo "$out" | grep -q "bad.yaml:5: field 'training.lr': expected a number, got 'fast'" || fail "unexpected: $out"
 [ "$("$Z" list --state-dir "$S" | wc -l)" = 2 ] || fail "a refused spec created a job"
+# A 40,000-character value: its field error, quoting a bounded excerpt (not gRPC's "received initial
+# metadata size exceeds limit").
+{ printf 'task: '; head -c 40000 /dev/zero | tr '\0' x; printf '\nmodel: m\ndata: d\n'; } > "$S/huge.yaml"
+out=$("$Z" submit "$S/huge.yaml" --state-dir "$S" 2>&1) && fail "a 40,000-character task was accepted"
+echo "$out" | grep -qF "huge.yaml:1: field 'task': expected reward, dpo or sft, got 'xxx" || fail "unexpected: ${out:0:300}"
+[ ${#out} -lt 400 ] || fail "an error of ${#out} bytes: ${out:0:300}"
 
 # Logs and cancel.
 "$Z" logs job-000001 --state-dir "$S" | grep -q "submitted: task reward, 2 ranks, 10 steps" || fail "logs"

@@ -84,6 +84,48 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
   }
 }
 
+// Of 488 fuzzed specs, `data: ''` was accepted: a required field given empty is refused at its line, like
+// one left out.
+TEST(JobSpecTest, RequiredFieldsGivenEmptyAreRefusedAtTheirLine) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"task: sft\nmodel: m\ndata: ''\n", "job.yaml:3: field 'data': required"},
+      {"task: sft\nmodel: m\ndata: '   '\n", "job.yaml:3: field 'data': required"},
+      {"task: sft\nmodel: m\ndata: \"\"\n", "job.yaml:3: field 'data': required"},
+      {"task: sft\nmodel: m\ndata:\n  train: ''\n", "job.yaml:4: field 'data.train': required"},
+      {"task: ''\nmodel: m\ndata: d\n", "job.yaml:1: field 'task': required"},
+      {"task: sft\nmodel: ''\ndata: d\n", "job.yaml:2: field 'model': required"},
+      {"task: sft\nmodel: m\ndata: d\nhardware: ''\n", "job.yaml:4: field 'hardware': required"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto s = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.status().message().find(expected), std::string::npos)
+        << s.status() << "\nwanted: " << expected;
+  }
+}
+
+// A 40,000-character value is quoted as a bounded excerpt: the error stays a line, whatever the value.
+TEST(JobSpecTest, ErrorsQuoteABoundedExcerptOfTheValue) {
+  const std::string huge(40000, 'x');
+  const std::string texts[] = {
+      "task: " + huge + "\nmodel: m\ndata: d\n",
+      "task: sft\nmodel: m\ndata: d\ndevice: " + huge + "\n",
+      "task: sft\nmodel: m\ndata: d\ntraining:\n  lr: " + huge + "\n",
+      "task: sft\nmodel: m\ndata: d\n? " + huge + "\n: 1\n",  // a key: an unknown field
+      "task: sft\nmodel: m\ndata: d\nslurm:\n  tasks_per_node: 1\n  extra: [" + huge + "]\n",
+      "task: sft\nmodel: m\ndata: d\ntraining:\n  lr_schedule: " + huge + "\n",
+  };
+  for (const std::string& text : texts) {
+    auto s = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(s.ok());
+    EXPECT_LT(s.status().message().size(), 400u) << s.status().message().substr(0, 400);
+    EXPECT_NE(s.status().message().find("job.yaml:"), std::string::npos)
+        << s.status().message().substr(0, 400);
+    EXPECT_NE(s.status().message().find("xxx... (40000 bytes)"), std::string::npos)
+        << s.status().message().substr(0, 400);
+  }
+}
+
 TEST(JobSpecTest, MetricsSinksAreOptionalPaths) {
   auto s = ParseJobSpec(
       "task: sft\nmodel: m\ndata: d\nmetrics: {tensorboard: /runs/tb, jsonl: /runs/m.jsonl}\n", "job.yaml");

@@ -7,8 +7,11 @@
 // ctest runs the SaveForAnotherWorldSize / ResumeFromAnotherWorldSize pair as two mpiexec runs (4 ranks, then
 // 2) sharing the directory in ZEROFIT_CHECKPOINT_TEST_DIR.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -249,6 +252,67 @@ TEST(CheckpointTest, RotationKeepsFoldersZerofitDidNotWrite) {
     }
     EXPECT_TRUE(fs::exists(r / name / "notes.txt")) << name;
   }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) fs::remove_all(root);
+}
+
+// While it lives, this process cannot grow a file past `bytes` (a full disk, for one rank): writes fail with
+// EFBIG instead of raising SIGXFSZ.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &saved_), 0);
+    previous_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit = saved_;
+    limit.rlim_cur = std::min(bytes, saved_.rlim_max);
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, previous_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+  void (*previous_)(int) = nullptr;
+};
+
+// A save that fails part-way (the last rank's disk is full: its rank file cannot be written) removes the
+// `step-N.tmp` it wrote; the checkpoint before it stays complete, named by `latest`, and loads.
+TEST(CheckpointTest, AFailedSaveRemovesWhatItWroteAndKeepsTheOlderCheckpoints) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string root = TempRoot(*comm, "failed");
+  const fs::path r(root);
+  const std::string owner = R"({"job": "job-000001", "request": "run-1"})";
+  auto opt = MakeOptimizer(comm.get());
+  TrainSteps(*opt, 0, 2);
+  ASSERT_TRUE(SaveCheckpoint(*opt, root, owner).ok());
+  const std::vector<float> at_step_two = Parameters(*opt);
+  TrainSteps(*opt, 2, 1);
+  {
+    const bool full = comm->rank() == comm->world_size() - 1;
+    FileSizeLimit limit(full ? 4096 : RLIM_INFINITY);  // a rank file here is > 5 KiB; a marker < 1 KiB
+    auto saved = SaveCheckpoint(*opt, root, owner);
+    ASSERT_FALSE(saved.ok()) << "a save past the file size limit succeeded";
+    if (full) EXPECT_NE(saved.status().message().find("rank-"), std::string::npos) << saved.status();
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  EXPECT_FALSE(fs::exists(r / "step-00000003.tmp")) << "the failed save left its folder behind";
+  EXPECT_FALSE(fs::exists(r / "step-00000003"));
+  for (const auto& e : fs::recursive_directory_iterator(r)) {
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
+  }
+  EXPECT_TRUE(fs::exists(r / "step-00000002" / "manifest.json"));
+  std::ifstream latest(r / "latest");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(latest), {}), "step-00000002\n");
+  auto fresh = MakeOptimizer(comm.get());
+  auto loaded = LoadCheckpoint(*fresh, root);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 2);
+  EXPECT_EQ(Parameters(*fresh), at_step_two);
   ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
   if (comm->rank() == 0) fs::remove_all(root);
 }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 #include "core/json_depth.h"
 #include "core/ordered_line_map.h"
 #include "core/thread_pool.h"
@@ -69,9 +70,10 @@ absl::StatusOr<std::vector<int32_t>> GetIds(const Json& obj, const char* field, 
   for (size_t i = 0; i < it->size(); ++i) {
     const Json& v = (*it)[i];
     if (!v.is_number_integer()) {
-      return FieldError(w, field,
-                        absl::StrCat("element ", i, ": expected an integer token id, got ", v.type_name(),
-                                     v.is_number() ? absl::StrCat(" ", v.dump()) : std::string()));
+      return FieldError(
+          w, field,
+          absl::StrCat("element ", i, ": expected an integer token id, got ", v.type_name(),
+                       v.is_number() ? absl::StrCat(" ", core::Excerpt(v.dump())) : std::string()));
     }
     const bool negative = !v.is_number_unsigned() && v.get<int64_t>() < 0;
     const bool too_big = v.is_number_unsigned() ? v.get<uint64_t>() > std::numeric_limits<int32_t>::max()
@@ -111,9 +113,9 @@ absl::Status CheckMessages(const Json& msgs, const char* field, const Where& w) 
     const Json& m = msgs[i];
     auto role = m.is_object() ? m.find("role") : m.end();
     if (!m.is_object() || role == m.end() || !role->is_string()) {
-      return FieldError(
-          w, field,
-          absl::StrCat("message ", i, ": expected an object with a string \"role\", got ", m.dump()));
+      return FieldError(w, field,
+                        absl::StrCat("message ", i, ": expected an object with a string \"role\", got ",
+                                     core::Excerpt(m.dump(-1, ' ', false, Json::error_handler_t::replace))));
     }
   }
   return absl::OkStatus();

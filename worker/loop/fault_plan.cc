@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/excerpt.h"
 #include "core/status_macros.h"
 
 namespace zerofit::worker {
@@ -26,7 +27,8 @@ class EntryParser {
   absl::StatusOr<int64_t> Int(const std::string& key, const std::string& v, int64_t lo, int64_t hi) const {
     int64_t x = 0;
     if (!absl::SimpleAtoi(v, &x) || x < lo || x > hi) {
-      return Error(key, absl::StrCat("expected an integer in [", lo, ", ", hi, "], got '", v, "'"));
+      return Error(key,
+                   absl::StrCat("expected an integer in [", lo, ", ", hi, "], got '", core::Excerpt(v), "'"));
     }
     return x;
   }
@@ -46,7 +48,8 @@ class EntryParser {
     } else if (key == "seconds") {
       double s = 0;
       if (!absl::SimpleAtod(v, &s) || !std::isfinite(s) || !(s > 0) || s > 3600) {
-        return Error(key, absl::StrCat("expected a number of seconds in (0, 3600], got '", v, "'"));
+        return Error(key,
+                     absl::StrCat("expected a number of seconds in (0, 3600], got '", core::Excerpt(v), "'"));
       }
       f->seconds = s;
     } else if (key == "fault") {
@@ -62,8 +65,8 @@ class EntryParser {
          {FaultKind::kHangAllGather, FaultKind::kExit, FaultKind::kSlow, FaultKind::kCorruptReport}) {
       if (v == FaultKindName(k)) return k;
     }
-    return Error("fault",
-                 absl::StrCat("expected hang_allgather, exit, slow or corrupt_report, got '", v, "'"));
+    return Error("fault", absl::StrCat("expected hang_allgather, exit, slow or corrupt_report, got '",
+                                       core::Excerpt(v), "'"));
   }
 
   absl::StatusOr<Fault> Parse(absl::string_view text) const {
@@ -74,7 +77,8 @@ class EntryParser {
           absl::StrSplit(absl::StripAsciiWhitespace(item), absl::MaxSplits('=', 1));
       const std::string key(absl::StripAsciiWhitespace(kv.first));
       if (key.empty())
-        return absl::InvalidArgumentError(absl::StrCat(where_, ": expected key=value, got '", item, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where_, ": expected key=value, got '", core::Excerpt(std::string(item)), "'"));
       if (!seen.insert(key).second) return Error(key, "given twice");
       ZF_RETURN_IF_ERROR(Apply(key, std::string(absl::StripAsciiWhitespace(kv.second)), &f));
     }
