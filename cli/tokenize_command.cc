@@ -24,10 +24,9 @@ absl::Status LineError(const std::string& source, size_t line, const std::string
 
 bool IsBlank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
 
-// One input object to its output object; errors without the position (the caller adds it).
-absl::StatusOr<Json> ProcessLine(Json obj, const text::Tokenizer& tok, const text::ChatTemplate* chat) {
-  if (!obj.is_object())
-    return absl::InvalidArgumentError(absl::StrCat("expected a JSON object, got ", obj.type_name()));
+// Adds the output fields of one input object to `obj`; on error `obj` is unchanged (a refused line is
+// written as its input plus "error"), and the error carries no position (the caller adds it).
+absl::Status ProcessLine(Json& obj, const text::Tokenizer& tok, const text::ChatTemplate* chat) {
   auto text = obj.find("text");
   if (text != obj.end() && text->is_string()) {
     bool add_special = true;
@@ -48,7 +47,7 @@ absl::StatusOr<Json> ProcessLine(Json obj, const text::Tokenizer& tok, const tex
     obj["ids"] = *ids;
     obj["tokens"] = std::move(tokens);
     obj["decoded"] = *decoded;
-    return obj;
+    return absl::OkStatus();
   }
   auto messages = obj.find("messages");
   if (messages != obj.end() && messages->is_array()) {
@@ -79,17 +78,40 @@ absl::StatusOr<Json> ProcessLine(Json obj, const text::Tokenizer& tok, const tex
     if (!ids.ok()) return ids.status();
     obj["rendered"] = *rendered;
     obj["ids"] = *ids;
-    return obj;
+    return absl::OkStatus();
   }
   return absl::InvalidArgumentError("expected \"text\" (a string) or \"messages\" (a list)");
 }
 
-// One input line to its output line (without the newline); nullopt for a blank line. Errors carry the
-// position. Safe to call concurrently (the tokenizer and template are).
-absl::StatusOr<std::optional<std::string>> TokenizeLine(const core::InputLine& line,
-                                                        const std::string& source, const text::Tokenizer& tok,
-                                                        const text::ChatTemplate* chat) {
+// One output line (without the newline); `error` is empty unless the line was refused.
+struct OutputLine {
+  std::string json;
+  std::string error;  // "SOURCE:LINE: why"
+};
+
+// A refused line as the oracle writes it: `input` (the parsed object, or {"input": "<the line>"} when the
+// line is not a JSON object) plus "error". Invalid UTF-8 in the line becomes U+FFFD, so the output line is
+// always valid JSON.
+OutputLine RefusedLine(Json input, const core::InputLine& line, const std::string& source,
+                       const std::string& why) {
+  if (!input.is_object()) input = Json{{"input", line.text}};
+  OutputLine result;
+  result.error = absl::StrCat(source, ":", line.number, ": ", why);
+  input["error"] = result.error;
+  result.json = input.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+  return result;
+}
+
+// One input line to its output line; nullopt for a blank line. A refused line becomes an error (with the
+// position) under fail_fast, else a RefusedLine. Safe to call concurrently (the tokenizer and template are).
+absl::StatusOr<std::optional<OutputLine>> TokenizeLine(const core::InputLine& line, const std::string& source,
+                                                       const text::Tokenizer& tok,
+                                                       const text::ChatTemplate* chat, bool fail_fast) {
   if (IsBlank(line.text)) return std::nullopt;
+  auto refuse = [&](Json input, const std::string& why) -> absl::StatusOr<std::optional<OutputLine>> {
+    if (fail_fast) return LineError(source, line.number, why);
+    return RefusedLine(std::move(input), line, source, why);
+  };
   Json obj;
   // nlohmann reports parse and encoding errors by exception; translated here (STYLE 2).
   try {
@@ -97,43 +119,51 @@ absl::StatusOr<std::optional<std::string>> TokenizeLine(const core::InputLine& l
   } catch (const Json::exception& e) {
     std::string why = absl::StrCat("invalid JSON: ", e.what());
     if (line.unterminated) absl::StrAppend(&why, " (the last line has no newline: was the file cut off?)");
-    return LineError(source, line.number, why);
+    return refuse(Json(), why);
   }
-  auto result = ProcessLine(std::move(obj), tok, chat);
-  if (!result.ok()) return LineError(source, line.number, std::string(result.status().message()));
+  if (!obj.is_object()) return refuse(Json(), absl::StrCat("expected a JSON object, got ", obj.type_name()));
+  if (absl::Status s = ProcessLine(obj, tok, chat); !s.ok())
+    return refuse(std::move(obj), std::string(s.message()));
   try {
-    return result->dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::strict);
+    return OutputLine{obj.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::strict), ""};
   } catch (const Json::exception& e) {
-    return LineError(source, line.number, absl::StrCat("output is not valid UTF-8: ", e.what()));
+    // The line as read (its parse succeeded above), without the fields that do not encode.
+    return refuse(Json::parse(line.text), absl::StrCat("output is not valid UTF-8: ", e.what()));
   }
 }
 
 }  // namespace
 
-absl::Status TokenizeJsonl(const text::Tokenizer& tok, const text::ChatTemplate* chat, std::istream& in,
-                           const std::string& source, std::ostream& out, size_t* lines_written, int threads) {
-  core::ThreadPool pool(core::ResolveThreadCount(threads));
-  size_t written = 0;
-  auto lines = core::OrderedLineMap<std::optional<std::string>>(
+absl::StatusOr<TokenizeReport> TokenizeJsonl(const text::Tokenizer& tok, const text::ChatTemplate* chat,
+                                             std::istream& in, const std::string& source, std::ostream& out,
+                                             const TokenizeOptions& options) {
+  core::ThreadPool pool(core::ResolveThreadCount(options.threads));
+  TokenizeReport report;
+  auto lines = core::OrderedLineMap<std::optional<OutputLine>>(
       in, pool, core::LineChunking{},
-      [&](const core::InputLine& line) { return TokenizeLine(line, source, tok, chat); },
-      [&](std::optional<std::string> result, const core::InputLine& line) {
+      [&](const core::InputLine& line) { return TokenizeLine(line, source, tok, chat, options.fail_fast); },
+      [&](std::optional<OutputLine> result, const core::InputLine& line) {
         if (!result) return absl::OkStatus();  // blank line
-        out << *result << '\n';
+        out << result->json << '\n';
         if (!out) return absl::DataLossError(absl::StrCat("write failed at ", source, ":", line.number));
-        ++written;
+        ++report.lines_written;
+        if (!result->error.empty()) {
+          if (report.refused++ == 0) report.first_error = std::move(result->error);
+        }
         return absl::OkStatus();
       });
   if (!lines.ok()) return lines.status();
   if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read failed after line ", *lines));
-  if (lines_written != nullptr) *lines_written = written;
-  return absl::OkStatus();
+  return report;
 }
 
 CLI::App* AddTokenizeCommand(CLI::App& app, TokenizeFlags* flags) {
   CLI::App* cmd = app.add_subcommand(
       "tokenize",
-      "tokenize JSONL lines {\"text\"} or {\"messages\"} with a Hugging Face tokenizer; adds \"ids\"");
+      "tokenize JSONL lines {\"text\"} or {\"messages\"} with a Hugging Face tokenizer; adds \"ids\".\n"
+      "A refused line (bad JSON or field, a conversation the chat template rejects) is written with an\n"
+      "\"error\" field naming FILE:LINE and the run goes on; the exit status is then 1, with the count on\n"
+      "stderr (2: the run could not start, or stopped at --fail-fast)");
   cmd->add_option("--tokenizer", flags->tokenizer_dir,
                   "model directory with tokenizer.json (+ tokenizer_config.json)")
       ->required();
@@ -143,10 +173,14 @@ CLI::App* AddTokenizeCommand(CLI::App& app, TokenizeFlags* flags) {
                   "tokenizing threads (0: all cores); the output is the same for every count")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_flag(
+      "--fail-fast", flags->fail_fast,
+      "stop at the first refused line with its FILE:LINE error (exit 2) instead of writing it with an "
+      "\"error\" field; the lines before it are written");
   return cmd;
 }
 
-absl::Status RunTokenize(const TokenizeFlags& flags) {
+absl::StatusOr<TokenizeReport> RunTokenize(const TokenizeFlags& flags) {
   auto tok = text::Tokenizer::FromFile(flags.tokenizer_dir + "/tokenizer.json");
   if (!tok.ok()) return tok.status();
   std::optional<text::ChatTemplate> chat;
@@ -173,12 +207,22 @@ absl::Status RunTokenize(const TokenizeFlags& flags) {
     }
     out = &out_file;
   }
-  absl::Status s = TokenizeJsonl(**tok, chat ? &*chat : nullptr, *in, source, *out, nullptr, flags.threads);
-  if (!s.ok()) return s;
+  TokenizeOptions options;
+  options.threads = flags.threads;
+  options.fail_fast = flags.fail_fast;
+  auto report = TokenizeJsonl(**tok, chat ? &*chat : nullptr, *in, source, *out, options);
+  if (!report.ok()) return report.status();
   out->flush();
   if (!*out)
     return absl::DataLossError(absl::StrCat(flags.out == "-" ? "<stdout>" : flags.out, ": write failed"));
-  return absl::OkStatus();
+  return report;
+}
+
+std::string RefusedLinesMessage(const TokenizeReport& report, const TokenizeFlags& flags) {
+  return absl::StrCat(
+      report.refused, " of ", report.lines_written, " lines refused; each is written to ",
+      flags.out == "-" ? "<stdout>" : flags.out,
+      " with an \"error\" field (--fail-fast stops at the first). The first: ", report.first_error);
 }
 
 }  // namespace zerofit::cli

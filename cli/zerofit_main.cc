@@ -60,8 +60,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (tokenize->parsed()) {
-    absl::Status s = zerofit::cli::RunTokenize(tokenize_flags);
-    return s.ok() ? 0 : Fail("tokenize", s);
+    auto report = zerofit::cli::RunTokenize(tokenize_flags);
+    if (!report.ok()) return Fail("tokenize", report.status());
+    if (report->refused == 0) return 0;
+    // Every line was written; 1 (not Fail's 2) tells a script the output is complete but has error lines.
+    std::fprintf(stderr, "zerofit tokenize: %s\n",
+                 zerofit::cli::RefusedLinesMessage(*report, tokenize_flags).c_str());
+    return 1;
   }
 #ifdef ZEROFIT_CLI_WITH_DATA
   if (data_check->parsed()) {

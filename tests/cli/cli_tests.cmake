@@ -90,6 +90,14 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/qwen2.5/tokenizer.json)
   set_tests_properties(zerofit_tokenize_cli_smoke PROPERTIES LABELS unit
     PASS_REGULAR_EXPRESSION "\"ids\":\\[9707,1879\\]")
 endif()
+# Issue 29: a conversation Mistral's template refuses is written with an "error" field and the run goes on
+# (exit status 1, the count on stderr); --fail-fast stops there (exit status 2).
+if(EXISTS ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/mistral-v0.3/tokenizer.json)
+  add_test(NAME zerofit_tokenize_refused_lines_cli
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cli/tokenize_refused_lines.sh $<TARGET_FILE:zerofit>
+            ${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers/mistral-v0.3)
+  set_tests_properties(zerofit_tokenize_refused_lines_cli PROPERTIES LABELS unit)
+endif()
 # Issue 20, hangs: a rank hung inside all-gather (test-only zerofit_worker_faults) is detected by the
 # coordinator's progress watchdog and the job recovers from its checkpoint to the uninterrupted run's final
 # state; a slow but progressing rank is not killed; a corrupt report is refused and the job recovers; a rank

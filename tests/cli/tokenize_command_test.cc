@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -14,6 +15,41 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 const std::string kQwen = std::string(ZEROFIT_HF_TOKENIZERS_DIR) + "/qwen2.5";
+
+struct Tokenized {
+  absl::Status status;
+  std::string output;
+  size_t written = 0;
+  size_t refused = 0;
+  std::string first_error;
+};
+
+Tokenized RunWith(const text::Tokenizer& tok, const text::ChatTemplate* chat, const std::string& input,
+                  int threads, bool fail_fast = false) {
+  std::istringstream in(input);
+  std::ostringstream out;
+  TokenizeOptions options;
+  options.threads = threads;
+  options.fail_fast = fail_fast;
+  auto report = TokenizeJsonl(tok, chat, in, "in.jsonl", out, options);
+  Tokenized t;
+  t.status = report.status();
+  if (report.ok()) {
+    t.written = report->lines_written;
+    t.refused = report->refused;
+    t.first_error = report->first_error;
+  }
+  t.output = out.str();
+  return t;
+}
+
+std::vector<Json> JsonLines(const std::string& text) {
+  std::vector<Json> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(Json::parse(line));
+  return lines;
+}
 
 class TokenizeCommandTest : public ::testing::Test {
  protected:
@@ -26,12 +62,15 @@ class TokenizeCommandTest : public ::testing::Test {
     ASSERT_TRUE(chat.ok()) << chat.status();
     chat_.emplace(std::move(*chat));
   }
+  // The status of a --fail-fast run (the first refused line is an error).
   absl::Status Run(const std::string& input, std::string* output) {
     std::istringstream in(input);
     std::ostringstream out;
-    absl::Status s = TokenizeJsonl(*tok_, &*chat_, in, "in.jsonl", out);
+    TokenizeOptions options;
+    options.fail_fast = true;
+    auto report = TokenizeJsonl(*tok_, &*chat_, in, "in.jsonl", out, options);
     *output = out.str();
-    return s;
+    return report.status();
   }
 
   std::unique_ptr<text::Tokenizer> tok_;
@@ -108,6 +147,75 @@ TEST_F(TokenizeCommandTest, ErrorsNameFileAndLine) {
   EXPECT_NE(std::string(s.message()).find("in.jsonl:1: chat template"), std::string::npos) << s;
 }
 
+// Issue 29: a refused line is written as the oracle writes it (its input plus "error" naming FILE:LINE, or
+// {"input": line} when it is not a JSON object), and the lines after it are still tokenized.
+TEST_F(TokenizeCommandTest, RefusedLinesAreWrittenWithAnErrorAndTheRunGoesOn) {
+  const std::string input =
+      "{\"text\": \"a\"}\n\n{\"nope\": 1}\nnot json\n5\n{\"text\": \"a\", \"add_special_tokens\": "
+      "1}\n{\"text\": \"b\"}";
+  const Tokenized t = RunWith(*tok_, &*chat_, input, 1);
+  ASSERT_TRUE(t.status.ok()) << t.status;
+  EXPECT_EQ(t.written, 6u);
+  EXPECT_EQ(t.refused, 4u);
+  EXPECT_EQ(t.first_error, "in.jsonl:3: expected \"text\" (a string) or \"messages\" (a list)");
+  const std::vector<Json> out = JsonLines(t.output);
+  ASSERT_EQ(out.size(), 6u) << t.output;
+  EXPECT_FALSE(out[0].contains("error"));
+  EXPECT_EQ(out[1], (Json{{"nope", 1}, {"error", t.first_error}}));
+  EXPECT_EQ(out[2]["input"], "not json");
+  EXPECT_EQ(out[2]["error"].get<std::string>().rfind("in.jsonl:4: invalid JSON", 0), 0u) << out[2];
+  EXPECT_EQ(out[3], (Json{{"input", "5"}, {"error", "in.jsonl:5: expected a JSON object, got number"}}));
+  EXPECT_EQ(out[4], (Json{{"text", "a"},
+                          {"add_special_tokens", 1},
+                          {"error", "in.jsonl:6: field 'add_special_tokens': expected a boolean"}}));
+  EXPECT_EQ(out[5]["text"], "b");
+  EXPECT_EQ(out[5]["ids"].get<std::vector<int32_t>>(), *tok_->Encode("b", true));
+  // The last line has no newline and is fine; a cut-off bad last line keeps its hint in its error field.
+  const std::vector<Json> cut = JsonLines(RunWith(*tok_, &*chat_, "{\"text\": \"b", 1).output);
+  ASSERT_EQ(cut.size(), 1u);
+  EXPECT_NE(cut[0]["error"].get<std::string>().find("was the file cut off?"), std::string::npos) << cut[0];
+  // Invalid UTF-8 in a bad line is replaced, so the error line is still JSON.
+  const std::vector<Json> bad_utf8 = JsonLines(RunWith(*tok_, &*chat_, "\xff\xfe\n", 1).output);
+  ASSERT_EQ(bad_utf8.size(), 1u);
+  EXPECT_EQ(bad_utf8[0]["input"], "\xef\xbf\xbd\xef\xbf\xbd");
+}
+
+// Issue 29's case: Mistral's template raises on a user turn after a user turn. That conversation is
+// written with the template's error, and the conversations after it are rendered and tokenized; with
+// --fail-fast the run stops there, the line before it written.
+TEST(TokenizeRefusedTest, MistralRefusedConversationDoesNotStopTheRun) {
+  const std::string dir = std::string(ZEROFIT_HF_TOKENIZERS_DIR) + "/mistral-v0.3";
+  if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << dir << " is missing";
+  auto tok = text::Tokenizer::FromFile(dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto chat = text::ChatTemplate::FromTokenizerConfig(dir + "/tokenizer_config.json");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  const Json good = {
+      {"messages", {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Yo"}}}}};
+  const Json twice = {
+      {"messages", {{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}}}};
+  const Json last = {{"messages", {{{"role", "user"}, {"content", "c"}}}}};
+  const std::string input = good.dump() + "\n" + twice.dump() + "\n" + last.dump() + "\n";
+  const Tokenized t = RunWith(**tok, &*chat, input, 2);
+  ASSERT_TRUE(t.status.ok()) << t.status;
+  EXPECT_EQ(t.written, 3u);
+  EXPECT_EQ(t.refused, 1u);
+  EXPECT_EQ(t.first_error.rfind("in.jsonl:2: chat template: ", 0), 0u) << t.first_error;
+  const std::vector<Json> out = JsonLines(t.output);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[1]["messages"], twice["messages"]);
+  EXPECT_EQ(out[1]["error"], t.first_error);
+  EXPECT_FALSE(out[1].contains("ids"));
+  for (const Json* line : {&out[0], &out[2]}) {
+    ASSERT_TRUE(line->contains("rendered")) << *line;
+    EXPECT_EQ((*line)["ids"].get<std::vector<int32_t>>(),
+              *(*tok)->Encode((*line)["rendered"].get<std::string>(), false));
+  }
+  const Tokenized stopped = RunWith(**tok, &*chat, input, 2, /*fail_fast=*/true);
+  EXPECT_EQ(stopped.status.message(), t.first_error);
+  EXPECT_EQ(stopped.output, out[0].dump(-1, ' ', false) + "\n");
+}
+
 TEST_F(TokenizeCommandTest, MessagesGetRenderedAndIds) {
   std::string out;
   ASSERT_TRUE(
@@ -127,24 +235,8 @@ std::string ReadFile(const std::string& path) {
   return buf.str();
 }
 
-struct Tokenized {
-  absl::Status status;
-  std::string output;
-  size_t written = 0;
-};
-
-Tokenized RunWith(const text::Tokenizer& tok, const text::ChatTemplate* chat, const std::string& input,
-                  int threads) {
-  std::istringstream in(input);
-  std::ostringstream out;
-  Tokenized t;
-  t.status = TokenizeJsonl(tok, chat, in, "in.jsonl", out, &t.written, threads);
-  t.output = out.str();
-  return t;
-}
-
 // The text corpus of the golden tests, repeated past one chunk of lines (4096), with chat lines mixed in
-// (an error for gpt2, which has no template: the error must then be the first one, as serially).
+// (refused for gpt2, which has no template: written with an "error" field, the first one reported).
 std::string ParallelCorpus() {
   const std::string corpus = ReadFile(std::string(ZEROFIT_TEXT_GOLDEN_DIR) + "/../corpus.jsonl");
   std::string input;
@@ -170,16 +262,20 @@ TEST(TokenizeParallelTest, ParallelOutputEqualsSerialOnTheRealTokenizers) {
     auto chat = text::ChatTemplate::FromTokenizerConfig(dir + "/tokenizer_config.json");
     const text::ChatTemplate* chat_ptr = chat.ok() ? &*chat : nullptr;
     const Tokenized serial = RunWith(**tok, chat_ptr, input, 1);
+    ASSERT_TRUE(serial.status.ok()) << name << ": " << serial.status;
+    EXPECT_EQ(serial.written, 12u * 399u) << name;
     if (chat_ptr != nullptr) {
-      ASSERT_TRUE(serial.status.ok()) << name << ": " << serial.status;
-      EXPECT_EQ(serial.written, 12u * 399u) << name;
+      EXPECT_EQ(serial.refused, 0u) << name << ": " << serial.first_error;
     } else {
-      EXPECT_NE(serial.status.message().find("in.jsonl:400: "), std::string::npos) << serial.status;
+      EXPECT_EQ(serial.refused, 12u);
+      EXPECT_EQ(serial.first_error.rfind("in.jsonl:400: field 'messages'", 0), 0u) << serial.first_error;
     }
     for (int threads : {2, 3, 0}) {
       const Tokenized parallel = RunWith(**tok, chat_ptr, input, threads);
       EXPECT_EQ(parallel.status, serial.status) << name << ", " << threads << " threads";
       EXPECT_EQ(parallel.written, serial.written) << name << ", " << threads << " threads";
+      EXPECT_EQ(parallel.refused, serial.refused) << name << ", " << threads << " threads";
+      EXPECT_EQ(parallel.first_error, serial.first_error) << name << ", " << threads << " threads";
       EXPECT_TRUE(parallel.output == serial.output) << name << ", " << threads << " threads";
     }
     ++tested;
@@ -187,8 +283,9 @@ TEST(TokenizeParallelTest, ParallelOutputEqualsSerialOnTheRealTokenizers) {
   if (tested == 0) GTEST_SKIP() << ZEROFIT_HF_TOKENIZERS_DIR << " has none of the tokenizers";
 }
 
-// Errors at late lines (in the second chunk): the lowest bad line is reported, with everything before it
-// written, whatever the thread count; a cut-off last line keeps its hint.
+// --fail-fast, errors at late lines (in the second chunk): the lowest bad line is reported, with everything
+// before it written, whatever the thread count; a cut-off last line keeps its hint. Without it, both lines
+// are written with their errors and the run goes on to the end, the same for every thread count.
 TEST_F(TokenizeCommandTest, ParallelReportsTheLowestBadLineLikeSerial) {
   std::string input;
   for (int i = 1; i <= 6000; ++i) {
@@ -202,17 +299,37 @@ TEST_F(TokenizeCommandTest, ParallelReportsTheLowestBadLineLikeSerial) {
                "\n";
     }
   }
-  const Tokenized serial = RunWith(*tok_, &*chat_, input, 1);
+  const Tokenized serial = RunWith(*tok_, &*chat_, input, 1, /*fail_fast=*/true);
   EXPECT_EQ(serial.status.message().rfind("in.jsonl:4500: ", 0), 0u) << serial.status;
+  EXPECT_EQ(JsonLines(serial.output).size(), 4499u);
   for (int threads : {2, 4}) {
-    const Tokenized parallel = RunWith(*tok_, &*chat_, input, threads);
+    const Tokenized parallel = RunWith(*tok_, &*chat_, input, threads, /*fail_fast=*/true);
     EXPECT_EQ(parallel.status, serial.status);
     EXPECT_TRUE(parallel.output == serial.output);
   }
+  const Tokenized going_on = RunWith(*tok_, &*chat_, input, 1);
+  ASSERT_TRUE(going_on.status.ok()) << going_on.status;
+  EXPECT_EQ(going_on.written, 6000u);
+  EXPECT_EQ(going_on.refused, 2u);
+  EXPECT_EQ(going_on.first_error.rfind("in.jsonl:4500: ", 0), 0u) << going_on.first_error;
+  const std::vector<Json> out = JsonLines(going_on.output);
+  ASSERT_EQ(out.size(), 6000u);
+  EXPECT_EQ(out[4499]["error"].get<std::string>().rfind("in.jsonl:4500: ", 0), 0u) << out[4499];
+  EXPECT_EQ(out[4999]["error"].get<std::string>().rfind("in.jsonl:5000: invalid JSON", 0), 0u) << out[4999];
+  EXPECT_EQ(out[5999]["text"], "line 6000 of the file");
+  EXPECT_FALSE(out[5999].contains("error"));
+  for (int threads : {2, 4}) {
+    const Tokenized parallel = RunWith(*tok_, &*chat_, input, threads);
+    EXPECT_EQ(parallel.status, going_on.status);
+    EXPECT_EQ(parallel.refused, going_on.refused);
+    EXPECT_EQ(parallel.first_error, going_on.first_error);
+    EXPECT_TRUE(parallel.output == going_on.output);
+  }
   const std::string cut = "{\"text\": \"a\"}\n{\"text\": \"b";
-  const Tokenized serial_cut = RunWith(*tok_, &*chat_, cut, 1);
+  const Tokenized serial_cut = RunWith(*tok_, &*chat_, cut, 1, /*fail_fast=*/true);
   EXPECT_NE(serial_cut.status.message().find("was the file cut off?"), std::string::npos);
-  EXPECT_EQ(RunWith(*tok_, &*chat_, cut, 3).status, serial_cut.status);
+  EXPECT_EQ(RunWith(*tok_, &*chat_, cut, 3, /*fail_fast=*/true).status, serial_cut.status);
+  EXPECT_NE(RunWith(*tok_, &*chat_, cut, 1).first_error.find("was the file cut off?"), std::string::npos);
 }
 
 }  // namespace

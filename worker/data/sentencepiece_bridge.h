@@ -26,8 +26,22 @@ class Processor {
   // SentencePiece's message (without the path; callers add it).
   static std::unique_ptr<Processor> Load(const std::string& path, std::string* error);
 
-  // Pieces of `text` as ids, no BOS/EOS added. Returns false and sets *error on failure.
+  // Pieces of `text` as ids, no BOS/EOS added: the ids of ReferenceEncode, in time linear in the text (up
+  // to the model's own BPE heap, O(n log n)). Returns false and sets *error on failure.
+  //
+  // Why not SentencePiece's Encode: without byte fallback it merges a run of consecutive unknown pieces
+  // into one unk by re-copying the merged piece and surface for every character, so a run of n unknown
+  // characters (one repeated character, a paragraph of CJK for an English model) takes O(n^2): 1M
+  // characters ran 18 s and more (issue 29). Here such a model is encoded by a twin with byte fallback on
+  // and the 256 byte pieces appended above its ids; byte fallback only changes how an unknown piece is
+  // written out (as its bytes, in the same place: normalization, BPE merges and unigram scores ignore
+  // byte pieces), so collapsing each run of byte ids into one unk gives SentencePiece's ids exactly.
   bool Encode(const std::string& text, std::vector<int>* ids, std::string* error) const;
+  // SentencePiece's own Encode of the model as loaded: what Encode must equal (tests compare the two).
+  bool ReferenceEncode(const std::string& text, std::vector<int>* ids, std::string* error) const;
+  // False only for a model that keeps the library's quadratic encoding (its pieces clash with the byte
+  // pieces, see Load).
+  bool linear_encode() const;
   // Text of `ids`; control ids (BOS/EOS/PAD) decode to nothing. Ids must be in [0, piece_size()).
   bool Decode(const std::vector<int>& ids, std::string* text, std::string* error) const;
 
