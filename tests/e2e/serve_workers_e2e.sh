@@ -45,4 +45,10 @@ wait $WORKERS || { cat "$D/workers2.log" "$D/serve2.log"; fail "workers did not 
 logs=$("$Z" logs "$job2" --state-dir "$D/s")
 echo "$logs" | grep -q "step 10/300 " || fail "logs from before the crash lost"
 echo "$logs" | grep -q "step 300/300 " || fail "no logs after the restart"
+# `zerofit logs` keeps every step; `logs -f` into a pipe prints the first, every log_every-th (the default
+# for 300 steps: 3) and the last (issue 29): 101 lines.
+[ "$(echo "$logs" | grep -c "| step [0-9]*/300 ")" = 300 ] || fail "zerofit logs did not print every step"
+followed=$("$Z" logs -f "$job2" --state-dir "$D/s" | grep "| step [0-9]*/300 " | grep -o "[0-9]*/300" | cut -d/ -f1)
+[ "$(echo "$followed" | grep -c .)" = 101 ] && [ "$(echo "$followed" | head -2 | tr '\n' ' ')" = "1 3 " ] \
+  && [ "$(echo "$followed" | tail -1)" = 300 ] || fail "logs -f into a pipe printed steps: $(echo $followed)"
 echo "PASS"
