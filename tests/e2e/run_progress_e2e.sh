@@ -40,10 +40,10 @@ grep -q $'[\r\x1b]' "$D/piped.log" && fail "terminal codes in a pipe: $(grep -c 
 steps=$(grep -o " step [0-9]*/300 " "$D/piped.log" | grep -o "[0-9]*/300" | cut -d/ -f1)
 printed=$(echo "$steps" | grep -c .)
 for want in 1 $(seq 25 25 300); do
-  echo "$steps" | grep -qx "$want" || fail "step $want/300 not printed; printed: $(echo $steps)"
+  echo "$steps" | grep -qx "$want" || fail "step $want/300 not printed; printed: ${steps//$'\n'/ }"
 done
 # Any other step line is one of the 30-s wall-clock lines (a loaded machine): at most one per 30 s.
-[ "$printed" -le $((13 + took / 30)) ] || fail "$printed step lines in ${took} s for 300 steps: $(echo $steps)"
+[ "$printed" -le $((13 + took / 30)) ] || fail "$printed step lines in ${took} s for 300 steps: ${steps//$'\n'/ }"
 
 # --- a terminal ----------------------------------------------------------------------------------------------
 spec tty 40 "eval: {every: 20}" "log_every: 1000"

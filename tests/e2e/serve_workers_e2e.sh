@@ -52,7 +52,7 @@ echo "$logs" | grep -q "step 300/300 " || fail "no logs after the restart"
 [ "$(echo "$logs" | grep -o "| step [0-9]*/300 " | sort -u | wc -l)" = 300 ] || fail "zerofit logs lost steps"
 followed=$("$Z" logs -f "$job2" --state-dir "$D/s" | grep "| step [0-9]*/300 " | grep -o "[0-9]*/300" | cut -d/ -f1)
 for want in 1 $(seq 3 3 300); do
-  echo "$followed" | grep -qx "$want" || fail "logs -f into a pipe did not print step $want: $(echo $followed)"
+  echo "$followed" | grep -qx "$want" || fail "logs -f into a pipe did not print step $want: ${followed//$'\n'/ }"
 done
-[ "$(echo "$followed" | grep -c .)" -le 103 ] || fail "logs -f into a pipe printed steps: $(echo $followed)"
+[ "$(echo "$followed" | grep -c .)" -le 103 ] || fail "logs -f into a pipe printed steps: ${followed//$'\n'/ }"
 echo "PASS"
