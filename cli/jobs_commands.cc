@@ -19,6 +19,7 @@
 #include "cli/metrics_format.h"
 #include "cli/private_files.h"
 #include "cli/slurm_commands.h"
+#include "cli/stdout_progress.h"
 #include "client/connection_flags.h"
 #include "coordinator/job_store.h"
 #include "coordinator/service.h"
@@ -328,17 +329,42 @@ absl::Status RunList(const JobsFlags& f) {
   return absl::OkStatus();
 }
 
+// How a job's log line is printed by `zerofit logs`.
+std::string LogLineText(const v1::LogLine& l) {
+  return absl::StrFormat("%s %s | %s",
+                         absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(l.unix_us()), absl::UTCTimeZone()),
+                         l.source(), l.text());
+}
+
+// The job spec's log_every; 0 (about 1% of the steps the lines name) when the job or its spec cannot be read
+// (the follow then says what is wrong, or waits for the coordinator).
+int64_t LogEveryOf(Client& client, const std::string& job_id) {
+  auto job = client.Get(job_id);
+  if (!job.ok()) return 0;
+  auto spec = jobspec::ParseJobSpec(job->spec(), job_id);
+  return spec.ok() ? spec->log_every : 0;
+}
+
 absl::Status RunLogs(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
-  auto print = [](const v1::LogLine& l) {
-    std::printf("%s %s | %s\n",
-                absl::FormatTime("%H:%M:%S", absl::FromUnixMicros(l.unix_us()), absl::UTCTimeZone()).c_str(),
-                l.source().c_str(), l.text().c_str());
-    std::fflush(stdout);
+  if (!f.follow) {
+    // The whole record: every line the job logged.
+    return client.StreamLogs(f.job, 0, false, absl::ZeroDuration(), [](const v1::LogLine& l) {
+      std::printf("%s\n", LogLineText(l).c_str());
+      std::fflush(stdout);
+    });
+  }
+  ZF_ASSIGN_OR_RETURN(Client::FollowOptions follow, FollowOptionsOf(f, "logs"));
+  // While the job runs: on a terminal one progress line redrawn in place, else a line every log_every steps.
+  core::RealClock clock;
+  const std::unique_ptr<ProgressReporter> progress = StdoutProgress(LogEveryOf(client, f.job), &clock);
+  follow.on_reconnect = [&progress, say = follow.on_reconnect](const absl::Status& why, absl::Duration d,
+                                                               int retry) {
+    progress->Clear();  // the message goes to stderr, maybe the same terminal
+    say(why, d, retry);
   };
-  if (!f.follow) return client.StreamLogs(f.job, 0, false, absl::ZeroDuration(), print);
-  ZF_ASSIGN_OR_RETURN(const Client::FollowOptions follow, FollowOptionsOf(f, "logs"));
-  return client.FollowLogs(f.job, follow, print);
+  return client.FollowLogs(
+      f.job, follow, [&progress](const v1::LogLine& l) { progress->JobLine(l.text(), LogLineText(l)); });
 }
 
 absl::Status RunMetrics(const JobsFlags& f) {

@@ -15,6 +15,7 @@
 #include "cli/jobs_commands.h"
 #include "cli/launcher_stop.h"
 #include "cli/private_files.h"
+#include "cli/stdout_progress.h"
 #include "cli/supervise.h"
 #include "client/connection_flags.h"
 #include "coordinator/service.h"
@@ -127,7 +128,11 @@ absl::Status RunRun(const RunFlags& f) {
   const std::string id = submitted.job.id;
   std::printf("zerofit run: %s on %d ranks (coordinator %s, state %s)\n", id.c_str(), spec.world_size,
               server->address().c_str(), state.c_str());
+  // On a terminal one progress line redrawn in place, else a line every log_every steps; ended on a fresh
+  // line however this function returns (before main prints an error).
+  const std::unique_ptr<ProgressReporter> progress = StdoutProgress(spec.log_every, &clock);
   SuperviseHooks hooks;
+  hooks.progress = progress.get();
   hooks.command = [&] {
     std::vector<std::string> args = {f.mpiexec, "--oversubscribe"};
     if (::geteuid() == 0) args.push_back("--allow-run-as-root");
@@ -143,11 +148,11 @@ absl::Status RunRun(const RunFlags& f) {
   int stopped_by = 0;
   hooks.poll = [&](ChildProcess& launcher) {
     for (int sig = signals.Take(); sig != 0; sig = signals.Take()) {
-      std::printf("zerofit run: %s: stopping the workers (SIGTERM to mpiexec%s)\n", SignalName(sig),
-                  stop.stopping()
-                      ? "; again: SIGKILL now"
-                      : absl::StrCat(", SIGKILL after ", absl::FormatDuration(kStopGrace)).c_str());
-      std::fflush(stdout);
+      progress->Say(
+          absl::StrCat("zerofit run: ", SignalName(sig), ": stopping the workers (SIGTERM to mpiexec",
+                       stop.stopping() ? "; again: SIGKILL now"
+                                       : absl::StrCat(", SIGKILL after ", absl::FormatDuration(kStopGrace)),
+                       ")"));
       stopped_by = sig;
       stop.Begin(launcher, absl::Now());
     }
@@ -156,6 +161,7 @@ absl::Status RunRun(const RunFlags& f) {
   hooks.after_exit = [&](int) { return stop.stopping() ? AfterExit::kStop : AfterExit::kReportAndContinue; };
   std::unique_ptr<JobControl> control = LocalJobControl(&c);
   ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(*control, id, hooks));
+  progress->Finish();
   if (stopped_by != 0) {
     while (signals.Take() != 0) {
     }  // the user insisting while the workers stopped: they are stopped

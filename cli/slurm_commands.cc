@@ -20,6 +20,7 @@
 #include "cli/jobs_commands.h"
 #include "cli/launcher_stop.h"
 #include "cli/private_files.h"
+#include "cli/stdout_progress.h"
 #include "cli/subprocess.h"
 #include "cli/supervise.h"
 #include "client/connection_flags.h"
@@ -423,7 +424,10 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   // step, alive. Slurm's own KillWait comes after this for the batch step as a whole. One per launch.
   constexpr absl::Duration kSrunStopGrace = absl::Seconds(5);
   LauncherStop srun_stop(kSrunStopGrace);
+  // The Slurm job's output is a file: a progress line every log_every steps (stdout_progress.h).
+  const std::unique_ptr<ProgressReporter> progress = StdoutProgress(spec.log_every, &clock);
   SuperviseHooks hooks;
+  hooks.progress = progress.get();
   hooks.print_earlier_logs = submitted.created;  // a requeued run appends to the output of the first
   hooks.command = [&] {
     fence.Launched();
@@ -439,9 +443,9 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
       if (sig == SIGUSR1 && !preempted && !terminating) {
         auto stop = c.Preempt(id, "SIGUSR1 from Slurm: time limit or preemption ahead");
         preempted = stop.ok();
-        std::printf("zerofit slurm-launch: SIGUSR1: %s\n",
-                    stop.ok() ? absl::StrCat("ranks stop before step ", *stop).c_str()
-                              : std::string(stop.status().message()).c_str());
+        progress->Say(absl::StrCat("zerofit slurm-launch: SIGUSR1: ",
+                                   stop.ok() ? absl::StrCat("ranks stop before step ", *stop)
+                                             : std::string(stop.status().message())));
       } else if (sig == SIGTERM || sig == SIGINT) {
         terminating = true;
         srun_stop.Begin(srun, absl::Now());
@@ -451,11 +455,9 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     if (preempted || terminating || srun_stop.stopping()) return;  // those stop the ranks their own way
     auto job = c.Get(id);
     if (job.ok() && fence.ShouldStop(*job)) {
-      std::printf(
-          "zerofit slurm-launch: attempt %d failed while srun runs (%s): SIGTERM to its ranks, SIGKILL after "
-          "%s\n",
-          fence.formed(), job->status.reason.c_str(), absl::FormatDuration(kSrunStopGrace).c_str());
-      std::fflush(stdout);
+      progress->Say(absl::StrCat(
+          "zerofit slurm-launch: attempt ", fence.formed(), " failed while srun runs (", job->status.reason,
+          "): SIGTERM to its ranks, SIGKILL after ", absl::FormatDuration(kSrunStopGrace)));
       srun_stop.Begin(srun, absl::Now());
     }
   };
@@ -464,6 +466,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
     return preempted ? AfterExit::kReportAndStop : AfterExit::kReportAndContinue;
   };
   ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(c, id, hooks));
+  progress->Finish();
   int code = 0;
   if (terminating) {
     // `scontrol requeue` from outside, scancel, or the time limit. The job is COMPLETING in every case until

@@ -8,10 +8,11 @@
 namespace zerofit::cli {
 namespace {
 
-void PrintLines(const std::vector<coordinator::LogLine>& lines, int64_t* after) {
+void PrintLines(const std::vector<coordinator::LogLine>& lines, int64_t* after, ProgressReporter& progress) {
   for (const coordinator::LogLine& l : lines) {
-    std::printf("%s %-16s %s\n", absl::FormatTime("%H:%M:%S", l.time, absl::LocalTimeZone()).c_str(),
-                l.source.c_str(), l.text.c_str());
+    progress.JobLine(
+        l.text, absl::StrFormat("%s %-16s %s", absl::FormatTime("%H:%M:%S", l.time, absl::LocalTimeZone()),
+                                l.source, l.text));
     *after = l.seq;
   }
   std::fflush(stdout);
@@ -28,6 +29,12 @@ absl::StatusOr<Supervised> SuperviseJob(JobControl& c, const std::string& id, co
       after = lines.back().seq;
     }
   }
+  // Without a reporter: every line (no step is left out), as before there was one.
+  core::RealClock clock;
+  ProgressOptions every_line;
+  every_line.log_every = 1;
+  ProgressReporter all(every_line, &clock, [](const std::string& text) { std::fputs(text.c_str(), stdout); });
+  ProgressReporter& progress = hooks.progress ? *hooks.progress : all;
   Supervised out;
   bool stop = false;
   while (!stop) {
@@ -37,7 +44,7 @@ absl::StatusOr<Supervised> SuperviseJob(JobControl& c, const std::string& id, co
     std::optional<int> code;
     while (!code) {
       ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::Milliseconds(300)));
-      PrintLines(lines, &after);
+      PrintLines(lines, &after, progress);
       if (hooks.poll) hooks.poll(launcher);
       ZF_ASSIGN_OR_RETURN(code, launcher.Poll());
     }
@@ -46,10 +53,10 @@ absl::StatusOr<Supervised> SuperviseJob(JobControl& c, const std::string& id, co
     if (next != AfterExit::kStop) ZF_RETURN_IF_ERROR(c.LauncherExited(id, *code));
     stop = next != AfterExit::kReportAndContinue;
     ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::ZeroDuration()));
-    PrintLines(lines, &after);
+    PrintLines(lines, &after, progress);
   }
   ZF_ASSIGN_OR_RETURN(auto lines, c.WaitLogs(id, after, absl::ZeroDuration()));
-  PrintLines(lines, &after);
+  PrintLines(lines, &after, progress);
   ZF_ASSIGN_OR_RETURN(out.job, c.Get(id));
   return out;
 }

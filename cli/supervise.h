@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "cli/job_control.h"
+#include "cli/progress_reporter.h"
 #include "cli/subprocess.h"
 
 namespace zerofit::cli {
@@ -30,6 +31,9 @@ struct SuperviseHooks {
   // Print the job's log lines from the first one (false: only lines logged from now on, e.g. when an
   // earlier run of the same job already printed the rest to the same output).
   bool print_earlier_logs = true;
+  // Decides which of the job's lines are printed, and how (progress_reporter.h); must outlive the call.
+  // Null: every line, as it comes.
+  ProgressReporter* progress = nullptr;
 };
 
 struct Supervised {

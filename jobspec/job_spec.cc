@@ -146,6 +146,21 @@ absl::Status ParseEval(const YamlReader& r, const YAML::Node& root, EvalSpec* e)
   return absl::OkStatus();
 }
 
+// `log_every: N` (N >= 1), after the training section: its default follows training.steps.
+absl::Status ParseLogEvery(const YamlReader& r, const YAML::Node& root, JobSpec* s) {
+  s->log_every = DefaultLogEvery(s->training.steps);
+  const YAML::Node n = root["log_every"];
+  if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+  ZF_RETURN_IF_ERROR(r.Get(root, "log_every", "log_every", &s->log_every, "a number of steps (an integer)"));
+  if (s->log_every < 1) {
+    return r.Error(n, "log_every",
+                   absl::StrCat("must be >= 1 (a progress line every N steps in a pipe or file; leave it out "
+                                "for about 1% of training.steps), got ",
+                                s->log_every));
+  }
+  return absl::OkStatus();
+}
+
 // `watchdog: {step_time_factor, floor_s}`, or `watchdog: off` / `false`; checked by ValidateWatchdog.
 absl::Status ParseWatchdog(const YamlReader& r, const YAML::Node& root, WatchdogSpec* w) {
   const YAML::Node n = root["watchdog"];
@@ -448,10 +463,10 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   const YamlReader r(source);
   if (!root.IsMap())
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
-  ZF_RETURN_IF_ERROR(
-      r.OnlyKeys(root, "",
-                 {"name", "task", "model", "data", "world_size", "hardware", "max_restarts", "device",
-                  "training", "deepspeed", "checkpoint", "metrics", "slurm", "eval", "export", "watchdog"}));
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(
+      root, "",
+      {"name", "task", "model", "data", "world_size", "hardware", "max_restarts", "device", "training",
+       "deepspeed", "checkpoint", "metrics", "slurm", "eval", "export", "watchdog", "log_every"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
@@ -630,6 +645,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": field 'training.lr_schedule': ", bad.message()));
   }
+  ZF_RETURN_IF_ERROR(ParseLogEvery(r, root, &s));
   if (const YAML::Node c = root["checkpoint"]; c.IsDefined()) {
     if (!c.IsMap()) return r.Error(c, "checkpoint", "expected a mapping");
     ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep", "overwrite"}));
@@ -658,6 +674,8 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
 }
 
 }  // namespace
+
+int64_t DefaultLogEvery(int64_t steps) { return std::max<int64_t>(1, steps / 100); }
 
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& source,
                                      const std::string& base_dir) {

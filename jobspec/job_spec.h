@@ -29,6 +29,7 @@
 //   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
 //   watchdog: {step_time_factor: 10, floor_s: 300}   # hang detection; `watchdog: off` turns it off
 //   export: /models/mistral-rm   # the trained model in Hugging Face format, after the last step
+//   log_every: 10                # in a pipe or file, a progress line every 10 steps (default: about 1%)
 //   slurm:                       # for `zerofit slurm` / `zerofit submit --slurm` (docs/slurm.md)
 //     nodes: 2
 //     gpus_per_node: 8           # one task (rank) per GPU
@@ -183,7 +184,15 @@ struct JobSpec {
   std::string export_dir;
   bool world_size_given = false;  // world_size was written in the spec (not the default)
   std::optional<SlurmSpec> slurm;
+  // How often a progress line is printed where it cannot be redrawn in place (`zerofit run` and `zerofit logs
+  // -f` into a pipe or a file, a Slurm job's output): every log_every-th step, the first and the last step,
+  // and at least one every 30 s (cli/progress_reporter.h). Always >= 1 after parsing: the spec's, or
+  // DefaultLogEvery(training.steps). A terminal shows every step in place whatever this says.
+  int64_t log_every = 1;
 };
+
+// About 1% of a job's steps, at least 1: a 400-step job prints every 4th step, a 10,000-step one every 100th.
+int64_t DefaultLogEvery(int64_t steps);
 
 // Checks a Slurm section (after flags were applied): sizes positive, world_size == nodes x ranks per node
 // when the spec gave a world size. `source` names the spec in errors.

@@ -22,6 +22,10 @@ if(TARGET zerofit_cli_jobs)
   target_link_libraries(subprocess_test PRIVATE zerofit_cli_jobs)
   zerofit_unit_test(metrics_format_test cli/metrics_format_test.cc)
   target_link_libraries(metrics_format_test PRIVATE zerofit_cli_jobs)
+  # What `zerofit run` / `logs -f` print of a job's log: in place on a terminal, every log_every steps in a
+  # pipe, on a fake clock (issue 29).
+  zerofit_unit_test(progress_reporter_test cli/progress_reporter_test.cc)
+  target_link_libraries(progress_reporter_test PRIVATE zerofit_cli_jobs)
   zerofit_e2e_test(coordinator_cli_e2e 120 1 $<TARGET_FILE:zerofit>)
   # One coordinator per port and per state directory; FIFOs named by a spec answered at once (issue 19).
   zerofit_e2e_test(serve_identity_e2e 120 1 $<TARGET_FILE:zerofit>)
@@ -51,6 +55,9 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_ari
   # Issue 19: no token on any zerofit process's command line during a job, a private state directory, and
   # SIGINT / SIGTERM / SIGKILL to `zerofit run` alone ending every process of the job within 10 s.
   zerofit_e2e_test(stop_and_secrets_e2e 180 2 ${job_e2e_args})
+  # Issue 29: `zerofit run` into a pipe prints a step line every log_every steps (13 of 300), on a terminal
+  # (script(1)) one progress line redrawn in place with the evaluations as lines.
+  zerofit_e2e_test(run_progress_e2e 300 2 ${job_e2e_args})
 endif()
 
 # One job plan from a job spec (zerofit serve) and from zerofit_train_prefs flags, byte for byte; both

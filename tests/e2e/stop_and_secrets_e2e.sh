@@ -26,6 +26,7 @@ data: $D/data
 world_size: 2
 max_restarts: 0
 training: {steps: 100000, global_batch: 16, micro_batch: 4, gradient_accumulation: 2, lr: 1.0e-3}
+log_every: 1  # every step: the test waits for step 3
 YAML
 
 # The process $1 and all its descendants.

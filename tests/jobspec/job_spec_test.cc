@@ -224,6 +224,41 @@ TEST(JobSpecTest, WatchdogHasDefaultsAnOffSwitchAndLimitsWithTheirLine) {
   }
 }
 
+// log_every (issue 29): about 1% of the steps by default, at least 1; a value below 1 or not an integer is
+// refused naming the file, line and field.
+TEST(JobSpecTest, LogEveryDefaultsToAboutOnePercentAndIsChecked) {
+  const std::string head = "task: sft\nmodel: m\ndata: d\n";
+  const std::pair<std::string, int64_t> defaults[] = {{"", 1},
+                                                      {"training: {steps: 99}\n", 1},
+                                                      {"training: {steps: 400}\n", 4},
+                                                      {"training: {steps: 10000}\n", 100},
+                                                      {"training: {steps: 10000}\nlog_every: 7\n", 7},
+                                                      {"log_every: 1000\n", 1000}};
+  for (const auto& [text, expected] : defaults) {
+    auto s = ParseJobSpec(head + text, "job.yaml");
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->log_every, expected) << text;
+  }
+  const std::pair<std::string, std::string> cases[] = {
+      {"log_every: 0\n", "job.yaml:4: field 'log_every': must be >= 1 (a progress line every N steps"},
+      {"log_every: -5\n",
+       "job.yaml:4: field 'log_every': must be >= 1 (a progress line every N steps in a "
+       "pipe or file; leave it out for about 1% of training.steps), got -5"},
+      {"log_every: often\n",
+       "job.yaml:4: field 'log_every': expected a number of steps (an integer), got 'often'"},
+      {"log_every: 2.5\n",
+       "job.yaml:4: field 'log_every': expected a number of steps (an integer), got '2.5'"},
+      {"log_every: [1]\n", "job.yaml:4: field 'log_every': expected a number of steps"},
+      {"log_every: 99999999999999999999\n", "job.yaml:4: field 'log_every': expected a number of steps"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto s = ParseJobSpec(head + text, "job.yaml");
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.status().message().find(expected), std::string::npos)
+        << s.status() << "\nwanted " << expected;
+  }
+}
+
 TEST(JobSpecTest, NumericFieldsOutOfRangeAreRefusedWithTheirLine) {
   const std::string head = "task: sft\nmodel: m\ndata: d\ntraining:\n";
   const std::pair<std::string, std::string> cases[] = {

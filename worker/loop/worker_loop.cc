@@ -170,7 +170,7 @@ absl::Status WorkerLoop::Start() {
   ho.on_abort = [this] { OnAbort(); };
   ho.on_grace_expired = options_.exit_after_abort;
   heartbeat_ = std::make_unique<Heartbeater>(link_, std::move(ho));
-  started_ = absl::Now();
+  step_time_.emplace(absl::Now());
   return ReportOpening();
 }
 
@@ -269,6 +269,7 @@ absl::Status WorkerLoop::TrainStep(int64_t step, std::optional<int>* exit_code) 
   // Every rank reports its step metrics (with its own time split and peaks); rank 0 also the progress line
   // and the checkpoint.
   activity_->SetPhase("report");
+  step_time_->StepEnded(absl::Now());
   const bool lead = options_.rank == 0;
   return Report({lead ? ProgressLine(step, m, checkpoint) : "", &m, lead ? checkpoint : -1});
 }
@@ -302,13 +303,14 @@ absl::StatusOr<int> WorkerLoop::Preempted(int64_t step) {
 }
 
 std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m, int64_t checkpoint) const {
-  const double elapsed = absl::ToDoubleSeconds(absl::Now() - started_);
-  const int64_t done = step - first_step_ + 1, left = plan_.steps - step - 1;
+  // The ETA from the smoothed step time (smoothed_step_time.h), not from the mean since the attempt began:
+  // the first step's warm-up and a change of pace (another job on the machine) fade within ~20 steps.
+  const std::optional<absl::Duration> eta = step_time_->Remaining(plan_.steps - step - 1);
   const double margin = m.Get(names::kRewardMargin).value_or(ValueOr(m, names::kDpoMargin));
   std::string line = absl::StrFormat(
-      "step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %.0fs", step + 1, plan_.steps,
+      "step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %s", step + 1, plan_.steps,
       ValueOr(m, names::kLoss), ValueOr(m, names::kAccuracy), margin, ValueOr(m, names::kLearningRate),
-      ValueOr(m, names::kSamplesPerS), elapsed / static_cast<double>(done) * static_cast<double>(left));
+      ValueOr(m, names::kSamplesPerS), eta ? FormatEta(*eta) : "?");
   if (auto allocated = m.Get(names::kDevicePeakAllocatedBytes)) {
     absl::StrAppend(&line, absl::StrFormat("  device peak %.2f/%.2f GiB", *allocated / kGiB,
                                            ValueOr(m, names::kDevicePeakReservedBytes) / kGiB));

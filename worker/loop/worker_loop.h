@@ -33,6 +33,7 @@
 #include "worker/loop/coordinator_link.h"
 #include "worker/loop/heartbeater.h"
 #include "worker/loop/rank_activity.h"
+#include "worker/loop/smoothed_step_time.h"
 #include "worker/loop/training_session.h"
 #include "worker/loop/worker_loop_options.h"
 #include "worker/metrics/metrics_recorder.h"
@@ -92,7 +93,8 @@ class WorkerLoop {
   int64_t saved_ = -1;                // the last step whose checkpoint exists
   std::vector<std::string> retired_;  // checkpoint.overwrite: the earlier jobs' folders rank 0 removed
   std::optional<std::vector<metrics::NamedValue>> last_eval_;
-  absl::Time started_;
+  // From Start(): the ETA of rank 0's progress lines.
+  std::optional<SmoothedStepTime> step_time_;
 };
 
 // Whether `status` from a step means the rank ran out of memory (LibTorch's CPU or CUDA allocator).
