@@ -195,6 +195,7 @@ echo "5. external coordinator over TLS: $status"
 
 # 6. `zerofit cancel` with the ranks between their requests for step 5: every process of the Slurm job ends.
 [ -x "$FAULTY" ] || fail "part 6 needs zerofit_worker_faults (5th argument): $FAULTY"
+t6=$(date +%s)
 J=$(WORKER="$FAULTY" ZEROFIT_FAULTS="rank=1,step=4,fault=linger,seconds=2.5" submit zcancel)
 OUT="$D/st_zcancel/slurm-$J.out"
 wait_log "$OUT" "step 5/$STEPS " 120
@@ -218,5 +219,5 @@ done
 status=$("$Z" status --state-dir "$D/st_zcancel")
 echo "$status" | grep -q "job-000001 *zcancel *cancelled .*slurm_e2e 6" || fail "zerofit status after zerofit cancel: $status"
 stops=$(grep -o "stopping before step [0-9]*" "$OUT" | sort | uniq -c | tr -s ' ')
-echo "6. zerofit cancel: every process of Slurm job $J gone $gone ms after it; ${stops:-ranks aborted after the cancel grace}"
+echo "6. zerofit cancel: every process of Slurm job $J gone $gone ms after it; ${stops:-ranks aborted after the cancel grace} ($(($(date +%s) - t6)) s in all)"
 echo "PASS"
