@@ -249,12 +249,21 @@ absl::StatusOr<std::vector<MetricRow>> Coordinator::Metrics(const std::string& i
   return store_->Metrics(id, after_step);
 }
 
+int64_t Coordinator::CommonStopStep(const Live& live) {
+  return std::max(live.max_acquired, live.state->status().checkpoint_step) + 1;
+}
+
 absl::StatusOr<JobRecord> Coordinator::Cancel(const std::string& id, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_ASSIGN_OR_RETURN(Live * live, FindLocked(id));
+  const bool running = live->state->status().phase == JobPhase::kRunning;
   ZF_RETURN_IF_ERROR(live->state->Cancel(reason.empty() ? "cancelled by the user" : reason, clock_->Now()));
+  if (running) live->cancel_at = CommonStopStep(*live);
   ZF_RETURN_IF_ERROR(PersistLocked(id, *live));
-  ZF_RETURN_IF_ERROR(LogLocked(id, "coordinator", absl::StrCat("cancelled: ", live->state->status().reason)));
+  ZF_RETURN_IF_ERROR(LogLocked(
+      id, "coordinator",
+      absl::StrCat("cancelled: ", live->state->status().reason,
+                   running ? absl::StrCat("; ranks stop before step ", *live->cancel_at) : std::string())));
   return RecordLocked(id);
 }
 
@@ -410,6 +419,12 @@ absl::StatusOr<HeartbeatAnswer> Coordinator::Heartbeat(const std::string& job_id
     return HeartbeatAnswer{true, true};
   }
   if (s.phase == JobPhase::kQueued || s.phase == JobPhase::kRestarting) return HeartbeatAnswer{};  // forming
+  if (s.phase == JobPhase::kCancelled) {
+    // A rank still here cancel_grace after the cancel has not reached the stop step (a long step, a peer
+    // gone): it may wait in a collective that never completes.
+    const bool late = !live->cancel_at || clock_->Now() - s.since >= live->state->policy().cancel_grace;
+    return HeartbeatAnswer{true, late};
+  }
   if (s.phase != JobPhase::kRunning) return HeartbeatAnswer{true, s.phase == JobPhase::kFailed};
   ZF_RETURN_IF_ERROR(
       live->state->Heartbeat(beat.rank, clock_->Now(), Truncated(beat.activity, kMaxActivityBytes)));
@@ -424,9 +439,12 @@ absl::StatusOr<StepGrant> Coordinator::AcquireStep(const std::string& job_id, in
         absl::StrCat("job ", job_id, ": rank 0 has not registered the sample lengths yet"));
   }
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat("step ", step, " < 0"));
-  if (IsTerminal(live->state->status().phase)) return StepGrant{nullptr, false, true};
+  const JobPhase phase = live->state->status().phase;
+  // A step before a cancel's stop step is one some rank already holds: its peers must run it with that rank.
+  const bool before_cancel = phase == JobPhase::kCancelled && live->cancel_at && step < *live->cancel_at;
+  if (IsTerminal(phase) && !before_cancel) return StepGrant{nullptr, false, true};
   if (live->stop_at && step >= *live->stop_at) return StepGrant{nullptr, true};
-  if (rank >= 0 && live->state->status().phase == JobPhase::kRunning) {
+  if (rank >= 0 && phase == JobPhase::kRunning) {
     ZF_RETURN_IF_ERROR(live->state->StepStarted(rank, step, clock_->Now()));
   }
   live->max_acquired = std::max(live->max_acquired, step);
@@ -446,9 +464,7 @@ absl::StatusOr<int64_t> Coordinator::Preempt(const std::string& job_id, const st
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is ", JobPhaseName(s.phase)));
   }
   if (live->stop_at) return *live->stop_at;
-  // No rank can be past max_acquired + 1 (each step's collectives hold the ranks together), and every rank
-  // will ask for the stop step after finishing the one before: they all stop at the same boundary.
-  live->stop_at = std::max(live->max_acquired, s.checkpoint_step) + 1;
+  live->stop_at = CommonStopStep(*live);  // every rank stops at this same boundary
   live->stop_reason = why;
   ZF_RETURN_IF_ERROR(LogLocked(job_id, "coordinator",
                                absl::StrCat("preemption (", why, "): ranks checkpoint step ",

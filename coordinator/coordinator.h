@@ -36,7 +36,7 @@ struct WorkerRegistration {
 
 // A step for the workers: its micro-batches, or stop (a preemption was requested: checkpoint the previous
 // step and exit with kPreemptedExitCode), or cancel (the job is over: cancelled, failed or finished; leave
-// without writing anything).
+// without writing anything). Both are answered from one step on, the same for every rank (Preempt, Cancel).
 struct StepGrant {
   std::shared_ptr<const StepAssignment> assignment;  // null when stop or cancel
   bool stop = false;
@@ -50,8 +50,9 @@ struct HeartbeatInfo {
   std::string activity;  // what it is doing; at most kMaxActivityBytes are kept
 };
 
-// The answer: cancel = stop at the next step boundary, writing nothing (the job is over); abort = the rank's
-// attempt has failed: abort the communicator now, even inside a collective, and exit (cancel is set too).
+// The answer: cancel = the job is over (the step grants say where to stop); abort = the rank's attempt has
+// failed, or was cancelled and did not reach its stop step within the job's cancel_grace: abort the
+// communicator now, even inside a collective, and exit (cancel is set too).
 struct HeartbeatAnswer {
   bool cancel = false;
   bool abort = false;
@@ -87,6 +88,12 @@ class Coordinator {
   absl::StatusOr<JobRecord> Get(const std::string& id);
   absl::StatusOr<std::vector<JobRecord>> List();
   absl::StatusOr<std::vector<MetricRow>> Metrics(const std::string& id, int64_t after_step);
+  // Cancels the job. A running attempt stops at one step boundary every rank agrees on, as after Preempt
+  // (the step after the highest one any rank has acquired): steps before it are still granted, so that a
+  // rank one step behind runs the step its peers already hold (and wait for in its collectives) instead of
+  // leaving them there; from it on every step is refused with `cancel`. Nothing is written at the stop.
+  // Ranks that still heartbeat cancel_grace after the cancel (a step that takes longer, a rank stuck) are
+  // told to abort. Idempotent on a cancelled job (the stop step stays).
   absl::StatusOr<JobRecord> Cancel(const std::string& id, const std::string& reason);
   // Log lines after `after`; waits up to `wait` for new ones when there are none and the job is live.
   absl::StatusOr<std::vector<LogLine>> WaitLogs(const std::string& id, int64_t after, absl::Duration wait);
@@ -101,12 +108,14 @@ class Coordinator {
                                               const std::string& host, const std::vector<int64_t>& lengths);
   // A rank's heartbeat, with its attempt and activity. A rank of an attempt that has ended (failed, hung,
   // superseded) is answered `abort`, whatever phase the job is in now; a rank of a job that is over,
-  // `cancel`.
+  // `cancel`, and of a cancelled one, `abort` too once cancel_grace has passed since the cancel (at once when
+  // no attempt was running at the cancel, or the coordinator restarted since: no stop step was agreed).
   absl::StatusOr<HeartbeatAnswer> Heartbeat(const std::string& job_id, const HeartbeatInfo& beat);
   // Rank `rank`'s micro-batches of `step`. Every rank of a step asks for the same assignment: it is computed
   // once and kept for the last few steps.
-  // After Preempt, steps from the stop step on are refused with `stop`; once the job is over (cancelled,
-  // failed, succeeded) every step is refused with `cancel`.
+  // After Preempt, steps from the stop step on are refused with `stop`; after Cancel, from its stop step on
+  // with `cancel`; once the job is otherwise over (failed, succeeded, or cancelled with no attempt running)
+  // every step is refused with `cancel`.
   // `rank` (>= 0) asking is progress for the watchdog (JobStateMachine::StepStarted).
   absl::StatusOr<StepGrant> AcquireStep(const std::string& job_id, int64_t step, int rank = -1);
   absl::Status Report(const std::string& job_id, const WorkerReport& report);
@@ -150,6 +159,7 @@ class Coordinator {
     int64_t max_acquired = -1;       // highest step handed out in this attempt
     std::optional<int64_t> stop_at;  // set by Preempt: the first step refused
     std::string stop_reason;
+    std::optional<int64_t> cancel_at;  // set by Cancel of a running attempt: the first step refused
     // An attempt was scheduled since the launcher last exited. A launcher that exits without forming one
     // (every rank failed before registering: bad data, a missing file) used up an attempt all the same.
     bool scheduled_in_launch = false;
@@ -158,6 +168,9 @@ class Coordinator {
     mutable std::map<std::pair<int, int>, jobspec::PlannedPeak> planned_peaks;
   };
   static constexpr size_t kRecentSteps = 4;
+  // The first step no rank of the running attempt holds yet: no rank can be past max_acquired + 1 (each
+  // step's collectives hold the ranks together), and every rank asks for it after finishing the one before.
+  static int64_t CommonStopStep(const Live& live);
   static Live MakeLive(const jobspec::JobSpec& spec, std::unique_ptr<JobStateMachine> state,
                        int micro_batches, bool checkpointing);
   // Rebuilds the step scheduler from the job's sample lengths and micro-batch count (none without lengths).

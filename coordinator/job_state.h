@@ -71,6 +71,10 @@ struct JobPolicy {
   int max_restarts = 3;
   absl::Duration heartbeat_timeout = absl::Seconds(10);
   WatchdogPolicy watchdog;
+  // After a cancel, how long the running attempt's ranks have to reach the common stop step before their
+  // heartbeats are answered `abort` (Coordinator::Cancel). With the workers' 1 s heartbeat and 5 s abort
+  // grace (worker/loop/heartbeater.h) every rank is gone within 10 s of the cancel even if it is stuck.
+  absl::Duration cancel_grace = absl::Seconds(3);
 };
 
 struct JobStatus {

@@ -113,4 +113,9 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker_faults AND TARGET zerofit_m
   zerofit_e2e_test(watchdog_e2e 400 2 $<TARGET_FILE:zerofit> $<TARGET_FILE:zerofit_make_arith_prefs>
                    $<TARGET_FILE:zerofit_worker_faults>)
   set_tests_properties(watchdog_e2e PROPERTIES COST 40)  # started early: see training_tests.cmake
+  # Issue 29: `zerofit cancel` ends every process of a job within 10 s (zerofit run; serve + submit +
+  # `mpiexec zerofit worker`), with the cancel landing between the ranks' requests for one step, and with a
+  # rank stuck in a collective. About 20 s (28 s on a loaded machine).
+  zerofit_e2e_test(cancel_e2e 180 2 $<TARGET_FILE:zerofit> $<TARGET_FILE:zerofit_make_arith_prefs>
+                   $<TARGET_FILE:zerofit_worker_faults>)
 endif()

@@ -4,6 +4,7 @@ zerofit_unit_test(jobspec_unit_test jobspec/job_spec_test.cc jobspec/job_plan_te
 target_link_libraries(jobspec_unit_test PRIVATE zerofit_jobspec)
 
 zerofit_unit_test(coordinator_unit_test
+  coordinator/coordinator_cancel_test.cc
   coordinator/coordinator_concurrency_test.cc
   coordinator/coordinator_shrink_test.cc
   coordinator/coordinator_watchdog_test.cc

@@ -14,13 +14,19 @@
 #      --tls-ca`; openssl makes the CA): the allocation's ranks report to it, nothing is stored in the Slurm
 #      state directory, and its `zerofit status` shows the job succeeded with its Slurm id and state (a plain
 #      external coordinator on another node, killed -9 and restarted, is multinode_e2e's part c);
+#   6. `zerofit cancel` of a running job while its ranks are between their requests for one step (issue 29;
+#      the test-only zerofit_worker_faults, rank 1 lingering 2.5 s after step 4 while rank 0 holds step 5):
+#      every process of the Slurm job (`scontrol listpids`) is gone within 10 s, and zerofit records it
+#      cancelled;
 # and stops every daemon it started.
 # usage: slurm_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs path/to/zerofit_worker SOURCE_DIR
+#        [path/to/zerofit_worker_faults (default: the one next to zerofit_worker)]
 set -u
 Z="$1"
 GEN="$2"
 WORKER="$3"
 SRC="$4"
+FAULTY="${5:-$(dirname "$WORKER")/zerofit_worker_faults}"
 fail() {
   echo "FAIL: $*"
   if [ -n "${D:-}" ] && [ -d "$D/cluster/log" ]; then
@@ -186,4 +192,32 @@ echo "$status" | grep -q "job-000001 *external_tls *succeeded .*\[slurm $J COMPL
   { cat "$OUT"; fail "external coordinator over TLS: $status"; }
 same_state external_tls
 echo "5. external coordinator over TLS: $status"
+
+# 6. `zerofit cancel` with the ranks between their requests for step 5: every process of the Slurm job ends.
+[ -x "$FAULTY" ] || fail "part 6 needs zerofit_worker_faults (5th argument): $FAULTY"
+t6=$(date +%s)
+J=$(WORKER="$FAULTY" ZEROFIT_FAULTS="rank=1,step=4,fault=linger,seconds=2.5" submit zcancel)
+OUT="$D/st_zcancel/slurm-$J.out"
+wait_log "$OUT" "step 5/$STEPS " 120
+# The Slurm job's processes on this node, by PID (Slurm's own step daemons aside): the batch shell,
+# slurm-launch, srun and both ranks.
+PIDS=$(scontrol listpids "$J" 2> /dev/null | awk 'NR > 1 && $1 ~ /^[0-9]+$/ {print $1}' |
+  while read -r p; do [ "$(cat "/proc/$p/comm" 2> /dev/null)" = slurmstepd ] || echo "$p"; done)
+ranks=0
+for p in $PIDS; do case "$(tr '\0' ' ' < "/proc/$p/cmdline" 2> /dev/null)" in "$FAULTY "*) ranks=$((ranks + 1)) ;; esac; done
+[ "$ranks" = 2 ] || fail "scontrol listpids $J: $ranks ranks among $(ps -o pid,args -p "$(echo $PIDS | tr ' ' ,)")"
+"$Z" cancel job-000001 --state-dir "$D/st_zcancel" --reason "slurm_e2e 6" > /dev/null || fail "zerofit cancel"
+t0=$(date +%s%3N)
+gone=""
+while [ $(($(date +%s%3N) - t0)) -le 10000 ]; do
+  left=""
+  for p in $PIDS; do [ -r "/proc/$p/stat" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2> /dev/null)" != Z ] && left="$left $p"; done
+  [ -z "$left" ] && { gone=$(($(date +%s%3N) - t0)); break; }
+  sleep 0.05
+done
+[ -n "$gone" ] || fail "processes of Slurm job $J left 10 s after zerofit cancel: $(ps -o pid,args -p "$(echo $left | tr ' ' ,)")"
+status=$("$Z" status --state-dir "$D/st_zcancel")
+echo "$status" | grep -q "job-000001 *zcancel *cancelled .*slurm_e2e 6" || fail "zerofit status after zerofit cancel: $status"
+stops=$(grep -o "stopping before step [0-9]*" "$OUT" | sort | uniq -c | tr -s ' ')
+echo "6. zerofit cancel: every process of Slurm job $J gone $gone ms after it; ${stops:-ranks aborted after the cancel grace} ($(($(date +%s) - t6)) s in all)"
 echo "PASS"

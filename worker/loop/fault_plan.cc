@@ -61,11 +61,11 @@ class EntryParser {
   }
 
   absl::StatusOr<FaultKind> Kind(const std::string& v) const {
-    for (FaultKind k :
-         {FaultKind::kHangAllGather, FaultKind::kExit, FaultKind::kSlow, FaultKind::kCorruptReport}) {
+    for (FaultKind k : {FaultKind::kHangAllGather, FaultKind::kExit, FaultKind::kSlow,
+                        FaultKind::kCorruptReport, FaultKind::kLinger}) {
       if (v == FaultKindName(k)) return k;
     }
-    return Error("fault", absl::StrCat("expected hang_allgather, exit, slow or corrupt_report, got '",
+    return Error("fault", absl::StrCat("expected hang_allgather, exit, slow, corrupt_report or linger, got '",
                                        core::Excerpt(v), "'"));
   }
 
@@ -86,7 +86,9 @@ class EntryParser {
       if (!seen.count(required)) return Error(required, "required");
     }
     if (seen.count("code") && f.kind != FaultKind::kExit) return Error("code", "only with fault=exit");
-    if (seen.count("seconds") && f.kind != FaultKind::kSlow) return Error("seconds", "only with fault=slow");
+    if (seen.count("seconds") && f.kind != FaultKind::kSlow && f.kind != FaultKind::kLinger) {
+      return Error("seconds", "only with fault=slow or fault=linger");
+    }
     return f;
   }
 
@@ -106,6 +108,8 @@ const char* FaultKindName(FaultKind kind) {
       return "slow";
     case FaultKind::kCorruptReport:
       return "corrupt_report";
+    case FaultKind::kLinger:
+      return "linger";
   }
   return "?";
 }
@@ -145,6 +149,7 @@ std::string FaultPlan::Describe() const {
                                  FaultKindName(f.kind));
     if (f.kind == FaultKind::kExit) absl::StrAppend(&p, " with code ", f.code);
     if (f.kind == FaultKind::kSlow) absl::StrAppend(&p, " by ", f.seconds, "s per step");
+    if (f.kind == FaultKind::kLinger) absl::StrAppend(&p, " for ", f.seconds, "s after the step");
     parts.push_back(std::move(p));
   }
   return parts.empty() ? "no faults" : absl::StrJoin(parts, "; ");

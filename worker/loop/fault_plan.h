@@ -12,6 +12,9 @@
 //   fault=exit          the rank exits at once with `code` (default 3) as step S starts, reporting nothing
 //   fault=slow          every step from S on takes `seconds` (default 0.3) longer on the rank
 //   fault=corrupt_report step S's metrics carry a name the coordinator must refuse ("corrupt metric!")
+//   fault=linger        after step S's work (its collectives done) the rank waits `seconds` (default 0.3)
+//                        before it reports the step and asks for step S + 1, which the other ranks already
+//                        hold meanwhile (a cancel or preemption then lands between the ranks' requests)
 //   attempt=A           the attempt in which it fires (default 1): a restarted attempt runs clean
 // Errors name the variable, the fault's position and text, and the key.
 #pragma once
@@ -24,7 +27,7 @@
 
 namespace zerofit::worker {
 
-enum class FaultKind { kHangAllGather, kExit, kSlow, kCorruptReport };
+enum class FaultKind { kHangAllGather, kExit, kSlow, kCorruptReport, kLinger };
 const char* FaultKindName(FaultKind kind);
 
 struct Fault {
@@ -33,7 +36,7 @@ struct Fault {
   int64_t step = 0;
   int attempt = 1;
   int code = 3;          // exit
-  double seconds = 0.3;  // slow
+  double seconds = 0.3;  // slow, linger
 };
 
 class FaultPlan {

@@ -19,6 +19,9 @@ absl::StatusOr<metrics::StepMetrics> FaultySession::Step(int64_t step, const Mic
   }
   absl::StatusOr<metrics::StepMetrics> m = inner_->Step(step, micro_batches);
   if (m.ok() && plan_->Find(FaultKind::kCorruptReport, rank_, attempt, step)) m->Set(kCorruptMetricName, 1.0);
+  if (const Fault* f = plan_->Find(FaultKind::kLinger, rank_, attempt, step)) {
+    absl::SleepFor(absl::Seconds(f->seconds));
+  }
   return m;
 }
 

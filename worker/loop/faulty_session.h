@@ -1,5 +1,5 @@
 // Test-only (fault_plan.h): the fault-injection pieces zerofit_worker_faults wires around the real ones.
-//   FaultySession: a TrainingSession decorator for the step faults (exit, slow, corrupt_report).
+//   FaultySession: a TrainingSession decorator for the step faults (exit, slow, corrupt_report, linger).
 //   FaultHook: the hook of a comm::HookedCommunicator that notes each collective in the rank's activity, as
 //   zerofit_worker's does, and makes the planned all-gather hang until the communicator is aborted.
 // Faults fire in the attempt the rank registered for (RankActivity::attempt), at the step it is in.

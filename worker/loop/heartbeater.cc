@@ -22,7 +22,6 @@ Heartbeater::~Heartbeater() {
 
 void Heartbeater::Abort(std::unique_lock<std::mutex>& lock) {
   aborted_at_ = absl::Now();
-  stop_.store(true);
   abort_.store(true);
   lock.unlock();  // on_abort reports to the coordinator: bounded by the link's own deadlines
   if (options_.on_abort) options_.on_abort();
@@ -39,7 +38,6 @@ void Heartbeater::Run() {
     lock.lock();
     if (answer.ok()) {
       last_answer_ = absl::Now();
-      if (answer->cancel()) stop_.store(true);
       if (answer->abort() && !aborted_at_) Abort(lock);
     } else {
       last_error_ = answer.status();

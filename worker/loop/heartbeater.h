@@ -1,11 +1,13 @@
 // The worker's heartbeat thread: tells the coordinator every `period` that this rank lives (with its attempt
-// and what it is doing, rank_activity.h), records a stop request (the job was cancelled), and notices when
-// the coordinator has been silent too long (killed, or a network cut): a worker must not keep training, and
-// writing checkpoints, for a coordinator that already failed its attempt.
+// and what it is doing, rank_activity.h), and notices when the coordinator has been silent too long (killed,
+// or a network cut): a worker must not keep training, and writing checkpoints, for a coordinator that already
+// failed its attempt. A `cancel` answer alone changes nothing here: the step grants say where a cancelled
+// job's ranks stop, the same step for all (Coordinator::Cancel).
 //
 // Abort. When the coordinator answers `abort` (this rank's attempt failed: a rank hung, a node was lost,
-// another rank failed), the training thread may be blocked inside a collective that will never return, so
-// this thread acts: it calls `on_abort` once (the loop reports its last activity, then aborts the
+// another rank failed; or its job was cancelled and the rank did not reach the stop step within the
+// coordinator's cancel grace), the training thread may be blocked inside a collective that will never return,
+// so this thread acts: it calls `on_abort` once (the loop reports its last activity, then aborts the
 // communicator, which makes the blocked collective fail), and if the process is still alive `abort_grace`
 // later it calls `on_grace_expired` (zerofit_worker: _exit with kAbortedExitCode).
 //
@@ -46,7 +48,6 @@ class Heartbeater {
   Heartbeater(const Heartbeater&) = delete;
   Heartbeater& operator=(const Heartbeater&) = delete;
 
-  bool stop_requested() const { return stop_.load(); }
   bool abort_requested() const { return abort_.load(); }
   // OK, or Unavailable naming the coordinator's address and how long it has not answered.
   absl::Status CoordinatorLost() const;
@@ -64,7 +65,6 @@ class Heartbeater {
   absl::Status last_error_;               // guarded by mu_: the last failed heartbeat's error
   std::optional<absl::Time> aborted_at_;  // guarded by mu_
   bool grace_expired_ = false;            // guarded by mu_
-  std::atomic<bool> stop_{false};
   std::atomic<bool> abort_{false};
   std::thread thread_;  // last: starts after the members above exist
 };

@@ -226,7 +226,10 @@ absl::Status WorkerLoop::TrainStep(int64_t step, std::optional<int>* exit_code) 
   ZF_RETURN_IF_ERROR(heartbeat_->CoordinatorLost());
   ZF_RETURN_IF_ERROR(CheckNotAborted(absl::StrCat("step ", step)));
   ZF_ASSIGN_OR_RETURN(const v1::AcquireStepResponse grant, link_->AcquireStep(options_.rank, step));
-  if (heartbeat_->stop_requested() || grant.cancel()) {
+  // Only the grant says where a cancelled job stops, never this rank's own heartbeat: the coordinator picks
+  // one step for every rank, and a rank that left before a step its peers already hold would leave them
+  // waiting in that step's collectives.
+  if (grant.cancel()) {
     ZF_RETURN_IF_ERROR(Report(
         {absl::StrCat("stopping before step ", step, ": the job was cancelled"), nullptr, -1, true, 0}));
     *exit_code = 0;

@@ -2,18 +2,19 @@
 // register (rank 0 with every training pair's length), resume from the job's checkpoint, then for every step
 // acquire its micro-batches, train, evaluate when due, report named metrics and a progress line, and
 // checkpoint every `checkpoint.every` steps and after the last; at the end export the model. It stops
-//   - at the next step boundary when the job is cancelled (a heartbeat answer, or `cancel` from AcquireStep):
-//     nothing written, exit code 0;
+//   - when the coordinator answers a step with `cancel` (the job was cancelled: every rank gets it for the
+//     same step, Coordinator::Cancel): nothing written, exit code 0;
 //   - when the coordinator answers a step with `stop` (preemption): every rank got `stop` for the same step,
 //     so all checkpoint the step before it (collectively) and exit with kPreemptedExitCode;
 //   - on a failed step: reported (an out-of-memory one as such, so that the coordinator re-plans), then the
 //     error is returned;
 //   - when the coordinator stays silent longer than `coordinator_silence_limit`: the error is returned;
 //   - when the coordinator answers a heartbeat with `abort` (this attempt failed: a rank hung, a node was
-//     lost): the heartbeat thread reports this rank's last activity, calls `abort` (the communicator's
-//     Abort(): a collective blocked forever returns an error), and `exit_after_abort` if the process is still
-//     there `abort_grace` later (heartbeater.h). The training thread writes no checkpoint from then on and
-//     returns Aborted at its next step boundary or failed collective.
+//     lost; or the job was cancelled and this rank did not reach the stop step in time): the heartbeat thread
+//     reports this rank's last activity, calls `abort` (the communicator's Abort(): a collective blocked
+//     forever returns an error), and `exit_after_abort` if the process is still there `abort_grace` later
+//     (heartbeater.h). The training thread writes no checkpoint from then on and returns Aborted at its next
+//     step boundary or failed collective.
 //
 // Steps are 0-based (core/lr_schedule.h). The loop is driven through a TrainingSession (training_session.h)
 // and a CoordinatorLink; zerofit_worker (worker/torch/programs/worker_main.cc) wires both, and

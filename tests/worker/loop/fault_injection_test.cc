@@ -49,9 +49,8 @@ TEST(FaultPlanTest, BadInputIsRefusedNamingTheFaultAndTheKey) {
   const std::pair<std::string, std::string> cases[] = {
       {"rank=1,step=4", "ZEROFIT_FAULTS: fault 1 ('rank=1,step=4'): key 'fault': required"},
       {"rank=1,step=4,fault=boom",
-       "fault 1 ('rank=1,step=4,fault=boom'): key 'fault': expected hang_allgather, exit, slow or "
-       "corrupt_report, "
-       "got 'boom'"},
+       "fault 1 ('rank=1,step=4,fault=boom'): key 'fault': expected hang_allgather, exit, slow, "
+       "corrupt_report or linger, got 'boom'"},
       {"rank=1,step=4,fault=exit;rank=x,step=1,fault=exit",
        "fault 2 ('rank=x,step=1,fault=exit'): key 'rank': expected an integer in [0, 65535], got 'x'"},
       {"rank=-1,step=4,fault=exit", "key 'rank': expected an integer in [0, 65535], got '-1'"},
@@ -60,7 +59,7 @@ TEST(FaultPlanTest, BadInputIsRefusedNamingTheFaultAndTheKey) {
       {"rank=1,step=4,fault=slow,seconds=nan", "key 'seconds': expected a number of seconds in (0, 3600]"},
       {"rank=1,step=4,fault=slow,seconds=-1", "key 'seconds': expected a number of seconds in (0, 3600]"},
       {"rank=1,step=4,fault=slow,code=3", "key 'code': only with fault=exit"},
-      {"rank=1,step=4,fault=exit,seconds=1", "key 'seconds': only with fault=slow"},
+      {"rank=1,step=4,fault=exit,seconds=1", "key 'seconds': only with fault=slow or fault=linger"},
       {"rank=1,rank=2,step=4,fault=exit", "key 'rank': given twice"},
       {"rank=1,step=4=5,fault=exit", "key 'step': expected an integer in [0, 4294967296], got '4=5'"},
       {"rank=1,step=4,fault=exit,colour=red", "key 'colour': unknown key"},
@@ -159,6 +158,27 @@ TEST(FaultySessionTest, ExitSlowAndCorruptReportFireAtTheirStepInTheirAttempt) {
   ASSERT_TRUE(session.Step(3, {}).ok());
   EXPECT_LT(absl::Now() - t1, absl::Milliseconds(150));
   EXPECT_EQ(exits.size(), 1u);
+}
+
+// linger: the step's work is done (the inner step ran) before the wait, at that step only.
+TEST(FaultySessionTest, LingerWaitsAfterItsStepOnly) {
+  auto plan = FaultPlan::Parse("rank=1,step=2,fault=linger,seconds=0.2");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->Describe(), "rank 1, step 2, attempt 1: linger for 0.2s after the step");
+  RankActivity activity;
+  activity.SetAttempt(1);
+  auto inner = std::make_unique<CountingSession>();
+  CountingSession* counted = inner.get();
+  FaultySession session(std::move(inner), &*plan, 1, &activity, [](int) {});
+  for (int64_t step : {1, 3}) {
+    const absl::Time t = absl::Now();
+    ASSERT_TRUE(session.Step(step, {}).ok());
+    EXPECT_LT(absl::Now() - t, absl::Milliseconds(150)) << "step " << step;
+  }
+  const absl::Time t = absl::Now();
+  ASSERT_TRUE(session.Step(2, {}).ok());
+  EXPECT_GE(absl::Now() - t, absl::Milliseconds(200)) << "step 2 lingers";
+  EXPECT_EQ(counted->steps, 3);
 }
 
 }  // namespace

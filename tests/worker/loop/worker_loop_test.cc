@@ -77,6 +77,7 @@ class FakeSession final : public TrainingSession {
  public:
   struct Behaviour {
     std::function<void(int rank, int64_t step)> during_step;   // runs inside Step, before the collective
+    std::function<void(int rank, int64_t step)> after_step;    // runs inside Step, after the collective
     std::function<absl::Status(int rank, int64_t step)> fail;  // a non-OK status fails that step
   };
   FakeSession(int rank, Shared* shared, ThreadBarrier* barrier, Behaviour b)
@@ -96,6 +97,7 @@ class FakeSession final : public TrainingSession {
       shared_->steps[rank_].push_back(step);
       shared_->micro_counts[rank_].push_back(micro.size());
     }
+    if (b_.after_step) b_.after_step(rank_, step);
     metrics::StepMetrics m;
     m.step = step;
     m.rank = rank_;
@@ -337,6 +339,47 @@ TEST(WorkerLoopTest, CancelStopsAtTheNextStepBoundaryWithoutWritingAnything) {
   EXPECT_EQ(h.shared.evaluations[0], 2);  // after steps 1 and 3; none at the end
   EXPECT_EQ(h.Record().status.phase, coordinator::JobPhase::kCancelled);
   EXPECT_NE(h.Log().find("stopping before step 4: the job was cancelled"), std::string::npos) << h.Log();
+}
+
+// Issue 29: the cancel comes while rank 0 already holds step 4 (it waits in the step's collective) and rank 1
+// is still finishing step 3 (its heartbeats have seen the cancel): rank 1 must still run step 4, or rank 0
+// waits for it until the collective's deadline. Both stop before step 5, at once.
+TEST(WorkerLoopTest, ACancelBetweenTheRanksStepRequestsStopsEveryRankAtOneStep) {
+  Harness h(/*world=*/2, /*steps=*/9);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool cancelled = false;
+  FakeSession::Behaviour cancel;
+  cancel.during_step = [&](int rank, int64_t step) {
+    if (rank != 0 || step != 4) return;
+    ASSERT_TRUE(h.server->coordinator().Cancel(h.job, "test").ok());
+    std::lock_guard<std::mutex> lock(mu);
+    cancelled = true;
+    cv.notify_all();
+  };
+  cancel.after_step = [&](int rank, int64_t step) {
+    if (rank != 1 || step != 3) return;
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return cancelled; }));
+    lock.unlock();
+    absl::SleepFor(absl::Milliseconds(200));  // 10 heartbeat periods: rank 1's heartbeats answered `cancel`
+  };
+  const absl::Time t0 = absl::Now();
+  const auto results = h.Attempt(2, cancel);
+  for (int rank : {0, 1}) {
+    ASSERT_TRUE(results[rank].ok() && *results[rank] == 0)
+        << "rank " << rank << ": " << results[rank].status();
+    EXPECT_EQ(h.shared.steps[rank], Range(0, 5)) << "rank " << rank;  // step 4 on both, nothing after
+    EXPECT_EQ(h.shared.saves[rank], (std::vector<int64_t>{2})) << "rank " << rank;  // nothing at the stop
+  }
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << "no rank waited for a collective's deadline";
+  EXPECT_EQ(h.Record().status.phase, coordinator::JobPhase::kCancelled);
+  const std::string log = h.Log();
+  EXPECT_NE(log.find("ranks stop before step 5"), std::string::npos) << log;
+  const std::string stop = "stopping before step 5: the job was cancelled";
+  const size_t first = log.find(stop);
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_NE(log.find(stop, first + 1), std::string::npos) << "both ranks stop there\n" << log;
 }
 
 TEST(WorkerLoopTest, AHungRankIsAbortedFromItsHeartbeatThreadAndTheNextAttemptResumes) {
