@@ -33,6 +33,7 @@ data: $D/data
 world_size: 2
 max_restarts: 0
 training: {steps: 100000, global_batch: 16, micro_batch: 4, gradient_accumulation: 2, lr: 1.0e-3}
+log_every: 1  # the test waits for the line of step 5
 YAML
 LINGER="rank=1,step=4,fault=linger,seconds=2.5"
 HANG="rank=1,step=5,fault=hang_allgather"
