@@ -297,7 +297,9 @@ TEST(CheckpointTest, AFailedSaveRemovesWhatItWroteAndKeepsTheOlderCheckpoints) {
     FileSizeLimit limit(full ? 4096 : RLIM_INFINITY);  // a rank file here is > 5 KiB; a marker < 1 KiB
     auto saved = SaveCheckpoint(*opt, root, owner);
     ASSERT_FALSE(saved.ok()) << "a save past the file size limit succeeded";
-    if (full) EXPECT_NE(saved.status().message().find("rank-"), std::string::npos) << saved.status();
+    if (full) {
+      EXPECT_NE(saved.status().message().find("rank-"), std::string::npos) << saved.status();
+    }
   }
   ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
   EXPECT_FALSE(fs::exists(r / "step-00000003.tmp")) << "the failed save left its folder behind";
