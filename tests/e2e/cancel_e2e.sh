@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2086 # $PROCS and $left: PID lists, split on purpose
 # Issue 29: `zerofit cancel JOB` ends every process of the job within 10 s, 2 MPI ranks of the test-only
 # zerofit_worker_faults (worker/loop/fault_plan.h), for
 #  (a) a job started by `zerofit run` (the job's processes: zerofit run, mpiexec, both ranks);
@@ -40,16 +41,7 @@ HANG="rank=1,step=5,fault=hang_allgather"
 ROOT=""
 [ "$(id -u)" = 0 ] && ROOT=--allow-run-as-root
 
-# shellcheck disable=SC2086 # $PROCS and $left: PID lists, split on purpose
-# The process $1 and all its descendants.
-tree() {
-  local out="$1" kids
-  kids=$(ps -o pid= --ppid "$1" 2> /dev/null)
-  for k in $kids; do out="$out $(tree "$k")"; done
-  echo "$out"
-}
-# Running (not gone, not a zombie nobody reaps).
-alive() { [ -r "/proc/$1/stat" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2> /dev/null)" != Z ]; }
+. "$(dirname "$0")/processes.sh"  # tree, alive
 now_ms() { date +%s%3N; }
 wait_for() { # wait_for FILE PATTERN SECONDS
   for _ in $(seq $(($3 * 20))); do

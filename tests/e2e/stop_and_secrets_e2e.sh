@@ -29,15 +29,7 @@ training: {steps: 100000, global_batch: 16, micro_batch: 4, gradient_accumulatio
 log_every: 1  # every step: the test waits for step 3
 YAML
 
-# The process $1 and all its descendants.
-tree() {
-  local out="$1" kids
-  kids=$(ps -o pid= --ppid "$1" 2>/dev/null)
-  for k in $kids; do out="$out $(tree "$k")"; done
-  echo "$out"
-}
-# Running (not gone, not a zombie nobody reaps).
-alive() { [ -r "/proc/$1/stat" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+. "$(dirname "$0")/processes.sh"  # tree, alive
 
 # Starts `zerofit run` in the background and waits until both ranks train; sets RUN, PROCS.
 start_job() {  # start_job TAG
