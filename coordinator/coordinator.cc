@@ -9,6 +9,7 @@
 #include "coordinator/checkpoint_dir_check.h"
 #include "core/excerpt.h"
 #include "core/status_macros.h"
+#include "jobspec/canonical_job_spec.h"
 #include "jobspec/job_plan.h"
 #include "jobspec/job_spec.h"
 #include "jobspec/planned_peak.h"

@@ -228,12 +228,6 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
 absl::StatusOr<std::string> InlineDeepSpeedConfig(const std::string& yaml_text, const std::string& source,
                                                   const std::string& base_dir = ".");
 
-// A canonical form of spec `yaml_text`, for telling whether two submits carry the same spec (a request id
-// names one request, AIP-155): equal for texts that differ only in comments, blank lines, indentation,
-// quoting, flow or block style and the order of keys; different when any value differs. Not for display.
-// Text that is not YAML is its own canonical form.
-std::string CanonicalJobSpec(const std::string& yaml_text);
-
 // The `training` section from a DeepSpeed JSON config: zero_optimization.stage,
 // zero_optimization.offload_optimizer.device, train_micro_batch_size_per_gpu, gradient_accumulation_steps,
 // train_batch_size, bf16.enabled, gradient_clipping, optimizer.params.{lr, weight_decay}, and scheduler
