@@ -20,6 +20,6 @@ target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator zerofit_
 set_source_files_properties(coordinator/coordinator_watchdog_test.cc PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 
 if(TARGET zerofit_coordinator_service)
-  zerofit_unit_test(coordinator_service_test coordinator/service_test.cc)
+  zerofit_unit_test(coordinator_service_test coordinator/service_test.cc coordinator/service_submit_test.cc)
   target_link_libraries(coordinator_service_test PRIVATE zerofit_coordinator_service zerofit_kv_rendezvous)
 endif()

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -20,116 +19,17 @@
 #include "absl/strings/str_cat.h"
 #include "client/kv_rendezvous.h"
 #include "comm/rendezvous.h"
-#include "coordinator/handler_guard.h"
 #include "core/dir_owner.h"
+#include "tests/coordinator/service_fixture.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
 namespace zerofit::coordinator {
 namespace {
 
+using service_test::ConnectionTo;
+using service_test::Fixture;
+using service_test::kSpec;
 namespace v1 = ::zerofit::v1;
-
-client::Connection ConnectionTo(const std::string& address, const std::string& token) {
-  client::ConnectionOptions o;
-  o.address = address;
-  o.token = token;
-  return client::Connection(o);
-}
-
-constexpr const char* kSpec = R"(name: svc
-task: reward
-model: /m
-data: /d
-world_size: 2
-max_restarts: 2
-training:
-  steps: 20
-  global_batch: 8
-  micro_batch: 2
-  gradient_accumulation: 2
-)";
-
-struct Fixture {
-  core::RealClock clock;
-  std::unique_ptr<CoordinatorServer> server;
-  std::unique_ptr<v1::Jobs::Stub> jobs;
-  std::unique_ptr<v1::Workers::Stub> workers;
-  std::string job;
-
-  explicit Fixture(absl::Duration heartbeat_timeout = absl::Seconds(10)) {
-    ServerOptions o;
-    o.db_path = ":memory:";
-    o.token = "secret-token-0123456789abcdef0123";
-    o.policy.heartbeat_timeout = heartbeat_timeout;
-    o.tick = absl::Milliseconds(50);
-    auto s = CoordinatorServer::Start(o, &clock);
-    EXPECT_TRUE(s.ok()) << s.status();
-    server = std::move(*s);
-    auto channel = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
-    jobs = v1::Jobs::NewStub(channel);
-    workers = v1::Workers::NewStub(channel);
-    v1::SubmitJobRequest req;
-    req.set_request_id("req");
-    req.set_spec(kSpec);
-    v1::SubmitJobResponse resp;
-    auto ctx = Context();
-    EXPECT_TRUE(jobs->Submit(ctx.get(), req, &resp).ok());
-    job = resp.job().id();
-  }
-  std::unique_ptr<grpc::ClientContext> Context(bool auth = true) const {
-    auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    if (auth) ctx->AddMetadata("authorization", "Bearer secret-token-0123456789abcdef0123");
-    return ctx;
-  }
-  v1::RegisterWorkerResponse Register(int rank) {
-    v1::RegisterWorkerRequest req;
-    req.set_job_id(job);
-    req.set_rank(rank);
-    req.set_world_size(2);
-    req.set_host("node1");
-    if (rank == 0)
-      for (int i = 0; i < 40; ++i) req.add_sample_lengths(10 + i % 7);
-    v1::RegisterWorkerResponse resp;
-    auto ctx = Context();
-    const grpc::Status s = workers->Register(ctx.get(), req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return resp;
-  }
-  v1::AcquireStepResponse Acquire(int rank, int64_t step) {
-    v1::AcquireStepRequest req;
-    req.set_job_id(job);
-    req.set_rank(rank);
-    req.set_step(step);
-    v1::AcquireStepResponse resp;
-    auto ctx = Context();
-    EXPECT_TRUE(workers->AcquireStep(ctx.get(), req, &resp).ok());
-    return resp;
-  }
-  v1::Job Get() {
-    v1::GetJobRequest req;
-    req.set_id(job);
-    v1::Job j;
-    auto ctx = Context();
-    EXPECT_TRUE(jobs->Get(ctx.get(), req, &j).ok());
-    return j;
-  }
-  void Report(int rank, int64_t step, int64_t checkpoint, bool finished, bool oom = false) {
-    v1::ReportRequest req;
-    req.set_job_id(job);
-    req.set_rank(rank);
-    req.set_step(step);
-    req.set_loss(0.5);
-    req.set_checkpoint_step(checkpoint);
-    req.set_finished(finished);
-    req.set_out_of_memory(oom);
-    req.add_log_lines("step " + std::to_string(step));
-    v1::ReportResponse resp;
-    auto ctx = Context();
-    const grpc::Status s = workers->Report(ctx.get(), req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-  }
-};
 
 TEST(ServiceTest, WorkersFormAnAttemptAcquireStepsRendezvousAndFinish) {
   Fixture f;
@@ -674,133 +574,6 @@ TEST(ServiceTest, FollowStreamsEndUnavailableWhenTheCoordinatorShutsDown) {
   const grpc::Status s = reader->Finish();
   stop.join();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
-}
-
-}  // namespace
-}  // namespace zerofit::coordinator
-
-namespace zerofit::coordinator {
-namespace {
-
-// No exception crosses the gRPC boundary: a spec with a mapping as a key made yaml-cpp throw out of the
-// Submit handler, which the client saw as UNKNOWN "Unexpected error in RPC handling".
-TEST(ServiceTest, ASpecWithAComplexKeyIsAnInvalidArgument) {
-  Fixture f;
-  v1::SubmitJobRequest req;
-  req.set_request_id("complex-key");
-  req.set_spec("task: sft\nmodel: /m\ndata: /d\n? {a: 1}\n: x\n");
-  v1::SubmitJobResponse resp;
-  auto ctx = f.Context();
-  const grpc::Status s = f.jobs->Submit(ctx.get(), req, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
-  EXPECT_NE(s.error_message().find("a key must be a plain name"), std::string::npos) << s.error_message();
-}
-
-// A 40,000-character `task:` came back as "received initial metadata size exceeds limit": the error quoted
-// the whole value and gRPC's trailing metadata could not carry it. Now the field error arrives, bounded; so
-// does any other error that quotes what a client sent (a job id, a spec's source name).
-TEST(ServiceTest, AHugeValueComesBackAsItsFieldErrorNotAMetadataLimit) {
-  Fixture f;
-  const std::string huge(40000, 'x');
-  v1::SubmitJobRequest req;
-  req.set_request_id("huge-task");
-  req.set_spec("task: " + huge + "\nmodel: /m\ndata: /d\n");
-  req.set_spec_source("job.yaml");
-  v1::SubmitJobResponse resp;
-  auto ctx = f.Context();
-  grpc::Status s = f.jobs->Submit(ctx.get(), req, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().substr(0, 300);
-  EXPECT_NE(s.error_message().find("job.yaml:1: field 'task': expected reward, dpo or sft, got 'xxx"),
-            std::string::npos)
-      << s.error_message().substr(0, 300);
-  EXPECT_LT(s.error_message().size(), 400u);
-
-  req.set_request_id("huge-source");
-  req.set_spec("task: sft\nmodel: /m\ndata: ''\n");
-  req.set_spec_source(huge);
-  ctx = f.Context();
-  s = f.jobs->Submit(ctx.get(), req, &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().substr(0, 300);
-  EXPECT_NE(s.error_message().find(":3: field 'data': required"), std::string::npos)
-      << s.error_message().substr(0, 300);
-  EXPECT_LT(s.error_message().size(), 700u);
-
-  v1::GetJobRequest get;
-  get.set_id(huge);
-  v1::Job job;
-  ctx = f.Context();
-  s = f.jobs->Get(ctx.get(), get, &job);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message().substr(0, 300);
-  EXPECT_LE(s.error_message().size(), 2048u + 64) << "bounded at the handler border";
-}
-
-// A request id names one request (AIP-155): reused with another spec (steps 20 -> 21) or name it is
-// ALREADY_EXISTS naming the job it created, instead of that job answered and the new spec dropped; with the
-// same spec, however formatted, it still answers the same job.
-TEST(ServiceTest, AReusedRequestIdWithAnotherSpecIsAnErrorNamingTheJob) {
-  Fixture f;
-  auto submit = [&](const std::string& spec, const std::string& name, v1::SubmitJobResponse* resp) {
-    v1::SubmitJobRequest req;
-    req.set_request_id("req");
-    req.set_name(name);
-    req.set_spec(spec);
-    auto ctx = f.Context();
-    return f.jobs->Submit(ctx.get(), req, resp);
-  };
-  std::string changed = kSpec;
-  changed.replace(changed.find("steps: 20"), 9, "steps: 21");
-  v1::SubmitJobResponse resp;
-  grpc::Status s = submit(changed, "", &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
-  EXPECT_NE(s.error_message().find("request id 'req' already submitted " + f.job + " with a different spec"),
-            std::string::npos)
-      << s.error_message();
-  s = submit(kSpec, "another-name", &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS) << s.error_message();
-  EXPECT_NE(s.error_message().find("with a different name"), std::string::npos) << s.error_message();
-
-  // The same spec with comments, other quoting, flow style and key order: the same request.
-  const std::string reformatted =
-      "# the same job\nname: 'svc'\ntask: reward\nmodel: /m\ndata: \"/d\"\nmax_restarts: 2\n"
-      "world_size: 2\ntraining: {gradient_accumulation: 2, micro_batch: 2, global_batch: 8, steps: 20}\n";
-  s = submit(reformatted, "", &resp);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(resp.job().id(), f.job);
-  EXPECT_FALSE(resp.created());
-  EXPECT_EQ(f.Get().spec(), kSpec) << "the job keeps the spec it was submitted with";
-
-  v1::ListJobsResponse list;
-  auto ctx = f.Context();
-  ASSERT_TRUE(f.jobs->List(ctx.get(), v1::ListJobsRequest(), &list).ok());
-  EXPECT_EQ(list.jobs_size(), 1);
-}
-
-TEST(HandlerGuardTest, AnExceptionBecomesInternalWithItsMessage) {
-  const grpc::Status thrown =
-      GuardHandler("Submit", []() -> grpc::Status { throw std::runtime_error("bad conversion"); });
-  EXPECT_EQ(thrown.error_code(), grpc::StatusCode::INTERNAL);
-  EXPECT_EQ(thrown.error_message(), "Submit: internal error: bad conversion");
-  const grpc::Status other = GuardHandler("Get", []() -> grpc::Status { throw 42; });
-  EXPECT_EQ(other.error_code(), grpc::StatusCode::INTERNAL);
-  const grpc::Status passed =
-      GuardHandler("Get", [] { return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such job"); });
-  EXPECT_EQ(passed.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(passed.error_message(), "no such job");
-}
-
-// Whatever a handler returns or throws, its message fits gRPC's metadata: bounded at the border.
-TEST(HandlerGuardTest, EveryMessageIsBounded) {
-  const std::string huge = "field 'task': " + std::string(40000, 'x');
-  const grpc::Status returned =
-      GuardHandler("Submit", [&] { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, huge); });
-  EXPECT_EQ(returned.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_LE(returned.error_message().size(), kMaxStatusMessageBytes + 48);
-  EXPECT_EQ(returned.error_message().rfind("field 'task': xxx", 0), 0u);
-  EXPECT_NE(returned.error_message().find(" ... (cut at 2048 of 40014 bytes)"), std::string::npos);
-  const grpc::Status thrown =
-      GuardHandler("Submit", [&]() -> grpc::Status { throw std::runtime_error(huge); });
-  EXPECT_EQ(thrown.error_code(), grpc::StatusCode::INTERNAL);
-  EXPECT_LE(thrown.error_message().size(), kMaxStatusMessageBytes + 48);
 }
 
 }  // namespace
