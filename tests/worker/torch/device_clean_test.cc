@@ -44,6 +44,7 @@
 
 #include "comm/local/local_communicator.h"
 #include "core/hf_config.h"
+#include "tests/support/tiny_llama_config.h"
 #include "worker/torch/model/llama_model.h"
 #include "worker/torch/train/micro_batch_loss.h"
 #include "worker/torch/train/objectives.h"
@@ -221,21 +222,9 @@ class ScopedDeviceCheck {
 const torch::Device kMeta(torch::kMeta);
 constexpr int32_t kPad = 0;
 
-// Llama with grouped-query attention (4 heads, 2 kv heads), vocab 50, pad 0.
+// test_support::TinyLlamaConfig (grouped-query attention, vocab 50) with pad 0, BOS 1, EOS 2.
 core::HfModelConfig TinyConfig(const std::string& model_type = "llama") {
-  core::HfModelConfig c;
-  c.model_type = model_type;
-  c.architecture = "LlamaForCausalLM";
-  c.vocab_size = 50;
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 10000.0;
+  core::HfModelConfig c = test_support::TinyLlamaConfig(model_type);
   c.pad_token_id = kPad;
   c.bos_token_id = 1;
   c.eos_token_id = 2;
@@ -436,11 +425,7 @@ TEST(DeviceCleanModelTest, RotaryScalingsSlidingWindowAndTiedHeads) {
   mistral.architecture = "MistralForCausalLM";
   mistral.sliding_window = 3;
   configs.push_back(mistral);
-  core::HfModelConfig qwen = TinyConfig("qwen2");
-  qwen.architecture = "Qwen2ForCausalLM";
-  qwen.attention_bias = true;
-  qwen.tie_word_embeddings = true;
-  configs.push_back(qwen);
+  configs.push_back(TinyConfig("qwen2"));  // biases and the tied head
 
   ScopedDeviceCheck check;
   for (const core::HfModelConfig& config : configs) {

@@ -19,6 +19,7 @@
 #include "core/safetensors.h"
 #include "tests/support/float_bounds.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tiny_llama_config.h"
 #include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
@@ -32,24 +33,7 @@ using Params = std::map<std::string, torch::Tensor>;
 constexpr double kPi = 3.141592653589793;
 
 core::HfModelConfig TinyConfig(const std::string& model_type = "llama") {
-  core::HfModelConfig c;
-  c.model_type = model_type;
-  c.architecture = model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
-  c.vocab_size = 50;
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 10000.0;
-  if (model_type == "qwen2") {
-    c.attention_bias = true;
-    c.tie_word_embeddings = true;
-  }
-  return c;
+  return test_support::TinyLlamaConfig(model_type);
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
