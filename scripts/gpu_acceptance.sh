@@ -5,17 +5,18 @@
 #   scripts/gpu_acceptance.sh --build-dir DIR --logs DIR [--device cuda|cpu] [--skip-sanitizer]
 #   --device cpu   a rehearsal on a machine without a GPU: the same jobs on the CPU, small shapes, no
 #                  compute-sanitizer (proves the script, not the GPU)
-# Checks, in order (each is a row of LOGS/summary.md; the run fails if any fails):
-#   1. compute-sanitizer memcheck, racecheck and synccheck on device_gpu_test; memcheck on 3 training steps
+# Checks, in order (each is a row of LOGS/summary.md; the run fails if any fails; every command runs under a
+# deadline, so one that hangs fails its row and the rest still run; the sanitizer comes last, being the slowest):
+#   1. reward model and DPO: the same job and seed with zerofit_train_prefs on cuda:0 and on the CPU
+#      (held-out accuracy before/after, first and last loss).
+#   2. the reward job through `zerofit run` (embedded coordinator; NCCL's id through its rendezvous) and
+#      through `zerofit submit` to a `zerofit serve` with `zerofit worker` ranks, each with and without offload.
+#   3. the device peak each step measures against `zerofit plan`'s prediction for the same plan, on three or
+#      more shapes (sequence length, micro-batch, activation checkpointing).
+#   4. compute-sanitizer memcheck, racecheck and synccheck on device_gpu_test; memcheck on 3 training steps
 #      on cuda:0. A memory, race or sync error fails. CUDA API errors are listed: those raised inside NCCL's
 #      own initialisation (its host backtrace is in libnccl: NCCL probes kernels and attributes and handles
 #      the errors itself) are counted and accepted; any other API error fails.
-#   2. reward model and DPO: the same job and seed with zerofit_train_prefs on cuda:0 and on the CPU
-#      (held-out accuracy before/after, first and last loss).
-#   3. the reward job through `zerofit run` (embedded coordinator; NCCL's id through its rendezvous) and
-#      through `zerofit submit` to a `zerofit serve` with `zerofit worker` ranks, each with and without offload.
-#   4. the device peak each step measures against `zerofit plan`'s prediction for the same plan, on three or
-#      more shapes (sequence length, micro-batch, activation checkpointing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,8 +53,15 @@ failures=0
 row() { echo "| $1 | $2 | $3 |" >>"$SUMMARY"; echo "gpu_acceptance: $1: $2 ($3)"; }
 pass() { row "$1" PASS "$2"; }
 fail() { row "$1" FAIL "$2"; failures=$((failures + 1)); }
-# Runs a command into LOGS/<name>.log; returns its status.
-run_logged() { local name=$1; shift; "$@" >"$LOGS/$name.log" 2>&1; }
+# Runs a command into LOGS/<name>.log under a deadline of DEADLINE seconds (default 120); returns its status
+# (124 when the deadline passed: the log ends with a line saying so).
+DEADLINE=120
+run_logged() {
+  local name=$1 rc=0; shift
+  timeout -k 10 "$DEADLINE" "$@" >"$LOGS/$name.log" 2>&1 || rc=$?
+  ((rc != 124 && rc != 137)) || echo "gpu_acceptance: deadline of $DEADLINE s passed" >>"$LOGS/$name.log"
+  return "$rc"
+}
 # The last line of LOGS/<name>.log matching a pattern (empty if none).
 last_match() { grep -E "$2" "$LOGS/$1.log" | tail -n 1 || true; }
 
@@ -76,8 +84,8 @@ last_match() { grep -E "$2" "$LOGS/$1.log" | tail -n 1 || true; }
 ARITH=$WORK/arith
 # The recipe's earlier smoke job's data (wrong answers mixed), on which a reward model from scratch moved from
 # 0.495 to 0.640 held-out in 100 steps on an H200 (issue 28).
-"$BUILD/worker/data/zerofit_make_arith_prefs" --out "$ARITH" --train 2000 --test 200 --ids --pad \
-  >"$LOGS/make_data.log" 2>&1
+run_logged make_data "$BUILD/worker/data/zerofit_make_arith_prefs" --out "$ARITH" --train 2000 --test 200 \
+  --ids --pad
 HARDWARE=1x64GB
 if [[ "$DEVICE" == cuda ]]; then
   case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)" in
@@ -88,42 +96,7 @@ if [[ "$DEVICE" == cuda ]]; then
   esac
 fi
 
-# --- 1. compute-sanitizer -------------------------------------------------------------------------------------
-# Reads a compute-sanitizer log: prints "<errors> <api-in-nccl> <api-elsewhere>". An API error's block is its
-# "Program hit" line and the backtrace lines after it; it counts as NCCL's when a frame names libnccl.
-sanitizer_counts() {
-  awk '
-    function close_block() { if (in_api) { if (nccl) in_nccl++; else elsewhere++ } in_api = 0; nccl = 0 }
-    /=========     Program hit/ || /========= Program hit/ { close_block(); in_api = 1; next }
-    /Invalid __(global|shared|local)__|Race reported|Barrier error|Misaligned|Out-of-range|Uninitialized|Leaked/ {
-      close_block(); errors++; next }
-    in_api && /libnccl/ { nccl = 1 }
-    /^========= ERROR SUMMARY/ { close_block() }
-    END { close_block(); printf "%d %d %d\n", errors, in_nccl, elsewhere }' "$1"
-}
-sanitize() {  # sanitize <name> <tool> <command...>
-  local name=$1 tool=$2; shift 2
-  compute-sanitizer --tool "$tool" --show-backtrace host --target-processes all --error-exitcode 0 "$@" \
-    >"$LOGS/$name.log" 2>&1 || true
-  read -r errors nccl elsewhere < <(sanitizer_counts "$LOGS/$name.log")
-  if ! grep -q "ERROR SUMMARY" "$LOGS/$name.log"; then
-    fail "$name" "no ERROR SUMMARY: the program did not run under the sanitizer (see $name.log)"
-  elif ((errors > 0 || elsewhere > 0)); then
-    fail "$name" "$errors memory/race/sync errors, $elsewhere CUDA API errors outside NCCL"
-  else
-    pass "$name" "0 errors; $nccl CUDA API errors inside NCCL's initialisation (accepted)"
-  fi
-}
-if ((SANITIZE)); then
-  command -v compute-sanitizer >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
-  for tool in memcheck racecheck synccheck; do
-    sanitize "sanitizer_${tool}_device_gpu_test" "$tool" "$BUILD/tests/device_gpu_test"
-  done
-  sanitize sanitizer_memcheck_training memcheck "${MPI[@]}" "$PREFS" --task reward --data "$ARITH" \
-    --device cuda --steps 3 --global-batch 32 --micro 32 --lr 1e-3 --log-every 1
-fi
-
-# --- 2. the same jobs on the GPU and on the CPU -----------------------------------------------------------------
+# --- 1. the same jobs on the GPU and on the CPU -----------------------------------------------------------------
 # Prints "before after first_loss last_loss" from a zerofit_train_prefs log.
 prefs_figures() {
   local held first
@@ -158,7 +131,7 @@ for task in reward dpo; do
   fi
 done
 
-# --- 3. the coordinator paths ---------------------------------------------------------------------------------
+# --- 2. the coordinator paths ---------------------------------------------------------------------------------
 # job_spec <file> <name> <data dir> <offload true|false> <steps> <pairs per step> [more training keys]
 job_spec() {
   cat >"$1" <<YAML
@@ -191,14 +164,15 @@ for _ in $(seq 100); do [[ -s "$STATE/address" ]] && break; sleep 0.1; done
 for offload in false true; do
   name="zerofit_submit_offload_$offload"
   job_spec "$WORK/$name.yaml" "$name" "$ARITH" "$offload" 40 32
-  if ! job=$("$Z" submit "$WORK/$name.yaml" --state-dir "$STATE" 2>"$LOGS/$name.submit.log" | awk '{print $1}') ||
+  if ! job=$(timeout 60 "$Z" submit "$WORK/$name.yaml" --state-dir "$STATE" 2>"$LOGS/$name.submit.log" |
+    awk '{print $1}') ||
     [[ -z "$job" ]]; then
     fail "$name" "submit failed (see $name.submit.log)"
     continue
   fi
   if run_logged "$name" "${MPI[@]}" "$Z" worker --job "$job" --state-dir "$STATE" &&
-    "$Z" status "$job" --state-dir "$STATE" | grep -q succeeded; then
-    "$Z" logs "$job" --state-dir "$STATE" >"$LOGS/$name.job.log" 2>&1 || true
+    timeout 60 "$Z" status "$job" --state-dir "$STATE" | grep -q succeeded; then
+    timeout 60 "$Z" logs "$job" --state-dir "$STATE" >"$LOGS/$name.job.log" 2>&1 || true
     pass "$name" "$job: $(last_match "$name.job" 'done: held-out accuracy' | sed 's/.*done: //')"
   else
     fail "$name" "see $name.log and \`zerofit logs $job\`"
@@ -206,7 +180,7 @@ for offload in false true; do
 done
 kill "$SERVER" 2>/dev/null || true
 
-# --- 4. measured device peak against the plan -----------------------------------------------------------------
+# --- 3. measured device peak against the plan -----------------------------------------------------------------
 # Random token ids of one length for a model shape: what the peak depends on (not the data's meaning).
 shape_data() {  # shape_data <dir> <hidden> <layers> <seq_len>
   python3 - "$@" <<'PY'
@@ -259,6 +233,41 @@ for shape in "${SHAPES[@]}"; do
     fail "$name" "no planned ('$planned') or measured ('$measured') peak in $name.log"
   fi
 done
+
+# --- 4. compute-sanitizer -------------------------------------------------------------------------------------
+# Reads a compute-sanitizer log: prints "<errors> <api-in-nccl> <api-elsewhere>". An API error's block is its
+# "Program hit" line and the backtrace lines after it; it counts as NCCL's when a frame names libnccl.
+sanitizer_counts() {
+  awk '
+    function close_block() { if (in_api) { if (nccl) in_nccl++; else elsewhere++ } in_api = 0; nccl = 0 }
+    /=========     Program hit/ || /========= Program hit/ { close_block(); in_api = 1; next }
+    /Invalid __(global|shared|local)__|Race reported|Barrier error|Misaligned|Out-of-range|Uninitialized|Leaked/ {
+      close_block(); errors++; next }
+    in_api && /libnccl/ { nccl = 1 }
+    /^========= ERROR SUMMARY/ { close_block() }
+    END { close_block(); printf "%d %d %d\n", errors, in_nccl, elsewhere }' "$1"
+}
+sanitize() {  # sanitize <name> <tool> <command...>
+  local name=$1 tool=$2; shift 2
+  DEADLINE=240 run_logged "$name" compute-sanitizer --tool "$tool" --show-backtrace host \
+    --target-processes all --error-exitcode 0 "$@" || true
+  read -r errors nccl elsewhere < <(sanitizer_counts "$LOGS/$name.log")
+  if ! grep -q "ERROR SUMMARY" "$LOGS/$name.log"; then
+    fail "$name" "no ERROR SUMMARY: the program did not run under the sanitizer (see $name.log)"
+  elif ((errors > 0 || elsewhere > 0)); then
+    fail "$name" "$errors memory/race/sync errors, $elsewhere CUDA API errors outside NCCL"
+  else
+    pass "$name" "0 errors; $nccl CUDA API errors inside NCCL's initialisation (accepted)"
+  fi
+}
+if ((SANITIZE)); then
+  command -v compute-sanitizer >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
+  for tool in memcheck racecheck synccheck; do
+    sanitize "sanitizer_${tool}_device_gpu_test" "$tool" "$BUILD/tests/device_gpu_test"
+  done
+  sanitize sanitizer_memcheck_training memcheck "${MPI[@]}" "$PREFS" --task reward --data "$ARITH" \
+    --device cuda --steps 3 --global-batch 32 --micro 32 --lr 1e-3 --log-every 1
+fi
 
 echo >>"$SUMMARY"
 echo "$failures failed" >>"$SUMMARY"
