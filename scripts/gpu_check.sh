@@ -47,7 +47,7 @@ while (($#)); do
     --torch-prefix) TORCH_PREFIX=$2; shift 2 ;;
     --build-only) BUILD_ONLY=1; RUN_JOB=0; shift ;;
     --targets) read -ra TARGETS <<<"$2"; shift 2 ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
