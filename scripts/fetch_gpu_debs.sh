@@ -100,6 +100,40 @@ else
   echo "fetch_gpu_debs: every package already in $OUT"
 fi
 
+# Slimming: the device tool carries at most 64 MiB (the tree and these packages together), and the packages as
+# downloaded are 60 MB, mostly static archives nothing links. A package holding any is rebuilt without them as
+# <name>_<version>_<arch>+slim.deb (the original is removed; the manifest lists the slim file and its sha256):
+# a static archive `lib<x>.a` goes when `lib<x>.so` sits beside it and no CMake file of the package names it
+# (GoogleTest and Google Benchmark ship and import static archives only: they stay), and so do manual pages and
+# documentation other than the copyright files.
+slim_deb() {  # slim_deb <deb>: rebuilds it slim when it holds anything removable
+  local deb=$1 tmp root removed=0 f base
+  [[ "$deb" == *+slim.deb ]] && return 0
+  tmp=$(mktemp -d)
+  root=$tmp/root
+  dpkg-deb -R "$deb" "$root"
+  while IFS= read -r -d '' f; do
+    base=$(basename "$f" .a)
+    [[ -e "${f%.a}.so" || -L "${f%.a}.so" ]] || continue
+    if grep -rqF --include='*.cmake' "$base.a" "$root"; then continue; fi
+    rm -f "$f"; removed=$((removed + 1))
+  done < <(find "$root" -name 'lib*.a' -print0)
+  while IFS= read -r -d '' f; do rm -f "$f"; removed=$((removed + 1)); done < \
+    <(find "$root/usr/share/man" "$root/usr/share/doc" -type f ! -name copyright -print0 2>/dev/null)
+  if ((removed > 0)); then
+    # md5sums lists every file: keep the lines of what stayed
+    if [[ -f "$root/DEBIAN/md5sums" ]]; then
+      (cd "$root" && while read -r sum path; do if [[ -e "$path" ]]; then echo "$sum  $path"; fi; done <DEBIAN/md5sums) \
+        >"$tmp/md5sums"
+      mv "$tmp/md5sums" "$root/DEBIAN/md5sums"
+    fi
+    dpkg-deb --root-owner-group -Zxz -b "$root" "${deb%.deb}+slim.deb" >/dev/null
+    rm -f "$deb"
+  fi
+  rm -rf "$tmp"
+}
+for f in "$OUT"/*.deb; do [[ "$f" == *+slim.deb ]] || slim_deb "$f"; done
+
 # The manifest: one line per package (name, version, architecture, file, sha256), plus what was asked for;
 # gpu_check.sh unpacks exactly the files it lists.
 # Rewritten only when a line other than the date changed: gpu_check.sh unpacks again when the file changes.
