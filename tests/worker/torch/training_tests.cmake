@@ -39,3 +39,9 @@ add_test(NAME step_peak_memory_test COMMAND step_peak_memory_test --gtest_filter
 set_tests_properties(step_peak_memory_test PROPERTIES LABELS unit TIMEOUT 120)
 add_test(NAME step_peak_memory_gpu_test COMMAND step_peak_memory_test --gtest_filter=*.Gpu*)
 set_tests_properties(step_peak_memory_gpu_test PROPERTIES LABELS gpu TIMEOUT 300)
+
+# A LibTorch program's std:: functions resolve to libstdc++, not to copies inside LibTorch (issue 28).
+add_executable(std_symbols_test worker/torch/std_symbols_test.cc)
+target_link_libraries(std_symbols_test PRIVATE zerofit_worker_torch GTest::gtest_main)
+add_test(NAME std_symbols_test COMMAND std_symbols_test)
+set_tests_properties(std_symbols_test PROPERTIES LABELS unit TIMEOUT 60)
