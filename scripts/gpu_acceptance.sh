@@ -235,25 +235,15 @@ for shape in "${SHAPES[@]}"; do
 done
 
 # --- 4. compute-sanitizer -------------------------------------------------------------------------------------
-# Reads a compute-sanitizer log: prints "<errors> <api-in-nccl> <api-elsewhere>". An API error's block is its
-# "Program hit" line and the backtrace lines after it; it counts as NCCL's when a frame names libnccl.
-sanitizer_counts() {
-  awk '
-    function close_block() { if (in_api) { if (nccl) in_nccl++; else elsewhere++ } in_api = 0; nccl = 0 }
-    /=========     Program hit/ || /========= Program hit/ { close_block(); in_api = 1; next }
-    /Invalid __(global|shared|local)__|Race reported|Barrier error|Misaligned|Out-of-range|Uninitialized|Leaked/ {
-      close_block(); errors++; next }
-    in_api && /libnccl/ { nccl = 1 }
-    /^========= ERROR SUMMARY/ { close_block() }
-    END { close_block(); printf "%d %d %d\n", errors, in_nccl, elsewhere }' "$1"
-}
+# Prints "<errors> <api-in-nccl> <api-elsewhere>" for a compute-sanitizer log (scripts/sanitizer_counts.awk).
+sanitizer_counts() { awk -f "$ROOT/scripts/sanitizer_counts.awk" "$1"; }
 sanitize() {  # sanitize <name> <tool> <command...>
   local name=$1 tool=$2; shift 2
   DEADLINE=240 run_logged "$name" compute-sanitizer --tool "$tool" --show-backtrace host \
     --target-processes all --error-exitcode 0 "$@" || true
   read -r errors nccl elsewhere < <(sanitizer_counts "$LOGS/$name.log")
-  if ! grep -q "ERROR SUMMARY" "$LOGS/$name.log"; then
-    fail "$name" "no ERROR SUMMARY: the program did not run under the sanitizer (see $name.log)"
+  if ! grep -qE "(ERROR|RACECHECK) SUMMARY" "$LOGS/$name.log"; then
+    fail "$name" "no summary line: the program did not run under the sanitizer (see $name.log)"
   elif ((errors > 0 || elsewhere > 0)); then
     fail "$name" "$errors memory/race/sync errors, $elsewhere CUDA API errors outside NCCL"
   else
