@@ -113,11 +113,11 @@ absl::Status Coordinator::ResetScheduler(Live& live) {
     live.scheduler.reset();
     return absl::OkStatus();
   }
-  SchedulerOptions o;
+  jobspec::SchedulerOptions o;
   o.global_batch = live.spec.training.global_batch;
   o.world_size = live.plan_world;
   o.micro_batches = live.micro_batches;
-  ZF_ASSIGN_OR_RETURN(StepScheduler sched, StepScheduler::Create(live.lengths, o));
+  ZF_ASSIGN_OR_RETURN(jobspec::StepScheduler sched, jobspec::StepScheduler::Create(live.lengths, o));
   live.scheduler.emplace(std::move(sched));
   return absl::OkStatus();
 }
@@ -451,7 +451,7 @@ absl::StatusOr<StepGrant> Coordinator::AcquireStep(const std::string& job_id, in
   live->max_acquired = std::max(live->max_acquired, step);
   auto it = live->recent_steps.find(step);
   if (it != live->recent_steps.end()) return StepGrant{it->second, false};
-  auto a = std::make_shared<const StepAssignment>(live->scheduler->Assign(step));
+  auto a = std::make_shared<const jobspec::StepAssignment>(live->scheduler->Assign(step));
   live->recent_steps.emplace(step, a);
   if (live->recent_steps.size() > kRecentSteps) live->recent_steps.erase(live->recent_steps.begin());
   return StepGrant{a, false};

@@ -17,10 +17,10 @@
 #include "absl/status/statusor.h"
 #include "coordinator/job_state.h"
 #include "coordinator/job_store.h"
-#include "coordinator/step_scheduler.h"
 #include "core/clock.h"
 #include "jobspec/job_plan.h"
 #include "jobspec/job_spec.h"
+#include "jobspec/step_scheduler.h"
 
 namespace zerofit::coordinator {
 
@@ -38,7 +38,7 @@ struct WorkerRegistration {
 // step and exit with kPreemptedExitCode), or cancel (the job is over: cancelled, failed or finished; leave
 // without writing anything). Both are answered from one step on, the same for every rank (Preempt, Cancel).
 struct StepGrant {
-  std::shared_ptr<const StepAssignment> assignment;  // null when stop or cancel
+  std::shared_ptr<const jobspec::StepAssignment> assignment;  // null when stop or cancel
   bool stop = false;
   bool cancel = false;
 };
@@ -145,7 +145,7 @@ class Coordinator {
     jobspec::JobSpec spec;
     std::set<int> registered;  // ranks of the attempt being formed or running
     std::set<int> finished;    // ranks that completed the attempt
-    std::optional<StepScheduler> scheduler;
+    std::optional<jobspec::StepScheduler> scheduler;
     std::vector<int64_t>
         lengths;                 // rank 0's sample lengths (the scheduler is rebuilt from them on a re-plan)
     int micro_batches = 1;       // per rank per step; doubled by a re-plan after an out-of-memory failure
@@ -155,7 +155,7 @@ class Coordinator {
     int forming_world = 0;       // the world size of the attempt being formed (its ranks' registrations)
     std::map<int, std::string> forming_hosts;  // rank -> host, of the attempt being formed
     std::vector<std::string> last_hosts;       // distinct hosts of the last attempt that formed (stored)
-    std::map<int64_t, std::shared_ptr<const StepAssignment>> recent_steps;  // at most kRecentSteps
+    std::map<int64_t, std::shared_ptr<const jobspec::StepAssignment>> recent_steps;  // at most kRecentSteps
     int64_t max_acquired = -1;       // highest step handed out in this attempt
     std::optional<int64_t> stop_at;  // set by Preempt: the first step refused
     std::string stop_reason;

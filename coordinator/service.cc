@@ -376,7 +376,7 @@ class WorkersService final : public v1::Workers::Service {
         resp->set_cancel(a->cancel);
         return grpc::Status::OK;
       }
-      const StepAssignment& step = *a->assignment;
+      const jobspec::StepAssignment& step = *a->assignment;
       if (req->rank() < 0 || static_cast<size_t>(req->rank()) >= step.ranks.size()) {
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             absl::StrCat("rank ", req->rank(), " out of range"));

@@ -44,7 +44,7 @@ elapsed "main build"
 # the test tiers have ended).
 failed=()
 # The checks that read sources rather than run code gain nothing from instrumentation.
-not_instrumented='^(format_check|torch_include_boundary_test|torch_pb_separation_test)$'
+not_instrumented='^(format_check|layering_test|sanitizer_counts_test|torch_include_boundary_test|torch_pb_separation_test)$'
 sanitizer_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1")
 # The gRPC-free threaded tests: Debian's gRPC and abseil are not instrumented and absl::Mutex is invisible
 # to TSan, so the service and client tests drown in reports from gRPC's own handoffs (tests/sanitizers/

@@ -15,9 +15,9 @@
 #include "coordinator/attempt_plan.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_store.h"
-#include "coordinator/step_scheduler.h"
 #include "core/clock.h"
 #include "jobspec/job_plan.h"
+#include "jobspec/step_scheduler.h"
 
 namespace zerofit::coordinator {
 namespace {
@@ -85,7 +85,7 @@ struct Fixture {
   std::string job;
 };
 
-std::vector<uint64_t> PairsOf(const StepAssignment& a) {
+std::vector<uint64_t> PairsOf(const jobspec::StepAssignment& a) {
   std::vector<uint64_t> all;
   for (const auto& rank : a.ranks) {
     for (const auto& micro : rank) all.insert(all.end(), micro.begin(), micro.end());
@@ -122,13 +122,13 @@ TEST(CoordinatorShrinkTest, ARequeuedAttemptRunsOnTheNodesLeftWithTheSameGlobalB
   // Step 20 trains the same 8 pairs the full world would have, on 2 ranks x 2 micro-batches of 2.
   auto grant = f.co->AcquireStep(f.job, 20, 0);
   ASSERT_TRUE(grant.ok()) << grant.status();
-  const StepAssignment& a = *grant->assignment;
+  const jobspec::StepAssignment& a = *grant->assignment;
   ASSERT_EQ(a.ranks.size(), 2u);
   for (const auto& rank : a.ranks) {
     ASSERT_EQ(rank.size(), 2u);
     for (const auto& micro : rank) EXPECT_EQ(micro.size(), 2u);
   }
-  auto full = StepScheduler::Create(kLengths, SchedulerOptions{8, 4, 1});
+  auto full = jobspec::StepScheduler::Create(kLengths, jobspec::SchedulerOptions{8, 4, 1});
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(PairsOf(a), PairsOf(full->Assign(20)));
 

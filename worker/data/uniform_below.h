@@ -2,7 +2,7 @@
 // (examples/make_arith_prefs.cc): std::uniform_int_distribution is implementation-defined (libstdc++ and
 // libc++ give different values), std::mt19937_64's output is fixed by the C++ standard, and everything on
 // top of it is written here, so a seed gives the same data set on every platform and compiler. A test pins
-// a reference sequence. (Training's data order is the step scheduler's: coordinator/step_scheduler.h.)
+// a reference sequence. (Training's data order is the step scheduler's: jobspec/step_scheduler.h.)
 #pragma once
 
 #include <cstdint>

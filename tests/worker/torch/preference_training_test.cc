@@ -248,7 +248,7 @@ TEST(PreferenceTrainingTest, SftThenDpoAndRewardModelReachNinetyPercentHeldOutAc
     o.init_weights = dir + "/sft";
     return o;
   };
-  // Step counts for the step scheduler's data order (coordinator/step_scheduler.h, shared with zerofit run)
+  // Step counts for the step scheduler's data order (jobspec/step_scheduler.h, shared with zerofit run)
   // and OpenBLAS's rounding, which depends on the kernels it picks for the CPU: DPO 350 / reward 600 steps,
   // enough under the reference BLAS, ended at 0.905 / 0.637 with OpenBLAS; DPO at lr 2e-3 ended at
   // 0.875-0.978 over OpenBLAS's Haswell, Sandybridge, Zen and SkylakeX kernels (OPENBLAS_CORETYPE), at lr

@@ -6,11 +6,11 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/step_scheduler.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
+#include "jobspec/step_scheduler.h"
 #include "sharding/checkpoint.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/train/micro_batch_loss.h"
@@ -283,17 +283,17 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(o, comm));
   ZF_ASSIGN_OR_RETURN(EvalReport before, session->Evaluate());
   if (hooks.on_start) ZF_RETURN_IF_ERROR(hooks.on_start(*session, before));
-  // The coordinator's scheduler (coordinator/step_scheduler.h) with the coordinator's options: a job run
+  // The coordinator's scheduler (jobspec/step_scheduler.h) with the coordinator's options: a job run
   // here and the same job run through `zerofit run` train on the same micro-batches, step for step.
-  coordinator::SchedulerOptions schedule;
+  jobspec::SchedulerOptions schedule;
   schedule.global_batch = o.global_batch;
   schedule.world_size = comm->world_size();
   schedule.micro_batches = o.micro_batches;
-  ZF_ASSIGN_OR_RETURN(const coordinator::StepScheduler scheduler,
-                      coordinator::StepScheduler::Create(session->TrainLengths(), schedule));
+  ZF_ASSIGN_OR_RETURN(const jobspec::StepScheduler scheduler,
+                      jobspec::StepScheduler::Create(session->TrainLengths(), schedule));
   EvalReport last = before;
   for (int64_t step = 0; step < o.steps; ++step) {  // 0-based, like every step number (core/lr_schedule.h)
-    const coordinator::StepAssignment assignment = scheduler.Assign(step);
+    const jobspec::StepAssignment assignment = scheduler.Assign(step);
     ZF_ASSIGN_OR_RETURN(StepReport sr, session->Step(step, assignment.ranks[comm->rank()]));
     if (EvalDue(o, step)) {
       ZF_ASSIGN_OR_RETURN(last, session->Evaluate());

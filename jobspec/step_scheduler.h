@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace zerofit::coordinator {
+namespace zerofit::jobspec {
 
 struct SchedulerOptions {
   int64_t global_batch = 64;  // samples per optimizer step, all ranks together
@@ -52,4 +52,4 @@ class StepScheduler {
   SchedulerOptions options_;
 };
 
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::jobspec

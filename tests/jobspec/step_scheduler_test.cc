@@ -1,6 +1,6 @@
 // The step scheduler: every sample exactly once per epoch, balanced tokens, similar lengths per micro-batch,
 // and resumable at any step with any world size.
-#include "coordinator/step_scheduler.h"
+#include "jobspec/step_scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 
-namespace zerofit::coordinator {
+namespace zerofit::jobspec {
 namespace {
 
 std::vector<int64_t> Lengths(size_t n) {
@@ -107,4 +107,4 @@ TEST(StepSchedulerTest, RefusesBadInput) {
 }
 
 }  // namespace
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::jobspec

@@ -1,4 +1,4 @@
-#include "coordinator/step_scheduler.h"
+#include "jobspec/step_scheduler.h"
 
 #include <algorithm>
 #include <functional>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace zerofit::coordinator {
+namespace zerofit::jobspec {
 namespace {
 
 uint64_t SplitMix64(uint64_t& state) {
@@ -102,4 +102,4 @@ StepAssignment StepScheduler::Assign(int64_t global_step) const {
   return a;
 }
 
-}  // namespace zerofit::coordinator
+}  // namespace zerofit::jobspec

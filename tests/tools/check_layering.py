@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Every #include between the tree's top-level folders points down (issue 31, ../shared/ARCHITECTURE.md).
+
+Each folder may include the folders its row below names, and what those may include in turn (the closure);
+an include of any other project folder is a wrong-way arrow and fails, listing file, line and target. The
+table itself must have no cycle. A few arrows that issue 31 still has to turn are listed as KNOWN, each with
+its reason; the check fails as well when one of them is no longer there, so the list only shrinks.
+
+  check_layering.py <repository root>
+"""
+import os
+import re
+import sys
+
+# folder -> folders it may include directly (generated protobuf code, "zerofit/v1/...", counts as proto).
+ALLOWED = {
+    "core": set(),
+    "device": {"core"},
+    "comm": {"core", "device"},
+    "offload": {"core", "device"},
+    "sharding": {"core", "device", "comm"},
+    "planner": {"core"},
+    # The step scheduler lives here: the coordinator hands its assignments out, zerofit_train_prefs follows it.
+    "jobspec": {"core", "planner"},
+    "text": {"core"},
+    "launch": {"jobspec"},
+    "proto": set(),
+    # The one coordinator client; its rendezvous implements comm's Rendezvous interface.
+    "client": {"proto", "comm", "core"},
+    "coordinator": {"core", "proto", "jobspec"},
+    # The rank's environment (launch/) and the optimizer's hyper-parameters (offload/) are read by the loop.
+    "worker": {"client", "jobspec", "text", "sharding", "offload", "launch"},
+    "cli": {"core", "device", "comm", "offload", "sharding", "planner", "jobspec", "text", "launch", "proto",
+            "client", "coordinator", "worker"},
+    "bench": {"core", "device", "comm", "offload", "sharding", "planner", "jobspec", "text", "launch", "proto",
+              "client", "coordinator", "worker"},
+}
+# Arrows that still point the wrong way, with why; issue 31 removes them (AdamW's hyper-parameters and scalar
+# math move below both device/ and offload/; the ZeRO-2 updater takes the offload pipeline through an
+# interface).
+KNOWN = {
+    ("device", "offload"): "the AdamW kernels' reference arithmetic (offload/adamw_math.h, cpu_adamw.h)",
+    ("sharding", "offload"): "the shard updaters' AdamWHyper and the offload pipeline",
+}
+SOURCES = (".h", ".cc", ".cu", ".cuh", ".hpp", ".cpp")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')
+
+
+def closure(folder, seen=None):
+    seen = set() if seen is None else seen
+    for dep in ALLOWED[folder]:
+        if dep not in seen:
+            seen.add(dep)
+            closure(dep, seen)
+    return seen
+
+
+def has_cycle():
+    state = {}
+
+    def visit(f):
+        state[f] = 1
+        for d in ALLOWED[f]:
+            if state.get(d) == 1 or (d not in state and visit(d)):
+                return True
+        state[f] = 2
+        return False
+
+    return any(f not in state and visit(f) for f in ALLOWED)
+
+
+def scan(root):
+    """Yields (folder, path, line number, included folder, subfolder) for every project include."""
+    for folder in ALLOWED:
+        top = os.path.join(root, folder)
+        for dirpath, _, files in os.walk(top):
+            for name in sorted(files):
+                if not name.endswith(SOURCES):
+                    continue
+                path = os.path.join(dirpath, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for number, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if m:
+                            target = "proto" if m.group(1) == "zerofit" else m.group(1)
+                            yield folder, os.path.relpath(path, root), number, target, line.strip()
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    if has_cycle():
+        print("layering: the ALLOWED table has a cycle")
+        return 1
+    reach = {f: closure(f) for f in ALLOWED}
+    wrong, used_known = [], set()
+    for folder, path, number, target, text in scan(root):
+        if target == folder or target not in ALLOWED:
+            # Within a folder; or not a project folder (absl/, nlohmann/, grpcpp/ ...). worker/ (no LibTorch)
+            # must not include worker/torch/ (the only LibTorch code).
+            if folder == "worker" and "/torch/" not in path and '"worker/torch/' in text:
+                wrong.append(f"{path}:{number}: worker/ outside worker/torch/ includes worker/torch/: {text}")
+            continue
+        if target in reach[folder]:
+            continue
+        if (folder, target) in KNOWN:
+            used_known.add((folder, target))
+            continue
+        wrong.append(f"{path}:{number}: {folder}/ may not include {target}/: {text}")
+    stale = [f"{a}/ -> {b}/" for (a, b) in KNOWN if (a, b) not in used_known]
+    for line in wrong:
+        print(line)
+    if stale:
+        print("layering: KNOWN lists arrows that are gone (remove them): " + ", ".join(stale))
+    if wrong or stale:
+        return 1
+    print(f"layering: ok ({len(ALLOWED)} folders; {len(used_known)} known wrong-way arrows left: "
+          + ", ".join(f"{a}/ -> {b}/" for (a, b) in sorted(used_known)) + ")")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
