@@ -20,7 +20,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "device/device.h"
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 #include "worker/torch/train/torch_adamw_baseline.h"
 
 namespace zerofit {
@@ -107,13 +107,13 @@ int Main(int argc, char** argv) {
     g32.as<float>()[i] = 1e-2f * normal(rng);
     g16.as<uint16_t>()[i] = core::FloatToBf16(g32.as<float>()[i]);
   }
-  offload::AdamWHyper hyper;
+  optim::AdamWHyper hyper;
   std::vector<Config> configs;
-  std::vector<std::unique_ptr<offload::CpuAdamW>> runners;
+  std::vector<std::unique_ptr<optim::CpuAdamW>> runners;
   std::vector<std::unique_ptr<worker::TorchAdamWBaseline>> torch_runs;
   std::vector<std::unique_ptr<core::ThreadPool>> pools;
   int64_t step = 0;
-  if (offload::DetectSimdLevel() == offload::SimdLevel::kScalar) {
+  if (optim::DetectSimdLevel() == optim::SimdLevel::kScalar) {
     std::fprintf(stderr, "this CPU has no AVX2: the bandwidth probes need it\n");
     return 2;
   }
@@ -144,14 +144,14 @@ int Main(int argc, char** argv) {
     torch_runs.push_back(worker::TorchAdamWBaseline::Create(n, t, hyper));
     worker::TorchAdamWBaseline* tr = torch_runs.back().get();
     configs.push_back({"torch::optim::AdamW " + std::to_string(t) + "T", [tr] { tr->Step(); }, 28.0, {}});
-    for (offload::SimdLevel level :
-         {offload::SimdLevel::kScalar, offload::SimdLevel::kAvx2, offload::SimdLevel::kAvx512}) {
-      auto r = offload::CpuAdamW::Create(t, level);
+    for (optim::SimdLevel level :
+         {optim::SimdLevel::kScalar, optim::SimdLevel::kAvx2, optim::SimdLevel::kAvx512}) {
+      auto r = optim::CpuAdamW::Create(t, level);
       if (!r.ok()) continue;
       runners.push_back(std::move(*r));
-      offload::CpuAdamW* runner = runners.back().get();
+      optim::CpuAdamW* runner = runners.back().get();
       for (bool bf16 : {false, true}) {
-        offload::AdamWSpans s;
+        optim::AdamWSpans s;
         s.param = p.as<float>();
         s.m = m.as<float>();
         s.v = v.as<float>();
@@ -162,7 +162,7 @@ int Main(int argc, char** argv) {
         s.out_dtype = core::DType::kBFloat16;
         const std::string what = bf16 ? "bf16 grad -> bf16 param copy" : "fp32 grad";
         configs.push_back(
-            {std::string("zerofit ") + offload::SimdLevelName(level) + " " + std::to_string(t) + "T, " + what,
+            {std::string("zerofit ") + optim::SimdLevelName(level) + " " + std::to_string(t) + "T, " + what,
              [runner, s, hyper, &step] {
                runner->Step({{s, hyper}}, ++step, 1.0f);
              },
@@ -176,7 +176,7 @@ int Main(int argc, char** argv) {
     for (auto& c : configs) c.seconds.push_back(Seconds(c.run));
   }
   std::printf("cpu_adamw_bench: n = %zu parameters, %d reps, medians; best SIMD on this CPU: %s\n", n, reps,
-              offload::SimdLevelName(offload::DetectSimdLevel()));
+              optim::SimdLevelName(optim::DetectSimdLevel()));
   std::printf("%-50s %9s %10s %8s %9s %9s %9s\n", "configuration", "ms", "Mparam/s", "GB/s", "vs torch",
               "of triad", "of probe");
   double triad_gbs = 0, probe_gbs = 0, torch_rate = 0;

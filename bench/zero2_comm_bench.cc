@@ -11,7 +11,7 @@
 //                         in grad_data(i); OnGradientReady(i, nullptr))
 //   dp-allreduce          written here: a flat fp32 gradient accumulated over K micro-batches, one sum
 //                         all-reduce per bucket in the last micro-batch (DDP's no_sync pattern), then
-//                         replicated AdamW (offload::CpuAdamWScalar) over all parameters on every rank.
+//                         replicated AdamW (optim::CpuAdamWScalar) over all parameters on every rank.
 // Bytes are the ring-model bytes a rank sends (comm::CountingCommunicator), split into gradient traffic
 // (reduce-scatter / all-reduce of gradients), parameter traffic (all-gather) and ZeRO-2's 16-byte norm
 // all-reduce, reported on its own. The DP baseline uses the same BucketPlan (same buckets and padding), so
@@ -43,7 +43,7 @@
 #include "comm/mpi/mpi_environment.h"
 #include "core/status_macros.h"
 #include "device/device.h"
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 #include "sharding/bucket_plan.h"
 #include "sharding/zero2_optimizer.h"
 
@@ -377,10 +377,10 @@ absl::StatusOr<ModeResult> RunDataParallel(Context& ctx, std::vector<float>& fin
     const float grad_scale = static_cast<float>(clip / denom);
     ++adam_step;
     for (size_t i = 0; i < ctx.params.size(); ++i) {
-      offload::AdamWHyper h = ctx.zero2.adamw;
+      optim::AdamWHyper h = ctx.zero2.adamw;
       if (!ctx.params[i].weight_decay) h.weight_decay = 0.0f;
-      offload::CpuAdamWScalar(at(master, i), at(grads, i), at(m, i), at(v, i), ctx.params[i].numel, h,
-                              adam_step, grad_scale, at(params, i), DType::kFloat32);
+      optim::CpuAdamWScalar(at(master, i), at(grads, i), at(m, i), at(v, i), ctx.params[i].numel, h,
+                            adam_step, grad_scale, at(params, i), DType::kFloat32);
     }
     std::memset(grads.data(), 0, grads.bytes());
     return absl::OkStatus();

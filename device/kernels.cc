@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 
 namespace zerofit::device {
 
@@ -26,7 +26,7 @@ void HostConvert(const void* src, core::DType src_type, void* dst, core::DType d
 }
 
 void HostAdamW(const AdamWArgs& a) {
-  offload::AdamWSpans s;
+  optim::AdamWSpans s;
   s.param = a.param;
   s.grad = a.grad;
   s.grad_dtype = a.grad_dtype;
@@ -35,10 +35,10 @@ void HostAdamW(const AdamWArgs& a) {
   s.n = a.n;
   s.param_out = a.param_out;
   s.out_dtype = a.out_dtype;
-  offload::AdamWHyper h{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay};
+  optim::AdamWHyper h{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay};
   // Every SIMD kernel is bit-identical to the scalar oracle: the best one this CPU runs (CPUID, cheap).
-  auto kernel = offload::KernelFor(offload::DetectSimdLevel());
-  (kernel.ok() ? *kernel : &offload::CpuAdamWScalarKernel)(s, h, a.step, a.grad_scale);
+  auto kernel = optim::KernelFor(optim::DetectSimdLevel());
+  (kernel.ok() ? *kernel : &optim::CpuAdamWScalarKernel)(s, h, a.step, a.grad_scale);
 }
 
 }  // namespace zerofit::device

@@ -10,7 +10,7 @@
 
 namespace zerofit::device {
 
-// One AdamW update of n elements (see offload/cpu_adamw.h for the formula; `step` counts from 1):
+// One AdamW update of n elements (see optim/cpu_adamw.h for the formula; `step` counts from 1):
 // fp32 master `param`, `m`, `v` in place, gradient of grad_dtype times grad_scale, and (if param_out is not
 // null) the updated parameter written as out_dtype in the same pass.
 struct AdamWArgs {
@@ -39,7 +39,7 @@ void HostAccumulate(const void* src, core::DType src_type, float* acc, size_t n,
 // *out = sum of src[i]^2, accumulated in fp64 in index order.
 void HostSumOfSquares(const float* src, size_t n, double* out);
 void HostConvert(const void* src, core::DType src_type, void* dst, core::DType dst_type, size_t n);
-// The best SIMD kernel of this CPU, bit-identical to the scalar oracle (offload/adamw_math.h).
+// The best SIMD kernel of this CPU, bit-identical to the scalar oracle (optim/adamw_math.h).
 void HostAdamW(const AdamWArgs& args);
 
 }  // namespace zerofit::device

@@ -43,7 +43,7 @@ absl::Status OffloadPipeline::Allocate() {
   }
   ZF_ASSIGN_OR_RETURN(grad_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
   ZF_ASSIGN_OR_RETURN(param_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
-  ZF_ASSIGN_OR_RETURN(adamw_, CpuAdamW::Create(options_.threads, options_.simd));
+  ZF_ASSIGN_OR_RETURN(adamw_, optim::CpuAdamW::Create(options_.threads, options_.simd));
   return absl::OkStatus();
 }
 
@@ -78,10 +78,10 @@ absl::Status OffloadPipeline::ReceiveParams(size_t offset, size_t n, const void*
 
 void OffloadPipeline::Update(const std::vector<Span>& spans, int grads, int64_t step, float grad_scale,
                              char* device_out, size_t out_origin) {
-  std::vector<CpuAdamW::Task> tasks;
+  std::vector<optim::CpuAdamW::Task> tasks;
   tasks.reserve(spans.size());
   for (const Span& s : spans) {
-    CpuAdamW::Task t;
+    optim::CpuAdamW::Task t;
     t.hyper = s.hyper;
     t.spans.param = master() + s.offset;
     t.spans.grad = gradients(grads) + s.offset;

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "core/dtype.h"
 #include "device/device.h"
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 
 namespace zerofit::offload {
 
@@ -28,7 +28,7 @@ struct OffloadPipelineOptions {
   size_t shard_numel = 0;
   core::DType param_dtype = core::DType::kFloat32;
   int threads = 1;
-  SimdLevel simd = DetectSimdLevel();
+  optim::SimdLevel simd = optim::DetectSimdLevel();
   int gradient_buffers = 1;  // 2 with a delayed update: the next step accumulates into the other one
 };
 
@@ -38,7 +38,7 @@ class OffloadPipeline {
   struct Span {
     size_t offset = 0;
     size_t numel = 0;
-    AdamWHyper hyper;
+    optim::AdamWHyper hyper;
   };
 
   static absl::StatusOr<std::unique_ptr<OffloadPipeline>> Create(device::Device* device,
@@ -95,7 +95,7 @@ class OffloadPipeline {
   std::vector<device::Buffer> grads_;  // fp32 shard accumulators
   device::Buffer grad_lowp_;           // shard gradients after D2H (param dtype)
   device::Buffer param_lowp_;          // updated parameters before H2D (param dtype)
-  std::unique_ptr<CpuAdamW> adamw_;
+  std::unique_ptr<optim::CpuAdamW> adamw_;
 };
 
 }  // namespace zerofit::offload

@@ -78,13 +78,13 @@ absl::StatusOr<device::Stream*> DeviceShardUpdater::PublishMaster(char* flat_par
   return stream_.get();
 }
 
-absl::StatusOr<device::Stream*> DeviceShardUpdater::Update(size_t bucket, const offload::AdamWHyper& hyper,
+absl::StatusOr<device::Stream*> DeviceShardUpdater::Update(size_t bucket, const optim::AdamWHyper& hyper,
                                                            int64_t step, float grad_scale,
                                                            char* owned_params) {
   const Bucket& b = plan_->buckets()[bucket];
   for (size_t k = bucket_segments_[bucket].first; k < bucket_segments_[bucket].second; ++k) {
     const ShardSegment& s = plan_->segments()[k];
-    const offload::AdamWHyper h = SegmentHyper(hyper, s);
+    const optim::AdamWHyper h = SegmentHyper(hyper, s);
     device::AdamWArgs a;
     a.param = master() + s.shard_offset;
     a.grad = grads_.as<float>() + s.shard_offset;

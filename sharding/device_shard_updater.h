@@ -27,7 +27,7 @@ class DeviceShardUpdater final : public ShardUpdater {
   absl::Status ZeroGradients() override;
   absl::Status InitializeMaster(const char* flat_params, device::Stream& after) override;
   absl::StatusOr<device::Stream*> PublishMaster(char* flat_params) override;
-  absl::StatusOr<device::Stream*> Update(size_t bucket, const offload::AdamWHyper& hyper, int64_t step,
+  absl::StatusOr<device::Stream*> Update(size_t bucket, const optim::AdamWHyper& hyper, int64_t step,
                                          float grad_scale, char* owned_params) override;
   absl::Status CopyStateToHost(float* master, float* m, float* v) override;
   absl::Status CopyStateFromHost(const float* master, const float* m, const float* v) override;

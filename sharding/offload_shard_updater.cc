@@ -62,8 +62,8 @@ absl::StatusOr<device::Stream*> OffloadShardUpdater::PublishMaster(char* flat_pa
   return &pipeline_->h2d_stream();
 }
 
-std::vector<offload::OffloadPipeline::Span> OffloadShardUpdater::Spans(
-    size_t bucket, const offload::AdamWHyper& hyper) const {
+std::vector<offload::OffloadPipeline::Span> OffloadShardUpdater::Spans(size_t bucket,
+                                                                       const optim::AdamWHyper& hyper) const {
   std::vector<offload::OffloadPipeline::Span> spans;
   for (size_t k = bucket_segments_[bucket].first; k < bucket_segments_[bucket].second; ++k) {
     const ShardSegment& s = plan_->segments()[k];
@@ -72,7 +72,7 @@ std::vector<offload::OffloadPipeline::Span> OffloadShardUpdater::Spans(
   return spans;
 }
 
-absl::StatusOr<device::Stream*> OffloadShardUpdater::Update(size_t bucket, const offload::AdamWHyper& hyper,
+absl::StatusOr<device::Stream*> OffloadShardUpdater::Update(size_t bucket, const optim::AdamWHyper& hyper,
                                                             int64_t step, float grad_scale,
                                                             char* owned_params) {
   pipeline_->Update(Spans(bucket, hyper), cur_, step, grad_scale, owned_params,
@@ -86,7 +86,7 @@ int OffloadShardUpdater::FlipGradients() {
   return used;
 }
 
-void OffloadShardUpdater::UpdateOnHost(int grads, const offload::AdamWHyper& hyper, int64_t step,
+void OffloadShardUpdater::UpdateOnHost(int grads, const optim::AdamWHyper& hyper, int64_t step,
                                        float grad_scale) {
   for (size_t b = 0; b < plan_->buckets().size(); ++b) {
     pipeline_->Update(Spans(b, hyper), grads, step, grad_scale, nullptr, 0);

@@ -29,7 +29,7 @@ class OffloadShardUpdater final : public ShardUpdater {
   absl::Status ZeroGradients() override;
   absl::Status InitializeMaster(const char* flat_params, device::Stream& after) override;
   absl::StatusOr<device::Stream*> PublishMaster(char* flat_params) override;
-  absl::StatusOr<device::Stream*> Update(size_t bucket, const offload::AdamWHyper& hyper, int64_t step,
+  absl::StatusOr<device::Stream*> Update(size_t bucket, const optim::AdamWHyper& hyper, int64_t step,
                                          float grad_scale, char* owned_params) override;
   absl::Status CopyStateToHost(float* master, float* m, float* v) override;
   absl::Status CopyStateFromHost(const float* master, const float* m, const float* v) override;
@@ -45,7 +45,7 @@ class OffloadShardUpdater final : public ShardUpdater {
   int FlipGradients();
   // AdamW on every bucket with gradient buffer `grads` into the host parameter copy only, then zeroes that
   // buffer. Runs on the background thread; touches nothing the engine thread uses meanwhile.
-  void UpdateOnHost(int grads, const offload::AdamWHyper& hyper, int64_t step, float grad_scale);
+  void UpdateOnHost(int grads, const optim::AdamWHyper& hyper, int64_t step, float grad_scale);
   // H2D of bucket b's updated parameters into `owned_params`; returns the stream to order the all-gather
   // after.
   absl::StatusOr<device::Stream*> CopyBucketToDevice(size_t bucket, char* owned_params);
@@ -53,7 +53,7 @@ class OffloadShardUpdater final : public ShardUpdater {
  private:
   OffloadShardUpdater(const BucketPlan* plan, core::DType param_dtype, absl::Duration timeout)
       : plan_(plan), param_dtype_(param_dtype), timeout_(timeout) {}
-  std::vector<offload::OffloadPipeline::Span> Spans(size_t bucket, const offload::AdamWHyper& hyper) const;
+  std::vector<offload::OffloadPipeline::Span> Spans(size_t bucket, const optim::AdamWHyper& hyper) const;
   size_t elem_bytes() const { return core::DTypeSize(param_dtype_); }
 
   const BucketPlan* plan_;

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "device/stream.h"
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 #include "sharding/bucket_plan.h"
 
 namespace zerofit::sharding {
@@ -54,8 +54,8 @@ class ShardUpdater {
   // AdamW on bucket b's part of the shard, writing the updated parameters (parameter dtype) into
   // `owned_params` (device: the bucket's owned block of the flat buffer). Returns the stream the bucket's
   // all-gather must follow.
-  virtual absl::StatusOr<device::Stream*> Update(size_t bucket, const offload::AdamWHyper& hyper,
-                                                 int64_t step, float grad_scale, char* owned_params) = 0;
+  virtual absl::StatusOr<device::Stream*> Update(size_t bucket, const optim::AdamWHyper& hyper, int64_t step,
+                                                 float grad_scale, char* owned_params) = 0;
 
   // Host copies of the shard state (shard_numel fp32 each), for checkpoints. Synchronous.
   virtual absl::Status CopyStateToHost(float* master, float* m, float* v) = 0;
@@ -70,8 +70,8 @@ class ShardUpdater {
 };
 
 // The AdamW hyper-parameters of one segment (no weight decay where the parameter is exempt).
-inline offload::AdamWHyper SegmentHyper(const offload::AdamWHyper& hyper, const ShardSegment& s) {
-  offload::AdamWHyper h = hyper;
+inline optim::AdamWHyper SegmentHyper(const optim::AdamWHyper& hyper, const ShardSegment& s) {
+  optim::AdamWHyper h = hyper;
   if (!s.weight_decay) h.weight_decay = 0.0f;
   return h;
 }

@@ -168,7 +168,7 @@ absl::Status Zero2Optimizer::ResetGradients() {
   return reducer_->ResetAfterStep();
 }
 
-absl::Status Zero2Optimizer::UpdateAndGather(const offload::AdamWHyper& hyper, float grad_scale) {
+absl::Status Zero2Optimizer::UpdateAndGather(const optim::AdamWHyper& hyper, float grad_scale) {
   // Bucket b's all-gather runs while bucket b+1 is being updated.
   for (size_t b = 0; b < plan_.buckets().size(); ++b) {
     device::Stream* written;
@@ -181,7 +181,7 @@ absl::Status Zero2Optimizer::UpdateAndGather(const offload::AdamWHyper& hyper, f
   return publisher_->Finish();
 }
 
-void Zero2Optimizer::UpdateInBackground(const offload::AdamWHyper& hyper, float grad_scale) {
+void Zero2Optimizer::UpdateInBackground(const optim::AdamWHyper& hyper, float grad_scale) {
   // The next micro-batches reduce into the other gradient buffer meanwhile. The hyper-parameters are a copy:
   // a learning-rate change for the next step cannot reach this one.
   const int used = offload_->FlipGradients();

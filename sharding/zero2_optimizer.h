@@ -48,7 +48,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "device/device.h"
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 #include "sharding/bucket_plan.h"
 #include "sharding/gradient_reducer.h"
 #include "sharding/loss_scaler.h"
@@ -68,7 +68,7 @@ struct OffloadOptions {
   bool enabled = false;
   int threads = 1;  // CPU AdamW threads, counting the caller
   // AdamW kernel; default: the best this CPU supports.
-  offload::SimdLevel simd = offload::DetectSimdLevel();
+  optim::SimdLevel simd = optim::DetectSimdLevel();
   // One-step delayed parameter update (DPU, ZeRO-Offload paper section 5): off by default. It hides the CPU
   // step behind the next forward/backward at the price of gradients computed on one-step-stale parameters;
   // the paper enables it only after the first few dozen steps, when the model changes fast (see
@@ -83,7 +83,7 @@ struct Zero2Options {
   size_t bucket_bytes = 25u << 20;
   size_t alignment_bytes = 64;
   AccumulationMode accumulation = AccumulationMode::kReduceScatterEveryMicroBatch;
-  offload::AdamWHyper adamw;
+  optim::AdamWHyper adamw;
   float max_grad_norm = 0.0f;  // <= 0: no clipping
   // kReduceScatterEveryMicroBatch: how many bucket staging buffers may exist before a new bucket waits for
   // the oldest reduce-scatter to finish (2 = double buffering). More buffers = more overlap, more memory.
@@ -199,9 +199,9 @@ class Zero2Optimizer {
   absl::StatusOr<double> GlobalSums(double* units);
   absl::Status ResetGradients();
   // Applies AdamW to every bucket and all-gathers the result, stages overlapping across buckets.
-  absl::Status UpdateAndGather(const offload::AdamWHyper& hyper, float grad_scale);
+  absl::Status UpdateAndGather(const optim::AdamWHyper& hyper, float grad_scale);
   // With delayed_update: runs this step's CPU update in the background.
-  void UpdateInBackground(const offload::AdamWHyper& hyper, float grad_scale);
+  void UpdateInBackground(const optim::AdamWHyper& hyper, float grad_scale);
   // Publishes the delayed update of the previous step (host -> device copies, all-gathers).
   absl::Status PublishDelayed();
 

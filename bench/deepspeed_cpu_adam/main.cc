@@ -1,6 +1,6 @@
 // zerofit's fused CPU AdamW vs DeepSpeed's cpu_adam, side by side in one process, on the ZeRO-Offload update
 // of a bf16 model with fp32 master weights:
-//   zerofit:   offload::CpuAdamW, bf16 gradient in, fp32 master/m/v updated, bf16 parameter copy out, one
+//   zerofit:   optim::CpuAdamW, bf16 gradient in, fp32 master/m/v updated, bf16 parameter copy out, one
 //   pass. DeepSpeed: Adam_Optimizer::Step_AVX<8> (the hot loop of ds_adam_step / Step_8) on fp32 master, fp32
 //              gradient, fp32 m/v, then a separate fp32 -> bf16 cast pass of the master weights (DeepSpeed's
 //              own SIMD_STORE_BF16, OpenMP). It stands in for the CPU pass of DeepSpeed's ZeRO-1/2 offload,
@@ -29,7 +29,7 @@
 #include "bench/deepspeed_cpu_adam/deepspeed_step.h"
 #include "core/dtype.h"
 #include "device/device.h"
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 
 namespace zerofit::bench {
 namespace {
@@ -108,12 +108,12 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "--reps must be positive\n");
     return 2;
   }
-  const offload::SimdLevel level = offload::DetectSimdLevel();
+  const optim::SimdLevel level = optim::DetectSimdLevel();
   std::printf(
       "deepspeed_cpu_adam_bench: %d reps per configuration, round-robin; zerofit kernel %s, DeepSpeed %s\n",
-      reps, offload::SimdLevelName(level), DeepSpeedSimdName());
+      reps, optim::SimdLevelName(level), DeepSpeedSimdName());
 
-  const offload::AdamWHyper zh;  // lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 1e-2 (both sides)
+  const optim::AdamWHyper zh;  // lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 1e-2 (both sides)
   const DeepSpeedHyper dh{zh.lr, zh.beta1, zh.beta2, zh.eps, zh.weight_decay};
   struct Summary {
     size_t n, threads;
@@ -136,7 +136,7 @@ int Main(int argc, char** argv) {
       ds.grad.as<float>()[i] = core::Bf16ToFloat(g16);  // the same gradient values on both sides
       zf.grad.as<uint16_t>()[i] = g16;
     }
-    offload::AdamWSpans spans;
+    optim::AdamWSpans spans;
     spans.param = zf.param.as<float>();
     spans.grad = zf.grad.data();
     spans.grad_dtype = core::DType::kBFloat16;
@@ -149,9 +149,9 @@ int Main(int argc, char** argv) {
     // Agreement check: one step from identical states. The two implement the same AdamW with a different
     // operation order (DeepSpeed: v * (1/sqrt(bc2)) via an FMA with eps, bias corrections in float), so the
     // fp32 results differ in the last bits; a larger difference would mean the bench compares different work.
-    std::vector<std::unique_ptr<offload::CpuAdamW>> runners;
+    std::vector<std::unique_ptr<optim::CpuAdamW>> runners;
     for (size_t t : thread_counts) {
-      auto r = offload::CpuAdamW::Create(static_cast<int>(t), level);
+      auto r = optim::CpuAdamW::Create(static_cast<int>(t), level);
       if (!r.ok()) {
         std::fprintf(stderr, "CpuAdamW::Create: %s\n", r.status().ToString().c_str());
         return 1;
@@ -187,7 +187,7 @@ int Main(int argc, char** argv) {
     int64_t ds_step = 1, zf_step = 1;
     for (size_t ti = 0; ti < thread_counts.size(); ++ti) {
       const int t = static_cast<int>(thread_counts[ti]);
-      offload::CpuAdamW* runner = runners[ti].get();
+      optim::CpuAdamW* runner = runners[ti].get();
       const std::string suffix = " " + std::to_string(t) + "T";
       configs.push_back({"deepspeed step (fp32 grad)" + suffix,
                          [&, t] {

@@ -1,4 +1,4 @@
-// AdamW: offload/adamw_math.h's AdamWElement on the GPU, the same operations in the same order with
+// AdamW: optim/adamw_math.h's AdamWElement on the GPU, the same operations in the same order with
 // IEEE-rounded intrinsics (__fmul_rn, __fmaf_rn, __fsqrt_rn, __fdiv_rn, __fadd_rn: nvcc may not contract or
 // approximate them), so fp32 param, m and v are bit-identical to the CPU oracle given the same constants
 // (computed on the host by MakeConstants). The optional 16-bit param_out is written in the same pass,

@@ -19,7 +19,7 @@ namespace zerofit::device::cuda {
 // work on `stream` (one scratch per stream is enough: a stream runs its work in order).
 constexpr int kSumOfSquaresMaxBlocks = 1024;
 
-// The scalars of one AdamW step, computed on the host exactly as offload/adamw_math.h's MakeConstants does.
+// The scalars of one AdamW step, computed on the host exactly as optim/adamw_math.h's MakeConstants does.
 struct AdamWKernelConstants {
   float decay, b1, b2, one_minus_b1, one_minus_b2, sqrt_bc2, neg_step_size, eps, grad_scale;
 };
@@ -32,7 +32,7 @@ cudaError_t LaunchSumOfSquares(const float* src, size_t n, double* out, double* 
 // dst[i] = convert(src[i]) between different types (same-type copies are the caller's cudaMemcpyAsync).
 cudaError_t LaunchConvert(const void* src, core::DType src_type, void* dst, core::DType dst_type, size_t n,
                           cudaStream_t stream);
-// offload/adamw_math.h's AdamWElement on n elements; param_out (may be null) gets the new param as out_type.
+// optim/adamw_math.h's AdamWElement on n elements; param_out (may be null) gets the new param as out_type.
 cudaError_t LaunchAdamW(float* param, const void* grad, core::DType grad_type, float* m, float* v, size_t n,
                         void* param_out, core::DType out_type, const AdamWKernelConstants& c,
                         cudaStream_t stream);

@@ -8,7 +8,7 @@
 #include "device/cuda/cuda_error.h"
 #include "device/cuda/cuda_event.h"
 #include "device/cuda/cuda_kernels.h"
-#include "offload/adamw_math.h"
+#include "optim/adamw_math.h"
 
 namespace zerofit::device {
 namespace {
@@ -160,8 +160,8 @@ absl::Status CudaStream::AdamW(const AdamWArgs& a) {
   if (a.param_out != nullptr) ZF_RETURN_IF_ERROR(CheckFloatType(a.out_dtype, "AdamW output"));
   if (a.step < 1) return absl::InvalidArgumentError(absl::StrCat("AdamW step ", a.step, " (counts from 1)"));
   // The host computes the step's scalars exactly as the CPU oracle does (in double, rounded once).
-  const offload::internal::AdamWConstants h = offload::internal::MakeConstants(
-      offload::AdamWHyper{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay}, a.step, a.grad_scale);
+  const optim::internal::AdamWConstants h = optim::internal::MakeConstants(
+      optim::AdamWHyper{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay}, a.step, a.grad_scale);
   const cuda::AdamWKernelConstants c{
       h.decay, h.b1, h.b2, h.one_minus_b1, h.one_minus_b2, h.sqrt_bc2, h.neg_step_size, h.eps, h.grad_scale};
   ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaSetDevice(device_)));

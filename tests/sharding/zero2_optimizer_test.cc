@@ -137,10 +137,10 @@ std::vector<std::vector<float>> ReferenceStep(std::vector<std::vector<float>> pa
                                               float clip) {
   for (size_t i = 0; i < params.size(); ++i) {
     std::vector<float> m(params[i].size()), v(params[i].size());
-    offload::AdamWHyper h = o.adamw;
+    optim::AdamWHyper h = o.adamw;
     if (!specs[i].weight_decay) h.weight_decay = 0;
-    offload::CpuAdamWScalar(params[i].data(), grad_sums[i].data(), m.data(), v.data(), params[i].size(), h, 1,
-                            static_cast<float>(clip / units));
+    optim::CpuAdamWScalar(params[i].data(), grad_sums[i].data(), m.data(), v.data(), params[i].size(), h, 1,
+                          static_cast<float>(clip / units));
   }
   return params;
 }

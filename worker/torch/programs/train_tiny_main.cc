@@ -104,7 +104,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
         "%.2f MiB/rank%s\n",
         world, opt.plan().numel(), sharding::AccumulationModeName(o.accumulation),
         f.offload ? absl::StrCat(", offload (", f.threads, " CPU AdamW threads, ",
-                                 offload::SimdLevelName(o.offload.simd), ")")
+                                 optim::SimdLevelName(o.offload.simd), ")")
                         .c_str()
                   : "",
         f.delayed ? absl::StrCat(", delayed update from step ", f.dpu_start).c_str() : "",

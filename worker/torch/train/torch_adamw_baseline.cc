@@ -14,7 +14,7 @@ TorchAdamWBaseline::TorchAdamWBaseline(std::unique_ptr<Impl> impl) : impl_(std::
 TorchAdamWBaseline::~TorchAdamWBaseline() = default;
 
 std::unique_ptr<TorchAdamWBaseline> TorchAdamWBaseline::Create(size_t n, int threads,
-                                                               const offload::AdamWHyper& h) {
+                                                               const optim::AdamWHyper& h) {
   torch::set_num_threads(threads);
   auto impl = std::make_unique<Impl>();
   impl->threads = threads;

@@ -5,14 +5,14 @@
 #include <cstddef>
 #include <memory>
 
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 
 namespace zerofit::worker {
 
 class TorchAdamWBaseline {
  public:
   // An n-element fp32 parameter with a fixed fp32 gradient; LibTorch intra-op threads set to `threads`.
-  static std::unique_ptr<TorchAdamWBaseline> Create(size_t n, int threads, const offload::AdamWHyper& hyper);
+  static std::unique_ptr<TorchAdamWBaseline> Create(size_t n, int threads, const optim::AdamWHyper& hyper);
   ~TorchAdamWBaseline();
   void Step();  // one torch::optim::AdamW::step()
   const float* param() const;

@@ -17,7 +17,7 @@ namespace zerofit::core {
 class ThreadPool;
 }
 
-namespace zerofit::offload {
+namespace zerofit::optim {
 
 struct AdamWHyper {
   float lr = 1e-3f;
@@ -97,4 +97,4 @@ class CpuAdamW {
   AdamWKernel kernel_;
 };
 
-}  // namespace zerofit::offload
+}  // namespace zerofit::optim

@@ -4,9 +4,9 @@
 // to the scalar oracle (see adamw_math.h).
 #include <immintrin.h>
 
-#include "offload/adamw_dispatch.h"
+#include "optim/adamw_dispatch.h"
 
-namespace zerofit::offload::internal {
+namespace zerofit::optim::internal {
 namespace {
 
 using core::DType;
@@ -108,4 +108,4 @@ struct Body {
 
 void AdamWAvx512Body(const AdamWSpans& s, const AdamWConstants& c) { DispatchAdamW<Body>(s, c); }
 
-}  // namespace zerofit::offload::internal
+}  // namespace zerofit::optim::internal

@@ -3,9 +3,9 @@
 // adamw_math.h on the ODR).
 #pragma once
 
-#include "offload/adamw_math.h"
+#include "optim/adamw_math.h"
 
-namespace zerofit::offload::internal {
+namespace zerofit::optim::internal {
 namespace {
 
 // K<G, kOut>::Run(spans, constants) with kOut: 0 no copy, 1 fp32, 2 bf16, 3 fp16.
@@ -35,4 +35,4 @@ void DispatchAdamW(const AdamWSpans& s, const AdamWConstants& c) {
 }
 
 }  // namespace
-}  // namespace zerofit::offload::internal
+}  // namespace zerofit::optim::internal

@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/thread_pool.h"
-#include "offload/adamw_math.h"
-#include "offload/cpu_adamw.h"
+#include "optim/adamw_math.h"
+#include "optim/cpu_adamw.h"
 
-namespace zerofit::offload {
+namespace zerofit::optim {
 namespace internal {
 
 AdamWConstants MakeConstants(const AdamWHyper& h, int64_t step, float grad_scale) {
@@ -153,4 +153,4 @@ void CpuAdamW::Step(const std::vector<Task>& tasks, int64_t step, float grad_sca
   });
 }
 
-}  // namespace zerofit::offload
+}  // namespace zerofit::optim

@@ -1,6 +1,6 @@
 // The scalar CPU AdamW is the oracle for every other AdamW in zerofit; it is itself checked against
 // torch::optim::AdamW (LibTorch) here.
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-namespace zerofit::offload {
+namespace zerofit::optim {
 namespace {
 
 TEST(CpuAdamWTest, MatchesTorchAdamWOverManySteps) {
@@ -53,4 +53,4 @@ TEST(CpuAdamWTest, GradScaleAndLowPrecisionCopy) {
 }
 
 }  // namespace
-}  // namespace zerofit::offload
+}  // namespace zerofit::optim

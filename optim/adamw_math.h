@@ -10,9 +10,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 
-namespace zerofit::offload::internal {
+namespace zerofit::optim::internal {
 
 struct AdamWConstants {
   float decay, b1, b2, one_minus_b1, one_minus_b2, sqrt_bc2, neg_step_size, eps, grad_scale;
@@ -44,4 +44,4 @@ namespace {
 }
 
 }  // namespace
-}  // namespace zerofit::offload::internal
+}  // namespace zerofit::optim::internal

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "offload/cpu_adamw.h"
+#include "optim/cpu_adamw.h"
 
-namespace zerofit::offload {
+namespace zerofit::optim {
 namespace {
 
 using core::DType;
@@ -156,4 +156,4 @@ TEST(CpuAdamWSimdTest, RejectsBadThreadCounts) {
 }
 
 }  // namespace
-}  // namespace zerofit::offload
+}  // namespace zerofit::optim

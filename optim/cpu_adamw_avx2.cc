@@ -6,9 +6,9 @@
 
 #include <cstring>
 
-#include "offload/adamw_dispatch.h"
+#include "optim/adamw_dispatch.h"
 
-namespace zerofit::offload::internal {
+namespace zerofit::optim::internal {
 namespace {
 
 using core::DType;
@@ -127,4 +127,4 @@ struct Body {
 
 void AdamWAvx2Body(const AdamWSpans& s, const AdamWConstants& c) { DispatchAdamW<Body>(s, c); }
 
-}  // namespace zerofit::offload::internal
+}  // namespace zerofit::optim::internal
