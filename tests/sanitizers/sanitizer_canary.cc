@@ -18,6 +18,13 @@ __attribute__((no_sanitize("undefined"))) int HeapOverflow() {
   return 0;
 }
 
+// UBSan's null checks are off (cmake/ZerofitSanitize.cmake): an access through a null pointer is ASan's SEGV.
+int NullWrite() {
+  int* volatile p = nullptr;  // volatile: the store below must not be optimised away
+  *p = 1;
+  return 0;
+}
+
 int Leak() {
   static void* volatile sink;
   sink = std::malloc(64);
@@ -44,9 +51,10 @@ int Race() {
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "";
   if (std::strcmp(what, "heap-overflow") == 0) return HeapOverflow();
+  if (std::strcmp(what, "null-write") == 0) return NullWrite();
   if (std::strcmp(what, "leak") == 0) return Leak();
   if (std::strcmp(what, "signed-overflow") == 0) return SignedOverflow();
   if (std::strcmp(what, "race") == 0) return Race();
-  std::fprintf(stderr, "usage: %s heap-overflow|leak|signed-overflow|race\n", argv[0]);
+  std::fprintf(stderr, "usage: %s heap-overflow|null-write|leak|signed-overflow|race\n", argv[0]);
   return 2;
 }
