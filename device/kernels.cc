@@ -26,19 +26,9 @@ void HostConvert(const void* src, core::DType src_type, void* dst, core::DType d
 }
 
 void HostAdamW(const AdamWArgs& a) {
-  optim::AdamWSpans s;
-  s.param = a.param;
-  s.grad = a.grad;
-  s.grad_dtype = a.grad_dtype;
-  s.m = a.m;
-  s.v = a.v;
-  s.n = a.n;
-  s.param_out = a.param_out;
-  s.out_dtype = a.out_dtype;
-  optim::AdamWHyper h{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay};
   // Every SIMD kernel is bit-identical to the scalar oracle: the best one this CPU runs (CPUID, cheap).
   auto kernel = optim::KernelFor(optim::DetectSimdLevel());
-  (kernel.ok() ? *kernel : &optim::CpuAdamWScalarKernel)(s, h, a.step, a.grad_scale);
+  (kernel.ok() ? *kernel : &optim::CpuAdamWScalarKernel)(a.spans, a.hyper, a.step, a.grad_scale);
 }
 
 }  // namespace zerofit::device

@@ -7,26 +7,17 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "optim/cpu_adamw.h"
 
 namespace zerofit::device {
 
-// One AdamW update of n elements (see optim/cpu_adamw.h for the formula; `step` counts from 1):
-// fp32 master `param`, `m`, `v` in place, gradient of grad_dtype times grad_scale, and (if param_out is not
-// null) the updated parameter written as out_dtype in the same pass.
+// One AdamW update of n elements, optim/cpu_adamw.h's (the formula there; `step` counts from 1): the spans
+// (fp32 master `param`, `m`, `v` in place, gradient of grad_dtype, and, if param_out is not null, the updated
+// parameter written as out_dtype in the same pass) are the device's memory; the gradient is multiplied by
+// grad_scale.
 struct AdamWArgs {
-  float* param = nullptr;
-  const void* grad = nullptr;
-  core::DType grad_dtype = core::DType::kFloat32;
-  float* m = nullptr;
-  float* v = nullptr;
-  size_t n = 0;
-  void* param_out = nullptr;
-  core::DType out_dtype = core::DType::kFloat32;
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
+  optim::AdamWSpans spans;
+  optim::AdamWHyper hyper;
   int64_t step = 1;
   float grad_scale = 1.0f;
 };

@@ -156,17 +156,17 @@ absl::Status CudaStream::Convert(const void* src, core::DType src_type, void* ds
 }
 
 absl::Status CudaStream::AdamW(const AdamWArgs& a) {
-  ZF_RETURN_IF_ERROR(CheckFloatType(a.grad_dtype, "AdamW gradient"));
-  if (a.param_out != nullptr) ZF_RETURN_IF_ERROR(CheckFloatType(a.out_dtype, "AdamW output"));
+  const optim::AdamWSpans& s = a.spans;
+  ZF_RETURN_IF_ERROR(CheckFloatType(s.grad_dtype, "AdamW gradient"));
+  if (s.param_out != nullptr) ZF_RETURN_IF_ERROR(CheckFloatType(s.out_dtype, "AdamW output"));
   if (a.step < 1) return absl::InvalidArgumentError(absl::StrCat("AdamW step ", a.step, " (counts from 1)"));
   // The host computes the step's scalars exactly as the CPU oracle does (in double, rounded once).
-  const optim::internal::AdamWConstants h = optim::internal::MakeConstants(
-      optim::AdamWHyper{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay}, a.step, a.grad_scale);
+  const optim::internal::AdamWConstants h = optim::internal::MakeConstants(a.hyper, a.step, a.grad_scale);
   const cuda::AdamWKernelConstants c{
       h.decay, h.b1, h.b2, h.one_minus_b1, h.one_minus_b2, h.sqrt_bc2, h.neg_step_size, h.eps, h.grad_scale};
   ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaSetDevice(device_)));
   return ZF_CUDA_CALL(
-      cuda::LaunchAdamW(a.param, a.grad, a.grad_dtype, a.m, a.v, a.n, a.param_out, a.out_dtype, c, stream_));
+      cuda::LaunchAdamW(s.param, s.grad, s.grad_dtype, s.m, s.v, s.n, s.param_out, s.out_dtype, c, stream_));
 }
 
 absl::Status CudaStream::HostFunc(std::function<absl::Status()> fn) {

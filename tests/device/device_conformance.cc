@@ -273,25 +273,25 @@ TEST_P(DeviceConformance, AdamWMatchesHostReference) {
         std::vector<uint8_t> host_out(n * core::DTypeSize(out_type));
 
         AdamWArgs a;
-        a.grad_dtype = grad_type;
-        a.n = n;
-        a.out_dtype = out_type;
-        a.lr = 3e-4f;
-        a.weight_decay = 0.01f;
+        a.spans.grad_dtype = grad_type;
+        a.spans.n = n;
+        a.spans.out_dtype = out_type;
+        a.hyper.lr = 3e-4f;
+        a.hyper.weight_decay = 0.01f;
         a.step = step;
         a.grad_scale = 0.5f;
         AdamWArgs h = a;
-        h.param = param.data();
-        h.grad = grad.data();
-        h.m = m.data();
-        h.v = v.data();
-        h.param_out = has_out ? host_out.data() : nullptr;
+        h.spans.param = param.data();
+        h.spans.grad = grad.data();
+        h.spans.m = m.data();
+        h.spans.v = v.data();
+        h.spans.param_out = has_out ? host_out.data() : nullptr;
         HostAdamW(h);
-        a.param = d_param.as<float>();
-        a.grad = d_grad.data();
-        a.m = d_m.as<float>();
-        a.v = d_v.as<float>();
-        a.param_out = has_out ? d_out.data() : nullptr;
+        a.spans.param = d_param.as<float>();
+        a.spans.grad = d_grad.data();
+        a.spans.m = d_m.as<float>();
+        a.spans.v = d_v.as<float>();
+        a.spans.param_out = has_out ? d_out.data() : nullptr;
         ASSERT_TRUE(stream_->AdamW(a).ok());
 
         const auto check = [&](const Buffer& d, const std::vector<float>& expected, const char* what) {
