@@ -25,17 +25,8 @@ PARTS="${4:-abc}"
 . "$(dirname "$0")/lib.sh"
 ALL="" # every process of every job started here, for the cleanup
 trap 'for p in $ALL; do kill -9 "$p" 2> /dev/null; done; e2e_cleanup' EXIT
-"$GEN" --out "$D/data" --train 200 --test 20 --ids --pad > /dev/null || fail "data generation"
-cat > "$D/job.yaml" << YAML
-name: long
-task: reward
-model: $D/data
-data: $D/data
-world_size: 2
-max_restarts: 0
-training: {steps: 100000, global_batch: 16, micro_batch: 4, gradient_accumulation: 2, lr: 1.0e-3}
-log_every: 1  # the test waits for the line of step 5
-YAML
+. "$(dirname "$0")/long_job.sh"
+write_long_job "$GEN"  # logs every step: the test waits for the line of step 5
 LINGER="rank=1,step=4,fault=linger,seconds=2.5"
 HANG="rank=1,step=5,fault=hang_allgather"
 ROOT=""
