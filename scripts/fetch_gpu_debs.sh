@@ -123,8 +123,9 @@ slim_deb() {  # slim_deb <deb>: rebuilds it slim when it holds anything removabl
   if ((removed > 0)); then
     # md5sums lists every file: keep the lines of what stayed
     if [[ -f "$root/DEBIAN/md5sums" ]]; then
-      (cd "$root" && while read -r sum path; do if [[ -e "$path" ]]; then echo "$sum  $path"; fi; done <DEBIAN/md5sums) \
-        >"$tmp/md5sums"
+      (cd "$root" && while read -r sum path; do
+        if [[ -e "$path" ]]; then echo "$sum  $path"; fi
+      done <DEBIAN/md5sums) >"$tmp/md5sums"
       mv "$tmp/md5sums" "$root/DEBIAN/md5sums"
     fi
     dpkg-deb --root-owner-group -Zxz -b "$root" "${deb%.deb}+slim.deb" >/dev/null

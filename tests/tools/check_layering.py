@@ -12,6 +12,8 @@ import os
 import re
 import sys
 
+EVERYTHING = {"core", "optim", "device", "comm", "offload", "sharding", "planner", "jobspec", "text", "launch",
+              "proto", "client", "coordinator", "worker"}
 # folder -> folders it may include directly (generated protobuf code, "zerofit/v1/...", counts as proto).
 ALLOWED = {
     "core": set(),
@@ -33,10 +35,8 @@ ALLOWED = {
     "coordinator": {"core", "proto", "jobspec"},
     # The rank's environment (launch/) is read by the loop.
     "worker": {"client", "jobspec", "text", "sharding", "launch"},
-    "cli": {"core", "optim", "device", "comm", "offload", "sharding", "planner", "jobspec", "text", "launch", "proto",
-            "client", "coordinator", "worker"},
-    "bench": {"core", "optim", "device", "comm", "offload", "sharding", "planner", "jobspec", "text", "launch", "proto",
-              "client", "coordinator", "worker"},
+    "cli": EVERYTHING,
+    "bench": EVERYTHING,
 }
 # Arrows that still point the wrong way, with why; issue 31 removes them (the ZeRO-2 updater would take the
 # offload pipeline through an interface, the worker composing the two).
