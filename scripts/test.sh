@@ -7,7 +7,7 @@
 #   build-asan  AddressSanitizer (leak detection on) + UndefinedBehaviorSanitizer (no recovery) over every
 #               LibTorch-free library and its unit tests;
 #   build-tsan  ThreadSanitizer over the gRPC-free unit tests that run threads: core concurrency (thread pool,
-#               serial executor, ordered line map), the coordinator (job state, job store, step scheduler),
+#               serial executor, ordered line map), the coordinator (job state, job store),
 #               the test device (streams on their own threads).
 # Beside them, also at nice 19, the torch 2.x CUDA compile tier (scripts/torch_cuda_compile_check.sh, issue
 # 28): every .cc under worker/torch compiled, not linked, as a CUDA build against Debian 13's CUDA LibTorch 2.6
