@@ -133,7 +133,7 @@ slim_deb() {  # slim_deb <deb>: rebuilds it slim when it holds anything removabl
   fi
   rm -rf "$tmp"
 }
-for f in "$OUT"/*.deb; do [[ "$f" == *+slim.deb ]] || slim_deb "$f"; done
+for f in "$OUT"/*.deb; do slim_deb "$f"; done
 
 # The manifest: one line per package (name, version, architecture, file, sha256), plus what was asked for;
 # gpu_check.sh unpacks exactly the files it lists.
