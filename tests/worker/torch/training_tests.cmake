@@ -44,4 +44,4 @@ set_tests_properties(step_peak_memory_gpu_test PROPERTIES LABELS gpu TIMEOUT 300
 add_executable(std_symbols_test worker/torch/std_symbols_test.cc)
 target_link_libraries(std_symbols_test PRIVATE zerofit_worker_torch GTest::gtest_main)
 add_test(NAME std_symbols_test COMMAND std_symbols_test)
-set_tests_properties(std_symbols_test PROPERTIES LABELS unit TIMEOUT 60)
+set_tests_properties(std_symbols_test PROPERTIES LABELS "unit;gpu" TIMEOUT 60)
