@@ -15,12 +15,15 @@ SerialExecutor::~SerialExecutor() {
   thread_.join();
 }
 
-void SerialExecutor::Submit(std::function<void()> job) {
+uint64_t SerialExecutor::Submit(std::function<void()> job) {
+  uint64_t ticket;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(job));
+    ticket = ++submitted_;
   }
   cv_.notify_all();
+  return ticket;
 }
 
 bool SerialExecutor::Idle() {
@@ -38,6 +41,16 @@ absl::Status SerialExecutor::Drain(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
+absl::Status SerialExecutor::WaitFor(uint64_t ticket, absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!idle_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return finished_ >= ticket; })) {
+    return absl::DeadlineExceededError(absl::StrCat("background job ", ticket, " did not finish within ",
+                                                    absl::FormatDuration(timeout), " (", finished_, " of ",
+                                                    submitted_, " done)"));
+  }
+  return absl::OkStatus();
+}
+
 void SerialExecutor::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -50,7 +63,8 @@ void SerialExecutor::Loop() {
     job();
     lock.lock();
     running_job_ = false;
-    if (queue_.empty()) idle_cv_.notify_all();
+    ++finished_;
+    idle_cv_.notify_all();  // Drain waits for an empty queue, WaitFor for a ticket
   }
 }
 

@@ -1,5 +1,6 @@
 #include "offload/offload_pipeline.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -12,10 +13,17 @@ using device::MemoryKind;
 OffloadPipeline::OffloadPipeline(device::Device* device, const OffloadPipelineOptions& options)
     : device_(device), options_(options) {}
 
+namespace {
+// Elements per chunk of a host job: 1 MiB of fp32 accumulator, enough to amortise a pool hand-off (~us)
+// against a memory-bound pass (~100 us), and small enough that 16 threads share a 4M-element bucket evenly.
+constexpr size_t kHostChunkElements = size_t{1} << 18;
+}  // namespace
+
 OffloadPipeline::~OffloadPipeline() {
-  // Queued copies and host functions use our buffers: let them run before the buffers go.
+  // Queued copies and host jobs use our buffers: let them run before the buffers go.
   if (d2h_) (void)d2h_->Synchronize(absl::Minutes(1));
   if (h2d_) (void)h2d_->Synchronize(absl::Minutes(1));
+  if (host_jobs_) (void)host_jobs_->Drain(absl::Minutes(1));
 }
 
 absl::StatusOr<std::unique_ptr<OffloadPipeline>> OffloadPipeline::Create(
@@ -43,23 +51,33 @@ absl::Status OffloadPipeline::Allocate() {
   }
   ZF_ASSIGN_OR_RETURN(grad_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
   ZF_ASSIGN_OR_RETURN(param_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
-  ZF_ASSIGN_OR_RETURN(adamw_, optim::CpuAdamW::Create(options_.threads, options_.simd));
+  if (options_.threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("OffloadPipeline: threads ", options_.threads, " < 1"));
+  }
+  pool_ = std::make_shared<core::ThreadPool>(options_.threads);
+  ZF_ASSIGN_OR_RETURN(adamw_, optim::CpuAdamW::Create(pool_, options_.simd));
+  host_jobs_ = std::make_unique<core::SerialExecutor>();
   return absl::OkStatus();
 }
 
 absl::Status OffloadPipeline::ReceiveGradient(int grads, size_t offset, size_t n, const void* device_src) {
   char* host = grad_lowp_.at(offset * elem_bytes());
+  ZF_RETURN_IF_ERROR(WaitForStagingReaders(host, n * elem_bytes()));
   ZF_RETURN_IF_ERROR(d2h_->Copy(host, device_src, n * elem_bytes()));
   float* acc = gradients(grads) + offset;
   const core::DType dtype = options_.param_dtype;
-  // fp32 accumulation on the host once the copy has landed (stream order, no host wait here).
-  return d2h_->HostFunc([host, dtype, acc, n] {
-    core::AccumulateToFloat(host, dtype, acc, n);
-    return absl::OkStatus();
+  const size_t esize = elem_bytes();
+  return SubmitAfterCopy(host, n, [host, dtype, esize, acc](size_t begin, size_t end) {
+    core::AccumulateToFloat(host + begin * esize, dtype, acc + begin, end - begin);
   });
 }
 
-absl::Status OffloadPipeline::WaitGradients(absl::Duration timeout) { return d2h_->Synchronize(timeout); }
+absl::Status OffloadPipeline::WaitGradients(absl::Duration timeout) {
+  ZF_RETURN_IF_ERROR(d2h_->Synchronize(timeout));
+  ZF_RETURN_IF_ERROR(host_jobs_->Drain(timeout));
+  pending_.clear();
+  return host_status();
+}
 
 void OffloadPipeline::ZeroGradients(int i) {
   if (!grads_[i].empty()) std::memset(grads_[i].data(), 0, grads_[i].bytes());
@@ -67,13 +85,58 @@ void OffloadPipeline::ZeroGradients(int i) {
 
 absl::Status OffloadPipeline::ReceiveParams(size_t offset, size_t n, const void* device_src) {
   char* host = param_lowp_.at(offset * elem_bytes());
+  ZF_RETURN_IF_ERROR(WaitForStagingReaders(host, n * elem_bytes()));
   ZF_RETURN_IF_ERROR(d2h_->Copy(host, device_src, n * elem_bytes()));
   float* dst = master() + offset;
   const core::DType dtype = options_.param_dtype;
-  return d2h_->HostFunc([host, dtype, dst, n] {
-    core::ConvertElements(host, dtype, dst, core::DType::kFloat32, n);
-    return absl::OkStatus();
+  const size_t esize = elem_bytes();
+  return SubmitAfterCopy(host, n, [host, dtype, esize, dst](size_t begin, size_t end) {
+    core::ConvertElements(host + begin * esize, dtype, dst + begin, core::DType::kFloat32, end - begin);
   });
+}
+
+absl::Status OffloadPipeline::WaitForStagingReaders(const char* staging, size_t bytes) {
+  uint64_t last = 0;  // tickets finish in order: waiting for the last overlapping job covers the others
+  for (const PendingJob& p : pending_) {
+    if (p.staging < staging + bytes && staging < p.staging + p.bytes) last = std::max(last, p.ticket);
+  }
+  if (last == 0) return absl::OkStatus();
+  ZF_RETURN_IF_ERROR(host_jobs_->WaitFor(last, options_.wait_timeout));
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [last](const PendingJob& p) { return p.ticket <= last; }),
+                 pending_.end());
+  return absl::OkStatus();
+}
+
+absl::Status OffloadPipeline::SubmitAfterCopy(const char* staging, size_t n, ChunkFn fn) {
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<device::Event> landed, device_->CreateEvent());
+  ZF_RETURN_IF_ERROR(landed->Record(*d2h_));
+  std::shared_ptr<device::Event> event(std::move(landed));
+  const uint64_t ticket = host_jobs_->Submit([this, event, n, fn = std::move(fn)] {
+    const absl::Status s = event->Synchronize(options_.wait_timeout);
+    if (!s.ok()) return RecordHostError(s);
+    RunChunks(n, fn);
+  });
+  pending_.push_back(PendingJob{staging, n * elem_bytes(), ticket});
+  return absl::OkStatus();
+}
+
+void OffloadPipeline::RunChunks(size_t n, const ChunkFn& fn) {
+  const size_t chunks = (n + kHostChunkElements - 1) / kHostChunkElements;
+  pool_->ParallelFor(
+      chunks, [&](size_t i) { fn(i * kHostChunkElements, std::min(n, (i + 1) * kHostChunkElements)); });
+}
+
+void OffloadPipeline::RecordHostError(const absl::Status& s) {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  if (host_status_.ok()) {
+    host_status_ = absl::Status(s.code(), absl::StrCat("offload host job: ", s.message()));
+  }
+}
+
+absl::Status OffloadPipeline::host_status() {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  return host_status_;
 }
 
 void OffloadPipeline::Update(const std::vector<Span>& spans, int grads, int64_t step, float grad_scale,

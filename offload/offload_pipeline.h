@@ -2,23 +2,33 @@
 // this rank live in pinned host memory, and the update runs on the CPU with SIMD AdamW.
 //
 //   ReceiveGradient: device -> pinned host copy of a reduced gradient shard in the parameter dtype (bf16
-//     over the bus, not fp32) on the D2H copy stream, then fp32 accumulation on the host in stream order;
+//     over the bus, not fp32) on the D2H copy stream, then fp32 accumulation on the host thread pool, started
+//     when an event says the copy has landed (a host job per receive, run in receive order). Nothing runs in
+//     a device host function (cudaLaunchHostFunc): CUDA runs those one at a time on a single driver thread,
+//     in stream order, so per-element work there neither scales with threads nor lets the next copy start
+//     (issue 30: an 11 s step on an H200). The D2H copy of the next bucket overlaps the accumulation of this
+//     one; a receive into staging that a pending job still reads waits for that job first;
 //   Update: CPU AdamW over a list of spans by tile (N threads), each finished tile's parameters (parameter
 //     dtype) queued at once for their host -> device copy on the H2D stream, so copies start while other
 //     tiles still update; the caller orders its all-gather after h2d_stream().
 //
 // Offsets and counts are ELEMENTS of the shard. Not thread-safe: one engine thread calls it (Update's tile
-// callbacks enqueue on the H2D stream under a lock).
+// callbacks enqueue on the H2D stream under a lock; the host jobs share the AdamW thread pool, whose
+// ParallelFor callers take turns).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/dtype.h"
+#include "core/serial_executor.h"
+#include "core/thread_pool.h"
 #include "device/device.h"
 #include "optim/cpu_adamw.h"
 
@@ -30,6 +40,8 @@ struct OffloadPipelineOptions {
   int threads = 1;
   optim::SimdLevel simd = optim::DetectSimdLevel();
   int gradient_buffers = 1;  // 2 with a delayed update: the next step accumulates into the other one
+  // Deadline of every host-side wait: a host job's wait for its copy, a receive's wait for a staging reader.
+  absl::Duration wait_timeout = absl::Minutes(5);
 };
 
 class OffloadPipeline {
@@ -50,7 +62,8 @@ class OffloadPipeline {
   device::Stream& d2h_stream() { return *d2h_; }
   // Elements [offset, offset + n) of gradient buffer `grads` += device_src (param dtype, device memory).
   absl::Status ReceiveGradient(int grads, size_t offset, size_t n, const void* device_src);
-  // Host-side gradient accumulation is complete (all ReceiveGradient calls so far).
+  // Host-side gradient accumulation is complete (all ReceiveGradient and ReceiveParams calls so far); the
+  // first failure of any host job (a copy that never landed) is returned here, and on every later call.
   absl::Status WaitGradients(absl::Duration timeout);
 
   // master[offset, offset + n) = fp32(device_src) (parameter dtype, device memory), through the host
@@ -82,9 +95,25 @@ class OffloadPipeline {
   int threads() const { return adamw_->threads(); }
 
  private:
+  // A host job over elements [0, n), split into chunks across the pool: fn(begin, end).
+  using ChunkFn = std::function<void(size_t begin, size_t end)>;
+  // A host job reading `staging` (n elements) after it lands from the device.
+  struct PendingJob {
+    const char* staging;
+    size_t bytes;
+    uint64_t ticket;
+  };
+
   OffloadPipeline(device::Device* device, const OffloadPipelineOptions& options);
   absl::Status Allocate();
   size_t elem_bytes() const { return core::DTypeSize(options_.param_dtype); }
+  // Waits for the pending jobs that read [staging, staging + bytes) before a copy overwrites it.
+  absl::Status WaitForStagingReaders(const char* staging, size_t bytes);
+  // Records an event after the D2H copy just enqueued and submits a job that waits for it, then runs fn.
+  absl::Status SubmitAfterCopy(const char* staging, size_t n, ChunkFn fn);
+  void RunChunks(size_t n, const ChunkFn& fn);
+  void RecordHostError(const absl::Status& s);
+  absl::Status host_status();
 
   device::Device* device_;
   OffloadPipelineOptions options_;
@@ -92,10 +121,16 @@ class OffloadPipeline {
   std::unique_ptr<device::Stream> h2d_;
   std::mutex h2d_mu_;  // tile callbacks of several CPU threads enqueue on h2d_
   device::Buffer master_, exp_avg_, exp_avg_sq_;
-  std::vector<device::Buffer> grads_;  // fp32 shard accumulators
-  device::Buffer grad_lowp_;           // shard gradients after D2H (param dtype)
-  device::Buffer param_lowp_;          // updated parameters before H2D (param dtype)
+  std::vector<device::Buffer> grads_;       // fp32 shard accumulators
+  device::Buffer grad_lowp_;                // shard gradients after D2H (param dtype)
+  device::Buffer param_lowp_;               // updated parameters before H2D (param dtype)
+  std::shared_ptr<core::ThreadPool> pool_;  // AdamW tiles and the host jobs' chunks
   std::unique_ptr<optim::CpuAdamW> adamw_;
+  std::vector<PendingJob> pending_;  // the engine thread's only; cleared by WaitGradients
+  std::mutex status_mu_;
+  absl::Status host_status_;  // guarded by status_mu_: the first host job failure
+  // Last: destroyed first, so its thread (joined there) never outlives the buffers its jobs use.
+  std::unique_ptr<core::SerialExecutor> host_jobs_;
 };
 
 }  // namespace zerofit::offload

@@ -79,6 +79,10 @@ class CpuAdamW {
   static absl::StatusOr<std::unique_ptr<CpuAdamW>> Create(int threads) {
     return Create(threads, DetectSimdLevel());
   }
+  // On a pool shared with other host work (the offload pipeline's gradient accumulation): ParallelFor calls
+  // from different threads take turns, so the two never oversubscribe the cores.
+  static absl::StatusOr<std::unique_ptr<CpuAdamW>> Create(std::shared_ptr<core::ThreadPool> pool,
+                                                          SimdLevel level);
   ~CpuAdamW();
 
   // Called from the worker thread that finished a tile: elements [begin, end) of tasks[task] are final.
@@ -91,8 +95,8 @@ class CpuAdamW {
   static constexpr size_t kTileElements = 1 << 15;
 
  private:
-  CpuAdamW(std::unique_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel);
-  std::unique_ptr<core::ThreadPool> pool_;
+  CpuAdamW(std::shared_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel);
+  std::shared_ptr<core::ThreadPool> pool_;
   SimdLevel level_;
   AdamWKernel kernel_;
 };

@@ -108,7 +108,7 @@ absl::StatusOr<AdamWKernel> KernelFor(SimdLevel level) {
   return absl::InvalidArgumentError("unknown SIMD level");
 }
 
-CpuAdamW::CpuAdamW(std::unique_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel)
+CpuAdamW::CpuAdamW(std::shared_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel)
     : pool_(std::move(pool)), level_(level), kernel_(kernel) {}
 CpuAdamW::~CpuAdamW() = default;
 
@@ -116,7 +116,15 @@ absl::StatusOr<std::unique_ptr<CpuAdamW>> CpuAdamW::Create(int threads, SimdLeve
   if (threads < 1) return absl::InvalidArgumentError(absl::StrCat("CpuAdamW: threads ", threads, " < 1"));
   auto kernel = KernelFor(level);
   if (!kernel.ok()) return kernel.status();
-  return std::unique_ptr<CpuAdamW>(new CpuAdamW(std::make_unique<core::ThreadPool>(threads), level, *kernel));
+  return Create(std::make_shared<core::ThreadPool>(threads), level);
+}
+
+absl::StatusOr<std::unique_ptr<CpuAdamW>> CpuAdamW::Create(std::shared_ptr<core::ThreadPool> pool,
+                                                           SimdLevel level) {
+  if (pool == nullptr) return absl::InvalidArgumentError("CpuAdamW: thread pool is null");
+  auto kernel = KernelFor(level);
+  if (!kernel.ok()) return kernel.status();
+  return std::unique_ptr<CpuAdamW>(new CpuAdamW(std::move(pool), level, *kernel));
 }
 
 int CpuAdamW::threads() const { return pool_->threads(); }

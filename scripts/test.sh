@@ -49,7 +49,7 @@ sanitizer_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 
 # The gRPC-free threaded tests: Debian's gRPC and abseil are not instrumented and absl::Mutex is invisible
 # to TSan, so the service and client tests drown in reports from gRPC's own handoffs (tests/sanitizers/
 # tsan.supp says more); they run under ASan+UBSan.
-tsan_tests=(core_unit_test ordered_line_map_test device_unit_test coordinator_unit_test)
+tsan_tests=(core_unit_test ordered_line_map_test device_unit_test coordinator_unit_test offload_unit_test)
 sanitizer_builds() {
   cmake -S . -B "$BUILD_DIR-asan" "${sanitizer_flags[@]}" -DZEROFIT_SANITIZE=address,undefined >/dev/null
   nice -n 19 cmake --build "$BUILD_DIR-asan" -j "$JOBS"

@@ -90,6 +90,7 @@ absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
     po.threads = options_.offload.threads;
     po.simd = options_.offload.simd;
     po.gradient_buffers = options_.offload.delayed_update ? 2 : 1;
+    po.wait_timeout = timeout;
     ZF_ASSIGN_OR_RETURN(auto updater,
                         OffloadShardUpdater::Create(&plan_, options_.param_dtype, device_, po, timeout));
     offload_ = updater.get();

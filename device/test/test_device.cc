@@ -9,9 +9,26 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/serial_executor.h"
 #include "core/status_macros.h"
 
 namespace zerofit::device {
+
+// The device-wide thread that runs host functions in serial_host_functions mode.
+class HostFunctionThread {
+ public:
+  // Runs fn on the thread after every host function submitted before it; waits for it up to `timeout`.
+  absl::Status Run(const std::function<absl::Status()>& fn, absl::Duration timeout) {
+    auto result = std::make_shared<absl::Status>();
+    const uint64_t ticket = executor_.Submit([fn, result] { *result = fn(); });
+    ZF_RETURN_IF_ERROR(executor_.WaitFor(ticket, timeout));
+    return *result;  // written before WaitFor saw the ticket finish (ordered by the executor's mutex)
+  }
+
+ private:
+  core::SerialExecutor executor_;
+};
+
 namespace {
 
 using Op = std::function<absl::Status()>;
@@ -21,8 +38,14 @@ std::unique_ptr<Event> NewDelayedEvent(absl::Duration timeout);
 // A queue of operations run in order by one thread, each after a random delay.
 class DelayedStream final : public Stream {
  public:
-  DelayedStream(uint64_t seed, const TestDeviceOptions& options)
-      : options_(options), rng_(seed), thread_([this] { Loop(); }) {}
+  DelayedStream(uint64_t seed, const TestDeviceOptions& options,
+                std::shared_ptr<std::atomic<uint64_t>> host_functions_run,
+                std::shared_ptr<HostFunctionThread> host_thread)
+      : options_(options),
+        host_functions_run_(std::move(host_functions_run)),
+        host_thread_(std::move(host_thread)),
+        rng_(seed),
+        thread_([this] { Loop(); }) {}
 
   ~DelayedStream() override {
     (void)Synchronize(options_.wait_timeout);
@@ -56,7 +79,13 @@ class DelayedStream final : public Stream {
   absl::Status AdamW(const AdamWArgs& args) override {
     return Enqueue([=] { return HostAdamW(args), absl::OkStatus(); });
   }
-  absl::Status HostFunc(std::function<absl::Status()> fn) override { return Enqueue(std::move(fn)); }
+  absl::Status HostFunc(std::function<absl::Status()> fn) override {
+    return Enqueue([fn = std::move(fn), count = host_functions_run_, host = host_thread_,
+                    timeout = options_.wait_timeout]() -> absl::Status {
+      ++*count;
+      return host != nullptr ? host->Run(fn, timeout) : fn();
+    });
+  }
 
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override {
     return NewDelayedEvent(options_.wait_timeout);
@@ -116,7 +145,9 @@ class DelayedStream final : public Stream {
   }
 
   const TestDeviceOptions options_;
-  std::mt19937_64 rng_;  // the stream thread's only
+  const std::shared_ptr<std::atomic<uint64_t>> host_functions_run_;
+  const std::shared_ptr<HostFunctionThread> host_thread_;  // null: this stream's thread runs host functions
+  std::mt19937_64 rng_;                                    // the stream thread's only
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable done_cv_;
@@ -204,14 +235,18 @@ std::unique_ptr<Event> NewDelayedEvent(absl::Duration timeout) {
 }  // namespace
 
 TestDevice::TestDevice(TestDeviceOptions options)
-    : options_(options), counter_(std::make_shared<MemoryCounter>()), compute_(NewStream()) {}
+    : options_(options),
+      counter_(std::make_shared<MemoryCounter>()),
+      host_functions_run_(std::make_shared<std::atomic<uint64_t>>(0)),
+      host_thread_(options.serial_host_functions ? std::make_shared<HostFunctionThread>() : nullptr),
+      compute_(NewStream()) {}
 
 TestDevice::~TestDevice() = default;
 
 std::unique_ptr<Stream> TestDevice::NewStream() {
   // Distinct, reproducible delay sequences per stream (splitmix-style spread of the seed).
   const uint64_t seed = options_.seed * 0x9E3779B97F4A7C15ull + (++next_stream_);
-  return std::make_unique<DelayedStream>(seed, options_);
+  return std::make_unique<DelayedStream>(seed, options_, host_functions_run_, host_thread_);
 }
 
 absl::StatusOr<Buffer> TestDevice::Allocate(size_t bytes, MemoryKind kind) {

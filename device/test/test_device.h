@@ -25,7 +25,13 @@ struct TestDeviceOptions {
   // Each stream's delays are drawn up to max_delay times a factor picked per stream from {1/4, 1, 4}, so
   // some streams are systematically slower than others (races that need one stream to lag show up).
   bool vary_stream_speed = true;
+  // As CUDA runs cudaLaunchHostFunc callbacks: the host functions of every stream of the device one at a
+  // time, on a single thread of the device's (the stream waits for its own, in stream order). Off: each
+  // stream's thread runs its host functions itself, as it runs every other operation.
+  bool serial_host_functions = false;
 };
+
+class HostFunctionThread;
 
 // Thread-safe.
 class TestDevice final : public Device {
@@ -41,6 +47,8 @@ class TestDevice final : public Device {
   bool device_memory_is_host() const override { return true; }
   MemoryStats memory_stats() const override;
   void ResetPeakMemoryStats() override { counter_->ResetPeak(); }
+  // How many host functions (Stream::HostFunc) the device's streams have run, all streams together.
+  uint64_t host_functions_run() const { return host_functions_run_->load(); }
 
  private:
   std::unique_ptr<Stream> NewStream();
@@ -48,6 +56,8 @@ class TestDevice final : public Device {
   TestDeviceOptions options_;
   std::atomic<uint64_t> next_stream_{0};  // seeds each stream's delays differently
   std::shared_ptr<MemoryCounter> counter_;
+  std::shared_ptr<std::atomic<uint64_t>> host_functions_run_;  // shared with the streams
+  std::shared_ptr<HostFunctionThread> host_thread_;            // null unless serial_host_functions
   std::unique_ptr<Stream> compute_;
 };
 

@@ -36,5 +36,25 @@ TEST(SerialExecutorTest, RunsJobsInOrderAndDrainHasADeadline) {
   EXPECT_TRUE(ex.Drain(absl::Seconds(5)).ok());
 }
 
+TEST(SerialExecutorTest, WaitForReturnsOnceItsTicketHasRun) {
+  SerialExecutor ex;
+  std::atomic<bool> release{false};
+  std::atomic<int> ran{0};
+  const uint64_t first = ex.Submit([&] {
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ++ran;
+  });
+  const uint64_t second = ex.Submit([&] { ++ran; });
+  EXPECT_EQ(second, first + 1);
+  // The first job holds the thread: neither ticket is reached, and the wait ends at its deadline.
+  EXPECT_EQ(ex.WaitFor(first, absl::Milliseconds(20)).code(), absl::StatusCode::kDeadlineExceeded);
+  release = true;
+  ASSERT_TRUE(ex.WaitFor(first, absl::Seconds(5)).ok());
+  EXPECT_GE(ran.load(), 1);
+  ASSERT_TRUE(ex.WaitFor(second, absl::Seconds(5)).ok());
+  EXPECT_EQ(ran.load(), 2);
+  EXPECT_TRUE(ex.WaitFor(0, absl::ZeroDuration()).ok()) << "ticket 0 (nothing submitted) is always reached";
+}
+
 }  // namespace
 }  // namespace zerofit::core

@@ -4,8 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace zerofit::device {
 namespace {
@@ -105,6 +111,65 @@ TEST(TestDevice, MissingEventWaitReadsStaleData) {
       EXPECT_GT(stale, 0);
     }
   }
+}
+
+// serial_host_functions: as CUDA runs cudaLaunchHostFunc callbacks, the host functions of all streams run one
+// at a time on one thread that is none of the streams' threads; off, each stream runs its own.
+struct HostFunctionObservation {
+  int max_concurrent = 0;
+  std::set<std::thread::id> threads;
+  uint64_t counted = 0;
+};
+
+HostFunctionObservation ObserveHostFunctions(bool serial) {
+  TestDeviceOptions options;
+  options.max_delay = absl::Microseconds(50);
+  options.serial_host_functions = serial;
+  TestDevice device(options);
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < 3; ++i) streams.push_back(*device.CreateStream());
+  std::mutex mu;
+  int running = 0;
+  HostFunctionObservation seen;
+  const auto fn = [&]() -> absl::Status {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.max_concurrent = std::max(seen.max_concurrent, ++running);
+      seen.threads.insert(std::this_thread::get_id());
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(300));  // long enough for others to overlap
+    std::lock_guard<std::mutex> lock(mu);
+    --running;
+    return absl::OkStatus();
+  };
+  for (int round = 0; round < 10; ++round) {
+    for (auto& s : streams) EXPECT_TRUE(s->HostFunc(fn).ok());
+  }
+  for (auto& s : streams) EXPECT_TRUE(s->Synchronize(absl::Seconds(30)).ok());
+  seen.counted = device.host_functions_run();
+  return seen;
+}
+
+TEST(TestDeviceTest, SerialHostFunctionsRunOneAtATimeOnOneThread) {
+  const HostFunctionObservation serial = ObserveHostFunctions(true);
+  EXPECT_EQ(serial.max_concurrent, 1);
+  EXPECT_EQ(serial.threads.size(), 1u);
+  EXPECT_EQ(serial.counted, 30u);
+  // The control: without the mode, three streams' host functions overlap on three threads.
+  const HostFunctionObservation own = ObserveHostFunctions(false);
+  EXPECT_GT(own.max_concurrent, 1);
+  EXPECT_EQ(own.threads.size(), 3u);
+  EXPECT_EQ(own.counted, 30u);
+}
+
+TEST(TestDeviceTest, SerialHostFunctionErrorsBreakTheirStream) {
+  TestDeviceOptions options;
+  options.serial_host_functions = true;
+  TestDevice device(options);
+  auto s = device.CreateStream();
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->HostFunc([] { return absl::DataLossError("host function failed"); }).ok());
+  EXPECT_EQ((*s)->Synchronize(absl::Seconds(30)).code(), absl::StatusCode::kDataLoss);
 }
 
 }  // namespace
