@@ -115,7 +115,9 @@ absl::Status OffloadPipeline::SubmitAfterCopy(const char* staging, size_t n, Chu
   const uint64_t ticket = host_jobs_->Submit([this, event, n, fn = std::move(fn)] {
     const absl::Status s = event->Synchronize(options_.wait_timeout);
     if (!s.ok()) return RecordHostError(s);
+    const absl::Time begin = absl::Now();
     RunChunks(n, fn);
+    if (options_.on_host_job) options_.on_host_job(begin, absl::Now());
   });
   pending_.push_back(PendingJob{staging, n * elem_bytes(), ticket});
   return absl::OkStatus();

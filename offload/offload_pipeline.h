@@ -42,6 +42,8 @@ struct OffloadPipelineOptions {
   int gradient_buffers = 1;  // 2 with a delayed update: the next step accumulates into the other one
   // Deadline of every host-side wait: a host job's wait for its copy, a receive's wait for a staging reader.
   absl::Duration wait_timeout = absl::Minutes(5);
+  // Told the span of every host job's work (after its copy landed), from the job's thread: a step profile.
+  std::function<void(absl::Time begin, absl::Time end)> on_host_job;
 };
 
 class OffloadPipeline {

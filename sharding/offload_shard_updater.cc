@@ -29,14 +29,20 @@ absl::Status OffloadShardUpdater::OrderAfterReceives(device::Stream& stream) {
 }
 
 absl::StatusOr<double> OffloadShardUpdater::SumOfSquares() {
-  ZF_RETURN_IF_ERROR(pipeline_->WaitGradients(timeout_));
+  {
+    ScopedStage wait(profile_, Stage::kWait);
+    ZF_RETURN_IF_ERROR(pipeline_->WaitGradients(timeout_));
+  }
   double sum = 0.0;
   device::HostSumOfSquares(pipeline_->gradients(cur_), plan_->shard_numel(), &sum);
   return sum;
 }
 
 absl::Status OffloadShardUpdater::ZeroGradients() {
-  ZF_RETURN_IF_ERROR(pipeline_->WaitGradients(timeout_));
+  {
+    ScopedStage wait(profile_, Stage::kWait);
+    ZF_RETURN_IF_ERROR(pipeline_->WaitGradients(timeout_));
+  }
   pipeline_->ZeroGradients(cur_);
   return absl::OkStatus();
 }

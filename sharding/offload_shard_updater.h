@@ -11,6 +11,7 @@
 
 #include "offload/offload_pipeline.h"
 #include "sharding/shard_updater.h"
+#include "sharding/step_profile.h"
 
 namespace zerofit::sharding {
 
@@ -50,6 +51,9 @@ class OffloadShardUpdater final : public ShardUpdater {
   // after.
   absl::StatusOr<device::Stream*> CopyBucketToDevice(size_t bucket, char* owned_params);
 
+  // Where the waits for the pipeline's host work are recorded (null: nowhere).
+  void set_profile(StepProfile* profile) { profile_ = profile; }
+
  private:
   OffloadShardUpdater(const BucketPlan* plan, core::DType param_dtype, absl::Duration timeout)
       : plan_(plan), param_dtype_(param_dtype), timeout_(timeout) {}
@@ -59,6 +63,7 @@ class OffloadShardUpdater final : public ShardUpdater {
   const BucketPlan* plan_;
   core::DType param_dtype_;
   absl::Duration timeout_;
+  StepProfile* profile_ = nullptr;  // the engine's waits for host work are Stage::kWait there
   std::vector<std::pair<size_t, size_t>> bucket_segments_;
   std::unique_ptr<offload::OffloadPipeline> pipeline_;
   std::unique_ptr<device::Event> received_;

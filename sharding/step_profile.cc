@@ -8,12 +8,18 @@ namespace zerofit::sharding {
 
 const char* StageName(Stage s) {
   switch (s) {
-    case Stage::kCompute:
-      return "compute";
+    case Stage::kForward:
+      return "forward";
+    case Stage::kBackward:
+      return "backward";
     case Stage::kReduceScatter:
       return "reduce-scatter";
     case Stage::kD2H:
       return "D2H";
+    case Stage::kHostAccumulate:
+      return "host accumulate";
+    case Stage::kWait:
+      return "wait";
     case Stage::kCpuAdamW:
       return "CPU AdamW";
     case Stage::kH2D:

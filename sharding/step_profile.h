@@ -1,5 +1,7 @@
-// Where the time of one optimizer step goes, stage by stage, from every thread that works on it: compute
-// (forward/backward), reduce-scatter, device-to-host copies, CPU AdamW, host-to-device copies, all-gather.
+// Where the time of one optimizer step goes, stage by stage, from every thread that works on it: forward,
+// backward, reduce-scatter, device-to-host copies, the offload pipeline's host accumulation, CPU AdamW,
+// host-to-device copies, all-gather, and the engine thread's waits for host work (offload). Host clocks: on a
+// GPU, forward and backward are the host's launch time until a sync, which shows up as the stage that syncs.
 // Stages overlap; `idle` is the part of the step's wall time when no stage was busy, and `overlap` is how
 // much busy time ran concurrently with other busy time (sum of stage times minus their union). Thread-safe.
 #pragma once
@@ -14,7 +16,18 @@
 
 namespace zerofit::sharding {
 
-enum class Stage { kCompute = 0, kReduceScatter, kD2H, kCpuAdamW, kH2D, kAllGather, kNumStages };
+enum class Stage {
+  kForward = 0,
+  kBackward,
+  kReduceScatter,
+  kD2H,
+  kHostAccumulate,
+  kCpuAdamW,
+  kH2D,
+  kAllGather,
+  kWait,
+  kNumStages
+};
 const char* StageName(Stage s);
 
 struct StepBreakdown {
@@ -22,7 +35,7 @@ struct StepBreakdown {
   double wall_ms = 0;
   double idle_ms = 0;            // wall time with no stage busy
   double overlap_ms = 0;         // sum(busy) - |union of busy intervals|
-  std::string ToString() const;  // "wall 812.3 ms | compute 500.1 | reduce-scatter 40.2 | ..."
+  std::string ToString() const;  // "wall 812.3 ms | forward 200.4 | backward 300.1 | ..."
 };
 
 class StepProfile {

@@ -91,9 +91,13 @@ absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
     po.simd = options_.offload.simd;
     po.gradient_buffers = options_.offload.delayed_update ? 2 : 1;
     po.wait_timeout = timeout;
+    po.on_host_job = [this](absl::Time begin, absl::Time end) {
+      profile_.Record(Stage::kHostAccumulate, begin, end);
+    };
     ZF_ASSIGN_OR_RETURN(auto updater,
                         OffloadShardUpdater::Create(&plan_, options_.param_dtype, device_, po, timeout));
     offload_ = updater.get();
+    offload_->set_profile(&profile_);
     updater_ = std::move(updater);
     if (options_.offload.delayed_update) update_thread_ = std::make_unique<core::SerialExecutor>();
   } else {
@@ -197,7 +201,10 @@ void Zero2Optimizer::UpdateInBackground(const optim::AdamWHyper& hyper, float gr
 absl::Status Zero2Optimizer::PublishDelayed() {
   if (!update_pending_) return absl::OkStatus();
   update_pending_ = false;
-  ZF_RETURN_IF_ERROR(update_thread_->Drain(comm_->options().timeout));
+  {
+    ScopedStage wait(&profile_, Stage::kWait);
+    ZF_RETURN_IF_ERROR(update_thread_->Drain(comm_->options().timeout));
+  }
   for (size_t b = 0; b < plan_.buckets().size(); ++b) {
     ZF_ASSIGN_OR_RETURN(device::Stream * written,
                         offload_->CopyBucketToDevice(b, publisher_->owned_block(b)));

@@ -166,8 +166,8 @@ class Zero2Optimizer {
   int64_t step() const { return step_; }
   Zero2MemoryStats memory() const;
   const Zero2Stats& stats() const { return reducer_->stats(); }
-  // Stage timings. The caller records its own forward (and the torch adapter its backward) as
-  // Stage::kCompute.
+  // Stage timings. The caller records its own forward as Stage::kForward (the torch adapter its backward as
+  // Stage::kBackward).
   StepProfile* profile() { return &profile_; }
   // Why host memory is not pinned, if it is not (OK otherwise).
   absl::Status pin_status() const { return updater_->pin_status(); }

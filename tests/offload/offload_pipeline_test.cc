@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -54,6 +55,11 @@ TEST_P(OffloadPipelineTest, AccumulatesEveryReceiveAsTheSerialReferenceDoes) {
   o.shard_numel = Total();
   o.param_dtype = dtype;
   o.threads = threads;
+  std::atomic<int> host_jobs{0};  // the step profile's "host accumulate" intervals, one per receive
+  o.on_host_job = [&](absl::Time begin, absl::Time end) {
+    EXPECT_LE(begin, end);
+    ++host_jobs;
+  };
   auto pipeline = OffloadPipeline::Create(&device, o);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   (*pipeline)->ZeroGradients(0);
@@ -80,6 +86,7 @@ TEST_P(OffloadPipelineTest, AccumulatesEveryReceiveAsTheSerialReferenceDoes) {
   ASSERT_TRUE((*pipeline)->WaitGradients(absl::Seconds(60)).ok());
   EXPECT_EQ(std::memcmp((*pipeline)->gradients(0), reference.data(), Total() * sizeof(float)), 0);
   EXPECT_EQ(device.host_functions_run(), 0u) << "host work ran inside device host functions";
+  EXPECT_EQ(host_jobs.load(), kMicroBatches * static_cast<int>(kBuckets.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesThreadsHostFunctionModes, OffloadPipelineTest,

@@ -10,13 +10,13 @@ TEST(StepProfileTest, SplitsWallTimeIntoBusyIdleAndOverlap) {
   const absl::Time t0 = absl::FromUnixMillis(1000);
   auto at = [&](int ms) { return t0 + absl::Milliseconds(ms); };
   p.BeginStep(t0);
-  p.Record(Stage::kCompute, at(0), at(50));
+  p.Record(Stage::kBackward, at(0), at(50));
   p.Record(Stage::kReduceScatter, at(30), at(60));  // overlaps compute by 20 ms
   p.Record(Stage::kCpuAdamW, at(70), at(90));
   p.Record(Stage::kAllGather, at(80), at(120));  // overlaps AdamW by 10 ms, runs past the window end
   const StepBreakdown b = p.EndStep(at(100));
   EXPECT_DOUBLE_EQ(b.wall_ms, 100);
-  EXPECT_DOUBLE_EQ(b.busy_ms[static_cast<size_t>(Stage::kCompute)], 50);
+  EXPECT_DOUBLE_EQ(b.busy_ms[static_cast<size_t>(Stage::kBackward)], 50);
   EXPECT_DOUBLE_EQ(b.busy_ms[static_cast<size_t>(Stage::kReduceScatter)], 30);
   EXPECT_DOUBLE_EQ(b.busy_ms[static_cast<size_t>(Stage::kAllGather)], 20);  // clipped to the window
   EXPECT_DOUBLE_EQ(b.idle_ms, 10);                                          // 60..70

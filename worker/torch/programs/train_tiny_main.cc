@@ -120,7 +120,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
       torch::Tensor batch = SyntheticBatch(per_micro, f.seq, f.vocab, gen);
       const absl::Time t0 = absl::Now();
       torch::Tensor loss = model->LossSum(batch);
-      opt.profile()->Record(sharding::Stage::kCompute, t0, absl::Now());
+      opt.profile()->Record(sharding::Stage::kForward, t0, absl::Now());
       const double units = static_cast<double>(per_micro) * (f.seq - 1);
       ZF_RETURN_IF_ERROR(binding->Backward(loss, k == f.micro - 1, units));
       loss_sum += loss.item<double>();

@@ -206,7 +206,12 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
       }
       ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(st.train, micro[k], st.pad));
       const PairTensors b = OnDevice(std::move(host), st.backend.torch_device);
-      ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(st.policy, st.reference.get(), options_, b));
+      absl::StatusOr<LossOutput> loss;
+      {
+        sharding::ScopedStage forward(st.binding->optimizer().profile(), sharding::Stage::kForward);
+        loss = MicroBatchLoss(st.policy, st.reference.get(), options_, b);
+      }
+      ZF_ASSIGN_OR_RETURN(LossOutput out, std::move(loss));
       ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, static_cast<double>(out.pairs)));
       metrics += out.metrics;
     }

@@ -166,7 +166,7 @@ absl::Status Zero2Binding::Backward(const torch::Tensor& loss_sum, bool last_of_
   if (!grad_views_.empty()) AttachGradViews();  // the user may have called zero_grad(set_to_none)
   ZF_RETURN_IF_ERROR(optimizer_->BeginMicroBatch(last_of_step));
   try {
-    sharding::ScopedStage compute(optimizer_->profile(), sharding::Stage::kCompute);
+    sharding::ScopedStage backward(optimizer_->profile(), sharding::Stage::kBackward);
     const float scale = optimizer_->loss_scale();
     if (scale == 1.0f) {
       loss_sum.backward();
