@@ -106,19 +106,17 @@ def attention_kernel(model):
     return str(getattr(model.config, "_attn_implementation", "unknown"))
 
 
-def sequence_logps(model, ids, prompt, fp32):
+def sequence_logps(model, ids, prompt):
     """Sum over the response positions [prompt, T) of log p(token | prefix), from full-sequence logits (as
     zerofit computes them); log-softmax in fp32 over the response positions only."""
     logits = model(input_ids=ids, use_cache=False).logits  # [B, T, V]
     pred = logits[:, prompt - 1:-1, :]  # position t predicts token t + 1
-    logp = pred.float().log_softmax(-1) if fp32 else pred.log_softmax(-1)
+    logp = pred.float().log_softmax(-1)
     return logp.gather(-1, ids[:, prompt:].unsqueeze(-1)).squeeze(-1).sum(-1)
 
 
-def run(args):
-    import torch
+def run(args, torch, transformers):
     import torch.nn.functional as F
-    import transformers
 
     torch.manual_seed(0)
     cuda = args.device == "cuda"
@@ -134,8 +132,8 @@ def run(args):
         reference.eval().requires_grad_(False)
     if args.checkpointing:
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if not getattr(policy.config, "_attn_implementation", None) == "sdpa" and hasattr(policy, "set_attn_implementation"):
-        policy.set_attn_implementation("sdpa")
+    if attention_kernel(policy) != "sdpa" and hasattr(policy, "set_attn_implementation"):
+        policy.set_attn_implementation("sdpa")  # a release that ignored the config's choice
     policy.train()
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.0, fused=cuda)
@@ -148,9 +146,9 @@ def run(args):
         ids = torch.randint(3, vocab, (2 * pairs, seq), device=args.device)  # chosen rows, then rejected
         with autocast():
             if dpo:
-                pol = sequence_logps(policy, ids, prompt, fp32=True)
+                pol = sequence_logps(policy, ids, prompt)
                 with torch.no_grad():
-                    ref = sequence_logps(reference, ids, prompt, fp32=True)
+                    ref = sequence_logps(reference, ids, prompt)
                 h = (pol[:pairs] - ref[:pairs]) - (pol[pairs:] - ref[pairs:])
                 loss = -F.logsigmoid(args.beta * h).mean()
             else:
@@ -188,10 +186,13 @@ def main(argv=None):
     if args.dry_run:
         return 0
     try:
-        rec = run(args)
+        import torch
+        import transformers
     except ImportError as e:
         write(args, {"status": "skipped", "detail": "no torch/transformers (%s)" % e})
         return 0
+    try:
+        rec = run(args, torch, transformers)
     except Exception as e:  # noqa: BLE001  (a failed run is a row of the table, not a crash of the harness)
         name = type(e).__name__
         text = "%s: %s" % (name, str(e).splitlines()[0] if str(e) else "")
