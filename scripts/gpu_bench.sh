@@ -73,7 +73,7 @@ mkdir -p "$LOGS"
 LOGS=$(cd "$LOGS" && pwd)
 RESULTS=$LOGS/bench
 WORK=${WORK:-$BUILD/bench-work}
-rm -rf "$RESULTS" "$WORK"
+rm -rf "$RESULTS" "$WORK" "$LOGS/bench.md"
 mkdir -p "$RESULTS" "$WORK"
 PREFS=$BUILD/worker/torch/zerofit_train_prefs
 MPI=(mpiexec -n 1)
@@ -98,12 +98,20 @@ ZF_SKIP=
 [[ -x "$PREFS" ]] || ZF_SKIP="no $PREFS (build zerofit_train_prefs)"
 echo "gpu_bench: $(wc -l <<<"$PLAN") runs, $WARMUP warm-up + $STEPS measured steps each, deadline $DEADLINE s each, on $DEVICE_TEXT"
 
-# record <id> <rc> [more prefs_bench_table.py record flags]: the run's result record, and a line saying it.
+# The table of the records so far (rows not yet run say so): rewritten after every run, so that a deadline
+# around the whole benchmark (gpu_check.sh --bench) still leaves the finished rows.
+write_table() {
+  "${TABLE[@]}" table "${SIZE[@]}" --only "$ONLY" --results "$RESULTS" --peak-tflops "$PEAK_TFLOPS" \
+    --device "$DEVICE_TEXT" --steps "$STEPS" --warmup "$WARMUP" --offload-threads "$THREADS" >"$LOGS/bench.md.tmp"
+  mv "$LOGS/bench.md.tmp" "$LOGS/bench.md"
+}
+# record <id> <rc> [more prefs_bench_table.py record flags]: the run's result record, a line saying it, the table.
 record() {
   local id=$1 rc=$2
   shift 2
   "${TABLE[@]}" record --id "$id" --rc "$rc" --log "$RESULTS/$id.log" --out "$RESULTS/$id.json" \
     --warmup "$WARMUP" --pairs "$PAIRS" --deadline "$DEADLINE" "$@" | sed 's/^/gpu_bench: /'
+  write_table
 }
 # run_logged <id> <command...>: the command under the deadline into RESULTS/<id>.log; returns its status.
 run_logged() {
@@ -142,7 +150,6 @@ while read -r id impl task dtype vocab seq ckpt offload; do
   fi
 done <<<"$PLAN"
 
-"${TABLE[@]}" table "${SIZE[@]}" --only "$ONLY" --results "$RESULTS" --peak-tflops "$PEAK_TFLOPS" \
-  --device "$DEVICE_TEXT" --steps "$STEPS" --warmup "$WARMUP" --offload-threads "$THREADS" >"$LOGS/bench.md"
+write_table
 cat "$LOGS/bench.md"
 echo "gpu_bench: table in $LOGS/bench.md, logs in $RESULTS"
