@@ -24,7 +24,8 @@
 # a failed, out-of-memory or timed-out run is a row saying so. Columns: pairs/s, median step ms, MFU, device
 # peak GiB, and each zerofit row's ratios to its transformers peer.
 # Writes LOGS/bench.md (the table), LOGS/bench/<run>.log and <run>.json; exits 0 once the table is written
-# (2 on bad arguments). About 6 minutes on an H200 with the defaults (13 steps a run, 10 runs).
+# (2 on bad arguments). Sized for about 6 minutes on an H200 with the defaults (13 steps a run, 10 runs): an
+# estimate, not yet measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,7 +53,7 @@ while (($#)); do
     --deadline) DEADLINE=$2; shift 2 ;;
     --peak-tflops) PEAK_TFLOPS=$2; shift 2 ;;
     --offload-threads) THREADS=$2; shift 2 ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "gpu_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -26,7 +26,8 @@
 #     --bench         build, then only the benchmark (no gpu tier, no acceptance run: with the build they fill
 #                     one device call; run gpu_check.sh without --bench for those); --bench-args passes
 #                     options to scripts/gpu_bench.sh, split at spaces ("--only zf-* --steps 5"); the
-#                     benchmark runs under BENCH_DEADLINE seconds (540)
+#                     benchmark runs under BENCH_DEADLINE seconds (420: with the build, inside the device
+#                     tool's 10 minutes a call)
 #   The gpu tier runs under a 300 s deadline, the acceptance run under ACCEPTANCE_DEADLINE seconds (600);
 #   a failing tier does not stop the acceptance run.
 set -euo pipefail
@@ -57,7 +58,7 @@ while (($#)); do
     --targets) read -ra TARGETS <<<"$2"; shift 2 ;;
     --bench) RUN_BENCH=1; RUN_JOB=0; shift ;;
     --bench-args) read -ra BENCH_ARGS <<<"$2"; shift 2 ;;
-    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -246,7 +247,7 @@ export PATH="$BIN:$PATH"
 if ((RUN_BENCH)); then
   step "benchmark (scripts/gpu_bench.sh ${BENCH_ARGS[*]}): table in $LOGS/bench.md"
   bench_rc=0
-  timeout -k 10 "${BENCH_DEADLINE:-540}" scripts/gpu_bench.sh --build-dir "$BUILD" --logs "$LOGS" \
+  timeout -k 10 "${BENCH_DEADLINE:-420}" scripts/gpu_bench.sh --build-dir "$BUILD" --logs "$LOGS" \
     ${BENCH_ARGS[@]+"${BENCH_ARGS[@]}"} 2>&1 | tee "$LOGS/bench.log" || bench_rc=$?
   ((bench_rc == 0)) || die "the benchmark ended with exit $bench_rc (see $LOGS/bench.log; rows so far in $LOGS/bench.md)"
   step "OK: benchmark table in $LOGS/bench.md (logs in $LOGS)"
