@@ -29,6 +29,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -95,7 +96,10 @@ def build_model(args, torch, transformers, causal):
     torch.set_default_dtype(weights)
     try:
         with torch.device(args.device):
-            model = auto.from_config(config, attn_implementation="sdpa")
+            try:
+                model = auto.from_config(config, attn_implementation="sdpa")
+            except TypeError:  # a release without the keyword: the config names SDPA already
+                model = auto.from_config(config)
     finally:
         torch.set_default_dtype(previous)
     model.to(device=args.device, dtype=weights)
@@ -194,6 +198,7 @@ def main(argv=None):
     try:
         rec = run(args, torch, transformers)
     except Exception as e:  # noqa: BLE001  (a failed run is a row of the table, not a crash of the harness)
+        traceback.print_exc()  # into the run's log
         name = type(e).__name__
         text = "%s: %s" % (name, str(e).splitlines()[0] if str(e) else "")
         status = "oom" if "OutOfMemory" in name or table.OOM_PATTERNS.search(str(e)) else "failed"

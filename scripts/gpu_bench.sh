@@ -5,6 +5,7 @@
 # run again by hand on the same build:
 #   scripts/gpu_bench.sh [--build-dir DIR] [--logs DIR] [--work DIR] [--device cuda|cpu] [--tiny] [--steps N]
 #                        [--warmup N] [--only IDS] [--deadline S] [--peak-tflops F] [--offload-threads N]
+#                        [--dry-run]
 #     --logs DIR        the table and per-run logs (default BUILD/gpu-logs); --work DIR the random data
 #                       (default BUILD/bench-work: not in the logs, which the device tool brings back)
 #     --steps N         measured steps per run (default 10), after --warmup N warm-up steps (default 3)
@@ -13,6 +14,7 @@
 #     --deadline S      each run's deadline in seconds (default 150); a run past it is a "timeout" row
 #     --peak-tflops F   the device's dense bf16 peak for the MFU column (default 989: H100/H200 SXM)
 #     --offload-threads N  CPU AdamW threads of the offload row (default: the machine's cores, at most 16)
+#     --dry-run         print each run's command line and run nothing
 #     --device cpu --tiny  a rehearsal without a GPU (hidden 64, 2 layers, sequence 64): proves the harness,
 #                       the parsing of zerofit's metrics and the table, nothing about speed
 # Shape (issue 30): Llama reward model of 0.75B parameters (hidden 2048, 16 layers, 32 heads / 16 KV heads,
@@ -34,6 +36,7 @@ LOGS=
 WORK=
 DEVICE=cuda
 TINY=0
+DRY_RUN=0
 STEPS=10
 WARMUP=3
 ONLY=
@@ -47,13 +50,14 @@ while (($#)); do
     --work) WORK=$2; shift 2 ;;
     --device) DEVICE=$2; shift 2 ;;
     --tiny) TINY=1; shift ;;
+    --dry-run) DRY_RUN=1; shift ;;
     --steps) STEPS=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
     --deadline) DEADLINE=$2; shift 2 ;;
     --peak-tflops) PEAK_TFLOPS=$2; shift 2 ;;
     --offload-threads) THREADS=$2; shift 2 ;;
-    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "gpu_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -74,7 +78,7 @@ mkdir -p "$LOGS"
 LOGS=$(cd "$LOGS" && pwd)
 RESULTS=$LOGS/bench
 WORK=${WORK:-$BUILD/bench-work}
-rm -rf "$RESULTS" "$WORK" "$LOGS/bench.md"
+((DRY_RUN)) || rm -rf "$RESULTS" "$WORK" "$LOGS/bench.md"  # a dry run leaves the last table alone
 mkdir -p "$RESULTS" "$WORK"
 PREFS=$BUILD/worker/torch/zerofit_train_prefs
 MPI=(mpiexec -n 1)
@@ -110,14 +114,20 @@ write_table() {
 record() {
   local id=$1 rc=$2
   shift 2
+  ((DRY_RUN == 0)) || return 0
   "${TABLE[@]}" record --id "$id" --rc "$rc" --log "$RESULTS/$id.log" --out "$RESULTS/$id.json" \
     --warmup "$WARMUP" --pairs "$PAIRS" --deadline "$DEADLINE" "$@" | sed 's/^/gpu_bench: /'
   write_table
 }
 # run_logged <id> <command...>: the command under the deadline into RESULTS/<id>.log; returns its status.
+# With --dry-run it prints the command instead.
 run_logged() {
   local id=$1 rc=0
   shift
+  if ((DRY_RUN)); then
+    echo "gpu_bench: $id: $(printf '%q ' "$@")"
+    return 0
+  fi
   # stdin from /dev/null: mpiexec would read the rest of the plan the loop reads
   timeout -k 10 "$DEADLINE" "$@" </dev/null >"$RESULTS/$id.log" 2>&1 || rc=$?
   ((rc != 124 && rc != 137)) || echo "gpu_bench: deadline of $DEADLINE s passed" >>"$RESULTS/$id.log"
@@ -127,16 +137,16 @@ run_logged() {
 while read -r id impl task dtype vocab seq ckpt offload; do
   rc=0
   if [[ "$impl" == hf ]]; then
-    if [[ -n "$HF_SKIP" ]]; then record "$id" 0 --skip "$HF_SKIP"; continue; fi
+    if [[ -n "$HF_SKIP" ]] && ((DRY_RUN == 0)); then record "$id" 0 --skip "$HF_SKIP"; continue; fi
     args=(--id "$id" --task "$task" --dtype "$dtype" --vocab "$vocab" --seq "$seq" --warmup "$WARMUP"
           --steps "$STEPS" --device "$DEVICE" --out "$RESULTS/$id.json" "${SIZE[@]}")
     ((ckpt)) && args+=(--checkpointing)
     run_logged "$id" "$PY" "$ROOT/bench/transformers_prefs_bench.py" "${args[@]}" || rc=$?
     record "$id" "$rc"
   else
-    if [[ -n "$ZF_SKIP" ]]; then record "$id" 0 --skip "$ZF_SKIP"; continue; fi
+    if [[ -n "$ZF_SKIP" ]] && ((DRY_RUN == 0)); then record "$id" 0 --skip "$ZF_SKIP"; continue; fi
     data=$WORK/data_v${vocab}_t${seq}
-    if [[ ! -f "$data/config.json" ]]; then
+    if [[ ! -f "$data/config.json" ]] && ((DRY_RUN == 0)); then
       "${TABLE[@]}" data "${SIZE[@]}" --dir "$data" --vocab "$vocab" --seq "$seq" \
         --train-pairs $((PAIRS * TOTAL > 64 ? PAIRS * TOTAL : 64))
     fi
@@ -151,6 +161,7 @@ while read -r id impl task dtype vocab seq ckpt offload; do
   fi
 done <<<"$PLAN"
 
+((DRY_RUN == 0)) || exit 0
 write_table
 cat "$LOGS/bench.md"
 echo "gpu_bench: table in $LOGS/bench.md, logs in $RESULTS"

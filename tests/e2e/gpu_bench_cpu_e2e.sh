@@ -30,4 +30,12 @@ done
 row hf-reward-bf16 | grep -qE '\| [0-9]+\.[0-9]+ \||skipped: no torch/transformers' || fail "hf-reward-bf16: $(row hf-reward-bf16)"
 row zf-reward-bf16 | grep -qF "vs \`hf-reward-bf16\`" || fail "zf-reward-bf16 names no peer"
 [[ $(grep -c '^| `' "$TABLE") == 4 ]] || fail "want 4 rows (--only)"
+# --dry-run: every run's command line (the full shape), nothing run, the table above left alone.
+"$ROOT/scripts/gpu_bench.sh" --build-dir "$BUILD" --logs "$D/logs" --work "$D/work-dry" --dry-run >"$D/dry.log" 2>&1 ||
+  fail "--dry-run exited $?: $(cat "$D/dry.log")"
+[[ $(grep -c 'transformers_prefs_bench.py .*--seq 1024' "$D/dry.log") == 4 &&
+  $(grep -c 'zerofit_train_prefs .*--global-batch 8 --micro 1 --max-length 1024' "$D/dry.log") == 4 &&
+  $(grep -c -- '--seq 4096 .*--checkpointing\|--max-length 4096 .*--checkpointing' "$D/dry.log") == 2 ]] ||
+  fail "--dry-run's commands: $(cat "$D/dry.log")"
+[[ -f "$TABLE" && ! -e "$D/work-dry/data_v4096_t1024" ]] || fail "--dry-run ran something"
 echo PASS
