@@ -2,7 +2,7 @@
 # zerofit against Hugging Face transformers on the same Llama shapes, one GPU (issue 30). A benchmark only:
 # the transformers side (bench/transformers_prefs_bench.py) runs with the machine's own torch/transformers,
 # which zerofit never needs. scripts/gpu_check.sh --bench builds zerofit_train_prefs and runs this; it can be
-# run again by hand on the same build:
+# run again by hand on the same build (the zerofit runs source the build's gpu-env.sh where there is one):
 #   scripts/gpu_bench.sh [--build-dir DIR] [--logs DIR] [--work DIR] [--device cuda|cpu] [--tiny] [--steps N]
 #                        [--warmup N] [--only IDS] [--deadline S] [--peak-tflops F] [--offload-threads N]
 #                        [--dry-run]
@@ -83,6 +83,11 @@ mkdir -p "$RESULTS" "$WORK"
 PREFS=$BUILD/worker/torch/zerofit_train_prefs
 MPI=(mpiexec -n 1)
 [[ $(id -u) -ne 0 ]] || MPI+=(--allow-run-as-root)
+# The zerofit runs get the build's environment where gpu_check.sh wrote one (gpu-env.sh: the unpacked
+# packages' libraries, the mpiexec wrapper); the transformers runs keep the caller's, so that python3's torch
+# and transformers load none of those libraries.
+ZF_ENV=()
+[[ -f "$BUILD/gpu-env.sh" ]] && ZF_ENV=(bash -c '. "$0" && exec "$@"' "$BUILD/gpu-env.sh")
 PAIRS=$("${TABLE[@]}" shape "${SIZE[@]}" | tr ' ' '\n' | sed -n 's/^pairs=//p')
 TOTAL=$((WARMUP + STEPS))
 
@@ -156,7 +161,7 @@ while read -r id impl task dtype vocab seq ckpt offload; do
           --metrics-jsonl "$RESULTS/$id.jsonl")
     ((ckpt)) && args+=(--checkpointing)
     ((offload)) && args+=(--offload --threads "$THREADS")
-    run_logged "$id" "${MPI[@]}" "$PREFS" "${args[@]}" || rc=$?
+    run_logged "$id" "${ZF_ENV[@]}" "${MPI[@]}" "$PREFS" "${args[@]}" || rc=$?
     record "$id" "$rc" --jsonl "$RESULTS/$id.jsonl"
   fi
 done <<<"$PLAN"

@@ -239,11 +239,9 @@ if ((BUILD_ONLY)); then
   exit 0
 fi
 
-export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OPAL_PREFIX="$PREFIX/usr"
-export PATH="$BIN:$PATH"
-
 # --bench: the benchmark alone, under its deadline (scripts/gpu_bench.sh rewrites the table after every run, so
-# a deadline that passes still leaves the rows done so far).
+# a deadline that passes still leaves the rows done so far). It runs before the prefix's libraries are
+# exported: its zerofit runs source gpu-env.sh, its transformers runs keep python3's own environment.
 if ((RUN_BENCH)); then
   step "benchmark (scripts/gpu_bench.sh ${BENCH_ARGS[*]}): table in $LOGS/bench.md"
   bench_rc=0
@@ -257,6 +255,8 @@ fi
 # The gpu tier and the acceptance run each under a deadline; a failing tier does not stop the acceptance run
 # (each reports what it saw; the script fails at the end if either failed).
 step "ctest -L gpu"
+export LD_LIBRARY_PATH="$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OPAL_PREFIX="$PREFIX/usr"
+export PATH="$BIN:$PATH"
 ctest_rc=0
 (cd "$BUILD" && timeout -k 10 300 ctest -L gpu --output-on-failure --no-tests=error) 2>&1 |
   tee "$LOGS/ctest_gpu.log" || ctest_rc=$?
