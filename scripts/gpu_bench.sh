@@ -87,6 +87,7 @@ MPI=(mpiexec -n 1)
 # packages' libraries, the mpiexec wrapper); the transformers runs keep the caller's, so that python3's torch
 # and transformers load none of those libraries.
 ZF_ENV=()
+# shellcheck disable=SC2016 # $0 and $@ are the inner bash's
 [[ -f "$BUILD/gpu-env.sh" ]] && ZF_ENV=(bash -c '. "$0" && exec "$@"' "$BUILD/gpu-env.sh")
 PAIRS=$("${TABLE[@]}" shape "${SIZE[@]}" | tr ' ' '\n' | sed -n 's/^pairs=//p')
 TOTAL=$((WARMUP + STEPS))
@@ -133,12 +134,20 @@ run_logged() {
     echo "gpu_bench: $id: $(printf '%q ' "$@")"
     return 0
   fi
-  # stdin from /dev/null: mpiexec would read the rest of the plan the loop reads
-  timeout -k 10 "$DEADLINE" "$@" </dev/null >"$RESULTS/$id.log" 2>&1 || rc=$?
+  # stdin from /dev/null: mpiexec would read the rest of the plan the loop reads. In the background, so that
+  # a signal to this script (gpu_check.sh's deadline) reaches the run through the trap below.
+  timeout -k 10 "$DEADLINE" "$@" </dev/null >"$RESULTS/$id.log" 2>&1 &
+  RUN_PID=$!
+  wait "$RUN_PID" || rc=$?
+  RUN_PID=
   ((rc != 124 && rc != 137)) || echo "gpu_bench: deadline of $DEADLINE s passed" >>"$RESULTS/$id.log"
   return "$rc"
 }
 
+# Ended from outside: the run in progress ends too (timeout passes the signal on to it), the table so far stays.
+((DRY_RUN)) || write_table  # every row "not run" until its run ends
+RUN_PID=
+trap '[[ -z "$RUN_PID" ]] || kill -TERM "$RUN_PID" 2>/dev/null; exit 143' TERM INT
 while read -r id impl task dtype vocab seq ckpt offload; do
   rc=0
   if [[ "$impl" == hf ]]; then
