@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The plan, the results and the table of scripts/gpu_bench.sh (issue 30): zerofit_train_prefs against Hugging
 Face transformers on the same Llama shapes. Standard library only, so that it runs (and is tested by
-bench/prefs_bench_table_test.py) on machines without torch; the transformers side is
+tests/tools/prefs_bench_table_test.py) on machines without torch; the transformers side is
 bench/transformers_prefs_bench.py, which writes the same result records.
 
 Subcommands (each prints to stdout; the driver calls them, a person may too):
@@ -117,7 +117,8 @@ def tokens_per_step(shape, seq):
 
 
 # --- result records ---------------------------------------------------------------------------------------
-OOM_PATTERNS = re.compile(r"out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|std::bad_alloc", re.I)
+OOM_PATTERNS = re.compile(r"out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|std::bad_alloc|RESOURCE_EXHAUSTED",
+                          re.I)
 
 
 def classify_failure(rc, log_text, deadline=None):
