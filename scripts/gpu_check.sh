@@ -11,16 +11,23 @@
 #      search path), build, `ctest -L gpu`
 #   4. the acceptance run (scripts/gpu_acceptance.sh): compute-sanitizer, reward and DPO on cuda:0 next to the
 #      CPU, zerofit run and zerofit submit + serve with and without offload, device peaks against the plan
-# Logs go to <build>/gpu-logs; with $OUT set (the device tool), summary.md, gpu_check.log and gpu-logs.tar.gz
-# are copied there at the end.
+#   or, with --bench, instead of 3's gpu tier and 4: the benchmark against Hugging Face transformers
+#      (scripts/gpu_bench.sh, issue 30), its table in gpu-logs/bench.md
+# Logs go to <build>/gpu-logs; with $OUT set (the device tool), summary.md, bench.md, gpu_check.log and
+# gpu-logs.tar.gz are copied there at the end.
 #   scripts/gpu_check.sh [--build-dir DIR] [--debs DIR] [--jobs N] [--dry-run] [--no-torch] [--skip-job]
-#                        [--torch-prefix DIR] [--build-only] [--targets "T ..."]
+#                        [--torch-prefix DIR] [--build-only] [--targets "T ..."] [--bench] [--bench-args "..."]
 #     --dry-run       steps 1-2 and the configure only (works without a GPU, torch or NCCL: proves the recipe)
 #     --no-torch      configure without LibTorch (the gpu tier needs none of it; no job)
 #     --torch-prefix  LibTorch's CMake prefix (a folder holding Torch/TorchConfig.cmake or one above it)
 #                     instead of asking python3's torch; also TORCH_CMAKE_PREFIX=DIR
 #     --build-only    stop after the build (no ctest, no job: scripts/gpu_clean_root_build.sh)
-#     --targets       build only these targets (default: all)
+#     --targets       build only these targets (default: all; with --bench: zerofit_train_prefs)
+#     --bench         build, then only the benchmark (no gpu tier, no acceptance run: with the build they fill
+#                     one device call; run gpu_check.sh without --bench for those); --bench-args passes
+#                     options to scripts/gpu_bench.sh, split at spaces ("--only zf-* --steps 5"); the
+#                     benchmark runs under BENCH_DEADLINE seconds (420: with the build, inside the device
+#                     tool's 10 minutes a call)
 #   The gpu tier runs under a 300 s deadline, the acceptance run under ACCEPTANCE_DEADLINE seconds (600);
 #   a failing tier does not stop the acceptance run.
 set -euo pipefail
@@ -35,6 +42,8 @@ WITH_TORCH=1
 RUN_JOB=1
 BUILD_ONLY=0
 TARGETS=()
+RUN_BENCH=0
+BENCH_ARGS=()
 TORCH_PREFIX=${TORCH_CMAKE_PREFIX:-}
 while (($#)); do
   case "$1" in
@@ -47,7 +56,9 @@ while (($#)); do
     --torch-prefix) TORCH_PREFIX=$2; shift 2 ;;
     --build-only) BUILD_ONLY=1; RUN_JOB=0; shift ;;
     --targets) read -ra TARGETS <<<"$2"; shift 2 ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
+    --bench) RUN_BENCH=1; RUN_JOB=0; shift ;;
+    --bench-args) read -ra BENCH_ARGS <<<"$2"; shift 2 ;;
+    -h | --help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -64,6 +75,7 @@ deliver() {
   [[ -n "${OUT:-}" && -d "${OUT:-}" ]] || return 0
   cp "$LOGS/gpu_check.log" "$OUT/" 2>/dev/null || true
   [[ -f "$LOGS/summary.md" ]] && cp "$LOGS/summary.md" "$OUT/"
+  [[ -f "$LOGS/bench.md" ]] && cp "$LOGS/bench.md" "$OUT/"
   tar -C "$LOGS" -czf "$OUT/gpu-logs.tar.gz" . 2>/dev/null || true
 }
 trap deliver EXIT
@@ -219,10 +231,24 @@ fi
 grep -q "ZEROFIT_HAVE_CUDA_DEVICE" "$BUILD/build.ninja" || die "the CUDA device was not configured (no nvcc / CUDA toolkit?): see $LOGS/configure.log"
 if command -v nvidia-smi >/dev/null; then nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1 || true; fi
 
+((RUN_BENCH && ${#TARGETS[@]} == 0)) && TARGETS=(zerofit_train_prefs)  # all the benchmark runs
 step "building ${TARGETS[*]:-all targets} with $JOBS jobs"
 logged build cmake --build "$BUILD" -j "$JOBS" ${TARGETS[@]:+--target "${TARGETS[@]}"}
 if ((BUILD_ONLY)); then
   step "build only: built OK (logs in $LOGS)"
+  exit 0
+fi
+
+# --bench: the benchmark alone, under its deadline (scripts/gpu_bench.sh rewrites the table after every run, so
+# a deadline that passes still leaves the rows done so far). It runs before the prefix's libraries are
+# exported: its zerofit runs source gpu-env.sh, its transformers runs keep python3's own environment.
+if ((RUN_BENCH)); then
+  step "benchmark (scripts/gpu_bench.sh ${BENCH_ARGS[*]}): table in $LOGS/bench.md"
+  bench_rc=0
+  timeout -k 10 "${BENCH_DEADLINE:-420}" scripts/gpu_bench.sh --build-dir "$BUILD" --logs "$LOGS" \
+    ${BENCH_ARGS[@]+"${BENCH_ARGS[@]}"} 2>&1 | tee "$LOGS/bench.log" || bench_rc=$?
+  ((bench_rc == 0)) || die "the benchmark ended with exit $bench_rc (see $LOGS/bench.log; rows so far in $LOGS/bench.md)"
+  step "OK: benchmark table in $LOGS/bench.md (logs in $LOGS)"
   exit 0
 fi
 

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# scripts/gpu_bench.sh rehearsed on the CPU (issue 30): the tiny shape, zerofit_train_prefs's reward run with
+# and without offload and its DPO run, and one transformers run (skipped without torch/transformers for
+# Python, run on the CPU where they exist). Proves the driver end to end: the runs, the reading of zerofit's
+# metrics JSONL, the records and the markdown table; nothing about speed.
+#   gpu_bench_cpu_e2e.sh <repository root> <build dir>
+set -uo pipefail
+ROOT=${1:?usage: gpu_bench_cpu_e2e.sh <repository root> <build dir>}
+BUILD=${2:?usage: gpu_bench_cpu_e2e.sh <repository root> <build dir>}
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+"$ROOT/scripts/gpu_bench.sh" --build-dir "$BUILD" --logs "$D/logs" --work "$D/work" --device cpu --tiny \
+  --steps 2 --warmup 1 --deadline 60 --only 'zf-reward-bf16,zf-reward-bf16-offload,zf-dpo-bf16,hf-reward-bf16' \
+  >"$D/out.log" 2>&1 || fail "gpu_bench.sh exited $?: $(tail -n 20 "$D/out.log")"
+TABLE=$D/logs/bench.md
+[[ -f "$TABLE" ]] || fail "no table: $(tail -n 20 "$D/out.log")"
+cat "$TABLE"
+row() { grep -F "| \`$1\` |" "$TABLE" || fail "no row $1"; }
+for id in zf-reward-bf16 zf-reward-bf16-offload zf-dpo-bf16; do
+  # pairs/s and median step ms are numbers: the run finished and its metrics were read
+  row "$id" | awk -F'|' '{ exit !($6 ~ /^ [0-9]+\.[0-9]+ $/ && $7 ~ /^ [0-9]+\.[0-9] $/) }' ||
+    fail "$id: no figures ($(row "$id"))"
+  grep -q '"status": "ok"' "$D/logs/bench/$id.json" || fail "$id: record $(cat "$D/logs/bench/$id.json")"
+done
+# The transformers row: figures where Python has torch and transformers, else the reason it was skipped.
+row hf-reward-bf16 | grep -qE '\| [0-9]+\.[0-9]+ \||skipped: no torch/transformers' || fail "hf-reward-bf16: $(row hf-reward-bf16)"
+row zf-reward-bf16 | grep -qF "vs \`hf-reward-bf16\`" || fail "zf-reward-bf16 names no peer"
+[[ $(grep -c '^| `' "$TABLE") == 4 ]] || fail "want 4 rows (--only)"
+# --dry-run: every run's command line (the full shape), nothing run, the table above left alone.
+"$ROOT/scripts/gpu_bench.sh" --build-dir "$BUILD" --logs "$D/logs" --work "$D/work-dry" --dry-run >"$D/dry.log" 2>&1 ||
+  fail "--dry-run exited $?: $(cat "$D/dry.log")"
+[[ $(grep -c 'transformers_prefs_bench.py .*--seq 1024' "$D/dry.log") == 4 &&
+  $(grep -c 'zerofit_train_prefs .*--global-batch 8 --micro 1 --max-length 1024' "$D/dry.log") == 4 &&
+  $(grep -c -- '--seq 4096 .*--checkpointing\|--max-length 4096 .*--checkpointing' "$D/dry.log") == 2 ]] ||
+  fail "--dry-run's commands: $(cat "$D/dry.log")"
+[[ -f "$TABLE" && ! -e "$D/work-dry/data_v4096_t1024" ]] || fail "--dry-run ran something"
+echo PASS
