@@ -103,9 +103,10 @@ SdpaArgs MakeSdpaArgs(const torch::Tensor& q, const torch::Tensor& k, const torc
   // Otherwise (Mistral's sliding window) a boolean attn_mask in SDPA's convention, true = may attend, the
   // complement of masked_fill's. It holds the causal part too: SDPA refuses is_causal with an attn_mask.
   if (!mask.causal_only) a.attn_mask = mask.masked.logical_not();
-  // GQA without materialising repeated K/V where SDPA takes it (2.5+), and only on the causal path: in
-  // 2.5/2.6 enable_gqa is accepted by the flash and math kernels, not the memory-efficient kernel that a
-  // masked call needs, which expanded K/V keep eligible.
+  // GQA without materialising repeated K/V where SDPA takes it (2.5+), and only on the causal path: as
+  // 2.5/2.6's sdp_utils.cpp reads, the flash and math kernels accept enable_gqa but the memory-efficient
+  // kernel, which a masked call needs, does not; expanded K/V keep it eligible. (Not yet observed on a GPU:
+  // attention_kernel_test's Gpu cases print the backend each case gets.)
   a.enable_gqa = ZEROFIT_SDPA_HAS_GQA && n_rep > 1 && mask.causal_only;
   a.k = a.enable_gqa ? k : RepeatKv(k, n_rep);
   a.v = a.enable_gqa ? v : RepeatKv(v, n_rep);

@@ -58,8 +58,9 @@ torch::Tensor ManualAttention(const torch::Tensor& q, const torch::Tensor& k, co
 torch::Tensor SdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const AttentionMask& mask, double scale);
 
-// The at::SDPBackend value (sdp::SDPBackend before 2.3: error -1, math 0, flash 1, efficient 2, cudnn 3
-// from 2.4, overrideable 4 from 2.5) that SdpaAttention would run for these inputs, and its name.
+// The backend SdpaAttention would run for these inputs (at::_fused_sdp_choice, which SDPA itself consults),
+// as 2.6's ATen/SDPBackend.h numbers them: error -1, math 0, flash 1, efficient 2, cudnn 3, overrideable 4
+// (older releases number the backends they have the same way); and its name.
 int64_t SdpaBackendFor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const AttentionMask& mask, double scale);
 const char* SdpaBackendName(int64_t backend);
