@@ -218,23 +218,33 @@ TEST(LlamaModelTest, Llama3RopeTestConfigCoversAllThreeFrequencyBands) {
   EXPECT_GT(low, 0);
 }
 
+// Every attention kernel this LibTorch has: manual on 1.13; also SDPA (CPU, fp32 throughout) on 2.1+.
+std::vector<AttentionKernel> Kernels() {
+  if (ZEROFIT_HAVE_SDPA) return {AttentionKernel::kManual, AttentionKernel::kSdpa};
+  return {AttentionKernel::kManual};
+}
+
 TEST(LlamaModelTest, LogitsMatchAnIndependentFloat64Reference) {
   for (const Variant& v : Variants()) {
-    SCOPED_TRACE(v.name);
-    LlamaModel model(v.config);
-    Randomize(*model, 1);
-    model->eval();
-    torch::manual_seed(2);
-    torch::Tensor ids = torch::randint(v.config.vocab_size, {2, v.seq_len}, torch::kLong);
-    torch::Tensor logits = model->Logits(ids);
-    ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{2, v.seq_len, 50}));
-    ASSERT_EQ(logits.scalar_type(), torch::kFloat32);
-    Params p = DoubleParams(*model);
-    torch::Tensor ref = RefLogits(v.config, p, ids);
-    const double max_ref = ref.abs().max().item<double>();
-    EXPECT_GT(max_ref, 0.5) << "reference is not trivially small";
-    const double f32_diff = (logits.to(torch::kFloat64) - ref).abs().max().item<double>();
-    EXPECT_LE(f32_diff, Float32ForwardBound(v.config, v.seq_len, max_ref));
+    for (AttentionKernel kernel : Kernels()) {
+      SCOPED_TRACE(v.name + " attention " + AttentionKernelName(kernel));
+      LlamaOptions options;
+      options.attention = kernel;
+      LlamaModel model(v.config, options);
+      Randomize(*model, 1);
+      model->eval();
+      torch::manual_seed(2);
+      torch::Tensor ids = torch::randint(v.config.vocab_size, {2, v.seq_len}, torch::kLong);
+      torch::Tensor logits = model->Logits(ids);
+      ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{2, v.seq_len, 50}));
+      ASSERT_EQ(logits.scalar_type(), torch::kFloat32);
+      Params p = DoubleParams(*model);
+      torch::Tensor ref = RefLogits(v.config, p, ids);
+      const double max_ref = ref.abs().max().item<double>();
+      EXPECT_GT(max_ref, 0.5) << "reference is not trivially small";
+      const double f32_diff = (logits.to(torch::kFloat64) - ref).abs().max().item<double>();
+      EXPECT_LE(f32_diff, Float32ForwardBound(v.config, v.seq_len, max_ref));
+    }
   }
 }
 

@@ -5,6 +5,15 @@ if(ZEROFIT_WITH_TORCH)
   add_test(NAME llama_model_test COMMAND llama_model_test)
   set_tests_properties(llama_model_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 
+  # The attention kernels: the manual one bit for bit as before, SDPA refused where LibTorch lacks it; the
+  # Gpu* cases (SDPA against manual in bf16 on cuda:0, LibTorch 2.1+) skip without a device or SDPA.
+  add_executable(attention_kernel_test worker/torch/attention_kernel_test.cc)
+  target_link_libraries(attention_kernel_test PRIVATE zerofit_worker_torch GTest::gtest_main)
+  add_test(NAME attention_kernel_test COMMAND attention_kernel_test --gtest_filter=-*.Gpu*)
+  set_tests_properties(attention_kernel_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+  add_test(NAME attention_kernel_gpu_test COMMAND attention_kernel_test --gtest_filter=*.Gpu*)
+  set_tests_properties(attention_kernel_gpu_test PROPERTIES LABELS gpu TIMEOUT 300)
+
   # Reward read-out against a transcription of transformers' sequence-classification read-out.
   add_executable(reward_readout_test worker/torch/reward_readout_test.cc)
   target_link_libraries(reward_readout_test PRIVATE zerofit_worker_torch nlohmann_json::nlohmann_json

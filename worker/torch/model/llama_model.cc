@@ -75,17 +75,17 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
   return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
-// [T, T] bool, true where query i may not attend to key j.
-torch::Tensor AttentionMask(const core::HfModelConfig& c, int64_t t, torch::Device device) {
+// Causal attention over t positions, with Mistral's sliding window where it is shorter than t.
+AttentionMask MakeAttentionMask(const core::HfModelConfig& c, int64_t t, torch::Device device) {
   torch::Tensor all = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(device));
   torch::Tensor mask = all.triu(1);
-  if (!c.sliding_window || *c.sliding_window >= t) return mask;
+  if (!c.sliding_window || *c.sliding_window >= t) return AttentionMask{mask, /*causal_only=*/true};
   // Qwen2 with use_sliding_window applies the window only to some layers (max_window_layers, which
   // HfModelConfig does not carry): within the window every variant is plain causal attention.
   TORCH_CHECK(c.model_type == "mistral", "sequence length ", t, " exceeds the sliding window (",
               *c.sliding_window, ") of this ", c.model_type, " model; only Mistral's window is implemented");
   // Mistral masks keys j <= i - sliding_window, as transformers does.
-  return mask.logical_or(all.tril(-*c.sliding_window));
+  return AttentionMask{mask.logical_or(all.tril(-*c.sliding_window)), /*causal_only=*/false};
 }
 
 absl::StatusOr<torch::Dtype> TorchDtype(core::StDType t) {
@@ -192,6 +192,8 @@ absl::Status ValidateLlamaConfig(const core::HfModelConfig& raw, const LlamaOpti
   if (options.dtype != torch::kFloat32 && options.dtype != torch::kBFloat16 &&
       options.dtype != torch::kFloat16)
     return absl::InvalidArgumentError("LlamaOptions.dtype must be float32, bfloat16 or float16");
+  if (absl::StatusOr<AttentionKernel> k = ResolveAttentionKernel(options.attention); !k.ok())
+    return absl::Status(k.status().code(), absl::StrCat("LlamaOptions.attention: ", k.status().message()));
   const LoraConfig& l = options.lora;
   if (l.rank < 0) return absl::InvalidArgumentError("LoraConfig.rank must be >= 0");
   if (l.enabled()) {
@@ -261,6 +263,9 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
 
 LlamaAttentionImpl::LlamaAttentionImpl(const core::HfModelConfig& c, const LlamaOptions& o)
     : num_heads_(c.num_attention_heads), num_kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
+  const absl::StatusOr<AttentionKernel> kernel = ResolveAttentionKernel(o.attention);
+  TORCH_CHECK(kernel.ok(), "LlamaOptions.attention: ", std::string(kernel.status().message()));
+  kernel_ = *kernel;
   const int64_t h = c.hidden_size;
   const bool o_bias = c.attention_bias && c.model_type == "llama";
   q_proj = register_module("q_proj", MakeLinear(o, "q_proj", h, num_heads_ * head_dim_, c.attention_bias));
@@ -270,23 +275,18 @@ LlamaAttentionImpl::LlamaAttentionImpl(const core::HfModelConfig& c, const Llama
 }
 
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
-                                          const torch::Tensor& sin, const torch::Tensor& mask) {
+                                          const torch::Tensor& sin, const AttentionMask& mask) {
   const int64_t b = x.size(0), t = x.size(1);
   torch::Tensor q = q_proj(x).view({b, t, num_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor k = k_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor v = v_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
   q = q * cos + RotateHalf(q) * sin;
   k = k * cos + RotateHalf(k) * sin;
-  const int64_t n_rep = num_heads_ / num_kv_heads_;
-  if (n_rep > 1) {  // HF's repeat_kv: kv head g serves query heads g * n_rep ... g * n_rep + n_rep - 1
-    k = k.unsqueeze(2).expand({b, num_kv_heads_, n_rep, t, head_dim_}).reshape({b, num_heads_, t, head_dim_});
-    v = v.unsqueeze(2).expand({b, num_kv_heads_, n_rep, t, head_dim_}).reshape({b, num_heads_, t, head_dim_});
-  }
-  torch::Tensor scores = torch::matmul(q, k.transpose(2, 3)) * std::pow(static_cast<double>(head_dim_), -0.5);
-  scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
-  torch::Tensor probs = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
-  torch::Tensor out =
-      torch::matmul(probs, v).transpose(1, 2).contiguous().reshape({b, t, num_heads_ * head_dim_});
+  const double scale = std::pow(static_cast<double>(head_dim_), -0.5);
+  torch::Tensor out = RunAttention(kernel_, q, k, v, mask, scale)
+                          .transpose(1, 2)
+                          .contiguous()
+                          .reshape({b, t, num_heads_ * head_dim_});
   return o_proj(out);
 }
 
@@ -311,7 +311,7 @@ LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const core::HfModelConfig& c, const
 }
 
 torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
-                                             const torch::Tensor& sin, const torch::Tensor& mask) {
+                                             const torch::Tensor& sin, const AttentionMask& mask) {
   torch::Tensor h = x + self_attn(input_layernorm(x), cos, sin, mask);
   return h + mlp(post_attention_layernorm(h));
 }
@@ -371,7 +371,7 @@ torch::Tensor LlamaModelImpl::Hidden(const torch::Tensor& input_ids) {
   std::pair<torch::Tensor, torch::Tensor> rotary = RotaryCosSin(config_, t, device);
   const torch::Tensor cos = rotary.first.to(options_.dtype);
   const torch::Tensor sin = rotary.second.to(options_.dtype);
-  const torch::Tensor mask = AttentionMask(config_, t, device);
+  const AttentionMask mask = MakeAttentionMask(config_, t, device);
   torch::Tensor x = model->embed_tokens(input_ids);
   const bool checkpoint = options_.activation_checkpointing && torch::GradMode::is_enabled();
   for (LlamaDecoderLayer& layer : model->typed_layers) {

@@ -1,6 +1,7 @@
 // The decoder of the Llama family (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and their
 // *ForSequenceClassification reward heads), computing exactly what Hugging Face transformers computes (eager
-// attention), with optional LoRA adapters and per-layer activation checkpointing.
+// attention; with LlamaOptions.attention at SDPA, what its "sdpa" attention computes), with optional LoRA
+// adapters and per-layer activation checkpointing.
 //
 // Architecture: token embedding; per layer x += o_proj(attn(input_layernorm(x))), x += mlp(
 // post_attention_layernorm(x)); final RMSNorm; untied or tied lm_head, or a bias-free score head.
@@ -10,7 +11,8 @@
 //    (NTK: theta rescaled when the sequence is longer than max_position_embeddings) and "llama3"
 //    (frequency-band interpolation of transformers' _compute_llama3_parameters).
 //  - Grouped-query attention: kv head g serves query heads [g * n_rep, (g + 1) * n_rep). Scores
-//    q k^T / sqrt(head_dim) in the activation dtype, causal softmax in fp32 cast back. Mistral with a
+//    q k^T / sqrt(head_dim) in the activation dtype, causal softmax in fp32 cast back (the manual kernel;
+//    SDPA's fused kernels keep scores in fp32 and round elsewhere, attention_kernel.h). Mistral with a
 //    sliding_window shorter than the sequence also masks keys j <= i - sliding_window, as HF does; a Qwen2
 //    sliding window (layer-dependent in HF) is refused for sequences longer than the window.
 //  - Biases: q/k/v carry one when attention_bias (Qwen2); o_proj only for model_type "llama" with
@@ -40,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
+#include "worker/torch/model/attention_kernel.h"
 #include "worker/torch/model/lora.h"
 
 namespace zerofit::worker {
@@ -50,6 +53,9 @@ struct LlamaOptions {
   bool reward_head = false;  // score head (Linear(hidden, num_labels, bias=false)) instead of lm_head
   torch::Dtype dtype = torch::kFloat32;  // parameters and activations: kFloat32, kBFloat16 or kFloat16
   double initializer_range = 0.02;       // N(0, std) init of linear and embedding weights, as HF
+  // The attention kernel (attention_kernel.h): kAuto runs SDPA on LibTorch 2.1+ and the manual kernel on
+  // 1.13; kSdpa on a LibTorch without it is an error naming this field.
+  AttentionKernel attention = AttentionKernel::kAuto;
 };
 
 // Checks that `config` describes a model this implementation computes exactly and that `options` are
@@ -74,13 +80,14 @@ TORCH_MODULE(RmsNorm);
 class LlamaAttentionImpl : public torch::nn::Module {
  public:
   LlamaAttentionImpl(const core::HfModelConfig& config, const LlamaOptions& options);
-  // x [B, T, H]; cos/sin [T, head_dim] in x's dtype; mask [T, T] bool, true where a query may NOT attend.
+  // x [B, T, H]; cos/sin [T, head_dim] in x's dtype; mask over T positions.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& mask);
+                        const AttentionMask& mask);
   LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
   int64_t num_heads_, num_kv_heads_, head_dim_;
+  AttentionKernel kernel_;  // resolved: kManual or kSdpa
 };
 TORCH_MODULE(LlamaAttention);
 
@@ -96,7 +103,7 @@ class LlamaDecoderLayerImpl : public torch::nn::Module {
  public:
   LlamaDecoderLayerImpl(const core::HfModelConfig& config, const LlamaOptions& options);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& mask);
+                        const AttentionMask& mask);
   LlamaAttention self_attn{nullptr};
   LlamaMlp mlp{nullptr};
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};

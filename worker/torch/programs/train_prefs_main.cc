@@ -39,7 +39,8 @@ constexpr const char* kUsage =
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
-    "[--dtype fp32|bf16] [--log-every N] [--memory-gb G] [--device auto|cpu|cuda] [--device-comm "
+    "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--log-every N] [--memory-gb G] [--device "
+    "auto|cpu|cuda] [--device-comm "
     "auto|nccl|mpi] "
     "[--tensorboard DIR] "
     "[--metrics-jsonl FILE] [--print-plan]\n"
@@ -220,6 +221,15 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
     ZF_ASSIGN_OR_RETURN(o.reference, ParseReferenceStrategy(ref));
   }
   if (std::string init = take("--init"); !init.empty()) o.init_weights = init;
+  if (std::string attention = take("--attention"); !attention.empty()) {
+    // Resolved here too, so that sdpa on a LibTorch without it fails before any rank loads data.
+    absl::StatusOr<AttentionKernel> parsed = ParseAttentionKernel(attention);
+    if (parsed.ok()) parsed = ResolveAttentionKernel(*parsed);
+    if (!parsed.ok())
+      return absl::Status(parsed.status().code(),
+                          absl::StrCat("flag --attention: ", parsed.status().message()));
+    o.model.attention = *parsed;
+  }
   if (std::string dc = take("--device-comm"); !dc.empty()) {
     auto parsed = comm::ParseDeviceComm(dc);
     if (!parsed.ok())
