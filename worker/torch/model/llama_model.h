@@ -50,6 +50,8 @@ struct LlamaOptions {
   bool reward_head = false;  // score head (Linear(hidden, num_labels, bias=false)) instead of lm_head
   torch::Dtype dtype = torch::kFloat32;  // parameters and activations: kFloat32, kBFloat16 or kFloat16
   double initializer_range = 0.02;       // N(0, std) init of linear and embedding weights, as HF
+  // Rows (predicted tokens) per chunk of TokenLogProbs' head; 0: DefaultLogProbChunkRows(vocab_size).
+  int64_t log_prob_chunk_rows = 0;
 };
 
 // Checks that `config` describes a model this implementation computes exactly and that `options` are
@@ -138,8 +140,12 @@ class LlamaModelImpl : public torch::nn::Module {
   // [B] (num_labels == 1) or [B, num_labels]. lengths [B] int64, each in [1, T]; with a pad_token_id the
   // positions from lengths[b] on must hold it.
   torch::Tensor Scores(const torch::Tensor& input_ids, const torch::Tensor& lengths);
-  // [B, T-1], fp32: log p(input_ids[:, t+1] | input_ids[:, <= t]), log_softmax computed in fp32.
+  // [B, T-1], fp32: log p(input_ids[:, t+1] | input_ids[:, <= t]), log_softmax computed in fp32. Through
+  // ChunkedTokenLogProbs: neither forward nor backward holds the [B, T-1, vocab] fp32 logits, only one chunk
+  // of rows (LlamaOptions.log_prob_chunk_rows) at a time.
   torch::Tensor TokenLogProbs(const torch::Tensor& input_ids);
+  // The same through the full logits (the computation TokenLogProbs replaced): the tests' oracle.
+  torch::Tensor TokenLogProbsFullLogits(const torch::Tensor& input_ids);
 
   // Folds every LoRA adapter into its base weight (see LoraLinearImpl::MergeInPlace). Outputs unchanged.
   void MergeLora();
