@@ -41,10 +41,12 @@ struct HeadGrads {
 
 class ChunkedLogProbsFunction : public torch::autograd::Function<ChunkedLogProbsFunction> {
  public:
-  // Inputs by edge index: 0 hidden, 1 weight, 2 bias (an undefined tensor when absent, so the indices never
-  // shift), 3 targets.
+  // Autograd edges: 0 hidden, 1 weight, 2 bias when present (an optional: LibTorch 1.13 rejects an undefined
+  // tensor as a Function input, and an absent optional takes no edge), then targets.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
-                               const torch::Tensor& bias, const torch::Tensor& targets, int64_t chunk_rows) {
+                               const c10::optional<torch::Tensor>& bias_opt, const torch::Tensor& targets,
+                               int64_t chunk_rows) {
+    const torch::Tensor bias = bias_opt.has_value() ? *bias_opt : torch::Tensor();
     const int64_t n = hidden.size(0);
     torch::Tensor out = torch::empty({n}, hidden.options().dtype(torch::kFloat32));
     torch::Tensor lse = torch::empty({n}, hidden.options().dtype(torch::kFloat32));
@@ -116,7 +118,9 @@ torch::Tensor ChunkedTokenLogProbs(const torch::Tensor& hidden, const torch::Ten
                                    int64_t chunk_rows) {
   CheckInputs(hidden, weight, bias, targets, chunk_rows);
   const int64_t rows = chunk_rows > 0 ? chunk_rows : DefaultLogProbChunkRows(weight.size(0));
-  return ChunkedLogProbsFunction::apply(hidden, weight, bias, targets, std::max<int64_t>(rows, 1));
+  const c10::optional<torch::Tensor> bias_opt =
+      bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
+  return ChunkedLogProbsFunction::apply(hidden, weight, bias_opt, targets, std::max<int64_t>(rows, 1));
 }
 
 torch::Tensor FullLogitsTokenLogProbs(const torch::Tensor& hidden, const torch::Tensor& weight,
