@@ -39,6 +39,17 @@ struct HeadGrads {
   torch::Tensor hidden, weight, bias;  // each undefined where its input needs no gradient
 };
 
+// acc += x, acc fp32 and x [V, H] in the parameter dtype, in slices of rows. On the CPU a mixed-dtype add_
+// first converts its operand to fp32 (TensorIterator makes a copy; CUDA converts inside the kernel), so
+// slices bound that temporary to kChunkLogitsBytes instead of a second fp32 [V, H].
+void AddInSlices(torch::Tensor& acc, const torch::Tensor& x) {
+  const int64_t rows = std::max<int64_t>(1, kChunkLogitsBytes / (4 * std::max<int64_t>(x.size(1), 1)));
+  for (int64_t r = 0; r < x.size(0); r += rows) {
+    const int64_t k = std::min(rows, x.size(0) - r);
+    acc.narrow(0, r, k).add_(x.narrow(0, r, k));
+  }
+}
+
 class ChunkedLogProbsFunction : public torch::autograd::Function<ChunkedLogProbsFunction> {
  public:
   // Autograd edges: 0 hidden, 1 weight, 2 bias when present (an optional: LibTorch 1.13 rejects an undefined
@@ -87,13 +98,18 @@ class ChunkedLogProbsFunction : public torch::autograd::Function<ChunkedLogProbs
       grad_logits.scatter_add_(1, targets.narrow(0, r, rows).unsqueeze(1), gc);
       if (g.bias.defined()) g.bias.add_(grad_logits.sum(0));
       // The matmuls run in the parameter dtype, as linear()'s backward does after the fp32 -> dtype cast.
-      const torch::Tensor gl = grad_logits.to(weight.scalar_type());
+      torch::Tensor gl = grad_logits.to(weight.scalar_type());
       if (g.hidden.defined()) {
         torch::Tensor out = g.hidden.narrow(0, r, rows);  // contiguous: a run of whole rows
         torch::mm_out(out, gl, weight);
       }
       if (g.weight.defined() && fp32) g.weight.addmm_(gl.t(), h);
-      if (g.weight.defined() && !fp32) g.weight.add_(torch::mm(gl.t(), h));  // dtype product, fp32 sum
+      if (g.weight.defined() && !fp32) {
+        torch::Tensor product = torch::mm(gl.t(), h);  // the dtype's GEMM (fast), summed over chunks in fp32
+        grad_logits.reset();  // the chunk's buffers go before the add's temporaries come
+        gl.reset();
+        AddInSlices(g.weight, product);
+      }
     }
     if (g.weight.defined() && !fp32) g.weight = g.weight.to(weight.scalar_type());
     if (g.bias.defined()) g.bias = g.bias.to(bias.scalar_type());
