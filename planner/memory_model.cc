@@ -128,14 +128,15 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   const double logits_saved = policy_head ? (12.0 + (lora ? a * h : 0.0)) * predicted : 0.0;
   // Backward of the head, in bytes for the whole micro-batch: one chunk's logits (fp32: one buffer, turned
   // into its gradient in place; bf16: also the chunk's bf16 logits and the gradient's bf16 cast), and for
-  // a trained head its weight's gradient (fp32 accumulated; bf16: an fp32 accumulator plus one bf16 [V, H]
-  // product or the final cast).
+  // a trained head its weight's gradient (fp32 accumulated in place; bf16 with one chunk: that chunk's
+  // GEMM; with several: an fp32 accumulator plus one bf16 [V, H] product or the final cast).
   const double chunk = policy_head ? LogProbChunkRows(v, n * predicted) : 0.0;
-  const double head_weight_grad = policy_head && !lora ? (a == 4 ? 4.0 : 4.0 + a) * v * h : 0.0;
-  // A bf16 product joins the fp32 accumulator after the chunk's buffers are freed, converted to fp32 in
-  // slices of at most kLogProbChunkBytes (a CPU temporary; CUDA converts in the kernel and needs none).
-  const double add_temporary =
-      policy_head && !lora && a != 4 ? std::min(4.0 * v * h, kLogProbChunkBytes) : 0.0;
+  const bool one_chunk = chunk >= n * predicted;  // then a bf16 head's one GEMM is its gradient
+  const bool accumulated = policy_head && !lora && a != 4 && !one_chunk;
+  const double head_weight_grad = policy_head && !lora ? (accumulated ? 4.0 + a : 1.0 * a) * v * h : 0.0;
+  // An accumulated bf16 product joins the fp32 accumulator after the chunk's buffers are freed, converted to
+  // fp32 in slices of at most kLogProbChunkBytes (a CPU temporary; CUDA converts in the kernel, needs none).
+  const double add_temporary = accumulated ? std::min(4.0 * v * h, kLogProbChunkBytes) : 0.0;
   // Plus the hidden states' gradient, [rows x (T-1), H] in the parameter dtype, filled chunk by chunk.
   const double head_transient = std::max(chunk * v * (a == 4 ? 4.0 : a + 4.0), add_temporary) +
                                 head_weight_grad + (policy_head ? n * predicted * a * h : 0.0);

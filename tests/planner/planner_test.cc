@@ -139,11 +139,19 @@ TEST(MemoryModelTest, ActivationPeakByHand) {
   e = EstimateActivations(m, 3, 6, 4, false, 0, true);
   EXPECT_NEAR(e.peak - e.saved, 1.0 * 4 * m.vocab_size + 4.0 * m.vocab_size * 8 + 15 * 4 * 8, 1e-3);
   EXPECT_EQ(e.phase, "loss-head backward");
-  // bf16: the chunk's bf16 logits and gradient cast join its fp32 buffer (2 + 4 B per entry), and the
-  // weight gradient is an fp32 accumulator plus a bf16 product (4 + 2 B per weight).
+  // bf16 with one chunk: the backward's chunk (bf16 logits and gradient cast beside the fp32 buffer, 6 B per
+  // entry), the weight's gradient as that chunk's bf16 GEMM (2 B per weight) and the hidden states' gradient
+  // come to 15 x 100 x 6 + 2 x 100 x 8 + 15 x 2 x 8 = 10840 B, under the forward's 8 B per chunk entry and
+  // the hidden copy...
   m.vocab_size = 100;
   e = EstimateActivations(m, 3, 6, 2, false, 0, true);
-  EXPECT_NEAR(e.peak - e.saved, 15 * 100 * 6 + 6 * 100 * 8 + 15 * 2 * 8, 1e-9);
+  EXPECT_NEAR(e.peak - e.saved, 8 * 15 * 100 + 15 * 2 * 8, 1e-9);
+  EXPECT_EQ(e.phase, "loss-head forward");
+  // ... with several chunks the weight's gradient is an fp32 accumulator plus a bf16 product (4 + 2 B per
+  // weight), and the backward sets the peak.
+  m.vocab_size = int64_t{1} << 26;
+  e = EstimateActivations(m, 3, 6, 2, false, 0, true);
+  EXPECT_NEAR(e.peak - e.saved, 6.0 * m.vocab_size + 6.0 * m.vocab_size * 8 + 15 * 2 * 8, 1e-3);
   EXPECT_EQ(e.phase, "loss-head backward");
   m = Small();
   // A reward model (score head): no logits; the decoder layer's backward sets the peak

@@ -34,7 +34,9 @@ void CheckInputs(const torch::Tensor& hidden, const torch::Tensor& weight, const
 
 // Gradient buffers of the backward. The weight's (and bias's) gradient sums over every chunk: in fp32, then
 // cast once to the parameter dtype, so a bf16 weight's gradient is not rounded once per chunk. An fp32
-// weight accumulates straight into its own gradient tensor (no second [V, H] buffer).
+// weight accumulates straight into its own gradient tensor (no second [V, H] buffer), and so does any weight
+// when all rows form one chunk: its one GEMM is the gradient, with no fp32 [V, H] accumulator (4 B x V x H,
+// 2 GiB at 128k x 4096, which short sequences would otherwise pay for on top of their logits).
 struct HeadGrads {
   torch::Tensor hidden, weight, bias;  // each undefined where its input needs no gradient
 };
@@ -81,12 +83,13 @@ class ChunkedLogProbsFunction : public torch::autograd::Function<ChunkedLogProbs
     const int64_t chunk_rows = ctx->saved_data["chunk_rows"].toInt();
     HeadGrads g;
     if (ctx->needs_input_grad(0)) g.hidden = torch::empty(hidden.sizes(), hidden.options());
-    const bool fp32 = weight.scalar_type() == torch::kFloat32;
+    const int64_t n = hidden.size(0);
+    const bool fp32 = weight.scalar_type() == torch::kFloat32, one_chunk = n <= chunk_rows;
     const torch::TensorOptions acc = weight.options().dtype(torch::kFloat32);
-    if (ctx->needs_input_grad(1)) g.weight = torch::zeros(weight.sizes(), acc);
+    const bool weight_grad = ctx->needs_input_grad(1);
+    if (weight_grad && (fp32 || !one_chunk)) g.weight = torch::zeros(weight.sizes(), acc);
     if (bias.defined() && ctx->needs_input_grad(2)) g.bias = torch::zeros(bias.sizes(), acc);
     const torch::Tensor& go = grad_out[0];  // [N] fp32 (materialised: zeros if the output had no gradient)
-    const int64_t n = hidden.size(0);
     for (int64_t r = 0; r < n; r += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, n - r);
       const torch::Tensor h = hidden.narrow(0, r, rows);
@@ -103,15 +106,16 @@ class ChunkedLogProbsFunction : public torch::autograd::Function<ChunkedLogProbs
         torch::Tensor out = g.hidden.narrow(0, r, rows);  // contiguous: a run of whole rows
         torch::mm_out(out, gl, weight);
       }
-      if (g.weight.defined() && fp32) g.weight.addmm_(gl.t(), h);
-      if (g.weight.defined() && !fp32) {
+      if (weight_grad && fp32) g.weight.addmm_(gl.t(), h);
+      if (weight_grad && !fp32 && one_chunk) g.weight = torch::mm(gl.t(), h);
+      if (weight_grad && !fp32 && !one_chunk) {
         torch::Tensor product = torch::mm(gl.t(), h);  // the dtype's GEMM (fast), summed over chunks in fp32
         grad_logits.reset();  // the chunk's buffers go before the add's temporaries come
         gl.reset();
         AddInSlices(g.weight, product);
       }
     }
-    if (g.weight.defined() && !fp32) g.weight = g.weight.to(weight.scalar_type());
+    if (weight_grad && !fp32 && !one_chunk) g.weight = g.weight.to(weight.scalar_type());
     if (g.bias.defined()) g.bias = g.bias.to(bias.scalar_type());
     return {g.hidden, g.weight, g.bias, torch::Tensor(), torch::Tensor()};
   }
