@@ -7,8 +7,9 @@
 //
 // Memory: forward keeps only its inputs (hidden, weight, bias, targets: no copies) and the per-row
 // logsumexp (fp32 [N]); backward recomputes one chunk of rows at a time. Peak transient memory is a few
-// [chunk_rows, V] buffers, plus, for a non-fp32 weight that requires grad, an fp32 [V, H] accumulator of the
-// weight gradient and one [V, H] product per chunk in the parameter dtype (see chunked_log_probs.cc).
+// [chunk_rows, V] buffers and the gradients themselves, plus, for a non-fp32 weight that requires grad and
+// rows spanning several chunks, an fp32 [V, H] accumulator of the weight gradient and one [V, H] product per
+// chunk in the parameter dtype (see chunked_log_probs.cc). Costs one extra logits GEMM (the recompute).
 #pragma once
 
 #include <torch/torch.h>
