@@ -14,6 +14,15 @@ namespace {
 // Counted with worker/torch/memory_probe on the project's LlamaModel; docs/planning.md explains each.
 constexpr double kRngStateBytes = 5056;
 
+// fp32 logits per chunk of the worker's ChunkedTokenLogProbs (kChunkLogitsBytes in
+// worker/torch/model/chunked_log_probs.h; the planner links no LibTorch code, so the figure is repeated).
+constexpr double kLogProbChunkBytes = 256.0 * (1 << 20);
+
+// Rows of one log-prob chunk when `predicted` rows (tokens that predict a next token) share a forward.
+double LogProbChunkRows(double vocab, double predicted) {
+  return std::min(predicted, std::max(1.0, std::floor(kLogProbChunkBytes / (4.0 * vocab))));
+}
+
 struct LayerCoefficients {
   double hidden, inter, query, attn_row, constant, lora_per_rank;
 };
@@ -43,11 +52,13 @@ int64_t TrainableParameters(const ModelShape& m, Task t, int64_t lora_rank) {
 }
 
 // Bytes of a no-grad forward over n tokens (reference or reward model, GRPO scoring): the largest of a
-// decoder layer's live tensors (residual, MLP gate/up/product) and a policy head's logits (bf16 + fp32 +
-// log-softmax).
+// decoder layer's live tensors (residual, MLP gate/up/product) and a policy head's: the hidden states and
+// one chunk of rows' fp32 logits with logsumexp's fp32 temporary (8 B per entry; a bf16 chunk's own logits
+// are freed by the upcast before logsumexp runs).
 double InferenceForwardBytes(const ModelShape& m, double tokens, int a, bool policy_head) {
   const double layer = tokens * (2.0 * a * m.hidden_size + 3.0 * a * m.intermediate_size);
-  const double head = policy_head ? tokens * (a * m.hidden_size + (a + 8.0) * m.vocab_size) : 0;
+  const double v = static_cast<double>(m.vocab_size);
+  const double head = policy_head ? tokens * a * m.hidden_size + 8.0 * LogProbChunkRows(v, tokens) * v : 0;
   return std::max(layer, head);
 }
 
@@ -108,13 +119,27 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   const double layers = static_cast<double>(m.num_layers);
   // Rotary cos/sin tables (param dtype) and the bool causal mask, once per forward.
   const double fixed = 2.0 * t * m.head_dim * a + t * t;
-  // The head: the final RMSNorm (and the residual it reads) unless frozen; a policy keeps the fp32
-  // log-softmax of the positions that predict a token (T - 1 of T).
+  // The head: the final RMSNorm (and the residual it reads) unless frozen. A policy's chunked log-probs
+  // (ChunkedTokenLogProbs) keep, per position that predicts a token (T - 1 of T), the fp32 logsumexp and the
+  // int64 target; with a frozen head also the hidden state they recompute the logits from (a trained head's
+  // linear kept that one before, counted in head_saved).
   const double predicted = (t - 1.0) / t;
   double head_saved = lora ? (policy_head ? 0.0 : a * h) : (a == 4 ? 16.0 : 12.0) * h;
-  const double logits_saved = policy_head ? 4.0 * v * predicted : 0.0;
-  // Backward of the head: the fp32 gradients of the log-softmax and of the logits, together.
-  const double head_transient = policy_head ? 8.0 * v * predicted : 0.0;
+  const double logits_saved = policy_head ? (12.0 + (lora ? a * h : 0.0)) * predicted : 0.0;
+  // Backward of the head, in bytes for the whole micro-batch: one chunk's logits (fp32: one buffer, turned
+  // into its gradient in place; bf16: also the chunk's bf16 logits and the gradient's bf16 cast), and for
+  // a trained head its weight's gradient (fp32 accumulated in place; bf16 with one chunk: that chunk's
+  // GEMM; with several: an fp32 accumulator plus one bf16 [V, H] product or the final cast).
+  const double chunk = policy_head ? LogProbChunkRows(v, n * predicted) : 0.0;
+  const bool one_chunk = chunk >= n * predicted;  // then a bf16 head's one GEMM is its gradient
+  const bool accumulated = policy_head && !lora && a != 4 && !one_chunk;
+  const double head_weight_grad = policy_head && !lora ? (accumulated ? 4.0 + a : 1.0 * a) * v * h : 0.0;
+  // An accumulated bf16 product joins the fp32 accumulator after the chunk's buffers are freed, converted to
+  // fp32 in slices of at most kLogProbChunkBytes (a CPU temporary; CUDA converts in the kernel, needs none).
+  const double add_temporary = accumulated ? std::min(4.0 * v * h, kLogProbChunkBytes) : 0.0;
+  // Plus the hidden states' gradient, [rows x (T-1), H] in the parameter dtype, filled chunk by chunk.
+  const double head_transient = std::max(chunk * v * (a == 4 ? 4.0 : a + 4.0), add_temporary) +
+                                head_weight_grad + (policy_head ? n * predicted * a * h : 0.0);
   // Backward of a decoder layer: the MLP's gradients (gate/up/product) or the RMSNorm's fp32 gradients.
   double layer_moment;
   if (!lora) {
@@ -134,7 +159,13 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   } else {
     e.saved = n * (layers * layer_full + head_saved + logits_saved) + fixed;
   }
-  const double head_phase = e.saved + n * head_transient;
+  const double head_phase = e.saved + head_transient;
+  // Forward of the head, at the end of the forward: one chunk's fp32 logits and logsumexp's fp32 temporary
+  // (8 B per entry in either dtype: a bf16 chunk's own logits are freed by the upcast), while the final
+  // norm's output and the head's [rows x (T-1), H] copy of it are both alive (one of them counted in
+  // `saved`: the copy with a frozen head, else the norm output).
+  const double head_forward =
+      policy_head ? e.saved + n * (lora ? 1.0 : predicted) * a * h + 8.0 * chunk * v : 0.0;
   double layer_phase;
   if (checkpointing && !lora) {
     // The head is done; one layer is recomputed on top of the checkpoints and backpropagated, with the
@@ -146,11 +177,16 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   } else {
     layer_phase = e.saved - n * logits_saved + n * layer_moment;
   }
-  e.peak = std::max(head_phase, layer_phase);
-  e.logits = head_phase >= layer_phase ? n * (logits_saved + head_transient) : 0.0;
-  e.phase = head_phase >= layer_phase
-                ? "loss-head backward"
-                : (checkpointing ? "recomputed layer backward" : "decoder layer backward");
+  e.peak = std::max({head_forward, head_phase, layer_phase});
+  if (head_forward >= std::max(head_phase, layer_phase)) {
+    e.logits = n * logits_saved + 8.0 * chunk * v;
+    e.phase = "loss-head forward";
+  } else if (head_phase >= layer_phase) {
+    e.logits = n * logits_saved + head_transient;
+    e.phase = "loss-head backward";
+  } else {
+    e.phase = checkpointing ? "recomputed layer backward" : "decoder layer backward";
+  }
   return e;
 }
 
@@ -309,8 +345,10 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   device(
       dynamic_name, peak_dynamic - logits,
       absl::StrCat(phase, "; ", rows, " rows x ", seq, " tokens", s.checkpointing ? ", checkpointed" : ""));
-  device("logits (fp32 log-softmax + gradients)", logits,
-         absl::StrCat("12 B x ", m.vocab_size, " x ", rows, " x ", seq - 1, " predicted positions"));
+  const double chunk_rows = LogProbChunkRows(static_cast<double>(m.vocab_size), rows * (seq - 1.0));
+  device("log-prob head (chunked fp32 logits)", logits,
+         absl::StrCat("chunks of ", static_cast<int64_t>(chunk_rows), " of ", rows * (seq - 1),
+                      " predicted positions x ", m.vocab_size, " fp32, the head's weight gradient"));
   est.activation_bytes = peak_dynamic;
   est.peak_phase = phase;
   if (!hw.cpu) {

@@ -78,7 +78,7 @@ struct MemoryEstimate {
 struct ActivationEstimate {
   double saved = 0;   // kept for backward at the end of the forward (incl. rope tables and mask)
   double peak = 0;    // saved + the largest transient of backward
-  double logits = 0;  // the part of `peak` that is a policy's fp32 log-softmax and its gradients
+  double logits = 0;  // the part of `peak` that is a policy's log-prob head (chunked logits, weight gradient)
   std::string phase;
 };
 ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_t seq_len, int element_bytes,

@@ -118,17 +118,42 @@ TEST(MemoryModelTest, LayerActivationsByHand) {
 }
 
 TEST(MemoryModelTest, ActivationPeakByHand) {
-  const ModelShape m = Small();
+  ModelShape m = Small();
+  m.vocab_size = 100;  // a vocabulary large enough for the log-prob head to set the peak
   // 3 sequences of 6 tokens, fp32, policy head, no checkpointing.
   const double n = 18, layer = 696;
-  const double fixed = 2 * 6 * 4 * 4 + 36;                // rope cos/sin + bool mask
-  const double head = 16 * 8, logits = 4 * 10 * 5.0 / 6;  // final norm; fp32 log-softmax of 5 of 6 positions
+  const double fixed = 2 * 6 * 4 * 4 + 36;  // rope cos/sin + bool mask
+  // Final norm; the chunked log-probs keep an fp32 logsumexp and an int64 target for 5 of 6 positions.
+  const double head = 16 * 8, logits = 12 * 5.0 / 6;
   const double saved = n * (2 * layer + head + logits) + fixed;
   ActivationEstimate e = EstimateActivations(m, 3, 6, 4, false, 0, true);
   EXPECT_NEAR(e.saved, saved, 1e-9);
-  // Loss head backward: two fp32 vocabulary-sized gradients on top of everything saved.
-  EXPECT_NEAR(e.peak, saved + n * 8 * 10 * 5.0 / 6, 1e-9);
+  // Loss head forward: one chunk (all 15 predicted rows fit in 256 MiB) of fp32 logits and logsumexp's fp32
+  // temporary, with the head's copy of the 15 hidden states beside the norm's output. (Its backward, one fp32
+  // chunk, the fp32 weight gradient [V, H] and the hidden states' gradient, 6000 + 3200 + 480 B, is smaller.)
+  EXPECT_NEAR(e.peak, saved + 15 * 4 * 8 + 8 * 15 * 100, 1e-9);
+  EXPECT_EQ(e.phase, "loss-head forward");
+  // A vocabulary of 2^26: one row's fp32 logits take the whole 256 MiB, so a chunk is one row, not 15, and
+  // the backward (one row's logits, the weight gradient, the hidden states' gradient) sets the peak.
+  m.vocab_size = int64_t{1} << 26;
+  e = EstimateActivations(m, 3, 6, 4, false, 0, true);
+  EXPECT_NEAR(e.peak - e.saved, 1.0 * 4 * m.vocab_size + 4.0 * m.vocab_size * 8 + 15 * 4 * 8, 1e-3);
   EXPECT_EQ(e.phase, "loss-head backward");
+  // bf16 with one chunk: the backward's chunk (bf16 logits and gradient cast beside the fp32 buffer, 6 B per
+  // entry), the weight's gradient as that chunk's bf16 GEMM (2 B per weight) and the hidden states' gradient
+  // come to 15 x 100 x 6 + 2 x 100 x 8 + 15 x 2 x 8 = 10840 B, under the forward's 8 B per chunk entry and
+  // the hidden copy...
+  m.vocab_size = 100;
+  e = EstimateActivations(m, 3, 6, 2, false, 0, true);
+  EXPECT_NEAR(e.peak - e.saved, 8 * 15 * 100 + 15 * 2 * 8, 1e-9);
+  EXPECT_EQ(e.phase, "loss-head forward");
+  // ... with several chunks the weight's gradient is an fp32 accumulator plus a bf16 product (4 + 2 B per
+  // weight), and the backward sets the peak.
+  m.vocab_size = int64_t{1} << 26;
+  e = EstimateActivations(m, 3, 6, 2, false, 0, true);
+  EXPECT_NEAR(e.peak - e.saved, 6.0 * m.vocab_size + 6.0 * m.vocab_size * 8 + 15 * 2 * 8, 1e-3);
+  EXPECT_EQ(e.phase, "loss-head backward");
+  m = Small();
   // A reward model (score head): no logits; the decoder layer's backward sets the peak
   // (max(4 (2I - 3H), 8H) = 64 bytes per token).
   e = EstimateActivations(m, 3, 6, 4, false, 0, false);

@@ -21,13 +21,20 @@ if(ZEROFIT_WITH_TORCH)
   add_test(NAME reward_readout_test COMMAND reward_readout_test)
   set_tests_properties(reward_readout_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 
+  # Token log-probs through row chunks of the head (issue 30) against float64 and the full-logits path, and
+  # the backward's memory through the tracking allocator.
+  add_executable(chunked_log_probs_test worker/torch/chunked_log_probs_test.cc)
+  target_link_libraries(chunked_log_probs_test PRIVATE zerofit_memory_probe_torch GTest::gtest_main)
+  add_test(NAME chunked_log_probs_test COMMAND chunked_log_probs_test)
+  set_tests_properties(chunked_log_probs_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+
   # The same numerics under OpenBLAS kernels of other CPU generations (issue 29: tolerances must follow from
   # the computation, not from the kernels one machine picks): Sandybridge's AVX kernels without FMA and
   # Prescott's SSE3 ones, which every x86-64 CPU since 2004 runs. scripts/blas_coretypes.sh runs the whole
   # suite under every core type a CPU can run.
   foreach(core Sandybridge Prescott)
     string(TOLOWER ${core} suffix)
-    foreach(t llama_model_test reward_readout_test)
+    foreach(t llama_model_test reward_readout_test chunked_log_probs_test)
       add_test(NAME ${t}_${suffix} COMMAND ${t})
       set_tests_properties(${t}_${suffix} PROPERTIES LABELS unit TIMEOUT 120
                            ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_CORETYPE=${core}")

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "worker/torch/model/activation_checkpoint.h"
+#include "worker/torch/model/chunked_log_probs.h"
 #include "worker/torch/model/reward_readout.h"
 
 namespace zerofit::worker {
@@ -194,6 +195,8 @@ absl::Status ValidateLlamaConfig(const core::HfModelConfig& raw, const LlamaOpti
     return absl::InvalidArgumentError("LlamaOptions.dtype must be float32, bfloat16 or float16");
   if (absl::StatusOr<AttentionKernel> k = ResolveAttentionKernel(options.attention); !k.ok())
     return absl::Status(k.status().code(), absl::StrCat("LlamaOptions.attention: ", k.status().message()));
+  if (options.log_prob_chunk_rows < 0)
+    return absl::InvalidArgumentError("LlamaOptions.log_prob_chunk_rows must be >= 0 (0: the default)");
   const LoraConfig& l = options.lora;
   if (l.rank < 0) return absl::InvalidArgumentError("LoraConfig.rank must be >= 0");
   if (l.enabled()) {
@@ -402,6 +405,23 @@ torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids) {
               "TokenLogProbs needs [batch, seq >= 2] input_ids");
   const int64_t t = input_ids.size(1);
   // The last position predicts nothing in the sequence: skip its (vocab-sized) head computation.
+  torch::Tensor h = Hidden(input_ids).slice(1, 0, t - 1);
+  // The head is always a plain bias-free linear: LoRA never targets lm_head (kLoraTargets) and the
+  // constructor builds it without a bias, so its weight is the whole head and the chunked path is exact.
+  const torch::Tensor& w = lm_head ? lm_head->weight : model->embed_tokens->weight;
+  // [B, T-1, H] -> [B(T-1), H]: a copy for B > 1 (the slice is strided), which the head keeps for backward
+  // instead of the norm's full-length output that linear() would have kept.
+  torch::Tensor logp =
+      ChunkedTokenLogProbs(h.reshape({-1, h.size(2)}), w, torch::Tensor(),
+                           input_ids.slice(1, 1).reshape({-1}), options_.log_prob_chunk_rows);
+  return logp.view({input_ids.size(0), t - 1});
+}
+
+torch::Tensor LlamaModelImpl::TokenLogProbsFullLogits(const torch::Tensor& input_ids) {
+  TORCH_CHECK(!score, "TokenLogProbsFullLogits: this is a reward model (no lm_head)");
+  TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) >= 2,
+              "TokenLogProbsFullLogits needs [batch, seq >= 2] input_ids");
+  const int64_t t = input_ids.size(1);
   torch::Tensor h = Hidden(input_ids).slice(1, 0, t - 1);
   torch::Tensor logits = lm_head ? lm_head(h) : torch::linear(h, model->embed_tokens->weight);
   torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat32), -1);

@@ -56,6 +56,8 @@ struct LlamaOptions {
   // The attention kernel (attention_kernel.h): kAuto runs SDPA on LibTorch 2.1+ and the manual kernel on
   // 1.13; kSdpa on a LibTorch without it is an error naming this field.
   AttentionKernel attention = AttentionKernel::kAuto;
+  // Rows (predicted tokens) per chunk of TokenLogProbs' head; 0: DefaultLogProbChunkRows(vocab_size).
+  int64_t log_prob_chunk_rows = 0;
 };
 
 // Checks that `config` describes a model this implementation computes exactly and that `options` are
@@ -145,8 +147,12 @@ class LlamaModelImpl : public torch::nn::Module {
   // [B] (num_labels == 1) or [B, num_labels]. lengths [B] int64, each in [1, T]; with a pad_token_id the
   // positions from lengths[b] on must hold it.
   torch::Tensor Scores(const torch::Tensor& input_ids, const torch::Tensor& lengths);
-  // [B, T-1], fp32: log p(input_ids[:, t+1] | input_ids[:, <= t]), log_softmax computed in fp32.
+  // [B, T-1], fp32: log p(input_ids[:, t+1] | input_ids[:, <= t]), log_softmax computed in fp32. Through
+  // ChunkedTokenLogProbs: neither forward nor backward holds the [B, T-1, vocab] fp32 logits, only one chunk
+  // of rows (LlamaOptions.log_prob_chunk_rows) at a time.
   torch::Tensor TokenLogProbs(const torch::Tensor& input_ids);
+  // The same through the full logits (the computation TokenLogProbs replaced): the tests' oracle.
+  torch::Tensor TokenLogProbsFullLogits(const torch::Tensor& input_ids);
 
   // Folds every LoRA adapter into its base weight (see LoraLinearImpl::MergeInPlace). Outputs unchanged.
   void MergeLora();
