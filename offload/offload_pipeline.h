@@ -99,7 +99,7 @@ class OffloadPipeline {
  private:
   // A host job over elements [0, n), split into chunks across the pool: fn(begin, end).
   using ChunkFn = std::function<void(size_t begin, size_t end)>;
-  // A host job reading `staging` (n elements) after it lands from the device.
+  // A host job reading `bytes` of `staging` once the copy into it has landed.
   struct PendingJob {
     const char* staging;
     size_t bytes;

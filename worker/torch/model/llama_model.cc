@@ -399,13 +399,15 @@ torch::Tensor LlamaModelImpl::Logits(const torch::Tensor& input_ids) {
   return lm_head ? lm_head(h) : torch::linear(h, model->embed_tokens->weight);
 }
 
-torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids) {
-  TORCH_CHECK(!score, "TokenLogProbs: this is a reward model (no lm_head)");
-  TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) >= 2,
-              "TokenLogProbs needs [batch, seq >= 2] input_ids");
-  const int64_t t = input_ids.size(1);
+torch::Tensor LlamaModelImpl::PredictingHidden(const torch::Tensor& input_ids, const char* caller) {
+  TORCH_CHECK(!score, caller, ": this is a reward model (no lm_head)");
+  TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) >= 2, caller, " needs [batch, seq >= 2] input_ids");
   // The last position predicts nothing in the sequence: skip its (vocab-sized) head computation.
-  torch::Tensor h = Hidden(input_ids).slice(1, 0, t - 1);
+  return Hidden(input_ids).slice(1, 0, input_ids.size(1) - 1);
+}
+
+torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids) {
+  torch::Tensor h = PredictingHidden(input_ids, "TokenLogProbs");
   // The head is always a plain bias-free linear: LoRA never targets lm_head (kLoraTargets) and the
   // constructor builds it without a bias, so its weight is the whole head and the chunked path is exact.
   const torch::Tensor& w = lm_head ? lm_head->weight : model->embed_tokens->weight;
@@ -414,15 +416,11 @@ torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids) {
   torch::Tensor logp =
       ChunkedTokenLogProbs(h.reshape({-1, h.size(2)}), w, torch::Tensor(),
                            input_ids.slice(1, 1).reshape({-1}), options_.log_prob_chunk_rows);
-  return logp.view({input_ids.size(0), t - 1});
+  return logp.view({input_ids.size(0), input_ids.size(1) - 1});
 }
 
 torch::Tensor LlamaModelImpl::TokenLogProbsFullLogits(const torch::Tensor& input_ids) {
-  TORCH_CHECK(!score, "TokenLogProbsFullLogits: this is a reward model (no lm_head)");
-  TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) >= 2,
-              "TokenLogProbsFullLogits needs [batch, seq >= 2] input_ids");
-  const int64_t t = input_ids.size(1);
-  torch::Tensor h = Hidden(input_ids).slice(1, 0, t - 1);
+  torch::Tensor h = PredictingHidden(input_ids, "TokenLogProbsFullLogits");
   torch::Tensor logits = lm_head ? lm_head(h) : torch::linear(h, model->embed_tokens->weight);
   torch::Tensor logp = torch::log_softmax(logits.to(torch::kFloat32), -1);
   return logp.gather(-1, input_ids.slice(1, 1).unsqueeze(-1)).squeeze(-1);

@@ -182,6 +182,10 @@ class LlamaModelImpl : public torch::nn::Module {
   torch::nn::Linear score{nullptr};    // reward_head only
 
  private:
+  // The hidden states of the positions that predict a next token, [B, T-1, hidden], after the checks that
+  // a causal-LM head exists and that T >= 2 (errors name `caller`).
+  torch::Tensor PredictingHidden(const torch::Tensor& input_ids, const char* caller);
+
   core::HfModelConfig config_;  // head_dim and num_key_value_heads resolved
   LlamaOptions options_;
   int64_t head_dim_;
