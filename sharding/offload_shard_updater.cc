@@ -28,21 +28,20 @@ absl::Status OffloadShardUpdater::OrderAfterReceives(device::Stream& stream) {
   return received_->Wait(stream);
 }
 
+absl::Status OffloadShardUpdater::WaitGradients() {
+  ScopedStage wait(profile_, Stage::kWait);
+  return pipeline_->WaitGradients(timeout_);
+}
+
 absl::StatusOr<double> OffloadShardUpdater::SumOfSquares() {
-  {
-    ScopedStage wait(profile_, Stage::kWait);
-    ZF_RETURN_IF_ERROR(pipeline_->WaitGradients(timeout_));
-  }
+  ZF_RETURN_IF_ERROR(WaitGradients());
   double sum = 0.0;
   device::HostSumOfSquares(pipeline_->gradients(cur_), plan_->shard_numel(), &sum);
   return sum;
 }
 
 absl::Status OffloadShardUpdater::ZeroGradients() {
-  {
-    ScopedStage wait(profile_, Stage::kWait);
-    ZF_RETURN_IF_ERROR(pipeline_->WaitGradients(timeout_));
-  }
+  ZF_RETURN_IF_ERROR(WaitGradients());
   pipeline_->ZeroGradients(cur_);
   return absl::OkStatus();
 }

@@ -57,6 +57,8 @@ class OffloadShardUpdater final : public ShardUpdater {
  private:
   OffloadShardUpdater(const BucketPlan* plan, core::DType param_dtype, absl::Duration timeout)
       : plan_(plan), param_dtype_(param_dtype), timeout_(timeout) {}
+  // The pipeline's host work so far, recorded as Stage::kWait.
+  absl::Status WaitGradients();
   std::vector<offload::OffloadPipeline::Span> Spans(size_t bucket, const optim::AdamWHyper& hyper) const;
   size_t elem_bytes() const { return core::DTypeSize(param_dtype_); }
 
