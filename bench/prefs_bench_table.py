@@ -6,6 +6,7 @@ bench/transformers_prefs_bench.py, which writes the same result records.
 
 Subcommands (each prints to stdout; the driver calls them, a person may too):
   plan   [--tiny] [--only IDS]                 the runs, one per line: id impl task dtype vocab seq ckpt offload
+                                               dpu (the delayed update's first step, -1: off)
   record --id ID --rc RC --log LOG --out FILE [--jsonl FILE] [--warmup W] [--pairs P] [--deadline S]
          [--skip REASON]                       one run's result record (JSON): a zerofit metrics JSONL summed
                                                up, or why the run has none (OOM, deadline, exit status, skip)
@@ -37,12 +38,15 @@ TINY_SHAPE = {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "intermediat
 
 
 class Run:
-    """One row of the table: one process. `peer` names the transformers run a zerofit row is compared with."""
+    """One row of the table: one process. `peer` names the transformers run a zerofit row is compared with;
+    `base` the zerofit run an offload row's step is compared with (issue 30: offload at most 1.3x on-device).
+    `dpu`: the optimizer step from which the delayed parameter update runs (offload rows; None: off)."""
 
     def __init__(self, id, impl, task, dtype, label, vocab="vocab", seq="seq", ckpt=False, offload=False,
-                 peer=None):
+                 peer=None, dpu=None, base=None):
         self.id, self.impl, self.task, self.dtype, self.label = id, impl, task, dtype, label
         self.vocab_key, self.seq_key, self.ckpt, self.offload, self.peer = vocab, seq, ckpt, offload, peer
+        self.dpu, self.base = dpu, base
 
     def vocab(self, shape):
         return shape[self.vocab_key]
@@ -52,13 +56,16 @@ class Run:
 
 
 # dtype: bf16 = bf16 weights (zerofit: bf16 compute with fp32 master weights in the optimizer; transformers:
-# bf16 weights and bf16 AdamW state), amp = fp32 weights under bf16 autocast (transformers only).
+# bf16 weights and bf16 AdamW state), amp = fp32 weights under bf16 autocast (transformers only). In the order
+# they run: the most wanted first, so that a deadline around the whole benchmark cuts the least wanted.
 RUNS = [
     Run("hf-reward-bf16", "hf", "reward", "bf16", "transformers LlamaForSequenceClassification, bf16 weights"),
-    Run("hf-reward-amp", "hf", "reward", "amp", "transformers LlamaForSequenceClassification, fp32 + bf16 autocast"),
     Run("zf-reward-bf16", "zf", "reward", "bf16", "zerofit reward, bf16, ZeRO-2 W=1", peer="hf-reward-bf16"),
     Run("zf-reward-bf16-offload", "zf", "reward", "bf16", "zerofit reward, bf16, optimizer offload",
-        offload=True, peer="hf-reward-bf16"),
+        offload=True, peer="hf-reward-bf16", base="zf-reward-bf16"),
+    Run("zf-reward-bf16-offload-dpu", "zf", "reward", "bf16",
+        "zerofit reward, bf16, optimizer offload, delayed parameter update from step 1", offload=True, dpu=1,
+        peer="hf-reward-bf16", base="zf-reward-bf16"),
     Run("hf-dpo-bf16", "hf", "dpo", "bf16", "transformers DPO (LlamaForCausalLM policy + reference), bf16"),
     Run("zf-dpo-bf16", "zf", "dpo", "bf16", "zerofit DPO, bf16", peer="hf-dpo-bf16"),
     Run("hf-dpo-v128k-bf16", "hf", "dpo", "bf16", "transformers DPO, large vocabulary", vocab="large_vocab"),
@@ -68,6 +75,7 @@ RUNS = [
         seq="long_seq", ckpt=True),
     Run("zf-reward-long-ckpt", "zf", "reward", "bf16", "zerofit reward, long sequence, --checkpointing",
         seq="long_seq", ckpt=True, peer="hf-reward-long-ckpt"),
+    Run("hf-reward-amp", "hf", "reward", "amp", "transformers LlamaForSequenceClassification, fp32 + bf16 autocast"),
 ]
 
 
@@ -172,12 +180,27 @@ def record(args):
                 rec = {"status": "failed", "detail": "metrics file %s: %s" % (args.jsonl, e)}
         if rec is None:
             status, detail = classify_failure(args.rc, log_text, args.deadline)
-            rec = {"status": status, "detail": detail}
+            rec = {"status": status, "detail": detail + _partial(args, status)}
     rec["id"] = args.id
     with open(args.out, "w") as f:
         json.dump(rec, f, sort_keys=True)
         f.write("\n")
     print("%s: %s %s" % (args.id, rec["status"], _short(rec)))
+
+
+def _partial(args, status):
+    """For a run cut by its deadline: the steps it measured before (from its metrics file), so that a slow
+    row still says how slow; a timed-out row never counts as a result."""
+    if status != "timeout" or not args.jsonl:
+        return ""
+    try:
+        with open(args.jsonl) as f:
+            rec = summarize_zerofit_jsonl(f, args.warmup, args.pairs)
+    except (OSError, ValueError, KeyError):
+        return ""
+    if rec["status"] != "ok":
+        return ""
+    return " after %d measured steps (median %.1f ms)" % (rec["steps_measured"], rec["step_ms"])
 
 
 def _short(rec):
@@ -244,12 +267,19 @@ def _ratio_text(run, figures):
     if run.peer is None:
         return ""
     if run.id not in figures or run.peer not in figures:
-        return "vs `%s`: n/a" % run.peer
-    mine, peer = figures[run.id], figures[run.peer]
-    text = "x%.2f pairs/s" % (mine["pairs_per_s"] / peer["pairs_per_s"])
-    if mine["peak_gib"] and peer["peak_gib"]:
-        text += ", x%.2f peak" % (mine["peak_gib"] / peer["peak_gib"])
-    return text + " (vs `%s`)" % run.peer
+        text = "vs `%s`: n/a" % run.peer
+    else:
+        mine, peer = figures[run.id], figures[run.peer]
+        text = "x%.2f pairs/s" % (mine["pairs_per_s"] / peer["pairs_per_s"])
+        if mine["peak_gib"] and peer["peak_gib"]:
+            text += ", x%.2f peak" % (mine["peak_gib"] / peer["peak_gib"])
+        text += " (vs `%s`)" % run.peer
+    if run.base is not None:  # an offload row: its step against the same run on the device
+        if run.id in figures and run.base in figures:
+            text += "; step x%.2f of `%s`" % (figures[run.id]["step_ms"] / figures[run.base]["step_ms"], run.base)
+        else:
+            text += "; vs `%s`: n/a" % run.base
+    return text
 
 
 def describe_shape(shape):
@@ -329,7 +359,7 @@ def plan(args):
     shape = TINY_SHAPE if args.tiny else FULL_SHAPE
     for run in select_runs(args.only):
         print(run.id, run.impl, run.task, run.dtype, run.vocab(shape), run.seq(shape), int(run.ckpt),
-              int(run.offload))
+              int(run.offload), -1 if run.dpu is None else run.dpu)
 
 
 def shape_args(args):

@@ -93,7 +93,10 @@ def build_model(args, torch, transformers, causal):
     # Built on the device (no copy on the host first) under the default dtype, which is what
     # from_pretrained's dtype argument sets too; .to() below makes sure of the dtype whatever the release.
     previous = torch.get_default_dtype()
-    torch.set_default_dtype(weights)
+    try:
+        torch.set_default_dtype(weights)
+    except (TypeError, RuntimeError):  # a release that takes no bf16 default: built in fp32, cast below
+        pass
     try:
         with torch.device(args.device):
             try:

@@ -21,7 +21,7 @@
 # intermediate 5504, vocabulary 4096), sequence 1024, 8 pairs = 16 sequences per step in one micro-batch,
 # bf16, random token ids. Rows: transformers LlamaForSequenceClassification with bf16 weights and with fp32
 # weights + bf16 autocast (SDPA, fused AdamW); zerofit_train_prefs --task reward (ZeRO-2, world size 1), and
-# with --offload; DPO (policy + frozen reference) both sides, at vocabulary 4096 and 128256; the reward model
+# with --offload (and the delayed parameter update); DPO (policy + frozen reference) both sides, at vocabulary 4096 and 128256; the reward model
 # at sequence 4096 with activation checkpointing both sides. Each run is its own process under the deadline;
 # a failed, out-of-memory or timed-out run is a row saying so. Columns: pairs/s, median step ms, MFU, device
 # peak GiB, and each zerofit row's ratios to its transformers peer.
@@ -148,7 +148,7 @@ run_logged() {
 ((DRY_RUN)) || write_table  # every row "not run" until its run ends
 RUN_PID=
 trap '[[ -z "$RUN_PID" ]] || kill -TERM "$RUN_PID" 2>/dev/null; exit 143' TERM INT
-while read -r id impl task dtype vocab seq ckpt offload; do
+while read -r id impl task dtype vocab seq ckpt offload dpu; do
   rc=0
   if [[ "$impl" == hf ]]; then
     if [[ -n "$HF_SKIP" ]] && ((DRY_RUN == 0)); then record "$id" 0 --skip "$HF_SKIP"; continue; fi
@@ -170,6 +170,7 @@ while read -r id impl task dtype vocab seq ckpt offload; do
           --metrics-jsonl "$RESULTS/$id.jsonl")
     ((ckpt)) && args+=(--checkpointing)
     ((offload)) && args+=(--offload --threads "$THREADS")
+    ((dpu < 0)) || args+=(--dpu-start "$dpu")
     run_logged "$id" "${ZF_ENV[@]}" "${MPI[@]}" "$PREFS" "${args[@]}" || rc=$?
     record "$id" "$rc" --jsonl "$RESULTS/$id.jsonl"
   fi

@@ -14,13 +14,13 @@ fail() {
   exit 1
 }
 "$ROOT/scripts/gpu_bench.sh" --build-dir "$BUILD" --logs "$D/logs" --work "$D/work" --device cpu --tiny \
-  --steps 2 --warmup 1 --deadline 60 --only 'zf-reward-bf16,zf-reward-bf16-offload,zf-dpo-bf16,hf-reward-bf16' \
+  --steps 2 --warmup 1 --deadline 60 --only 'zf-reward-bf16,zf-reward-bf16-offload,zf-reward-bf16-offload-dpu,zf-dpo-bf16,hf-reward-bf16' \
   >"$D/out.log" 2>&1 || fail "gpu_bench.sh exited $?: $(tail -n 20 "$D/out.log")"
 TABLE=$D/logs/bench.md
 [[ -f "$TABLE" ]] || fail "no table: $(tail -n 20 "$D/out.log")"
 cat "$TABLE"
 row() { grep -F "| \`$1\` |" "$TABLE" || fail "no row $1"; }
-for id in zf-reward-bf16 zf-reward-bf16-offload zf-dpo-bf16; do
+for id in zf-reward-bf16 zf-reward-bf16-offload zf-reward-bf16-offload-dpu zf-dpo-bf16; do
   # pairs/s and median step ms are numbers: the run finished and its metrics were read
   row "$id" | awk -F'|' '{ exit !($6 ~ /^ [0-9]+\.[0-9]+ $/ && $7 ~ /^ [0-9]+\.[0-9] $/) }' ||
     fail "$id: no figures ($(row "$id"))"
@@ -29,13 +29,20 @@ done
 # The transformers row: figures where Python has torch and transformers, else the reason it was skipped.
 row hf-reward-bf16 | grep -qE '\| [0-9]+\.[0-9]+ \||skipped: no torch/transformers' || fail "hf-reward-bf16: $(row hf-reward-bf16)"
 row zf-reward-bf16 | grep -qF "vs \`hf-reward-bf16\`" || fail "zf-reward-bf16 names no peer"
-[[ $(grep -c '^| `' "$TABLE") == 4 ]] || fail "want 4 rows (--only)"
+[[ $(grep -c '^| `' "$TABLE") == 5 ]] || fail "want 5 rows (--only)"
 # --dry-run: every run's command line (the full shape), nothing run, the table above left alone.
 "$ROOT/scripts/gpu_bench.sh" --build-dir "$BUILD" --logs "$D/logs" --work "$D/work-dry" --dry-run >"$D/dry.log" 2>&1 ||
   fail "--dry-run exited $?: $(cat "$D/dry.log")"
 [[ $(grep -c 'transformers_prefs_bench.py .*--seq 1024' "$D/dry.log") == 4 &&
-  $(grep -c 'zerofit_train_prefs .*--global-batch 8 --micro 1 --max-length 1024' "$D/dry.log") == 4 &&
+  $(grep -c 'zerofit_train_prefs .*--global-batch 8 --micro 1 --max-length 1024' "$D/dry.log") == 5 &&
+  $(grep -c 'zf-reward-bf16-offload-dpu: .*--offload --threads [0-9]* --dpu-start 1' "$D/dry.log") == 1 &&
   $(grep -c -- '--seq 4096 .*--checkpointing\|--max-length 4096 .*--checkpointing' "$D/dry.log") == 2 ]] ||
   fail "--dry-run's commands: $(cat "$D/dry.log")"
 [[ -f "$TABLE" && ! -e "$D/work-dry/data_v4096_t1024" ]] || fail "--dry-run ran something"
+# The delayed update needs offload: a clear error naming the flag, before any rank loads data.
+if "$BUILD/worker/torch/zerofit_train_prefs" --task reward --data "$D/work/data_v4096_t64" --dpu-start 1 \
+  >"$D/dpu.log" 2>&1; then
+  fail "--dpu-start without --offload was accepted"
+fi
+grep -q -- "--dpu-start needs --offload" "$D/dpu.log" || fail "--dpu-start without --offload: $(cat "$D/dpu.log")"
 echo PASS

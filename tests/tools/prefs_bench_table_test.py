@@ -22,17 +22,23 @@ import transformers_prefs_bench as hf  # noqa: E402  (must not import torch at m
 class PlanTest(unittest.TestCase):
     def test_all_runs_and_peers(self):
         ids = [r.id for r in t.select_runs("")]
-        self.assertEqual(len(ids), 10)
+        self.assertEqual(len(ids), 11)
         for r in t.RUNS:
             if r.impl == "zf":
                 self.assertIn(r.peer, ids, r.id)
                 peer = next(p for p in t.RUNS if p.id == r.peer)
                 self.assertEqual((peer.task, peer.vocab_key, peer.seq_key, peer.ckpt),
                                  (r.task, r.vocab_key, r.seq_key, r.ckpt), r.id)
+            if r.base is not None:  # an offload row's on-device twin: the same run without offload
+                base = next(p for p in t.RUNS if p.id == r.base)
+                self.assertTrue(r.offload and not base.offload, r.id)
+                self.assertEqual((base.task, base.vocab_key, base.seq_key, base.ckpt),
+                                 (r.task, r.vocab_key, r.seq_key, r.ckpt), r.id)
 
     def test_only(self):
         self.assertEqual([r.id for r in t.select_runs("zf-reward-*, hf-dpo-bf16")],
-                         ["zf-reward-bf16", "zf-reward-bf16-offload", "hf-dpo-bf16", "zf-reward-long-ckpt"])
+                         ["zf-reward-bf16", "zf-reward-bf16-offload", "zf-reward-bf16-offload-dpu",
+                          "hf-dpo-bf16", "zf-reward-long-ckpt"])
         with self.assertRaises(ValueError):
             t.select_runs("zf-nothing")
 
@@ -40,12 +46,13 @@ class PlanTest(unittest.TestCase):
         out = io.StringIO()
         sys.stdout, saved = out, sys.stdout
         try:
-            self.assertEqual(t.main(["plan", "--only", "zf-dpo-v128k-bf16,hf-reward-long-ckpt"]), 0)
+            self.assertEqual(t.main(["plan", "--only", "zf-dpo-v128k-bf16,hf-reward-long-ckpt,zf-reward-bf16-offload-dpu"]), 0)
         finally:
             sys.stdout = saved
         self.assertEqual(out.getvalue().splitlines(),
-                         ["zf-dpo-v128k-bf16 zf dpo bf16 128256 1024 0 0",
-                          "hf-reward-long-ckpt hf reward bf16 4096 4096 1 0"])
+                         ["zf-reward-bf16-offload-dpu zf reward bf16 4096 1024 0 1 1",
+                          "zf-dpo-v128k-bf16 zf dpo bf16 128256 1024 0 0 -1",
+                          "hf-reward-long-ckpt hf reward bf16 4096 4096 1 0 -1"])
 
 
 class FlopsTest(unittest.TestCase):
@@ -115,7 +122,15 @@ class RecordTest(unittest.TestCase):
                     t.main(["record", "--id", "zf-x", "--rc", "124", "--log", log, "--out", out, "--jsonl", metrics,
                             "--deadline", "9"])
                     with open(out) as f:
-                        self.assertEqual(json.load(f)["status"], "timeout")
+                        cut = json.load(f)
+                    # ... but the row says how far it got: steps 1, 2 after warm-up 1 (the default 3 here)
+                    self.assertEqual(cut["status"], "timeout")
+                    self.assertNotIn("step_ms", cut)
+                    t.main(["record", "--id", "zf-x", "--rc", "124", "--log", log, "--out", out, "--jsonl", metrics,
+                            "--deadline", "9", "--warmup", "1"])
+                    with open(out) as f:
+                        self.assertEqual(json.load(f)["detail"],
+                                         "deadline of 9 s passed after 2 measured steps (median 20.0 ms)")
                     # A transformers run's own record is kept; a skip says why.
                     with open(out, "w") as f:
                         json.dump({"status": "oom", "detail": "OutOfMemoryError: x"}, f)
@@ -131,7 +146,8 @@ class RecordTest(unittest.TestCase):
 
 class TableTest(unittest.TestCase):
     def test_rows_ratios_and_failures(self):
-        runs = t.select_runs("hf-reward-bf16,zf-reward-bf16,zf-reward-bf16-offload,hf-dpo-bf16,zf-dpo-bf16")
+        runs = t.select_runs("hf-reward-bf16,zf-reward-bf16,zf-reward-bf16-offload,zf-reward-bf16-offload-dpu,"
+                             "hf-dpo-bf16,zf-dpo-bf16")
         s = t.FULL_SHAPE
         flops = t.flops_per_token(s, "reward", 4096, 1024) * t.tokens_per_step(s, 1024)
         step_ms = flops / (0.5 * 989e12) * 1e3  # 50% MFU
@@ -140,6 +156,8 @@ class TableTest(unittest.TestCase):
                                "attn": "sdpa"},
             "zf-reward-bf16": {"status": "ok", "step_ms": step_ms / 2, "pairs_per_step": 8, "peak_bytes": 10 * 2**30},
             "zf-reward-bf16-offload": {"status": "oom", "detail": "CUDA out of memory | x"},
+            "zf-reward-bf16-offload-dpu": {"status": "ok", "step_ms": step_ms * 0.6, "pairs_per_step": 8,
+                                           "peak_bytes": None},
             "zf-dpo-bf16": {"status": "ok", "step_ms": 100.0, "pairs_per_step": 8, "peak_bytes": None},
         }
         text = t.make_table(runs, records, s, 989.0, ["# head", ""])
@@ -157,6 +175,11 @@ class TableTest(unittest.TestCase):
         self.assertEqual(zf_row[7], "x2.00 pairs/s, x0.50 peak (vs `hf-reward-bf16`)")
         self.assertAlmostEqual(float(zf_row[3]), 2 * float(hf_row[3]), delta=0.011)
         self.assertEqual(rows["`zf-reward-bf16-offload`"][3], "oom: CUDA out of memory / x")
+        # offload rows: the step against the on-device run too (issue 30's 1.3x), n/a where either is missing
+        self.assertEqual(rows["`zf-reward-bf16-offload`"][7],
+                         "vs `hf-reward-bf16`: n/a; vs `zf-reward-bf16`: n/a")
+        self.assertEqual(rows["`zf-reward-bf16-offload-dpu`"][7],
+                         "x1.67 pairs/s (vs `hf-reward-bf16`); step x1.20 of `zf-reward-bf16`")
         self.assertEqual(rows["`hf-dpo-bf16`"][3], "not run")
         self.assertEqual(rows["`zf-dpo-bf16`"][6], "n/a")
         self.assertEqual(rows["`zf-dpo-bf16`"][7], "vs `hf-dpo-bf16`: n/a")

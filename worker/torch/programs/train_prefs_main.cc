@@ -36,6 +36,7 @@ constexpr const char* kUsage =
     "[--test FILE] [--tokenizer DIR]) [--add-bos auto|true|false] [--max-prompt-length N] [--eval-every N] "
     "[--eval-max-samples N] [--steps N] [--global-batch B] "
     "[--micro K] [--lr LR] [--weight-decay WD] [--max-length T] [--seed S] [--offload] [--threads T] "
+    "[--dpu-start N] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
@@ -197,7 +198,7 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
   PreferenceTrainOptions& o = cli->options;
   double seed = static_cast<double>(o.seed), threads = o.offload.threads, rank = 0,
          alpha = o.model.lora.alpha, beta = o.dpo.beta, ls = o.dpo.label_smoothing,
-         log_every = static_cast<double>(cli->log_every);
+         log_every = static_cast<double>(cli->log_every), dpu_start = -1;
   ZF_RETURN_IF_ERROR(number("--memory-gb", &cli->memory_gb, 0.01));
   ZF_RETURN_IF_ERROR(number("--seed", &seed, 0));
   ZF_RETURN_IF_ERROR(number("--threads", &threads, 1));
@@ -206,6 +207,7 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
   ZF_RETURN_IF_ERROR(number("--beta", &beta, 1e-6));
   ZF_RETURN_IF_ERROR(number("--label-smoothing", &ls, 0));
   ZF_RETURN_IF_ERROR(number("--log-every", &log_every, 1));
+  ZF_RETURN_IF_ERROR(number("--dpu-start", &dpu_start, 0));
   if (ls >= 0.5) return absl::InvalidArgumentError("flag --label-smoothing must be in [0, 0.5)");
   o.seed = static_cast<uint64_t>(seed);
   o.offload.threads = static_cast<int>(threads);
@@ -214,6 +216,11 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
   o.dpo.beta = beta;
   o.dpo.label_smoothing = ls;
   cli->log_every = static_cast<int64_t>(log_every);
+  if (dpu_start >= 0) {  // the delayed parameter update (ZeRO-Offload's DPU) from optimizer step N on
+    if (!o.offload.enabled) return absl::InvalidArgumentError("flag --dpu-start needs --offload");
+    o.offload.delayed_update = true;
+    o.offload.delayed_update_start_step = static_cast<int64_t>(dpu_start);
+  }
   if (std::string loss = take("--loss"); !loss.empty()) {
     ZF_ASSIGN_OR_RETURN(o.dpo.loss, ParseDpoLoss(loss));
   }
