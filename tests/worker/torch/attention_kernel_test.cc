@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tests/support/tiny_llama_config.h"
@@ -181,9 +182,18 @@ std::pair<double, double> Excess(const torch::Tensor& got, const torch::Tensor& 
 
 // The bounds assume that cuBLAS accumulates bf16 GEMMs in fp32, without the reduced-precision split-K
 // reductions that LibTorch allows by default (the fused kernels always accumulate in fp32); restored after.
+// Whether the setting allows reduced-precision reductions: a bool in older releases (1.13, 2.6), an enum with
+// split-K as a second choice in newer ones (2.11), whose reduced-precision value is the one that allows it.
+inline bool AllowsReducedPrecision(bool allowed) { return allowed; }
+template <typename Option, typename = std::enable_if_t<std::is_enum<Option>::value>>
+bool AllowsReducedPrecision(Option option) {
+  return option == Option::AllowReducedPrecisionWithSplitK;
+}
+
 class Bf16FullPrecisionReduction {
  public:
-  Bf16FullPrecisionReduction() : saved_(at::globalContext().allowBF16ReductionCuBLAS()) {
+  Bf16FullPrecisionReduction()
+      : saved_(AllowsReducedPrecision(at::globalContext().allowBF16ReductionCuBLAS())) {
     at::globalContext().setAllowBF16ReductionCuBLAS(false);
   }
   ~Bf16FullPrecisionReduction() { at::globalContext().setAllowBF16ReductionCuBLAS(saved_); }
