@@ -6,8 +6,10 @@
 //              tile, each tile's H2D copy queued at once) and the H2D stream's drain;
 //   host-func  the receive as it was before issue 30: the same D2H copy, then the accumulation inside a
 //              Stream::HostFunc (CUDA: cudaLaunchHostFunc), which no thread count can speed up.
-// Receive and update are timed separately; each configuration runs `reps` times in round-robin order and
-// medians are reported with the ratio to one thread.
+//   norm       the step's gradient norm (OffloadPipeline::SumOfSquares: fp64 chunk sums across the pool) and
+//              the zeroing for the next step, next to the one fp64 addition chain the sum was before.
+// Receive, update and norm are timed separately; each configuration runs `reps` times in round-robin order
+// and medians are reported with the ratio to one thread.
 //
 //   offload_host_bench [--elements 33554432] [--buckets 8] [--reps 5] [--max-threads 2]
 #include <algorithm>
@@ -113,6 +115,24 @@ class Setup {
     });
   }
 
+  // The gradient norm's sum of squares and the zeroing for the next step, across the pool.
+  double NormAndZero() {
+    return Seconds([&] {
+      sink_ += pipeline_->SumOfSquares(0);
+      pipeline_->ZeroGradients(0);
+    });
+  }
+
+  // The sum of squares as it was before: one fp64 addition chain in index order, on the calling thread.
+  double NormOneChain() {
+    return Seconds([&] {
+      const float* g = pipeline_->gradients(0);
+      double sum = 0.0;
+      for (size_t i = 0; i < f_.elements; ++i) sum += static_cast<double>(g[i]) * g[i];
+      sink_ += sum;
+    });
+  }
+
   double Update() {
     offload::OffloadPipeline::Span span;
     span.numel = f_.elements;
@@ -141,6 +161,7 @@ class Setup {
   device::Buffer grads_, params_;
   std::vector<char> staging_;
   int64_t step_ = 0;
+  double sink_ = 0.0;  // keeps the sums from being optimised away
 };
 
 double Median(std::vector<double> v) {
@@ -162,14 +183,18 @@ int Run(const Flags& f) {
       times["receive, host-func " + std::to_string(t)].push_back(s.Receive(true));
       times["receive, pipeline " + std::to_string(t)].push_back(s.Receive(false));
       times["update, pipeline " + std::to_string(t)].push_back(s.Update());
+      if (t == 1) times["norm, one chain 1"].push_back(s.NormOneChain());
+      times["norm+zero, pipeline " + std::to_string(t)].push_back(s.NormAndZero());
     }
   }
-  std::printf("%-20s %8s %12s %14s %12s\n", "stage", "threads", "median ms", "Melements/s", "vs 1 thread");
-  for (const char* what : {"receive, host-func", "receive, pipeline", "update, pipeline"}) {
+  std::printf("%-22s %8s %12s %14s %12s\n", "stage", "threads", "median ms", "Melements/s", "vs 1 thread");
+  for (const char* what : {"receive, host-func", "receive, pipeline", "update, pipeline", "norm, one chain",
+                           "norm+zero, pipeline"}) {
     const double one = Median(times[std::string(what) + " 1"]);
     for (int t = 1; t <= f.max_threads; ++t) {
+      if (times.count(std::string(what) + " " + std::to_string(t)) == 0) continue;
       const double m = Median(times[std::string(what) + " " + std::to_string(t)]);
-      std::printf("%-20s %8d %12.1f %14.1f %11.2fx\n", what, t, m * 1e3, f.elements / m / 1e6, one / m);
+      std::printf("%-22s %8d %12.1f %14.1f %11.2fx\n", what, t, m * 1e3, f.elements / m / 1e6, one / m);
     }
   }
   return 0;

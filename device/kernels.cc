@@ -1,5 +1,6 @@
 #include "device/kernels.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "optim/cpu_adamw.h"
@@ -15,9 +16,22 @@ void HostAccumulate(const void* src, core::DType src_type, float* acc, size_t n,
   for (size_t i = 0; i < n; ++i) acc[i] += scale * core::LoadAsFloat(src, src_type, i);
 }
 
+double SumOfSquaresChunk(const float* src, size_t n) {
+  constexpr size_t kLanes = 8;
+  double lane[kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t k = 0; k < kLanes; ++k) lane[k] += static_cast<double>(src[i + k]) * src[i + k];
+  }
+  for (; i < n; ++i) lane[i % kLanes] += static_cast<double>(src[i]) * src[i];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 void HostSumOfSquares(const float* src, size_t n, double* out) {
   double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(src[i]) * src[i];
+  for (size_t begin = 0; begin < n; begin += kSumOfSquaresChunk) {
+    sum += SumOfSquaresChunk(src + begin, std::min(kSumOfSquaresChunk, n - begin));
+  }
   *out = sum;
 }
 

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "device/kernels.h"
 
 namespace zerofit::offload {
 
@@ -80,7 +82,30 @@ absl::Status OffloadPipeline::WaitGradients(absl::Duration timeout) {
 }
 
 void OffloadPipeline::ZeroGradients(int i) {
-  if (!grads_[i].empty()) std::memset(grads_[i].data(), 0, grads_[i].bytes());
+  if (grads_[i].empty()) return;
+  float* g = gradients(i);
+  RunChunks(options_.shard_numel,
+            [g](size_t begin, size_t end) { std::memset(g + begin, 0, (end - begin) * sizeof(float)); });
+}
+
+double OffloadPipeline::SumOfSquares(int i) {
+  const size_t n = options_.shard_numel;
+  if (grads_[i].empty() || n == 0) return 0.0;
+  // Chunk sums in parallel, added in chunk order: the same bits as the serial HostSumOfSquares.
+  const float* g = gradients(i);
+  constexpr size_t kChunk = device::kSumOfSquaresChunk;
+  std::vector<double> partial((n + kChunk - 1) / kChunk);
+  constexpr size_t kPerTask = kHostChunkElements / kChunk;  // chunks a pool task takes
+  static_assert(kPerTask >= 1, "a host chunk holds whole sum-of-squares chunks");
+  pool_->ParallelFor((partial.size() + kPerTask - 1) / kPerTask, [&](size_t task) {
+    const size_t last = std::min(partial.size(), (task + 1) * kPerTask);
+    for (size_t c = task * kPerTask; c < last; ++c) {
+      partial[c] = device::SumOfSquaresChunk(g + c * kChunk, std::min(kChunk, n - c * kChunk));
+    }
+  });
+  double sum = 0.0;
+  for (double p : partial) sum += p;
+  return sum;
 }
 
 absl::Status OffloadPipeline::ReceiveParams(size_t offset, size_t n, const void* device_src) {

@@ -87,8 +87,12 @@ class OffloadPipeline {
   float* exp_avg() { return exp_avg_.as<float>(); }
   float* exp_avg_sq() { return exp_avg_sq_.as<float>(); }
   float* gradients(int i) { return grads_[i].as<float>(); }
-  // Host memset; call only when no ReceiveGradient into buffer i is pending (after WaitGradients).
+  // Host memset across the pool; call only when no ReceiveGradient into buffer i is pending (after
+  // WaitGradients).
   void ZeroGradients(int i);
+  // sum of gradients(i)[k]^2 over the shard, in fp64, its chunks across the pool: bit for bit
+  // device::HostSumOfSquares. Call only after WaitGradients.
+  double SumOfSquares(int i);
   // Why host memory is not pinned, if it is not.
   absl::Status pin_status() const;
   size_t pinned_bytes() const;

@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "core/status_macros.h"
-#include "device/kernels.h"
 
 namespace zerofit::sharding {
 
@@ -35,9 +34,7 @@ absl::Status OffloadShardUpdater::WaitGradients() {
 
 absl::StatusOr<double> OffloadShardUpdater::SumOfSquares() {
   ZF_RETURN_IF_ERROR(WaitGradients());
-  double sum = 0.0;
-  device::HostSumOfSquares(pipeline_->gradients(cur_), plan_->shard_numel(), &sum);
-  return sum;
+  return pipeline_->SumOfSquares(cur_);
 }
 
 absl::Status OffloadShardUpdater::ZeroGradients() {

@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "device/kernels.h"
 #include "device/test/test_device.h"
 
 namespace zerofit::offload {
@@ -42,6 +45,25 @@ std::vector<char> RandomGradients(DType dtype, size_t n, uint32_t seed) {
   std::vector<char> out(n * core::DTypeSize(dtype));
   for (size_t i = 0; i < n; ++i) core::StoreFromFloat(out.data(), dtype, i, u(rng));
   return out;
+}
+
+// The gradient norm's sum of squares across the pool: bit for bit the serial device::HostSumOfSquares
+// (whatever the thread count), and within fp64 summation's bound of a long-double sum (each float square is
+// exact in fp64; n positive terms in any order: relative error <= n u, u = 2^-53). Then the parallel
+// zeroing clears every element.
+void ExpectSumOfSquaresAndZeroing(OffloadPipeline& pipeline, const std::vector<float>& reference) {
+  double serial = 0.0;
+  device::HostSumOfSquares(reference.data(), reference.size(), &serial);
+  const double parallel = pipeline.SumOfSquares(0);
+  EXPECT_EQ(std::memcmp(&parallel, &serial, sizeof(double)), 0) << parallel << " vs " << serial;
+  long double exact = 0.0L;
+  for (float x : reference) exact += static_cast<long double>(x) * x;
+  const double bound =
+      static_cast<double>(reference.size()) * std::ldexp(1.0, -53) * static_cast<double>(exact);
+  EXPECT_NEAR(parallel, static_cast<double>(exact), bound);
+  pipeline.ZeroGradients(0);
+  const float* g = pipeline.gradients(0);
+  EXPECT_EQ(std::count(g, g + reference.size(), 0.0f), static_cast<std::ptrdiff_t>(reference.size()));
 }
 
 class OffloadPipelineTest : public ::testing::TestWithParam<std::tuple<DType, int, bool>> {};
@@ -87,6 +109,7 @@ TEST_P(OffloadPipelineTest, AccumulatesEveryReceiveAsTheSerialReferenceDoes) {
   EXPECT_EQ(std::memcmp((*pipeline)->gradients(0), reference.data(), Total() * sizeof(float)), 0);
   EXPECT_EQ(device.host_functions_run(), 0u) << "host work ran inside device host functions";
   EXPECT_EQ(host_jobs.load(), kMicroBatches * static_cast<int>(kBuckets.size()));
+  ExpectSumOfSquaresAndZeroing(**pipeline, reference);
 }
 
 INSTANTIATE_TEST_SUITE_P(DtypesThreadsHostFunctionModes, OffloadPipelineTest,
