@@ -257,6 +257,34 @@ TEST(ChunkedLogProbs, Bf16LlamaTokenLogProbsMatchTheFullLogitsPath) {
                2 * ref.err_out, "bf16 values");
 }
 
+// TokenLogProbs(ids, from): the head over positions [from, T-1) only (DPO's prompts skipped) gives those
+// columns of the whole sequence's log-probs, within the head's bound on the hidden states both share, for a
+// window that starts at 0, inside a chunk and at the last position; a window outside [0, T-2] is refused.
+TEST(ChunkedLogProbs, AWindowFromAPositionGivesThoseColumnsOfTheWholeSequence) {
+  const core::HfModelConfig config = test_support::TinyLlamaConfig("llama");
+  LlamaOptions options;
+  options.log_prob_chunk_rows = 5;
+  LlamaModel model(config, options);
+  torch::manual_seed(12);
+  torch::Tensor ids = torch::randint(config.vocab_size, {3, 7}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor full = model->TokenLogProbsFullLogits(ids).to(torch::kDouble);
+  for (int64_t from : {0, 2, 5}) {
+    const torch::Tensor window = model->TokenLogProbs(ids, from);
+    ASSERT_EQ(window.sizes(), (std::vector<int64_t>{3, 6 - from})) << "from " << from;
+    Inputs in;
+    in.hidden = model->Hidden(ids).slice(1, from, 6).reshape({-1, config.hidden_size});
+    in.weight = model->lm_head->weight.detach();
+    in.targets = ids.slice(1, from + 1).reshape({-1});
+    in.g = torch::ones({3 * (6 - from)});
+    const Reference ref = Float64Reference(in, UnitsFor(torch::kFloat32));
+    ExpectWithin(window.reshape({-1}), full.slice(1, from).reshape({-1}), 2 * ref.err_out,
+                 "from " + std::to_string(from));
+  }
+  EXPECT_THROW(model->TokenLogProbs(ids, 6), c10::Error);
+  EXPECT_THROW(model->TokenLogProbs(ids, -1), c10::Error);
+}
+
 // The backward's memory, counted by the tracking allocator (every CPU tensor byte LibTorch allocates): with a
 // chunk of N/4 rows the growth over what the forward left must stay within the gradients it returns
 // (hidden [N, H] and weight [V, H], fp32) plus ONE chunk of fp32 logits (recomputed, turned into its

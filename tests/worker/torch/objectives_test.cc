@@ -6,6 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <vector>
+
+#include "worker/data/preference_dataset.h"
+#include "worker/torch/train/pair_tensors.h"
 
 namespace zerofit::worker {
 namespace {
@@ -117,6 +121,36 @@ TEST(ObjectivesTest, ResponseLogProbsSumOnlyTheResponseTokens) {
   // seq 0: positions 3,4 -> indices 2,3 -> 4 + 8; seq 1: positions 2,3 -> indices 1,2 -> 32 + 64.
   EXPECT_EQ(got[0].item<float>(), 12.0f);
   EXPECT_EQ(got[1].item<float>(), 96.0f);
+  // The head skipped the positions before `from` (TokenLogProbs(ids, from)): the columns left are
+  // positions from, from + 1, ...; from = min(start) - 1 = 1 loses no response token.
+  torch::Tensor window = ResponseLogProbs(lp.slice(1, 1), start, len, /*from=*/1);
+  EXPECT_EQ(window[0].item<float>(), 12.0f);
+  EXPECT_EQ(window[1].item<float>(), 96.0f);
+  // ... and a later one drops exactly the positions before it (seq 1's position 2 -> index 1: 32).
+  EXPECT_EQ(ResponseLogProbs(lp.slice(1, 2), start, len, /*from=*/2)[1].item<float>(), 64.0f);
+}
+
+// The batch's head_from: the first position whose next-token log-probability a response needs (min over
+// rows of the response start, minus 1), known on the host; 0 where a prompt is only BOS.
+TEST(PairTensorsTest, HeadFromIsTheEarliestResponseStartMinusOne) {
+  data::PreferenceDataOptions o;
+  o.max_length = 0;
+  const int32_t bos = 1, eos = 2;
+  std::vector<data::PreferencePair> pairs = {
+      data::AssemblePreferencePair({5, 6, 7, 8}, {9, 10}, {11}, bos, eos, o, 1),   // starts 5 and 5
+      data::AssemblePreferencePair({12, 13}, {14}, {15, 16, 17}, bos, eos, o, 2),  // starts 3 and 3
+  };
+  auto both = MakePairTensors(pairs, {0, 1}, 0);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->starts.min().item<int64_t>(), 3);
+  EXPECT_EQ(both->head_from, 2);
+  auto first = MakePairTensors(pairs, {0}, 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->head_from, 4);
+  pairs.push_back(data::AssemblePreferencePair({}, {18}, {19}, bos, eos, o, 3));  // [BOS] only: start 1
+  auto bare = MakePairTensors(pairs, {2, 0}, 0);
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(bare->head_from, 0);
 }
 
 }  // namespace

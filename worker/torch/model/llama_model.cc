@@ -399,15 +399,19 @@ torch::Tensor LlamaModelImpl::Logits(const torch::Tensor& input_ids) {
   return lm_head ? lm_head(h) : torch::linear(h, model->embed_tokens->weight);
 }
 
-torch::Tensor LlamaModelImpl::PredictingHidden(const torch::Tensor& input_ids, const char* caller) {
+torch::Tensor LlamaModelImpl::PredictingHidden(const torch::Tensor& input_ids, const char* caller,
+                                               int64_t from) {
   TORCH_CHECK(!score, caller, ": this is a reward model (no lm_head)");
   TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) >= 2, caller, " needs [batch, seq >= 2] input_ids");
-  // The last position predicts nothing in the sequence: skip its (vocab-sized) head computation.
-  return Hidden(input_ids).slice(1, 0, input_ids.size(1) - 1);
+  TORCH_CHECK(from >= 0 && from <= input_ids.size(1) - 2, caller, ": from ", from, " is not in [0, ",
+              input_ids.size(1) - 2, "]");
+  // The last position predicts nothing in the sequence, and those before `from` nothing a loss reads: skip
+  // their (vocab-sized) head computation.
+  return Hidden(input_ids).slice(1, from, input_ids.size(1) - 1);
 }
 
-torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids) {
-  torch::Tensor h = PredictingHidden(input_ids, "TokenLogProbs");
+torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids, int64_t from) {
+  torch::Tensor h = PredictingHidden(input_ids, "TokenLogProbs", from);
   // The head is always a plain bias-free linear: LoRA never targets lm_head (kLoraTargets) and the
   // constructor builds it without a bias, so its weight is the whole head and the chunked path is exact.
   const torch::Tensor& w = lm_head ? lm_head->weight : model->embed_tokens->weight;
@@ -415,8 +419,8 @@ torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids) {
   // instead of the norm's full-length output that linear() would have kept.
   torch::Tensor logp =
       ChunkedTokenLogProbs(h.reshape({-1, h.size(2)}), w, torch::Tensor(),
-                           input_ids.slice(1, 1).reshape({-1}), options_.log_prob_chunk_rows);
-  return logp.view({input_ids.size(0), input_ids.size(1) - 1});
+                           input_ids.slice(1, from + 1).reshape({-1}), options_.log_prob_chunk_rows);
+  return logp.view({input_ids.size(0), h.size(1)});
 }
 
 torch::Tensor LlamaModelImpl::TokenLogProbsFullLogits(const torch::Tensor& input_ids) {

@@ -147,10 +147,12 @@ class LlamaModelImpl : public torch::nn::Module {
   // [B] (num_labels == 1) or [B, num_labels]. lengths [B] int64, each in [1, T]; with a pad_token_id the
   // positions from lengths[b] on must hold it.
   torch::Tensor Scores(const torch::Tensor& input_ids, const torch::Tensor& lengths);
-  // [B, T-1], fp32: log p(input_ids[:, t+1] | input_ids[:, <= t]), log_softmax computed in fp32. Through
-  // ChunkedTokenLogProbs: neither forward nor backward holds the [B, T-1, vocab] fp32 logits, only one chunk
-  // of rows (LlamaOptions.log_prob_chunk_rows) at a time.
-  torch::Tensor TokenLogProbs(const torch::Tensor& input_ids);
+  // [B, T-1-from], fp32: column j is log p(input_ids[:, t+1] | input_ids[:, <= t]) at t = from + j,
+  // log_softmax computed in fp32. Through ChunkedTokenLogProbs: neither forward nor backward holds the
+  // [B, T-1, vocab] fp32 logits, only one chunk of rows (LlamaOptions.log_prob_chunk_rows) at a time.
+  // `from` in [0, T-2] skips the head (the vocabulary-sized matmuls) for positions no loss reads: the
+  // prompts' (PairTensors::head_from).
+  torch::Tensor TokenLogProbs(const torch::Tensor& input_ids, int64_t from = 0);
   // The same through the full logits (the computation TokenLogProbs replaced): the tests' oracle.
   torch::Tensor TokenLogProbsFullLogits(const torch::Tensor& input_ids);
 
@@ -184,7 +186,7 @@ class LlamaModelImpl : public torch::nn::Module {
  private:
   // The hidden states of the positions that predict a next token, [B, T-1, hidden], after the checks that
   // a causal-LM head exists and that T >= 2 (errors name `caller`).
-  torch::Tensor PredictingHidden(const torch::Tensor& input_ids, const char* caller);
+  torch::Tensor PredictingHidden(const torch::Tensor& input_ids, const char* caller, int64_t from = 0);
 
   core::HfModelConfig config_;  // head_dim and num_key_value_heads resolved
   LlamaOptions options_;

@@ -25,14 +25,15 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
     const torch::Tensor scores = policy->Scores(b.tokens, b.lengths);
     out = BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
   } else {
-    const torch::Tensor pol = ResponseLogProbs(policy->TokenLogProbs(b.tokens), b.starts, b.lengths);
+    const torch::Tensor pol =
+        ResponseLogProbs(policy->TokenLogProbs(b.tokens, b.head_from), b.starts, b.lengths, b.head_from);
     if (o.task == Task::kSft) {
       // Negative log-likelihood of the chosen responses; the margin is log p(chosen) - log p(rejected).
       out = SftLoss(pol.slice(0, 0, n), pol.slice(0, n), b.lengths.slice(0, 0, n) - b.starts.slice(0, 0, n));
     } else {
       if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
-      ZF_ASSIGN_OR_RETURN(torch::Tensor ref,
-                          reference->ResponseLogProbs(b.tokens, b.starts, b.lengths, b.pair_ids));
+      ZF_ASSIGN_OR_RETURN(torch::Tensor ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths,
+                                                                         b.pair_ids, b.head_from));
       out = DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), o.dpo);
     }
   }

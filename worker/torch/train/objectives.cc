@@ -103,13 +103,14 @@ LossOutput SftLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
 }
 
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,
-                               const torch::Tensor& lengths) {
+                               const torch::Tensor& lengths, int64_t from) {
   // token_logprobs[:, t] scores sequence position t+1, so the response positions [s, len) map to [s-1,
   // len-1). The positions are made on token_logprobs' device: a host arange compared with device starts
   // and lengths is what broke DPO and SFT on a GPU (issue 28).
   const int64_t steps = token_logprobs.size(1);
   const torch::Tensor t =
-      torch::arange(steps, torch::TensorOptions().dtype(torch::kLong).device(token_logprobs.device()))
+      torch::arange(from, from + steps,
+                    torch::TensorOptions().dtype(torch::kLong).device(token_logprobs.device()))
           .unsqueeze(0);
   const torch::Tensor mask = (t >= (response_start - 1).unsqueeze(1)) & (t < (lengths - 1).unsqueeze(1));
   return (token_logprobs * mask.to(token_logprobs.dtype())).sum(1);

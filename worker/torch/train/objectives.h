@@ -86,10 +86,11 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
 LossOutput SftLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
                    const torch::Tensor& chosen_response_tokens);
 
-// Sum of log p(token) over the response tokens of each sequence. token_logprobs [B, T-1] holds
-// log p(x[t+1] | x[<=t]); the response occupies sequence positions [response_start[b], length[b]).
-// response_start and lengths [B] int64 live on token_logprobs' device.
+// Sum of log p(token) over the response tokens of each sequence. token_logprobs [B, T-1-from] holds
+// log p(x[t+1] | x[<=t]) at column t - from (LlamaModel::TokenLogProbs(ids, from)); the response occupies
+// sequence positions [response_start[b], length[b]), none before from + 1. response_start and lengths [B]
+// int64 live on token_logprobs' device.
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,
-                               const torch::Tensor& lengths);
+                               const torch::Tensor& lengths, int64_t from = 0);
 
 }  // namespace zerofit::worker

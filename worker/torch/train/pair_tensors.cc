@@ -20,6 +20,10 @@ absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePa
   t.starts = torch::from_blob(b.response_start.data(), {b.num_rows()}, torch::kInt32).to(torch::kLong);
   t.lengths = torch::from_blob(b.lengths.data(), {b.num_rows()}, torch::kInt32).to(torch::kLong);
   t.pair_ids = ids;
+  if (!b.response_start.empty() && b.max_len >= 2) {
+    const int64_t first = *std::min_element(b.response_start.begin(), b.response_start.end());
+    t.head_from = std::clamp<int64_t>(first - 1, 0, b.max_len - 2);
+  }
   return t;
 }
 

@@ -16,6 +16,9 @@ namespace zerofit::worker {
 struct PairTensors {
   torch::Tensor tokens, starts, lengths;  // [2B, T], [2B], [2B] int64: chosen rows, then rejected rows
   std::vector<uint64_t> pair_ids;         // the B pair indices, in row order
+  // The first position whose next-token log-probability a loss reads: min over rows of starts - 1 (known on
+  // the host, so no device read): TokenLogProbs(tokens, head_from) skips the prompts' common prefix.
+  int64_t head_from = 0;
 };
 
 // The id batches for a model with `config` are padded with: pad_token_id when set (a reward model's score is

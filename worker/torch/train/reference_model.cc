@@ -66,16 +66,18 @@ size_t ReferenceModel::device_bytes() const {
 }
 
 torch::Tensor ReferenceModel::Forward(const torch::Tensor& tokens, const torch::Tensor& response_start,
-                                      const torch::Tensor& lengths) {
+                                      const torch::Tensor& lengths, int64_t head_from) {
   torch::NoGradGuard no_grad;
   if (strategy_ != ReferenceStrategy::kOffloaded) {
-    return worker::ResponseLogProbs(model_->TokenLogProbs(tokens), response_start, lengths);
+    return worker::ResponseLogProbs(model_->TokenLogProbs(tokens, head_from), response_start, lengths,
+                                    head_from);
   }
   auto params = model_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     params[i].set_data(host_params_[i].to(tokens.device(), /*non_blocking=*/false, /*copy=*/true));
   }
-  torch::Tensor out = worker::ResponseLogProbs(model_->TokenLogProbs(tokens), response_start, lengths);
+  torch::Tensor out =
+      worker::ResponseLogProbs(model_->TokenLogProbs(tokens, head_from), response_start, lengths, head_from);
   for (auto& p : params) p.set_data(torch::empty({0}, p.options()));
   return out;
 }
@@ -89,7 +91,7 @@ absl::Status ReferenceModel::Precompute(const std::vector<data::PreferencePair>&
          StridedChunks(pairs.size(), comm->rank(), comm->world_size(), static_cast<uint64_t>(batch_pairs))) {
       ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, pad_id));
       const torch::Device dev = model_->parameters().front().device();  // the model's device, even offloaded
-      const torch::Tensor lp = Forward(b.tokens.to(dev), b.starts.to(dev), b.lengths.to(dev))
+      const torch::Tensor lp = Forward(b.tokens.to(dev), b.starts.to(dev), b.lengths.to(dev), b.head_from)
                                    .to(torch::kCPU, torch::kFloat32)
                                    .contiguous();
       const float* v = lp.data_ptr<float>();
@@ -114,7 +116,8 @@ absl::Status ReferenceModel::Precompute(const std::vector<data::PreferencePair>&
 absl::StatusOr<torch::Tensor> ReferenceModel::ResponseLogProbs(const torch::Tensor& tokens,
                                                                const torch::Tensor& response_start,
                                                                const torch::Tensor& lengths,
-                                                               const std::vector<uint64_t>& pair_ids) {
+                                                               const std::vector<uint64_t>& pair_ids,
+                                                               int64_t head_from) {
   if (strategy_ == ReferenceStrategy::kPrecomputed) {
     if (!precomputed_) return absl::FailedPreconditionError("reference log-probs were not precomputed");
     std::vector<float> out(2 * pair_ids.size());
@@ -129,7 +132,7 @@ absl::StatusOr<torch::Tensor> ReferenceModel::ResponseLogProbs(const torch::Tens
     return torch::tensor(out).to(tokens.device());
   }
   try {
-    return Forward(tokens, response_start, lengths);
+    return Forward(tokens, response_start, lengths, head_from);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("reference forward failed: ", e.what()));
   }

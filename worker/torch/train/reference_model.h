@@ -37,11 +37,13 @@ class ReferenceModel {
                           comm::Communicator* comm);
 
   // Response log-probs [2B] of a PairBatch's rows (chosen rows then rejected rows); `pair_ids` are the
-  // batch's pair indices into the training set (used by kPrecomputed).
+  // batch's pair indices into the training set (used by kPrecomputed); `head_from` the batch's
+  // PairTensors::head_from (the head skips the positions before it).
   absl::StatusOr<torch::Tensor> ResponseLogProbs(const torch::Tensor& tokens,
                                                  const torch::Tensor& response_start,
                                                  const torch::Tensor& lengths,
-                                                 const std::vector<uint64_t>& pair_ids);
+                                                 const std::vector<uint64_t>& pair_ids,
+                                                 int64_t head_from = 0);
 
   ReferenceStrategy strategy() const { return strategy_; }
   // Reference parameter bytes resident on the compute device between calls.
@@ -54,7 +56,7 @@ class ReferenceModel {
   ReferenceModel(LlamaModel model, ReferenceStrategy strategy)
       : model_(std::move(model)), strategy_(strategy) {}
   torch::Tensor Forward(const torch::Tensor& tokens, const torch::Tensor& response_start,
-                        const torch::Tensor& lengths);
+                        const torch::Tensor& lengths, int64_t head_from);
 
   LlamaModel model_;
   ReferenceStrategy strategy_;
