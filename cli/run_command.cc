@@ -20,8 +20,10 @@
 #include "client/connection_flags.h"
 #include "coordinator/service.h"
 #include "coordinator/state_dir_lock.h"
+#include "core/cpu_affinity.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
+#include "launch/mpiexec_command.h"
 #include "sharding/checkpoint_rotation.h"
 
 namespace zerofit::cli {
@@ -134,13 +136,13 @@ absl::Status RunRun(const RunFlags& f) {
   SuperviseHooks hooks;
   hooks.progress = progress.get();
   hooks.command = [&] {
-    std::vector<std::string> args = {f.mpiexec, "--oversubscribe"};
-    if (::geteuid() == 0) args.push_back("--allow-run-as-root");
-    for (const std::string& a : {std::string("-n"), std::to_string(spec.world_size), worker,
-                                 std::string("--coordinator"), server->address(), std::string("--job"), id}) {
-      args.push_back(a);
-    }
-    return args;
+    launch::MpiexecLaunch l;
+    l.mpiexec = f.mpiexec;
+    l.world_size = spec.world_size;
+    l.host_cpus = core::AllowedCpus();
+    l.as_root = ::geteuid() == 0;
+    l.worker = {worker, "--coordinator", server->address(), "--job", id};
+    return launch::MpiexecCommand(l);
   };
   // The token by environment (mpiexec's ranks on this host inherit it), not on a command line `ps` shows.
   hooks.env = {absl::StrCat(client::kTokenEnv, "=", token)};

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu_affinity.h"
 #include "core/status_macros.h"
 #include "device/kernels.h"
 
@@ -53,9 +54,10 @@ absl::Status OffloadPipeline::Allocate() {
   }
   ZF_ASSIGN_OR_RETURN(grad_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
   ZF_ASSIGN_OR_RETURN(param_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
-  if (options_.threads < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("OffloadPipeline: threads ", options_.threads, " < 1"));
+  if (options_.threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("OffloadPipeline: threads ", options_.threads, " < 0"));
   }
+  if (options_.threads == 0) options_.threads = core::AllowedCpus();
   pool_ = std::make_shared<core::ThreadPool>(options_.threads);
   ZF_ASSIGN_OR_RETURN(adamw_, optim::CpuAdamW::Create(pool_, options_.simd));
   host_jobs_ = std::make_unique<core::SerialExecutor>();

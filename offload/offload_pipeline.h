@@ -37,7 +37,9 @@ namespace zerofit::offload {
 struct OffloadPipelineOptions {
   size_t shard_numel = 0;
   core::DType param_dtype = core::DType::kFloat32;
-  int threads = 1;
+  // Host threads (counting the caller) of the accumulation, the norm and CPU AdamW; 0: core::AllowedCpus(),
+  // the CPUs this process may run on.
+  int threads = 0;
   optim::SimdLevel simd = optim::DetectSimdLevel();
   int gradient_buffers = 1;  // 2 with a delayed update: the next step accumulates into the other one
   // Deadline of every host-side wait: a host job's wait for its copy, a receive's wait for a staging reader.

@@ -46,7 +46,8 @@ mkdir -p "$WORK"
 SUMMARY=$LOGS/summary.md
 Z=$BUILD/cli/zerofit
 PREFS=$BUILD/worker/torch/zerofit_train_prefs
-MPI=(mpiexec -n 1)
+# Not bound to one core (Open MPI's default for 1-2 ranks): the offload pool's threads need the host's CPUs.
+MPI=(mpiexec --bind-to none -n 1)
 [[ $(id -u) -ne 0 ]] || MPI+=(--allow-run-as-root)
 failures=0
 

@@ -81,7 +81,8 @@ WORK=${WORK:-$BUILD/bench-work}
 ((DRY_RUN)) || rm -rf "$RESULTS" "$WORK" "$LOGS/bench.md"  # a dry run leaves the last table alone
 mkdir -p "$RESULTS" "$WORK"
 PREFS=$BUILD/worker/torch/zerofit_train_prefs
-MPI=(mpiexec -n 1)
+# Not bound to one core (Open MPI's default for 1-2 ranks): the offload pool's threads need the host's CPUs.
+MPI=(mpiexec --bind-to none -n 1)
 [[ $(id -u) -ne 0 ]] || MPI+=(--allow-run-as-root)
 # The zerofit runs get the build's environment where gpu_check.sh wrote one (gpu-env.sh: the unpacked
 # packages' libraries, the mpiexec wrapper); the transformers runs keep the caller's, so that python3's torch

@@ -66,7 +66,7 @@ class OffloadShardUpdater;
 
 struct OffloadOptions {
   bool enabled = false;
-  int threads = 1;  // CPU AdamW threads, counting the caller
+  int threads = 0;  // CPU AdamW threads, counting the caller; 0: the CPUs this process may run on
   // AdamW kernel; default: the best this CPU supports.
   optim::SimdLevel simd = optim::DetectSimdLevel();
   // One-step delayed parameter update (DPU, ZeRO-Offload paper section 5): off by default. It hides the CPU

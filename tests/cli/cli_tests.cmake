@@ -65,6 +65,10 @@ endif()
 if(TARGET zerofit_cli_jobs AND TARGET zerofit_train_prefs)
   zerofit_e2e_test(plan_equality_e2e 300 2 $<TARGET_FILE:zerofit> $<TARGET_FILE:zerofit_train_prefs>
                    $<TARGET_FILE:zerofit_make_arith_prefs>)
+  # Issue 30: an offloading rank bound to fewer CPUs than threads warns; unbound, its threads default to its
+  # CPUs; `zerofit run` gives each rank its own share of the host's CPUs.
+  zerofit_e2e_test(offload_affinity_e2e 300 2 $<TARGET_FILE:zerofit> $<TARGET_FILE:zerofit_train_prefs>
+                   $<TARGET_FILE:zerofit_make_arith_prefs>)
 endif()
 
 # `zerofit tokenize`: the library function against text::Tokenizer and the oracle's golden ids (qwen2.5;

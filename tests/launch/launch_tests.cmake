@@ -3,6 +3,7 @@
 zerofit_unit_test(launch_unit_test
   launch/hostlist_test.cc
   launch/launch_env_test.cc
+  launch/mpiexec_command_test.cc
   launch/sbatch_script_test.cc
   launch/parent_watch_test.cc)
 target_link_libraries(launch_unit_test PRIVATE zerofit_launch zerofit_sbatch)

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "core/cpu_affinity.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
@@ -96,6 +97,23 @@ PreferenceSession::PreferenceSession(std::unique_ptr<State> state, const Prefere
 
 PreferenceSession::~PreferenceSession() = default;
 
+namespace {
+
+// With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
+// than threads says so (those threads would share the CPUs: one thread's speed, issue 30).
+void ReportOffloadThreads(const sharding::OffloadOptions& offload, int rank) {
+  if (!offload.enabled) return;
+  const int cpus = core::AllowedCpus();
+  const int threads = offload.threads > 0 ? offload.threads : cpus;
+  if (rank == 0) {
+    std::fprintf(stderr, "offload: CPU AdamW on %d thread(s); rank 0 may run on %d CPU(s)\n", threads, cpus);
+  }
+  const absl::Status fit = core::CheckThreadsFitCpus("optimizer offload", threads, cpus);
+  if (!fit.ok()) std::fprintf(stderr, "warning: rank %d: %s\n", rank, std::string(fit.message()).c_str());
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(const PreferenceTrainOptions& o,
                                                                              comm::Communicator* comm) {
   ZF_RETURN_IF_ERROR(core::ValidateLrSchedule(EffectiveSchedule(o)));
@@ -159,6 +177,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the training session failed: ", e.what()));
   }
+  ReportOffloadThreads(o.offload, comm->rank());
   return std::unique_ptr<PreferenceSession>(new PreferenceSession(std::move(st), o));
 }
 
