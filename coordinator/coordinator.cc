@@ -50,10 +50,14 @@ absl::StatusOr<Sizing> SizeJob(const jobspec::JobSpec& spec) {
     z.micro_batches = static_cast<int>(*spec.training.gradient_accumulation);
     return z;
   }
+  if (spec.training.micro_batch) {  // honoured as given (its division checked by ValidateTraining)
+    z.micro_batches =
+        static_cast<int>(spec.training.global_batch / (*spec.training.micro_batch * spec.world_size));
+  }
   auto shape = planner::LoadModelShape(spec.model);
   if (!shape.ok()) {
-    z.note =
-        absl::StrCat("not sized by the planner (", shape.status().message(), "): 1 micro-batch per step");
+    z.note = absl::StrCat("not sized by the planner (", shape.status().message(), "): ", z.micro_batches,
+                          " micro-batch(es) per step");
     return z;
   }
   ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware(spec.hardware));
@@ -71,6 +75,7 @@ absl::StatusOr<Sizing> SizeJob(const jobspec::JobSpec& spec) {
   c.zero_stage = spec.training.zero_stage;
   c.offload = spec.training.offload;
   c.checkpointing = spec.training.checkpointing;
+  c.micro_batch = spec.training.micro_batch;  // pinned, not searched (its accumulation checked above)
   if (w.task == planner::Task::kDpo) c.reference = planner::Reference::kResident;
   ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(*shape, w, hw, c));
   z.micro_batches = static_cast<int>(plan.chosen.strategy.accumulation);

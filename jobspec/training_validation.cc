@@ -32,6 +32,13 @@ absl::Status ValidateBatch(const TrainingSpec& t, int world_size, const Training
         IntInRange(error, "training.gradient_accumulation", *t.gradient_accumulation, 1, kMaxBatch));
   }
   ZF_RETURN_IF_ERROR(IntInRange(error, "training.global_batch", t.global_batch, 1, kMaxBatch));
+  if (t.micro_batch && !t.gradient_accumulation && t.global_batch % (*t.micro_batch * world_size) != 0) {
+    // Honoured as given (the accumulation follows from it), so it must divide the global batch.
+    return error(
+        "training.micro_batch",
+        absl::StrCat(*t.micro_batch, " per rank x world_size ", world_size, " does not divide global_batch ",
+                     t.global_batch, ": give a micro-batch that does, or leave it out for the planner"));
+  }
   if (!t.micro_batch || !t.gradient_accumulation) return absl::OkStatus();
   int64_t product = 0;
   if (!core::CheckedProduct({*t.micro_batch, *t.gradient_accumulation, int64_t{world_size}}, &product)) {

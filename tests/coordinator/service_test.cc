@@ -245,6 +245,29 @@ training: {global_batch: 64, micro_batch: 1, gradient_accumulation: 8}
   auto p = (*c)->Submit("c", "", pinned, "pinned.yaml");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->job.micro_batches, 8);
+  // A micro-batch given alone is honoured (issue 31): 64 pairs / (2 a rank x 8 ranks) = 4 micro-batches,
+  // where the planner, not told it, chose its own (more than 1 at micro-batch 1, as the first job above
+  // shows).
+  const std::string micro_only = R"(task: reward
+model: Mistral-7B
+data: /d
+world_size: 8
+hardware: 8x64GB
+training: {global_batch: 64, micro_batch: 1, max_length: 512, bf16: true}
+)";
+  auto m = (*c)->Submit("d", "", micro_only, "micro.yaml");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->job.micro_batches, 8);
+  // ... also where the planner cannot read the model (no config.json): the same 8, not 1.
+  const std::string unsized = R"(task: reward
+model: /nonexistent/model
+data: /d
+world_size: 8
+training: {global_batch: 64, micro_batch: 1}
+)";
+  auto u = (*c)->Submit("e", "", unsized, "unsized.yaml");
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->job.micro_batches, 8);
 }
 
 TEST(ServiceTest, APreemptionStopsEveryRankAtOneStepAndResumesWithoutARestart) {

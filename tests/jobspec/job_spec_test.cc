@@ -65,6 +65,10 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
        "gradient_accumulation: 2\n",
        "job.yaml:6: field 'training.global_batch': 10 != micro_batch x gradient_accumulation x world_size = "
        "8"},
+      // A micro-batch given alone is honoured (issue 31), so it must divide the global batch.
+      {"task: sft\nmodel: m\ndata: d\nworld_size: 2\ntraining:\n  global_batch: 10\n  micro_batch: 3\n",
+       "job.yaml:7: field 'training.micro_batch': 3 per rank x world_size 2 does not divide global_batch 10: "
+       "give a micro-batch that does, or leave it out for the planner"},
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  every: 0\n",
        "job.yaml:5: field 'checkpoint.every': must be >= 1"},
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  overwrite: maybe\n",
