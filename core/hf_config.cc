@@ -288,6 +288,180 @@ int64_t HfModelConfig::ParameterCount() const {
   return CountParameters(*this, &n) ? n : std::numeric_limits<int64_t>::max();
 }
 
+namespace {
+
+// The architecture and model type: the family they name (both given must agree; either alone suffices).
+absl::Status ParseFamily(const FieldReader& r, const std::string& source, HfModelConfig* c,
+                         const Family** family) {
+  *family = nullptr;
+  if (const Json* archs = r.Get("architectures")) {
+    if (!archs->is_array()) return r.TypeError("architectures", "a list of strings", *archs);
+    if (!archs->empty()) {
+      if (!archs->front().is_string()) return r.TypeError("architectures", "a list of strings", *archs);
+      c->architecture = archs->front().get<std::string>();
+    }
+  }
+  ZF_RETURN_IF_ERROR(r.OptionalString("model_type", &c->model_type));
+  if (r.Get("model_type") != nullptr && c->model_type.empty()) {
+    return r.Error("model_type", "is empty (expected llama, mistral or qwen2)");
+  }
+  if (c->architecture.empty()) {
+    for (const Family& f : kFamilies) {
+      if (c->model_type == f.model_type) *family = &f;
+    }
+    if (*family == nullptr) {
+      const std::string supported = absl::StrCat(
+          " (supported model types: llama, mistral, qwen2; architectures: ", SupportedArchitectures(), ")");
+      if (c->model_type.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": fields 'architectures' and 'model_type' are both missing", supported));
+      }
+      return r.Error("model_type", absl::StrCat("unsupported model type '", c->model_type,
+                                                "' and no architectures given", supported));
+    }
+    c->architecture = absl::StrCat((*family)->prefix, kCausalLm);
+  } else {
+    for (const Family& f : kFamilies) {
+      if (c->architecture == absl::StrCat(f.prefix, kCausalLm) ||
+          c->architecture == absl::StrCat(f.prefix, kSeqCls)) {
+        *family = &f;
+      }
+    }
+    if (*family == nullptr) {
+      return r.Error("architectures", absl::StrCat("unsupported architecture '", c->architecture,
+                                                   "' (supported: ", SupportedArchitectures(), ")"));
+    }
+    if (!c->model_type.empty() && c->model_type != (*family)->model_type) {
+      return r.Error("model_type",
+                     absl::StrCat("'", c->model_type, "' does not match architecture '", c->architecture,
+                                  "' (expects '", (*family)->model_type, "')"));
+    }
+  }
+  c->model_type = (*family)->model_type;
+  return absl::OkStatus();
+}
+
+// The dimensions (required) and the heads' layout.
+absl::Status ParseShapes(const FieldReader& r, const Family& family, HfModelConfig* c) {
+  // Shapes. The dimensions are required: the families' class defaults describe 7B models, and silently
+  // building one because a field is missing would be worse than an error.
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("vocab_size", kMaxVocab, &c->vocab_size));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("hidden_size", kMaxHidden, &c->hidden_size));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("intermediate_size", kMaxIntermediate, &c->intermediate_size));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_hidden_layers", kMaxLayers, &c->num_hidden_layers));
+  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_attention_heads", kMaxHeads, &c->num_attention_heads));
+  c->num_key_value_heads = c->num_attention_heads;
+  ZF_RETURN_IF_ERROR(r.OptionalPositive("num_key_value_heads", kMaxHeads, &c->num_key_value_heads));
+  if (c->num_attention_heads % c->num_key_value_heads != 0) {
+    return r.Error("num_key_value_heads",
+                   absl::StrCat(c->num_key_value_heads, " does not divide num_attention_heads ",
+                                c->num_attention_heads));
+  }
+  if (r.Get("head_dim") != nullptr) {
+    ZF_RETURN_IF_ERROR(r.OptionalPositive("head_dim", kMaxHeadDim, &c->head_dim));
+  } else {
+    if (c->hidden_size % c->num_attention_heads != 0) {
+      return r.Error("num_attention_heads",
+                     absl::StrCat(c->num_attention_heads, " does not divide hidden_size ", c->hidden_size,
+                                  " (and no head_dim is given)"));
+    }
+    c->head_dim = c->hidden_size / c->num_attention_heads;
+  }
+  c->max_position_embeddings = family.default_max_position_embeddings;
+  ZF_RETURN_IF_ERROR(
+      r.OptionalPositive("max_position_embeddings", kMaxPositions, &c->max_position_embeddings));
+  return absl::OkStatus();
+}
+
+// Norm epsilon, RoPE and the activation.
+absl::Status ParseNumerics(const FieldReader& r, const std::string& source, HfModelConfig* c) {
+  c->rms_norm_eps = 1e-6;
+  ZF_RETURN_IF_ERROR(r.OptionalPositiveDouble("rms_norm_eps", &c->rms_norm_eps));
+  c->rope_theta = 10000.0;
+  ZF_RETURN_IF_ERROR(r.OptionalPositiveDouble("rope_theta", &c->rope_theta));
+  if (const Json* rs = r.Get("rope_scaling")) {
+    ZF_ASSIGN_OR_RETURN(c->rope_scaling, ParseRopeScaling(r, *rs, source));
+  }
+  std::string act = "silu";
+  ZF_RETURN_IF_ERROR(r.OptionalString("hidden_act", &act));
+  if (act != "silu") {
+    return absl::UnimplementedError(
+        absl::StrCat(source, ": field 'hidden_act': '", act, "' is not supported (the model uses silu)"));
+  }
+  return absl::OkStatus();
+}
+
+// Weights present or shared: tied embeddings and the projections' biases, per family.
+absl::Status ParseBiases(const FieldReader& r, const std::string& source, HfModelConfig* c) {
+  c->tie_word_embeddings = false;
+  ZF_RETURN_IF_ERROR(r.OptionalBool("tie_word_embeddings", &c->tie_word_embeddings));
+  if (c->model_type == "qwen2") {
+    // transformers' Qwen2 always builds q/k/v biases and has no such field; an explicit value is still
+    // honoured so a hand-written config can describe a bias-free variant.
+    c->attention_bias = true;
+    ZF_RETURN_IF_ERROR(r.OptionalBool("attention_bias", &c->attention_bias));
+  } else if (c->model_type == "llama") {
+    c->attention_bias = false;
+    ZF_RETURN_IF_ERROR(r.OptionalBool("attention_bias", &c->attention_bias));
+    bool mlp_bias = false;
+    ZF_RETURN_IF_ERROR(r.OptionalBool("mlp_bias", &mlp_bias));
+    if (mlp_bias) {
+      return absl::UnimplementedError(absl::StrCat(source, ": field 'mlp_bias': true is not supported"));
+    }
+  } else {
+    c->attention_bias = false;  // MistralConfig has no such field; the projections never have a bias
+  }
+  return absl::OkStatus();
+}
+
+// Sliding window: MistralConfig defaults to 4096 (null disables it); Qwen2 uses it only when
+// use_sliding_window is true, as transformers does.
+absl::Status ParseSlidingWindow(const FieldReader& r, const Json& j, HfModelConfig* c) {
+  if (c->model_type == "mistral") {
+    const auto it = j.find("sliding_window");
+    if (it == j.end()) {
+      c->sliding_window = 4096;
+    } else if (!it->is_null()) {
+      int64_t w = 0;
+      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", kMaxPositions, &w));
+      c->sliding_window = w;
+    }
+  } else if (c->model_type == "qwen2") {
+    bool use = false;
+    ZF_RETURN_IF_ERROR(r.OptionalBool("use_sliding_window", &use));
+    if (use) {
+      int64_t w = 4096;
+      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", kMaxPositions, &w));
+      c->sliding_window = w;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Labels, as PretrainedConfig counts them: id2label wins, then num_labels, then 2.
+absl::Status ParseLabels(const FieldReader& r, HfModelConfig* c) {
+  c->num_labels = 2;
+  if (const Json* id2label = r.Get("id2label")) {
+    if (!id2label->is_object()) return r.TypeError("id2label", "an object", *id2label);
+    if (id2label->empty()) return r.Error("id2label", "is empty");
+    if (id2label->size() > static_cast<size_t>(kMaxLabels)) {
+      return r.Error("id2label", absl::StrCat(id2label->size(), " labels exceed the limit of ", kMaxLabels));
+    }
+    c->num_labels = static_cast<int64_t>(id2label->size());
+    int64_t n = c->num_labels;
+    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", kMaxLabels, &n));
+    if (n != c->num_labels) {
+      return r.Error("num_labels",
+                     absl::StrCat(n, " disagrees with id2label, which has ", c->num_labels, " entries"));
+    }
+  } else {
+    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", kMaxLabels, &c->num_labels));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
   ZF_RETURN_IF_ERROR(CheckJsonDepth(json_text, kMaxJsonDepth, source));
   Json j;
@@ -302,157 +476,13 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const 
   }
   const FieldReader r(j, source);
   HfModelConfig c;
-
-  // Architecture and family.
-  if (const Json* archs = r.Get("architectures")) {
-    if (!archs->is_array()) return r.TypeError("architectures", "a list of strings", *archs);
-    if (!archs->empty()) {
-      if (!archs->front().is_string()) return r.TypeError("architectures", "a list of strings", *archs);
-      c.architecture = archs->front().get<std::string>();
-    }
-  }
-  ZF_RETURN_IF_ERROR(r.OptionalString("model_type", &c.model_type));
-  if (r.Get("model_type") != nullptr && c.model_type.empty()) {
-    return r.Error("model_type", "is empty (expected llama, mistral or qwen2)");
-  }
   const Family* family = nullptr;
-  if (c.architecture.empty()) {
-    for (const Family& f : kFamilies) {
-      if (c.model_type == f.model_type) family = &f;
-    }
-    if (family == nullptr) {
-      const std::string supported = absl::StrCat(
-          " (supported model types: llama, mistral, qwen2; architectures: ", SupportedArchitectures(), ")");
-      if (c.model_type.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ": fields 'architectures' and 'model_type' are both missing", supported));
-      }
-      return r.Error("model_type", absl::StrCat("unsupported model type '", c.model_type,
-                                                "' and no architectures given", supported));
-    }
-    c.architecture = absl::StrCat(family->prefix, kCausalLm);
-  } else {
-    for (const Family& f : kFamilies) {
-      if (c.architecture == absl::StrCat(f.prefix, kCausalLm) ||
-          c.architecture == absl::StrCat(f.prefix, kSeqCls)) {
-        family = &f;
-      }
-    }
-    if (family == nullptr) {
-      return r.Error("architectures", absl::StrCat("unsupported architecture '", c.architecture,
-                                                   "' (supported: ", SupportedArchitectures(), ")"));
-    }
-    if (!c.model_type.empty() && c.model_type != family->model_type) {
-      return r.Error("model_type", absl::StrCat("'", c.model_type, "' does not match architecture '",
-                                                c.architecture, "' (expects '", family->model_type, "')"));
-    }
-  }
-  c.model_type = family->model_type;
-  const std::string mt = c.model_type;
-
-  // Shapes. The dimensions are required: the families' class defaults describe 7B models, and silently
-  // building one because a field is missing would be worse than an error.
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("vocab_size", kMaxVocab, &c.vocab_size));
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("hidden_size", kMaxHidden, &c.hidden_size));
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("intermediate_size", kMaxIntermediate, &c.intermediate_size));
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_hidden_layers", kMaxLayers, &c.num_hidden_layers));
-  ZF_RETURN_IF_ERROR(r.RequiredPositive("num_attention_heads", kMaxHeads, &c.num_attention_heads));
-  c.num_key_value_heads = c.num_attention_heads;
-  ZF_RETURN_IF_ERROR(r.OptionalPositive("num_key_value_heads", kMaxHeads, &c.num_key_value_heads));
-  if (c.num_attention_heads % c.num_key_value_heads != 0) {
-    return r.Error(
-        "num_key_value_heads",
-        absl::StrCat(c.num_key_value_heads, " does not divide num_attention_heads ", c.num_attention_heads));
-  }
-  if (r.Get("head_dim") != nullptr) {
-    ZF_RETURN_IF_ERROR(r.OptionalPositive("head_dim", kMaxHeadDim, &c.head_dim));
-  } else {
-    if (c.hidden_size % c.num_attention_heads != 0) {
-      return r.Error("num_attention_heads",
-                     absl::StrCat(c.num_attention_heads, " does not divide hidden_size ", c.hidden_size,
-                                  " (and no head_dim is given)"));
-    }
-    c.head_dim = c.hidden_size / c.num_attention_heads;
-  }
-  c.max_position_embeddings = family->default_max_position_embeddings;
-  ZF_RETURN_IF_ERROR(
-      r.OptionalPositive("max_position_embeddings", kMaxPositions, &c.max_position_embeddings));
-
-  // Numerics.
-  c.rms_norm_eps = 1e-6;
-  ZF_RETURN_IF_ERROR(r.OptionalPositiveDouble("rms_norm_eps", &c.rms_norm_eps));
-  c.rope_theta = 10000.0;
-  ZF_RETURN_IF_ERROR(r.OptionalPositiveDouble("rope_theta", &c.rope_theta));
-  if (const Json* rs = r.Get("rope_scaling")) {
-    ZF_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(r, *rs, source));
-  }
-  std::string act = "silu";
-  ZF_RETURN_IF_ERROR(r.OptionalString("hidden_act", &act));
-  if (act != "silu") {
-    return absl::UnimplementedError(
-        absl::StrCat(source, ": field 'hidden_act': '", act, "' is not supported (the model uses silu)"));
-  }
-
-  // Weights present or shared.
-  c.tie_word_embeddings = false;
-  ZF_RETURN_IF_ERROR(r.OptionalBool("tie_word_embeddings", &c.tie_word_embeddings));
-  if (mt == "qwen2") {
-    // transformers' Qwen2 always builds q/k/v biases and has no such field; an explicit value is still
-    // honoured so a hand-written config can describe a bias-free variant.
-    c.attention_bias = true;
-    ZF_RETURN_IF_ERROR(r.OptionalBool("attention_bias", &c.attention_bias));
-  } else if (mt == "llama") {
-    c.attention_bias = false;
-    ZF_RETURN_IF_ERROR(r.OptionalBool("attention_bias", &c.attention_bias));
-    bool mlp_bias = false;
-    ZF_RETURN_IF_ERROR(r.OptionalBool("mlp_bias", &mlp_bias));
-    if (mlp_bias) {
-      return absl::UnimplementedError(absl::StrCat(source, ": field 'mlp_bias': true is not supported"));
-    }
-  } else {
-    c.attention_bias = false;  // MistralConfig has no such field; the projections never have a bias
-  }
-
-  // Sliding window: MistralConfig defaults to 4096 (null disables it); Qwen2 uses it only when
-  // use_sliding_window is true, as transformers does.
-  if (mt == "mistral") {
-    const auto it = j.find("sliding_window");
-    if (it == j.end()) {
-      c.sliding_window = 4096;
-    } else if (!it->is_null()) {
-      int64_t w = 0;
-      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", kMaxPositions, &w));
-      c.sliding_window = w;
-    }
-  } else if (mt == "qwen2") {
-    bool use = false;
-    ZF_RETURN_IF_ERROR(r.OptionalBool("use_sliding_window", &use));
-    if (use) {
-      int64_t w = 4096;
-      ZF_RETURN_IF_ERROR(r.OptionalPositive("sliding_window", kMaxPositions, &w));
-      c.sliding_window = w;
-    }
-  }
-
-  // Labels, as PretrainedConfig counts them: id2label wins, then num_labels, then 2.
-  c.num_labels = 2;
-  if (const Json* id2label = r.Get("id2label")) {
-    if (!id2label->is_object()) return r.TypeError("id2label", "an object", *id2label);
-    if (id2label->empty()) return r.Error("id2label", "is empty");
-    if (id2label->size() > static_cast<size_t>(kMaxLabels)) {
-      return r.Error("id2label", absl::StrCat(id2label->size(), " labels exceed the limit of ", kMaxLabels));
-    }
-    c.num_labels = static_cast<int64_t>(id2label->size());
-    int64_t n = c.num_labels;
-    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", kMaxLabels, &n));
-    if (n != c.num_labels) {
-      return r.Error("num_labels",
-                     absl::StrCat(n, " disagrees with id2label, which has ", c.num_labels, " entries"));
-    }
-  } else {
-    ZF_RETURN_IF_ERROR(r.OptionalPositive("num_labels", kMaxLabels, &c.num_labels));
-  }
-
+  ZF_RETURN_IF_ERROR(ParseFamily(r, source, &c, &family));
+  ZF_RETURN_IF_ERROR(ParseShapes(r, *family, &c));
+  ZF_RETURN_IF_ERROR(ParseNumerics(r, source, &c));
+  ZF_RETURN_IF_ERROR(ParseBiases(r, source, &c));
+  ZF_RETURN_IF_ERROR(ParseSlidingWindow(r, j, &c));
+  ZF_RETURN_IF_ERROR(ParseLabels(r, &c));
   ZF_RETURN_IF_ERROR(
       r.OptionalTokenId("pad_token_id", c.vocab_size, &c.pad_token_id, /*minus_one_is_none=*/true));
   ZF_RETURN_IF_ERROR(r.OptionalTokenId("bos_token_id", c.vocab_size, &c.bos_token_id));
