@@ -343,6 +343,100 @@ absl::Status RunSlurm(const SlurmFlags& f) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// slurm-launch's coordinator: started on this node (the allocation's first) unless --coordinator names an
+// external `zerofit serve`; `control` reaches it either way.
+struct LaunchCoordinator {
+  std::unique_ptr<coordinator::CoordinatorServer> server;  // null when external
+  std::unique_ptr<JobControl> control;
+  std::string address;  // host:port the ranks dial
+};
+
+absl::StatusOr<LaunchCoordinator> StartOrConnect(const SlurmLaunchFlags& f, const fs::path& state,
+                                                 const std::string& token, core::Clock* clock) {
+  LaunchCoordinator out;
+  out.address = f.coordinator;
+  if (out.address.empty() && (!f.tls_ca.empty() || !f.tls_server_name.empty())) {
+    return absl::InvalidArgumentError(
+        "slurm-launch: --tls-ca / --tls-server-name need --coordinator (the coordinator started here serves "
+        "plaintext)");
+  }
+  if (!out.address.empty()) {
+    client::ConnectionSettings s;
+    s.address = out.address;
+    s.token = token;
+    s.tls_ca_file = f.tls_ca;
+    s.tls_server_name = f.tls_server_name;
+    ZF_ASSIGN_OR_RETURN(ClientOptions o, client::Resolve(s));
+    o.call_timeout = absl::Seconds(30);
+    out.control = RemoteJobControl(o);
+    return out;
+  }
+  coordinator::ServerOptions o;
+  o.listen = absl::StrCat("0.0.0.0:", f.port);
+  o.db_path = (state / "jobs.db").string();
+  o.token = token;
+  o.policy.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  ZF_ASSIGN_OR_RETURN(out.server, coordinator::CoordinatorServer::Start(o, clock));
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string bound = out.server->address();
+  out.address = absl::StrCat(host, bound.substr(bound.rfind(':')));
+  ZF_RETURN_IF_ERROR(WritePrivateFileAtomic((state / "address").string(), out.address + "\n"));
+  out.control = LocalJobControl(&out.server->coordinator());
+  return out;
+}
+
+// The batch step's exit code once srun is done, and what the job is told first: a SIGTERM from Slurm is a
+// requeue (the job interrupted, and widened back if it shrank) or a stop (cancelled); a preemption the job
+// survives exits kPreemptedExitCode (requeued when the spec asks); else the job's own outcome.
+absl::StatusOr<int> LaunchExitCode(const SlurmLaunchFlags& f, const jobspec::JobSpec& spec,
+                                   const launch::SlurmAllocation& allocation, JobControl& c,
+                                   const std::string& id, const Supervised& done, bool terminating,
+                                   bool preempted) {
+  const std::string& slurm_job_id = allocation.job_id;
+  const int restarts = allocation.restart_count;
+  int code = 0;
+  if (terminating) {
+    // `scontrol requeue` from outside, scancel, or the time limit. The job is COMPLETING in every case until
+    // this process exits; a requeue has already counted one more restart than this run started with.
+    const auto fields = ScontrolShowJob(slurm_job_id);
+    int now_restarts = -1;
+    if (auto it = fields.find("Restarts"); it != fields.end())
+      (void)absl::SimpleAtoi(it->second, &now_restarts);
+    if (now_restarts > restarts) {
+      const std::string down = DownNodes(allocation.nodelist);
+      ZF_RETURN_IF_ERROR(
+          c.Interrupt(id, absl::StrCat("SIGTERM from Slurm: job ", slurm_job_id, " requeued",
+                                       down.empty() ? "" : absl::StrCat(" (lost ", down, ")"))));
+      WidenRequeuedJob(f.scontrol, slurm_job_id, spec);
+    } else {
+      auto reason = fields.find("Reason");
+      const bool known = reason != fields.end() && reason->second != "None";
+      (void)c.Cancel(id, absl::StrCat("Slurm job ", slurm_job_id, " stopped (scancel or time limit",
+                                      known ? absl::StrCat(": ", reason->second) : "", ")"));
+    }
+    code = 128 + SIGTERM;
+  } else if (preempted && !coordinator::IsTerminal(done.job.status.phase)) {
+    code = jobspec::kPreemptedExitCode;
+    if (spec.slurm.value_or(jobspec::SlurmSpec{}).requeue) {
+      auto r = RunCommand({f.scontrol, "requeue", slurm_job_id}, absl::Seconds(60));
+      std::printf(
+          "zerofit slurm-launch: scontrol requeue %s: %s\n", slurm_job_id.c_str(),
+          !r.ok() ? std::string(r.status().message()).c_str()
+          : r->exit_code == 0
+              ? "ok"
+              : absl::StrCat("exit ", r->exit_code, ": ", absl::StripAsciiWhitespace(r->output)).c_str());
+    }
+  } else {
+    code = done.job.status.phase == coordinator::JobPhase::kSucceeded ? 0 : 1;
+  }
+  return code;
+}
+
+}  // namespace
+
 absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   auto allocation = launch::ReadSlurmAllocation(&std::getenv);
   if (!allocation.ok()) {
@@ -368,40 +462,10 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   ZF_ASSIGN_OR_RETURN(const int world_size, launch::AttemptWorldSize(spec, *allocation));
 
   BlockedSignals signals({SIGUSR1, SIGTERM, SIGINT});  // before any thread starts
-  // The coordinator: on this node (the first of the allocation), or an external `zerofit serve`.
-  std::unique_ptr<coordinator::CoordinatorServer> server;
-  std::unique_ptr<JobControl> control;
   core::RealClock clock;
-  std::string address = f.coordinator;
-  if (address.empty() && (!f.tls_ca.empty() || !f.tls_server_name.empty())) {
-    return absl::InvalidArgumentError(
-        "slurm-launch: --tls-ca / --tls-server-name need --coordinator (the coordinator started here serves "
-        "plaintext)");
-  }
-  if (address.empty()) {
-    coordinator::ServerOptions o;
-    o.listen = absl::StrCat("0.0.0.0:", f.port);
-    o.db_path = (state / "jobs.db").string();
-    o.token = token;
-    o.policy.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
-    ZF_ASSIGN_OR_RETURN(server, coordinator::CoordinatorServer::Start(o, &clock));
-    char host[256] = {0};
-    ::gethostname(host, sizeof(host) - 1);
-    const std::string bound = server->address();
-    address = absl::StrCat(host, bound.substr(bound.rfind(':')));
-    ZF_RETURN_IF_ERROR(WritePrivateFileAtomic((state / "address").string(), address + "\n"));
-    control = LocalJobControl(&server->coordinator());
-  } else {
-    client::ConnectionSettings s;
-    s.address = address;
-    s.token = token;
-    s.tls_ca_file = f.tls_ca;
-    s.tls_server_name = f.tls_server_name;
-    ZF_ASSIGN_OR_RETURN(ClientOptions o, client::Resolve(s));
-    o.call_timeout = absl::Seconds(30);
-    control = RemoteJobControl(o);
-  }
-  JobControl& c = *control;
+  ZF_ASSIGN_OR_RETURN(LaunchCoordinator coord, StartOrConnect(f, state, token, &clock));
+  const std::string& address = coord.address;
+  JobControl& c = *coord.control;
   // One zerofit job per Slurm job: a requeued run finds the job it submitted before.
   ZF_ASSIGN_OR_RETURN(JobControl::Submitted submitted,
                       c.Submit(absl::StrCat("slurm-", slurm_job_id), *text, f.spec));
@@ -467,48 +531,15 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   };
   ZF_ASSIGN_OR_RETURN(Supervised done, SuperviseJob(c, id, hooks));
   progress->Finish();
-  int code = 0;
-  if (terminating) {
-    // `scontrol requeue` from outside, scancel, or the time limit. The job is COMPLETING in every case until
-    // this process exits; a requeue has already counted one more restart than this run started with.
-    const auto fields = ScontrolShowJob(slurm_job_id);
-    int now_restarts = -1;
-    if (auto it = fields.find("Restarts"); it != fields.end())
-      (void)absl::SimpleAtoi(it->second, &now_restarts);
-    if (now_restarts > restarts) {
-      const std::string down = DownNodes(allocation->nodelist);
-      ZF_RETURN_IF_ERROR(
-          c.Interrupt(id, absl::StrCat("SIGTERM from Slurm: job ", slurm_job_id, " requeued",
-                                       down.empty() ? "" : absl::StrCat(" (lost ", down, ")"))));
-      WidenRequeuedJob(f.scontrol, slurm_job_id, spec);
-    } else {
-      auto reason = fields.find("Reason");
-      const bool known = reason != fields.end() && reason->second != "None";
-      (void)c.Cancel(id, absl::StrCat("Slurm job ", slurm_job_id, " stopped (scancel or time limit",
-                                      known ? absl::StrCat(": ", reason->second) : "", ")"));
-    }
-    code = 128 + SIGTERM;
-  } else if (preempted && !coordinator::IsTerminal(done.job.status.phase)) {
-    code = jobspec::kPreemptedExitCode;
-    if (spec.slurm.value_or(jobspec::SlurmSpec{}).requeue) {
-      auto r = RunCommand({f.scontrol, "requeue", slurm_job_id}, absl::Seconds(60));
-      std::printf(
-          "zerofit slurm-launch: scontrol requeue %s: %s\n", slurm_job_id.c_str(),
-          !r.ok() ? std::string(r.status().message()).c_str()
-          : r->exit_code == 0
-              ? "ok"
-              : absl::StrCat("exit ", r->exit_code, ": ", absl::StripAsciiWhitespace(r->output)).c_str());
-    }
-  } else {
-    code = done.job.status.phase == coordinator::JobPhase::kSucceeded ? 0 : 1;
-  }
+  ZF_ASSIGN_OR_RETURN(const int code,
+                      LaunchExitCode(f, spec, *allocation, c, id, done, terminating, preempted));
   ZF_ASSIGN_OR_RETURN(coordinator::JobRecord job, c.Get(id));
   std::printf("zerofit slurm-launch: %s %s (attempt %d, restarts %d, interruptions %d)%s%s; exit %d\n",
               id.c_str(), coordinator::JobPhaseName(job.status.phase), job.status.attempt,
               job.status.restarts, job.status.interruptions, job.status.reason.empty() ? "" : ": ",
               job.status.reason.c_str(), code);
   std::fflush(stdout);
-  if (server) server->Shutdown();
+  if (coord.server) coord.server->Shutdown();
   return code;
 }
 
