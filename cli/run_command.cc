@@ -88,12 +88,10 @@ std::string RunOutputs(const jobspec::JobSpec& spec, const std::string& checkpoi
   return out;
 }
 
-absl::Status RunRun(const RunFlags& f) {
-  // SIGINT/SIGTERM (Ctrl-C, `timeout`, a supervisor) stop the workers before this process ends; blocked
-  // before the coordinator's threads start, so that they inherit the mask.
-  BlockedSignals signals({SIGINT, SIGTERM});
-  auto text = core::ReadTextFile(f.spec_path);
-  if (!text.ok()) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
+namespace {
+
+// The worker program: --worker, else the one built in this tree.
+absl::StatusOr<std::string> WorkerPath(const RunFlags& f) {
   std::string worker = f.worker;
 #ifdef ZEROFIT_WORKER_BINARY
   if (worker.empty()) worker = ZEROFIT_WORKER_BINARY;
@@ -101,6 +99,11 @@ absl::Status RunRun(const RunFlags& f) {
   if (worker.empty() || !fs::exists(worker)) {
     return absl::NotFoundError(absl::StrCat("run: zerofit_worker not found ('", worker, "'): pass --worker"));
   }
+  return worker;
+}
+
+// --state-dir, else a fresh private temporary folder; made private (0700) either way.
+absl::StatusOr<std::string> StateDir(const RunFlags& f) {
   std::string state = f.state_dir;
   if (state.empty()) {
     std::string tmpl = (fs::temp_directory_path() / "zerofit-run-XXXXXX").string();
@@ -108,6 +111,40 @@ absl::Status RunRun(const RunFlags& f) {
     state = tmpl;
   }
   ZF_RETURN_IF_ERROR(MakePrivateDir(state));
+  return state;
+}
+
+// The job's last line (its phase after how many attempts, and why), then what it wrote; an error unless it
+// succeeded.
+absl::Status ReportOutcome(const std::string& id, const jobspec::JobSpec& spec,
+                           const coordinator::JobRecord& job) {
+  // attempt 0: no launch formed an attempt (its ranks failed before all of them registered).
+  const std::string attempts = job.status.attempt == 0 ? std::string("before its ranks formed an attempt")
+                               : job.status.attempt == 1
+                                   ? std::string("after 1 attempt")
+                                   : absl::StrCat("after ", job.status.attempt, " attempts");
+  std::printf("zerofit run: %s %s %s%s%s\n", id.c_str(), coordinator::JobPhaseName(job.status.phase),
+              attempts.c_str(), job.status.reason.empty() ? "" : ": ", job.status.reason.c_str());
+  if (job.status.phase != coordinator::JobPhase::kSucceeded) {
+    return absl::AbortedError(absl::StrCat(id, " ", coordinator::JobPhaseName(job.status.phase)));
+  }
+  const std::string checkpoint = job.status.checkpoint_step >= 0
+                                     ? absl::StrCat(" (step ", job.status.checkpoint_step, ")")
+                                     : std::string();
+  std::printf("%s", RunOutputs(spec, checkpoint).c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunRun(const RunFlags& f) {
+  // SIGINT/SIGTERM (Ctrl-C, `timeout`, a supervisor) stop the workers before this process ends; blocked
+  // before the coordinator's threads start, so that they inherit the mask.
+  BlockedSignals signals({SIGINT, SIGTERM});
+  auto text = core::ReadTextFile(f.spec_path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
+  ZF_ASSIGN_OR_RETURN(const std::string worker, WorkerPath(f));
+  ZF_ASSIGN_OR_RETURN(const std::string state, StateDir(f));
   // One coordinator per state dir (coordinator/state_dir_lock.h): a `zerofit serve` or another `zerofit run`
   // on the same --state-dir is refused, naming its PID, before the job store is opened.
   ZF_ASSIGN_OR_RETURN(coordinator::StateDirLock lock, coordinator::StateDirLock::Acquire(state));
@@ -171,23 +208,7 @@ absl::Status RunRun(const RunFlags& f) {
     ZF_RETURN_IF_ERROR(control->Cancel(id, why));
     return absl::CancelledError(absl::StrCat(id, ": ", why, " (the job is cancelled)"));
   }
-  const coordinator::JobRecord& job = done.job;
-  auto checkpoint_note = [&](const coordinator::JobRecord& j) {
-    return j.status.checkpoint_step >= 0 ? absl::StrCat(" (step ", j.status.checkpoint_step, ")")
-                                         : std::string();
-  };
-  // attempt 0: no launch formed an attempt (its ranks failed before all of them registered).
-  const std::string attempts = job.status.attempt == 0 ? std::string("before its ranks formed an attempt")
-                               : job.status.attempt == 1
-                                   ? std::string("after 1 attempt")
-                                   : absl::StrCat("after ", job.status.attempt, " attempts");
-  std::printf("zerofit run: %s %s %s%s%s\n", id.c_str(), coordinator::JobPhaseName(job.status.phase),
-              attempts.c_str(), job.status.reason.empty() ? "" : ": ", job.status.reason.c_str());
-  if (job.status.phase != coordinator::JobPhase::kSucceeded) {
-    return absl::AbortedError(absl::StrCat(id, " ", coordinator::JobPhaseName(job.status.phase)));
-  }
-  std::printf("%s", RunOutputs(spec, checkpoint_note(job)).c_str());
-  return absl::OkStatus();
+  return ReportOutcome(id, spec, done.job);
 }
 
 }  // namespace zerofit::cli
