@@ -456,6 +456,183 @@ absl::StatusOr<std::string> InlineDeepSpeedConfig(const std::string& text, const
 
 namespace {
 
+// slurm: (optional): sbatch's resources and the job's policy on a lost node; sets world_size when the spec
+// leaves it out, and checks it against nodes x ranks per node when given.
+absl::Status ParseSlurm(const YamlReader& r, const YAML::Node& root, JobSpec* s) {
+  const YAML::Node n = root["slurm"];
+  if (!n.IsDefined()) return absl::OkStatus();
+  if (!n.IsMap()) return r.Error(n, "slurm", "expected a mapping");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "slurm.",
+                                {"nodes", "gpus_per_node", "tasks_per_node", "cpus_per_task", "mem", "time",
+                                 "partition", "account", "qos", "signal_seconds", "requeue", "state_dir",
+                                 "coordinator", "port", "extra", "on_node_loss", "min_nodes"}));
+  SlurmSpec& x = s->slurm.emplace();
+  ZF_RETURN_IF_ERROR(r.Get(n, "nodes", "slurm.nodes", &x.nodes, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "gpus_per_node", "slurm.gpus_per_node", &x.gpus_per_node, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "tasks_per_node", "slurm.tasks_per_node", &x.tasks_per_node, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "cpus_per_task", "slurm.cpus_per_task", &x.cpus_per_task, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "mem", "slurm.mem", &x.mem, "a memory size (480G)"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "time", "slurm.time", &x.time, "a time limit (04:00:00)"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "partition", "slurm.partition", &x.partition, "a string"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "account", "slurm.account", &x.account, "a string"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "qos", "slurm.qos", &x.qos, "a string"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "signal_seconds", "slurm.signal_seconds", &x.signal_seconds, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "requeue", "slurm.requeue", &x.requeue, "true or false"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "state_dir", "slurm.state_dir", &x.state_dir, "a path"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "coordinator", "slurm.coordinator", &x.coordinator, "host:port"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "port", "slurm.port", &x.port, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "min_nodes", "slurm.min_nodes", &x.min_nodes, "an integer"));
+  std::string loss;
+  ZF_RETURN_IF_ERROR(r.Get(n, "on_node_loss", "slurm.on_node_loss", &loss, "wait or shrink"));
+  if (!loss.empty() && loss != "wait" && loss != "shrink") {
+    return r.Error(n["on_node_loss"], "slurm.on_node_loss",
+                   absl::StrCat("expected wait or shrink, got ", Quoted(loss)));
+  }
+  if (loss == "shrink") x.on_node_loss = NodeLoss::kShrink;
+  if (n["min_nodes"].IsDefined() && x.min_nodes < 1) {
+    return r.Error(n["min_nodes"], "slurm.min_nodes", "must be >= 1");
+  }
+  if (const YAML::Node e = n["extra"]; e.IsDefined() && !e.IsNull()) {
+    if (!e.IsSequence()) return r.Error(e, "slurm.extra", "expected a list of sbatch options");
+    for (size_t i = 0; i < e.size(); ++i) {
+      const std::string field = absl::StrCat("slurm.extra[", i, "]");
+      if (!e[i].IsScalar()) return r.Error(e[i], field, "expected an sbatch option");
+      const std::string opt = e[i].Scalar();
+      if (opt.rfind("--", 0) != 0 || opt.find('\n') != std::string::npos) {
+        return r.Error(e[i], field,
+                       absl::StrCat("expected one long sbatch option (--name=value), got ", Quoted(opt)));
+      }
+      x.extra.push_back(opt);
+    }
+  }
+  // Errors that name a field point at its line.
+  auto at = [&](const char* key) { return n[key].IsDefined() ? n[key] : n; };
+  if (x.nodes < 1) return r.Error(at("nodes"), "slurm.nodes", "must be >= 1");
+  if (x.gpus_per_node < 0) return r.Error(at("gpus_per_node"), "slurm.gpus_per_node", "must be >= 0");
+  if (x.tasks_per_node < 0) return r.Error(at("tasks_per_node"), "slurm.tasks_per_node", "must be >= 0");
+  if (x.cpus_per_task < 0) return r.Error(at("cpus_per_task"), "slurm.cpus_per_task", "must be >= 0");
+  if (x.signal_seconds < 0 || x.signal_seconds > 65535) {
+    return r.Error(at("signal_seconds"), "slurm.signal_seconds", "must be 0..65535 seconds");
+  }
+  if (x.port < 0 || x.port > 65535) return r.Error(at("port"), "slurm.port", "must be 0..65535");
+  if (x.ranks_per_node() < 1) {
+    return r.Error(at("tasks_per_node"), "slurm.tasks_per_node",
+                   "required (>= 1) when slurm.gpus_per_node is 0");
+  }
+  if (s->world_size_given && s->world_size != x.nodes * x.ranks_per_node()) {
+    return r.Error(root["world_size"], "world_size",
+                   absl::StrCat(s->world_size, " != slurm.nodes x ranks per node = ", x.nodes, " x ",
+                                x.ranks_per_node()));
+  }
+  if (!s->world_size_given) s->world_size = x.nodes * x.ranks_per_node();
+  return absl::OkStatus();
+}
+
+// deepspeed: a DeepSpeed JSON config (a file, or inline as `zerofit submit` sends it) as the training
+// section.
+absl::Status ParseDeepSpeedSection(const YamlReader& r, const YAML::Node& root, const std::string& source,
+                                   const std::string& base_dir, JobSpec* s) {
+  if (!root["deepspeed"].IsDefined()) return absl::OkStatus();
+  std::string path;
+  ZF_RETURN_IF_ERROR(r.Get(root, "deepspeed", "deepspeed", &path, "a path to a DeepSpeed JSON config"));
+  if (IsInlineConfig(path)) {  // sent by zerofit submit (InlineDeepSpeedConfig)
+    const std::string where = absl::StrCat(source, ":", root["deepspeed"].Mark().line + 1, ": deepspeed");
+    ZF_ASSIGN_OR_RETURN(s->training, ParseDeepSpeedConfig(path, where, s->world_size));
+  } else {
+    ZF_ASSIGN_OR_RETURN(const std::string ds, ReadDeepSpeedFile(r, root["deepspeed"], path, base_dir));
+    ZF_ASSIGN_OR_RETURN(s->training, ParseDeepSpeedConfig(ds, ResolvePath(path, base_dir), s->world_size));
+  }
+  return absl::OkStatus();
+}
+
+// training: (or, next to deepspeed:, only its steps and max_length).
+absl::Status ParseTraining(const YamlReader& r, const YAML::Node& root, TrainingSpec* out) {
+  const YAML::Node t = root["training"];
+  if (!t.IsDefined()) return absl::OkStatus();
+  if (!t.IsMap()) return r.Error(t, "training", "expected a mapping");
+  if (root["deepspeed"].IsDefined()) {
+    // The DeepSpeed config is the training section; it has no field for these two.
+    for (const auto& kv : t) {
+      ZF_ASSIGN_OR_RETURN(const std::string key, r.KeyName(kv.first, "training."));
+      if (key != "steps" && key != "max_length") {
+        return r.Error(kv.first, "training." + key,
+                       "set in the DeepSpeed config (next to 'deepspeed:', 'training:' may only give steps "
+                       "and max_length)");
+      }
+    }
+  } else {
+    ZF_RETURN_IF_ERROR(r.OnlyKeys(t, "training.",
+                                  {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr",
+                                   "lr_schedule", "warmup_steps", "min_lr", "weight_decay", "max_grad_norm",
+                                   "zero_stage", "offload", "checkpointing", "bf16", "max_length"}));
+  }
+  TrainingSpec& x = *out;
+  ZF_RETURN_IF_ERROR(r.Get(t, "steps", "training.steps", &x.steps, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "global_batch", "training.global_batch", &x.global_batch, "an integer"));
+  ZF_RETURN_IF_ERROR(r.GetOptional(t, "micro_batch", "training.micro_batch", &x.micro_batch, "an integer"));
+  ZF_RETURN_IF_ERROR(r.GetOptional(t, "gradient_accumulation", "training.gradient_accumulation",
+                                   &x.gradient_accumulation, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "lr", "training.lr", &x.lr, "a number"));
+  std::string decay;
+  ZF_RETURN_IF_ERROR(r.Get(t, "lr_schedule", "training.lr_schedule", &decay, "constant, linear or cosine"));
+  if (!decay.empty()) {
+    auto parsed = core::ParseLrDecay(decay);
+    if (!parsed.ok())
+      return r.Error(t["lr_schedule"], "training.lr_schedule", std::string(parsed.status().message()));
+    x.lr_schedule = *parsed;
+  }
+  ZF_RETURN_IF_ERROR(r.Get(t, "warmup_steps", "training.warmup_steps", &x.warmup_steps, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "min_lr", "training.min_lr", &x.min_lr, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "weight_decay", "training.weight_decay", &x.weight_decay, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "max_grad_norm", "training.max_grad_norm", &x.max_grad_norm, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "zero_stage", "training.zero_stage", &x.zero_stage, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "offload", "training.offload", &x.offload, "true or false"));
+  ZF_RETURN_IF_ERROR(
+      r.GetOptional(t, "checkpointing", "training.checkpointing", &x.checkpointing, "true or false"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "bf16", "training.bf16", &x.bf16, "true or false"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "max_length", "training.max_length", &x.max_length, "an integer"));
+  if (x.lr_schedule != core::LrDecay::kConstant && x.decay_steps == 0 && x.steps <= x.warmup_steps) {
+    return r.Error(t["warmup_steps"].IsDefined() ? t["warmup_steps"] : t["lr_schedule"],
+                   "training.warmup_steps",
+                   absl::StrCat("a ", core::LrDecayName(x.lr_schedule), " decay needs steps (", x.steps,
+                                ") > warmup_steps (", x.warmup_steps, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// checkpoint: where and how often the ranks save, and how many saves stay.
+absl::Status ParseCheckpoint(const YamlReader& r, const YAML::Node& root, CheckpointSpec* ck) {
+  const YAML::Node c = root["checkpoint"];
+  if (!c.IsDefined()) return absl::OkStatus();
+  if (!c.IsMap()) return r.Error(c, "checkpoint", "expected a mapping");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep", "overwrite"}));
+  ZF_RETURN_IF_ERROR(r.Get(c, "dir", "checkpoint.dir", &ck->dir, "a path"));
+  if (c["dir"].IsDefined()) ck->dir_line = c["dir"].Mark().line + 1;
+  ZF_RETURN_IF_ERROR(r.Get(c, "every", "checkpoint.every", &ck->every, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(c, "keep", "checkpoint.keep", &ck->keep, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(c, "overwrite", "checkpoint.overwrite", &ck->overwrite, "true or false"));
+  if (ck->every < 1) return r.Error(c["every"], "checkpoint.every", "must be >= 1");
+  if (ck->keep < 1) return r.Error(c["keep"], "checkpoint.keep", "must be >= 1");
+  return absl::OkStatus();
+}
+
+// metrics: the sinks every step's named metrics also go to.
+absl::Status ParseMetrics(const YamlReader& r, const YAML::Node& root, MetricsSpec* ms) {
+  const YAML::Node m = root["metrics"];
+  if (!m.IsDefined()) return absl::OkStatus();
+  if (!m.IsMap()) return r.Error(m, "metrics", "expected a mapping");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(m, "metrics.", {"tensorboard", "jsonl"}));
+  ZF_RETURN_IF_ERROR(r.Get(m, "tensorboard", "metrics.tensorboard", &ms->tensorboard, "a directory"));
+  ZF_RETURN_IF_ERROR(r.Get(m, "jsonl", "metrics.jsonl", &ms->jsonl, "a file path"));
+  if (m["tensorboard"].IsDefined() && ms->tensorboard.empty()) {
+    return r.Error(m["tensorboard"], "metrics.tensorboard", "must be a non-empty directory");
+  }
+  if (m["jsonl"].IsDefined() && ms->jsonl.empty()) {
+    return r.Error(m["jsonl"], "metrics.jsonl", "must be a non-empty file path");
+  }
+  return absl::OkStatus();
+}
+
 // ParseJobSpec's work; yaml-cpp's exceptions may leave it (ParseJobSpec translates them).
 absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::string& source,
                                          const std::string& base_dir) {
@@ -497,133 +674,9 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
     return r.Error(root["world_size"], "world_size", "must be 1..4096");
   if (s.max_restarts < 0) return r.Error(root["max_restarts"], "max_restarts", "must be >= 0");
 
-  if (const YAML::Node n = root["slurm"]; n.IsDefined()) {
-    if (!n.IsMap()) return r.Error(n, "slurm", "expected a mapping");
-    ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "slurm.",
-                                  {"nodes", "gpus_per_node", "tasks_per_node", "cpus_per_task", "mem", "time",
-                                   "partition", "account", "qos", "signal_seconds", "requeue", "state_dir",
-                                   "coordinator", "port", "extra", "on_node_loss", "min_nodes"}));
-    SlurmSpec& x = s.slurm.emplace();
-    ZF_RETURN_IF_ERROR(r.Get(n, "nodes", "slurm.nodes", &x.nodes, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "gpus_per_node", "slurm.gpus_per_node", &x.gpus_per_node, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "tasks_per_node", "slurm.tasks_per_node", &x.tasks_per_node, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "cpus_per_task", "slurm.cpus_per_task", &x.cpus_per_task, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "mem", "slurm.mem", &x.mem, "a memory size (480G)"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "time", "slurm.time", &x.time, "a time limit (04:00:00)"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "partition", "slurm.partition", &x.partition, "a string"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "account", "slurm.account", &x.account, "a string"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "qos", "slurm.qos", &x.qos, "a string"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "signal_seconds", "slurm.signal_seconds", &x.signal_seconds, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "requeue", "slurm.requeue", &x.requeue, "true or false"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "state_dir", "slurm.state_dir", &x.state_dir, "a path"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "coordinator", "slurm.coordinator", &x.coordinator, "host:port"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "port", "slurm.port", &x.port, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(n, "min_nodes", "slurm.min_nodes", &x.min_nodes, "an integer"));
-    std::string loss;
-    ZF_RETURN_IF_ERROR(r.Get(n, "on_node_loss", "slurm.on_node_loss", &loss, "wait or shrink"));
-    if (!loss.empty() && loss != "wait" && loss != "shrink") {
-      return r.Error(n["on_node_loss"], "slurm.on_node_loss",
-                     absl::StrCat("expected wait or shrink, got ", Quoted(loss)));
-    }
-    if (loss == "shrink") x.on_node_loss = NodeLoss::kShrink;
-    if (n["min_nodes"].IsDefined() && x.min_nodes < 1) {
-      return r.Error(n["min_nodes"], "slurm.min_nodes", "must be >= 1");
-    }
-    if (const YAML::Node e = n["extra"]; e.IsDefined() && !e.IsNull()) {
-      if (!e.IsSequence()) return r.Error(e, "slurm.extra", "expected a list of sbatch options");
-      for (size_t i = 0; i < e.size(); ++i) {
-        const std::string field = absl::StrCat("slurm.extra[", i, "]");
-        if (!e[i].IsScalar()) return r.Error(e[i], field, "expected an sbatch option");
-        const std::string opt = e[i].Scalar();
-        if (opt.rfind("--", 0) != 0 || opt.find('\n') != std::string::npos) {
-          return r.Error(e[i], field,
-                         absl::StrCat("expected one long sbatch option (--name=value), got ", Quoted(opt)));
-        }
-        x.extra.push_back(opt);
-      }
-    }
-    // Errors that name a field point at its line.
-    auto at = [&](const char* key) { return n[key].IsDefined() ? n[key] : n; };
-    if (x.nodes < 1) return r.Error(at("nodes"), "slurm.nodes", "must be >= 1");
-    if (x.gpus_per_node < 0) return r.Error(at("gpus_per_node"), "slurm.gpus_per_node", "must be >= 0");
-    if (x.tasks_per_node < 0) return r.Error(at("tasks_per_node"), "slurm.tasks_per_node", "must be >= 0");
-    if (x.cpus_per_task < 0) return r.Error(at("cpus_per_task"), "slurm.cpus_per_task", "must be >= 0");
-    if (x.signal_seconds < 0 || x.signal_seconds > 65535) {
-      return r.Error(at("signal_seconds"), "slurm.signal_seconds", "must be 0..65535 seconds");
-    }
-    if (x.port < 0 || x.port > 65535) return r.Error(at("port"), "slurm.port", "must be 0..65535");
-    if (x.ranks_per_node() < 1) {
-      return r.Error(at("tasks_per_node"), "slurm.tasks_per_node",
-                     "required (>= 1) when slurm.gpus_per_node is 0");
-    }
-    if (s.world_size_given && s.world_size != x.nodes * x.ranks_per_node()) {
-      return r.Error(root["world_size"], "world_size",
-                     absl::StrCat(s.world_size, " != slurm.nodes x ranks per node = ", x.nodes, " x ",
-                                  x.ranks_per_node()));
-    }
-    if (!s.world_size_given) s.world_size = x.nodes * x.ranks_per_node();
-  }
-  if (root["deepspeed"].IsDefined()) {
-    std::string path;
-    ZF_RETURN_IF_ERROR(r.Get(root, "deepspeed", "deepspeed", &path, "a path to a DeepSpeed JSON config"));
-    if (IsInlineConfig(path)) {  // sent by zerofit submit (InlineDeepSpeedConfig)
-      const std::string where = absl::StrCat(source, ":", root["deepspeed"].Mark().line + 1, ": deepspeed");
-      ZF_ASSIGN_OR_RETURN(s.training, ParseDeepSpeedConfig(path, where, s.world_size));
-    } else {
-      ZF_ASSIGN_OR_RETURN(const std::string ds, ReadDeepSpeedFile(r, root["deepspeed"], path, base_dir));
-      ZF_ASSIGN_OR_RETURN(s.training, ParseDeepSpeedConfig(ds, ResolvePath(path, base_dir), s.world_size));
-    }
-  }
-  if (const YAML::Node t = root["training"]; t.IsDefined()) {
-    if (!t.IsMap()) return r.Error(t, "training", "expected a mapping");
-    if (root["deepspeed"].IsDefined()) {
-      // The DeepSpeed config is the training section; it has no field for these two.
-      for (const auto& kv : t) {
-        ZF_ASSIGN_OR_RETURN(const std::string key, r.KeyName(kv.first, "training."));
-        if (key != "steps" && key != "max_length") {
-          return r.Error(kv.first, "training." + key,
-                         "set in the DeepSpeed config (next to 'deepspeed:', 'training:' may only give steps "
-                         "and max_length)");
-        }
-      }
-    } else {
-      ZF_RETURN_IF_ERROR(r.OnlyKeys(t, "training.",
-                                    {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr",
-                                     "lr_schedule", "warmup_steps", "min_lr", "weight_decay", "max_grad_norm",
-                                     "zero_stage", "offload", "checkpointing", "bf16", "max_length"}));
-    }
-    TrainingSpec& x = s.training;
-    ZF_RETURN_IF_ERROR(r.Get(t, "steps", "training.steps", &x.steps, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(t, "global_batch", "training.global_batch", &x.global_batch, "an integer"));
-    ZF_RETURN_IF_ERROR(r.GetOptional(t, "micro_batch", "training.micro_batch", &x.micro_batch, "an integer"));
-    ZF_RETURN_IF_ERROR(r.GetOptional(t, "gradient_accumulation", "training.gradient_accumulation",
-                                     &x.gradient_accumulation, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(t, "lr", "training.lr", &x.lr, "a number"));
-    std::string decay;
-    ZF_RETURN_IF_ERROR(r.Get(t, "lr_schedule", "training.lr_schedule", &decay, "constant, linear or cosine"));
-    if (!decay.empty()) {
-      auto parsed = core::ParseLrDecay(decay);
-      if (!parsed.ok())
-        return r.Error(t["lr_schedule"], "training.lr_schedule", std::string(parsed.status().message()));
-      x.lr_schedule = *parsed;
-    }
-    ZF_RETURN_IF_ERROR(r.Get(t, "warmup_steps", "training.warmup_steps", &x.warmup_steps, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(t, "min_lr", "training.min_lr", &x.min_lr, "a number"));
-    ZF_RETURN_IF_ERROR(r.Get(t, "weight_decay", "training.weight_decay", &x.weight_decay, "a number"));
-    ZF_RETURN_IF_ERROR(r.Get(t, "max_grad_norm", "training.max_grad_norm", &x.max_grad_norm, "a number"));
-    ZF_RETURN_IF_ERROR(r.Get(t, "zero_stage", "training.zero_stage", &x.zero_stage, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(t, "offload", "training.offload", &x.offload, "true or false"));
-    ZF_RETURN_IF_ERROR(
-        r.GetOptional(t, "checkpointing", "training.checkpointing", &x.checkpointing, "true or false"));
-    ZF_RETURN_IF_ERROR(r.Get(t, "bf16", "training.bf16", &x.bf16, "true or false"));
-    ZF_RETURN_IF_ERROR(r.Get(t, "max_length", "training.max_length", &x.max_length, "an integer"));
-    if (x.lr_schedule != core::LrDecay::kConstant && x.decay_steps == 0 && x.steps <= x.warmup_steps) {
-      return r.Error(t["warmup_steps"].IsDefined() ? t["warmup_steps"] : t["lr_schedule"],
-                     "training.warmup_steps",
-                     absl::StrCat("a ", core::LrDecayName(x.lr_schedule), " decay needs steps (", x.steps,
-                                  ") > warmup_steps (", x.warmup_steps, ")"));
-    }
-  }
+  ZF_RETURN_IF_ERROR(ParseSlurm(r, root, &s));
+  ZF_RETURN_IF_ERROR(ParseDeepSpeedSection(r, root, source, base_dir, &s));
+  ZF_RETURN_IF_ERROR(ParseTraining(r, root, &s.training));
   ZF_RETURN_IF_ERROR(ValidateTrainingAt(r, root, s));
   if (s.slurm) {
     // After the training section: the global batch must fit every world size the job may shrink to.
@@ -646,30 +699,8 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
         absl::StrCat(source, ": field 'training.lr_schedule': ", bad.message()));
   }
   ZF_RETURN_IF_ERROR(ParseLogEvery(r, root, &s));
-  if (const YAML::Node c = root["checkpoint"]; c.IsDefined()) {
-    if (!c.IsMap()) return r.Error(c, "checkpoint", "expected a mapping");
-    ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep", "overwrite"}));
-    ZF_RETURN_IF_ERROR(r.Get(c, "dir", "checkpoint.dir", &s.checkpoint.dir, "a path"));
-    if (c["dir"].IsDefined()) s.checkpoint.dir_line = c["dir"].Mark().line + 1;
-    ZF_RETURN_IF_ERROR(r.Get(c, "every", "checkpoint.every", &s.checkpoint.every, "an integer"));
-    ZF_RETURN_IF_ERROR(r.Get(c, "keep", "checkpoint.keep", &s.checkpoint.keep, "an integer"));
-    ZF_RETURN_IF_ERROR(
-        r.Get(c, "overwrite", "checkpoint.overwrite", &s.checkpoint.overwrite, "true or false"));
-    if (s.checkpoint.every < 1) return r.Error(c["every"], "checkpoint.every", "must be >= 1");
-    if (s.checkpoint.keep < 1) return r.Error(c["keep"], "checkpoint.keep", "must be >= 1");
-  }
-  if (const YAML::Node m = root["metrics"]; m.IsDefined()) {
-    if (!m.IsMap()) return r.Error(m, "metrics", "expected a mapping");
-    ZF_RETURN_IF_ERROR(r.OnlyKeys(m, "metrics.", {"tensorboard", "jsonl"}));
-    ZF_RETURN_IF_ERROR(r.Get(m, "tensorboard", "metrics.tensorboard", &s.metrics.tensorboard, "a directory"));
-    ZF_RETURN_IF_ERROR(r.Get(m, "jsonl", "metrics.jsonl", &s.metrics.jsonl, "a file path"));
-    if (m["tensorboard"].IsDefined() && s.metrics.tensorboard.empty()) {
-      return r.Error(m["tensorboard"], "metrics.tensorboard", "must be a non-empty directory");
-    }
-    if (m["jsonl"].IsDefined() && s.metrics.jsonl.empty()) {
-      return r.Error(m["jsonl"], "metrics.jsonl", "must be a non-empty file path");
-    }
-  }
+  ZF_RETURN_IF_ERROR(ParseCheckpoint(r, root, &s.checkpoint));
+  ZF_RETURN_IF_ERROR(ParseMetrics(r, root, &s.metrics));
   return s;
 }
 
