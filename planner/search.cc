@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/status_macros.h"
 
 namespace zerofit::planner {
 namespace {
@@ -124,65 +125,62 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
   return t;
 }
 
-absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hardware& hw,
-                              const Constraints& c) {
-  if (c.nodes < 1) return absl::InvalidArgumentError("--nodes must be at least 1");
-  if (w.seq_len < 2 && w.task != Task::kGrpo)
-    return absl::InvalidArgumentError("--seq-len must be at least 2");
-  if (w.task == Task::kGrpo && (w.prompt_len < 1 || w.new_tokens < 1 || w.samples_per_prompt < 1)) {
-    return absl::InvalidArgumentError("GRPO needs --prompt-len, --new-tokens and --samples-per-prompt >= 1");
-  }
-  Plan plan;
-  plan.model = m;
-  plan.workload = w;
-  plan.hardware = hw;
-  plan.nodes = c.nodes;
-  plan.world_size = hw.gpus_per_node * c.nodes;
-  plan.device_cap = c.safety * hw.gpu_bytes;
-  plan.host_cap = c.host_safety * hw.host_bytes_per_node;
-  auto per_gpu_or = PerGpu(w, plan.world_size);
-  if (!per_gpu_or.ok()) return per_gpu_or.status();
-  const int64_t per_gpu = *per_gpu_or;
+namespace {
 
+// The values MakePlan searches over: each option's allowed values (one where the caller pinned it).
+struct SearchSpace {
   std::vector<int> stages;
-  for (int st = 0; st <= std::min(3, c.max_stage); ++st)
-    if (!c.zero_stage || *c.zero_stage == st) stages.push_back(st);
   std::vector<bool> offloads, ckpts;
+  std::vector<int64_t> ranks, micro, rollouts;
+  std::vector<Reference> refs;
+};
+
+absl::StatusOr<SearchSpace> MakeSearchSpace(const Workload& w, const Constraints& c, int64_t per_gpu,
+                                            int world_size) {
+  SearchSpace sp;
+  for (int st = 0; st <= std::min(3, c.max_stage); ++st)
+    if (!c.zero_stage || *c.zero_stage == st) sp.stages.push_back(st);
   for (bool b : {false, true}) {
-    if (!c.offload || *c.offload == b) offloads.push_back(b);
-    if (!c.checkpointing || *c.checkpointing == b) ckpts.push_back(b);
+    if (!c.offload || *c.offload == b) sp.offloads.push_back(b);
+    if (!c.checkpointing || *c.checkpointing == b) sp.ckpts.push_back(b);
   }
-  std::vector<int64_t> ranks = {0};
-  if (c.allow_lora) ranks.insert(ranks.end(), c.lora_ranks.begin(), c.lora_ranks.end());
-  if (c.lora_rank) ranks = {*c.lora_rank};
-  std::vector<Reference> refs = {Reference::kNone};
-  if (w.task == Task::kDpo) refs = {Reference::kResident, Reference::kOffloaded, Reference::kPrecomputed};
-  if (w.task == Task::kGrpo) refs = {Reference::kResident, Reference::kOffloaded};
+  sp.ranks = {0};
+  if (c.allow_lora) sp.ranks.insert(sp.ranks.end(), c.lora_ranks.begin(), c.lora_ranks.end());
+  if (c.lora_rank) sp.ranks = {*c.lora_rank};
+  sp.refs = {Reference::kNone};
+  if (w.task == Task::kDpo) sp.refs = {Reference::kResident, Reference::kOffloaded, Reference::kPrecomputed};
+  if (w.task == Task::kGrpo) sp.refs = {Reference::kResident, Reference::kOffloaded};
   if (c.reference && w.task != Task::kDpo && w.task != Task::kGrpo) {
     return absl::InvalidArgumentError(
         absl::StrCat("--reference applies to dpo and grpo, not ", TaskName(w.task)));
   }
-  if (c.reference) refs = {*c.reference};
-  std::vector<int64_t> micro = Divisors(per_gpu, c.max_micro_batch);
+  if (c.reference) sp.refs = {*c.reference};
+  sp.micro = Divisors(per_gpu, c.max_micro_batch);
   if (c.micro_batch) {
     if (per_gpu % *c.micro_batch != 0) {
       return absl::InvalidArgumentError(absl::StrCat("--micro-batch ", *c.micro_batch,
                                                      " does not divide the ", per_gpu,
                                                      " items each GPU gets per step"));
     }
-    micro = {*c.micro_batch};
+    sp.micro = {*c.micro_batch};
   }
-  std::vector<int64_t> rollouts = {1};
-  if (w.task == Task::kGrpo) rollouts = Divisors(w.global_batch / plan.world_size, 1 << 20);
+  sp.rollouts = {1};
+  if (w.task == Task::kGrpo) sp.rollouts = Divisors(w.global_batch / world_size, 1 << 20);
+  return sp;
+}
 
+// Every combination of the search space, with its memory, step time and whether it fits the plan's caps.
+std::vector<Candidate> Enumerate(const ModelShape& m, const Workload& w, const Hardware& hw,
+                                 const Constraints& c, const Plan& plan, int64_t per_gpu,
+                                 const SearchSpace& sp) {
   std::vector<Candidate> all;
-  for (int64_t mb : micro)
-    for (int st : stages)
-      for (bool off : offloads)
-        for (bool ck : ckpts)
-          for (int64_t r : ranks)
-            for (Reference ref : refs)
-              for (int64_t ro : rollouts) {
+  for (int64_t mb : sp.micro)
+    for (int st : sp.stages)
+      for (bool off : sp.offloads)
+        for (bool ck : sp.ckpts)
+          for (int64_t r : sp.ranks)
+            for (Reference ref : sp.refs)
+              for (int64_t ro : sp.rollouts) {
                 if (off && st == 0) continue;  // offload moves the sharded optimizer state
                 Strategy s;
                 s.micro_batch = mb;
@@ -202,6 +200,108 @@ absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hard
                     cand.memory.device_bytes <= plan.device_cap && cand.memory.host_bytes <= plan.host_cap;
                 all.push_back(std::move(cand));
               }
+  return all;
+}
+
+std::string LargestItem(const MemoryEstimate& e) {
+  const MemoryItem* big = &e.device.front();
+  for (const MemoryItem& i : e.device)
+    if (i.bytes > big->bytes) big = &i;
+  return absl::StrCat(big->name, " ", FormatBytes(big->bytes));
+}
+
+// The line for an option value that was not chosen: the best candidate that has it, or why none fits.
+void Explain(const std::vector<Candidate>& all, const Candidate& best, const std::string& label,
+             const std::function<bool(const Strategy&)>& has, Plan* plan) {
+  const Candidate* fit = nullptr;
+  const Candidate* small = nullptr;
+  for (const Candidate& k : all) {
+    if (!has(k.strategy)) continue;
+    if (!small || k.memory.device_bytes < small->memory.device_bytes) small = &k;
+    if (k.fits && (!fit || k.time.total() < fit->time.total())) fit = &k;
+  }
+  if (!small) return;
+  const Task task = plan->workload.task;
+  if (!fit) {
+    const MemoryEstimate& e = small->memory;
+    if (e.device_bytes > plan->device_cap) {
+      plan->rejected.push_back(absl::StrCat(label, ": ", FormatBytes(e.device_bytes), " > ",
+                                            FormatBytes(plan->device_cap), " cap even with ",
+                                            DescribeStrategy(small->strategy, task), "; ", LargestItem(e)));
+    } else {
+      plan->rejected.push_back(absl::StrCat(label, ": host ", FormatBytes(e.host_bytes), " per node > ",
+                                            FormatBytes(plan->host_cap), " cap"));
+    }
+    return;
+  }
+  const double chosen_t = best.time.total();
+  const double ratio = fit->time.total() / chosen_t;
+  plan->rejected.push_back(
+      absl::StrFormat("%s: fits (%s) but %.2fx the step time (%.3f s vs %.3f s%s)", label,
+                      FormatBytes(fit->memory.device_bytes), ratio, fit->time.total(), chosen_t,
+                      fit->time.offload > 0.1 * fit->time.total()
+                          ? absl::StrFormat(", offload %.3f s", fit->time.offload)
+                          : (fit->time.recompute > 0 && !best.strategy.checkpointing
+                                 ? absl::StrFormat(", recompute %.3f s", fit->time.recompute)
+                                 : std::string())));
+}
+
+// One line per option value that was not chosen (Explain), option by option.
+void ExplainRejected(const std::vector<Candidate>& all, const Candidate& best, const SearchSpace& sp,
+                     Plan* plan) {
+  const Strategy& cs = best.strategy;
+  auto explain = [&](const std::string& label, const std::function<bool(const Strategy&)>& has) {
+    Explain(all, best, label, has, plan);
+  };
+  for (int64_t mb : sp.micro)
+    if (mb != cs.micro_batch)
+      explain(absl::StrCat("micro-batch ", mb), [mb](const Strategy& s) { return s.micro_batch == mb; });
+  for (int st : sp.stages)
+    if (st != cs.zero_stage)
+      explain(absl::StrCat("ZeRO-", st), [st](const Strategy& s) { return s.zero_stage == st; });
+  for (bool off : sp.offloads)
+    if (off != cs.offload)
+      explain(off ? "optimizer offload" : "no optimizer offload",
+              [off](const Strategy& s) { return s.offload == off; });
+  for (bool ck : sp.ckpts)
+    if (ck != cs.checkpointing)
+      explain(ck ? "activation checkpointing" : "no activation checkpointing",
+              [ck](const Strategy& s) { return s.checkpointing == ck; });
+  for (int64_t r : sp.ranks)
+    if (r != cs.lora_rank)
+      explain(r > 0 ? absl::StrCat("LoRA r=", r) : "full fine-tune",
+              [r](const Strategy& s) { return s.lora_rank == r; });
+  for (Reference ref : sp.refs)
+    if (ref != cs.reference)
+      explain(absl::StrCat("reference ", ReferenceName(ref)),
+              [ref](const Strategy& s) { return s.reference == ref; });
+  for (int64_t ro : sp.rollouts)
+    if (ro != cs.rollout_prompts)
+      explain(absl::StrCat("rollout ", ro, " prompts/GPU"),
+              [ro](const Strategy& s) { return s.rollout_prompts == ro; });
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hardware& hw,
+                              const Constraints& c) {
+  if (c.nodes < 1) return absl::InvalidArgumentError("--nodes must be at least 1");
+  if (w.seq_len < 2 && w.task != Task::kGrpo)
+    return absl::InvalidArgumentError("--seq-len must be at least 2");
+  if (w.task == Task::kGrpo && (w.prompt_len < 1 || w.new_tokens < 1 || w.samples_per_prompt < 1)) {
+    return absl::InvalidArgumentError("GRPO needs --prompt-len, --new-tokens and --samples-per-prompt >= 1");
+  }
+  Plan plan;
+  plan.model = m;
+  plan.workload = w;
+  plan.hardware = hw;
+  plan.nodes = c.nodes;
+  plan.world_size = hw.gpus_per_node * c.nodes;
+  plan.device_cap = c.safety * hw.gpu_bytes;
+  plan.host_cap = c.host_safety * hw.host_bytes_per_node;
+  ZF_ASSIGN_OR_RETURN(const int64_t per_gpu, PerGpu(w, plan.world_size));
+  ZF_ASSIGN_OR_RETURN(const SearchSpace sp, MakeSearchSpace(w, c, per_gpu, plan.world_size));
+  const std::vector<Candidate> all = Enumerate(m, w, hw, c, plan, per_gpu, sp);
   plan.candidates_searched = all.size();
   const Candidate* best = nullptr;
   const Candidate* smallest = nullptr;
@@ -214,12 +314,6 @@ absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hard
       best = &k;
     }
   }
-  auto largest_item = [](const MemoryEstimate& e) {
-    const MemoryItem* big = &e.device.front();
-    for (const MemoryItem& i : e.device)
-      if (i.bytes > big->bytes) big = &i;
-    return absl::StrCat(big->name, " ", FormatBytes(big->bytes));
-  };
   if (!best) {
     const MemoryEstimate& e = smallest->memory;
     std::string why =
@@ -229,71 +323,11 @@ absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hard
                            " cap");
     return absl::FailedPreconditionError(absl::StrCat(
         "nothing fits: the smallest configuration (", DescribeStrategy(smallest->strategy, w.task),
-        ") needs ", why, "; largest item: ", largest_item(e),
+        ") needs ", why, "; largest item: ", LargestItem(e),
         c.allow_lora ? "" : ". Allow LoRA (--allow-lora), add nodes, or shorten --seq-len"));
   }
   plan.chosen = *best;
-
-  // One line per option value that was not chosen: the best candidate that has it, or why none fits.
-  const double chosen_t = best->time.total();
-  auto explain = [&](const std::string& label, const std::function<bool(const Strategy&)>& has) {
-    const Candidate* fit = nullptr;
-    const Candidate* small = nullptr;
-    for (const Candidate& k : all) {
-      if (!has(k.strategy)) continue;
-      if (!small || k.memory.device_bytes < small->memory.device_bytes) small = &k;
-      if (k.fits && (!fit || k.time.total() < fit->time.total())) fit = &k;
-    }
-    if (!small) return;
-    if (!fit) {
-      const MemoryEstimate& e = small->memory;
-      if (e.device_bytes > plan.device_cap) {
-        plan.rejected.push_back(absl::StrCat(
-            label, ": ", FormatBytes(e.device_bytes), " > ", FormatBytes(plan.device_cap), " cap even with ",
-            DescribeStrategy(small->strategy, w.task), "; ", largest_item(e)));
-      } else {
-        plan.rejected.push_back(absl::StrCat(label, ": host ", FormatBytes(e.host_bytes), " per node > ",
-                                             FormatBytes(plan.host_cap), " cap"));
-      }
-      return;
-    }
-    const double ratio = fit->time.total() / chosen_t;
-    plan.rejected.push_back(
-        absl::StrFormat("%s: fits (%s) but %.2fx the step time (%.3f s vs %.3f s%s)", label,
-                        FormatBytes(fit->memory.device_bytes), ratio, fit->time.total(), chosen_t,
-                        fit->time.offload > 0.1 * fit->time.total()
-                            ? absl::StrFormat(", offload %.3f s", fit->time.offload)
-                            : (fit->time.recompute > 0 && !best->strategy.checkpointing
-                                   ? absl::StrFormat(", recompute %.3f s", fit->time.recompute)
-                                   : std::string())));
-  };
-  const Strategy& cs = best->strategy;
-  for (int64_t mb : micro)
-    if (mb != cs.micro_batch)
-      explain(absl::StrCat("micro-batch ", mb), [mb](const Strategy& s) { return s.micro_batch == mb; });
-  for (int st : stages)
-    if (st != cs.zero_stage)
-      explain(absl::StrCat("ZeRO-", st), [st](const Strategy& s) { return s.zero_stage == st; });
-  for (bool off : offloads)
-    if (off != cs.offload)
-      explain(off ? "optimizer offload" : "no optimizer offload",
-              [off](const Strategy& s) { return s.offload == off; });
-  for (bool ck : ckpts)
-    if (ck != cs.checkpointing)
-      explain(ck ? "activation checkpointing" : "no activation checkpointing",
-              [ck](const Strategy& s) { return s.checkpointing == ck; });
-  for (int64_t r : ranks)
-    if (r != cs.lora_rank)
-      explain(r > 0 ? absl::StrCat("LoRA r=", r) : "full fine-tune",
-              [r](const Strategy& s) { return s.lora_rank == r; });
-  for (Reference ref : refs)
-    if (ref != cs.reference)
-      explain(absl::StrCat("reference ", ReferenceName(ref)),
-              [ref](const Strategy& s) { return s.reference == ref; });
-  for (int64_t ro : rollouts)
-    if (ro != cs.rollout_prompts)
-      explain(absl::StrCat("rollout ", ro, " prompts/GPU"),
-              [ro](const Strategy& s) { return s.rollout_prompts == ro; });
+  ExplainRejected(all, *best, sp, &plan);
   return plan;
 }
 
