@@ -190,27 +190,33 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   return e;
 }
 
-MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
-                              int world_size) {
-  MemoryEstimate est;
-  const int a = w.element_bytes;
-  const double world = std::max(1, world_size);
-  const bool lora = s.lora_rank > 0;
-  const int64_t trained = TrainedModelParameters(m, w.task);
-  const int64_t trainable = TrainableParameters(m, w.task, s.lora_rank);
-  est.trainable_parameters = trainable;
-  const double pt = static_cast<double>(trainable);
-  const double policy_params = static_cast<double>(m.PolicyParameters());
-  auto device = [&](std::string name, double bytes, std::string detail) {
-    if (bytes > 0) est.device.push_back({std::move(name), bytes, std::move(detail)});
-  };
-  auto host = [&](std::string name, double bytes, std::string detail) {
-    if (bytes > 0) est.host.push_back({std::move(name), bytes, std::move(detail)});
-  };
+namespace {
 
-  // Buckets exactly as sharding::BucketPlan builds them: whole tensors in backward order, a new bucket when
-  // the next tensor would overflow bucket_bytes, each tensor on a 64-byte boundary, each bucket padded to
-  // world x 64 bytes and split in equal shards.
+// Adds the named items of an estimate, device or host; zero-byte items are left out.
+class Items {
+ public:
+  explicit Items(MemoryEstimate* est) : est_(est) {}
+  void Device(std::string name, double bytes, std::string detail) const {
+    if (bytes > 0) est_->device.push_back({std::move(name), bytes, std::move(detail)});
+  }
+  void Host(std::string name, double bytes, std::string detail) const {
+    if (bytes > 0) est_->host.push_back({std::move(name), bytes, std::move(detail)});
+  }
+
+ private:
+  MemoryEstimate* est_;
+};
+
+// The flat buffer's size and its largest bucket (elements), and how many buckets.
+struct BucketLayout {
+  double padded = 0, bucket_numel = 0, buckets = 0;
+};
+
+// Buckets exactly as sharding::BucketPlan builds them: whole tensors in backward order, a new bucket when
+// the next tensor would overflow bucket_bytes, each tensor on a 64-byte boundary, each bucket padded to
+// world x 64 bytes and split in equal shards.
+BucketLayout LayoutBuckets(const ModelShape& m, const Workload& w, const Strategy& s, int world_size) {
+  const int a = w.element_bytes;
   const int64_t align = std::max(1, 64 / a);
   const std::vector<int64_t> tensors = m.TrainableTensors(w.task == Task::kReward, s.lora_rank);
   const int64_t bucket_elems = std::max<int64_t>(1, static_cast<int64_t>(s.bucket_bytes) / a);
@@ -228,71 +234,94 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
     open = true;
   }
   if (open) bucket_used.push_back(used);
-  double padded = 0, bucket_numel = 0;
+  BucketLayout out;
   for (int64_t u : bucket_used) {
     const double p = static_cast<double>(round_up(std::max<int64_t>(u, 1), world_size * align));
-    padded += p;
-    bucket_numel = std::max(bucket_numel, p);
+    out.padded += p;
+    out.bucket_numel = std::max(out.bucket_numel, p);
   }
-  const double buckets = static_cast<double>(bucket_used.size());
-  const double shard = s.zero_stage >= 1 ? padded / world : padded;
+  out.buckets = static_cast<double>(bucket_used.size());
+  return out;
+}
 
-  // Parameters.
+// Parameters, frozen base weights and gradients, by ZeRO stage.
+void AddWeightsAndGradients(const ModelShape& m, const Workload& w, const Strategy& s, int world_size,
+                            const BucketLayout& b, const Items& items) {
+  const int a = w.element_bytes;
+  const double world = std::max(1, world_size);
+  const int64_t trainable = TrainableParameters(m, w.task, s.lora_rank);
+  const double shard = s.zero_stage >= 1 ? b.padded / world : b.padded;
   if (s.zero_stage == 3) {
-    device("parameters (shard)", a * padded / world, absl::StrCat(a, " B x ", trainable, " / ", world_size));
-    device("parameters (gathered layers)", 2.0 * a * m.LayerParameters() + a * m.EmbeddingParameters(),
-           "two decoder layers + the embedding gathered at a time");
+    items.Device("parameters (shard)", a * b.padded / world,
+                 absl::StrCat(a, " B x ", trainable, " / ", world_size));
+    items.Device("parameters (gathered layers)", 2.0 * a * m.LayerParameters() + a * m.EmbeddingParameters(),
+                 "two decoder layers + the embedding gathered at a time");
   } else {
-    device("parameters", a * padded, absl::StrCat(a, " B x ", trainable, " trainable"));
+    items.Device("parameters", a * b.padded, absl::StrCat(a, " B x ", trainable, " trainable"));
   }
-  if (lora) {
-    const double frozen = static_cast<double>(trained) - (w.task == Task::kReward ? m.hidden_size : 0);
-    device("frozen base weights", a * frozen, absl::StrCat(a, " B x ", static_cast<int64_t>(frozen)));
+  if (s.lora_rank > 0) {
+    const double frozen = static_cast<double>(TrainedModelParameters(m, w.task)) -
+                          (w.task == Task::kReward ? m.hidden_size : 0);
+    items.Device("frozen base weights", a * frozen, absl::StrCat(a, " B x ", static_cast<int64_t>(frozen)));
   }
-  // Gradients.
   if (s.zero_stage <= 1) {
-    device("gradients", a * padded, absl::StrCat(a, " B x ", trainable, " (full, all-reduced)"));
+    items.Device("gradients", a * b.padded, absl::StrCat(a, " B x ", trainable, " (full, all-reduced)"));
   } else {
-    device("gradient shard (reduce-scatter landing)", a * shard, absl::StrCat(a, " B x shard"));
-    const double staging = std::min(buckets, static_cast<double>(s.staging_buffers)) * a * bucket_numel;
-    device("communication buckets", staging,
-           absl::StrCat(std::min<int64_t>(static_cast<int64_t>(buckets), s.staging_buffers), " staging x ",
-                        static_cast<int64_t>(bucket_numel), " elements"));
+    items.Device("gradient shard (reduce-scatter landing)", a * shard, absl::StrCat(a, " B x shard"));
+    const double staging = std::min(b.buckets, static_cast<double>(s.staging_buffers)) * a * b.bucket_numel;
+    items.Device("communication buckets", staging,
+                 absl::StrCat(std::min<int64_t>(static_cast<int64_t>(b.buckets), s.staging_buffers),
+                              " staging x ", static_cast<int64_t>(b.bucket_numel), " elements"));
   }
-  // Optimizer: fp32 master + exp_avg + exp_avg_sq (+ the fp32 gradient accumulator of the shard).
-  const double opt = (s.zero_stage >= 1 ? 16.0 * shard : 12.0 * padded);
+}
+
+// Optimizer state (fp32 master + exp_avg + exp_avg_sq, + the fp32 gradient accumulator of the shard), on
+// the device or pinned on the host; the reference and extra frozen models.
+void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const Strategy& s,
+                                 const Hardware& hw, int world_size, const BucketLayout& b,
+                                 const Items& items) {
+  const int a = w.element_bytes;
+  const double shard = s.zero_stage >= 1 ? b.padded / std::max(1, world_size) : b.padded;
+  const int64_t trainable = TrainableParameters(m, w.task, s.lora_rank);
+  const double opt = (s.zero_stage >= 1 ? 16.0 * shard : 12.0 * b.padded);
   const std::string opt_detail = s.zero_stage >= 1 ? absl::StrCat("16 B x ", static_cast<int64_t>(shard),
                                                                   " (master, m, v, fp32 grad shard)")
                                                    : absl::StrCat("12 B x ", trainable, " (master, m, v)");
   if (s.offload && s.zero_stage >= 1) {
-    host("optimizer state (pinned)", hw.gpus_per_node * (opt + 2.0 * a * shard),
-         absl::StrCat(hw.gpus_per_node, " GPUs x (", opt_detail, " + bf16 staging)"));
+    items.Host("optimizer state (pinned)", hw.gpus_per_node * (opt + 2.0 * a * shard),
+               absl::StrCat(hw.gpus_per_node, " GPUs x (", opt_detail, " + bf16 staging)"));
   } else {
-    device("optimizer state", opt, opt_detail);
+    items.Device("optimizer state", opt, opt_detail);
   }
-  // Reference and extra frozen models.
-  const double ref_bytes = a * policy_params;
+  const double ref_bytes = a * static_cast<double>(m.PolicyParameters());
   if (w.task == Task::kDpo || w.task == Task::kGrpo) {
-    if (s.reference == Reference::kResident) device("reference model", ref_bytes, "resident, frozen");
+    if (s.reference == Reference::kResident) items.Device("reference model", ref_bytes, "resident, frozen");
     if (s.reference == Reference::kOffloaded) {
-      host("reference model (pinned)", hw.gpus_per_node * ref_bytes, "one copy per GPU");
+      items.Host("reference model (pinned)", hw.gpus_per_node * ref_bytes, "one copy per GPU");
     }
     if (s.reference == Reference::kPrecomputed) {
-      host("reference log-probs", 8.0 * static_cast<double>(w.dataset_pairs) * hw.gpus_per_node,
-           "2 x fp32 per training pair");
+      items.Host("reference log-probs", 8.0 * static_cast<double>(w.dataset_pairs) * hw.gpus_per_node,
+                 "2 x fp32 per training pair");
     }
   }
   if (w.extra_frozen_models > 0) {
-    device("extra frozen models", w.extra_frozen_models * a * static_cast<double>(m.RewardModelParameters()),
-           absl::StrCat(w.extra_frozen_models, " x reward-model weights"));
+    items.Device("extra frozen models",
+                 w.extra_frozen_models * a * static_cast<double>(m.RewardModelParameters()),
+                 absl::StrCat(w.extra_frozen_models, " x reward-model weights"));
   }
+}
 
-  // Activations, per phase.
+// The step's dynamic peak: which phase holds the most (training activations, a reference or reward-model
+// forward, GRPO's generation) and how much, less the KV cache where generation is the peak (its own item).
+struct DynamicPeak {
+  double bytes = 0, kv_cache = 0;
+  std::string phase, name = "activations";
+};
+
+DynamicPeak PeakPhase(const ModelShape& m, const Workload& w, const Strategy& s,
+                      const ActivationEstimate& act, int64_t rows, int64_t seq) {
+  const int a = w.element_bytes;
   const bool policy_head = w.task != Task::kReward;
-  const int64_t rows = (w.task == Task::kReward || w.task == Task::kDpo) ? 2 * s.micro_batch : s.micro_batch;
-  const int64_t seq = w.task == Task::kGrpo ? w.prompt_len + w.new_tokens : w.seq_len;
-  const ActivationEstimate act =
-      EstimateActivations(m, rows, seq, a, s.checkpointing, s.lora_rank, policy_head);
   // A weight's gradient materialises before its bucket copy frees it. The ones that appear while the
   // saved activations are still alive: the untied lm_head (first in backward) and a decoder layer's largest
   // matrix. (The embedding's comes last, when the activations are gone.)
@@ -300,62 +329,80 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   const double head_matrix =
       policy_head && !m.tie_word_embeddings ? static_cast<double>(m.LmHeadParameters()) : 0;
   const double grad_transient =
-      lora ? a * 2.0 * m.hidden_size * s.lora_rank : a * std::max(layer_matrix, head_matrix);
-  double peak_dynamic = std::max(act.peak, act.saved + grad_transient);
-  std::string phase =
-      act.peak >= act.saved + grad_transient ? act.phase : "decoder layer backward (weight gradient)";
-  std::string dynamic_name = "activations";
+      s.lora_rank > 0 ? a * 2.0 * m.hidden_size * s.lora_rank : a * std::max(layer_matrix, head_matrix);
+  DynamicPeak p;
+  p.bytes = std::max(act.peak, act.saved + grad_transient);
+  p.phase = act.peak >= act.saved + grad_transient ? act.phase : "decoder layer backward (weight gradient)";
   const double tokens = static_cast<double>(rows) * seq;
+  auto consider = [&p](double bytes, const char* phase, const char* name) {
+    if (bytes <= p.bytes) return;
+    p.bytes = bytes;
+    p.phase = phase;
+    p.name = name;
+  };
   if (s.reference == Reference::kResident || s.reference == Reference::kOffloaded) {
     double ref_phase = InferenceForwardBytes(m, tokens, a, true);
-    if (s.reference == Reference::kOffloaded) ref_phase += ref_bytes;
-    if (ref_phase > peak_dynamic) {
-      peak_dynamic = ref_phase;
-      phase = s.reference == Reference::kOffloaded ? "reference forward (weights copied in)"
-                                                   : "reference forward";
-      dynamic_name = "reference forward";
-    }
+    const bool offloaded = s.reference == Reference::kOffloaded;
+    if (offloaded) ref_phase += a * static_cast<double>(m.PolicyParameters());
+    consider(ref_phase, offloaded ? "reference forward (weights copied in)" : "reference forward",
+             "reference forward");
   }
   if (w.extra_frozen_models > 0) {
-    const double score_phase = InferenceForwardBytes(m, tokens, a, false);
-    if (score_phase > peak_dynamic) {
-      peak_dynamic = score_phase;
-      phase = "reward-model forward";
-      dynamic_name = "reward-model forward";
-    }
+    consider(InferenceForwardBytes(m, tokens, a, false), "reward-model forward", "reward-model forward");
   }
   if (w.task == Task::kGrpo) {
     const double seqs = static_cast<double>(s.rollout_prompts * w.samples_per_prompt);
     const double kv = 2.0 * m.num_layers * m.kv_size() * a * seqs * static_cast<double>(seq);
     const double gen = kv + seqs * (4.0 + a) * m.vocab_size +
                        seqs * (2.0 * a * m.hidden_size + 3.0 * a * m.intermediate_size);
-    if (gen > peak_dynamic) {
-      peak_dynamic = gen;
-      phase = "rollout generation";
-      dynamic_name = "generation (logits, one layer)";
-    }
-    if (phase == "rollout generation") {
-      device("KV cache", kv,
-             absl::StrCat("2 x ", m.num_layers, " layers x ", m.kv_size(), " x ", a, " B x ",
-                          static_cast<int64_t>(seqs), " sequences x ", seq, " tokens"));
-      peak_dynamic -= kv;
+    consider(gen, "rollout generation", "generation (logits, one layer)");
+    if (p.phase == "rollout generation") {
+      p.kv_cache = kv;
+      p.bytes -= kv;
     }
   }
-  const double logits = dynamic_name == "activations" ? std::min(act.logits, peak_dynamic) : 0.0;
-  device(
-      dynamic_name, peak_dynamic - logits,
-      absl::StrCat(phase, "; ", rows, " rows x ", seq, " tokens", s.checkpointing ? ", checkpointed" : ""));
+  return p;
+}
+
+}  // namespace
+
+MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
+                              int world_size) {
+  MemoryEstimate est;
+  const Items items(&est);
+  const int a = w.element_bytes;
+  est.trainable_parameters = TrainableParameters(m, w.task, s.lora_rank);
+  const BucketLayout buckets = LayoutBuckets(m, w, s, world_size);
+  AddWeightsAndGradients(m, w, s, world_size, buckets, items);
+  AddOptimizerAndFrozenModels(m, w, s, hw, world_size, buckets, items);
+
+  // Activations, per phase.
+  const int64_t rows = (w.task == Task::kReward || w.task == Task::kDpo) ? 2 * s.micro_batch : s.micro_batch;
+  const int64_t seq = w.task == Task::kGrpo ? w.prompt_len + w.new_tokens : w.seq_len;
+  const ActivationEstimate act =
+      EstimateActivations(m, rows, seq, a, s.checkpointing, s.lora_rank, w.task != Task::kReward);
+  const DynamicPeak peak = PeakPhase(m, w, s, act, rows, seq);
+  if (peak.kv_cache > 0) {
+    const double seqs = static_cast<double>(s.rollout_prompts * w.samples_per_prompt);
+    items.Device("KV cache", peak.kv_cache,
+                 absl::StrCat("2 x ", m.num_layers, " layers x ", m.kv_size(), " x ", a, " B x ",
+                              static_cast<int64_t>(seqs), " sequences x ", seq, " tokens"));
+  }
+  const double logits = peak.name == "activations" ? std::min(act.logits, peak.bytes) : 0.0;
+  items.Device(peak.name, peak.bytes - logits,
+               absl::StrCat(peak.phase, "; ", rows, " rows x ", seq, " tokens",
+                            s.checkpointing ? ", checkpointed" : ""));
   const double chunk_rows = LogProbChunkRows(static_cast<double>(m.vocab_size), rows * (seq - 1.0));
-  device("log-prob head (chunked fp32 logits)", logits,
-         absl::StrCat("chunks of ", static_cast<int64_t>(chunk_rows), " of ", rows * (seq - 1),
-                      " predicted positions x ", m.vocab_size, " fp32, the head's weight gradient"));
-  est.activation_bytes = peak_dynamic;
-  est.peak_phase = phase;
+  items.Device("log-prob head (chunked fp32 logits)", logits,
+               absl::StrCat("chunks of ", static_cast<int64_t>(chunk_rows), " of ", rows * (seq - 1),
+                            " predicted positions x ", m.vocab_size, " fp32, the head's weight gradient"));
+  est.activation_bytes = peak.bytes;
+  est.peak_phase = peak.phase;
   if (!hw.cpu) {
-    device("CUDA context + workspaces", hw.runtime_bytes, "per process");
-    if (world_size > 1) device("NCCL buffers", hw.nccl_bytes, "per process");
-    device("allocator fragmentation", hw.fragmentation * peak_dynamic,
-           absl::StrFormat("%.0f%% of the dynamic bytes", 100 * hw.fragmentation));
+    items.Device("CUDA context + workspaces", hw.runtime_bytes, "per process");
+    if (world_size > 1) items.Device("NCCL buffers", hw.nccl_bytes, "per process");
+    items.Device("allocator fragmentation", hw.fragmentation * peak.bytes,
+                 absl::StrFormat("%.0f%% of the dynamic bytes", 100 * hw.fragmentation));
   }
   for (const MemoryItem& i : est.device) est.device_bytes += i.bytes;
   for (const MemoryItem& i : est.host) est.host_bytes += i.bytes;
