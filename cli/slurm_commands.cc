@@ -435,6 +435,52 @@ absl::StatusOr<int> LaunchExitCode(const SlurmLaunchFlags& f, const jobspec::Job
   return code;
 }
 
+// SIGTERM to srun (it forwards it to every task), SIGKILL to its process group if it has not exited after
+// the grace: an srun that cannot reach a node's slurmd must not keep the failed attempt, or this batch step,
+// alive. Slurm's own KillWait comes after this for the batch step as a whole.
+constexpr absl::Duration kSrunStopGrace = absl::Seconds(5);
+
+// What slurm-launch watches while srun runs: Slurm's signals (SIGUSR1: preempt at a step; SIGTERM/SIGINT:
+// stop srun) and an attempt that failed while srun still runs (its ranks are stopped).
+struct SrunWatch {
+  BlockedSignals& signals;
+  JobControl& c;
+  const std::string& id;
+  ProgressReporter& progress;
+  AttemptFence fence;
+  LauncherStop srun_stop{kSrunStopGrace};  // one per launch
+  bool preempted = false, terminating = false;
+
+  void Launched() {
+    fence.Launched();
+    srun_stop = LauncherStop(kSrunStopGrace);
+  }
+
+  void Poll(ChildProcess& srun) {
+    for (int sig = signals.Take(); sig != 0; sig = signals.Take()) {
+      if (sig == SIGUSR1 && !preempted && !terminating) {
+        auto stop = c.Preempt(id, "SIGUSR1 from Slurm: time limit or preemption ahead");
+        preempted = stop.ok();
+        progress.Say(absl::StrCat("zerofit slurm-launch: SIGUSR1: ",
+                                  stop.ok() ? absl::StrCat("ranks stop before step ", *stop)
+                                            : std::string(stop.status().message())));
+      } else if (sig == SIGTERM || sig == SIGINT) {
+        terminating = true;
+        srun_stop.Begin(srun, absl::Now());
+      }
+    }
+    srun_stop.Tick(srun, absl::Now());
+    if (preempted || terminating || srun_stop.stopping()) return;  // those stop the ranks their own way
+    auto job = c.Get(id);
+    if (job.ok() && fence.ShouldStop(*job)) {
+      progress.Say(absl::StrCat("zerofit slurm-launch: attempt ", fence.formed(), " failed while srun runs (",
+                                job->status.reason, "): SIGTERM to its ranks, SIGKILL after ",
+                                absl::FormatDuration(kSrunStopGrace)));
+      srun_stop.Begin(srun, absl::Now());
+    }
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
@@ -481,50 +527,23 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
               address.c_str());
   std::fflush(stdout);
 
-  bool preempted = false, terminating = false;
-  AttemptFence fence;
-  // SIGTERM to srun (it forwards it to every task), SIGKILL to its process group if it has not exited after
-  // the grace: an srun that cannot reach a node's slurmd must not keep the failed attempt, or this batch
-  // step, alive. Slurm's own KillWait comes after this for the batch step as a whole. One per launch.
-  constexpr absl::Duration kSrunStopGrace = absl::Seconds(5);
-  LauncherStop srun_stop(kSrunStopGrace);
   // The Slurm job's output is a file: a progress line every log_every steps (stdout_progress.h).
   const std::unique_ptr<ProgressReporter> progress = StdoutProgress(spec.log_every, &clock);
+  SrunWatch watch{signals, c, id, *progress};
+  bool& preempted = watch.preempted;
+  bool& terminating = watch.terminating;
   SuperviseHooks hooks;
   hooks.progress = progress.get();
   hooks.print_earlier_logs = submitted.created;  // a requeued run appends to the output of the first
   hooks.command = [&] {
-    fence.Launched();
-    srun_stop = LauncherStop(kSrunStopGrace);
+    watch.Launched();
     std::vector<std::string> argv = launch::SrunCommand(world_size, nodes, cpus_per_task, worker, address,
                                                         (state / "token").string(), id);
     argv[0] = f.srun;
     for (std::string& a : client::TlsFlags(f.tls_ca, f.tls_server_name)) argv.push_back(std::move(a));
     return argv;
   };
-  hooks.poll = [&](ChildProcess& srun) {
-    for (int sig = signals.Take(); sig != 0; sig = signals.Take()) {
-      if (sig == SIGUSR1 && !preempted && !terminating) {
-        auto stop = c.Preempt(id, "SIGUSR1 from Slurm: time limit or preemption ahead");
-        preempted = stop.ok();
-        progress->Say(absl::StrCat("zerofit slurm-launch: SIGUSR1: ",
-                                   stop.ok() ? absl::StrCat("ranks stop before step ", *stop)
-                                             : std::string(stop.status().message())));
-      } else if (sig == SIGTERM || sig == SIGINT) {
-        terminating = true;
-        srun_stop.Begin(srun, absl::Now());
-      }
-    }
-    srun_stop.Tick(srun, absl::Now());
-    if (preempted || terminating || srun_stop.stopping()) return;  // those stop the ranks their own way
-    auto job = c.Get(id);
-    if (job.ok() && fence.ShouldStop(*job)) {
-      progress->Say(absl::StrCat(
-          "zerofit slurm-launch: attempt ", fence.formed(), " failed while srun runs (", job->status.reason,
-          "): SIGTERM to its ranks, SIGKILL after ", absl::FormatDuration(kSrunStopGrace)));
-      srun_stop.Begin(srun, absl::Now());
-    }
-  };
+  hooks.poll = [&](ChildProcess& srun) { watch.Poll(srun); };
   hooks.after_exit = [&](int) {
     if (terminating) return AfterExit::kStop;
     return preempted ? AfterExit::kReportAndStop : AfterExit::kReportAndContinue;
