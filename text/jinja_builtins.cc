@@ -30,6 +30,96 @@ std::u32string PySliceCodePoints(const std::u32string& s, const Value& start, co
   return b < e ? s.substr(static_cast<size_t>(b), static_cast<size_t>(e - b)) : std::u32string();
 }
 
+// str.startswith / str.endswith: a prefix (or a tuple of them), optionally within a slice.
+absl::StatusOr<Value> StartsOrEndsWith(const std::string& s, const std::string& name, CallArgs& args) {
+  if (args.args.size() > 1) {  // (prefix, start[, end]): the same test on the slice
+    std::u32string cps = DecodeUtf8(s);
+    CallArgs rest{{args.args[0]}, {}};
+    Value sliced = Value::String(EncodeUtf8(
+        PySliceCodePoints(cps, args.args[1], args.args.size() > 2 ? args.args[2] : Value::None())));
+    return StartsOrEndsWith(sliced.str(), name, rest);
+  }
+  const Value* a0 = FindArg(args, 0, "");
+  if (a0 == nullptr) return TypeError(absl::StrCat(name, "() takes at least 1 argument (0 given)"));
+  std::vector<Value> options = a0->is_list() ? a0->list() : std::vector<Value>{*a0};
+  for (const Value& o : options) {
+    if (!o.is_string()) return TypeError(absl::StrCat(name, " first arg must be str or a tuple of str"));
+    const std::string& p = o.str();
+    bool hit = name == "startswith"
+                   ? s.compare(0, p.size(), p) == 0
+                   : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+    if (hit) return Value::Bool(true);
+  }
+  return Value::Bool(false);
+}
+
+// str.split / str.rsplit (sep, maxsplit) and str.splitlines.
+absl::StatusOr<Value> Split(const std::string& s, const std::string& name, CallArgs& args) {
+  std::vector<std::string> pieces;
+  if (name == "splitlines") {
+    pieces = PySplit(s, &kNewline, -1);
+    if (!pieces.empty() && pieces.back().empty()) pieces.pop_back();  // no piece after a final newline
+  } else {
+    const Value* sep = FindArg(args, 0, "sep");
+    const Value* maxsplit = FindArg(args, 1, "maxsplit");
+    const std::string* sep_str = sep != nullptr && sep->is_string() ? &sep->str() : nullptr;
+    if (sep_str != nullptr && sep_str->empty()) return TypeError("empty separator");
+    const int64_t max = maxsplit ? maxsplit->int_value() : -1;
+    pieces = name == "split" ? PySplit(s, sep_str, max) : PyRSplit(s, sep_str, max);
+  }
+  std::vector<Value> parts;
+  for (auto& p : pieces) parts.push_back(Value::String(std::move(p)));
+  return Value::List(std::move(parts));
+}
+
+// str.find / str.count / str.index of a substring (positions and counts in code points).
+absl::StatusOr<Value> Search(const std::string& s, const std::string& name, const Value* a0) {
+  if (a0 == nullptr || !a0->is_string()) return TypeError(absl::StrCat(name, "() argument must be str"));
+  const std::string& needle = a0->str();
+  if (name == "count") {
+    int64_t n = 0;
+    for (size_t p = s.find(needle); p != std::string::npos && !needle.empty();
+         p = s.find(needle, p + needle.size())) {
+      ++n;
+    }
+    return Value::Int(needle.empty() ? static_cast<int64_t>(Utf8Length(s)) + 1 : n);
+  }
+  size_t p = s.find(needle);
+  if (p == std::string::npos && name == "index") return TypeError("substring not found");
+  return Value::Int(p == std::string::npos ? -1 : static_cast<int64_t>(Utf8Length(s.substr(0, p))));
+}
+
+// sep.join(list of str), bounded like every builtin's output.
+absl::StatusOr<Value> Join(const std::string& s, const Value* a0) {
+  if (a0 == nullptr || !a0->is_list()) return TypeError("join() argument must be a list");
+  std::string out;
+  for (size_t i = 0; i < a0->list().size(); ++i) {
+    if (!a0->list()[i].is_string()) return TypeError("sequence item: expected str instance");
+    if (i) out += s;
+    out += a0->list()[i].str();
+    if (out.size() > kMaxBuiltinStringBytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("join() made more than ", kMaxBuiltinStringBytes, " bytes"));
+    }
+  }
+  return Value::String(out);
+}
+
+// str.isdigit / isalpha / isspace / isalnum (ASCII letters and digits, Python's whitespace).
+Value CharacterClass(const std::string& s, const std::string& name) {
+  if (s.empty()) return Value::Bool(false);
+  for (char32_t c : DecodeUtf8(s)) {
+    bool digit = c >= '0' && c <= '9';
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    bool ok = name == "isdigit"   ? digit
+              : name == "isalpha" ? alpha
+              : name == "isalnum" ? digit || alpha
+                                  : IsPythonSpace(c);
+    if (!ok) return Value::Bool(false);
+  }
+  return Value::Bool(true);
+}
+
 absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name, CallArgs& args) {
   const Value* a0 = FindArg(args, 0, "");
   const Value* a1 = FindArg(args, 1, "");
@@ -39,53 +129,8 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     return Value::String(PyStrip(s, name != "rstrip", name != "lstrip", opt_str(a0)));
   }
-  if ((name == "startswith" || name == "endswith") && args.args.size() > 1) {  // (prefix, start[, end])
-    std::u32string cps = DecodeUtf8(s);
-    CallArgs rest{{args.args[0]}, {}};
-    Value sliced = Value::String(EncodeUtf8(
-        PySliceCodePoints(cps, args.args[1], args.args.size() > 2 ? args.args[2] : Value::None())));
-    return StringMethod(sliced.str(), name, rest);
-  }
-  if (name == "startswith" || name == "endswith") {
-    if (a0 == nullptr) return TypeError(absl::StrCat(name, "() takes at least 1 argument (0 given)"));
-    std::vector<Value> options = a0->is_list() ? a0->list() : std::vector<Value>{*a0};
-    for (const Value& o : options) {
-      if (!o.is_string()) return TypeError(absl::StrCat(name, " first arg must be str or a tuple of str"));
-      const std::string& p = o.str();
-      bool hit = name == "startswith"
-                     ? s.compare(0, p.size(), p) == 0
-                     : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
-      if (hit) return Value::Bool(true);
-    }
-    return Value::Bool(false);
-  }
-  if (name == "split") {
-    const Value* sep = FindArg(args, 0, "sep");
-    const Value* maxsplit = FindArg(args, 1, "maxsplit");
-    if (opt_str(sep) && sep->str().empty()) return TypeError("empty separator");
-    std::vector<Value> parts;
-    for (auto& p : PySplit(s, opt_str(sep), maxsplit ? maxsplit->int_value() : -1)) {
-      parts.push_back(Value::String(std::move(p)));
-    }
-    return Value::List(std::move(parts));
-  }
-  if (name == "rsplit") {
-    const Value* sep = FindArg(args, 0, "sep");
-    const Value* maxsplit = FindArg(args, 1, "maxsplit");
-    if (opt_str(sep) && sep->str().empty()) return TypeError("empty separator");
-    std::vector<Value> parts;
-    for (auto& p : PyRSplit(s, opt_str(sep), maxsplit ? maxsplit->int_value() : -1)) {
-      parts.push_back(Value::String(std::move(p)));
-    }
-    return Value::List(std::move(parts));
-  }
-  if (name == "splitlines") {
-    std::vector<Value> parts;
-    std::vector<std::string> lines = PySplit(s, &kNewline, -1);
-    if (!lines.empty() && lines.back().empty()) lines.pop_back();  // no piece after a final newline
-    for (auto& line : lines) parts.push_back(Value::String(std::move(line)));
-    return Value::List(std::move(parts));
-  }
+  if (name == "startswith" || name == "endswith") return StartsOrEndsWith(s, name, args);
+  if (name == "split" || name == "rsplit" || name == "splitlines") return Split(s, name, args);
   if (name == "removeprefix" || name == "removesuffix") {
     if (!opt_str(a0)) return TypeError(absl::StrCat(name, "() argument must be str"));
     const std::string& p = a0->str();
@@ -104,50 +149,14 @@ absl::StatusOr<Value> StringMethod(const std::string& s, const std::string& name
     ZF_RETURN_IF_ERROR(CheckReplaceSize(s, a0->str(), a1->str(), n));
     return Value::String(PyReplace(s, a0->str(), a1->str(), n));
   }
-  if (name == "find" || name == "count" || name == "index") {
-    if (!opt_str(a0)) return TypeError(absl::StrCat(name, "() argument must be str"));
-    if (name == "count") {
-      int64_t n = 0;
-      for (size_t p = s.find(a0->str()); p != std::string::npos && !a0->str().empty();
-           p = s.find(a0->str(), p + a0->str().size())) {
-        ++n;
-      }
-      return Value::Int(a0->str().empty() ? static_cast<int64_t>(Utf8Length(s)) + 1 : n);
-    }
-    size_t p = s.find(a0->str());
-    if (p == std::string::npos && name == "index") return TypeError("substring not found");
-    return Value::Int(p == std::string::npos ? -1 : static_cast<int64_t>(Utf8Length(s.substr(0, p))));
-  }
-  if (name == "join") {
-    if (a0 == nullptr || !a0->is_list()) return TypeError("join() argument must be a list");
-    std::string out;
-    for (size_t i = 0; i < a0->list().size(); ++i) {
-      if (!a0->list()[i].is_string()) return TypeError("sequence item: expected str instance");
-      if (i) out += s;
-      out += a0->list()[i].str();
-      if (out.size() > kMaxBuiltinStringBytes) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("join() made more than ", kMaxBuiltinStringBytes, " bytes"));
-      }
-    }
-    return Value::String(out);
-  }
+  if (name == "find" || name == "count" || name == "index") return Search(s, name, a0);
+  if (name == "join") return Join(s, a0);
   if (name == "format") {
     ZF_ASSIGN_OR_RETURN(std::string out, BraceFormat(s, args));
     return Value::String(out);
   }
   if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum") {
-    if (s.empty()) return Value::Bool(false);
-    for (char32_t c : DecodeUtf8(s)) {
-      bool digit = c >= '0' && c <= '9';
-      bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-      bool ok = name == "isdigit"   ? digit
-                : name == "isalpha" ? alpha
-                : name == "isalnum" ? digit || alpha
-                                    : IsPythonSpace(c);
-      if (!ok) return Value::Bool(false);
-    }
-    return Value::Bool(true);
+    return CharacterClass(s, name);
   }
   return TypeError(absl::StrCat("'str' object has no attribute '", core::Excerpt(name), "'"));
 }
