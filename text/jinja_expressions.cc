@@ -57,6 +57,69 @@ int64_t FloorDiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+bool IsNumberOperator(const std::string& op) {
+  return op == "+" || op == "-" || op == "*" || op == "/" || op == "//" || op == "%" || op == "**";
+}
+
+// x ** y for integers, y >= 0, refusing overflow (Python's integers are unbounded; ours are 64-bit).
+absl::StatusOr<Value> IntPower(int64_t x, int64_t y) {
+  int64_t acc = 1;
+  bool overflow = false;
+  for (int64_t i = 0; i < y && !overflow && acc != 0 && !(acc == 1 && x == 1); ++i) {
+    overflow = __builtin_mul_overflow(acc, x, &acc);
+  }
+  if (overflow) return absl::OutOfRangeError(absl::StrCat("integer overflow in ", x, " ** ", y));
+  return Value::Int(acc);
+}
+
+// A number operator (IsNumberOperator) on two numbers, with Python's semantics: ints stay ints (overflow is
+// an error rather than a wrong result), / is true division, // and % floor, division by zero an error.
+absl::StatusOr<Value> NumberArithmetic(const std::string& op, const Value& a, const Value& b) {
+  const bool ints = !a.is_float() && !b.is_float();
+  int64_t x = a.int_value(), y = b.int_value(), r = 0;
+  const double fx = a.number(), fy = b.number();
+  const absl::Status overflow =
+      absl::OutOfRangeError(absl::StrCat("integer overflow in ", x, " ", op, " ", y));
+  if (op == "+") {
+    if (!ints) return Value::Float(fx + fy);
+    return __builtin_add_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
+  }
+  if (op == "-") {
+    if (!ints) return Value::Float(fx - fy);
+    return __builtin_sub_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
+  }
+  if (op == "*") {
+    if (!ints) return Value::Float(fx * fy);
+    return __builtin_mul_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
+  }
+  if (op == "**")
+    return ints && y >= 0 ? IntPower(x, y) : absl::StatusOr<Value>(Value::Float(std::pow(fx, fy)));
+  if (fy == 0) return TypeError(op == "/" ? "division by zero" : "integer division or modulo by zero");
+  if (op == "/") return Value::Float(fx / fy);
+  if (op == "//") return ints ? Value::Int(FloorDiv(x, y)) : Value::Float(std::floor(fx / fy));
+  if (ints) return Value::Int(FloorMod(x, y));  // %
+  const double m = std::fmod(fx, fy);
+  return Value::Float((m != 0 && ((m < 0) != (fy < 0))) ? m + fy : m);
+}
+
+// A string or list repeated `count` times (<= 0: empty), within the render limits.
+absl::StatusOr<Value> Repeat(const Value& seq, int64_t count, const RenderLimits& limits) {
+  count = std::max<int64_t>(0, count);
+  const size_t unit = seq.is_string() ? seq.str().size() : seq.list().size();
+  const size_t limit = seq.is_string() ? limits.max_output_bytes : limits.max_range;
+  if (unit != 0 && static_cast<size_t>(count) > limit / unit) {
+    return absl::ResourceExhaustedError("sequence repetition is too long");
+  }
+  if (seq.is_string()) {
+    std::string out;
+    for (int64_t i = 0; i < count; ++i) out += seq.str();
+    return Value::String(std::move(out));
+  }
+  std::vector<Value> out;
+  for (int64_t i = 0; i < count; ++i) out.insert(out.end(), seq.list().begin(), seq.list().end());
+  return Value::List(std::move(out), seq.is_tuple());
+}
+
 }  // namespace
 
 absl::StatusOr<Value> Interpreter::Eval(const Expr& e, const FramePtr& frame) {
@@ -146,87 +209,28 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const Expr& e, const FramePtr& fra
 absl::StatusOr<Value> Interpreter::Arithmetic(const std::string& op, const Value& a, const Value& b) const {
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
-  if (a.is_number() && b.is_number()) {
-    bool ints = !a.is_float() && !b.is_float();
-    int64_t x = a.int_value(), y = b.int_value(), r = 0;
-    double fx = a.number(), fy = b.number();
-    // Python integers are unbounded; ours are 64-bit, so overflow is an error rather than a wrong result.
-    const absl::Status overflow =
-        absl::OutOfRangeError(absl::StrCat("integer overflow in ", x, " ", op, " ", y));
-    if (op == "+") {
-      if (!ints) return Value::Float(fx + fy);
-      return __builtin_add_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
+  if (a.is_number() && b.is_number() && IsNumberOperator(op)) return NumberArithmetic(op, a, b);
+  if (op == "+" && a.is_string() && b.is_string()) {
+    if (a.str().size() + b.str().size() > limits_.max_output_bytes) {
+      return absl::ResourceExhaustedError("string concatenation is too long");
     }
-    if (op == "-") {
-      if (!ints) return Value::Float(fx - fy);
-      return __builtin_sub_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
-    }
-    if (op == "*") {
-      if (!ints) return Value::Float(fx * fy);
-      return __builtin_mul_overflow(x, y, &r) ? absl::StatusOr<Value>(overflow) : Value::Int(r);
-    }
-    if ((op == "/" || op == "//" || op == "%") && fy == 0) {
-      return TypeError(op == "/" ? "division by zero" : "integer division or modulo by zero");
-    }
-    if (op == "/") return Value::Float(fx / fy);
-    if (op == "//") return ints ? Value::Int(FloorDiv(x, y)) : Value::Float(std::floor(fx / fy));
-    if (op == "%") {
-      if (ints) return Value::Int(FloorMod(x, y));
-      double m = std::fmod(fx, fy);
-      return Value::Float((m != 0 && ((m < 0) != (fy < 0))) ? m + fy : m);
-    }
-    if (op == "**") {
-      if (ints && y >= 0) {
-        int64_t acc = 1;
-        bool overflow = false;
-        for (int64_t i = 0; i < y && !overflow && acc != 0 && !(acc == 1 && x == 1); ++i) {
-          overflow = __builtin_mul_overflow(acc, x, &acc);
-        }
-        if (overflow) return absl::OutOfRangeError(absl::StrCat("integer overflow in ", x, " ** ", y));
-        return Value::Int(acc);
-      }
-      return Value::Float(std::pow(fx, fy));
-    }
+    return Value::String(a.str() + b.str());
   }
-  if (op == "+") {
-    if (a.is_string() && b.is_string()) {
-      if (a.str().size() + b.str().size() > limits_.max_output_bytes) {
-        return absl::ResourceExhaustedError("string concatenation is too long");
-      }
-      return Value::String(a.str() + b.str());
+  if (op == "+" && a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.list().size() + b.list().size() > limits_.max_range) {
+      return absl::ResourceExhaustedError("list concatenation is too long");
     }
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
-      if (a.list().size() + b.list().size() > limits_.max_range) {
-        return absl::ResourceExhaustedError("list concatenation is too long");
-      }
-      std::vector<Value> items = a.list();
-      items.insert(items.end(), b.list().begin(), b.list().end());
-      return Value::List(std::move(items), a.is_tuple());
-    }
-    if (a.is_string() || a.is_list()) {
-      return TypeError(absl::StrCat("can only concatenate ", a.TypeName(), " (not \"", b.TypeName(),
-                                    "\") to ", a.TypeName()));
-    }
+    std::vector<Value> items = a.list();
+    items.insert(items.end(), b.list().begin(), b.list().end());
+    return Value::List(std::move(items), a.is_tuple());
   }
-  if (op == "*" && (a.is_string() || a.is_list()) != (b.is_string() || b.is_list())) {
-    const Value& seq = a.is_string() || a.is_list() ? a : b;
-    const Value& n = a.is_string() || a.is_list() ? b : a;
-    if (n.is_int() || n.is_bool()) {
-      int64_t count = std::max<int64_t>(0, n.int_value());
-      size_t unit = seq.is_string() ? seq.str().size() : seq.list().size();
-      size_t limit = seq.is_string() ? limits_.max_output_bytes : limits_.max_range;
-      if (unit != 0 && static_cast<size_t>(count) > limit / unit) {
-        return absl::ResourceExhaustedError("sequence repetition is too long");
-      }
-      if (seq.is_string()) {
-        std::string out;
-        for (int64_t i = 0; i < count; ++i) out += seq.str();
-        return Value::String(std::move(out));
-      }
-      std::vector<Value> out;
-      for (int64_t i = 0; i < count; ++i) out.insert(out.end(), seq.list().begin(), seq.list().end());
-      return Value::List(std::move(out), seq.is_tuple());
-    }
+  if (op == "+" && (a.is_string() || a.is_list())) {
+    return TypeError(absl::StrCat("can only concatenate ", a.TypeName(), " (not \"", b.TypeName(), "\") to ",
+                                  a.TypeName()));
+  }
+  const bool a_seq = a.is_string() || a.is_list(), b_seq = b.is_string() || b.is_list();
+  if (op == "*" && a_seq != b_seq && ((a_seq ? b : a).is_int() || (a_seq ? b : a).is_bool())) {
+    return Repeat(a_seq ? a : b, (a_seq ? b : a).int_value(), limits_);
   }
   if (op == "%" && a.is_string()) {
     ZF_ASSIGN_OR_RETURN(std::string s, PercentFormat(a.str(), b));

@@ -141,6 +141,38 @@ TEST(ChatTemplateTest, RuntimeErrorsNamePositions) {
   EXPECT_EQ(overflow->Render(Json::array(), {}).status().code(), absl::StatusCode::kOutOfRange);
 }
 
+// Arithmetic and sequence operators as Python (and so Jinja) evaluates them: floor division and modulo
+// round toward minus infinity, / is true division, ** on ints stays an int, sequences concatenate and
+// repeat; 64-bit overflow and division by zero are errors, never wrong numbers. Expected values: Python 3.
+TEST(ChatTemplateTest, ArithmeticFollowsPython) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }}", "3 -4 2 -2"},
+      {"{{ 7.5 % -2 }} {{ 1 / 4 }} {{ -7.0 // 2 }}", "-0.5 0.25 -4.0"},
+      {"{{ 2 ** 10 }} {{ 2 ** -1 }} {{ 1 ** 100000 }} {{ 0 ** 5 }}", "1024 0.5 1 0"},
+      {"{{ 'ab' * 3 }}|{{ 2 * 'x' }}|{{ 'x' * -1 }}|{{ [1] + [2] }}|{{ 'a' + 'b' }}", "ababab|xx||[1, 2]|ab"},
+      {"{{ 3 - 5 }} {{ 2.5 * 2 }} {{ true + 1 }}", "-2 5.0 2"},
+  };
+  for (const auto& [text, want] : cases) {
+    auto t = ChatTemplate::Parse(text);
+    ASSERT_TRUE(t.ok()) << text << ": " << t.status();
+    auto out = t->Render(Json::array(), {});
+    ASSERT_TRUE(out.ok()) << text << ": " << out.status();
+    EXPECT_EQ(*out, want) << text;
+  }
+  const std::pair<const char*, absl::StatusCode> errors[] = {
+      {"{{ 1 // 0 }}", absl::StatusCode::kInvalidArgument},
+      {"{{ 1 % 0 }}", absl::StatusCode::kInvalidArgument},
+      {"{{ 2 ** 64 }}", absl::StatusCode::kOutOfRange},
+      {"{{ -9223372036854775807 - 2 }}", absl::StatusCode::kOutOfRange},
+      {"{{ 'a' - 'b' }}", absl::StatusCode::kInvalidArgument},
+  };
+  for (const auto& [text, code] : errors) {
+    auto t = ChatTemplate::Parse(text);
+    ASSERT_TRUE(t.ok()) << text << ": " << t.status();
+    EXPECT_EQ(t->Render(Json::array(), {}).status().code(), code) << text;
+  }
+}
+
 TEST(ChatTemplateTest, RaiseExceptionCarriesTheTemplateMessage) {
   auto t = ChatTemplate::Parse(
       "{% if messages[0].role != 'user' %}{{ raise_exception('Roles must start with user!') }}{% endif %}ok");
