@@ -309,43 +309,88 @@ bool IsKnownFilter(const std::string& name) {
   return IsRareFilter(name);
 }
 
-absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& args) {
-  if (name == "trim") {
-    const Value* chars = FindArg(args, 0, "chars");
-    std::string set = chars && chars->is_string() ? chars->str() : "";
-    return Value::String(PyStrip(v.ToString(), true, true, chars && chars->is_string() ? &set : nullptr));
+namespace {
+
+absl::StatusOr<Value> Trim(const Value& v, CallArgs& args) {
+  const Value* chars = FindArg(args, 0, "chars");
+  std::string set = chars && chars->is_string() ? chars->str() : "";
+  return Value::String(PyStrip(v.ToString(), true, true, chars && chars->is_string() ? &set : nullptr));
+}
+
+absl::StatusOr<Value> Replace(const Value& v, CallArgs& args) {
+  const Value* from = FindArg(args, 0, "old");
+  const Value* to = FindArg(args, 1, "new");
+  const Value* count = FindArg(args, 2, "count");
+  if (!from || !to) return TypeError("replace needs old and new");
+  const int64_t n = count && !count->is_none() ? count->int_value() : -1;
+  const std::string s = v.ToString();
+  ZF_RETURN_IF_ERROR(CheckReplaceSize(s, from->ToString(), to->ToString(), n));
+  return Value::String(PyReplace(s, from->ToString(), to->ToString(), n));
+}
+
+// default(value, boolean=false): the value, or the default where it is undefined (or falsy, with boolean).
+Value Default(const Value& v, CallArgs& args) {
+  const Value* dflt = FindArg(args, 0, "default_value");
+  bool use = v.is_undefined() || (BoolArg(args, 1, "boolean") && !v.Truthy());
+  return use ? (dflt ? *dflt : Value::String("")) : v;
+}
+
+absl::StatusOr<Value> Items(const Value& v) {
+  if (v.is_undefined()) return Value::List({});
+  if (!v.is_dict()) return TypeError("items filter needs a mapping");
+  CallArgs none;
+  return BoundMethod(v, "items")->function()(none);
+}
+
+// reverse: a string by code points, anything iterable as a list.
+absl::StatusOr<Value> Reverse(const Value& v) {
+  if (v.is_string()) {
+    std::u32string cps = DecodeUtf8(v.str());
+    return Value::String(EncodeUtf8(std::u32string(cps.rbegin(), cps.rend())));
   }
+  ZF_ASSIGN_OR_RETURN(std::vector<Value> items, IterateValue(v));
+  return Value::List(std::vector<Value>(items.rbegin(), items.rend()));
+}
+
+absl::StatusOr<Value> Abs(const Value& v) {
+  if (v.is_float()) return Value::Float(std::fabs(v.number()));
+  if (v.is_number()) return Value::Int(std::llabs(v.int_value()));
+  return TypeError(absl::StrCat("bad operand type for abs(): '", v.TypeName(), "'"));
+}
+
+Value Round(const Value& v, CallArgs& args) {
+  const Value* precision = FindArg(args, 0, "precision");
+  double scale = std::pow(10.0, precision ? precision->int_value() : 0);
+  return Value::Float(std::round(v.number() * scale) / scale);
+}
+
+// dictsort: a mapping's items sorted by key.
+absl::StatusOr<Value> DictSort(const Value& v) {
+  if (!v.is_dict()) return TypeError("dictsort needs a mapping");
+  CallArgs none;
+  ZF_ASSIGN_OR_RETURN(Value items, BoundMethod(v, "items")->function()(none));
+  CallArgs by_key;
+  by_key.kwargs.emplace_back("attribute", Value::Int(0));
+  return Sort(items, by_key, false);
+}
+
+}  // namespace
+
+absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallArgs& args) {
+  if (name == "trim") return Trim(v, args);
   if (name == "length" || name == "count") return Length(v);
   if (name == "upper") return Value::String(PyUpper(v.ToString()));
   if (name == "lower") return Value::String(PyLower(v.ToString()));
   if (name == "title") return Value::String(JinjaTitle(v.ToString()));
   if (name == "capitalize") return Value::String(PyCapitalize(v.ToString()));
-  if (name == "replace") {
-    const Value* from = FindArg(args, 0, "old");
-    const Value* to = FindArg(args, 1, "new");
-    const Value* count = FindArg(args, 2, "count");
-    if (!from || !to) return TypeError("replace needs old and new");
-    const int64_t n = count && !count->is_none() ? count->int_value() : -1;
-    const std::string s = v.ToString();
-    ZF_RETURN_IF_ERROR(CheckReplaceSize(s, from->ToString(), to->ToString(), n));
-    return Value::String(PyReplace(s, from->ToString(), to->ToString(), n));
-  }
+  if (name == "replace") return Replace(v, args);
   if (name == "string") return Value::String(v.ToString());
   if (name == "int") return ToInt(v, args);
   if (name == "float") return ToFloat(v, args);
   if (name == "first" || name == "last") return FirstLast(v, name == "first");
   if (name == "join") return Join(v, args);
-  if (name == "default" || name == "d") {
-    const Value* dflt = FindArg(args, 0, "default_value");
-    bool use = v.is_undefined() || (BoolArg(args, 1, "boolean") && !v.Truthy());
-    return use ? (dflt ? *dflt : Value::String("")) : v;
-  }
-  if (name == "items") {
-    if (v.is_undefined()) return Value::List({});
-    if (!v.is_dict()) return TypeError("items filter needs a mapping");
-    CallArgs none;
-    return BoundMethod(v, "items")->function()(none);
-  }
+  if (name == "default" || name == "d") return Default(v, args);
+  if (name == "items") return Items(v);
   if (name == "list") {
     ZF_ASSIGN_OR_RETURN(std::vector<Value> items, IterateValue(v));
     return Value::List(std::move(items));
@@ -360,38 +405,16 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, CallA
     return Value::String(HtmlEscape(v.ToString()));
   if (name == "sort") return Sort(v, args, false);
   if (name == "unique") return Sort(v, args, true);
-  if (name == "reverse") {
-    if (v.is_string()) {
-      std::u32string cps = DecodeUtf8(v.str());
-      return Value::String(EncodeUtf8(std::u32string(cps.rbegin(), cps.rend())));
-    }
-    ZF_ASSIGN_OR_RETURN(std::vector<Value> items, IterateValue(v));
-    return Value::List(std::vector<Value>(items.rbegin(), items.rend()));
-  }
-  if (name == "abs") {
-    if (v.is_float()) return Value::Float(std::fabs(v.number()));
-    if (v.is_number()) return Value::Int(std::llabs(v.int_value()));
-    return TypeError(absl::StrCat("bad operand type for abs(): '", v.TypeName(), "'"));
-  }
-  if (name == "round") {
-    const Value* precision = FindArg(args, 0, "precision");
-    double scale = std::pow(10.0, precision ? precision->int_value() : 0);
-    return Value::Float(std::round(v.number() * scale) / scale);
-  }
+  if (name == "reverse") return Reverse(v);
+  if (name == "abs") return Abs(v);
+  if (name == "round") return Round(v, args);
   if (name == "sum") return Sum(v, args);
   if (name == "min" || name == "max") return MinMax(v, args, name == "max");
   if (name == "format") {
     ZF_ASSIGN_OR_RETURN(std::string s, PercentFormat(v.ToString(), Value::List(args.args, /*tuple=*/true)));
     return Value::String(s);
   }
-  if (name == "dictsort") {
-    if (!v.is_dict()) return TypeError("dictsort needs a mapping");
-    CallArgs none;
-    ZF_ASSIGN_OR_RETURN(Value items, BoundMethod(v, "items")->function()(none));
-    CallArgs by_key;
-    by_key.kwargs.emplace_back("attribute", Value::Int(0));
-    return Sort(items, by_key, false);
-  }
+  if (name == "dictsort") return DictSort(v);
   if (IsRareFilter(name)) return ApplyRareFilter(name, v, args);
   return TypeError(absl::StrCat("No filter named '", name, "'."));  // keep in sync with IsKnownFilter
 }
