@@ -284,6 +284,130 @@ absl::StatusOr<CheckpointInfo> ReadLatestCheckpoint(const std::string& root) {
   return m.info;
 }
 
+namespace {
+
+// Where a parameter's elements are in the old rank files: a run of `numel` elements at `offset` in the
+// parameter, at `file_offset` in file `file`.
+struct Piece {
+  size_t offset, numel, file, file_offset;
+};
+
+// The manifest's rank files and, per parameter, the runs they hold.
+struct RankFiles {
+  std::vector<std::string> names;
+  std::vector<std::vector<Piece>> pieces;  // per parameter of the plan
+};
+
+// The manifest's parameter list must be this model's, name for name and size for size.
+absl::Status CheckParams(const BucketPlan& plan, const Json& j, const std::string& manifest_path) {
+  const Json& params = j.at("params");
+  if (!params.is_array() || params.size() != plan.params().size()) {
+    return ManifestError(
+        manifest_path, "params",
+        absl::StrCat("lists ", params.size(), " parameters; this model has ", plan.params().size()));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string name = params[i].at("name").get<std::string>();
+    const size_t numel = params[i].at("numel").get<size_t>();
+    if (name != plan.params()[i].name || numel != plan.params()[i].numel) {
+      return ManifestError(manifest_path, absl::StrCat("params[", i, "]"),
+                           absl::StrCat("is '", name, "' with ", numel, " elements; this model has '",
+                                        plan.params()[i].name, "' with ", plan.params()[i].numel));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RankFiles> ReadRankFiles(const BucketPlan& plan, const Json& j,
+                                        const std::string& manifest_path) {
+  RankFiles out;
+  out.pieces.resize(plan.params().size());
+  const Json& files = j.at("files");
+  for (size_t f = 0; f < files.size(); ++f) {
+    out.names.push_back(files[f].at("file").get<std::string>());
+    for (const Json& r : files[f].at("runs")) {
+      const size_t p = r.at(0).get<size_t>();
+      const std::string field = absl::StrCat("files[", f, "].runs");
+      if (p >= out.pieces.size())
+        return ManifestError(manifest_path, field, "names a parameter out of range");
+      const Piece piece{r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>()};
+      // Checked here so that the copy's bounds check below cannot wrap around (it adds these).
+      const size_t param_numel = plan.params()[p].numel;
+      if (piece.offset > param_numel || piece.numel > param_numel - piece.offset ||
+          piece.file_offset > std::numeric_limits<size_t>::max() - piece.numel) {
+        return ManifestError(manifest_path, field,
+                             absl::StrCat("holds run ", r.dump(), ", outside parameter ", p, " (",
+                                          param_numel, " elements) or past any file"));
+      }
+      out.pieces[p].push_back(piece);
+    }
+  }
+  return out;
+}
+
+// The old rank files' state tensors (master, m, v), each file read once, when first needed.
+class RankFileCache {
+ public:
+  RankFileCache(const std::string& dir, const std::vector<std::string>& names) : dir_(dir), names_(names) {}
+
+  absl::StatusOr<const std::vector<std::vector<float>>*> Get(size_t f) {
+    auto it = loaded_.find(f);
+    if (it != loaded_.end()) return &it->second;
+    ZF_ASSIGN_OR_RETURN(core::SafetensorsFile file,
+                        core::SafetensorsFile::Open((fs::path(dir_) / names_[f]).string()));
+    std::vector<std::vector<float>> t;
+    for (const char* name : {"master", "exp_avg", "exp_avg_sq"}) {
+      const core::StTensorInfo* ti = file.Find(name);
+      if (ti == nullptr || ti->dtype != core::StDType::kF32) {
+        return absl::DataLossError(absl::StrCat(file.path(), ": tensor '", name, "' missing or not F32"));
+      }
+      std::vector<float> data(static_cast<size_t>(ti->numel()));
+      ZF_RETURN_IF_ERROR(file.Read(name, data.data(), data.size() * sizeof(float)));
+      t.push_back(std::move(data));
+    }
+    return &loaded_.emplace(f, std::move(t)).first->second;
+  }
+
+ private:
+  const std::string& dir_;
+  const std::vector<std::string>& names_;
+  std::map<size_t, std::vector<std::vector<float>>> loaded_;  // file -> master, m, v
+};
+
+// This rank's shard of master, m and v (host memory) from the old rank files that its segments overlap;
+// every real element must be covered.
+absl::Status AssembleShard(const BucketPlan& plan, const RankFiles& rf, const std::string& dir,
+                           const std::string& manifest_path, std::vector<float> (&host_state)[3]) {
+  RankFileCache cache(dir, rf.names);
+  for (auto& b : host_state) b.assign(plan.shard_numel(), 0.0f);
+  float* dst[3] = {host_state[0].data(), host_state[1].data(), host_state[2].data()};
+  for (const ShardSegment& s : plan.segments()) {
+    size_t covered = 0;
+    for (const Piece& pc : rf.pieces[s.param]) {
+      const size_t lo = std::max(s.offset_in_param, pc.offset);
+      const size_t hi = std::min(s.offset_in_param + s.numel, pc.offset + pc.numel);
+      if (lo >= hi) continue;
+      ZF_ASSIGN_OR_RETURN(const auto* t, cache.Get(pc.file));
+      const size_t src = pc.file_offset + (lo - pc.offset);
+      if (src + (hi - lo) > (*t)[0].size()) {
+        return absl::DataLossError(
+            absl::StrCat(dir, "/", rf.names[pc.file], ": shorter than its manifest runs"));
+      }
+      for (int k = 0; k < 3; ++k) {
+        std::copy_n((*t)[k].data() + src, hi - lo, dst[k] + s.shard_offset + (lo - s.offset_in_param));
+      }
+      covered += hi - lo;
+    }
+    if (covered != s.numel) {
+      return absl::DataLossError(absl::StrCat(manifest_path, ": parameter '", plan.params()[s.param].name,
+                                              "' is not fully covered by the rank files"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::string& root) {
   comm::Communicator& comm = *opt.communicator();
   ZF_ASSIGN_OR_RETURN(const std::string dir, CheckpointDir(root));
@@ -291,9 +415,6 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
   ZF_RETURN_IF_ERROR(AgreeOk(manifest.status(), comm));
   const Json& j = manifest->json;
   const std::string& manifest_path = manifest->path;
-  auto bad = [&](const std::string& field, const std::string& why) {
-    return ManifestError(manifest_path, field, why);
-  };
   CheckpointInfo info = manifest->info;
   LossScalerState state;
   // The reading part is local; every rank then agrees before the collective rebuild, so a rank that failed
@@ -302,89 +423,10 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
   absl::Status local = [&]() -> absl::Status {
     try {
       const BucketPlan& plan = opt.plan();
-      const Json& params = j.at("params");
-      if (!params.is_array() || params.size() != plan.params().size()) {
-        return bad("params", absl::StrCat("lists ", params.size(), " parameters; this model has ",
-                                          plan.params().size()));
-      }
-      for (size_t i = 0; i < params.size(); ++i) {
-        const std::string name = params[i].at("name").get<std::string>();
-        const size_t numel = params[i].at("numel").get<size_t>();
-        if (name != plan.params()[i].name || numel != plan.params()[i].numel) {
-          return bad(absl::StrCat("params[", i, "]"),
-                     absl::StrCat("is '", name, "' with ", numel, " elements; this model has '",
-                                  plan.params()[i].name, "' with ", plan.params()[i].numel));
-        }
-      }
-      // Where every parameter's elements are: runs per parameter across the old rank files.
-      struct Piece {
-        size_t offset, numel, file, file_offset;
-      };
-      std::vector<std::vector<Piece>> pieces(plan.params().size());
-      const Json& files = j.at("files");
-      std::vector<std::string> file_names;
-      for (size_t f = 0; f < files.size(); ++f) {
-        file_names.push_back(files[f].at("file").get<std::string>());
-        for (const Json& r : files[f].at("runs")) {
-          const size_t p = r.at(0).get<size_t>();
-          if (p >= pieces.size())
-            return bad(absl::StrCat("files[", f, "].runs"), "names a parameter out of range");
-          const Piece piece{r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>()};
-          // Checked here so that the copy's bounds check below cannot wrap around (it adds these).
-          const size_t param_numel = plan.params()[p].numel;
-          if (piece.offset > param_numel || piece.numel > param_numel - piece.offset ||
-              piece.file_offset > std::numeric_limits<size_t>::max() - piece.numel) {
-            return bad(absl::StrCat("files[", f, "].runs"),
-                       absl::StrCat("holds run ", r.dump(), ", outside parameter ", p, " (", param_numel,
-                                    " elements) or past any file"));
-          }
-          pieces[p].push_back(piece);
-        }
-      }
-      // Load the old files this rank's segments overlap, then copy.
-      std::map<size_t, std::vector<std::vector<float>>> loaded;  // file -> master, m, v
-      auto load = [&](size_t f) -> absl::StatusOr<const std::vector<std::vector<float>>*> {
-        auto it = loaded.find(f);
-        if (it != loaded.end()) return &it->second;
-        ZF_ASSIGN_OR_RETURN(core::SafetensorsFile file,
-                            core::SafetensorsFile::Open((fs::path(dir) / file_names[f]).string()));
-        std::vector<std::vector<float>> t;
-        for (const char* name : {"master", "exp_avg", "exp_avg_sq"}) {
-          const core::StTensorInfo* ti = file.Find(name);
-          if (ti == nullptr || ti->dtype != core::StDType::kF32) {
-            return absl::DataLossError(absl::StrCat(file.path(), ": tensor '", name, "' missing or not F32"));
-          }
-          std::vector<float> data(static_cast<size_t>(ti->numel()));
-          ZF_RETURN_IF_ERROR(file.Read(name, data.data(), data.size() * sizeof(float)));
-          t.push_back(std::move(data));
-        }
-        return &loaded.emplace(f, std::move(t)).first->second;
-      };
+      ZF_RETURN_IF_ERROR(CheckParams(plan, j, manifest_path));
+      ZF_ASSIGN_OR_RETURN(const RankFiles files, ReadRankFiles(plan, j, manifest_path));
       // Assembled on the host, then copied to wherever the state lives.
-      for (auto& b : host_state) b.assign(plan.shard_numel(), 0.0f);
-      float* dst[3] = {host_state[0].data(), host_state[1].data(), host_state[2].data()};
-      for (const ShardSegment& s : plan.segments()) {
-        size_t covered = 0;
-        for (const Piece& pc : pieces[s.param]) {
-          const size_t lo = std::max(s.offset_in_param, pc.offset);
-          const size_t hi = std::min(s.offset_in_param + s.numel, pc.offset + pc.numel);
-          if (lo >= hi) continue;
-          ZF_ASSIGN_OR_RETURN(const auto* t, load(pc.file));
-          const size_t src = pc.file_offset + (lo - pc.offset);
-          if (src + (hi - lo) > (*t)[0].size()) {
-            return absl::DataLossError(
-                absl::StrCat(dir, "/", file_names[pc.file], ": shorter than its manifest runs"));
-          }
-          for (int k = 0; k < 3; ++k) {
-            std::copy_n((*t)[k].data() + src, hi - lo, dst[k] + s.shard_offset + (lo - s.offset_in_param));
-          }
-          covered += hi - lo;
-        }
-        if (covered != s.numel) {
-          return absl::DataLossError(absl::StrCat(manifest_path, ": parameter '", plan.params()[s.param].name,
-                                                  "' is not fully covered by the rank files"));
-        }
-      }
+      ZF_RETURN_IF_ERROR(AssembleShard(plan, files, dir, manifest_path, host_state));
       const Json& sc = j.at("loss_scaler");
       state = LossScalerState{sc.at("scale").get<float>(), sc.at("good_steps").get<int>(),
                               sc.at("skipped").get<int64_t>()};
