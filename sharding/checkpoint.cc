@@ -179,6 +179,48 @@ absl::Status AbandonWrite(const absl::Status& why, int rank, const fs::path& tmp
                                                " failed too: ", ec.message(), ")"));
 }
 
+// Rank 0, once every rank file is durable: the manifest (the format, the step, the loss scaler, the
+// parameters and each rank file's runs), the rename of the temporary folder into the checkpoint, `latest`
+// naming it, and only then the rotation of this owner's older checkpoints.
+absl::Status PublishCheckpoint(Zero2Optimizer& opt, const std::string& root, const fs::path& tmp_dir,
+                               const fs::path& final_dir, const Json& extra_json, const core::DirOwner& owner,
+                               int keep) {
+  const BucketPlan& plan = opt.plan();
+  const int world = opt.communicator()->world_size();
+  Json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["world_size"] = world;
+  j["step"] = opt.step();
+  const LossScalerState sc = opt.loss_scaler_state();
+  j["loss_scaler"] = {{"scale", sc.scale}, {"good_steps", sc.good_steps}, {"skipped", sc.skipped}};
+  j["param_dtype"] = core::DTypeName(opt.options().param_dtype);
+  Json params = Json::array();
+  for (const ParamSpec& p : plan.params()) params.push_back({{"name", p.name}, {"numel", p.numel}});
+  j["params"] = params;
+  Json files = Json::array();
+  for (int r = 0; r < world; ++r) {
+    BucketPlanOptions po = plan.options();
+    po.rank = r;
+    ZF_ASSIGN_OR_RETURN(BucketPlan other, BucketPlan::Make(plan.params(), po));
+    Json runs = Json::array();
+    for (const Run& run : RunsOf(other)) runs.push_back({run.param, run.offset, run.numel, run.file_offset});
+    files.push_back({{"file", RankFile(r)}, {"runs", runs}});
+  }
+  j["files"] = files;
+  j["extra"] = extra_json;
+  ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((tmp_dir / "manifest.json").string(), j.dump(1)));
+  std::error_code ec;
+  fs::remove_all(final_dir, ec);  // this job's checkpoint of the same step from an earlier attempt
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("rename ", tmp_dir.string(), ": ", ec.message()));
+  ZF_RETURN_IF_ERROR(core::FsyncPath(root, true));
+  ZF_RETURN_IF_ERROR(
+      core::WriteTextFileAtomic((fs::path(root) / "latest").string(), final_dir.filename().string() + "\n"));
+  // Only now that `latest` names the new checkpoint may old ones go, and only this owner's.
+  return RotateCheckpoints(root, owner, opt.step(), keep).status();
+}
+
 }  // namespace
 
 absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::string& root,
@@ -236,42 +278,7 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
   // Every rank file is durable (WriteSafetensors fsyncs), or every rank knows that one is not.
   if (absl::Status agreed = AgreeOk(local, comm); !agreed.ok()) return failed(agreed);
 
-  if (rank == 0) {
-    local = [&]() -> absl::Status {
-      Json j;
-      j["format"] = kFormat;
-      j["version"] = kVersion;
-      j["world_size"] = world;
-      j["step"] = info.step;
-      const LossScalerState sc = opt.loss_scaler_state();
-      j["loss_scaler"] = {{"scale", sc.scale}, {"good_steps", sc.good_steps}, {"skipped", sc.skipped}};
-      j["param_dtype"] = core::DTypeName(opt.options().param_dtype);
-      Json params = Json::array();
-      for (const ParamSpec& p : plan.params()) params.push_back({{"name", p.name}, {"numel", p.numel}});
-      j["params"] = params;
-      Json files = Json::array();
-      for (int r = 0; r < world; ++r) {
-        BucketPlanOptions po = plan.options();
-        po.rank = r;
-        ZF_ASSIGN_OR_RETURN(BucketPlan other, BucketPlan::Make(plan.params(), po));
-        Json runs = Json::array();
-        for (const Run& run : RunsOf(other))
-          runs.push_back({run.param, run.offset, run.numel, run.file_offset});
-        files.push_back({{"file", RankFile(r)}, {"runs", runs}});
-      }
-      j["files"] = files;
-      j["extra"] = extra_json;
-      ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((tmp_dir / "manifest.json").string(), j.dump(1)));
-      std::error_code ec;
-      fs::remove_all(final_dir, ec);  // this job's checkpoint of the same step from an earlier attempt
-      fs::rename(tmp_dir, final_dir, ec);
-      if (ec) return absl::InternalError(absl::StrCat("rename ", tmp_dir.string(), ": ", ec.message()));
-      ZF_RETURN_IF_ERROR(core::FsyncPath(root, true));
-      ZF_RETURN_IF_ERROR(core::WriteTextFileAtomic((fs::path(root) / "latest").string(), name + "\n"));
-      // Only now that `latest` names the new checkpoint may old ones go, and only this owner's.
-      return RotateCheckpoints(root, owner, info.step, keep).status();
-    }();
-  }
+  if (rank == 0) local = PublishCheckpoint(opt, root, tmp_dir, final_dir, extra_json, owner, keep);
   // A failure before the rename leaves `tmp_dir` to remove; after it there is none (the checkpoint is
   // complete, whether or not `latest` names it yet).
   if (absl::Status agreed = AgreeOk(local, comm); !agreed.ok()) return failed(agreed);
