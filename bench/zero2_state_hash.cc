@@ -9,6 +9,7 @@
 
 #include "comm/communicator_factory.h"
 #include "comm/mpi/mpi_environment.h"
+#include "offload/offload_shard_updater.h"
 #include "sharding/zero2_optimizer.h"
 using namespace zerofit;
 using namespace zerofit::sharding;
@@ -65,7 +66,9 @@ int main(int argc, char** argv) {
     o.offload.threads = 2;
     o.offload.delayed_update = c.dpu;
     o.offload.delayed_update_start_step = 1;
-    auto opt = Zero2Optimizer::Create(specs, o, comm->get());
+    Zero2Devices devices;
+    devices.offload_updater = offload::OffloadShardUpdater::Create;
+    auto opt = Zero2Optimizer::Create(specs, o, comm->get(), devices);
     if (!opt.ok()) {
       std::printf("%s\n", opt.status().ToString().c_str());
       return 3;

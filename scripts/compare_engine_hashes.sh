@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds bench/zero2_state_hash.cc against the ZeRO-2 engine of OLD_COMMIT and of the working tree, runs both
-# on 1..3 MPI ranks and diffs the final-state hashes (flat parameters, master weights, AdamW moments).
+# on 1..3 MPI ranks and diffs the final-state hashes (flat parameters, master weights, AdamW moments). Each side
+# compiles its own tree's copy of the program: how it composes the engine may change (issue 31: the offload
+# updater comes from offload/, library zerofit_offload_updater), what it trains and prints must not.
 #   scripts/compare_engine_hashes.sh OLD_COMMIT [WORK_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=${1:?usage: scripts/compare_engine_hashes.sh OLD_COMMIT [WORK_DIR]}
 work=${2:-$(mktemp -d)}
-src=$PWD/bench/zero2_state_hash.cc
 build() {  # build <source tree> <build dir>
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEROFIT_WITH_TORCH=OFF \
     -DZEROFIT_BUILD_TESTS=OFF -DZEROFIT_BUILD_BENCHMARKS=OFF -DZEROFIT_WITH_GRPC=OFF >"$2.cmake.log"
@@ -26,8 +27,11 @@ set(ZEROFIT_BUILD_TESTS OFF)
 set(ZEROFIT_BUILD_BENCHMARKS OFF)
 set(ZEROFIT_WITH_GRPC OFF)
 add_subdirectory($tree zerofit)
-add_executable(golden $src)
+add_executable(golden $tree/bench/zero2_state_hash.cc)
 target_link_libraries(golden PRIVATE zerofit_sharding zerofit_comm)
+if(TARGET zerofit_offload_updater)
+  target_link_libraries(golden PRIVATE zerofit_offload_updater)
+endif()
 CMAKE
   build "$work/$side-src" "$work/$side-build"
 done

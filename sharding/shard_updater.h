@@ -2,8 +2,9 @@
 // accumulator) and applies AdamW to it, bucket by bucket. Two implementations:
 //   DeviceShardUpdater  (device_shard_updater.h): state in device memory, the AdamW kernel on an update
 //                       stream (the host and test devices run the CPU kernels, CUDA its own);
-//   OffloadShardUpdater (offload_shard_updater.h): state in pinned host memory, CPU AdamW by tile through
-//                       offload::OffloadPipeline, with the device copies on its copy streams.
+//   offload::OffloadShardUpdater (offload/offload_shard_updater.h): state in pinned host memory, CPU AdamW
+//                       by tile through offload::OffloadPipeline, with the device copies on its copy
+//                       streams; the engine sees it as an OffloadUpdater (offload_updater.h).
 // Both run unchanged on the host, CUDA and test devices. Not thread-safe: the engine's thread.
 #pragma once
 

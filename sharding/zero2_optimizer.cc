@@ -8,7 +8,6 @@
 #include "core/status_macros.h"
 #include "device/host/host_device.h"
 #include "sharding/device_shard_updater.h"
-#include "sharding/offload_shard_updater.h"
 
 namespace zerofit::sharding {
 
@@ -69,6 +68,11 @@ absl::StatusOr<std::unique_ptr<Zero2Optimizer>> Zero2Optimizer::Create(std::vect
 }
 
 absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
+  if (options_.offload.enabled && !devices.offload_updater) {
+    return absl::InvalidArgumentError(
+        "Zero2Optimizer: offload.enabled needs Zero2Devices.offload_updater "
+        "(pass offload::OffloadShardUpdater::Create)");
+  }
   device_ = devices.device;
   if (device_ == nullptr) {
     owned_device_ = std::make_unique<device::HostDevice>();
@@ -84,20 +88,13 @@ absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
   ZF_ASSIGN_OR_RETURN(flat_params_,
                       device_->Allocate(plan_.flat_numel() * elem_bytes(), device::MemoryKind::kDevice));
   if (options_.offload.enabled) {
-    offload::OffloadPipelineOptions po;
-    po.shard_numel = plan_.shard_numel();
-    po.param_dtype = options_.param_dtype;
-    po.threads = options_.offload.threads;
-    po.simd = options_.offload.simd;
-    po.gradient_buffers = options_.offload.delayed_update ? 2 : 1;
-    po.wait_timeout = timeout;
-    po.on_host_job = [this](absl::Time begin, absl::Time end) {
-      profile_.Record(Stage::kHostAccumulate, begin, end);
-    };
     ZF_ASSIGN_OR_RETURN(auto updater,
-                        OffloadShardUpdater::Create(&plan_, options_.param_dtype, device_, po, timeout));
+                        devices.offload_updater(OffloadUpdaterArgs{&plan_, options_.param_dtype, device_,
+                                                                   options_.offload, timeout, &profile_}));
+    if (updater == nullptr) {
+      return absl::InternalError("Zero2Optimizer: the offload updater factory gave null");
+    }
     offload_ = updater.get();
-    offload_->set_profile(&profile_);
     updater_ = std::move(updater);
     if (options_.offload.delayed_update) update_thread_ = std::make_unique<core::SerialExecutor>();
   } else {

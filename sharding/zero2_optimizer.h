@@ -21,8 +21,9 @@
 //
 // The parts (each runs unchanged on the host, CUDA and test devices; see device/):
 //   GradientReducer     buckets, staging, reduce-scatter from the autograd hook (gradient_reducer.h)
-//   ShardUpdater        the shard's state and AdamW: on the device, or offloaded to the CPU
-//                       (device_shard_updater.h, offload_shard_updater.h + offload/offload_pipeline.h)
+//   ShardUpdater        the shard's state and AdamW: on the device (device_shard_updater.h), or offloaded to
+//                       the CPU (the OffloadUpdater interface, offload_updater.h; the implementation,
+//                       offload/offload_shard_updater.h, comes from Zero2Devices::offload_updater)
 //   ParameterPublisher  the all-gather of updated blocks (parameter_publisher.h)
 // The flat parameter buffer, gradients, staging and (without offload) the optimizer state live in device
 // memory; work is ordered by streams and events (compute -> reduce-scatter -> accumulate -> AdamW ->
@@ -52,6 +53,7 @@
 #include "sharding/bucket_plan.h"
 #include "sharding/gradient_reducer.h"
 #include "sharding/loss_scaler.h"
+#include "sharding/offload_updater.h"
 #include "sharding/parameter_publisher.h"
 #include "sharding/shard_updater.h"
 #include "sharding/step_profile.h"
@@ -61,22 +63,6 @@ class SerialExecutor;
 }
 
 namespace zerofit::sharding {
-
-class OffloadShardUpdater;
-
-struct OffloadOptions {
-  bool enabled = false;
-  int threads = 0;  // CPU AdamW threads, counting the caller; 0: the CPUs this process may run on
-  // AdamW kernel; default: the best this CPU supports.
-  optim::SimdLevel simd = optim::DetectSimdLevel();
-  // One-step delayed parameter update (DPU, ZeRO-Offload paper section 5): off by default. It hides the CPU
-  // step behind the next forward/backward at the price of gradients computed on one-step-stale parameters;
-  // the paper enables it only after the first few dozen steps, when the model changes fast (see
-  // docs/offload.md for its measured effect on convergence).
-  bool delayed_update = false;
-  // Updates before this step number are applied synchronously (the paper's warm-up; it used 40).
-  int64_t delayed_update_start_step = 40;
-};
 
 struct Zero2Options {
   core::DType param_dtype = core::DType::kFloat32;  // model parameters and their gradients
@@ -97,6 +83,9 @@ struct Zero2Options {
 struct Zero2Devices {
   device::Device* device = nullptr;         // must outlive the optimizer
   comm::Communicator* host_comm = nullptr;  // must outlive the optimizer; same ranks as `comm`
+  // Builds the offload updater; needed with Zero2Options::offload.enabled only. The engine does not know the
+  // implementation (it lives above sharding/): pass offload::OffloadShardUpdater::Create.
+  OffloadUpdaterFactory offload_updater;
 };
 
 struct StepResult {
@@ -216,7 +205,7 @@ class Zero2Optimizer {
 
   device::Buffer flat_params_;  // flat_numel * param dtype (device)
   std::unique_ptr<ShardUpdater> updater_;
-  OffloadShardUpdater* offload_ = nullptr;  // updater_ when offloaded
+  OffloadUpdater* offload_ = nullptr;  // updater_ when offloaded
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<ParameterPublisher> publisher_;
   std::unique_ptr<core::SerialExecutor> update_thread_;  // delayed_update: the background CPU step

@@ -31,7 +31,7 @@ void Store(void* dst, core::DType t, size_t i, float v) { core::StoreFromFloat(d
 Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm) {
   Outcome out;
   const Zero2Options o = testjob::Options(c);
-  auto opt = Zero2Optimizer::Create(Specs(), o, comm, Zero2Devices{device, nullptr});
+  auto opt = Zero2Optimizer::Create(Specs(), o, comm, testjob::Devices(device, nullptr));
   EXPECT_TRUE(opt.ok()) << opt.status();
   if (!opt.ok()) return out;
   Zero2Optimizer& z = **opt;

@@ -334,5 +334,46 @@ TEST(Zero2OptimizerTest, MisuseGetsClearErrors) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// sharding/ does not know the offload implementation: without a factory offload fails and says what to pass.
+TEST(Zero2OptimizerTest, OffloadWithoutUpdaterFactoryFailsClearly) {
+  comm::LocalCommunicator comm;
+  Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+  o.offload.enabled = true;
+  const auto opt = Zero2Optimizer::Create(ThreeParams(), o, &comm);
+  ASSERT_EQ(opt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(opt.status().message().find("offload.enabled needs Zero2Devices.offload_updater"),
+            std::string::npos)
+      << opt.status();
+  EXPECT_NE(opt.status().message().find("offload::OffloadShardUpdater::Create"), std::string::npos);
+}
+
+// The factory gets the engine's plan, dtype, offload options and profile; its error is Create's.
+TEST(Zero2OptimizerTest, OffloadUpdaterFactoryGetsTheEnginesArguments) {
+  comm::LocalCommunicator comm;
+  Zero2Options o = SmallBuckets(AccumulationMode::kReduceOncePerStep);
+  o.offload.enabled = true;
+  o.offload.threads = 3;
+  o.offload.delayed_update = true;
+  OffloadUpdaterArgs seen;  // its pointers die with the failed optimizer: only compared with null
+  size_t shard_numel = 0;
+  Zero2Devices devices;
+  devices.offload_updater =
+      [&](const OffloadUpdaterArgs& a) -> absl::StatusOr<std::unique_ptr<OffloadUpdater>> {
+    seen = a;
+    if (a.plan != nullptr) shard_numel = a.plan->shard_numel();
+    return absl::UnavailableError("fake updater");
+  };
+  const auto opt = Zero2Optimizer::Create(ThreeParams(), o, &comm, devices);
+  EXPECT_EQ(opt.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(seen.plan, nullptr);
+  EXPECT_GT(shard_numel, 0u);
+  EXPECT_EQ(seen.param_dtype, o.param_dtype);
+  EXPECT_NE(seen.device, nullptr);
+  EXPECT_NE(seen.profile, nullptr);
+  EXPECT_EQ(seen.options.threads, 3);
+  EXPECT_TRUE(seen.options.delayed_update);
+  EXPECT_EQ(seen.timeout, comm.options().timeout);
+}
+
 }  // namespace
 }  // namespace zerofit::sharding

@@ -73,7 +73,7 @@ Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm,
               comm::Communicator* host_comm) {
   Outcome out;
   const Zero2Options o = testjob::Options(c);
-  auto opt = Zero2Optimizer::Create(Specs(), o, comm, Zero2Devices{device, host_comm});
+  auto opt = Zero2Optimizer::Create(Specs(), o, comm, testjob::Devices(device, host_comm));
   EXPECT_TRUE(opt.ok()) << opt.status();
   if (!opt.ok()) return out;
   Zero2Optimizer& z = **opt;

@@ -13,6 +13,7 @@
 #include "comm/communicator_factory.h"
 #include "core/dtype.h"
 #include "gtest/gtest.h"
+#include "offload/offload_shard_updater.h"
 #include "sharding/zero2_optimizer.h"
 #include "tests/support/mpi_test_env.h"
 
@@ -52,6 +53,11 @@ inline Zero2Options Options(const Config& c) {
   o.offload.delayed_update = c.delayed;
   o.offload.delayed_update_start_step = 1;
   return o;
+}
+
+// Where the job runs; with c.offload the engine's updater is offload::OffloadShardUpdater.
+inline Zero2Devices Devices(device::Device* device, comm::Communicator* host_comm) {
+  return Zero2Devices{device, host_comm, offload::OffloadShardUpdater::Create};
 }
 
 // The MPI communicator over the test's ranks.

@@ -64,8 +64,8 @@ target_precompile_headers(zerofit_worker_torch_cuda_compile PRIVATE <torch/torch
 # _MPI come from zerofit_device and zerofit_comm as in a CUDA build). Linking nothing, an OBJECT library only
 # waits for their generated headers (coordinator.grpc.pb.h), not for them to compile.
 target_link_libraries(zerofit_worker_torch_cuda_compile PRIVATE
-  zerofit_sharding zerofit_data zerofit_training_data zerofit_jobplan zerofit_metrics zerofit_step_scheduler
-  zerofit_planner zerofit_launch zerofit_worker_loop zerofit_kv_rendezvous CUDA::cudart)
+  zerofit_sharding zerofit_offload_updater zerofit_data zerofit_training_data zerofit_jobplan zerofit_metrics
+  zerofit_step_scheduler zerofit_planner zerofit_launch zerofit_worker_loop zerofit_kv_rendezvous CUDA::cudart)
 target_include_directories(zerofit_worker_torch_cuda_compile SYSTEM PRIVATE
   ${_zf_check} ${_zf_check}/torch/csrc/api/include)
 # LibTorch's exported usage requirements (Debian 13's Caffe2Targets.cmake: torch_cpu's USE_DISTRIBUTED,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "offload/offload_shard_updater.h"
 
 namespace zerofit::worker {
 namespace {
@@ -74,6 +75,8 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Modu
     b->params_.push_back(p);
     b->names_.push_back(item.key());
   }
+  // The worker composes the engine with its offload updater (sharding/ knows only the interface).
+  if (!devices.offload_updater) devices.offload_updater = offload::OffloadShardUpdater::Create;
   ZF_ASSIGN_OR_RETURN(b->optimizer_,
                       sharding::Zero2Optimizer::Create(std::move(specs), options, comm, devices));
   device::Stream& compute = b->optimizer_->device().compute_stream();

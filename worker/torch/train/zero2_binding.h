@@ -35,7 +35,8 @@ class Zero2Binding {
   // Every trainable parameter of `module` must be contiguous, of options.param_dtype, and on the device of
   // `devices.device` (the CPU for the host and test devices, cuda:<index> for CUDA). The module must
   // outlive the binding; the binding must outlive any use of the module's parameters (they live in the
-  // optimizer's buffers). Parameters are broadcast from rank 0.
+  // optimizer's buffers). Parameters are broadcast from rank 0. Without devices.offload_updater, offload
+  // (options.offload.enabled) uses offload::OffloadShardUpdater.
   //
   // On CUDA, LibTorch computes on the legacy default stream, which is the device's compute_stream(): the
   // gradient copies the hooks enqueue there follow the kernels that produced the gradients, and the

@@ -1,18 +1,36 @@
-#include "sharding/offload_shard_updater.h"
+#include "offload/offload_shard_updater.h"
 
 #include <cstring>
 
 #include "core/status_macros.h"
 
-namespace zerofit::sharding {
+namespace zerofit::offload {
 
-absl::StatusOr<std::unique_ptr<OffloadShardUpdater>> OffloadShardUpdater::Create(
-    const BucketPlan* plan, core::DType param_dtype, device::Device* device,
-    const offload::OffloadPipelineOptions& o, absl::Duration timeout) {
-  std::unique_ptr<OffloadShardUpdater> u(new OffloadShardUpdater(plan, param_dtype, timeout));
-  u->bucket_segments_ = BucketSegmentRanges(*plan);
-  ZF_ASSIGN_OR_RETURN(u->pipeline_, offload::OffloadPipeline::Create(device, o));
-  ZF_ASSIGN_OR_RETURN(u->received_, device->CreateEvent());
+using sharding::Bucket;
+using sharding::ScopedStage;
+using sharding::SegmentHyper;
+using sharding::ShardSegment;
+using sharding::Stage;
+
+absl::StatusOr<std::unique_ptr<sharding::OffloadUpdater>> OffloadShardUpdater::Create(
+    const sharding::OffloadUpdaterArgs& a) {
+  OffloadPipelineOptions o;
+  o.shard_numel = a.plan->shard_numel();
+  o.param_dtype = a.param_dtype;
+  o.threads = a.options.threads;
+  o.simd = a.options.simd;
+  o.gradient_buffers = a.options.delayed_update ? 2 : 1;
+  o.wait_timeout = a.timeout;
+  if (a.profile != nullptr) {
+    o.on_host_job = [profile = a.profile](absl::Time begin, absl::Time end) {
+      profile->Record(Stage::kHostAccumulate, begin, end);
+    };
+  }
+  std::unique_ptr<OffloadShardUpdater> u(
+      new OffloadShardUpdater(a.plan, a.param_dtype, a.timeout, a.profile));
+  u->bucket_segments_ = sharding::BucketSegmentRanges(*a.plan);
+  ZF_ASSIGN_OR_RETURN(u->pipeline_, OffloadPipeline::Create(a.device, o));
+  ZF_ASSIGN_OR_RETURN(u->received_, a.device->CreateEvent());
   return u;
 }
 
@@ -64,9 +82,9 @@ absl::StatusOr<device::Stream*> OffloadShardUpdater::PublishMaster(char* flat_pa
   return &pipeline_->h2d_stream();
 }
 
-std::vector<offload::OffloadPipeline::Span> OffloadShardUpdater::Spans(size_t bucket,
-                                                                       const optim::AdamWHyper& hyper) const {
-  std::vector<offload::OffloadPipeline::Span> spans;
+std::vector<OffloadPipeline::Span> OffloadShardUpdater::Spans(size_t bucket,
+                                                              const optim::AdamWHyper& hyper) const {
+  std::vector<OffloadPipeline::Span> spans;
   for (size_t k = bucket_segments_[bucket].first; k < bucket_segments_[bucket].second; ++k) {
     const ShardSegment& s = plan_->segments()[k];
     spans.push_back({s.shard_offset, s.numel, SegmentHyper(hyper, s)});
@@ -125,8 +143,8 @@ absl::Status OffloadShardUpdater::Synchronize(absl::Duration timeout) {
   return pipeline_->h2d_stream().Synchronize(timeout);
 }
 
-ShardMemory OffloadShardUpdater::memory() const {
-  ShardMemory m;
+sharding::ShardMemory OffloadShardUpdater::memory() const {
+  sharding::ShardMemory m;
   const size_t shard = plan_->shard_numel() * sizeof(float);
   m.state_bytes = 3 * shard;
   m.shard_grad_bytes = pipeline_->gradient_bytes();
@@ -135,4 +153,4 @@ ShardMemory OffloadShardUpdater::memory() const {
   return m;
 }
 
-}  // namespace zerofit::sharding
+}  // namespace zerofit::offload
