@@ -443,6 +443,9 @@ constexpr absl::Duration kSrunStopGrace = absl::Seconds(5);
 // What slurm-launch watches while srun runs: Slurm's signals (SIGUSR1: preempt at a step; SIGTERM/SIGINT:
 // stop srun) and an attempt that failed while srun still runs (its ranks are stopped).
 struct SrunWatch {
+  SrunWatch(BlockedSignals& signals, JobControl& c, const std::string& id, ProgressReporter& progress)
+      : signals(signals), c(c), id(id), progress(progress) {}
+
   BlockedSignals& signals;
   JobControl& c;
   const std::string& id;
@@ -529,7 +532,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
 
   // The Slurm job's output is a file: a progress line every log_every steps (stdout_progress.h).
   const std::unique_ptr<ProgressReporter> progress = StdoutProgress(spec.log_every, &clock);
-  SrunWatch watch{signals, c, id, *progress};
+  SrunWatch watch(signals, c, id, *progress);
   bool& preempted = watch.preempted;
   bool& terminating = watch.terminating;
   SuperviseHooks hooks;

@@ -72,4 +72,6 @@ std::string BoundedMessage(std::string_view message, size_t max_bytes) {
                       " bytes)");
 }
 
+std::string QuotedExcerpt(std::string_view value) { return "'" + Excerpt(value) + "'"; }
+
 }  // namespace zerofit::core

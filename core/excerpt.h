@@ -20,6 +20,9 @@ inline constexpr size_t kExcerptBytes = 64;
 // cannot drive a terminal; they count as what they are written as. `max_bytes` >= 8.
 std::string Excerpt(std::string_view value, size_t max_bytes = kExcerptBytes);
 
+// Excerpt(value) between single quotes: how a field error quotes the value it refuses ('ppo').
+std::string QuotedExcerpt(std::string_view value);
+
 // A whole message (an error that already quotes excerpts, but may hold a long list or a library's text)
 // bounded for a channel with a size limit (a gRPC status): `message` itself when it has at most `max_bytes`
 // bytes; otherwise its first bytes, cut at a UTF-8 sequence boundary, and " ... (cut at N of M bytes)", the
