@@ -21,6 +21,8 @@ int AllowedCpus() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+int ThreadsOrAllowedCpus(int threads) { return threads >= 1 ? threads : AllowedCpus(); }
+
 absl::Status CheckThreadsFitCpus(absl::string_view what, int threads, int cpus) {
   if (threads <= cpus) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(

@@ -13,6 +13,9 @@ namespace zerofit::core {
 // std::thread::hardware_concurrency() where the mask cannot be read.
 int AllowedCpus();
 
+// `threads` when >= 1, else (0: "as many as may run") AllowedCpus().
+int ThreadsOrAllowedCpus(int threads);
+
 // OK when `threads` <= `cpus`; else FailedPrecondition naming `what`, both numbers, the cause and the fix.
 absl::Status CheckThreadsFitCpus(absl::string_view what, int threads, int cpus);
 

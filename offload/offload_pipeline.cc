@@ -57,7 +57,7 @@ absl::Status OffloadPipeline::Allocate() {
   if (options_.threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("OffloadPipeline: threads ", options_.threads, " < 0"));
   }
-  if (options_.threads == 0) options_.threads = core::AllowedCpus();
+  options_.threads = core::ThreadsOrAllowedCpus(options_.threads);
   pool_ = std::make_shared<core::ThreadPool>(options_.threads);
   ZF_ASSIGN_OR_RETURN(adamw_, optim::CpuAdamW::Create(pool_, options_.simd));
   host_jobs_ = std::make_unique<core::SerialExecutor>();

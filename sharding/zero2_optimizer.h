@@ -85,7 +85,7 @@ struct Zero2Devices {
   comm::Communicator* host_comm = nullptr;  // must outlive the optimizer; same ranks as `comm`
   // Builds the offload updater; needed with Zero2Options::offload.enabled only. The engine does not know the
   // implementation (it lives above sharding/): pass offload::OffloadShardUpdater::Create.
-  OffloadUpdaterFactory offload_updater;
+  OffloadUpdaterFactory offload_updater = nullptr;
 };
 
 struct StepResult {

@@ -36,6 +36,9 @@ TEST(CpuAffinityTest, AllowedCpusFollowsTheAffinityMask) {
   bound.join();
   EXPECT_EQ(seen, 1);
   EXPECT_EQ(AllowedCpus(), all) << "the test's own thread keeps its mask";
+  // A thread count of 0 means the CPUs of the mask; any other is taken as given.
+  EXPECT_EQ(ThreadsOrAllowedCpus(0), all);
+  EXPECT_EQ(ThreadsOrAllowedCpus(3), 3);
 }
 
 TEST(CpuAffinityTest, ThreadsBeyondTheCpusAreRefusedWithTheFix) {

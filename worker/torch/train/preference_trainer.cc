@@ -63,6 +63,19 @@ absl::Status StepFailure(int64_t step, const std::exception& e) {
   return oom ? absl::ResourceExhaustedError(what) : absl::InternalError(what);
 }
 
+// With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
+// than threads says so (those threads would share the CPUs: one thread's speed, issue 30).
+void ReportOffloadThreads(const sharding::OffloadOptions& offload, int rank) {
+  if (!offload.enabled) return;
+  const int cpus = core::AllowedCpus();
+  const int threads = core::ThreadsOrAllowedCpus(offload.threads);
+  if (rank == 0) {
+    std::fprintf(stderr, "offload: CPU AdamW on %d thread(s); rank 0 may run on %d CPU(s)\n", threads, cpus);
+  }
+  const absl::Status fit = core::CheckThreadsFitCpus("optimizer offload", threads, cpus);
+  if (!fit.ok()) std::fprintf(stderr, "warning: rank %d: %s\n", rank, std::string(fit.message()).c_str());
+}
+
 }  // namespace
 
 absl::StatusOr<Task> ParseTask(const std::string& name) {
@@ -96,23 +109,6 @@ PreferenceSession::PreferenceSession(std::unique_ptr<State> state, const Prefere
     : state_(std::move(state)), options_(options) {}
 
 PreferenceSession::~PreferenceSession() = default;
-
-namespace {
-
-// With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
-// than threads says so (those threads would share the CPUs: one thread's speed, issue 30).
-void ReportOffloadThreads(const sharding::OffloadOptions& offload, int rank) {
-  if (!offload.enabled) return;
-  const int cpus = core::AllowedCpus();
-  const int threads = offload.threads > 0 ? offload.threads : cpus;
-  if (rank == 0) {
-    std::fprintf(stderr, "offload: CPU AdamW on %d thread(s); rank 0 may run on %d CPU(s)\n", threads, cpus);
-  }
-  const absl::Status fit = core::CheckThreadsFitCpus("optimizer offload", threads, cpus);
-  if (!fit.ok()) std::fprintf(stderr, "warning: rank %d: %s\n", rank, std::string(fit.message()).c_str());
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(const PreferenceTrainOptions& o,
                                                                              comm::Communicator* comm) {
