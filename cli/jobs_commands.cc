@@ -309,8 +309,8 @@ absl::Status RunStatus(const JobsFlags& f) {
       if (j.plan().empty()) {
         return absl::FailedPreconditionError(
             absl::StrCat(j.id(),
-                         ": no plan (read from a stopped coordinator's job store: start `zerofit serve` "
-                         "on the state directory)"));
+                         ": no stored plan (a job stored by an older zerofit: start `zerofit serve` on "
+                         "the state directory, which resolves it again)"));
       }
       std::printf("%s", j.plan().c_str());
     }

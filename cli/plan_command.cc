@@ -1,11 +1,15 @@
 #include "cli/plan_command.h"
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/excerpt.h"
 #include "core/status_macros.h"
+#include "core/text_file.h"
+#include "jobspec/job_spec.h"
+#include "jobspec/resolve.h"
 #include "planner/plan_report.h"
 
 namespace zerofit::cli {
@@ -26,10 +30,15 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
       "plan",
       "Predict peak GPU and host memory per rank and pick micro-batch, accumulation, ZeRO stage, offload, "
       "checkpointing, LoRA and reference strategy so the job fits");
+  CLI::Option* spec = plan->add_option("--spec", f->spec,
+                                       "a job spec: print the plan it resolves to, as `zerofit submit` "
+                                       "stores it (the flags below do not apply)");
+  plan->add_option("--world-size", f->spec_world, "with --spec: the plan of an attempt at this many ranks")
+      ->needs(spec);
   plan->add_option("--model", f->model,
                    "model directory, config.json, or preset (Mistral-7B, Llama-2-7B, "
                    "Llama-3-8B, Qwen2.5-0.5B, Qwen2.5-7B)")
-      ->required();
+      ->excludes(spec);
   plan->add_option("--task", f->task, "reward | dpo | grpo | sft")->capture_default_str();
   plan->add_option(
           "--hardware", f->hardware,
@@ -63,7 +72,24 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
   return plan;
 }
 
+namespace {
+
+// --spec: the resolver's plan of a job spec file (relative paths in it resolve against its folder).
+absl::StatusOr<std::string> SpecPlan(const PlanFlags& f) {
+  ZF_ASSIGN_OR_RETURN(const std::string text, core::ReadTextFile(f.spec));
+  const std::string dir = std::filesystem::path(f.spec).parent_path().string();
+  ZF_ASSIGN_OR_RETURN(const jobspec::JobSpec spec,
+                      jobspec::ParseJobSpec(text, f.spec, dir.empty() ? "." : dir));
+  if (f.spec_world < 0) return absl::InvalidArgumentError("--world-size must be >= 1");
+  ZF_ASSIGN_OR_RETURN(const jobspec::JobPlan plan, jobspec::Resolve(spec, jobspec::Attempt{f.spec_world}));
+  return jobspec::JobPlanToJson(plan);
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
+  if (!f.spec.empty()) return SpecPlan(f);
+  if (f.model.empty()) return absl::InvalidArgumentError("give --model (or --spec JOB.yaml)");
   ZF_ASSIGN_OR_RETURN(planner::ModelShape model, planner::LoadModelShape(f.model));
   ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware(f.hardware, f.host_gb));
   planner::Workload w;

@@ -1,4 +1,6 @@
-// `zerofit plan`: flags -> planner::MakePlan -> a table (default) or JSON on stdout.
+// `zerofit plan`: flags -> planner::MakePlan -> a table (default) or JSON on stdout; or `--spec JOB.yaml`:
+// the job plan jobspec::Resolve gives the spec, as `zerofit submit` stores it and `zerofit status --plan`
+// prints it.
 #pragma once
 
 #include <string>
@@ -13,6 +15,8 @@ class App;
 namespace zerofit::cli {
 
 struct PlanFlags {
+  std::string spec;    // a job spec: print its resolved plan (the other flags do not apply)
+  int spec_world = 0;  // --world-size with --spec: an attempt at that many ranks (0: the spec's)
   std::string model;
   std::string task = "sft";
   std::string hardware = "8x64GB";

@@ -7,20 +7,6 @@
 #include "absl/strings/str_split.h"
 
 namespace zerofit::coordinator {
-namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
-
-int MicroBatchesFor(int64_t global_batch, int from_world, int from_micro, int to_world) {
-  if (to_world == from_world || to_world < 1 || from_world < 1 || from_micro < 1)
-    return std::max(1, from_micro);
-  const int64_t per_micro = std::max<int64_t>(1, CeilDiv(global_batch, int64_t{from_world} * from_micro));
-  const int64_t per_rank = std::max<int64_t>(1, CeilDiv(global_batch, to_world));
-  return static_cast<int>(std::clamp<int64_t>(CeilDiv(per_rank, per_micro), 1, per_rank));
-}
-
 std::vector<std::string> LostHosts(const std::vector<std::string>& before,
                                    const std::vector<std::string>& now) {
   std::vector<std::string> lost;
@@ -35,6 +21,12 @@ std::string DescribeNodes(int nodes, int of, const std::vector<std::string>& los
   if (!lost.empty()) absl::StrAppend(&s, ": ", absl::StrJoin(lost, ", "), " lost");
   return s;
 }
+
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
 
 std::string DescribeReplan(int64_t global_batch, int world, int micro_batches) {
   const int64_t per_micro = CeilDiv(global_batch, int64_t{std::max(1, world)} * std::max(1, micro_batches));

@@ -1,6 +1,7 @@
 // How an attempt of a job is sized when it forms at a world size other than the last one (issue 20: a Slurm
 // job with slurm.on_node_loss: shrink, requeued after losing a node, resumes on the nodes it has left). Pure
-// functions; the coordinator applies them when the last rank of an attempt registers (coordinator.h).
+// functions; the coordinator applies them when the last rank of an attempt registers (coordinator.h), with
+// jobspec::Reshape (resolve.h) deciding the sizes.
 //
 // The global batch never changes: the step scheduler hands out the same pairs at every step whatever the
 // world size (step_scheduler.h), and the micro-batches per rank (gradient accumulation) are scaled so that
@@ -14,12 +15,6 @@
 #include <vector>
 
 namespace zerofit::coordinator {
-
-// Micro-batches per rank per step at `to_world` ranks for a job of `global_batch` pairs that ran
-// `from_micro` micro-batches per rank at `from_world` ranks: the same pairs per micro-batch (rounded up),
-// at least 1, at most the pairs a rank gets. Equal worlds return `from_micro` (an out-of-memory re-plan's
-// count stays).
-int MicroBatchesFor(int64_t global_batch, int from_world, int from_micro, int to_world);
 
 // The hosts of `before` (an earlier attempt's, in rank order) that `now` lacks, in `before`'s order.
 std::vector<std::string> LostHosts(const std::vector<std::string>& before,

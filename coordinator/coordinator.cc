@@ -12,19 +12,10 @@
 #include "jobspec/canonical_job_spec.h"
 #include "jobspec/job_plan.h"
 #include "jobspec/job_spec.h"
-#include "jobspec/planned_peak.h"
-#include "planner/search.h"
+#include "jobspec/resolve.h"
 
 namespace zerofit::coordinator {
 namespace {
-
-// Micro-batches per rank and checkpointing for a job: the spec's when it gives them, else the planner's
-// (zerofit plan's search on the spec's model, task, sizes and hardware). `note` says what was decided.
-struct Sizing {
-  int micro_batches = 1;
-  bool checkpointing = false;
-  std::string note;
-};
 
 // A spec's name as it reaches error messages (a path, usually).
 constexpr size_t kSourceExcerptBytes = 256;
@@ -41,49 +32,6 @@ absl::Status SameRequest(const JobRecord& existing, const std::string& request_i
       same_spec ? absl::StrCat("name ('", core::Excerpt(existing.name), "')") : std::string("spec"),
       "; a request id names one request: submit with another request id (or none) for a new job, or with ",
       existing.id, "'s spec for ", existing.id, " itself"));
-}
-
-absl::StatusOr<Sizing> SizeJob(const jobspec::JobSpec& spec) {
-  Sizing z;
-  z.checkpointing = spec.training.checkpointing.value_or(false);
-  if (spec.training.gradient_accumulation) {
-    z.micro_batches = static_cast<int>(*spec.training.gradient_accumulation);
-    return z;
-  }
-  if (spec.training.micro_batch) {  // honoured as given (its division checked by ValidateTraining)
-    z.micro_batches =
-        static_cast<int>(spec.training.global_batch / (*spec.training.micro_batch * spec.world_size));
-  }
-  auto shape = planner::LoadModelShape(spec.model);
-  if (!shape.ok()) {
-    z.note = absl::StrCat("not sized by the planner (", shape.status().message(), "): ", z.micro_batches,
-                          " micro-batch(es) per step");
-    return z;
-  }
-  ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware(spec.hardware));
-  planner::Workload w;
-  ZF_ASSIGN_OR_RETURN(w.task, planner::ParseTask(spec.task));
-  w.seq_len = spec.training.max_length;
-  w.global_batch = spec.training.global_batch;
-  w.element_bytes = spec.training.bf16 ? 2 : 4;
-  planner::Constraints c;
-  c.nodes = std::max(1, spec.world_size / hw.gpus_per_node);
-  if (c.nodes * hw.gpus_per_node != spec.world_size) {
-    hw.gpus_per_node = spec.world_size;  // a partial node: plan the ranks the job has
-    c.nodes = 1;
-  }
-  c.zero_stage = spec.training.zero_stage;
-  c.offload = spec.training.offload;
-  c.checkpointing = spec.training.checkpointing;
-  c.micro_batch = spec.training.micro_batch;  // pinned, not searched (its accumulation checked above)
-  if (w.task == planner::Task::kDpo) c.reference = planner::Reference::kResident;
-  ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(*shape, w, hw, c));
-  z.micro_batches = static_cast<int>(plan.chosen.strategy.accumulation);
-  z.checkpointing = plan.chosen.strategy.checkpointing;
-  z.note = absl::StrCat("sized by the planner for ", hw.name, ": ",
-                        planner::DescribeStrategy(plan.chosen.strategy, w.task), "; predicted peak ",
-                        planner::FormatBytes(plan.chosen.memory.device_bytes), " per rank");
-  return z;
 }
 
 // The job's limits: its spec's max_restarts and watchdog, the server's heartbeat timeout.
@@ -120,22 +68,30 @@ absl::Status Coordinator::ResetScheduler(Live& live) {
   }
   jobspec::SchedulerOptions o;
   o.global_batch = live.spec.training.global_batch;
-  o.world_size = live.plan_world;
-  o.micro_batches = live.micro_batches;
+  o.world_size = live.plan.world_size;
+  o.micro_batches = live.plan.micro_batches;
   ZF_ASSIGN_OR_RETURN(jobspec::StepScheduler sched, jobspec::StepScheduler::Create(live.lengths, o));
   live.scheduler.emplace(std::move(sched));
   return absl::OkStatus();
 }
 
 Coordinator::Live Coordinator::MakeLive(const jobspec::JobSpec& spec, std::unique_ptr<JobStateMachine> state,
-                                        int micro_batches, bool checkpointing) {
+                                        jobspec::JobPlan plan, planner::Hardware hw) {
   Live live;
   live.state = std::move(state);
   live.spec = spec;
-  live.micro_batches = micro_batches;
-  live.plan_world = spec.world_size;
-  live.checkpointing = checkpointing;
+  live.plan = std::move(plan);
+  live.hw = std::move(hw);
   return live;
+}
+
+absl::StatusOr<jobspec::JobPlan> Coordinator::StoredPlan(const JobRecord& j, const jobspec::JobSpec& spec,
+                                                         const planner::Hardware& hw) {
+  if (!j.plan.empty()) {
+    auto stored = jobspec::JobPlanFromJson(j.plan, j.id);
+    if (stored.ok()) return stored;
+  }
+  return jobspec::Resolve(spec, hw, {});  // stored by an older build: resolved as it would be at submit
 }
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr<JobStore> store,
@@ -146,15 +102,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
     auto spec = jobspec::ParseJobSpec(j.spec, j.id);
     if (!spec.ok())
       continue;  // accepted once, so it parsed then; a newer parser refusing it keeps it read-only
+    auto hw = jobspec::HardwareOf(*spec);
+    // The stored plan: an out-of-memory re-plan or a shrunken world outlives the coordinator.
+    auto plan = hw.ok() ? StoredPlan(j, *spec, *hw) : hw.status();
+    if (!plan.ok()) continue;  // kept read-only, as a spec that no longer parses
     const JobPolicy p = PolicyFor(policy, *spec);
-    const Sizing sizing = SizeJob(*spec).value_or(Sizing{});
-    // An out-of-memory re-plan outlives the coordinator: the next attempt must not run out again.
-    const int micro_batches =
-        j.replanned_micro_batches > 0 ? j.replanned_micro_batches : sizing.micro_batches;
-    Live live = MakeLive(*spec, std::make_unique<JobStateMachine>(p, j.status, clock->Now()), micro_batches,
-                         sizing.checkpointing);
-    live.replanned = j.replanned_micro_batches > 0;
-    if (live.replanned && j.planned_world_size > 0) live.plan_world = j.planned_world_size;
+    Live live = MakeLive(*spec, std::make_unique<JobStateMachine>(p, j.status, clock->Now()),
+                         *std::move(plan), *std::move(hw));
     live.last_hosts = SplitHosts(j.attempt_hosts);
     // A job that was running keeps being served: its workers reconnect and ask for their next steps.
     ZF_ASSIGN_OR_RETURN(live.lengths, c->store_->SampleLengths(j.id));
@@ -194,39 +148,35 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
   // Before the job exists: a checkpoint.dir holding what zerofit did not write is refused, not rotated away.
   ZF_RETURN_IF_ERROR(CheckCheckpointDirAtSubmit(spec.checkpoint, request_id, source));
   // A job that does not fit is refused here, with the planner's reason, rather than failing on the workers.
-  ZF_ASSIGN_OR_RETURN(Sizing sizing, SizeJob(spec));
+  ZF_ASSIGN_OR_RETURN(planner::Hardware hw, jobspec::HardwareOf(spec));
+  ZF_ASSIGN_OR_RETURN(jobspec::JobPlan plan, jobspec::Resolve(spec, hw, {}));
   std::lock_guard<std::mutex> lock(mu_);
   const std::string job_name = name.empty() ? spec.name : name;
-  ZF_ASSIGN_OR_RETURN(JobStore::SubmitResult r,
-                      store_->Submit(request_id, job_name, spec_text, clock_->Now()));
+  ZF_ASSIGN_OR_RETURN(JobStore::SubmitResult r, store_->Submit(request_id, job_name, spec_text, clock_->Now(),
+                                                               jobspec::JobPlanToJson(plan)));
   if (!r.created) ZF_RETURN_IF_ERROR(SameRequest(r.job, request_id, job_name, spec_text));
   if (r.created) {
     const JobPolicy p = PolicyFor(policy_, spec);
-    jobs_.emplace(r.job.id, MakeLive(spec, std::make_unique<JobStateMachine>(p, clock_->Now()),
-                                     sizing.micro_batches, sizing.checkpointing));
+    const std::string sizing = plan.sizing;
+    jobs_.emplace(r.job.id,
+                  MakeLive(spec, std::make_unique<JobStateMachine>(p, clock_->Now()), std::move(plan), hw));
     ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator",
                                  absl::StrCat("submitted: task ", spec.task, ", ", spec.world_size,
                                               " ranks, ", spec.training.steps, " steps")));
-    if (!sizing.note.empty()) ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator", sizing.note));
+    if (!sizing.empty()) ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator", sizing));
   }
   ZF_ASSIGN_OR_RETURN(r.job, RecordLocked(r.job.id));
   return r;
 }
 
 void Coordinator::AddDecisions(const Live& live, JobRecord* r) {
-  r->micro_batches = live.micro_batches;
-  r->checkpointing = live.checkpointing;
-  r->plan = PlanFor(live, live.plan_world);
+  r->micro_batches = live.plan.micro_batches;
+  r->checkpointing = live.plan.activation_checkpointing;
+  r->plan = jobspec::JobPlanToJson(live.plan);
 }
 
 std::string Coordinator::PlanFor(const Live& live, int world_size) {
-  const int micro =
-      MicroBatchesFor(live.spec.training.global_batch, live.plan_world, live.micro_batches, world_size);
-  jobspec::JobPlan plan = jobspec::ResolveJobPlan(live.spec, micro, live.checkpointing, world_size);
-  auto [known, added] = live.planned_peaks.try_emplace({plan.world_size, plan.micro_batches});
-  if (added) known->second = jobspec::PlanPeak(plan, live.spec.hardware);
-  plan.planned_peak = known->second;
-  return jobspec::JobPlanToJson(plan);
+  return jobspec::JobPlanToJson(jobspec::Reshape(live.plan, live.hw, world_size));
 }
 
 absl::StatusOr<JobRecord> Coordinator::RecordLocked(const std::string& id) {
@@ -362,27 +312,14 @@ absl::StatusOr<WorkerRegistration> Coordinator::Register(const std::string& job_
 }
 
 absl::Status Coordinator::FormAttemptLocked(const std::string& job_id, Live& live, int world_size) {
-  const int64_t global = live.spec.training.global_batch;
-  const int world_before = live.plan_world;
-  if (world_size != live.plan_world) {
-    // Another world size than the last attempt's (a Slurm job that shrank, or grew back): the same global
-    // batch, the same pairs per micro-batch, more or fewer micro-batches per rank.
-    live.micro_batches = MicroBatchesFor(global, live.plan_world, live.micro_batches, world_size);
-    live.plan_world = world_size;
-    live.replanned = true;
-  }
+  const int world_before = live.plan.world_size;
+  // Another world size than the last attempt's (a Slurm job that shrank, or grew back): the same global
+  // batch, the same pairs per micro-batch, more or fewer micro-batches per rank.
+  live.plan = jobspec::Reshape(live.plan, live.hw, world_size);
   if (live.state->status().replan) {
     // Out of memory last time: smaller micro-batches, more of them, same global batch.
-    const int64_t per_rank = (global + world_size - 1) / world_size;
-    const int before = live.micro_batches;
-    live.micro_batches = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
-    live.replanned = true;
-    ZF_RETURN_IF_ERROR(LogLocked(
-        job_id, "coordinator",
-        live.micro_batches > before
-            ? absl::StrCat("re-planned after out-of-memory: ", before, " -> ", live.micro_batches,
-                           " micro-batches per rank per step (same global batch ", global, ")")
-            : absl::StrCat("re-plan after out-of-memory: already one pair per micro-batch; retrying as is")));
+    live.plan = jobspec::Replan(live.plan, live.hw, jobspec::OutOfMemory{});
+    ZF_RETURN_IF_ERROR(LogLocked(job_id, "coordinator", live.plan.sizing));
   }
   std::vector<std::string> by_rank;
   for (const auto& [rank, host] : live.forming_hosts) by_rank.push_back(host);
@@ -396,9 +333,9 @@ absl::Status Coordinator::FormAttemptLocked(const std::string& job_id, Live& liv
       world_size == live.spec.world_size
           ? ""
           : absl::StrCat(world_size, " of ", live.spec.world_size, " ranks (", nodes, ")");
+  const int attempt = live.state->status().attempt + 1;  // the one Schedule starts
   ZF_RETURN_IF_ERROR(
-      store_->SetAttemptPlan(job_id, {live.replanned ? live.micro_batches : 0,
-                                      live.replanned ? live.plan_world : 0, JoinHosts(hosts), note}));
+      store_->SetAttemptPlan(job_id, {attempt, jobspec::JobPlanToJson(live.plan), JoinHosts(hosts), note}));
   live.last_hosts = hosts;
   ZF_RETURN_IF_ERROR(ResetScheduler(live));
   ZF_RETURN_IF_ERROR(live.state->Schedule(world_size, clock_->Now()));
@@ -407,12 +344,14 @@ absl::Status Coordinator::FormAttemptLocked(const std::string& job_id, Live& liv
   live.max_acquired = live.state->status().checkpoint_step;
   ZF_RETURN_IF_ERROR(PersistLocked(job_id, live));
   const JobStatus& s = live.state->status();
+  const int64_t global = live.plan.global_batch;
   return LogLocked(
       job_id, "coordinator",
-      absl::StrCat(
-          "attempt ", s.attempt, " running on ", world_size, " ranks",
-          nodes.empty() ? "" : absl::StrCat(" (", nodes, ")"), " from step ", s.checkpoint_step + 1,
-          nodes.empty() ? "" : absl::StrCat(": ", DescribeReplan(global, world_size, live.micro_batches))));
+      absl::StrCat("attempt ", s.attempt, " running on ", world_size, " ranks",
+                   nodes.empty() ? "" : absl::StrCat(" (", nodes, ")"), " from step ", s.checkpoint_step + 1,
+                   nodes.empty()
+                       ? ""
+                       : absl::StrCat(": ", DescribeReplan(global, world_size, live.plan.micro_batches))));
 }
 
 absl::StatusOr<HeartbeatAnswer> Coordinator::Heartbeat(const std::string& job_id, const HeartbeatInfo& beat) {

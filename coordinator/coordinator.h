@@ -21,6 +21,7 @@
 #include "jobspec/job_plan.h"
 #include "jobspec/job_spec.h"
 #include "jobspec/step_scheduler.h"
+#include "planner/hardware.h"
 
 namespace zerofit::coordinator {
 
@@ -147,12 +148,12 @@ class Coordinator {
     std::set<int> finished;    // ranks that completed the attempt
     std::optional<jobspec::StepScheduler> scheduler;
     std::vector<int64_t>
-        lengths;                 // rank 0's sample lengths (the scheduler is rebuilt from them on a re-plan)
-    int micro_batches = 1;       // per rank per step; doubled by a re-plan after an out-of-memory failure
-    int plan_world = 0;          // the world size micro_batches is planned for: the last attempt's
-    bool replanned = false;      // micro_batches / plan_world differ from the spec's sizing (stored)
-    bool checkpointing = false;  // the spec's or the planner's choice
-    int forming_world = 0;       // the world size of the attempt being formed (its ranks' registrations)
+        lengths;  // rank 0's sample lengths (the scheduler is rebuilt from them on a re-plan)
+    // The plan (jobspec::Resolve) of the attempt running or last formed, else the submit's; stored per
+    // attempt. Its world size and micro-batches are what the step scheduler hands out.
+    jobspec::JobPlan plan;
+    planner::Hardware hw;   // the spec's `hardware:`, for re-plans
+    int forming_world = 0;  // the world size of the attempt being formed (its ranks' registrations)
     std::map<int, std::string> forming_hosts;  // rank -> host, of the attempt being formed
     std::vector<std::string> last_hosts;       // distinct hosts of the last attempt that formed (stored)
     std::map<int64_t, std::shared_ptr<const jobspec::StepAssignment>> recent_steps;  // at most kRecentSteps
@@ -163,16 +164,13 @@ class Coordinator {
     // An attempt was scheduled since the launcher last exited. A launcher that exits without forming one
     // (every rank failed before registering: bad data, a missing file) used up an attempt all the same.
     bool scheduled_in_launch = false;
-    // The planner's predicted peak per (world size, micro-batches) plan, computed once each: it reads the
-    // model's config.json, and the plan is resolved on every read of the job.
-    mutable std::map<std::pair<int, int>, jobspec::PlannedPeak> planned_peaks;
   };
   static constexpr size_t kRecentSteps = 4;
   // The first step no rank of the running attempt holds yet: no rank can be past max_acquired + 1 (each
   // step's collectives hold the ranks together), and every rank asks for it after finishing the one before.
   static int64_t CommonStopStep(const Live& live);
   static Live MakeLive(const jobspec::JobSpec& spec, std::unique_ptr<JobStateMachine> state,
-                       int micro_batches, bool checkpointing);
+                       jobspec::JobPlan plan, planner::Hardware hw);
   // Rebuilds the step scheduler from the job's sample lengths and micro-batch count (none without lengths).
   static absl::Status ResetScheduler(Live& live);
   Coordinator(std::unique_ptr<JobStore> store, const core::Clock* clock, JobPolicy policy)
@@ -185,6 +183,9 @@ class Coordinator {
   absl::Status FormAttemptLocked(const std::string& id, Live& live, int world_size);
   // The plan (JSON) an attempt of `world_size` ranks runs by.
   static std::string PlanFor(const Live& live, int world_size);
+  // The stored plan of a job read back from the store, or resolved again (a job stored by an older build).
+  static absl::StatusOr<jobspec::JobPlan> StoredPlan(const JobRecord& j, const jobspec::JobSpec& spec,
+                                                     const planner::Hardware& hw);
   absl::StatusOr<JobRecord> RecordLocked(const std::string& id);  // store record + the sizes decided here
   // The sizes decided here (micro-batches, activation checkpointing) and the plan they resolve to.
   static void AddDecisions(const Live& live, JobRecord* r);

@@ -61,6 +61,11 @@ CREATE TABLE IF NOT EXISTS metrics (
   time_us INTEGER NOT NULL,
   named TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (job_id, step, rank));
+CREATE TABLE IF NOT EXISTS plans (
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  plan TEXT NOT NULL,
+  PRIMARY KEY (job_id, attempt));
 )sql";
 
 // Named metrics in one column: "name=value" lines, values with 17 significant digits (exact for doubles).
@@ -181,8 +186,8 @@ absl::Status SetJobField(sqlite3* db, const char* sql, const char* what, const s
 
 constexpr const char* kJobColumns =
     "id, request_id, name, spec, phase, attempt, restarts, world_size, checkpoint_step, replan, reason, "
-    "since_us, created_us, interruptions, slurm_job_id, replanned_micro_batches, planned_world_size, "
-    "attempt_hosts, attempt_note";
+    "since_us, created_us, interruptions, slurm_job_id, attempt_hosts, attempt_note, "
+    "COALESCE((SELECT plan FROM plans WHERE plans.job_id = jobs.id ORDER BY attempt DESC LIMIT 1), '')";
 
 JobRecord ReadJob(const Stmt& s) {
   JobRecord j;
@@ -201,10 +206,9 @@ JobRecord ReadJob(const Stmt& s) {
   j.created = FromMicros(s.Int(12));
   j.status.interruptions = static_cast<int>(s.Int(13));
   j.slurm_job_id = s.Text(14);
-  j.replanned_micro_batches = static_cast<int>(s.Int(15));
-  j.planned_world_size = static_cast<int>(s.Int(16));
-  j.attempt_hosts = s.Text(17);
-  j.attempt_note = s.Text(18);
+  j.attempt_hosts = s.Text(15);
+  j.attempt_note = s.Text(16);
+  j.plan = s.Text(17);
   return j;
 }
 
@@ -309,7 +313,7 @@ absl::Status JobStore::Exec(const char* sql) {
 
 absl::StatusOr<JobStore::SubmitResult> JobStore::Submit(const std::string& request_id,
                                                         const std::string& name, const std::string& spec,
-                                                        absl::Time now) {
+                                                        absl::Time now, const std::string& plan) {
   if (request_id.empty()) return absl::InvalidArgumentError("Submit: request_id is empty");
   std::lock_guard<std::mutex> lock(mu_);
   ZF_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
@@ -348,6 +352,8 @@ absl::StatusOr<JobStore::SubmitResult> JobStore::Submit(const std::string& reque
     ins.Bind(10, j.status.checkpoint_step).Bind(11, int64_t{0}).Bind(12, std::string()).Bind(13, Micros(now));
     ins.Bind(14, Micros(now));
     if (ins.Step() != SQLITE_DONE) return StepError(db_, "insert job");
+    if (!plan.empty()) ZF_RETURN_IF_ERROR(PutPlanLocked(j.id, 0, plan));
+    j.plan = plan;
     return SubmitResult{j, true};
   };
   auto result = body();
@@ -396,18 +402,41 @@ absl::Status JobStore::UpdateStatus(const std::string& id, const JobStatus& s) {
   return absl::OkStatus();
 }
 
+absl::Status JobStore::PutPlanLocked(const std::string& id, int attempt, const std::string& plan) {
+  Stmt ins(db_, "INSERT OR REPLACE INTO plans (job_id, attempt, plan) VALUES (?,?,?)");
+  ZF_RETURN_IF_ERROR(ins.ok("store plan"));
+  ins.Bind(1, id).Bind(2, static_cast<int64_t>(attempt)).Bind(3, plan);
+  if (ins.Step() != SQLITE_DONE) return StepError(db_, "store plan");
+  return absl::OkStatus();
+}
+
 absl::Status JobStore::SetAttemptPlan(const std::string& id, const AttemptRecord& a) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt u(db_,
-         "UPDATE jobs SET replanned_micro_batches = ?, planned_world_size = ?, attempt_hosts = ?, "
-         "attempt_note = ? "
-         "WHERE id = ?");
-  ZF_RETURN_IF_ERROR(u.ok("set attempt plan"));
-  u.Bind(1, static_cast<int64_t>(a.micro_batches)).Bind(2, static_cast<int64_t>(a.world_size));
-  u.Bind(3, a.hosts).Bind(4, a.note).Bind(5, id);
-  if (u.Step() != SQLITE_DONE) return StepError(db_, "set attempt plan");
-  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(absl::StrCat("no job '", core::Excerpt(id), "'"));
-  return absl::OkStatus();
+  ZF_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  auto body = [&]() -> absl::Status {
+    Stmt u(db_, "UPDATE jobs SET attempt_hosts = ?, attempt_note = ? WHERE id = ?");
+    ZF_RETURN_IF_ERROR(u.ok("set attempt plan"));
+    u.Bind(1, a.hosts).Bind(2, a.note).Bind(3, id);
+    if (u.Step() != SQLITE_DONE) return StepError(db_, "set attempt plan");
+    if (sqlite3_changes(db_) == 0)
+      return absl::NotFoundError(absl::StrCat("no job '", core::Excerpt(id), "'"));
+    return PutPlanLocked(id, a.attempt, a.plan);
+  };
+  if (absl::Status s = body(); !s.ok()) {
+    (void)Exec("ROLLBACK");
+    return s;
+  }
+  return Exec("COMMIT");
+}
+
+absl::StatusOr<std::vector<std::pair<int, std::string>>> JobStore::Plans(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, "SELECT attempt, plan FROM plans WHERE job_id = ? ORDER BY attempt");
+  ZF_RETURN_IF_ERROR(q.ok("list plans"));
+  q.Bind(1, id);
+  return AllRows<std::pair<int, std::string>>(db_, q, "list plans", [](const Stmt& r) {
+    return std::pair<int, std::string>(static_cast<int>(r.Int(0)), r.Text(1));
+  });
 }
 
 absl::Status JobStore::SetSlurmJobId(const std::string& id, const std::string& slurm_job_id) {

@@ -25,21 +25,18 @@ struct JobRecord {
   std::string spec;  // the job spec as submitted
   JobStatus status;
   absl::Time created;
-  // Sizes the coordinator decided (the planner, for a spec that leaves them out; a re-plan after OOM).
-  // Recomputed from the spec when the coordinator starts, except a re-plan's micro-batch count (stored
-  // below).
-  int micro_batches = 1;            // per rank per step
-  bool checkpointing = false;       // activation checkpointing
-  std::string slurm_job_id;         // the Slurm job running it (`zerofit submit --slurm`), empty otherwise
-  int replanned_micro_batches = 0;  // stored: micro-batches per rank after a re-plan (0: none)
-  // Stored with it (issue 20): the world size it was planned for (0: the spec's), the hosts of the last
-  // attempt that formed (comma-separated, rank order), and, for an attempt on fewer ranks than the spec's,
-  // what `zerofit status` shows ("2 of 4 ranks (1 node of 2: node2 lost)"; empty at full size).
-  int planned_world_size = 0;
+  // Sizes the coordinator decided (jobspec::Resolve; Replan after OOM), as in `plan`; filled by the
+  // coordinator.
+  int micro_batches = 1;       // per rank per step
+  bool checkpointing = false;  // activation checkpointing
+  std::string slurm_job_id;    // the Slurm job running it (`zerofit submit --slurm`), empty otherwise
+  // Stored with the last attempt that formed (issue 20): its hosts (comma-separated, rank order), and, for
+  // an attempt on fewer ranks than the spec's, what `zerofit status` shows ("2 of 4 ranks (1 node of 2:
+  // node2 lost)"; empty at full size).
   std::string attempt_hosts;
   std::string attempt_note;
-  // The resolved JobPlan (JSON) of the spec and the sizes above; filled by the coordinator, not stored:
-  // it is a function of what is.
+  // The stored resolved JobPlan (JSON) of the latest attempt (of the submit before any formed): what the
+  // workers train by. Empty for a job stored by an older build (the coordinator resolves it again).
   std::string plan;
 };
 
@@ -79,21 +76,23 @@ class JobStore {
     JobRecord job;
     bool created = false;
   };
+  // `plan` (JSON, may be empty) is stored as attempt 0's, with the job.
   absl::StatusOr<SubmitResult> Submit(const std::string& request_id, const std::string& name,
-                                      const std::string& spec, absl::Time now);
+                                      const std::string& spec, absl::Time now, const std::string& plan = "");
   absl::StatusOr<JobRecord> Get(const std::string& id);
   absl::StatusOr<std::vector<JobRecord>> List();
   absl::Status UpdateStatus(const std::string& id, const JobStatus& status);
   absl::Status SetSlurmJobId(const std::string& id, const std::string& slurm_job_id);
-  // What an attempt formed with, in one transaction (a restarted coordinator must not pair one attempt's
-  // micro-batch count with another's world size).
+  // What an attempt formed with, in one transaction: its resolved plan (JSON) and hosts.
   struct AttemptRecord {
-    int micro_batches = 0;  // 0: the spec's / the planner's
-    int world_size = 0;     // what micro_batches is planned for
+    int attempt = 0;  // 1, 2, ...: the attempt the plan is for
+    std::string plan;
     std::string hosts;
     std::string note;
   };
   absl::Status SetAttemptPlan(const std::string& id, const AttemptRecord& attempt);
+  // Every stored plan of the job, (attempt, JSON) oldest first; attempt 0 is the submit's.
+  absl::StatusOr<std::vector<std::pair<int, std::string>>> Plans(const std::string& id);
 
   absl::StatusOr<int64_t> AppendLog(const std::string& job_id, const std::string& source,
                                     const std::string& text, absl::Time now);
@@ -111,6 +110,7 @@ class JobStore {
   absl::Status Exec(const char* sql);
   absl::Status AddMissingColumns();
   absl::StatusOr<JobRecord> GetLocked(const std::string& id);
+  absl::Status PutPlanLocked(const std::string& id, int attempt, const std::string& plan);
 
   std::mutex mu_;
   sqlite3* db_;  // owned; closed by the destructor

@@ -103,6 +103,7 @@ absl::Status ReadScalars(ObjectReader& r, JobPlan* p) {
   get("global_batch", &p->global_batch);
   get("micro_batches", &p->micro_batches);
   get("activation_checkpointing", &p->activation_checkpointing);
+  get("sizing", &p->sizing);
   get("weight_decay", &p->weight_decay);
   get("max_grad_norm", &p->max_grad_norm);
   get("zero_stage", &p->zero_stage);
@@ -182,36 +183,6 @@ std::vector<int> AllowedWorldSizes(const JobSpec& spec) {
   return sizes;
 }
 
-JobPlan ResolveJobPlan(const JobSpec& spec, int micro_batches, bool activation_checkpointing,
-                       int world_size) {
-  const TrainingSpec& t = spec.training;
-  JobPlan p;
-  p.name = spec.name;
-  p.task = spec.task;
-  p.model = spec.model;
-  p.device = spec.device;
-  p.world_size = world_size > 0 ? world_size : spec.world_size;
-  p.world_sizes = AllowedWorldSizes(spec);
-  p.data = spec.data;
-  p.eval = spec.eval;
-  p.steps = t.steps;
-  p.global_batch = t.global_batch;
-  p.micro_batches = micro_batches;
-  p.activation_checkpointing = activation_checkpointing;
-  p.schedule = LrScheduleOf(t);
-  if (p.schedule.total_steps <= 0) p.schedule.total_steps = t.steps;
-  p.weight_decay = t.weight_decay;
-  p.max_grad_norm = t.max_grad_norm;
-  p.zero_stage = t.zero_stage;
-  p.offload = t.offload;
-  p.bf16 = t.bf16;
-  p.max_length = t.max_length;
-  p.checkpoint = spec.checkpoint;
-  p.metrics = spec.metrics;
-  p.export_dir = spec.export_dir;
-  return p;
-}
-
 std::string JobPlanToJson(const JobPlan& p) {
   const Json j = {
       {"version", p.version},
@@ -227,6 +198,7 @@ std::string JobPlanToJson(const JobPlan& p) {
       {"global_batch", p.global_batch},
       {"micro_batches", p.micro_batches},
       {"activation_checkpointing", p.activation_checkpointing},
+      {"sizing", p.sizing},
       {"schedule",
        {{"decay", core::LrDecayName(p.schedule.decay)},
         {"peak_lr", p.schedule.peak_lr},

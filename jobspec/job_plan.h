@@ -1,6 +1,6 @@
 // The resolved job: what a job spec (job_spec.h) becomes once every size is decided, in one typed, versioned
-// value. The coordinator resolves it at submit (spec + planner) and again after an out-of-memory re-plan, and
-// hands it to the workers as JSON: workers read the plan, never the YAML, so they link neither yaml-cpp,
+// value. jobspec::Resolve (resolve.h) makes it; the coordinator stores each attempt's and hands it to the
+// workers as JSON: workers read the plan, never the YAML, so they link neither yaml-cpp,
 // SQLite nor the planner. `zerofit status JOB --plan` prints it. One mapping from the plan to the trainer's
 // options lives in worker/torch/train/plan_options.h.
 //
@@ -19,8 +19,9 @@ namespace zerofit::jobspec {
 
 // Bumped whenever a field changes meaning or is removed; a reader refuses any other version by name rather
 // than guess (a worker older than its coordinator says so instead of training something else).
-// Version 1 grew `world_sizes` (issue 20); a worker of an older build refuses the key by name.
-inline constexpr int kJobPlanVersion = 1;
+// Version 1 grew `world_sizes` (issue 20); version 2 `sizing` (issue 31). A worker of an older build refuses
+// the version by name.
+inline constexpr int kJobPlanVersion = 2;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the
 // plan's micro-batch, accumulation, ZeRO stage, offload and checkpointing), so that a rank can print what it
@@ -51,6 +52,9 @@ struct JobPlan {
   int64_t global_batch = 0;
   int micro_batches = 1;
   bool activation_checkpointing = false;
+  // Which rule decided the sizes (resolve.h): "from the spec: ...", "sized by the planner for ...",
+  // "re-planned after out-of-memory: ...", or why the planner could not size it.
+  std::string sizing;
   core::LrScheduleOptions schedule;  // peak_lr is the spec's lr; total_steps is set (never 0)
   double weight_decay = 0.0;
   double max_grad_norm = 1.0;
@@ -63,11 +67,6 @@ struct JobPlan {
   std::string export_dir;
   PlannedPeak planned_peak;
 };
-
-// The plan of `spec` with the sizes the coordinator decided (micro-batches per rank per step, activation
-// checkpointing) for an attempt of `world_size` ranks (0: the spec's).
-JobPlan ResolveJobPlan(const JobSpec& spec, int micro_batches, bool activation_checkpointing,
-                       int world_size = 0);
 
 // Whether the held-out set is evaluated after 0-based `step` of a run of `steps`: every `every`-th step
 // (0: never) and after the last. The one rule for zerofit_worker and zerofit_train_prefs.

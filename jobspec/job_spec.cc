@@ -18,6 +18,7 @@
 #include "core/text_file.h"
 #include "jobspec/training_validation.h"
 #include "nlohmann/json.hpp"
+#include "planner/hardware.h"
 
 namespace zerofit::jobspec {
 namespace {
@@ -482,6 +483,9 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   ZF_RETURN_IF_ERROR(r.Required(root["data"], "data", s.data.dir + s.data.train, "a directory or a mapping"));
   ZF_RETURN_IF_ERROR(
       r.Required(root["hardware"], "hardware", s.hardware, "such as 8x80GB; leave it out for 8x64GB"));
+  if (auto hw = planner::ParseHardware(s.hardware); !hw.ok()) {
+    return r.Error(root["hardware"], "hardware", std::string(hw.status().message()));
+  }
   if (s.name.empty()) s.name = s.task;
   if (s.world_size < 1 || s.world_size > 4096)
     return r.Error(root["world_size"], "world_size", "must be 1..4096");

@@ -17,15 +17,13 @@ PlannedPeak NoEstimate(const absl::Status& why) {
 
 }  // namespace
 
-PlannedPeak PlanPeak(const JobPlan& plan, const std::string& hardware) {
+PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw) {
   auto shape = planner::LoadModelShape(plan.model);
   if (!shape.ok()) return NoEstimate(shape.status());
-  auto hw = planner::ParseHardware(hardware);
-  if (!hw.ok()) return NoEstimate(hw.status());
   auto task = planner::ParseTask(plan.task);
   if (!task.ok()) return NoEstimate(task.status());
   const int world = std::max(1, plan.world_size);
-  hw->gpus_per_node = std::min(hw->gpus_per_node, world);  // a partial node holds the ranks the job has
+  hw.gpus_per_node = std::min(hw.gpus_per_node, world);  // a partial node holds the ranks the job has
   planner::Workload w;
   w.task = *task;
   w.seq_len = plan.max_length;
@@ -38,11 +36,11 @@ PlannedPeak PlanPeak(const JobPlan& plan, const std::string& hardware) {
   s.offload = plan.offload;
   s.checkpointing = plan.activation_checkpointing;
   if (*task == planner::Task::kDpo) s.reference = planner::Reference::kResident;
-  const planner::MemoryEstimate m = planner::EstimateMemory(*shape, w, s, *hw, world);
+  const planner::MemoryEstimate m = planner::EstimateMemory(*shape, w, s, hw, world);
   PlannedPeak p;
   p.device_bytes = static_cast<int64_t>(m.device_bytes);
   p.host_bytes = static_cast<int64_t>(m.host_bytes);
-  p.basis = absl::StrCat(hw->name, ": ", planner::DescribeStrategy(s, w.task), ", peak in ", m.peak_phase);
+  p.basis = absl::StrCat(hw.name, ": ", planner::DescribeStrategy(s, w.task), ", peak in ", m.peak_phase);
   return p;
 }
 

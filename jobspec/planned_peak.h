@@ -6,13 +6,14 @@
 #include <string>
 
 #include "jobspec/job_plan.h"
+#include "planner/hardware.h"
 
 namespace zerofit::jobspec {
 
 // The planner's estimate for `plan`'s own sizes (micro-batch = global batch / (world size x micro-batches),
 // accumulation, ZeRO stage, offload, checkpointing; DPO with its reference resident, as the workers run it)
-// on `hardware` (a spec's `hardware:`), or zero bytes with the reason in `basis` where the model's shape
-// cannot be read. The coordinator and zerofit_train_prefs both call it, so both resolve the same plan.
-PlannedPeak PlanPeak(const JobPlan& plan, const std::string& hardware);
+// on `hw`, or zero bytes with the reason in `basis` where the model's shape
+// cannot be read. Called by the resolver (resolve.h) for every plan it makes.
+PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw);
 
 }  // namespace zerofit::jobspec

@@ -211,13 +211,7 @@ TEST(CoordinatorShrinkTest, ARestartedCoordinatorKeepsTheShrunkenPlanAndTheJobGr
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
 }
 
-TEST(AttemptPlanTest, MicroBatchesKeepThePairsPerMicroBatch) {
-  EXPECT_EQ(MicroBatchesFor(8, 4, 1, 2), 2);
-  EXPECT_EQ(MicroBatchesFor(8, 2, 2, 4), 1);
-  EXPECT_EQ(MicroBatchesFor(64, 16, 2, 8), 4);
-  EXPECT_EQ(MicroBatchesFor(8, 4, 3, 4), 3) << "the same world keeps an out-of-memory re-plan's count";
-  EXPECT_EQ(MicroBatchesFor(12, 4, 1, 8), 1) << "at least 1, at most a rank's pairs";
-  EXPECT_EQ(MicroBatchesFor(10, 2, 1, 1), 2) << "5 pairs per micro-batch, 10 pairs on one rank";
+TEST(AttemptPlanTest, HostsAndNotesOfAnAttempt) {
   EXPECT_EQ(LostHosts({"node1", "node2", "node3"}, {"node1", "node3"}), (std::vector<std::string>{"node2"}));
   EXPECT_EQ(DescribeNodes(1, 3, {"node2", "node3"}), "1 node of 3: node2, node3 lost");
   EXPECT_EQ(DescribeNodes(2, 2, {}), "2 nodes of 2");

@@ -1,7 +1,8 @@
 # Coordinator domain (issue 6). Paths relative to tests/.
 # The job spec library on its own (no coordinator, no SQLite).
-zerofit_unit_test(jobspec_unit_test jobspec/job_spec_test.cc jobspec/job_plan_test.cc jobspec/step_scheduler_test.cc)
-target_link_libraries(jobspec_unit_test PRIVATE zerofit_jobspec zerofit_step_scheduler)
+zerofit_unit_test(jobspec_unit_test jobspec/job_spec_test.cc jobspec/job_plan_test.cc jobspec/resolve_test.cc
+  jobspec/step_scheduler_test.cc)
+target_link_libraries(jobspec_unit_test PRIVATE zerofit_jobspec zerofit_resolve zerofit_step_scheduler)
 
 zerofit_unit_test(coordinator_unit_test
   coordinator/coordinator_cancel_test.cc
@@ -14,7 +15,7 @@ zerofit_unit_test(coordinator_unit_test
   coordinator/planned_peak_test.cc
   coordinator/state_dir_lock_test.cc)
 find_package(SQLite3 REQUIRED)
-target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator zerofit_planned_peak zerofit_planner SQLite::SQLite3)
+target_link_libraries(coordinator_unit_test PRIVATE zerofit_coordinator zerofit_resolve zerofit_planner SQLite::SQLite3)
 # Its Spec() and Fixture are named like coordinator_shrink_test.cc's.
 set_source_files_properties(coordinator/coordinator_watchdog_test.cc PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 

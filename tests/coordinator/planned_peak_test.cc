@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "jobspec/job_plan.h"
 #include "jobspec/job_spec.h"
+#include "jobspec/resolve.h"
 #include "planner/memory_model.h"
 #include "planner/model_shape.h"
 
@@ -48,7 +49,7 @@ planner::MemoryEstimate Expected() {
 TEST(PlannedPeakTest, IsThePlannersEstimateForThePlansOwnSizes) {
   auto spec = jobspec::ParseJobSpec(kPinned, "pinned.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const jobspec::PlannedPeak p = jobspec::PlanPeak(jobspec::ResolveJobPlan(*spec, 4, true), spec->hardware);
+  const jobspec::PlannedPeak p = jobspec::Resolve(*spec)->planned_peak;
   const planner::MemoryEstimate want = Expected();
   EXPECT_GT(want.device_bytes, 1e9);
   EXPECT_EQ(p.device_bytes, static_cast<int64_t>(want.device_bytes));
@@ -62,7 +63,7 @@ TEST(PlannedPeakTest, AModelThePlannerCannotReadHasNoEstimateAndSaysWhy) {
       "training: {global_batch: 8, micro_batch: 8, gradient_accumulation: 1}\n",
       "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const jobspec::PlannedPeak p = jobspec::PlanPeak(jobspec::ResolveJobPlan(*spec, 1, false), spec->hardware);
+  const jobspec::PlannedPeak p = jobspec::Resolve(*spec)->planned_peak;
   EXPECT_EQ(p.device_bytes, 0);
   EXPECT_EQ(p.basis.rfind("no estimate: ", 0), 0u) << p.basis;
 }

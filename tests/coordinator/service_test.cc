@@ -20,6 +20,7 @@
 #include "client/kv_rendezvous.h"
 #include "comm/rendezvous.h"
 #include "core/dir_owner.h"
+#include "jobspec/job_plan.h"
 #include "tests/coordinator/service_fixture.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
@@ -555,6 +556,21 @@ TEST(ServiceTest, AnOutOfMemoryReplanSurvivesACoordinatorRestart) {
   }
   auto store = JobStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
+  // Each attempt's resolved plan is stored: the submit's (0), attempt 1's, and attempt 2's re-plan.
+  auto plans = (*store)->Plans(id);
+  ASSERT_TRUE(plans.ok()) << plans.status();
+  ASSERT_EQ(plans->size(), 3u);
+  const int want_micro[] = {2, 2, 4};
+  for (int a = 0; a < 3; ++a) {
+    EXPECT_EQ((*plans)[a].first, a);
+    auto plan = jobspec::JobPlanFromJson((*plans)[a].second, "stored");
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->micro_batches, want_micro[a]) << "attempt " << a;
+    if (a == 2) {
+      EXPECT_EQ(plan->sizing.rfind("re-planned after out-of-memory: 2 -> 4", 0), 0u) << plan->sizing;
+    }
+  }
+  EXPECT_EQ((*store)->Get(id)->plan, (*plans)[2].second) << "the job's plan is its latest attempt's";
   auto c = Coordinator::Create(std::move(*store), &clock);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ((*c)->Get(id)->micro_batches, 4) << "the re-plan is kept across the restart";

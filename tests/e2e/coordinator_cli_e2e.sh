@@ -45,9 +45,12 @@ echo "$out" | grep -qF "request id 'r-1' already submitted job-000001 with a dif
 # The resolved plan: versioned JSON with the sizes the coordinator decided (the planner sized this job's
 # micro-batches, which the spec left out).
 plan=$("$Z" status job-000001 --plan --state-dir "$S") || fail "status --plan: $plan"
-echo "$plan" | grep -q '^  "version": 1,$' || fail "plan without version: $plan"
+echo "$plan" | grep -q '^  "version": 2,$' || fail "plan without version: $plan"
 echo "$plan" | grep -q '"micro_batches": [1-9]' || fail "plan without micro_batches: $plan"
 echo "$plan" | grep -q '"total_steps": 10,' || fail "plan without a resolved schedule: $plan"
+# One resolver: `zerofit plan --spec` prints the plan the coordinator stored for the same spec.
+"$Z" plan --spec "$S/job.yaml" > "$S/plan_from_spec.json" || fail "plan --spec: $(cat "$S/plan_from_spec.json")"
+echo "$plan" | diff - "$S/plan_from_spec.json" > "$S/plan.diff" || fail "plan --spec differs from the stored plan: $(cat "$S/plan.diff")"
 
 # 100 concurrent submits with one request id create one job.
 for i in $(seq 100); do "$Z" submit "$S/job.yaml" --state-dir "$S" --request-id same > "$S/c$i.out" 2>&1 & done

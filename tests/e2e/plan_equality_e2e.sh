@@ -38,7 +38,7 @@ flags() {  # flags RUNS_DIR: the job above as zerofit_train_prefs flags
 }
 mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/runs") --print-plan > "$D/from_flags.json" 2> "$D/flags.err" \
   || fail "train_prefs --print-plan: $(cat "$D/flags.err")"
-grep -q '"version": 1' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
+grep -q '"version": 2' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
 diff "$D/from_spec.json" "$D/from_flags.json" > "$D/diff" || fail "the two front ends resolve different plans: $(cat "$D/diff")"
 echo "the spec and the flags resolve to the same job plan"
 

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "jobspec/resolve.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::jobspec {
@@ -28,6 +30,8 @@ training:
   weight_decay: 0.1
   offload: true
   max_length: 128
+  gradient_accumulation: 4
+  checkpointing: true
 checkpoint: {dir: /ck, every: 100, keep: 2, overwrite: true}
 metrics: {tensorboard: /tb, jsonl: /m.jsonl}
 export: /out
@@ -36,7 +40,9 @@ export: /out
 TEST(JobPlanTest, ResolvesEveryDecisionFromTheSpec) {
   auto spec = ParseJobSpec(kSpec, "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const JobPlan p = ResolveJobPlan(*spec, 4, true);
+  auto resolved = Resolve(*spec);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const JobPlan& p = *resolved;
   EXPECT_EQ(p.version, kJobPlanVersion);
   EXPECT_EQ(p.micro_batches, 4);
   EXPECT_TRUE(p.activation_checkpointing);
@@ -58,7 +64,7 @@ TEST(JobPlanTest, ResolvesEveryDecisionFromTheSpec) {
 TEST(JobPlanTest, JsonRoundTripKeepsEveryField) {
   auto spec = ParseJobSpec(kSpec, "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const std::string json = JobPlanToJson(ResolveJobPlan(*spec, 4, true));
+  const std::string json = JobPlanToJson(*Resolve(*spec));
   auto back = JobPlanFromJson(json, "plan");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(JobPlanToJson(*back), json);
@@ -66,21 +72,23 @@ TEST(JobPlanTest, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(back->data.test, "/d/test.jsonl");
   EXPECT_EQ(back->schedule.decay, core::LrDecay::kCosine);
   EXPECT_TRUE(back->checkpoint.overwrite);
-  EXPECT_NE(json.find("\"version\": 1"), std::string::npos) << json;
+  EXPECT_NE(json.find(absl::StrCat("\"version\": ", kJobPlanVersion)), std::string::npos) << json;
+  EXPECT_EQ(back->sizing, "from the spec: 4 micro-batch(es) per rank per step");
 }
 
 TEST(JobPlanTest, ReaderRefusesOtherVersionsUnknownKeysAndWrongTypes) {
   auto spec = ParseJobSpec(kSpec, "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const auto good = nlohmann::ordered_json::parse(JobPlanToJson(ResolveJobPlan(*spec, 1, false)));
+  const auto good = nlohmann::ordered_json::parse(JobPlanToJson(*Resolve(*spec)));
   auto with = [&](auto edit) {
     nlohmann::ordered_json j = good;
     edit(j);
     return JobPlanFromJson(j.dump(), "job-000001");
   };
-  auto newer = with([](auto& j) { j["version"] = 2; });
+  auto newer = with([](auto& j) { j["version"] = kJobPlanVersion + 1; });
   ASSERT_FALSE(newer.ok());
-  EXPECT_NE(newer.status().message().find("job plan version 2, this program reads version 1"),
+  EXPECT_NE(newer.status().message().find(absl::StrCat("job plan version ", kJobPlanVersion + 1,
+                                                       ", this program reads version ", kJobPlanVersion)),
             std::string::npos)
       << newer.status();
   auto unknown = with([](auto& j) { j["data"]["shuffle"] = true; });
@@ -104,10 +112,10 @@ TEST(JobPlanTest, AShrunkenAttemptsPlanCarriesItsWorldSizeAndTheAllowedOnes) {
       "slurm:\n  nodes: 2\n  tasks_per_node: 2\n  on_node_loss: shrink\n  min_nodes: 1\n",
       "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const JobPlan full = ResolveJobPlan(*spec, 1, false);
+  const JobPlan full = *Resolve(*spec);
   EXPECT_EQ(full.world_size, 4);
   EXPECT_EQ(full.world_sizes, (std::vector<int>{2, 4}));
-  auto back = JobPlanFromJson(JobPlanToJson(ResolveJobPlan(*spec, 2, false, 2)), "plan");
+  auto back = JobPlanFromJson(JobPlanToJson(*Resolve(*spec, Attempt{2})), "plan");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->world_size, 2);
   EXPECT_EQ(back->micro_batches, 2);
@@ -118,7 +126,7 @@ TEST(JobPlanTest, AShrunkenAttemptsPlanCarriesItsWorldSizeAndTheAllowedOnes) {
 TEST(JobPlanTest, ThePlannedPeakRoundTrips) {
   auto spec = ParseJobSpec("task: reward\nmodel: /m\ndata: /d\n", "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  JobPlan p = ResolveJobPlan(*spec, 2, false);
+  JobPlan p = *Resolve(*spec);
   p.planned_peak = {int64_t{12} << 30, int64_t{80} << 30, "8x64GB: micro-batch 4 x accumulation 2"};
   auto back = JobPlanFromJson(JobPlanToJson(p), "plan");
   ASSERT_TRUE(back.ok()) << back.status();

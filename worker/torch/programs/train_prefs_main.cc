@@ -18,9 +18,9 @@
 #include "comm/mpi/mpi_environment.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
-#include "jobspec/planned_peak.h"
+#include "jobspec/resolve.h"
 #include "launch/launch_env.h"
-#include "planner/search.h"
+#include "planner/hardware.h"
 #include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
 #include "worker/torch/train/memory_probe.h"  // PlannerReference
@@ -49,24 +49,23 @@ constexpr const char* kUsage =
     "accumulation, and activation checkpointing unless --checkpointing is given.";
 
 struct Cli {
-  // The flags a job spec also has, as the coordinator's workers get them (jobspec/job_plan.h); `options` is
-  // OptionsFromPlan(plan) plus the trainer's own flags (seed, LoRA, DPO, reference, ...).
-  jobspec::JobPlan plan;
+  // The flags a job spec also has, as a JobSpec: jobspec::Resolve turns it into the plan the coordinator's
+  // workers would get for the same spec (one resolver), and OptionsFromPlan into the trainer's options.
+  jobspec::JobSpec spec;
   bool print_plan = false;  // --print-plan: print the resolved plan (as `zerofit status --plan`) and exit
-  PreferenceTrainOptions options;
+  // The trainer's own flags (seed, LoRA, DPO, reference, ...), applied on top of OptionsFromPlan.
+  PreferenceTrainOptions trainer;
   int64_t log_every = 10;
   // Without --micro the planner sizes the job (accumulation, and checkpointing unless --checkpointing) for
-  // this many GB per rank.
+  // this many GB per rank on the CPU.
   bool sized_by_user = false;
-  bool checkpointing_given = false;
   double memory_gb = 4;
 };
 
-// The planner's choice for this job on the CPU ranks: accumulation steps and checkpointing.
 // Where the model and pairs come from: --data DIR (config.json and the token-id files of
 // examples/make_arith_prefs), or --model DIR --train FILE [--test FILE] [--tokenizer DIR] (text,
 // conversational or token-id JSONL; the tokenizer defaults to the model directory's tokenizer.json).
-absl::Status ParseDataFlags(const std::function<std::string(const char*)>& take, jobspec::JobPlan* p) {
+absl::Status ParseDataFlags(const std::function<std::string(const char*)>& take, jobspec::JobSpec* p) {
   const std::string dir = take("--data"), model = take("--model"), train = take("--train");
   if (dir.empty() == model.empty() || model.empty() != train.empty()) {
     return absl::InvalidArgumentError(
@@ -93,57 +92,51 @@ absl::Status ParseDataFlags(const std::function<std::string(const char*)>& take,
   return absl::OkStatus();
 }
 
-absl::Status SizeWithPlanner(Cli& cli, int world, bool print) {
-  PreferenceTrainOptions& o = cli.options;
-  ZF_ASSIGN_OR_RETURN(planner::ModelShape shape, planner::LoadModelShape(o.model_dir + "/config.json"));
+// The hardware the job is resolved on: the spec's default when the flags size it (--micro), so that its
+// plan equals a spec's byte for byte; otherwise the CPU ranks with --memory-gb each, as the planner sizes
+// them. The trainer flags the planner must know are pinned (TrainerFacts).
+absl::StatusOr<jobspec::JobPlan> ResolveForRanks(const Cli& cli, int world) {
+  jobspec::JobSpec spec = cli.spec;
+  spec.world_size = world;
+  if (cli.sized_by_user) return jobspec::Resolve(spec, {});
   ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware("cpu"));
   hw.gpu_bytes = cli.memory_gb * planner::kGB;
   hw.gpus_per_node = world;
-  planner::Workload w;
-  w.task = o.task == PreferenceTrainOptions::Task::kReward ? planner::Task::kReward
-           : o.task == PreferenceTrainOptions::Task::kDpo  ? planner::Task::kDpo
-                                                           : planner::Task::kSft;
-  w.seq_len = o.max_length;
-  w.global_batch = o.global_batch;
-  w.element_bytes = o.model.dtype == torch::kBFloat16 ? 2 : 4;
-  planner::Constraints c;
-  c.zero_stage = 2;
-  c.safety = 1.0;
-  c.offload = o.offload.enabled;
-  c.bucket_bytes = o.bucket_bytes;
-  if (cli.checkpointing_given) c.checkpointing = true;
-  if (w.task == planner::Task::kDpo) {
-    c.reference = PlannerReference(o.reference);
-  }
-  if (o.model.lora.rank > 0) c.lora_rank = o.model.lora.rank;
-  ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(shape, w, hw, c));
-  o.micro_batches = static_cast<int>(plan.chosen.strategy.accumulation);
-  o.model.activation_checkpointing = plan.chosen.strategy.checkpointing;
-  if (!print) return absl::OkStatus();
-  std::printf("planner (%.1f GB per rank): %s; predicted peak %s per rank\n", cli.memory_gb,
-              planner::DescribeStrategy(plan.chosen.strategy, w.task).c_str(),
-              planner::FormatBytes(plan.chosen.memory.device_bytes).c_str());
-  return absl::OkStatus();
+  const PreferenceTrainOptions& t = cli.trainer;
+  jobspec::TrainerFacts facts;
+  facts.safety = 1.0;
+  facts.bucket_bytes = t.bucket_bytes;
+  facts.lora_rank = t.model.lora.rank;
+  if (spec.task == "dpo") facts.reference = PlannerReference(t.reference);
+  return jobspec::Resolve(spec, hw, {}, facts);
+}
+
+// The trainer's options: the plan's (OptionsFromPlan), then the trainer's own flags.
+absl::StatusOr<PreferenceTrainOptions> TrainerOptions(const jobspec::JobPlan& plan, const Cli& cli) {
+  ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions o, OptionsFromPlan(plan));
+  const PreferenceTrainOptions& t = cli.trainer;
+  o.seed = t.seed;
+  o.offload.threads = t.offload.threads;
+  o.offload.delayed_update = t.offload.delayed_update;
+  o.offload.delayed_update_start_step = t.offload.delayed_update_start_step;
+  o.model.lora = t.model.lora;
+  o.model.attention = t.model.attention;
+  o.dpo = t.dpo;
+  o.reference = t.reference;
+  o.accumulation = t.accumulation;
+  o.device_comm = t.device_comm;
+  if (!t.init_weights.empty()) o.init_weights = t.init_weights;
+  return o;
 }
 
 using Take = std::function<std::string(const char*)>;
 using Number = std::function<absl::Status(const char*, double*, double)>;
 
-// The flags a job spec also has, into `p` (defaults as PreferenceTrainOptions'). `offload` and
-// `checkpointing` are the boolean flags.
-absl::Status ParsePlanFlags(const Take& take, const Number& number, bool offload, bool checkpointing,
-                            jobspec::JobPlan* p) {
-  const std::string task = take("--task");
-  if (task.empty()) return absl::InvalidArgumentError(absl::StrCat("--task is required\n", kUsage));
-  ZF_RETURN_IF_ERROR(ParseTask(task).status());
-  p->name = "zerofit_train_prefs";
-  p->task = task;
-  p->device = "auto";
-  ZF_RETURN_IF_ERROR(ParseDataFlags(take, p));
+// The `training:` section's flags, into `t` (defaults as PreferenceTrainOptions').
+absl::Status ParseTrainingFlags(const Take& take, const Number& number, jobspec::TrainingSpec* t) {
   const PreferenceTrainOptions d;
-  double steps = static_cast<double>(d.steps), gb = static_cast<double>(d.global_batch),
-         micro = d.micro_batches, lr = d.lr, wd = d.weight_decay, maxlen = static_cast<double>(d.max_length),
-         warmup = 0, min_lr = 0, eval_every = 0, eval_max = 0;
+  double steps = static_cast<double>(d.steps), gb = static_cast<double>(d.global_batch), micro = 0, lr = d.lr,
+         wd = d.weight_decay, maxlen = static_cast<double>(d.max_length), warmup = 0, min_lr = 0;
   ZF_RETURN_IF_ERROR(number("--steps", &steps, 1));
   ZF_RETURN_IF_ERROR(number("--global-batch", &gb, 1));
   ZF_RETURN_IF_ERROR(number("--micro", &micro, 1));
@@ -152,35 +145,49 @@ absl::Status ParsePlanFlags(const Take& take, const Number& number, bool offload
   ZF_RETURN_IF_ERROR(number("--max-length", &maxlen, 4));
   ZF_RETURN_IF_ERROR(number("--warmup-steps", &warmup, 0));
   ZF_RETURN_IF_ERROR(number("--min-lr", &min_lr, 0));
-  ZF_RETURN_IF_ERROR(number("--eval-every", &eval_every, 0));
-  ZF_RETURN_IF_ERROR(number("--eval-max-samples", &eval_max, 0));
-  p->steps = static_cast<int64_t>(steps);
-  p->global_batch = static_cast<int64_t>(gb);
-  p->micro_batches = static_cast<int>(micro);
-  p->weight_decay = wd;
-  p->max_grad_norm = d.max_grad_norm;
-  p->max_length = static_cast<int64_t>(maxlen);
-  p->eval.every = static_cast<int64_t>(eval_every);
-  p->eval.max_samples = static_cast<int64_t>(eval_max);
-  p->schedule.peak_lr = static_cast<float>(lr);
-  p->schedule.warmup_steps = static_cast<int64_t>(warmup);
-  p->schedule.min_lr = static_cast<float>(min_lr);
-  p->schedule.total_steps = p->steps;
+  t->steps = static_cast<int64_t>(steps);
+  t->global_batch = static_cast<int64_t>(gb);
+  if (micro > 0) t->gradient_accumulation = static_cast<int64_t>(micro);  // --micro K: K micro-batches
+  t->lr = static_cast<float>(lr);  // the trainer's rates are fp32: the plan holds what it applies
+  t->weight_decay = wd;
+  t->max_grad_norm = d.max_grad_norm;
+  t->max_length = static_cast<int64_t>(maxlen);
+  t->warmup_steps = static_cast<int64_t>(warmup);
+  t->min_lr = static_cast<float>(min_lr);
   if (std::string decay = take("--lr-schedule"); !decay.empty()) {
-    ZF_ASSIGN_OR_RETURN(p->schedule.decay, core::ParseLrDecay(decay));
+    ZF_ASSIGN_OR_RETURN(t->lr_schedule, core::ParseLrDecay(decay));
   }
-  if (absl::Status s = core::ValidateLrSchedule(p->schedule); !s.ok()) {
+  if (absl::Status s = core::ValidateLrSchedule(jobspec::LrScheduleOf(*t)); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("flags --lr/--lr-schedule/--warmup-steps/--min-lr: ", s.message()));
   }
-  p->offload = offload;
-  p->activation_checkpointing = checkpointing;
   if (std::string dtype = take("--dtype"); !dtype.empty()) {
     if (dtype != "bf16" && dtype != "fp32") {
       return absl::InvalidArgumentError(absl::StrCat("flag --dtype: '", dtype, "' is not fp32 or bf16"));
     }
-    p->bf16 = dtype == "bf16";
+    t->bf16 = dtype == "bf16";
   }
+  return absl::OkStatus();
+}
+
+// The flags a job spec also has, into `p` (defaults as PreferenceTrainOptions'). `offload` and
+// `checkpointing` are the boolean flags.
+absl::Status ParseSpecFlags(const Take& take, const Number& number, bool offload, bool checkpointing,
+                            jobspec::JobSpec* p) {
+  const std::string task = take("--task");
+  if (task.empty()) return absl::InvalidArgumentError(absl::StrCat("--task is required\n", kUsage));
+  ZF_RETURN_IF_ERROR(ParseTask(task).status());
+  p->name = "zerofit_train_prefs";
+  p->task = task;
+  ZF_RETURN_IF_ERROR(ParseDataFlags(take, p));
+  ZF_RETURN_IF_ERROR(ParseTrainingFlags(take, number, &p->training));
+  double eval_every = 0, eval_max = 0;
+  ZF_RETURN_IF_ERROR(number("--eval-every", &eval_every, 0));
+  ZF_RETURN_IF_ERROR(number("--eval-max-samples", &eval_max, 0));
+  p->eval.every = static_cast<int64_t>(eval_every);
+  p->eval.max_samples = static_cast<int64_t>(eval_max);
+  p->training.offload = offload;
+  if (checkpointing) p->training.checkpointing = true;
   if (std::string device = take("--device"); !device.empty()) {
     if (auto choice = device::ParseDeviceChoice(device); !choice.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("flag --device: ", choice.status().message()));
@@ -195,7 +202,7 @@ absl::Status ParsePlanFlags(const Take& take, const Number& number, bool offload
 
 // The trainer's own flags (no job spec field), on top of OptionsFromPlan.
 absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli) {
-  PreferenceTrainOptions& o = cli->options;
+  PreferenceTrainOptions& o = cli->trainer;
   double seed = static_cast<double>(o.seed), threads = o.offload.threads, rank = 0,
          alpha = o.model.lora.alpha, beta = o.dpo.beta, ls = o.dpo.label_smoothing,
          log_every = static_cast<double>(cli->log_every), dpu_start = -1;
@@ -217,7 +224,7 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
   o.dpo.label_smoothing = ls;
   cli->log_every = static_cast<int64_t>(log_every);
   if (dpu_start >= 0) {  // the delayed parameter update (ZeRO-Offload's DPU) from optimizer step N on
-    if (!o.offload.enabled) return absl::InvalidArgumentError("flag --dpu-start needs --offload");
+    if (!cli->spec.training.offload) return absl::InvalidArgumentError("flag --dpu-start needs --offload");
     o.offload.delayed_update = true;
     o.offload.delayed_update_start_step = static_cast<int64_t>(dpu_start);
   }
@@ -249,7 +256,7 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
 absl::StatusOr<Cli> Parse(int argc, char** argv) {
   Cli cli;
   std::map<std::string, std::string> values;
-  bool offload = false, reduce_once = false;
+  bool offload = false, reduce_once = false, checkpointing = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") return absl::CancelledError(kUsage);
@@ -258,7 +265,7 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
     } else if (a == "--reduce-once") {
       reduce_once = true;
     } else if (a == "--checkpointing") {
-      cli.checkpointing_given = true;
+      checkpointing = true;
     } else if (a == "--print-plan") {
       cli.print_plan = true;
     } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
@@ -286,9 +293,8 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
     return absl::OkStatus();
   };
   cli.sized_by_user = values.count("--micro") > 0;
-  ZF_RETURN_IF_ERROR(ParsePlanFlags(take, number, offload, cli.checkpointing_given, &cli.plan));
-  ZF_ASSIGN_OR_RETURN(cli.options, OptionsFromPlan(cli.plan));
-  if (reduce_once) cli.options.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
+  ZF_RETURN_IF_ERROR(ParseSpecFlags(take, number, offload, checkpointing, &cli.spec));
+  if (reduce_once) cli.trainer.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
   ZF_RETURN_IF_ERROR(ParseTrainerFlags(take, number, &cli));
   if (!values.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown flag '", values.begin()->first, "'\n", kUsage));
@@ -299,25 +305,19 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
 absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
   torch::set_num_threads(1);
   ZF_ASSIGN_OR_RETURN(auto comm, comm::CreateHostCommunicator(env));
-  Cli cli = parsed;
+  const Cli& cli = parsed;
   // The GPU of this rank: cuda:<local rank> (mpiexec's or srun's view of this process).
   ZF_ASSIGN_OR_RETURN(const launch::LaunchEnv launched, launch::ReadLaunchEnv(&std::getenv));
-  cli.options.local_rank = launched.local_rank;
-  if (!cli.sized_by_user) {
-    // Every rank computes the same plan (a pure function of the flags); rank 0 reports it.
-    ZF_RETURN_IF_ERROR(SizeWithPlanner(cli, comm->world_size(), comm->rank() == 0 && !cli.print_plan));
-  }
-  cli.plan.world_size = comm->world_size();
-  cli.plan.world_sizes = {comm->world_size()};  // what a spec without slurm.on_node_loss: shrink allows
-  cli.plan.micro_batches = cli.options.micro_batches;
-  cli.plan.activation_checkpointing = cli.options.model.activation_checkpointing;
-  // The hardware a spec without `hardware:` names, as the coordinator resolves such a spec (one plan).
-  cli.plan.planned_peak = jobspec::PlanPeak(cli.plan, jobspec::JobSpec().hardware);
+  // Every rank resolves the same plan (a pure function of the flags and the world size); rank 0 reports it.
+  ZF_ASSIGN_OR_RETURN(const jobspec::JobPlan plan, ResolveForRanks(cli, comm->world_size()));
   if (cli.print_plan) {
-    if (comm->rank() == 0) std::printf("%s", jobspec::JobPlanToJson(cli.plan).c_str());
+    if (comm->rank() == 0) std::printf("%s", jobspec::JobPlanToJson(plan).c_str());
     return absl::OkStatus();
   }
-  const PreferenceTrainOptions& o = cli.options;
+  if (comm->rank() == 0 && !cli.sized_by_user)
+    std::printf("plan (%.1f GB per rank): %s\n", cli.memory_gb, plan.sizing.c_str());
+  ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions o, TrainerOptions(plan, cli));
+  o.local_rank = launched.local_rank;
   const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
   const bool sft = o.task == PreferenceTrainOptions::Task::kSft;
   const char* what = dpo   ? "implicit-reward accuracy"
@@ -329,8 +329,8 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
   ::gethostname(hostname, sizeof(hostname) - 1);
   metrics::RecorderOptions ro;
   if (rank == 0) {
-    ro.tensorboard_dir = cli.plan.metrics.tensorboard;
-    ro.jsonl_path = cli.plan.metrics.jsonl;
+    ro.tensorboard_dir = plan.metrics.tensorboard;
+    ro.jsonl_path = plan.metrics.jsonl;
   }
   ro.hostname = hostname;
   ro.now_unix_s = absl::ToDoubleSeconds(start - absl::UnixEpoch());

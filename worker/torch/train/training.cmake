@@ -12,7 +12,7 @@ target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_
 
 if(ZEROFIT_WITH_MPI)
   add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/programs/train_prefs_main.cc)
-  target_link_libraries(zerofit_train_prefs PRIVATE zerofit_memory_probe_torch zerofit_planner zerofit_planned_peak zerofit_launch)
+  target_link_libraries(zerofit_train_prefs PRIVATE zerofit_memory_probe_torch zerofit_planner zerofit_resolve zerofit_launch)
 endif()
 
 # The planner's measurement harness (issue 5): tracking allocator and a probe that runs real training steps.

@@ -1,0 +1,170 @@
+#include "jobspec/resolve.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "jobspec/planned_peak.h"
+#include "planner/model_shape.h"
+#include "planner/search.h"
+
+namespace zerofit::jobspec {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Micro-batches per rank and checkpointing at the spec's world size, and which rule decided.
+struct Sizing {
+  int micro_batches = 1;
+  bool checkpointing = false;
+  std::string note;
+};
+
+// The planner's workload and pins for `spec` (rule 2 pins the micro-batch, rule 3 searches it).
+struct PlannerInput {
+  planner::Workload workload;
+  planner::Constraints constraints;
+  planner::Hardware hw;
+};
+
+absl::StatusOr<PlannerInput> PlannerInputOf(const JobSpec& spec, const planner::Hardware& hw,
+                                            const TrainerFacts& facts) {
+  PlannerInput in;
+  in.hw = hw;
+  planner::Workload& w = in.workload;
+  ZF_ASSIGN_OR_RETURN(w.task, planner::ParseTask(spec.task));
+  w.seq_len = spec.training.max_length;
+  w.global_batch = spec.training.global_batch;
+  w.element_bytes = spec.training.bf16 ? 2 : 4;
+  planner::Constraints& c = in.constraints;
+  c.nodes = std::max(1, spec.world_size / hw.gpus_per_node);
+  if (c.nodes * hw.gpus_per_node != spec.world_size) {
+    in.hw.gpus_per_node = spec.world_size;  // a partial node: plan the ranks the job has
+    c.nodes = 1;
+  }
+  c.zero_stage = spec.training.zero_stage;
+  c.offload = spec.training.offload;
+  c.checkpointing = spec.training.checkpointing;
+  c.micro_batch = spec.training.micro_batch;  // pinned, not searched
+  if (w.task == planner::Task::kDpo) c.reference = facts.reference.value_or(planner::Reference::kResident);
+  if (facts.lora_rank > 0) c.lora_rank = facts.lora_rank;
+  if (facts.safety) c.safety = *facts.safety;
+  if (facts.bucket_bytes) c.bucket_bytes = *facts.bucket_bytes;
+  return in;
+}
+
+absl::StatusOr<Sizing> SizeAtSpecWorld(const JobSpec& spec, const planner::Hardware& hw,
+                                       const TrainerFacts& facts) {
+  const TrainingSpec& t = spec.training;
+  Sizing z;
+  z.checkpointing = t.checkpointing.value_or(false);
+  if (t.gradient_accumulation) {
+    z.micro_batches = static_cast<int>(*t.gradient_accumulation);
+    z.note = absl::StrCat("from the spec: ", z.micro_batches, " micro-batch(es) per rank per step");
+    return z;
+  }
+  if (t.micro_batch) z.micro_batches = static_cast<int>(t.global_batch / (*t.micro_batch * spec.world_size));
+  auto shape = planner::LoadModelShape(spec.model);
+  if (!shape.ok()) {
+    z.note = absl::StrCat("not sized by the planner (", shape.status().message(), "): ", z.micro_batches,
+                          " micro-batch(es) per rank per step");
+    return z;
+  }
+  ZF_ASSIGN_OR_RETURN(PlannerInput in, PlannerInputOf(spec, hw, facts));
+  ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(*shape, in.workload, in.hw, in.constraints));
+  z.micro_batches = static_cast<int>(plan.chosen.strategy.accumulation);
+  z.checkpointing = plan.chosen.strategy.checkpointing;
+  z.note =
+      absl::StrCat(t.micro_batch ? "micro-batch from the spec, " : "", "sized by the planner for ", hw.name,
+                   ": ", planner::DescribeStrategy(plan.chosen.strategy, in.workload.task),
+                   "; predicted peak ", planner::FormatBytes(plan.chosen.memory.device_bytes), " per rank");
+  return z;
+}
+
+// Every field of the plan that the spec decides alone.
+JobPlan PlanOf(const JobSpec& spec, const Sizing& z) {
+  const TrainingSpec& t = spec.training;
+  JobPlan p;
+  p.name = spec.name;
+  p.task = spec.task;
+  p.model = spec.model;
+  p.device = spec.device;
+  p.world_size = spec.world_size;
+  p.world_sizes = AllowedWorldSizes(spec);
+  p.data = spec.data;
+  p.eval = spec.eval;
+  p.steps = t.steps;
+  p.global_batch = t.global_batch;
+  p.micro_batches = z.micro_batches;
+  p.activation_checkpointing = z.checkpointing;
+  p.sizing = z.note;
+  p.schedule = LrScheduleOf(t);
+  if (p.schedule.total_steps <= 0) p.schedule.total_steps = t.steps;
+  p.weight_decay = t.weight_decay;
+  p.max_grad_norm = t.max_grad_norm;
+  p.zero_stage = t.zero_stage;
+  p.offload = t.offload;
+  p.bf16 = t.bf16;
+  p.max_length = t.max_length;
+  p.checkpoint = spec.checkpoint;
+  p.metrics = spec.metrics;
+  p.export_dir = spec.export_dir;
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<planner::Hardware> HardwareOf(const JobSpec& spec) {
+  auto hw = planner::ParseHardware(spec.hardware);
+  if (!hw.ok()) return absl::InvalidArgumentError(absl::StrCat("hardware: ", hw.status().message()));
+  return hw;
+}
+
+absl::StatusOr<JobPlan> Resolve(const JobSpec& spec, const planner::Hardware& hw, const Attempt& attempt,
+                                const TrainerFacts& facts) {
+  ZF_ASSIGN_OR_RETURN(const Sizing z, SizeAtSpecWorld(spec, hw, facts));
+  JobPlan p = PlanOf(spec, z);
+  const int world = attempt.world_size > 0 ? attempt.world_size : spec.world_size;
+  if (world != p.world_size) return Reshape(p, hw, world);
+  p.planned_peak = PlanPeak(p, hw);
+  return p;
+}
+
+absl::StatusOr<JobPlan> Resolve(const JobSpec& spec, const Attempt& attempt) {
+  ZF_ASSIGN_OR_RETURN(const planner::Hardware hw, HardwareOf(spec));
+  return Resolve(spec, hw, attempt);
+}
+
+JobPlan Replan(const JobPlan& plan, const planner::Hardware& hw, OutOfMemory) {
+  JobPlan p = plan;
+  const int64_t per_rank = CeilDiv(p.global_batch, std::max(1, p.world_size));
+  const int before = p.micro_batches;
+  p.micro_batches = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
+  p.sizing = p.micro_batches > before
+                 ? absl::StrCat("re-planned after out-of-memory: ", before, " -> ", p.micro_batches,
+                                " micro-batches per rank per step (same global batch ", p.global_batch, ")")
+                 : "re-plan after out-of-memory: already one pair per micro-batch; retrying as is";
+  p.planned_peak = PlanPeak(p, hw);
+  return p;
+}
+
+JobPlan Reshape(const JobPlan& plan, const planner::Hardware& hw, int world_size) {
+  if (world_size == plan.world_size) return plan;
+  JobPlan p = plan;
+  p.micro_batches = MicroBatchesFor(p.global_batch, p.world_size, p.micro_batches, world_size);
+  p.world_size = world_size;
+  p.planned_peak = PlanPeak(p, hw);
+  return p;
+}
+
+int MicroBatchesFor(int64_t global_batch, int from_world, int from_micro, int to_world) {
+  if (to_world == from_world || to_world < 1 || from_world < 1 || from_micro < 1)
+    return std::max(1, from_micro);
+  const int64_t per_micro = std::max<int64_t>(1, CeilDiv(global_batch, int64_t{from_world} * from_micro));
+  const int64_t per_rank = std::max<int64_t>(1, CeilDiv(global_batch, to_world));
+  return static_cast<int>(std::clamp<int64_t>(CeilDiv(per_rank, per_micro), 1, per_rank));
+}
+
+}  // namespace zerofit::jobspec
