@@ -302,29 +302,101 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   return cli;
 }
 
-absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
+// What the run prints: rank 0's lines (data report, evaluations, a step line every --log-every steps).
+const char* AccuracyName(PreferenceTrainOptions::Task task) {
+  switch (task) {
+    case PreferenceTrainOptions::Task::kDpo:
+      return "implicit-reward accuracy";
+    case PreferenceTrainOptions::Task::kSft:
+      return "accuracy (log p(chosen) > log p(rejected))";
+    case PreferenceTrainOptions::Task::kReward:
+      break;
+  }
+  return "pairwise accuracy";
+}
+
+void PrintStepLine(const StepReport& r, int64_t steps, double elapsed_s) {
+  const int64_t done = r.step + 1;  // steps are 0-based; people count from 1
+  const std::string device =
+      r.peak.device_reserved > 0
+          ? absl::StrFormat("%.0f/%.0f MiB device (allocated/reserved), ",
+                            r.peak.device_allocated / 1048576.0, r.peak.device_reserved / 1048576.0)
+          : "";
+  std::printf(
+      "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  lr %.2e  %.1f pairs/s  peak %s%.0f "
+      "MiB host  ETA %.0fs\n",
+      static_cast<long long>(done), static_cast<long long>(steps), r.metrics.loss_sum / r.metrics.pairs,
+      r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm, r.lr,
+      r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3), device.c_str(), r.peak.host_rss / 1048576.0,
+      elapsed_s / done * (steps - done));
+  std::fflush(stdout);
+}
+
+// The trainer's hooks: every rank records its metrics; rank 0 prints.
+TrainHooks MakeHooks(const PreferenceTrainOptions& o, int64_t log_every, int rank,
+                     metrics::MetricsRecorder* recorder, absl::Time start) {
+  const char* what = AccuracyName(o.task);
+  TrainHooks hooks;
+  hooks.on_start = [&o, rank, what](const PreferenceSession& session, const EvalReport& before) {
+    if (rank != 0) return absl::OkStatus();
+    std::printf("%s", data::FormatDataReport(session.data_report(), o.data.train, false).c_str());
+    std::printf("held-out %s before training: %.3f (%.0f pairs)\n", what, before.accuracy(),
+                before.metrics.pairs);
+    std::fflush(stdout);
+    return absl::OkStatus();
+  };
+  hooks.on_step = [&o, log_every, rank, recorder, start, what](const StepReport& r) -> absl::Status {
+    const metrics::StepMetrics named = NamedStepMetrics(
+        r, o.task,
+        HostSample{rank, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()), HostPeakRssBytes()});
+    ZF_ASSIGN_OR_RETURN(const std::vector<std::string> warnings, recorder->Record(named));
+    if (rank != 0) return absl::OkStatus();
+    for (const std::string& w : warnings) std::fprintf(stderr, "%s\n", w.c_str());
+    const int64_t done = r.step + 1;
+    if (r.eval) {
+      const PairMetrics& m = r.eval->metrics;
+      std::printf("eval after step %lld: held-out %s %.3f  loss %.4f  margin %.3f (%.0f pairs)\n",
+                  static_cast<long long>(done), what, r.eval->accuracy(), m.loss_sum / std::max(m.pairs, 1.0),
+                  m.margin_sum / std::max(m.pairs, 1.0), m.pairs);
+    }
+    if (done % log_every == 0 || done == o.steps) {
+      PrintStepLine(r, o.steps, absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    return absl::OkStatus();
+  };
+  return hooks;
+}
+
+void PrintSummary(const PreferenceTrainOptions& o, const TrainReport& report, absl::Time start) {
+  std::printf("held-out %s: %.3f before training, %.3f after (%.0f pairs); loss %.4f -> %.4f\n",
+              AccuracyName(o.task), report.before.accuracy(), report.after.accuracy(),
+              report.after.metrics.pairs, report.before.metrics.loss_sum / report.before.metrics.pairs,
+              report.after.metrics.loss_sum / report.after.metrics.pairs);
+  const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
+  std::printf("optimizer state %.2f MiB/rank, reference on device %.2f MiB (%s), %.1f s\n",
+              report.memory.optimizer_state_bytes() / 1048576.0, report.reference_device_bytes / 1048576.0,
+              dpo ? ReferenceStrategyName(o.reference) : "none", absl::ToDoubleSeconds(absl::Now() - start));
+  if (!o.export_dir.empty()) std::printf("exported Hugging Face model to %s\n", o.export_dir.c_str());
+}
+
+absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
   torch::set_num_threads(1);
   ZF_ASSIGN_OR_RETURN(auto comm, comm::CreateHostCommunicator(env));
-  const Cli& cli = parsed;
+  const int rank = comm->rank();
   // The GPU of this rank: cuda:<local rank> (mpiexec's or srun's view of this process).
   ZF_ASSIGN_OR_RETURN(const launch::LaunchEnv launched, launch::ReadLaunchEnv(&std::getenv));
   // Every rank resolves the same plan (a pure function of the flags and the world size); rank 0 reports it.
   ZF_ASSIGN_OR_RETURN(const jobspec::JobPlan plan, ResolveForRanks(cli, comm->world_size()));
   if (cli.print_plan) {
-    if (comm->rank() == 0) std::printf("%s", jobspec::JobPlanToJson(plan).c_str());
+    if (rank == 0) std::printf("%s", jobspec::JobPlanToJson(plan).c_str());
     return absl::OkStatus();
   }
-  if (comm->rank() == 0 && !cli.sized_by_user)
+  if (rank == 0 && !cli.sized_by_user) {
     std::printf("plan (%.1f GB per rank): %s\n", cli.memory_gb, plan.sizing.c_str());
+  }
   ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions o, TrainerOptions(plan, cli));
   o.local_rank = launched.local_rank;
-  const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
-  const bool sft = o.task == PreferenceTrainOptions::Task::kSft;
-  const char* what = dpo   ? "implicit-reward accuracy"
-                     : sft ? "accuracy (log p(chosen) > log p(rejected))"
-                           : "pairwise accuracy";
   const absl::Time start = absl::Now();
-  const int rank = comm->rank();
   char hostname[256] = {0};
   ::gethostname(hostname, sizeof(hostname) - 1);
   metrics::RecorderOptions ro;
@@ -338,61 +410,9 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& parsed) {
   ro.alarms.rank = rank;
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsRecorder> recorder,
                       metrics::MetricsRecorder::Create(ro));
-  TrainHooks hooks;
-  hooks.on_start = [&](const PreferenceSession& session, const EvalReport& before) {
-    if (rank == 0) {
-      std::printf("%s", data::FormatDataReport(session.data_report(), o.data.train, false).c_str());
-      std::printf("held-out %s before training: %.3f (%.0f pairs)\n", what, before.accuracy(),
-                  before.metrics.pairs);
-      std::fflush(stdout);
-    }
-    return absl::OkStatus();
-  };
-  hooks.on_step = [&](const StepReport& r) -> absl::Status {
-    const metrics::StepMetrics named = NamedStepMetrics(
-        r, o.task,
-        HostSample{rank, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()), HostPeakRssBytes()});
-    ZF_ASSIGN_OR_RETURN(const std::vector<std::string> warnings, recorder->Record(named));
-    for (const std::string& w : warnings) {
-      if (rank == 0) std::fprintf(stderr, "%s\n", w.c_str());
-    }
-    const int64_t done = r.step + 1;  // steps are 0-based; people count from 1
-    if (rank == 0 && r.eval) {
-      std::printf("eval after step %lld: held-out %s %.3f  loss %.4f  margin %.3f (%.0f pairs)\n",
-                  static_cast<long long>(done), what, r.eval->accuracy(),
-                  r.eval->metrics.loss_sum / std::max(r.eval->metrics.pairs, 1.0),
-                  r.eval->metrics.margin_sum / std::max(r.eval->metrics.pairs, 1.0), r.eval->metrics.pairs);
-    }
-    if (rank != 0 || (done % cli.log_every != 0 && done != o.steps)) return absl::OkStatus();
-    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
-    std::printf(
-        "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  lr %.2e  %.1f pairs/s  peak "
-        "%s%.0f "
-        "MiB host  ETA %.0fs\n",
-        static_cast<long long>(done), static_cast<long long>(o.steps), r.metrics.loss_sum / r.metrics.pairs,
-        r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm, r.lr,
-        r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3),
-        r.peak.device_reserved > 0
-            ? absl::StrFormat("%.0f/%.0f MiB device (allocated/reserved), ",
-                              r.peak.device_allocated / 1048576.0, r.peak.device_reserved / 1048576.0)
-                  .c_str()
-            : "",
-        r.peak.host_rss / 1048576.0, elapsed / done * (o.steps - done));
-    std::fflush(stdout);
-    return absl::OkStatus();
-  };
+  const TrainHooks hooks = MakeHooks(o, cli.log_every, rank, recorder.get(), start);
   ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, comm.get(), hooks));
-  if (comm->rank() == 0) {
-    std::printf("held-out %s: %.3f before training, %.3f after (%.0f pairs); loss %.4f -> %.4f\n", what,
-                report.before.accuracy(), report.after.accuracy(), report.after.metrics.pairs,
-                report.before.metrics.loss_sum / report.before.metrics.pairs,
-                report.after.metrics.loss_sum / report.after.metrics.pairs);
-    std::printf("optimizer state %.2f MiB/rank, reference on device %.2f MiB (%s), %.1f s\n",
-                report.memory.optimizer_state_bytes() / 1048576.0, report.reference_device_bytes / 1048576.0,
-                dpo ? ReferenceStrategyName(o.reference) : "none",
-                absl::ToDoubleSeconds(absl::Now() - start));
-    if (!o.export_dir.empty()) std::printf("exported Hugging Face model to %s\n", o.export_dir.c_str());
-  }
+  if (rank == 0) PrintSummary(o, report, start);
   return absl::OkStatus();
 }
 

@@ -48,6 +48,83 @@ std::vector<data::PreferencePair> SyntheticPairs(int64_t n, int64_t seq_len, int
   return pairs;
 }
 
+// The micro-batch of pairs `ids`; SFT keeps the chosen rows only (micro_batch sequences).
+absl::StatusOr<PairTensors> ProbeBatch(const ProbeJob& job, const std::vector<data::PreferencePair>& pairs,
+                                       const std::vector<uint64_t>& ids, const core::HfModelConfig& config) {
+  ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, BatchPadId(config)));
+  if (job.task == Task::kSft) {
+    const int64_t n = job.micro_batch;
+    b.tokens = b.tokens.slice(0, 0, n).contiguous();
+    b.starts = b.starts.slice(0, 0, n).contiguous();
+    b.lengths = b.lengths.slice(0, 0, n).contiguous();
+  }
+  return b;
+}
+
+// The task's loss on one micro-batch (the trainer's objectives) and the units it averages over; nothing else
+// stays alive (the metrics tensor would count as saved activations).
+struct ProbeLossValue {
+  torch::Tensor loss;
+  double units = 0;
+};
+
+absl::StatusOr<LossOutput> ProbeLossOutput(const ProbeJob& job, LlamaModel& policy, ReferenceModel* reference,
+                                           const PairTensors& b) {
+  const int64_t n = job.micro_batch;
+  if (job.task == Task::kReward) {
+    const torch::Tensor scores = policy->Scores(b.tokens, b.lengths);
+    return BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
+  }
+  torch::Tensor ref;  // DPO: the reference first, as the trainer runs it (the peak depends on the order)
+  if (job.task == Task::kDpo) {
+    ZF_ASSIGN_OR_RETURN(ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths, b.pair_ids));
+  }
+  const torch::Tensor pol = ResponseLogProbs(policy->TokenLogProbs(b.tokens), b.starts, b.lengths);
+  if (job.task == Task::kSft) {
+    LossOutput out;
+    out.loss_sum = -pol.sum();
+    out.pairs = n;
+    return out;
+  }
+  return DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), DpoOptions{});
+}
+
+absl::StatusOr<ProbeLossValue> ProbeLoss(const ProbeJob& job, LlamaModel& policy, ReferenceModel* reference,
+                                         const PairTensors& b) {
+  ZF_ASSIGN_OR_RETURN(LossOutput out, ProbeLossOutput(job, policy, reference, b));
+  return ProbeLossValue{std::move(out.loss_sum), static_cast<double>(out.pairs)};
+}
+
+// The frozen DPO reference (none for the other tasks), its log-probs precomputed where the strategy says so.
+absl::StatusOr<std::unique_ptr<ReferenceModel>> ProbeReference(const ProbeJob& job,
+                                                               const core::HfModelConfig& config,
+                                                               const LlamaOptions& policy_options,
+                                                               const std::vector<data::PreferencePair>& pairs,
+                                                               comm::Communicator* comm) {
+  if (job.task != Task::kDpo) return std::unique_ptr<ReferenceModel>();
+  torch::manual_seed(job.seed);
+  LlamaOptions ref_options;
+  ref_options.dtype = policy_options.dtype;
+  ZF_ASSIGN_OR_RETURN(LlamaModel ref_model, MakeLlamaModel(config, ref_options));
+  ZF_ASSIGN_OR_RETURN(auto reference, ReferenceModel::Create(std::move(ref_model), job.reference));
+  ZF_RETURN_IF_ERROR(reference->Precompute(pairs, 0, job.micro_batch, comm));
+  return reference;
+}
+
+// The optimizer's bytes outside torch's allocator: device (flat parameters and gradients, buckets, and the
+// state and gradient shard unless offloaded) and host (offloaded state, the reference's host copy).
+void AddZero2Bytes(const ProbeJob& job, const sharding::Zero2MemoryStats& m, const ReferenceModel* reference,
+                   ProbeResult* r) {
+  r->zero2 = m;
+  r->zero2_device_bytes =
+      static_cast<int64_t>(m.flat_param_bytes + m.flat_grad_bytes + m.staging_bytes_peak + m.recv_bytes);
+  if (!job.offload)
+    r->zero2_device_bytes += static_cast<int64_t>(m.optimizer_state_bytes() + m.shard_grad_bytes);
+  r->device_peak_bytes = r->torch_peak_bytes + r->zero2_device_bytes;
+  r->host_bytes = static_cast<int64_t>(job.offload ? m.host_state_bytes : 0) +
+                  static_cast<int64_t>(reference ? reference->host_bytes() : 0);
+}
+
 }  // namespace
 
 absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Communicator* comm) {
@@ -69,26 +146,18 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
     core::HfModelConfig config = job.model;
     if (mo.reward_head) config.num_labels = 1;
     ZF_ASSIGN_OR_RETURN(LlamaModel policy, MakeLlamaModel(config, mo));
-    const int64_t pairs_per_step = job.micro_batch * job.accumulation;
-    // SFT uses the chosen rows of the pairs only: micro_batch sequences.
     const std::vector<data::PreferencePair> pairs =
-        SyntheticPairs(pairs_per_step * job.steps, job.seq_len, config.vocab_size, job.seed + comm->rank());
-    std::unique_ptr<ReferenceModel> reference;
-    if (job.task == Task::kDpo) {
-      torch::manual_seed(job.seed);
-      LlamaOptions ref_options;
-      ref_options.dtype = mo.dtype;
-      ZF_ASSIGN_OR_RETURN(LlamaModel ref_model, MakeLlamaModel(config, ref_options));
-      ZF_ASSIGN_OR_RETURN(reference, ReferenceModel::Create(std::move(ref_model), job.reference));
-      ZF_RETURN_IF_ERROR(reference->Precompute(pairs, 0, job.micro_batch, comm));
-    }
+        SyntheticPairs(job.micro_batch * job.accumulation * job.steps, job.seq_len, config.vocab_size,
+                       job.seed + comm->rank());
+    ZF_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference,
+                        ProbeReference(job, config, mo, pairs, comm));
     sharding::Zero2Options zo;
     zo.bucket_bytes = job.bucket_bytes;
     zo.offload.enabled = job.offload;
     zo.max_grad_norm = 1.0f;
     zo.param_dtype = job.bf16 ? core::DType::kBFloat16 : core::DType::kFloat32;
     ZF_ASSIGN_OR_RETURN(auto binding, Zero2Binding::Bind(*policy, zo, comm));
-
+    uint64_t next_pair = 0;
     for (int step = 0; step < job.steps; ++step) {
       const bool measured = step + 1 == job.steps;
       if (measured) {
@@ -96,55 +165,19 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
         allocator.ResetPeak();
       }
       for (int k = 0; k < job.accumulation; ++k) {
-        std::vector<uint64_t> ids;
-        for (int64_t i = 0; i < job.micro_batch; ++i)
-          ids.push_back(static_cast<uint64_t>((step * job.accumulation + k) * job.micro_batch + i));
-        ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, BatchPadId(config)));
-        if (job.task == Task::kSft) {
-          const int64_t n = job.micro_batch;
-          b.tokens = b.tokens.slice(0, 0, n).contiguous();
-          b.starts = b.starts.slice(0, 0, n).contiguous();
-          b.lengths = b.lengths.slice(0, 0, n).contiguous();
-        }
+        std::vector<uint64_t> ids(static_cast<size_t>(job.micro_batch));
+        for (uint64_t& id : ids) id = next_pair++;
+        ZF_ASSIGN_OR_RETURN(const PairTensors b, ProbeBatch(job, pairs, ids, config));
         const int64_t before = allocator.live_bytes();
-        torch::Tensor loss;
-        double units = 0;
-        if (job.task == Task::kReward) {
-          const int64_t n = job.micro_batch;
-          const torch::Tensor scores = policy->Scores(b.tokens, b.lengths);
-          LossOutput out = BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
-          loss = out.loss_sum;
-          units = static_cast<double>(out.pairs);
-        } else if (job.task == Task::kSft) {
-          loss = -ResponseLogProbs(policy->TokenLogProbs(b.tokens), b.starts, b.lengths).sum();
-          units = static_cast<double>(job.micro_batch);
-        } else {
-          const int64_t n = job.micro_batch;
-          ZF_ASSIGN_OR_RETURN(torch::Tensor ref,
-                              reference->ResponseLogProbs(b.tokens, b.starts, b.lengths, b.pair_ids));
-          const torch::Tensor pol = ResponseLogProbs(policy->TokenLogProbs(b.tokens), b.starts, b.lengths);
-          LossOutput out =
-              DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), DpoOptions{});
-          loss = out.loss_sum;
-          units = static_cast<double>(out.pairs);
-        }
+        ZF_ASSIGN_OR_RETURN(const ProbeLossValue out, ProbeLoss(job, policy, reference.get(), b));
         if (measured && k == 0) r.forward_saved_bytes = allocator.live_bytes() - before;
-        ZF_RETURN_IF_ERROR(binding->Backward(loss, k + 1 == job.accumulation, units));
+        ZF_RETURN_IF_ERROR(binding->Backward(out.loss, k + 1 == job.accumulation, out.units));
       }
-      ZF_ASSIGN_OR_RETURN(sharding::StepResult step_result, binding->Step());
-      (void)step_result;
+      ZF_RETURN_IF_ERROR(binding->Step().status());
     }
     ZF_RETURN_IF_ERROR(binding->optimizer().Flush());
     r.torch_peak_bytes = allocator.peak_bytes();
-    r.zero2 = binding->optimizer().memory();
-    const sharding::Zero2MemoryStats& m = r.zero2;
-    r.zero2_device_bytes =
-        static_cast<int64_t>(m.flat_param_bytes + m.flat_grad_bytes + m.staging_bytes_peak + m.recv_bytes);
-    if (!job.offload)
-      r.zero2_device_bytes += static_cast<int64_t>(m.optimizer_state_bytes() + m.shard_grad_bytes);
-    r.device_peak_bytes = r.torch_peak_bytes + r.zero2_device_bytes;
-    r.host_bytes = static_cast<int64_t>(job.offload ? m.host_state_bytes : 0) +
-                   static_cast<int64_t>(reference ? reference->host_bytes() : 0);
+    AddZero2Bytes(job, binding->optimizer().memory(), reference.get(), &r);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("memory probe: ", e.what_without_backtrace()));
   }
