@@ -44,7 +44,7 @@ class Local final : public JobControl {
 
 class Remote final : public JobControl {
  public:
-  explicit Remote(const ClientOptions& o) : client_(o) {}
+  explicit Remote(const client::ConnectionOptions& o) : client_(o) {}
   absl::StatusOr<Submitted> Submit(const std::string& request_id, const std::string& spec,
                                    const std::string& source) override {
     ZF_ASSIGN_OR_RETURN(v1::SubmitJobResponse r, client_.Submit(request_id, "", spec, source));
@@ -98,7 +98,7 @@ class Remote final : public JobControl {
   }
 
  private:
-  Client client_;
+  client::CoordinatorClient client_;
 };
 
 }  // namespace
@@ -106,6 +106,8 @@ class Remote final : public JobControl {
 std::unique_ptr<JobControl> LocalJobControl(coordinator::Coordinator* c) {
   return std::make_unique<Local>(c);
 }
-std::unique_ptr<JobControl> RemoteJobControl(const ClientOptions& o) { return std::make_unique<Remote>(o); }
+std::unique_ptr<JobControl> RemoteJobControl(const client::ConnectionOptions& o) {
+  return std::make_unique<Remote>(o);
+}
 
 }  // namespace zerofit::cli

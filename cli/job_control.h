@@ -10,7 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "cli/client.h"
+#include "cli/client_options.h"
+#include "client/coordinator_client.h"
 #include "coordinator/coordinator.h"
 
 namespace zerofit::cli {
@@ -36,6 +37,6 @@ class JobControl {
 };
 
 std::unique_ptr<JobControl> LocalJobControl(coordinator::Coordinator* coordinator);
-std::unique_ptr<JobControl> RemoteJobControl(const ClientOptions& options);
+std::unique_ptr<JobControl> RemoteJobControl(const client::ConnectionOptions& options);
 
 }  // namespace zerofit::cli

@@ -44,13 +44,13 @@ absl::StatusOr<std::string> ReadAll(const std::string& path, const char* flag) {
 
 // The connection the flags (and their environment variables) describe, address and token defaulting to the
 // state directory's files.
-absl::StatusOr<ClientOptions> ClientOptionsOf(const JobsFlags& f) {
+absl::StatusOr<client::ConnectionOptions> ClientOptionsOf(const JobsFlags& f) {
   client::ConnectionSettings s;
   s.address = f.coordinator;
   s.token = f.token;
   s.tls_ca_file = f.tls_ca;
   s.tls_server_name = f.tls_server_name;
-  ZF_ASSIGN_OR_RETURN(ClientOptions o, client::Resolve(s));
+  ZF_ASSIGN_OR_RETURN(client::ConnectionOptions o, client::Resolve(s));
   o.call_timeout = absl::Seconds(10);
   // A person is waiting: ride out a coordinator restart of a few seconds, then say what is wrong.
   o.retry.budget = absl::Seconds(3);
@@ -58,19 +58,20 @@ absl::StatusOr<ClientOptions> ClientOptionsOf(const JobsFlags& f) {
   return o;
 }
 
-absl::StatusOr<Client> MakeClient(const JobsFlags& f) {
-  ZF_ASSIGN_OR_RETURN(ClientOptions o, ClientOptionsOf(f));
-  return Client(o);
+absl::StatusOr<client::CoordinatorClient> MakeClient(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(client::ConnectionOptions o, ClientOptionsOf(f));
+  return client::CoordinatorClient(o);
 }
 
 // -f: the follow's deadline and how long to wait for a restarted coordinator; each reconnect is said on
 // stderr (stdout carries only the job's lines).
-absl::StatusOr<Client::FollowOptions> FollowOptionsOf(const JobsFlags& f, const char* command) {
+absl::StatusOr<client::CoordinatorClient::FollowOptions> FollowOptionsOf(const JobsFlags& f,
+                                                                         const char* command) {
   if (!(f.reconnect_timeout_s >= 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--reconnect-timeout must be >= 0 seconds, got ", f.reconnect_timeout_s));
   }
-  Client::FollowOptions o;
+  client::CoordinatorClient::FollowOptions o;
   o.timeout = absl::Seconds(f.follow_timeout_s);
   o.reconnect.give_up_after = absl::Seconds(f.reconnect_timeout_s);
   // Said once per outage, not at every retry.
@@ -257,7 +258,7 @@ absl::Status RunSubmit(const JobsFlags& f) {
   // The coordinator gets the DeepSpeed config's contents, not a path to open (relative to this directory,
   // as `zerofit run` reads it).
   ZF_ASSIGN_OR_RETURN(spec, jobspec::InlineDeepSpeedConfig(spec, f.spec_path));
-  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
   std::string request_id = f.request_id;
   if (request_id.empty()) {
     std::random_device rd;
@@ -273,7 +274,7 @@ absl::Status RunSubmit(const JobsFlags& f) {
 absl::Status RunStatus(const JobsFlags& f) {
   std::vector<v1::Job> jobs;
   absl::Status asked = [&]() -> absl::Status {
-    ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+    ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
     if (f.job.empty()) {
       ZF_ASSIGN_OR_RETURN(v1::ListJobsResponse r, client.List());
       jobs.assign(r.jobs().begin(), r.jobs().end());
@@ -322,7 +323,7 @@ absl::Status RunStatus(const JobsFlags& f) {
 }
 
 absl::Status RunList(const JobsFlags& f) {
-  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
   ZF_ASSIGN_OR_RETURN(v1::ListJobsResponse r, client.List());
   for (const v1::Job& j : r.jobs()) PrintJob(j);
   if (r.jobs().empty()) std::printf("no jobs\n");
@@ -338,7 +339,7 @@ std::string LogLineText(const v1::LogLine& l) {
 
 // The job spec's log_every; 0 (about 1% of the steps the lines name) when the job or its spec cannot be read
 // (the follow then says what is wrong, or waits for the coordinator).
-int64_t LogEveryOf(Client& client, const std::string& job_id) {
+int64_t LogEveryOf(client::CoordinatorClient& client, const std::string& job_id) {
   auto job = client.Get(job_id);
   if (!job.ok()) return 0;
   auto spec = jobspec::ParseJobSpec(job->spec(), job_id);
@@ -346,7 +347,7 @@ int64_t LogEveryOf(Client& client, const std::string& job_id) {
 }
 
 absl::Status RunLogs(const JobsFlags& f) {
-  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
   if (!f.follow) {
     // The whole record: every line the job logged.
     return client.StreamLogs(f.job, 0, false, absl::ZeroDuration(), [](const v1::LogLine& l) {
@@ -354,7 +355,7 @@ absl::Status RunLogs(const JobsFlags& f) {
       std::fflush(stdout);
     });
   }
-  ZF_ASSIGN_OR_RETURN(Client::FollowOptions follow, FollowOptionsOf(f, "logs"));
+  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient::FollowOptions follow, FollowOptionsOf(f, "logs"));
   // While the job runs: on a terminal one progress line redrawn in place, else a line every log_every steps.
   core::RealClock clock;
   const std::unique_ptr<ProgressReporter> progress = StdoutProgress(LogEveryOf(client, f.job), &clock);
@@ -369,19 +370,20 @@ absl::Status RunLogs(const JobsFlags& f) {
 
 absl::Status RunMetrics(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(const MetricsFormat format, ParseMetricsFormat(f.format));
-  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
   MetricsPrinter printer(format);
   auto print = [&printer](const v1::Metric& m) {
     std::fputs(printer.Row(m).c_str(), stdout);
     std::fflush(stdout);
   };
   if (!f.follow) return client.StreamMetrics(f.job, -1, false, absl::ZeroDuration(), print);
-  ZF_ASSIGN_OR_RETURN(const Client::FollowOptions follow, FollowOptionsOf(f, "metrics"));
+  ZF_ASSIGN_OR_RETURN(const client::CoordinatorClient::FollowOptions follow, FollowOptionsOf(f, "metrics"));
   return client.FollowMetrics(f.job, follow, print);
 }
 
 absl::Status RunWorker(const JobsFlags& f) {
-  ZF_ASSIGN_OR_RETURN(const ClientOptions o, ClientOptionsOf(f));  // checks the CA file before the exec
+  ZF_ASSIGN_OR_RETURN(const client::ConnectionOptions o,
+                      ClientOptionsOf(f));  // checks the CA file before the exec
   std::string binary = f.worker_binary;
 #ifdef ZEROFIT_WORKER_BINARY
   if (binary.empty()) binary = ZEROFIT_WORKER_BINARY;
@@ -400,7 +402,7 @@ absl::Status RunWorker(const JobsFlags& f) {
 }
 
 absl::Status RunCancel(const JobsFlags& f) {
-  ZF_ASSIGN_OR_RETURN(Client client, MakeClient(f));
+  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
   ZF_ASSIGN_OR_RETURN(v1::Job j, client.Cancel(f.job, f.reason));
   PrintJob(j);
   return absl::OkStatus();

@@ -4,7 +4,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "cli/client.h"
+#include "cli/client_options.h"
+#include "client/coordinator_client.h"
 
 namespace CLI {
 class App;

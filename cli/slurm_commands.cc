@@ -368,7 +368,7 @@ absl::StatusOr<LaunchCoordinator> StartOrConnect(const SlurmLaunchFlags& f, cons
     s.token = token;
     s.tls_ca_file = f.tls_ca;
     s.tls_server_name = f.tls_server_name;
-    ZF_ASSIGN_OR_RETURN(ClientOptions o, client::Resolve(s));
+    ZF_ASSIGN_OR_RETURN(client::ConnectionOptions o, client::Resolve(s));
     o.call_timeout = absl::Seconds(30);
     out.control = RemoteJobControl(o);
     return out;

@@ -505,7 +505,9 @@ TEST(ServiceTest, RanksShareRankZerosBootstrapIdThroughTheCoordinator) {
   for (int rank = kWorld - 1; rank >= 0; --rank) {  // the waiters start first
     ranks.emplace_back([&, rank] {
       if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      client::KvRendezvous kv(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123"), f.job);
+      client::KvRendezvous kv(
+          client::CoordinatorClient(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123")),
+          f.job);
       auto v = comm::ShareFromRankZero(
           kv, rank, "nccl-id/attempt-1", [&]() -> absl::StatusOr<std::string> { return id; },
           absl::Seconds(10));
@@ -519,12 +521,15 @@ TEST(ServiceTest, RanksShareRankZerosBootstrapIdThroughTheCoordinator) {
     EXPECT_EQ(got[rank], id) << "rank " << rank;
   }
   // A key nobody publishes: a deadline, not a hang; a wrong token: refused.
-  client::KvRendezvous kv(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123"), f.job);
+  client::KvRendezvous kv(
+      client::CoordinatorClient(ConnectionTo(f.server->address(), "secret-token-0123456789abcdef0123")),
+      f.job);
   auto missing = comm::ShareFromRankZero(
       kv, 1, "nccl-id/attempt-2", [] { return absl::StatusOr<std::string>("x"); }, absl::Milliseconds(200));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded) << missing.status();
-  client::KvRendezvous stranger(ConnectionTo(f.server->address(), "wrong-token-0123456789abcdef012345"),
-                                f.job);
+  client::KvRendezvous stranger(
+      client::CoordinatorClient(ConnectionTo(f.server->address(), "wrong-token-0123456789abcdef012345")),
+      f.job);
   EXPECT_EQ(stranger.Put("k", "v").code(), absl::StatusCode::kUnauthenticated);
 }
 

@@ -8,8 +8,13 @@
 
 namespace zerofit::worker {
 
-Heartbeater::Heartbeater(CoordinatorLink* link, HeartbeaterOptions options)
-    : link_(link), options_(std::move(options)), last_answer_(absl::Now()), thread_([this] { Run(); }) {}
+Heartbeater::Heartbeater(const client::CoordinatorClient* coordinator, std::string job,
+                         HeartbeaterOptions options)
+    : coordinator_(coordinator),
+      job_(std::move(job)),
+      options_(std::move(options)),
+      last_answer_(absl::Now()),
+      thread_([this] { Run(); }) {}
 
 Heartbeater::~Heartbeater() {
   {
@@ -23,7 +28,7 @@ Heartbeater::~Heartbeater() {
 void Heartbeater::Abort(std::unique_lock<std::mutex>& lock) {
   aborted_at_ = absl::Now();
   abort_.store(true);
-  lock.unlock();  // on_abort reports to the coordinator: bounded by the link's own deadlines
+  lock.unlock();  // on_abort reports to the coordinator: bounded by the client's own deadlines
   if (options_.on_abort) options_.on_abort();
   lock.lock();
 }
@@ -33,8 +38,8 @@ void Heartbeater::Run() {
   while (!done_) {
     lock.unlock();
     // One attempt, bounded by the period: a silent coordinator shows up as the time since the last answer.
-    const absl::StatusOr<v1::HeartbeatResponse> answer = link_->Heartbeat(
-        options_.rank, options_.activity->attempt(), options_.activity->Describe(), options_.period);
+    const absl::StatusOr<v1::HeartbeatResponse> answer = coordinator_->Heartbeat(
+        job_, options_.rank, options_.activity->attempt(), options_.activity->Describe(), options_.period);
     lock.lock();
     if (answer.ok()) {
       last_answer_ = absl::Now();
@@ -61,9 +66,9 @@ absl::Status Heartbeater::CoordinatorLost() const {
   const absl::Duration silent = absl::Now() - last_answer_;
   if (silent <= options_.silence_limit) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat(
-      "the coordinator at ", link_->connection().options().address, " has not answered a heartbeat for ",
-      absl::FormatDuration(absl::Trunc(silent, absl::Seconds(1))), " (limit ",
-      absl::FormatDuration(options_.silence_limit),
+      "the coordinator at ", coordinator_->connection().options().address,
+      " has not answered a heartbeat for ", absl::FormatDuration(absl::Trunc(silent, absl::Seconds(1))),
+      " (limit ", absl::FormatDuration(options_.silence_limit),
       "): leaving so that no rank of a failed attempt keeps training; last error: ", last_error_.message()));
 }
 

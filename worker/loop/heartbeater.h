@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "worker/loop/coordinator_link.h"
+#include "client/coordinator_client.h"
 #include "worker/loop/rank_activity.h"
 
 namespace zerofit::worker {
@@ -43,7 +43,8 @@ struct HeartbeaterOptions {
 class Heartbeater {
  public:
   // Starts the thread.
-  Heartbeater(CoordinatorLink* link, HeartbeaterOptions options);
+  // `coordinator` (not owned, outlives the Heartbeater) is the client of job `job`'s coordinator.
+  Heartbeater(const client::CoordinatorClient* coordinator, std::string job, HeartbeaterOptions options);
   ~Heartbeater();  // stops and joins the thread: at most one heartbeat's timeout (the period)
   Heartbeater(const Heartbeater&) = delete;
   Heartbeater& operator=(const Heartbeater&) = delete;
@@ -56,7 +57,8 @@ class Heartbeater {
   void Run();
   void Abort(std::unique_lock<std::mutex>& lock);  // called with mu_ held; releases it around on_abort
 
-  CoordinatorLink* link_;
+  const client::CoordinatorClient* coordinator_;
+  const std::string job_;
   const HeartbeaterOptions options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

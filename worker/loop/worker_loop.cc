@@ -40,9 +40,11 @@ bool IsOutOfMemory(const absl::Status& status) {
          msg.find("can't allocate memory") != std::string::npos;
 }
 
-WorkerLoop::WorkerLoop(WorkerLoopOptions options, CoordinatorLink* link, comm::Rendezvous* rendezvous)
+WorkerLoop::WorkerLoop(WorkerLoopOptions options, const client::CoordinatorClient* coordinator,
+                       std::string job, comm::Rendezvous* rendezvous)
     : options_(std::move(options)),
-      link_(link),
+      coordinator_(coordinator),
+      job_id_(std::move(job)),
       rendezvous_(rendezvous),
       own_activity_(options_.activity ? nullptr : std::make_unique<RankActivity>()),
       activity_(options_.activity ? options_.activity : own_activity_.get()) {}
@@ -53,7 +55,7 @@ absl::Status WorkerLoop::Report(const Message& m) {
   // A coordinator the heartbeats already lost is not waited for again (a call retries for its whole budget).
   if (heartbeat_) ZF_RETURN_IF_ERROR(heartbeat_->CoordinatorLost());
   v1::ReportRequest req;
-  req.set_job_id(link_->job());
+  req.set_job_id(job_id_);
   req.set_rank(options_.rank);
   req.set_attempt(registered_.attempt());
   req.set_host(options_.hostname);
@@ -75,7 +77,7 @@ absl::Status WorkerLoop::Report(const Message& m) {
   req.set_finished(m.finished);
   req.set_exit_code(m.exit_code);
   req.set_out_of_memory(m.out_of_memory);
-  return link_->Report(req);
+  return coordinator_->Report(req);
 }
 
 absl::Status WorkerLoop::Fail(const std::string& what, absl::Status error, bool out_of_memory) {
@@ -113,22 +115,22 @@ absl::StatusOr<int> WorkerLoop::Run() {
 }
 
 absl::Status WorkerLoop::Start() {
-  ZF_ASSIGN_OR_RETURN(job_, link_->GetJob());
-  ZF_ASSIGN_OR_RETURN(plan_, jobspec::JobPlanFromJson(job_.plan(), link_->job()));
+  ZF_ASSIGN_OR_RETURN(job_, coordinator_->Get(job_id_));
+  ZF_ASSIGN_OR_RETURN(plan_, jobspec::JobPlanFromJson(job_.plan(), job_id_));
   // Any world size the job allows (a Slurm job with on_node_loss: shrink resumes on fewer nodes); the
   // attempt's own plan comes with the registration.
   const std::vector<int>& allowed = plan_.world_sizes;
   if (std::find(allowed.begin(), allowed.end(), options_.world_size) == allowed.end()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("job ", link_->job(), " wants world_size ", absl::StrJoin(allowed, " or "),
+        absl::StrCat("job ", job_id_, " wants world_size ", absl::StrJoin(allowed, " or "),
                      " but the launcher started ", options_.world_size, " ranks"));
   }
-  auto session = options_.make_session(plan_, AttemptContext{link_->job(), job_.attempt(), rendezvous_});
+  auto session = options_.make_session(plan_, AttemptContext{job_id_, job_.attempt(), rendezvous_});
   if (!session.ok()) return Fail("cannot start", session.status());
   session_ = *std::move(session);
 
   v1::RegisterWorkerRequest reg;
-  reg.set_job_id(link_->job());
+  reg.set_job_id(job_id_);
   reg.set_rank(options_.rank);
   reg.set_world_size(options_.world_size);
   reg.set_host(options_.hostname);
@@ -137,9 +139,9 @@ absl::Status WorkerLoop::Start() {
     num_train_pairs_ = static_cast<int64_t>(lengths.size());
     for (int64_t len : lengths) reg.add_sample_lengths(len);
   }
-  ZF_ASSIGN_OR_RETURN(registered_, link_->Register(reg));
+  ZF_ASSIGN_OR_RETURN(registered_, coordinator_->Register(reg));
   if (!registered_.plan().empty()) {  // an older coordinator sends none: Job.plan is the attempt's
-    ZF_ASSIGN_OR_RETURN(plan_, jobspec::JobPlanFromJson(registered_.plan(), link_->job()));
+    ZF_ASSIGN_OR_RETURN(plan_, jobspec::JobPlanFromJson(registered_.plan(), job_id_));
     if (plan_.world_size != options_.world_size) {
       return absl::InternalError(absl::StrCat("the coordinator registered rank ", options_.rank, " of ",
                                               options_.world_size, " for an attempt of ", plan_.world_size));
@@ -169,7 +171,7 @@ absl::Status WorkerLoop::Start() {
   ho.activity = activity_;
   ho.on_abort = [this] { OnAbort(); };
   ho.on_grace_expired = options_.exit_after_abort;
-  heartbeat_ = std::make_unique<Heartbeater>(link_, std::move(ho));
+  heartbeat_ = std::make_unique<Heartbeater>(coordinator_, job_id_, std::move(ho));
   step_time_.emplace(absl::Now());
   return ReportOpening();
 }
@@ -180,9 +182,8 @@ absl::Status WorkerLoop::Resume() {
   const std::string& dir = plan_.checkpoint.dir;
   if (first_step_ == 0) return CheckFreshCheckpointDir();
   if (dir.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("the coordinator resumes job ", link_->job(),
-                                                      " at step ", first_step_,
-                                                      " but its plan has no checkpoint.dir"));
+    return absl::FailedPreconditionError(absl::StrCat("the coordinator resumes job ", job_id_, " at step ",
+                                                      first_step_, " but its plan has no checkpoint.dir"));
   }
   ZF_ASSIGN_OR_RETURN(const int64_t applied, session_->LoadCheckpoint(dir));
   if (applied != first_step_) {
@@ -200,7 +201,7 @@ absl::Status WorkerLoop::CheckFreshCheckpointDir() {
   if (dir.empty() || (plan_.checkpoint.overwrite && options_.rank != 0)) return absl::OkStatus();
   if (plan_.checkpoint.overwrite) {
     ZF_ASSIGN_OR_RETURN(retired_, sharding::RetireOtherJobsCheckpoints(
-                                      dir, core::DirOwner{link_->job(), registered_.request_id()}));
+                                      dir, core::DirOwner{job_id_, registered_.request_id()}));
   }
   return sharding::CheckCheckpointDirIsOurs(dir, registered_.request_id());
 }
@@ -225,7 +226,8 @@ absl::Status WorkerLoop::ReportOpening() {
 absl::Status WorkerLoop::TrainStep(int64_t step, std::optional<int>* exit_code) {
   ZF_RETURN_IF_ERROR(heartbeat_->CoordinatorLost());
   ZF_RETURN_IF_ERROR(CheckNotAborted(absl::StrCat("step ", step)));
-  ZF_ASSIGN_OR_RETURN(const v1::AcquireStepResponse grant, link_->AcquireStep(options_.rank, step));
+  ZF_ASSIGN_OR_RETURN(const v1::AcquireStepResponse grant,
+                      coordinator_->AcquireStep(job_id_, options_.rank, step));
   // Only the grant says where a cancelled job stops, never this rank's own heartbeat: the coordinator picks
   // one step for every rank, and a rank that left before a step its peers already hold would leave them
   // waiting in that step's collectives.
@@ -282,7 +284,7 @@ absl::Status WorkerLoop::Checkpoint(int64_t step) {
   ZF_RETURN_IF_ERROR(CheckNotAborted(absl::StrCat("the checkpoint of step ", step)));
   activity_->SetPhase("checkpoint");
   ZF_RETURN_IF_ERROR(session_->SaveCheckpoint(
-      plan_.checkpoint.dir, sharding::CheckpointOwnerExtra(link_->job(), registered_.request_id(), step),
+      plan_.checkpoint.dir, sharding::CheckpointOwnerExtra(job_id_, registered_.request_id(), step),
       plan_.checkpoint.keep));
   saved_ = step;
   return absl::OkStatus();

@@ -17,7 +17,7 @@
 //     step boundary or failed collective.
 //
 // Steps are 0-based (core/lr_schedule.h). The loop is driven through a TrainingSession (training_session.h)
-// and a CoordinatorLink; zerofit_worker (worker/torch/programs/worker_main.cc) wires both, and
+// and a client::CoordinatorClient; zerofit_worker (worker/torch/programs/worker_main.cc) wires both, and
 // tests/worker/loop/worker_loop_test.cc drives it with a fake session against an in-process coordinator.
 #pragma once
 
@@ -30,8 +30,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/coordinator_client.h"
 #include "jobspec/job_plan.h"
-#include "worker/loop/coordinator_link.h"
 #include "worker/loop/heartbeater.h"
 #include "worker/loop/rank_activity.h"
 #include "worker/loop/smoothed_step_time.h"
@@ -44,7 +44,9 @@ namespace zerofit::worker {
 class WorkerLoop {
  public:
   // `rendezvous` (not owned, may be null) reaches make_session through its AttemptContext.
-  WorkerLoop(WorkerLoopOptions options, CoordinatorLink* link, comm::Rendezvous* rendezvous = nullptr);
+  // `coordinator` (not owned) is the client of job `job`'s coordinator.
+  WorkerLoop(WorkerLoopOptions options, const client::CoordinatorClient* coordinator, std::string job,
+             comm::Rendezvous* rendezvous = nullptr);
   ~WorkerLoop();
 
   // The process's exit code: 0 (trained to the end, or stopped because the job was cancelled), or
@@ -79,7 +81,8 @@ class WorkerLoop {
   absl::StatusOr<int> Finish();
 
   WorkerLoopOptions options_;
-  CoordinatorLink* link_;
+  const client::CoordinatorClient* coordinator_;
+  std::string job_id_;
   comm::Rendezvous* rendezvous_;
   v1::Job job_;
   jobspec::JobPlan plan_;

@@ -189,7 +189,7 @@ struct Harness {
     std::vector<std::thread> ranks;
     for (int r = 0; r < world; ++r) {
       ranks.emplace_back([&, r] {
-        CoordinatorLink link(Connection(), job);
+        const client::CoordinatorClient coordinator{Connection()};
         WorkerLoopOptions o;
         o.rank = r;
         o.world_size = world;
@@ -204,7 +204,7 @@ struct Harness {
           return std::make_unique<FakeSession>(r, &shared, &barrier, behaviour);
         };
         if (adjust) adjust(o);
-        WorkerLoop loop(std::move(o), &link);
+        WorkerLoop loop(std::move(o), &coordinator, job);
         results[r] = loop.Run();
       });
     }
