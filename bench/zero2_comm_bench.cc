@@ -308,7 +308,7 @@ absl::StatusOr<ModeResult> RunZero2(Context& ctx, AccumulationMode mode,
       }
       ZF_RETURN_IF_ERROR(opt->EndMicroBatch(/*units=*/1.0));
     }
-    ZF_ASSIGN_OR_RETURN(sharding::StepResult res, opt->Step());
+    ZF_ASSIGN_OR_RETURN(sharding::StepResult res, opt->Step(1e-3f));
     return Check(res.applied, absl::StrCat(r.mode, ": step ", s, " was skipped (non-finite gradient norm)"));
   }));
   const CommCounters c = ctx.counted->counters();
@@ -377,7 +377,7 @@ absl::StatusOr<ModeResult> RunDataParallel(Context& ctx, std::vector<float>& fin
     const float grad_scale = static_cast<float>(clip / denom);
     ++adam_step;
     for (size_t i = 0; i < ctx.params.size(); ++i) {
-      optim::AdamWHyper h = ctx.zero2.adamw;
+      optim::AdamWHyper h = optim::StepHyper(ctx.zero2.adamw, 1e-3f);
       if (!ctx.params[i].weight_decay) h.weight_decay = 0.0f;
       optim::CpuAdamWScalar(at(master, i), at(grads, i), at(m, i), at(v, i), ctx.params[i].numel, h,
                             adam_step, grad_scale, at(params, i), DType::kFloat32);

@@ -59,7 +59,6 @@ int main(int argc, char** argv) {
     o.bucket_bytes = 256 * core::DTypeSize(c.dt);
     o.max_staging_buffers = 2;
     o.accumulation = c.mode;
-    o.adamw.lr = 1e-2f;
     o.adamw.weight_decay = 0.1f;
     o.max_grad_norm = 0.5f;
     o.offload.enabled = c.off;
@@ -79,7 +78,7 @@ int main(int argc, char** argv) {
         core::StoreFromFloat(z.param_data(i), c.dt, e, 0.01f * ((e % 13) - 6.0f));
     if (!z.InitializeFromParameters().ok()) return 4;
     for (int step = 0; step < 4; ++step) {
-      z.set_learning_rate(1e-2f / (step + 1));
+      const float lr = 1e-2f / (step + 1);
       for (int micro = 0; micro < 3; ++micro) {
         (void)z.BeginMicroBatch(micro == 2);
         std::vector<std::vector<uint8_t>> g(specs.size());
@@ -99,7 +98,7 @@ int main(int argc, char** argv) {
         }
         (void)z.EndMicroBatch(10.0 + rank);
       }
-      auto r = z.Step();
+      auto r = z.Step(lr);
       if (!r.ok()) {
         std::printf("%s\n", r.status().ToString().c_str());
         return 5;

@@ -19,6 +19,15 @@ class ThreadPool;
 
 namespace zerofit::optim {
 
+// What stays fixed over a run; the learning rate changes every step (a schedule) and is given with it.
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 1e-2f;
+};
+
+// One step's hyper-parameters: the run's config and this step's rate.
 struct AdamWHyper {
   float lr = 1e-3f;
   float beta1 = 0.9f;
@@ -26,6 +35,10 @@ struct AdamWHyper {
   float eps = 1e-8f;
   float weight_decay = 1e-2f;
 };
+
+inline AdamWHyper StepHyper(const AdamWConfig& c, float lr) {
+  return AdamWHyper{lr, c.beta1, c.beta2, c.eps, c.weight_decay};
+}
 
 // One AdamW update of n elements, in place on fp32 `param` (the master weights), `m` and `v`:
 //   g      = grad[i] * grad_scale            (grad_scale folds loss-normalisation, unscaling and clipping)

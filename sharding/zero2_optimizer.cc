@@ -217,12 +217,13 @@ absl::Status Zero2Optimizer::Flush() {
   return device_->compute_stream().Synchronize(timeout);
 }
 
-absl::StatusOr<StepResult> Zero2Optimizer::Step() {
+absl::StatusOr<StepResult> Zero2Optimizer::Step(float learning_rate) {
   if (reducer_->in_micro_batch())
     return absl::FailedPreconditionError("Step inside a micro-batch: call EndMicroBatch first");
   StepResult r;
   r.loss_scale = scaler_.scale();
-  r.learning_rate = options_.adamw.lr;
+  r.learning_rate = learning_rate;
+  const optim::AdamWHyper hyper = optim::StepHyper(options_.adamw, learning_rate);
   ZF_ASSIGN_OR_RETURN(const double sum_of_squares, GlobalSums(&r.units));
   if (!(r.units > 0.0)) {
     ZF_RETURN_IF_ERROR(ResetGradients());
@@ -246,13 +247,13 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step() {
     const bool delay = options_.offload.delayed_update && step_ >= options_.offload.delayed_update_start_step;
     ++step_;
     if (delay) {
-      UpdateInBackground(options_.adamw, grad_scale);
+      UpdateInBackground(hyper, grad_scale);
       ZF_RETURN_IF_ERROR(reducer_->ResetAfterStep());
       r.step = step_;
       r.breakdown = profile_.EndStep();
       return r;
     }
-    ZF_RETURN_IF_ERROR(UpdateAndGather(options_.adamw, grad_scale));
+    ZF_RETURN_IF_ERROR(UpdateAndGather(hyper, grad_scale));
   }
   r.step = step_;
   ZF_RETURN_IF_ERROR(ResetGradients());

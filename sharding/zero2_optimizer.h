@@ -69,7 +69,7 @@ struct Zero2Options {
   size_t bucket_bytes = 25u << 20;
   size_t alignment_bytes = 64;
   AccumulationMode accumulation = AccumulationMode::kReduceScatterEveryMicroBatch;
-  optim::AdamWHyper adamw;
+  optim::AdamWConfig adamw;    // the rate is Step()'s argument
   float max_grad_norm = 0.0f;  // <= 0: no clipping
   // kReduceScatterEveryMicroBatch: how many bucket staging buffers may exist before a new bucket waits for
   // the oldest reduce-scatter to finish (2 = double buffering). More buffers = more overlap, more memory.
@@ -144,14 +144,14 @@ class Zero2Optimizer {
   // Launches buckets whose parameters got no gradient (unused parameters count as zero) and waits for this
   // micro-batch's reduce-scatters. `units` is what this rank's summed loss covered (samples or tokens).
   absl::Status EndMicroBatch(double units);
-  absl::StatusOr<StepResult> Step();
+  // Reduces the gradient norm, clips and applies AdamW at `learning_rate` (this step's rate of the schedule;
+  // a delayed update applies the rate of the step it belongs to).
+  absl::StatusOr<StepResult> Step(float learning_rate);
   // Publishes a pending delayed update and waits for every stream: call before reading or saving
   // parameters or state from the host.
   absl::Status Flush();
 
   float loss_scale() const { return scaler_.scale(); }
-  // Takes effect at the next Step(); a delayed update already running keeps the rate it started with.
-  void set_learning_rate(float lr) { options_.adamw.lr = lr; }
   int64_t step() const { return step_; }
   Zero2MemoryStats memory() const;
   const Zero2Stats& stats() const { return reducer_->stats(); }

@@ -54,7 +54,6 @@ std::vector<ParamSpec> Specs() {
 Zero2Options Options() {
   Zero2Options o;
   o.bucket_bytes = 1024;  // several buckets, parameters split across ranks at odd places
-  o.adamw.lr = 1e-2f;
   o.adamw.weight_decay = 0.1f;
   o.max_grad_norm = 0.0f;
   return o;
@@ -87,7 +86,7 @@ void TrainSteps(Zero2Optimizer& opt, int64_t first, int64_t count) {
       ASSERT_TRUE(opt.OnGradientReady(i, g.data()).ok());
     }
     ASSERT_TRUE(opt.EndMicroBatch(1.0 / world).ok());
-    auto r = opt.Step();
+    auto r = opt.Step(1e-2f);
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_TRUE(r->applied);
   }

@@ -42,7 +42,7 @@ Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm)
   EXPECT_TRUE(z.InitializeFromParameters().ok());
   const int rank = comm->rank();
   for (int step = 0; step < 4; ++step) {
-    z.set_learning_rate(1e-2f / (step + 1));  // a schedule: the delayed update must keep its own rate
+    const float lr = 1e-2f / (step + 1);  // a schedule: the delayed update must keep its own rate
     for (int micro = 0; micro < 3; ++micro) {
       EXPECT_TRUE(z.BeginMicroBatch(micro == 2).ok());
       // The gradients stay alive until EndMicroBatch: the copies read them on the compute stream.
@@ -67,7 +67,7 @@ Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm)
       }
       EXPECT_TRUE(z.EndMicroBatch(10.0 + rank).ok());
     }
-    auto r = z.Step();
+    auto r = z.Step(lr);
     EXPECT_TRUE(r.ok()) << r.status();
     if (r.ok()) out.grad_norms.push_back(r->grad_norm);
   }

@@ -52,7 +52,7 @@ TEST(Zero2MpiTest, Fp16OverflowOnOneRankSkipsTheStepOnAllRanks) {
       ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
     }
     ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
-    auto r = (*opt)->Step();
+    auto r = (*opt)->Step(1e-3f);
     ASSERT_TRUE(r.ok()) << r.status();
     if (step == 0) {
       EXPECT_FALSE(r->applied) << "rank " << comm->rank();
@@ -89,7 +89,7 @@ TEST(Zero2MpiTest, ARankThatStopsTakingPartFailsTheStepWithinTheDeadline) {
                         absl::Seconds(1));
   } else {
     const absl::Time start = absl::Now();
-    auto r = (*opt)->Step();
+    auto r = (*opt)->Step(1e-3f);
     const absl::Duration took = absl::Now() - start;
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();

@@ -75,11 +75,12 @@ class RecordingCommunicator final : public comm::Communicator {
 // Three parameters of 8 fp32 elements, buckets of 8 elements (one parameter each): bucket 0 = param 2.
 std::vector<ParamSpec> ThreeParams() { return {{"a", 8, true}, {"b", 8, false}, {"c", 8, true}}; }
 
+constexpr float kLr = 0.1f;  // every step's rate
+
 Zero2Options SmallBuckets(AccumulationMode mode) {
   Zero2Options o;
   o.bucket_bytes = 8 * 4;
   o.accumulation = mode;
-  o.adamw.lr = 0.1f;
   o.adamw.weight_decay = 0.1f;
   return o;
 }
@@ -109,7 +110,7 @@ TEST(Zero2OptimizerTest, LaunchesEachBucketAsSoonAsItIsCompleteInOrder) {
   EXPECT_EQ(comm.log.size(), 3u);
   EXPECT_EQ((*opt)->stats().buckets_launched_before_end, 3u);
   ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
-  auto r = (*opt)->Step();
+  auto r = (*opt)->Step(kLr);
   ASSERT_TRUE(r.ok()) << r.status();
   // A true reduce-scatter per bucket, one scalar all-reduce (norm + units), one all-gather per bucket.
   EXPECT_EQ(comm.log,
@@ -137,7 +138,7 @@ std::vector<std::vector<float>> ReferenceStep(std::vector<std::vector<float>> pa
                                               float clip) {
   for (size_t i = 0; i < params.size(); ++i) {
     std::vector<float> m(params[i].size()), v(params[i].size());
-    optim::AdamWHyper h = o.adamw;
+    optim::AdamWHyper h = optim::StepHyper(o.adamw, kLr);
     if (!specs[i].weight_decay) h.weight_decay = 0;
     optim::CpuAdamWScalar(params[i].data(), grad_sums[i].data(), m.data(), v.data(), params[i].size(), h, 1,
                           static_cast<float>(clip / units));
@@ -176,7 +177,7 @@ TEST(Zero2OptimizerTest, NormalisesByUnitsAcrossUnevenMicroBatchesInBothModes) {
       }
       ASSERT_TRUE((*opt)->EndMicroBatch(units[k]).ok());
     }
-    auto r = (*opt)->Step();
+    auto r = (*opt)->Step(kLr);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(r->applied);
     EXPECT_EQ(r->units, 4.0);
@@ -203,7 +204,7 @@ TEST(Zero2OptimizerTest, ClipsToMaxNorm) {
   ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
   for (size_t i = 0; i < 3; ++i) ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
   ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
-  auto r = (*opt)->Step();
+  auto r = (*opt)->Step(kLr);
   ASSERT_TRUE(r.ok());
   EXPECT_NEAR(r->grad_norm, std::sqrt(24.0), 1e-5);
   EXPECT_NEAR(r->clip_coef, 0.5 / (std::sqrt(24.0) + 1e-6), 1e-7);
@@ -221,7 +222,7 @@ TEST(Zero2OptimizerTest, UnusedParametersReduceAsZeroAtEndOfMicroBatch) {
   ASSERT_TRUE((*opt)->OnGradientReady(2, g.data()).ok());  // params 0 and 1 unused
   ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
   EXPECT_EQ(comm.log.size(), 3u);
-  auto r = (*opt)->Step();
+  auto r = (*opt)->Step(kLr);
   ASSERT_TRUE(r.ok());
   EXPECT_NEAR(r->grad_norm, std::sqrt(8 * 4.0), 1e-5);
 }
@@ -244,7 +245,7 @@ TEST(Zero2OptimizerTest, Fp16OverflowSkipsTheStepAndBacksOff) {
   ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
   for (size_t i = 0; i < 3; ++i) ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
   ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
-  auto r = (*opt)->Step();
+  auto r = (*opt)->Step(kLr);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->applied);
   EXPECT_EQ(r->loss_scale, 1024);
@@ -259,7 +260,7 @@ TEST(Zero2OptimizerTest, Fp16OverflowSkipsTheStepAndBacksOff) {
   ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
   for (size_t i = 0; i < 3; ++i) ASSERT_TRUE((*opt)->OnGradientReady(i, ok.data()).ok());
   ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
-  r = (*opt)->Step();
+  r = (*opt)->Step(kLr);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->applied);
   EXPECT_NEAR(r->grad_norm, std::sqrt(24.0), 1e-4);  // 512 / scale 512 = 1 per element
@@ -283,7 +284,7 @@ TEST(Zero2OptimizerTest, StagingPoolIsAllocatedUpFrontAndRecycledWithinItsLimit)
       ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
       for (size_t i = 3; i-- > 0;) ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
       ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
-      ASSERT_TRUE((*opt)->Step().ok());
+      ASSERT_TRUE((*opt)->Step(kLr).ok());
     }
     // ... and unchanged by training: a bucket waits for the oldest reduce-scatter instead of allocating.
     EXPECT_EQ((*opt)->memory().staging_bytes_peak, pool * one) << "limit " << limit;
@@ -304,7 +305,7 @@ TEST(Zero2OptimizerTest, StepWithoutAnyUnitsIsAnError) {
   ASSERT_TRUE(opt.ok());
   ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
   ASSERT_TRUE((*opt)->EndMicroBatch(0).ok());
-  const auto r = (*opt)->Step();
+  const auto r = (*opt)->Step(kLr);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(r.status().message().find("units"), std::string::npos);
 }
@@ -322,7 +323,7 @@ TEST(Zero2OptimizerTest, MisuseGetsClearErrors) {
   const absl::Status twice = (*opt)->OnGradientReady(1, g.data());
   EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(twice.message().find("'b'"), std::string::npos);
-  EXPECT_EQ((*opt)->Step().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*opt)->Step(kLr).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ((*opt)->EndMicroBatch(-1).code(), absl::StatusCode::kInvalidArgument);
   Zero2Options bad = SmallBuckets(AccumulationMode::kReduceOncePerStep);
   bad.alignment_bytes = 6;

@@ -99,7 +99,7 @@ Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm,
   }
   const int rank = comm->rank();
   for (int step = 0; step < kSteps; ++step) {
-    z.set_learning_rate(1e-2f / (step + 1));  // a schedule: the delayed update must keep its own rate
+    const float lr = 1e-2f / (step + 1);  // a schedule: the delayed update must keep its own rate
     for (int micro = 0; micro < kMicroBatches; ++micro) {
       ZF_EXPECT_OK(z.BeginMicroBatch(micro == kMicroBatches - 1));
       std::vector<std::vector<uint8_t>> grads(specs.size());  // alive until the stream has copied them
@@ -127,7 +127,7 @@ Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm,
       ZF_EXPECT_OK(z.EndMicroBatch(10.0 + rank));
       ZF_EXPECT_OK(compute.Synchronize(kTimeout));  // before `grads` goes
     }
-    auto r = z.Step();
+    auto r = z.Step(lr);
     EXPECT_TRUE(r.ok()) << r.status();
     if (r.ok()) out.grad_norms.push_back(r->grad_norm);
   }

@@ -45,7 +45,6 @@ inline Zero2Options Options(const Config& c) {
   o.bucket_bytes = 256 * core::DTypeSize(c.dtype);
   o.max_staging_buffers = 2;
   o.accumulation = c.mode;
-  o.adamw.lr = 1e-2f;
   o.adamw.weight_decay = 0.1f;
   o.max_grad_norm = 0.5f;
   o.offload.enabled = c.offload;

@@ -51,7 +51,7 @@ PreferenceTrainOptions Base(const std::string& dir) {
   o.data = data::DataSourceOfDirectory(dir);
   o.global_batch = 32;
   o.micro_batches = 2;
-  o.lr = 3e-3f;
+  o.schedule.peak_lr = 3e-3f;
   o.offload.enabled = true;
   o.offload.threads = 1;
   o.eval_batch = 100;
@@ -160,7 +160,7 @@ TEST(PreferenceTrainingTest, TheLearningRateScheduleDrivesTheOptimizer) {
     PreferenceTrainOptions o = Base(dir);
     o.task = PreferenceTrainOptions::Task::kReward;
     o.steps = 1;
-    o.lr = lr;
+    o.schedule.peak_lr = lr;
     o.schedule.decay = decay;
     o.schedule.warmup_steps = warmup;
     o.schedule.total_steps = 10;  // the schedule of a 10-step run, of which this runs the first step
@@ -244,7 +244,7 @@ TEST(PreferenceTrainingTest, SftThenDpoAndRewardModelReachNinetyPercentHeldOutAc
     o.global_batch = 64;
     o.micro_batches = 1;
     o.steps = steps;
-    o.lr = lr;
+    o.schedule.peak_lr = lr;
     o.init_weights = dir + "/sft";
     return o;
   };

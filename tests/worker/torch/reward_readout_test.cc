@@ -231,7 +231,7 @@ TEST_P(RewardReadoutTest, TrainedSessionExportsWhatItEvaluates) {
   o.task = PreferenceTrainOptions::Task::kReward;
   o.model_dir = dir.path();
   o.data = data::DataSourceOfDirectory(dir.path());
-  o.lr = 1e-2f;
+  o.schedule.peak_lr = 1e-2f;
   comm::LocalCommunicator comm;
   auto session = PreferenceSession::Create(o, &comm);
   ASSERT_TRUE(session.ok()) << session.status();

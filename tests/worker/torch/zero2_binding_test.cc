@@ -30,7 +30,7 @@ TEST(Zero2BindingTest, ParametersLiveInTheFlatBufferAndGradsAreDroppedAfterBucke
   ASSERT_TRUE((*b)->Backward(model->LossSum(tokens), true, 12).ok());
   for (const auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined()) << "no full gradient kept";
   EXPECT_GT((*b)->optimizer().stats().buckets_launched_before_end, 0u);
-  auto r = (*b)->Step();
+  auto r = (*b)->Step(1e-3f);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_GT(r->grad_norm, 0.0f);
   EXPECT_FALSE(torch::equal(model->parameters()[0], before[0]));
@@ -53,7 +53,7 @@ TEST(Zero2BindingTest, ReduceOnceModeAccumulatesInPlaceIntoTheFlatGradientBuffer
   ASSERT_TRUE((*b)->Backward(model->LossSum(tokens), true, 8).ok());
   // zero_grad() zeroed the view in place (or dropped it); either way the second backward lands in the view.
   EXPECT_EQ(params[0].grad().data_ptr(), (*b)->optimizer().grad_data(0));
-  ASSERT_TRUE((*b)->Step().ok());
+  ASSERT_TRUE((*b)->Step(1e-3f).ok());
 }
 
 TEST(Zero2BindingTest, RejectsParametersOfTheWrongDtype) {

@@ -117,7 +117,6 @@ std::vector<torch::Tensor> TrainZero2(comm::Communicator* comm, const Config& cf
   o.param_dtype = dtype == torch::kBFloat16 ? core::DType::kBFloat16 : core::DType::kFloat32;
   o.bucket_bytes = cfg.bucket_bytes;
   o.accumulation = cfg.mode;
-  o.adamw.lr = kLr;
   o.adamw.weight_decay = kWeightDecay;
   o.max_grad_norm = kMaxNorm;
   o.offload = offload;
@@ -136,7 +135,7 @@ std::vector<torch::Tensor> TrainZero2(comm::Communicator* comm, const Config& cf
       EXPECT_TRUE(st.ok()) << st;
       if (!st.ok()) return {};
     }
-    auto res = (*binding)->Step();
+    auto res = (*binding)->Step(kLr);
     EXPECT_TRUE(res.ok()) << res.status();
     if (!res.ok()) return {};
     EXPECT_TRUE(res->applied);

@@ -135,8 +135,9 @@ using Number = std::function<absl::Status(const char*, double*, double)>;
 // The `training:` section's flags, into `t` (defaults as PreferenceTrainOptions').
 absl::Status ParseTrainingFlags(const Take& take, const Number& number, jobspec::TrainingSpec* t) {
   const PreferenceTrainOptions d;
-  double steps = static_cast<double>(d.steps), gb = static_cast<double>(d.global_batch), micro = 0, lr = d.lr,
-         wd = d.weight_decay, maxlen = static_cast<double>(d.max_length), warmup = 0, min_lr = 0;
+  double steps = static_cast<double>(d.steps), gb = static_cast<double>(d.global_batch), micro = 0,
+         lr = d.schedule.peak_lr, wd = d.weight_decay, maxlen = static_cast<double>(d.max_length), warmup = 0,
+         min_lr = 0;
   ZF_RETURN_IF_ERROR(number("--steps", &steps, 1));
   ZF_RETURN_IF_ERROR(number("--global-batch", &gb, 1));
   ZF_RETURN_IF_ERROR(number("--micro", &micro, 1));

@@ -88,7 +88,6 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
   o.bucket_bytes = f.bucket_kb << 10;
   o.accumulation = f.reduce_once ? sharding::AccumulationMode::kReduceOncePerStep
                                  : sharding::AccumulationMode::kReduceScatterEveryMicroBatch;
-  o.adamw.lr = f.lr;
   o.max_grad_norm = 1.0f;
   o.offload.enabled = f.offload;
   o.offload.threads = f.threads;
@@ -126,7 +125,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
       loss_sum += loss.item<double>();
       tokens += units;
     }
-    ZF_ASSIGN_OR_RETURN(sharding::StepResult r, binding->Step());
+    ZF_ASSIGN_OR_RETURN(sharding::StepResult r, binding->Step(f.lr));
     double report[2] = {loss_sum, tokens};
     ZF_RETURN_IF_ERROR(
         comm::WaitFor(comm->AllReduce(comm::Buffer{report, 2, core::DType::kFloat64}, comm::ReduceOp::kSum),

@@ -37,7 +37,6 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.steps = plan.steps;
   o.global_batch = plan.global_batch;
   o.micro_batches = plan.micro_batches;
-  o.lr = plan.schedule.peak_lr;
   o.schedule = plan.schedule;
   o.weight_decay = static_cast<float>(plan.weight_decay);
   o.max_grad_norm = static_cast<float>(plan.max_grad_norm);

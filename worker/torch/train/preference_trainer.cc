@@ -87,7 +87,6 @@ absl::StatusOr<Task> ParseTask(const std::string& name) {
 
 core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& o) {
   core::LrScheduleOptions s = o.schedule;
-  s.peak_lr = o.lr;
   if (s.total_steps <= 0) s.total_steps = o.steps;
   return s;
 }
@@ -157,7 +156,6 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
     sharding::Zero2Options zo;
     zo.bucket_bytes = o.bucket_bytes;
     zo.accumulation = o.accumulation;
-    zo.adamw.lr = o.lr;
     zo.adamw.weight_decay = o.weight_decay;
     zo.max_grad_norm = o.max_grad_norm;
     zo.offload = o.offload;
@@ -196,8 +194,6 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
   StepReport sr;
   sr.step = step;
   sr.lr = core::LearningRateAt(EffectiveSchedule(options_), step);
-  // Before any backward: with offload the last micro-batch's backward already updates finished buckets.
-  st.binding->optimizer().set_learning_rate(sr.lr);
   try {
     ResetPeakMemory(st.backend);  // the step's own device peak (training_backend.h)
     const int k_total = static_cast<int>(micro.size());
@@ -230,7 +226,7 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
       ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, static_cast<double>(out.pairs)));
       metrics += out.metrics;
     }
-    ZF_ASSIGN_OR_RETURN(sr.result, st.binding->Step());
+    ZF_ASSIGN_OR_RETURN(sr.result, st.binding->Step(sr.lr));
     sr.metrics = ReadPairMetrics(metrics);
   } catch (const std::exception& e) {
     return StepFailure(step, e);

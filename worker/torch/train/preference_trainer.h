@@ -41,8 +41,8 @@ struct PreferenceTrainOptions {
   int micro_batches = 1;      // per rank per step (gradient accumulation)
   int64_t max_length = 64;
   uint64_t seed = 1234;
-  float lr = 1e-3f;  // the peak rate of `schedule`
-  // Warmup and decay of the rate (schedule.peak_lr is taken from lr; a total_steps of 0 means `steps`).
+  // The learning rate: its peak, warmup and decay (a total_steps of 0 means `steps`). Each step's rate is
+  // computed from it and given to the optimizer's Step.
   core::LrScheduleOptions schedule;
   float weight_decay = 0.0f;
   float max_grad_norm = 1.0f;
@@ -94,7 +94,7 @@ absl::StatusOr<PreferenceTrainOptions::Task> ParseTask(const std::string& name);
 // Whether the held-out set is evaluated after `step` (0-based): every eval_every-th step and the last.
 bool EvalDue(const PreferenceTrainOptions& options, int64_t step);
 
-// The learning-rate schedule of `options`: schedule with peak_lr = lr (and total_steps = steps if 0).
+// The learning-rate schedule of `options`: its schedule with total_steps = steps where that is 0.
 core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& options);
 
 // One training run's state, stepped from outside (the coordinator's worker hands in the micro-batches of each

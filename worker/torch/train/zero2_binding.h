@@ -53,7 +53,7 @@ class Zero2Binding {
   // One micro-batch: backward of `loss_sum` (the SUM of per-unit losses on this rank) times the loss scale,
   // with bucket reduce-scatters overlapping it. `units` is how many samples/tokens loss_sum adds up.
   absl::Status Backward(const torch::Tensor& loss_sum, bool last_of_step, double units);
-  absl::StatusOr<sharding::StepResult> Step() { return optimizer_->Step(); }
+  absl::StatusOr<sharding::StepResult> Step(float learning_rate) { return optimizer_->Step(learning_rate); }
 
   sharding::Zero2Optimizer& optimizer() { return *optimizer_; }
   const std::vector<std::string>& names() const { return names_; }
