@@ -3,6 +3,11 @@ add_executable(objectives_test worker/torch/objectives_test.cc)
 target_link_libraries(objectives_test PRIVATE zerofit_worker_torch GTest::gtest_main)
 add_test(NAME objectives_test COMMAND objectives_test)
 set_tests_properties(objectives_test PROPERTIES LABELS unit TIMEOUT 120)
+# GRPO's loss, advantages and gradients against a float64 transcription of TRL's (issue 32).
+add_executable(grpo_objective_test worker/torch/grpo_objective_test.cc)
+target_link_libraries(grpo_objective_test PRIVATE zerofit_worker_torch GTest::gtest_main)
+add_test(NAME grpo_objective_test COMMAND grpo_objective_test)
+set_tests_properties(grpo_objective_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 
 if(ZEROFIT_WITH_MPI AND TARGET zerofit_make_arith_prefs)
   add_executable(preference_training_test worker/torch/preference_training_test.cc)

@@ -1,5 +1,6 @@
-# Preference training: objectives, reference models, trainers (issue 4).
+# Preference training: objectives, reference models, trainers (issue 4); GRPO's objective (issue 32).
 target_sources(zerofit_worker_torch PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_objective.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/micro_batch_loss.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/named_step_metrics.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/objectives.cc

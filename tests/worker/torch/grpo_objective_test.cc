@@ -1,0 +1,177 @@
+// GRPO's objective against a float64 transcription of TRL's GRPOTrainer loss written as plain loops: group
+// advantages, the clipped token loss with the k3 KL, each normalisation's sum and units, the clipped-token
+// count, and the gradient with respect to the policy's log-probs (written out by hand: -ratio A on tokens
+// the clip leaves alone, 0 on clipped ones, beta (1 - exp(ref - logp)) from the KL).
+#include "worker/torch/train/grpo_objective.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace zerofit::worker {
+namespace {
+
+struct Case {
+  torch::Tensor logp, old_logp, ref_logp, mask, adv;  // float64
+};
+
+// Four completions of lengths 5, 3, 6 and 1 in a [4, 6] batch; ratios up to exp(+-0.5), past the clip range.
+Case MakeCase(uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  Case c;
+  c.old_logp = -torch::rand({4, 6}, f64) * 3.0 - 0.05;
+  c.logp = (c.old_logp + (torch::rand({4, 6}, f64) - 0.5)).clamp_max(-1e-3).requires_grad_(true);
+  c.ref_logp = c.old_logp + (torch::rand({4, 6}, f64) - 0.5) * 0.4;
+  c.mask = torch::zeros({4, 6}, f64);
+  const int64_t lengths[] = {5, 3, 6, 1};
+  for (int64_t i = 0; i < 4; ++i) c.mask[i].narrow(0, 0, lengths[i]).fill_(1.0);
+  c.adv = torch::tensor({1.3, -0.7, 0.4, -1.1}, f64);
+  return c;
+}
+
+double At(const torch::Tensor& t, int64_t i, int64_t j) { return t[i][j].item<double>(); }
+
+struct Oracle {
+  double loss_sum = 0, units = 0, kl_sum = 0, clipped = 0, tokens = 0;
+  std::vector<std::vector<double>> grad;  // d loss_sum / d logp
+};
+
+Oracle Reference(const Case& c, const GrpoOptions& o) {
+  const int64_t b = c.logp.size(0), t = c.logp.size(1);
+  Oracle r;
+  r.grad.assign(b, std::vector<double>(t, 0.0));
+  for (int64_t i = 0; i < b; ++i) {
+    double seq = 0, n = 0;
+    std::vector<double> g(t, 0.0);
+    const double a = c.adv[i].item<double>();
+    for (int64_t j = 0; j < t; ++j) {
+      if (At(c.mask, i, j) == 0) continue;
+      const double lp = At(c.logp.detach(), i, j), ratio = std::exp(lp - At(c.old_logp, i, j));
+      const double clamped = std::clamp(ratio, 1 - o.epsilon_low, 1 + o.epsilon_high);
+      const bool clipped = clamped * a < ratio * a;
+      double loss = -std::min(ratio * a, clamped * a);
+      g[j] = clipped ? 0.0 : -ratio * a;
+      if (o.beta > 0) {
+        const double d = At(c.ref_logp, i, j) - lp;
+        const double k3 = std::exp(d) - d - 1;
+        loss += o.beta * k3;
+        g[j] += o.beta * (1 - std::exp(d));
+        r.kl_sum += k3;
+      }
+      r.clipped += clipped;
+      seq += loss;
+      n += 1;
+    }
+    r.tokens += n;
+    const double w = o.norm == GrpoLossNorm::kSequenceMean ? 1.0 / std::max(n, 1.0) : 1.0;
+    r.loss_sum += seq * w;
+    for (int64_t j = 0; j < t; ++j) r.grad[i][j] = g[j] * w;
+  }
+  r.units = o.norm == GrpoLossNorm::kSequenceMean ? static_cast<double>(b)
+            : o.norm == GrpoLossNorm::kTokenMean  ? r.tokens
+                                                  : static_cast<double>(b * o.max_new_tokens);
+  return r;
+}
+
+// A float64 sum of ~20 terms of size ~1: a few hundred ulps at most.
+constexpr double kTol = 1e-12;
+
+TEST(GrpoObjectiveTest, LossUnitsAndGradientEqualTheFloat64TranscriptionForEveryNormalisation) {
+  for (GrpoLossNorm norm :
+       {GrpoLossNorm::kSequenceMean, GrpoLossNorm::kTokenMean, GrpoLossNorm::kConstantLength}) {
+    for (double beta : {0.0, 0.04}) {
+      SCOPED_TRACE(std::string(GrpoLossNormName(norm)) + " beta " + std::to_string(beta));
+      const Case c = MakeCase(7);
+      GrpoOptions o;
+      o.norm = norm;
+      o.beta = beta;
+      o.epsilon_high = 0.28;  // DAPO's clip-higher: asymmetric
+      o.max_new_tokens = 6;
+      auto loss =
+          GrpoPolicyLoss(c.logp, c.old_logp, beta > 0 ? c.ref_logp : torch::Tensor(), c.mask, c.adv, o);
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      const Oracle want = Reference(c, o);
+      EXPECT_NEAR(loss->loss_sum.item<double>(), want.loss_sum, kTol);
+      EXPECT_EQ(loss->units, want.units);
+      EXPECT_NEAR(loss->kl_sum.item<double>(), want.kl_sum, kTol);
+      EXPECT_EQ(loss->clipped_tokens.item<double>(), want.clipped);
+      EXPECT_EQ(loss->tokens.item<double>(), 15.0);
+      EXPECT_GT(want.clipped, 0) << "the case must exercise the clip";
+      EXPECT_LT(want.clipped, 15) << "and leave tokens unclipped";
+      const torch::Tensor grad = torch::autograd::grad({loss->loss_sum}, {c.logp})[0];
+      for (int64_t i = 0; i < 4; ++i) {
+        for (int64_t j = 0; j < 6; ++j) EXPECT_NEAR(At(grad, i, j), want.grad[i][j], kTol) << i << "," << j;
+      }
+    }
+  }
+}
+
+TEST(GrpoObjectiveTest, Float32StaysWithinABoundFromItsRounding) {
+  const Case c = MakeCase(11);
+  GrpoOptions o;
+  o.beta = 0.04;
+  auto loss = GrpoPolicyLoss(c.logp.detach().to(torch::kFloat32), c.old_logp.to(torch::kFloat32),
+                             c.ref_logp.to(torch::kFloat32), c.mask.to(torch::kFloat32),
+                             c.adv.to(torch::kFloat32), o);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  // Inputs rounded to fp32 (relative 2^-24, amplified by exp's argument ~3 and the clip/KL terms ~1 each),
+  // then ~10 operations a token and a sum of 15 tokens: 64 ulps of the summed magnitudes is a safe ceiling.
+  const Oracle want = Reference(c, o);
+  const double magnitude = 15.0 * 3.0;
+  EXPECT_NEAR(loss->loss_sum.item<double>(), want.loss_sum,
+              64 * std::numeric_limits<float>::epsilon() * magnitude);
+}
+
+TEST(GrpoObjectiveTest, AdvantagesAreGroupCentredAndScaledByTheBesselStd) {
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor rewards =
+      torch::tensor({1.0, 0.0, 0.0, 1.0, 2.0, 2.0, 2.0, 2.0, 0.5, 3.0, -1.0, 0.0}, f64);
+  GrpoOptions o;
+  auto a = GroupAdvantages(rewards, 4, o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  for (int64_t g = 0; g < 3; ++g) {
+    double mean = 0, var = 0;
+    for (int64_t k = 0; k < 4; ++k) mean += rewards[g * 4 + k].item<double>() / 4;
+    for (int64_t k = 0; k < 4; ++k) var += std::pow(rewards[g * 4 + k].item<double>() - mean, 2) / 3;
+    for (int64_t k = 0; k < 4; ++k) {
+      const double want = (rewards[g * 4 + k].item<double>() - mean) / (std::sqrt(var) + o.std_eps);
+      EXPECT_NEAR((*a)[g * 4 + k].item<double>(), want, 1e-12) << g << "," << k;
+    }
+  }
+  EXPECT_EQ((*a).narrow(0, 4, 4).abs().max().item<double>(), 0.0) << "equal rewards: no signal, no NaN";
+  o.scale_by_std = false;  // Dr. GRPO: centred only
+  auto centred = GroupAdvantages(rewards, 4, o);
+  ASSERT_TRUE(centred.ok());
+  EXPECT_NEAR((*centred)[0].item<double>(), 0.5, 1e-15);
+  EXPECT_FALSE(GroupAdvantages(rewards, 5, o).ok()) << "5 does not divide 12";
+}
+
+TEST(GrpoObjectiveTest, BadInputsAreErrorsNamingTheArgument) {
+  const Case c = MakeCase(3);
+  GrpoOptions o;
+  auto message = [](const absl::StatusOr<GrpoLoss>& r) { return std::string(r.status().message()); };
+  EXPECT_NE(
+      message(GrpoPolicyLoss(c.logp, c.old_logp.narrow(1, 0, 5), {}, c.mask, c.adv, o)).find("old_logp"),
+      std::string::npos);
+  o.beta = 0.1;
+  EXPECT_NE(message(GrpoPolicyLoss(c.logp, c.old_logp, {}, c.mask, c.adv, o)).find("ref_logp"),
+            std::string::npos);
+  o.beta = 0;
+  o.norm = GrpoLossNorm::kConstantLength;
+  EXPECT_NE(message(GrpoPolicyLoss(c.logp, c.old_logp, {}, c.mask, c.adv, o)).find("max_new_tokens"),
+            std::string::npos);
+  EXPECT_FALSE(ParseGrpoLossNorm("bnpo").ok());
+  for (const char* name : {"grpo", "dapo", "dr_grpo"}) {
+    auto parsed = ParseGrpoLossNorm(name);
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_STREQ(GrpoLossNormName(*parsed), name);
+  }
+}
+
+}  // namespace
+}  // namespace zerofit::worker

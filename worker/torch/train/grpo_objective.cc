@@ -1,0 +1,132 @@
+#include "worker/torch/train/grpo_objective.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace zerofit::worker {
+namespace {
+
+absl::Status CheckInputs(const torch::Tensor& logp, const torch::Tensor& old_logp,
+                         const torch::Tensor& ref_logp, const torch::Tensor& mask,
+                         const torch::Tensor& advantages, const GrpoOptions& o) {
+  if (!logp.defined() || logp.dim() != 2)
+    return absl::InvalidArgumentError("GrpoPolicyLoss: logp must be [B, T]");
+  auto same = [&](const torch::Tensor& t, const char* name) -> absl::Status {
+    if (!t.defined() || !t.sizes().equals(logp.sizes())) {
+      return absl::InvalidArgumentError(absl::StrCat("GrpoPolicyLoss: ", name, " must have logp's shape [",
+                                                     logp.size(0), ", ", logp.size(1), "]"));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = same(old_logp, "old_logp"); !s.ok()) return s;
+  if (absl::Status s = same(mask, "mask"); !s.ok()) return s;
+  if (o.beta > 0) {
+    if (absl::Status s = same(ref_logp, "ref_logp (beta > 0)"); !s.ok()) return s;
+  }
+  if (!advantages.defined() || advantages.dim() != 1 || advantages.size(0) != logp.size(0)) {
+    return absl::InvalidArgumentError("GrpoPolicyLoss: advantages must be [B]");
+  }
+  if (o.beta < 0 || !(o.epsilon_low >= 0 && o.epsilon_low < 1) || !(o.epsilon_high >= 0)) {
+    return absl::InvalidArgumentError("GrpoOptions: beta >= 0, epsilon_low in [0, 1), epsilon_high >= 0");
+  }
+  if (o.norm == GrpoLossNorm::kConstantLength && o.max_new_tokens < 1) {
+    return absl::InvalidArgumentError("GrpoOptions: dr_grpo needs max_new_tokens >= 1");
+  }
+  return absl::OkStatus();
+}
+
+// The per-token loss, masked: -min(r A, clamp(r) A) + beta k3.
+struct TokenTerms {
+  torch::Tensor loss, kl, clipped;
+};
+
+TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& ref_logp,
+                    const torch::Tensor& m, const torch::Tensor& advantages, const GrpoOptions& o) {
+  const torch::Tensor a = advantages.to(logp.dtype()).unsqueeze(1);
+  const torch::Tensor ratio = torch::exp(logp - old_logp);
+  const torch::Tensor unclipped = ratio * a;
+  const torch::Tensor clipped = torch::clamp(ratio, 1.0 - o.epsilon_low, 1.0 + o.epsilon_high) * a;
+  TokenTerms t;
+  t.loss = -torch::min(unclipped, clipped);
+  t.kl = torch::zeros_like(logp);
+  if (o.beta > 0) {
+    const torch::Tensor d = ref_logp - logp;
+    t.kl = torch::exp(d) - d - 1.0;
+    t.loss = t.loss + o.beta * t.kl;
+  }
+  // Clipped: the min picked the clamped term and it differs (no gradient flows through the token).
+  t.clipped = (clipped < unclipped).to(m.dtype()) * m;
+  t.loss = t.loss * m;
+  t.kl = t.kl.detach() * m;
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<GrpoLossNorm> ParseGrpoLossNorm(const std::string& name) {
+  if (name == "grpo") return GrpoLossNorm::kSequenceMean;
+  if (name == "dapo") return GrpoLossNorm::kTokenMean;
+  if (name == "dr_grpo") return GrpoLossNorm::kConstantLength;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown GRPO loss normalisation '", name, "'; expected grpo, dapo or dr_grpo"));
+}
+
+const char* GrpoLossNormName(GrpoLossNorm norm) {
+  switch (norm) {
+    case GrpoLossNorm::kSequenceMean:
+      return "grpo";
+    case GrpoLossNorm::kTokenMean:
+      return "dapo";
+    case GrpoLossNorm::kConstantLength:
+      return "dr_grpo";
+  }
+  return "?";
+}
+
+absl::StatusOr<torch::Tensor> GroupAdvantages(const torch::Tensor& rewards, int64_t group_size,
+                                              const GrpoOptions& o) {
+  if (!rewards.defined() || rewards.dim() != 1 || group_size < 1 || rewards.size(0) % group_size != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GroupAdvantages: rewards must be [P x G] with G = ", group_size, " >= 1 dividing it"));
+  }
+  const torch::Tensor r = rewards.view({-1, group_size});
+  torch::Tensor a = r - r.mean(1, /*keepdim=*/true);
+  if (o.scale_by_std) {
+    // Bessel-corrected as torch.std (TRL), written out (LibTorch 1.13 and 2.x name std's overloads
+    // differently); one sample per group has no spread: its advantage is 0 anyway.
+    const torch::Tensor var = group_size > 1 ? a.pow(2).sum(1, /*keepdim=*/true) / (group_size - 1.0)
+                                             : torch::zeros_like(a.narrow(1, 0, 1));
+    a = a / (var.sqrt() + o.std_eps);
+  }
+  return a.reshape({-1});
+}
+
+absl::StatusOr<GrpoLoss> GrpoPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
+                                        const torch::Tensor& ref_logp, const torch::Tensor& mask,
+                                        const torch::Tensor& advantages, const GrpoOptions& o) {
+  if (absl::Status s = CheckInputs(logp, old_logp, ref_logp, mask, advantages, o); !s.ok()) return s;
+  const torch::Tensor m = mask.to(logp.dtype());
+  const TokenTerms t = PerToken(logp, old_logp, ref_logp, m, advantages, o);
+  GrpoLoss out;
+  out.tokens = m.sum().detach();
+  out.kl_sum = t.kl.sum();
+  out.clipped_tokens = t.clipped.sum().detach();
+  const int64_t sequences = logp.size(0);
+  switch (o.norm) {
+    case GrpoLossNorm::kSequenceMean:
+      out.loss_sum = (t.loss.sum(1) / m.sum(1).clamp_min(1.0)).sum();
+      out.units = static_cast<double>(sequences);
+      break;
+    case GrpoLossNorm::kTokenMean:
+      out.loss_sum = t.loss.sum();
+      out.units =
+          out.tokens.item<double>();  // the mask's sum: a host read (a sync where the mask is on a GPU)
+      break;
+    case GrpoLossNorm::kConstantLength:
+      out.loss_sum = t.loss.sum();
+      out.units = static_cast<double>(sequences * o.max_new_tokens);
+      break;
+  }
+  return out;
+}
+
+}  // namespace zerofit::worker

@@ -1,0 +1,66 @@
+// GRPO's objective (issue 32): group-relative advantages and the token-level clipped policy-gradient loss
+// with a k3 KL penalty to a frozen reference, under the three loss normalisations users pick between (TRL's
+// `loss_type`: grpo, dapo, dr_grpo).
+//
+// As every zerofit objective (objectives.h), the loss is returned as a SUM with the units it is to be divided
+// by; the ZeRO-2 engine divides by the units summed over every rank and micro-batch of the step. That makes
+// the normalisation global, as the user asked for, whatever the micro-batching:
+//   kSequenceMean (grpo):  sum over sequences of (sum over its tokens / its token count); units: sequences
+//   kTokenMean (dapo):     sum over every completion token;                                units: tokens
+//   kConstantLength (dr_grpo): sum over every completion token;          units: sequences x max_new_tokens
+// Per token t of completion i (ratio = exp(logp - old_logp), A_i the sequence's advantage):
+//   l = -min(ratio A_i, clamp(ratio, 1 - eps_low, 1 + eps_high) A_i) + beta (exp(ref - logp) - (ref - logp) -
+//   1)
+//
+// Tensors: [B, T] per-token log-probs of the completions (fp32 or fp64), a 0/1 mask of the same shape (1 on
+// completion tokens, 0 on padding), [B] advantages. Everything created lives on the inputs' device.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace zerofit::worker {
+
+enum class GrpoLossNorm { kSequenceMean, kTokenMean, kConstantLength };
+
+// "grpo" | "dapo" | "dr_grpo" (TRL's names).
+absl::StatusOr<GrpoLossNorm> ParseGrpoLossNorm(const std::string& name);
+const char* GrpoLossNormName(GrpoLossNorm norm);
+
+struct GrpoOptions {
+  double epsilon_low = 0.2;   // the clip range below 1
+  double epsilon_high = 0.2;  // and above (DAPO's clip-higher uses 0.28)
+  double beta = 0.0;          // KL coefficient; 0: no reference is needed (ref_logp may be undefined)
+  GrpoLossNorm norm = GrpoLossNorm::kSequenceMean;
+  int64_t max_new_tokens = 0;  // kConstantLength's constant; required > 0 there
+  // Advantages: rewards minus the group's mean, divided by the group's standard deviation (Bessel-corrected,
+  // as torch.std) + std_eps when scale_by_std; Dr. GRPO leaves the scale out.
+  bool scale_by_std = true;
+  double std_eps = 1e-4;
+};
+
+// Advantages of `rewards` [P x G] laid out group by group (G consecutive samples per prompt): [P x G].
+// A group whose rewards are all equal gets zeros.
+absl::StatusOr<torch::Tensor> GroupAdvantages(const torch::Tensor& rewards, int64_t group_size,
+                                              const GrpoOptions& options);
+
+struct GrpoLoss {
+  torch::Tensor loss_sum;  // scalar with autograd graph through `logp`
+  double units = 0;        // what loss_sum is divided by (see the normalisations above); known on the host
+  // Detached sums over the micro-batch's completion tokens (divide by `tokens` for means): the k3 KL to the
+  // reference (0 with beta 0), tokens whose ratio was clipped, and the count of tokens.
+  torch::Tensor kl_sum, clipped_tokens, tokens;
+};
+
+// `old_logp`: the log-probs the rollout was sampled with (several optimisation steps per rollout batch keep
+// them); `ref_logp`: the frozen reference's (needed when beta > 0). Shapes and the mask are checked; the
+// error names the argument.
+absl::StatusOr<GrpoLoss> GrpoPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
+                                        const torch::Tensor& ref_logp, const torch::Tensor& mask,
+                                        const torch::Tensor& advantages, const GrpoOptions& options);
+
+}  // namespace zerofit::worker
