@@ -103,33 +103,25 @@ absl::StatusOr<v1::LauncherEventResponse> CoordinatorClient::Launcher(
 absl::Status CoordinatorClient::StreamMetrics(const std::string& job_id, int64_t after_step, bool follow,
                                               absl::Duration follow_timeout,
                                               const std::function<void(const v1::Metric&)>& on_metric) const {
-  const absl::Duration timeout = follow ? follow_timeout : connection_.options().call_timeout;
-  grpc::ClientContext ctx;
-  connection_.Prepare(&ctx, timeout);
   v1::StreamMetricsRequest req;
   req.set_job_id(job_id);
   req.set_after_step(after_step);
   req.set_follow(follow);
-  auto reader = jobs_->StreamMetrics(&ctx, req);
-  v1::Metric m;
-  while (reader->Read(&m)) on_metric(m);
-  return connection_.Error(reader->Finish(), "metrics", timeout);
+  return ReadStream<v1::Metric>(
+      "metrics", follow ? follow_timeout : connection_.options().call_timeout,
+      [&](grpc::ClientContext* ctx) { return jobs_->StreamMetrics(ctx, req); }, on_metric);
 }
 
 absl::Status CoordinatorClient::StreamLogs(const std::string& job_id, int64_t after, bool follow,
                                            absl::Duration follow_timeout,
                                            const std::function<void(const v1::LogLine&)>& on_line) const {
-  const absl::Duration timeout = follow ? follow_timeout : connection_.options().call_timeout;
-  grpc::ClientContext ctx;
-  connection_.Prepare(&ctx, timeout);
   v1::StreamLogsRequest req;
   req.set_job_id(job_id);
   req.set_after_seq(after);
   req.set_follow(follow);
-  auto reader = jobs_->StreamLogs(&ctx, req);
-  v1::LogLine line;
-  while (reader->Read(&line)) on_line(line);
-  return connection_.Error(reader->Finish(), "logs", timeout);
+  return ReadStream<v1::LogLine>(
+      "logs", follow ? follow_timeout : connection_.options().call_timeout,
+      [&](grpc::ClientContext* ctx) { return jobs_->StreamLogs(ctx, req); }, on_line);
 }
 
 absl::Status CoordinatorClient::FollowLogs(const std::string& job_id, const FollowOptions& follow,

@@ -7,6 +7,8 @@
 // heartbeat thread and its loop share one). Copies share the channel.
 #pragma once
 
+#include <grpcpp/client_context.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -81,6 +83,19 @@ class CoordinatorClient {
                                     absl::Duration timeout) const;
 
  private:
+  // One server stream, not retried: `open` starts it on a prepared context (deadline `timeout`, token), every
+  // row goes to `on_row`, and the stream's end status comes back as an absl::Status naming `what`.
+  template <typename Row, typename Open>
+  absl::Status ReadStream(const char* what, absl::Duration timeout, const Open& open,
+                          const std::function<void(const Row&)>& on_row) const {
+    grpc::ClientContext ctx;
+    connection_.Prepare(&ctx, timeout);
+    auto reader = open(&ctx);
+    Row row;
+    while (reader->Read(&row)) on_row(row);
+    return connection_.Error(reader->Finish(), what, timeout);
+  }
+
   Connection connection_;
   std::shared_ptr<v1::Jobs::Stub> jobs_;
   std::shared_ptr<v1::Workers::Stub> workers_;
