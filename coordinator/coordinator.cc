@@ -170,8 +170,6 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
 }
 
 void Coordinator::AddDecisions(const Live& live, JobRecord* r) {
-  r->micro_batches = live.plan.micro_batches;
-  r->checkpointing = live.plan.activation_checkpointing;
   r->plan = jobspec::JobPlanToJson(live.plan);
 }
 

@@ -187,7 +187,7 @@ class Coordinator {
   static absl::StatusOr<jobspec::JobPlan> StoredPlan(const JobRecord& j, const jobspec::JobSpec& spec,
                                                      const planner::Hardware& hw);
   absl::StatusOr<JobRecord> RecordLocked(const std::string& id);  // store record + the sizes decided here
-  // The sizes decided here (micro-batches, activation checkpointing) and the plan they resolve to.
+  // The plan of the attempt running or last formed (the store's copy is the same, written when it formed).
   static void AddDecisions(const Live& live, JobRecord* r);
   absl::Status PersistLocked(const std::string& id, Live& live);  // store + notify
   absl::Status LogLocked(const std::string& id, const std::string& source, const std::string& text);

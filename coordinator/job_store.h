@@ -25,11 +25,7 @@ struct JobRecord {
   std::string spec;  // the job spec as submitted
   JobStatus status;
   absl::Time created;
-  // Sizes the coordinator decided (jobspec::Resolve; Replan after OOM), as in `plan`; filled by the
-  // coordinator.
-  int micro_batches = 1;       // per rank per step
-  bool checkpointing = false;  // activation checkpointing
-  std::string slurm_job_id;    // the Slurm job running it (`zerofit submit --slurm`), empty otherwise
+  std::string slurm_job_id;  // the Slurm job running it (`zerofit submit --slurm`), empty otherwise
   // Stored with the last attempt that formed (issue 20): its hosts (comma-separated, rank order), and, for
   // an attempt on fewer ranks than the spec's, what `zerofit status` shows ("2 of 4 ranks (1 node of 2:
   // node2 lost)"; empty at full size).

@@ -456,8 +456,6 @@ void ToProto(const JobRecord& j, ::zerofit::v1::Job* out) {
   out->set_created_unix_us(absl::ToUnixMicros(j.created));
   out->set_since_unix_us(absl::ToUnixMicros(j.status.since));
   out->set_plan(j.plan);
-  out->set_micro_batches(j.micro_batches);
-  out->set_checkpointing(j.checkpointing);
   out->set_interruptions(j.status.interruptions);
   out->set_slurm_job_id(j.slurm_job_id);
   out->set_attempt_note(j.attempt_note);
@@ -478,8 +476,6 @@ JobRecord FromProto(const ::zerofit::v1::Job& j) {
   r.status.reason = j.reason();
   r.status.since = absl::FromUnixMicros(j.since_unix_us());
   r.created = absl::FromUnixMicros(j.created_unix_us());
-  r.micro_batches = j.micro_batches();
-  r.checkpointing = j.checkpointing();
   r.slurm_job_id = j.slurm_job_id();
   r.attempt_note = j.attempt_note();
   r.plan = j.plan();

@@ -110,7 +110,7 @@ TEST(CoordinatorShrinkTest, ARequeuedAttemptRunsOnTheNodesLeftWithTheSameGlobalB
   ASSERT_TRUE(j.ok()) << j.status();
   EXPECT_EQ(j->status.phase, JobPhase::kRunning);
   EXPECT_EQ(j->status.world_size, 2);
-  EXPECT_EQ(j->micro_batches, 2);
+  EXPECT_EQ(jobspec::JobPlanFromJson(j->plan, "job")->micro_batches, 2);
   EXPECT_EQ(j->attempt_note, "2 of 4 ranks (1 node of 2: node2 lost)");
   EXPECT_NE(j->plan.find("\"world_size\": 2"), std::string::npos) << j->plan;
   EXPECT_NE(

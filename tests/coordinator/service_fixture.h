@@ -13,6 +13,7 @@
 #include "client/connection.h"
 #include "coordinator/service.h"
 #include "core/clock.h"
+#include "jobspec/job_plan.h"
 #include "zerofit/v1/coordinator.grpc.pb.h"
 
 namespace zerofit::coordinator::service_test {
@@ -24,6 +25,12 @@ inline client::Connection ConnectionTo(const std::string& address, const std::st
   o.address = address;
   o.token = token;
   return client::Connection(o);
+}
+
+// Micro-batches per rank per step of a job's stored plan (-1 where it has none or it does not parse).
+inline int PlannedMicroBatches(const JobRecord& job) {
+  auto plan = jobspec::JobPlanFromJson(job.plan, job.id);
+  return plan.ok() ? plan->micro_batches : -1;
 }
 
 inline constexpr const char* kSpec = R"(name: svc

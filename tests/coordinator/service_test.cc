@@ -202,6 +202,8 @@ TEST(ServiceTest, CallsWithoutTheTokenAreRefused) {
 namespace zerofit::coordinator {
 namespace {
 
+using service_test::PlannedMicroBatches;
+
 // A spec without micro-batch sizes is sized by the planner at submit time; one that cannot fit is refused
 // with the planner's reason.
 TEST(ServiceTest, SubmittedJobsWithoutSizesAreSizedByThePlanner) {
@@ -219,7 +221,7 @@ training: {global_batch: 64, max_length: 512, bf16: true}
 )";
   auto r = (*c)->Submit("a", "", fits, "fits.yaml");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_GT(r->job.micro_batches, 1) << "8 pairs per GPU do not fit in one micro-batch at 512 tokens";
+  EXPECT_GT(PlannedMicroBatches(r->job), 1) << "8 pairs per GPU do not fit in one micro-batch at 512 tokens";
   auto logs = (*c)->WaitLogs(r->job.id, 0, absl::ZeroDuration());
   ASSERT_TRUE(logs.ok());
   bool planned = false;
@@ -245,7 +247,7 @@ training: {global_batch: 64, micro_batch: 1, gradient_accumulation: 8}
 )";
   auto p = (*c)->Submit("c", "", pinned, "pinned.yaml");
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->job.micro_batches, 8);
+  EXPECT_EQ(PlannedMicroBatches(p->job), 8);
   // A micro-batch given alone is honoured (issue 31): 64 pairs / (2 a rank x 8 ranks) = 4 micro-batches,
   // where the planner, not told it, chose its own (more than 1 at micro-batch 1, as the first job above
   // shows).
@@ -258,7 +260,7 @@ training: {global_batch: 64, micro_batch: 1, max_length: 512, bf16: true}
 )";
   auto m = (*c)->Submit("d", "", micro_only, "micro.yaml");
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(m->job.micro_batches, 8);
+  EXPECT_EQ(PlannedMicroBatches(m->job), 8);
   // ... also where the planner cannot read the model (no config.json): the same 8, not 1.
   const std::string unsized = R"(task: reward
 model: /nonexistent/model
@@ -268,7 +270,7 @@ training: {global_batch: 64, micro_batch: 1}
 )";
   auto u = (*c)->Submit("e", "", unsized, "unsized.yaml");
   ASSERT_TRUE(u.ok()) << u.status();
-  EXPECT_EQ(u->job.micro_batches, 8);
+  EXPECT_EQ(PlannedMicroBatches(u->job), 8);
 }
 
 TEST(ServiceTest, APreemptionStopsEveryRankAtOneStepAndResumesWithoutARestart) {
@@ -557,7 +559,7 @@ TEST(ServiceTest, AnOutOfMemoryReplanSurvivesACoordinatorRestart) {
     ASSERT_TRUE((*c)->Report(id, oom).ok());
     ASSERT_TRUE((*c)->Register(id, 0, 2, "h", lengths).ok());
     ASSERT_TRUE((*c)->Register(id, 1, 2, "h", {}).ok());
-    EXPECT_EQ((*c)->Get(id)->micro_batches, 4) << "2 micro-batches per rank doubled";
+    EXPECT_EQ(PlannedMicroBatches(*(*c)->Get(id)), 4) << "2 micro-batches per rank doubled";
   }
   auto store = JobStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
@@ -578,7 +580,7 @@ TEST(ServiceTest, AnOutOfMemoryReplanSurvivesACoordinatorRestart) {
   EXPECT_EQ((*store)->Get(id)->plan, (*plans)[2].second) << "the job's plan is its latest attempt's";
   auto c = Coordinator::Create(std::move(*store), &clock);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ((*c)->Get(id)->micro_batches, 4) << "the re-plan is kept across the restart";
+  EXPECT_EQ(PlannedMicroBatches(*(*c)->Get(id)), 4) << "the re-plan is kept across the restart";
   auto grant = (*c)->AcquireStep(id, 9);
   ASSERT_TRUE(grant.ok()) << grant.status();
   ASSERT_FALSE(grant->stop);
