@@ -8,6 +8,7 @@ target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/train/plan_options.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/preference_trainer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/reference_model.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/reward_model_scorer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/torch_training_session.cc)
 target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_jobplan zerofit_metrics zerofit_step_scheduler)
 
