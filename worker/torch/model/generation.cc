@@ -67,17 +67,21 @@ void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& pro
   torch::Tensor logits = model.DecodeStep(prompt.first.to(device), prompt.second.to(device), cache);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
     torch::Tensor uniforms = torch::empty({pass.rows}, torch::kFloat64);
+    auto u = uniforms.accessor<double, 1>();
     for (int64_t r = 0; r < pass.rows; ++r)
-      uniforms[r] = SamplingUniform(o.seed, o.sequence_index_offset + pass.first + r, step);
+      u[r] = SamplingUniform(o.seed, o.sequence_index_offset + pass.first + r, step);
     const torch::Tensor tokens =
-        SampleTokens(logits, o.temperature, o.top_p, uniforms.to(device)).to(torch::kCPU);
+        SampleTokens(logits, o.temperature, o.top_p, uniforms.to(device)).to(torch::kCPU).contiguous();
     torch::Tensor ids = torch::full({pass.rows, 1}, o.pad_id, torch::kInt64);
     torch::Tensor pos = torch::full({pass.rows, 1}, -1, torch::kInt64);
+    auto token_of = tokens.accessor<int64_t, 1>();
+    auto id = ids.accessor<int64_t, 2>();
+    auto at = pos.accessor<int64_t, 2>();
     bool all_finished = true;
     for (int64_t r = 0; r < pass.rows; ++r) {
       if (pass.finished[r]) continue;
       Completion& c = result->completions[pass.first + r];
-      const int64_t token = tokens[r].item<int64_t>();
+      const int64_t token = token_of[r];
       c.tokens.push_back(token);
       ++result->stats.tokens_generated;
       if (IsEos(o, token)) {
@@ -89,8 +93,8 @@ void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& pro
         continue;
       }
       all_finished = false;
-      ids[r][0] = token;
-      pos[r][0] = pass.next_position[r]++;
+      id[r][0] = token;
+      at[r][0] = pass.next_position[r]++;
     }
     if (all_finished) break;
     logits = model.DecodeStep(ids.to(device), pos.to(device), cache);
