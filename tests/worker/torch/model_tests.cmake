@@ -41,7 +41,7 @@ if(ZEROFIT_WITH_TORCH)
   # suite under every core type a CPU can run.
   foreach(core Sandybridge Prescott)
     string(TOLOWER ${core} suffix)
-    foreach(t llama_model_test reward_readout_test chunked_log_probs_test)
+    foreach(t llama_model_test reward_readout_test chunked_log_probs_test generation_test)
       add_test(NAME ${t}_${suffix} COMMAND ${t})
       set_tests_properties(${t}_${suffix} PROPERTIES LABELS unit TIMEOUT 120
                            ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_CORETYPE=${core}")
