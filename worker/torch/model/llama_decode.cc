@@ -14,14 +14,13 @@ namespace {
 
 // [B, 1, t, S] bool, true where query i (slot start + i) may not attend to slot s: the key is padding
 // (negative position), later than the query, or (Mistral) outside its sliding window. A query's own slot is
-// never masked, so padding queries attend to themselves and stay finite.
+// never masked, so padding queries attend to themselves and stay finite. `longest`: max key position + 1.
 torch::Tensor DecodeMask(const core::HfModelConfig& c, const torch::Tensor& query_positions,
-                         const torch::Tensor& key_positions, int64_t start) {
+                         const torch::Tensor& key_positions, int64_t start, int64_t longest) {
   const int64_t t = query_positions.size(1), s = key_positions.size(1);
   const torch::Tensor q = query_positions.unsqueeze(2);  // [B, t, 1]
   const torch::Tensor k = key_positions.unsqueeze(1);    // [B, 1, S]
   torch::Tensor allowed = k.ge(0).logical_and(k.le(q));
-  const int64_t longest = key_positions.max().item<int64_t>() + 1;
   if (c.sliding_window && *c.sliding_window < longest) {
     // As MakeAttentionMask (llama_model.cc): only Mistral's window is implemented.
     TORCH_CHECK(c.model_type == "mistral", "sequence length ", longest, " exceeds the sliding window (",
@@ -75,9 +74,9 @@ torch::Tensor LlamaModelImpl::DecodeStep(const torch::Tensor& input_ids, const t
   const torch::Tensor pos = positions.to(device);
   const int64_t start = cache.length();
   const torch::Tensor key_positions = cache.PositionsForStep(pos);
-  const torch::Tensor masked = DecodeMask(config_, pos, key_positions, start);
-  // Per-row rotary angles: rows of the tables for positions 0..max; padding takes position 0's (unread).
+  // Positions 0..longest-1 are in use (one host read per step); padding's own rows read position 0's angles.
   const int64_t longest = std::max<int64_t>(key_positions.max().item<int64_t>() + 1, 1);
+  const torch::Tensor masked = DecodeMask(config_, pos, key_positions, start, longest);
   std::pair<torch::Tensor, torch::Tensor> rotary = RotaryCosSin(config_, longest, device);
   const torch::Tensor rows = pos.clamp_min(0).reshape({-1});
   const std::vector<int64_t> shape = {pos.size(0), 1, pos.size(1), head_dim_};
