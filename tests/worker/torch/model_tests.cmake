@@ -5,6 +5,13 @@ if(ZEROFIT_WITH_TORCH)
   add_test(NAME llama_model_test COMMAND llama_model_test)
   set_tests_properties(llama_model_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 
+  # Incremental decoding over a KV cache and Generate (issue 32): decode logits against the full forward,
+  # greedy generation against a float64 oracle, the sampler, the cache's bytes for the sequences in flight.
+  add_executable(generation_test worker/torch/generation_test.cc)
+  target_link_libraries(generation_test PRIVATE zerofit_worker_torch GTest::gtest_main)
+  add_test(NAME generation_test COMMAND generation_test)
+  set_tests_properties(generation_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+
   # The attention kernels: the manual one bit for bit as before, SDPA refused where LibTorch lacks it; the
   # Gpu* cases (SDPA against manual in bf16 on cuda:0, LibTorch 2.1+) skip without a device or SDPA.
   add_executable(attention_kernel_test worker/torch/attention_kernel_test.cc)
@@ -34,7 +41,7 @@ if(ZEROFIT_WITH_TORCH)
   # suite under every core type a CPU can run.
   foreach(core Sandybridge Prescott)
     string(TOLOWER ${core} suffix)
-    foreach(t llama_model_test reward_readout_test chunked_log_probs_test)
+    foreach(t llama_model_test reward_readout_test chunked_log_probs_test generation_test)
       add_test(NAME ${t}_${suffix} COMMAND ${t})
       set_tests_properties(${t}_${suffix} PROPERTIES LABELS unit TIMEOUT 120
                            ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_CORETYPE=${core}")

@@ -76,6 +76,20 @@ torch::Tensor ManualAttention(const torch::Tensor& q, const torch::Tensor& k, co
   return torch::matmul(probs, values);
 }
 
+torch::Tensor ManualAttentionMasked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    const torch::Tensor& masked, double scale) {
+  TORCH_CHECK(
+      q.dim() == 4 && k.dim() == 4 && v.sizes() == k.sizes() && k.size(1) > 0 && q.size(1) % k.size(1) == 0,
+      "attention: q must be [B, H, Tq, D] and k, v [B, H_kv, Tk, D], got ", q.sizes(), ", ", k.sizes(), ", ",
+      v.sizes());
+  const int64_t n_rep = q.size(1) / k.size(1);
+  const torch::Tensor keys = RepeatKv(k, n_rep), values = RepeatKv(v, n_rep);
+  torch::Tensor scores = torch::matmul(q, keys.transpose(2, 3)) * scale;
+  scores = scores.masked_fill(masked, -std::numeric_limits<double>::infinity());
+  torch::Tensor probs = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+  return torch::matmul(probs, values);
+}
+
 #if ZEROFIT_HAVE_SDPA
 namespace {
 

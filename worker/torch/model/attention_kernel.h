@@ -51,6 +51,12 @@ struct AttentionMask {
 torch::Tensor ManualAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const AttentionMask& mask, double scale);
 
+// The manual kernel with a per-row mask, for incremental decoding over a KV cache (llama_decode.cc): q
+// [B, H, Tq, D]; k, v [B, H_kv, Tk, D]; `masked` bool, broadcastable to [B, H, Tq, Tk], true where a query
+// may NOT attend to a key; every query must keep at least one key. The same operations as ManualAttention.
+torch::Tensor ManualAttentionMasked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    const torch::Tensor& masked, double scale);
+
 #if ZEROFIT_HAVE_SDPA
 // The same contract through at::scaled_dot_product_attention. Causal-only masks go in as is_causal without
 // an attn_mask, which keeps the flash and cuDNN kernels eligible; a sliding window goes in as a boolean

@@ -71,11 +71,6 @@ LoraLinear MakeLinear(const LlamaOptions& o, const char* name, int64_t in, int64
 
 std::string ShapeStr(c10::IntArrayRef shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
-torch::Tensor RotateHalf(const torch::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-}
-
 // Causal attention over t positions, with Mistral's sliding window where it is shorter than t.
 AttentionMask MakeAttentionMask(const core::HfModelConfig& c, int64_t t, torch::Device device) {
   torch::Tensor all = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(device));
@@ -251,6 +246,11 @@ std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(const core::HfModelConfig& 
   torch::Tensor freqs = torch::outer(positions, inv_freq);
   torch::Tensor emb = torch::cat({freqs, freqs}, -1);
   return {emb.cos(), emb.sin()};
+}
+
+torch::Tensor RotateHalf(const torch::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
 RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {

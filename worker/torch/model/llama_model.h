@@ -43,6 +43,7 @@
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "worker/torch/model/attention_kernel.h"
+#include "worker/torch/model/kv_cache.h"
 #include "worker/torch/model/lora.h"
 
 namespace zerofit::worker {
@@ -67,6 +68,8 @@ absl::Status ValidateLlamaConfig(const core::HfModelConfig& config, const LlamaO
 // Rotary embedding tables for positions 0..seq_len-1: cos and sin, [seq_len, head_dim], fp32.
 std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(const core::HfModelConfig& config, int64_t seq_len,
                                                      torch::Device device);
+// Hugging Face's rotate_half: [x1, x2] -> [-x2, x1] over the last dimension's halves.
+torch::Tensor RotateHalf(const torch::Tensor& x);
 
 class RmsNormImpl : public torch::nn::Module {
  public:
@@ -85,6 +88,10 @@ class LlamaAttentionImpl : public torch::nn::Module {
   // x [B, T, H]; cos/sin [T, head_dim] in x's dtype; mask over T positions.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const AttentionMask& mask);
+  // Incremental decoding (llama_decode.cc): x [B, t, H]; cos/sin [B, 1, t, head_dim] per row; appends this
+  // layer's K/V to `cache` and attends over its slots [0, length + t); `masked` [B, 1, t, length + t].
+  torch::Tensor Decode(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                       const torch::Tensor& masked, KvCache& cache, int64_t layer);
   LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
@@ -106,6 +113,8 @@ class LlamaDecoderLayerImpl : public torch::nn::Module {
   LlamaDecoderLayerImpl(const core::HfModelConfig& config, const LlamaOptions& options);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const AttentionMask& mask);
+  torch::Tensor Decode(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                       const torch::Tensor& masked, KvCache& cache, int64_t layer);
   LlamaAttention self_attn{nullptr};
   LlamaMlp mlp{nullptr};
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -155,6 +164,16 @@ class LlamaModelImpl : public torch::nn::Module {
   torch::Tensor TokenLogProbs(const torch::Tensor& input_ids, int64_t from = 0);
   // The same through the full logits (the computation TokenLogProbs replaced): the tests' oracle.
   torch::Tensor TokenLogProbsFullLogits(const torch::Tensor& input_ids);
+
+  // One step of incremental decoding (llama_decode.cc). input_ids [B, t] int64 are appended to `cache`
+  // (begun for B rows, room for t more positions); positions [B, t] int64 are each token's position for
+  // RoPE, and a negative position marks padding that no other token attends to (left-padded prompts use
+  // transformers' position_ids = cumsum(mask) - 1 for the real tokens). A token attends to the cached and
+  // new tokens of its row whose position is <= its own (and within Mistral's sliding window). Returns the
+  // logits of the last of the t positions, [B, vocab] fp32; the training forward is untouched. Rotary
+  // tables follow RotaryCosSin for max(positions) + 1 positions (dynamic NTK then rescales with the
+  // longest position so far, as transformers' generate does). Runs the manual attention kernel.
+  torch::Tensor DecodeStep(const torch::Tensor& input_ids, const torch::Tensor& positions, KvCache& cache);
 
   // Folds every LoRA adapter into its base weight (see LoraLinearImpl::MergeInPlace). Outputs unchanged.
   void MergeLora();

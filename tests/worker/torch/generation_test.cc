@@ -1,0 +1,405 @@
+// Incremental decoding over a KvCache against the full forward, Generate against a float64 oracle that
+// recomputes the whole sequence each step, the sampler against softmax frequencies, and the cache's size
+// against KvCacheBytes for the sequences in flight; tiny configs (tests/support/tiny_llama_config.h).
+#include "worker/torch/model/generation.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/support/float_bounds.h"
+#include "tests/support/tiny_llama_config.h"
+#include "worker/torch/model/kv_cache.h"
+#include "worker/torch/model/llama_model.h"
+
+namespace zerofit::worker {
+namespace {
+
+using test_support::Float32ForwardBound;
+using test_support::TinyLlamaConfig;
+using Prompts = std::vector<std::vector<int64_t>>;
+
+// Larger-than-init random weights, so attention patterns, norms and biases all matter.
+LlamaModel RandomModel(const core::HfModelConfig& config, uint64_t seed) {
+  LlamaModel model(config);
+  torch::manual_seed(seed);
+  torch::NoGradGuard no_grad;
+  for (auto& item : model->named_parameters()) {
+    torch::Tensor p = item.value();
+    const std::string& name = item.key();
+    const bool norm = name.size() > 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
+    p.copy_(norm ? 1 + 0.2 * torch::randn(p.sizes()) : 0.3 * torch::randn(p.sizes()));
+  }
+  model->eval();
+  return model;
+}
+
+Prompts RandomPrompts(const std::vector<int64_t>& lengths, int64_t vocab, uint64_t seed) {
+  torch::manual_seed(seed);
+  Prompts out;
+  for (int64_t len : lengths) {
+    torch::Tensor t = torch::randint(vocab, {len}, torch::kInt64);
+    out.emplace_back(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + len);
+  }
+  return out;
+}
+
+torch::Tensor Row(const std::vector<int64_t>& ids) { return torch::tensor(ids, torch::kInt64).unsqueeze(0); }
+
+// Last-position logits of the full (training) forward over one unpadded sequence, [vocab] float64.
+torch::Tensor FullLastLogits(LlamaModel& model, const std::vector<int64_t>& ids) {
+  torch::NoGradGuard no_grad;
+  return model->Logits(Row(ids))[0][static_cast<int64_t>(ids.size()) - 1].to(torch::kFloat64);
+}
+
+struct Variant {
+  std::string name;
+  core::HfModelConfig config;
+};
+
+std::vector<Variant> Variants() {
+  std::vector<Variant> v = {{"llama gqa 4/2", TinyLlamaConfig()},
+                            {"qwen2 biases tied", TinyLlamaConfig("qwen2")}};
+  core::HfModelConfig mqa = TinyLlamaConfig();
+  mqa.num_key_value_heads = 1;
+  v.push_back({"llama mqa 4/1", mqa});
+  core::HfModelConfig mha = TinyLlamaConfig();
+  mha.num_key_value_heads = 4;
+  v.push_back({"llama mha 4/4", mha});
+  core::HfModelConfig mistral = TinyLlamaConfig("mistral");
+  mistral.sliding_window = 4;  // shorter than the sequences: the window masks keys
+  v.push_back({"mistral window 4", mistral});
+  return v;
+}
+
+// Left-padded prompts of different lengths prefilled in one step, then tokens appended one at a time: each
+// row's logits equal the full forward over that row's real tokens alone. Both are float32 forwards of the
+// same formulas, each within Float32ForwardBound of the exact result.
+TEST(GenerationTest, DecodeLogitsEqualTheFullForwardsLastPosition) {
+  for (const Variant& v : Variants()) {
+    SCOPED_TRACE(v.name);
+    LlamaModel model = RandomModel(v.config, 1);
+    const Prompts prompts = RandomPrompts({3, 7, 5}, v.config.vocab_size, 2);
+    const int64_t b = 3, longest = 7, steps = 4;
+    torch::Tensor ids = torch::zeros({b, longest}, torch::kInt64);
+    torch::Tensor pos = torch::full({b, longest}, -1, torch::kInt64);
+    for (int64_t r = 0; r < b; ++r) {
+      const int64_t len = static_cast<int64_t>(prompts[r].size());
+      for (int64_t j = 0; j < len; ++j) {
+        ids[r][longest - len + j] = prompts[r][j];
+        pos[r][longest - len + j] = j;
+      }
+    }
+    KvCache cache;
+    cache.Begin(model->config(), b, longest + steps, torch::kFloat32, torch::kCPU);
+    torch::NoGradGuard no_grad;
+    Prompts seqs = prompts;
+    torch::Tensor logits = model->DecodeStep(ids, pos, cache);
+    for (int64_t step = 0;; ++step) {
+      ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{b, v.config.vocab_size}));
+      ASSERT_EQ(logits.scalar_type(), torch::kFloat32);
+      for (int64_t r = 0; r < b; ++r) {
+        const torch::Tensor ref = FullLastLogits(model, seqs[r]);
+        const double max_ref = ref.abs().max().item<double>();
+        const double diff = (logits[r].to(torch::kFloat64) - ref).abs().max().item<double>();
+        EXPECT_LE(diff, 2 * Float32ForwardBound(v.config, static_cast<int64_t>(seqs[r].size()), max_ref))
+            << "row " << r << " step " << step;
+      }
+      if (step == steps) break;
+      torch::Tensor next = torch::randint(v.config.vocab_size, {b, 1}, torch::kInt64);
+      torch::Tensor next_pos = torch::empty({b, 1}, torch::kInt64);
+      for (int64_t r = 0; r < b; ++r) {
+        next_pos[r][0] = static_cast<int64_t>(seqs[r].size());
+        seqs[r].push_back(next[r][0].item<int64_t>());
+      }
+      logits = model->DecodeStep(next, next_pos, cache);
+    }
+    EXPECT_EQ(cache.length(), longest + steps);
+  }
+}
+
+// The oracle: argmax of the full forward over the growing sequence, stopping at EOS. A step whose top two
+// logits are closer than the float32 bound (RmsNorm rounds to float32 even in a float64 model) is a near-tie
+// either path may break either way: the comparison of that prompt ends there.
+struct OracleRun {
+  std::vector<int64_t> tokens;
+  int64_t decided = 0;  // leading tokens that are not near-ties
+};
+
+OracleRun GreedyOracle(LlamaModel& model, std::vector<int64_t> seq, int64_t max_new, int64_t eos) {
+  OracleRun run;
+  bool tie = false;
+  for (int64_t i = 0; i < max_new; ++i) {
+    const torch::Tensor logits = FullLastLogits(model, seq);
+    const std::tuple<torch::Tensor, torch::Tensor> top = logits.topk(2);
+    const double margin = (std::get<0>(top)[0] - std::get<0>(top)[1]).item<double>();
+    tie = tie || margin <= 2 * Float32ForwardBound(model->config(), static_cast<int64_t>(seq.size()),
+                                                   logits.abs().max().item<double>());
+    const int64_t token = logits.argmax().item<int64_t>();
+    run.tokens.push_back(token);
+    if (!tie) ++run.decided;
+    seq.push_back(token);
+    if (token == eos) break;
+  }
+  return run;
+}
+
+TEST(GenerationTest, GreedyGenerateEqualsAFloat64FullForwardOracle) {
+  for (const Variant& v : Variants()) {
+    SCOPED_TRACE(v.name);
+    LlamaModel model = RandomModel(v.config, 3);
+    model->to(torch::kFloat64);
+    const Prompts prompts = RandomPrompts({2, 6, 4, 5, 1}, v.config.vocab_size, 4);
+    GenerationOptions o;
+    o.max_new_tokens = 8;
+    o.temperature = 0;
+    o.max_batch = 2;  // three passes, each left-padded differently
+    absl::StatusOr<GenerationResult> got = Generate(*model, prompts, o);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->stats.passes, 3);
+    int64_t compared = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const OracleRun want = GreedyOracle(model, prompts[i], o.max_new_tokens, /*eos=*/-1);
+      const Completion& c = got->completions[i];
+      ASSERT_EQ(c.tokens.size(), want.tokens.size()) << "prompt " << i;
+      EXPECT_TRUE(c.hit_max_new_tokens);
+      for (int64_t j = 0; j < want.decided; ++j) EXPECT_EQ(c.tokens[j], want.tokens[j]) << "prompt " << i;
+      compared += want.decided;
+    }
+    EXPECT_GE(compared, 30) << "too many near-ties for the comparison to mean anything";
+    EXPECT_EQ(got->stats.tokens_generated, 5 * o.max_new_tokens);
+  }
+}
+
+TEST(GenerationTest, EosStopsASequenceAndKeepsTheEosToken) {
+  const core::HfModelConfig config = TinyLlamaConfig();
+  LlamaModel model = RandomModel(config, 5);
+  const Prompts prompts = RandomPrompts({4, 6, 3}, config.vocab_size, 6);
+  GenerationOptions o;
+  o.max_new_tokens = 10;
+  o.temperature = 0;
+  absl::StatusOr<GenerationResult> free_run = Generate(*model, prompts, o);
+  ASSERT_TRUE(free_run.ok()) << free_run.status();
+  // An EOS the greedy path of prompt 0 produces after at least one other token.
+  const std::vector<int64_t>& t0 = free_run->completions[0].tokens;
+  size_t k = 1;
+  while (k < t0.size() && std::find(t0.begin(), t0.begin() + k, t0[k]) != t0.begin() + k) ++k;
+  ASSERT_LT(k, t0.size()) << "the greedy path repeats one token; pick another seed";
+  o.eos_ids = {config.vocab_size - 1, t0[k]};
+  absl::StatusOr<GenerationResult> stopped = Generate(*model, prompts, o);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->completions[0].tokens, std::vector<int64_t>(t0.begin(), t0.begin() + k + 1));
+  EXPECT_FALSE(stopped->completions[0].hit_max_new_tokens);
+  // The other rows: the free run cut after its first EOS, if any.
+  for (size_t i = 1; i < prompts.size(); ++i) {
+    const std::vector<int64_t>& f = free_run->completions[i].tokens;
+    auto eos = std::find_first_of(f.begin(), f.end(), o.eos_ids.begin(), o.eos_ids.end());
+    const std::vector<int64_t> want(f.begin(), eos == f.end() ? f.end() : eos + 1);
+    EXPECT_EQ(stopped->completions[i].tokens, want) << "prompt " << i;
+    EXPECT_EQ(stopped->completions[i].hit_max_new_tokens, eos == f.end());
+  }
+}
+
+GenerationOptions Sampling(uint64_t seed) {
+  GenerationOptions o;
+  o.max_new_tokens = 10;
+  o.temperature = 1.0;
+  o.top_p = 0.9;
+  o.seed = seed;
+  o.max_batch = 4;
+  return o;
+}
+
+TEST(GenerationTest, SamplingIsReproducibleFromTheSeedAloneAndDependsOnIt) {
+  const core::HfModelConfig config = TinyLlamaConfig("qwen2");
+  LlamaModel model = RandomModel(config, 7);
+  const Prompts prompts = RandomPrompts({3, 5, 2, 6, 4}, config.vocab_size, 8);
+  auto tokens = [&](const GenerationOptions& o) {
+    absl::StatusOr<GenerationResult> r = Generate(*model, prompts, o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<std::vector<int64_t>> out;
+    for (const Completion& c : r->completions) out.push_back(c.tokens);
+    return out;
+  };
+  const auto a = tokens(Sampling(11));
+  EXPECT_EQ(tokens(Sampling(11)), a);
+  EXPECT_NE(tokens(Sampling(12)), a);
+  // Another pass layout draws the same uniforms per sequence: the same rollouts (a flip would need a uniform
+  // within rounding of a boundary of the cumulative distribution).
+  GenerationOptions one_at_a_time = Sampling(11);
+  one_at_a_time.max_batch = 1;
+  EXPECT_EQ(tokens(one_at_a_time), a);
+  // Generate restores the training mode it found.
+  model->train();
+  tokens(Sampling(11));
+  EXPECT_TRUE(model->is_training());
+}
+
+TEST(GenerationTest, TinyTopPIsGreedy) {
+  const core::HfModelConfig config = TinyLlamaConfig();
+  LlamaModel model = RandomModel(config, 9);
+  const Prompts prompts = RandomPrompts({3, 5, 2}, config.vocab_size, 10);
+  GenerationOptions greedy = Sampling(1);
+  greedy.temperature = 0;
+  GenerationOptions nucleus = Sampling(1);
+  nucleus.temperature = 0.7;
+  nucleus.top_p = 1e-9;
+  absl::StatusOr<GenerationResult> g = Generate(*model, prompts, greedy);
+  absl::StatusOr<GenerationResult> n = Generate(*model, prompts, nucleus);
+  ASSERT_TRUE(g.ok() && n.ok());
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(n->completions[i].tokens, g->completions[i].tokens);
+}
+
+// Frequencies of many draws from fixed logits against the exact distribution, each within 5 binomial
+// standard deviations (a false failure has probability below 1e-5 per token).
+void ExpectFrequencies(const torch::Tensor& logits, double temperature, double top_p,
+                       const std::vector<double>& want) {
+  const int64_t n = 20000, v = logits.size(0);
+  torch::Tensor u = torch::empty({n}, torch::kFloat64);
+  for (int64_t i = 0; i < n; ++i) u[i] = SamplingUniform(42, 0, i);
+  const torch::Tensor drawn = SampleTokens(logits.unsqueeze(0).expand({n, v}), temperature, top_p, u);
+  const torch::Tensor counts = torch::bincount(drawn, {}, v).to(torch::kFloat64);
+  for (int64_t k = 0; k < v; ++k) {
+    const double f = counts[k].item<double>() / n, p = want[k];
+    if (p == 0) {
+      EXPECT_EQ(f, 0) << "token " << k << " is outside the nucleus";
+    } else {
+      EXPECT_LE(std::abs(f - p), 5 * std::sqrt(p * (1 - p) / n)) << "token " << k;
+    }
+  }
+}
+
+TEST(GenerationTest, SamplerFrequenciesFollowSoftmaxAndTheNucleus) {
+  const torch::Tensor logits = torch::tensor({1.0, 2.5, -0.5, 2.0, 0.0, 1.5}, torch::kFloat32);
+  const double t = 0.8;
+  std::vector<double> p(6);
+  double z = 0;
+  for (int k = 0; k < 6; ++k) z += std::exp(logits[k].item<double>() / t);
+  for (int k = 0; k < 6; ++k) p[k] = std::exp(logits[k].item<double>() / t) / z;
+  ExpectFrequencies(logits, t, 1.0, p);
+  // Nucleus 0.7: tokens by probability 1 (p ~0.44), 3 (~0.24), 5 (~0.13)... keep while the mass before < 0.7.
+  std::vector<double> kept(6, 0);
+  const int order[] = {1, 3, 5, 0, 4, 2};
+  double before = 0, mass = 0;
+  for (int k : order) {
+    if (before >= 0.7) break;
+    kept[k] = p[k];
+    before += p[k];
+    mass += p[k];
+  }
+  for (double& q : kept) q /= mass;
+  ASSERT_EQ(kept[0], 0);  // the nucleus really drops tokens
+  ExpectFrequencies(logits, t, 0.7, kept);
+}
+
+TEST(GenerationTest, GreedyTiesGoToTheLowestIdAndUniformsAreInRange) {
+  const torch::Tensor logits = torch::tensor({{0.5f, 2.0f, 2.0f, 1.0f}, {3.0f, 3.0f, 3.0f, 3.0f}});
+  const torch::Tensor u = torch::tensor({0.3, 0.9}, torch::kFloat64);
+  EXPECT_EQ(SampleTokens(logits, 0, 1, u)[0].item<int64_t>(), 1);
+  EXPECT_EQ(SampleTokens(logits, 0, 1, u)[1].item<int64_t>(), 0);
+  EXPECT_EQ(SampleTokens(logits, 1.0, 1e-6, u)[1].item<int64_t>(), 0);
+  // Uniform over four equal tokens: u = 0.9 picks the last.
+  EXPECT_EQ(SampleTokens(logits, 1.0, 1.0, u)[1].item<int64_t>(), 3);
+  for (int64_t i = 0; i < 1000; ++i) {
+    const double x = SamplingUniform(1, i, 3);
+    ASSERT_TRUE(x >= 0 && x < 1);
+  }
+  EXPECT_NE(SamplingUniform(1, 0, 0), SamplingUniform(1, 1, 0));
+  EXPECT_NE(SamplingUniform(1, 0, 0), SamplingUniform(1, 0, 1));
+  EXPECT_NE(SamplingUniform(1, 0, 0), SamplingUniform(2, 0, 0));
+}
+
+TEST(GenerationTest, KvCacheBytesFollowTheSequencesInFlight) {
+  const core::HfModelConfig config = TinyLlamaConfig();  // 2 layers, 2 kv heads, head_dim 8
+  LlamaModel model = RandomModel(config, 11);
+  EXPECT_EQ(KvCacheBytes(model->config(), 5, 11, 4), 2 * 2 * 5 * 2 * 11 * 8 * 4);
+  // 3 prompts x 4 samples = 12 sequences, 5 in flight: passes of 5, 5 and 2.
+  Prompts prompts;
+  for (const std::vector<int64_t>& p : RandomPrompts({6, 6, 6}, config.vocab_size, 12))
+    for (int s = 0; s < 4; ++s) prompts.push_back(p);
+  GenerationOptions o = Sampling(3);
+  o.max_new_tokens = 5;
+  o.max_batch = 5;
+  KvCache cache;
+  absl::StatusOr<GenerationResult> r = Generate(*model, prompts, o, &cache);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->stats.passes, 3);
+  const int64_t in_flight = KvCacheBytes(model->config(), 5, 6 + 5, 4);
+  EXPECT_EQ(r->stats.peak_cache_bytes, in_flight);
+  EXPECT_EQ(cache.bytes(), in_flight);
+  EXPECT_EQ(cache.allocations(), 1) << "the passes of 5, 5 and 2 sequences reuse one allocation";
+  EXPECT_LT(in_flight, KvCacheBytes(model->config(), 12, 6 + 5, 4));
+  EXPECT_LT(in_flight, KvCacheBytes(model->config(), 5, config.max_position_embeddings, 4));
+  // A later call whose passes are shorter reuses the cache; one that needs more capacity re-allocates to
+  // exactly its pass.
+  r = Generate(*model, RandomPrompts({2, 3}, config.vocab_size, 13), o, &cache);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(cache.allocations(), 1);
+  r = Generate(*model, RandomPrompts({9, 4}, config.vocab_size, 14), o, &cache);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(cache.allocations(), 2);
+  EXPECT_EQ(cache.bytes(), KvCacheBytes(model->config(), 2, 9 + 5, 4));
+  EXPECT_EQ(r->stats.peak_cache_bytes, cache.bytes());
+}
+
+TEST(GenerationTest, KvCacheReusesWhatHoldsThePassAndReallocatesExactly) {
+  const core::HfModelConfig c = LlamaModel(TinyLlamaConfig())->config();
+  KvCache cache;
+  cache.Begin(c, 2, 10, torch::kFloat32, torch::kCPU);
+  EXPECT_EQ(cache.bytes(), KvCacheBytes(c, 2, 10, 4));
+  cache.Begin(c, 1, 8, torch::kFloat32, torch::kCPU);
+  EXPECT_EQ(cache.allocations(), 1);
+  EXPECT_EQ(cache.batch(), 1);
+  EXPECT_EQ(cache.capacity(), 8);
+  EXPECT_EQ(cache.length(), 0);
+  cache.Begin(c, 3, 8, torch::kFloat32, torch::kCPU);
+  EXPECT_EQ(cache.allocations(), 2);
+  EXPECT_EQ(cache.bytes(), KvCacheBytes(c, 3, 8, 4));
+  cache.Begin(c, 3, 8, torch::kBFloat16, torch::kCPU);
+  EXPECT_EQ(cache.bytes(), KvCacheBytes(c, 3, 8, 2));
+  cache.Release();
+  EXPECT_EQ(cache.bytes(), 0);
+}
+
+TEST(GenerationTest, BadOptionsAreErrorsNamingTheField) {
+  LlamaModel model = RandomModel(TinyLlamaConfig(), 15);
+  const Prompts ok = {{1, 2, 3}};
+  auto error = [&](const Prompts& prompts, const GenerationOptions& o) {
+    absl::StatusOr<GenerationResult> r = Generate(*model, prompts, o);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  GenerationOptions o;
+  o.max_new_tokens = 4;
+  ASSERT_TRUE(Generate(*model, ok, o).ok());
+  GenerationOptions bad = o;
+  bad.max_new_tokens = 0;
+  EXPECT_NE(error(ok, bad).find("max_new_tokens"), std::string::npos);
+  for (double top_p : {0.0, 1.5, -1.0, std::nan("")}) {
+    bad = o;
+    bad.top_p = top_p;
+    EXPECT_NE(error(ok, bad).find("top_p"), std::string::npos) << top_p;
+  }
+  bad = o;
+  bad.temperature = -0.1;
+  EXPECT_NE(error(ok, bad).find("temperature"), std::string::npos);
+  bad = o;
+  bad.max_batch = 0;
+  EXPECT_NE(error(ok, bad).find("max_batch"), std::string::npos);
+  bad = o;
+  bad.eos_ids = {3, 50};
+  EXPECT_NE(error(ok, bad).find("eos_ids[1]"), std::string::npos);
+  bad = o;
+  bad.pad_id = -1;
+  EXPECT_NE(error(ok, bad).find("pad_id"), std::string::npos);
+  EXPECT_NE(error({{1, 2}, {}}, o).find("prompts[1]"), std::string::npos);
+  EXPECT_NE(error({{1, 2}, {4, 50}}, o).find("prompts[1][1]"), std::string::npos);
+  EXPECT_NE(error({{-3}}, o).find("prompts[0][0]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zerofit::worker
