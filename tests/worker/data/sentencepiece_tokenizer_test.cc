@@ -1,4 +1,4 @@
-#include "worker/data/tokenizer.h"
+#include "worker/data/sentencepiece_tokenizer.h"
 
 #include <string>
 #include <vector>
