@@ -1,4 +1,4 @@
-// zerofit_tokenizer_bench: encode throughput of zerofit::text::Tokenizer, single-threaded (MB/s per
+// zerofit_tokenizer_bench: encode throughput of zerofit::text::TokenizerJson, single-threaded (MB/s per
 // thread) and on all cores via EncodeBatch. The text is split into documents at line boundaries
 // (~--doc-bytes each); every document is encoded with add_special_tokens=false, exactly as
 // bench/tokenizer_bench.mjs does with the Rust library, so the two figures compare directly.
@@ -19,8 +19,8 @@
 #include "absl/strings/str_split.h"
 #include "core/text_file.h"
 #include "core/thread_pool.h"
-#include "text/batch_encode.h"
-#include "text/tokenizer.h"
+#include "text/hf/batch_encode.h"
+#include "text/hf/tokenizer_json.h"
 
 namespace {
 
@@ -77,7 +77,7 @@ double Seconds(std::chrono::steady_clock::time_point start) {
 }
 
 // Writes the ids of every document, one line each, for comparison with tokenizer_bench.mjs's dump.
-bool DumpIds(const zerofit::text::Tokenizer& tokenizer, const std::vector<std::string_view>& docs,
+bool DumpIds(const zerofit::text::TokenizerJson& tokenizer, const std::vector<std::string_view>& docs,
              const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return false;
@@ -99,7 +99,7 @@ double Median(std::vector<double> v) {
 }
 
 int RunOne(const Options& o, const std::string& name, const std::vector<std::string_view>& docs, double mb) {
-  auto tokenizer = zerofit::text::Tokenizer::FromFile(o.hf_dir + "/" + name + "/tokenizer.json");
+  auto tokenizer = zerofit::text::TokenizerJson::FromFile(o.hf_dir + "/" + name + "/tokenizer.json");
   if (!tokenizer.ok()) {
     std::cerr << tokenizer.status() << "\n";
     return 1;

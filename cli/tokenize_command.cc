@@ -26,7 +26,7 @@ bool IsBlank(const std::string& line) { return line.find_first_not_of(" \t\r") =
 
 // Adds the output fields of one input object to `obj`; on error `obj` is unchanged (a refused line is
 // written as its input plus "error"), and the error carries no position (the caller adds it).
-absl::Status ProcessLine(Json& obj, const text::Tokenizer& tok, const text::ChatTemplate* chat) {
+absl::Status ProcessLine(Json& obj, const text::TokenizerJson& tok, const text::ChatTemplate* chat) {
   auto text = obj.find("text");
   if (text != obj.end() && text->is_string()) {
     bool add_special = true;
@@ -105,7 +105,7 @@ OutputLine RefusedLine(Json input, const core::InputLine& line, const std::strin
 // One input line to its output line; nullopt for a blank line. A refused line becomes an error (with the
 // position) under fail_fast, else a RefusedLine. Safe to call concurrently (the tokenizer and template are).
 absl::StatusOr<std::optional<OutputLine>> TokenizeLine(const core::InputLine& line, const std::string& source,
-                                                       const text::Tokenizer& tok,
+                                                       const text::TokenizerJson& tok,
                                                        const text::ChatTemplate* chat, bool fail_fast) {
   if (IsBlank(line.text)) return std::nullopt;
   auto refuse = [&](Json input, const std::string& why) -> absl::StatusOr<std::optional<OutputLine>> {
@@ -134,7 +134,7 @@ absl::StatusOr<std::optional<OutputLine>> TokenizeLine(const core::InputLine& li
 
 }  // namespace
 
-absl::StatusOr<TokenizeReport> TokenizeJsonl(const text::Tokenizer& tok, const text::ChatTemplate* chat,
+absl::StatusOr<TokenizeReport> TokenizeJsonl(const text::TokenizerJson& tok, const text::ChatTemplate* chat,
                                              std::istream& in, const std::string& source, std::ostream& out,
                                              const TokenizeOptions& options) {
   core::ThreadPool pool(core::ResolveThreadCount(options.threads));
@@ -181,7 +181,7 @@ CLI::App* AddTokenizeCommand(CLI::App& app, TokenizeFlags* flags) {
 }
 
 absl::StatusOr<TokenizeReport> RunTokenize(const TokenizeFlags& flags) {
-  auto tok = text::Tokenizer::FromFile(flags.tokenizer_dir + "/tokenizer.json");
+  auto tok = text::TokenizerJson::FromFile(flags.tokenizer_dir + "/tokenizer.json");
   if (!tok.ok()) return tok.status();
   std::optional<text::ChatTemplate> chat;
   auto loaded = text::ChatTemplate::FromTokenizerConfig(flags.tokenizer_dir + "/tokenizer_config.json");

@@ -21,7 +21,7 @@
 
 #include "absl/status/status.h"
 #include "text/chat_template.h"
-#include "text/tokenizer.h"
+#include "text/hf/tokenizer_json.h"
 
 namespace CLI {
 class App;
@@ -57,7 +57,7 @@ CLI::App* AddTokenizeCommand(CLI::App& app, TokenizeFlags* flags);
 // returned otherwise are a failed write or read (DataLoss). Lines are tokenized on options.threads threads
 // in chunks of a few thousand lines (bounded memory); the output, the report, and with fail_fast the lines
 // written before the error and the error itself (the lowest bad line's), are byte-identical for every count.
-absl::StatusOr<TokenizeReport> TokenizeJsonl(const text::Tokenizer& tok, const text::ChatTemplate* chat,
+absl::StatusOr<TokenizeReport> TokenizeJsonl(const text::TokenizerJson& tok, const text::ChatTemplate* chat,
                                              std::istream& in, const std::string& source, std::ostream& out,
                                              const TokenizeOptions& options = {});
 

@@ -36,7 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "worker/data/tokenizer.h"
+#include "worker/data/sentencepiece_tokenizer.h"
 #include "worker/data/tokenizer_trainer.h"
 #include "worker/data/uniform_below.h"
 

@@ -3,8 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
-#include "text/jinja_json.h"
-#include "text/jinja_parser.h"
+#include "text/jinja/json.h"
+#include "text/jinja/parser.h"
 
 namespace zerofit::text {
 namespace {

@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "text/jinja_ast.h"
-#include "text/jinja_interpreter.h"
+#include "text/jinja/ast.h"
+#include "text/jinja/interpreter.h"
 
 namespace zerofit::text {
 

@@ -71,7 +71,7 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_train_prefs)
                    $<TARGET_FILE:zerofit_make_arith_prefs>)
 endif()
 
-# `zerofit tokenize`: the library function against text::Tokenizer and the oracle's golden ids (qwen2.5;
+# `zerofit tokenize`: the library function against text::TokenizerJson and the oracle's golden ids (qwen2.5;
 # skips when ../shared/hf-tokenizers is missing), and the binary on stdin/stdout.
 if(TARGET zerofit_cli_text)
   zerofit_unit_test(tokenize_command_test cli/tokenize_command_test.cc)

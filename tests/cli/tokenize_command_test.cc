@@ -24,7 +24,7 @@ struct Tokenized {
   std::string first_error;
 };
 
-Tokenized RunWith(const text::Tokenizer& tok, const text::ChatTemplate* chat, const std::string& input,
+Tokenized RunWith(const text::TokenizerJson& tok, const text::ChatTemplate* chat, const std::string& input,
                   int threads, bool fail_fast = false) {
   std::istringstream in(input);
   std::ostringstream out;
@@ -55,7 +55,7 @@ class TokenizeCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(kQwen + "/tokenizer.json")) GTEST_SKIP() << kQwen << " is missing";
-    auto tok = text::Tokenizer::FromFile(kQwen + "/tokenizer.json");
+    auto tok = text::TokenizerJson::FromFile(kQwen + "/tokenizer.json");
     ASSERT_TRUE(tok.ok()) << tok.status();
     tok_ = std::move(*tok);
     auto chat = text::ChatTemplate::FromTokenizerConfig(kQwen + "/tokenizer_config.json");
@@ -73,11 +73,11 @@ class TokenizeCommandTest : public ::testing::Test {
     return report.status();
   }
 
-  std::unique_ptr<text::Tokenizer> tok_;
+  std::unique_ptr<text::TokenizerJson> tok_;
   std::optional<text::ChatTemplate> chat_;
 };
 
-// The oracle's sample input: every output line is its input plus ids equal to text::Tokenizer's.
+// The oracle's sample input: every output line is its input plus ids equal to text::TokenizerJson's.
 TEST_F(TokenizeCommandTest, SampleInputMatchesTextTokenizer) {
   const std::string path = std::string(ZEROFIT_HF_TOKENIZERS_DIR) + "/oracle/sample_input.jsonl";
   std::ifstream file(path);
@@ -186,7 +186,7 @@ TEST_F(TokenizeCommandTest, RefusedLinesAreWrittenWithAnErrorAndTheRunGoesOn) {
 TEST(TokenizeRefusedTest, MistralRefusedConversationDoesNotStopTheRun) {
   const std::string dir = std::string(ZEROFIT_HF_TOKENIZERS_DIR) + "/mistral-v0.3";
   if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << dir << " is missing";
-  auto tok = text::Tokenizer::FromFile(dir + "/tokenizer.json");
+  auto tok = text::TokenizerJson::FromFile(dir + "/tokenizer.json");
   ASSERT_TRUE(tok.ok()) << tok.status();
   auto chat = text::ChatTemplate::FromTokenizerConfig(dir + "/tokenizer_config.json");
   ASSERT_TRUE(chat.ok()) << chat.status();
@@ -257,7 +257,7 @@ TEST(TokenizeParallelTest, ParallelOutputEqualsSerialOnTheRealTokenizers) {
   for (const char* name : {"qwen2.5", "mistral-v0.3", "tinyllama", "gpt2", "smollm2"}) {
     const std::string dir = std::string(ZEROFIT_HF_TOKENIZERS_DIR) + "/" + name;
     if (!std::filesystem::exists(dir + "/tokenizer.json")) continue;
-    auto tok = text::Tokenizer::FromFile(dir + "/tokenizer.json");
+    auto tok = text::TokenizerJson::FromFile(dir + "/tokenizer.json");
     ASSERT_TRUE(tok.ok()) << tok.status();
     auto chat = text::ChatTemplate::FromTokenizerConfig(dir + "/tokenizer_config.json");
     const text::ChatTemplate* chat_ptr = chat.ok() ? &*chat : nullptr;

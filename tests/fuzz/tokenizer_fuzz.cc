@@ -5,19 +5,19 @@
 #include <string_view>
 #include <vector>
 
-#include "text/tokenizer.h"
+#include "text/hf/tokenizer_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using zerofit::text::Tokenizer;
+  using zerofit::text::TokenizerJson;
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t cut = input.find('\0');
   const std::string_view json = input.substr(0, cut);
   const std::string_view text = cut == std::string_view::npos
                                     ? std::string_view("Hello w\xc3\xb6rld 123 <s> \xf0\x9f\x98\x80 ab")
                                     : input.substr(cut + 1);
-  zerofit::text::TokenizerLimits limits;
+  zerofit::text::TokenizerJsonLimits limits;
   limits.max_file_bytes = size_t{1} << 20;
-  auto tok = Tokenizer::FromJson(json, "fuzz.json", limits);
+  auto tok = TokenizerJson::FromJson(json, "fuzz.json", limits);
   if (!tok.ok()) return 0;
   for (bool special : {false, true}) {
     auto ids = (*tok)->Encode(text, special);

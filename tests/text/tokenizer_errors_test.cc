@@ -1,10 +1,10 @@
-// Error paths of Tokenizer::FromJson: every refusal names the JSON path of what it refuses.
+// Error paths of TokenizerJson::FromJson: every refusal names the JSON path of what it refuses.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 
-#include "text/tokenizer.h"
+#include "text/hf/tokenizer_json.h"
 
 namespace zerofit::text {
 namespace {
@@ -20,12 +20,12 @@ std::string MakeJson(const std::string& pre_tokenizer, const std::string& merges
 }
 
 std::string ErrorOf(const std::string& json) {
-  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(json);
+  absl::StatusOr<std::unique_ptr<TokenizerJson>> t = TokenizerJson::FromJson(json);
   return t.ok() ? "ok" : std::string(t.status().message());
 }
 
 TEST(TokenizerErrorsTest, MinimalTokenizerWorks) {
-  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(MakeJson("null"));
+  absl::StatusOr<std::unique_ptr<TokenizerJson>> t = TokenizerJson::FromJson(MakeJson("null"));
   ASSERT_TRUE(t.ok()) << t.status();
   absl::StatusOr<std::vector<int32_t>> ids = (*t)->Encode("abab", true);
   ASSERT_TRUE(ids.ok());
@@ -81,15 +81,17 @@ TEST(TokenizerErrorsTest, NestingTooDeep) {
   std::string deep = MakeJson("null");
   deep.insert(deep.size() - 1, R"(, "extra": )" + std::string(100, '[') + std::string(100, ']'));
   EXPECT_EQ(ErrorOf(deep), "tokenizer.json: JSON nesting deeper than 64 levels");
-  TokenizerLimits small;
+  TokenizerJsonLimits small;
   small.max_file_bytes = 10;
-  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(MakeJson("null"), "x.json", small);
+  absl::StatusOr<std::unique_ptr<TokenizerJson>> t =
+      TokenizerJson::FromJson(MakeJson("null"), "x.json", small);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("exceeds the limit of 10"), std::string::npos);
 }
 
 TEST(TokenizerErrorsTest, MissingFile) {
-  EXPECT_EQ(Tokenizer::FromFile("/nonexistent/tokenizer.json").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(TokenizerJson::FromFile("/nonexistent/tokenizer.json").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 // Deterministic mutation fuzzing of the loader (the repo has no libFuzzer setup): flipped, dropped and
@@ -117,7 +119,7 @@ TEST(TokenizerErrorsTest, MutatedFilesAreRefusedCleanly) {
       }
       if (json.empty()) json = "{";
     }
-    absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(json);
+    absl::StatusOr<std::unique_ptr<TokenizerJson>> t = TokenizerJson::FromJson(json);
     if (t.ok()) {
       ++loaded;
       EXPECT_TRUE((*t)->Encode("ab ba\xC3\xA9", true).ok());

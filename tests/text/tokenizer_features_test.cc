@@ -8,23 +8,23 @@
 
 #include "core/thread_pool.h"
 #include "nlohmann/json.hpp"
-#include "text/batch_encode.h"
-#include "text/byte_level.h"
+#include "text/hf/batch_encode.h"
+#include "text/hf/byte_level.h"
+#include "text/hf/tokenizer_json.h"
 #include "text/regex.h"
-#include "text/tokenizer.h"
 
 namespace zerofit::text {
 namespace {
 
 using Ids = std::vector<int32_t>;
 
-std::unique_ptr<Tokenizer> Make(const std::string& json) {
-  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(json);
+std::unique_ptr<TokenizerJson> Make(const std::string& json) {
+  absl::StatusOr<std::unique_ptr<TokenizerJson>> t = TokenizerJson::FromJson(json);
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? *std::move(t) : nullptr;
 }
 
-Ids Encode(const Tokenizer& t, const std::string& text, bool add_special = false) {
+Ids Encode(const TokenizerJson& t, const std::string& text, bool add_special = false) {
   absl::StatusOr<Ids> ids = t.Encode(text, add_special);
   EXPECT_TRUE(ids.ok()) << ids.status();
   return ids.ok() ? *ids : Ids{};

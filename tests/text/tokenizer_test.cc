@@ -1,7 +1,5 @@
 // Golden tests: every line of tests/text/golden/<name>.jsonl (written by the Rust `tokenizers` library via
 // oracle/make_golden.sh) must be reproduced exactly: ids, and decode with and without special tokens.
-#include "text/tokenizer.h"
-
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -12,6 +10,7 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "text/hf/tokenizer_json.h"
 #include "text/unicode.h"
 
 namespace zerofit::text {
@@ -20,10 +19,10 @@ namespace {
 const std::string kHfDir = ZEROFIT_HF_TOKENIZERS_DIR;
 const std::string kGoldenDir = ZEROFIT_TEXT_GOLDEN_DIR;
 
-std::unique_ptr<Tokenizer> LoadOrSkip(const std::string& name) {
+std::unique_ptr<TokenizerJson> LoadOrSkip(const std::string& name) {
   const std::string path = kHfDir + "/" + name + "/tokenizer.json";
   if (!std::filesystem::exists(path)) return nullptr;
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromFile(path);
+  absl::StatusOr<std::unique_ptr<TokenizerJson>> tokenizer = TokenizerJson::FromFile(path);
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
   return tokenizer.ok() ? *std::move(tokenizer) : nullptr;
 }
@@ -31,7 +30,7 @@ std::unique_ptr<Tokenizer> LoadOrSkip(const std::string& name) {
 class GoldenTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenTest, MatchesRustTokenizers) {
-  std::unique_ptr<Tokenizer> tokenizer = LoadOrSkip(GetParam());
+  std::unique_ptr<TokenizerJson> tokenizer = LoadOrSkip(GetParam());
   if (tokenizer == nullptr) GTEST_SKIP() << "no tokenizer.json under " << kHfDir << " for " << GetParam();
   std::ifstream golden(kGoldenDir + "/" + GetParam() + ".jsonl");
   ASSERT_TRUE(golden.good()) << "missing golden file for " << GetParam();
@@ -88,7 +87,7 @@ TEST_P(LongRunTest, OneMegabyteRunsAreFast) {
   // ~3 min there.
   GTEST_SKIP() << "timing bound; not run in sanitizer builds";
 #endif
-  std::unique_ptr<Tokenizer> tokenizer = LoadOrSkip(GetParam());
+  std::unique_ptr<TokenizerJson> tokenizer = LoadOrSkip(GetParam());
   if (tokenizer == nullptr) GTEST_SKIP() << "no tokenizer.json under " << kHfDir;
   // Single characters, a word with a space (one pre-token each for the byte-level splitters, a run of
   // "▁a" for SentencePiece) and a three-byte character.
@@ -129,7 +128,7 @@ TEST(RandomTextTest, ByteLevelRoundTrips) {
                                 {0xAC00, 0xAD00}, {0xFF00, 0xFFEF}, {0x1F300, 0x1F6FF}, {0x10000, 0x1007F}};
   std::mt19937 rng(20261123);
   for (const char* name : {"gpt2", "smollm2"}) {
-    std::unique_ptr<Tokenizer> tokenizer = LoadOrSkip(name);
+    std::unique_ptr<TokenizerJson> tokenizer = LoadOrSkip(name);
     if (tokenizer == nullptr) GTEST_SKIP() << "no tokenizer.json under " << kHfDir;
     for (int n = 0; n < 300; ++n) {
       std::string text;

@@ -59,7 +59,7 @@ int32_t ConfigId(const std::optional<Json>& model_config, const char* key) {
 absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& dir) {
   std::unique_ptr<HfTokenizer> out(new HfTokenizer());
   out->dir_ = dir;
-  auto tok = text::Tokenizer::FromFile(dir + "/tokenizer.json");
+  auto tok = text::TokenizerJson::FromFile(dir + "/tokenizer.json");
   if (!tok.ok()) return tok.status();
   out->tok_ = std::move(*tok);
   out->vocab_size_ = out->tok_->vocab_size();

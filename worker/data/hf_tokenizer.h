@@ -1,6 +1,6 @@
 // HfTokenizer: the data::Tokenizer of a Hugging Face model directory (tokenizer.json, tokenizer_config.json,
-// config.json), backed by text::Tokenizer and text::ChatTemplate. Unlike SentencePieceTokenizer it needs no
-// SentencePiece, so training processes (which link LibTorch) can tokenize text preference data themselves.
+// config.json), backed by text::TokenizerJson and text::ChatTemplate. Unlike SentencePieceTokenizer it needs
+// no SentencePiece, so training processes (which link LibTorch) can tokenize text preference data themselves.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "text/chat_template.h"
-#include "text/tokenizer.h"
+#include "text/hf/tokenizer_json.h"
 #include "worker/data/data_report.h"
 #include "worker/data/tokenizer.h"
 
@@ -49,7 +49,7 @@ class HfTokenizer final : public Tokenizer {
   // What prompts are expected to look like (for data::BuildDataReport): BOS when the template writes it or
   // the config asks for it.
   DataExpectations expectations() const;
-  const text::Tokenizer& text_tokenizer() const { return *tok_; }
+  const text::TokenizerJson& text_tokenizer() const { return *tok_; }
   // Null when the model has no chat template.
   const text::ChatTemplate* chat_template() const { return chat_ ? &*chat_ : nullptr; }
   const std::string& dir() const { return dir_; }
@@ -58,7 +58,7 @@ class HfTokenizer final : public Tokenizer {
   HfTokenizer() = default;
 
   std::string dir_;
-  std::unique_ptr<text::Tokenizer> tok_;
+  std::unique_ptr<text::TokenizerJson> tok_;
   std::optional<text::ChatTemplate> chat_;
   absl::Status chat_error_;  // why tokenizer_config.json's chat_template did not load (RenderChat returns it)
   int32_t bos_id_ = -1, eos_id_ = -1, pad_id_ = -1, configured_pad_id_ = -1, vocab_size_ = 0;

@@ -4,7 +4,8 @@
 // while Debian's Abseil (built with ABSL_OPTION_USE_STD_STRING_VIEW=0) defines its own class
 // absl::string_view. The two cannot meet in one translation unit, so this header is deliberately free of
 // both Abseil and SentencePiece: it speaks std types only and reports errors as a bool plus a message.
-// Everything else in zerofit::data wraps it into absl::Status (tokenizer.cc, tokenizer_trainer.cc).
+// Everything else in zerofit::data wraps it into absl::Status (sentencepiece_tokenizer.cc,
+// tokenizer_trainer.cc).
 #pragma once
 
 #include <cstdint>

@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "worker/data/sentencepiece_tokenizer.h"
 #include "worker/data/text_pairs_to_ids.h"
-#include "worker/data/tokenizer.h"
 
 namespace zerofit::data {
 namespace {

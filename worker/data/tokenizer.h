@@ -1,5 +1,8 @@
-// Tokenizer: text <-> token ids. The interface is narrow so tests can use a fake (a character-level one
-// lives in tests/worker/data/); SentencePieceTokenizer is the real implementation.
+// Tokenizer: text <-> token ids, the data pipeline's one tokenizer concept. The interface is narrow so tests
+// can use a fake (a character-level one lives in tests/worker/data/). Implementations: HfTokenizer
+// (hf_tokenizer.h: a Hugging Face model directory, text::TokenizerJson and its chat template) and
+// SentencePieceTokenizer (sentencepiece_tokenizer.h: a `tokenizer.model`, in its own library because
+// SentencePiece cannot share a process with LibTorch, see CMakeLists.txt).
 #pragma once
 
 #include <cstdint>
@@ -11,10 +14,6 @@
 #include "absl/status/statusor.h"
 
 namespace zerofit::data {
-
-namespace spm_bridge {
-class Processor;
-}  // namespace spm_bridge
 
 // Thread-safety: implementations are immutable after construction; every method may be called from several
 // threads at once.
@@ -46,31 +45,6 @@ class Tokenizer {
     return absl::FailedPreconditionError(
         "this tokenizer has no chat template (conversational data needs a Hugging Face model directory)");
   }
-};
-
-// A SentencePiece model file (`tokenizer.model`, a serialized ModelProto), e.g. as written by
-// TrainSentencePieceTokenizer or shipped with Llama/Mistral checkpoints.
-class SentencePieceTokenizer final : public Tokenizer {
- public:
-  // Errors name `path` (NotFound when the file does not exist, InvalidArgument when it does not parse).
-  static absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> Load(const std::string& path);
-  ~SentencePieceTokenizer() override;
-
-  absl::StatusOr<std::vector<int32_t>> Encode(const std::string& text) const override;
-  absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override;
-  int32_t bos_id() const override { return bos_id_; }
-  int32_t eos_id() const override { return eos_id_; }
-  int32_t pad_id() const override { return pad_id_; }
-  int32_t vocab_size() const override { return vocab_size_; }
-  int32_t unk_id() const { return unk_id_; }  // -1 when the model has none
-  const std::string& path() const { return path_; }
-
- private:
-  SentencePieceTokenizer(std::unique_ptr<spm_bridge::Processor> processor, std::string path);
-
-  std::unique_ptr<spm_bridge::Processor> processor_;
-  std::string path_;
-  int32_t bos_id_, eos_id_, pad_id_, unk_id_, vocab_size_;
 };
 
 }  // namespace zerofit::data

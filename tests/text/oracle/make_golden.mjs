@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Golden-file writer: encodes every corpus string with the Rust `tokenizers` library (npm `tokenizers`
-// 0.23.x, a prebuilt native module) — the reference of record for zerofit::text::Tokenizer.
+// 0.23.x, a prebuilt native module) — the reference of record for zerofit::text::TokenizerJson.
 //
 // Usage: node make_golden.mjs TOKENIZER_DIR CORPUS.jsonl > golden.jsonl
 // Each output line: {"text", "add_special_tokens", "ids", "decoded", "decoded_skip_special"}; both

@@ -6,7 +6,7 @@ if(TARGET zerofit_data)
     worker/data/preference_dataset_test.cc
     worker/data/sentencepiece_encode_test.cc
     worker/data/text_pairs_to_ids_test.cc
-    worker/data/tokenizer_test.cc
+    worker/data/sentencepiece_tokenizer_test.cc
     worker/data/uniform_below_test.cc)
   target_link_libraries(data_unit_test PRIVATE zerofit_tokenizer nlohmann_json::nlohmann_json)
   # The generator test runs the real program (flags included) into a temporary directory.

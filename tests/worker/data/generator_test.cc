@@ -15,7 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/worker/data/test_support.h"
 #include "worker/data/preference_dataset.h"
-#include "worker/data/tokenizer.h"
+#include "worker/data/sentencepiece_tokenizer.h"
 
 namespace zerofit::data {
 namespace {

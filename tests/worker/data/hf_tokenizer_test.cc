@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "text/tokenizer.h"
+#include "text/hf/tokenizer_json.h"
 
 namespace zerofit::data {
 namespace {
@@ -24,7 +24,7 @@ TEST(HfTokenizerTest, MatchesTextTokenizerAndReadsSpecials) {
     SKIP_IF_MISSING(dir);
     auto hf = HfTokenizer::Load(dir);
     ASSERT_TRUE(hf.ok()) << hf.status();
-    auto direct = text::Tokenizer::FromFile(dir + "/tokenizer.json");
+    auto direct = text::TokenizerJson::FromFile(dir + "/tokenizer.json");
     ASSERT_TRUE(direct.ok()) << direct.status();
     for (const std::string s : {"Hello world! 12+7=19", " café 你好 <|im_end|>", ""}) {
       auto got = (*hf)->Encode(s);

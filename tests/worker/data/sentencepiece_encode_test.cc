@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_support.h"
 #include "worker/data/sentencepiece_bridge.h"
-#include "worker/data/tokenizer.h"
+#include "worker/data/sentencepiece_tokenizer.h"
 #include "worker/data/tokenizer_trainer.h"
 
 namespace zerofit::data {
