@@ -39,11 +39,7 @@ torch::Tensor LlamaAttentionImpl::Decode(const torch::Tensor& x, const torch::Te
                                          const torch::Tensor& sin, const torch::Tensor& masked,
                                          KvCache& cache, int64_t layer) {
   const int64_t b = x.size(0), t = x.size(1);
-  torch::Tensor q = q_proj(x).view({b, t, num_heads_, head_dim_}).transpose(1, 2);
-  torch::Tensor k = k_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
-  torch::Tensor v = v_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
-  q = q * cos + RotateHalf(q) * sin;
-  k = k * cos + RotateHalf(k) * sin;
+  auto [q, k, v] = RotatedQkv(x, cos, sin);
   std::pair<torch::Tensor, torch::Tensor> kv = cache.Append(layer, k, v);
   const double scale = std::pow(static_cast<double>(head_dim_), -0.5);
   torch::Tensor out = ManualAttentionMasked(q, kv.first, kv.second, masked, scale)

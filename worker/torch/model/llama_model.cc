@@ -277,14 +277,21 @@ LlamaAttentionImpl::LlamaAttentionImpl(const core::HfModelConfig& c, const Llama
   o_proj = register_module("o_proj", MakeLinear(o, "o_proj", num_heads_ * head_dim_, h, o_bias));
 }
 
-torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
-                                          const torch::Tensor& sin, const AttentionMask& mask) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::RotatedQkv(
+    const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t b = x.size(0), t = x.size(1);
   torch::Tensor q = q_proj(x).view({b, t, num_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor k = k_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
   torch::Tensor v = v_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
   q = q * cos + RotateHalf(q) * sin;
   k = k * cos + RotateHalf(k) * sin;
+  return {q, k, v};
+}
+
+torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                          const torch::Tensor& sin, const AttentionMask& mask) {
+  const int64_t b = x.size(0), t = x.size(1);
+  auto [q, k, v] = RotatedQkv(x, cos, sin);
   const double scale = std::pow(static_cast<double>(head_dim_), -0.5);
   torch::Tensor out = RunAttention(kernel_, q, k, v, mask, scale)
                           .transpose(1, 2)

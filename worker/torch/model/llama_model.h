@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -95,6 +96,11 @@ class LlamaAttentionImpl : public torch::nn::Module {
   LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
+  // x [B, T, H] projected to q [B, heads, T, D] and k, v [B, kv_heads, T, D], RoPE applied to q and k: the
+  // training forward's and Decode's common first half.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> RotatedQkv(const torch::Tensor& x,
+                                                                     const torch::Tensor& cos,
+                                                                     const torch::Tensor& sin);
   int64_t num_heads_, num_kv_heads_, head_dim_;
   AttentionKernel kernel_;  // resolved: kManual or kSdpa
 };
