@@ -85,13 +85,17 @@ Coordinator::Live Coordinator::MakeLive(const jobspec::JobSpec& spec, std::uniqu
   return live;
 }
 
-absl::StatusOr<jobspec::JobPlan> Coordinator::StoredPlan(const JobRecord& j, const jobspec::JobSpec& spec,
+absl::StatusOr<jobspec::JobPlan> Coordinator::StoredPlan(JobStore& store, const JobRecord& j,
+                                                         const jobspec::JobSpec& spec,
                                                          const planner::Hardware& hw) {
   if (!j.plan.empty()) {
     auto stored = jobspec::JobPlanFromJson(j.plan, j.id);
     if (stored.ok()) return stored;
   }
-  return jobspec::Resolve(spec, hw, {});  // stored by an older build: resolved as it would be at submit
+  // Stored by an older build: resolved as it would be at submit, and stored, so the store stays the one copy.
+  ZF_ASSIGN_OR_RETURN(jobspec::JobPlan plan, jobspec::Resolve(spec, hw, {}));
+  ZF_RETURN_IF_ERROR(store.PutPlan(j.id, j.status.attempt, jobspec::JobPlanToJson(plan)));
+  return plan;
 }
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr<JobStore> store,
@@ -104,7 +108,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(std::unique_ptr
       continue;  // accepted once, so it parsed then; a newer parser refusing it keeps it read-only
     auto hw = jobspec::HardwareOf(*spec);
     // The stored plan: an out-of-memory re-plan or a shrunken world outlives the coordinator.
-    auto plan = hw.ok() ? StoredPlan(j, *spec, *hw) : hw.status();
+    auto plan = hw.ok() ? StoredPlan(*c->store_, j, *spec, *hw) : hw.status();
     if (!plan.ok()) continue;  // kept read-only, as a spec that no longer parses
     const JobPolicy p = PolicyFor(policy, *spec);
     Live live = MakeLive(*spec, std::make_unique<JobStateMachine>(p, j.status, clock->Now()),
@@ -165,38 +169,22 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
                                               " ranks, ", spec.training.steps, " steps")));
     if (!sizing.empty()) ZF_RETURN_IF_ERROR(LogLocked(r.job.id, "coordinator", sizing));
   }
-  ZF_ASSIGN_OR_RETURN(r.job, RecordLocked(r.job.id));
+  ZF_ASSIGN_OR_RETURN(r.job, store_->Get(r.job.id));
   return r;
-}
-
-void Coordinator::AddDecisions(const Live& live, JobRecord* r) {
-  r->plan = jobspec::JobPlanToJson(live.plan);
 }
 
 std::string Coordinator::PlanFor(const Live& live, int world_size) {
   return jobspec::JobPlanToJson(jobspec::Reshape(live.plan, live.hw, world_size));
 }
 
-absl::StatusOr<JobRecord> Coordinator::RecordLocked(const std::string& id) {
-  ZF_ASSIGN_OR_RETURN(JobRecord r, store_->Get(id));
-  auto it = jobs_.find(id);
-  if (it != jobs_.end()) AddDecisions(it->second, &r);
-  return r;
-}
-
 absl::StatusOr<JobRecord> Coordinator::Get(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  return RecordLocked(id);
+  return store_->Get(id);
 }
 
 absl::StatusOr<std::vector<JobRecord>> Coordinator::List() {
   std::lock_guard<std::mutex> lock(mu_);
-  ZF_ASSIGN_OR_RETURN(std::vector<JobRecord> all, store_->List());
-  for (JobRecord& r : all) {
-    auto it = jobs_.find(r.id);
-    if (it != jobs_.end()) AddDecisions(it->second, &r);
-  }
-  return all;
+  return store_->List();
 }
 
 absl::StatusOr<std::vector<MetricRow>> Coordinator::Metrics(const std::string& id, int64_t after_step) {
@@ -218,7 +206,7 @@ absl::StatusOr<JobRecord> Coordinator::Cancel(const std::string& id, const std::
       id, "coordinator",
       absl::StrCat("cancelled: ", live->state->status().reason,
                    running ? absl::StrCat("; ranks stop before step ", *live->cancel_at) : std::string())));
-  return RecordLocked(id);
+  return store_->Get(id);
 }
 
 absl::StatusOr<std::vector<LogLine>> Coordinator::WaitLogs(const std::string& id, int64_t after,
@@ -245,7 +233,7 @@ absl::StatusOr<JobRecord> Coordinator::WaitStatus(const std::string& id, const J
   while (!differs() && !shutdown_) {
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) break;
   }
-  return RecordLocked(id);
+  return store_->Get(id);
 }
 
 absl::Status Coordinator::CheckWorld(const std::string& id, const Live& live, int rank, int world_size) {

@@ -183,12 +183,11 @@ class Coordinator {
   absl::Status FormAttemptLocked(const std::string& id, Live& live, int world_size);
   // The plan (JSON) an attempt of `world_size` ranks runs by.
   static std::string PlanFor(const Live& live, int world_size);
-  // The stored plan of a job read back from the store, or resolved again (a job stored by an older build).
-  static absl::StatusOr<jobspec::JobPlan> StoredPlan(const JobRecord& j, const jobspec::JobSpec& spec,
+  // The stored plan of a job read back from `store`, or resolved again and stored (a job stored by an older
+  // build).
+  static absl::StatusOr<jobspec::JobPlan> StoredPlan(JobStore& store, const JobRecord& j,
+                                                     const jobspec::JobSpec& spec,
                                                      const planner::Hardware& hw);
-  absl::StatusOr<JobRecord> RecordLocked(const std::string& id);  // store record + the sizes decided here
-  // The plan of the attempt running or last formed (the store's copy is the same, written when it formed).
-  static void AddDecisions(const Live& live, JobRecord* r);
   absl::Status PersistLocked(const std::string& id, Live& live);  // store + notify
   absl::Status LogLocked(const std::string& id, const std::string& source, const std::string& text);
   absl::Status InterruptLocked(const std::string& id, Live& live, const std::string& why);

@@ -410,6 +410,11 @@ absl::Status JobStore::PutPlanLocked(const std::string& id, int attempt, const s
   return absl::OkStatus();
 }
 
+absl::Status JobStore::PutPlan(const std::string& id, int attempt, const std::string& plan) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PutPlanLocked(id, attempt, plan);
+}
+
 absl::Status JobStore::SetAttemptPlan(const std::string& id, const AttemptRecord& a) {
   std::lock_guard<std::mutex> lock(mu_);
   ZF_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));

@@ -87,6 +87,8 @@ class JobStore {
     std::string note;
   };
   absl::Status SetAttemptPlan(const std::string& id, const AttemptRecord& attempt);
+  // Stores `plan` (JSON) as attempt `attempt`'s, replacing one stored before.
+  absl::Status PutPlan(const std::string& id, int attempt, const std::string& plan);
   // Every stored plan of the job, (attempt, JSON) oldest first; attempt 0 is the submit's.
   absl::StatusOr<std::vector<std::pair<int, std::string>>> Plans(const std::string& id);
 

@@ -588,6 +588,22 @@ TEST(ServiceTest, AnOutOfMemoryReplanSurvivesACoordinatorRestart) {
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }
 
+// A job stored by a build that kept no plans is resolved when the coordinator starts, and the plan stored:
+// the store holds the one copy every read returns.
+TEST(ServiceTest, AJobStoredWithoutAPlanIsResolvedAndStoredAtStart) {
+  core::RealClock clock;
+  auto store = JobStore::Open(":memory:");
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto old = (*store)->Submit("old", "svc", kSpec, absl::Now());  // no plan, as an older build wrote it
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE(old->job.plan.empty());
+  auto c = Coordinator::Create(std::move(*store), &clock);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto job = (*c)->Get(old->job.id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(PlannedMicroBatches(*job), 2) << job->plan;
+}
+
 // Without GRPC_ARG_ALLOW_REUSEPORT = 0 the second server starts too and clients land on either at random.
 TEST(ServiceTest, ASecondServerOnABusyPortFailsWithAddressInUse) {
   Fixture first;
