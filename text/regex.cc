@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "text/string_view_compat.h"
@@ -24,45 +26,63 @@ std::string PcreError(int code) {
   return reinterpret_cast<const char*>(buffer);
 }
 
-}  // namespace
-
-std::string TranslateOnigurumaPattern(std::string_view pattern) {
+// The translation of `pattern`; when `source` is given, (*source)[j] is the byte of `pattern` that byte j of
+// the translation came from (a rewritten \s maps to its backslash), so PCRE2's error offsets, which count
+// in the translation, can be reported in the pattern as written.
+std::string Translate(std::string_view pattern, std::vector<size_t>* source) {
   std::string out;
+  auto emit = [&](std::string_view piece, size_t from) {
+    out.append(piece.data(), piece.size());
+    if (source != nullptr) source->insert(source->end(), piece.size(), from);
+  };
   bool in_class = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {
-      const char e = pattern[++i];
+      const char e = pattern[i + 1];
       if (e == 's') {
-        out += in_class ? std::string(kWhiteSpaceItems) : absl::StrCat("[", AsAbsl(kWhiteSpaceItems), "]");
+        emit(in_class ? std::string(kWhiteSpaceItems) : absl::StrCat("[", AsAbsl(kWhiteSpaceItems), "]"), i);
       } else if (e == 'S' && !in_class) {
-        out += absl::StrCat("[^", AsAbsl(kWhiteSpaceItems), "]");
+        emit(absl::StrCat("[^", AsAbsl(kWhiteSpaceItems), "]"), i);
       } else {
-        out += c;
-        out += e;
+        emit(pattern.substr(i, 2), i);
       }
+      ++i;
       continue;
     }
     if (c == '[' && !in_class) {
       in_class = true;
-      out += c;
-      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
-      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];  // literal ] first
+      emit(pattern.substr(i, 1), i);
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') {
+        ++i;
+        emit(pattern.substr(i, 1), i);
+      }
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') {  // a literal ] first
+        ++i;
+        emit(pattern.substr(i, 1), i);
+      }
       continue;
     }
     if (c == ']' && in_class) in_class = false;
-    out += c;
+    emit(pattern.substr(i, 1), i);
   }
   return out;
 }
 
+}  // namespace
+
+std::string TranslateOnigurumaPattern(std::string_view pattern) { return Translate(pattern, nullptr); }
+
 absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) {
-  const std::string translated = TranslateOnigurumaPattern(pattern);
+  std::vector<size_t> source;
+  const std::string translated = Translate(pattern, &source);
   int error = 0;
   PCRE2_SIZE offset = 0;
+  // The pattern comes from a file (tokenizer.json, a job spec): PCRE2 checks that it is UTF-8.
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error, &offset, nullptr);
+                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
   if (code == nullptr) {
+    offset = offset < source.size() ? source[offset] : pattern.size();
     return absl::InvalidArgumentError(
         absl::StrCat("regex \"", AsAbsl(pattern), "\": ", PcreError(error), " at offset ", offset));
   }

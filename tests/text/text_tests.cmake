@@ -4,7 +4,8 @@
 zerofit_unit_test(text_unit_test
   text/tokenizer_test.cc
   text/tokenizer_errors_test.cc
-  text/tokenizer_features_test.cc)
+  text/tokenizer_features_test.cc
+  text/regex_test.cc)
 target_link_libraries(text_unit_test PRIVATE zerofit_text nlohmann_json::nlohmann_json)
 target_compile_definitions(text_unit_test PRIVATE
   ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers"
