@@ -130,4 +130,58 @@ absl::Status Regex::FindAll(std::string_view subject, Scratch& scratch,
   return status;
 }
 
+int Regex::GroupCount() const {
+  uint32_t count = 0;
+  pcre2_pattern_info(AsCode(code_), PCRE2_INFO_CAPTURECOUNT, &count);
+  return static_cast<int>(count);
+}
+
+absl::StatusOr<int> Regex::GroupNumber(std::string_view name) const {
+  const std::string terminated(name);  // PCRE2 takes a zero-terminated name
+  const int number =
+      pcre2_substring_number_from_name(AsCode(code_), reinterpret_cast<PCRE2_SPTR>(terminated.c_str()));
+  if (number == PCRE2_ERROR_NOSUBSTRING) {
+    return absl::NotFoundError(
+        absl::StrCat("regex \"", pattern_, "\" has no group named '", terminated, "'"));
+  }
+  if (number < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex \"", pattern_, "\", group '", terminated, "': ", PcreError(number)));
+  }
+  return number;
+}
+
+absl::StatusOr<std::optional<Regex::Groups>> Regex::FindLast(std::string_view subject) const {
+  const Scratch scratch(*this);
+  auto* data = static_cast<pcre2_match_data*>(scratch.data_);
+  if (data == nullptr) return absl::ResourceExhaustedError("pcre2_match_data_create failed");
+  const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
+  const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
+  const int groups = GroupCount();
+  std::optional<Groups> last;
+  // PCRE2 checks the whole subject's UTF-8 on the first call only; the later ones start at code points.
+  uint32_t options = 0;
+  size_t start = 0;
+  while (start <= subject.size()) {
+    const int rc = pcre2_match(AsCode(code_), s, subject.size(), start, options, data, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("text is not valid UTF-8 (", PcreError(rc), ") at byte ", pcre2_get_startchar(data)));
+    }
+    if (rc < 0) return absl::InternalError(absl::StrCat("regex \"", pattern_, "\": ", PcreError(rc)));
+    // rc is one more than the highest group that took part (0: the ovector was too small, which match
+    // data made from the pattern never is).
+    if (!last) last.emplace();
+    last->assign(groups + 1, std::nullopt);
+    for (int g = 0; g < rc; ++g) {
+      if (ovector[2 * g] != PCRE2_UNSET) (*last)[g] = Span(ovector[2 * g], ovector[2 * g + 1]);
+    }
+    options = PCRE2_NO_UTF_CHECK;
+    if (ovector[1] == ovector[0]) options |= PCRE2_NOTEMPTY_ATSTART;
+    start = ovector[1];
+  }
+  return last;
+}
+
 }  // namespace zerofit::text

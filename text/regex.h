@@ -1,9 +1,11 @@
 // A compiled PCRE2 regular expression (UTF + UCP mode, JIT-compiled when available) used by the Split
-// pre-tokenizer and the ByteLevel pre-tokenizer's GPT-2 pattern. RAII owner of the pcre2 code; immutable
+// pre-tokenizer and the ByteLevel pre-tokenizer's GPT-2 pattern (FindAll), and by the verifiable reward's
+// regex rule (FindLast, capture groups). RAII owner of the pcre2 code; immutable
 // after construction, so one Regex may be used from many threads (each call makes its own match data).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,6 +44,25 @@ class Regex {
                        std::vector<std::pair<size_t, size_t>>* spans) const;
   // Convenience form that allocates its own scratch.
   absl::Status FindAll(std::string_view subject, std::vector<std::pair<size_t, size_t>>* spans) const;
+
+  // A byte span [begin, end) of the subject.
+  using Span = std::pair<size_t, size_t>;
+  // One match: [0] the whole match, [g] capture group g (1..GroupCount()); nullopt for a group that took no
+  // part in the match ("(a)|b" on "b": group 1).
+  using Groups = std::vector<std::optional<Span>>;
+
+  // The number of capture groups, named ones included; the whole match (group 0) is not counted.
+  int GroupCount() const;
+  // The number of the group named `name` ("(?<name>...)"). NotFound when no group has that name,
+  // InvalidArgument when several do ("(?J)" allows duplicates).
+  absl::StatusOr<int> GroupNumber(std::string_view name) const;
+
+  // The groups of the LAST of the successive non-overlapping matches in `subject`, found left to right;
+  // nullopt when there is no match. Unlike FindAll, empty matches count: after one, the search resumes at
+  // the same position but refuses an empty match there (Perl's and Python's rule: "a*" on "baa" matches
+  // "", "aa", ""). InvalidArgument when `subject` is not valid UTF-8 (checked here: this takes any text);
+  // Internal when PCRE2 gives up (its match or depth limit, a pattern that backtracks catastrophically).
+  absl::StatusOr<std::optional<Groups>> FindLast(std::string_view subject) const;
 
   const std::string& pattern() const { return pattern_; }
 
