@@ -1,7 +1,7 @@
 // A compiled PCRE2 regular expression (UTF + UCP mode, JIT-compiled when available) used by the Split
 // pre-tokenizer and the ByteLevel pre-tokenizer's GPT-2 pattern (FindAll), and by the verifiable reward's
-// regex rule (FindLast, capture groups). RAII owner of the pcre2 code; immutable
-// after construction, so one Regex may be used from many threads (each call makes its own match data).
+// regex rule (FindLast, capture groups). RAII owner of the pcre2 code; immutable after construction, so one
+// Regex may be used from many threads (each call makes its own match data).
 #pragma once
 
 #include <memory>

@@ -146,6 +146,14 @@ TEST(RegexTest, FindLastRejectsTextThatIsNotUtf8) {
   EXPECT_NE(bad.status().message().find("at byte 4"), absl::string_view::npos) << bad.status();
 }
 
+// PCRE2's match limit stops catastrophic backtracking; FindLast reports it rather than a "no match".
+TEST(RegexTest, FindLastReportsAMatchThatGivesUp) {
+  std::unique_ptr<Regex> regex = CompileOrNull("^(a+)+$");
+  ASSERT_NE(regex, nullptr);
+  absl::StatusOr<std::optional<Regex::Groups>> last = regex->FindLast(std::string(40, 'a') + "b");
+  EXPECT_EQ(last.status().code(), absl::StatusCode::kInternal) << last.status();
+}
+
 // FindLast goes on after a match; FindAll's pieces are not changed by it (the tokenizer depends on them).
 TEST(RegexTest, FindAllStillDropsEmptyMatches) {
   std::unique_ptr<Regex> star = CompileOrNull("a*");

@@ -2,9 +2,13 @@
 
 #include <cctype>
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "text/regex.h"
+#include "text/unicode.h"
 
 namespace zerofit::rewards {
 namespace {
@@ -48,16 +52,66 @@ std::string Canonical(const NumberToken& n, bool negative) {
   return out;
 }
 
+// Debian's Abseil has its own string_view (not std's): the views are converted.
+absl::string_view Trimmed(std::string_view text) {
+  return absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
+}
+
+// Patterns are a line of a job spec; a bound keeps error messages (which quote the pattern) readable.
+constexpr size_t kMaxPatternBytes = 4096;
+
+absl::StatusOr<std::shared_ptr<const text::Regex>> CompilePattern(const std::string& pattern,
+                                                                  const std::string& field) {
+  if (pattern.empty())
+    return absl::InvalidArgumentError(absl::StrCat(field, ": the regex rule needs a pattern"));
+  if (pattern.size() > kMaxPatternBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": the pattern has ", pattern.size(), " bytes, more than ", kMaxPatternBytes));
+  }
+  absl::StatusOr<std::unique_ptr<text::Regex>> regex = text::Regex::Compile(pattern);
+  if (!regex.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", regex.status().message()));
+  return std::shared_ptr<const text::Regex>(*std::move(regex));
+}
+
+// `group` (empty: 1) as a number of one of `regex`'s groups.
+absl::StatusOr<int> ResolveGroup(const text::Regex& regex, const std::string& group,
+                                 const std::string& field) {
+  const std::string name = group.empty() ? "1" : group;
+  if (name.find_first_not_of("0123456789") != std::string::npos) {
+    absl::StatusOr<int> number = regex.GroupNumber(name);
+    if (!number.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", number.status().message()));
+    return *number;
+  }
+  int number = 0;
+  if (!absl::SimpleAtoi(name, &number) || number > regex.GroupCount()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": group ", name.substr(0, 16),
+                                                   " does not exist, the pattern has ", regex.GroupCount(),
+                                                   " capture group(s) (0 is the whole match)"));
+  }
+  return number;
+}
+
 }  // namespace
 
 absl::StatusOr<AnswerRule> ParseAnswerRule(const std::string& name, const std::string& field) {
   if (name == "exact") return AnswerRule::kExact;
   if (name == "last_number") return AnswerRule::kLastNumber;
+  if (name == "regex") return AnswerRule::kRegex;
   return absl::InvalidArgumentError(
-      absl::StrCat(field, ": expected exact or last_number, got '", name.substr(0, 64), "'"));
+      absl::StrCat(field, ": expected exact, last_number or regex, got '", name.substr(0, 64), "'"));
 }
 
-const char* AnswerRuleName(AnswerRule rule) { return rule == AnswerRule::kExact ? "exact" : "last_number"; }
+const char* AnswerRuleName(AnswerRule rule) {
+  switch (rule) {
+    case AnswerRule::kExact:
+      return "exact";
+    case AnswerRule::kLastNumber:
+      return "last_number";
+    case AnswerRule::kRegex:
+      return "regex";
+  }
+  return "?";
+}
 
 std::optional<std::string> LastNumber(std::string_view text) {
   std::optional<std::string> last;
@@ -78,18 +132,67 @@ std::optional<std::string> LastNumber(std::string_view text) {
   return last;
 }
 
-double VerifiableReward(std::string_view completion, std::string_view answer,
-                        const VerifiableRewardOptions& o) {
-  bool match = false;
-  if (o.rule == AnswerRule::kExact) {
-    // Debian's Abseil has its own string_view (not std's): the views are converted.
-    match = absl::StripAsciiWhitespace(absl::string_view(completion.data(), completion.size())) ==
-            absl::StripAsciiWhitespace(absl::string_view(answer.data(), answer.size()));
-  } else {
-    const std::optional<std::string> want = LastNumber(answer);
-    match = want.has_value() && LastNumber(completion) == want;
+absl::StatusOr<VerifiableReward> VerifiableReward::Create(const VerifiableRewardOptions& options,
+                                                          const VerifiableRewardFields& fields) {
+  if (options.rule != AnswerRule::kRegex) {
+    const auto only_regex = [&](const std::string& field, const char* what) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": only the regex rule takes a ", what, " (",
+                                                     fields.rule, " is ", AnswerRuleName(options.rule), ")"));
+    };
+    if (!options.pattern.empty()) return only_regex(fields.pattern, "pattern");
+    if (!options.group.empty()) return only_regex(fields.group, "group");
+    return VerifiableReward(options, nullptr, 0);
   }
-  return match ? o.correct : o.wrong;
+  absl::StatusOr<std::shared_ptr<const text::Regex>> regex = CompilePattern(options.pattern, fields.pattern);
+  if (!regex.ok()) return regex.status();
+  absl::StatusOr<int> group = ResolveGroup(**regex, options.group, fields.group);
+  if (!group.ok()) return group.status();
+  return VerifiableReward(options, *std::move(regex), *group);
+}
+
+bool VerifiableReward::RegexMatches(std::string_view completion, std::string_view answer) const {
+  std::string lossy;
+  if (!text::IsValidUtf8(completion)) {
+    lossy = text::Utf8Lossy(completion);
+    completion = lossy;
+  }
+  absl::StatusOr<std::optional<text::Regex::Groups>> last = regex_->FindLast(completion);
+  if (!last.ok() || !last->has_value()) return false;
+  const std::optional<text::Regex::Span>& span = (**last)[group_];
+  return span.has_value() &&
+         Trimmed(completion.substr(span->first, span->second - span->first)) == Trimmed(answer);
+}
+
+double VerifiableReward::Score(std::string_view completion, std::string_view answer) const {
+  bool match = false;
+  switch (options_.rule) {
+    case AnswerRule::kExact:
+      match = Trimmed(completion) == Trimmed(answer);
+      break;
+    case AnswerRule::kLastNumber: {
+      const std::optional<std::string> want = LastNumber(answer);
+      match = want.has_value() && LastNumber(completion) == want;
+      break;
+    }
+    case AnswerRule::kRegex:
+      match = RegexMatches(completion, answer);
+      break;
+  }
+  return match ? options_.correct : options_.wrong;
+}
+
+absl::StatusOr<VerifiableReward> ParseVerifiableReward(const std::string& rule, const std::string& pattern,
+                                                       const std::string& group, double correct, double wrong,
+                                                       const VerifiableRewardFields& fields) {
+  absl::StatusOr<AnswerRule> parsed = ParseAnswerRule(rule, fields.rule);
+  if (!parsed.ok()) return parsed.status();
+  VerifiableRewardOptions options;
+  options.rule = *parsed;
+  options.pattern = pattern;
+  options.group = group;
+  options.correct = correct;
+  options.wrong = wrong;
+  return VerifiableReward::Create(options, fields);
 }
 
 }  // namespace zerofit::rewards
