@@ -461,10 +461,12 @@ GenerationEstimate EstimateGeneration(const ModelShape& m, int64_t sequences, in
   // The prefill step's inputs: int64 ids, positions and clamped positions (24 B per token), each token's
   // rotary cos/sin rows, the [B, P, P] bool mask and the fp32 [P, head_dim] rotary tables.
   const double base = n * (24.0 + 2.0 * d * a) + b * p * p + 8.0 * p * d;
-  // Prefill attention of a layer: the residual and its norm, q (and one more query-wide tensor), k, v, the
-  // repeated k/v heads, and two [heads, P] score tensors per token (8 B: fp32 scores and masked or
-  // softmaxed copy; bf16 scores, their fp32 softmax and its cast).
-  const double attention = base + n * (2 * a * h + (2 + 2 * repeated) * a * q + 2 * a * kv + 8 * heads * p);
+  // Prefill attention of a layer: the residual and its norm, q, k, v, the repeated k/v heads, and per head
+  // and key: fp32 the scores and their masked or softmaxed copy (8 B) and one more query-wide tensor as
+  // counted; bf16 the scores, their fp32 upcast for the softmax and its fp32 result (10 B).
+  const double score_bytes = a == 4 ? 8.0 : 2.0 * a + 6.0;
+  const double query_wide = (a == 4 ? 2.0 : 1.0) + 2 * repeated;
+  const double attention = base + n * (2 * a * h + query_wide * a * q + 2 * a * kv + score_bytes * heads * p);
   // Prefill MLP: the residual, the attention sum, its norm, gate, silu, up, their product, down's output.
   const double mlp = base + n * (4 * a * h + 4 * a * inter);
   // Sampling a token (SampleTokens, temperature > 0): the fp32 logits, the sorted values, int64 indices,

@@ -209,12 +209,15 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
 
 // GRPO (issue 32): the generation pass and the training pass of a step, each measured on its own and compared
 // with planner::EstimateGrpoPasses. Varies prompt length, new tokens, samples per prompt, rollout prompts per
-// pass, micro-batch, the reference (beta > 0) and checkpointing, and the world size (the ctest ranks).
+// pass, micro-batch, the reference (beta > 0), checkpointing, bf16 and LoRA, and the world size (the ctest
+// ranks).
 struct GrpoCase {
   std::string model;
   int64_t micro_batch, prompt_len, new_tokens, samples_per_prompt, rollout_prompts;
   double beta = 0;  // > 0: a resident reference
   bool checkpointing = false;
+  bool bf16 = false;
+  int64_t lora_rank = 0;
 };
 
 std::vector<GrpoCase> GrpoCasesFor(int world) {
@@ -223,19 +226,34 @@ std::vector<GrpoCase> GrpoCasesFor(int world) {
   // completions (a decode step over the whole cache), wide MLPs (the prefill's MLP).
   if (world == 1) {
     return {
-        {"B", 4, 32, 32, 4, 2},          {"B", 2, 128, 16, 4, 1, 0.04}, {"C", 4, 8, 16, 16, 2},
-        {"A", 8, 16, 96, 2, 1},          {"B", 8, 64, 8, 8, 1, 0.04},   {"C", 2, 48, 48, 8, 1},
+        {"B", 4, 32, 32, 4, 2},
+        {"B", 2, 128, 16, 4, 1, 0.04},
+        {"C", 4, 8, 16, 16, 2},
+        {"A", 8, 16, 96, 2, 1},
+        {"B", 8, 64, 8, 8, 1, 0.04},
+        {"C", 2, 48, 48, 8, 1},
         {"B", 4, 32, 64, 4, 1, 0, true},
+        {"C", 2, 64, 16, 4, 1, 0.04, false, true},   // bf16
+        {"B", 4, 32, 32, 4, 2, 0, false, false, 8},  // LoRA r=8
     };
   }
   if (world == 2) {
     return {
-        {"A", 4, 64, 32, 8, 1},          {"B", 4, 16, 64, 4, 2, 0.04}, {"C", 8, 16, 16, 8, 2, 0.04},
-        {"B", 2, 96, 32, 2, 2},          {"A", 2, 8, 128, 4, 1},       {"C", 4, 64, 8, 4, 1},
+        {"A", 4, 64, 32, 8, 1},
+        {"B", 4, 16, 64, 4, 2, 0.04},
+        {"C", 8, 16, 16, 8, 2, 0.04},
+        {"B", 2, 96, 32, 2, 2},
+        {"A", 2, 8, 128, 4, 1},
+        {"C", 4, 64, 8, 4, 1},
         {"C", 4, 32, 32, 4, 1, 0, true},
+        {"A", 4, 96, 16, 4, 1, 0, false, true},      // bf16
+        {"C", 4, 8, 16, 16, 2, 0, false, false, 8},  // LoRA r=8
     };
   }
-  return {{"B", 4, 48, 16, 4, 2}, {"C", 2, 8, 64, 8, 1, 0.04}, {"A", 8, 96, 8, 8, 1}};
+  return {{"B", 4, 48, 16, 4, 2},
+          {"C", 2, 8, 64, 8, 1, 0.04},
+          {"A", 8, 96, 8, 8, 1},
+          {"B", 2, 16, 16, 8, 1, 0, false, true}};
 }
 
 // Signed errors of one pass, total (device bytes, largest rank) and dynamic (rank 0's bytes above the
@@ -268,7 +286,7 @@ planner::Workload GrpoWorkload(const GrpoCase& c, int world) {
   w.seq_len = c.prompt_len + c.new_tokens;
   w.samples_per_prompt = c.samples_per_prompt;
   w.global_batch = c.rollout_prompts * world;
-  w.element_bytes = 4;
+  w.element_bytes = c.bf16 ? 2 : 4;
   return w;
 }
 
@@ -277,6 +295,7 @@ planner::Strategy GrpoStrategy(const GrpoCase& c, const ProbeJob& job) {
   s.micro_batch = c.micro_batch;
   s.zero_stage = 2;
   s.checkpointing = c.checkpointing;
+  s.lora_rank = c.lora_rank;
   s.reference = c.beta > 0 ? planner::Reference::kResident : planner::Reference::kNone;
   s.rollout_prompts = c.rollout_prompts;
   s.bucket_bytes = job.bucket_bytes;
@@ -320,9 +339,9 @@ TEST(PlannerValidationTest, GrpoPassesMatchMeasuredPeaks) {
   ASSERT_TRUE(hw.ok()) << hw.status();
   const bool print = (*comm)->rank() == 0;
   if (print) {
-    std::printf("%-5s %-3s %3s %4s %4s %3s %3s %4s %4s %11s %11s %7s %7s %11s %11s %7s %7s  %s\n", "model",
-                "W", "mb", "P", "N", "G", "R", "beta", "ckpt", "gen meas", "gen plan", "error", "terms",
-                "train meas", "train plan", "error", "terms", "phases");
+    std::printf("%-5s %-3s %3s %4s %4s %3s %3s %4s %-4s %-5s %4s %11s %11s %7s %7s %11s %11s %7s %7s  %s\n",
+                "model", "W", "mb", "P", "N", "G", "R", "beta", "ckpt", "dtype", "lora", "gen meas",
+                "gen plan", "error", "terms", "train meas", "train plan", "error", "terms", "phases");
   }
   PassErrors gen, train;
   for (const GrpoCase& c : GrpoCasesFor(world)) {
@@ -336,6 +355,8 @@ TEST(PlannerValidationTest, GrpoPassesMatchMeasuredPeaks) {
     job.rollout_prompts = c.rollout_prompts;
     job.grpo_beta = c.beta;
     job.checkpointing = c.checkpointing;
+    job.bf16 = c.bf16;
+    job.lora_rank = c.lora_rank;
     auto measured = MeasureTrainingPeak(job, comm->get());
     ASSERT_TRUE(measured.ok()) << measured.status();
     auto shape = planner::ModelShapeFromConfig(job.model, c.model);
@@ -350,14 +371,15 @@ TEST(PlannerValidationTest, GrpoPassesMatchMeasuredPeaks) {
               static_cast<double>(measured->torch_peak_bytes - measured->torch_static_bytes));
     if (print) {
       std::printf(
-          "%-5s %-3d %3lld %4lld %4lld %3lld %3lld %4.2f %-4s %11.0f %11.0f %+6.2f%% %+6.2f%% %11.0f %11.0f "
-          "%+6.2f%% %+6.2f%%  %s / %s\n",
+          "%-5s %-3d %3lld %4lld %4lld %3lld %3lld %4.2f %-4s %-5s %4lld %11.0f %11.0f %+6.2f%% %+6.2f%% "
+          "%11.0f "
+          "%11.0f %+6.2f%% %+6.2f%%  %s / %s\n",
           c.model.c_str(), world, static_cast<long long>(c.micro_batch), static_cast<long long>(c.prompt_len),
           static_cast<long long>(c.new_tokens), static_cast<long long>(c.samples_per_prompt),
-          static_cast<long long>(c.rollout_prompts), c.beta, c.checkpointing ? "yes" : "no", gen_peak,
-          p.generation, 100 * gen.total.back(), 100 * gen.dynamic.back(), train_peak, p.training,
-          100 * train.total.back(), 100 * train.dynamic.back(), p.generation_phase.c_str(),
-          p.training_phase.c_str());
+          static_cast<long long>(c.rollout_prompts), c.beta, c.checkpointing ? "yes" : "no",
+          c.bf16 ? "bf16" : "fp32", static_cast<long long>(c.lora_rank), gen_peak, p.generation,
+          100 * gen.total.back(), 100 * gen.dynamic.back(), train_peak, p.training, 100 * train.total.back(),
+          100 * train.dynamic.back(), p.generation_phase.c_str(), p.training_phase.c_str());
     }
   }
   ExpectWithinBars("generation", gen, world, print);
