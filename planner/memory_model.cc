@@ -55,10 +55,13 @@ int64_t TrainableParameters(const ModelShape& m, Task t, int64_t lora_rank) {
 // decoder layer's live tensors (residual, MLP gate/up/product) and a policy head's: the hidden states and
 // one chunk of rows' fp32 logits with logsumexp's fp32 temporary (8 B per entry; a bf16 chunk's own logits
 // are freed by the upcast before logsumexp runs).
-double InferenceForwardBytes(const ModelShape& m, double tokens, int a, bool policy_head) {
+// `head_tokens`: the positions the head scores (all of them, or GRPO's completion positions).
+double InferenceForwardBytes(const ModelShape& m, double tokens, double head_tokens, int a,
+                             bool policy_head) {
   const double layer = tokens * (2.0 * a * m.hidden_size + 3.0 * a * m.intermediate_size);
   const double v = static_cast<double>(m.vocab_size);
-  const double head = policy_head ? tokens * a * m.hidden_size + 8.0 * LogProbChunkRows(v, tokens) * v : 0;
+  const double head =
+      policy_head ? head_tokens * a * m.hidden_size + 8.0 * LogProbChunkRows(v, head_tokens) * v : 0;
   return std::max(layer, head);
 }
 
@@ -109,7 +112,8 @@ double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int a, int6
 }
 
 ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_t seq_len, int a,
-                                       bool checkpointing, int64_t lora_rank, bool policy_head) {
+                                       bool checkpointing, int64_t lora_rank, bool policy_head,
+                                       int64_t head_positions) {
   const bool lora = lora_rank > 0;
   const double t = static_cast<double>(seq_len);
   const double n = static_cast<double>(rows) * t;  // tokens
@@ -123,7 +127,7 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   // (ChunkedTokenLogProbs) keep, per position that predicts a token (T - 1 of T), the fp32 logsumexp and the
   // int64 target; with a frozen head also the hidden state they recompute the logits from (a trained head's
   // linear kept that one before, counted in head_saved).
-  const double predicted = (t - 1.0) / t;
+  const double predicted = (head_positions < 0 ? t - 1.0 : static_cast<double>(head_positions)) / t;
   double head_saved = lora ? (policy_head ? 0.0 : a * h) : (a == 4 ? 16.0 : 12.0) * h;
   const double logits_saved = policy_head ? (12.0 + (lora ? a * h : 0.0)) * predicted : 0.0;
   // Backward of the head, in bytes for the whole micro-batch: one chunk's logits (fp32: one buffer, turned
@@ -318,10 +322,12 @@ struct DynamicPeak {
   std::string phase, name = "activations";
 };
 
+// The training phases' peak (GRPO: of its training pass; its generation is EstimateGeneration).
 DynamicPeak PeakPhase(const ModelShape& m, const Workload& w, const Strategy& s,
                       const ActivationEstimate& act, int64_t rows, int64_t seq) {
   const int a = w.element_bytes;
   const bool policy_head = w.task != Task::kReward;
+  const bool grpo = w.task == Task::kGrpo;
   // A weight's gradient materialises before its bucket copy frees it. The ones that appear while the
   // saved activations are still alive: the untied lm_head (first in backward) and a decoder layer's largest
   // matrix. (The embedding's comes last, when the activations are gone.)
@@ -330,8 +336,13 @@ DynamicPeak PeakPhase(const ModelShape& m, const Workload& w, const Strategy& s,
       policy_head && !m.tie_word_embeddings ? static_cast<double>(m.LmHeadParameters()) : 0;
   const double grad_transient =
       s.lora_rank > 0 ? a * 2.0 * m.hidden_size * s.lora_rank : a * std::max(layer_matrix, head_matrix);
+  // GRPO's per-token fp32 inputs of the loss, alive through the policy's forward and backward: the old
+  // log-probs, the mask and (with a reference) the reference's log-probs, [rows, new_tokens] each.
+  const bool ref_forward = s.reference == Reference::kResident || s.reference == Reference::kOffloaded;
+  const double head_tokens = static_cast<double>(rows) * (grpo ? w.new_tokens : seq);
+  const double loss_inputs = grpo ? 4.0 * head_tokens * (2 + (ref_forward ? 1 : 0)) : 0.0;
   DynamicPeak p;
-  p.bytes = std::max(act.peak, act.saved + grad_transient);
+  p.bytes = std::max(act.peak, act.saved + grad_transient) + loss_inputs;
   p.phase = act.peak >= act.saved + grad_transient ? act.phase : "decoder layer backward (weight gradient)";
   const double tokens = static_cast<double>(rows) * seq;
   auto consider = [&p](double bytes, const char* phase, const char* name) {
@@ -340,28 +351,48 @@ DynamicPeak PeakPhase(const ModelShape& m, const Workload& w, const Strategy& s,
     p.phase = phase;
     p.name = name;
   };
-  if (s.reference == Reference::kResident || s.reference == Reference::kOffloaded) {
-    double ref_phase = InferenceForwardBytes(m, tokens, a, true);
+  if (ref_forward) {
+    double ref_phase = InferenceForwardBytes(m, tokens, head_tokens, a, true);
     const bool offloaded = s.reference == Reference::kOffloaded;
     if (offloaded) ref_phase += a * static_cast<double>(m.PolicyParameters());
     consider(ref_phase, offloaded ? "reference forward (weights copied in)" : "reference forward",
              "reference forward");
   }
-  if (w.extra_frozen_models > 0) {
-    consider(InferenceForwardBytes(m, tokens, a, false), "reward-model forward", "reward-model forward");
+  if (grpo) {  // the old log-probs: a no-grad forward of the policy itself
+    consider(InferenceForwardBytes(m, tokens, head_tokens, a, true), "old log-probs forward",
+             "old log-probs forward");
   }
-  if (w.task == Task::kGrpo) {
-    const double seqs = static_cast<double>(s.rollout_prompts * w.samples_per_prompt);
-    const double kv = 2.0 * m.num_layers * m.kv_size() * a * seqs * static_cast<double>(seq);
-    const double gen = kv + seqs * (4.0 + a) * m.vocab_size +
-                       seqs * (2.0 * a * m.hidden_size + 3.0 * a * m.intermediate_size);
-    consider(gen, "rollout generation", "generation (logits, one layer)");
-    if (p.phase == "rollout generation") {
-      p.kv_cache = kv;
-      p.bytes -= kv;
-    }
+  if (w.extra_frozen_models > 0) {
+    consider(InferenceForwardBytes(m, tokens, tokens, a, false), "reward-model forward",
+             "reward-model forward");
   }
   return p;
+}
+
+// GRPO's training pass: micro_batch sequences of prompt + completion, the head over the completion only.
+DynamicPeak TrainingPeak(const ModelShape& m, const Workload& w, const Strategy& s, ActivationEstimate* act,
+                         int64_t* rows, int64_t* seq) {
+  const bool grpo = w.task == Task::kGrpo;
+  *rows = (w.task == Task::kReward || w.task == Task::kDpo) ? 2 * s.micro_batch : s.micro_batch;
+  *seq = grpo ? w.prompt_len + w.new_tokens : w.seq_len;
+  *act = EstimateActivations(m, *rows, *seq, w.element_bytes, s.checkpointing, s.lora_rank,
+                             w.task != Task::kReward, grpo ? w.new_tokens : -1);
+  return PeakPhase(m, w, s, *act, *rows, *seq);
+}
+
+// Device bytes that every phase of a step holds: weights, gradients, buckets, optimizer state, frozen
+// models (the items AddWeightsAndGradients and AddOptimizerAndFrozenModels add).
+double StaticDeviceBytes(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
+                         int world_size) {
+  MemoryEstimate est;
+  const Items items(&est);
+  const BucketLayout buckets = LayoutBuckets(m, w, s, world_size);
+  AddWeightsAndGradients(m, w, s, world_size, buckets, items);
+  AddOptimizerAndFrozenModels(m, w, s, hw, world_size, buckets, items);
+  double bytes = 0;
+  for (const MemoryItem& i : est.device) bytes += i.bytes;
+  if (!hw.cpu) bytes += hw.runtime_bytes + (world_size > 1 ? hw.nccl_bytes : 0.0);
+  return bytes;
 }
 
 }  // namespace
@@ -377,16 +408,21 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   AddOptimizerAndFrozenModels(m, w, s, hw, world_size, buckets, items);
 
   // Activations, per phase.
-  const int64_t rows = (w.task == Task::kReward || w.task == Task::kDpo) ? 2 * s.micro_batch : s.micro_batch;
-  const int64_t seq = w.task == Task::kGrpo ? w.prompt_len + w.new_tokens : w.seq_len;
-  const ActivationEstimate act =
-      EstimateActivations(m, rows, seq, a, s.checkpointing, s.lora_rank, w.task != Task::kReward);
-  const DynamicPeak peak = PeakPhase(m, w, s, act, rows, seq);
-  if (peak.kv_cache > 0) {
-    const double seqs = static_cast<double>(s.rollout_prompts * w.samples_per_prompt);
-    items.Device("KV cache", peak.kv_cache,
-                 absl::StrCat("2 x ", m.num_layers, " layers x ", m.kv_size(), " x ", a, " B x ",
-                              static_cast<int64_t>(seqs), " sequences x ", seq, " tokens"));
+  ActivationEstimate act;
+  int64_t rows = 0, seq = 0;
+  DynamicPeak peak = TrainingPeak(m, w, s, &act, &rows, &seq);
+  if (w.task == Task::kGrpo) {
+    const int64_t seqs = s.rollout_prompts * w.samples_per_prompt;
+    const GenerationEstimate gen = EstimateGeneration(m, seqs, w.prompt_len, w.new_tokens, a);
+    const double f = hw.cpu ? 0.0 : hw.fragmentation;  // as below: fragmentation of the non-cache bytes
+    if (gen.kv_cache + (1 + f) * gen.transient > (1 + f) * peak.bytes) {
+      peak = DynamicPeak{gen.kv_cache + gen.transient, gen.kv_cache,
+                         absl::StrCat("rollout generation (", gen.phase, ")"), "generation transients"};
+      peak.bytes -= peak.kv_cache;
+      items.Device("KV cache", peak.kv_cache,
+                   absl::StrCat("2 x ", m.num_layers, " layers x ", m.kv_size(), " x ", a, " B x ", seqs,
+                                " sequences x ", seq, " tokens, + int64 positions"));
+    }
   }
   const double logits = peak.name == "activations" ? std::min(act.logits, peak.bytes) : 0.0;
   items.Device(peak.name, peak.bytes - logits,
@@ -407,6 +443,64 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   for (const MemoryItem& i : est.device) est.device_bytes += i.bytes;
   for (const MemoryItem& i : est.host) est.host_bytes += i.bytes;
   return est;
+}
+
+GenerationEstimate EstimateGeneration(const ModelShape& m, int64_t sequences, int64_t prompt_len,
+                                      int64_t new_tokens, int a) {
+  const double b = static_cast<double>(sequences), p = static_cast<double>(prompt_len);
+  const double c = p + static_cast<double>(new_tokens);  // the cache's capacity
+  const double n = b * p;                                // prefill tokens
+  const double h = static_cast<double>(m.hidden_size), inter = static_cast<double>(m.intermediate_size);
+  const double q = static_cast<double>(m.q_size()), kv = static_cast<double>(m.kv_size());
+  const double heads = static_cast<double>(m.num_heads), d = static_cast<double>(m.head_dim);
+  const double v = static_cast<double>(m.vocab_size);
+  // Grouped-query heads are repeated (copied) for the manual attention; with one query per kv head not.
+  const double repeated = m.num_heads > m.num_kv_heads ? 1.0 : 0.0;
+  GenerationEstimate g;
+  g.kv_cache = 2.0 * m.num_layers * kv * a * b * c + 8.0 * b * c;
+  // The prefill step's inputs: int64 ids, positions and clamped positions (24 B per token), each token's
+  // rotary cos/sin rows, the [B, P, P] bool mask and the fp32 [P, head_dim] rotary tables.
+  const double base = n * (24.0 + 2.0 * d * a) + b * p * p + 8.0 * p * d;
+  // Prefill attention of a layer: the residual and its norm, q, k, v, the repeated k/v heads, and per head
+  // and key: fp32 the scores and their masked or softmaxed copy (8 B) and one more query-wide tensor as
+  // counted; bf16 the scores, their fp32 upcast for the softmax and its fp32 result (10 B).
+  const double score_bytes = a == 4 ? 8.0 : 2.0 * a + 6.0;
+  const double query_wide = (a == 4 ? 2.0 : 1.0) + 2 * repeated;
+  const double attention = base + n * (2 * a * h + query_wide * a * q + 2 * a * kv + score_bytes * heads * p);
+  // Prefill MLP: the residual, the attention sum, its norm, gate, silu, up, their product, down's output.
+  const double mlp = base + n * (4 * a * h + 4 * a * inter);
+  // Sampling a token (SampleTokens, temperature > 0): the fp32 logits, the sorted values, int64 indices,
+  // float64 probabilities, their exclusive cumsum, the nucleus and its cdf, and a bool mask, 57 B per entry
+  // as counted, plus 160 B per sequence of per-row tensors.
+  const double sampling = b * (57.0 * v + 160.0);
+  // A decode step at full length: the repeated k/v heads over the whole cache, its two fp32 score rows, the
+  // previous step's logits and the fp32 rotary tables (cos, sin and their source) for every position.
+  const double decode = b * (repeated * 2 * a * q * c + 8 * heads * c + 4 * v) + 12.0 * c * d;
+  g.transient = std::max({attention, mlp, sampling, decode});
+  g.phase = g.transient == attention  ? "prefill attention"
+            : g.transient == mlp      ? "prefill MLP"
+            : g.transient == sampling ? "sampling"
+                                      : "decode attention";
+  return g;
+}
+
+GrpoPasses EstimateGrpoPasses(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
+                              int world_size) {
+  const double fixed = StaticDeviceBytes(m, w, s, hw, world_size);
+  const double fragmentation = hw.cpu ? 0.0 : hw.fragmentation;
+  ActivationEstimate act;
+  int64_t rows = 0, seq = 0;
+  const DynamicPeak train = TrainingPeak(m, w, s, &act, &rows, &seq);
+  const GenerationEstimate gen = EstimateGeneration(m, s.rollout_prompts * w.samples_per_prompt, w.prompt_len,
+                                                    w.new_tokens, w.element_bytes);
+  GrpoPasses out;
+  out.generation = fixed + gen.kv_cache + (1 + fragmentation) * gen.transient;
+  out.training = fixed + (1 + fragmentation) * train.bytes;
+  out.generation_dynamic = gen.kv_cache + gen.transient;
+  out.training_dynamic = train.bytes;
+  out.generation_phase = gen.phase;
+  out.training_phase = train.phase;
+  return out;
 }
 
 }  // namespace zerofit::planner

@@ -81,11 +81,38 @@ struct ActivationEstimate {
   double logits = 0;  // the part of `peak` that is a policy's log-prob head (chunked logits, weight gradient)
   std::string phase;
 };
+// `head_positions`: positions per row the policy head scores (GRPO: the completion, new_tokens); -1: every
+// position that predicts a token (seq_len - 1).
 ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_t seq_len, int element_bytes,
-                                       bool checkpointing, int64_t lora_rank, bool policy_head);
+                                       bool checkpointing, int64_t lora_rank, bool policy_head,
+                                       int64_t head_positions = -1);
 
 // Bytes per token a decoder layer keeps for backward (the harness-counted coefficients).
 double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int element_bytes, int64_t lora_rank);
+
+// GRPO's generation pass per GPU (worker/torch/model/generation.h: one pass of `sequences` prompts of
+// prompt_len tokens, each decoding new_tokens over a KvCache, sampled): the cache and the largest transient
+// on top of it (the prefill's attention or MLP, sampling a token, a decode step at full length), counted
+// with the harness (memory_probe.h); docs/planning.md explains each term.
+struct GenerationEstimate {
+  double kv_cache = 0;   // K and V (KvCacheBytes) plus the cache's int64 key positions
+  double transient = 0;  // the largest phase below, on top of the cache
+  std::string phase;     // "prefill attention", "prefill MLP", "sampling" or "decode attention"
+};
+GenerationEstimate EstimateGeneration(const ModelShape& m, int64_t sequences, int64_t prompt_len,
+                                      int64_t new_tokens, int element_bytes);
+
+// GRPO's two passes per GPU, each the device bytes every phase holds (weights, gradients, buckets, optimizer
+// state, reference and frozen models; on a GPU the runtime's) plus the pass's dynamic peak (on a GPU with
+// its fragmentation). EstimateMemory's peak is the larger of the two.
+struct GrpoPasses {
+  double generation = 0, training = 0;  // bytes
+  // Their dynamic parts (the bytes above the static items; generation: the KV cache and its transient).
+  double generation_dynamic = 0, training_dynamic = 0;
+  std::string generation_phase, training_phase;
+};
+GrpoPasses EstimateGrpoPasses(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
+                              int world_size);
 
 MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
                               int world_size);

@@ -2,6 +2,7 @@
 // counts, hardware parsing, model loading from a checkpoint directory, and the search's contract.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -253,15 +254,51 @@ TEST(MemoryModelTest, GrpoKvCacheByHand) {
   s.reference = Reference::kResident;
   s.rollout_prompts = 16;
   const MemoryEstimate e = EstimateMemory(m, w, s, *hw, 1);
-  ASSERT_EQ(e.peak_phase, "rollout generation");
+  ASSERT_EQ(e.peak_phase.rfind("rollout generation", 0), 0u) << e.peak_phase;
   double kv = 0;
   for (const MemoryItem& i : e.device)
     if (i.name == "KV cache") kv = i.bytes;
-  // k and v, 2 layers, 1 kv head x 4, bf16, 16 prompts x 64 samples, 400 tokens.
-  EXPECT_DOUBLE_EQ(kv, 2.0 * 2 * 4 * 2 * 1024 * 400);
-  // Fewer prompts per generation pass: the training phase sets the peak instead.
+  // k and v, 2 layers, 1 kv head x 4, bf16, 16 prompts x 64 samples, 400 tokens; the int64 key positions.
+  EXPECT_DOUBLE_EQ(kv, 2.0 * 2 * 4 * 2 * 1024 * 400 + 8.0 * 1024 * 400);
+  // The peak is the larger of the two passes EstimateGrpoPasses reports.
+  GrpoPasses passes = EstimateGrpoPasses(m, w, s, *hw, 1);
+  EXPECT_DOUBLE_EQ(e.device_bytes, std::max(passes.generation, passes.training));
+  EXPECT_GT(passes.generation, passes.training);
+  // One sequence per generation pass: the training phase (400 tokens) sets the peak instead.
   s.rollout_prompts = 1;
-  EXPECT_NE(EstimateMemory(m, w, s, *hw, 1).peak_phase, "rollout generation");
+  w.samples_per_prompt = 1;
+  const MemoryEstimate one = EstimateMemory(m, w, s, *hw, 1);
+  EXPECT_EQ(one.peak_phase.rfind("rollout generation", 0), std::string::npos) << one.peak_phase;
+  passes = EstimateGrpoPasses(m, w, s, *hw, 1);
+  EXPECT_DOUBLE_EQ(one.device_bytes, std::max(passes.generation, passes.training));
+  EXPECT_LT(passes.generation, passes.training);
+  // On a GPU too (runtime, NCCL and fragmentation counted the same way in both).
+  auto gpu = ParseHardware("8x64GB");
+  ASSERT_TRUE(gpu.ok());
+  for (int64_t samples : {1, 64}) {
+    w.samples_per_prompt = samples;
+    passes = EstimateGrpoPasses(m, w, s, *gpu, 2);
+    EXPECT_DOUBLE_EQ(EstimateMemory(m, w, s, *gpu, 2).device_bytes,
+                     std::max(passes.generation, passes.training));
+  }
+}
+
+// The generation pass's terms by hand (fp32, the harness's counts): the cache with its int64 positions and
+// the largest transient.
+TEST(MemoryModelTest, GrpoGenerationByHand) {
+  const ModelShape m = Small();
+  // Long prompts: the prefill's attention scores (8 B per head and key) dominate.
+  GenerationEstimate g = EstimateGeneration(m, 2, 64, 4, 4);
+  EXPECT_DOUBLE_EQ(g.kv_cache, 2.0 * m.num_layers * m.kv_size() * 4 * 2 * 68 + 8.0 * 2 * 68);
+  const double n = 2 * 64, base = n * (24 + 2.0 * m.head_dim * 4) + 2 * 64 * 64 + 8.0 * 64 * m.head_dim;
+  const double rep = m.num_heads > m.num_kv_heads ? 1 : 0;
+  EXPECT_DOUBLE_EQ(g.transient, base + n * (8.0 * m.hidden_size + (2 + 2 * rep) * 4 * m.q_size() +
+                                            8.0 * m.kv_size() + 8.0 * m.num_heads * 64));
+  EXPECT_EQ(g.phase, "prefill attention");
+  // One-token prompts and many sequences: sampling's vocabulary-sized tensors.
+  g = EstimateGeneration(m, 64, 1, 4, 4);
+  EXPECT_DOUBLE_EQ(g.transient, 64 * (57.0 * m.vocab_size + 160));
+  EXPECT_EQ(g.phase, "sampling");
 }
 
 TEST(HardwareTest, ProfilesAndCustomSpecs) {

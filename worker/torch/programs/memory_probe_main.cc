@@ -1,8 +1,9 @@
 // zerofit_memory_probe: measures the peak per-rank memory of real training steps of one job on the CPU
 // (exact tensor bytes, see memory_probe.h) and prints it as JSON, one object per rank 0.
-//   mpiexec -n W zerofit_memory_probe --config config.json --task sft|reward|dpo --micro-batch N --seq-len T
-//           [--accumulation K] [--checkpointing] [--lora-rank R] [--ref resident|offloaded|precomputed]
-//           [--offload] [--bf16] [--bucket-bytes B] [--steps S]
+//   mpiexec -n W zerofit_memory_probe --config config.json --task sft|reward|dpo|grpo --micro-batch N
+//           --seq-len T [--accumulation K] [--checkpointing] [--lora-rank R]
+//           [--ref resident|offloaded|precomputed] [--offload] [--bf16] [--bucket-bytes B] [--steps S]
+//           grpo: [--prompt-len P] [--new-tokens N] [--samples-per-prompt G] [--rollout-prompts R] [--beta B]
 #include <cstdio>
 #include <map>
 #include <string>
@@ -18,9 +19,11 @@ namespace zerofit::worker {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: mpiexec -n W zerofit_memory_probe --config config.json --task sft|reward|dpo --micro-batch N "
+    "usage: mpiexec -n W zerofit_memory_probe --config config.json --task sft|reward|dpo|grpo --micro-batch "
+    "N "
     "--seq-len T [--accumulation K] [--checkpointing] [--lora-rank R] [--ref resident|offloaded|precomputed] "
-    "[--offload] [--bf16] [--bucket-bytes B] [--steps S]";
+    "[--offload] [--bf16] [--bucket-bytes B] [--steps S]; grpo: [--prompt-len P] [--new-tokens N] "
+    "[--samples-per-prompt G] [--rollout-prompts R] [--beta B] (B > 0: a resident reference)";
 
 absl::StatusOr<int64_t> Int(const std::map<std::string, std::string>& v, const std::string& key,
                             int64_t def) {
@@ -63,6 +66,13 @@ absl::StatusOr<ProbeJob> Parse(int argc, char** argv) {
   ZF_ASSIGN_OR_RETURN(job.lora_rank, Int(v, "--lora-rank", 0));
   ZF_ASSIGN_OR_RETURN(int64_t bucket, Int(v, "--bucket-bytes", 1 << 20));
   ZF_ASSIGN_OR_RETURN(int64_t steps, Int(v, "--steps", 2));
+  ZF_ASSIGN_OR_RETURN(job.prompt_len, Int(v, "--prompt-len", job.prompt_len));
+  ZF_ASSIGN_OR_RETURN(job.new_tokens, Int(v, "--new-tokens", job.new_tokens));
+  ZF_ASSIGN_OR_RETURN(job.samples_per_prompt, Int(v, "--samples-per-prompt", job.samples_per_prompt));
+  ZF_ASSIGN_OR_RETURN(job.rollout_prompts, Int(v, "--rollout-prompts", job.rollout_prompts));
+  if (v.count("--beta") && !absl::SimpleAtod(v["--beta"], &job.grpo_beta)) {
+    return absl::InvalidArgumentError(absl::StrCat("--beta expects a number, got '", v["--beta"], "'"));
+  }
   job.accumulation = static_cast<int>(acc);
   job.bucket_bytes = static_cast<size_t>(bucket);
   job.steps = static_cast<int>(steps);
@@ -78,12 +88,15 @@ absl::Status Run(const comm::MpiEnvironment& env, const ProbeJob& job) {
         "{\"device_peak_bytes\": %lld, \"torch_peak_bytes\": %lld, \"torch_static_bytes\": %lld, "
         "\"forward_saved_bytes\": %lld, \"zero2_device_bytes\": %lld, \"host_bytes\": %lld, \"zero2\": "
         "{\"flat_param\": %zu, \"flat_grad\": %zu, \"master\": %zu, \"exp_avg\": %zu, \"exp_avg_sq\": %zu, "
-        "\"shard_grad\": %zu, \"staging\": %zu, \"recv\": %zu, \"host_state\": %zu}}\n",
+        "\"shard_grad\": %zu, \"staging\": %zu, \"recv\": %zu, \"host_state\": %zu}, "
+        "\"generation_peak_bytes\": %lld, \"generation_torch_peak_bytes\": %lld, \"kv_cache_bytes\": %lld}\n",
         static_cast<long long>(r.device_peak_bytes), static_cast<long long>(r.torch_peak_bytes),
         static_cast<long long>(r.torch_static_bytes), static_cast<long long>(r.forward_saved_bytes),
         static_cast<long long>(r.zero2_device_bytes), static_cast<long long>(r.host_bytes),
         z.flat_param_bytes, z.flat_grad_bytes, z.master_bytes, z.exp_avg_bytes, z.exp_avg_sq_bytes,
-        z.shard_grad_bytes, z.staging_bytes_peak, z.recv_bytes, z.host_state_bytes);
+        z.shard_grad_bytes, z.staging_bytes_peak, z.recv_bytes, z.host_state_bytes,
+        static_cast<long long>(r.generation_peak_bytes),
+        static_cast<long long>(r.generation_torch_peak_bytes), static_cast<long long>(r.kv_cache_bytes));
   }
   return absl::OkStatus();
 }

@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "worker/torch/model/generation.h"
 #include "worker/torch/model/llama_model.h"
+#include "worker/torch/train/grpo_objective.h"
 #include "worker/torch/train/objectives.h"
 #include "worker/torch/train/pair_tensors.h"
 #include "worker/torch/train/tracking_allocator.h"
@@ -125,10 +127,149 @@ void AddZero2Bytes(const ProbeJob& job, const sharding::Zero2MemoryStats& m, con
                   static_cast<int64_t>(reference ? reference->host_bytes() : 0);
 }
 
+// The policy's options and the optimizer's, as the trainers build them from the job.
+LlamaOptions ProbeModelOptions(const ProbeJob& job) {
+  LlamaOptions mo;
+  mo.activation_checkpointing = job.checkpointing;
+  mo.reward_head = job.task == Task::kReward;
+  mo.lora.rank = job.lora_rank;
+  mo.dtype = job.bf16 ? torch::kBFloat16 : torch::kFloat32;
+  return mo;
+}
+
+sharding::Zero2Options ProbeZero2Options(const ProbeJob& job) {
+  sharding::Zero2Options zo;
+  zo.bucket_bytes = job.bucket_bytes;
+  zo.offload.enabled = job.offload;
+  zo.max_grad_norm = 1.0f;
+  zo.param_dtype = job.bf16 ? core::DType::kBFloat16 : core::DType::kFloat32;
+  return zo;
+}
+
+// GRPO's rollout prompts: rollout_prompts random prompts of prompt_len tokens, each samples_per_prompt
+// times in a row (a group), all in one generation pass.
+std::vector<std::vector<int64_t>> GrpoPrompts(const ProbeJob& job, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t p = 0; p < job.rollout_prompts; ++p) {
+    std::vector<int64_t> prompt(static_cast<size_t>(job.prompt_len));
+    for (int64_t& t : prompt) t = static_cast<int64_t>(1 + gen() % static_cast<uint64_t>(vocab - 1));
+    for (int64_t g = 0; g < job.samples_per_prompt; ++g) prompts.push_back(prompt);
+  }
+  return prompts;
+}
+
+absl::StatusOr<GenerationResult> GrpoGenerate(const ProbeJob& job, LlamaModel& policy,
+                                              const std::vector<std::vector<int64_t>>& prompts,
+                                              uint64_t seed) {
+  GenerationOptions o;
+  o.max_new_tokens = job.new_tokens;
+  o.temperature = 1.0;  // eos_ids empty: every completion runs to max_new_tokens
+  o.seed = seed;
+  o.max_batch = static_cast<int64_t>(prompts.size());
+  return Generate(*policy, prompts, o);  // the cache is local: freed before the training pass
+}
+
+// The training micro-batch: prompt + completion of the rollout's first micro_batch sequences (cycling),
+// [micro_batch, prompt_len + new_tokens] int64.
+torch::Tensor GrpoRows(const ProbeJob& job, const std::vector<std::vector<int64_t>>& prompts,
+                       const GenerationResult& rollout) {
+  torch::Tensor rows = torch::empty({job.micro_batch, job.prompt_len + job.new_tokens}, torch::kInt64);
+  auto at = rows.accessor<int64_t, 2>();
+  for (int64_t r = 0; r < job.micro_batch; ++r) {
+    const size_t i = static_cast<size_t>(r) % prompts.size();
+    std::vector<int64_t> seq = prompts[i];
+    seq.insert(seq.end(), rollout.completions[i].tokens.begin(), rollout.completions[i].tokens.end());
+    for (size_t j = 0; j < seq.size(); ++j) at[r][static_cast<int64_t>(j)] = seq[j];
+  }
+  return rows;
+}
+
+// One GRPO micro-batch as a trainer runs it: the old log-probs (a no-grad policy forward), the reference's
+// (with beta > 0), then the policy's forward, GrpoPolicyLoss and backward. The head covers the completion
+// positions only (TokenLogProbs from prompt_len - 1).
+absl::Status GrpoTrainingPass(const ProbeJob& job, LlamaModel& policy, LlamaModel* reference,
+                              Zero2Binding& binding, const torch::Tensor& rows) {
+  const int64_t from = job.prompt_len - 1;
+  torch::Tensor old_logp, ref_logp;
+  {
+    torch::NoGradGuard no_grad;
+    old_logp = policy->TokenLogProbs(rows, from);
+    if (reference != nullptr) ref_logp = (*reference)->TokenLogProbs(rows, from);
+  }
+  const torch::Tensor mask = torch::ones_like(old_logp);
+  const torch::Tensor advantages = torch::randn({job.micro_batch});
+  GrpoOptions o;
+  o.beta = job.grpo_beta;
+  const torch::Tensor logp = policy->TokenLogProbs(rows, from);
+  ZF_ASSIGN_OR_RETURN(GrpoLoss loss, GrpoPolicyLoss(logp, old_logp, ref_logp, mask, advantages, o));
+  return binding.Backward(loss.loss_sum, /*last_of_step=*/true, loss.units);
+}
+
+// GRPO's frozen reference (grpo_beta > 0), resident: a copy of the initial policy without gradients.
+absl::StatusOr<std::unique_ptr<LlamaModel>> GrpoReference(const ProbeJob& job,
+                                                          const core::HfModelConfig& config,
+                                                          const LlamaOptions& policy_options) {
+  if (job.grpo_beta <= 0) return std::unique_ptr<LlamaModel>();
+  torch::manual_seed(job.seed);
+  LlamaOptions ref_options;
+  ref_options.dtype = policy_options.dtype;
+  ZF_ASSIGN_OR_RETURN(LlamaModel ref, MakeLlamaModel(config, ref_options));
+  for (torch::Tensor& p : ref->parameters()) p.set_requires_grad(false);
+  return std::make_unique<LlamaModel>(std::move(ref));
+}
+
+absl::Status CheckGrpoJob(const ProbeJob& job) {
+  if (job.micro_batch < 1 || job.prompt_len < 1 || job.new_tokens < 1 || job.samples_per_prompt < 1 ||
+      job.rollout_prompts < 1 || job.steps < 1) {
+    return absl::InvalidArgumentError(
+        "ProbeJob (grpo): micro_batch, prompt_len, new_tokens, samples_per_prompt, rollout_prompts and steps "
+        "must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+// MeasureTrainingPeak for task grpo: each step's generation pass then training pass; the last step's two
+// peaks are reported separately.
+absl::StatusOr<ProbeResult> MeasureGrpoPeaks(const ProbeJob& job, comm::Communicator* comm) {
+  ZF_RETURN_IF_ERROR(CheckGrpoJob(job));
+  TrackingAllocator allocator;
+  ProbeResult r;
+  try {
+    ScopedTrackingAllocator scope(&allocator);
+    torch::manual_seed(job.seed);
+    const LlamaOptions mo = ProbeModelOptions(job);
+    ZF_ASSIGN_OR_RETURN(LlamaModel policy, MakeLlamaModel(job.model, mo));
+    ZF_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> reference, GrpoReference(job, job.model, mo));
+    ZF_ASSIGN_OR_RETURN(auto binding, Zero2Binding::Bind(*policy, ProbeZero2Options(job), comm));
+    const uint64_t seed = job.seed + comm->rank();
+    const std::vector<std::vector<int64_t>> prompts = GrpoPrompts(job, job.model.vocab_size, seed);
+    for (int step = 0; step < job.steps; ++step) {
+      r.generation_static_bytes = allocator.live_bytes();
+      allocator.ResetPeak();
+      ZF_ASSIGN_OR_RETURN(const GenerationResult rollout, GrpoGenerate(job, policy, prompts, seed + step));
+      r.generation_torch_peak_bytes = allocator.peak_bytes();
+      r.kv_cache_bytes = rollout.stats.peak_cache_bytes;
+      const torch::Tensor rows = GrpoRows(job, prompts, rollout);
+      r.torch_static_bytes = allocator.live_bytes();
+      allocator.ResetPeak();
+      ZF_RETURN_IF_ERROR(GrpoTrainingPass(job, policy, reference.get(), *binding, rows));
+      ZF_RETURN_IF_ERROR(binding->Step(1e-3f).status());
+    }
+    ZF_RETURN_IF_ERROR(binding->optimizer().Flush());
+    r.torch_peak_bytes = allocator.peak_bytes();
+    AddZero2Bytes(job, binding->optimizer().memory(), nullptr, &r);
+    r.generation_peak_bytes = r.generation_torch_peak_bytes + r.zero2_device_bytes;
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("memory probe (grpo): ", e.what_without_backtrace()));
+  }
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Communicator* comm) {
-  if (job.task == Task::kGrpo) return absl::UnimplementedError("ProbeJob: GRPO training is not implemented");
+  if (job.task == Task::kGrpo) return MeasureGrpoPeaks(job, comm);
   if (job.micro_batch < 1 || job.seq_len < 2 || job.accumulation < 1 || job.steps < 1) {
     return absl::InvalidArgumentError(
         "ProbeJob: micro_batch >= 1, seq_len >= 2, accumulation >= 1, steps >= 1");
@@ -138,11 +279,7 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
   try {
     ScopedTrackingAllocator scope(&allocator);
     torch::manual_seed(job.seed);
-    LlamaOptions mo;
-    mo.activation_checkpointing = job.checkpointing;
-    mo.reward_head = job.task == Task::kReward;
-    mo.lora.rank = job.lora_rank;
-    mo.dtype = job.bf16 ? torch::kBFloat16 : torch::kFloat32;
+    const LlamaOptions mo = ProbeModelOptions(job);
     core::HfModelConfig config = job.model;
     if (mo.reward_head) config.num_labels = 1;
     ZF_ASSIGN_OR_RETURN(LlamaModel policy, MakeLlamaModel(config, mo));
@@ -151,12 +288,7 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
                        job.seed + comm->rank());
     ZF_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference,
                         ProbeReference(job, config, mo, pairs, comm));
-    sharding::Zero2Options zo;
-    zo.bucket_bytes = job.bucket_bytes;
-    zo.offload.enabled = job.offload;
-    zo.max_grad_norm = 1.0f;
-    zo.param_dtype = job.bf16 ? core::DType::kBFloat16 : core::DType::kFloat32;
-    ZF_ASSIGN_OR_RETURN(auto binding, Zero2Binding::Bind(*policy, zo, comm));
+    ZF_ASSIGN_OR_RETURN(auto binding, Zero2Binding::Bind(*policy, ProbeZero2Options(job), comm));
     uint64_t next_pair = 0;
     for (int step = 0; step < job.steps; ++step) {
       const bool measured = step + 1 == job.steps;

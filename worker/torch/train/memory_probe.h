@@ -25,7 +25,7 @@ namespace zerofit::worker {
 planner::Reference PlannerReference(ReferenceStrategy s);
 
 struct ProbeJob {
-  planner::Task task = planner::Task::kSft;  // sft, reward or dpo (the workers do not run GRPO yet)
+  planner::Task task = planner::Task::kSft;
   core::HfModelConfig model;
   int64_t micro_batch = 1;  // sequences (sft) or pairs (reward, dpo: two rows each) per rank
   int64_t seq_len = 32;     // every row is exactly this long (no padding)
@@ -38,6 +38,16 @@ struct ProbeJob {
   size_t bucket_bytes = 1 << 20;
   int steps = 2;  // the peak of the last step is reported (the first one allocates the optimizer state)
   uint64_t seed = 1;
+  // GRPO (task grpo; seq_len is unused): each step generates a rollout of rollout_prompts random prompts of
+  // prompt_len tokens x samples_per_prompt samples in one pass (no EOS: every completion has new_tokens),
+  // then trains on micro_batch of its sequences (prompt_len + new_tokens tokens): a no-grad policy forward
+  // for the old log-probs, with grpo_beta > 0 a resident frozen reference's no-grad forward, and the
+  // policy's forward and backward through GrpoPolicyLoss, the head over the completion positions only.
+  int64_t prompt_len = 16;
+  int64_t new_tokens = 16;
+  int64_t samples_per_prompt = 4;
+  int64_t rollout_prompts = 1;
+  double grpo_beta = 0.0;
 };
 
 struct ProbeResult {
@@ -48,9 +58,17 @@ struct ProbeResult {
   int64_t device_peak_bytes = 0;     // torch_peak_bytes + zero2_device_bytes
   int64_t host_bytes = 0;            // offloaded optimizer state + pinned reference weights
   sharding::Zero2MemoryStats zero2;  // as reported by the optimizer
+  // GRPO: the generation pass of the last step, measured separately from its training pass (whose peak
+  // is torch_peak_bytes / device_peak_bytes above): tracked bytes at its peak (weights, the KV cache, the
+  // decoding temporaries) and the same plus zero2_device_bytes; the KV cache's bytes (KvCache::bytes()).
+  int64_t generation_static_bytes = 0;  // tracked bytes live just before the generation pass
+  int64_t generation_torch_peak_bytes = 0;
+  int64_t generation_peak_bytes = 0;
+  int64_t kv_cache_bytes = 0;
 };
 
-// Collective: every rank of `comm` calls it with the same job.
+// Collective: every rank of `comm` calls it with the same job. Task grpo measures both passes of a GRPO step
+// (MeasureGrpoPeaks, memory_probe.cc).
 absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Communicator* comm);
 
 }  // namespace zerofit::worker
