@@ -13,6 +13,8 @@
 //                             (a+b and b+a count as the same problem)
 //   train_ids.jsonl, test_ids.jsonl   with --ids: the same pairs as {"prompt_ids", "chosen_ids",
 //                             "rejected_ids"}, tokenized with tokenizer.model, no BOS/EOS
+//   train_prompts.jsonl, test_prompts.jsonl   GRPO prompts, one per problem: {"prompt", "answer"}; with --ids
+//                             also *_prompts_ids.jsonl: {"prompt_ids", "answer", "answer_ids"}
 //   corpus.txt                the correct equations of train ("12+7=19"), one per line
 //   tokenizer.model           SentencePiece trained on corpus.txt (digits split individually)
 //   config.json               a tiny Llama-style Hugging Face config sized to the tokenizer
@@ -285,6 +287,29 @@ absl::StatusOr<std::vector<int32_t>> EncodeExact(const data::SentencePieceTokeni
   return ids;
 }
 
+// GRPO's prompts (worker/data/prompt_dataset.h), one line per problem (the pairs of a problem are
+// consecutive): {"prompt", "answer"} as text, or with `ids` {"prompt_ids", "answer", "answer_ids"}.
+absl::StatusOr<std::string> PromptsJsonl(const data::SentencePieceTokenizer& tok,
+                                         const std::vector<TextPair>& pairs, bool ids) {
+  std::string s;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const TextPair& p = pairs[i];
+    if (i > 0 && pairs[i - 1].prompt == p.prompt) continue;
+    Json j;
+    if (ids) {
+      ZF_ASSIGN_OR_RETURN(j["prompt_ids"], EncodeExact(tok, p.prompt));
+    } else {
+      j["prompt"] = p.prompt;
+    }
+    j["answer"] = p.chosen;
+    if (ids) {
+      ZF_ASSIGN_OR_RETURN(j["answer_ids"], EncodeExact(tok, p.chosen));
+    }
+    absl::StrAppend(&s, j.dump(), "\n");
+  }
+  return s;
+}
+
 // Checks every pair against the tokenizer; returns the ids JSONL and the longest sequence with BOS/EOS.
 absl::StatusOr<std::string> IdsJsonl(const data::SentencePieceTokenizer& tok,
                                      const std::vector<TextPair>& pairs, int64_t* longest) {
@@ -389,6 +414,14 @@ absl::Status Run(const Flags& f) {
     ZF_RETURN_IF_ERROR(WriteFile((dir / "train_ids.jsonl").string(), train_ids));
     ZF_RETURN_IF_ERROR(WriteFile((dir / "test_ids.jsonl").string(), test_ids));
   }
+  for (const bool ids : {false, true}) {
+    if (ids && !f.ids) continue;
+    const std::string suffix = ids ? "_prompts_ids.jsonl" : "_prompts.jsonl";
+    ZF_ASSIGN_OR_RETURN(const std::string train_prompts, PromptsJsonl(*tok, train, ids));
+    ZF_ASSIGN_OR_RETURN(const std::string test_prompts, PromptsJsonl(*tok, test, ids));
+    ZF_RETURN_IF_ERROR(WriteFile((dir / ("train" + suffix)).string(), train_prompts));
+    ZF_RETURN_IF_ERROR(WriteFile((dir / ("test" + suffix)).string(), test_prompts));
+  }
   ZF_RETURN_IF_ERROR(WriteFile((dir / "config.json").string(), LlamaConfig(*tok).dump(2) + "\n"));
 
   std::printf("zerofit_make_arith_prefs: wrote %s (seed %llu, operands 0..%llu)\n", f.out.c_str(),
@@ -398,6 +431,8 @@ absl::Status Run(const Flags& f) {
   std::printf("  %-16s %zu pairs (%llu problems), no problem shared with train\n", "test.jsonl", test.size(),
               static_cast<unsigned long long>(f.test));
   if (f.ids) std::printf("  %-16s pre-tokenized copies of both, no BOS/EOS\n", "*_ids.jsonl");
+  std::printf("  %-16s GRPO prompts with their answers (%s)\n", "*_prompts.jsonl",
+              f.ids ? "and *_prompts_ids.jsonl, pre-tokenized" : "text");
   std::printf("  %-16s %llu lines\n", "corpus.txt", static_cast<unsigned long long>(f.train));
   std::printf("  %-16s %s, vocab %d (bos %d, eos %d, pad %d, unk %d), trained in %.3f s\n", "tokenizer.model",
               f.model_type.c_str(), tok->vocab_size(), tok->bos_id(), tok->eos_id(), tok->pad_id(),

@@ -74,6 +74,87 @@ absl::Status ReadData(ObjectReader r, DataSpec* d) {
   return r.NoOthers();
 }
 
+Json GrpoJson(const GrpoJobSpec& g) {
+  Json rewards = Json::array();
+  for (const RewardSpec& r : g.rewards) {
+    rewards.push_back({{"type", r.type},
+                       {"name", r.name},
+                       {"weight", r.weight},
+                       {"rule", r.rule},
+                       {"pattern", r.pattern},
+                       {"group", r.group},
+                       {"correct", r.correct},
+                       {"wrong", r.wrong},
+                       {"path", r.path}});
+  }
+  const GrpoObjectiveSpec& o = g.grpo;
+  return {{"rollout",
+           {{"samples_per_prompt", g.rollout.samples_per_prompt},
+            {"max_new_tokens", g.rollout.max_new_tokens},
+            {"temperature", g.rollout.temperature},
+            {"top_p", g.rollout.top_p},
+            {"batch", g.rollout.batch}}},
+          {"objective",
+           {{"iterations", o.iterations},
+            {"beta", o.beta},
+            {"epsilon", o.epsilon},
+            {"epsilon_high", o.epsilon_high.value_or(o.epsilon)},
+            {"loss_type", o.loss_type},
+            {"scale_rewards", o.scale_rewards}}},
+          {"rewards", rewards}};
+}
+
+absl::Status ReadReward(ObjectReader r, RewardSpec* x) {
+  absl::Status s;
+  auto get = [&](const char* key, auto* out) {
+    if (s.ok()) s = r.Get(key, out);
+  };
+  get("type", &x->type);
+  get("name", &x->name);
+  get("weight", &x->weight);
+  get("rule", &x->rule);
+  get("pattern", &x->pattern);
+  get("group", &x->group);
+  get("correct", &x->correct);
+  get("wrong", &x->wrong);
+  get("path", &x->path);
+  return s.ok() ? r.NoOthers() : s;
+}
+
+absl::Status ReadGrpo(ObjectReader r, const std::string& source, GrpoJobSpec* g) {
+  absl::StatusOr<ObjectReader> ro = r.Object("rollout");
+  if (!ro.ok()) return ro.status();
+  absl::Status s;
+  auto get = [&](ObjectReader& from, const char* key, auto* out) {
+    if (s.ok()) s = from.Get(key, out);
+  };
+  get(*ro, "samples_per_prompt", &g->rollout.samples_per_prompt);
+  get(*ro, "max_new_tokens", &g->rollout.max_new_tokens);
+  get(*ro, "temperature", &g->rollout.temperature);
+  get(*ro, "top_p", &g->rollout.top_p);
+  get(*ro, "batch", &g->rollout.batch);
+  if (s.ok()) s = ro->NoOthers();
+  absl::StatusOr<ObjectReader> ob = r.Object("objective");
+  if (!ob.ok()) return ob.status();
+  double epsilon_high = 0;
+  get(*ob, "iterations", &g->grpo.iterations);
+  get(*ob, "beta", &g->grpo.beta);
+  get(*ob, "epsilon", &g->grpo.epsilon);
+  get(*ob, "epsilon_high", &epsilon_high);
+  get(*ob, "loss_type", &g->grpo.loss_type);
+  get(*ob, "scale_rewards", &g->grpo.scale_rewards);
+  if (s.ok()) s = ob->NoOthers();
+  g->grpo.epsilon_high = epsilon_high;
+  Json rewards;
+  get(r, "rewards", &rewards);
+  for (size_t i = 0; s.ok() && i < rewards.size(); ++i) {
+    g->rewards.emplace_back();
+    s = ReadReward(ObjectReader(rewards[i], absl::StrCat("grpo.rewards[", i, "]."), source),
+                   &g->rewards.back());
+  }
+  return s.ok() ? r.NoOthers() : s;
+}
+
 absl::Status ReadSchedule(ObjectReader r, core::LrScheduleOptions* s) {
   std::string decay;
   if (absl::Status st = r.Get("decay", &decay); !st.ok()) return st;
@@ -184,44 +265,44 @@ std::vector<int> AllowedWorldSizes(const JobSpec& spec) {
 }
 
 std::string JobPlanToJson(const JobPlan& p) {
-  const Json j = {
-      {"version", p.version},
-      {"name", p.name},
-      {"task", p.task},
-      {"model", p.model},
-      {"device", p.device},
-      {"world_size", p.world_size},
-      {"world_sizes", p.world_sizes},
-      {"data", DataJson(p.data)},
-      {"eval", {{"every", p.eval.every}, {"data", p.eval.data}, {"max_samples", p.eval.max_samples}}},
-      {"steps", p.steps},
-      {"global_batch", p.global_batch},
-      {"micro_batches", p.micro_batches},
-      {"activation_checkpointing", p.activation_checkpointing},
-      {"sizing", p.sizing},
-      {"schedule",
-       {{"decay", core::LrDecayName(p.schedule.decay)},
-        {"peak_lr", p.schedule.peak_lr},
-        {"warmup_steps", p.schedule.warmup_steps},
-        {"total_steps", p.schedule.total_steps},
-        {"min_lr", p.schedule.min_lr}}},
-      {"weight_decay", p.weight_decay},
-      {"max_grad_norm", p.max_grad_norm},
-      {"zero_stage", p.zero_stage},
-      {"offload", p.offload},
-      {"bf16", p.bf16},
-      {"max_length", p.max_length},
-      {"checkpoint",
-       {{"dir", p.checkpoint.dir},
-        {"every", p.checkpoint.every},
-        {"keep", p.checkpoint.keep},
-        {"overwrite", p.checkpoint.overwrite}}},
-      {"metrics", {{"tensorboard", p.metrics.tensorboard}, {"jsonl", p.metrics.jsonl}}},
-      {"export", p.export_dir},
-      {"planned_peak",
-       {{"device_bytes", p.planned_peak.device_bytes},
-        {"host_bytes", p.planned_peak.host_bytes},
-        {"basis", p.planned_peak.basis}}}};
+  Json j = {{"version", p.version},
+            {"name", p.name},
+            {"task", p.task},
+            {"model", p.model},
+            {"device", p.device},
+            {"world_size", p.world_size},
+            {"world_sizes", p.world_sizes},
+            {"data", DataJson(p.data)},
+            {"eval", {{"every", p.eval.every}, {"data", p.eval.data}, {"max_samples", p.eval.max_samples}}},
+            {"steps", p.steps},
+            {"global_batch", p.global_batch},
+            {"micro_batches", p.micro_batches},
+            {"activation_checkpointing", p.activation_checkpointing},
+            {"sizing", p.sizing},
+            {"schedule",
+             {{"decay", core::LrDecayName(p.schedule.decay)},
+              {"peak_lr", p.schedule.peak_lr},
+              {"warmup_steps", p.schedule.warmup_steps},
+              {"total_steps", p.schedule.total_steps},
+              {"min_lr", p.schedule.min_lr}}},
+            {"weight_decay", p.weight_decay},
+            {"max_grad_norm", p.max_grad_norm},
+            {"zero_stage", p.zero_stage},
+            {"offload", p.offload},
+            {"bf16", p.bf16},
+            {"max_length", p.max_length},
+            {"checkpoint",
+             {{"dir", p.checkpoint.dir},
+              {"every", p.checkpoint.every},
+              {"keep", p.checkpoint.keep},
+              {"overwrite", p.checkpoint.overwrite}}},
+            {"metrics", {{"tensorboard", p.metrics.tensorboard}, {"jsonl", p.metrics.jsonl}}},
+            {"export", p.export_dir},
+            {"planned_peak",
+             {{"device_bytes", p.planned_peak.device_bytes},
+              {"host_bytes", p.planned_peak.host_bytes},
+              {"basis", p.planned_peak.basis}}}};
+  if (p.task == "grpo") j["grpo"] = GrpoJson(p.grpo);
   return j.dump(2) + "\n";
 }
 
@@ -244,8 +325,17 @@ absl::StatusOr<JobPlan> JobPlanFromJson(const std::string& json, const std::stri
   }
   if (absl::Status s = ReadScalars(r, &p); !s.ok()) return s;
   if (absl::Status s = ReadSections(r, &p); !s.ok()) return s;
+  if (p.task == "grpo") {
+    absl::StatusOr<ObjectReader> g = r.Object("grpo");
+    if (!g.ok()) return g.status();
+    if (absl::Status s = ReadGrpo(std::move(*g), source, &p.grpo); !s.ok()) return s;
+  }
   if (absl::Status s = r.NoOthers(); !s.ok()) return s;
   return p;
+}
+
+int64_t ItemsPerStep(const JobPlan& plan) {
+  return plan.global_batch * (plan.task == "grpo" ? plan.grpo.rollout.samples_per_prompt : 1);
 }
 
 bool EvalDue(int64_t steps, int64_t every, int64_t step) {

@@ -36,7 +36,7 @@ struct PlannedPeak {
 struct JobPlan {
   int version = kJobPlanVersion;
   std::string name;
-  std::string task;             // reward | dpo | sft
+  std::string task;             // reward | dpo | sft | grpo
   std::string model;            // directory: config.json (+ model.safetensors: the initial weights)
   std::string device = "auto";  // auto | cpu | cuda
   // The ranks of the attempt this plan is for (a shrunken attempt: fewer than the spec's).
@@ -66,7 +66,12 @@ struct JobPlan {
   MetricsSpec metrics;
   std::string export_dir;
   PlannedPeak planned_peak;
+  GrpoJobSpec grpo;  // task grpo only (the JSON has a "grpo" section then, and only then)
 };
+
+// What a step's micro-batches split: pairs (reward, DPO), sequences (SFT) or sampled sequences, i.e.
+// global_batch prompts x rollout.samples_per_prompt (GRPO).
+int64_t ItemsPerStep(const JobPlan& plan);
 
 // Whether the held-out set is evaluated after 0-based `step` of a run of `steps`: every `every`-th step
 // (0: never) and after the last. The one rule for zerofit_worker and zerofit_train_prefs.

@@ -16,7 +16,9 @@
 #include "core/regular_file.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
+#include "jobspec/grpo_spec_yaml.h"
 #include "jobspec/training_validation.h"
+#include "jobspec/yaml_reader.h"
 #include "nlohmann/json.hpp"
 #include "planner/hardware.h"
 
@@ -27,80 +29,6 @@ using Json = nlohmann::json;
 
 // A DeepSpeed config is a few KiB of JSON; anything near this is not one.
 constexpr uint64_t kMaxDeepSpeedConfigBytes = 1 << 20;
-// A field's name in an error: a key is the user's text too (an unknown key of 40,000 characters).
-constexpr size_t kFieldExcerptBytes = 96;
-
-// `value` quoted for an error message, bounded (core/excerpt.h).
-
-class YamlReader {
- public:
-  explicit YamlReader(std::string source) : source_(std::move(source)) {}
-
-  absl::Status Error(const YAML::Node& node, const std::string& field, const std::string& why) const {
-    const int line = node.IsDefined() ? node.Mark().line + 1 : 0;
-    return absl::InvalidArgumentError(absl::StrCat(source_, line > 0 ? absl::StrCat(":", line) : "",
-                                                   ": field '", core::Excerpt(field, kFieldExcerptBytes),
-                                                   "': ", why));
-  }
-
-  // A required text field: `node` absent or null is "required" (at the file), a value that is empty or only
-  // blanks (`data: ''`) is refused at its line, like the field left out.
-  absl::Status Required(const YAML::Node& node, const std::string& field, const std::string& value,
-                        const std::string& what) const {
-    if (!absl::StripAsciiWhitespace(value).empty()) return absl::OkStatus();
-    if (!node.IsDefined() || node.IsNull()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source_, ": field '", field, "': required (", what, ")"));
-    }
-    return Error(node, field, absl::StrCat("required (", what, "), got an empty value"));
-  }
-
-  // The name of a mapping key. yaml-cpp throws on as<std::string>() of a complex key (a mapping or a
-  // sequence used as a key, `? [a, b]: 1`), so the key's kind is checked first.
-  absl::StatusOr<std::string> KeyName(const YAML::Node& key, const std::string& prefix) const {
-    if (!key.IsScalar()) {
-      return Error(key, prefix + "?", "a key must be a plain name, not a mapping or a list");
-    }
-    return key.Scalar();
-  }
-
-  // Unknown keys are errors too (a typo must not silently fall back to a default).
-  absl::Status OnlyKeys(const YAML::Node& map, const std::string& prefix,
-                        const std::set<std::string>& known) const {
-    for (const auto& kv : map) {
-      ZF_ASSIGN_OR_RETURN(const std::string key, KeyName(kv.first, prefix));
-      if (!known.count(key)) return Error(kv.first, prefix + key, "unknown field");
-    }
-    return absl::OkStatus();
-  }
-
-  template <typename T>
-  absl::Status Get(const YAML::Node& map, const std::string& key, const std::string& field, T* out,
-                   const char* expected) const {
-    const YAML::Node n = map[key];
-    if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
-    if (!n.IsScalar()) return Error(n, field, absl::StrCat("expected ", expected));
-    try {
-      *out = n.as<T>();
-    } catch (const YAML::Exception&) {
-      return Error(n, field, absl::StrCat("expected ", expected, ", got ", core::QuotedExcerpt(n.Scalar())));
-    }
-    return absl::OkStatus();
-  }
-
-  template <typename T>
-  absl::Status GetOptional(const YAML::Node& map, const std::string& key, const std::string& field,
-                           std::optional<T>* out, const char* expected) const {
-    if (!map[key].IsDefined() || map[key].IsNull()) return absl::OkStatus();
-    T v{};
-    ZF_RETURN_IF_ERROR(Get(map, key, field, &v, expected));
-    *out = v;
-    return absl::OkStatus();
-  }
-
- private:
-  std::string source_;
-};
 
 // `data: DIR` or `data: {train, test, tokenizer, max_prompt_length, add_bos}`.
 absl::Status ParseData(const YamlReader& r, const YAML::Node& root, DataSpec* d) {
@@ -454,9 +382,9 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   if (!root.IsMap())
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
   ZF_RETURN_IF_ERROR(r.OnlyKeys(
-      root, "",
-      {"name", "task", "model", "data", "world_size", "hardware", "max_restarts", "device", "training",
-       "deepspeed", "checkpoint", "metrics", "slurm", "eval", "export", "watchdog", "log_every"}));
+      root, "", {"name",   "task",     "model",     "data",       "world_size", "hardware", "max_restarts",
+                 "device", "training", "deepspeed", "checkpoint", "metrics",    "slurm",    "eval",
+                 "export", "watchdog", "log_every", "rollout",    "grpo",       "rewards"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
@@ -474,10 +402,10 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
     return r.Error(root["device"], "device",
                    absl::StrCat("expected auto, cpu or cuda, got ", core::QuotedExcerpt(s.device)));
   }
-  ZF_RETURN_IF_ERROR(r.Required(root["task"], "task", s.task, "reward, dpo or sft"));
-  if (s.task != "reward" && s.task != "dpo" && s.task != "sft") {
+  ZF_RETURN_IF_ERROR(r.Required(root["task"], "task", s.task, "reward, dpo, sft or grpo"));
+  if (s.task != "reward" && s.task != "dpo" && s.task != "sft" && s.task != "grpo") {
     return r.Error(root["task"], "task",
-                   absl::StrCat("expected reward, dpo or sft, got ", core::QuotedExcerpt(s.task)));
+                   absl::StrCat("expected reward, dpo, sft or grpo, got ", core::QuotedExcerpt(s.task)));
   }
   ZF_RETURN_IF_ERROR(r.Required(root["model"], "model", s.model, "a model directory or name"));
   ZF_RETURN_IF_ERROR(r.Required(root["data"], "data", s.data.dir + s.data.train, "a directory or a mapping"));
@@ -515,6 +443,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": field 'training.lr_schedule': ", bad.message()));
   }
+  ZF_RETURN_IF_ERROR(ParseGrpoSections(r, root, s.task, s.training.max_length, &s.grpo));
   ZF_RETURN_IF_ERROR(ParseLogEvery(r, root, &s));
   ZF_RETURN_IF_ERROR(ParseCheckpoint(r, root, &s.checkpoint));
   ZF_RETURN_IF_ERROR(ParseMetrics(r, root, &s.metrics));

@@ -52,6 +52,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/lr_schedule.h"
+#include "jobspec/grpo_spec.h"
 
 namespace zerofit::jobspec {
 
@@ -167,9 +168,13 @@ struct SlurmSpec {
 
 struct JobSpec {
   std::string name;
-  std::string task;  // reward | dpo | sft
+  std::string task;  // reward | dpo | sft | grpo
   std::string model;
+  // Task grpo: data.train and data.test (or the eval data) are prompt files (worker/data/prompt_dataset.h);
+  // a data directory holds train_prompts_ids.jsonl and test_prompts_ids.jsonl. training.global_batch counts
+  // prompts.
   DataSpec data;
+  GrpoJobSpec grpo;  // task grpo: rollout, objective, rewards
   EvalSpec eval;
   int world_size = 1;
   std::string hardware = "8x64GB";

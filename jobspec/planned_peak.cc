@@ -31,11 +31,20 @@ PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw) {
   w.element_bytes = plan.bf16 ? 2 : 4;
   planner::Strategy s;
   s.accumulation = std::max(1, plan.micro_batches);
-  s.micro_batch = std::max<int64_t>(1, plan.global_batch / (static_cast<int64_t>(world) * s.accumulation));
+  s.micro_batch = std::max<int64_t>(1, ItemsPerStep(plan) / (static_cast<int64_t>(world) * s.accumulation));
   s.zero_stage = plan.zero_stage;
   s.offload = plan.offload;
   s.checkpointing = plan.activation_checkpointing;
   if (*task == planner::Task::kDpo) s.reference = planner::Reference::kResident;
+  if (*task == planner::Task::kGrpo) {
+    const RolloutSpec& r = plan.grpo.rollout;
+    w.prompt_len = plan.max_length - r.max_new_tokens;
+    w.new_tokens = r.max_new_tokens;
+    w.samples_per_prompt = r.samples_per_prompt;
+    const int64_t prompts_per_rank = std::max<int64_t>(1, plan.global_batch / world);
+    s.rollout_prompts = r.batch > 0 ? std::max<int64_t>(1, r.batch / r.samples_per_prompt) : prompts_per_rank;
+    s.reference = plan.grpo.grpo.beta > 0 ? planner::Reference::kResident : planner::Reference::kNone;
+  }
   const planner::MemoryEstimate m = planner::EstimateMemory(*shape, w, s, hw, world);
   PlannedPeak p;
   p.device_bytes = static_cast<int64_t>(m.device_bytes);

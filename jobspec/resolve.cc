@@ -19,6 +19,7 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 struct Sizing {
   int micro_batches = 1;
   bool checkpointing = false;
+  int64_t rollout_prompts = 0;  // GRPO: prompts per generation pass the planner chose (0: not planned)
   std::string note;
 };
 
@@ -36,6 +37,12 @@ absl::StatusOr<PlannerInput> PlannerInputOf(const JobSpec& spec, const planner::
   planner::Workload& w = in.workload;
   ZF_ASSIGN_OR_RETURN(w.task, planner::ParseTask(spec.task));
   w.seq_len = spec.training.max_length;
+  if (w.task == planner::Task::kGrpo) {
+    const RolloutSpec& r = spec.grpo.rollout;
+    w.prompt_len = spec.training.max_length - r.max_new_tokens;
+    w.new_tokens = r.max_new_tokens;
+    w.samples_per_prompt = r.samples_per_prompt;
+  }
   w.global_batch = spec.training.global_batch;
   w.element_bytes = spec.training.bf16 ? 2 : 4;
   planner::Constraints& c = in.constraints;
@@ -49,6 +56,9 @@ absl::StatusOr<PlannerInput> PlannerInputOf(const JobSpec& spec, const planner::
   c.checkpointing = spec.training.checkpointing;
   c.micro_batch = spec.training.micro_batch;  // pinned, not searched
   if (w.task == planner::Task::kDpo) c.reference = facts.reference.value_or(planner::Reference::kResident);
+  if (w.task == planner::Task::kGrpo) {  // the trainer keeps a resident reference only when beta > 0
+    c.reference = spec.grpo.grpo.beta > 0 ? planner::Reference::kResident : planner::Reference::kNone;
+  }
   if (facts.lora_rank > 0) c.lora_rank = facts.lora_rank;
   if (facts.safety) c.safety = *facts.safety;
   if (facts.bucket_bytes) c.bucket_bytes = *facts.bucket_bytes;
@@ -65,7 +75,8 @@ absl::StatusOr<Sizing> SizeAtSpecWorld(const JobSpec& spec, const planner::Hardw
     z.note = absl::StrCat("from the spec: ", z.micro_batches, " micro-batch(es) per rank per step");
     return z;
   }
-  if (t.micro_batch) z.micro_batches = static_cast<int>(t.global_batch / (*t.micro_batch * spec.world_size));
+  const int64_t items = t.global_batch * (spec.task == "grpo" ? spec.grpo.rollout.samples_per_prompt : 1);
+  if (t.micro_batch) z.micro_batches = static_cast<int>(items / (*t.micro_batch * spec.world_size));
   auto shape = planner::LoadModelShape(spec.model);
   if (!shape.ok()) {
     z.note = absl::StrCat("not sized by the planner (", shape.status().message(), "): ", z.micro_batches,
@@ -76,6 +87,7 @@ absl::StatusOr<Sizing> SizeAtSpecWorld(const JobSpec& spec, const planner::Hardw
   ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(*shape, in.workload, in.hw, in.constraints));
   z.micro_batches = static_cast<int>(plan.chosen.strategy.accumulation);
   z.checkpointing = plan.chosen.strategy.checkpointing;
+  z.rollout_prompts = plan.chosen.strategy.rollout_prompts;
   z.note =
       absl::StrCat(t.micro_batch ? "micro-batch from the spec, " : "", "sized by the planner for ", hw.name,
                    ": ", planner::DescribeStrategy(plan.chosen.strategy, in.workload.task),
@@ -111,6 +123,13 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z) {
   p.checkpoint = spec.checkpoint;
   p.metrics = spec.metrics;
   p.export_dir = spec.export_dir;
+  if (spec.task == "grpo") {
+    p.grpo = spec.grpo;
+    // The schedule counts optimizer updates: `iterations` per step.
+    if (t.decay_steps == 0) p.schedule.total_steps = t.steps * spec.grpo.grpo.iterations;
+    RolloutSpec& r = p.grpo.rollout;
+    if (r.batch == 0 && z.rollout_prompts > 0) r.batch = z.rollout_prompts * r.samples_per_prompt;
+  }
   return p;
 }
 
@@ -139,13 +158,13 @@ absl::StatusOr<JobPlan> Resolve(const JobSpec& spec, const Attempt& attempt) {
 
 JobPlan Replan(const JobPlan& plan, const planner::Hardware& hw, OutOfMemory) {
   JobPlan p = plan;
-  const int64_t per_rank = CeilDiv(p.global_batch, std::max(1, p.world_size));
+  const int64_t per_rank = CeilDiv(ItemsPerStep(p), std::max(1, p.world_size));
   const int before = p.micro_batches;
   p.micro_batches = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
   p.sizing = p.micro_batches > before
                  ? absl::StrCat("re-planned after out-of-memory: ", before, " -> ", p.micro_batches,
                                 " micro-batches per rank per step (same global batch ", p.global_batch, ")")
-                 : "re-plan after out-of-memory: already one pair per micro-batch; retrying as is";
+                 : "re-plan after out-of-memory: already one item per micro-batch; retrying as is";
   p.planned_peak = PlanPeak(p, hw);
   return p;
 }
@@ -153,7 +172,7 @@ JobPlan Replan(const JobPlan& plan, const planner::Hardware& hw, OutOfMemory) {
 JobPlan Reshape(const JobPlan& plan, const planner::Hardware& hw, int world_size) {
   if (world_size == plan.world_size) return plan;
   JobPlan p = plan;
-  p.micro_batches = MicroBatchesFor(p.global_batch, p.world_size, p.micro_batches, world_size);
+  p.micro_batches = MicroBatchesFor(ItemsPerStep(p), p.world_size, p.micro_batches, world_size);
   p.world_size = world_size;
   p.planned_peak = PlanPeak(p, hw);
   return p;

@@ -59,6 +59,13 @@ bool IsEos(const GenerationOptions& o, int64_t token) {
   return std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end();
 }
 
+// [B] float64: the entropy (nats) of softmax(logits / temperature) per row, temperature 1 when greedy.
+torch::Tensor RowEntropy(const torch::Tensor& logits, double temperature) {
+  const torch::Tensor scaled = logits.to(torch::kFloat32) / (temperature > 0 ? temperature : 1.0);
+  const torch::Tensor logp = torch::log_softmax(scaled, -1);
+  return -(logp.exp() * logp).sum(-1).to(torch::kFloat64);
+}
+
 // Decodes one pass into result->completions[pass.first ...].
 void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& prompts,
              const GenerationOptions& o, Pass& pass, KvCache& cache, GenerationResult* result) {
@@ -68,10 +75,15 @@ void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& pro
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
     torch::Tensor uniforms = torch::empty({pass.rows}, torch::kFloat64);
     auto u = uniforms.accessor<double, 1>();
-    for (int64_t r = 0; r < pass.rows; ++r)
-      u[r] = SamplingUniform(o.seed, o.sequence_index_offset + pass.first + r, step);
+    for (int64_t r = 0; r < pass.rows; ++r) {
+      const int64_t row = pass.first + r;
+      const int64_t sequence = o.sequence_ids.empty() ? o.sequence_index_offset + row : o.sequence_ids[row];
+      u[r] = SamplingUniform(o.seed, sequence, step);
+    }
     const torch::Tensor tokens =
         SampleTokens(logits, o.temperature, o.top_p, uniforms.to(device)).to(torch::kCPU).contiguous();
+    const torch::Tensor entropy = RowEntropy(logits, o.temperature).to(torch::kCPU).contiguous();
+    auto entropy_of = entropy.accessor<double, 1>();
     torch::Tensor ids = torch::full({pass.rows, 1}, o.pad_id, torch::kInt64);
     torch::Tensor pos = torch::full({pass.rows, 1}, -1, torch::kInt64);
     auto token_of = tokens.accessor<int64_t, 1>();
@@ -84,6 +96,7 @@ void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& pro
       const int64_t token = token_of[r];
       c.tokens.push_back(token);
       ++result->stats.tokens_generated;
+      result->stats.entropy_sum += entropy_of[r];
       if (IsEos(o, token)) {
         pass.finished[r] = true;
         continue;
@@ -120,6 +133,14 @@ absl::Status ValidateGeneration(const core::HfModelConfig& config,
   if (o.max_batch <= 0)
     return bad("GenerationOptions.max_batch", absl::StrCat(o.max_batch, " must be positive"));
   if (o.sequence_index_offset < 0) return bad("GenerationOptions.sequence_index_offset", "must be >= 0");
+  if (!o.sequence_ids.empty() && o.sequence_ids.size() != prompts.size()) {
+    return bad("GenerationOptions.sequence_ids",
+               absl::StrCat(o.sequence_ids.size(), " ids for ", prompts.size(), " prompts"));
+  }
+  for (size_t i = 0; i < o.sequence_ids.size(); ++i) {
+    if (o.sequence_ids[i] < 0)
+      return bad(absl::StrCat("GenerationOptions.sequence_ids[", i, "]"), "must be >= 0");
+  }
   if (!in_vocab(o.pad_id))
     return bad("GenerationOptions.pad_id",
                absl::StrCat(o.pad_id, " is outside the vocabulary [0, ", vocab, ")"));

@@ -42,7 +42,10 @@ struct GenerationOptions {
   int64_t pad_id = 0;            // fills left padding and finished rows; never attended to
   uint64_t seed = 0;             // sampling seed (see the header comment)
   int64_t sequence_index_offset = 0;  // index of prompts[0] in the whole rollout (e.g. a rank's shard start)
-  int64_t max_batch = 8;              // sequences in flight per pass
+  // When non-empty (one per prompt): each prompt's own sequence index, in place of the offset. A GRPO rank
+  // whose prompts are not contiguous in the rollout (prompt p's sample g is sequence p x G + g) uses it.
+  std::vector<int64_t> sequence_ids;
+  int64_t max_batch = 8;  // sequences in flight per pass
 };
 
 struct Completion {
@@ -54,6 +57,9 @@ struct GenerationStats {
   int64_t tokens_generated = 0;  // sum of the completions' lengths
   int64_t passes = 0;
   int64_t peak_cache_bytes = 0;  // largest KvCache::bytes() during the call
+  // Sum over the generated tokens of the entropy (nats) of the distribution each was drawn from,
+  // softmax(logits / temperature) before top-p (temperature 1 when greedy): GRPO's entropy metric.
+  double entropy_sum = 0;
 };
 
 struct GenerationResult {

@@ -23,6 +23,7 @@
 #include "planner/hardware.h"
 #include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
+#include "worker/torch/programs/grpo_cli.h"
 #include "worker/torch/train/memory_probe.h"  // PlannerReference
 #include "worker/torch/train/named_step_metrics.h"
 #include "worker/torch/train/plan_options.h"
@@ -47,6 +48,7 @@ constexpr const char* kUsage =
     "[--metrics-jsonl FILE] [--print-plan]\n"
     "Without --micro the job is sized by the planner for --memory-gb per rank (default 4): gradient "
     "accumulation, and activation checkpointing unless --checkpointing is given.";
+// (kGrpoUsage, grpo_cli.h, lists the flags of --task grpo.)
 
 struct Cli {
   // The flags a job spec also has, as a JobSpec: jobspec::Resolve turns it into the plan the coordinator's
@@ -176,7 +178,9 @@ absl::Status ParseTrainingFlags(const Take& take, const Number& number, jobspec:
 absl::Status ParseSpecFlags(const Take& take, const Number& number, bool offload, bool checkpointing,
                             jobspec::JobSpec* p) {
   const std::string task = take("--task");
-  if (task.empty()) return absl::InvalidArgumentError(absl::StrCat("--task is required\n", kUsage));
+  if (task.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--task is required\n", kUsage, "\n", kGrpoUsage));
+  }
   ZF_RETURN_IF_ERROR(ParseTask(task).status());
   p->name = "zerofit_train_prefs";
   p->task = task;
@@ -198,6 +202,7 @@ absl::Status ParseSpecFlags(const Take& take, const Number& number, bool offload
   p->metrics.tensorboard = take("--tensorboard");
   p->metrics.jsonl = take("--metrics-jsonl");
   p->export_dir = take("--export");
+  if (task == "grpo") ZF_RETURN_IF_ERROR(ParseGrpoFlags(take, number, p->training.max_length, &p->grpo));
   return absl::OkStatus();
 }
 
@@ -298,7 +303,8 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   if (reduce_once) cli.trainer.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
   ZF_RETURN_IF_ERROR(ParseTrainerFlags(take, number, &cli));
   if (!values.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown flag '", values.begin()->first, "'\n", kUsage));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown flag '", values.begin()->first, "'\n", kUsage, "\n", kGrpoUsage));
   }
   return cli;
 }
@@ -311,6 +317,7 @@ const char* AccuracyName(PreferenceTrainOptions::Task task) {
     case PreferenceTrainOptions::Task::kSft:
       return "accuracy (log p(chosen) > log p(rejected))";
     case PreferenceTrainOptions::Task::kReward:
+    case PreferenceTrainOptions::Task::kGrpo:
       break;
   }
   return "pairwise accuracy";
@@ -411,6 +418,8 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
   ro.alarms.rank = rank;
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsRecorder> recorder,
                       metrics::MetricsRecorder::Create(ro));
+  if (o.task == PreferenceTrainOptions::Task::kGrpo)
+    return RunGrpo(o, cli.log_every, comm.get(), recorder.get());
   const TrainHooks hooks = MakeHooks(o, cli.log_every, rank, recorder.get(), start);
   ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, comm.get(), hooks));
   if (rank == 0) PrintSummary(o, report, start);

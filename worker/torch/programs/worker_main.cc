@@ -173,8 +173,7 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       return std::unique_ptr<comm::Communicator>(std::move(nccl));
     };
 #endif
-    ZF_ASSIGN_OR_RETURN(std::unique_ptr<TorchTrainingSession> session,
-                        TorchTrainingSession::Create(options, &hooked));
+    ZF_ASSIGN_OR_RETURN(std::unique_ptr<TrainingSession> session, MakeTorchTrainingSession(options, &hooked));
 #ifdef ZEROFIT_FAULT_INJECTION
     return std::unique_ptr<TrainingSession>(std::make_unique<FaultySession>(
         std::move(session), &f.faults, rank, &activity, [](int code) { ::_exit(code); }));

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
 namespace zerofit::worker {
@@ -9,7 +10,10 @@ namespace zerofit::worker {
 data::DataSource DataSourceOf(const jobspec::JobPlan& plan) {
   const jobspec::DataSpec& d = plan.data;
   data::DataSource s;
-  if (!d.dir.empty()) {
+  if (!d.dir.empty() && plan.task == "grpo") {  // zerofit_make_arith_prefs's prompt files
+    s.train = (std::filesystem::path(d.dir) / "train_prompts_ids.jsonl").string();
+    s.test = (std::filesystem::path(d.dir) / "test_prompts_ids.jsonl").string();
+  } else if (!d.dir.empty()) {
     s = data::DataSourceOfDirectory(d.dir);
   } else {
     s.train = d.train;
@@ -19,6 +23,40 @@ data::DataSource DataSourceOf(const jobspec::JobPlan& plan) {
   }
   if (!plan.eval.data.empty()) s.test = plan.eval.data;
   return s;
+}
+
+absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g) {
+  GrpoTaskOptions o;
+  o.rollout.samples_per_prompt = g.rollout.samples_per_prompt;
+  o.rollout.max_new_tokens = g.rollout.max_new_tokens;
+  o.rollout.temperature = g.rollout.temperature;
+  o.rollout.top_p = g.rollout.top_p;
+  o.rollout.rollout_batch = g.rollout.batch;
+  o.iterations = g.grpo.iterations;
+  o.objective.beta = g.grpo.beta;
+  o.objective.epsilon_low = g.grpo.epsilon;
+  o.objective.epsilon_high = g.grpo.epsilon_high.value_or(g.grpo.epsilon);
+  ZF_ASSIGN_OR_RETURN(o.objective.norm, ParseGrpoLossNorm(g.grpo.loss_type));
+  o.objective.scale_by_std = g.grpo.scale_rewards;
+  o.objective.max_new_tokens = g.rollout.max_new_tokens;
+  for (size_t i = 0; i < g.rewards.size(); ++i) {
+    const jobspec::RewardSpec& r = g.rewards[i];
+    RewardSourceOptions src;
+    src.kind = r.type == "model" ? RewardSourceOptions::Kind::kModel : RewardSourceOptions::Kind::kAnswer;
+    src.name = r.name;
+    src.weight = r.weight;
+    src.model_dir = r.path;
+    if (src.kind == RewardSourceOptions::Kind::kAnswer) {
+      ZF_ASSIGN_OR_RETURN(src.answer.rule,
+                          rewards::ParseAnswerRule(r.rule, absl::StrCat("rewards[", i, "].rule")));
+      src.answer.pattern = r.pattern;
+      src.answer.group = r.group;
+      src.answer.correct = r.correct;
+      src.answer.wrong = r.wrong;
+    }
+    o.rewards.push_back(std::move(src));
+  }
+  return o;
 }
 
 absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& plan) {
@@ -46,6 +84,9 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.max_length = plan.max_length;
   o.export_dir = plan.export_dir;
   ZF_ASSIGN_OR_RETURN(o.device, device::ParseDeviceChoice(plan.device));
+  if (o.task == PreferenceTrainOptions::Task::kGrpo) {
+    ZF_ASSIGN_OR_RETURN(o.grpo, GrpoTaskOptionsOf(plan.grpo));
+  }
   return o;
 }
 

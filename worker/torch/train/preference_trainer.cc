@@ -16,6 +16,7 @@
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/train/micro_batch_loss.h"
 #include "worker/torch/train/pair_tensors.h"
+#include "worker/torch/train/session_setup.h"
 #include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
@@ -49,45 +50,21 @@ absl::StatusOr<EvalReport> Evaluate(LlamaModel& policy, ReferenceModel* eval_ref
   return r;
 }
 
-LlamaModel MakeModel(const core::HfModelConfig& config, const PreferenceTrainOptions& o) {
-  torch::manual_seed(static_cast<uint64_t>(o.seed));  // same initial weights on every rank
-  LlamaOptions mo = o.model;
-  mo.reward_head = o.task == Task::kReward;
-  return LlamaModel(config, mo);
-}
-
-// Why a step failed: a CUDA or CPU allocator out-of-memory is ResourceExhausted (the coordinator re-plans).
-absl::Status StepFailure(int64_t step, const std::exception& e) {
-  const bool oom = dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr;
-  const std::string what = absl::StrCat("training step ", step, " failed: ", e.what());
-  return oom ? absl::ResourceExhaustedError(what) : absl::InternalError(what);
-}
-
-// With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
-// than threads says so (those threads would share the CPUs: one thread's speed, issue 30).
-void ReportOffloadThreads(const sharding::OffloadOptions& offload, int rank) {
-  if (!offload.enabled) return;
-  const int cpus = core::AllowedCpus();
-  const int threads = core::ThreadsOrAllowedCpus(offload.threads);
-  if (rank == 0) {
-    std::fprintf(stderr, "offload: CPU AdamW on %d thread(s); rank 0 may run on %d CPU(s)\n", threads, cpus);
-  }
-  const absl::Status fit = core::CheckThreadsFitCpus("optimizer offload", threads, cpus);
-  if (!fit.ok()) std::fprintf(stderr, "warning: rank %d: %s\n", rank, std::string(fit.message()).c_str());
-}
-
 }  // namespace
 
 absl::StatusOr<Task> ParseTask(const std::string& name) {
   if (name == "reward") return Task::kReward;
   if (name == "dpo") return Task::kDpo;
   if (name == "sft") return Task::kSft;
-  return absl::InvalidArgumentError(absl::StrCat("unknown task '", name, "'; expected reward, dpo or sft"));
+  if (name == "grpo") return Task::kGrpo;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown task '", name, "'; expected reward, dpo, sft or grpo"));
 }
 
 core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& o) {
   core::LrScheduleOptions s = o.schedule;
-  if (s.total_steps <= 0) s.total_steps = o.steps;
+  // GRPO applies `iterations` updates per step; the schedule counts updates.
+  if (s.total_steps <= 0) s.total_steps = o.steps * (o.task == Task::kGrpo ? o.grpo.iterations : 1);
   return s;
 }
 
@@ -129,17 +106,8 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
   st->pad = BatchPadId(config);
   st->config = config;
   try {
-    // The initial model: seeded initialisation, then the --init weights (opened and validated once).
-    std::optional<core::SafetensorsModel> weights;
-    if (!o.init_weights.empty()) {
-      ZF_ASSIGN_OR_RETURN(weights, core::SafetensorsModel::Open(o.init_weights));
-    }
-    auto initial = [&]() -> absl::StatusOr<LlamaModel> {
-      LlamaModel m = MakeModel(config, o);
-      if (weights) ZF_RETURN_IF_ERROR(m->LoadWeights(*weights));
-      m->to(dev);
-      return m;
-    };
+    ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
+    auto initial = [&]() { return InitialModel(config, o, weights, dev); };
     ZF_ASSIGN_OR_RETURN(st->policy, initial());
     if (o.task == Task::kDpo) {
       // The reference is the initial policy: same seed, same weights.
@@ -152,22 +120,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
                             ReferenceModel::Create(std::move(eval_model), ReferenceStrategy::kResident));
       }
     }
-    // ZeRO-2 over the trainable parameters (LoRA adapters and the score head only, when LoRA is on).
-    sharding::Zero2Options zo;
-    zo.bucket_bytes = o.bucket_bytes;
-    zo.accumulation = o.accumulation;
-    zo.adamw.weight_decay = o.weight_decay;
-    zo.max_grad_norm = o.max_grad_norm;
-    zo.offload = o.offload;
-    zo.param_dtype = o.model.dtype == torch::kBFloat16  ? core::DType::kBFloat16
-                     : o.model.dtype == torch::kFloat16 ? core::DType::kFloat16
-                                                        : core::DType::kFloat32;
-    ZF_ASSIGN_OR_RETURN(st->binding, Zero2Binding::Bind(
-                                         *st->policy, zo, st->backend.data(),
-                                         [](const std::string& name, const torch::Tensor& p) {
-                                           return p.dim() >= 2;  // no decay for norms, biases
-                                         },
-                                         sharding::Zero2Devices{st->backend.device.get(), comm}));
+    ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, st->backend, comm));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the training session failed: ", e.what()));
   }

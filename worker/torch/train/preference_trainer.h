@@ -18,6 +18,7 @@
 #include "worker/data/data_report.h"
 #include "worker/data/training_data.h"
 #include "worker/torch/model/llama_model.h"
+#include "worker/torch/train/grpo_task_options.h"
 #include "worker/torch/train/objectives.h"
 #include "worker/torch/train/reference_model.h"
 #include "worker/torch/train/training_backend.h"
@@ -28,7 +29,9 @@ struct PreferenceTrainOptions {
   // kSft: supervised fine-tuning on the chosen responses (the usual first stage; reward models and DPO then
   // start from its export with --init). Its "accuracy" counts pairs whose chosen response is more likely
   // than the rejected one.
-  enum class Task { kReward, kDpo, kSft };
+  // kGrpo: policy training with rollouts (grpo_session.h): `data.train` and `data.test` are prompt files
+  // (worker/data/prompt_dataset.h), `grpo` says how to sample and reward, global_batch counts prompts.
+  enum class Task { kReward, kDpo, kSft, kGrpo };
   Task task = Task::kReward;
   // The model's directory: config.json (shapes and special ids; a Hugging Face model directory).
   std::string model_dir;
@@ -51,6 +54,7 @@ struct PreferenceTrainOptions {
   sharding::OffloadOptions offload;
   LlamaOptions model;  // LoRA, activation checkpointing, dtype
   DpoOptions dpo;
+  GrpoTaskOptions grpo;  // kGrpo only
   ReferenceStrategy reference = ReferenceStrategy::kResident;
   std::string export_dir;  // written by rank 0 after training if non-empty
   int64_t eval_batch = 64;
@@ -94,7 +98,8 @@ absl::StatusOr<PreferenceTrainOptions::Task> ParseTask(const std::string& name);
 // Whether the held-out set is evaluated after `step` (0-based): every eval_every-th step and the last.
 bool EvalDue(const PreferenceTrainOptions& options, int64_t step);
 
-// The learning-rate schedule of `options`: its schedule with total_steps = steps where that is 0.
+// The learning-rate schedule of `options`: its schedule with total_steps = steps where that is 0 (GRPO:
+// steps x iterations, the optimizer updates).
 core::LrScheduleOptions EffectiveSchedule(const PreferenceTrainOptions& options);
 
 // One training run's state, stepped from outside (the coordinator's worker hands in the micro-batches of each

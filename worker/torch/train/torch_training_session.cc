@@ -4,6 +4,7 @@
 
 #include "core/status_macros.h"
 #include "worker/data/data_report.h"
+#include "worker/torch/train/grpo_session.h"
 #include "worker/torch/train/named_step_metrics.h"
 
 namespace zerofit::worker {
@@ -28,6 +29,17 @@ absl::StatusOr<metrics::StepMetrics> TorchTrainingSession::Step(int64_t step,
 absl::StatusOr<std::vector<metrics::NamedValue>> TorchTrainingSession::Evaluate() {
   ZF_ASSIGN_OR_RETURN(const EvalReport eval, session_->Evaluate());
   return NamedEvalMetrics(eval, session_->options().task);
+}
+
+absl::StatusOr<std::unique_ptr<TrainingSession>> MakeTorchTrainingSession(
+    const PreferenceTrainOptions& options, comm::Communicator* comm) {
+  if (options.task == PreferenceTrainOptions::Task::kGrpo) {
+    ZF_ASSIGN_OR_RETURN(std::unique_ptr<GrpoSession> grpo, GrpoSession::Create(options, comm));
+    return std::unique_ptr<TrainingSession>(std::move(grpo));
+  }
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<TorchTrainingSession> session,
+                      TorchTrainingSession::Create(options, comm));
+  return std::unique_ptr<TrainingSession>(std::move(session));
 }
 
 }  // namespace zerofit::worker

@@ -37,4 +37,9 @@ class TorchTrainingSession final : public TrainingSession {
   int rank_;
 };
 
+// The session `options.task` trains: GrpoSession (grpo_session.h) for GRPO, TorchTrainingSession for the
+// others. Collective over `comm`.
+absl::StatusOr<std::unique_ptr<TrainingSession>> MakeTorchTrainingSession(
+    const PreferenceTrainOptions& options, comm::Communicator* comm);
+
 }  // namespace zerofit::worker

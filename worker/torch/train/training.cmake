@@ -1,6 +1,7 @@
-# Preference training: objectives, reference models, trainers (issue 4); GRPO's objective (issue 32).
+# Preference training: objectives, reference models, trainers (issue 4); GRPO (issue 32).
 target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_objective.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_session.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/micro_batch_loss.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/named_step_metrics.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/objectives.cc
@@ -9,11 +10,15 @@ target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/train/preference_trainer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/reference_model.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/reward_model_scorer.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/rollout_scorer.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/session_setup.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/torch_training_session.cc)
-target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_jobplan zerofit_metrics zerofit_step_scheduler)
+target_link_libraries(zerofit_worker_torch PUBLIC zerofit_data zerofit_training_data zerofit_hf_tokenizer zerofit_rewards
+                      zerofit_jobplan zerofit_metrics zerofit_step_scheduler)
 
 if(ZEROFIT_WITH_MPI)
-  add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/programs/train_prefs_main.cc)
+  add_executable(zerofit_train_prefs ${CMAKE_CURRENT_SOURCE_DIR}/programs/train_prefs_main.cc
+                 ${CMAKE_CURRENT_SOURCE_DIR}/programs/grpo_cli.cc)
   target_link_libraries(zerofit_train_prefs PRIVATE zerofit_memory_probe_torch zerofit_planner zerofit_resolve zerofit_launch)
 endif()
 

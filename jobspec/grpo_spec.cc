@@ -1,0 +1,128 @@
+#include "jobspec/grpo_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
+#include "core/status_macros.h"
+#include "text/regex.h"
+
+namespace zerofit::jobspec {
+namespace {
+
+absl::Status ValidateRollout(const RolloutSpec& r, int64_t max_length, const FieldError& bad) {
+  if (r.samples_per_prompt < 2) {
+    return bad("rollout.samples_per_prompt", "must be >= 2 (advantages are relative to the prompt's group)");
+  }
+  if (r.max_new_tokens < 1) return bad("rollout.max_new_tokens", "must be >= 1");
+  if (r.max_new_tokens >= max_length) {
+    return bad("rollout.max_new_tokens",
+               absl::StrCat(r.max_new_tokens, " must be less than training.max_length (", max_length,
+                            "): the prompt gets the rest"));
+  }
+  if (!(r.temperature > 0) || !std::isfinite(r.temperature)) {
+    return bad("rollout.temperature", "must be > 0 (a group needs diverse samples; evaluation is greedy)");
+  }
+  if (!(r.top_p > 0 && r.top_p <= 1)) return bad("rollout.top_p", "must be in (0, 1]");
+  if (r.batch < 0) return bad("rollout.batch", "must be >= 0 (0: a rank's whole step in one pass)");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateObjective(const GrpoObjectiveSpec& g, const FieldError& bad) {
+  if (g.iterations < 1) return bad("grpo.iterations", "must be >= 1");
+  if (!(g.beta >= 0) || !std::isfinite(g.beta)) return bad("grpo.beta", "must be >= 0");
+  if (!(g.epsilon > 0 && g.epsilon < 1)) return bad("grpo.epsilon", "must be in (0, 1)");
+  if (g.epsilon_high && !(*g.epsilon_high > 0)) return bad("grpo.epsilon_high", "must be > 0");
+  if (g.loss_type != "grpo" && g.loss_type != "dapo" && g.loss_type != "dr_grpo") {
+    return bad("grpo.loss_type",
+               absl::StrCat("expected grpo, dapo or dr_grpo, got ", core::QuotedExcerpt(g.loss_type)));
+  }
+  return absl::OkStatus();
+}
+
+// The regex rule's pattern compiles and has the group (checked at submit, not on every rank at start).
+absl::Status ValidatePattern(const RewardSpec& r, const std::string& field, const FieldError& bad) {
+  if (r.rule != "regex") {
+    if (!r.pattern.empty()) return bad(field + ".pattern", "only the regex rule has a pattern");
+    if (!r.group.empty()) return bad(field + ".group", "only the regex rule has a group");
+    return absl::OkStatus();
+  }
+  if (r.pattern.empty()) return bad(field + ".pattern", "required for the regex rule");
+  absl::StatusOr<std::unique_ptr<text::Regex>> re = text::Regex::Compile(r.pattern);
+  if (!re.ok()) return bad(field + ".pattern", std::string(re.status().message()));
+  if (r.group.empty()) {
+    if ((*re)->GroupCount() < 1) return bad(field + ".pattern", "has no capture group (group 1 is compared)");
+    return absl::OkStatus();
+  }
+  int number = 0;
+  if (absl::SimpleAtoi(r.group, &number)) {
+    if (number < 0 || number > (*re)->GroupCount()) {
+      return bad(field + ".group",
+                 absl::StrCat(number, ": the pattern has ", (*re)->GroupCount(), " group(s)"));
+    }
+    return absl::OkStatus();
+  }
+  if (absl::StatusOr<int> named = (*re)->GroupNumber(r.group); !named.ok()) {
+    return bad(field + ".group", std::string(named.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReward(RewardSpec& r, const std::string& field, const FieldError& bad) {
+  if (r.type == "answer") {
+    if (r.rule != "exact" && r.rule != "last_number" && r.rule != "regex") {
+      return bad(field + ".rule",
+                 absl::StrCat("expected exact, last_number or regex, got ", core::QuotedExcerpt(r.rule)));
+    }
+    ZF_RETURN_IF_ERROR(ValidatePattern(r, field, bad));
+    if (!r.path.empty()) return bad(field + ".path", "only a reward of type model has a path");
+  } else if (r.type == "model") {
+    if (r.path.empty()) return bad(field + ".path", "required (a reward model directory zerofit exported)");
+  } else {
+    return bad(field + ".type", absl::StrCat("expected answer or model, got ", core::QuotedExcerpt(r.type)));
+  }
+  const bool plain = std::all_of(r.name.begin(), r.name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (!plain) return bad(field + ".name", "letters, digits, '_' and '-' only (it names a metric)");
+  if (!std::isfinite(r.weight)) return bad(field + ".weight", "must be a finite number");
+  if (!std::isfinite(r.correct) || !std::isfinite(r.wrong))
+    return bad(field + ".correct", "scores must be finite");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateGrpoJobSpec(GrpoJobSpec* spec, int64_t max_length, const FieldError& bad) {
+  ZF_RETURN_IF_ERROR(ValidateRollout(spec->rollout, max_length, bad));
+  ZF_RETURN_IF_ERROR(ValidateObjective(spec->grpo, bad));
+  if (spec->rewards.empty()) return bad("rewards", "required for task grpo (a list of reward sources)");
+  std::map<std::string, int> seen;
+  for (size_t i = 0; i < spec->rewards.size(); ++i) {
+    RewardSpec& r = spec->rewards[i];
+    const std::string field = absl::StrCat("rewards[", i, "]");
+    ZF_RETURN_IF_ERROR(ValidateReward(r, field, bad));
+    if (r.name.empty()) {
+      const int n = ++seen[r.type];
+      r.name = n == 1 ? r.type : absl::StrCat(r.type, n);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (spec->rewards[j].name == r.name)
+        return bad(field + ".name", absl::StrCat("'", r.name, "' is used twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGrpoJobSpec(GrpoJobSpec* spec, int64_t max_length) {
+  return ValidateGrpoJobSpec(spec, max_length, [](const std::string& field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+  });
+}
+
+}  // namespace zerofit::jobspec

@@ -1,0 +1,65 @@
+// A GRPO job's own sections (issue 32), as the job spec writes them and the plan carries them to the
+// workers unchanged:
+//   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, batch}
+//   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards}
+//   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
+//   name},
+//             {type: model, path: DIR, weight, name}]
+// TRL's GRPOConfig names where they exist (num_generations = samples_per_prompt, max_completion_length =
+// max_new_tokens, num_iterations = iterations, loss_type, scale_rewards, epsilon, epsilon_high, beta).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace zerofit::jobspec {
+
+struct RolloutSpec {
+  int64_t samples_per_prompt = 8;  // G, >= 2
+  int64_t max_new_tokens = 256;
+  double temperature = 1.0;  // > 0
+  double top_p = 1.0;        // (0, 1]
+  int64_t batch = 0;         // sequences in flight per generation pass; 0: a rank's whole step at once
+};
+
+struct GrpoObjectiveSpec {
+  int iterations = 1;  // optimizer steps per rollout batch
+  double beta = 0.0;   // KL coefficient (0: no reference model is kept)
+  double epsilon = 0.2;
+  std::optional<double> epsilon_high;  // unset: epsilon
+  std::string loss_type = "grpo";      // grpo | dapo | dr_grpo
+  bool scale_rewards = true;           // divide advantages by the group's standard deviation
+};
+
+struct RewardSpec {
+  std::string type = "answer";  // answer | model
+  std::string name;             // metric suffix (grpo/reward/<name>); default: the type, numbered if repeated
+  double weight = 1.0;
+  std::string rule = "exact";  // answer: exact | last_number | regex (worker/rewards/verifiable_reward.h)
+  std::string pattern;         // regex: the pattern; its last match's `group` is compared with the answer
+  std::string group;           // regex: a group number or name; empty: 1
+  double correct = 1.0, wrong = 0.0;
+  std::string path;  // model: a reward model directory zerofit exported
+};
+
+struct GrpoJobSpec {
+  RolloutSpec rollout;
+  GrpoObjectiveSpec grpo;
+  std::vector<RewardSpec> rewards;
+};
+
+// Ranges and names; each error is made by `bad(field, why)` (field as the spec writes it:
+// "rollout.samples_per_prompt", "rewards[1].rule"), so a YAML reader can point at the line. Fills in the
+// rewards' default names. `max_length` is training.max_length (the prompt gets what max_new_tokens leaves).
+using FieldError = std::function<absl::Status(const std::string& field, const std::string& why)>;
+absl::Status ValidateGrpoJobSpec(GrpoJobSpec* spec, int64_t max_length, const FieldError& bad);
+
+// The same with plain "field: why" errors.
+absl::Status ValidateGrpoJobSpec(GrpoJobSpec* spec, int64_t max_length);
+
+}  // namespace zerofit::jobspec

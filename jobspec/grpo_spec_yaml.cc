@@ -1,0 +1,87 @@
+#include "jobspec/grpo_spec_yaml.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace zerofit::jobspec {
+namespace {
+
+absl::Status ParseRollout(const YamlReader& r, const YAML::Node& n, RolloutSpec* x) {
+  if (!n.IsMap()) return r.Error(n, "rollout", "expected a mapping");
+  ZF_RETURN_IF_ERROR(
+      r.OnlyKeys(n, "rollout.", {"samples_per_prompt", "max_new_tokens", "temperature", "top_p", "batch"}));
+  ZF_RETURN_IF_ERROR(
+      r.Get(n, "samples_per_prompt", "rollout.samples_per_prompt", &x->samples_per_prompt, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "max_new_tokens", "rollout.max_new_tokens", &x->max_new_tokens, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "temperature", "rollout.temperature", &x->temperature, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "top_p", "rollout.top_p", &x->top_p, "a number"));
+  return r.Get(n, "batch", "rollout.batch", &x->batch, "an integer");
+}
+
+absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObjectiveSpec* x) {
+  if (!n.IsMap()) return r.Error(n, "grpo", "expected a mapping");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(
+      n, "grpo.", {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards"}));
+  ZF_RETURN_IF_ERROR(r.Get(n, "iterations", "grpo.iterations", &x->iterations, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "beta", "grpo.beta", &x->beta, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "epsilon", "grpo.epsilon", &x->epsilon, "a number"));
+  ZF_RETURN_IF_ERROR(r.GetOptional(n, "epsilon_high", "grpo.epsilon_high", &x->epsilon_high, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "loss_type", "grpo.loss_type", &x->loss_type, "grpo, dapo or dr_grpo"));
+  return r.Get(n, "scale_rewards", "grpo.scale_rewards", &x->scale_rewards, "true or false");
+}
+
+absl::Status ParseReward(const YamlReader& r, const YAML::Node& n, const std::string& field, RewardSpec* x) {
+  if (!n.IsMap()) return r.Error(n, field, "expected a mapping {type, ...}");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(
+      n, field + ".", {"type", "name", "weight", "rule", "pattern", "group", "correct", "wrong", "path"}));
+  ZF_RETURN_IF_ERROR(r.Get(n, "type", field + ".type", &x->type, "answer or model"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "name", field + ".name", &x->name, "a name"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "weight", field + ".weight", &x->weight, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "rule", field + ".rule", &x->rule, "exact, last_number or regex"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "pattern", field + ".pattern", &x->pattern, "a regular expression"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "group", field + ".group", &x->group, "a group number or name"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "correct", field + ".correct", &x->correct, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "wrong", field + ".wrong", &x->wrong, "a number"));
+  return r.Get(n, "path", field + ".path", &x->path, "a directory");
+}
+
+// The node a validation error's field names ("rollout.top_p", "rewards[1].rule"), or the closest present.
+YAML::Node NodeOf(const YAML::Node& root, const std::string& field) {
+  const size_t dot = field.find('.');
+  const std::string head = field.substr(0, dot);
+  YAML::Node n = root[head.substr(0, head.find('['))];
+  if (const size_t open = head.find('['); open != std::string::npos && n.IsSequence()) {
+    size_t i = 0;
+    if (absl::SimpleAtoi(head.substr(open + 1, head.size() - open - 2), &i) && i < n.size()) n = n[i];
+  }
+  if (dot == std::string::npos || !n.IsMap()) return n;
+  const YAML::Node leaf = n[field.substr(dot + 1)];
+  return leaf.IsDefined() ? leaf : n;
+}
+
+}  // namespace
+
+absl::Status ParseGrpoSections(const YamlReader& r, const YAML::Node& root, const std::string& task,
+                               int64_t max_length, GrpoJobSpec* out) {
+  for (const char* key : {"rollout", "grpo", "rewards"}) {
+    if (root[key].IsDefined() && task != "grpo") {
+      return r.Error(root[key], key,
+                     absl::StrCat("only task grpo has this section (the task is ", task, ")"));
+    }
+  }
+  if (task != "grpo") return absl::OkStatus();
+  if (root["rollout"].IsDefined()) ZF_RETURN_IF_ERROR(ParseRollout(r, root["rollout"], &out->rollout));
+  if (root["grpo"].IsDefined()) ZF_RETURN_IF_ERROR(ParseObjective(r, root["grpo"], &out->grpo));
+  const YAML::Node rewards = root["rewards"];
+  if (rewards.IsDefined() && !rewards.IsSequence())
+    return r.Error(rewards, "rewards", "expected a list of reward sources");
+  for (size_t i = 0; rewards.IsDefined() && i < rewards.size(); ++i) {
+    out->rewards.emplace_back();
+    ZF_RETURN_IF_ERROR(ParseReward(r, rewards[i], absl::StrCat("rewards[", i, "]"), &out->rewards.back()));
+  }
+  return ValidateGrpoJobSpec(out, max_length, [&](const std::string& field, const std::string& why) {
+    return r.Error(NodeOf(root, field), field, why);  // without a node: the file, without a line
+  });
+}
+
+}  // namespace zerofit::jobspec

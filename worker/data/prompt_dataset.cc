@@ -1,0 +1,152 @@
+#include "worker/data/prompt_dataset.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/json_depth.h"
+#include "core/status_macros.h"
+#include "core/text_file.h"
+#include "nlohmann/json.hpp"
+
+namespace zerofit::data {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct PromptLine {
+  const std::string& path;
+  size_t line;
+};
+
+absl::Status PromptLineError(const PromptLine& w, const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat(w.path, ":", w.line, ": ", message));
+}
+
+absl::Status PromptFieldError(const PromptLine& w, const std::string& field, const std::string& message) {
+  return PromptLineError(w, absl::StrCat("field '", field, "': ", message));
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptIdList(const Json& obj, const char* field,
+                                                  const PromptDataOptions& o, const PromptLine& w) {
+  const Json& v = obj.at(field);
+  if (!v.is_array())
+    return PromptFieldError(w, field, absl::StrCat("expected a list of token ids, got ", v.type_name()));
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const Json& e = v[i];
+    const bool in_range = e.is_number_integer() && e.get<int64_t>() >= 0 &&
+                          (o.vocab_size <= 0 || e.get<int64_t>() < o.vocab_size);
+    if (!in_range) {
+      return PromptFieldError(w, absl::StrCat(field, "[", i, "]"),
+                              absl::StrCat("expected a token id in [0, ", o.vocab_size, "), got ", e.dump()));
+    }
+    ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+  }
+  return ids;
+}
+
+// The prompt's tokens (without BOS) and whether the form adds BOS itself (a chat template does).
+absl::StatusOr<std::pair<std::vector<int32_t>, bool>> PromptIds(const Json& obj, const Tokenizer* tok,
+                                                                const PromptDataOptions& o,
+                                                                const PromptLine& w) {
+  const int forms = obj.contains("prompt") + obj.contains("messages") + obj.contains("prompt_ids");
+  if (forms != 1) {
+    return PromptLineError(w, "expected exactly one of 'prompt' (text), 'messages' (chat) or 'prompt_ids'");
+  }
+  if (obj.contains("prompt_ids")) {
+    ZF_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIdList(obj, "prompt_ids", o, w));
+    return std::make_pair(std::move(ids), false);
+  }
+  const char* field = obj.contains("prompt") ? "prompt" : "messages";
+  if (tok == nullptr)
+    return PromptFieldError(w, field, "text needs a tokenizer (a model directory with tokenizer.json)");
+  std::string text;
+  if (obj.contains("prompt")) {
+    if (!obj["prompt"].is_string())
+      return PromptFieldError(w, field, absl::StrCat("expected a string, got ", obj["prompt"].type_name()));
+    text = obj["prompt"].get<std::string>();
+  } else {
+    if (!obj["messages"].is_array())
+      return PromptFieldError(w, field, "expected a list of {role, content} messages");
+    absl::StatusOr<std::string> rendered =
+        tok->RenderChat(obj["messages"].dump(), /*add_generation_prompt=*/true);
+    if (!rendered.ok())
+      return PromptFieldError(w, field, absl::StrCat("chat template: ", rendered.status().message()));
+    text = std::move(*rendered);
+  }
+  absl::StatusOr<std::vector<int32_t>> ids = tok->Encode(text);
+  if (!ids.ok()) return PromptFieldError(w, field, absl::StrCat("tokenizer: ", ids.status().message()));
+  return std::make_pair(std::move(*ids), obj.contains("messages"));
+}
+
+absl::StatusOr<std::optional<std::string>> AnswerOf(const Json& obj, const PromptLine& w) {
+  auto it = obj.find("answer");
+  if (it == obj.end() || it->is_null()) return std::optional<std::string>();
+  if (it->is_string()) return std::optional<std::string>(it->get<std::string>());
+  if (it->is_number()) return std::optional<std::string>(it->dump());
+  return PromptFieldError(w, "answer", absl::StrCat("expected a string or a number, got ", it->type_name()));
+}
+
+// Keeps BOS and the last tokens of a prompt longer than the limit.
+bool TruncatePrompt(std::vector<int32_t>* ids, bool has_bos, int64_t limit) {
+  if (limit <= 0 || static_cast<int64_t>(ids->size()) <= limit) return false;
+  const size_t keep_from = ids->size() - static_cast<size_t>(limit - (has_bos ? 1 : 0));
+  ids->erase(ids->begin() + (has_bos ? 1 : 0), ids->begin() + static_cast<std::ptrdiff_t>(keep_from));
+  return true;
+}
+
+absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, const PromptLine& w, const Tokenizer* tok,
+                                       const PromptDataOptions& o, bool* truncated) {
+  if (!core::CheckJsonDepth(line, core::kMaxJsonDepth, w.path).ok()) {
+    return PromptLineError(w, absl::StrCat("JSON nested deeper than ", core::kMaxJsonDepth, " levels"));
+  }
+  Json obj;
+  try {
+    obj = Json::parse(line);
+  } catch (const Json::exception& e) {
+    return PromptLineError(w, absl::StrCat("invalid JSON: ", e.what()));
+  }
+  if (!obj.is_object())
+    return PromptLineError(w, absl::StrCat("expected a JSON object, got ", obj.type_name()));
+  ZF_ASSIGN_OR_RETURN(auto prompt, PromptIds(obj, tok, o, w));
+  Prompt p;
+  p.source_line = w.line;
+  const int32_t bos = tok != nullptr ? tok->bos_id() : o.bos_id;
+  const bool add_bos = o.add_bos && bos >= 0 && !prompt.second;
+  if (add_bos) p.ids.push_back(bos);
+  p.ids.insert(p.ids.end(), prompt.first.begin(), prompt.first.end());
+  if (p.ids.empty()) return PromptLineError(w, "empty prompt (generation needs at least one token)");
+  *truncated = TruncatePrompt(&p.ids, add_bos, o.max_prompt_length);
+  ZF_ASSIGN_OR_RETURN(p.answer, AnswerOf(obj, w));
+  if (obj.contains("answer_ids")) {
+    ZF_ASSIGN_OR_RETURN(p.answer_ids, PromptIdList(obj, "answer_ids", o, w));
+  }
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<PromptData> LoadPrompts(const std::string& path, const Tokenizer* tok,
+                                       const PromptDataOptions& options) {
+  ZF_ASSIGN_OR_RETURN(const std::string text, core::ReadTextFile(path));
+  PromptData data;
+  size_t line_no = 0;
+  for (absl::string_view piece : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    const std::string line(piece);
+    if (std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; }))
+      continue;
+    bool truncated = false;
+    ZF_ASSIGN_OR_RETURN(Prompt p, ParsePromptLine(line, PromptLine{path, line_no}, tok, options, &truncated));
+    data.truncated += truncated ? 1 : 0;
+    data.longest_prompt = std::max(data.longest_prompt, p.ids.size());
+    data.prompts.push_back(std::move(p));
+  }
+  if (data.prompts.empty())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no prompts (the file is empty)"));
+  return data;
+}
+
+}  // namespace zerofit::data

@@ -1,0 +1,112 @@
+#include "worker/torch/programs/grpo_cli.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/status_macros.h"
+#include "worker/torch/train/grpo_session.h"
+
+namespace zerofit::worker {
+namespace {
+
+double ValueOr(const metrics::StepMetrics& m, const char* name, double fallback = 0) {
+  return m.Get(name).value_or(fallback);
+}
+
+void PrintEval(const char* when, const std::vector<metrics::NamedValue>& values) {
+  std::printf("held-out %s:", when);
+  for (const metrics::NamedValue& v : values) std::printf("  %s %.4g", v.name.c_str(), v.value);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void PrintStep(const metrics::StepMetrics& m, int64_t steps, double elapsed_s) {
+  const int64_t done = m.step + 1;
+  std::printf(
+      "step %4lld/%lld  reward %.3f (std %.3f)  acc %.3f  kl %.4f  clipped %.3f  entropy %.3f  len %.1f (max "
+      "%.0f, %.0f%% at max)  gen %.0f tok/s  gen/train %.0f/%.0f ms  kv %.2f MiB  ETA %.0fs\n",
+      static_cast<long long>(done), static_cast<long long>(steps), ValueOr(m, grpo_metric::kReward),
+      ValueOr(m, grpo_metric::kRewardStd), ValueOr(m, grpo_metric::kAccuracy), ValueOr(m, grpo_metric::kKl),
+      ValueOr(m, grpo_metric::kClippedFraction), ValueOr(m, grpo_metric::kEntropy),
+      ValueOr(m, grpo_metric::kCompletionLength), ValueOr(m, grpo_metric::kCompletionLengthMax),
+      100 * ValueOr(m, grpo_metric::kHitMaxNewTokens), ValueOr(m, grpo_metric::kGenerationTokensPerS),
+      ValueOr(m, grpo_metric::kGenerationMs), ValueOr(m, grpo_metric::kTrainingMs),
+      ValueOr(m, grpo_metric::kKvCacheBytes) / 1048576.0, elapsed_s / done * (steps - done));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int64_t max_length,
+                            jobspec::GrpoJobSpec* g) {
+  double samples = static_cast<double>(g->rollout.samples_per_prompt), new_tokens = 16,
+         batch = static_cast<double>(g->rollout.batch), iterations = g->grpo.iterations, eps_high = -1;
+  g->rollout.max_new_tokens = 16;  // the CLI's default suits the example task; a spec's is 256
+  ZF_RETURN_IF_ERROR(number("--samples-per-prompt", &samples, 2));
+  ZF_RETURN_IF_ERROR(number("--max-new-tokens", &new_tokens, 1));
+  ZF_RETURN_IF_ERROR(number("--temperature", &g->rollout.temperature, 1e-6));
+  ZF_RETURN_IF_ERROR(number("--top-p", &g->rollout.top_p, 1e-6));
+  ZF_RETURN_IF_ERROR(number("--rollout-batch", &batch, 0));
+  ZF_RETURN_IF_ERROR(number("--iterations", &iterations, 1));
+  ZF_RETURN_IF_ERROR(number("--kl-beta", &g->grpo.beta, 0));
+  ZF_RETURN_IF_ERROR(number("--epsilon", &g->grpo.epsilon, 1e-6));
+  ZF_RETURN_IF_ERROR(number("--epsilon-high", &eps_high, 1e-6));
+  g->rollout.samples_per_prompt = static_cast<int64_t>(samples);
+  g->rollout.max_new_tokens = static_cast<int64_t>(new_tokens);
+  g->rollout.batch = static_cast<int64_t>(batch);
+  g->grpo.iterations = static_cast<int>(iterations);
+  if (eps_high > 0) g->grpo.epsilon_high = eps_high;
+  if (std::string v = take("--loss-type"); !v.empty()) g->grpo.loss_type = v;
+  if (std::string v = take("--scale-rewards"); !v.empty()) {
+    if (v != "true" && v != "false") {
+      return absl::InvalidArgumentError(absl::StrCat("flag --scale-rewards: '", v, "' is not true or false"));
+    }
+    g->grpo.scale_rewards = v == "true";
+  }
+  jobspec::RewardSpec answer;
+  if (std::string v = take("--reward"); !v.empty()) answer.rule = v;
+  answer.pattern = take("--reward-pattern");
+  answer.group = take("--reward-group");
+  g->rewards = {answer};
+  if (std::string dir = take("--reward-model"); !dir.empty()) {
+    jobspec::RewardSpec model;
+    model.type = "model";
+    model.path = dir;
+    ZF_RETURN_IF_ERROR(number("--reward-model-weight", &model.weight, -1e300));
+    g->rewards.push_back(model);
+  }
+  return jobspec::ValidateGrpoJobSpec(g, max_length);
+}
+
+absl::Status RunGrpo(const PreferenceTrainOptions& o, int64_t log_every, comm::Communicator* comm,
+                     metrics::MetricsRecorder* recorder) {
+  const int rank = comm->rank();
+  const absl::Time start = absl::Now();
+  GrpoHooks hooks;
+  hooks.on_start = [rank](const GrpoSession& session, const std::vector<metrics::NamedValue>& before) {
+    if (rank != 0) return absl::OkStatus();
+    std::printf("%s", session.DataReportText().c_str());
+    PrintEval("before training", before);
+    return absl::OkStatus();
+  };
+  hooks.on_step = [&](const metrics::StepMetrics& m) -> absl::Status {
+    ZF_ASSIGN_OR_RETURN(const std::vector<std::string> warnings, recorder->Record(m));
+    if (rank != 0) return absl::OkStatus();
+    for (const std::string& w : warnings) std::fprintf(stderr, "%s\n", w.c_str());
+    const int64_t done = m.step + 1;
+    if (done % log_every == 0 || done == o.steps)
+      PrintStep(m, o.steps, absl::ToDoubleSeconds(absl::Now() - start));
+    return absl::OkStatus();
+  };
+  ZF_ASSIGN_OR_RETURN(const GrpoReport report, TrainGrpo(o, comm, hooks));
+  if (rank == 0) {
+    PrintEval("after training", report.after);
+    std::printf("%.1f s\n", absl::ToDoubleSeconds(absl::Now() - start));
+    if (!o.export_dir.empty()) std::printf("exported Hugging Face model to %s\n", o.export_dir.c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zerofit::worker

@@ -1,0 +1,580 @@
+#include "worker/torch/train/grpo_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/hf_config.h"
+#include "core/lr_schedule.h"
+#include "core/status_macros.h"
+#include "jobspec/step_scheduler.h"
+#include "sharding/checkpoint.h"
+#include "worker/data/hf_tokenizer.h"
+#include "worker/data/prompt_dataset.h"
+#include "worker/torch/model/generation.h"
+#include "worker/torch/model/kv_cache.h"
+#include "worker/torch/train/named_step_metrics.h"
+#include "worker/torch/train/pair_tensors.h"
+#include "worker/torch/train/rollout_scorer.h"
+#include "worker/torch/train/session_setup.h"
+
+namespace zerofit::worker {
+namespace {
+
+namespace names = metrics::metric_names;
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The step's sampling seed: SplitMix64 of (seed, step), so consecutive steps draw unrelated samples.
+uint64_t StepSeed(uint64_t seed, int64_t step) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(step) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::vector<int64_t> EosIds(const core::HfModelConfig& config, const data::Tokenizer* tok) {
+  std::vector<int64_t> eos;
+  if (config.eos_token_id) eos.push_back(*config.eos_token_id);
+  if (tok != nullptr && tok->eos_id() >= 0 && (eos.empty() || eos[0] != tok->eos_id()))
+    eos.push_back(tok->eos_id());
+  return eos;
+}
+
+std::vector<int64_t> Widen(const std::vector<int32_t>& ids) { return {ids.begin(), ids.end()}; }
+
+// A micro-batch's training rows: prompt + completion, right-padded; the mask marks the log-prob columns
+// that predict completion tokens (column j predicts token from + j + 1).
+struct Rows {
+  torch::Tensor tokens, mask, advantages, old_logp, ref_logp;
+  int64_t from = 0;
+  int64_t count = 0;
+};
+
+Rows MakeRows(const std::vector<const data::Prompt*>& prompts, const std::vector<Completion>& completions,
+              const std::vector<double>& advantages, int32_t pad, const torch::Device& device) {
+  const int64_t n = static_cast<int64_t>(completions.size());
+  int64_t longest = 0, shortest_prompt = INT64_MAX;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = static_cast<int64_t>(prompts[i]->ids.size());
+    longest = std::max<int64_t>(longest, p + static_cast<int64_t>(completions[i].tokens.size()));
+    shortest_prompt = std::min(shortest_prompt, p);
+  }
+  Rows r;
+  r.count = n;
+  r.from = shortest_prompt - 1;  // the first column that predicts a completion token
+  torch::Tensor tokens = torch::full({n, longest}, pad, torch::kInt64);
+  torch::Tensor mask = torch::zeros({n, longest - 1 - r.from}, torch::kFloat32);
+  auto t = tokens.accessor<int64_t, 2>();
+  auto m = mask.accessor<float, 2>();
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<int32_t>& p = prompts[i]->ids;
+    const std::vector<int64_t>& c = completions[i].tokens;
+    for (size_t j = 0; j < p.size(); ++j) t[i][j] = p[j];
+    for (size_t j = 0; j < c.size(); ++j) {
+      t[i][p.size() + j] = c[j];
+      m[i][static_cast<int64_t>(p.size() + j) - 1 - r.from] = 1.0f;
+    }
+  }
+  r.tokens = tokens.to(device);
+  r.mask = mask.to(device);
+  r.advantages = torch::tensor(advantages, torch::kFloat64).to(torch::kFloat32).to(device);
+  return r;
+}
+
+}  // namespace
+
+absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o) {
+  const GrpoTaskOptions& g = o.grpo;
+  auto bad = [](const char* field, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+  };
+  if (g.rollout.samples_per_prompt < 2) {
+    return bad("grpo.samples_per_prompt", "must be >= 2 (advantages are relative to the prompt's group)");
+  }
+  if (g.rollout.max_new_tokens < 1) return bad("grpo.max_new_tokens", "must be >= 1");
+  if (!(g.rollout.temperature > 0) || !std::isfinite(g.rollout.temperature)) {
+    return bad("grpo.temperature", "must be > 0 (the group needs diverse samples; evaluation is greedy)");
+  }
+  if (!(g.rollout.top_p > 0 && g.rollout.top_p <= 1)) return bad("grpo.top_p", "must be in (0, 1]");
+  if (g.rollout.rollout_batch < 0) return bad("grpo.rollout_batch", "must be >= 0 (0: one pass)");
+  if (g.iterations < 1) return bad("grpo.iterations", "must be >= 1");
+  if (g.rewards.empty()) return bad("grpo.rewards", "at least one reward source is needed");
+  if (o.max_length <= g.rollout.max_new_tokens) {
+    return bad("max_length",
+               absl::StrCat(o.max_length, " leaves no room for a prompt besides max_new_tokens ",
+                            g.rollout.max_new_tokens));
+  }
+  return absl::OkStatus();
+}
+
+int64_t PlannedKvCacheBytes(const PreferenceTrainOptions& o, int64_t prompts_per_rank, int64_t prompt_length,
+                            const core::HfModelConfig& config) {
+  const RolloutOptions& r = o.grpo.rollout;
+  const int64_t sequences = prompts_per_rank * r.samples_per_prompt;
+  const int64_t in_flight = r.rollout_batch > 0 ? std::min(r.rollout_batch, sequences) : sequences;
+  const int64_t element = o.model.dtype == torch::kFloat32 ? 4 : 2;
+  return KvCacheBytes(config, in_flight, prompt_length + r.max_new_tokens, element);
+}
+
+struct GrpoSession::State {
+  comm::Communicator* comm = nullptr;
+  TrainingBackend backend;
+  core::HfModelConfig config;                        // as the model resolved it (head_dim, kv heads)
+  std::shared_ptr<const data::Tokenizer> tokenizer;  // null for pre-tokenized prompts
+  data::PromptData train, test;
+  std::vector<int64_t> eos_ids;
+  int32_t pad = 0;
+  LlamaModel policy{nullptr};
+  LlamaModel reference{nullptr};  // beta > 0 only: the frozen initial policy
+  std::unique_ptr<Zero2Binding> binding;
+  std::unique_ptr<RolloutScorer> scorer;
+  KvCache cache;  // one rollout's: reused by its passes when the next fits, released before training
+};
+
+// One step's rollout on this rank: its prompts micro-batch by micro-batch, G completions each.
+struct GrpoSession::Rollout {
+  std::vector<const data::Prompt*> prompts;  // per completion
+  std::vector<Completion> completions;
+  ScoredRollout scored;
+  std::vector<double> advantages;
+  GenerationStats stats;
+  double generation_ms = 0, training_ms = 0;
+  sharding::StepResult last;  // the last optimizer step's result
+  torch::Tensor sums;         // [loss_sum, units, kl_sum, clipped, tokens] of the last iteration
+};
+
+GrpoSession::GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options)
+    : state_(std::move(state)), options_(options) {}
+
+GrpoSession::~GrpoSession() = default;
+
+namespace {
+
+// add_bos unset: the tokenizer's own rule (data::AutoAddBos), true for pre-tokenized prompts.
+absl::StatusOr<data::PromptData> LoadPromptFile(const std::string& path, const data::HfTokenizer* tok,
+                                                const PreferenceTrainOptions& o,
+                                                const core::HfModelConfig& c) {
+  data::PromptDataOptions po;
+  po.max_prompt_length = o.max_length - o.grpo.rollout.max_new_tokens;
+  po.add_bos = o.data.add_bos.value_or(tok != nullptr ? data::AutoAddBos(*tok, path) : true);
+  po.bos_id = c.bos_token_id ? static_cast<int32_t>(*c.bos_token_id) : -1;
+  po.vocab_size = static_cast<int32_t>(c.vocab_size);
+  return data::LoadPrompts(path, tok, po);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const PreferenceTrainOptions& o,
+                                                                 comm::Communicator* comm) {
+  ZF_RETURN_IF_ERROR(ValidateGrpoOptions(o));
+  ZF_RETURN_IF_ERROR(core::ValidateLrSchedule(EffectiveSchedule(o)));
+  auto st = std::make_unique<State>();
+  st->comm = comm;
+  ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, core::LoadHfConfig(o.model_dir + "/config.json"));
+  std::shared_ptr<const data::HfTokenizer> tok;
+  if (!o.data.tokenizer_dir.empty()) {
+    ZF_ASSIGN_OR_RETURN(tok, data::HfTokenizer::Load(o.data.tokenizer_dir));
+  }
+  st->tokenizer = tok;
+  ZF_ASSIGN_OR_RETURN(st->train, LoadPromptFile(o.data.train, tok.get(), o, config));
+  if (!o.data.test.empty()) {
+    ZF_ASSIGN_OR_RETURN(st->test, LoadPromptFile(o.data.test, tok.get(), o, config));
+  }
+  if (o.eval_max_samples > 0 && st->test.prompts.size() > static_cast<size_t>(o.eval_max_samples)) {
+    st->test.prompts.resize(static_cast<size_t>(o.eval_max_samples));
+  }
+  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, o.local_rank, comm, o.nccl, o.device_comm));
+  st->eos_ids = EosIds(config, st->tokenizer.get());
+  st->pad = BatchPadId(config);
+  try {
+    ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
+    ZF_ASSIGN_OR_RETURN(st->policy, InitialModel(config, o, weights, st->backend.torch_device));
+    if (o.grpo.objective.beta > 0) {
+      ZF_ASSIGN_OR_RETURN(st->reference, InitialModel(config, o, weights, st->backend.torch_device));
+      for (torch::Tensor& p : st->reference->parameters()) p.set_requires_grad(false);
+      st->reference->eval();
+    }
+    ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, st->backend, comm));
+    ZF_ASSIGN_OR_RETURN(st->scorer, RolloutScorer::Create(o.grpo.rewards, st->tokenizer, st->eos_ids,
+                                                          st->backend.torch_device));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("building the GRPO session failed: ", e.what()));
+  }
+  ZF_RETURN_IF_ERROR(st->scorer->CheckPrompts(st->train.prompts, o.data.train));
+  ZF_RETURN_IF_ERROR(st->scorer->CheckPrompts(st->test.prompts, o.data.test));
+  st->config = st->policy->config();
+  ReportOffloadThreads(o.offload, comm->rank());
+  return std::unique_ptr<GrpoSession>(new GrpoSession(std::move(st), o));
+}
+
+size_t GrpoSession::num_train_prompts() const { return state_->train.prompts.size(); }
+
+int64_t GrpoSession::longest_prompt() const { return static_cast<int64_t>(state_->train.longest_prompt); }
+
+int64_t GrpoSession::planned_kv_cache_bytes(int64_t prompts_per_rank) const {
+  return PlannedKvCacheBytes(options_, prompts_per_rank, longest_prompt(), state_->config);
+}
+
+std::vector<int64_t> GrpoSession::TrainLengths() const {
+  std::vector<int64_t> lengths;
+  const RolloutOptions& r = options_.grpo.rollout;
+  for (const data::Prompt& p : state_->train.prompts) {
+    lengths.push_back(r.samples_per_prompt * (static_cast<int64_t>(p.ids.size()) + r.max_new_tokens));
+  }
+  return lengths;
+}
+
+std::string GrpoSession::DataReportText() const {
+  const State& st = *state_;
+  const RolloutOptions& r = options_.grpo.rollout;
+  const int64_t world = st.comm->world_size();
+  const int64_t prompts_per_rank = (options_.global_batch + world - 1) / world;
+  const int64_t sequences = prompts_per_rank * r.samples_per_prompt;
+  const int64_t in_flight = r.rollout_batch > 0 ? std::min(r.rollout_batch, sequences) : sequences;
+  return absl::StrCat("prompts: ", st.train.prompts.size(), " in ", options_.data.train, " (",
+                      st.train.truncated, " truncated, longest ", st.train.longest_prompt, " tokens); ",
+                      st.test.prompts.size(), " held out\n", "rollout: ", r.samples_per_prompt,
+                      " samples per prompt, up to ", r.max_new_tokens, " new tokens, temperature ",
+                      r.temperature, ", top_p ", r.top_p, "\n", "rollout batch: ", in_flight,
+                      " sequences per generation pass (", sequences, " per rank per step); KV cache ",
+                      planned_kv_cache_bytes(prompts_per_rank), " bytes per pass at the longest prompt\n");
+}
+
+absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const MicroBatches& micro) {
+  State& st = *state_;
+  const RolloutOptions& r = options_.grpo.rollout;
+  Rollout ro;
+  std::vector<std::vector<int64_t>> inputs;
+  GenerationOptions go;
+  for (const std::vector<uint64_t>& batch : micro) {
+    for (uint64_t p : batch) {
+      if (p >= st.train.prompts.size()) {
+        return absl::OutOfRangeError(
+            absl::StrCat("Step: prompt ", p, " >= ", st.train.prompts.size(), " prompts"));
+      }
+      for (int64_t g = 0; g < r.samples_per_prompt; ++g) {
+        ro.prompts.push_back(&st.train.prompts[p]);
+        inputs.push_back(Widen(st.train.prompts[p].ids));
+        go.sequence_ids.push_back(static_cast<int64_t>(p) * r.samples_per_prompt + g);
+      }
+    }
+  }
+  if (inputs.empty()) return ro;  // this rank has no prompts this step: it still joins the collectives
+  go.max_new_tokens = r.max_new_tokens;
+  go.temperature = r.temperature;
+  go.top_p = r.top_p;
+  go.eos_ids = st.eos_ids;
+  go.pad_id = st.pad;
+  go.seed = StepSeed(options_.seed, step);
+  go.max_batch = r.rollout_batch > 0 ? r.rollout_batch : static_cast<int64_t>(inputs.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<GenerationResult> generated = Generate(*st.policy, inputs, go, &st.cache);
+  st.cache.Release();  // the training pass does not need it (the planner's passes: memory_model.h)
+  ZF_ASSIGN_OR_RETURN(GenerationResult gen, std::move(generated));
+  ro.generation_ms = MsSince(t0);
+  ro.completions = std::move(gen.completions);
+  ro.stats = gen.stats;
+  ZF_ASSIGN_OR_RETURN(ro.scored, st.scorer->Score(ro.prompts, ro.completions));
+  const torch::Tensor rewards = torch::tensor(ro.scored.sum.total, torch::kFloat64);
+  ZF_ASSIGN_OR_RETURN(const torch::Tensor adv,
+                      GroupAdvantages(rewards, r.samples_per_prompt, options_.grpo.objective));
+  const torch::Tensor host = adv.to(torch::kCPU, torch::kFloat64).contiguous();
+  ro.advantages.assign(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+  return ro;
+}
+
+absl::Status GrpoSession::Optimize(int64_t step, const MicroBatches& micro, Rollout& ro) {
+  State& st = *state_;
+  const GrpoTaskOptions& g = options_.grpo;
+  GrpoOptions objective = g.objective;
+  objective.max_new_tokens = g.rollout.max_new_tokens;
+  const auto t0 = std::chrono::steady_clock::now();
+  const torch::Device dev = st.backend.torch_device;
+  // The rank's sequences in micro.size() contiguous slices: the plan's micro-batches count sequences, so a
+  // micro-batch may hold part of a group (the advantages are already computed).
+  const size_t n = ro.completions.size(), k_total = micro.size();
+  std::vector<Rows> rows(k_total);
+  for (size_t k = 0; k < k_total; ++k) {
+    const size_t b = n * k / k_total, e = n * (k + 1) / k_total;
+    if (b == e) continue;
+    const std::vector<const data::Prompt*> prompts(ro.prompts.begin() + b, ro.prompts.begin() + e);
+    const std::vector<Completion> comps(ro.completions.begin() + b, ro.completions.begin() + e);
+    const std::vector<double> adv(ro.advantages.begin() + b, ro.advantages.begin() + e);
+    rows[k] = MakeRows(prompts, comps, adv, st.pad, dev);
+    torch::NoGradGuard no_grad;
+    if (g.iterations > 1) rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from);
+    if (objective.beta > 0) rows[k].ref_logp = st.reference->TokenLogProbs(rows[k].tokens, rows[k].from);
+  }
+  const core::LrScheduleOptions schedule = EffectiveSchedule(options_);
+  for (int it = 0; it < g.iterations; ++it) {
+    ro.sums = torch::zeros({5}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
+    for (size_t k = 0; k < k_total; ++k) {
+      const bool last = k + 1 == k_total;
+      if (rows[k].count == 0) {
+        ZF_RETURN_IF_ERROR(st.binding->Backward(
+            torch::zeros({}, torch::TensorOptions().device(dev).requires_grad(true)), last, 0));
+        continue;
+      }
+      torch::Tensor logp;
+      {
+        sharding::ScopedStage forward(st.binding->optimizer().profile(), sharding::Stage::kForward);
+        logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from);
+      }
+      const torch::Tensor old = rows[k].old_logp.defined() ? rows[k].old_logp : logp.detach();
+      ZF_ASSIGN_OR_RETURN(const GrpoLoss loss, GrpoPolicyLoss(logp, old, rows[k].ref_logp, rows[k].mask,
+                                                              rows[k].advantages, objective));
+      ZF_RETURN_IF_ERROR(st.binding->Backward(loss.loss_sum, last, loss.units));
+      torch::NoGradGuard no_grad;
+      ro.sums +=
+          torch::stack({loss.loss_sum.detach().to(torch::kFloat64),
+                        torch::full({}, loss.units, ro.sums.options()), loss.kl_sum.to(torch::kFloat64),
+                        loss.clipped_tokens.to(torch::kFloat64), loss.tokens.to(torch::kFloat64)});
+    }
+    const int64_t update = step * g.iterations + it;
+    ZF_ASSIGN_OR_RETURN(ro.last, st.binding->Step(core::LearningRateAt(schedule, update)));
+  }
+  ro.training_ms = MsSince(t0);
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The step's values summed (or maxed) over ranks: one all-reduce each.
+struct RolloutTotals {
+  std::vector<double> sum;  // see SumFields
+  double max_length = 0, max_generation_ms = 0;
+};
+
+enum SumField {
+  kCompletions,
+  kReward,
+  kRewardSq,
+  kCorrect,
+  kTokens,
+  kHitMax,
+  kEntropy,
+  kLoss,
+  kUnits,
+  kKl,
+  kClippedTok,
+  kLossTok,
+  kPrompts,
+  kSumFields
+};
+
+absl::Status AllReduce(std::vector<double>* v, comm::ReduceOp op, comm::Communicator* comm) {
+  return comm::WaitFor(comm->AllReduce(comm::Buffer{v->data(), v->size(), core::DType::kFloat64}, op),
+                       comm->options().timeout);
+}
+
+}  // namespace
+
+absl::StatusOr<metrics::StepMetrics> GrpoSession::StepMetricsOf(int64_t step, const Rollout& ro) {
+  State& st = *state_;
+  const size_t sources = options_.grpo.rewards.size();
+  std::vector<double> sum(kSumFields + 2 * sources, 0.0);
+  double max_length = 0;
+  const std::vector<double>& total = ro.scored.sum.total;
+  for (size_t i = 0; i < ro.completions.size(); ++i) {
+    const double len = static_cast<double>(ro.completions[i].tokens.size());
+    sum[kCompletions] += 1;
+    sum[kReward] += total[i];
+    sum[kRewardSq] += total[i] * total[i];
+    sum[kCorrect] += ro.scored.correct.empty() ? 0 : ro.scored.correct[i];
+    sum[kTokens] += len;
+    sum[kHitMax] += ro.completions[i].hit_max_new_tokens ? 1 : 0;
+    max_length = std::max(max_length, len);
+  }
+  sum[kEntropy] = ro.stats.entropy_sum;
+  sum[kPrompts] = static_cast<double>(ro.completions.size()) / options_.grpo.rollout.samples_per_prompt;
+  if (ro.sums.defined()) {
+    const torch::Tensor s = ro.sums.to(torch::kCPU).contiguous();
+    for (int j = 0; j < 5; ++j) sum[kLoss + j] = s.data_ptr<double>()[j];
+  }
+  for (size_t s = 0; s < sources && !ro.completions.empty(); ++s) {
+    const rewards::SourceStats& src = ro.scored.sum.sources[s];
+    const double n = static_cast<double>(ro.completions.size());
+    sum[kSumFields + 2 * s] = src.mean * n;
+    sum[kSumFields + 2 * s + 1] = (src.stddev * src.stddev + src.mean * src.mean) * n;
+  }
+  ZF_RETURN_IF_ERROR(AllReduce(&sum, comm::ReduceOp::kSum, st.comm));
+  std::vector<double> maxima = {max_length, ro.generation_ms};
+  ZF_RETURN_IF_ERROR(AllReduce(&maxima, comm::ReduceOp::kMax, st.comm));
+
+  metrics::StepMetrics m;
+  m.step = step;
+  m.rank = st.comm->rank();
+  m.wall_time = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  const double n = std::max(sum[kCompletions], 1.0);
+  auto stddev = [](double s, double sq, double count) {
+    return std::sqrt(std::max(sq / count - (s / count) * (s / count), 0.0));
+  };
+  m.Set(names::kLoss, sum[kLoss] / std::max(sum[kUnits], 1e-30));
+  if (st.scorer->has_answer_source()) m.Set(grpo_metric::kAccuracy, sum[kCorrect] / n);
+  m.Set(names::kLearningRate, ro.last.learning_rate);
+  m.Set(names::kGradNorm, ro.last.grad_norm);
+  m.Set(names::kClipped, ro.last.clip_coef < 1.0f ? 1.0 : 0.0);
+  m.Set(names::kClipCoef, ro.last.clip_coef);
+  m.Set(names::kLossScale, ro.last.loss_scale);
+  m.Set(names::kSkipped, ro.last.applied ? 0.0 : 1.0);
+  m.Set(grpo_metric::kReward, sum[kReward] / n);
+  m.Set(grpo_metric::kRewardStd, stddev(sum[kReward], sum[kRewardSq], n));
+  for (size_t s = 0; s < sources; ++s) {
+    const std::string base = std::string(grpo_metric::kRewardPrefix) + options_.grpo.rewards[s].name;
+    m.Set(base, sum[kSumFields + 2 * s] / n);
+    m.Set(base + "_std", stddev(sum[kSumFields + 2 * s], sum[kSumFields + 2 * s + 1], n));
+  }
+  const double loss_tokens = std::max(sum[kLossTok], 1.0);
+  m.Set(grpo_metric::kKl, sum[kKl] / loss_tokens);
+  m.Set(grpo_metric::kClippedFraction, sum[kClippedTok] / loss_tokens);
+  m.Set(grpo_metric::kEntropy, sum[kEntropy] / std::max(sum[kTokens], 1.0));
+  m.Set(grpo_metric::kCompletionLength, sum[kTokens] / n);
+  m.Set(grpo_metric::kCompletionLengthMax, maxima[0]);
+  m.Set(grpo_metric::kHitMaxNewTokens, sum[kHitMax] / n);
+  m.Set(grpo_metric::kGenerationTokensPerS, sum[kTokens] / std::max(maxima[1] / 1e3, 1e-9));
+  m.Set(names::kSamplesPerS, sum[kPrompts] / std::max((ro.generation_ms + ro.training_ms) / 1e3, 1e-9));
+  m.Set(names::kStepMs, ro.generation_ms + ro.training_ms);
+  m.Set(grpo_metric::kGenerationMs, ro.generation_ms);
+  m.Set(grpo_metric::kTrainingMs, ro.training_ms);
+  m.Set(grpo_metric::kKvCacheBytes, static_cast<double>(ro.stats.peak_cache_bytes));
+  const int64_t rss = HostPeakRssBytes();
+  if (rss >= 0) m.Set(names::kHostPeakRssBytes, static_cast<double>(rss));
+  const PeakMemory peak = ReadPeakMemory(st.backend);
+  if (peak.device_reserved > 0) {
+    m.Set(names::kDevicePeakAllocatedBytes, static_cast<double>(peak.device_allocated));
+    m.Set(names::kDevicePeakReservedBytes, static_cast<double>(peak.device_reserved));
+  }
+  return m;
+}
+
+absl::StatusOr<metrics::StepMetrics> GrpoSession::Step(int64_t step, const MicroBatches& micro) {
+  State& st = *state_;
+  if (micro.empty()) return absl::InvalidArgumentError("Step: no micro-batches");
+  try {
+    ResetPeakMemory(st.backend);
+    ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());  // generate with the parameters ZeRO-2 just updated
+    ZF_ASSIGN_OR_RETURN(Rollout ro, RunRollout(step, micro));
+    ZF_RETURN_IF_ERROR(Optimize(step, micro, ro));
+    return StepMetricsOf(step, ro);
+  } catch (const std::exception& e) {
+    return StepFailure(step, e);
+  }
+}
+
+absl::StatusOr<std::vector<metrics::NamedValue>> GrpoSession::Evaluate() {
+  State& st = *state_;
+  ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());
+  std::vector<const data::Prompt*> mine;
+  std::vector<std::vector<int64_t>> inputs;
+  for (size_t i = st.comm->rank(); i < st.test.prompts.size(); i += st.comm->world_size()) {
+    mine.push_back(&st.test.prompts[i]);
+    inputs.push_back(Widen(st.test.prompts[i].ids));
+  }
+  std::vector<double> sum = {static_cast<double>(mine.size()), 0, 0, 0};  // prompts, correct, reward, tokens
+  if (!mine.empty()) {
+    GenerationOptions go;
+    go.max_new_tokens = options_.grpo.rollout.max_new_tokens;
+    go.temperature = 0;
+    go.eos_ids = st.eos_ids;
+    go.pad_id = st.pad;
+    go.max_batch = std::max<int64_t>(options_.eval_batch, 1);
+    absl::StatusOr<GenerationResult> gen;
+    try {
+      gen = Generate(*st.policy, inputs, go, &st.cache);
+      st.cache.Release();
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("evaluation failed: ", e.what()));
+    }
+    ZF_RETURN_IF_ERROR(gen.status());
+    ZF_ASSIGN_OR_RETURN(const ScoredRollout scored, st.scorer->Score(mine, gen->completions));
+    for (size_t i = 0; i < mine.size(); ++i) {
+      sum[1] += scored.correct.empty() ? 0 : scored.correct[i];
+      sum[2] += scored.sum.total[i];
+      sum[3] += static_cast<double>(gen->completions[i].tokens.size());
+    }
+  }
+  ZF_RETURN_IF_ERROR(AllReduce(&sum, comm::ReduceOp::kSum, st.comm));
+  const double n = std::max(sum[0], 1.0);
+  const std::string eval = metrics::metric_names::kEvalPrefix;
+  std::vector<metrics::NamedValue> out;
+  if (st.scorer->has_answer_source()) out.push_back({eval + grpo_metric::kAccuracy, sum[1] / n});
+  out.push_back({eval + grpo_metric::kReward, sum[2] / n});
+  out.push_back({eval + grpo_metric::kCompletionLength, sum[3] / n});
+  out.push_back({eval + grpo_metric::kPrompts, sum[0]});
+  return out;
+}
+
+absl::Status GrpoSession::SaveCheckpoint(const std::string& root, const std::string& extra, int keep) {
+  ZF_ASSIGN_OR_RETURN(const sharding::CheckpointInfo info,
+                      sharding::SaveCheckpoint(state_->binding->optimizer(), root, extra, keep));
+  for (const std::string& dir : info.removed_stale) {
+    std::fprintf(stderr,
+                 "checkpoint: removed %s, left by an earlier save of this job that was killed or failed\n",
+                 dir.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> GrpoSession::LoadCheckpoint(const std::string& root) {
+  ZF_ASSIGN_OR_RETURN(const sharding::CheckpointInfo info,
+                      sharding::LoadCheckpoint(state_->binding->optimizer(), root));
+  const int iterations = options_.grpo.iterations;
+  if (info.step % iterations != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(root, ": the checkpoint holds ", info.step,
+                     " optimizer updates, not a whole number of GRPO steps of ", iterations,
+                     " iterations (was grpo.iterations changed?)"));
+  }
+  return info.step / iterations;  // rollout steps
+}
+
+absl::Status GrpoSession::Export(const std::string& dir) {
+  if (state_->comm->rank() != 0) return absl::OkStatus();
+  ZF_RETURN_IF_ERROR(state_->binding->optimizer().Flush());
+  try {
+    return state_->policy->ExportHf(dir, state_->config);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("export failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<GrpoReport> TrainGrpo(const PreferenceTrainOptions& o, comm::Communicator* comm,
+                                     const GrpoHooks& hooks) {
+  if (o.global_batch < comm->world_size() * o.micro_batches) {
+    return absl::InvalidArgumentError(absl::StrCat("global_batch ", o.global_batch,
+                                                   " (prompts) is smaller than world size ",
+                                                   comm->world_size(), " x micro_batches ", o.micro_batches));
+  }
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<GrpoSession> session, GrpoSession::Create(o, comm));
+  GrpoReport report;
+  ZF_ASSIGN_OR_RETURN(report.before, session->Evaluate());
+  if (hooks.on_start) ZF_RETURN_IF_ERROR(hooks.on_start(*session, report.before));
+  jobspec::SchedulerOptions schedule;
+  schedule.global_batch = o.global_batch;
+  schedule.world_size = comm->world_size();
+  schedule.micro_batches = o.micro_batches;
+  ZF_ASSIGN_OR_RETURN(const jobspec::StepScheduler scheduler,
+                      jobspec::StepScheduler::Create(session->TrainLengths(), schedule));
+  report.after = report.before;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    ZF_ASSIGN_OR_RETURN(metrics::StepMetrics m,
+                        session->Step(step, scheduler.Assign(step).ranks[comm->rank()]));
+    if (EvalDue(o, step)) {
+      ZF_ASSIGN_OR_RETURN(report.after, session->Evaluate());
+      for (const metrics::NamedValue& v : report.after) m.Set(v.name, v.value);
+    }
+    if (hooks.on_step) ZF_RETURN_IF_ERROR(hooks.on_step(m));
+  }
+  if (!o.export_dir.empty()) ZF_RETURN_IF_ERROR(session->Export(o.export_dir));
+  return report;
+}
+
+}  // namespace zerofit::worker

@@ -1,0 +1,109 @@
+// GRPO policy training (issue 32) as a TrainingSession (worker/loop/training_session.h): what zerofit_worker
+// and zerofit_train_prefs run for `task: grpo`. One step, on every rank:
+//   1. rollout: this rank's prompts (the coordinator's micro-batches of prompt indices, each handed out once)
+//      each sampled G times with the very parameters ZeRO-2 holds (no second copy of the weights), in
+//      passes of rollout_batch sequences over a KV cache sized for one pass (kv_cache.h);
+//   2. rewards from every source, summed with weights (rollout_scorer.h); group-relative advantages;
+//   3. `iterations` optimizer steps over the rollout, its sequences split into as many micro-batches as the
+//      step has (they count sequences, as the planner's micro-batch does), with GRPO's clipped loss
+//      (grpo_objective.h) against the log-probs the rollout was sampled with (kept from the first pass when
+//      iterations > 1) and, with beta > 0, a frozen resident copy of the initial policy as the reference.
+// Sampling state: prompt p's sample g in step s is drawn with seed Mix(seed, s) and sequence index p x G + g
+// (generation.h), so the rollouts are a function of (weights, step, prompt) only: a job resumed from a
+// checkpoint, or run on another world size, samples what an uninterrupted one would.
+// Steps and checkpoints count rollout batches; the optimizer applies `iterations` updates per step, and the
+// learning-rate schedule runs over steps x iterations updates.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "worker/loop/training_session.h"
+#include "worker/torch/train/preference_trainer.h"
+
+namespace zerofit::worker {
+
+// GRPO's metric names (besides loss, lr, grad_norm, ... of metric_names).
+namespace grpo_metric {
+inline constexpr char kReward[] = "grpo/reward";         // mean total reward of the step's completions
+inline constexpr char kRewardStd[] = "grpo/reward_std";  // its standard deviation (population)
+inline constexpr char kRewardPrefix[] = "grpo/reward/";  // + source name (+ "_std")
+inline constexpr char kAccuracy[] = "accuracy";          // share of completions the answer source matched
+inline constexpr char kKl[] = "grpo/kl";                 // mean k3 KL to the reference per token
+inline constexpr char kClippedFraction[] = "grpo/clipped_fraction";
+inline constexpr char kEntropy[] = "grpo/entropy";  // mean entropy (nats) of the sampling distribution
+inline constexpr char kCompletionLength[] = "grpo/completion_length";
+inline constexpr char kCompletionLengthMax[] = "grpo/completion_length_max";
+inline constexpr char kHitMaxNewTokens[] = "grpo/hit_max_new_tokens";  // share that ended without EOS
+inline constexpr char kGenerationTokensPerS[] = "grpo/generation_tokens_per_s";
+inline constexpr char kGenerationMs[] = "time/generation_ms";
+inline constexpr char kTrainingMs[] = "time/training_ms";
+inline constexpr char kKvCacheBytes[] = "grpo/kv_cache_bytes";  // this rank's largest cache in the step
+inline constexpr char kPrompts[] = "prompts";
+}  // namespace grpo_metric
+
+// Checks the GRPO options (field names as the job spec writes them: grpo.samples_per_prompt, ...).
+absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o);
+
+// Bytes of one generation pass's KV cache for `prompt_length` tokens of prompt (kv_cache.h's formula) with
+// the rollout's sequences in flight when a rank has `prompts_per_rank` prompts in a step. `config` as the
+// model resolved it (LlamaModelImpl::config()).
+int64_t PlannedKvCacheBytes(const PreferenceTrainOptions& o, int64_t prompts_per_rank, int64_t prompt_length,
+                            const core::HfModelConfig& config);
+
+class GrpoSession final : public TrainingSession {
+ public:
+  // Collective over `comm`: loads config, tokenizer (when data.tokenizer_dir is set) and prompts, builds the
+  // policy (and the reference when beta > 0) and binds it to ZeRO-2.
+  static absl::StatusOr<std::unique_ptr<GrpoSession>> Create(const PreferenceTrainOptions& options,
+                                                             comm::Communicator* comm);
+  ~GrpoSession() override;
+
+  // Per prompt: G x (prompt + max_new_tokens) tokens, what a step's work grows with.
+  std::vector<int64_t> TrainLengths() const override;
+  std::string DataReportText() const override;
+  absl::StatusOr<metrics::StepMetrics> Step(int64_t step, const MicroBatches& micro_batches) override;
+  // Greedy completions of the held-out prompts (sharded across ranks): eval/accuracy (the answer rule),
+  // eval/grpo/reward, eval/grpo/completion_length, eval/prompts.
+  absl::StatusOr<std::vector<metrics::NamedValue>> Evaluate() override;
+  absl::Status SaveCheckpoint(const std::string& dir, const std::string& extra, int keep) override;
+  absl::StatusOr<int64_t> LoadCheckpoint(const std::string& dir) override;
+  absl::Status Export(const std::string& dir) override;
+
+  const PreferenceTrainOptions& options() const { return options_; }
+  size_t num_train_prompts() const;
+  int64_t longest_prompt() const;
+  // PlannedKvCacheBytes of the longest prompt with `prompts_per_rank` prompts per rank and step.
+  int64_t planned_kv_cache_bytes(int64_t prompts_per_rank) const;
+
+ private:
+  struct State;
+  struct Rollout;
+  GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options);
+  absl::StatusOr<Rollout> RunRollout(int64_t step, const MicroBatches& micro);
+  absl::Status Optimize(int64_t step, const MicroBatches& micro, Rollout& rollout);
+  absl::StatusOr<metrics::StepMetrics> StepMetricsOf(int64_t step, const Rollout& rollout);
+
+  std::unique_ptr<State> state_;
+  PreferenceTrainOptions options_;
+};
+
+struct GrpoHooks {
+  std::function<absl::Status(const GrpoSession&, const std::vector<metrics::NamedValue>& before)> on_start;
+  std::function<absl::Status(const metrics::StepMetrics&)> on_step;  // eval/ values after an evaluation
+};
+
+// Runs options.steps steps locally with the coordinator's scheduler (jobspec/step_scheduler.h) over the
+// prompts: the same prompt batches `zerofit run` hands out. Returns the held-out metrics before and after.
+struct GrpoReport {
+  std::vector<metrics::NamedValue> before, after;
+};
+absl::StatusOr<GrpoReport> TrainGrpo(const PreferenceTrainOptions& options, comm::Communicator* comm,
+                                     const GrpoHooks& hooks = {});
+
+}  // namespace zerofit::worker

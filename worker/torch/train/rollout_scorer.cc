@@ -1,0 +1,125 @@
+#include "worker/torch/train/rollout_scorer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace zerofit::worker {
+namespace {
+
+using Kind = RewardSourceOptions::Kind;
+
+std::string SourceField(size_t i) { return absl::StrCat("rewards[", i, "]"); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RolloutScorer>> RolloutScorer::Create(
+    const std::vector<RewardSourceOptions>& sources, std::shared_ptr<const data::Tokenizer> tokenizer,
+    std::vector<int64_t> eos_ids, torch::Device device) {
+  if (sources.empty())
+    return absl::InvalidArgumentError("rewards: a GRPO job needs at least one reward source");
+  std::unique_ptr<RolloutScorer> s(new RolloutScorer());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const RewardSourceOptions& src = sources[i];
+    std::unique_ptr<RewardModelScorer> model;
+    std::optional<rewards::VerifiableReward> answer;
+    if (src.kind == Kind::kAnswer) {
+      const std::string f = SourceField(i);
+      ZF_ASSIGN_OR_RETURN(answer, rewards::VerifiableReward::Create(
+                                      src.answer, rewards::VerifiableRewardFields{f + ".rule", f + ".pattern",
+                                                                                  f + ".group"}));
+    }
+    if (src.kind == Kind::kModel) {
+      absl::StatusOr<std::unique_ptr<RewardModelScorer>> loaded =
+          RewardModelScorer::Load(src.model_dir, device);
+      if (!loaded.ok())
+        return absl::InvalidArgumentError(
+            absl::StrCat(SourceField(i), ".model: ", loaded.status().message()));
+      model = std::move(*loaded);
+    } else if (tokenizer == nullptr && src.answer.rule != rewards::AnswerRule::kExact) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          SourceField(i), ".rule: ", rewards::AnswerRuleName(src.answer.rule),
+          " compares text, and this job has no tokenizer to decode completions (a model directory with "
+          "tokenizer.json); pre-tokenized prompts support the exact rule against answer_ids"));
+    }
+    s->models_.push_back(std::move(model));
+    s->answers_.push_back(std::move(answer));
+  }
+  s->sources_ = sources;
+  s->tokenizer_ = std::move(tokenizer);
+  s->eos_ids_ = std::move(eos_ids);
+  return s;
+}
+
+bool RolloutScorer::has_answer_source() const {
+  return std::any_of(sources_.begin(), sources_.end(),
+                     [](const RewardSourceOptions& s) { return s.kind == Kind::kAnswer; });
+}
+
+absl::Status RolloutScorer::CheckPrompts(const std::vector<data::Prompt>& prompts,
+                                         const std::string& path) const {
+  if (!has_answer_source()) return absl::OkStatus();
+  for (const data::Prompt& p : prompts) {
+    const bool ok = tokenizer_ != nullptr ? p.answer.has_value() : !p.answer_ids.empty();
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", p.source_line, ": field '", tokenizer_ != nullptr ? "answer" : "answer_ids",
+                       "' is missing; the job's answer reward compares completions with it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> RolloutScorer::WithoutEos(const std::vector<int64_t>& tokens) const {
+  std::vector<int64_t> out = tokens;
+  if (!out.empty() && std::find(eos_ids_.begin(), eos_ids_.end(), out.back()) != eos_ids_.end())
+    out.pop_back();
+  return out;
+}
+
+absl::StatusOr<double> RolloutScorer::AnswerScore(size_t source_index, const data::Prompt& prompt,
+                                                  const Completion& completion) const {
+  const RewardSourceOptions& source = sources_[source_index];
+  const std::vector<int64_t> tokens = WithoutEos(completion.tokens);
+  if (tokenizer_ == nullptr) {
+    const bool match =
+        std::equal(tokens.begin(), tokens.end(), prompt.answer_ids.begin(), prompt.answer_ids.end());
+    return match ? source.answer.correct : source.answer.wrong;
+  }
+  const std::vector<int32_t> ids(tokens.begin(), tokens.end());
+  ZF_ASSIGN_OR_RETURN(const std::string text, tokenizer_->Decode(ids));
+  return answers_[source_index]->Score(text, prompt.answer.value_or(""));
+}
+
+absl::StatusOr<ScoredRollout> RolloutScorer::Score(const std::vector<const data::Prompt*>& prompts,
+                                                   const std::vector<Completion>& completions) const {
+  std::vector<rewards::SourceScores> scores;
+  ScoredRollout out;
+  for (size_t s = 0; s < sources_.size(); ++s) {
+    rewards::SourceScores src{sources_[s].name, sources_[s].weight, {}};
+    if (sources_[s].kind == Kind::kModel) {
+      std::vector<std::vector<int32_t>> sequences;
+      for (size_t i = 0; i < completions.size(); ++i) {
+        std::vector<int32_t> seq = prompts[i]->ids;
+        seq.insert(seq.end(), completions[i].tokens.begin(), completions[i].tokens.end());
+        sequences.push_back(std::move(seq));
+      }
+      ZF_ASSIGN_OR_RETURN(src.scores, models_[s]->Score(sequences));
+    } else {
+      for (size_t i = 0; i < completions.size(); ++i) {
+        ZF_ASSIGN_OR_RETURN(const double v, AnswerScore(s, *prompts[i], completions[i]));
+        src.scores.push_back(v);
+      }
+      if (out.correct.empty()) {
+        for (double v : src.scores) out.correct.push_back(v == sources_[s].answer.correct ? 1.0 : 0.0);
+      }
+    }
+    scores.push_back(std::move(src));
+  }
+  ZF_ASSIGN_OR_RETURN(out.sum, rewards::SumRewards(scores));
+  return out;
+}
+
+}  // namespace zerofit::worker

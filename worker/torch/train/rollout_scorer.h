@@ -1,0 +1,62 @@
+// The rewards of a GRPO rollout (issue 32): every completion scored by each reward source of the job
+// (grpo_task_options.h), summed with their weights (worker/rewards/reward_sum.h). A verifiable source
+// compares the completion with the prompt's `answer`: as text when a tokenizer can decode completions, or,
+// for pre-tokenized data without one, the exact rule token for token against `answer_ids`. A reward-model
+// source scores prompt + completion in the same process without gradients.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/data/prompt_dataset.h"
+#include "worker/data/tokenizer.h"
+#include "worker/rewards/reward_sum.h"
+#include "worker/rewards/verifiable_reward.h"
+#include "worker/torch/model/generation.h"
+#include "worker/torch/train/grpo_task_options.h"
+#include "worker/torch/train/reward_model_scorer.h"
+
+namespace zerofit::worker {
+
+struct ScoredRollout {
+  rewards::RewardSum sum;
+  // Per completion: 1 when the first answer source matched, else 0; empty when the job has none.
+  std::vector<double> correct;
+};
+
+class RolloutScorer {
+ public:
+  // Loads the reward models. `tokenizer` may be null (then every answer source must use the exact rule and
+  // every prompt must carry answer_ids, checked by CheckPrompts); `eos_ids` are stripped from a
+  // completion's end before it is compared. Errors name `rewards[i]`.
+  static absl::StatusOr<std::unique_ptr<RolloutScorer>> Create(
+      const std::vector<RewardSourceOptions>& sources, std::shared_ptr<const data::Tokenizer> tokenizer,
+      std::vector<int64_t> eos_ids, torch::Device device);
+
+  // Every prompt has what the answer sources need (an answer, or answer_ids); errors name file and line.
+  absl::Status CheckPrompts(const std::vector<data::Prompt>& prompts, const std::string& path) const;
+
+  bool has_answer_source() const;
+
+  // `prompts[i]` is the prompt of `completions[i]`.
+  absl::StatusOr<ScoredRollout> Score(const std::vector<const data::Prompt*>& prompts,
+                                      const std::vector<Completion>& completions) const;
+
+ private:
+  RolloutScorer() = default;
+  absl::StatusOr<double> AnswerScore(size_t source, const data::Prompt& prompt,
+                                     const Completion& completion) const;
+  std::vector<int64_t> WithoutEos(const std::vector<int64_t>& tokens) const;
+
+  std::vector<RewardSourceOptions> sources_;
+  std::vector<std::unique_ptr<RewardModelScorer>> models_;         // one per source (null for answer sources)
+  std::vector<std::optional<rewards::VerifiableReward>> answers_;  // one per source (set for answer sources)
+  std::shared_ptr<const data::Tokenizer> tokenizer_;
+  std::vector<int64_t> eos_ids_;
+};
+
+}  // namespace zerofit::worker

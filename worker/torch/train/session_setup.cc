@@ -1,0 +1,72 @@
+#include "worker/torch/train/session_setup.h"
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/cpu_affinity.h"
+#include "core/status_macros.h"
+
+namespace zerofit::worker {
+
+// Why a step failed: a CUDA or CPU allocator out-of-memory is ResourceExhausted (the coordinator re-plans).
+absl::Status StepFailure(int64_t step, const std::exception& e) {
+  const bool oom = dynamic_cast<const c10::OutOfMemoryError*>(&e) != nullptr;
+  const std::string what = absl::StrCat("training step ", step, " failed: ", e.what());
+  return oom ? absl::ResourceExhaustedError(what) : absl::InternalError(what);
+}
+
+// With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
+// than threads says so (those threads would share the CPUs: one thread's speed, issue 30).
+void ReportOffloadThreads(const sharding::OffloadOptions& offload, int rank) {
+  if (!offload.enabled) return;
+  const int cpus = core::AllowedCpus();
+  const int threads = core::ThreadsOrAllowedCpus(offload.threads);
+  if (rank == 0) {
+    std::fprintf(stderr, "offload: CPU AdamW on %d thread(s); rank 0 may run on %d CPU(s)\n", threads, cpus);
+  }
+  const absl::Status fit = core::CheckThreadsFitCpus("optimizer offload", threads, cpus);
+  if (!fit.ok()) std::fprintf(stderr, "warning: rank %d: %s\n", rank, std::string(fit.message()).c_str());
+}
+
+absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const PreferenceTrainOptions& o,
+                                        const std::optional<core::SafetensorsModel>& weights,
+                                        const torch::Device& device) {
+  torch::manual_seed(static_cast<uint64_t>(o.seed));  // same initial weights on every rank
+  LlamaOptions mo = o.model;
+  mo.reward_head = o.task == PreferenceTrainOptions::Task::kReward;
+  LlamaModel m(config, mo);
+  if (weights) ZF_RETURN_IF_ERROR(m->LoadWeights(*weights));
+  m->to(device);
+  return m;
+}
+
+absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const PreferenceTrainOptions& o) {
+  std::optional<core::SafetensorsModel> weights;
+  if (!o.init_weights.empty()) {
+    ZF_ASSIGN_OR_RETURN(weights, core::SafetensorsModel::Open(o.init_weights));
+  }
+  return weights;
+}
+
+absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, const PreferenceTrainOptions& o,
+                                                         const TrainingBackend& backend,
+                                                         comm::Communicator* comm) {
+  sharding::Zero2Options zo;
+  zo.bucket_bytes = o.bucket_bytes;
+  zo.accumulation = o.accumulation;
+  zo.adamw.weight_decay = o.weight_decay;
+  zo.max_grad_norm = o.max_grad_norm;
+  zo.offload = o.offload;
+  zo.param_dtype = o.model.dtype == torch::kBFloat16  ? core::DType::kBFloat16
+                   : o.model.dtype == torch::kFloat16 ? core::DType::kFloat16
+                                                      : core::DType::kFloat32;
+  return Zero2Binding::Bind(
+      *policy, zo, backend.data(),
+      [](const std::string& name, const torch::Tensor& p) {
+        return p.dim() >= 2;  // no decay for norms, biases
+      },
+      sharding::Zero2Devices{backend.device.get(), comm});
+}
+
+}  // namespace zerofit::worker

@@ -1,0 +1,46 @@
+// What every training session starts from and shares (preference_trainer.h, grpo_session.h): the seeded
+// model, the
+// --init weights loaded into it, and its binding to the ZeRO-2 engine. Same calls for every task, so a
+// reward model, a DPO policy and a GRPO policy are built and sharded alike.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "core/hf_config.h"
+#include "core/safetensors.h"
+#include "worker/torch/model/llama_model.h"
+#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/training_backend.h"
+#include "worker/torch/train/zero2_binding.h"
+
+namespace zerofit::worker {
+
+// The model of `o.task` (a score head for reward models) seeded with o.seed, so every rank starts from the
+// same weights, then `weights` when given, on `device`.
+absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const PreferenceTrainOptions& o,
+                                        const std::optional<core::SafetensorsModel>& weights,
+                                        const torch::Device& device);
+
+// `o.init_weights` opened and validated once (nullopt when empty).
+absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const PreferenceTrainOptions& o);
+
+// ZeRO-2 over `policy`'s trainable parameters (LoRA adapters and the score head only, when LoRA is on); no
+// weight decay for norms and biases.
+absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, const PreferenceTrainOptions& o,
+                                                         const TrainingBackend& backend,
+                                                         comm::Communicator* comm);
+
+// Why a step failed: a CUDA or CPU allocator out-of-memory is ResourceExhausted (the coordinator re-plans),
+// anything else Internal.
+absl::Status StepFailure(int64_t step, const std::exception& e);
+
+// With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
+// than threads says so on stderr.
+void ReportOffloadThreads(const sharding::OffloadOptions& offload, int rank);
+
+}  // namespace zerofit::worker
