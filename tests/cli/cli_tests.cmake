@@ -41,6 +41,8 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_ari
   # `zerofit run`: success, and a worker killed with -9 mid-run recovering from its checkpoint to
   # bit-identical final state (issue 6).
   zerofit_e2e_test(run_restart_e2e 300 2 ${job_e2e_args})
+  # The same for a GRPO job (issue 32): prompt batches from the coordinator, resume bit-identical.
+  zerofit_e2e_test(grpo_restart_e2e 300 2 ${job_e2e_args})
   # `zerofit serve` + `submit` + 2 workers started with `mpiexec zerofit worker`: success, logs, metrics.
   zerofit_e2e_test(serve_workers_e2e 300 2 ${job_e2e_args})
   set_tests_properties(serve_workers_e2e PROPERTIES COST 30)  # started early: see training_tests.cmake

@@ -47,7 +47,7 @@ TEST(ServiceTest, AHugeValueComesBackAsItsFieldErrorNotAMetadataLimit) {
   auto ctx = f.Context();
   grpc::Status s = f.jobs->Submit(ctx.get(), req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message().substr(0, 300);
-  EXPECT_NE(s.error_message().find("job.yaml:1: field 'task': expected reward, dpo or sft, got 'xxx"),
+  EXPECT_NE(s.error_message().find("job.yaml:1: field 'task': expected reward, dpo, sft or grpo, got 'xxx"),
             std::string::npos)
       << s.error_message().substr(0, 300);
   EXPECT_LT(s.error_message().size(), 400u);

@@ -72,7 +72,7 @@ echo "$out" | grep -q "bad.yaml:5: field 'training.lr': expected a number, got '
 # metadata size exceeds limit").
 { printf 'task: '; head -c 40000 /dev/zero | tr '\0' x; printf '\nmodel: m\ndata: d\n'; } > "$S/huge.yaml"
 out=$("$Z" submit "$S/huge.yaml" --state-dir "$S" 2>&1) && fail "a 40,000-character task was accepted"
-echo "$out" | grep -qF "huge.yaml:1: field 'task': expected reward, dpo or sft, got 'xxx" || fail "unexpected: ${out:0:300}"
+echo "$out" | grep -qF "huge.yaml:1: field 'task': expected reward, dpo, sft or grpo, got 'xxx" || fail "unexpected: ${out:0:300}"
 [ ${#out} -lt 400 ] || fail "an error of ${#out} bytes: ${out:0:300}"
 
 # Logs and cancel.

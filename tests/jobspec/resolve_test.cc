@@ -142,7 +142,7 @@ TEST(ResolveTest, AReplanAfterOutOfMemoryHalvesTheMicroBatchUntilOnePair) {
     EXPECT_EQ(next.micro_batches, want);
     EXPECT_EQ(next.global_batch, 64);
     EXPECT_EQ(next.sizing.rfind(want > plan->micro_batches ? "re-planned after out-of-memory"
-                                                           : "re-plan after out-of-memory: already one pair",
+                                                           : "re-plan after out-of-memory: already one item",
                                 0),
               0u)
         << next.sizing;

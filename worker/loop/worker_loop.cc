@@ -312,10 +312,18 @@ std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m
   // the first step's warm-up and a change of pace (another job on the machine) fade within ~20 steps.
   const std::optional<absl::Duration> eta = step_time_->Remaining(plan_.steps - step - 1);
   const double margin = m.Get(names::kRewardMargin).value_or(ValueOr(m, names::kDpoMargin));
-  std::string line = absl::StrFormat(
-      "step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %s", step + 1, plan_.steps,
-      ValueOr(m, names::kLoss), ValueOr(m, names::kAccuracy), margin, ValueOr(m, names::kLearningRate),
-      ValueOr(m, names::kSamplesPerS), eta ? FormatEta(*eta) : "?");
+  std::string line =
+      m.Get(names::kGrpoReward)
+          ? absl::StrFormat(
+                "step %d/%d  reward %.3f  acc %.3f  kl %.4f  len %.1f  lr %.3e  %.0f gen tok/s  ETA %s",
+                step + 1, plan_.steps, ValueOr(m, names::kGrpoReward), ValueOr(m, names::kAccuracy),
+                ValueOr(m, names::kGrpoKl), ValueOr(m, names::kGrpoCompletionLength),
+                ValueOr(m, names::kLearningRate), ValueOr(m, names::kGrpoGenerationTokensPerS),
+                eta ? FormatEta(*eta) : "?")
+          : absl::StrFormat("step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %s",
+                            step + 1, plan_.steps, ValueOr(m, names::kLoss), ValueOr(m, names::kAccuracy),
+                            margin, ValueOr(m, names::kLearningRate), ValueOr(m, names::kSamplesPerS),
+                            eta ? FormatEta(*eta) : "?");
   if (auto allocated = m.Get(names::kDevicePeakAllocatedBytes)) {
     absl::StrAppend(&line, absl::StrFormat("  device peak %.2f/%.2f GiB", *allocated / kGiB,
                                            ValueOr(m, names::kDevicePeakReservedBytes) / kGiB));
@@ -328,6 +336,9 @@ std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m
     absl::StrAppend(
         &line, absl::StrFormat("  | eval: held-out acc %.3f loss %.4f (%.0f pairs)",
                                ValueOr(m, eval + names::kAccuracy), ValueOr(m, eval + names::kLoss), *pairs));
+  } else if (auto prompts = m.Get(eval + names::kEvalPrompts)) {
+    absl::StrAppend(&line, absl::StrFormat("  | eval: held-out acc %.3f (%.0f prompts, greedy)",
+                                           ValueOr(m, eval + names::kAccuracy), *prompts));
   }
   return line;
 }
@@ -347,9 +358,10 @@ absl::StatusOr<int> WorkerLoop::Finish() {
   metrics::StepMetrics eval;
   eval.values = *last_eval_;
   const std::string prefix = names::kEvalPrefix;
-  const std::string line =
-      absl::StrFormat("done: held-out accuracy %.3f over %.0f pairs",
-                      ValueOr(eval, prefix + names::kAccuracy), ValueOr(eval, prefix + names::kEvalPairs));
+  const std::optional<double> prompts = eval.Get(prefix + names::kEvalPrompts);  // GRPO
+  const std::string line = absl::StrFormat(
+      "done: held-out accuracy %.3f over %.0f %s", ValueOr(eval, prefix + names::kAccuracy),
+      prompts ? *prompts : ValueOr(eval, prefix + names::kEvalPairs), prompts ? "prompts" : "pairs");
   ZF_RETURN_IF_ERROR(Report({options_.rank == 0 ? line : "", nullptr, -1, true, 0}));
   return 0;
 }

@@ -15,7 +15,7 @@ namespace zerofit::worker::metrics {
 namespace metric_names {
 inline constexpr char kLoss[] = "loss";             // mean over the step's pairs (or sequences)
 inline constexpr char kRankLoss[] = "rank_loss";    // the reporting rank's own share of it (rank-local)
-inline constexpr char kAccuracy[] = "accuracy";     // fraction of pairs ranked right
+inline constexpr char kAccuracy[] = "accuracy";     // fraction of pairs ranked right (GRPO: answers right)
 inline constexpr char kLearningRate[] = "lr";       // the rate this step's update used
 inline constexpr char kGradNorm[] = "grad_norm";    // global L2 norm before clipping
 inline constexpr char kClipped[] = "clipped";       // 1 when the gradient was clipped, else 0
@@ -48,6 +48,21 @@ inline constexpr char kDpoAccuracy[] = "dpo/accuracy";
 // SFT: negative log-likelihood per response token, and its exponential.
 inline constexpr char kSftLossPerToken[] = "sft/loss_per_token";
 inline constexpr char kSftPerplexity[] = "sft/perplexity";
+// GRPO (issue 32): the step's rollout and update.
+inline constexpr char kGrpoReward[] = "grpo/reward";         // mean total reward of the step's completions
+inline constexpr char kGrpoRewardStd[] = "grpo/reward_std";  // its standard deviation (population)
+inline constexpr char kGrpoRewardPrefix[] = "grpo/reward/";  // + source name (+ "_std"): each source's
+inline constexpr char kGrpoKl[] = "grpo/kl";                 // mean k3 KL to the reference per token
+inline constexpr char kGrpoClippedFraction[] = "grpo/clipped_fraction";  // tokens whose ratio was clipped
+inline constexpr char kGrpoEntropy[] = "grpo/entropy";  // mean entropy (nats) of the sampling distribution
+inline constexpr char kGrpoCompletionLength[] = "grpo/completion_length";
+inline constexpr char kGrpoCompletionLengthMax[] = "grpo/completion_length_max";
+inline constexpr char kGrpoHitMaxNewTokens[] = "grpo/hit_max_new_tokens";  // share that ended without EOS
+inline constexpr char kGrpoGenerationTokensPerS[] = "grpo/generation_tokens_per_s";
+inline constexpr char kGrpoKvCacheBytes[] = "grpo/kv_cache_bytes";  // the rank's largest cache in the step
+inline constexpr char kGenerationMs[] = "time/generation_ms";       // the step's rollout
+inline constexpr char kTrainingMs[] = "time/training_ms";           // and its updates
+inline constexpr char kEvalPrompts[] = "prompts";                   // GRPO's held-out count ("eval/prompts")
 // Held-out evaluation after a step (eval.every): the task's values above under this prefix ("eval/loss",
 // "eval/accuracy", "eval/reward/margin", ...) and the number of held-out pairs.
 inline constexpr char kEvalPrefix[] = "eval/";

@@ -4,6 +4,7 @@ if(TARGET zerofit_data)
     worker/data/generator_test.cc
     worker/data/pair_batch_test.cc
     worker/data/preference_dataset_test.cc
+    worker/data/prompt_dataset_test.cc
     worker/data/sentencepiece_encode_test.cc
     worker/data/text_pairs_to_ids_test.cc
     worker/data/sentencepiece_tokenizer_test.cc

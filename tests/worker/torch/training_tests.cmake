@@ -26,6 +26,16 @@ if(ZEROFIT_WITH_MPI AND TARGET zerofit_make_arith_prefs)
   set_tests_properties(preference_training_np2 PROPERTIES COST 300)
 endif()
 
+# GRPO sessions on the arithmetic task's prompt files (issue 32): KV cache per pass, resume bit-identical.
+if(ZEROFIT_WITH_MPI AND TARGET zerofit_make_arith_prefs)
+  add_executable(grpo_session_test worker/torch/grpo_session_test.cc)
+  target_link_libraries(grpo_session_test PRIVATE zerofit_mpi_gtest_main zerofit_worker_torch)
+  target_compile_definitions(grpo_session_test PRIVATE
+    ZEROFIT_MAKE_ARITH_PREFS="$<TARGET_FILE:zerofit_make_arith_prefs>")
+  add_dependencies(grpo_session_test zerofit_make_arith_prefs)
+  zerofit_mpi_test(grpo_session_np2 grpo_session_test 2)
+endif()
+
 # Text and chat preference data tokenized in the trainer with a model directory's tokenizer.json (a
 # character-level one written by the test), and evaluation during training (issues 17, 18).
 add_executable(text_training_test worker/torch/text_training_test.cc)

@@ -11,6 +11,8 @@
 namespace zerofit::worker {
 namespace {
 
+namespace names = metrics::metric_names;
+
 double ValueOr(const metrics::StepMetrics& m, const char* name, double fallback = 0) {
   return m.Get(name).value_or(fallback);
 }
@@ -27,13 +29,13 @@ void PrintStep(const metrics::StepMetrics& m, int64_t steps, double elapsed_s) {
   std::printf(
       "step %4lld/%lld  reward %.3f (std %.3f)  acc %.3f  kl %.4f  clipped %.3f  entropy %.3f  len %.1f (max "
       "%.0f, %.0f%% at max)  gen %.0f tok/s  gen/train %.0f/%.0f ms  kv %.2f MiB  ETA %.0fs\n",
-      static_cast<long long>(done), static_cast<long long>(steps), ValueOr(m, grpo_metric::kReward),
-      ValueOr(m, grpo_metric::kRewardStd), ValueOr(m, grpo_metric::kAccuracy), ValueOr(m, grpo_metric::kKl),
-      ValueOr(m, grpo_metric::kClippedFraction), ValueOr(m, grpo_metric::kEntropy),
-      ValueOr(m, grpo_metric::kCompletionLength), ValueOr(m, grpo_metric::kCompletionLengthMax),
-      100 * ValueOr(m, grpo_metric::kHitMaxNewTokens), ValueOr(m, grpo_metric::kGenerationTokensPerS),
-      ValueOr(m, grpo_metric::kGenerationMs), ValueOr(m, grpo_metric::kTrainingMs),
-      ValueOr(m, grpo_metric::kKvCacheBytes) / 1048576.0, elapsed_s / done * (steps - done));
+      static_cast<long long>(done), static_cast<long long>(steps), ValueOr(m, names::kGrpoReward),
+      ValueOr(m, names::kGrpoRewardStd), ValueOr(m, names::kAccuracy), ValueOr(m, names::kGrpoKl),
+      ValueOr(m, names::kGrpoClippedFraction), ValueOr(m, names::kGrpoEntropy),
+      ValueOr(m, names::kGrpoCompletionLength), ValueOr(m, names::kGrpoCompletionLengthMax),
+      100 * ValueOr(m, names::kGrpoHitMaxNewTokens), ValueOr(m, names::kGrpoGenerationTokensPerS),
+      ValueOr(m, names::kGenerationMs), ValueOr(m, names::kTrainingMs),
+      ValueOr(m, names::kGrpoKvCacheBytes) / 1048576.0, elapsed_s / done * (steps - done));
   std::fflush(stdout);
 }
 

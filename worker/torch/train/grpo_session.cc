@@ -418,33 +418,33 @@ absl::StatusOr<metrics::StepMetrics> GrpoSession::StepMetricsOf(int64_t step, co
     return std::sqrt(std::max(sq / count - (s / count) * (s / count), 0.0));
   };
   m.Set(names::kLoss, sum[kLoss] / std::max(sum[kUnits], 1e-30));
-  if (st.scorer->has_answer_source()) m.Set(grpo_metric::kAccuracy, sum[kCorrect] / n);
+  if (st.scorer->has_answer_source()) m.Set(names::kAccuracy, sum[kCorrect] / n);
   m.Set(names::kLearningRate, ro.last.learning_rate);
   m.Set(names::kGradNorm, ro.last.grad_norm);
   m.Set(names::kClipped, ro.last.clip_coef < 1.0f ? 1.0 : 0.0);
   m.Set(names::kClipCoef, ro.last.clip_coef);
   m.Set(names::kLossScale, ro.last.loss_scale);
   m.Set(names::kSkipped, ro.last.applied ? 0.0 : 1.0);
-  m.Set(grpo_metric::kReward, sum[kReward] / n);
-  m.Set(grpo_metric::kRewardStd, stddev(sum[kReward], sum[kRewardSq], n));
+  m.Set(names::kGrpoReward, sum[kReward] / n);
+  m.Set(names::kGrpoRewardStd, stddev(sum[kReward], sum[kRewardSq], n));
   for (size_t s = 0; s < sources; ++s) {
-    const std::string base = std::string(grpo_metric::kRewardPrefix) + options_.grpo.rewards[s].name;
+    const std::string base = std::string(names::kGrpoRewardPrefix) + options_.grpo.rewards[s].name;
     m.Set(base, sum[kSumFields + 2 * s] / n);
     m.Set(base + "_std", stddev(sum[kSumFields + 2 * s], sum[kSumFields + 2 * s + 1], n));
   }
   const double loss_tokens = std::max(sum[kLossTok], 1.0);
-  m.Set(grpo_metric::kKl, sum[kKl] / loss_tokens);
-  m.Set(grpo_metric::kClippedFraction, sum[kClippedTok] / loss_tokens);
-  m.Set(grpo_metric::kEntropy, sum[kEntropy] / std::max(sum[kTokens], 1.0));
-  m.Set(grpo_metric::kCompletionLength, sum[kTokens] / n);
-  m.Set(grpo_metric::kCompletionLengthMax, maxima[0]);
-  m.Set(grpo_metric::kHitMaxNewTokens, sum[kHitMax] / n);
-  m.Set(grpo_metric::kGenerationTokensPerS, sum[kTokens] / std::max(maxima[1] / 1e3, 1e-9));
+  m.Set(names::kGrpoKl, sum[kKl] / loss_tokens);
+  m.Set(names::kGrpoClippedFraction, sum[kClippedTok] / loss_tokens);
+  m.Set(names::kGrpoEntropy, sum[kEntropy] / std::max(sum[kTokens], 1.0));
+  m.Set(names::kGrpoCompletionLength, sum[kTokens] / n);
+  m.Set(names::kGrpoCompletionLengthMax, maxima[0]);
+  m.Set(names::kGrpoHitMaxNewTokens, sum[kHitMax] / n);
+  m.Set(names::kGrpoGenerationTokensPerS, sum[kTokens] / std::max(maxima[1] / 1e3, 1e-9));
   m.Set(names::kSamplesPerS, sum[kPrompts] / std::max((ro.generation_ms + ro.training_ms) / 1e3, 1e-9));
   m.Set(names::kStepMs, ro.generation_ms + ro.training_ms);
-  m.Set(grpo_metric::kGenerationMs, ro.generation_ms);
-  m.Set(grpo_metric::kTrainingMs, ro.training_ms);
-  m.Set(grpo_metric::kKvCacheBytes, static_cast<double>(ro.stats.peak_cache_bytes));
+  m.Set(names::kGenerationMs, ro.generation_ms);
+  m.Set(names::kTrainingMs, ro.training_ms);
+  m.Set(names::kGrpoKvCacheBytes, static_cast<double>(ro.stats.peak_cache_bytes));
   const int64_t rss = HostPeakRssBytes();
   if (rss >= 0) m.Set(names::kHostPeakRssBytes, static_cast<double>(rss));
   const PeakMemory peak = ReadPeakMemory(st.backend);
@@ -503,12 +503,12 @@ absl::StatusOr<std::vector<metrics::NamedValue>> GrpoSession::Evaluate() {
   }
   ZF_RETURN_IF_ERROR(AllReduce(&sum, comm::ReduceOp::kSum, st.comm));
   const double n = std::max(sum[0], 1.0);
-  const std::string eval = metrics::metric_names::kEvalPrefix;
+  const std::string eval = names::kEvalPrefix;
   std::vector<metrics::NamedValue> out;
-  if (st.scorer->has_answer_source()) out.push_back({eval + grpo_metric::kAccuracy, sum[1] / n});
-  out.push_back({eval + grpo_metric::kReward, sum[2] / n});
-  out.push_back({eval + grpo_metric::kCompletionLength, sum[3] / n});
-  out.push_back({eval + grpo_metric::kPrompts, sum[0]});
+  if (st.scorer->has_answer_source()) out.push_back({eval + names::kAccuracy, sum[1] / n});
+  out.push_back({eval + names::kGrpoReward, sum[2] / n});
+  out.push_back({eval + names::kGrpoCompletionLength, sum[3] / n});
+  out.push_back({eval + names::kEvalPrompts, sum[0]});
   return out;
 }
 

@@ -12,7 +12,8 @@
 // (generation.h), so the rollouts are a function of (weights, step, prompt) only: a job resumed from a
 // checkpoint, or run on another world size, samples what an uninterrupted one would.
 // Steps and checkpoints count rollout batches; the optimizer applies `iterations` updates per step, and the
-// learning-rate schedule runs over steps x iterations updates.
+// learning-rate schedule runs over steps x iterations updates. A step's metrics are metric_names' kGrpo*,
+// accuracy (the first answer source's) and the optimizer's (worker/metrics/step_metrics.h).
 #pragma once
 
 #include <cstdint>
@@ -27,25 +28,6 @@
 #include "worker/torch/train/preference_trainer.h"
 
 namespace zerofit::worker {
-
-// GRPO's metric names (besides loss, lr, grad_norm, ... of metric_names).
-namespace grpo_metric {
-inline constexpr char kReward[] = "grpo/reward";         // mean total reward of the step's completions
-inline constexpr char kRewardStd[] = "grpo/reward_std";  // its standard deviation (population)
-inline constexpr char kRewardPrefix[] = "grpo/reward/";  // + source name (+ "_std")
-inline constexpr char kAccuracy[] = "accuracy";          // share of completions the answer source matched
-inline constexpr char kKl[] = "grpo/kl";                 // mean k3 KL to the reference per token
-inline constexpr char kClippedFraction[] = "grpo/clipped_fraction";
-inline constexpr char kEntropy[] = "grpo/entropy";  // mean entropy (nats) of the sampling distribution
-inline constexpr char kCompletionLength[] = "grpo/completion_length";
-inline constexpr char kCompletionLengthMax[] = "grpo/completion_length_max";
-inline constexpr char kHitMaxNewTokens[] = "grpo/hit_max_new_tokens";  // share that ended without EOS
-inline constexpr char kGenerationTokensPerS[] = "grpo/generation_tokens_per_s";
-inline constexpr char kGenerationMs[] = "time/generation_ms";
-inline constexpr char kTrainingMs[] = "time/training_ms";
-inline constexpr char kKvCacheBytes[] = "grpo/kv_cache_bytes";  // this rank's largest cache in the step
-inline constexpr char kPrompts[] = "prompts";
-}  // namespace grpo_metric
 
 // Checks the GRPO options (field names as the job spec writes them: grpo.samples_per_prompt, ...).
 absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o);

@@ -1,0 +1,168 @@
+// task grpo in the job spec (jobspec/grpo_spec.h): the rollout, grpo and rewards sections, errors with file,
+// line and field, the plan carrying them (JSON round trip), and the resolver sizing GRPO with the planner
+// (micro-batches count sampled sequences; the rollout batch is the planner's when the spec leaves it out).
+#include "jobspec/grpo_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "jobspec/job_plan.h"
+#include "jobspec/job_spec.h"
+#include "jobspec/resolve.h"
+#include "planner/model_shape.h"
+#include "planner/search.h"
+
+namespace zerofit::jobspec {
+namespace {
+
+std::string GrpoYaml(const std::string& sections, const std::string& training = "") {
+  return absl::StrCat("task: grpo\nmodel: Qwen2.5-0.5B\ndata: {train: /d/p.jsonl}\nworld_size: 2\n",
+                      "training: {steps: 10, global_batch: 16, max_length: 512", training, "}\n", sections);
+}
+
+constexpr const char* kSections = R"(rollout:
+  samples_per_prompt: 8
+  max_new_tokens: 128
+  temperature: 0.9
+  top_p: 0.95
+grpo: {iterations: 2, beta: 0.04, epsilon: 0.2, epsilon_high: 0.28, loss_type: dapo, scale_rewards: false}
+rewards:
+  - {type: answer, rule: regex, pattern: '####\s*(?<n>-?[0-9,]+)', group: n, weight: 2}
+  - {type: answer, rule: last_number}
+  - {type: model, path: /models/rm, weight: 0.5}
+)";
+
+TEST(GrpoSpecTest, ParsesTheSections) {
+  absl::StatusOr<JobSpec> s = ParseJobSpec(GrpoYaml(kSections), "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const GrpoJobSpec& g = s->grpo;
+  EXPECT_EQ(g.rollout.samples_per_prompt, 8);
+  EXPECT_EQ(g.rollout.max_new_tokens, 128);
+  EXPECT_DOUBLE_EQ(g.rollout.temperature, 0.9);
+  EXPECT_DOUBLE_EQ(g.rollout.top_p, 0.95);
+  EXPECT_EQ(g.grpo.iterations, 2);
+  EXPECT_DOUBLE_EQ(g.grpo.beta, 0.04);
+  EXPECT_DOUBLE_EQ(g.grpo.epsilon_high.value_or(0), 0.28);
+  EXPECT_EQ(g.grpo.loss_type, "dapo");
+  EXPECT_FALSE(g.grpo.scale_rewards);
+  ASSERT_EQ(g.rewards.size(), 3u);
+  EXPECT_EQ(g.rewards[0].name, "answer");  // default names: the type, numbered when repeated
+  EXPECT_EQ(g.rewards[0].group, "n");
+  EXPECT_DOUBLE_EQ(g.rewards[0].weight, 2);
+  EXPECT_EQ(g.rewards[1].name, "answer2");
+  EXPECT_EQ(g.rewards[1].rule, "last_number");
+  EXPECT_EQ(g.rewards[2].name, "model");
+  EXPECT_EQ(g.rewards[2].path, "/models/rm");
+}
+
+TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
+  const struct {
+    std::string sections, want;
+  } cases[] = {
+      {"rollout: {samples_per_prompt: 1}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'rollout.samples_per_prompt': must be >= 2"},
+      {"rollout: {max_new_tokens: 512}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'rollout.max_new_tokens': 512 must be less than training.max_length (512)"},
+      {"rollout: {temperature: 0}\nrewards: [{type: answer}]\n", "job.yaml:6: field 'rollout.temperature'"},
+      {"rollout: {top_k: 5}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'rollout.top_k': unknown field"},
+      {"grpo: {loss_type: bnpo}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo or dr_grpo, got 'bnpo'"},
+      {"rewards:\n  - {type: answer}\n  - {type: answer, rule: fuzzy}\n",
+       "job.yaml:8: field 'rewards[1].rule': expected exact, last_number or regex, got 'fuzzy'"},
+      {"rewards:\n  - {type: answer, rule: regex, pattern: '(unclosed'}\n",
+       "job.yaml:7: field 'rewards[0].pattern': "},
+      {"rewards:\n  - {type: answer, rule: regex, pattern: '([0-9]+)', group: 2}\n",
+       "job.yaml:7: field 'rewards[0].group': 2: the pattern has 1 group(s)"},
+      {"rewards:\n  - {type: answer, rule: exact, pattern: 'x'}\n",
+       "job.yaml:7: field 'rewards[0].pattern': only the regex rule has a pattern"},
+      {"rewards:\n  - {type: model}\n", "job.yaml:7: field 'rewards[0].path': required"},
+      {"rewards:\n  - {type: answer, name: a}\n  - {type: answer, name: a}\n",
+       "job.yaml:8: field 'rewards[1].name': 'a' is used twice"},
+      {"rewards:\n  - {type: answer, name: 'a b'}\n", "job.yaml:7: field 'rewards[0].name': letters"},
+      {"rollout: {samples_per_prompt: 4}\n", "job.yaml: field 'rewards': required for task grpo"},
+      {"rewards: {type: answer}\n", "job.yaml:6: field 'rewards': expected a list"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<JobSpec> s = ParseJobSpec(GrpoYaml(c.sections), "job.yaml");
+    ASSERT_FALSE(s.ok()) << c.sections;
+    EXPECT_NE(s.status().message().find(c.want), std::string::npos) << s.status();
+  }
+  // Only task grpo has the sections.
+  absl::StatusOr<JobSpec> reward =
+      ParseJobSpec("task: reward\nmodel: /m\ndata: /d\nrollout: {samples_per_prompt: 4}\n", "job.yaml");
+  ASSERT_FALSE(reward.ok());
+  EXPECT_NE(reward.status().message().find("job.yaml:4: field 'rollout': only task grpo"), std::string::npos)
+      << reward.status();
+}
+
+TEST(GrpoSpecTest, ThePlanCarriesTheSectionsThroughJson) {
+  absl::StatusOr<JobSpec> s = ParseJobSpec(GrpoYaml(kSections, ", gradient_accumulation: 4"), "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<JobPlan> plan = Resolve(*s, Attempt{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::string json = JobPlanToJson(*plan);
+  absl::StatusOr<JobPlan> back = JobPlanFromJson(json, "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(JobPlanToJson(*back), json);
+  EXPECT_EQ(back->grpo.rewards[0].pattern, s->grpo.rewards[0].pattern);
+  EXPECT_EQ(back->grpo.rollout.samples_per_prompt, 8);
+  // The schedule counts optimizer updates: iterations per step.
+  EXPECT_EQ(back->schedule.total_steps, 10 * 2);
+  // A plan of another task has no grpo section, and a grpo plan without one is refused by name.
+  const std::string other = JobPlanToJson(JobPlan{});
+  EXPECT_EQ(other.find("\"grpo\""), std::string::npos);
+  std::string cut = json;
+  cut.replace(cut.find("\"grpo\": {"), 6, "\"gxpo\"");
+  const absl::Status refused = JobPlanFromJson(cut, "plan").status();
+  EXPECT_NE(refused.message().find("job plan key 'grpo' missing"), std::string::npos) << refused;
+}
+
+TEST(GrpoSpecTest, ResolveCountsSampledSequencesAndTakesThePlannersRolloutBatch) {
+  // micro_batch counts sequences: 16 prompts x 8 samples / (2 ranks x 4) = 16 micro-batches per rank.
+  absl::StatusOr<JobSpec> s = ParseJobSpec(GrpoYaml(kSections, ", micro_batch: 4"), "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<JobPlan> plan = Resolve(*s, Attempt{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->micro_batches, 16);
+  EXPECT_EQ(ItemsPerStep(*plan), 16 * 8);
+  // The rollout batch the planner chose (prompts per pass x samples), as planner::MakePlan gives it.
+  absl::StatusOr<planner::ModelShape> shape = planner::LoadModelShape("Qwen2.5-0.5B");
+  ASSERT_TRUE(shape.ok());
+  planner::Workload w;
+  w.task = planner::Task::kGrpo;
+  w.seq_len = 512;
+  w.global_batch = 16;
+  w.prompt_len = 512 - 128;
+  w.new_tokens = 128;
+  w.samples_per_prompt = 8;
+  w.element_bytes = 4;
+  planner::Constraints c;
+  c.micro_batch = 4;
+  c.zero_stage = 2;
+  c.offload = false;
+  c.reference = planner::Reference::kResident;  // beta 0.04 > 0
+  absl::StatusOr<planner::Hardware> hw = planner::ParseHardware("8x64GB");
+  ASSERT_TRUE(hw.ok());
+  planner::Hardware two = *hw;
+  two.gpus_per_node = 2;
+  absl::StatusOr<planner::Plan> want = planner::MakePlan(*shape, w, two, c);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(plan->grpo.rollout.batch, want->chosen.strategy.rollout_prompts * 8);
+  // A rollout batch the spec gives is kept.
+  absl::StatusOr<JobSpec> pinned =
+      ParseJobSpec(GrpoYaml(std::string(kSections) + "", ", micro_batch: 4"), "job.yaml");
+  ASSERT_TRUE(pinned.ok());
+  pinned->grpo.rollout.batch = 24;
+  absl::StatusOr<JobPlan> kept = Resolve(*pinned, Attempt{});
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->grpo.rollout.batch, 24);
+  // An out-of-memory re-plan doubles the micro-batches up to one sequence each.
+  JobPlan replanned = Replan(*kept, two, OutOfMemory{});
+  EXPECT_EQ(replanned.micro_batches, 32);
+}
+
+}  // namespace
+}  // namespace zerofit::jobspec

@@ -1,0 +1,205 @@
+// GRPO sessions (worker/torch/train/grpo_session.h) on the MPI ranks of the test, on the arithmetic task's
+// prompt files: the KV cache holds exactly the sequences in flight of a pass (more samples per prompt than
+// fit in one), a session resumed from a checkpoint ends bit-identical to an uninterrupted one (the rollouts
+// are a function of step and prompt), and the step's metrics are those the issue names.
+#include "worker/torch/train/grpo_session.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "comm/communicator_factory.h"
+#include "core/hf_config.h"
+#include "jobspec/step_scheduler.h"
+#include "tests/support/mpi_test_env.h"
+#include "worker/torch/model/kv_cache.h"
+#include "worker/torch/model/llama_model.h"
+
+namespace zerofit::worker {
+namespace {
+
+namespace names = metrics::metric_names;
+
+std::unique_ptr<comm::Communicator> MakeComm() {
+  torch::set_num_threads(1);
+  comm::CommOptions options;
+  options.timeout = absl::Seconds(60);
+  auto c = comm::CreateHostCommunicator(testing::MpiEnv(), options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+// Zero-padded problems ("07+18="): every prompt is BOS + 6 tokens.
+std::string MakeData(comm::Communicator& comm) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("zerofit_grpo_" + std::to_string(getppid()))).string();
+  if (comm.rank() == 0) {
+    const std::string cmd = std::string(ZEROFIT_MAKE_ARITH_PREFS) + " --out " + dir +
+                            " --train 200 --test 16 --max-operand 40 --ids --pad > /dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  EXPECT_TRUE(comm.Barrier(absl::Seconds(60)).ok());
+  return dir;
+}
+
+PreferenceTrainOptions Grpo(const std::string& dir) {
+  PreferenceTrainOptions o;
+  o.task = PreferenceTrainOptions::Task::kGrpo;
+  o.model_dir = dir;
+  o.data.train = dir + "/train_prompts_ids.jsonl";
+  o.data.test = dir + "/test_prompts_ids.jsonl";
+  o.max_length = 16;
+  o.global_batch = 4;
+  o.micro_batches = 3;  // sequences split in 3 per rank: micro-batches cut through groups
+  o.schedule.peak_lr = 1e-3f;
+  o.grpo.rollout.samples_per_prompt = 6;
+  o.grpo.rollout.max_new_tokens = 5;
+  o.grpo.rollout.rollout_batch = 4;  // 6 samples of a prompt take two passes: 4 and 2 sequences
+  o.grpo.rewards.push_back(RewardSourceOptions{});
+  o.eval_batch = 8;
+  return o;
+}
+
+// The steps `from`..`to`-1 of `session` with the scheduler TrainGrpo uses; their metrics.
+std::vector<metrics::StepMetrics> RunSteps(GrpoSession& session, const PreferenceTrainOptions& o,
+                                           int64_t from, int64_t to, const comm::Communicator& comm) {
+  jobspec::SchedulerOptions so;
+  so.global_batch = o.global_batch;
+  so.world_size = comm.world_size();
+  so.micro_batches = o.micro_batches;
+  absl::StatusOr<jobspec::StepScheduler> scheduler =
+      jobspec::StepScheduler::Create(session.TrainLengths(), so);
+  EXPECT_TRUE(scheduler.ok()) << scheduler.status();
+  std::vector<metrics::StepMetrics> out;
+  for (int64_t step = from; step < to && scheduler.ok(); ++step) {
+    absl::StatusOr<metrics::StepMetrics> m = session.Step(step, scheduler->Assign(step).ranks[comm.rank()]);
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) break;
+    out.push_back(*m);
+  }
+  return out;
+}
+
+// A random one-label reward model in `dir` (what a reward-model job exports): its scores vary from
+// completion to completion, so every group has advantages and the policy moves.
+void ExportRandomRewardModel(const std::string& data_dir, const std::string& dir,
+                             const comm::Communicator& comm) {
+  if (comm.rank() != 0) return;
+  absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(data_dir + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  config->num_labels = 1;
+  torch::manual_seed(7);
+  LlamaOptions mo;
+  mo.reward_head = true;
+  LlamaModel rm(*config, mo);
+  ASSERT_TRUE(rm->ExportHf(dir, *config).ok());
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(GrpoSessionTest, TheKvCacheHoldsTheSequencesInFlight) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = Grpo(dir);
+  o.global_batch = comm->world_size();  // one prompt per rank: 6 sequences, passes of 4 and 2
+  absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(dir + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const int64_t capacity = 7 + o.grpo.rollout.max_new_tokens;  // BOS + "07+18=" + new tokens
+  for (const int64_t batch : {int64_t{4}, int64_t{0}}) {
+    o.grpo.rollout.rollout_batch = batch;
+    absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, comm.get());
+    ASSERT_TRUE(session.ok()) << session.status();
+    const std::vector<metrics::StepMetrics> m = RunSteps(**session, o, 0, 1, *comm);
+    ASSERT_EQ(m.size(), 1u);
+    const int64_t rows = batch > 0 ? batch : 6;  // 0: the rank's whole step in one pass
+    // 2 x layers x rows x kv heads x positions x head_dim x 4 bytes (fp32): the formula, written out.
+    const int64_t want = 2 * config->num_hidden_layers * rows * 2 * capacity * 16 * 4;
+    EXPECT_EQ(m[0].Get(names::kGrpoKvCacheBytes).value_or(-1), want) << "rollout batch " << batch;
+    EXPECT_EQ(KvCacheBytes(*config, rows, capacity, 4), want);
+    EXPECT_EQ((*session)->planned_kv_cache_bytes(1), want);  // what the job prints at its start
+  }
+}
+
+TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = Grpo(dir);
+  o.grpo.iterations = 2;         // two updates per rollout, the old log-probs kept
+  o.grpo.objective.beta = 0.04;  // a resident reference and the k3 KL
+  o.steps = 4;
+  RewardSourceOptions rm;
+  rm.kind = RewardSourceOptions::Kind::kModel;
+  rm.name = "rm";
+  rm.model_dir = dir + "/rm";
+  rm.weight = 0.5;
+  o.grpo.rewards.push_back(rm);
+  ExportRandomRewardModel(dir, rm.model_dir, *comm);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  const std::string straight = dir + "/straight", resumed = dir + "/resumed", ck = dir + "/ck";
+  std::vector<metrics::StepMetrics> a, b;
+  {
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, comm.get());
+    ASSERT_TRUE(s.ok()) << s.status();
+    a = RunSteps(**s, o, 0, 4, *comm);
+    ASSERT_TRUE((*s)->Export(straight).ok());
+  }
+  {
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, comm.get());
+    ASSERT_TRUE(s.ok()) << s.status();
+    RunSteps(**s, o, 0, 2, *comm);
+    ASSERT_TRUE((*s)->SaveCheckpoint(ck, "", 1).ok());
+  }
+  {
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, comm.get());
+    ASSERT_TRUE(s.ok()) << s.status();
+    absl::StatusOr<int64_t> steps = (*s)->LoadCheckpoint(ck);
+    ASSERT_TRUE(steps.ok()) << steps.status();
+    EXPECT_EQ(*steps, 2);  // rollout steps, not the 4 optimizer updates
+    b = RunSteps(**s, o, 2, 4, *comm);
+    ASSERT_TRUE((*s)->Export(resumed).ok());
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 2u);
+  for (const char* name : {names::kGrpoReward, names::kGrpoCompletionLength, names::kGrpoKl, names::kLoss}) {
+    EXPECT_EQ(a[2].Get(name), b[0].Get(name)) << name;
+    EXPECT_EQ(a[3].Get(name), b[1].Get(name)) << name;
+  }
+  if (comm->rank() == 0) {
+    const std::string x = ReadAll(straight + "/model.safetensors"),
+                      y = ReadAll(resumed + "/model.safetensors");
+    EXPECT_FALSE(x.empty());
+    EXPECT_TRUE(x == y) << "the resumed run's weights differ from the uninterrupted run's";
+  }
+  // The metrics the issue names, within their ranges.
+  const metrics::StepMetrics& m = a.back();
+  for (const char* name : {names::kGrpoReward, names::kGrpoRewardStd, names::kAccuracy, names::kGrpoKl,
+                           names::kGrpoClippedFraction, names::kGrpoEntropy, names::kGrpoCompletionLength,
+                           names::kGrpoCompletionLengthMax, names::kGrpoHitMaxNewTokens,
+                           names::kGrpoGenerationTokensPerS, names::kGenerationMs, names::kTrainingMs,
+                           names::kGrpoKvCacheBytes, "grpo/reward/answer", "grpo/reward/answer_std",
+                           "grpo/reward/rm", "grpo/reward/rm_std", names::kLearningRate, names::kGradNorm}) {
+    EXPECT_TRUE(m.Get(name).has_value()) << name;
+  }
+  // The total is the weighted sum of the sources' means; the exact rule scores 1 right, 0 wrong.
+  EXPECT_NEAR(m.Get(names::kGrpoReward).value_or(0),
+              m.Get("grpo/reward/answer").value_or(0) + 0.5 * m.Get("grpo/reward/rm").value_or(0), 1e-9);
+  EXPECT_EQ(m.Get("grpo/reward/answer"), m.Get(names::kAccuracy));
+  EXPECT_GT(m.Get("grpo/reward/rm_std").value_or(0), 0);
+  EXPECT_GT(m.Get(names::kGrpoKl).value_or(0), 0);  // 4 updates away from the reference
+  EXPECT_GT(m.Get(names::kGrpoEntropy).value_or(0), 0);
+  EXPECT_GE(m.Get(names::kGrpoCompletionLength).value_or(0), 1);
+  EXPECT_LE(m.Get(names::kGrpoCompletionLengthMax).value_or(99), 5);
+}
+
+}  // namespace
+}  // namespace zerofit::worker
