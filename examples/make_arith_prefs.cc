@@ -310,6 +310,21 @@ absl::StatusOr<std::string> PromptsJsonl(const data::SentencePieceTokenizer& tok
   return s;
 }
 
+// {train,test}_prompts.jsonl, and with `ids` {train,test}_prompts_ids.jsonl, into `dir`.
+absl::Status WritePromptFiles(const std::string& dir, const data::SentencePieceTokenizer& tok,
+                              const std::vector<TextPair>& train, const std::vector<TextPair>& test,
+                              bool ids) {
+  for (const bool as_ids : {false, true}) {
+    if (as_ids && !ids) continue;
+    const std::string suffix = as_ids ? "_prompts_ids.jsonl" : "_prompts.jsonl";
+    ZF_ASSIGN_OR_RETURN(const std::string train_prompts, PromptsJsonl(tok, train, as_ids));
+    ZF_ASSIGN_OR_RETURN(const std::string test_prompts, PromptsJsonl(tok, test, as_ids));
+    ZF_RETURN_IF_ERROR(WriteFile(dir + "/train" + suffix, train_prompts));
+    ZF_RETURN_IF_ERROR(WriteFile(dir + "/test" + suffix, test_prompts));
+  }
+  return absl::OkStatus();
+}
+
 // Checks every pair against the tokenizer; returns the ids JSONL and the longest sequence with BOS/EOS.
 absl::StatusOr<std::string> IdsJsonl(const data::SentencePieceTokenizer& tok,
                                      const std::vector<TextPair>& pairs, int64_t* longest) {
@@ -351,6 +366,27 @@ Json LlamaConfig(const data::SentencePieceTokenizer& tok) {
   c["pad_token_id"] = tok.pad_id();
   c["torch_dtype"] = "float32";
   return c;
+}
+
+// What Run wrote, one line per file.
+void PrintWritten(const Flags& f, size_t train, size_t test, const data::SentencePieceTokenizer& tok,
+                  double train_s, int64_t longest) {
+  std::printf("zerofit_make_arith_prefs: wrote %s (seed %llu, operands 0..%llu)\n", f.out.c_str(),
+              static_cast<unsigned long long>(f.seed), static_cast<unsigned long long>(f.max_operand));
+  std::printf("  %-16s %zu pairs (%llu problems)\n", "train.jsonl", train,
+              static_cast<unsigned long long>(f.train));
+  std::printf("  %-16s %zu pairs (%llu problems), no problem shared with train\n", "test.jsonl", test,
+              static_cast<unsigned long long>(f.test));
+  if (f.ids) std::printf("  %-16s pre-tokenized copies of both, no BOS/EOS\n", "*_ids.jsonl");
+  std::printf("  %-16s GRPO prompts with their answers (%s)\n", "*_prompts.jsonl",
+              f.ids ? "and *_prompts_ids.jsonl, pre-tokenized" : "text");
+  std::printf("  %-16s %llu lines\n", "corpus.txt", static_cast<unsigned long long>(f.train));
+  std::printf("  %-16s %s, vocab %d (bos %d, eos %d, pad %d, unk %d), trained in %.3f s\n", "tokenizer.model",
+              f.model_type.c_str(), tok.vocab_size(), tok.bos_id(), tok.eos_id(), tok.pad_id(), tok.unk_id(),
+              train_s);
+  std::printf(
+      "  %-16s LlamaForCausalLM, 2 layers, hidden 64, vocab %d; longest pair %lld tokens with BOS/EOS\n",
+      "config.json", tok.vocab_size(), static_cast<long long>(longest));
 }
 
 absl::Status Run(const Flags& f) {
@@ -414,32 +450,10 @@ absl::Status Run(const Flags& f) {
     ZF_RETURN_IF_ERROR(WriteFile((dir / "train_ids.jsonl").string(), train_ids));
     ZF_RETURN_IF_ERROR(WriteFile((dir / "test_ids.jsonl").string(), test_ids));
   }
-  for (const bool ids : {false, true}) {
-    if (ids && !f.ids) continue;
-    const std::string suffix = ids ? "_prompts_ids.jsonl" : "_prompts.jsonl";
-    ZF_ASSIGN_OR_RETURN(const std::string train_prompts, PromptsJsonl(*tok, train, ids));
-    ZF_ASSIGN_OR_RETURN(const std::string test_prompts, PromptsJsonl(*tok, test, ids));
-    ZF_RETURN_IF_ERROR(WriteFile((dir / ("train" + suffix)).string(), train_prompts));
-    ZF_RETURN_IF_ERROR(WriteFile((dir / ("test" + suffix)).string(), test_prompts));
-  }
+  ZF_RETURN_IF_ERROR(WritePromptFiles(dir.string(), *tok, train, test, f.ids));
   ZF_RETURN_IF_ERROR(WriteFile((dir / "config.json").string(), LlamaConfig(*tok).dump(2) + "\n"));
 
-  std::printf("zerofit_make_arith_prefs: wrote %s (seed %llu, operands 0..%llu)\n", f.out.c_str(),
-              static_cast<unsigned long long>(f.seed), static_cast<unsigned long long>(f.max_operand));
-  std::printf("  %-16s %zu pairs (%llu problems)\n", "train.jsonl", train.size(),
-              static_cast<unsigned long long>(f.train));
-  std::printf("  %-16s %zu pairs (%llu problems), no problem shared with train\n", "test.jsonl", test.size(),
-              static_cast<unsigned long long>(f.test));
-  if (f.ids) std::printf("  %-16s pre-tokenized copies of both, no BOS/EOS\n", "*_ids.jsonl");
-  std::printf("  %-16s GRPO prompts with their answers (%s)\n", "*_prompts.jsonl",
-              f.ids ? "and *_prompts_ids.jsonl, pre-tokenized" : "text");
-  std::printf("  %-16s %llu lines\n", "corpus.txt", static_cast<unsigned long long>(f.train));
-  std::printf("  %-16s %s, vocab %d (bos %d, eos %d, pad %d, unk %d), trained in %.3f s\n", "tokenizer.model",
-              f.model_type.c_str(), tok->vocab_size(), tok->bos_id(), tok->eos_id(), tok->pad_id(),
-              tok->unk_id(), train_s);
-  std::printf(
-      "  %-16s LlamaForCausalLM, 2 layers, hidden 64, vocab %d; longest pair %lld tokens with BOS/EOS\n",
-      "config.json", tok->vocab_size(), static_cast<long long>(longest));
+  PrintWritten(f, train.size(), test.size(), *tok, train_s, longest);
   return absl::OkStatus();
 }
 

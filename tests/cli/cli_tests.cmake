@@ -73,6 +73,13 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_train_prefs)
                    $<TARGET_FILE:zerofit_make_arith_prefs>)
 endif()
 
+# Issue 32: GRPO raises a briefly SFT-trained arithmetic policy's held-out greedy accuracy by >= 20 points on
+# 2 ranks (~2 min; started early, COST, like the other long tests).
+if(TARGET zerofit_train_prefs AND TARGET zerofit_make_arith_prefs)
+  zerofit_e2e_test(grpo_learning_e2e 600 2 $<TARGET_FILE:zerofit_train_prefs> $<TARGET_FILE:zerofit_make_arith_prefs>)
+  set_tests_properties(grpo_learning_e2e PROPERTIES COST 200)
+endif()
+
 # `zerofit tokenize`: the library function against text::TokenizerJson and the oracle's golden ids (qwen2.5;
 # skips when ../shared/hf-tokenizers is missing), and the binary on stdin/stdout.
 if(TARGET zerofit_cli_text)

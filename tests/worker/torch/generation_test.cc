@@ -239,6 +239,50 @@ TEST(GenerationTest, SamplingIsReproducibleFromTheSeedAloneAndDependsOnIt) {
   EXPECT_TRUE(model->is_training());
 }
 
+// A GRPO rank's prompts are not contiguous in the rollout: sequence_ids name each one's index, and a
+// prompt samples what it would alone at that index.
+TEST(GenerationTest, SequenceIdsGiveEachPromptTheSamplesOfItsIndex) {
+  const core::HfModelConfig config = TinyLlamaConfig("llama");
+  LlamaModel model = RandomModel(config, 3);
+  const Prompts prompts = RandomPrompts({4, 6, 3}, config.vocab_size, 5);
+  GenerationOptions o = Sampling(21);
+  o.sequence_ids = {17, 2, 40};
+  absl::StatusOr<GenerationResult> together = Generate(*model, prompts, o);
+  ASSERT_TRUE(together.ok()) << together.status();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationOptions alone = Sampling(21);
+    alone.sequence_index_offset = o.sequence_ids[i];
+    absl::StatusOr<GenerationResult> r = Generate(*model, {prompts[i]}, alone);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->completions[0].tokens, together->completions[i].tokens) << "prompt " << i;
+  }
+  o.sequence_ids = {1, 2};
+  const absl::Status bad = Generate(*model, prompts, o).status();
+  EXPECT_NE(bad.message().find("GenerationOptions.sequence_ids 2 ids for 3 prompts"), std::string::npos) << bad;
+}
+
+// GenerationStats.entropy_sum: one new token per prompt is the entropy of softmax(last logits / T) of the
+// full forward, summed over the prompts (float64 from the fp32 logits; the decode path's logits differ from
+// the full forward's by rounding only).
+TEST(GenerationTest, EntropyIsThatOfTheSamplingDistribution) {
+  const core::HfModelConfig config = TinyLlamaConfig("llama");
+  LlamaModel model = RandomModel(config, 9);
+  const Prompts prompts = RandomPrompts({5, 3}, config.vocab_size, 10);
+  for (const double temperature : {0.0, 0.7}) {
+    GenerationOptions o = Sampling(4);
+    o.temperature = temperature;
+    o.max_new_tokens = 1;
+    absl::StatusOr<GenerationResult> r = Generate(*model, prompts, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    double want = 0;
+    for (const std::vector<int64_t>& p : prompts) {
+      const torch::Tensor logp = torch::log_softmax(FullLastLogits(model, p) / (temperature > 0 ? temperature : 1), 0);
+      want -= (logp.exp() * logp).sum().item<double>();
+    }
+    EXPECT_NEAR(r->stats.entropy_sum, want, 1e-4 * std::max(1.0, want)) << "temperature " << temperature;
+  }
+}
+
 TEST(GenerationTest, TinyTopPIsGreedy) {
   const core::HfModelConfig config = TinyLlamaConfig();
   LlamaModel model = RandomModel(config, 9);

@@ -347,12 +347,8 @@ absl::Status GrpoSession::Optimize(int64_t step, const MicroBatches& micro, Roll
 
 namespace {
 
-// The step's values summed (or maxed) over ranks: one all-reduce each.
-struct RolloutTotals {
-  std::vector<double> sum;  // see SumFields
-  double max_length = 0, max_generation_ms = 0;
-};
-
+// The sums every rank contributes to a step's metrics (one all-reduce), then per reward source its sum and
+// sum of squares.
 enum SumField {
   kCompletions,
   kReward,
@@ -361,7 +357,7 @@ enum SumField {
   kTokens,
   kHitMax,
   kEntropy,
-  kLoss,
+  kLoss,  // the last iteration's loss sum, units, KL sum, clipped tokens and tokens (Rollout::sums)
   kUnits,
   kKl,
   kClippedTok,
@@ -375,23 +371,23 @@ absl::Status AllReduce(std::vector<double>* v, comm::ReduceOp op, comm::Communic
                        comm->options().timeout);
 }
 
+double StdDev(double sum, double sum_sq, double count) {
+  return std::sqrt(std::max(sum_sq / count - (sum / count) * (sum / count), 0.0));
+}
+
 }  // namespace
 
-absl::StatusOr<metrics::StepMetrics> GrpoSession::StepMetricsOf(int64_t step, const Rollout& ro) {
-  State& st = *state_;
+std::vector<double> GrpoSession::LocalSums(const Rollout& ro) const {
   const size_t sources = options_.grpo.rewards.size();
   std::vector<double> sum(kSumFields + 2 * sources, 0.0);
-  double max_length = 0;
   const std::vector<double>& total = ro.scored.sum.total;
   for (size_t i = 0; i < ro.completions.size(); ++i) {
-    const double len = static_cast<double>(ro.completions[i].tokens.size());
     sum[kCompletions] += 1;
     sum[kReward] += total[i];
     sum[kRewardSq] += total[i] * total[i];
     sum[kCorrect] += ro.scored.correct.empty() ? 0 : ro.scored.correct[i];
-    sum[kTokens] += len;
+    sum[kTokens] += static_cast<double>(ro.completions[i].tokens.size());
     sum[kHitMax] += ro.completions[i].hit_max_new_tokens ? 1 : 0;
-    max_length = std::max(max_length, len);
   }
   sum[kEntropy] = ro.stats.entropy_sum;
   sum[kPrompts] = static_cast<double>(ro.completions.size()) / options_.grpo.rollout.samples_per_prompt;
@@ -399,54 +395,67 @@ absl::StatusOr<metrics::StepMetrics> GrpoSession::StepMetricsOf(int64_t step, co
     const torch::Tensor s = ro.sums.to(torch::kCPU).contiguous();
     for (int j = 0; j < 5; ++j) sum[kLoss + j] = s.data_ptr<double>()[j];
   }
-  for (size_t s = 0; s < sources && !ro.completions.empty(); ++s) {
+  const double n = static_cast<double>(ro.completions.size());
+  for (size_t s = 0; s < sources && n > 0; ++s) {
     const rewards::SourceStats& src = ro.scored.sum.sources[s];
-    const double n = static_cast<double>(ro.completions.size());
     sum[kSumFields + 2 * s] = src.mean * n;
     sum[kSumFields + 2 * s + 1] = (src.stddev * src.stddev + src.mean * src.mean) * n;
   }
+  return sum;
+}
+
+// The step's values from the global sums and maxima (longest completion, slowest rank's generation).
+void GrpoSession::SetRolloutValues(const std::vector<double>& sum, double max_length,
+                                   double max_generation_ms, metrics::StepMetrics* m) const {
+  const double n = std::max(sum[kCompletions], 1.0);
+  m->Set(names::kGrpoReward, sum[kReward] / n);
+  m->Set(names::kGrpoRewardStd, StdDev(sum[kReward], sum[kRewardSq], n));
+  for (size_t s = 0; s < options_.grpo.rewards.size(); ++s) {
+    const std::string base = std::string(names::kGrpoRewardPrefix) + options_.grpo.rewards[s].name;
+    m->Set(base, sum[kSumFields + 2 * s] / n);
+    m->Set(base + "_std", StdDev(sum[kSumFields + 2 * s], sum[kSumFields + 2 * s + 1], n));
+  }
+  const double loss_tokens = std::max(sum[kLossTok], 1.0);
+  m->Set(names::kGrpoKl, sum[kKl] / loss_tokens);
+  m->Set(names::kGrpoClippedFraction, sum[kClippedTok] / loss_tokens);
+  m->Set(names::kGrpoEntropy, sum[kEntropy] / std::max(sum[kTokens], 1.0));
+  m->Set(names::kGrpoCompletionLength, sum[kTokens] / n);
+  m->Set(names::kGrpoCompletionLengthMax, max_length);
+  m->Set(names::kGrpoHitMaxNewTokens, sum[kHitMax] / n);
+  m->Set(names::kGrpoGenerationTokensPerS, sum[kTokens] / std::max(max_generation_ms / 1e3, 1e-9));
+}
+
+absl::StatusOr<metrics::StepMetrics> GrpoSession::StepMetricsOf(int64_t step, const Rollout& ro) {
+  State& st = *state_;
+  std::vector<double> sum = LocalSums(ro);
   ZF_RETURN_IF_ERROR(AllReduce(&sum, comm::ReduceOp::kSum, st.comm));
+  double max_length = 0;
+  for (const Completion& c : ro.completions) max_length = std::max<double>(max_length, c.tokens.size());
   std::vector<double> maxima = {max_length, ro.generation_ms};
   ZF_RETURN_IF_ERROR(AllReduce(&maxima, comm::ReduceOp::kMax, st.comm));
-
   metrics::StepMetrics m;
   m.step = step;
   m.rank = st.comm->rank();
   m.wall_time = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
-  const double n = std::max(sum[kCompletions], 1.0);
-  auto stddev = [](double s, double sq, double count) {
-    return std::sqrt(std::max(sq / count - (s / count) * (s / count), 0.0));
-  };
+  // Column order: loss, accuracy, the optimizer's values, the rollout's, then time and memory.
   m.Set(names::kLoss, sum[kLoss] / std::max(sum[kUnits], 1e-30));
-  if (st.scorer->has_answer_source()) m.Set(names::kAccuracy, sum[kCorrect] / n);
+  if (st.scorer->has_answer_source())
+    m.Set(names::kAccuracy, sum[kCorrect] / std::max(sum[kCompletions], 1.0));
   m.Set(names::kLearningRate, ro.last.learning_rate);
   m.Set(names::kGradNorm, ro.last.grad_norm);
   m.Set(names::kClipped, ro.last.clip_coef < 1.0f ? 1.0 : 0.0);
   m.Set(names::kClipCoef, ro.last.clip_coef);
   m.Set(names::kLossScale, ro.last.loss_scale);
   m.Set(names::kSkipped, ro.last.applied ? 0.0 : 1.0);
-  m.Set(names::kGrpoReward, sum[kReward] / n);
-  m.Set(names::kGrpoRewardStd, stddev(sum[kReward], sum[kRewardSq], n));
-  for (size_t s = 0; s < sources; ++s) {
-    const std::string base = std::string(names::kGrpoRewardPrefix) + options_.grpo.rewards[s].name;
-    m.Set(base, sum[kSumFields + 2 * s] / n);
-    m.Set(base + "_std", stddev(sum[kSumFields + 2 * s], sum[kSumFields + 2 * s + 1], n));
-  }
-  const double loss_tokens = std::max(sum[kLossTok], 1.0);
-  m.Set(names::kGrpoKl, sum[kKl] / loss_tokens);
-  m.Set(names::kGrpoClippedFraction, sum[kClippedTok] / loss_tokens);
-  m.Set(names::kGrpoEntropy, sum[kEntropy] / std::max(sum[kTokens], 1.0));
-  m.Set(names::kGrpoCompletionLength, sum[kTokens] / n);
-  m.Set(names::kGrpoCompletionLengthMax, maxima[0]);
-  m.Set(names::kGrpoHitMaxNewTokens, sum[kHitMax] / n);
-  m.Set(names::kGrpoGenerationTokensPerS, sum[kTokens] / std::max(maxima[1] / 1e3, 1e-9));
-  m.Set(names::kSamplesPerS, sum[kPrompts] / std::max((ro.generation_ms + ro.training_ms) / 1e3, 1e-9));
-  m.Set(names::kStepMs, ro.generation_ms + ro.training_ms);
+  SetRolloutValues(sum, maxima[0], maxima[1], &m);
+  const double step_ms = ro.generation_ms + ro.training_ms;
+  m.Set(names::kSamplesPerS, sum[kPrompts] / std::max(step_ms / 1e3, 1e-9));
+  m.Set(names::kStepMs, step_ms);
   m.Set(names::kGenerationMs, ro.generation_ms);
   m.Set(names::kTrainingMs, ro.training_ms);
   m.Set(names::kGrpoKvCacheBytes, static_cast<double>(ro.stats.peak_cache_bytes));
-  const int64_t rss = HostPeakRssBytes();
-  if (rss >= 0) m.Set(names::kHostPeakRssBytes, static_cast<double>(rss));
+  if (const int64_t rss = HostPeakRssBytes(); rss >= 0)
+    m.Set(names::kHostPeakRssBytes, static_cast<double>(rss));
   const PeakMemory peak = ReadPeakMemory(st.backend);
   if (peak.device_reserved > 0) {
     m.Set(names::kDevicePeakAllocatedBytes, static_cast<double>(peak.device_allocated));

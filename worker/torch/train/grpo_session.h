@@ -70,6 +70,9 @@ class GrpoSession final : public TrainingSession {
   absl::StatusOr<Rollout> RunRollout(int64_t step, const MicroBatches& micro);
   absl::Status Optimize(int64_t step, const MicroBatches& micro, Rollout& rollout);
   absl::StatusOr<metrics::StepMetrics> StepMetricsOf(int64_t step, const Rollout& rollout);
+  std::vector<double> LocalSums(const Rollout& rollout) const;
+  void SetRolloutValues(const std::vector<double>& sum, double max_length, double max_generation_ms,
+                        metrics::StepMetrics* m) const;
 
   std::unique_ptr<State> state_;
   PreferenceTrainOptions options_;
