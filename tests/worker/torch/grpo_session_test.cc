@@ -201,5 +201,49 @@ TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
   EXPECT_LE(m.Get(names::kGrpoCompletionLengthMax).value_or(99), 5);
 }
 
+// LoRA, activation checkpointing and offload as for the other tasks: checkpointing recomputes the same
+// gradients (bit-identical weights after two steps); LoRA adapters with offloaded AdamW train (the policy
+// moves away from its reference).
+TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = Grpo(dir);
+  RewardSourceOptions rm;
+  rm.kind = RewardSourceOptions::Kind::kModel;
+  rm.name = "rm";
+  rm.model_dir = dir + "/rm";
+  o.grpo.rewards = {rm};
+  ExportRandomRewardModel(dir, rm.model_dir, *comm);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  auto train = [&](const PreferenceTrainOptions& options, const std::string& out) {
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(options, comm.get());
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return std::vector<metrics::StepMetrics>{};
+    std::vector<metrics::StepMetrics> m = RunSteps(**s, options, 0, 2, *comm);
+    EXPECT_TRUE((*s)->Export(out).ok());
+    EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+    return m;
+  };
+  train(o, dir + "/plain");
+  PreferenceTrainOptions ck = o;
+  ck.model.activation_checkpointing = true;
+  train(ck, dir + "/checkpointed");
+  PreferenceTrainOptions lora = o;
+  lora.model.lora.rank = 4;
+  lora.offload.enabled = true;
+  lora.offload.threads = 1;
+  lora.grpo.objective.beta = 0.04;
+  const std::vector<metrics::StepMetrics> m = train(lora, dir + "/lora");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_GT(m.back().Get(names::kGrpoKl).value_or(0), 0);
+  if (comm->rank() == 0) {
+    const std::string plain = ReadAll(dir + "/plain/model.safetensors");
+    EXPECT_FALSE(plain.empty());
+    EXPECT_TRUE(plain == ReadAll(dir + "/checkpointed/model.safetensors"));
+    EXPECT_FALSE(plain == ReadAll(dir + "/lora/model.safetensors"));
+  }
+}
+
 }  // namespace
 }  // namespace zerofit::worker
