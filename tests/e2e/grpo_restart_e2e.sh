@@ -8,9 +8,7 @@
 set -u
 Z="$1"
 GEN="$2"
-D=$(mktemp -d)
-trap 'pkill -9 -f "zerofit_worker.*$D" 2>/dev/null; rm -rf "$D"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 "$GEN" --out "$D/data" --train 200 --test 16 --max-operand 40 --ids --pad > /dev/null || fail "data generation"
 spec() {  # spec NAME CHECKPOINT_DIR
   cat > "$D/$1.yaml" <<YAML
@@ -38,15 +36,8 @@ grep -q "rollout batch: 6 sequences per generation pass (8 per rank per step); K
 
 "$Z" run "$D/killed.yaml" --state-dir "$D/s2" > "$D/killed.log" 2>&1 &
 RUN=$!
-for _ in $(seq 1200); do grep -q "(checkpoint step 7)" "$D/killed.log" && break; sleep 0.05; done
-grep -q "(checkpoint step 7)" "$D/killed.log" || { cat "$D/killed.log"; fail "never reached step 8"; }
-ADDR=$(grep -o "(coordinator 127.0.0.1:[0-9]*" "$D/killed.log" | head -1 | cut -d' ' -f2)
-victim=$(pgrep -f "^[^ ]*zerofit_worker --coordinator $ADDR .*--job job-000001" | tail -1)
-[ -n "$victim" ] || fail "no worker process to kill"
-kill -9 "$victim"
-wait $RUN || { cat "$D/killed.log"; fail "the run did not recover"; }
-grep -q "restarting: the launcher exited with code" "$D/killed.log" || { cat "$D/killed.log"; fail "no restart recorded"; }
-grep -q "succeeded after 2 attempt" "$D/killed.log" || { tail -5 "$D/killed.log"; fail "not succeeded after 2 attempts"; }
+kill_worker_at "$D/killed.log" 7
+expect_recovered $RUN "$D/killed.log"
 for r in 0 1; do
   cmp "$D/ck_straight/step-00000048/rank-0000$r.safetensors" "$D/ck_killed/step-00000048/rank-0000$r.safetensors" \
     || { ls "$D/ck_straight" "$D/ck_killed"; fail "rank $r state differs from the uninterrupted run"; }

@@ -10,9 +10,7 @@
 set -u
 Z="$1"
 GEN="$2"
-D=$(mktemp -d)
-trap 'pkill -9 -f "zerofit_worker.*$D" 2>/dev/null; rm -rf "$D"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/lib.sh"
 "$GEN" --out "$D/data" --train 400 --test 40 --ids --pad > /dev/null || fail "data generation"
 spec() {  # spec NAME CHECKPOINT_DIR
   cat > "$D/$1.yaml" <<YAML
@@ -39,17 +37,8 @@ grep -q "succeeded after 1 attempt" "$D/straight.log" || fail "uninterrupted run
 
 "$Z" run "$D/killed.yaml" --state-dir "$D/s2" > "$D/killed.log" 2>&1 &
 RUN=$!
-for _ in $(seq 600); do grep -q "(checkpoint step 59)" "$D/killed.log" && break; sleep 0.05; done
-grep -q "(checkpoint step 59)" "$D/killed.log" || { cat "$D/killed.log"; fail "never reached step 60"; }
-# One of this run's ranks: its command line starts with the worker and names this run's coordinator (other
-# runs on the machine have a job-000001 too).
-ADDR=$(grep -o "(coordinator 127.0.0.1:[0-9]*" "$D/killed.log" | head -1 | cut -d' ' -f2)
-victim=$(pgrep -f "^[^ ]*zerofit_worker --coordinator $ADDR .*--job job-000001" | tail -1)
-[ -n "$victim" ] || fail "no worker process to kill"
-kill -9 "$victim"
-wait $RUN || { cat "$D/killed.log"; fail "the run did not recover"; }
-grep -q "restarting: the launcher exited with code" "$D/killed.log" || { cat "$D/killed.log"; fail "no restart recorded"; }
-grep -q "succeeded after 2 attempt" "$D/killed.log" || { tail -5 "$D/killed.log"; fail "not succeeded after 2 attempts"; }
+kill_worker_at "$D/killed.log" 59
+expect_recovered $RUN "$D/killed.log"
 resumed=$(grep -o "attempt 2: 400 training pairs, steps [0-9]*" "$D/killed.log" | grep -o "[0-9]*$")
 [ -n "$resumed" ] && [ $((resumed % 20)) = 0 ] && [ "$resumed" -ge 60 ] || fail "attempt 2 resumed at '$resumed'"
 for r in 0 1; do

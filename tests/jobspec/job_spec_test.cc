@@ -57,7 +57,8 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
   const std::pair<std::string, std::string> cases[] = {
       {"task: reward\nmodel: m\ndata: d\ntraining:\n  lr: fast\n",
        "job.yaml:5: field 'training.lr': expected a number, got 'fast'"},
-      {"task: ppo\nmodel: m\ndata: d\n", "job.yaml:1: field 'task': expected reward, dpo, sft or grpo, got 'ppo'"},
+      {"task: ppo\nmodel: m\ndata: d\n",
+       "job.yaml:1: field 'task': expected reward, dpo, sft or grpo, got 'ppo'"},
       {"task: sft\ndata: d\n", "job.yaml: field 'model': required"},
       {"task: sft\nmodel: m\ndata: d\ntraining:\n  learning_rate: 1\n",
        "job.yaml:5: field 'training.learning_rate': unknown field"},

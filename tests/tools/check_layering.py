@@ -28,7 +28,9 @@ ALLOWED = {
     "sharding": {"core", "device", "comm", "optim"},
     "planner": {"core"},
     # The step scheduler lives here: the coordinator hands its assignments out, zerofit_train_prefs follows it.
-    "jobspec": {"core", "planner"},
+    # A GRPO spec's regex reward is compiled with text::Regex when the spec is read, so a bad pattern is
+    # refused at submit with its line, not on every rank at start.
+    "jobspec": {"core", "planner", "text"},
     "text": {"core"},
     "launch": {"jobspec"},
     "proto": set(),

@@ -258,7 +258,8 @@ TEST(GenerationTest, SequenceIdsGiveEachPromptTheSamplesOfItsIndex) {
   }
   o.sequence_ids = {1, 2};
   const absl::Status bad = Generate(*model, prompts, o).status();
-  EXPECT_NE(bad.message().find("GenerationOptions.sequence_ids 2 ids for 3 prompts"), std::string::npos) << bad;
+  EXPECT_NE(bad.message().find("GenerationOptions.sequence_ids 2 ids for 3 prompts"), std::string::npos)
+      << bad;
 }
 
 // GenerationStats.entropy_sum: one new token per prompt is the entropy of softmax(last logits / T) of the
@@ -276,7 +277,8 @@ TEST(GenerationTest, EntropyIsThatOfTheSamplingDistribution) {
     ASSERT_TRUE(r.ok()) << r.status();
     double want = 0;
     for (const std::vector<int64_t>& p : prompts) {
-      const torch::Tensor logp = torch::log_softmax(FullLastLogits(model, p) / (temperature > 0 ? temperature : 1), 0);
+      const torch::Tensor logp =
+          torch::log_softmax(FullLastLogits(model, p) / (temperature > 0 ? temperature : 1), 0);
       want -= (logp.exp() * logp).sum().item<double>();
     }
     EXPECT_NEAR(r->stats.entropy_sum, want, 1e-4 * std::max(1.0, want)) << "temperature " << temperature;

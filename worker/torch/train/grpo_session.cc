@@ -522,14 +522,7 @@ absl::StatusOr<std::vector<metrics::NamedValue>> GrpoSession::Evaluate() {
 }
 
 absl::Status GrpoSession::SaveCheckpoint(const std::string& root, const std::string& extra, int keep) {
-  ZF_ASSIGN_OR_RETURN(const sharding::CheckpointInfo info,
-                      sharding::SaveCheckpoint(state_->binding->optimizer(), root, extra, keep));
-  for (const std::string& dir : info.removed_stale) {
-    std::fprintf(stderr,
-                 "checkpoint: removed %s, left by an earlier save of this job that was killed or failed\n",
-                 dir.c_str());
-  }
-  return absl::OkStatus();
+  return SaveSessionCheckpoint(*state_->binding, root, extra, keep);
 }
 
 absl::StatusOr<int64_t> GrpoSession::LoadCheckpoint(const std::string& root) {
@@ -546,32 +539,17 @@ absl::StatusOr<int64_t> GrpoSession::LoadCheckpoint(const std::string& root) {
 }
 
 absl::Status GrpoSession::Export(const std::string& dir) {
-  if (state_->comm->rank() != 0) return absl::OkStatus();
-  ZF_RETURN_IF_ERROR(state_->binding->optimizer().Flush());
-  try {
-    return state_->policy->ExportHf(dir, state_->config);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("export failed: ", e.what()));
-  }
+  return ExportPolicy(state_->comm->rank(), *state_->binding, state_->policy, state_->config, dir);
 }
 
 absl::StatusOr<GrpoReport> TrainGrpo(const PreferenceTrainOptions& o, comm::Communicator* comm,
                                      const GrpoHooks& hooks) {
-  if (o.global_batch < comm->world_size() * o.micro_batches) {
-    return absl::InvalidArgumentError(absl::StrCat("global_batch ", o.global_batch,
-                                                   " (prompts) is smaller than world size ",
-                                                   comm->world_size(), " x micro_batches ", o.micro_batches));
-  }
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<GrpoSession> session, GrpoSession::Create(o, comm));
   GrpoReport report;
   ZF_ASSIGN_OR_RETURN(report.before, session->Evaluate());
   if (hooks.on_start) ZF_RETURN_IF_ERROR(hooks.on_start(*session, report.before));
-  jobspec::SchedulerOptions schedule;
-  schedule.global_batch = o.global_batch;
-  schedule.world_size = comm->world_size();
-  schedule.micro_batches = o.micro_batches;
   ZF_ASSIGN_OR_RETURN(const jobspec::StepScheduler scheduler,
-                      jobspec::StepScheduler::Create(session->TrainLengths(), schedule));
+                      LocalScheduler(o, comm->world_size(), session->TrainLengths()));
   report.after = report.before;
   for (int64_t step = 0; step < o.steps; ++step) {
     ZF_ASSIGN_OR_RETURN(metrics::StepMetrics m,

@@ -6,13 +6,11 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "core/cpu_affinity.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
 #include "jobspec/step_scheduler.h"
-#include "sharding/checkpoint.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/train/micro_batch_loss.h"
 #include "worker/torch/train/pair_tensors.h"
@@ -202,15 +200,7 @@ absl::StatusOr<EvalReport> PreferenceSession::Evaluate() {
 }
 
 absl::Status PreferenceSession::SaveCheckpoint(const std::string& root, const std::string& extra, int keep) {
-  ZF_ASSIGN_OR_RETURN(const sharding::CheckpointInfo info,
-                      sharding::SaveCheckpoint(state_->binding->optimizer(), root, extra, keep));
-  // Said where the job's output goes (mpiexec forwards the ranks' stderr); only rank 0 removes any.
-  for (const std::string& dir : info.removed_stale) {
-    std::fprintf(stderr,
-                 "checkpoint: removed %s, left by an earlier save of this job that was killed or failed\n",
-                 dir.c_str());
-  }
-  return absl::OkStatus();
+  return SaveSessionCheckpoint(*state_->binding, root, extra, keep);
 }
 
 absl::StatusOr<int64_t> PreferenceSession::LoadCheckpoint(const std::string& root) {
@@ -220,13 +210,7 @@ absl::StatusOr<int64_t> PreferenceSession::LoadCheckpoint(const std::string& roo
 }
 
 absl::Status PreferenceSession::Export(const std::string& dir) {
-  if (state_->comm->rank() != 0) return absl::OkStatus();
-  ZF_RETURN_IF_ERROR(state_->binding->optimizer().Flush());
-  try {
-    return state_->policy->ExportHf(dir, state_->config);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("export failed: ", e.what()));
-  }
+  return ExportPolicy(state_->comm->rank(), *state_->binding, state_->policy, state_->config, dir);
 }
 
 const torch::Device& PreferenceSession::torch_device() const { return state_->backend.torch_device; }
@@ -252,14 +236,8 @@ absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, co
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(o, comm));
   ZF_ASSIGN_OR_RETURN(EvalReport before, session->Evaluate());
   if (hooks.on_start) ZF_RETURN_IF_ERROR(hooks.on_start(*session, before));
-  // The coordinator's scheduler (jobspec/step_scheduler.h) with the coordinator's options: a job run
-  // here and the same job run through `zerofit run` train on the same micro-batches, step for step.
-  jobspec::SchedulerOptions schedule;
-  schedule.global_batch = o.global_batch;
-  schedule.world_size = comm->world_size();
-  schedule.micro_batches = o.micro_batches;
   ZF_ASSIGN_OR_RETURN(const jobspec::StepScheduler scheduler,
-                      jobspec::StepScheduler::Create(session->TrainLengths(), schedule));
+                      LocalScheduler(o, comm->world_size(), session->TrainLengths()));
   EvalReport last = before;
   for (int64_t step = 0; step < o.steps; ++step) {  // 0-based, like every step number (core/lr_schedule.h)
     const jobspec::StepAssignment assignment = scheduler.Assign(step);

@@ -2,10 +2,12 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/cpu_affinity.h"
 #include "core/status_macros.h"
+#include "sharding/checkpoint.h"
 
 namespace zerofit::worker {
 
@@ -67,6 +69,39 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, con
         return p.dim() >= 2;  // no decay for norms, biases
       },
       sharding::Zero2Devices{backend.device.get(), comm});
+}
+
+absl::Status SaveSessionCheckpoint(Zero2Binding& binding, const std::string& root, const std::string& extra,
+                                   int keep) {
+  ZF_ASSIGN_OR_RETURN(const sharding::CheckpointInfo info,
+                      sharding::SaveCheckpoint(binding.optimizer(), root, extra, keep));
+  // Said where the job's output goes (mpiexec forwards the ranks' stderr); only rank 0 removes any.
+  for (const std::string& dir : info.removed_stale) {
+    std::fprintf(stderr,
+                 "checkpoint: removed %s, left by an earlier save of this job that was killed or failed\n",
+                 dir.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExportPolicy(int rank, Zero2Binding& binding, const LlamaModel& policy,
+                          const core::HfModelConfig& config, const std::string& dir) {
+  if (rank != 0) return absl::OkStatus();
+  ZF_RETURN_IF_ERROR(binding.optimizer().Flush());
+  try {
+    return policy->ExportHf(dir, config);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("export failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<jobspec::StepScheduler> LocalScheduler(const PreferenceTrainOptions& o, int world_size,
+                                                      std::vector<int64_t> lengths) {
+  jobspec::SchedulerOptions schedule;
+  schedule.global_batch = o.global_batch;
+  schedule.world_size = world_size;
+  schedule.micro_batches = o.micro_batches;
+  return jobspec::StepScheduler::Create(std::move(lengths), schedule);
 }
 
 }  // namespace zerofit::worker

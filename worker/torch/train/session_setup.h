@@ -8,11 +8,14 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "core/hf_config.h"
 #include "core/safetensors.h"
+#include "jobspec/step_scheduler.h"
 #include "worker/torch/model/llama_model.h"
 #include "worker/torch/train/preference_trainer.h"
 #include "worker/torch/train/training_backend.h"
@@ -34,6 +37,22 @@ absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const Pref
 absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, const PreferenceTrainOptions& o,
                                                          const TrainingBackend& backend,
                                                          comm::Communicator* comm);
+
+// A checkpoint of `binding`'s optimizer under `root` (sharding/checkpoint.h), keeping the `keep` newest; the
+// stale folders of a killed earlier save that rank 0 removed are said on stderr. Collective.
+absl::Status SaveSessionCheckpoint(Zero2Binding& binding, const std::string& root, const std::string& extra,
+                                   int keep);
+
+// Rank 0 writes `policy` in Hugging Face format into `dir` once the optimizer's pending updates are in (LoRA
+// merged); the other ranks return at once.
+absl::Status ExportPolicy(int rank, Zero2Binding& binding, const LlamaModel& policy,
+                          const core::HfModelConfig& config, const std::string& dir);
+
+// The coordinator's step scheduler (jobspec/step_scheduler.h) with the coordinator's options, for a run
+// without one: a job run locally and the same job run through `zerofit run` train on the same samples, step
+// for step.
+absl::StatusOr<jobspec::StepScheduler> LocalScheduler(const PreferenceTrainOptions& o, int world_size,
+                                                      std::vector<int64_t> lengths);
 
 // Why a step failed: a CUDA or CPU allocator out-of-memory is ResourceExhausted (the coordinator re-plans),
 // anything else Internal.
