@@ -11,6 +11,7 @@
 #include "core/status_macros.h"
 #include "jobspec/job_plan.h"
 #include "jobspec/step_scheduler.h"
+#include "sharding/checkpoint.h"
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/train/micro_batch_loss.h"
 #include "worker/torch/train/pair_tensors.h"
