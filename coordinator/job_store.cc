@@ -39,8 +39,6 @@ CREATE TABLE IF NOT EXISTS jobs (
   created_us INTEGER NOT NULL,
   interruptions INTEGER NOT NULL DEFAULT 0,
   slurm_job_id TEXT NOT NULL DEFAULT '',
-  replanned_micro_batches INTEGER NOT NULL DEFAULT 0,
-  planned_world_size INTEGER NOT NULL DEFAULT 0,
   attempt_hosts TEXT NOT NULL DEFAULT '',
   attempt_note TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS logs (
@@ -276,13 +274,10 @@ absl::Status JobStore::AddMissingColumns() {
   if (!have.count("slurm_job_id")) {
     ZF_RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN slurm_job_id TEXT NOT NULL DEFAULT ''"));
   }
-  if (!have.count("replanned_micro_batches")) {
-    ZF_RETURN_IF_ERROR(
-        Exec("ALTER TABLE jobs ADD COLUMN replanned_micro_batches INTEGER NOT NULL DEFAULT 0"));
-  }
+  // (Stores of older builds may also hold replanned_micro_batches and planned_world_size, no longer read
+  // or written since each attempt's plan is stored in `plans`; they keep them.)
   for (const char* column :
-       {"planned_world_size INTEGER NOT NULL DEFAULT 0", "attempt_hosts TEXT NOT NULL DEFAULT ''",
-        "attempt_note TEXT NOT NULL DEFAULT ''"}) {
+       {"attempt_hosts TEXT NOT NULL DEFAULT ''", "attempt_note TEXT NOT NULL DEFAULT ''"}) {
     const std::string name(column, std::string(column).find(' '));
     if (!have.count(name))
       ZF_RETURN_IF_ERROR(Exec(absl::StrCat("ALTER TABLE jobs ADD COLUMN ", column).c_str()));

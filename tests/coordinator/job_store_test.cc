@@ -227,6 +227,51 @@ TEST(JobStoreTest, AStoreFromBeforeTheSlurmColumnsIsUpgradedInPlace) {
   EXPECT_EQ(j->slurm_job_id, "4242");
 }
 
+// The jobs table's replanned_micro_batches and planned_world_size were retired when each attempt's plan
+// got its own table: a new store does not create them, and a store that has them still takes jobs.
+TEST(JobStoreTest, TheRetiredPlanColumnsAreNotCreatedAndDoNotHinderOldStores) {
+  auto columns = [](const std::string& path) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    std::string names;
+    sqlite3_exec(
+        db, "PRAGMA table_info(jobs)",
+        [](void* out, int, char** values, char**) {
+          static_cast<std::string*>(out)->append(std::string(values[1]) + " ");
+          return 0;
+        },
+        &names, nullptr);
+    sqlite3_close(db);
+    return names;
+  };
+  const std::string fresh = TempDb("fresh_columns.db");
+  ASSERT_TRUE(JobStore::Open(fresh).ok());
+  EXPECT_EQ(columns(fresh).find("planned_world_size"), std::string::npos) << columns(fresh);
+  EXPECT_EQ(columns(fresh).find("replanned_micro_batches"), std::string::npos);
+  const std::string old = TempDb("retired_columns.db");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(old.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db,
+                     "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+                     "request_id TEXT UNIQUE NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL, phase "
+                     "INTEGER NOT NULL, attempt INTEGER NOT NULL, restarts INTEGER NOT NULL, world_size "
+                     "INTEGER NOT NULL, checkpoint_step INTEGER NOT NULL, replan INTEGER NOT NULL, reason "
+                     "TEXT NOT NULL, since_us INTEGER NOT NULL, created_us INTEGER NOT NULL, "
+                     "replanned_micro_batches INTEGER NOT NULL DEFAULT 0, planned_world_size INTEGER NOT "
+                     "NULL DEFAULT 0);",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = JobStore::Open(old);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto job = (*store)->Submit("req", "rm", "task: reward", absl::Now());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE((*store)->Get(job->job.id).ok());
+}
+
 // Named metrics round-trip in order and exactly; a store whose metrics table predates them gains the column
 // in place, its old rows read back with no named values.
 TEST(JobStoreTest, NamedMetricsRoundTripAndOldMetricsTablesAreUpgraded) {

@@ -8,9 +8,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/hf_config.h"
+#include "core/safetensors.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/float_bounds.h"
 #include "tests/support/tiny_llama_config.h"
 #include "worker/torch/model/kv_cache.h"
@@ -283,6 +288,45 @@ TEST(GenerationTest, EntropyIsThatOfTheSamplingDistribution) {
     }
     EXPECT_NEAR(r->stats.entropy_sum, want, 1e-4 * std::max(1.0, want)) << "temperature " << temperature;
   }
+}
+
+// Greedy Generate equals transformers' generate(do_sample=False) on the same weights: each directory under
+// tests/worker/torch/golden/generation/ holds config.json and model.safetensors of a seeded model and
+// golden.json with transformers' completions, written by scripts/make_generation_golden.py (it needs torch
+// and transformers, which Debian 12 does not package: regenerate on a machine that has them). Each prompt
+// runs alone, float32, as the script ran it. Skipped, saying so, while no golden directory is in the tree.
+TEST(GenerationTest, GreedyEqualsTransformersGoldens) {
+  const std::filesystem::path root = ZEROFIT_GENERATION_GOLDEN_DIR;
+  int checked = 0;
+  for (const auto& entry : std::filesystem::exists(root) ? std::filesystem::directory_iterator(root)
+                                                         : std::filesystem::directory_iterator()) {
+    const std::string dir = entry.path().string();
+    SCOPED_TRACE(dir);
+    absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(dir + "/config.json");
+    ASSERT_TRUE(config.ok()) << config.status();
+    absl::StatusOr<core::SafetensorsModel> weights = core::SafetensorsModel::Open(dir);
+    ASSERT_TRUE(weights.ok()) << weights.status();
+    LlamaModel model(*config);
+    ASSERT_TRUE(model->LoadWeights(*weights).ok());
+    model->eval();
+    std::ifstream in(dir + "/golden.json");
+    const nlohmann::json golden = nlohmann::json::parse(in);
+    GenerationOptions o;
+    o.temperature = 0;
+    o.max_new_tokens = golden["max_new_tokens"].get<int64_t>();
+    const nlohmann::json& eos = golden["eos_token_id"];
+    if (eos.is_number()) o.eos_ids = {eos.get<int64_t>()};
+    if (eos.is_array()) o.eos_ids = eos.get<std::vector<int64_t>>();
+    for (size_t i = 0; i < golden["prompts"].size(); ++i) {
+      const std::vector<int64_t> prompt = golden["prompts"][i].get<std::vector<int64_t>>();
+      absl::StatusOr<GenerationResult> r = Generate(*model, {prompt}, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->completions[0].tokens, golden["completions"][i].get<std::vector<int64_t>>())
+          << "prompt " << i;
+    }
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no golden in " << root << ": run scripts/make_generation_golden.py";
 }
 
 TEST(GenerationTest, TinyTopPIsGreedy) {

@@ -8,7 +8,9 @@ if(ZEROFIT_WITH_TORCH)
   # Incremental decoding over a KV cache and Generate (issue 32): decode logits against the full forward,
   # greedy generation against a float64 oracle, the sampler, the cache's bytes for the sequences in flight.
   add_executable(generation_test worker/torch/generation_test.cc)
-  target_link_libraries(generation_test PRIVATE zerofit_worker_torch GTest::gtest_main)
+  target_link_libraries(generation_test PRIVATE zerofit_worker_torch GTest::gtest_main nlohmann_json::nlohmann_json)
+  target_compile_definitions(generation_test PRIVATE
+    ZEROFIT_GENERATION_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/worker/torch/golden/generation")
   add_test(NAME generation_test COMMAND generation_test)
   set_tests_properties(generation_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 

@@ -22,6 +22,10 @@ if(ZEROFIT_WITH_MPI)
   target_link_libraries(zerofit_train_prefs PRIVATE zerofit_memory_probe_torch zerofit_planner zerofit_resolve zerofit_launch)
 endif()
 
+# Greedy generation speed (issue 32): the zerofit side of bench/transformers_generate_bench.py.
+add_executable(zerofit_generation_bench ${CMAKE_CURRENT_SOURCE_DIR}/programs/generation_bench_main.cc)
+target_link_libraries(zerofit_generation_bench PRIVATE zerofit_worker_torch)
+
 # The planner's measurement harness (issue 5): tracking allocator and a probe that runs real training steps.
 # Its own library, so that training processes (zerofit_worker) do not link the planner.
 add_library(zerofit_memory_probe_torch

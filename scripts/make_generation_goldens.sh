@@ -1,0 +1,16 @@
+#!/bin/bash
+# Regenerates the greedy-generation goldens of generation_test (GreedyEqualsTransformersGoldens, issue 32):
+# one directory per config of tests/worker/torch/golden/configs/ under tests/worker/torch/golden/generation/,
+# each with model.safetensors, config.json and golden.json from transformers' greedy generate. Needs python3
+# with torch, transformers and safetensors (the GPU machine has them; Debian 12 does not package them).
+#   scripts/make_generation_goldens.sh [--max-new-tokens N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=tests/worker/torch/golden/generation
+for config in tests/worker/torch/golden/configs/*.json; do
+  name=$(basename "$config" .json)
+  rm -rf "${out:?}/$name"
+  python3 scripts/make_generation_golden.py --config "$config" --out "$out/$name" --max-new-tokens 12 "$@"
+  rm -f "$out/$name/generation_config.json"
+done
+ls -l "$out"/*
