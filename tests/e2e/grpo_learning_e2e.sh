@@ -5,6 +5,7 @@
 # points, from a start that leaves at least 30 points of room. Prints the figures BENCHMARKS.md records
 # (several seeds there).
 # usage: grpo_learning_e2e.sh path/to/zerofit_train_prefs path/to/zerofit_make_arith_prefs [SEED]
+#   GRPO_DEVICE=cuda runs SFT and GRPO on cuda:0 (scripts/gpu_grpo_check.sh); GRPO_STEPS changes the 300.
 set -u
 T="$1"
 GEN="$2"
@@ -12,16 +13,19 @@ SEED="${3:-1}"
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+STEPS=${GRPO_STEPS:-300}
+DEVICE=()
+[ -z "${GRPO_DEVICE:-}" ] || DEVICE=(--device "$GRPO_DEVICE")
 MPI=(mpiexec --oversubscribe -n 2)
 [[ $(id -u) -ne 0 ]] || MPI+=(--allow-run-as-root)
 # Operands 0..40 (861 problems): 700 to train on, 150 held out, none shared.
 "$GEN" --out "$D/data" --train 700 --test 150 --max-operand 40 --ids > /dev/null || fail "data generation"
 "${MPI[@]}" "$T" --task sft --data "$D/data" --steps 400 --global-batch 64 --micro 1 --lr 3e-3 \
-  --log-every 1000 --export "$D/sft" > "$D/sft.log" 2>&1 || { cat "$D/sft.log"; fail "SFT"; }
+  "${DEVICE[@]}" --log-every 1000 --export "$D/sft" > "$D/sft.log" 2>&1 || { cat "$D/sft.log"; fail "SFT"; }
 t0=$(date +%s)
-"${MPI[@]}" "$T" --task grpo --data "$D/data" --init "$D/sft" --seed "$SEED" --steps 300 --global-batch 32 \
+"${MPI[@]}" "$T" --task grpo --data "$D/data" --init "$D/sft" --seed "$SEED" --steps "$STEPS" --global-batch 32 \
   --micro 1 --lr 5e-4 --samples-per-prompt 16 --max-new-tokens 6 --max-length 16 --loss-type dapo \
-  --log-every 50 > "$D/grpo.log" 2>&1 || { cat "$D/grpo.log"; fail "GRPO"; }
+  "${DEVICE[@]}" --log-every 50 > "$D/grpo.log" 2>&1 || { cat "$D/grpo.log"; fail "GRPO"; }
 took=$(( $(date +%s) - t0 ))
 cat "$D/grpo.log"
 before=$(grep "held-out before training" "$D/grpo.log" | grep -o "eval/accuracy [0-9.]*" | cut -d' ' -f2)
@@ -30,4 +34,4 @@ after=$(grep "held-out after training" "$D/grpo.log" | grep -o "eval/accuracy [0
 awk -v b="$before" 'BEGIN { exit !(b <= 0.70) }' || fail "the start ($before) leaves less than 30 points of room"
 awk -v b="$before" -v a="$after" 'BEGIN { exit !(a - b >= 0.20) }' \
   || fail "held-out accuracy rose from $before to $after: less than 20 points"
-echo "PASS (seed $SEED: held-out greedy exact-match accuracy $before -> $after after 300 GRPO steps, ${took} s on 2 ranks)"
+echo "PASS (seed $SEED: held-out greedy exact-match accuracy $before -> $after after $STEPS GRPO steps, ${took} s on 2 ranks)"

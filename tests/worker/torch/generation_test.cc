@@ -326,7 +326,7 @@ TEST(GenerationTest, GreedyEqualsTransformersGoldens) {
     }
     ++checked;
   }
-  if (checked == 0) GTEST_SKIP() << "no golden in " << root << ": run scripts/make_generation_golden.py";
+  if (checked == 0) GTEST_SKIP() << "no golden in " << root << ": run scripts/make_generation_goldens.sh";
 }
 
 TEST(GenerationTest, TinyTopPIsGreedy) {

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issue 32's GPU checks, after `scripts/gpu_check.sh --build-only --targets "zerofit_train_prefs
+# zerofit_make_arith_prefs zerofit_generation_bench"` in the same device call:
+#   1. the greedy goldens of generation_test from transformers (scripts/make_generation_goldens.sh), then
+#      generation_test itself against them;
+#   2. the GRPO learning run of grpo_learning_e2e on cuda:0 (SFT and GRPO with --device cuda, 2 ranks);
+#   3. greedy generation tokens/s, zerofit_generation_bench against transformers' generate with the static
+#      (and the dynamic) cache, on the Qwen2.5-0.5B shape (bench/generation_qwen05b.json) in bf16, batch 8
+#      and 32, 128 prompt + 128 new tokens, random weights; records in $OUT_DIR/generation-*.json.
+# Each step runs under its own deadline; a failing step does not stop the next. Writes $OUT_DIR/grpo.md.
+#   scripts/gpu_grpo_check.sh [--build-dir build-gpu] [--out DIR] [--device cuda|cpu] [--tiny]
+#     --device cpu --tiny   rehearses the zerofit side on the CPU (small shapes; transformers when importable)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build-gpu
+OUT_DIR=${OUT:-/tmp/zerofit-grpo-gpu}
+DEVICE=cuda
+TINY=0
+while (($#)); do
+  case "$1" in
+    --build-dir) BUILD=$2; shift 2 ;;
+    --out) OUT_DIR=$2; shift 2 ;;
+    --device) DEVICE=$2; shift 2 ;;
+    --tiny) TINY=1; shift ;;
+    *) echo "gpu_grpo_check.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$OUT_DIR"
+SUMMARY=$OUT_DIR/grpo.md
+echo "# Issue 32 GPU checks ($(date -u +%FT%TZ), $(git rev-parse --short HEAD), device $DEVICE)" > "$SUMMARY"
+step() {  # step NAME DEADLINE_S COMMAND...: runs it with its log in $OUT_DIR/NAME.log, notes the outcome
+  local name=$1 deadline=$2
+  shift 2
+  timeout "$deadline" "$@" > "$OUT_DIR/$name.log" 2>&1
+  local rc=$?
+  echo "- $name: exit $rc ($(tail -1 "$OUT_DIR/$name.log" | cut -c1-200))" >> "$SUMMARY"
+}
+T=$BUILD/worker/torch/zerofit_train_prefs
+GEN=$BUILD/worker/data/zerofit_make_arith_prefs
+BENCH=$BUILD/worker/torch/zerofit_generation_bench
+
+if python3 -c "import torch, transformers" 2> /dev/null; then
+  step goldens 120 scripts/make_generation_goldens.sh
+  [ -x "$BUILD/tests/generation_test" ] && step generation_test 120 "$BUILD/tests/generation_test"
+else
+  echo "- goldens: skipped (python3 has no torch + transformers)" >> "$SUMMARY"
+fi
+
+# 2 ranks on the one GPU (MPI staged through pinned memory, comm/device_comm.h), as the CPU test runs them.
+GRPO_DEVICE=$DEVICE GRPO_STEPS=$([ $TINY = 1 ] && echo 20 || echo 300) \
+  step "grpo_$DEVICE" 300 bash tests/e2e/grpo_learning_e2e.sh "$T" "$GEN" 1
+
+CONFIG=bench/generation_qwen05b.json
+SHAPE=(--prompt-len 128 --new-tokens 128 --reps 5 --warmup 2)
+BATCHES=(8 32)
+if [ $TINY = 1 ]; then
+  CONFIG=tests/worker/torch/golden/configs/qwen2.json
+  SHAPE=(--prompt-len 16 --new-tokens 16 --reps 3 --warmup 1)
+  BATCHES=(4)
+fi
+DTYPE=$([ "$DEVICE" = cuda ] && echo bf16 || echo fp32)
+for b in "${BATCHES[@]}"; do
+  step "generation-zerofit-b$b" 240 "$BENCH" --config "$CONFIG" --batch "$b" "${SHAPE[@]}" --device "$DEVICE" \
+    --dtype "$DTYPE" --out "$OUT_DIR/generation-zerofit-b$b.json"
+  if python3 -c "import torch, transformers" 2> /dev/null; then
+    for cache in static dynamic; do
+      step "generation-hf-$cache-b$b" 240 python3 bench/transformers_generate_bench.py --config "$CONFIG" \
+        --batch "$b" "${SHAPE[@]}" --device "$DEVICE" --dtype "$DTYPE" --cache "$cache" \
+        --out "$OUT_DIR/generation-hf-$cache-b$b.json"
+    done
+  fi
+done
+cat "$OUT_DIR"/generation-*.json >> "$SUMMARY" 2> /dev/null
+cat "$SUMMARY"
