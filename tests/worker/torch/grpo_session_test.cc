@@ -15,7 +15,11 @@
 #include "comm/communicator_factory.h"
 #include "core/hf_config.h"
 #include "jobspec/step_scheduler.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/mpi_test_env.h"
+#include "tests/worker/data/char_model_dir.h"
+#include "worker/data/hf_tokenizer.h"
+#include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/model/llama_model.h"
 
@@ -243,6 +247,66 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
     EXPECT_TRUE(plain == ReadAll(dir + "/checkpointed/model.safetensors"));
     EXPECT_FALSE(plain == ReadAll(dir + "/lora/model.safetensors"));
   }
+}
+
+// Text prompts with the model directory's tokenizer.json: completions are decoded and compared as text. The
+// held-out answers are the greedy completions of the initial policy itself, computed here independently
+// (same seed, same weights; the char model's tokenizer decodes without the session), for the even prompts,
+// and a text that never matches for the odd ones: the session's greedy evaluation must score exactly half,
+// sharded over the ranks.
+TEST(GrpoSessionTest, TextPromptsAreDecodedAndScoredAsText) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("zerofit_grpo_text_" + std::to_string(getppid()))).string();
+  const std::vector<std::string> prompts = {"2+3=", "10-4=", "a b", "7+7=", "x:", "99+1="};
+  if (comm->rank() == 0) {
+    std::filesystem::create_directories(dir);
+    data::testing::WriteCharModelDir(dir);
+    std::ofstream train(dir + "/train.jsonl");
+    for (const std::string& p : prompts) train << "{\"prompt\": \"" << p << "\", \"answer\": \"0\"}\n";
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  PreferenceTrainOptions o = Grpo(dir);
+  o.data.train = dir + "/train.jsonl";
+  o.data.test = dir + "/test.jsonl";
+  o.data.tokenizer_dir = dir;
+  o.max_length = 24;
+  // The policy's greedy completions, as the session's evaluation will produce them.
+  absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(dir + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::unique_ptr<data::HfTokenizer>> tok = data::HfTokenizer::Load(dir);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  torch::manual_seed(o.seed);  // what the session's InitialModel does
+  LlamaModel policy(*config, o.model);
+  GenerationOptions go;
+  go.temperature = 0;
+  go.max_new_tokens = o.grpo.rollout.max_new_tokens;
+  go.eos_ids = {data::testing::kCharEos};
+  std::string test;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<int64_t> ids = {data::testing::kCharBos};
+    for (int32_t id : data::testing::CharIds(prompts[i])) ids.push_back(id);
+    absl::StatusOr<GenerationResult> r = Generate(*policy, {ids}, go);
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<int32_t> out(r->completions[0].tokens.begin(), r->completions[0].tokens.end());
+    absl::StatusOr<std::string> text = (*tok)->Decode(out);  // EOS decodes to nothing
+    ASSERT_TRUE(text.ok()) << text.status();
+    const std::string answer = i % 2 == 0 ? *text : *text + "#";
+    test += "{\"prompt\": \"" + prompts[i] + "\", \"answer\": " + nlohmann::json(answer).dump() + "}\n";
+  }
+  if (comm->rank() == 0) std::ofstream(dir + "/test.jsonl") << test;
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, comm.get());
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<std::vector<metrics::NamedValue>> eval = (*session)->Evaluate();
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  metrics::StepMetrics m;
+  m.values = *eval;
+  EXPECT_EQ(m.Get("eval/accuracy").value_or(-1), 0.5);
+  EXPECT_EQ(m.Get("eval/prompts").value_or(-1), 6);
+  // And a step over the text prompts runs (sampled completions decoded and scored).
+  EXPECT_EQ(RunSteps(**session, o, 0, 1, *comm).size(), 1u);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ endif()
 # GRPO sessions on the arithmetic task's prompt files (issue 32): KV cache per pass, resume bit-identical.
 if(ZEROFIT_WITH_MPI AND TARGET zerofit_make_arith_prefs)
   add_executable(grpo_session_test worker/torch/grpo_session_test.cc)
-  target_link_libraries(grpo_session_test PRIVATE zerofit_mpi_gtest_main zerofit_worker_torch)
+  target_link_libraries(grpo_session_test PRIVATE zerofit_mpi_gtest_main zerofit_worker_torch nlohmann_json::nlohmann_json)
   target_compile_definitions(grpo_session_test PRIVATE
     ZEROFIT_MAKE_ARITH_PREFS="$<TARGET_FILE:zerofit_make_arith_prefs>")
   add_dependencies(grpo_session_test zerofit_make_arith_prefs)

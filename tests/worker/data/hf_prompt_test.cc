@@ -1,0 +1,37 @@
+// GRPO prompt files read with a Hugging Face tokenizer (worker/data/prompt_dataset.h): text prompts get the
+// tokenizer's BOS, chat prompts are rendered with the chat template and its generation prompt (the template
+// writes BOS itself, so no second one), on the character-level model directory of char_model_dir.h, whose ids
+// are known without running the tokenizer.
+#include <gtest/gtest.h>
+
+#include "tests/worker/data/char_model_dir.h"
+#include "tests/worker/data/test_support.h"
+#include "worker/data/hf_tokenizer.h"
+#include "worker/data/prompt_dataset.h"
+
+namespace zerofit::data {
+namespace {
+
+TEST(HfPromptTest, TextAndChatPromptsWithTheModelsTokenizer) {
+  testing::ScopedTempDir dir;
+  testing::WriteCharModelDir(dir.path().string());
+  absl::StatusOr<std::unique_ptr<HfTokenizer>> tok = HfTokenizer::Load(dir.path().string());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::string path =
+      dir.Write("prompts.jsonl",
+                "{\"prompt\": \"2+3=\", \"answer\": \"5\"}\n"
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"2+3=\"}], \"answer\": \"5\"}\n");
+  PromptDataOptions o;
+  absl::StatusOr<PromptData> d = LoadPrompts(path, tok->get(), o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::vector<int32_t> text = {testing::kCharBos};
+  for (int32_t id : testing::CharIds("2+3=")) text.push_back(id);
+  EXPECT_EQ(d->prompts[0].ids, text);
+  std::vector<int32_t> chat = {testing::kCharBos};  // the template's {{ bos_token }}
+  for (int32_t id : testing::CharIds("user: 2+3=\nassistant: ")) chat.push_back(id);
+  EXPECT_EQ(d->prompts[1].ids, chat);
+  EXPECT_EQ(d->prompts[1].answer.value_or(""), "5");
+}
+
+}  // namespace
+}  // namespace zerofit::data
