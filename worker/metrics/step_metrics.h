@@ -52,7 +52,10 @@ inline constexpr char kSftPerplexity[] = "sft/perplexity";
 inline constexpr char kGrpoReward[] = "grpo/reward";         // mean total reward of the step's completions
 inline constexpr char kGrpoRewardStd[] = "grpo/reward_std";  // its standard deviation (population)
 inline constexpr char kGrpoRewardPrefix[] = "grpo/reward/";  // + source name (+ "_std"): each source's
-inline constexpr char kGrpoKl[] = "grpo/kl";                 // mean k3 KL to the reference per token
+// Share of the step's groups whose rewards were all equal: they have no advantage and teach nothing (TRL's
+// frac_reward_zero_std).
+inline constexpr char kGrpoZeroStdGroups[] = "grpo/frac_reward_zero_std";
+inline constexpr char kGrpoKl[] = "grpo/kl";  // mean k3 KL to the reference per token
 inline constexpr char kGrpoClippedFraction[] = "grpo/clipped_fraction";  // tokens whose ratio was clipped
 inline constexpr char kGrpoEntropy[] = "grpo/entropy";  // mean entropy (nats) of the sampling distribution
 inline constexpr char kGrpoCompletionLength[] = "grpo/completion_length";

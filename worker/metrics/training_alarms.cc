@@ -23,6 +23,7 @@ absl::StatusOr<std::vector<std::string>> TrainingAlarms::Observe(const StepMetri
   std::vector<std::string> warnings;
   CheckChance(m, &warnings);
   CheckSpike(m, &warnings);
+  CheckNoSignal(m, &warnings);
   return warnings;
 }
 
@@ -65,6 +66,19 @@ void TrainingAlarms::CheckSpike(const StepMetrics& m, std::vector<std::string>* 
                    ? *norm
                    : options_.spike_mean_decay * mean_norm_ + (1 - options_.spike_mean_decay) * *norm;
   ++norms_seen_;
+}
+
+void TrainingAlarms::CheckNoSignal(const StepMetrics& m, std::vector<std::string>* warnings) {
+  const std::optional<double> flat = m.Get(metric_names::kGrpoZeroStdGroups);
+  if (!flat) return;
+  flat_run_ = *flat >= 1.0 ? flat_run_ + 1 : 0;
+  if (flat_run_ != options_.no_signal_steps) return;  // once per run of flat steps
+  warnings->push_back(absl::StrFormat(
+      "alarm: step %d: for %d steps every group's rewards were equal (mean reward %.3g): no advantage, so "
+      "GRPO learns nothing. Usual causes: prompts too hard or too easy for the policy (all wrong or all "
+      "right), a reward that does not vary (check the rule against the data's answers), too few "
+      "samples_per_prompt or too low a temperature",
+      m.step, flat_run_, m.Get(metric_names::kGrpoReward).value_or(0.0)));
 }
 
 }  // namespace zerofit::worker::metrics

@@ -5,6 +5,8 @@
 //  - A reward model stuck at chance: loss within `chance_loss_tolerance` of ln 2 and accuracy within
 //    `chance_accuracy_tolerance` of 0.5 for `stuck_steps` steps in a row while lr > 0. One warning per run of
 //    stuck steps, naming the usual causes.
+//  - GRPO without a learning signal: every group's rewards equal (grpo/frac_reward_zero_std 1) for
+//    `no_signal_steps` steps in a row. No advantage, so the policy learns nothing; one warning per run.
 //  - A gradient-norm spike: grad_norm above `spike_factor` times the running mean of the norms before it
 //    (after `spike_warmup_steps` steps). A warning; the spike does not enter the running mean.
 #pragma once
@@ -24,6 +26,7 @@ struct AlarmOptions {
   int64_t stuck_steps = 50;
   double chance_loss_tolerance = 0.01;
   double chance_accuracy_tolerance = 0.05;
+  int64_t no_signal_steps = 20;
   double spike_factor = 10.0;
   int64_t spike_warmup_steps = 10;
   double spike_mean_decay = 0.9;  // exponential moving average of grad_norm
@@ -39,10 +42,12 @@ class TrainingAlarms {
  private:
   void CheckChance(const StepMetrics& m, std::vector<std::string>* warnings);
   void CheckSpike(const StepMetrics& m, std::vector<std::string>* warnings);
+  void CheckNoSignal(const StepMetrics& m, std::vector<std::string>* warnings);
 
   AlarmOptions options_;
   int64_t stuck_run_ = 0;      // consecutive steps at chance
   bool stuck_warned_ = false;  // for the current run
+  int64_t flat_run_ = 0;       // consecutive GRPO steps without a group that had an advantage
   int64_t norms_seen_ = 0;
   double mean_norm_ = 0.0;
 };

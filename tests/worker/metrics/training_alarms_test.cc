@@ -109,5 +109,34 @@ TEST(TrainingAlarmsTest, AGradientNormSpikeIsLoggedAndLeavesTheBaseline) {
   EXPECT_EQ(alarms.Observe(Step(10, 0.5, 0.7, 1e-3, 50.0))->size(), 1u);  // the spike did not raise it
 }
 
+// GRPO: a run of steps where every group's rewards were equal (no advantage anywhere) warns once, when it
+// reaches no_signal_steps; a step with one informative group ends the run.
+TEST(TrainingAlarmsTest, GrpoWithoutALearningSignalWarnsOnce) {
+  AlarmOptions o;
+  o.no_signal_steps = 3;
+  TrainingAlarms alarms(o);
+  auto grpo = [](int64_t step, double flat) {
+    StepMetrics m = Step(step, 0.0, 0.0, 1e-3);
+    m.Set(metric_names::kGrpoZeroStdGroups, flat);
+    m.Set(metric_names::kGrpoReward, 0.0);
+    return m;
+  };
+  std::vector<int64_t> warned;
+  const double flat[] = {1, 1, 0.5, 1, 1, 1, 1, 1, 0.9, 1, 1, 1};
+  for (int64_t step = 0; step < 12; ++step) {
+    absl::StatusOr<std::vector<std::string>> w = alarms.Observe(grpo(step, flat[step]));
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (const std::string& line : *w) {
+      if (line.find("every group's rewards were equal") == std::string::npos) continue;
+      EXPECT_NE(line.find("for 3 steps"), std::string::npos) << line;
+      warned.push_back(step);
+    }
+  }
+  EXPECT_EQ(warned, (std::vector<int64_t>{5, 11}));
+  // Other tasks report no such metric: never.
+  TrainingAlarms reward(o);
+  for (int64_t step = 0; step < 10; ++step) EXPECT_TRUE(reward.Observe(Step(step, 0.5, 0.8, 1e-3))->empty());
+}
+
 }  // namespace
 }  // namespace zerofit::worker::metrics

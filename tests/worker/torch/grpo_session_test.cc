@@ -186,12 +186,26 @@ TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
   }
   // The metrics the issue names, within their ranges.
   const metrics::StepMetrics& m = a.back();
-  for (const char* name : {names::kGrpoReward, names::kGrpoRewardStd, names::kAccuracy, names::kGrpoKl,
-                           names::kGrpoClippedFraction, names::kGrpoEntropy, names::kGrpoCompletionLength,
-                           names::kGrpoCompletionLengthMax, names::kGrpoHitMaxNewTokens,
-                           names::kGrpoGenerationTokensPerS, names::kGenerationMs, names::kTrainingMs,
-                           names::kGrpoKvCacheBytes, "grpo/reward/answer", "grpo/reward/answer_std",
-                           "grpo/reward/rm", "grpo/reward/rm_std", names::kLearningRate, names::kGradNorm}) {
+  for (const char* name : {names::kGrpoReward,
+                           names::kGrpoRewardStd,
+                           names::kGrpoZeroStdGroups,
+                           names::kAccuracy,
+                           names::kGrpoKl,
+                           names::kGrpoClippedFraction,
+                           names::kGrpoEntropy,
+                           names::kGrpoCompletionLength,
+                           names::kGrpoCompletionLengthMax,
+                           names::kGrpoHitMaxNewTokens,
+                           names::kGrpoGenerationTokensPerS,
+                           names::kGenerationMs,
+                           names::kTrainingMs,
+                           names::kGrpoKvCacheBytes,
+                           "grpo/reward/answer",
+                           "grpo/reward/answer_std",
+                           "grpo/reward/rm",
+                           "grpo/reward/rm_std",
+                           names::kLearningRate,
+                           names::kGradNorm}) {
     EXPECT_TRUE(m.Get(name).has_value()) << name;
   }
   // The total is the weighted sum of the sources' means; the exact rule scores 1 right, 0 wrong.
@@ -199,7 +213,8 @@ TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
               m.Get("grpo/reward/answer").value_or(0) + 0.5 * m.Get("grpo/reward/rm").value_or(0), 1e-9);
   EXPECT_EQ(m.Get("grpo/reward/answer"), m.Get(names::kAccuracy));
   EXPECT_GT(m.Get("grpo/reward/rm_std").value_or(0), 0);
-  EXPECT_GT(m.Get(names::kGrpoKl).value_or(0), 0);  // 4 updates away from the reference
+  EXPECT_EQ(m.Get(names::kGrpoZeroStdGroups), 0.0);  // a reward model's scores differ within every group
+  EXPECT_GT(m.Get(names::kGrpoKl).value_or(0), 0);   // 4 updates away from the reference
   EXPECT_GT(m.Get(names::kGrpoEntropy).value_or(0), 0);
   EXPECT_GE(m.Get(names::kGrpoCompletionLength).value_or(0), 1);
   EXPECT_LE(m.Get(names::kGrpoCompletionLengthMax).value_or(99), 5);

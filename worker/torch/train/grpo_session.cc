@@ -146,6 +146,7 @@ struct GrpoSession::Rollout {
   ScoredRollout scored;
   std::vector<double> advantages;
   GenerationStats stats;
+  int64_t zero_std_groups = 0;  // groups whose rewards were all equal
   double generation_ms = 0, training_ms = 0;
   sharding::StepResult last;  // the last optimizer step's result
   torch::Tensor sums;         // [loss_sum, units, kl_sum, clipped, tokens] of the last iteration
@@ -283,6 +284,12 @@ absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const
   ro.completions = std::move(gen.completions);
   ro.stats = gen.stats;
   ZF_ASSIGN_OR_RETURN(ro.scored, st.scorer->Score(ro.prompts, ro.completions));
+  const std::vector<double>& total = ro.scored.sum.total;
+  for (size_t g = 0; g < total.size(); g += static_cast<size_t>(r.samples_per_prompt)) {
+    const auto group = total.begin() + static_cast<std::ptrdiff_t>(g);
+    const bool flat = std::all_of(group, group + r.samples_per_prompt, [&](double v) { return v == *group; });
+    ro.zero_std_groups += flat ? 1 : 0;
+  }
   const torch::Tensor rewards = torch::tensor(ro.scored.sum.total, torch::kFloat64);
   ZF_ASSIGN_OR_RETURN(const torch::Tensor adv,
                       GroupAdvantages(rewards, r.samples_per_prompt, options_.grpo.objective));
@@ -363,6 +370,7 @@ enum SumField {
   kClippedTok,
   kLossTok,
   kPrompts,
+  kZeroStdGroups,
   kSumFields
 };
 
@@ -391,6 +399,7 @@ std::vector<double> GrpoSession::LocalSums(const Rollout& ro) const {
   }
   sum[kEntropy] = ro.stats.entropy_sum;
   sum[kPrompts] = static_cast<double>(ro.completions.size()) / options_.grpo.rollout.samples_per_prompt;
+  sum[kZeroStdGroups] = static_cast<double>(ro.zero_std_groups);
   if (ro.sums.defined()) {
     const torch::Tensor s = ro.sums.to(torch::kCPU).contiguous();
     for (int j = 0; j < 5; ++j) sum[kLoss + j] = s.data_ptr<double>()[j];
@@ -415,6 +424,7 @@ void GrpoSession::SetRolloutValues(const std::vector<double>& sum, double max_le
     m->Set(base, sum[kSumFields + 2 * s] / n);
     m->Set(base + "_std", StdDev(sum[kSumFields + 2 * s], sum[kSumFields + 2 * s + 1], n));
   }
+  m->Set(names::kGrpoZeroStdGroups, sum[kZeroStdGroups] / std::max(sum[kPrompts], 1.0));
   const double loss_tokens = std::max(sum[kLossTok], 1.0);
   m->Set(names::kGrpoKl, sum[kKl] / loss_tokens);
   m->Set(names::kGrpoClippedFraction, sum[kClippedTok] / loss_tokens);
