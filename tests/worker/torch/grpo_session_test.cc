@@ -89,13 +89,15 @@ std::vector<metrics::StepMetrics> RunSteps(GrpoSession& session, const Preferenc
 }
 
 // A random one-label reward model in `dir` (what a reward-model job exports): its scores vary from
-// completion to completion, so every group has advantages and the policy moves.
+// completion to completion, so every group has advantages and the policy moves. `vocab` > 0 replaces the
+// data's vocabulary size.
 void ExportRandomRewardModel(const std::string& data_dir, const std::string& dir,
-                             const comm::Communicator& comm) {
+                             const comm::Communicator& comm, int64_t vocab = 0) {
   if (comm.rank() != 0) return;
   absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(data_dir + "/config.json");
   ASSERT_TRUE(config.ok()) << config.status();
   config->num_labels = 1;
+  if (vocab > 0) config->vocab_size = vocab;
   torch::manual_seed(7);
   LlamaOptions mo;
   mo.reward_head = true;
@@ -244,6 +246,17 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
     EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
     return m;
   };
+  // A reward model that cannot read every id the policy writes is refused when the session starts.
+  PreferenceTrainOptions small = o;
+  small.grpo.rewards[0].model_dir = dir + "/rm-small";
+  ExportRandomRewardModel(dir, small.grpo.rewards[0].model_dir, *comm, /*vocab=*/8);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  const absl::Status refused = GrpoSession::Create(small, comm.get()).status();
+  EXPECT_NE(refused.message().find("rewards[0].path: " + dir +
+                                   "/rm-small reads ids below 8, the policy writes ids "
+                                   "below 16"),
+            std::string::npos)
+      << refused;
   train(o, dir + "/plain");
   PreferenceTrainOptions ck = o;
   ck.model.activation_checkpointing = true;

@@ -205,7 +205,7 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
     }
     ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, st->backend, comm));
     ZF_ASSIGN_OR_RETURN(st->scorer, RolloutScorer::Create(o.grpo.rewards, st->tokenizer, st->eos_ids,
-                                                          st->backend.torch_device));
+                                                          config.vocab_size, st->backend.torch_device));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the GRPO session failed: ", e.what()));
   }

@@ -17,7 +17,7 @@ std::string SourceField(size_t i) { return absl::StrCat("rewards[", i, "]"); }
 
 absl::StatusOr<std::unique_ptr<RolloutScorer>> RolloutScorer::Create(
     const std::vector<RewardSourceOptions>& sources, std::shared_ptr<const data::Tokenizer> tokenizer,
-    std::vector<int64_t> eos_ids, torch::Device device) {
+    std::vector<int64_t> eos_ids, int64_t policy_vocab, torch::Device device) {
   if (sources.empty())
     return absl::InvalidArgumentError("rewards: a GRPO job needs at least one reward source");
   std::unique_ptr<RolloutScorer> s(new RolloutScorer());
@@ -38,6 +38,12 @@ absl::StatusOr<std::unique_ptr<RolloutScorer>> RolloutScorer::Create(
         return absl::InvalidArgumentError(
             absl::StrCat(SourceField(i), ".model: ", loaded.status().message()));
       model = std::move(*loaded);
+      if (model->vocab_size() < policy_vocab) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(SourceField(i), ".path: ", src.model_dir, " reads ids below ", model->vocab_size(),
+                         ", the policy writes ids below ", policy_vocab,
+                         ": a reward model scores the policy's tokens, so it needs the policy's tokenizer"));
+      }
     } else if (tokenizer == nullptr && src.answer.rule != rewards::AnswerRule::kExact) {
       return absl::InvalidArgumentError(absl::StrCat(
           SourceField(i), ".rule: ", rewards::AnswerRuleName(src.answer.rule),

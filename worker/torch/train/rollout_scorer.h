@@ -30,12 +30,13 @@ struct ScoredRollout {
 
 class RolloutScorer {
  public:
-  // Loads the reward models. `tokenizer` may be null (then every answer source must use the exact rule and
+  // Loads the reward models; each must read every id of the policy's vocabulary (`policy_vocab`). `tokenizer`
+  // may be null (then every answer source must use the exact rule and
   // every prompt must carry answer_ids, checked by CheckPrompts); `eos_ids` are stripped from a
   // completion's end before it is compared. Errors name `rewards[i]`.
   static absl::StatusOr<std::unique_ptr<RolloutScorer>> Create(
       const std::vector<RewardSourceOptions>& sources, std::shared_ptr<const data::Tokenizer> tokenizer,
-      std::vector<int64_t> eos_ids, torch::Device device);
+      std::vector<int64_t> eos_ids, int64_t policy_vocab, torch::Device device);
 
   // Every prompt has what the answer sources need (an answer, or answer_ids); errors name file and line.
   absl::Status CheckPrompts(const std::vector<data::Prompt>& prompts, const std::string& path) const;
