@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "worker/data/prompt_dataset.h"
 #include "worker/data/training_data.h"
 
 namespace zerofit::cli {
@@ -14,6 +16,25 @@ absl::StatusOr<data::DataReport> CheckPreferenceData(const std::string& path, co
   auto pairs = data::LoadPreferenceJsonl(path, &tok, whole);
   if (!pairs.ok()) return pairs.status();
   return data::BuildDataReport(*pairs, tok.expectations(), options);
+}
+
+absl::StatusOr<std::string> CheckPromptData(const std::string& path, const data::HfTokenizer& tok,
+                                            int64_t max_prompt_length, bool add_bos, bool json) {
+  data::PromptDataOptions o;
+  o.max_prompt_length = max_prompt_length;
+  o.add_bos = add_bos;
+  absl::StatusOr<data::PromptData> d = data::LoadPrompts(path, &tok, o);
+  if (!d.ok()) return d.status();
+  size_t answered = 0;
+  for (const data::Prompt& p : d->prompts) answered += p.answer.has_value() ? 1 : 0;
+  if (json) {
+    return absl::StrCat("{\"file\": \"", path, "\", \"prompts\": ", d->prompts.size(),
+                        ", \"with_answer\": ", answered, ", \"longest_prompt\": ", d->longest_prompt,
+                        ", \"truncated\": ", d->truncated, "}\n");
+  }
+  return absl::StrCat(path, ": ", d->prompts.size(), " prompts, ", answered, " with an answer; longest ",
+                      d->longest_prompt, " tokens; ", d->truncated, " truncated to their last ",
+                      max_prompt_length, " tokens (max_length - max_new_tokens)\n");
 }
 
 CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {
@@ -31,12 +52,27 @@ CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {
       ->check(CLI::IsMember({"auto", "true", "false"}))
       ->capture_default_str();
   check->add_flag("--json", flags->json, "one JSON object instead of the table");
+  check->add_flag("--prompts", flags->prompts,
+                  "FILE holds GRPO prompts (prompt, messages or prompt_ids + answer)");
+  check
+      ->add_option("--max-new-tokens", flags->max_new_tokens,
+                   "with --prompts: the completion's share of max_length")
+      ->capture_default_str();
   return check;
 }
 
 absl::StatusOr<std::string> RunDataCheck(const DataCheckFlags& flags) {
   auto tok = data::HfTokenizer::Load(flags.tokenizer_dir);
   if (!tok.ok()) return tok.status();
+  if (flags.prompts) {
+    if (flags.max_new_tokens < 1 || flags.max_new_tokens >= flags.max_length) {
+      return absl::InvalidArgumentError(absl::StrCat("--max-new-tokens ", flags.max_new_tokens,
+                                                     " must be in [1, --max-length ", flags.max_length, ")"));
+    }
+    const bool add_bos =
+        flags.add_bos == "true" || (flags.add_bos == "auto" && data::AutoAddBos(**tok, flags.file));
+    return CheckPromptData(flags.file, **tok, flags.max_length - flags.max_new_tokens, add_bos, flags.json);
+  }
   data::PreferenceDataOptions options;
   options.max_length = flags.max_length;
   options.max_prompt_length = flags.max_prompt_length;

@@ -1,6 +1,8 @@
 // `zerofit data check FILE --tokenizer DIR`: what a preference JSONL file becomes under a Hugging Face
 // tokenizer before a run spends GPU hours on it: counts, length percentiles, the share truncated at
-// --max-length, and lint findings, each with what to change.
+// --max-length, and lint findings, each with what to change. With --prompts, FILE is a GRPO prompt file
+// (worker/data/prompt_dataset.h): prompts, how many carry an answer, the longest, and how many lose their
+// start to max_length - max_new_tokens.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +28,14 @@ struct DataCheckFlags {
   int64_t max_prompt_length = 256;
   std::string add_bos = "auto";  // auto: the tokenizer has a BOS and tokenizer_config.json's add_bos_token
   bool json = false;
+  bool prompts = false;          // FILE holds GRPO prompts
+  int64_t max_new_tokens = 256;  // with --prompts: what max_length keeps for the completion
 };
+
+// A GRPO prompt file under `tok` and the job's limits: the lines a run would refuse are errors naming file,
+// line and field; otherwise one report (text, or JSON with `json`).
+absl::StatusOr<std::string> CheckPromptData(const std::string& path, const data::HfTokenizer& tok,
+                                            int64_t max_prompt_length, bool add_bos, bool json);
 
 // Loads `path` with `tok` (no truncation), then measures and lints it against `options` (max_length,
 // max_prompt_length, add_bos; add_eos is on). Load errors name the file and line.

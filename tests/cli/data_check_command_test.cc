@@ -70,5 +70,28 @@ TEST_F(DataCheckTest, LoadErrorsNameFileAndLine) {
       << r.status();
 }
 
+// --prompts: a GRPO prompt file, measured as the run would read it (text and chat with Qwen2.5's template),
+// and a bad line named by file, line and field.
+TEST_F(DataCheckTest, PromptFilesAreCountedAndBadLinesNamed) {
+  Write(
+      "{\"prompt\": \"What is 12+7?\", \"answer\": \"19\"}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"What is 2+2?\"}], \"answer\": 4}\n"
+      "{\"prompt\": \"no answer here\"}\n");
+  auto text = CheckPromptData(path_, *tok_, /*max_prompt_length=*/8, /*add_bos=*/false, false);
+  ASSERT_TRUE(text.ok()) << text.status();
+  // The chat prompt (Qwen's default system message, the user turn, the generation prompt) is the longest and
+  // is cut to its last 8 tokens.
+  EXPECT_NE(text->find(": 3 prompts, 2 with an answer; longest 8 tokens; 1 truncated to their last 8"),
+            std::string::npos)
+      << *text;
+  auto json = CheckPromptData(path_, *tok_, 512, false, true);
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find("\"truncated\": 0"), std::string::npos) << *json;
+  Write("{\"prompt\": \"x\"}\n{\"prompt\": \"y\", \"answer\": [1]}\n");
+  auto bad = CheckPromptData(path_, *tok_, 8, false, false);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(path_ + ":2: field 'answer'"), std::string::npos) << bad.status();
+}
+
 }  // namespace
 }  // namespace zerofit::cli

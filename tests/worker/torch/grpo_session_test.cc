@@ -257,6 +257,18 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
                                    "below 16"),
             std::string::npos)
       << refused;
+  // An answer reward over prompts that lack what it compares with is refused at start, naming file and line.
+  PreferenceTrainOptions unanswered = Grpo(dir);
+  unanswered.data.test = dir + "/unanswered.jsonl";
+  if (comm->rank() == 0) {
+    std::ofstream(unanswered.data.test) << "{\"prompt_ids\": [5, 6], \"answer_ids\": [7]}\n"
+                                        << "{\"prompt_ids\": [5, 6], \"answer\": \"4\"}\n";
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  const absl::Status missing = GrpoSession::Create(unanswered, comm.get()).status();
+  EXPECT_NE(missing.message().find(unanswered.data.test + ":2: field 'answer_ids' is missing"),
+            std::string::npos)
+      << missing;
   train(o, dir + "/plain");
   PreferenceTrainOptions ck = o;
   ck.model.activation_checkpointing = true;
