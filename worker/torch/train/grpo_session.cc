@@ -24,6 +24,14 @@
 #include "worker/torch/train/session_setup.h"
 
 namespace zerofit::worker {
+
+// A micro-batch's training rows: prompt + completion, right-padded; the mask marks the log-prob columns
+// that predict completion tokens (column j predicts token from + j + 1).
+struct GrpoRows {
+  torch::Tensor tokens, mask, advantages, old_logp, ref_logp;
+  int64_t from = 0;
+  int64_t count = 0;
+};
 namespace {
 
 namespace names = metrics::metric_names;
@@ -50,16 +58,8 @@ std::vector<int64_t> EosIds(const core::HfModelConfig& config, const data::Token
 
 std::vector<int64_t> Widen(const std::vector<int32_t>& ids) { return {ids.begin(), ids.end()}; }
 
-// A micro-batch's training rows: prompt + completion, right-padded; the mask marks the log-prob columns
-// that predict completion tokens (column j predicts token from + j + 1).
-struct Rows {
-  torch::Tensor tokens, mask, advantages, old_logp, ref_logp;
-  int64_t from = 0;
-  int64_t count = 0;
-};
-
-Rows MakeRows(const std::vector<const data::Prompt*>& prompts, const std::vector<Completion>& completions,
-              const std::vector<double>& advantages, int32_t pad, const torch::Device& device) {
+GrpoRows MakeRows(const std::vector<const data::Prompt*>& prompts, const std::vector<Completion>& completions,
+                  const std::vector<double>& advantages, int32_t pad, const torch::Device& device) {
   const int64_t n = static_cast<int64_t>(completions.size());
   int64_t longest = 0, shortest_prompt = INT64_MAX;
   for (int64_t i = 0; i < n; ++i) {
@@ -67,7 +67,7 @@ Rows MakeRows(const std::vector<const data::Prompt*>& prompts, const std::vector
     longest = std::max<int64_t>(longest, p + static_cast<int64_t>(completions[i].tokens.size()));
     shortest_prompt = std::min(shortest_prompt, p);
   }
-  Rows r;
+  GrpoRows r;
   r.count = n;
   r.from = shortest_prompt - 1;  // the first column that predicts a completion token
   torch::Tensor tokens = torch::full({n, longest}, pad, torch::kInt64);
@@ -87,6 +87,16 @@ Rows MakeRows(const std::vector<const data::Prompt*>& prompts, const std::vector
   r.mask = mask.to(device);
   r.advantages = torch::tensor(advantages, torch::kFloat64).to(torch::kFloat32).to(device);
   return r;
+}
+
+// Groups (`size` consecutive rewards) whose rewards are all equal: no advantage, nothing to learn.
+int64_t FlatGroups(const std::vector<double>& rewards, int64_t size) {
+  int64_t flat = 0;
+  for (size_t g = 0; g + static_cast<size_t>(size) <= rewards.size(); g += static_cast<size_t>(size)) {
+    const auto first = rewards.begin() + static_cast<std::ptrdiff_t>(g);
+    flat += std::all_of(first, first + size, [&](double v) { return v == *first; }) ? 1 : 0;
+  }
+  return flat;
 }
 
 }  // namespace
@@ -284,12 +294,7 @@ absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const
   ro.completions = std::move(gen.completions);
   ro.stats = gen.stats;
   ZF_ASSIGN_OR_RETURN(ro.scored, st.scorer->Score(ro.prompts, ro.completions));
-  const std::vector<double>& total = ro.scored.sum.total;
-  for (size_t g = 0; g < total.size(); g += static_cast<size_t>(r.samples_per_prompt)) {
-    const auto group = total.begin() + static_cast<std::ptrdiff_t>(g);
-    const bool flat = std::all_of(group, group + r.samples_per_prompt, [&](double v) { return v == *group; });
-    ro.zero_std_groups += flat ? 1 : 0;
-  }
+  ro.zero_std_groups = FlatGroups(ro.scored.sum.total, r.samples_per_prompt);
   const torch::Tensor rewards = torch::tensor(ro.scored.sum.total, torch::kFloat64);
   ZF_ASSIGN_OR_RETURN(const torch::Tensor adv,
                       GroupAdvantages(rewards, r.samples_per_prompt, options_.grpo.objective));
@@ -298,55 +303,66 @@ absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const
   return ro;
 }
 
-absl::Status GrpoSession::Optimize(int64_t step, const MicroBatches& micro, Rollout& ro) {
+std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t micro_batches) {
   State& st = *state_;
-  const GrpoTaskOptions& g = options_.grpo;
-  GrpoOptions objective = g.objective;
-  objective.max_new_tokens = g.rollout.max_new_tokens;
-  const auto t0 = std::chrono::steady_clock::now();
-  const torch::Device dev = st.backend.torch_device;
-  // The rank's sequences in micro.size() contiguous slices: the plan's micro-batches count sequences, so a
-  // micro-batch may hold part of a group (the advantages are already computed).
-  const size_t n = ro.completions.size(), k_total = micro.size();
-  std::vector<Rows> rows(k_total);
-  for (size_t k = 0; k < k_total; ++k) {
-    const size_t b = n * k / k_total, e = n * (k + 1) / k_total;
+  // The rank's sequences in contiguous slices: the plan's micro-batches count sequences, so a micro-batch may
+  // hold part of a group (the advantages are already computed).
+  const size_t n = ro.completions.size();
+  std::vector<GrpoRows> rows(micro_batches);
+  for (size_t k = 0; k < micro_batches; ++k) {
+    const size_t b = n * k / micro_batches, e = n * (k + 1) / micro_batches;
     if (b == e) continue;
     const std::vector<const data::Prompt*> prompts(ro.prompts.begin() + b, ro.prompts.begin() + e);
     const std::vector<Completion> comps(ro.completions.begin() + b, ro.completions.begin() + e);
     const std::vector<double> adv(ro.advantages.begin() + b, ro.advantages.begin() + e);
-    rows[k] = MakeRows(prompts, comps, adv, st.pad, dev);
+    rows[k] = MakeRows(prompts, comps, adv, st.pad, st.backend.torch_device);
     torch::NoGradGuard no_grad;
-    if (g.iterations > 1) rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from);
-    if (objective.beta > 0) rows[k].ref_logp = st.reference->TokenLogProbs(rows[k].tokens, rows[k].from);
-  }
-  const core::LrScheduleOptions schedule = EffectiveSchedule(options_);
-  for (int it = 0; it < g.iterations; ++it) {
-    ro.sums = torch::zeros({5}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
-    for (size_t k = 0; k < k_total; ++k) {
-      const bool last = k + 1 == k_total;
-      if (rows[k].count == 0) {
-        ZF_RETURN_IF_ERROR(st.binding->Backward(
-            torch::zeros({}, torch::TensorOptions().device(dev).requires_grad(true)), last, 0));
-        continue;
-      }
-      torch::Tensor logp;
-      {
-        sharding::ScopedStage forward(st.binding->optimizer().profile(), sharding::Stage::kForward);
-        logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from);
-      }
-      const torch::Tensor old = rows[k].old_logp.defined() ? rows[k].old_logp : logp.detach();
-      ZF_ASSIGN_OR_RETURN(const GrpoLoss loss, GrpoPolicyLoss(logp, old, rows[k].ref_logp, rows[k].mask,
-                                                              rows[k].advantages, objective));
-      ZF_RETURN_IF_ERROR(st.binding->Backward(loss.loss_sum, last, loss.units));
-      torch::NoGradGuard no_grad;
-      ro.sums +=
-          torch::stack({loss.loss_sum.detach().to(torch::kFloat64),
-                        torch::full({}, loss.units, ro.sums.options()), loss.kl_sum.to(torch::kFloat64),
-                        loss.clipped_tokens.to(torch::kFloat64), loss.tokens.to(torch::kFloat64)});
+    if (options_.grpo.iterations > 1)
+      rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from);
+    if (options_.grpo.objective.beta > 0) {
+      rows[k].ref_logp = st.reference->TokenLogProbs(rows[k].tokens, rows[k].from);
     }
-    const int64_t update = step * g.iterations + it;
-    ZF_ASSIGN_OR_RETURN(ro.last, st.binding->Step(core::LearningRateAt(schedule, update)));
+  }
+  return rows;
+}
+
+absl::Status GrpoSession::MicroStep(const GrpoRows& rows, bool last, torch::Tensor* sums) {
+  State& st = *state_;
+  if (rows.count == 0) {  // nothing for this rank here: it takes part in the collectives with zero gradients
+    return st.binding->Backward(
+        torch::zeros({}, torch::TensorOptions().device(st.backend.torch_device).requires_grad(true)), last,
+        0);
+  }
+  GrpoOptions objective = options_.grpo.objective;
+  objective.max_new_tokens = options_.grpo.rollout.max_new_tokens;
+  torch::Tensor logp;
+  {
+    sharding::ScopedStage forward(st.binding->optimizer().profile(), sharding::Stage::kForward);
+    logp = st.policy->TokenLogProbs(rows.tokens, rows.from);
+  }
+  const torch::Tensor old = rows.old_logp.defined() ? rows.old_logp : logp.detach();
+  ZF_ASSIGN_OR_RETURN(const GrpoLoss loss,
+                      GrpoPolicyLoss(logp, old, rows.ref_logp, rows.mask, rows.advantages, objective));
+  ZF_RETURN_IF_ERROR(st.binding->Backward(loss.loss_sum, last, loss.units));
+  torch::NoGradGuard no_grad;
+  *sums += torch::stack({loss.loss_sum.detach().to(torch::kFloat64),
+                         torch::full({}, loss.units, sums->options()), loss.kl_sum.to(torch::kFloat64),
+                         loss.clipped_tokens.to(torch::kFloat64), loss.tokens.to(torch::kFloat64)});
+  return absl::OkStatus();
+}
+
+absl::Status GrpoSession::Optimize(int64_t step, const MicroBatches& micro, Rollout& ro) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<GrpoRows> rows = TrainingRows(ro, micro.size());
+  const core::LrScheduleOptions schedule = EffectiveSchedule(options_);
+  const int iterations = options_.grpo.iterations;
+  for (int it = 0; it < iterations; ++it) {
+    ro.sums =
+        torch::zeros({5}, torch::TensorOptions().dtype(torch::kFloat64).device(state_->backend.torch_device));
+    for (size_t k = 0; k < rows.size(); ++k)
+      ZF_RETURN_IF_ERROR(MicroStep(rows[k], k + 1 == rows.size(), &ro.sums));
+    ZF_ASSIGN_OR_RETURN(ro.last,
+                        state_->binding->Step(core::LearningRateAt(schedule, step * iterations + it)));
   }
   ro.training_ms = MsSince(t0);
   return absl::OkStatus();

@@ -38,6 +38,8 @@ absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o);
 int64_t PlannedKvCacheBytes(const PreferenceTrainOptions& o, int64_t prompts_per_rank, int64_t prompt_length,
                             const core::HfModelConfig& config);
 
+struct GrpoRows;  // a micro-batch's training tensors (grpo_session.cc)
+
 class GrpoSession final : public TrainingSession {
  public:
   // Collective over `comm`: loads config, tokenizer (when data.tokenizer_dir is set) and prompts, builds the
@@ -66,9 +68,13 @@ class GrpoSession final : public TrainingSession {
  private:
   struct State;
   struct Rollout;
+
+ private:
   GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options);
   absl::StatusOr<Rollout> RunRollout(int64_t step, const MicroBatches& micro);
   absl::Status Optimize(int64_t step, const MicroBatches& micro, Rollout& rollout);
+  std::vector<GrpoRows> TrainingRows(const Rollout& rollout, size_t micro_batches);
+  absl::Status MicroStep(const GrpoRows& rows, bool last, torch::Tensor* sums);
   absl::StatusOr<metrics::StepMetrics> StepMetricsOf(int64_t step, const Rollout& rollout);
   std::vector<double> LocalSums(const Rollout& rollout) const;
   void SetRolloutValues(const std::vector<double>& sum, double max_length, double max_generation_ms,
