@@ -187,6 +187,15 @@ TEST(JobStoreTest, AnUnopenablePathIsAClearError) {
   EXPECT_NE(store.status().message().find("/nonexistent-dir/zerofit/jobs.db"), std::string::npos);
 }
 
+// The jobs table as the first release created it, without its closing parenthesis.
+constexpr const char* kFirstJobsTable =
+    "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, request_id TEXT "
+    "UNIQUE "
+    "NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL, phase INTEGER NOT NULL, attempt INTEGER NOT NULL, "
+    "restarts INTEGER NOT NULL, world_size INTEGER NOT NULL, checkpoint_step INTEGER NOT NULL, replan "
+    "INTEGER "
+    "NOT NULL, reason TEXT NOT NULL, since_us INTEGER NOT NULL, created_us INTEGER NOT NULL";
+
 TEST(JobStoreTest, AStoreFromBeforeTheSlurmColumnsIsUpgradedInPlace) {
   const std::string path = TempDb("old_schema.db");
   {
@@ -195,13 +204,11 @@ TEST(JobStoreTest, AStoreFromBeforeTheSlurmColumnsIsUpgradedInPlace) {
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     ASSERT_EQ(
         sqlite3_exec(db,
-                     "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
-                     "request_id TEXT UNIQUE NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL, phase "
-                     "INTEGER NOT NULL, attempt INTEGER NOT NULL, restarts INTEGER NOT NULL, world_size "
-                     "INTEGER NOT NULL, checkpoint_step INTEGER NOT NULL, replan INTEGER NOT NULL, reason "
-                     "TEXT NOT NULL, since_us INTEGER NOT NULL, created_us INTEGER NOT NULL);"
-                     "INSERT INTO jobs VALUES (1, 'job-000001', 'r1', 'old', 'task: sft', 2, 1, 0, 2, 7, 0, "
-                     "'', 0, 0);",
+                     (std::string(kFirstJobsTable) +
+                      ");"
+                      "INSERT INTO jobs VALUES (1, 'job-000001', 'r1', 'old', 'task: sft', 2, 1, 0, 2, 7, 0, "
+                      "'', 0, 0);")
+                         .c_str(),
                      nullptr, nullptr, nullptr),
         SQLITE_OK);
     sqlite3_close(db);
@@ -254,13 +261,10 @@ TEST(JobStoreTest, TheRetiredPlanColumnsAreNotCreatedAndDoNotHinderOldStores) {
     ASSERT_EQ(sqlite3_open(old.c_str(), &db), SQLITE_OK);
     ASSERT_EQ(
         sqlite3_exec(db,
-                     "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
-                     "request_id TEXT UNIQUE NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL, phase "
-                     "INTEGER NOT NULL, attempt INTEGER NOT NULL, restarts INTEGER NOT NULL, world_size "
-                     "INTEGER NOT NULL, checkpoint_step INTEGER NOT NULL, replan INTEGER NOT NULL, reason "
-                     "TEXT NOT NULL, since_us INTEGER NOT NULL, created_us INTEGER NOT NULL, "
-                     "replanned_micro_batches INTEGER NOT NULL DEFAULT 0, planned_world_size INTEGER NOT "
-                     "NULL DEFAULT 0);",
+                     (std::string(kFirstJobsTable) +
+                      ", replanned_micro_batches INTEGER NOT NULL DEFAULT 0, planned_world_size INTEGER "
+                      "NOT NULL DEFAULT 0);")
+                         .c_str(),
                      nullptr, nullptr, nullptr),
         SQLITE_OK);
     sqlite3_close(db);
