@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/excerpt.h"
 #include "core/status_macros.h"
@@ -53,22 +52,14 @@ absl::Status ValidatePattern(const RewardSpec& r, const std::string& field, cons
     return absl::OkStatus();
   }
   if (r.pattern.empty()) return bad(field + ".pattern", "required for the regex rule");
+  if (r.pattern.size() > text::kMaxRulePatternBytes) {
+    return bad(field + ".pattern",
+               absl::StrCat(r.pattern.size(), " bytes, more than ", text::kMaxRulePatternBytes));
+  }
   absl::StatusOr<std::unique_ptr<text::Regex>> re = text::Regex::Compile(r.pattern);
   if (!re.ok()) return bad(field + ".pattern", std::string(re.status().message()));
-  if (r.group.empty()) {
-    if ((*re)->GroupCount() < 1) return bad(field + ".pattern", "has no capture group (group 1 is compared)");
-    return absl::OkStatus();
-  }
-  int number = 0;
-  if (absl::SimpleAtoi(r.group, &number)) {
-    if (number < 0 || number > (*re)->GroupCount()) {
-      return bad(field + ".group",
-                 absl::StrCat(number, ": the pattern has ", (*re)->GroupCount(), " group(s)"));
-    }
-    return absl::OkStatus();
-  }
-  if (absl::StatusOr<int> named = (*re)->GroupNumber(r.group); !named.ok()) {
-    return bad(field + ".group", std::string(named.status().message()));
+  if (absl::StatusOr<int> group = (*re)->GroupOf(r.group); !group.ok()) {
+    return bad(field + (r.group.empty() ? ".pattern" : ".group"), std::string(group.status().message()));
   }
   return absl::OkStatus();
 }

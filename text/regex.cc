@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "text/string_view_compat.h"
 #include "text/unicode.h"
@@ -134,6 +135,22 @@ int Regex::GroupCount() const {
   uint32_t count = 0;
   pcre2_pattern_info(AsCode(code_), PCRE2_INFO_CAPTURECOUNT, &count);
   return static_cast<int>(count);
+}
+
+absl::StatusOr<int> Regex::GroupOf(std::string_view group) const {
+  const std::string name = group.empty() ? "1" : std::string(group);
+  if (name.find_first_not_of("0123456789") != std::string::npos) {
+    absl::StatusOr<int> number = GroupNumber(name);
+    if (!number.ok()) return absl::InvalidArgumentError(number.status().message());
+    return *number;
+  }
+  int number = 0;
+  if (!absl::SimpleAtoi(name, &number) || number > GroupCount()) {
+    return absl::InvalidArgumentError(absl::StrCat("group ", name.substr(0, 16),
+                                                   " does not exist, the pattern has ", GroupCount(),
+                                                   " capture group(s) (0 is the whole match)"));
+  }
+  return number;
 }
 
 absl::StatusOr<int> Regex::GroupNumber(std::string_view name) const {

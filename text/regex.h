@@ -56,6 +56,9 @@ class Regex {
   // The number of the group named `name` ("(?<name>...)"). NotFound when no group has that name,
   // InvalidArgument when several do ("(?J)" allows duplicates).
   absl::StatusOr<int> GroupNumber(std::string_view name) const;
+  // The group a caller reads, as a user writes it: a number (0 is the whole match) or a name; empty means 1.
+  // InvalidArgument naming the group when the pattern has no such group.
+  absl::StatusOr<int> GroupOf(std::string_view group) const;
 
   // The groups of the LAST of the successive non-overlapping matches in `subject`, found left to right;
   // nullopt when there is no match. Unlike FindAll, empty matches count: after one, the search resumes at
@@ -72,6 +75,10 @@ class Regex {
   std::string pattern_;
   void* code_;  // pcre2_code_8*, owned
 };
+
+// The longest pattern a job spec's reward rule may give (errors quote the pattern: a bound keeps them
+// readable); the spec refuses longer ones at submit, the reward when it is built.
+inline constexpr size_t kMaxRulePatternBytes = 4096;
 
 // Rewrites Oniguruma's \s / \S into explicit classes (exposed for tests).
 std::string TranslateOnigurumaPattern(std::string_view pattern);

@@ -75,7 +75,7 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
       {"rewards:\n  - {type: answer, rule: regex, pattern: '(unclosed'}\n",
        "job.yaml:7: field 'rewards[0].pattern': "},
       {"rewards:\n  - {type: answer, rule: regex, pattern: '([0-9]+)', group: 2}\n",
-       "job.yaml:7: field 'rewards[0].group': 2: the pattern has 1 group(s)"},
+       "job.yaml:7: field 'rewards[0].group': group 2 does not exist, the pattern has 1 capture group(s)"},
       {"rewards:\n  - {type: answer, rule: exact, pattern: 'x'}\n",
        "job.yaml:7: field 'rewards[0].pattern': only the regex rule has a pattern"},
       {"rewards:\n  - {type: model}\n", "job.yaml:7: field 'rewards[0].path': required"},

@@ -57,38 +57,17 @@ absl::string_view Trimmed(std::string_view text) {
   return absl::StripAsciiWhitespace(absl::string_view(text.data(), text.size()));
 }
 
-// Patterns are a line of a job spec; a bound keeps error messages (which quote the pattern) readable.
-constexpr size_t kMaxPatternBytes = 4096;
-
 absl::StatusOr<std::shared_ptr<const text::Regex>> CompilePattern(const std::string& pattern,
                                                                   const std::string& field) {
   if (pattern.empty())
     return absl::InvalidArgumentError(absl::StrCat(field, ": the regex rule needs a pattern"));
-  if (pattern.size() > kMaxPatternBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": the pattern has ", pattern.size(), " bytes, more than ", kMaxPatternBytes));
+  if (pattern.size() > text::kMaxRulePatternBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": the pattern has ", pattern.size(),
+                                                   " bytes, more than ", text::kMaxRulePatternBytes));
   }
   absl::StatusOr<std::unique_ptr<text::Regex>> regex = text::Regex::Compile(pattern);
   if (!regex.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", regex.status().message()));
   return std::shared_ptr<const text::Regex>(*std::move(regex));
-}
-
-// `group` (empty: 1) as a number of one of `regex`'s groups.
-absl::StatusOr<int> ResolveGroup(const text::Regex& regex, const std::string& group,
-                                 const std::string& field) {
-  const std::string name = group.empty() ? "1" : group;
-  if (name.find_first_not_of("0123456789") != std::string::npos) {
-    absl::StatusOr<int> number = regex.GroupNumber(name);
-    if (!number.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", number.status().message()));
-    return *number;
-  }
-  int number = 0;
-  if (!absl::SimpleAtoi(name, &number) || number > regex.GroupCount()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": group ", name.substr(0, 16),
-                                                   " does not exist, the pattern has ", regex.GroupCount(),
-                                                   " capture group(s) (0 is the whole match)"));
-  }
-  return number;
 }
 
 }  // namespace
@@ -145,7 +124,9 @@ absl::StatusOr<VerifiableReward> VerifiableReward::Create(const VerifiableReward
   }
   absl::StatusOr<std::shared_ptr<const text::Regex>> regex = CompilePattern(options.pattern, fields.pattern);
   if (!regex.ok()) return regex.status();
-  absl::StatusOr<int> group = ResolveGroup(**regex, options.group, fields.group);
+  absl::StatusOr<int> group = (*regex)->GroupOf(options.group);
+  if (!group.ok())
+    return absl::InvalidArgumentError(absl::StrCat(fields.group, ": ", group.status().message()));
   if (!group.ok()) return group.status();
   return VerifiableReward(options, *std::move(regex), *group);
 }
