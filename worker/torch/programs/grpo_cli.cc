@@ -43,9 +43,9 @@ void PrintStep(const metrics::StepMetrics& m, int64_t steps, double elapsed_s) {
 
 absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int64_t max_length,
                             jobspec::GrpoJobSpec* g) {
-  double samples = static_cast<double>(g->rollout.samples_per_prompt), new_tokens = 16,
-         batch = static_cast<double>(g->rollout.batch), iterations = g->grpo.iterations, eps_high = -1;
-  g->rollout.max_new_tokens = 16;  // the CLI's default suits the example task; a spec's is 256
+  double samples = static_cast<double>(g->rollout.samples_per_prompt),
+         new_tokens = 16,  // the CLI's default suits the example task; a spec's is 256
+      batch = static_cast<double>(g->rollout.batch), iterations = g->grpo.iterations, eps_high = -1;
   ZF_RETURN_IF_ERROR(number("--samples-per-prompt", &samples, 2));
   ZF_RETURN_IF_ERROR(number("--max-new-tokens", &new_tokens, 1));
   ZF_RETURN_IF_ERROR(number("--temperature", &g->rollout.temperature, 1e-6));

@@ -25,8 +25,8 @@
 
 namespace zerofit::worker {
 
-// A micro-batch's training rows: prompt + completion, right-padded; the mask marks the log-prob columns
-// that predict completion tokens (column j predicts token from + j + 1).
+// A micro-batch's training rows (completions [begin, end) of a rollout): prompt + completion, right-padded;
+// the mask marks the log-prob columns that predict completion tokens (column j predicts token from + j + 1).
 struct GrpoRows {
   torch::Tensor tokens, mask, advantages, old_logp, ref_logp;
   int64_t from = 0;
@@ -59,10 +59,11 @@ std::vector<int64_t> EosIds(const core::HfModelConfig& config, const data::Token
 std::vector<int64_t> Widen(const std::vector<int32_t>& ids) { return {ids.begin(), ids.end()}; }
 
 GrpoRows MakeRows(const std::vector<const data::Prompt*>& prompts, const std::vector<Completion>& completions,
-                  const std::vector<double>& advantages, int32_t pad, const torch::Device& device) {
-  const int64_t n = static_cast<int64_t>(completions.size());
+                  const std::vector<double>& advantages, size_t begin, size_t end, int32_t pad,
+                  const torch::Device& device) {
+  const int64_t n = static_cast<int64_t>(end - begin);
   int64_t longest = 0, shortest_prompt = INT64_MAX;
-  for (int64_t i = 0; i < n; ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const int64_t p = static_cast<int64_t>(prompts[i]->ids.size());
     longest = std::max<int64_t>(longest, p + static_cast<int64_t>(completions[i].tokens.size()));
     shortest_prompt = std::min(shortest_prompt, p);
@@ -75,17 +76,18 @@ GrpoRows MakeRows(const std::vector<const data::Prompt*>& prompts, const std::ve
   auto t = tokens.accessor<int64_t, 2>();
   auto m = mask.accessor<float, 2>();
   for (int64_t i = 0; i < n; ++i) {
-    const std::vector<int32_t>& p = prompts[i]->ids;
-    const std::vector<int64_t>& c = completions[i].tokens;
+    const std::vector<int32_t>& p = prompts[begin + i]->ids;
+    const std::vector<int64_t>& c = completions[begin + i].tokens;
     for (size_t j = 0; j < p.size(); ++j) t[i][j] = p[j];
     for (size_t j = 0; j < c.size(); ++j) {
       t[i][p.size() + j] = c[j];
       m[i][static_cast<int64_t>(p.size() + j) - 1 - r.from] = 1.0f;
     }
   }
+  const std::vector<double> adv(advantages.begin() + begin, advantages.begin() + end);
   r.tokens = tokens.to(device);
   r.mask = mask.to(device);
-  r.advantages = torch::tensor(advantages, torch::kFloat64).to(torch::kFloat32).to(device);
+  r.advantages = torch::tensor(adv, torch::kFloat64).to(torch::kFloat32).to(device);
   return r;
 }
 
@@ -125,11 +127,15 @@ absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o) {
   return absl::OkStatus();
 }
 
+int64_t SequencesInFlight(const RolloutOptions& r, int64_t prompts_per_rank) {
+  const int64_t sequences = prompts_per_rank * r.samples_per_prompt;
+  return r.rollout_batch > 0 ? std::min(r.rollout_batch, sequences) : sequences;
+}
+
 int64_t PlannedKvCacheBytes(const PreferenceTrainOptions& o, int64_t prompts_per_rank, int64_t prompt_length,
                             const core::HfModelConfig& config) {
   const RolloutOptions& r = o.grpo.rollout;
-  const int64_t sequences = prompts_per_rank * r.samples_per_prompt;
-  const int64_t in_flight = r.rollout_batch > 0 ? std::min(r.rollout_batch, sequences) : sequences;
+  const int64_t in_flight = SequencesInFlight(r, prompts_per_rank);
   const int64_t element = o.model.dtype == torch::kFloat32 ? 4 : 2;
   return KvCacheBytes(config, in_flight, prompt_length + r.max_new_tokens, element);
 }
@@ -226,8 +232,6 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
   return std::unique_ptr<GrpoSession>(new GrpoSession(std::move(st), o));
 }
 
-size_t GrpoSession::num_train_prompts() const { return state_->train.prompts.size(); }
-
 int64_t GrpoSession::longest_prompt() const { return static_cast<int64_t>(state_->train.longest_prompt); }
 
 int64_t GrpoSession::planned_kv_cache_bytes(int64_t prompts_per_rank) const {
@@ -249,7 +253,7 @@ std::string GrpoSession::DataReportText() const {
   const int64_t world = st.comm->world_size();
   const int64_t prompts_per_rank = (options_.global_batch + world - 1) / world;
   const int64_t sequences = prompts_per_rank * r.samples_per_prompt;
-  const int64_t in_flight = r.rollout_batch > 0 ? std::min(r.rollout_batch, sequences) : sequences;
+  const int64_t in_flight = SequencesInFlight(r, prompts_per_rank);
   return absl::StrCat("prompts: ", st.train.prompts.size(), " in ", options_.data.train, " (",
                       st.train.truncated, " truncated, longest ", st.train.longest_prompt, " tokens); ",
                       st.test.prompts.size(), " held out\n", "rollout: ", r.samples_per_prompt,
@@ -312,10 +316,7 @@ std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t micro_
   for (size_t k = 0; k < micro_batches; ++k) {
     const size_t b = n * k / micro_batches, e = n * (k + 1) / micro_batches;
     if (b == e) continue;
-    const std::vector<const data::Prompt*> prompts(ro.prompts.begin() + b, ro.prompts.begin() + e);
-    const std::vector<Completion> comps(ro.completions.begin() + b, ro.completions.begin() + e);
-    const std::vector<double> adv(ro.advantages.begin() + b, ro.advantages.begin() + e);
-    rows[k] = MakeRows(prompts, comps, adv, st.pad, st.backend.torch_device);
+    rows[k] = MakeRows(ro.prompts, ro.completions, ro.advantages, b, e, st.pad, st.backend.torch_device);
     torch::NoGradGuard no_grad;
     if (options_.grpo.iterations > 1)
       rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from);

@@ -60,7 +60,6 @@ class GrpoSession final : public TrainingSession {
   absl::Status Export(const std::string& dir) override;
 
   const PreferenceTrainOptions& options() const { return options_; }
-  size_t num_train_prompts() const;
   int64_t longest_prompt() const;
   // PlannedKvCacheBytes of the longest prompt with `prompts_per_rank` prompts per rank and step.
   int64_t planned_kv_cache_bytes(int64_t prompts_per_rank) const;
