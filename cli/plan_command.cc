@@ -67,7 +67,7 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
   plan->add_option("--offload", f->offload, "pin optimizer offload: on | off");
   plan->add_option("--checkpointing", f->checkpointing, "pin activation checkpointing: on | off");
   plan->add_option("--reference", f->reference,
-                   "pin the reference strategy: resident | offloaded | precomputed");
+                   "pin the reference strategy: resident | offloaded | precomputed | lora-base (LoRA only)");
   plan->add_option("--micro-batch", f->micro_batch, "pin the micro-batch per GPU");
   return plan;
 }
@@ -118,17 +118,13 @@ absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
   ZF_ASSIGN_OR_RETURN(c.offload, OnOff("--offload", f.offload));
   ZF_ASSIGN_OR_RETURN(c.checkpointing, OnOff("--checkpointing", f.checkpointing));
   if (!f.reference.empty()) {
-    if (f.reference == "resident") {
-      c.reference = planner::Reference::kResident;
-    } else if (f.reference == "offloaded") {
-      c.reference = planner::Reference::kOffloaded;
-    } else if (f.reference == "precomputed") {
-      c.reference = planner::Reference::kPrecomputed;
-    } else {
+    absl::StatusOr<planner::Reference> ref = planner::ParseReference(f.reference);
+    if (!ref.ok() || *ref == planner::Reference::kNone) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--reference: expected resident, offloaded or precomputed, got '",
+          absl::StrCat("--reference: expected resident, offloaded, precomputed or lora-base, got '",
                        core::Excerpt(f.reference), "'"));
     }
+    c.reference = *ref;
   }
   if (!f.micro_batch.empty()) {
     int64_t mb = 0;

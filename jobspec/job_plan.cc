@@ -191,6 +191,7 @@ absl::Status ReadScalars(ObjectReader& r, JobPlan* p) {
   get("offload", &p->offload);
   get("bf16", &p->bf16);
   get("max_length", &p->max_length);
+  get("reference", &p->reference);
   get("export", &p->export_dir);
   return s;
 }
@@ -218,6 +219,15 @@ absl::Status ReadSections(ObjectReader& r, JobPlan* p) {
       if (e.ok()) e = x.Get("every", &p->checkpoint.every);
       if (e.ok()) e = x.Get("keep", &p->checkpoint.keep);
       if (e.ok()) e = x.Get("overwrite", &p->checkpoint.overwrite);
+      return e.ok() ? x.NoOthers() : e;
+    });
+  }
+  if (s.ok()) {
+    s = section("lora", [&](ObjectReader x) -> absl::Status {
+      absl::Status e = x.Get("rank", &p->lora.rank);
+      if (e.ok()) e = x.Get("alpha", &p->lora.alpha);
+      if (e.ok()) e = x.Get("dropout", &p->lora.dropout);
+      if (e.ok()) e = x.Get("target_modules", &p->lora.target_modules);
       return e.ok() ? x.NoOthers() : e;
     });
   }
@@ -291,6 +301,12 @@ std::string JobPlanToJson(const JobPlan& p) {
             {"offload", p.offload},
             {"bf16", p.bf16},
             {"max_length", p.max_length},
+            {"reference", p.reference},
+            {"lora",
+             {{"rank", p.lora.rank},
+              {"alpha", p.lora.alpha},
+              {"dropout", p.lora.dropout},
+              {"target_modules", p.lora.target_modules}}},
             {"checkpoint",
              {{"dir", p.checkpoint.dir},
               {"every", p.checkpoint.every},

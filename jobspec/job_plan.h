@@ -19,9 +19,9 @@ namespace zerofit::jobspec {
 
 // Bumped whenever a field changes meaning or is removed; a reader refuses any other version by name rather
 // than guess (a worker older than its coordinator says so instead of training something else).
-// Version 1 grew `world_sizes` (issue 20); version 2 `sizing` (issue 31). A worker of an older build refuses
-// the version by name.
-inline constexpr int kJobPlanVersion = 2;
+// Version 1 grew `world_sizes` (issue 20); version 2 `sizing` (issue 31); version 3 `reference` and `lora`
+// (issue 32). A worker of an older build refuses the version by name.
+inline constexpr int kJobPlanVersion = 3;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the
 // plan's micro-batch, accumulation, ZeRO stage, offload and checkpointing), so that a rank can print what it
@@ -62,6 +62,10 @@ struct JobPlan {
   bool offload = false;
   bool bf16 = false;
   int64_t max_length = 0;
+  LoraSpec lora;  // the spec's; rank 0: a full fine-tune
+  // The frozen reference of DPO and GRPO (planner::ReferenceName's names): "resident", or "lora-base" with
+  // LoRA (the policy's base, adapters disabled); "none" for the other tasks and GRPO with beta 0.
+  std::string reference = "none";
   CheckpointSpec checkpoint;
   MetricsSpec metrics;
   std::string export_dir;

@@ -342,6 +342,31 @@ absl::Status ParseTraining(const YamlReader& r, const YAML::Node& root, Training
 }
 
 // checkpoint: where and how often the ranks save, and how many saves stay.
+absl::Status ParseLora(const YamlReader& r, const YAML::Node& root, LoraSpec* l) {
+  const YAML::Node n = root["lora"];
+  if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+  if (!n.IsMap()) return r.Error(n, "lora", "expected a mapping {rank, alpha, dropout, target_modules}");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "lora.", {"rank", "alpha", "dropout", "target_modules"}));
+  if (!n["rank"].IsDefined() || n["rank"].IsNull()) {
+    return r.Error(n, "lora.rank", "required: the adapters' rank, an integer >= 1");
+  }
+  ZF_RETURN_IF_ERROR(r.Get(n, "rank", "lora.rank", &l->rank, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "alpha", "lora.alpha", &l->alpha, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "dropout", "lora.dropout", &l->dropout, "a number"));
+  if (const YAML::Node t = n["target_modules"]; t.IsDefined() && !t.IsNull()) {
+    if (!t.IsSequence()) return r.Error(t, "lora.target_modules", "expected a list of layer names");
+    l->target_modules.clear();
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (!t[i].IsScalar()) return r.Error(t[i], "lora.target_modules", "expected a layer name");
+      l->target_modules.push_back(t[i].Scalar());
+    }
+  }
+  return ValidateLoraSpec(*l, [&](const std::string& field, const std::string& why) {
+    const YAML::Node at = n[field.substr(field.find('.') + 1)];
+    return r.Error(at.IsDefined() ? at : n, field, why);
+  });
+}
+
 absl::Status ParseCheckpoint(const YamlReader& r, const YAML::Node& root, CheckpointSpec* ck) {
   const YAML::Node c = root["checkpoint"];
   if (!c.IsDefined()) return absl::OkStatus();
@@ -384,7 +409,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   ZF_RETURN_IF_ERROR(r.OnlyKeys(
       root, "", {"name",   "task",     "model",     "data",       "world_size", "hardware", "max_restarts",
                  "device", "training", "deepspeed", "checkpoint", "metrics",    "slurm",    "eval",
-                 "export", "watchdog", "log_every", "rollout",    "grpo",       "rewards"}));
+                 "export", "watchdog", "log_every", "rollout",    "grpo",       "rewards",  "lora"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
@@ -445,6 +470,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   }
   ZF_RETURN_IF_ERROR(ParseGrpoSections(r, root, s.task, s.training.max_length, &s.grpo));
   ZF_RETURN_IF_ERROR(ParseLogEvery(r, root, &s));
+  ZF_RETURN_IF_ERROR(ParseLora(r, root, &s.lora));
   ZF_RETURN_IF_ERROR(ParseCheckpoint(r, root, &s.checkpoint));
   ZF_RETURN_IF_ERROR(ParseMetrics(r, root, &s.metrics));
   return s;

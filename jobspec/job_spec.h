@@ -28,6 +28,7 @@
 //     max_length: 1024
 //   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
 //   watchdog: {step_time_factor: 10, floor_s: 300}   # hang detection; `watchdog: off` turns it off
+//   lora: {rank: 16, alpha: 32, dropout: 0.05, target_modules: [q_proj, v_proj]}   # optional (lora_spec.h)
 //   export: /models/mistral-rm   # the trained model in Hugging Face format, after the last step
 //   log_every: 10                # in a pipe or file, a progress line every 10 steps (default: about 1%)
 //   slurm:                       # for `zerofit slurm` / `zerofit submit --slurm` (docs/slurm.md)
@@ -53,6 +54,7 @@
 #include "absl/status/statusor.h"
 #include "core/lr_schedule.h"
 #include "jobspec/grpo_spec.h"
+#include "jobspec/lora_spec.h"
 
 namespace zerofit::jobspec {
 
@@ -181,6 +183,7 @@ struct JobSpec {
   int max_restarts = 3;
   std::string device = "auto";  // auto | cpu | cuda: where each rank trains (cuda:<local rank>)
   TrainingSpec training;
+  LoraSpec lora;  // rank 0: no `lora` section, a full fine-tune
   CheckpointSpec checkpoint;
   MetricsSpec metrics;
   WatchdogSpec watchdog;

@@ -35,7 +35,10 @@ PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw) {
   s.zero_stage = plan.zero_stage;
   s.offload = plan.offload;
   s.checkpointing = plan.activation_checkpointing;
-  if (*task == planner::Task::kDpo) s.reference = planner::Reference::kResident;
+  s.lora_rank = plan.lora.rank;
+  auto reference = planner::ParseReference(plan.reference);
+  if (!reference.ok()) return NoEstimate(reference.status());
+  s.reference = *reference;
   if (*task == planner::Task::kGrpo) {
     const RolloutSpec& r = plan.grpo.rollout;
     w.prompt_len = plan.max_length - r.max_new_tokens;
@@ -43,7 +46,6 @@ PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw) {
     w.samples_per_prompt = r.samples_per_prompt;
     const int64_t prompts_per_rank = std::max<int64_t>(1, plan.global_batch / world);
     s.rollout_prompts = r.batch > 0 ? std::max<int64_t>(1, r.batch / r.samples_per_prompt) : prompts_per_rank;
-    s.reference = plan.grpo.grpo.beta > 0 ? planner::Reference::kResident : planner::Reference::kNone;
   }
   const planner::MemoryEstimate m = planner::EstimateMemory(*shape, w, s, hw, world);
   PlannedPeak p;

@@ -11,9 +11,9 @@
 namespace zerofit::jobspec {
 
 // The planner's estimate for `plan`'s own sizes (micro-batch = global batch / (world size x micro-batches),
-// accumulation, ZeRO stage, offload, checkpointing; DPO with its reference resident, as the workers run it)
-// on `hw`, or zero bytes with the reason in `basis` where the model's shape
-// cannot be read. Called by the resolver (resolve.h) for every plan it makes.
+// accumulation, ZeRO stage, offload, checkpointing, LoRA rank and the plan's reference, as the workers run
+// them) on `hw`, or zero bytes with the reason in `basis` where the model's shape cannot be read. Called by
+// the resolver (resolve.h) for every plan it makes.
 PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw);
 
 }  // namespace zerofit::jobspec

@@ -55,11 +55,9 @@ absl::StatusOr<PlannerInput> PlannerInputOf(const JobSpec& spec, const planner::
   c.offload = spec.training.offload;
   c.checkpointing = spec.training.checkpointing;
   c.micro_batch = spec.training.micro_batch;  // pinned, not searched
-  if (w.task == planner::Task::kDpo) c.reference = facts.reference.value_or(planner::Reference::kResident);
-  if (w.task == planner::Task::kGrpo) {  // the trainer keeps a resident reference only when beta > 0
-    c.reference = spec.grpo.grpo.beta > 0 ? planner::Reference::kResident : planner::Reference::kNone;
-  }
-  if (facts.lora_rank > 0) c.lora_rank = facts.lora_rank;
+  ZF_ASSIGN_OR_RETURN(const planner::Reference ref, ReferenceOf(spec, facts.reference));
+  if (w.task == planner::Task::kDpo || w.task == planner::Task::kGrpo) c.reference = ref;
+  c.lora_rank = spec.lora.rank;
   if (facts.safety) c.safety = *facts.safety;
   if (facts.bucket_bytes) c.bucket_bytes = *facts.bucket_bytes;
   return in;
@@ -96,7 +94,7 @@ absl::StatusOr<Sizing> SizeAtSpecWorld(const JobSpec& spec, const planner::Hardw
 }
 
 // Every field of the plan that the spec decides alone.
-JobPlan PlanOf(const JobSpec& spec, const Sizing& z) {
+JobPlan PlanOf(const JobSpec& spec, const Sizing& z, planner::Reference reference) {
   const TrainingSpec& t = spec.training;
   JobPlan p;
   p.name = spec.name;
@@ -120,6 +118,8 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z) {
   p.offload = t.offload;
   p.bf16 = t.bf16;
   p.max_length = t.max_length;
+  p.lora = spec.lora;
+  p.reference = planner::ReferenceName(reference);
   p.checkpoint = spec.checkpoint;
   p.metrics = spec.metrics;
   p.export_dir = spec.export_dir;
@@ -135,6 +135,32 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z) {
 
 }  // namespace
 
+absl::StatusOr<planner::Reference> ReferenceOf(const JobSpec& spec,
+                                               std::optional<planner::Reference> pinned) {
+  using planner::Reference;
+  const bool lora = spec.lora.enabled();
+  const bool dpo = spec.task == "dpo", grpo = spec.task == "grpo";
+  const bool keeps = dpo || (grpo && spec.grpo.grpo.beta > 0);
+  if (!keeps) {
+    if (pinned && *pinned != Reference::kNone) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reference ", planner::ReferenceName(*pinned), ": ", spec.task,
+                       grpo ? " with grpo.beta 0 keeps no reference" : " has no reference model"));
+    }
+    return Reference::kNone;
+  }
+  const Reference ref = pinned.value_or(lora ? Reference::kLoraBase : Reference::kResident);
+  if (ref == Reference::kLoraBase && !lora) {
+    return absl::InvalidArgumentError(
+        "reference lora-base is the policy with its LoRA adapters disabled: the job has no `lora` section");
+  }
+  if (ref == Reference::kNone || (grpo && ref != Reference::kResident && ref != Reference::kLoraBase)) {
+    return absl::InvalidArgumentError(absl::StrCat("reference ", planner::ReferenceName(ref), ": ", spec.task,
+                                                   grpo ? " keeps resident or lora-base" : " needs one"));
+  }
+  return ref;
+}
+
 absl::StatusOr<planner::Hardware> HardwareOf(const JobSpec& spec) {
   auto hw = planner::ParseHardware(spec.hardware);
   if (!hw.ok()) return absl::InvalidArgumentError(absl::StrCat("hardware: ", hw.status().message()));
@@ -144,7 +170,8 @@ absl::StatusOr<planner::Hardware> HardwareOf(const JobSpec& spec) {
 absl::StatusOr<JobPlan> Resolve(const JobSpec& spec, const planner::Hardware& hw, const Attempt& attempt,
                                 const TrainerFacts& facts) {
   ZF_ASSIGN_OR_RETURN(const Sizing z, SizeAtSpecWorld(spec, hw, facts));
-  JobPlan p = PlanOf(spec, z);
+  ZF_ASSIGN_OR_RETURN(const planner::Reference reference, ReferenceOf(spec, facts.reference));
+  JobPlan p = PlanOf(spec, z, reference);
   const int world = attempt.world_size > 0 ? attempt.world_size : spec.world_size;
   if (world != p.world_size) return Reshape(p, hw, world);
   p.planned_peak = PlanPeak(p, hw);

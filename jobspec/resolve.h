@@ -34,14 +34,18 @@ struct Attempt {
 };
 
 // What a program knows about the job beyond the spec (zerofit_train_prefs' trainer flags): pinned for the
-// planner so that it sizes the job that will run. Unset fields keep the planner's defaults (DPO: the
-// reference resident, as the workers run it).
+// planner so that it sizes the job that will run. Unset fields keep the defaults of ReferenceOf.
 struct TrainerFacts {
-  int64_t lora_rank = 0;
   std::optional<planner::Reference> reference;
   std::optional<double> safety;
   std::optional<size_t> bucket_bytes;
 };
+
+// The reference the workers keep (JobPlan.reference): DPO's is resident, GRPO's resident when beta > 0 and
+// none otherwise; with LoRA the policy's own base (lora-base) instead of a resident copy; the other tasks
+// none. `pinned` (a trainer flag) replaces the default; an error names what cannot run (lora-base without
+// LoRA; GRPO with a reference other than resident or lora-base, or any with beta 0).
+absl::StatusOr<planner::Reference> ReferenceOf(const JobSpec& spec, std::optional<planner::Reference> pinned);
 
 // The hardware a spec names (`hardware:`), or an error naming the field.
 absl::StatusOr<planner::Hardware> HardwareOf(const JobSpec& spec);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/excerpt.h"
 
 namespace zerofit::planner {
 namespace {
@@ -100,8 +101,19 @@ const char* ReferenceName(Reference r) {
       return "offloaded";
     case Reference::kPrecomputed:
       return "precomputed";
+    case Reference::kLoraBase:
+      return "lora-base";
   }
   return "?";
+}
+
+absl::StatusOr<Reference> ParseReference(const std::string& name) {
+  for (Reference r : {Reference::kNone, Reference::kResident, Reference::kOffloaded, Reference::kPrecomputed,
+                      Reference::kLoraBase}) {
+    if (name == ReferenceName(r)) return r;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown reference '", core::Excerpt(name),
+                                                 "' (none, resident, offloaded, precomputed, lora-base)"));
 }
 
 double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int a, int64_t lora_rank) {
@@ -338,7 +350,8 @@ DynamicPeak PeakPhase(const ModelShape& m, const Workload& w, const Strategy& s,
       s.lora_rank > 0 ? a * 2.0 * m.hidden_size * s.lora_rank : a * std::max(layer_matrix, head_matrix);
   // GRPO's per-token fp32 inputs of the loss, alive through the policy's forward and backward: the old
   // log-probs, the mask and (with a reference) the reference's log-probs, [rows, new_tokens] each.
-  const bool ref_forward = s.reference == Reference::kResident || s.reference == Reference::kOffloaded;
+  const bool ref_forward = s.reference == Reference::kResident || s.reference == Reference::kOffloaded ||
+                           s.reference == Reference::kLoraBase;
   const double head_tokens = static_cast<double>(rows) * (grpo ? w.new_tokens : seq);
   const double loss_inputs = grpo ? 4.0 * head_tokens * (2 + (ref_forward ? 1 : 0)) : 0.0;
   DynamicPeak p;

@@ -22,11 +22,16 @@
 namespace zerofit::planner {
 
 enum class Task { kSft, kReward, kDpo, kGrpo };
-enum class Reference { kNone, kResident, kOffloaded, kPrecomputed };
+// The frozen reference policy of DPO and GRPO (worker/torch/train/reference_model.h): a resident copy, a copy
+// pinned on the host and copied in for each forward, log-probs precomputed once (DPO), or the policy's own
+// frozen base with its LoRA adapters disabled (LoRA only: no second copy).
+enum class Reference { kNone, kResident, kOffloaded, kPrecomputed, kLoraBase };
 
 const char* TaskName(Task t);
 absl::StatusOr<Task> ParseTask(const std::string& name);
 const char* ReferenceName(Reference r);
+// "none", "resident", "offloaded", "precomputed" or "lora-base" (ReferenceName's names).
+absl::StatusOr<Reference> ParseReference(const std::string& name);
 
 // What the user fixes.
 struct Workload {

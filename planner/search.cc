@@ -85,7 +85,10 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
   const double bwd = (s.lora_rank > 0 ? 1.0 : 2.0) * fwd;
   t.compute = fwd + bwd;
   t.recompute = s.checkpointing ? fwd : 0.0;
-  if (s.reference == Reference::kResident || s.reference == Reference::kOffloaded) t.reference += fwd;
+  if (s.reference == Reference::kResident || s.reference == Reference::kOffloaded ||
+      s.reference == Reference::kLoraBase) {
+    t.reference += fwd;
+  }
   t.reference += w.extra_frozen_models * tokens * ForwardFlopsPerToken(m, seq, false) / rate;
   if (s.reference == Reference::kOffloaded) {
     t.reference += s.accumulation * a * static_cast<double>(m.PolicyParameters()) / hw.host_link_bytes_per_s;
@@ -148,13 +151,20 @@ absl::StatusOr<SearchSpace> MakeSearchSpace(const Workload& w, const Constraints
   if (c.allow_lora) sp.ranks.insert(sp.ranks.end(), c.lora_ranks.begin(), c.lora_ranks.end());
   if (c.lora_rank) sp.ranks = {*c.lora_rank};
   sp.refs = {Reference::kNone};
-  if (w.task == Task::kDpo) sp.refs = {Reference::kResident, Reference::kOffloaded, Reference::kPrecomputed};
-  if (w.task == Task::kGrpo) sp.refs = {Reference::kResident, Reference::kOffloaded};
+  if (w.task == Task::kDpo) {
+    sp.refs = {Reference::kResident, Reference::kOffloaded, Reference::kPrecomputed, Reference::kLoraBase};
+  }
+  if (w.task == Task::kGrpo) sp.refs = {Reference::kResident, Reference::kOffloaded, Reference::kLoraBase};
   if (c.reference && w.task != Task::kDpo && w.task != Task::kGrpo) {
     return absl::InvalidArgumentError(
         absl::StrCat("--reference applies to dpo and grpo, not ", TaskName(w.task)));
   }
   if (c.reference) sp.refs = {*c.reference};
+  if (c.reference == Reference::kLoraBase && (c.lora_rank ? *c.lora_rank <= 0 : !c.allow_lora)) {
+    return absl::InvalidArgumentError(
+        "--reference lora-base is the policy with its LoRA adapters disabled: it needs LoRA (--lora-rank or "
+        "--allow-lora)");
+  }
   sp.micro = Divisors(per_gpu, c.max_micro_batch);
   if (c.micro_batch) {
     if (per_gpu % *c.micro_batch != 0) {
@@ -182,6 +192,7 @@ std::vector<Candidate> Enumerate(const ModelShape& m, const Workload& w, const H
             for (Reference ref : sp.refs)
               for (int64_t ro : sp.rollouts) {
                 if (off && st == 0) continue;  // offload moves the sharded optimizer state
+                if (ref == Reference::kLoraBase && r == 0) continue;  // it is the LoRA policy's base
                 Strategy s;
                 s.micro_batch = mb;
                 s.accumulation = per_gpu / mb;

@@ -1,6 +1,7 @@
 #!/bin/bash
 # One job, two front ends (issue 18): a job spec run by `zerofit run` and the same job as
-# `zerofit_train_prefs` flags
+# `zerofit_train_prefs` flags (a DPO job with LoRA adapters, whose reference is the policy's base with the
+# adapters off: `lora` and `reference` travel in the plan, issue 32)
 #   1. resolve to the same JobPlan, byte for byte (`zerofit status --plan` vs `zerofit_train_prefs
 #      --print-plan`), which reaches the trainer through the one mapping (worker/torch/train/plan_options.h);
 #   2. train on the same micro-batches (the coordinator's step scheduler, which zerofit_train_prefs runs
@@ -16,7 +17,7 @@ GEN="$3"
 start_serve "$D/s" "$D/serve.log"
 cat > "$D/job.yaml" <<YAML
 name: zerofit_train_prefs
-task: reward
+task: dpo
 model: $D/data
 data: $D/data
 world_size: 2
@@ -26,19 +27,22 @@ training: {steps: 12, global_batch: 16, micro_batch: 4, gradient_accumulation: 2
 eval: {every: 5, max_samples: 30}
 metrics: {jsonl: $D/runs/m.jsonl, tensorboard: $D/runs/tb}
 export: $D/runs/rm
+lora: {rank: 4, alpha: 8}
 YAML
 job=$("$Z" submit "$D/job.yaml" --state-dir "$D/s" | awk '{print $1}')
 "$Z" status "$job" --plan --state-dir "$D/s" > "$D/from_spec.json" || fail "status --plan"
 kill -9 $SERVER; wait $SERVER 2>/dev/null; SERVER=""
 ROOT=""; [ "$(id -u)" = 0 ] && ROOT=--allow-run-as-root
 flags() {  # flags RUNS_DIR: the job above as zerofit_train_prefs flags
-  echo --task reward --data "$D/data" --steps 12 --global-batch 16 --micro 2 --lr 1e-3 --lr-schedule cosine \
+  echo --task dpo --lora-rank 4 --lora-alpha 8 --data "$D/data" --steps 12 --global-batch 16 --micro 2 --lr 1e-3 --lr-schedule cosine \
     --warmup-steps 2 --min-lr 1e-5 --weight-decay 0.1 --offload --max-length 64 --eval-every 5 \
     --eval-max-samples 30 --metrics-jsonl "$1/m.jsonl" --tensorboard "$1/tb" --export "$1/rm"
 }
 mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/runs") --print-plan > "$D/from_flags.json" 2> "$D/flags.err" \
   || fail "train_prefs --print-plan: $(cat "$D/flags.err")"
-grep -q '"version": 2' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
+grep -q '"version": 3' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
+grep -q '"reference": "lora-base"' "$D/from_spec.json" || fail "no lora-base reference: $(cat "$D/from_spec.json")"
+grep -q '"rank": 4' "$D/from_spec.json" || fail "no LoRA rank in the plan: $(cat "$D/from_spec.json")"
 diff "$D/from_spec.json" "$D/from_flags.json" > "$D/diff" || fail "the two front ends resolve different plans: $(cat "$D/diff")"
 echo "the spec and the flags resolve to the same job plan"
 

@@ -238,6 +238,62 @@ TEST(MemoryModelTest, ReferenceStrategiesAndLora) {
   e = EstimateMemory(m, w, s, *hw, 1);
   EXPECT_EQ(e.trainable_parameters, m.LoraParameters(2));
   EXPECT_DOUBLE_EQ(total_named(e.device, "frozen base weights"), 2.0 * 1352);
+  // lora-base: the reference is that frozen base with the adapters off; no copy anywhere, the same
+  // reference forward as a resident copy's.
+  s.reference = Reference::kResident;
+  const MemoryEstimate resident = EstimateMemory(m, w, s, *hw, 1);
+  s.reference = Reference::kLoraBase;
+  e = EstimateMemory(m, w, s, *hw, 1);
+  EXPECT_DOUBLE_EQ(total_named(e.device, "reference"), 0.0);
+  EXPECT_DOUBLE_EQ(total_named(e.host, "reference"), 0.0);
+  EXPECT_DOUBLE_EQ(resident.device_bytes - e.device_bytes, 2.0 * 1352);
+  EXPECT_EQ(e.peak_phase, resident.peak_phase);
+  EXPECT_EQ(*ParseReference("lora-base"), Reference::kLoraBase);
+  EXPECT_EQ(ParseReference("base").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SearchTest, LoraBaseIsSearchedWithLoraOnlyAndPinnedOnlyWithIt) {
+  auto m = LoadModelShape("Qwen2.5-0.5B");
+  auto hw = ParseHardware("8x64GB");
+  ASSERT_TRUE(m.ok() && hw.ok());
+  for (Task task : {Task::kDpo, Task::kGrpo}) {
+    SCOPED_TRACE(TaskName(task));
+    Workload w;
+    w.task = task;
+    w.global_batch = 64;
+    w.seq_len = 1024;
+    w.prompt_len = 256;
+    w.new_tokens = 256;
+    Constraints c;
+    c.lora_rank = 16;
+    c.reference = Reference::kLoraBase;
+    absl::StatusOr<Plan> plan = MakePlan(*m, w, *hw, c);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->chosen.strategy.reference, Reference::kLoraBase);
+    // With the reference's forward in the step either way, lora-base beats a resident copy on memory.
+    c.reference = Reference::kResident;
+    absl::StatusOr<Plan> resident = MakePlan(*m, w, *hw, c);
+    ASSERT_TRUE(resident.ok()) << resident.status();
+    EXPECT_LT(plan->chosen.memory.device_bytes, resident->chosen.memory.device_bytes);
+    // Unpinned among resident, offloaded and lora-base (GRPO) it is the choice.
+    if (task == Task::kGrpo) {
+      c.reference.reset();
+      absl::StatusOr<Plan> free = MakePlan(*m, w, *hw, c);
+      ASSERT_TRUE(free.ok()) << free.status();
+      EXPECT_EQ(free->chosen.strategy.reference, Reference::kLoraBase);
+    }
+    // A full fine-tune has no adapters to turn off.
+    c.lora_rank = 0;
+    c.reference = Reference::kLoraBase;
+    const absl::Status refused = MakePlan(*m, w, *hw, c).status();
+    EXPECT_NE(refused.message().find("--reference lora-base is the policy with its LoRA adapters disabled"),
+              std::string::npos)
+        << refused;
+    c.reference.reset();
+    absl::StatusOr<Plan> full = MakePlan(*m, w, *hw, c);
+    ASSERT_TRUE(full.ok()) << full.status();
+    EXPECT_NE(full->chosen.strategy.reference, Reference::kLoraBase);
+  }
 }
 
 TEST(MemoryModelTest, GrpoKvCacheByHand) {

@@ -224,7 +224,8 @@ TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
 
 // LoRA, activation checkpointing and offload as for the other tasks: checkpointing recomputes the same
 // gradients (bit-identical weights after two steps); LoRA adapters with offloaded AdamW train (the policy
-// moves away from its reference).
+// moves away from its reference), and scoring the reference with the policy's own base, adapters off
+// (lora-base), trains bit-identically to a resident copy of the initial policy.
 TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
@@ -281,11 +282,26 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   const std::vector<metrics::StepMetrics> m = train(lora, dir + "/lora");
   ASSERT_EQ(m.size(), 2u);
   EXPECT_GT(m.back().Get(names::kGrpoKl).value_or(0), 0);
+  PreferenceTrainOptions lora_base = lora;
+  lora_base.reference = ReferenceStrategy::kLoraBase;
+  const std::vector<metrics::StepMetrics> mb = train(lora_base, dir + "/lora-base");
+  ASSERT_EQ(mb.size(), 2u);
+  for (const char* name : {names::kGrpoKl, names::kLoss}) {
+    EXPECT_EQ(mb.back().Get(name), m.back().Get(name)) << name;
+  }
+  PreferenceTrainOptions no_adapters = o;
+  no_adapters.grpo.objective.beta = 0.04;
+  no_adapters.reference = ReferenceStrategy::kLoraBase;
+  const absl::Status no_base = GrpoSession::Create(no_adapters, comm.get()).status();
+  EXPECT_NE(no_base.message().find("lora-base is the policy with its LoRA adapters disabled"),
+            std::string::npos)
+      << no_base;
   if (comm->rank() == 0) {
     const std::string plain = ReadAll(dir + "/plain/model.safetensors");
     EXPECT_FALSE(plain.empty());
     EXPECT_TRUE(plain == ReadAll(dir + "/checkpointed/model.safetensors"));
     EXPECT_FALSE(plain == ReadAll(dir + "/lora/model.safetensors"));
+    EXPECT_TRUE(ReadAll(dir + "/lora/model.safetensors") == ReadAll(dir + "/lora-base/model.safetensors"));
   }
 }
 

@@ -72,6 +72,7 @@ std::vector<Case> CasesFor(int world) {
         {"B", T::kDpo, 2, 64, 1, false, 0, R::kResident},
         {"B", T::kSft, 4, 64, 1, false, 8},
         {"A", T::kReward, 8, 32, 2, false, 0, R::kResident, false, true},
+        {"B", T::kDpo, 2, 64, 1, false, 8, R::kLoraBase},  // the reference is the policy's base
     };
   }
   if (world == 2) {
@@ -214,7 +215,7 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
 struct GrpoCase {
   std::string model;
   int64_t micro_batch, prompt_len, new_tokens, samples_per_prompt, rollout_prompts;
-  double beta = 0;  // > 0: a resident reference
+  double beta = 0;  // > 0: a resident reference (with LoRA: the policy's base, adapters off)
   bool checkpointing = false;
   bool bf16 = false;
   int64_t lora_rank = 0;
@@ -233,8 +234,9 @@ std::vector<GrpoCase> GrpoCasesFor(int world) {
         {"B", 8, 64, 8, 8, 1, 0.04},
         {"C", 2, 48, 48, 8, 1},
         {"B", 4, 32, 64, 4, 1, 0, true},
-        {"C", 2, 64, 16, 4, 1, 0.04, false, true},   // bf16
-        {"B", 4, 32, 32, 4, 2, 0, false, false, 8},  // LoRA r=8
+        {"C", 2, 64, 16, 4, 1, 0.04, false, true},      // bf16
+        {"B", 4, 32, 32, 4, 2, 0, false, false, 8},     // LoRA r=8
+        {"B", 4, 32, 32, 4, 2, 0.04, false, false, 8},  // LoRA r=8, the reference its base
     };
   }
   if (world == 2) {
@@ -296,7 +298,7 @@ planner::Strategy GrpoStrategy(const GrpoCase& c, const ProbeJob& job) {
   s.zero_stage = 2;
   s.checkpointing = c.checkpointing;
   s.lora_rank = c.lora_rank;
-  s.reference = c.beta > 0 ? planner::Reference::kResident : planner::Reference::kNone;
+  s.reference = c.beta > 0 ? PlannerReference(job.reference) : planner::Reference::kNone;
   s.rollout_prompts = c.rollout_prompts;
   s.bucket_bytes = job.bucket_bytes;
   return s;
@@ -357,6 +359,7 @@ TEST(PlannerValidationTest, GrpoPassesMatchMeasuredPeaks) {
     job.checkpointing = c.checkpointing;
     job.bf16 = c.bf16;
     job.lora_rank = c.lora_rank;
+    if (c.lora_rank > 0) job.reference = ReferenceStrategy::kLoraBase;
     auto measured = MeasureTrainingPeak(job, comm->get());
     ASSERT_TRUE(measured.ok()) << measured.status();
     auto shape = planner::ModelShapeFromConfig(job.model, c.model);

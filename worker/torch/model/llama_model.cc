@@ -451,6 +451,19 @@ torch::Tensor LlamaModelImpl::Scores(const torch::Tensor& input_ids, const torch
   return s.size(-1) == 1 ? s.squeeze(-1) : s;
 }
 
+AdaptersOff::AdaptersOff(LlamaModelImpl& model) {
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    auto* lin = item.value()->as<LoraLinearImpl>();
+    if (lin == nullptr || !lin->has_lora()) continue;
+    lin->set_adapter_enabled(false);
+    layers_.push_back(lin);
+  }
+}
+
+AdaptersOff::~AdaptersOff() {
+  for (LoraLinearImpl* lin : layers_) lin->set_adapter_enabled(true);
+}
+
 void LlamaModelImpl::MergeLora() {
   for (const auto& item : named_modules("", /*include_self=*/false))
     if (auto* lin = item.value()->as<LoraLinearImpl>()) lin->MergeInPlace();

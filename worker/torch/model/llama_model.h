@@ -222,4 +222,19 @@ TORCH_MODULE(LlamaModel);
 absl::StatusOr<LlamaModel> MakeLlamaModel(const core::HfModelConfig& config,
                                           const LlamaOptions& options = {});
 
+// For its lifetime every LoRA adapter of `model` is disabled: the model computes its frozen base, as PEFT's
+// `with model.disable_adapter():` does. TRL computes a LoRA run's reference log-probs this way, with no
+// second copy of the weights; so do the DPO and GRPO sessions (ReferenceStrategy::kLoraBase). Not
+// reentrant; the adapters are enabled again when it ends.
+class AdaptersOff {
+ public:
+  explicit AdaptersOff(LlamaModelImpl& model);
+  ~AdaptersOff();
+  AdaptersOff(const AdaptersOff&) = delete;
+  AdaptersOff& operator=(const AdaptersOff&) = delete;
+
+ private:
+  std::vector<LoraLinearImpl*> layers_;
+};
+
 }  // namespace zerofit::worker

@@ -22,7 +22,7 @@ LoraLinearImpl::LoraLinearImpl(int64_t in_features, int64_t out_features, bool b
 
 torch::Tensor LoraLinearImpl::forward(const torch::Tensor& x) {
   torch::Tensor y = torch::linear(x, weight, bias);
-  if (rank_ == 0) return y;
+  if (rank_ == 0 || !adapter_enabled_) return y;
   // PEFT's order of operations: result + lora_B(lora_A(dropout(x))) * scaling.
   torch::Tensor d = dropout_ > 0 ? torch::dropout(x, dropout_, is_training()) : x;
   return y + torch::linear(torch::linear(d, lora_A), lora_B) * scaling_;

@@ -45,6 +45,10 @@ class LoraLinearImpl : public torch::nn::Module {
   // Folds the adapter into W (W <- MergedWeight()) and zeroes B, so the output is unchanged and further
   // training continues from the merged base.
   void MergeInPlace();
+  // With the adapter disabled the layer is its base, y = x W^T + b, as PEFT's disable_adapter() makes it
+  // (the frozen base serves as the reference policy of a LoRA run: AdaptersOff in llama_model.h).
+  void set_adapter_enabled(bool enabled) { adapter_enabled_ = enabled; }
+  bool adapter_enabled() const { return adapter_enabled_; }
 
   torch::Tensor weight, bias, lora_A, lora_B;  // bias, lora_A, lora_B undefined when absent
 
@@ -52,6 +56,7 @@ class LoraLinearImpl : public torch::nn::Module {
   int64_t rank_;
   double scaling_;
   double dropout_;
+  bool adapter_enabled_ = true;
 };
 TORCH_MODULE(LoraLinear);
 

@@ -40,7 +40,7 @@ constexpr const char* kUsage =
     "[--dpu-start N] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
-    "[--label-smoothing LS] [--ref resident|offloaded|precomputed] [--init WEIGHTS] [--export DIR] "
+    "[--label-smoothing LS] [--ref resident|offloaded|precomputed|lora-base] [--init WEIGHTS] [--export DIR] "
     "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--log-every N] [--memory-gb G] [--device "
     "auto|cpu|cuda] [--device-comm "
     "auto|nccl|mpi] "
@@ -55,8 +55,10 @@ struct Cli {
   // workers would get for the same spec (one resolver), and OptionsFromPlan into the trainer's options.
   jobspec::JobSpec spec;
   bool print_plan = false;  // --print-plan: print the resolved plan (as `zerofit status --plan`) and exit
-  // The trainer's own flags (seed, LoRA, DPO, reference, ...), applied on top of OptionsFromPlan.
+  // The trainer's own flags (seed, DPO, attention, ...), applied on top of OptionsFromPlan.
   PreferenceTrainOptions trainer;
+  // --ref: the reference pinned for the resolver (jobspec::ReferenceOf); unset: its default.
+  std::optional<ReferenceStrategy> reference;
   int64_t log_every = 10;
   // Without --micro the planner sizes the job (accumulation, and checkpointing unless --checkpointing) for
   // this many GB per rank on the CPU.
@@ -100,16 +102,17 @@ absl::Status ParseDataFlags(const std::function<std::string(const char*)>& take,
 absl::StatusOr<jobspec::JobPlan> ResolveForRanks(const Cli& cli, int world) {
   jobspec::JobSpec spec = cli.spec;
   spec.world_size = world;
-  if (cli.sized_by_user) return jobspec::Resolve(spec, {});
+  jobspec::TrainerFacts facts;
+  if (cli.reference) facts.reference = PlannerReference(*cli.reference);
+  if (cli.sized_by_user) {
+    ZF_ASSIGN_OR_RETURN(const planner::Hardware spec_hw, jobspec::HardwareOf(spec));
+    return jobspec::Resolve(spec, spec_hw, {}, facts);
+  }
   ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware("cpu"));
   hw.gpu_bytes = cli.memory_gb * planner::kGB;
   hw.gpus_per_node = world;
-  const PreferenceTrainOptions& t = cli.trainer;
-  jobspec::TrainerFacts facts;
   facts.safety = 1.0;
-  facts.bucket_bytes = t.bucket_bytes;
-  facts.lora_rank = t.model.lora.rank;
-  if (spec.task == "dpo") facts.reference = PlannerReference(t.reference);
+  facts.bucket_bytes = cli.trainer.bucket_bytes;
   return jobspec::Resolve(spec, hw, {}, facts);
 }
 
@@ -121,10 +124,8 @@ absl::StatusOr<PreferenceTrainOptions> TrainerOptions(const jobspec::JobPlan& pl
   o.offload.threads = t.offload.threads;
   o.offload.delayed_update = t.offload.delayed_update;
   o.offload.delayed_update_start_step = t.offload.delayed_update_start_step;
-  o.model.lora = t.model.lora;
   o.model.attention = t.model.attention;
   o.dpo = t.dpo;
-  o.reference = t.reference;
   o.accumulation = t.accumulation;
   o.device_comm = t.device_comm;
   if (!t.init_weights.empty()) o.init_weights = t.init_weights;
@@ -224,8 +225,15 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
   if (ls >= 0.5) return absl::InvalidArgumentError("flag --label-smoothing must be in [0, 0.5)");
   o.seed = static_cast<uint64_t>(seed);
   o.offload.threads = static_cast<int>(threads);
-  o.model.lora.rank = static_cast<int64_t>(rank);
-  o.model.lora.alpha = alpha;
+  if (rank > 0) {  // the job spec's `lora` section, with PEFT's default target modules (q, k, v, o)
+    cli->spec.lora.rank = static_cast<int64_t>(rank);
+    cli->spec.lora.alpha = alpha;
+    ZF_RETURN_IF_ERROR(
+        jobspec::ValidateLoraSpec(cli->spec.lora, [](const std::string& field, const std::string& why) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("flag --", field == "lora.rank" ? "lora-rank" : "lora-alpha", ": ", why));
+        }));
+  }
   o.dpo.beta = beta;
   o.dpo.label_smoothing = ls;
   cli->log_every = static_cast<int64_t>(log_every);
@@ -238,7 +246,7 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
     ZF_ASSIGN_OR_RETURN(o.dpo.loss, ParseDpoLoss(loss));
   }
   if (std::string ref = take("--ref"); !ref.empty()) {
-    ZF_ASSIGN_OR_RETURN(o.reference, ParseReferenceStrategy(ref));
+    ZF_ASSIGN_OR_RETURN(cli->reference, ParseReferenceStrategy(ref));
   }
   if (std::string init = take("--init"); !init.empty()) o.init_weights = init;
   if (std::string attention = take("--attention"); !attention.empty()) {

@@ -119,6 +119,14 @@ absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o) {
   if (g.rollout.rollout_batch < 0) return bad("grpo.rollout_batch", "must be >= 0 (0: one pass)");
   if (g.iterations < 1) return bad("grpo.iterations", "must be >= 1");
   if (g.rewards.empty()) return bad("grpo.rewards", "at least one reward source is needed");
+  if (g.objective.beta > 0 && o.reference != ReferenceStrategy::kResident &&
+      o.reference != ReferenceStrategy::kLoraBase) {
+    return bad("reference", absl::StrCat(ReferenceStrategyName(o.reference),
+                                         ": GRPO keeps its reference resident or as the LoRA base"));
+  }
+  if (g.objective.beta > 0 && o.reference == ReferenceStrategy::kLoraBase && !o.model.lora.enabled()) {
+    return bad("reference", "lora-base is the policy with its LoRA adapters disabled; this policy has none");
+  }
   if (o.max_length <= g.rollout.max_new_tokens) {
     return bad("max_length",
                absl::StrCat(o.max_length, " leaves no room for a prompt besides max_new_tokens ",
@@ -149,7 +157,9 @@ struct GrpoSession::State {
   std::vector<int64_t> eos_ids;
   int32_t pad = 0;
   LlamaModel policy{nullptr};
-  LlamaModel reference{nullptr};  // beta > 0 only: the frozen initial policy
+  // beta > 0 only: the frozen initial policy, a copy; or with lora-base the policy itself, whose adapters
+  // ReferenceLogProbs disables.
+  LlamaModel reference{nullptr};
   std::unique_ptr<Zero2Binding> binding;
   std::unique_ptr<RolloutScorer> scorer;
   KvCache cache;  // one rollout's: reused by its passes when the next fits, released before training
@@ -214,7 +224,9 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
   try {
     ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
     ZF_ASSIGN_OR_RETURN(st->policy, InitialModel(config, o, weights, st->backend.torch_device));
-    if (o.grpo.objective.beta > 0) {
+    if (o.grpo.objective.beta > 0 && o.reference == ReferenceStrategy::kLoraBase) {
+      st->reference = st->policy;  // no second copy: the base under the adapters is the initial policy
+    } else if (o.grpo.objective.beta > 0) {
       ZF_ASSIGN_OR_RETURN(st->reference, InitialModel(config, o, weights, st->backend.torch_device));
       for (torch::Tensor& p : st->reference->parameters()) p.set_requires_grad(false);
       st->reference->eval();
@@ -321,6 +333,8 @@ std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t micro_
     if (options_.grpo.iterations > 1)
       rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from);
     if (options_.grpo.objective.beta > 0) {
+      std::optional<AdaptersOff> base;
+      if (options_.reference == ReferenceStrategy::kLoraBase) base.emplace(*st.reference);
       rows[k].ref_logp = st.reference->TokenLogProbs(rows[k].tokens, rows[k].from);
     }
   }

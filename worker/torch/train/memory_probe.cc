@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -26,6 +27,8 @@ planner::Reference PlannerReference(ReferenceStrategy s) {
       return planner::Reference::kOffloaded;
     case ReferenceStrategy::kPrecomputed:
       return planner::Reference::kPrecomputed;
+    case ReferenceStrategy::kLoraBase:
+      return planner::Reference::kLoraBase;
   }
   return planner::Reference::kNone;
 }
@@ -97,13 +100,15 @@ absl::StatusOr<ProbeLossValue> ProbeLoss(const ProbeJob& job, LlamaModel& policy
   return ProbeLossValue{std::move(out.loss_sum), static_cast<double>(out.pairs)};
 }
 
-// The frozen DPO reference (none for the other tasks), its log-probs precomputed where the strategy says so.
-absl::StatusOr<std::unique_ptr<ReferenceModel>> ProbeReference(const ProbeJob& job,
-                                                               const core::HfModelConfig& config,
+// The frozen DPO reference (none for the other tasks), its log-probs precomputed where the strategy says so;
+// lora-base is `policy` itself.
+absl::StatusOr<std::unique_ptr<ReferenceModel>> ProbeReference(const ProbeJob& job, const LlamaModel& policy,
                                                                const LlamaOptions& policy_options,
                                                                const std::vector<data::PreferencePair>& pairs,
                                                                comm::Communicator* comm) {
   if (job.task != Task::kDpo) return std::unique_ptr<ReferenceModel>();
+  if (job.reference == ReferenceStrategy::kLoraBase) return ReferenceModel::Create(policy, job.reference);
+  const core::HfModelConfig& config = policy->config();
   torch::manual_seed(job.seed);
   LlamaOptions ref_options;
   ref_options.dtype = policy_options.dtype;
@@ -195,7 +200,11 @@ absl::Status GrpoTrainingPass(const ProbeJob& job, LlamaModel& policy, LlamaMode
   {
     torch::NoGradGuard no_grad;
     old_logp = policy->TokenLogProbs(rows, from);
-    if (reference != nullptr) ref_logp = (*reference)->TokenLogProbs(rows, from);
+    if (reference != nullptr) {
+      std::optional<AdaptersOff> base;
+      if (job.reference == ReferenceStrategy::kLoraBase) base.emplace(**reference);
+      ref_logp = (*reference)->TokenLogProbs(rows, from);
+    }
   }
   const torch::Tensor mask = torch::ones_like(old_logp);
   const torch::Tensor advantages = torch::randn({job.micro_batch});
@@ -206,11 +215,13 @@ absl::Status GrpoTrainingPass(const ProbeJob& job, LlamaModel& policy, LlamaMode
   return binding.Backward(loss.loss_sum, /*last_of_step=*/true, loss.units);
 }
 
-// GRPO's frozen reference (grpo_beta > 0), resident: a copy of the initial policy without gradients.
-absl::StatusOr<std::unique_ptr<LlamaModel>> GrpoReference(const ProbeJob& job,
-                                                          const core::HfModelConfig& config,
+// GRPO's frozen reference (grpo_beta > 0), resident: a copy of the initial policy without gradients; or
+// lora-base: a handle of `policy` itself (GrpoTrainingPass disables its adapters).
+absl::StatusOr<std::unique_ptr<LlamaModel>> GrpoReference(const ProbeJob& job, const LlamaModel& policy,
                                                           const LlamaOptions& policy_options) {
   if (job.grpo_beta <= 0) return std::unique_ptr<LlamaModel>();
+  if (job.reference == ReferenceStrategy::kLoraBase) return std::make_unique<LlamaModel>(policy);
+  const core::HfModelConfig& config = policy->config();
   torch::manual_seed(job.seed);
   LlamaOptions ref_options;
   ref_options.dtype = policy_options.dtype;
@@ -240,7 +251,7 @@ absl::StatusOr<ProbeResult> MeasureGrpoPeaks(const ProbeJob& job, comm::Communic
     torch::manual_seed(job.seed);
     const LlamaOptions mo = ProbeModelOptions(job);
     ZF_ASSIGN_OR_RETURN(LlamaModel policy, MakeLlamaModel(job.model, mo));
-    ZF_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> reference, GrpoReference(job, job.model, mo));
+    ZF_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> reference, GrpoReference(job, policy, mo));
     ZF_ASSIGN_OR_RETURN(auto binding, Zero2Binding::Bind(*policy, ProbeZero2Options(job), comm));
     const uint64_t seed = job.seed + comm->rank();
     const std::vector<std::vector<int64_t>> prompts = GrpoPrompts(job, job.model.vocab_size, seed);
@@ -287,7 +298,7 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
         SyntheticPairs(job.micro_batch * job.accumulation * job.steps, job.seq_len, config.vocab_size,
                        job.seed + comm->rank());
     ZF_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference,
-                        ProbeReference(job, config, mo, pairs, comm));
+                        ProbeReference(job, policy, mo, pairs, comm));
     ZF_ASSIGN_OR_RETURN(auto binding, Zero2Binding::Bind(*policy, ProbeZero2Options(job), comm));
     uint64_t next_pair = 0;
     for (int step = 0; step < job.steps; ++step) {

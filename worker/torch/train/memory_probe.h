@@ -41,8 +41,9 @@ struct ProbeJob {
   // GRPO (task grpo; seq_len is unused): each step generates a rollout of rollout_prompts random prompts of
   // prompt_len tokens x samples_per_prompt samples in one pass (no EOS: every completion has new_tokens),
   // then trains on micro_batch of its sequences (prompt_len + new_tokens tokens): a no-grad policy forward
-  // for the old log-probs, with grpo_beta > 0 a resident frozen reference's no-grad forward, and the
-  // policy's forward and backward through GrpoPolicyLoss, the head over the completion positions only.
+  // for the old log-probs, with grpo_beta > 0 the frozen reference's no-grad forward (a resident copy, or
+  // with `reference` lora-base the policy with its adapters off), and the policy's forward and backward
+  // through GrpoPolicyLoss, the head over the completion positions only.
   int64_t prompt_len = 16;
   int64_t new_tokens = 16;
   int64_t samples_per_prompt = 4;

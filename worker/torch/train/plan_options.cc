@@ -81,6 +81,13 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.offload.enabled = plan.offload;
   o.model.activation_checkpointing = plan.activation_checkpointing;
   o.model.dtype = plan.bf16 ? torch::kBFloat16 : torch::kFloat32;
+  o.model.lora.rank = plan.lora.rank;
+  o.model.lora.alpha = plan.lora.alpha;
+  o.model.lora.dropout = plan.lora.dropout;
+  o.model.lora.target_modules = plan.lora.target_modules;
+  if (plan.reference != "none") {
+    ZF_ASSIGN_OR_RETURN(o.reference, ParseReferenceStrategy(plan.reference));
+  }
   o.max_length = plan.max_length;
   o.export_dir = plan.export_dir;
   ZF_ASSIGN_OR_RETURN(o.device, device::ParseDeviceChoice(plan.device));

@@ -108,7 +108,9 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
     ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
     auto initial = [&]() { return InitialModel(config, o, weights, dev); };
     ZF_ASSIGN_OR_RETURN(st->policy, initial());
-    if (o.task == Task::kDpo) {
+    if (o.task == Task::kDpo && o.reference == ReferenceStrategy::kLoraBase) {
+      ZF_ASSIGN_OR_RETURN(st->reference, ReferenceModel::Create(st->policy, o.reference));
+    } else if (o.task == Task::kDpo) {
       // The reference is the initial policy: same seed, same weights.
       ZF_ASSIGN_OR_RETURN(LlamaModel ref_model, initial());
       ZF_ASSIGN_OR_RETURN(st->reference, ReferenceModel::Create(std::move(ref_model), o.reference));

@@ -1,6 +1,7 @@
 #include "worker/torch/train/reference_model.h"
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -14,8 +15,9 @@ absl::StatusOr<ReferenceStrategy> ParseReferenceStrategy(const std::string& name
   if (name == "resident") return ReferenceStrategy::kResident;
   if (name == "offloaded") return ReferenceStrategy::kOffloaded;
   if (name == "precomputed") return ReferenceStrategy::kPrecomputed;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown reference strategy '", name, "'; expected resident, offloaded or precomputed"));
+  if (name == "lora-base") return ReferenceStrategy::kLoraBase;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown reference strategy '", name, "'; expected resident, offloaded, precomputed or lora-base"));
 }
 
 const char* ReferenceStrategyName(ReferenceStrategy s) {
@@ -26,13 +28,21 @@ const char* ReferenceStrategyName(ReferenceStrategy s) {
       return "offloaded";
     case ReferenceStrategy::kPrecomputed:
       return "precomputed";
+    case ReferenceStrategy::kLoraBase:
+      return "lora-base";
   }
   return "?";
 }
 
 absl::StatusOr<std::unique_ptr<ReferenceModel>> ReferenceModel::Create(LlamaModel model,
                                                                        ReferenceStrategy strategy) {
+  if (strategy == ReferenceStrategy::kLoraBase && !model->options().lora.enabled()) {
+    return absl::InvalidArgumentError(
+        "the lora-base reference is the policy with its LoRA adapters disabled; this policy has none "
+        "(set a LoRA rank, or use resident, offloaded or precomputed)");
+  }
   std::unique_ptr<ReferenceModel> ref(new ReferenceModel(std::move(model), strategy));
+  if (strategy == ReferenceStrategy::kLoraBase) return ref;  // the policy's own module: left as it is
   try {
     torch::NoGradGuard no_grad;
     ref->model_->eval();
@@ -69,6 +79,8 @@ torch::Tensor ReferenceModel::Forward(const torch::Tensor& tokens, const torch::
                                       const torch::Tensor& lengths, int64_t head_from) {
   torch::NoGradGuard no_grad;
   if (strategy_ != ReferenceStrategy::kOffloaded) {
+    std::optional<AdaptersOff> base;
+    if (strategy_ == ReferenceStrategy::kLoraBase) base.emplace(*model_);
     return worker::ResponseLogProbs(model_->TokenLogProbs(tokens, head_from), response_start, lengths,
                                     head_from);
   }

@@ -6,6 +6,9 @@
 //                forward (copy cost per micro-batch). In CPU-only builds the "device" copy is a host copy.
 //   precomputed: a pre-pass computes the reference log-probabilities of every training pair once (sharded
 //                across ranks, then summed with one all-reduce); the model is freed before training starts.
+//   lora-base:   LoRA runs only: the policy itself with its adapters disabled (AdaptersOff), whose frozen
+//                base is the initial policy (the adapters start at B = 0); no second copy of the weights,
+//                as TRL's DPOTrainer and GRPOTrainer do with a PEFT model.
 #pragma once
 
 #include <torch/torch.h>
@@ -22,13 +25,15 @@
 
 namespace zerofit::worker {
 
-enum class ReferenceStrategy { kResident, kOffloaded, kPrecomputed };
+enum class ReferenceStrategy { kResident, kOffloaded, kPrecomputed, kLoraBase };
 absl::StatusOr<ReferenceStrategy> ParseReferenceStrategy(const std::string& name);
 const char* ReferenceStrategyName(ReferenceStrategy s);
 
 class ReferenceModel {
  public:
-  // Takes ownership of `model` (a copy of the initial policy; its parameters are frozen here).
+  // Takes ownership of `model` (a copy of the initial policy; its parameters are frozen here). kLoraBase:
+  // `model` is the policy itself (the handle is shared; nothing of it is frozen or moved), which must have
+  // LoRA adapters.
   static absl::StatusOr<std::unique_ptr<ReferenceModel>> Create(LlamaModel model, ReferenceStrategy strategy);
 
   // kPrecomputed: computes chosen/rejected response log-probs of every pair (rank r takes pairs i with
