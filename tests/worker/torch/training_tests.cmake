@@ -8,8 +8,8 @@ add_executable(grpo_objective_test worker/torch/grpo_objective_test.cc)
 target_link_libraries(grpo_objective_test PRIVATE zerofit_worker_torch GTest::gtest_main)
 add_test(NAME grpo_objective_test COMMAND grpo_objective_test)
 set_tests_properties(grpo_objective_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
-# An exported reward model as a GRPO reward source (issue 32).
-add_executable(reward_model_scorer_test worker/torch/reward_model_scorer_test.cc)
+# GRPO's reward sources (issue 32): an exported reward model, and the rollout scorer that sums the sources.
+add_executable(reward_model_scorer_test worker/torch/reward_model_scorer_test.cc worker/torch/rollout_scorer_test.cc)
 target_link_libraries(reward_model_scorer_test PRIVATE zerofit_worker_torch GTest::gtest_main)
 add_test(NAME reward_model_scorer_test COMMAND reward_model_scorer_test)
 set_tests_properties(reward_model_scorer_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -35,8 +35,7 @@ absl::StatusOr<std::unique_ptr<RolloutScorer>> RolloutScorer::Create(
       absl::StatusOr<std::unique_ptr<RewardModelScorer>> loaded =
           RewardModelScorer::Load(src.model_dir, device);
       if (!loaded.ok())
-        return absl::InvalidArgumentError(
-            absl::StrCat(SourceField(i), ".model: ", loaded.status().message()));
+        return absl::InvalidArgumentError(absl::StrCat(SourceField(i), ".path: ", loaded.status().message()));
       model = std::move(*loaded);
       if (model->vocab_size() < policy_vocab) {
         return absl::InvalidArgumentError(
@@ -85,24 +84,35 @@ std::vector<int64_t> RolloutScorer::WithoutEos(const std::vector<int64_t>& token
   return out;
 }
 
-absl::StatusOr<double> RolloutScorer::AnswerScore(size_t source_index, const data::Prompt& prompt,
-                                                  const Completion& completion) const {
-  const RewardSourceOptions& source = sources_[source_index];
-  const std::vector<int64_t> tokens = WithoutEos(completion.tokens);
-  if (tokenizer_ == nullptr) {
-    const bool match =
-        std::equal(tokens.begin(), tokens.end(), prompt.answer_ids.begin(), prompt.answer_ids.end());
-    return match ? source.answer.correct : source.answer.wrong;
+absl::StatusOr<std::vector<std::string>> RolloutScorer::DecodedCompletions(
+    const std::vector<Completion>& completions) const {
+  std::vector<std::string> texts;
+  if (tokenizer_ == nullptr || !has_answer_source()) return texts;
+  texts.reserve(completions.size());
+  for (const Completion& c : completions) {
+    const std::vector<int64_t> tokens = WithoutEos(c.tokens);
+    ZF_ASSIGN_OR_RETURN(std::string text,
+                        tokenizer_->Decode(std::vector<int32_t>(tokens.begin(), tokens.end())));
+    texts.push_back(std::move(text));
   }
-  const std::vector<int32_t> ids(tokens.begin(), tokens.end());
-  ZF_ASSIGN_OR_RETURN(const std::string text, tokenizer_->Decode(ids));
-  return answers_[source_index]->Score(text, prompt.answer.value_or(""));
+  return texts;
+}
+
+double RolloutScorer::AnswerScore(size_t source_index, const data::Prompt& prompt,
+                                  const Completion& completion, const std::string* text) const {
+  const RewardSourceOptions& source = sources_[source_index];
+  if (text != nullptr) return answers_[source_index]->Score(*text, prompt.answer.value_or(""));
+  const std::vector<int64_t> tokens = WithoutEos(completion.tokens);
+  const bool match =
+      std::equal(tokens.begin(), tokens.end(), prompt.answer_ids.begin(), prompt.answer_ids.end());
+  return match ? source.answer.correct : source.answer.wrong;
 }
 
 absl::StatusOr<ScoredRollout> RolloutScorer::Score(const std::vector<const data::Prompt*>& prompts,
                                                    const std::vector<Completion>& completions) const {
   std::vector<rewards::SourceScores> scores;
   ScoredRollout out;
+  ZF_ASSIGN_OR_RETURN(const std::vector<std::string> texts, DecodedCompletions(completions));
   for (size_t s = 0; s < sources_.size(); ++s) {
     rewards::SourceScores src{sources_[s].name, sources_[s].weight, {}};
     if (sources_[s].kind == Kind::kModel) {
@@ -115,8 +125,8 @@ absl::StatusOr<ScoredRollout> RolloutScorer::Score(const std::vector<const data:
       ZF_ASSIGN_OR_RETURN(src.scores, models_[s]->Score(sequences));
     } else {
       for (size_t i = 0; i < completions.size(); ++i) {
-        ZF_ASSIGN_OR_RETURN(const double v, AnswerScore(s, *prompts[i], completions[i]));
-        src.scores.push_back(v);
+        src.scores.push_back(
+            AnswerScore(s, *prompts[i], completions[i], texts.empty() ? nullptr : &texts[i]));
       }
       if (out.correct.empty()) {
         for (double v : src.scores) out.correct.push_back(v == sources_[s].answer.correct ? 1.0 : 0.0);

@@ -49,8 +49,13 @@ class RolloutScorer {
 
  private:
   RolloutScorer() = default;
-  absl::StatusOr<double> AnswerScore(size_t source, const data::Prompt& prompt,
-                                     const Completion& completion) const;
+  // Every completion decoded once (EOS stripped), for all answer sources; empty without a tokenizer (the
+  // answers are compared token for token) or without answer sources.
+  absl::StatusOr<std::vector<std::string>> DecodedCompletions(
+      const std::vector<Completion>& completions) const;
+  // `text`: the completion decoded; null: compared with the prompt's answer_ids.
+  double AnswerScore(size_t source, const data::Prompt& prompt, const Completion& completion,
+                     const std::string* text) const;
   std::vector<int64_t> WithoutEos(const std::vector<int64_t>& tokens) const;
 
   std::vector<RewardSourceOptions> sources_;
