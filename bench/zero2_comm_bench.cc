@@ -282,7 +282,7 @@ absl::StatusOr<ModeResult> RunZero2(Context& ctx, AccumulationMode mode,
   ModeResult r;
   r.mode = mode == AccumulationMode::kReduceOncePerStep ? "zero2-reduce-once" : "zero2-rs-every-micro";
   sharding::Zero2Options o = ctx.zero2;
-  o.accumulation = mode;
+  o.accumulation_mode = mode;
   ZF_ASSIGN_OR_RETURN(auto opt, sharding::Zero2Optimizer::Create(ctx.params, o, ctx.counted));
   size_t max_numel = 0;
   for (size_t i = 0; i < ctx.params.size(); ++i) {

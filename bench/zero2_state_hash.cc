@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     o.param_dtype = c.dt;
     o.bucket_bytes = 256 * core::DTypeSize(c.dt);
     o.max_staging_buffers = 2;
-    o.accumulation = c.mode;
+    o.accumulation_mode = c.mode;
     o.adamw.weight_decay = 0.1f;
     o.max_grad_norm = 0.5f;
     o.offload.enabled = c.off;

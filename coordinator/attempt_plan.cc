@@ -28,9 +28,10 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-std::string DescribeReplan(int64_t global_batch, int world, int micro_batches) {
-  const int64_t per_micro = CeilDiv(global_batch, int64_t{std::max(1, world)} * std::max(1, micro_batches));
-  return absl::StrCat("re-planned ", world, " x ", micro_batches, " micro-batches x ", per_micro,
+std::string DescribeReplan(int64_t global_batch, int world, int gradient_accumulation) {
+  const int64_t per_micro =
+      CeilDiv(global_batch, int64_t{std::max(1, world)} * std::max(1, gradient_accumulation));
+  return absl::StrCat("re-planned ", world, " x ", gradient_accumulation, " micro-batches x ", per_micro,
                       " pairs = global batch ", global_batch);
 }
 

@@ -25,7 +25,7 @@ std::string DescribeNodes(int nodes, int of, const std::vector<std::string>& los
 
 // "re-planned 2 x 2 micro-batches x 2 pairs = global batch 8" (pairs per micro-batch rounded up where the
 // global batch does not divide).
-std::string DescribeReplan(int64_t global_batch, int world, int micro_batches);
+std::string DescribeReplan(int64_t global_batch, int world, int gradient_accumulation);
 
 // Distinct hosts in first-seen order, and the comma-separated form the job store keeps.
 std::vector<std::string> DistinctHosts(const std::vector<std::string>& hosts_by_rank);

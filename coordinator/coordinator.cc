@@ -69,7 +69,7 @@ absl::Status Coordinator::ResetScheduler(Live& live) {
   jobspec::SchedulerOptions o;
   o.global_batch = live.spec.training.global_batch;
   o.world_size = live.plan.world_size;
-  o.micro_batches = live.plan.micro_batches;
+  o.gradient_accumulation = live.plan.gradient_accumulation;
   ZF_ASSIGN_OR_RETURN(jobspec::StepScheduler sched, jobspec::StepScheduler::Create(live.lengths, o));
   live.scheduler.emplace(std::move(sched));
   return absl::OkStatus();
@@ -335,9 +335,9 @@ absl::Status Coordinator::FormAttemptLocked(const std::string& job_id, Live& liv
       job_id, "coordinator",
       absl::StrCat("attempt ", s.attempt, " running on ", world_size, " ranks",
                    nodes.empty() ? "" : absl::StrCat(" (", nodes, ")"), " from step ", s.checkpoint_step + 1,
-                   nodes.empty()
-                       ? ""
-                       : absl::StrCat(": ", DescribeReplan(global, world_size, live.plan.micro_batches))));
+                   nodes.empty() ? ""
+                                 : absl::StrCat(": ", DescribeReplan(global, world_size,
+                                                                     live.plan.gradient_accumulation))));
 }
 
 absl::StatusOr<HeartbeatAnswer> Coordinator::Heartbeat(const std::string& job_id, const HeartbeatInfo& beat) {

@@ -182,7 +182,7 @@ absl::Status ReadScalars(ObjectReader& r, JobPlan* p) {
   get("world_sizes", &p->world_sizes);
   get("steps", &p->steps);
   get("global_batch", &p->global_batch);
-  get("micro_batches", &p->micro_batches);
+  get("gradient_accumulation", &p->gradient_accumulation);
   get("activation_checkpointing", &p->activation_checkpointing);
   get("sizing", &p->sizing);
   get("weight_decay", &p->weight_decay);
@@ -286,7 +286,7 @@ std::string JobPlanToJson(const JobPlan& p) {
             {"eval", {{"every", p.eval.every}, {"data", p.eval.data}, {"max_samples", p.eval.max_samples}}},
             {"steps", p.steps},
             {"global_batch", p.global_batch},
-            {"micro_batches", p.micro_batches},
+            {"gradient_accumulation", p.gradient_accumulation},
             {"activation_checkpointing", p.activation_checkpointing},
             {"sizing", p.sizing},
             {"schedule",

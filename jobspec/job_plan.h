@@ -50,7 +50,7 @@ struct JobPlan {
   // per step (gradient accumulation); the spec's, the planner's, or doubled by an out-of-memory re-plan.
   int64_t steps = 0;
   int64_t global_batch = 0;
-  int micro_batches = 1;
+  int gradient_accumulation = 1;
   bool activation_checkpointing = false;
   // Which rule decided the sizes (resolve.h): "from the spec: ...", "sized by the planner for ...",
   // "re-planned after out-of-memory: ...", or why the planner could not size it.

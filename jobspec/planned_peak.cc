@@ -30,8 +30,9 @@ PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw) {
   w.global_batch = plan.global_batch;
   w.element_bytes = plan.bf16 ? 2 : 4;
   planner::Strategy s;
-  s.accumulation = std::max(1, plan.micro_batches);
-  s.micro_batch = std::max<int64_t>(1, ItemsPerStep(plan) / (static_cast<int64_t>(world) * s.accumulation));
+  s.gradient_accumulation = std::max(1, plan.gradient_accumulation);
+  s.micro_batch =
+      std::max<int64_t>(1, ItemsPerStep(plan) / (static_cast<int64_t>(world) * s.gradient_accumulation));
   s.zero_stage = plan.zero_stage;
   s.offload = plan.offload;
   s.checkpointing = plan.activation_checkpointing;

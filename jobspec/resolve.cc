@@ -17,7 +17,7 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Micro-batches per rank and checkpointing at the spec's world size, and which rule decided.
 struct Sizing {
-  int micro_batches = 1;
+  int gradient_accumulation = 1;
   bool checkpointing = false;
   int64_t rollout_prompts = 0;  // GRPO: prompts per generation pass the planner chose (0: not planned)
   std::string note;
@@ -69,21 +69,21 @@ absl::StatusOr<Sizing> SizeAtSpecWorld(const JobSpec& spec, const planner::Hardw
   Sizing z;
   z.checkpointing = t.checkpointing.value_or(false);
   if (t.gradient_accumulation) {
-    z.micro_batches = static_cast<int>(*t.gradient_accumulation);
-    z.note = absl::StrCat("from the spec: ", z.micro_batches, " micro-batch(es) per rank per step");
+    z.gradient_accumulation = static_cast<int>(*t.gradient_accumulation);
+    z.note = absl::StrCat("from the spec: ", z.gradient_accumulation, " micro-batch(es) per rank per step");
     return z;
   }
   const int64_t items = t.global_batch * (spec.task == "grpo" ? spec.grpo.rollout.samples_per_prompt : 1);
-  if (t.micro_batch) z.micro_batches = static_cast<int>(items / (*t.micro_batch * spec.world_size));
+  if (t.micro_batch) z.gradient_accumulation = static_cast<int>(items / (*t.micro_batch * spec.world_size));
   auto shape = planner::LoadModelShape(spec.model);
   if (!shape.ok()) {
-    z.note = absl::StrCat("not sized by the planner (", shape.status().message(), "): ", z.micro_batches,
-                          " micro-batch(es) per rank per step");
+    z.note = absl::StrCat("not sized by the planner (", shape.status().message(),
+                          "): ", z.gradient_accumulation, " micro-batch(es) per rank per step");
     return z;
   }
   ZF_ASSIGN_OR_RETURN(PlannerInput in, PlannerInputOf(spec, hw, facts));
   ZF_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(*shape, in.workload, in.hw, in.constraints));
-  z.micro_batches = static_cast<int>(plan.chosen.strategy.accumulation);
+  z.gradient_accumulation = static_cast<int>(plan.chosen.strategy.gradient_accumulation);
   z.checkpointing = plan.chosen.strategy.checkpointing;
   z.rollout_prompts = plan.chosen.strategy.rollout_prompts;
   z.note =
@@ -107,7 +107,7 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z, planner::Reference referenc
   p.eval = spec.eval;
   p.steps = t.steps;
   p.global_batch = t.global_batch;
-  p.micro_batches = z.micro_batches;
+  p.gradient_accumulation = z.gradient_accumulation;
   p.activation_checkpointing = z.checkpointing;
   p.sizing = z.note;
   p.schedule = LrScheduleOf(t);
@@ -186,10 +186,10 @@ absl::StatusOr<JobPlan> Resolve(const JobSpec& spec, const Attempt& attempt) {
 JobPlan Replan(const JobPlan& plan, const planner::Hardware& hw, OutOfMemory) {
   JobPlan p = plan;
   const int64_t per_rank = CeilDiv(ItemsPerStep(p), std::max(1, p.world_size));
-  const int before = p.micro_batches;
-  p.micro_batches = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
-  p.sizing = p.micro_batches > before
-                 ? absl::StrCat("re-planned after out-of-memory: ", before, " -> ", p.micro_batches,
+  const int before = p.gradient_accumulation;
+  p.gradient_accumulation = static_cast<int>(std::min<int64_t>(per_rank, 2 * int64_t{before}));
+  p.sizing = p.gradient_accumulation > before
+                 ? absl::StrCat("re-planned after out-of-memory: ", before, " -> ", p.gradient_accumulation,
                                 " micro-batches per rank per step (same global batch ", p.global_batch, ")")
                  : "re-plan after out-of-memory: already one item per micro-batch; retrying as is";
   p.planned_peak = PlanPeak(p, hw);
@@ -199,13 +199,14 @@ JobPlan Replan(const JobPlan& plan, const planner::Hardware& hw, OutOfMemory) {
 JobPlan Reshape(const JobPlan& plan, const planner::Hardware& hw, int world_size) {
   if (world_size == plan.world_size) return plan;
   JobPlan p = plan;
-  p.micro_batches = MicroBatchesFor(ItemsPerStep(p), p.world_size, p.micro_batches, world_size);
+  p.gradient_accumulation =
+      GradientAccumulationFor(ItemsPerStep(p), p.world_size, p.gradient_accumulation, world_size);
   p.world_size = world_size;
   p.planned_peak = PlanPeak(p, hw);
   return p;
 }
 
-int MicroBatchesFor(int64_t global_batch, int from_world, int from_micro, int to_world) {
+int GradientAccumulationFor(int64_t global_batch, int from_world, int from_micro, int to_world) {
   if (to_world == from_world || to_world < 1 || from_world < 1 || from_micro < 1)
     return std::max(1, from_micro);
   const int64_t per_micro = std::max<int64_t>(1, CeilDiv(global_batch, int64_t{from_world} * from_micro));

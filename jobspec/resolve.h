@@ -64,13 +64,13 @@ struct OutOfMemory {};
 JobPlan Replan(const JobPlan& plan, const planner::Hardware& hw, OutOfMemory);
 
 // The plan at `world_size` ranks (a Slurm job that shrank after losing a node, or grew back): the same
-// global batch and pairs per micro-batch, more or fewer micro-batches per rank (MicroBatchesFor). The same
-// world size returns `plan` unchanged.
+// global batch and pairs per micro-batch, more or fewer micro-batches per rank (GradientAccumulationFor). The
+// same world size returns `plan` unchanged.
 JobPlan Reshape(const JobPlan& plan, const planner::Hardware& hw, int world_size);
 
 // Micro-batches per rank per step at `to_world` ranks for a job of `global_batch` pairs that ran
 // `from_micro` micro-batches per rank at `from_world` ranks: the same pairs per micro-batch (rounded up),
 // at least 1, at most the pairs a rank gets. Equal worlds return `from_micro`.
-int MicroBatchesFor(int64_t global_batch, int from_world, int from_micro, int to_world);
+int GradientAccumulationFor(int64_t global_batch, int from_world, int from_micro, int to_world);
 
 }  // namespace zerofit::jobspec

@@ -34,7 +34,8 @@ absl::StatusOr<StepScheduler> StepScheduler::Create(std::vector<int64_t> lengths
   if (lengths.empty()) return absl::InvalidArgumentError("StepScheduler: no samples");
   if (o.global_batch < 1) return absl::InvalidArgumentError("StepScheduler: global_batch must be >= 1");
   if (o.world_size < 1) return absl::InvalidArgumentError("StepScheduler: world_size must be >= 1");
-  if (o.micro_batches < 1) return absl::InvalidArgumentError("StepScheduler: micro_batches must be >= 1");
+  if (o.gradient_accumulation < 1)
+    return absl::InvalidArgumentError("StepScheduler: gradient_accumulation must be >= 1");
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] <= 0) {
       return absl::InvalidArgumentError(
@@ -85,7 +86,7 @@ StepAssignment StepScheduler::Assign(int64_t global_step) const {
     a.rank_tokens[best] += lengths_[s];
     if (per_rank[best].size() < quota) open.push({a.rank_tokens[best], best});
   }
-  const size_t k = static_cast<size_t>(options_.micro_batches);
+  const size_t k = static_cast<size_t>(options_.gradient_accumulation);
   a.ranks.resize(world);
   for (size_t r = 0; r < world; ++r) {
     std::vector<uint64_t>& mine = per_rank[r];

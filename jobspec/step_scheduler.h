@@ -7,8 +7,8 @@
 // left, so every sample is used exactly once per epoch). Inside a step the samples go to ranks longest first,
 // each to the rank with the fewest tokens so far among those below their count quota (LPT: token loads differ
 // by at most one sample's length); then each rank sorts its samples by length and cuts them into
-// micro_batches consecutive groups, so a micro-batch packs similar lengths (less padding). A sample is a
-// whole preference pair, never split.
+// gradient_accumulation consecutive groups, so a micro-batch packs similar lengths (less padding). A sample
+// is a whole preference pair, never split.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@ namespace zerofit::jobspec {
 struct SchedulerOptions {
   int64_t global_batch = 64;  // samples per optimizer step, all ranks together
   int world_size = 1;
-  int micro_batches = 1;  // per rank per step (gradient accumulation)
+  int gradient_accumulation = 1;  // per rank per step (gradient accumulation)
   uint64_t seed = 1234;
 };
 

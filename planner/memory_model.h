@@ -50,10 +50,10 @@ struct Workload {
 
 // What the planner chooses.
 struct Strategy {
-  int64_t micro_batch = 1;   // per GPU per micro-step: sequences (sft, grpo training) or pairs (reward, dpo)
-  int64_t accumulation = 1;  // micro-steps per optimizer step
-  int zero_stage = 2;        // 0 (DDP), 1, 2 (the workers' engine), 3 (estimate only)
-  bool offload = false;      // optimizer state, fp32 gradient shard and the AdamW step on the host
+  int64_t micro_batch = 1;  // per GPU per micro-step: sequences (sft, grpo training) or pairs (reward, dpo)
+  int64_t gradient_accumulation = 1;  // micro-steps per optimizer step
+  int zero_stage = 2;                 // 0 (DDP), 1, 2 (the workers' engine), 3 (estimate only)
+  bool offload = false;               // optimizer state, fp32 gradient shard and the AdamW step on the host
   bool checkpointing = false;
   int64_t lora_rank = 0;  // LoRA on q/k/v/o; 0 = full fine-tune
   Reference reference = Reference::kNone;

@@ -46,8 +46,8 @@ std::string PlanTable(const Plan& p) {
   }
   absl::StrAppendFormat(&out, "\nchosen: %s\n", DescribeStrategy(s, w.task));
   absl::StrAppendFormat(
-      &out, "  %d x %d x %d GPUs = %d %s per step; %s trainable parameters\n", s.micro_batch, s.accumulation,
-      p.world_size, s.micro_batch * s.accumulation * p.world_size,
+      &out, "  %d x %d x %d GPUs = %d %s per step; %s trainable parameters\n", s.micro_batch,
+      s.gradient_accumulation, p.world_size, s.micro_batch * s.gradient_accumulation * p.world_size,
       w.task == Task::kGrpo ? "sequences" : Unit(w.task), Thousands(e.trainable_parameters));
   absl::StrAppendFormat(&out, "\nper GPU (cap %s = safety x %s), peak during %s:\n",
                         FormatBytes(p.device_cap), FormatBytes(p.hardware.gpu_bytes), e.peak_phase);
@@ -96,7 +96,7 @@ std::string PlanJson(const Plan& p) {
     j["workload"]["samples_per_prompt"] = p.workload.samples_per_prompt;
   }
   j["plan"] = {{"micro_batch", s.micro_batch},
-               {"accumulation", s.accumulation},
+               {"gradient_accumulation", s.gradient_accumulation},
                {"zero_stage", s.zero_stage},
                {"offload", s.offload},
                {"checkpointing", s.checkpointing},

@@ -60,10 +60,10 @@ double ForwardFlopsPerToken(const ModelShape& m, int64_t seq, bool policy_head) 
 std::string FormatBytes(double bytes) { return absl::StrFormat("%.2f GB", bytes / kGB); }
 
 std::string DescribeStrategy(const Strategy& s, Task task) {
-  std::string d =
-      absl::StrCat("micro-batch ", s.micro_batch, " x accumulation ", s.accumulation, ", ZeRO-", s.zero_stage,
-                   s.offload ? " + optimizer offload" : "", s.checkpointing ? ", checkpointing" : "",
-                   s.lora_rank > 0 ? absl::StrCat(", LoRA r=", s.lora_rank) : ", full fine-tune");
+  std::string d = absl::StrCat("micro-batch ", s.micro_batch, " x accumulation ", s.gradient_accumulation,
+                               ", ZeRO-", s.zero_stage, s.offload ? " + optimizer offload" : "",
+                               s.checkpointing ? ", checkpointing" : "",
+                               s.lora_rank > 0 ? absl::StrCat(", LoRA r=", s.lora_rank) : ", full fine-tune");
   if (task == Task::kDpo || task == Task::kGrpo)
     absl::StrAppend(&d, ", reference ", ReferenceName(s.reference));
   if (task == Task::kGrpo) absl::StrAppend(&d, ", rollout ", s.rollout_prompts, " prompts/GPU");
@@ -77,7 +77,7 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
   const int a = w.element_bytes;
   const int64_t seq = SeqLen(w);
   const double micro_tokens = static_cast<double>(Rows(w, s)) * seq;
-  const double tokens = micro_tokens * s.accumulation;
+  const double tokens = micro_tokens * s.gradient_accumulation;
   const double mfu = kBaseMfu * micro_tokens / (micro_tokens + kMfuHalfTokens);
   const double rate = hw.bf16_flops * mfu;
   const bool policy_head = w.task != Task::kReward;
@@ -91,7 +91,8 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
   }
   t.reference += w.extra_frozen_models * tokens * ForwardFlopsPerToken(m, seq, false) / rate;
   if (s.reference == Reference::kOffloaded) {
-    t.reference += s.accumulation * a * static_cast<double>(m.PolicyParameters()) / hw.host_link_bytes_per_s;
+    t.reference +=
+        s.gradient_accumulation * a * static_cast<double>(m.PolicyParameters()) / hw.host_link_bytes_per_s;
   }
   // Collectives.
   const double trainable = static_cast<double>(
@@ -109,8 +110,8 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
       per_micro += 2.0 * a * static_cast<double>(s.lora_rank > 0 ? m.PolicyParameters() : trainable) * ring;
     }
   }
-  const double bwd_micro = bwd / s.accumulation;
-  t.communication = s.accumulation * std::max(0.0, per_micro / bw - kOverlappable * bwd_micro) +
+  const double bwd_micro = bwd / s.gradient_accumulation;
+  t.communication = s.gradient_accumulation * std::max(0.0, per_micro / bw - kOverlappable * bwd_micro) +
                     std::max(0.0, per_step / bw - (s.zero_stage <= 1 ? kOverlappable * bwd_micro : 0.0));
   if (s.offload) {
     const double shard = trainable / world;
@@ -195,7 +196,7 @@ std::vector<Candidate> Enumerate(const ModelShape& m, const Workload& w, const H
                 if (ref == Reference::kLoraBase && r == 0) continue;  // it is the LoRA policy's base
                 Strategy s;
                 s.micro_batch = mb;
-                s.accumulation = per_gpu / mb;
+                s.gradient_accumulation = per_gpu / mb;
                 s.zero_stage = st;
                 s.offload = off;
                 s.checkpointing = ck;

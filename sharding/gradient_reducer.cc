@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(
 
 absl::Status GradientReducer::Allocate() {
   const size_t nb = plan_->buckets().size();
-  const bool once = options_.accumulation == AccumulationMode::kReduceOncePerStep;
+  const bool once = options_.accumulation_mode == AccumulationMode::kReduceOncePerStep;
   if (once) {
     ZF_ASSIGN_OR_RETURN(flat_grads_,
                         device_->Allocate(plan_->flat_numel() * elem_bytes(), MemoryKind::kDevice));
@@ -83,12 +83,12 @@ size_t GradientReducer::staging_bytes() const {
 }
 
 void* GradientReducer::grad_data(size_t i) {
-  if (options_.accumulation != AccumulationMode::kReduceOncePerStep) return nullptr;
+  if (options_.accumulation_mode != AccumulationMode::kReduceOncePerStep) return nullptr;
   return flat_grads_.at(plan_->placement(i).flat_offset * elem_bytes());
 }
 
 bool GradientReducer::reducing_this_micro_batch() const {
-  return options_.accumulation == AccumulationMode::kReduceScatterEveryMicroBatch || last_of_step_;
+  return options_.accumulation_mode == AccumulationMode::kReduceScatterEveryMicroBatch || last_of_step_;
 }
 
 absl::Status GradientReducer::BeginMicroBatch(bool last_of_step) {
@@ -124,7 +124,7 @@ absl::StatusOr<int> GradientReducer::AcquireStaging() {
 absl::Status GradientReducer::StoreGradient(size_t i, const void* grad) {
   const ParamPlacement& p = plan_->placement(i);
   const size_t numel = plan_->params()[i].numel;
-  if (options_.accumulation == AccumulationMode::kReduceScatterEveryMicroBatch) {
+  if (options_.accumulation_mode == AccumulationMode::kReduceScatterEveryMicroBatch) {
     if (grad == nullptr) {
       return absl::InvalidArgumentError("OnGradientReady: a gradient is required in reduce-scatter mode");
     }
@@ -185,7 +185,7 @@ absl::Status GradientReducer::LaunchReadyBuckets(bool from_backward) {
     const Bucket& bucket = buckets[b];
     int staging = -1;
     void* src;
-    if (options_.accumulation == AccumulationMode::kReduceOncePerStep) {
+    if (options_.accumulation_mode == AccumulationMode::kReduceOncePerStep) {
       src = flat_grads_.at(bucket.flat_offset * elem_bytes());
     } else {
       if (bucket_staging_[b] < 0) {

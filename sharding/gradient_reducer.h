@@ -40,7 +40,7 @@ struct Zero2Stats {
 
 struct ReducerOptions {
   core::DType param_dtype = core::DType::kFloat32;
-  AccumulationMode accumulation = AccumulationMode::kReduceScatterEveryMicroBatch;
+  AccumulationMode accumulation_mode = AccumulationMode::kReduceScatterEveryMicroBatch;
   int max_staging_buffers = 3;
 };
 

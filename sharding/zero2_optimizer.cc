@@ -102,7 +102,7 @@ absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
   }
   ReducerOptions ro;
   ro.param_dtype = options_.param_dtype;
-  ro.accumulation = options_.accumulation;
+  ro.accumulation_mode = options_.accumulation_mode;
   ro.max_staging_buffers = options_.max_staging_buffers;
   ZF_ASSIGN_OR_RETURN(reducer_,
                       GradientReducer::Create(&plan_, ro, comm_, device_, updater_.get(), &profile_));

@@ -68,7 +68,7 @@ struct Zero2Options {
   core::DType param_dtype = core::DType::kFloat32;  // model parameters and their gradients
   size_t bucket_bytes = 25u << 20;
   size_t alignment_bytes = 64;
-  AccumulationMode accumulation = AccumulationMode::kReduceScatterEveryMicroBatch;
+  AccumulationMode accumulation_mode = AccumulationMode::kReduceScatterEveryMicroBatch;
   optim::AdamWConfig adamw;    // the rate is Step()'s argument
   float max_grad_norm = 0.0f;  // <= 0: no clipping
   // kReduceScatterEveryMicroBatch: how many bucket staging buffers may exist before a new bucket waits for

@@ -42,7 +42,7 @@ TEST(PlanCommandTest, JsonForScripts) {
   EXPECT_EQ(j["task"], "dpo");
   EXPECT_EQ(j["hardware"]["gpus"], 16);
   const auto& p = j["plan"];
-  EXPECT_EQ(p["micro_batch"].get<int64_t>() * p["accumulation"].get<int64_t>() * 16, 64);
+  EXPECT_EQ(p["micro_batch"].get<int64_t>() * p["gradient_accumulation"].get<int64_t>() * 16, 64);
   int64_t sum = 0;
   for (const auto& item : j["memory"]["device"]) sum += item["bytes"].get<int64_t>();
   EXPECT_NEAR(static_cast<double>(sum), j["memory"]["device_bytes"].get<double>(), 16.0);

@@ -103,14 +103,14 @@ TEST(CoordinatorShrinkTest, ARequeuedAttemptRunsOnTheNodesLeftWithTheSameGlobalB
   auto plan = jobspec::JobPlanFromJson(reg.plan, "registration");
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->world_size, 2);
-  EXPECT_EQ(plan->micro_batches, 2) << "4 ranks x 1 -> 2 ranks x 2 micro-batches of 2 pairs";
+  EXPECT_EQ(plan->gradient_accumulation, 2) << "4 ranks x 1 -> 2 ranks x 2 micro-batches of 2 pairs";
   EXPECT_EQ(plan->global_batch, 8);
 
   auto j = f.co->Get(f.job);
   ASSERT_TRUE(j.ok()) << j.status();
   EXPECT_EQ(j->status.phase, JobPhase::kRunning);
   EXPECT_EQ(j->status.world_size, 2);
-  EXPECT_EQ(jobspec::JobPlanFromJson(j->plan, "job")->micro_batches, 2);
+  EXPECT_EQ(jobspec::JobPlanFromJson(j->plan, "job")->gradient_accumulation, 2);
   EXPECT_EQ(j->attempt_note, "2 of 4 ranks (1 node of 2: node2 lost)");
   EXPECT_NE(j->plan.find("\"world_size\": 2"), std::string::npos) << j->plan;
   EXPECT_NE(
@@ -185,7 +185,7 @@ TEST(CoordinatorShrinkTest, ARestartedCoordinatorKeepsTheShrunkenPlanAndTheJobGr
     EXPECT_EQ(again.attempt, 2);
     auto plan = jobspec::JobPlanFromJson(again.plan, "registration");
     ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_EQ(plan->micro_batches, 2);
+    EXPECT_EQ(plan->gradient_accumulation, 2);
     auto grant = f.co->AcquireStep(f.job, 21, 0);
     ASSERT_TRUE(grant.ok()) << grant.status();
     EXPECT_EQ(grant->assignment->ranks.size(), 2u);
@@ -199,7 +199,7 @@ TEST(CoordinatorShrinkTest, ARestartedCoordinatorKeepsTheShrunkenPlanAndTheJobGr
     plan = jobspec::JobPlanFromJson(full.plan, "registration");
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_EQ(plan->world_size, 4);
-    EXPECT_EQ(plan->micro_batches, 1);
+    EXPECT_EQ(plan->gradient_accumulation, 1);
     j = f.co->Get(f.job);
     ASSERT_TRUE(j.ok());
     EXPECT_EQ(j->attempt_note, "") << "a full-size attempt tells no shrink";

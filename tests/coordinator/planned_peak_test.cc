@@ -41,7 +41,7 @@ planner::MemoryEstimate Expected() {
   w.element_bytes = 2;
   planner::Strategy s;
   s.micro_batch = 2;
-  s.accumulation = 4;
+  s.gradient_accumulation = 4;
   s.checkpointing = true;
   return planner::EstimateMemory(*shape, w, s, *hw, 8);
 }
@@ -79,7 +79,7 @@ TEST(PlannedPeakTest, TheJobsPlanCarriesIt) {
   auto plan = jobspec::JobPlanFromJson(r->job.plan, "plan");
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->planned_peak.device_bytes, static_cast<int64_t>(Expected().device_bytes));
-  EXPECT_EQ(plan->micro_batches, 4);
+  EXPECT_EQ(plan->gradient_accumulation, 4);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ inline client::Connection ConnectionTo(const std::string& address, const std::st
 // Micro-batches per rank per step of a job's stored plan (-1 where it has none or it does not parse).
 inline int PlannedMicroBatches(const JobRecord& job) {
   auto plan = jobspec::JobPlanFromJson(job.plan, job.id);
-  return plan.ok() ? plan->micro_batches : -1;
+  return plan.ok() ? plan->gradient_accumulation : -1;
 }
 
 inline constexpr const char* kSpec = R"(name: svc

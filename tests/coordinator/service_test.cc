@@ -572,7 +572,7 @@ TEST(ServiceTest, AnOutOfMemoryReplanSurvivesACoordinatorRestart) {
     EXPECT_EQ((*plans)[a].first, a);
     auto plan = jobspec::JobPlanFromJson((*plans)[a].second, "stored");
     ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_EQ(plan->micro_batches, want_micro[a]) << "attempt " << a;
+    EXPECT_EQ(plan->gradient_accumulation, want_micro[a]) << "attempt " << a;
     if (a == 2) {
       EXPECT_EQ(plan->sizing.rfind("re-planned after out-of-memory: 2 -> 4", 0), 0u) << plan->sizing;
     }

@@ -46,7 +46,7 @@ echo "$out" | grep -qF "request id 'r-1' already submitted job-000001 with a dif
 # micro-batches, which the spec left out).
 plan=$("$Z" status job-000001 --plan --state-dir "$S") || fail "status --plan: $plan"
 echo "$plan" | grep -q '^  "version": 3,$' || fail "plan without version: $plan"
-echo "$plan" | grep -q '"micro_batches": [1-9]' || fail "plan without micro_batches: $plan"
+echo "$plan" | grep -q '"gradient_accumulation": [1-9]' || fail "plan without gradient_accumulation: $plan"
 echo "$plan" | grep -q '"total_steps": 10,' || fail "plan without a resolved schedule: $plan"
 # One resolver: `zerofit plan --spec` prints the plan the coordinator stored for the same spec.
 "$Z" plan --spec "$S/job.yaml" > "$S/plan_from_spec.json" || fail "plan --spec: $(cat "$S/plan_from_spec.json")"

@@ -126,7 +126,7 @@ TEST(GrpoSpecTest, ResolveCountsSampledSequencesAndTakesThePlannersRolloutBatch)
   ASSERT_TRUE(s.ok()) << s.status();
   absl::StatusOr<JobPlan> plan = Resolve(*s, Attempt{});
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->micro_batches, 16);
+  EXPECT_EQ(plan->gradient_accumulation, 16);
   EXPECT_EQ(ItemsPerStep(*plan), 16 * 8);
   // The rollout batch the planner chose (prompts per pass x samples), as planner::MakePlan gives it.
   absl::StatusOr<planner::ModelShape> shape = planner::LoadModelShape("Qwen2.5-0.5B");
@@ -161,7 +161,7 @@ TEST(GrpoSpecTest, ResolveCountsSampledSequencesAndTakesThePlannersRolloutBatch)
   EXPECT_EQ(kept->grpo.rollout.batch, 24);
   // An out-of-memory re-plan doubles the micro-batches up to one sequence each.
   JobPlan replanned = Replan(*kept, two, OutOfMemory{});
-  EXPECT_EQ(replanned.micro_batches, 32);
+  EXPECT_EQ(replanned.gradient_accumulation, 32);
 }
 
 }  // namespace

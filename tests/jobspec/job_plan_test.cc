@@ -44,7 +44,7 @@ TEST(JobPlanTest, ResolvesEveryDecisionFromTheSpec) {
   ASSERT_TRUE(resolved.ok()) << resolved.status();
   const JobPlan& p = *resolved;
   EXPECT_EQ(p.version, kJobPlanVersion);
-  EXPECT_EQ(p.micro_batches, 4);
+  EXPECT_EQ(p.gradient_accumulation, 4);
   EXPECT_TRUE(p.activation_checkpointing);
   EXPECT_EQ(p.schedule.decay, core::LrDecay::kCosine);
   EXPECT_FLOAT_EQ(p.schedule.peak_lr, 1e-3f);
@@ -68,7 +68,7 @@ TEST(JobPlanTest, JsonRoundTripKeepsEveryField) {
   auto back = JobPlanFromJson(json, "plan");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(JobPlanToJson(*back), json);
-  EXPECT_EQ(back->micro_batches, 4);
+  EXPECT_EQ(back->gradient_accumulation, 4);
   EXPECT_EQ(back->data.test, "/d/test.jsonl");
   EXPECT_EQ(back->schedule.decay, core::LrDecay::kCosine);
   EXPECT_TRUE(back->checkpoint.overwrite);
@@ -118,7 +118,7 @@ TEST(JobPlanTest, AShrunkenAttemptsPlanCarriesItsWorldSizeAndTheAllowedOnes) {
   auto back = JobPlanFromJson(JobPlanToJson(*Resolve(*spec, Attempt{2})), "plan");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->world_size, 2);
-  EXPECT_EQ(back->micro_batches, 2);
+  EXPECT_EQ(back->gradient_accumulation, 2);
   EXPECT_EQ(back->world_sizes, (std::vector<int>{2, 4}));
   EXPECT_EQ(back->global_batch, 8) << "the same global batch at any world size";
 }

@@ -32,10 +32,10 @@ struct Row {
   const char* what;
   std::string task;
   int world;
-  std::string training;  // extra training keys, ", key: value" each
-  int micro_batches;     // expected; 0: the planner's (checked against planner::MakePlan)
-  int checkpointing;     // expected 0/1; -1: the planner's
-  const char* sizing;    // expected start of JobPlan.sizing
+  std::string training;       // extra training keys, ", key: value" each
+  int gradient_accumulation;  // expected; 0: the planner's (checked against planner::MakePlan)
+  int checkpointing;          // expected 0/1; -1: the planner's
+  const char* sizing;         // expected start of JobPlan.sizing
 };
 
 TEST(ResolveTest, EverySpecGivesThePlanOfItsRule) {
@@ -64,13 +64,13 @@ TEST(ResolveTest, EverySpecGivesThePlanOfItsRule) {
     EXPECT_EQ(plan->global_batch, 64);
     EXPECT_EQ(plan->sizing.rfind(r.sizing, 0), 0u) << plan->sizing;
     EXPECT_GT(plan->planned_peak.device_bytes, 0) << plan->planned_peak.basis;
-    if (r.micro_batches > 0) {
-      EXPECT_EQ(plan->micro_batches, r.micro_batches);
+    if (r.gradient_accumulation > 0) {
+      EXPECT_EQ(plan->gradient_accumulation, r.gradient_accumulation);
     }
     if (r.checkpointing >= 0) {
       EXPECT_EQ(plan->activation_checkpointing, r.checkpointing == 1);
     }
-    if (r.micro_batches > 0 && r.checkpointing >= 0) continue;
+    if (r.gradient_accumulation > 0 && r.checkpointing >= 0) continue;
     // The planner's choice, asked directly with the spec's pins.
     auto shape = planner::LoadModelShape("Qwen2.5-0.5B");
     ASSERT_TRUE(shape.ok());
@@ -91,9 +91,9 @@ TEST(ResolveTest, EverySpecGivesThePlanOfItsRule) {
     if (w.task == planner::Task::kDpo) c.reference = planner::Reference::kResident;
     auto direct = planner::MakePlan(*shape, w, *hw, c);
     ASSERT_TRUE(direct.ok()) << direct.status();
-    EXPECT_EQ(plan->micro_batches, direct->chosen.strategy.accumulation);
+    EXPECT_EQ(plan->gradient_accumulation, direct->chosen.strategy.gradient_accumulation);
     EXPECT_EQ(plan->activation_checkpointing, direct->chosen.strategy.checkpointing);
-    EXPECT_EQ(64 % (int64_t{r.world} * plan->micro_batches), 0) << "whole micro-batches";
+    EXPECT_EQ(64 % (int64_t{r.world} * plan->gradient_accumulation), 0) << "whole micro-batches";
   }
 }
 
@@ -101,7 +101,7 @@ TEST(ResolveTest, TheUsersMicroBatchIsNeverReplaced) {
   // 64 pairs over 2 ranks in micro-batches of 32: one micro-batch each, whatever the planner would pick.
   auto plan = Resolve(Spec(Yaml("reward", 2, ", micro_batch: 32")));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->micro_batches, 1);
+  EXPECT_EQ(plan->gradient_accumulation, 1);
   // A micro-batch that cannot fit is refused with the planner's reason, not resized.
   auto refused = Resolve(Spec(Yaml("dpo", 1, ", micro_batch: 64, max_length: 32768", "hardware: 1x16GB\n")));
   ASSERT_FALSE(refused.ok());
@@ -113,7 +113,7 @@ TEST(ResolveTest, AModelThePlannerCannotReadKeepsTheSpecsSizesAndSaysWhy) {
       Resolve(Spec("task: reward\nmodel: /nonexistent\ndata: /d\nworld_size: 2\n"
                    "training: {global_batch: 16, micro_batch: 2}\n"));
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->micro_batches, 4);
+  EXPECT_EQ(plan->gradient_accumulation, 4);
   EXPECT_NE(plan->sizing.find("not sized by the planner"), std::string::npos) << plan->sizing;
   EXPECT_EQ(plan->planned_peak.device_bytes, 0);
 }
@@ -124,7 +124,7 @@ TEST(ResolveTest, AnAttemptAtAnotherWorldSizeKeepsThePairsPerMicroBatch) {
   auto half = Resolve(spec, Attempt{2});
   ASSERT_TRUE(full.ok() && half.ok());
   EXPECT_EQ(half->world_size, 2);
-  EXPECT_EQ(half->micro_batches, 16) << "2 pairs a micro-batch: 64 / (2 x 2)";
+  EXPECT_EQ(half->gradient_accumulation, 16) << "2 pairs a micro-batch: 64 / (2 x 2)";
   EXPECT_EQ(JobPlanToJson(Reshape(*full, *HardwareOf(spec), 2)), JobPlanToJson(*half));
   EXPECT_EQ(JobPlanToJson(Reshape(*full, *HardwareOf(spec), 4)), JobPlanToJson(*full)) << "same world: same";
   EXPECT_GT(half->planned_peak.device_bytes, 0);
@@ -139,10 +139,11 @@ TEST(ResolveTest, AReplanAfterOutOfMemoryHalvesTheMicroBatchUntilOnePair) {
   const int expected[] = {8, 16, 32, 32};  // 32 pairs a rank: at most 32 micro-batches
   for (int want : expected) {
     const JobPlan next = Replan(*plan, hw, OutOfMemory{});
-    EXPECT_EQ(next.micro_batches, want);
+    EXPECT_EQ(next.gradient_accumulation, want);
     EXPECT_EQ(next.global_batch, 64);
-    EXPECT_EQ(next.sizing.rfind(want > plan->micro_batches ? "re-planned after out-of-memory"
-                                                           : "re-plan after out-of-memory: already one item",
+    EXPECT_EQ(next.sizing.rfind(want > plan->gradient_accumulation
+                                    ? "re-planned after out-of-memory"
+                                    : "re-plan after out-of-memory: already one item",
                                 0),
               0u)
         << next.sizing;
@@ -157,13 +158,14 @@ TEST(ResolveTest, UnknownHardwareIsAnErrorNamingTheFieldAndLine) {
   EXPECT_NE(spec.status().message().find("hardware"), std::string::npos) << spec.status();
 }
 
-TEST(ResolveTest, MicroBatchesForKeepsThePairsPerMicroBatch) {
-  EXPECT_EQ(MicroBatchesFor(8, 4, 1, 2), 2);
-  EXPECT_EQ(MicroBatchesFor(8, 2, 2, 4), 1);
-  EXPECT_EQ(MicroBatchesFor(64, 16, 2, 8), 4);
-  EXPECT_EQ(MicroBatchesFor(8, 4, 3, 4), 3) << "the same world keeps an out-of-memory re-plan's count";
-  EXPECT_EQ(MicroBatchesFor(12, 4, 1, 8), 1) << "at least 1, at most a rank's pairs";
-  EXPECT_EQ(MicroBatchesFor(10, 2, 1, 1), 2) << "5 pairs per micro-batch, 10 pairs on one rank";
+TEST(ResolveTest, GradientAccumulationForKeepsThePairsPerMicroBatch) {
+  EXPECT_EQ(GradientAccumulationFor(8, 4, 1, 2), 2);
+  EXPECT_EQ(GradientAccumulationFor(8, 2, 2, 4), 1);
+  EXPECT_EQ(GradientAccumulationFor(64, 16, 2, 8), 4);
+  EXPECT_EQ(GradientAccumulationFor(8, 4, 3, 4), 3)
+      << "the same world keeps an out-of-memory re-plan's count";
+  EXPECT_EQ(GradientAccumulationFor(12, 4, 1, 8), 1) << "at least 1, at most a rank's pairs";
+  EXPECT_EQ(GradientAccumulationFor(10, 2, 1, 1), 2) << "5 pairs per micro-batch, 10 pairs on one rank";
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ TEST(StepSchedulerTest, EverySampleExactlyOncePerEpochIncludingAShortLastStep) {
   SchedulerOptions o;
   o.global_batch = 64;
   o.world_size = 3;
-  o.micro_batches = 2;
+  o.gradient_accumulation = 2;
   auto s = StepScheduler::Create(lengths, o);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->steps_per_epoch(), 16);
@@ -50,7 +50,7 @@ TEST(StepSchedulerTest, TokensAreBalancedAndMicroBatchesPackSimilarLengths) {
   SchedulerOptions o;
   o.global_batch = 256;
   o.world_size = 4;
-  o.micro_batches = 4;
+  o.gradient_accumulation = 4;
   auto s = StepScheduler::Create(lengths, o);
   ASSERT_TRUE(s.ok());
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
@@ -72,10 +72,10 @@ TEST(StepSchedulerTest, ARestartResumesWithoutRepeatsOrGapsEvenOnAnotherWorldSiz
   SchedulerOptions before;
   before.global_batch = 32;
   before.world_size = 4;
-  before.micro_batches = 1;
+  before.gradient_accumulation = 1;
   SchedulerOptions after = before;
   after.world_size = 2;  // re-planned: fewer ranks, more accumulation
-  after.micro_batches = 2;
+  after.gradient_accumulation = 2;
   auto a = StepScheduler::Create(lengths, before);
   auto b = StepScheduler::Create(lengths, after);
   ASSERT_TRUE(a.ok() && b.ok());

@@ -392,7 +392,7 @@ TEST(SearchTest, KeepsTheGlobalBatchFitsUnderTheCapAndExplainsEveryRejection) {
   auto plan = MakePlan(*m, w, *hw, Constraints{});
   ASSERT_TRUE(plan.ok()) << plan.status();
   const Strategy& s = plan->chosen.strategy;
-  EXPECT_EQ(s.micro_batch * s.accumulation * plan->world_size, 64);
+  EXPECT_EQ(s.micro_batch * s.gradient_accumulation * plan->world_size, 64);
   EXPECT_LE(plan->chosen.memory.device_bytes, 0.95 * 64e9);
   EXPECT_DOUBLE_EQ(plan->device_cap, 60.8e9);
   EXPECT_LE(s.zero_stage, 2);
@@ -435,7 +435,7 @@ TEST(SearchTest, PinsErrorsAndNothingFits) {
   EXPECT_TRUE(plan->chosen.strategy.checkpointing);
   EXPECT_EQ(plan->chosen.strategy.reference, Reference::kPrecomputed);
   EXPECT_EQ(plan->chosen.strategy.micro_batch, 2);
-  EXPECT_EQ(plan->chosen.strategy.accumulation, 4);
+  EXPECT_EQ(plan->chosen.strategy.gradient_accumulation, 4);
   // A global batch that does not split over the GPUs is refused by name.
   auto hw8 = ParseHardware("8x64GB");
   ASSERT_TRUE(hw8.ok());

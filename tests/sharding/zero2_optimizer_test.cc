@@ -80,7 +80,7 @@ constexpr float kLr = 0.1f;  // every step's rate
 Zero2Options SmallBuckets(AccumulationMode mode) {
   Zero2Options o;
   o.bucket_bytes = 8 * 4;
-  o.accumulation = mode;
+  o.accumulation_mode = mode;
   o.adamw.weight_decay = 0.1f;
   return o;
 }

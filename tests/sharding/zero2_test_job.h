@@ -44,7 +44,7 @@ inline Zero2Options Options(const Config& c) {
   o.param_dtype = c.dtype;
   o.bucket_bytes = 256 * core::DTypeSize(c.dtype);
   o.max_staging_buffers = 2;
-  o.accumulation = c.mode;
+  o.accumulation_mode = c.mode;
   o.adamw.weight_decay = 0.1f;
   o.max_grad_norm = 0.5f;
   o.offload.enabled = c.offload;

@@ -58,7 +58,7 @@ PreferenceTrainOptions Grpo(const std::string& dir) {
   o.data.test = dir + "/test_prompts_ids.jsonl";
   o.max_length = 16;
   o.global_batch = 4;
-  o.micro_batches = 3;  // sequences split in 3 per rank: micro-batches cut through groups
+  o.gradient_accumulation = 3;  // sequences split in 3 per rank: micro-batches cut through groups
   o.schedule.peak_lr = 1e-3f;
   o.grpo.rollout.samples_per_prompt = 6;
   o.grpo.rollout.max_new_tokens = 5;
@@ -74,7 +74,7 @@ std::vector<metrics::StepMetrics> RunSteps(GrpoSession& session, const Preferenc
   jobspec::SchedulerOptions so;
   so.global_batch = o.global_batch;
   so.world_size = comm.world_size();
-  so.micro_batches = o.micro_batches;
+  so.gradient_accumulation = o.gradient_accumulation;
   absl::StatusOr<jobspec::StepScheduler> scheduler =
       jobspec::StepScheduler::Create(session.TrainLengths(), so);
   EXPECT_TRUE(scheduler.ok()) << scheduler.status();

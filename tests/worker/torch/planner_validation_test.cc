@@ -43,7 +43,7 @@ struct Case {
   std::string model;  // "A", "B" or "C" (below)
   planner::Task task;
   int64_t micro_batch, seq_len;
-  int accumulation = 1;
+  int gradient_accumulation = 1;
   bool checkpointing = false;
   int64_t lora_rank = 0;
   ReferenceStrategy reference = ReferenceStrategy::kResident;
@@ -120,7 +120,7 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
     job.model = ModelFor(c.model);
     job.micro_batch = c.micro_batch;
     job.seq_len = c.seq_len;
-    job.accumulation = c.accumulation;
+    job.gradient_accumulation = c.gradient_accumulation;
     job.checkpointing = c.checkpointing;
     job.lora_rank = c.lora_rank;
     job.reference = c.reference;
@@ -134,11 +134,11 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
     planner::Workload w;
     w.task = c.task;
     w.seq_len = c.seq_len;
-    w.global_batch = c.micro_batch * c.accumulation * world;
+    w.global_batch = c.micro_batch * c.gradient_accumulation * world;
     w.element_bytes = c.bf16 ? 2 : 4;
     planner::Strategy s;
     s.micro_batch = c.micro_batch;
-    s.accumulation = c.accumulation;
+    s.gradient_accumulation = c.gradient_accumulation;
     s.zero_stage = 2;
     s.offload = c.offload;
     s.checkpointing = c.checkpointing;
@@ -164,7 +164,7 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
       std::printf(
           "%-5s %-6s %-3d %4lld %4lld %3d %-4s %4lld %-11s %-4s %-5s %12.0f %12.0f %+6.2f%% %+8.2f%%  %s\n",
           c.model.c_str(), planner::TaskName(c.task), world, static_cast<long long>(c.micro_batch),
-          static_cast<long long>(c.seq_len), c.accumulation, c.checkpointing ? "yes" : "no",
+          static_cast<long long>(c.seq_len), c.gradient_accumulation, c.checkpointing ? "yes" : "no",
           static_cast<long long>(c.lora_rank),
           c.task == planner::Task::kDpo ? ReferenceStrategyName(c.reference) : "-", c.offload ? "yes" : "no",
           c.bf16 ? "bf16" : "fp32", peak, predicted.device_bytes, 100 * error, 100 * dynamic_error,

@@ -50,7 +50,7 @@ PreferenceTrainOptions Base(const std::string& dir) {
   o.model_dir = dir;
   o.data = data::DataSourceOfDirectory(dir);
   o.global_batch = 32;
-  o.micro_batches = 2;
+  o.gradient_accumulation = 2;
   o.schedule.peak_lr = 3e-3f;
   o.offload.enabled = true;
   o.offload.threads = 1;
@@ -63,7 +63,7 @@ absl::StatusOr<TrainReport> TrainSft(const std::string& dir, int64_t steps, comm
   PreferenceTrainOptions sft = Base(dir);
   sft.task = PreferenceTrainOptions::Task::kSft;
   sft.global_batch = 64;
-  sft.micro_batches = 1;
+  sft.gradient_accumulation = 1;
   sft.steps = steps;
   sft.export_dir = dir + "/sft";
   auto report = TrainPreferences(sft, comm);
@@ -292,7 +292,7 @@ TEST(PreferenceTrainingTest, SftThenDpoAndRewardModelReachNinetyPercentHeldOutAc
     PreferenceTrainOptions o = Base(data);
     o.task = task;
     o.global_batch = 64;
-    o.micro_batches = 1;
+    o.gradient_accumulation = 1;
     o.steps = steps;
     o.schedule.peak_lr = lr;
     o.init_weights = dir + "/sft";

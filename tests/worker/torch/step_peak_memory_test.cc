@@ -69,7 +69,7 @@ class StepPeakMemoryTest : public ::testing::Test {
     o.data = data::DataSourceOfDirectory(dir_.path().string());
     o.steps = 2;
     o.global_batch = 32;
-    o.micro_batches = 1;
+    o.gradient_accumulation = 1;
     o.max_length = kLength;
     o.device = device;
     return o;

@@ -59,7 +59,7 @@ class TextTrainingTest : public ::testing::Test {
     o.model_dir = dir_.path().string();
     o.steps = 6;
     o.global_batch = 16;
-    o.micro_batches = 2;
+    o.gradient_accumulation = 2;
     o.schedule.peak_lr = 3e-3f;
     o.max_length = 32;
     o.export_dir = dir_.File(export_name);

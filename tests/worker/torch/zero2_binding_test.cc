@@ -41,7 +41,7 @@ TEST(Zero2BindingTest, ReduceOnceModeAccumulatesInPlaceIntoTheFlatGradientBuffer
   worker::TinyTransformer model(16, 8, 1);
   comm::LocalCommunicator comm;
   sharding::Zero2Options o;
-  o.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
+  o.accumulation_mode = sharding::AccumulationMode::kReduceOncePerStep;
   auto b = Zero2Binding::Bind(*model, o, &comm);
   ASSERT_TRUE(b.ok()) << b.status();
   torch::Tensor tokens = torch::randint(16, {2, 5}, torch::kLong);

@@ -116,7 +116,7 @@ std::vector<torch::Tensor> TrainZero2(comm::Communicator* comm, const Config& cf
   sharding::Zero2Options o;
   o.param_dtype = dtype == torch::kBFloat16 ? core::DType::kBFloat16 : core::DType::kFloat32;
   o.bucket_bytes = cfg.bucket_bytes;
-  o.accumulation = cfg.mode;
+  o.accumulation_mode = cfg.mode;
   o.adamw.weight_decay = kWeightDecay;
   o.max_grad_norm = kMaxNorm;
   o.offload = offload;

@@ -73,7 +73,7 @@ absl::StatusOr<ProbeJob> Parse(int argc, char** argv) {
   if (v.count("--beta") && !absl::SimpleAtod(v["--beta"], &job.grpo_beta)) {
     return absl::InvalidArgumentError(absl::StrCat("--beta expects a number, got '", v["--beta"], "'"));
   }
-  job.accumulation = static_cast<int>(acc);
+  job.gradient_accumulation = static_cast<int>(acc);
   job.bucket_bytes = static_cast<size_t>(bucket);
   job.steps = static_cast<int>(steps);
   return job;

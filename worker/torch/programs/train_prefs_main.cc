@@ -126,7 +126,7 @@ absl::StatusOr<PreferenceTrainOptions> TrainerOptions(const jobspec::JobPlan& pl
   o.offload.delayed_update_start_step = t.offload.delayed_update_start_step;
   o.model.attention = t.model.attention;
   o.dpo = t.dpo;
-  o.accumulation = t.accumulation;
+  o.accumulation_mode = t.accumulation_mode;
   o.device_comm = t.device_comm;
   if (!t.init_weights.empty()) o.init_weights = t.init_weights;
   return o;
@@ -308,7 +308,7 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   };
   cli.sized_by_user = values.count("--micro") > 0;
   ZF_RETURN_IF_ERROR(ParseSpecFlags(take, number, offload, checkpointing, &cli.spec));
-  if (reduce_once) cli.trainer.accumulation = sharding::AccumulationMode::kReduceOncePerStep;
+  if (reduce_once) cli.trainer.accumulation_mode = sharding::AccumulationMode::kReduceOncePerStep;
   ZF_RETURN_IF_ERROR(ParseTrainerFlags(take, number, &cli));
   if (!values.empty()) {
     return absl::InvalidArgumentError(

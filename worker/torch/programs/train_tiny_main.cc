@@ -86,8 +86,8 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
   TinyTransformer model(f.vocab, f.dim, f.layers);
   sharding::Zero2Options o;
   o.bucket_bytes = f.bucket_kb << 10;
-  o.accumulation = f.reduce_once ? sharding::AccumulationMode::kReduceOncePerStep
-                                 : sharding::AccumulationMode::kReduceScatterEveryMicroBatch;
+  o.accumulation_mode = f.reduce_once ? sharding::AccumulationMode::kReduceOncePerStep
+                                      : sharding::AccumulationMode::kReduceScatterEveryMicroBatch;
   o.max_grad_norm = 1.0f;
   o.offload.enabled = f.offload;
   o.offload.threads = f.threads;
@@ -101,7 +101,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
     std::printf(
         "zerofit_train_tiny: %d ranks, %zu parameters, %s%s%s, optimizer state %.2f MiB/rank, pinned "
         "%.2f MiB/rank%s\n",
-        world, opt.plan().numel(), sharding::AccumulationModeName(o.accumulation),
+        world, opt.plan().numel(), sharding::AccumulationModeName(o.accumulation_mode),
         f.offload ? absl::StrCat(", offload (", f.threads, " CPU AdamW threads, ",
                                  optim::SimdLevelName(o.offload.simd), ")")
                         .c_str()

@@ -319,14 +319,14 @@ absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const
   return ro;
 }
 
-std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t micro_batches) {
+std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t gradient_accumulation) {
   State& st = *state_;
   // The rank's sequences in contiguous slices: the plan's micro-batches count sequences, so a micro-batch may
   // hold part of a group (the advantages are already computed).
   const size_t n = ro.completions.size();
-  std::vector<GrpoRows> rows(micro_batches);
-  for (size_t k = 0; k < micro_batches; ++k) {
-    const size_t b = n * k / micro_batches, e = n * (k + 1) / micro_batches;
+  std::vector<GrpoRows> rows(gradient_accumulation);
+  for (size_t k = 0; k < gradient_accumulation; ++k) {
+    const size_t b = n * k / gradient_accumulation, e = n * (k + 1) / gradient_accumulation;
     if (b == e) continue;
     rows[k] = MakeRows(ro.prompts, ro.completions, ro.advantages, b, e, st.pad, st.backend.torch_device);
     torch::NoGradGuard no_grad;

@@ -72,7 +72,7 @@ class GrpoSession final : public TrainingSession {
   GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options);
   absl::StatusOr<Rollout> RunRollout(int64_t step, const MicroBatches& micro);
   absl::Status Optimize(int64_t step, const MicroBatches& micro, Rollout& rollout);
-  std::vector<GrpoRows> TrainingRows(const Rollout& rollout, size_t micro_batches);
+  std::vector<GrpoRows> TrainingRows(const Rollout& rollout, size_t gradient_accumulation);
   absl::Status MicroStep(const GrpoRows& rows, bool last, torch::Tensor* sums);
   absl::StatusOr<metrics::StepMetrics> StepMetricsOf(int64_t step, const Rollout& rollout);
   std::vector<double> LocalSums(const Rollout& rollout) const;

@@ -281,7 +281,7 @@ absl::StatusOr<ProbeResult> MeasureGrpoPeaks(const ProbeJob& job, comm::Communic
 
 absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Communicator* comm) {
   if (job.task == Task::kGrpo) return MeasureGrpoPeaks(job, comm);
-  if (job.micro_batch < 1 || job.seq_len < 2 || job.accumulation < 1 || job.steps < 1) {
+  if (job.micro_batch < 1 || job.seq_len < 2 || job.gradient_accumulation < 1 || job.steps < 1) {
     return absl::InvalidArgumentError(
         "ProbeJob: micro_batch >= 1, seq_len >= 2, accumulation >= 1, steps >= 1");
   }
@@ -295,8 +295,8 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
     if (mo.reward_head) config.num_labels = 1;
     ZF_ASSIGN_OR_RETURN(LlamaModel policy, MakeLlamaModel(config, mo));
     const std::vector<data::PreferencePair> pairs =
-        SyntheticPairs(job.micro_batch * job.accumulation * job.steps, job.seq_len, config.vocab_size,
-                       job.seed + comm->rank());
+        SyntheticPairs(job.micro_batch * job.gradient_accumulation * job.steps, job.seq_len,
+                       config.vocab_size, job.seed + comm->rank());
     ZF_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference,
                         ProbeReference(job, policy, mo, pairs, comm));
     ZF_ASSIGN_OR_RETURN(auto binding, Zero2Binding::Bind(*policy, ProbeZero2Options(job), comm));
@@ -307,14 +307,14 @@ absl::StatusOr<ProbeResult> MeasureTrainingPeak(const ProbeJob& job, comm::Commu
         r.torch_static_bytes = allocator.live_bytes();
         allocator.ResetPeak();
       }
-      for (int k = 0; k < job.accumulation; ++k) {
+      for (int k = 0; k < job.gradient_accumulation; ++k) {
         std::vector<uint64_t> ids(static_cast<size_t>(job.micro_batch));
         for (uint64_t& id : ids) id = next_pair++;
         ZF_ASSIGN_OR_RETURN(const PairTensors b, ProbeBatch(job, pairs, ids, config));
         const int64_t before = allocator.live_bytes();
         ZF_ASSIGN_OR_RETURN(const ProbeLossValue out, ProbeLoss(job, policy, reference.get(), b));
         if (measured && k == 0) r.forward_saved_bytes = allocator.live_bytes() - before;
-        ZF_RETURN_IF_ERROR(binding->Backward(out.loss, k + 1 == job.accumulation, out.units));
+        ZF_RETURN_IF_ERROR(binding->Backward(out.loss, k + 1 == job.gradient_accumulation, out.units));
       }
       ZF_RETURN_IF_ERROR(binding->Step(1e-3f).status());  // the rate does not change memory
     }

@@ -27,9 +27,9 @@ planner::Reference PlannerReference(ReferenceStrategy s);
 struct ProbeJob {
   planner::Task task = planner::Task::kSft;
   core::HfModelConfig model;
-  int64_t micro_batch = 1;  // sequences (sft) or pairs (reward, dpo: two rows each) per rank
-  int64_t seq_len = 32;     // every row is exactly this long (no padding)
-  int accumulation = 1;     // micro-batches per optimizer step
+  int64_t micro_batch = 1;        // sequences (sft) or pairs (reward, dpo: two rows each) per rank
+  int64_t seq_len = 32;           // every row is exactly this long (no padding)
+  int gradient_accumulation = 1;  // micro-batches per optimizer step
   bool checkpointing = false;
   int64_t lora_rank = 0;  // LoRA on q/k/v/o when > 0
   ReferenceStrategy reference = ReferenceStrategy::kResident;

@@ -74,7 +74,7 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.eval_max_samples = plan.eval.max_samples;
   o.steps = plan.steps;
   o.global_batch = plan.global_batch;
-  o.micro_batches = plan.micro_batches;
+  o.gradient_accumulation = plan.gradient_accumulation;
   o.schedule = plan.schedule;
   o.weight_decay = static_cast<float>(plan.weight_decay);
   o.max_grad_norm = static_cast<float>(plan.max_grad_norm);

@@ -231,10 +231,10 @@ bool EvalDue(const PreferenceTrainOptions& o, int64_t step) {
 
 absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, comm::Communicator* comm,
                                              const TrainHooks& hooks) {
-  if (o.global_batch < comm->world_size() * o.micro_batches) {
+  if (o.global_batch < comm->world_size() * o.gradient_accumulation) {
     return absl::InvalidArgumentError(absl::StrCat("global_batch ", o.global_batch,
                                                    " is smaller than world size ", comm->world_size(),
-                                                   " x micro_batches ", o.micro_batches));
+                                                   " x gradient_accumulation ", o.gradient_accumulation));
   }
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(o, comm));
   ZF_ASSIGN_OR_RETURN(EvalReport before, session->Evaluate());

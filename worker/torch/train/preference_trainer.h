@@ -40,8 +40,8 @@ struct PreferenceTrainOptions {
   data::DataSource data;
   std::string init_weights;  // optional: safetensors file or model directory to start from
   int64_t steps = 100;
-  int64_t global_batch = 32;  // pairs per optimizer step, over all ranks
-  int micro_batches = 1;      // per rank per step (gradient accumulation)
+  int64_t global_batch = 32;      // pairs per optimizer step, over all ranks
+  int gradient_accumulation = 1;  // per rank per step (gradient accumulation)
   int64_t max_length = 64;
   uint64_t seed = 1234;
   // The learning rate: its peak, warmup and decay (a total_steps of 0 means `steps`). Each step's rate is
@@ -49,7 +49,7 @@ struct PreferenceTrainOptions {
   core::LrScheduleOptions schedule;
   float weight_decay = 0.0f;
   float max_grad_norm = 1.0f;
-  sharding::AccumulationMode accumulation = sharding::AccumulationMode::kReduceScatterEveryMicroBatch;
+  sharding::AccumulationMode accumulation_mode = sharding::AccumulationMode::kReduceScatterEveryMicroBatch;
   size_t bucket_bytes = 1 << 20;
   sharding::OffloadOptions offload;
   LlamaOptions model;  // LoRA, activation checkpointing, dtype

@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, con
                                                          comm::Communicator* comm) {
   sharding::Zero2Options zo;
   zo.bucket_bytes = o.bucket_bytes;
-  zo.accumulation = o.accumulation;
+  zo.accumulation_mode = o.accumulation_mode;
   zo.adamw.weight_decay = o.weight_decay;
   zo.max_grad_norm = o.max_grad_norm;
   zo.offload = o.offload;
@@ -100,7 +100,7 @@ absl::StatusOr<jobspec::StepScheduler> LocalScheduler(const PreferenceTrainOptio
   jobspec::SchedulerOptions schedule;
   schedule.global_batch = o.global_batch;
   schedule.world_size = world_size;
-  schedule.micro_batches = o.micro_batches;
+  schedule.gradient_accumulation = o.gradient_accumulation;
   return jobspec::StepScheduler::Create(std::move(lengths), schedule);
 }
 

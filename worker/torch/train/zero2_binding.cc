@@ -91,7 +91,7 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Modu
       ZF_RETURN_IF_ERROR(compute.Synchronize(comm->options().timeout));
       p.set_data(torch::from_blob(dst, p.sizes(), p.options().requires_grad(false)));
     }
-    if (options.accumulation == sharding::AccumulationMode::kReduceOncePerStep) {
+    if (options.accumulation_mode == sharding::AccumulationMode::kReduceOncePerStep) {
       for (size_t i = 0; i < b->params_.size(); ++i) {
         const torch::Tensor& p = b->params_[i];
         b->grad_views_.push_back(
