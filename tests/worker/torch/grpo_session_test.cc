@@ -284,6 +284,13 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   EXPECT_GT(m.back().Get(names::kGrpoKl).value_or(0), 0);
   PreferenceTrainOptions lora_base = lora;
   lora_base.reference = ReferenceStrategy::kLoraBase;
+  {
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(lora_base, comm.get());
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_NE((*s)->DataReportText().find("reference: lora-base (the policy's frozen base"),
+              std::string::npos)
+        << (*s)->DataReportText();
+  }
   const std::vector<metrics::StepMetrics> mb = train(lora_base, dir + "/lora-base");
   ASSERT_EQ(mb.size(), 2u);
   for (const char* name : {names::kGrpoKl, names::kLoss}) {

@@ -272,7 +272,18 @@ std::string GrpoSession::DataReportText() const {
                       " samples per prompt, up to ", r.max_new_tokens, " new tokens, temperature ",
                       r.temperature, ", top_p ", r.top_p, "\n", "rollout batch: ", in_flight,
                       " sequences per generation pass (", sequences, " per rank per step); KV cache ",
-                      planned_kv_cache_bytes(prompts_per_rank), " bytes per pass at the longest prompt\n");
+                      planned_kv_cache_bytes(prompts_per_rank), " bytes per pass at the longest prompt\n",
+                      "reference: ", ReferenceText(), "\n");
+}
+
+std::string GrpoSession::ReferenceText() const {
+  if (options_.grpo.objective.beta <= 0) return "none (grpo.beta 0: no KL penalty)";
+  if (options_.reference == ReferenceStrategy::kLoraBase) {
+    return "lora-base (the policy's frozen base with its LoRA adapters disabled; no copy)";
+  }
+  int64_t bytes = 0;
+  for (const torch::Tensor& p : state_->reference->parameters()) bytes += p.numel() * p.element_size();
+  return absl::StrCat("resident (a frozen copy of the initial policy, ", bytes, " bytes)");
 }
 
 absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const MicroBatches& micro) {

@@ -73,6 +73,8 @@ class GrpoSession final : public TrainingSession {
   absl::StatusOr<Rollout> RunRollout(int64_t step, const MicroBatches& micro);
   absl::Status Optimize(int64_t step, const MicroBatches& micro, Rollout& rollout);
   std::vector<GrpoRows> TrainingRows(const Rollout& rollout, size_t gradient_accumulation);
+  // The data report's reference line: none, lora-base, or a resident copy with its bytes.
+  std::string ReferenceText() const;
   absl::Status MicroStep(const GrpoRows& rows, bool last, torch::Tensor* sums);
   absl::StatusOr<metrics::StepMetrics> StepMetricsOf(int64_t step, const Rollout& rollout);
   std::vector<double> LocalSums(const Rollout& rollout) const;
