@@ -4,6 +4,8 @@ zerofit_unit_test(jobspec_unit_test jobspec/job_spec_test.cc jobspec/job_plan_te
   jobspec/grpo_spec_test.cc jobspec/lora_spec_test.cc
   jobspec/step_scheduler_test.cc)
 target_link_libraries(jobspec_unit_test PRIVATE zerofit_jobspec zerofit_resolve zerofit_step_scheduler)
+# The example job specs must parse (lora_spec_test.cc).
+target_compile_definitions(jobspec_unit_test PRIVATE ZEROFIT_EXAMPLE_JOBS_DIR="${PROJECT_SOURCE_DIR}/examples/jobs")
 
 zerofit_unit_test(coordinator_unit_test
   coordinator/coordinator_cancel_test.cc

@@ -4,6 +4,8 @@
 # The same job with one worker killed (-9) mid-run restarts from its last checkpoint and ends bit-identical
 # to the uninterrupted run (the checkpoint files of the final step compare equal): the rollouts of a step
 # are a function of the weights, the step and the prompt, so a resumed job samples what the first would have.
+# The job trains LoRA adapters with a KL penalty, so its reference is the policy's base with the adapters
+# disabled (lora-base), which the job says at its start.
 # usage: grpo_restart_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -21,6 +23,7 @@ max_restarts: 2
 training: {steps: 24, global_batch: 4, gradient_accumulation: 2, lr: 1.0e-3, max_length: 16}
 rollout: {samples_per_prompt: 4, max_new_tokens: 5, temperature: 1.0, batch: 6}
 grpo: {iterations: 2, beta: 0.04}
+lora: {rank: 4, alpha: 8}
 rewards:
   - {type: answer, rule: exact}
 checkpoint: {dir: $2, every: 4, keep: 1}
@@ -33,6 +36,10 @@ spec killed "$D/ck_killed"
 grep -q "succeeded after 1 attempt" "$D/straight.log" || fail "uninterrupted run: $(tail -3 "$D/straight.log")"
 grep -q "rollout batch: 6 sequences per generation pass (8 per rank per step); KV cache [0-9]* bytes" \
   "$D/straight.log" || { cat "$D/straight.log"; fail "no rollout plan at the start"; }
+grep -q "attempt 1: [0-9]* training prompts, steps 0\.\." "$D/straight.log" \
+  || { cat "$D/straight.log"; fail "the opening line does not count prompts"; }
+grep -q "reference: lora-base (the policy's frozen base" "$D/straight.log" \
+  || { cat "$D/straight.log"; fail "no lora-base reference line at the start"; }
 
 "$Z" run "$D/killed.yaml" --state-dir "$D/s2" > "$D/killed.log" 2>&1 &
 RUN=$!

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -153,6 +156,27 @@ TEST(LoraSpecTest, ThePlannedPeakHoldsNoReferenceCopyWithLoraBase) {
   EXPECT_NE(base->planned_peak.basis.find("reference lora-base"), std::string::npos)
       << base->planned_peak.basis;
   EXPECT_NE(base->planned_peak.basis.find("LoRA"), std::string::npos) << base->planned_peak.basis;
+}
+
+// Every example job (examples/jobs/*.yaml, the README's and docs' jobs) parses and resolves; the LoRA GRPO
+// example's reference is the LoRA base.
+TEST(LoraSpecTest, EveryExampleJobParses) {
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(ZEROFIT_EXAMPLE_JOBS_DIR)) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(text, entry.path().string(), ZEROFIT_EXAMPLE_JOBS_DIR);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    ++seen;
+    if (entry.path().filename() != "arith_grpo_lora.yaml") continue;
+    EXPECT_EQ(spec->lora.rank, 16);
+    absl::StatusOr<planner::Reference> ref = ReferenceOf(*spec, std::nullopt);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(*ref, planner::Reference::kLoraBase);
+  }
+  EXPECT_GE(seen, 4);
 }
 
 }  // namespace

@@ -209,8 +209,9 @@ absl::Status WorkerLoop::CheckFreshCheckpointDir() {
 absl::Status WorkerLoop::ReportOpening() {
   ZF_RETURN_IF_ERROR(Report({absl::StrCat("started: ", options_.launched_as)}));
   if (options_.rank != 0) return absl::OkStatus();
-  ZF_RETURN_IF_ERROR(Report({absl::StrCat("attempt ", registered_.attempt(), ": ", num_train_pairs_,
-                                          " training pairs, steps ", first_step_, "..", plan_.steps - 1)}));
+  const char* items = plan_.task == "grpo" ? " training prompts" : " training pairs";
+  ZF_RETURN_IF_ERROR(Report({absl::StrCat("attempt ", registered_.attempt(), ": ", num_train_pairs_, items,
+                                          ", steps ", first_step_, "..", plan_.steps - 1)}));
   ZF_RETURN_IF_ERROR(Report({PlannedPeakLine(plan_.planned_peak)}));
   if (first_step_ > 0) return absl::OkStatus();  // the data report once per job, not on every resume
   if (!retired_.empty()) {
