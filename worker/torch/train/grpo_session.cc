@@ -124,8 +124,8 @@ absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o) {
     return bad("reference", absl::StrCat(ReferenceStrategyName(o.reference),
                                          ": GRPO keeps its reference resident or as the LoRA base"));
   }
-  if (g.objective.beta > 0 && o.reference == ReferenceStrategy::kLoraBase && !o.model.lora.enabled()) {
-    return bad("reference", "lora-base is the policy with its LoRA adapters disabled; this policy has none");
+  if (g.objective.beta > 0) {
+    ZF_RETURN_IF_ERROR(CheckReferenceStrategy(o.reference, o.model.lora));
   }
   if (o.max_length <= g.rollout.max_new_tokens) {
     return bad("max_length",
@@ -158,7 +158,7 @@ struct GrpoSession::State {
   int32_t pad = 0;
   LlamaModel policy{nullptr};
   // beta > 0 only: the frozen initial policy, a copy; or with lora-base the policy itself, whose adapters
-  // ReferenceLogProbs disables.
+  // TrainingRows disables for the reference log-probs.
   LlamaModel reference{nullptr};
   std::unique_ptr<Zero2Binding> binding;
   std::unique_ptr<RolloutScorer> scorer;

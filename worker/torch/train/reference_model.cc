@@ -34,13 +34,16 @@ const char* ReferenceStrategyName(ReferenceStrategy s) {
   return "?";
 }
 
+absl::Status CheckReferenceStrategy(ReferenceStrategy s, const LoraConfig& lora) {
+  if (s != ReferenceStrategy::kLoraBase || lora.enabled()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "reference: lora-base is the policy with its LoRA adapters disabled; this policy has none (set a LoRA "
+      "rank, or use another reference)");
+}
+
 absl::StatusOr<std::unique_ptr<ReferenceModel>> ReferenceModel::Create(LlamaModel model,
                                                                        ReferenceStrategy strategy) {
-  if (strategy == ReferenceStrategy::kLoraBase && !model->options().lora.enabled()) {
-    return absl::InvalidArgumentError(
-        "the lora-base reference is the policy with its LoRA adapters disabled; this policy has none "
-        "(set a LoRA rank, or use resident, offloaded or precomputed)");
-  }
+  ZF_RETURN_IF_ERROR(CheckReferenceStrategy(strategy, model->options().lora));
   std::unique_ptr<ReferenceModel> ref(new ReferenceModel(std::move(model), strategy));
   if (strategy == ReferenceStrategy::kLoraBase) return ref;  // the policy's own module: left as it is
   try {

@@ -28,6 +28,9 @@ namespace zerofit::worker {
 enum class ReferenceStrategy { kResident, kOffloaded, kPrecomputed, kLoraBase };
 absl::StatusOr<ReferenceStrategy> ParseReferenceStrategy(const std::string& name);
 const char* ReferenceStrategyName(ReferenceStrategy s);
+// Whether a policy built with `lora` can serve as reference `s`: lora-base needs adapters to disable. The DPO
+// and GRPO sessions both ask.
+absl::Status CheckReferenceStrategy(ReferenceStrategy s, const LoraConfig& lora);
 
 class ReferenceModel {
  public:
