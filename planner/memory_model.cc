@@ -107,6 +107,10 @@ const char* ReferenceName(Reference r) {
   return "?";
 }
 
+bool ReferenceRunsForward(Reference r) {
+  return r == Reference::kResident || r == Reference::kOffloaded || r == Reference::kLoraBase;
+}
+
 absl::StatusOr<Reference> ParseReference(const std::string& name) {
   for (Reference r : {Reference::kNone, Reference::kResident, Reference::kOffloaded, Reference::kPrecomputed,
                       Reference::kLoraBase}) {
@@ -350,8 +354,7 @@ DynamicPeak PeakPhase(const ModelShape& m, const Workload& w, const Strategy& s,
       s.lora_rank > 0 ? a * 2.0 * m.hidden_size * s.lora_rank : a * std::max(layer_matrix, head_matrix);
   // GRPO's per-token fp32 inputs of the loss, alive through the policy's forward and backward: the old
   // log-probs, the mask and (with a reference) the reference's log-probs, [rows, new_tokens] each.
-  const bool ref_forward = s.reference == Reference::kResident || s.reference == Reference::kOffloaded ||
-                           s.reference == Reference::kLoraBase;
+  const bool ref_forward = ReferenceRunsForward(s.reference);
   const double head_tokens = static_cast<double>(rows) * (grpo ? w.new_tokens : seq);
   const double loss_inputs = grpo ? 4.0 * head_tokens * (2 + (ref_forward ? 1 : 0)) : 0.0;
   DynamicPeak p;

@@ -32,6 +32,9 @@ absl::StatusOr<Task> ParseTask(const std::string& name);
 const char* ReferenceName(Reference r);
 // "none", "resident", "offloaded", "precomputed" or "lora-base" (ReferenceName's names).
 absl::StatusOr<Reference> ParseReference(const std::string& name);
+// Whether the reference runs a forward in every micro-batch (resident, offloaded, lora-base): the step's
+// time and its reference-forward memory phase both follow from it.
+bool ReferenceRunsForward(Reference r);
 
 // What the user fixes.
 struct Workload {

@@ -85,10 +85,7 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
   const double bwd = (s.lora_rank > 0 ? 1.0 : 2.0) * fwd;
   t.compute = fwd + bwd;
   t.recompute = s.checkpointing ? fwd : 0.0;
-  if (s.reference == Reference::kResident || s.reference == Reference::kOffloaded ||
-      s.reference == Reference::kLoraBase) {
-    t.reference += fwd;
-  }
+  if (ReferenceRunsForward(s.reference)) t.reference += fwd;
   t.reference += w.extra_frozen_models * tokens * ForwardFlopsPerToken(m, seq, false) / rate;
   if (s.reference == Reference::kOffloaded) {
     t.reference +=
