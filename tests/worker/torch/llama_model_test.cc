@@ -626,6 +626,24 @@ TEST(LlamaModelTest, RewardModelExportAndLoadingFromACausalLm) {
   EXPECT_TRUE(torch::equal(rm2->score->weight, rm->score->weight));
 }
 
+// A fresh reward head is drawn from N(0, 1/hidden_size), so that its first scores are of unit scale on
+// unit-RMS hidden states whatever the width (transformers' N(0, 0.02) left a 64-wide arithmetic reward
+// model at 50% for most of its run; llama_model.cc). Bounds: h * (sample variance) of h = 32 weights is a
+// chi-square with 32 degrees of freedom over 32, inside [0.25, 2.5] with probability above 1 - 1e-5;
+// N(0, 0.02) gives 0.0128.
+TEST(LlamaModelTest, AFreshRewardHeadScoresAtUnitScale) {
+  torch::manual_seed(3);
+  LlamaOptions o;
+  o.reward_head = true;
+  LlamaModel rm(TinyConfig("llama"), o);
+  const torch::Tensor w = rm->score->weight.to(torch::kFloat64);
+  const int64_t h = TinyConfig("llama").hidden_size;
+  ASSERT_EQ(w.numel(), h);
+  const double scaled_variance = w.pow(2).mean().item<double>() * static_cast<double>(h);
+  EXPECT_GT(scaled_variance, 0.25);
+  EXPECT_LT(scaled_variance, 2.5);
+}
+
 // Writes `tensors` (name -> tensor) as a safetensors file at `path`.
 void WriteFile(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
   std::vector<torch::Tensor> keep;

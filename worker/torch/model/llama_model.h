@@ -144,7 +144,7 @@ struct LlamaLoadReport {
   // a causal-LM checkpoint into a reward model (or into a tied model), rotary caches (*.rotary_emb.inv_freq).
   std::vector<std::string> ignored;
   // Reward head missing from the checkpoint (a reward model initialised from a causal LM): it keeps its
-  // fresh N(0, initializer_range) init, as transformers does.
+  // fresh N(0, 1/hidden_size) init (llama_model.cc says why it is not transformers' initializer_range).
   bool score_head_initialized = false;
 };
 
