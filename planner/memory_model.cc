@@ -127,6 +127,19 @@ double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int a, int6
          c.lora_per_rank * static_cast<double>(std::max<int64_t>(lora_rank, 0));
 }
 
+namespace {
+
+// The transient bytes per token of a decoder layer's backward: the MLP's gradients (gate/up/product) or the
+// RMSNorm's fp32 gradients, whichever is larger.
+double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double inter = static_cast<double>(m.intermediate_size);
+  if (lora) return std::max(a * std::max(0.0, 3 * inter - 2 * h), 14.0 * h);
+  return std::max((a == 4 ? 4.0 : 2.0) * std::max(0.0, 2 * inter - 3 * h), (a == 4 ? 8.0 : 12.0) * h);
+}
+
+}  // namespace
+
 ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_t seq_len, int a,
                                        bool checkpointing, int64_t lora_rank, bool policy_head,
                                        int64_t head_positions) {
@@ -134,7 +147,6 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   const double t = static_cast<double>(seq_len);
   const double n = static_cast<double>(rows) * t;  // tokens
   const double h = static_cast<double>(m.hidden_size);
-  const double inter = static_cast<double>(m.intermediate_size);
   const double v = static_cast<double>(m.vocab_size);
   const double layers = static_cast<double>(m.num_layers);
   // Rotary cos/sin tables (param dtype) and the bool causal mask, once per forward.
@@ -160,14 +172,7 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   // Plus the hidden states' gradient, [rows x (T-1), H] in the parameter dtype, filled chunk by chunk.
   const double head_transient = std::max(chunk * v * (a == 4 ? 4.0 : a + 4.0), add_temporary) +
                                 head_weight_grad + (policy_head ? n * predicted * a * h : 0.0);
-  // Backward of a decoder layer: the MLP's gradients (gate/up/product) or the RMSNorm's fp32 gradients.
-  double layer_moment;
-  if (!lora) {
-    layer_moment =
-        std::max((a == 4 ? 4.0 : 2.0) * std::max(0.0, 2 * inter - 3 * h), (a == 4 ? 8.0 : 12.0) * h);
-  } else {
-    layer_moment = std::max(a * std::max(0.0, 3 * inter - 2 * h), 14.0 * h);
-  }
+  const double layer_moment = LayerBackwardBytesPerToken(m, a, lora);
   const double layer_full = LayerSavedBytesPerToken(m, seq_len, a, lora_rank);
   ActivationEstimate e;
   if (checkpointing) {
