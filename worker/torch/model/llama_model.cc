@@ -476,6 +476,12 @@ void LlamaModelImpl::MergeLora() {
     if (auto* lin = item.value()->as<LoraLinearImpl>()) lin->MergeInPlace();
 }
 
+int64_t LlamaModelImpl::parameter_bytes() const {
+  int64_t bytes = 0;
+  for (const torch::Tensor& p : parameters()) bytes += p.numel() * p.element_size();
+  return bytes;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> LlamaModelImpl::HfStateDict() const {
   std::map<std::string, torch::Tensor> merged;
   for (const auto& item : named_modules("", /*include_self=*/false)) {

@@ -183,6 +183,8 @@ class LlamaModelImpl : public torch::nn::Module {
 
   // Folds every LoRA adapter into its base weight (see LoraLinearImpl::MergeInPlace). Outputs unchanged.
   void MergeLora();
+  // The bytes of every parameter (adapters included) in its own dtype: what a copy of the model holds.
+  int64_t parameter_bytes() const;
   // The model as Hugging Face stores it: HF names in named_parameters() order, LoRA merged into the base
   // weights, no adapter tensors; detached tensors in the model's dtype and device (new tensors where merged,
   // otherwise the parameters' own storage).

@@ -281,9 +281,8 @@ std::string GrpoSession::ReferenceText() const {
   if (options_.reference == ReferenceStrategy::kLoraBase) {
     return "lora-base (the policy's frozen base with its LoRA adapters disabled; no copy)";
   }
-  int64_t bytes = 0;
-  for (const torch::Tensor& p : state_->reference->parameters()) bytes += p.numel() * p.element_size();
-  return absl::StrCat("resident (a frozen copy of the initial policy, ", bytes, " bytes)");
+  return absl::StrCat("resident (a frozen copy of the initial policy, ", state_->reference->parameter_bytes(),
+                      " bytes)");
 }
 
 absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const MicroBatches& micro) {

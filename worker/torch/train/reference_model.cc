@@ -73,9 +73,7 @@ absl::StatusOr<std::unique_ptr<ReferenceModel>> ReferenceModel::Create(LlamaMode
 
 size_t ReferenceModel::device_bytes() const {
   if (strategy_ != ReferenceStrategy::kResident || precomputed_) return 0;
-  size_t bytes = 0;
-  for (const auto& p : model_->parameters()) bytes += p.numel() * p.element_size();
-  return bytes;
+  return static_cast<size_t>(model_->parameter_bytes());
 }
 
 torch::Tensor ReferenceModel::Forward(const torch::Tensor& tokens, const torch::Tensor& response_start,

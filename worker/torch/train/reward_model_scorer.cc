@@ -87,10 +87,6 @@ absl::StatusOr<std::vector<double>> RewardModelScorer::Score(
   return scores;
 }
 
-int64_t RewardModelScorer::parameter_bytes() const {
-  int64_t bytes = 0;
-  for (const torch::Tensor& p : model_->parameters()) bytes += p.numel() * p.element_size();
-  return bytes;
-}
+int64_t RewardModelScorer::parameter_bytes() const { return model_->parameter_bytes(); }
 
 }  // namespace zerofit::worker
