@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -75,114 +77,135 @@ struct Config {
   std::vector<double> seconds;
 };
 
-int Main(int argc, char** argv) {
+struct Flags {
   size_t n = size_t{1} << 26;  // 256 MiB per fp32 array: far beyond any last-level cache
-  int reps = 7, max_threads = 2;
+  int reps = 7;
+  int max_threads = 2;
+};
+
+// Flags from the command line; nothing (after printing why) on an unknown flag or a value out of range.
+std::optional<Flags> ParseFlags(int argc, char** argv) {
+  Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--n" && i + 1 < argc) {
-      n = std::strtoull(argv[++i], nullptr, 10);
+      f.n = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--reps" && i + 1 < argc) {
-      reps = std::atoi(argv[++i]);
+      f.reps = std::atoi(argv[++i]);
     } else if (a == "--max-threads" && i + 1 < argc) {
-      max_threads = std::atoi(argv[++i]);
+      f.max_threads = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr, "unknown flag '%s'; flags: --n --reps --max-threads\n", a.c_str());
-      return 2;
+      return std::nullopt;
     }
   }
-  if (n == 0 || reps < 1 || max_threads < 1) {
+  if (f.n == 0 || f.reps < 1 || f.max_threads < 1) {
     std::fprintf(stderr, "--n, --reps and --max-threads must be positive\n");
-    return 2;
+    return std::nullopt;
   }
-  auto alloc = [&](size_t bytes) {
+  return f;
+}
+
+// Everything the configurations' closures point at: the host arrays (n elements each), the thread pools and
+// the optimizers, kept alive for the whole run.
+struct Bench {
+  explicit Bench(size_t n_) : n(n_) {
+    for (device::Buffer* b : {&p, &m, &v, &g32, &out32, &m2, &v2}) *b = Allocate(n * 4);
+    g16 = Allocate(n * 2);
+    out16 = Allocate(n * 2);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal;
+    for (size_t i = 0; i < n; ++i) {
+      p.as<float>()[i] = normal(rng);
+      g32.as<float>()[i] = 1e-2f * normal(rng);
+      g16.as<uint16_t>()[i] = core::FloatToBf16(g32.as<float>()[i]);
+    }
+  }
+  static device::Buffer Allocate(size_t bytes) {
     return std::move(*device::AllocateHostMemory(bytes, device::MemoryKind::kPageable));
-  };
-  device::Buffer p = alloc(n * 4), m = alloc(n * 4), v = alloc(n * 4), g32 = alloc(n * 4), g16 = alloc(n * 2),
-                 out16 = alloc(n * 2), out32 = alloc(n * 4), m2 = alloc(n * 4), v2 = alloc(n * 4);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  for (size_t i = 0; i < n; ++i) {
-    p.as<float>()[i] = normal(rng);
-    g32.as<float>()[i] = 1e-2f * normal(rng);
-    g16.as<uint16_t>()[i] = core::FloatToBf16(g32.as<float>()[i]);
   }
+
+  size_t n;
+  device::Buffer p, m, v, g32, g16, out16, out32, m2, v2;
   optim::AdamWHyper hyper;
+  int64_t step = 0;
   std::vector<Config> configs;
   std::vector<std::unique_ptr<optim::CpuAdamW>> runners;
   std::vector<std::unique_ptr<worker::TorchAdamWBaseline>> torch_runs;
   std::vector<std::unique_ptr<core::ThreadPool>> pools;
-  int64_t step = 0;
-  if (optim::DetectSimdLevel() == optim::SimdLevel::kScalar) {
-    std::fprintf(stderr, "this CPU has no AVX2: the bandwidth probes need it\n");
-    return 2;
-  }
-  for (int t = 1; t <= max_threads; ++t) {
-    // STREAM triad a = b + s*c: 12 bytes per element (2 reads, 1 write). Reuses m, v, p as a, b, c.
-    pools.push_back(std::make_unique<core::ThreadPool>(t));
-    core::ThreadPool* pool = pools.back().get();
-    const size_t chunk = (n + t - 1) / t;
-    configs.push_back({"triad " + std::to_string(t) + "T",
-                       [&, pool, chunk] {
-                         pool->ParallelFor(static_cast<size_t>(t), [&](size_t k) {
-                           const size_t lo = k * chunk, hi = std::min(n, lo + chunk);
-                           TriadAvx2(m.as<float>(), v.as<float>(), g32.as<float>(), lo, hi);
-                         });
-                       },
+};
+
+// The two bandwidth roofs on t threads: the STREAM triad a = b + s*c (12 bytes per element; m, v and the fp32
+// gradient as a, b, c) and the AdamW access pattern (28 bytes per element).
+void AddBandwidthProbes(Bench& b, int t) {
+  b.pools.push_back(std::make_unique<core::ThreadPool>(t));
+  core::ThreadPool* pool = b.pools.back().get();
+  const size_t n = b.n, tasks = static_cast<size_t>(t), chunk = (n + t - 1) / t;
+  auto on_chunks = [pool, n, tasks, chunk](std::function<void(size_t, size_t)> fn) {
+    return [pool, n, tasks, chunk, fn] {
+      pool->ParallelFor(tasks, [&](size_t k) { fn(k * chunk, std::min(n, k * chunk + chunk)); });
+    };
+  };
+  b.configs.push_back({"triad " + std::to_string(t) + "T",
+                       on_chunks([&b](size_t lo, size_t hi) {
+                         TriadAvx2(b.m.as<float>(), b.v.as<float>(), b.g32.as<float>(), lo, hi);
+                       }),
                        12.0,
                        {}});
-    configs.push_back({"same-streams probe " + std::to_string(t) + "T",
-                       [&, pool, chunk] {
-                         pool->ParallelFor(static_cast<size_t>(t), [&](size_t k) {
-                           const size_t lo = k * chunk, hi = std::min(n, lo + chunk);
-                           SevenStreamsAvx2(out32.as<float>(), g32.as<float>(), m2.as<float>(),
-                                            v2.as<float>(), lo, hi);
-                         });
-                       },
+  b.configs.push_back({"same-streams probe " + std::to_string(t) + "T",
+                       on_chunks([&b](size_t lo, size_t hi) {
+                         SevenStreamsAvx2(b.out32.as<float>(), b.g32.as<float>(), b.m2.as<float>(),
+                                          b.v2.as<float>(), lo, hi);
+                       }),
                        28.0,
                        {}});
-    torch_runs.push_back(worker::TorchAdamWBaseline::Create(n, t, hyper));
-    worker::TorchAdamWBaseline* tr = torch_runs.back().get();
-    configs.push_back({"torch::optim::AdamW " + std::to_string(t) + "T", [tr] { tr->Step(); }, 28.0, {}});
-    for (optim::SimdLevel level :
-         {optim::SimdLevel::kScalar, optim::SimdLevel::kAvx2, optim::SimdLevel::kAvx512}) {
-      auto r = optim::CpuAdamW::Create(t, level);
-      if (!r.ok()) continue;
-      runners.push_back(std::move(*r));
-      optim::CpuAdamW* runner = runners.back().get();
-      for (bool bf16 : {false, true}) {
-        optim::AdamWSpans s;
-        s.param = p.as<float>();
-        s.m = m.as<float>();
-        s.v = v.as<float>();
-        s.n = n;
-        s.grad = bf16 ? g16.data() : g32.data();
-        s.grad_dtype = bf16 ? core::DType::kBFloat16 : core::DType::kFloat32;
-        s.param_out = bf16 ? out16.data() : nullptr;
-        s.out_dtype = core::DType::kBFloat16;
-        const std::string what = bf16 ? "bf16 grad -> bf16 param copy" : "fp32 grad";
-        configs.push_back(
-            {std::string("zerofit ") + optim::SimdLevelName(level) + " " + std::to_string(t) + "T, " + what,
-             [runner, s, hyper, &step] {
-               runner->Step({{s, hyper}}, ++step, 1.0f);
-             },
-             28.0,
-             {}});
-      }
+}
+
+// LibTorch's AdamW, then each of zerofit's kernels this CPU runs (fp32 gradients; bf16 gradients with a bf16
+// parameter copy), on t threads.
+void AddAdamWRuns(Bench& b, int t) {
+  b.torch_runs.push_back(worker::TorchAdamWBaseline::Create(b.n, t, b.hyper));
+  worker::TorchAdamWBaseline* tr = b.torch_runs.back().get();
+  b.configs.push_back({"torch::optim::AdamW " + std::to_string(t) + "T", [tr] { tr->Step(); }, 28.0, {}});
+  for (optim::SimdLevel level :
+       {optim::SimdLevel::kScalar, optim::SimdLevel::kAvx2, optim::SimdLevel::kAvx512}) {
+    auto r = optim::CpuAdamW::Create(t, level);
+    if (!r.ok()) continue;
+    b.runners.push_back(std::move(*r));
+    optim::CpuAdamW* runner = b.runners.back().get();
+    for (bool bf16 : {false, true}) {
+      optim::AdamWSpans s;
+      s.param = b.p.as<float>();
+      s.m = b.m.as<float>();
+      s.v = b.v.as<float>();
+      s.n = b.n;
+      s.grad = bf16 ? b.g16.data() : b.g32.data();
+      s.grad_dtype = bf16 ? core::DType::kBFloat16 : core::DType::kFloat32;
+      s.param_out = bf16 ? b.out16.data() : nullptr;
+      s.out_dtype = core::DType::kBFloat16;
+      const std::string what = bf16 ? "bf16 grad -> bf16 param copy" : "fp32 grad";
+      b.configs.push_back(
+          {std::string("zerofit ") + optim::SimdLevelName(level) + " " + std::to_string(t) + "T, " + what,
+           [runner, s, &b] {
+             runner->Step({{s, b.hyper}}, ++b.step, 1.0f);
+           },
+           28.0,
+           {}});
     }
   }
-  for (auto& c : configs) c.run();  // warm-up: page faults, torch state allocation
-  for (int r = 0; r < reps; ++r) {
-    for (auto& c : configs) c.seconds.push_back(Seconds(c.run));
-  }
-  std::printf("cpu_adamw_bench: n = %zu parameters, %d reps, medians; best SIMD on this CPU: %s\n", n, reps,
+}
+
+// One line per configuration: median time, rate against LibTorch's AdamW of the same threads and bandwidth
+// against both roofs (which come first for each thread count).
+void PrintReport(const Bench& b, int reps) {
+  std::printf("cpu_adamw_bench: n = %zu parameters, %d reps, medians; best SIMD on this CPU: %s\n", b.n, reps,
               optim::SimdLevelName(optim::DetectSimdLevel()));
   std::printf("%-50s %9s %10s %8s %9s %9s %9s\n", "configuration", "ms", "Mparam/s", "GB/s", "vs torch",
               "of triad", "of probe");
   double triad_gbs = 0, probe_gbs = 0, torch_rate = 0;
-  for (auto& c : configs) {
+  for (const Config& c : b.configs) {
     const double s = Median(c.seconds);
-    const double rate = n / s;
+    const double rate = b.n / s;
     const double gbs = rate * c.bytes_per_param / 1e9;
     if (c.name.rfind("triad", 0) == 0 || c.name.rfind("same-streams", 0) == 0) {
       (c.name[0] == 't' ? triad_gbs : probe_gbs) = gbs;
@@ -197,6 +220,25 @@ int Main(int argc, char** argv) {
       "bounds: 28 bytes touched per parameter (read param, m, v and a 4-byte fp32 or 2-byte bf16 gradient; "
       "write param, m, v and, for bf16, a 2-byte copy) at the STREAM-triad bandwidth (12 bytes/element) "
       "and at the same-streams probe bandwidth, both measured with the same threads\n");
+}
+
+int Main(int argc, char** argv) {
+  const std::optional<Flags> flags = ParseFlags(argc, argv);
+  if (!flags) return 2;
+  if (optim::DetectSimdLevel() == optim::SimdLevel::kScalar) {
+    std::fprintf(stderr, "this CPU has no AVX2: the bandwidth probes need it\n");
+    return 2;
+  }
+  Bench b(flags->n);
+  for (int t = 1; t <= flags->max_threads; ++t) {
+    AddBandwidthProbes(b, t);
+    AddAdamWRuns(b, t);
+  }
+  for (Config& c : b.configs) c.run();  // warm-up: page faults, torch state allocation
+  for (int r = 0; r < flags->reps; ++r) {
+    for (Config& c : b.configs) c.seconds.push_back(Seconds(c.run));
+  }
+  PrintReport(b, flags->reps);
   return 0;
 }
 
