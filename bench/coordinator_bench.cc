@@ -28,6 +28,83 @@ std::unique_ptr<grpc::ClientContext> Context() {
   return ctx;
 }
 
+// Registers every rank of the job (rank 0 brings 100,000 sample lengths); false after printing why.
+bool RegisterRanks(v1::Workers::Stub& stub, const std::string& job_id, int workers) {
+  for (int r = 0; r < workers; ++r) {
+    v1::RegisterWorkerRequest req;
+    req.set_job_id(job_id);
+    req.set_rank(r);
+    req.set_world_size(workers);
+    req.set_host("sim");
+    if (r == 0)
+      for (int i = 0; i < 100000; ++i) req.add_sample_lengths(64 + i % 1024);
+    v1::RegisterWorkerResponse resp;
+    const grpc::Status s = stub.Register(Context().get(), req, &resp);
+    if (!s.ok()) {
+      std::fprintf(stderr, "register %d: %s\n", r, s.error_message().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+// AcquireStep latencies in microseconds, sorted: `acquires` calls from `threads` clients at once, each call
+// a different rank.
+std::vector<double> AcquireLatencies(v1::Workers::Stub& stub, const std::string& job_id, int workers,
+                                     int threads, int acquires) {
+  std::vector<double> latencies_us(static_cast<size_t>(acquires));
+  std::atomic<int> next{0};
+  auto acquire = [&] {
+    int i;
+    while ((i = next.fetch_add(1)) < acquires) {
+      v1::AcquireStepRequest req;
+      req.set_job_id(job_id);
+      req.set_rank(i % workers);
+      req.set_step(i / workers);
+      v1::AcquireStepResponse resp;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!stub.AcquireStep(Context().get(), req, &resp).ok()) std::abort();
+      latencies_us[static_cast<size_t>(i)] =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(acquire);
+  for (auto& t : pool) t.join();
+  std::sort(latencies_us.begin(), latencies_us.end());
+  return latencies_us;
+}
+
+struct HeartbeatRate {
+  double per_second, elapsed_seconds;
+};
+
+// Heartbeats per second for about `seconds`: every thread cycles through its share of the ranks.
+HeartbeatRate HeartbeatsPerSecond(v1::Workers::Stub& stub, const std::string& job_id, int workers,
+                                  int threads, double seconds) {
+  std::atomic<int64_t> beats{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int r = t; !stop.load(); r = (r + threads) % workers) {
+        v1::HeartbeatRequest req;
+        req.set_job_id(job_id);
+        req.set_rank(r);
+        v1::HeartbeatResponse resp;
+        if (!stub.Heartbeat(Context().get(), req, &resp).ok()) std::abort();
+        beats.fetch_add(1);
+      }
+    });
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop.store(true);
+  for (auto& t : pool) t.join();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {static_cast<double>(beats.load()) / elapsed, elapsed};
+}
+
 int Run(int workers, int threads, double seconds, int acquires) {
   zerofit::core::RealClock clock;
   zerofit::coordinator::ServerOptions o;
@@ -50,70 +127,16 @@ int Run(int workers, int threads, double seconds, int acquires) {
                             "  gradient_accumulation: 2\n"));
   v1::SubmitJobResponse job;
   if (!jobs->Submit(Context().get(), sub, &job).ok()) return 1;
-  // Register every rank (rank 0 brings 100,000 sample lengths).
-  for (int r = 0; r < workers; ++r) {
-    v1::RegisterWorkerRequest req;
-    req.set_job_id(job.job().id());
-    req.set_rank(r);
-    req.set_world_size(workers);
-    req.set_host("sim");
-    if (r == 0)
-      for (int i = 0; i < 100000; ++i) req.add_sample_lengths(64 + i % 1024);
-    v1::RegisterWorkerResponse resp;
-    const grpc::Status s = stub->Register(Context().get(), req, &resp);
-    if (!s.ok()) {
-      std::fprintf(stderr, "register %d: %s\n", r, s.error_message().c_str());
-      return 1;
-    }
-  }
-  // AcquireStep latency, `threads` clients at once, each a different rank.
-  std::vector<double> latencies_us(static_cast<size_t>(acquires));
-  std::atomic<int> next{0};
-  auto acquire = [&] {
-    int i;
-    while ((i = next.fetch_add(1)) < acquires) {
-      v1::AcquireStepRequest req;
-      req.set_job_id(job.job().id());
-      req.set_rank(i % workers);
-      req.set_step(i / workers);
-      v1::AcquireStepResponse resp;
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!stub->AcquireStep(Context().get(), req, &resp).ok()) std::abort();
-      latencies_us[static_cast<size_t>(i)] =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(acquire);
-  for (auto& t : pool) t.join();
-  pool.clear();
-  std::sort(latencies_us.begin(), latencies_us.end());
+  if (!RegisterRanks(*stub, job.job().id(), workers)) return 1;
+  const std::vector<double> latencies_us =
+      AcquireLatencies(*stub, job.job().id(), workers, threads, acquires);
   const double p50 = latencies_us[latencies_us.size() / 2];
   const double p99 = latencies_us[latencies_us.size() * 99 / 100];
-  // Heartbeats per second: every thread cycles through its share of the ranks.
-  std::atomic<int64_t> beats{0};
-  std::atomic<bool> stop{false};
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      for (int r = t; !stop.load(); r = (r + threads) % workers) {
-        v1::HeartbeatRequest req;
-        req.set_job_id(job.job().id());
-        req.set_rank(r);
-        v1::HeartbeatResponse resp;
-        if (!stub->Heartbeat(Context().get(), req, &resp).ok()) std::abort();
-        beats.fetch_add(1);
-      }
-    });
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop.store(true);
-  for (auto& t : pool) t.join();
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const HeartbeatRate beats = HeartbeatsPerSecond(*stub, job.job().id(), workers, threads, seconds);
   std::printf(
       "coordinator_bench: %d workers, %d client threads, %d AcquireStep calls: p50 %.0f us, p99 %.0f us; "
       "heartbeats %.0f /s over %.1f s\n",
-      workers, threads, acquires, p50, p99, static_cast<double>(beats.load()) / elapsed, elapsed);
+      workers, threads, acquires, p50, p99, beats.per_second, beats.elapsed_seconds);
   return 0;
 }
 
