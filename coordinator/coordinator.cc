@@ -67,9 +67,10 @@ absl::Status Coordinator::ResetScheduler(Live& live) {
     return absl::OkStatus();
   }
   jobspec::SchedulerOptions o;
-  o.global_batch = live.spec.training.global_batch;
+  o.global_batch = live.plan.global_batch;
   o.world_size = live.plan.world_size;
   o.gradient_accumulation = live.plan.gradient_accumulation;
+  o.seed = static_cast<uint64_t>(live.plan.seed);
   ZF_ASSIGN_OR_RETURN(jobspec::StepScheduler sched, jobspec::StepScheduler::Create(live.lengths, o));
   live.scheduler.emplace(std::move(sched));
   return absl::OkStatus();

@@ -177,6 +177,7 @@ absl::Status ReadScalars(ObjectReader& r, JobPlan* p) {
   get("name", &p->name);
   get("task", &p->task);
   get("model", &p->model);
+  get("init", &p->init);
   get("device", &p->device);
   get("world_size", &p->world_size);
   get("world_sizes", &p->world_sizes);
@@ -189,8 +190,10 @@ absl::Status ReadScalars(ObjectReader& r, JobPlan* p) {
   get("max_grad_norm", &p->max_grad_norm);
   get("zero_stage", &p->zero_stage);
   get("offload", &p->offload);
+  get("delayed_update_from", &p->delayed_update_from);
   get("bf16", &p->bf16);
   get("max_length", &p->max_length);
+  get("seed", &p->seed);
   get("reference", &p->reference);
   get("export", &p->export_dir);
   return s;
@@ -279,6 +282,7 @@ std::string JobPlanToJson(const JobPlan& p) {
             {"name", p.name},
             {"task", p.task},
             {"model", p.model},
+            {"init", p.init},
             {"device", p.device},
             {"world_size", p.world_size},
             {"world_sizes", p.world_sizes},
@@ -299,8 +303,10 @@ std::string JobPlanToJson(const JobPlan& p) {
             {"max_grad_norm", p.max_grad_norm},
             {"zero_stage", p.zero_stage},
             {"offload", p.offload},
+            {"delayed_update_from", p.delayed_update_from},
             {"bf16", p.bf16},
             {"max_length", p.max_length},
+            {"seed", p.seed},
             {"reference", p.reference},
             {"lora",
              {{"rank", p.lora.rank},
@@ -319,6 +325,10 @@ std::string JobPlanToJson(const JobPlan& p) {
               {"host_bytes", p.planned_peak.host_bytes},
               {"basis", p.planned_peak.basis}}}};
   if (p.task == "grpo") j["grpo"] = GrpoJson(p.grpo);
+  if (p.task == "dpo") {
+    j["dpo"] = {
+        {"beta", p.dpo.beta}, {"loss_type", p.dpo.loss_type}, {"label_smoothing", p.dpo.label_smoothing}};
+  }
   return j.dump(2) + "\n";
 }
 
@@ -345,6 +355,15 @@ absl::StatusOr<JobPlan> JobPlanFromJson(const std::string& json, const std::stri
     absl::StatusOr<ObjectReader> g = r.Object("grpo");
     if (!g.ok()) return g.status();
     if (absl::Status s = ReadGrpo(std::move(*g), source, &p.grpo); !s.ok()) return s;
+  }
+  if (p.task == "dpo") {
+    absl::StatusOr<ObjectReader> d = r.Object("dpo");
+    if (!d.ok()) return d.status();
+    absl::Status s = d->Get("beta", &p.dpo.beta);
+    if (s.ok()) s = d->Get("loss_type", &p.dpo.loss_type);
+    if (s.ok()) s = d->Get("label_smoothing", &p.dpo.label_smoothing);
+    if (s.ok()) s = d->NoOthers();
+    if (!s.ok()) return s;
   }
   if (absl::Status s = r.NoOthers(); !s.ok()) return s;
   return p;

@@ -20,8 +20,9 @@ namespace zerofit::jobspec {
 // Bumped whenever a field changes meaning or is removed; a reader refuses any other version by name rather
 // than guess (a worker older than its coordinator says so instead of training something else).
 // Version 1 grew `world_sizes` (issue 20); version 2 `sizing` (issue 31); version 3 `reference` and `lora`
-// (issue 32). A worker of an older build refuses the version by name.
-inline constexpr int kJobPlanVersion = 3;
+// (issue 32); version 4 `init`, `seed`, `delayed_update_from` and `dpo` (issue 31: the trainer's settings
+// that only zerofit_train_prefs's flags could give). A worker of an older build refuses the version by name.
+inline constexpr int kJobPlanVersion = 4;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the
 // plan's micro-batch, accumulation, ZeRO stage, offload and checkpointing), so that a rank can print what it
@@ -38,6 +39,7 @@ struct JobPlan {
   std::string name;
   std::string task;             // reward | dpo | sft | grpo
   std::string model;            // directory: config.json (+ model.safetensors: the initial weights)
+  std::string init;             // the spec's `init`: weights to start from instead of the model's own
   std::string device = "auto";  // auto | cpu | cuda
   // The ranks of the attempt this plan is for (a shrunken attempt: fewer than the spec's).
   int world_size = 1;
@@ -60,9 +62,12 @@ struct JobPlan {
   double max_grad_norm = 1.0;
   int zero_stage = 2;
   bool offload = false;
+  int64_t delayed_update_from = -1;  // training.delayed_update_from; -1: no delayed parameter update
   bool bf16 = false;
   int64_t max_length = 0;
-  LoraSpec lora;  // the spec's; rank 0: a full fine-tune
+  int64_t seed = 1234;  // training.seed: initial weights of new layers and the order of the samples
+  LoraSpec lora;        // the spec's; rank 0: a full fine-tune
+  DpoSpec dpo;          // task dpo only (the JSON has a "dpo" section then, and only then)
   // The frozen reference of DPO and GRPO (planner::ReferenceName's names): "resident", or "lora-base" with
   // LoRA (the policy's base, adapters disabled); "none" for the other tasks and GRPO with beta 0.
   std::string reference = "none";

@@ -295,17 +295,18 @@ absl::Status ParseTraining(const YamlReader& r, const YAML::Node& root, Training
     // The DeepSpeed config is the training section; it has no field for these two.
     for (const auto& kv : t) {
       ZF_ASSIGN_OR_RETURN(const std::string key, r.KeyName(kv.first, "training."));
-      if (key != "steps" && key != "max_length") {
+      if (key != "steps" && key != "max_length" && key != "seed" && key != "delayed_update_from") {
         return r.Error(kv.first, "training." + key,
-                       "set in the DeepSpeed config (next to 'deepspeed:', 'training:' may only give steps "
-                       "and max_length)");
+                       "set in the DeepSpeed config (next to 'deepspeed:', 'training:' may only give steps, "
+                       "max_length, seed and delayed_update_from)");
       }
     }
   } else {
-    ZF_RETURN_IF_ERROR(r.OnlyKeys(t, "training.",
-                                  {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr",
-                                   "lr_schedule", "warmup_steps", "min_lr", "weight_decay", "max_grad_norm",
-                                   "zero_stage", "offload", "checkpointing", "bf16", "max_length"}));
+    ZF_RETURN_IF_ERROR(
+        r.OnlyKeys(t, "training.",
+                   {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr", "lr_schedule",
+                    "warmup_steps", "min_lr", "weight_decay", "max_grad_norm", "zero_stage", "offload",
+                    "delayed_update_from", "checkpointing", "bf16", "max_length", "seed"}));
   }
   TrainingSpec& x = *out;
   ZF_RETURN_IF_ERROR(r.Get(t, "steps", "training.steps", &x.steps, "an integer"));
@@ -332,6 +333,9 @@ absl::Status ParseTraining(const YamlReader& r, const YAML::Node& root, Training
       r.GetOptional(t, "checkpointing", "training.checkpointing", &x.checkpointing, "true or false"));
   ZF_RETURN_IF_ERROR(r.Get(t, "bf16", "training.bf16", &x.bf16, "true or false"));
   ZF_RETURN_IF_ERROR(r.Get(t, "max_length", "training.max_length", &x.max_length, "an integer"));
+  ZF_RETURN_IF_ERROR(r.GetOptional(t, "delayed_update_from", "training.delayed_update_from",
+                                   &x.delayed_update_from, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(t, "seed", "training.seed", &x.seed, "an integer"));
   if (x.lr_schedule != core::LrDecay::kConstant && x.decay_steps == 0 && x.steps <= x.warmup_steps) {
     return r.Error(t["warmup_steps"].IsDefined() ? t["warmup_steps"] : t["lr_schedule"],
                    "training.warmup_steps",
@@ -341,7 +345,22 @@ absl::Status ParseTraining(const YamlReader& r, const YAML::Node& root, Training
   return absl::OkStatus();
 }
 
-// checkpoint: where and how often the ranks save, and how many saves stay.
+// dpo: the DPO loss, task dpo only.
+absl::Status ParseDpo(const YamlReader& r, const YAML::Node& root, const std::string& task, DpoSpec* d) {
+  const YAML::Node n = root["dpo"];
+  if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+  if (task != "dpo") return r.Error(n, "dpo", absl::StrCat("applies to task dpo only, not ", task));
+  if (!n.IsMap()) return r.Error(n, "dpo", "expected a mapping {beta, loss_type, label_smoothing}");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "dpo.", {"beta", "loss_type", "label_smoothing"}));
+  ZF_RETURN_IF_ERROR(r.Get(n, "beta", "dpo.beta", &d->beta, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "loss_type", "dpo.loss_type", &d->loss_type, "sigmoid or ipo"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "label_smoothing", "dpo.label_smoothing", &d->label_smoothing, "a number"));
+  return ValidateDpoSpec(*d, [&](const std::string& field, const std::string& why) {
+    const YAML::Node at = n[field.substr(field.find('.') + 1)];
+    return r.Error(at.IsDefined() ? at : n, field, why);
+  });
+}
+
 absl::Status ParseLora(const YamlReader& r, const YAML::Node& root, LoraSpec* l) {
   const YAML::Node n = root["lora"];
   if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
@@ -406,14 +425,16 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   const YamlReader r(source);
   if (!root.IsMap())
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
-  ZF_RETURN_IF_ERROR(r.OnlyKeys(
-      root, "", {"name",   "task",     "model",     "data",       "world_size", "hardware", "max_restarts",
-                 "device", "training", "deepspeed", "checkpoint", "metrics",    "slurm",    "eval",
-                 "export", "watchdog", "log_every", "rollout",    "grpo",       "rewards",  "lora"}));
+  ZF_RETURN_IF_ERROR(
+      r.OnlyKeys(root, "", {"name",         "task",    "model",    "data",      "world_size", "hardware",
+                            "max_restarts", "device",  "training", "deepspeed", "checkpoint", "metrics",
+                            "slurm",        "eval",    "export",   "watchdog",  "log_every",  "rollout",
+                            "grpo",         "rewards", "lora",     "dpo",       "init"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "model", "model", &s.model, "a string"));
+  ZF_RETURN_IF_ERROR(r.Get(root, "init", "init", &s.init, "a safetensors file or model directory"));
   ZF_RETURN_IF_ERROR(ParseData(r, root, &s.data));
   ZF_RETURN_IF_ERROR(ParseEval(r, root, &s.eval));
   ZF_RETURN_IF_ERROR(ParseWatchdog(r, root, &s.watchdog));
@@ -470,6 +491,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   }
   ZF_RETURN_IF_ERROR(ParseGrpoSections(r, root, s.task, s.training.max_length, &s.grpo));
   ZF_RETURN_IF_ERROR(ParseLogEvery(r, root, &s));
+  ZF_RETURN_IF_ERROR(ParseDpo(r, root, s.task, &s.dpo));
   ZF_RETURN_IF_ERROR(ParseLora(r, root, &s.lora));
   ZF_RETURN_IF_ERROR(ParseCheckpoint(r, root, &s.checkpoint));
   ZF_RETURN_IF_ERROR(ParseMetrics(r, root, &s.metrics));

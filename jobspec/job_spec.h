@@ -5,6 +5,7 @@
 //   name: mistral-rm
 //   task: reward                 # reward | dpo | sft
 //   model: /models/mistral-7b    # a directory with config.json (or a planner preset for planning only)
+//   init: /models/mistral-sft    # optional: the weights to start from (default: model's model.safetensors)
 //   data: /data/prefs            # train_ids.jsonl / test_ids.jsonl; or text/chat JSONL files:
 //   #  data: {train: prefs/train.jsonl, test: prefs/test.jsonl, tokenizer: /models/qwen, add_bos: auto}
 //   eval: {every: 50, max_samples: 512}   # held-out evaluation during training
@@ -23,9 +24,12 @@
 //     weight_decay: 0.0
 //     zero_stage: 2
 //     offload: false
+//     delayed_update_from: 10    # with offload: ZeRO-Offload's delayed parameter update from step 10 on
 //     checkpointing: false
 //     bf16: true
 //     max_length: 1024
+//     seed: 1234                 # initial weights of new layers, and the order of the samples
+//   dpo: {beta: 0.1, loss_type: sigmoid, label_smoothing: 0.0}   # task dpo (dpo_spec.h)
 //   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
 //   watchdog: {step_time_factor: 10, floor_s: 300}   # hang detection; `watchdog: off` turns it off
 //   lora: {rank: 16, alpha: 32, dropout: 0.05, target_modules: [q_proj, v_proj]}   # optional (lora_spec.h)
@@ -53,6 +57,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/lr_schedule.h"
+#include "jobspec/dpo_spec.h"
 #include "jobspec/grpo_spec.h"
 #include "jobspec/lora_spec.h"
 
@@ -74,9 +79,16 @@ struct TrainingSpec {
   double max_grad_norm = 1.0;
   int zero_stage = 2;
   bool offload = false;
+  // With offload: ZeRO-Offload's delayed parameter update (DPU) from this optimizer step on: the host's
+  // AdamW of step t runs during step t+1's forward and backward, which see the parameters from before
+  // update t (docs/offload.md); unset: off.
+  std::optional<int64_t> delayed_update_from;
   std::optional<bool> checkpointing;
   bool bf16 = false;
   int64_t max_length = 512;
+  // The initial weights of a model without a checkpoint to start from (a score head, LoRA adapters) and the
+  // order of the training samples, as Hugging Face's `seed`; every rank and every attempt uses the same.
+  int64_t seed = 1234;
 };
 
 struct CheckpointSpec {
@@ -183,7 +195,11 @@ struct JobSpec {
   int max_restarts = 3;
   std::string device = "auto";  // auto | cpu | cuda: where each rank trains (cuda:<local rank>)
   TrainingSpec training;
+  DpoSpec dpo;    // task dpo: the loss (dpo_spec.h)
   LoraSpec lora;  // rank 0: no `lora` section, a full fine-tune
+  // The weights to start from: a safetensors file or a model directory (an SFT job's export); empty: the
+  // model directory's own model.safetensors when it has one, else a random initialisation from `seed`.
+  std::string init;
   CheckpointSpec checkpoint;
   MetricsSpec metrics;
   WatchdogSpec watchdog;

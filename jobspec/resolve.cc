@@ -100,6 +100,7 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z, planner::Reference referenc
   p.name = spec.name;
   p.task = spec.task;
   p.model = spec.model;
+  p.init = spec.init;
   p.device = spec.device;
   p.world_size = spec.world_size;
   p.world_sizes = AllowedWorldSizes(spec);
@@ -116,9 +117,12 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z, planner::Reference referenc
   p.max_grad_norm = t.max_grad_norm;
   p.zero_stage = t.zero_stage;
   p.offload = t.offload;
+  p.delayed_update_from = t.delayed_update_from.value_or(-1);
   p.bf16 = t.bf16;
   p.max_length = t.max_length;
+  p.seed = t.seed;
   p.lora = spec.lora;
+  if (spec.task == "dpo") p.dpo = spec.dpo;
   p.reference = planner::ReferenceName(reference);
   p.checkpoint = spec.checkpoint;
   p.metrics = spec.metrics;

@@ -1,6 +1,7 @@
 #include "jobspec/training_validation.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "core/checked_math.h"
@@ -75,6 +76,15 @@ absl::Status ValidateTraining(const TrainingSpec& t, int world_size, const Train
   ZF_RETURN_IF_ERROR(IntInRange(error, "training.decay_steps", t.decay_steps, 0, kMaxSteps));
   ZF_RETURN_IF_ERROR(IntInRange(error, "training.max_length", t.max_length, 1, kMaxLength));
   ZF_RETURN_IF_ERROR(IntInRange(error, "training.zero_stage", t.zero_stage, 0, 2));
+  ZF_RETURN_IF_ERROR(IntInRange(error, "training.seed", t.seed, 0, std::numeric_limits<int64_t>::max()));
+  if (t.delayed_update_from) {
+    ZF_RETURN_IF_ERROR(
+        IntInRange(error, "training.delayed_update_from", *t.delayed_update_from, 0, kMaxSteps));
+    if (!t.offload) {
+      return error("training.delayed_update_from",
+                   "the delayed parameter update is ZeRO-Offload's: it needs training.offload: true");
+    }
+  }
   ZF_RETURN_IF_ERROR(ValidateBatch(t, world_size, error));
   return ValidateRates(t, error);
 }

@@ -1,0 +1,146 @@
+// The trainer's settings a job spec gives (issue 31: before, only zerofit_train_prefs's flags could):
+// `dpo` (beta, loss_type, label_smoothing, task dpo only), training.seed, training.delayed_update_from and
+// `init`. Each is parsed with file, line and field in its errors, carried by the resolved plan unchanged,
+// and kept by the plan's JSON.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "jobspec/dpo_spec.h"
+#include "jobspec/job_plan.h"
+#include "jobspec/job_spec.h"
+#include "jobspec/resolve.h"
+#include "nlohmann/json.hpp"
+
+namespace zerofit::jobspec {
+namespace {
+
+// Sized by the spec (no planner search) on a planner preset (no file needed); `training` and `extra` are
+// added as given.
+std::string Yaml(const std::string& task, const std::string& training, const std::string& extra) {
+  return absl::StrCat("task: ", task, "\nmodel: Qwen2.5-0.5B\ndata: /d\nworld_size: 2\ntraining:\n",
+                      "  steps: 10\n  global_batch: 16\n  gradient_accumulation: 2\n", training, extra);
+}
+
+absl::StatusOr<JobPlan> PlanOf(const std::string& yaml) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "job.yaml");
+  if (!spec.ok()) return spec.status();
+  return Resolve(*spec);
+}
+
+TEST(TrainerFieldsTest, TheDpoSectionReachesThePlanAndItsJson) {
+  absl::StatusOr<JobPlan> p =
+      PlanOf(Yaml("dpo", "", "dpo:\n  beta: 0.25\n  loss_type: sigmoid\n  label_smoothing: 0.1\n"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->dpo.beta, 0.25);
+  EXPECT_EQ(p->dpo.loss_type, "sigmoid");
+  EXPECT_EQ(p->dpo.label_smoothing, 0.1);
+  const std::string json = JobPlanToJson(*p);
+  absl::StatusOr<JobPlan> back = JobPlanFromJson(json, "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(JobPlanToJson(*back), json);
+  EXPECT_EQ(back->dpo.beta, 0.25);
+  EXPECT_EQ(back->dpo.label_smoothing, 0.1);
+
+  absl::StatusOr<JobPlan> ipo = PlanOf(Yaml("dpo", "", "dpo: {loss_type: ipo}\n"));
+  ASSERT_TRUE(ipo.ok()) << ipo.status();
+  EXPECT_EQ(ipo->dpo.loss_type, "ipo");
+  EXPECT_EQ(ipo->dpo.beta, 0.1) << "TRL's default";
+
+  // Without the section: TRL's defaults. Other tasks' plans have no "dpo" key at all.
+  absl::StatusOr<JobPlan> plain = PlanOf(Yaml("dpo", "", ""));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->dpo.beta, 0.1);
+  EXPECT_EQ(plain->dpo.loss_type, "sigmoid");
+  absl::StatusOr<JobPlan> reward = PlanOf(Yaml("reward", "", ""));
+  ASSERT_TRUE(reward.ok()) << reward.status();
+  EXPECT_FALSE(nlohmann::json::parse(JobPlanToJson(*reward)).contains("dpo"));
+  EXPECT_TRUE(nlohmann::json::parse(JobPlanToJson(*plain)).contains("dpo"));
+}
+
+TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
+  const struct {
+    std::string task, section, want;
+  } cases[] = {
+      {"dpo", "dpo: {beta: 0}\n", "job.yaml:9: field 'dpo.beta': must be a positive finite number, got 0"},
+      {"dpo", "dpo:\n  beta: .nan\n", "job.yaml:10: field 'dpo.beta': must be a positive finite number"},
+      {"dpo", "dpo:\n  loss_type: hinge\n",
+       "job.yaml:10: field 'dpo.loss_type': expected sigmoid or ipo, got 'hinge'"},
+      {"dpo", "dpo:\n  label_smoothing: 0.5\n",
+       "job.yaml:10: field 'dpo.label_smoothing': must be in [0, 0.5), got 0.5"},
+      {"dpo", "dpo:\n  loss_type: ipo\n  label_smoothing: 0.1\n",
+       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid only, not ipo"},
+      {"dpo", "dpo: {beta: 0.1, gamma: 1}\n", "job.yaml:9: field 'dpo.gamma': unknown field"},
+      {"dpo", "dpo: 0.1\n", "job.yaml:9: field 'dpo': expected a mapping"},
+      {"reward", "dpo: {beta: 0.1}\n", "job.yaml:9: field 'dpo': applies to task dpo only, not reward"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<JobSpec> s = ParseJobSpec(Yaml(c.task, "", c.section), "job.yaml");
+    ASSERT_FALSE(s.ok()) << c.section;
+    EXPECT_NE(s.status().message().find(c.want), std::string::npos) << s.status();
+  }
+}
+
+TEST(TrainerFieldsTest, SeedDelayedUpdateAndInitReachThePlan) {
+  absl::StatusOr<JobPlan> p = PlanOf(
+      Yaml("reward", "  offload: true\n  delayed_update_from: 40\n  seed: 7\n", "init: /models/sft\n"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->seed, 7);
+  EXPECT_EQ(p->delayed_update_from, 40);
+  EXPECT_EQ(p->init, "/models/sft");
+  absl::StatusOr<JobPlan> back = JobPlanFromJson(JobPlanToJson(*p), "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->seed, 7);
+  EXPECT_EQ(back->delayed_update_from, 40);
+  EXPECT_EQ(back->init, "/models/sft");
+
+  absl::StatusOr<JobPlan> defaults = PlanOf(Yaml("reward", "", ""));
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->seed, 1234) << "the trainer's default: plans of older specs train as before";
+  EXPECT_EQ(defaults->delayed_update_from, -1);
+  EXPECT_EQ(defaults->init, "");
+}
+
+TEST(TrainerFieldsTest, SeedAndDelayedUpdateErrorsNameFileLineAndField) {
+  const struct {
+    std::string training, want;
+  } cases[] = {
+      {"  seed: -1\n", "job.yaml:9: field 'training.seed': must be >= 0, got -1"},
+      {"  seed: lucky\n", "job.yaml:9: field 'training.seed': expected an integer, got 'lucky'"},
+      {"  delayed_update_from: 3\n",
+       "job.yaml:9: field 'training.delayed_update_from': the delayed parameter update is ZeRO-Offload's: it "
+       "needs training.offload: true"},
+      {"  offload: true\n  delayed_update_from: -2\n",
+       "job.yaml:10: field 'training.delayed_update_from': must be >= 0, got -2"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<JobSpec> s = ParseJobSpec(Yaml("reward", c.training, ""), "job.yaml");
+    ASSERT_FALSE(s.ok()) << c.training;
+    EXPECT_NE(s.status().message().find(c.want), std::string::npos) << s.status();
+  }
+}
+
+TEST(TrainerFieldsTest, SeedAndDelayedUpdateMayStandNextToADeepSpeedConfig) {
+  const std::string yaml =
+      "task: reward\nmodel: Qwen2.5-0.5B\ndata: /d\nworld_size: 2\n"
+      "deepspeed: '{\"train_batch_size\": 16, \"gradient_accumulation_steps\": 2, \"zero_optimization\": "
+      "{\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}}'\n"
+      "training: {steps: 10, seed: 99, delayed_update_from: 5}\n";
+  absl::StatusOr<JobPlan> p = PlanOf(yaml);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->seed, 99);
+  EXPECT_EQ(p->delayed_update_from, 5);
+  EXPECT_TRUE(p->offload);
+  absl::StatusOr<JobSpec> lr = ParseJobSpec(
+      "task: reward\nmodel: Qwen2.5-0.5B\ndata: /d\ndeepspeed: '{\"train_batch_size\": 16}'\n"
+      "training: {lr: 0.1}\n",
+      "job.yaml");
+  ASSERT_FALSE(lr.ok());
+  EXPECT_NE(lr.status().message().find("may only give steps, max_length, seed and delayed_update_from"),
+            std::string::npos)
+      << lr.status();
+}
+
+}  // namespace
+}  // namespace zerofit::jobspec
