@@ -1,7 +1,8 @@
 #!/bin/bash
 # One job, two front ends (issue 18): a job spec run by `zerofit run` and the same job as
 # `zerofit_train_prefs` flags (a DPO job with LoRA adapters, whose reference is the policy's base with the
-# adapters off: `lora` and `reference` travel in the plan, issue 32)
+# adapters off: `lora` and `reference` travel in the plan, issue 32; its DPO loss, seed and delayed
+# parameter update are spec fields too, issue 31)
 #   1. resolve to the same JobPlan, byte for byte (`zerofit status --plan` vs `zerofit_train_prefs
 #      --print-plan`), which reaches the trainer through the one mapping (worker/torch/train/plan_options.h);
 #   2. train on the same micro-batches (the coordinator's step scheduler, which zerofit_train_prefs runs
@@ -23,7 +24,8 @@ data: $D/data
 world_size: 2
 training: {steps: 12, global_batch: 16, micro_batch: 4, gradient_accumulation: 2, lr: 1.0e-3,
            lr_schedule: cosine, warmup_steps: 2, min_lr: 1.0e-5, weight_decay: 0.1, offload: true,
-           max_length: 64}
+           max_length: 64, seed: 7, delayed_update_from: 3}
+dpo: {beta: 0.2, label_smoothing: 0.1}
 eval: {every: 5, max_samples: 30}
 metrics: {jsonl: $D/runs/m.jsonl, tensorboard: $D/runs/tb}
 export: $D/runs/rm
@@ -36,11 +38,13 @@ ROOT=""; [ "$(id -u)" = 0 ] && ROOT=--allow-run-as-root
 flags() {  # flags RUNS_DIR: the job above as zerofit_train_prefs flags
   echo --task dpo --lora-rank 4 --lora-alpha 8 --data "$D/data" --steps 12 --global-batch 16 --micro 2 --lr 1e-3 --lr-schedule cosine \
     --warmup-steps 2 --min-lr 1e-5 --weight-decay 0.1 --offload --max-length 64 --eval-every 5 \
-    --eval-max-samples 30 --metrics-jsonl "$1/m.jsonl" --tensorboard "$1/tb" --export "$1/rm"
+    --eval-max-samples 30 --seed 7 --dpu-start 3 --beta 0.2 --label-smoothing 0.1 --metrics-jsonl "$1/m.jsonl" --tensorboard "$1/tb" --export "$1/rm"
 }
 mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/runs") --print-plan > "$D/from_flags.json" 2> "$D/flags.err" \
   || fail "train_prefs --print-plan: $(cat "$D/flags.err")"
-grep -q '"version": 3' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
+grep -q '"version": 4' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
+grep -q '"beta": 0.2' "$D/from_spec.json" || fail "no DPO beta in the plan: $(cat "$D/from_spec.json")"
+grep -q '"seed": 7' "$D/from_spec.json" || fail "no seed in the plan: $(cat "$D/from_spec.json")"
 grep -q '"reference": "lora-base"' "$D/from_spec.json" || fail "no lora-base reference: $(cat "$D/from_spec.json")"
 grep -q '"rank": 4' "$D/from_spec.json" || fail "no LoRA rank in the plan: $(cat "$D/from_spec.json")"
 diff "$D/from_spec.json" "$D/from_flags.json" > "$D/diff" || fail "the two front ends resolve different plans: $(cat "$D/diff")"

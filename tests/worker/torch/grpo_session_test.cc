@@ -64,8 +64,15 @@ PreferenceTrainOptions Grpo(const std::string& dir) {
   o.grpo.rollout.max_new_tokens = 5;
   o.grpo.rollout.rollout_batch = 4;  // 6 samples of a prompt take two passes: 4 and 2 sequences
   o.grpo.rewards.push_back(RewardSourceOptions{});
-  o.eval_batch = 8;
   return o;
+}
+
+// Held-out prompts in batches of 8; one CPU AdamW thread with offload.
+RuntimeOptions Runtime() {
+  RuntimeOptions r;
+  r.eval_batch = 8;
+  r.offload_threads = 1;
+  return r;
 }
 
 // The steps `from`..`to`-1 of `session` with the scheduler TrainGrpo uses; their metrics.
@@ -121,7 +128,7 @@ TEST(GrpoSessionTest, TheKvCacheHoldsTheSequencesInFlight) {
   const int64_t capacity = 7 + o.grpo.rollout.max_new_tokens;  // BOS + "07+18=" + new tokens
   for (const int64_t batch : {int64_t{4}, int64_t{0}}) {
     o.grpo.rollout.rollout_batch = batch;
-    absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, comm.get());
+    absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, Runtime(), comm.get());
     ASSERT_TRUE(session.ok()) << session.status();
     const std::vector<metrics::StepMetrics> m = RunSteps(**session, o, 0, 1, *comm);
     ASSERT_EQ(m.size(), 1u);
@@ -153,19 +160,19 @@ TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
   const std::string straight = dir + "/straight", resumed = dir + "/resumed", ck = dir + "/ck";
   std::vector<metrics::StepMetrics> a, b;
   {
-    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, comm.get());
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, Runtime(), comm.get());
     ASSERT_TRUE(s.ok()) << s.status();
     a = RunSteps(**s, o, 0, 4, *comm);
     ASSERT_TRUE((*s)->Export(straight).ok());
   }
   {
-    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, comm.get());
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, Runtime(), comm.get());
     ASSERT_TRUE(s.ok()) << s.status();
     RunSteps(**s, o, 0, 2, *comm);
     ASSERT_TRUE((*s)->SaveCheckpoint(ck, "", 1).ok());
   }
   {
-    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, comm.get());
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, Runtime(), comm.get());
     ASSERT_TRUE(s.ok()) << s.status();
     absl::StatusOr<int64_t> steps = (*s)->LoadCheckpoint(ck);
     ASSERT_TRUE(steps.ok()) << steps.status();
@@ -239,7 +246,7 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   ExportRandomRewardModel(dir, rm.model_dir, *comm);
   ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
   auto train = [&](const PreferenceTrainOptions& options, const std::string& out) {
-    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(options, comm.get());
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(options, Runtime(), comm.get());
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok()) return std::vector<metrics::StepMetrics>{};
     std::vector<metrics::StepMetrics> m = RunSteps(**s, options, 0, 2, *comm);
@@ -252,7 +259,7 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   small.grpo.rewards[0].model_dir = dir + "/rm-small";
   ExportRandomRewardModel(dir, small.grpo.rewards[0].model_dir, *comm, /*vocab=*/8);
   ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
-  const absl::Status refused = GrpoSession::Create(small, comm.get()).status();
+  const absl::Status refused = GrpoSession::Create(small, Runtime(), comm.get()).status();
   EXPECT_NE(refused.message().find("rewards[0].path: " + dir +
                                    "/rm-small reads ids below 8, the policy writes ids "
                                    "below 16"),
@@ -266,7 +273,7 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
                                         << "{\"prompt_ids\": [5, 6], \"answer\": \"4\"}\n";
   }
   ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
-  const absl::Status missing = GrpoSession::Create(unanswered, comm.get()).status();
+  const absl::Status missing = GrpoSession::Create(unanswered, Runtime(), comm.get()).status();
   EXPECT_NE(missing.message().find(unanswered.data.test + ":2: field 'answer_ids' is missing"),
             std::string::npos)
       << missing;
@@ -276,8 +283,7 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   train(ck, dir + "/checkpointed");
   PreferenceTrainOptions lora = o;
   lora.model.lora.rank = 4;
-  lora.offload.enabled = true;
-  lora.offload.threads = 1;
+  lora.offload = true;
   lora.grpo.objective.beta = 0.04;
   const std::vector<metrics::StepMetrics> m = train(lora, dir + "/lora");
   ASSERT_EQ(m.size(), 2u);
@@ -285,7 +291,7 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   PreferenceTrainOptions lora_base = lora;
   lora_base.reference = ReferenceStrategy::kLoraBase;
   {
-    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(lora_base, comm.get());
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(lora_base, Runtime(), comm.get());
     ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_NE((*s)->DataReportText().find("reference: lora-base (the policy's frozen base"),
               std::string::npos)
@@ -299,7 +305,7 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   PreferenceTrainOptions no_adapters = o;
   no_adapters.grpo.objective.beta = 0.04;
   no_adapters.reference = ReferenceStrategy::kLoraBase;
-  const absl::Status no_base = GrpoSession::Create(no_adapters, comm.get()).status();
+  const absl::Status no_base = GrpoSession::Create(no_adapters, Runtime(), comm.get()).status();
   EXPECT_NE(no_base.message().find("lora-base is the policy with its LoRA adapters disabled"),
             std::string::npos)
       << no_base;
@@ -360,7 +366,7 @@ TEST(GrpoSessionTest, TextPromptsAreDecodedAndScoredAsText) {
   }
   if (comm->rank() == 0) std::ofstream(dir + "/test.jsonl") << test;
   ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
-  absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, comm.get());
+  absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, Runtime(), comm.get());
   ASSERT_TRUE(session.ok()) << session.status();
   absl::StatusOr<std::vector<metrics::NamedValue>> eval = (*session)->Evaluate();
   ASSERT_TRUE(eval.ok()) << eval.status();

@@ -52,10 +52,16 @@ PreferenceTrainOptions Base(const std::string& dir) {
   o.global_batch = 32;
   o.gradient_accumulation = 2;
   o.schedule.peak_lr = 3e-3f;
-  o.offload.enabled = true;
-  o.offload.threads = 1;
-  o.eval_batch = 100;
+  o.offload = true;
   return o;
+}
+
+// One CPU AdamW thread per rank, held-out pairs in batches of 100.
+RuntimeOptions Runtime() {
+  RuntimeOptions r;
+  r.offload_threads = 1;
+  r.eval_batch = 100;
+  return r;
 }
 
 // Supervised fine-tuning on the chosen answers, exported to dir/sft: where DPO and reward models start.
@@ -66,7 +72,7 @@ absl::StatusOr<TrainReport> TrainSft(const std::string& dir, int64_t steps, comm
   sft.gradient_accumulation = 1;
   sft.steps = steps;
   sft.export_dir = dir + "/sft";
-  auto report = TrainPreferences(sft, comm);
+  auto report = TrainPreferences(sft, Runtime(), comm);
   ZF_RETURN_IF_ERROR(comm->Barrier(absl::Seconds(60)));
   return report;
 }
@@ -80,7 +86,7 @@ TEST(PreferenceTrainingTest, RewardModelLearnsAndItsExportReproducesTheScores) {
   o.steps = 120;
   o.model.activation_checkpointing = true;
   o.export_dir = dir + "/export";
-  auto report = TrainPreferences(o, comm.get());
+  auto report = TrainPreferences(o, Runtime(), comm.get());
   ASSERT_TRUE(report.ok()) << report.status();
   if (comm->rank() == 0) {
     std::printf("reward: held-out accuracy %.3f -> %.3f, loss %.4f -> %.4f\n", report->before.accuracy(),
@@ -103,7 +109,7 @@ TEST(PreferenceTrainingTest, RewardModelLearnsAndItsExportReproducesTheScores) {
   again.task = PreferenceTrainOptions::Task::kReward;
   again.steps = 0;
   again.init_weights = dir + "/export";
-  auto re = TrainPreferences(again, comm.get());
+  auto re = TrainPreferences(again, Runtime(), comm.get());
   ASSERT_TRUE(re.ok()) << re.status();
   EXPECT_NEAR(re->before.metrics.loss_sum, report->after.metrics.loss_sum,
               1e-3 * report->after.metrics.loss_sum);
@@ -124,7 +130,7 @@ TEST(PreferenceTrainingTest, DpoReferenceStrategiesGiveTheSameTraining) {
     o.steps = 15;
     o.reference = s;
     o.dpo.beta = 0.1;
-    auto r = TrainPreferences(o, comm.get());
+    auto r = TrainPreferences(o, Runtime(), comm.get());
     ASSERT_TRUE(r.ok()) << ReferenceStrategyName(s) << ": " << r.status();
     if (comm->rank() == 0) {
       std::printf(
@@ -169,7 +175,7 @@ TEST(PreferenceTrainingTest, DpoWithLoraScoresItsReferenceWithTheBaseNotACopy) {
     o.model.lora.dropout = 0.1;
     o.model.lora.target_modules = {"q_proj", "v_proj", "up_proj"};
     o.export_dir = dir + "/" + ReferenceStrategyName(s);
-    auto r = TrainPreferences(o, comm.get());
+    auto r = TrainPreferences(o, Runtime(), comm.get());
     ASSERT_TRUE(r.ok()) << ReferenceStrategyName(s) << ": " << r.status();
     // The reference is the initial policy (loss log 2 before training); the adapters train away from it.
     EXPECT_NEAR(r->before.metrics.loss_sum / r->before.metrics.pairs, std::log(2.0), 1e-5);
@@ -194,7 +200,7 @@ TEST(PreferenceTrainingTest, DpoWithLoraScoresItsReferenceWithTheBaseNotACopy) {
   PreferenceTrainOptions full = Base(dir);
   full.task = PreferenceTrainOptions::Task::kDpo;
   full.reference = ReferenceStrategy::kLoraBase;
-  const absl::Status refused = TrainPreferences(full, comm.get()).status();
+  const absl::Status refused = TrainPreferences(full, Runtime(), comm.get()).status();
   EXPECT_NE(refused.message().find("this policy has none"), std::string::npos) << refused;
   EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
   if (comm->rank() == 0) std::filesystem::remove_all(dir);
@@ -214,7 +220,7 @@ TEST(PreferenceTrainingTest, TheLearningRateScheduleDrivesTheOptimizer) {
     o.schedule.decay = decay;
     o.schedule.warmup_steps = warmup;
     o.schedule.total_steps = 10;  // the schedule of a 10-step run, of which this runs the first step
-    auto r = TrainPreferences(o, comm.get());
+    auto r = TrainPreferences(o, Runtime(), comm.get());
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? r->after.metrics.loss_sum : -1.0;
   };
@@ -254,7 +260,7 @@ TEST(PreferenceTrainingTest, RewardModelLearnsAReadableRuleOnHeldOutPairs) {
   o.task = PreferenceTrainOptions::Task::kReward;
   o.global_batch = 64;
   o.steps = 200;
-  auto r = TrainPreferences(o, comm.get());
+  auto r = TrainPreferences(o, Runtime(), comm.get());
   ASSERT_TRUE(r.ok()) << r.status();
   if (comm->rank() == 0) {
     std::printf("reward, readable rule: held-out accuracy %.3f -> %.3f\n", r->before.accuracy(),
@@ -307,7 +313,7 @@ TEST(PreferenceTrainingTest, SftThenDpoAndRewardModelReachNinetyPercentHeldOutAc
   // step 300 on (BENCHMARKS.md, issue 29: 1400 / 2000 steps before, 0.980-0.995 and 1.000).
   PreferenceTrainOptions dpo = from_sft(dir, PreferenceTrainOptions::Task::kDpo, 1000, 1e-3f);
   dpo.reference = ReferenceStrategy::kPrecomputed;
-  auto d = TrainPreferences(dpo, comm.get());
+  auto d = TrainPreferences(dpo, Runtime(), comm.get());
   ASSERT_TRUE(d.ok()) << d.status();
   PreferenceTrainOptions rm = from_sft(near, PreferenceTrainOptions::Task::kReward, 1000, 1e-3f);
   // Without warmup, Adam's first full-size steps can leave the score at the last token blind to the answer
@@ -316,7 +322,7 @@ TEST(PreferenceTrainingTest, SftThenDpoAndRewardModelReachNinetyPercentHeldOutAc
   rm.schedule.decay = core::LrDecay::kCosine;
   rm.weight_decay = 0.1f;
   rm.init_weights = dir + "/sft";
-  auto r = TrainPreferences(rm, comm.get());
+  auto r = TrainPreferences(rm, Runtime(), comm.get());
   ASSERT_TRUE(r.ok()) << r.status();
   const double minutes = absl::ToDoubleMinutes(absl::Now() - start);
   if (comm->rank() == 0) {

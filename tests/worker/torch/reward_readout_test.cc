@@ -233,7 +233,7 @@ TEST_P(RewardReadoutTest, TrainedSessionExportsWhatItEvaluates) {
   o.data = data::DataSourceOfDirectory(dir.path());
   o.schedule.peak_lr = 1e-2f;
   comm::LocalCommunicator comm;
-  auto session = PreferenceSession::Create(o, &comm);
+  auto session = PreferenceSession::Create(o, {}, &comm);
   ASSERT_TRUE(session.ok()) << session.status();
   for (int64_t step = 1; step <= 3; ++step) {
     auto r = (*session)->Step(step, {{0, 1, 2, 3}, {4, 5, 6, 7}});

@@ -86,7 +86,7 @@ size_t Zero2DeviceBytes(const sharding::Zero2MemoryStats& m) {
 
 TEST_F(StepPeakMemoryTest, TheDevicePeakCountsTheBuffersTheSeamHoldsOutsideLibTorch) {
   comm::LocalCommunicator comm;
-  auto session = PreferenceSession::Create(Options(device::DeviceChoice::kTest), &comm);
+  auto session = PreferenceSession::Create(Options(device::DeviceChoice::kTest), {}, &comm);
   ASSERT_TRUE(session.ok()) << session.status();
   auto r = (*session)->Step(0, {FirstPairs(8)});
   ASSERT_TRUE(r.ok()) << r.status();
@@ -103,7 +103,7 @@ TEST_F(StepPeakMemoryTest, TheDevicePeakCountsTheBuffersTheSeamHoldsOutsideLibTo
 
 TEST_F(StepPeakMemoryTest, TheHostDeviceReportsNoDevicePeak) {
   comm::LocalCommunicator comm;
-  auto session = PreferenceSession::Create(Options(device::DeviceChoice::kCpu), &comm);
+  auto session = PreferenceSession::Create(Options(device::DeviceChoice::kCpu), {}, &comm);
   ASSERT_TRUE(session.ok()) << session.status();
   auto r = (*session)->Step(0, {FirstPairs(8)});
   ASSERT_TRUE(r.ok()) << r.status();
@@ -116,7 +116,7 @@ TEST_F(StepPeakMemoryTest, TheHostDeviceReportsNoDevicePeak) {
 TEST_F(StepPeakMemoryTest, GpuEachStepReportsItsOwnPeak) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible to a CUDA LibTorch";
   comm::LocalCommunicator comm;
-  auto session = PreferenceSession::Create(Options(device::DeviceChoice::kCuda), &comm);
+  auto session = PreferenceSession::Create(Options(device::DeviceChoice::kCuda), {}, &comm);
   ASSERT_TRUE(session.ok()) << session.status();
   auto big = (*session)->Step(0, {FirstPairs(32)});
   ASSERT_TRUE(big.ok()) << big.status();

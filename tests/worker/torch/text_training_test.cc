@@ -79,9 +79,9 @@ TEST_F(TextTrainingTest, TextTokenizedInTheTrainerTrainsTheSameModelAsTokenIds) 
   comm::LocalCommunicator comm;
   PreferenceTrainOptions ids = Options("from_ids");
   ids.data = data::DataSourceOfDirectory(dir_.path().string());
-  auto a = TrainPreferences(FromText("from_text"), &comm);
+  auto a = TrainPreferences(FromText("from_text"), {}, &comm);
   ASSERT_TRUE(a.ok()) << a.status();
-  auto b = TrainPreferences(ids, &comm);
+  auto b = TrainPreferences(ids, {}, &comm);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->after.metrics.pairs, 32);
   EXPECT_EQ(a->after.metrics.loss_sum, b->after.metrics.loss_sum);
@@ -111,11 +111,11 @@ TEST_F(TextTrainingTest, EvaluationDuringTrainingDoesNotChangeTheModel) {
     }
     return absl::OkStatus();
   };
-  auto a = TrainPreferences(with_eval, &comm, hooks);
+  auto a = TrainPreferences(with_eval, {}, &comm, hooks);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_TRUE(started);
   EXPECT_EQ(evaluated, (std::vector<int64_t>{1, 3, 5})) << "after steps 2, 4 and 6 (0-based 1, 3, 5)";
-  auto b = TrainPreferences(FromText("without_eval"), &comm);
+  auto b = TrainPreferences(FromText("without_eval"), {}, &comm);
   ASSERT_TRUE(b.ok()) << b.status();
   const std::string weights = ReadBytes(dir_.File("with_eval/model.safetensors"));
   ASSERT_FALSE(weights.empty());

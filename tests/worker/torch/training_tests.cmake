@@ -65,3 +65,9 @@ add_executable(std_symbols_test worker/torch/std_symbols_test.cc)
 target_link_libraries(std_symbols_test PRIVATE zerofit_worker_torch GTest::gtest_main)
 add_test(NAME std_symbols_test COMMAND std_symbols_test)
 set_tests_properties(std_symbols_test PROPERTIES LABELS "unit;gpu" TIMEOUT 60)
+
+# The one mapping from a resolved job plan to the trainer's options (issue 31): every spec field that trains.
+add_executable(plan_options_test worker/torch/plan_options_test.cc)
+target_link_libraries(plan_options_test PRIVATE zerofit_worker_torch zerofit_jobspec zerofit_resolve GTest::gtest_main)
+add_test(NAME plan_options_test COMMAND plan_options_test)
+set_tests_properties(plan_options_test PROPERTIES LABELS unit TIMEOUT 60)

@@ -82,8 +82,8 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
   return jobspec::ValidateGrpoJobSpec(g, max_length);
 }
 
-absl::Status RunGrpo(const PreferenceTrainOptions& o, int64_t log_every, comm::Communicator* comm,
-                     metrics::MetricsRecorder* recorder) {
+absl::Status RunGrpo(const PreferenceTrainOptions& o, const RuntimeOptions& runtime, int64_t log_every,
+                     comm::Communicator* comm, metrics::MetricsRecorder* recorder) {
   const int rank = comm->rank();
   const absl::Time start = absl::Now();
   GrpoHooks hooks;
@@ -102,7 +102,7 @@ absl::Status RunGrpo(const PreferenceTrainOptions& o, int64_t log_every, comm::C
       PrintStep(m, o.steps, absl::ToDoubleSeconds(absl::Now() - start));
     return absl::OkStatus();
   };
-  ZF_ASSIGN_OR_RETURN(const GrpoReport report, TrainGrpo(o, comm, hooks));
+  ZF_ASSIGN_OR_RETURN(const GrpoReport report, TrainGrpo(o, runtime, comm, hooks));
   if (rank == 0) {
     PrintEval("after training", report.after);
     std::printf("%.1f s\n", absl::ToDoubleSeconds(absl::Now() - start));

@@ -11,6 +11,7 @@
 #include "jobspec/grpo_spec.h"
 #include "worker/metrics/metrics_recorder.h"
 #include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/runtime_options.h"
 
 namespace zerofit::worker {
 
@@ -31,7 +32,7 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
 
 // Trains with TrainGrpo: every rank records its metrics; rank 0 prints the rollout plan, held-out accuracy
 // before and after, and a step line every `log_every` steps.
-absl::Status RunGrpo(const PreferenceTrainOptions& o, int64_t log_every, comm::Communicator* comm,
-                     metrics::MetricsRecorder* recorder);
+absl::Status RunGrpo(const PreferenceTrainOptions& o, const RuntimeOptions& runtime, int64_t log_every,
+                     comm::Communicator* comm, metrics::MetricsRecorder* recorder);
 
 }  // namespace zerofit::worker

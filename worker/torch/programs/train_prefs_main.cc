@@ -55,8 +55,9 @@ struct Cli {
   // workers would get for the same spec (one resolver), and OptionsFromPlan into the trainer's options.
   jobspec::JobSpec spec;
   bool print_plan = false;  // --print-plan: print the resolved plan (as `zerofit status --plan`) and exit
-  // The trainer's own flags (seed, DPO, attention, ...), applied on top of OptionsFromPlan.
-  PreferenceTrainOptions trainer;
+  // How the ranks run the plan (threads, attention kernel, gradient buckets, device communicator): the flags
+  // that change no trained value. Every other flag is a field of `spec`.
+  RuntimeOptions runtime;
   // --ref: the reference pinned for the resolver (jobspec::ReferenceOf); unset: its default.
   std::optional<ReferenceStrategy> reference;
   int64_t log_every = 10;
@@ -112,24 +113,8 @@ absl::StatusOr<jobspec::JobPlan> ResolveForRanks(const Cli& cli, int world) {
   hw.gpu_bytes = cli.memory_gb * planner::kGB;
   hw.gpus_per_node = world;
   facts.safety = 1.0;
-  facts.bucket_bytes = cli.trainer.bucket_bytes;
+  facts.bucket_bytes = cli.runtime.bucket_bytes;
   return jobspec::Resolve(spec, hw, {}, facts);
-}
-
-// The trainer's options: the plan's (OptionsFromPlan), then the trainer's own flags.
-absl::StatusOr<PreferenceTrainOptions> TrainerOptions(const jobspec::JobPlan& plan, const Cli& cli) {
-  ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions o, OptionsFromPlan(plan));
-  const PreferenceTrainOptions& t = cli.trainer;
-  o.seed = t.seed;
-  o.offload.threads = t.offload.threads;
-  o.offload.delayed_update = t.offload.delayed_update;
-  o.offload.delayed_update_start_step = t.offload.delayed_update_start_step;
-  o.model.attention = t.model.attention;
-  o.dpo = t.dpo;
-  o.accumulation_mode = t.accumulation_mode;
-  o.device_comm = t.device_comm;
-  if (!t.init_weights.empty()) o.init_weights = t.init_weights;
-  return o;
 }
 
 using Take = std::function<std::string(const char*)>;
@@ -207,48 +192,70 @@ absl::Status ParseSpecFlags(const Take& take, const Number& number, bool offload
   return absl::OkStatus();
 }
 
-// The trainer's own flags (no job spec field), on top of OptionsFromPlan.
-absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli) {
-  PreferenceTrainOptions& o = cli->trainer;
-  double seed = static_cast<double>(o.seed), threads = o.offload.threads, rank = 0,
-         alpha = o.model.lora.alpha, beta = o.dpo.beta, ls = o.dpo.label_smoothing,
-         log_every = static_cast<double>(cli->log_every), dpu_start = -1;
-  ZF_RETURN_IF_ERROR(number("--memory-gb", &cli->memory_gb, 0.01));
+// --beta, --loss and --label-smoothing: the spec's `dpo` section (task dpo only; refused for the others).
+absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobSpec* p) {
+  if (p->task != "dpo") {
+    for (const char* flag : {"--beta", "--loss", "--label-smoothing"}) {
+      if (!take(flag).empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag ", flag, " applies to --task dpo only",
+                         p->task == "grpo" ? " (GRPO's KL coefficient: --kl-beta)" : ""));
+      }
+    }
+    return absl::OkStatus();
+  }
+  jobspec::DpoSpec& d = p->dpo;
+  ZF_RETURN_IF_ERROR(number("--beta", &d.beta, 0));
+  ZF_RETURN_IF_ERROR(number("--label-smoothing", &d.label_smoothing, 0));
+  if (std::string loss = take("--loss"); !loss.empty()) d.loss_type = loss;
+  return jobspec::ValidateDpoSpec(d, [](const std::string& field, const std::string& why) {
+    const std::string flag = field == "dpo.beta"        ? "beta"
+                             : field == "dpo.loss_type" ? "loss"
+                                                        : "label-smoothing";
+    return absl::InvalidArgumentError(absl::StrCat("flag --", flag, ": ", why));
+  });
+}
+
+// The flags of the spec's fields besides the training section's: seed, LoRA, DPO, the delayed update,
+// the initial weights, the reference.
+absl::Status ParseModelFlags(const Take& take, const Number& number, Cli* cli) {
+  jobspec::JobSpec& p = cli->spec;
+  double seed = static_cast<double>(p.training.seed), rank = 0, alpha = p.lora.alpha, dpu_start = -1;
   ZF_RETURN_IF_ERROR(number("--seed", &seed, 0));
-  ZF_RETURN_IF_ERROR(number("--threads", &threads, 1));
   ZF_RETURN_IF_ERROR(number("--lora-rank", &rank, 0));
   ZF_RETURN_IF_ERROR(number("--lora-alpha", &alpha, 0));
-  ZF_RETURN_IF_ERROR(number("--beta", &beta, 1e-6));
-  ZF_RETURN_IF_ERROR(number("--label-smoothing", &ls, 0));
-  ZF_RETURN_IF_ERROR(number("--log-every", &log_every, 1));
   ZF_RETURN_IF_ERROR(number("--dpu-start", &dpu_start, 0));
-  if (ls >= 0.5) return absl::InvalidArgumentError("flag --label-smoothing must be in [0, 0.5)");
-  o.seed = static_cast<uint64_t>(seed);
-  o.offload.threads = static_cast<int>(threads);
+  p.training.seed = static_cast<int64_t>(seed);
   if (rank > 0) {  // the job spec's `lora` section, with PEFT's default target modules (q, k, v, o)
-    cli->spec.lora.rank = static_cast<int64_t>(rank);
-    cli->spec.lora.alpha = alpha;
+    p.lora.rank = static_cast<int64_t>(rank);
+    p.lora.alpha = alpha;
     ZF_RETURN_IF_ERROR(
-        jobspec::ValidateLoraSpec(cli->spec.lora, [](const std::string& field, const std::string& why) {
+        jobspec::ValidateLoraSpec(p.lora, [](const std::string& field, const std::string& why) {
           return absl::InvalidArgumentError(
               absl::StrCat("flag --", field == "lora.rank" ? "lora-rank" : "lora-alpha", ": ", why));
         }));
   }
-  o.dpo.beta = beta;
-  o.dpo.label_smoothing = ls;
-  cli->log_every = static_cast<int64_t>(log_every);
   if (dpu_start >= 0) {  // the delayed parameter update (ZeRO-Offload's DPU) from optimizer step N on
-    if (!cli->spec.training.offload) return absl::InvalidArgumentError("flag --dpu-start needs --offload");
-    o.offload.delayed_update = true;
-    o.offload.delayed_update_start_step = static_cast<int64_t>(dpu_start);
+    if (!p.training.offload) return absl::InvalidArgumentError("flag --dpu-start needs --offload");
+    p.training.delayed_update_from = static_cast<int64_t>(dpu_start);
   }
-  if (std::string loss = take("--loss"); !loss.empty()) {
-    ZF_ASSIGN_OR_RETURN(o.dpo.loss, ParseDpoLoss(loss));
-  }
+  ZF_RETURN_IF_ERROR(ParseDpoFlags(take, number, &p));
   if (std::string ref = take("--ref"); !ref.empty()) {
     ZF_ASSIGN_OR_RETURN(cli->reference, ParseReferenceStrategy(ref));
   }
-  if (std::string init = take("--init"); !init.empty()) o.init_weights = init;
+  p.init = take("--init");
+  return absl::OkStatus();
+}
+
+// The flags that change how the ranks run, not what they train (RuntimeOptions), and the output's.
+absl::Status ParseRuntimeFlags(const Take& take, const Number& number, Cli* cli) {
+  RuntimeOptions& o = cli->runtime;
+  double threads = o.offload_threads, log_every = static_cast<double>(cli->log_every);
+  ZF_RETURN_IF_ERROR(number("--memory-gb", &cli->memory_gb, 0.01));
+  ZF_RETURN_IF_ERROR(number("--threads", &threads, 1));
+  ZF_RETURN_IF_ERROR(number("--log-every", &log_every, 1));
+  o.offload_threads = static_cast<int>(threads);
+  cli->log_every = static_cast<int64_t>(log_every);
   if (std::string attention = take("--attention"); !attention.empty()) {
     // Resolved here too, so that sdpa on a LibTorch without it fails before any rank loads data.
     absl::StatusOr<AttentionKernel> parsed = ParseAttentionKernel(attention);
@@ -256,7 +263,7 @@ absl::Status ParseTrainerFlags(const Take& take, const Number& number, Cli* cli)
     if (!parsed.ok())
       return absl::Status(parsed.status().code(),
                           absl::StrCat("flag --attention: ", parsed.status().message()));
-    o.model.attention = *parsed;
+    o.attention = *parsed;
   }
   if (std::string dc = take("--device-comm"); !dc.empty()) {
     auto parsed = comm::ParseDeviceComm(dc);
@@ -308,8 +315,9 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   };
   cli.sized_by_user = values.count("--micro") > 0;
   ZF_RETURN_IF_ERROR(ParseSpecFlags(take, number, offload, checkpointing, &cli.spec));
-  if (reduce_once) cli.trainer.accumulation_mode = sharding::AccumulationMode::kReduceOncePerStep;
-  ZF_RETURN_IF_ERROR(ParseTrainerFlags(take, number, &cli));
+  if (reduce_once) cli.runtime.accumulation_mode = sharding::AccumulationMode::kReduceOncePerStep;
+  ZF_RETURN_IF_ERROR(ParseModelFlags(take, number, &cli));
+  ZF_RETURN_IF_ERROR(ParseRuntimeFlags(take, number, &cli));
   if (!values.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown flag '", values.begin()->first, "'\n", kUsage, "\n", kGrpoUsage));
@@ -410,8 +418,9 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
   if (rank == 0 && !cli.sized_by_user) {
     std::printf("plan (%.1f GB per rank): %s\n", cli.memory_gb, plan.sizing.c_str());
   }
-  ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions o, TrainerOptions(plan, cli));
-  o.local_rank = launched.local_rank;
+  ZF_ASSIGN_OR_RETURN(const PreferenceTrainOptions o, OptionsFromPlan(plan));
+  RuntimeOptions runtime = cli.runtime;
+  runtime.local_rank = launched.local_rank;
   const absl::Time start = absl::Now();
   char hostname[256] = {0};
   ::gethostname(hostname, sizeof(hostname) - 1);
@@ -427,9 +436,9 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsRecorder> recorder,
                       metrics::MetricsRecorder::Create(ro));
   if (o.task == PreferenceTrainOptions::Task::kGrpo)
-    return RunGrpo(o, cli.log_every, comm.get(), recorder.get());
+    return RunGrpo(o, runtime, cli.log_every, comm.get(), recorder.get());
   const TrainHooks hooks = MakeHooks(o, cli.log_every, rank, recorder.get(), start);
-  ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, comm.get(), hooks));
+  ZF_ASSIGN_OR_RETURN(TrainReport report, TrainPreferences(o, runtime, comm.get(), hooks));
   if (rank == 0) PrintSummary(o, report, start);
   return absl::OkStatus();
 }

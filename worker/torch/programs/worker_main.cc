@@ -41,7 +41,7 @@
 #include "worker/loop/faulty_session.h"
 #endif
 #include "worker/mpi_main.h"
-#include "worker/torch/train/plan_options.h"
+#include "worker/torch/train/runtime_options.h"
 #include "worker/torch/train/torch_training_session.h"
 
 namespace zerofit::worker {
@@ -158,12 +158,13 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
   o.exit_after_abort = [] { ::_exit(jobspec::kAbortedExitCode); };
   o.make_session = [&](const jobspec::JobPlan& plan,
                        const AttemptContext& attempt) -> absl::StatusOr<std::unique_ptr<TrainingSession>> {
-    ZF_ASSIGN_OR_RETURN(PreferenceTrainOptions options, OptionsFromPlan(plan));
-    options.local_rank = launched.local_rank;
+    // The plan says what to train; this process adds only how it runs (its GPU, the NCCL rendezvous).
+    RuntimeOptions runtime;
+    runtime.local_rank = launched.local_rank;
 #ifdef ZEROFIT_HAVE_NCCL
     // NCCL's unique id travels through the coordinator's key-value store, under a key of this attempt.
     if (attempt.rendezvous == nullptr) return absl::InternalError("the worker loop gave no rendezvous");
-    options.nccl = [&, rendezvous = attempt.rendezvous, number = attempt.attempt](
+    runtime.nccl = [&, rendezvous = attempt.rendezvous, number = attempt.attempt](
                        int cuda_device) -> absl::StatusOr<std::unique_ptr<comm::Communicator>> {
       ZF_ASSIGN_OR_RETURN(auto nccl, comm::NcclCommunicator::CreateWithRendezvous(
                                          *rendezvous, absl::StrCat("nccl-id/attempt-", number), comm->rank(),
@@ -173,7 +174,8 @@ absl::StatusOr<int> Run(const comm::MpiEnvironment& env, const Flags& f) {
       return std::unique_ptr<comm::Communicator>(std::move(nccl));
     };
 #endif
-    ZF_ASSIGN_OR_RETURN(std::unique_ptr<TrainingSession> session, MakeTorchTrainingSession(options, &hooked));
+    ZF_ASSIGN_OR_RETURN(std::unique_ptr<TrainingSession> session,
+                        MakeTorchTrainingSession(plan, runtime, &hooked));
 #ifdef ZEROFIT_FAULT_INJECTION
     return std::unique_ptr<TrainingSession>(std::make_unique<FaultySession>(
         std::move(session), &f.faults, rank, &activity, [](int code) { ::_exit(code); }));

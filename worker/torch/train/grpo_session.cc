@@ -178,8 +178,9 @@ struct GrpoSession::Rollout {
   torch::Tensor sums;         // [loss_sum, units, kl_sum, clipped, tokens] of the last iteration
 };
 
-GrpoSession::GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options)
-    : state_(std::move(state)), options_(options) {}
+GrpoSession::GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options,
+                         const RuntimeOptions& runtime)
+    : state_(std::move(state)), options_(options), runtime_(runtime) {}
 
 GrpoSession::~GrpoSession() = default;
 
@@ -200,6 +201,7 @@ absl::StatusOr<data::PromptData> LoadPromptFile(const std::string& path, const d
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const PreferenceTrainOptions& o,
+                                                                 const RuntimeOptions& runtime,
                                                                  comm::Communicator* comm) {
   ZF_RETURN_IF_ERROR(ValidateGrpoOptions(o));
   ZF_RETURN_IF_ERROR(core::ValidateLrSchedule(EffectiveSchedule(o)));
@@ -218,20 +220,21 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
   if (o.eval_max_samples > 0 && st->test.prompts.size() > static_cast<size_t>(o.eval_max_samples)) {
     st->test.prompts.resize(static_cast<size_t>(o.eval_max_samples));
   }
-  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, o.local_rank, comm, o.nccl, o.device_comm));
+  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, runtime.local_rank, comm, runtime.nccl,
+                                                       runtime.device_comm));
   st->eos_ids = EosIds(config, st->tokenizer.get());
   st->pad = BatchPadId(config);
   try {
     ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
-    ZF_ASSIGN_OR_RETURN(st->policy, InitialModel(config, o, weights, st->backend.torch_device));
+    ZF_ASSIGN_OR_RETURN(st->policy, InitialModel(config, o, runtime, weights, st->backend.torch_device));
     if (o.grpo.objective.beta > 0 && o.reference == ReferenceStrategy::kLoraBase) {
       st->reference = st->policy;  // no second copy: the base under the adapters is the initial policy
     } else if (o.grpo.objective.beta > 0) {
-      ZF_ASSIGN_OR_RETURN(st->reference, InitialModel(config, o, weights, st->backend.torch_device));
+      ZF_ASSIGN_OR_RETURN(st->reference, InitialModel(config, o, runtime, weights, st->backend.torch_device));
       for (torch::Tensor& p : st->reference->parameters()) p.set_requires_grad(false);
       st->reference->eval();
     }
-    ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, st->backend, comm));
+    ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, runtime, st->backend, comm));
     ZF_ASSIGN_OR_RETURN(st->scorer, RolloutScorer::Create(o.grpo.rewards, st->tokenizer, st->eos_ids,
                                                           config.vocab_size, st->backend.torch_device));
   } catch (const std::exception& e) {
@@ -240,8 +243,8 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
   ZF_RETURN_IF_ERROR(st->scorer->CheckPrompts(st->train.prompts, o.data.train));
   ZF_RETURN_IF_ERROR(st->scorer->CheckPrompts(st->test.prompts, o.data.test));
   st->config = st->policy->config();
-  ReportOffloadThreads(o.offload, comm->rank());
-  return std::unique_ptr<GrpoSession>(new GrpoSession(std::move(st), o));
+  if (o.offload) ReportOffloadThreads(runtime.offload_threads, comm->rank());
+  return std::unique_ptr<GrpoSession>(new GrpoSession(std::move(st), o, runtime));
 }
 
 int64_t GrpoSession::longest_prompt() const { return static_cast<int64_t>(state_->train.longest_prompt); }
@@ -545,7 +548,7 @@ absl::StatusOr<std::vector<metrics::NamedValue>> GrpoSession::Evaluate() {
     go.temperature = 0;
     go.eos_ids = st.eos_ids;
     go.pad_id = st.pad;
-    go.max_batch = std::max<int64_t>(options_.eval_batch, 1);
+    go.max_batch = std::max<int64_t>(runtime_.eval_batch, 1);
     absl::StatusOr<GenerationResult> gen;
     try {
       gen = Generate(*st.policy, inputs, go, &st.cache);
@@ -593,9 +596,9 @@ absl::Status GrpoSession::Export(const std::string& dir) {
   return ExportPolicy(state_->comm->rank(), *state_->binding, state_->policy, state_->config, dir);
 }
 
-absl::StatusOr<GrpoReport> TrainGrpo(const PreferenceTrainOptions& o, comm::Communicator* comm,
-                                     const GrpoHooks& hooks) {
-  ZF_ASSIGN_OR_RETURN(std::unique_ptr<GrpoSession> session, GrpoSession::Create(o, comm));
+absl::StatusOr<GrpoReport> TrainGrpo(const PreferenceTrainOptions& o, const RuntimeOptions& runtime,
+                                     comm::Communicator* comm, const GrpoHooks& hooks) {
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<GrpoSession> session, GrpoSession::Create(o, runtime, comm));
   GrpoReport report;
   ZF_ASSIGN_OR_RETURN(report.before, session->Evaluate());
   if (hooks.on_start) ZF_RETURN_IF_ERROR(hooks.on_start(*session, report.before));

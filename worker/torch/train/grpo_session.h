@@ -26,6 +26,7 @@
 #include "comm/communicator.h"
 #include "worker/loop/training_session.h"
 #include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/runtime_options.h"
 
 namespace zerofit::worker {
 
@@ -45,6 +46,7 @@ class GrpoSession final : public TrainingSession {
   // Collective over `comm`: loads config, tokenizer (when data.tokenizer_dir is set) and prompts, builds the
   // policy (and the reference when beta > 0) and binds it to ZeRO-2.
   static absl::StatusOr<std::unique_ptr<GrpoSession>> Create(const PreferenceTrainOptions& options,
+                                                             const RuntimeOptions& runtime,
                                                              comm::Communicator* comm);
   ~GrpoSession() override;
 
@@ -69,7 +71,8 @@ class GrpoSession final : public TrainingSession {
   struct Rollout;
 
  private:
-  GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options);
+  GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options,
+              const RuntimeOptions& runtime);
   absl::StatusOr<Rollout> RunRollout(int64_t step, const MicroBatches& micro);
   absl::Status Optimize(int64_t step, const MicroBatches& micro, Rollout& rollout);
   std::vector<GrpoRows> TrainingRows(const Rollout& rollout, size_t gradient_accumulation);
@@ -83,6 +86,7 @@ class GrpoSession final : public TrainingSession {
 
   std::unique_ptr<State> state_;
   PreferenceTrainOptions options_;
+  RuntimeOptions runtime_;
 };
 
 struct GrpoHooks {
@@ -95,7 +99,7 @@ struct GrpoHooks {
 struct GrpoReport {
   std::vector<metrics::NamedValue> before, after;
 };
-absl::StatusOr<GrpoReport> TrainGrpo(const PreferenceTrainOptions& options, comm::Communicator* comm,
-                                     const GrpoHooks& hooks = {});
+absl::StatusOr<GrpoReport> TrainGrpo(const PreferenceTrainOptions& options, const RuntimeOptions& runtime,
+                                     comm::Communicator* comm, const GrpoHooks& hooks = {});
 
 }  // namespace zerofit::worker

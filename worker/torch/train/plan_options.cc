@@ -59,15 +59,30 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   return o;
 }
 
-absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& plan) {
+std::string InitWeightsOf(const jobspec::JobPlan& plan) {
   namespace fs = std::filesystem;
+  if (!plan.init.empty()) return plan.init;
+  if (fs::exists(fs::path(plan.model) / "model.safetensors") ||
+      fs::exists(fs::path(plan.model) / "model.safetensors.index.json")) {
+    return plan.model;
+  }
+  return "";
+}
+
+absl::StatusOr<DpoOptions> DpoOptionsOf(const jobspec::DpoSpec& spec) {
+  DpoOptions o;
+  ZF_ASSIGN_OR_RETURN(o.loss, ParseDpoLoss(spec.loss_type));
+  o.beta = spec.beta;
+  o.label_smoothing = spec.label_smoothing;
+  return o;
+}
+
+absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& plan) {
   PreferenceTrainOptions o;
   ZF_ASSIGN_OR_RETURN(o.task, ParseTask(plan.task));
   o.model_dir = plan.model;
-  if (fs::exists(fs::path(plan.model) / "model.safetensors") ||
-      fs::exists(fs::path(plan.model) / "model.safetensors.index.json")) {
-    o.init_weights = plan.model;
-  }
+  o.init_weights = InitWeightsOf(plan);
+  o.seed = static_cast<uint64_t>(plan.seed);
   o.data = DataSourceOf(plan);
   ZF_ASSIGN_OR_RETURN(o.data.add_bos, data::ParseAddBos(plan.data.add_bos, "data.add_bos"));
   o.eval_every = plan.eval.every;
@@ -78,7 +93,8 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.schedule = plan.schedule;
   o.weight_decay = static_cast<float>(plan.weight_decay);
   o.max_grad_norm = static_cast<float>(plan.max_grad_norm);
-  o.offload.enabled = plan.offload;
+  o.offload = plan.offload;
+  o.delayed_update_from = plan.delayed_update_from;
   o.model.activation_checkpointing = plan.activation_checkpointing;
   o.model.dtype = plan.bf16 ? torch::kBFloat16 : torch::kFloat32;
   o.model.lora.rank = plan.lora.rank;
@@ -91,6 +107,9 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.max_length = plan.max_length;
   o.export_dir = plan.export_dir;
   ZF_ASSIGN_OR_RETURN(o.device, device::ParseDeviceChoice(plan.device));
+  if (o.task == PreferenceTrainOptions::Task::kDpo) {
+    ZF_ASSIGN_OR_RETURN(o.dpo, DpoOptionsOf(plan.dpo));
+  }
   if (o.task == PreferenceTrainOptions::Task::kGrpo) {
     ZF_ASSIGN_OR_RETURN(o.grpo, GrpoTaskOptionsOf(plan.grpo));
   }

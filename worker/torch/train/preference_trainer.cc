@@ -37,10 +37,10 @@ absl::Status SumOverRanks(PairMetrics* m, comm::Communicator* comm) {
 // (precomputed tables only cover training pairs). One host read of the metrics, then one all-reduce.
 absl::StatusOr<EvalReport> Evaluate(LlamaModel& policy, ReferenceModel* eval_reference,
                                     const std::vector<data::PreferencePair>& test, int32_t pad_id,
-                                    const PreferenceTrainOptions& o, comm::Communicator* comm,
-                                    const torch::Device& device) {
+                                    const PreferenceTrainOptions& o, int64_t eval_batch,
+                                    comm::Communicator* comm, const torch::Device& device) {
   const std::vector<std::vector<uint64_t>> chunks =
-      StridedChunks(test.size(), comm->rank(), comm->world_size(), o.eval_batch);
+      StridedChunks(test.size(), comm->rank(), comm->world_size(), eval_batch);
   ZF_ASSIGN_OR_RETURN(const torch::Tensor metrics,
                       EvaluateChunks(policy, eval_reference, test, chunks, pad_id, o, device));
   EvalReport r;
@@ -80,12 +80,14 @@ struct PreferenceSession::State {
   ReferenceModel* eval_ref() const { return eval_reference ? eval_reference.get() : reference.get(); }
 };
 
-PreferenceSession::PreferenceSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options)
-    : state_(std::move(state)), options_(options) {}
+PreferenceSession::PreferenceSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options,
+                                     const RuntimeOptions& runtime)
+    : state_(std::move(state)), options_(options), runtime_(runtime) {}
 
 PreferenceSession::~PreferenceSession() = default;
 
 absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(const PreferenceTrainOptions& o,
+                                                                             const RuntimeOptions& runtime,
                                                                              comm::Communicator* comm) {
   ZF_RETURN_IF_ERROR(core::ValidateLrSchedule(EffectiveSchedule(o)));
   ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, core::LoadHfConfig(o.model_dir + "/config.json"));
@@ -94,7 +96,8 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
 
   auto st = std::make_unique<State>();
   st->comm = comm;
-  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, o.local_rank, comm, o.nccl, o.device_comm));
+  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, runtime.local_rank, comm, runtime.nccl,
+                                                       runtime.device_comm));
   const torch::Device dev = st->backend.torch_device;
   st->train = std::move(data.train);
   st->test = std::move(data.test);
@@ -106,7 +109,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
   st->config = config;
   try {
     ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
-    auto initial = [&]() { return InitialModel(config, o, weights, dev); };
+    auto initial = [&]() { return InitialModel(config, o, runtime, weights, dev); };
     ZF_ASSIGN_OR_RETURN(st->policy, initial());
     if (o.task == Task::kDpo && o.reference == ReferenceStrategy::kLoraBase) {
       ZF_ASSIGN_OR_RETURN(st->reference, ReferenceModel::Create(st->policy, o.reference));
@@ -114,19 +117,19 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
       // The reference is the initial policy: same seed, same weights.
       ZF_ASSIGN_OR_RETURN(LlamaModel ref_model, initial());
       ZF_ASSIGN_OR_RETURN(st->reference, ReferenceModel::Create(std::move(ref_model), o.reference));
-      ZF_RETURN_IF_ERROR(st->reference->Precompute(st->train, st->pad, o.eval_batch, comm));
+      ZF_RETURN_IF_ERROR(st->reference->Precompute(st->train, st->pad, runtime.eval_batch, comm));
       if (o.reference == ReferenceStrategy::kPrecomputed) {
         ZF_ASSIGN_OR_RETURN(LlamaModel eval_model, initial());
         ZF_ASSIGN_OR_RETURN(st->eval_reference,
                             ReferenceModel::Create(std::move(eval_model), ReferenceStrategy::kResident));
       }
     }
-    ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, st->backend, comm));
+    ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, runtime, st->backend, comm));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the training session failed: ", e.what()));
   }
-  ReportOffloadThreads(o.offload, comm->rank());
-  return std::unique_ptr<PreferenceSession>(new PreferenceSession(std::move(st), o));
+  if (o.offload) ReportOffloadThreads(runtime.offload_threads, comm->rank());
+  return std::unique_ptr<PreferenceSession>(new PreferenceSession(std::move(st), o, runtime));
 }
 
 size_t PreferenceSession::num_train_pairs() const { return state_->train.size(); }
@@ -195,7 +198,7 @@ absl::StatusOr<EvalReport> PreferenceSession::Evaluate() {
   State& st = *state_;
   ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());
   try {
-    return worker::Evaluate(st.policy, st.eval_ref(), st.test, st.pad, options_, st.comm,
+    return worker::Evaluate(st.policy, st.eval_ref(), st.test, st.pad, options_, runtime_.eval_batch, st.comm,
                             st.backend.torch_device);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("evaluation failed: ", e.what()));
@@ -229,14 +232,15 @@ bool EvalDue(const PreferenceTrainOptions& o, int64_t step) {
   return jobspec::EvalDue(o.steps, o.eval_every, step);
 }
 
-absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, comm::Communicator* comm,
-                                             const TrainHooks& hooks) {
+absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& o, const RuntimeOptions& runtime,
+                                             comm::Communicator* comm, const TrainHooks& hooks) {
   if (o.global_batch < comm->world_size() * o.gradient_accumulation) {
     return absl::InvalidArgumentError(absl::StrCat("global_batch ", o.global_batch,
                                                    " is smaller than world size ", comm->world_size(),
                                                    " x gradient_accumulation ", o.gradient_accumulation));
   }
-  ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(o, comm));
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session,
+                      PreferenceSession::Create(o, runtime, comm));
   ZF_ASSIGN_OR_RETURN(EvalReport before, session->Evaluate());
   if (hooks.on_start) ZF_RETURN_IF_ERROR(hooks.on_start(*session, before));
   ZF_ASSIGN_OR_RETURN(const jobspec::StepScheduler scheduler,

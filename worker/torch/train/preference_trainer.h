@@ -21,10 +21,14 @@
 #include "worker/torch/train/grpo_task_options.h"
 #include "worker/torch/train/objectives.h"
 #include "worker/torch/train/reference_model.h"
+#include "worker/torch/train/runtime_options.h"
 #include "worker/torch/train/training_backend.h"
 
 namespace zerofit::worker {
 
+// What a run trains: the job plan (jobspec/job_plan.h) typed for the trainer. OptionsFromPlan
+// (plan_options.h) is the one place that fills it from a plan; the tests fill it directly. How this process
+// runs it (GPU, gradient buckets, threads, kernels) is RuntimeOptions (runtime_options.h).
 struct PreferenceTrainOptions {
   // kSft: supervised fine-tuning on the chosen responses (the usual first stage; reward models and DPO then
   // start from its export with --init). Its "accuracy" counts pairs whose chosen response is more likely
@@ -43,33 +47,29 @@ struct PreferenceTrainOptions {
   int64_t global_batch = 32;      // pairs per optimizer step, over all ranks
   int gradient_accumulation = 1;  // per rank per step (gradient accumulation)
   int64_t max_length = 64;
-  uint64_t seed = 1234;
+  uint64_t seed = 1234;  // initial weights of new layers (score head, LoRA), the order of the samples
   // The learning rate: its peak, warmup and decay (a total_steps of 0 means `steps`). Each step's rate is
   // computed from it and given to the optimizer's Step.
   core::LrScheduleOptions schedule;
   float weight_decay = 0.0f;
   float max_grad_norm = 1.0f;
-  sharding::AccumulationMode accumulation_mode = sharding::AccumulationMode::kReduceScatterEveryMicroBatch;
-  size_t bucket_bytes = 1 << 20;
-  sharding::OffloadOptions offload;
-  LlamaOptions model;  // LoRA, activation checkpointing, dtype
+  // ZeRO-Offload: optimizer state in host memory, updated by CPU AdamW; from optimizer step
+  // delayed_update_from on (-1: never) its delayed parameter update (sharding/offload_updater.h).
+  bool offload = false;
+  int64_t delayed_update_from = -1;
+  LlamaOptions model;  // LoRA, activation checkpointing, dtype (the attention kernel: RuntimeOptions)
   DpoOptions dpo;
   GrpoTaskOptions grpo;  // kGrpo only
   ReferenceStrategy reference = ReferenceStrategy::kResident;
   std::string export_dir;  // written by rank 0 after training if non-empty
-  int64_t eval_batch = 64;
   // Held-out evaluation during training (spec `eval:`, --eval-every): after every eval_every-th step and
   // after the last (0: after the last only), on the first eval_max_samples held-out pairs (0: all). It
   // does not change training: same parameters with or without it.
   int64_t eval_every = 0;
   int64_t eval_max_samples = 0;
-  // Where to train: auto = cuda:<local_rank> when LibTorch and this build have CUDA and a GPU is visible.
+  // Where to train: auto = cuda:<RuntimeOptions.local_rank> when LibTorch and this build have CUDA and a GPU
+  // is visible.
   device::DeviceChoice device = device::DeviceChoice::kAuto;
-  int local_rank = 0;
-  // On CUDA: NCCL, or MPI staged through pinned memory (auto: when ranks outnumber a node's GPUs and share
-  // them; comm/device_comm.h).
-  comm::DeviceComm device_comm = comm::DeviceComm::kAuto;
-  NcclFactory nccl;  // optional: how to make the NCCL communicator (default: bootstrapped over MPI)
 };
 
 struct EvalReport {
@@ -110,6 +110,7 @@ class PreferenceSession {
   // Loads the model's config.json and the data (tokenizing text with the model's tokenizer), builds the
   // policy (and the DPO reference), binds it to ZeRO-2.
   static absl::StatusOr<std::unique_ptr<PreferenceSession>> Create(const PreferenceTrainOptions& options,
+                                                                   const RuntimeOptions& runtime,
                                                                    comm::Communicator* comm);
   ~PreferenceSession();
 
@@ -134,9 +135,11 @@ class PreferenceSession {
 
  private:
   struct State;
-  PreferenceSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options);
+  PreferenceSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options,
+                    const RuntimeOptions& runtime);
   std::unique_ptr<State> state_;
   PreferenceTrainOptions options_;
+  RuntimeOptions runtime_;
 };
 
 // What a caller sees of a run; each runs on every rank, and an error from one stops training (every rank
@@ -148,7 +151,8 @@ struct TrainHooks {
 };
 
 // Collective: every rank of `comm` calls it with the same options.
-absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& options, comm::Communicator* comm,
+absl::StatusOr<TrainReport> TrainPreferences(const PreferenceTrainOptions& options,
+                                             const RuntimeOptions& runtime, comm::Communicator* comm,
                                              const TrainHooks& hooks = {});
 
 }  // namespace zerofit::worker

@@ -20,10 +20,9 @@ absl::Status StepFailure(int64_t step, const std::exception& e) {
 
 // With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
 // than threads says so (those threads would share the CPUs: one thread's speed, issue 30).
-void ReportOffloadThreads(const sharding::OffloadOptions& offload, int rank) {
-  if (!offload.enabled) return;
+void ReportOffloadThreads(int offload_threads, int rank) {
   const int cpus = core::AllowedCpus();
-  const int threads = core::ThreadsOrAllowedCpus(offload.threads);
+  const int threads = core::ThreadsOrAllowedCpus(offload_threads);
   if (rank == 0) {
     std::fprintf(stderr, "offload: CPU AdamW on %d thread(s); rank 0 may run on %d CPU(s)\n", threads, cpus);
   }
@@ -32,10 +31,12 @@ void ReportOffloadThreads(const sharding::OffloadOptions& offload, int rank) {
 }
 
 absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const PreferenceTrainOptions& o,
+                                        const RuntimeOptions& runtime,
                                         const std::optional<core::SafetensorsModel>& weights,
                                         const torch::Device& device) {
   torch::manual_seed(static_cast<uint64_t>(o.seed));  // same initial weights on every rank
   LlamaOptions mo = o.model;
+  mo.attention = runtime.attention;
   mo.reward_head = o.task == PreferenceTrainOptions::Task::kReward;
   LlamaModel m(config, mo);
   if (weights) ZF_RETURN_IF_ERROR(m->LoadWeights(*weights));
@@ -52,14 +53,18 @@ absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const Pref
 }
 
 absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, const PreferenceTrainOptions& o,
+                                                         const RuntimeOptions& runtime,
                                                          const TrainingBackend& backend,
                                                          comm::Communicator* comm) {
   sharding::Zero2Options zo;
-  zo.bucket_bytes = o.bucket_bytes;
-  zo.accumulation_mode = o.accumulation_mode;
+  zo.bucket_bytes = runtime.bucket_bytes;
+  zo.accumulation_mode = runtime.accumulation_mode;
   zo.adamw.weight_decay = o.weight_decay;
   zo.max_grad_norm = o.max_grad_norm;
-  zo.offload = o.offload;
+  zo.offload.enabled = o.offload;
+  zo.offload.threads = runtime.offload_threads;
+  zo.offload.delayed_update = o.offload && o.delayed_update_from >= 0;
+  if (zo.offload.delayed_update) zo.offload.delayed_update_start_step = o.delayed_update_from;
   zo.param_dtype = o.model.dtype == torch::kBFloat16  ? core::DType::kBFloat16
                    : o.model.dtype == torch::kFloat16 ? core::DType::kFloat16
                                                       : core::DType::kFloat32;
@@ -101,6 +106,7 @@ absl::StatusOr<jobspec::StepScheduler> LocalScheduler(const PreferenceTrainOptio
   schedule.global_batch = o.global_batch;
   schedule.world_size = world_size;
   schedule.gradient_accumulation = o.gradient_accumulation;
+  schedule.seed = o.seed;
   return jobspec::StepScheduler::Create(std::move(lengths), schedule);
 }
 

@@ -18,14 +18,16 @@
 #include "jobspec/step_scheduler.h"
 #include "worker/torch/model/llama_model.h"
 #include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/runtime_options.h"
 #include "worker/torch/train/training_backend.h"
 #include "worker/torch/train/zero2_binding.h"
 
 namespace zerofit::worker {
 
 // The model of `o.task` (a score head for reward models) seeded with o.seed, so every rank starts from the
-// same weights, then `weights` when given, on `device`.
+// same weights, then `weights` when given, on `device`, with runtime's attention kernel.
 absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const PreferenceTrainOptions& o,
+                                        const RuntimeOptions& runtime,
                                         const std::optional<core::SafetensorsModel>& weights,
                                         const torch::Device& device);
 
@@ -33,8 +35,9 @@ absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const
 absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const PreferenceTrainOptions& o);
 
 // ZeRO-2 over `policy`'s trainable parameters (LoRA adapters and the score head only, when LoRA is on); no
-// weight decay for norms and biases.
+// weight decay for norms and biases. The plan's optimizer and offload, runtime's buckets and threads.
 absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, const PreferenceTrainOptions& o,
+                                                         const RuntimeOptions& runtime,
                                                          const TrainingBackend& backend,
                                                          comm::Communicator* comm);
 
@@ -60,6 +63,6 @@ absl::Status StepFailure(int64_t step, const std::exception& e);
 
 // With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
 // than threads says so on stderr.
-void ReportOffloadThreads(const sharding::OffloadOptions& offload, int rank);
+void ReportOffloadThreads(int offload_threads, int rank);
 
 }  // namespace zerofit::worker

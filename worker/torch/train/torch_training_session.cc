@@ -6,12 +6,14 @@
 #include "worker/data/data_report.h"
 #include "worker/torch/train/grpo_session.h"
 #include "worker/torch/train/named_step_metrics.h"
+#include "worker/torch/train/plan_options.h"
 
 namespace zerofit::worker {
 
 absl::StatusOr<std::unique_ptr<TorchTrainingSession>> TorchTrainingSession::Create(
-    const PreferenceTrainOptions& options, comm::Communicator* comm) {
-  ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session, PreferenceSession::Create(options, comm));
+    const PreferenceTrainOptions& options, const RuntimeOptions& runtime, comm::Communicator* comm) {
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<PreferenceSession> session,
+                      PreferenceSession::Create(options, runtime, comm));
   return std::unique_ptr<TorchTrainingSession>(new TorchTrainingSession(std::move(session), comm->rank()));
 }
 
@@ -31,14 +33,16 @@ absl::StatusOr<std::vector<metrics::NamedValue>> TorchTrainingSession::Evaluate(
   return NamedEvalMetrics(eval, session_->options().task);
 }
 
-absl::StatusOr<std::unique_ptr<TrainingSession>> MakeTorchTrainingSession(
-    const PreferenceTrainOptions& options, comm::Communicator* comm) {
+absl::StatusOr<std::unique_ptr<TrainingSession>> MakeTorchTrainingSession(const jobspec::JobPlan& plan,
+                                                                          const RuntimeOptions& runtime,
+                                                                          comm::Communicator* comm) {
+  ZF_ASSIGN_OR_RETURN(const PreferenceTrainOptions options, OptionsFromPlan(plan));
   if (options.task == PreferenceTrainOptions::Task::kGrpo) {
-    ZF_ASSIGN_OR_RETURN(std::unique_ptr<GrpoSession> grpo, GrpoSession::Create(options, comm));
+    ZF_ASSIGN_OR_RETURN(std::unique_ptr<GrpoSession> grpo, GrpoSession::Create(options, runtime, comm));
     return std::unique_ptr<TrainingSession>(std::move(grpo));
   }
   ZF_ASSIGN_OR_RETURN(std::unique_ptr<TorchTrainingSession> session,
-                      TorchTrainingSession::Create(options, comm));
+                      TorchTrainingSession::Create(options, runtime, comm));
   return std::unique_ptr<TrainingSession>(std::move(session));
 }
 

@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "jobspec/job_plan.h"
 #include "worker/loop/training_session.h"
 #include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/runtime_options.h"
 
 namespace zerofit::worker {
 
@@ -16,6 +18,7 @@ class TorchTrainingSession final : public TrainingSession {
  public:
   // Collective over `comm` (PreferenceSession::Create). `rank` names the rank-local metrics.
   static absl::StatusOr<std::unique_ptr<TorchTrainingSession>> Create(const PreferenceTrainOptions& options,
+                                                                      const RuntimeOptions& runtime,
                                                                       comm::Communicator* comm);
 
   std::vector<int64_t> TrainLengths() const override { return session_->TrainLengths(); }
@@ -37,9 +40,11 @@ class TorchTrainingSession final : public TrainingSession {
   int rank_;
 };
 
-// The session `options.task` trains: GrpoSession (grpo_session.h) for GRPO, TorchTrainingSession for the
-// others. Collective over `comm`.
-absl::StatusOr<std::unique_ptr<TrainingSession>> MakeTorchTrainingSession(
-    const PreferenceTrainOptions& options, comm::Communicator* comm);
+// The session of the plan's task, built from the plan (through OptionsFromPlan, plan_options.h, alone) and
+// how this process runs it: GrpoSession (grpo_session.h) for GRPO, TorchTrainingSession for the others.
+// Collective over `comm`.
+absl::StatusOr<std::unique_ptr<TrainingSession>> MakeTorchTrainingSession(const jobspec::JobPlan& plan,
+                                                                          const RuntimeOptions& runtime,
+                                                                          comm::Communicator* comm);
 
 }  // namespace zerofit::worker

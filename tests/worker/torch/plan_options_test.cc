@@ -1,0 +1,80 @@
+// The one mapping from a resolved job plan to the trainer's options (worker/torch/train/plan_options.h):
+// every field of a spec that changes what is trained reaches PreferenceTrainOptions, from YAML through
+// jobspec::Resolve, with nothing set on top afterwards (issue 31).
+#include "worker/torch/train/plan_options.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "jobspec/job_spec.h"
+#include "jobspec/resolve.h"
+
+namespace zerofit::worker {
+namespace {
+
+absl::StatusOr<PreferenceTrainOptions> OptionsOfYaml(const std::string& yaml) {
+  absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpec(yaml, "job.yaml");
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<jobspec::JobPlan> plan = jobspec::Resolve(*spec);
+  if (!plan.ok()) return plan.status();
+  return OptionsFromPlan(*plan);
+}
+
+// A spec sized by itself on a planner preset (no model files needed to resolve it).
+std::string Yaml(const std::string& task, const std::string& training, const std::string& extra) {
+  return absl::StrCat("task: ", task, "\nmodel: Qwen2.5-0.5B\ndata: /d\nworld_size: 2\ntraining:\n",
+                      "  steps: 10\n  global_batch: 16\n  gradient_accumulation: 2\n  max_length: 96\n",
+                      training, extra);
+}
+
+TEST(PlanOptionsTest, EverySpecFieldThatTrainsReachesTheTrainer) {
+  absl::StatusOr<PreferenceTrainOptions> o = OptionsOfYaml(Yaml(
+      "dpo", "  offload: true\n  delayed_update_from: 4\n  seed: 77\n  bf16: true\n  weight_decay: 0.1\n",
+      "dpo: {beta: 0.3, label_smoothing: 0.05}\nlora: {rank: 8, alpha: 16}\ninit: /w/sft\n"));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->task, PreferenceTrainOptions::Task::kDpo);
+  EXPECT_EQ(o->seed, 77u);
+  EXPECT_TRUE(o->offload);
+  EXPECT_EQ(o->delayed_update_from, 4);
+  EXPECT_EQ(o->dpo.loss, DpoOptions::Loss::kSigmoid);
+  EXPECT_EQ(o->dpo.beta, 0.3);
+  EXPECT_EQ(o->dpo.label_smoothing, 0.05);
+  EXPECT_EQ(o->model.lora.rank, 8);
+  EXPECT_EQ(o->reference, ReferenceStrategy::kLoraBase);
+  EXPECT_EQ(o->model.dtype, torch::kBFloat16);
+  EXPECT_FLOAT_EQ(o->weight_decay, 0.1f);
+  EXPECT_EQ(o->init_weights, "/w/sft");
+  EXPECT_EQ(o->max_length, 96);
+  EXPECT_EQ(o->gradient_accumulation, 2);
+
+  absl::StatusOr<PreferenceTrainOptions> ipo =
+      OptionsOfYaml(Yaml("dpo", "", "dpo: {loss_type: ipo, beta: 0.5}\n"));
+  ASSERT_TRUE(ipo.ok()) << ipo.status();
+  EXPECT_EQ(ipo->dpo.loss, DpoOptions::Loss::kIpo);
+  EXPECT_EQ(ipo->dpo.beta, 0.5);
+  EXPECT_EQ(ipo->delayed_update_from, -1) << "no delayed update unless the spec asks";
+  EXPECT_FALSE(ipo->offload);
+  EXPECT_EQ(ipo->seed, 1234u);
+}
+
+TEST(PlanOptionsTest, InitialWeightsAreTheSpecsInitElseTheModelsOwn) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "plan_options_model";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "model.safetensors") << "";
+  jobspec::JobPlan plan;
+  plan.model = dir.string();
+  EXPECT_EQ(InitWeightsOf(plan), dir.string()) << "the model directory's own weights";
+  plan.init = "/w/sft";
+  EXPECT_EQ(InitWeightsOf(plan), "/w/sft") << "the spec's init wins";
+  plan.init = "";
+  plan.model = (dir / "absent").string();
+  EXPECT_EQ(InitWeightsOf(plan), "") << "no weights: a random start from the seed";
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace zerofit::worker
