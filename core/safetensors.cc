@@ -479,15 +479,22 @@ absl::Status SafetensorsFile::Read(const std::string& name, void* dst, size_t ds
 
 // ---- WriteSafetensors ------------------------------------------------------------------------------
 
-absl::Status WriteSafetensors(const std::string& path, const std::vector<StTensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The file's first bytes: the header's length (8 bytes, little-endian) and its JSON, padded with spaces so
+// that the data section starts 8-byte aligned, as Hugging Face's writer does. `sizes_out` gets each
+// tensor's bytes.
+absl::StatusOr<std::string> SafetensorsPrefix(const std::string& path,
+                                              const std::vector<StTensorToWrite>& tensors,
+                                              const std::map<std::string, std::string>& metadata,
+                                              std::vector<uint64_t>* sizes_out) {
   Json header = Json::object();
   if (!metadata.empty()) {
     Json m = Json::object();
     for (const auto& [k, v] : metadata) m[k] = v;
     header[kMetadataKey] = std::move(m);
   }
-  std::vector<uint64_t> sizes;
+  std::vector<uint64_t>& sizes = *sizes_out;
   sizes.reserve(tensors.size());
   std::set<std::string> names;
   uint64_t offset = 0;
@@ -524,13 +531,21 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<StTenso
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": a tensor name or metadata entry cannot be encoded as JSON: ", e.what()));
   }
-  // Pad with spaces (valid JSON whitespace) so the data section starts 8-byte aligned, as HF does.
   text.append((8 - text.size() % 8) % 8, ' ');
   std::string prefix(8, '\0');
   const uint64_t n = text.size();
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   prefix += text;
 
+  return prefix;
+}
+
+}  // namespace
+
+absl::Status WriteSafetensors(const std::string& path, const std::vector<StTensorToWrite>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  std::vector<uint64_t> sizes;
+  ZF_ASSIGN_OR_RETURN(const std::string prefix, SafetensorsPrefix(path, tensors, metadata, &sizes));
   std::string tmp = path + ".tmp.XXXXXX";
   ScopedFd fd(::mkstemp(tmp.data()));
   if (fd.get() < 0) return absl::ErrnoToStatus(errno, absl::StrCat(tmp, ": mkstemp"));
