@@ -55,8 +55,7 @@ static Zero2Options OptionsFor(const Config& c) {
   o.max_grad_norm = 0.5f;
   o.offload.enabled = c.off;
   o.offload.threads = 2;
-  o.offload.delayed_update = c.dpu;
-  o.offload.delayed_update_start_step = 1;
+  o.offload.delayed_update_from = c.dpu ? 1 : -1;
   return o;
 }
 

@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<sharding::OffloadUpdater>> OffloadShardUpdater::C
   o.param_dtype = a.param_dtype;
   o.threads = a.options.threads;
   o.simd = a.options.simd;
-  o.gradient_buffers = a.options.delayed_update ? 2 : 1;
+  o.gradient_buffers = a.options.delayed() ? 2 : 1;
   o.wait_timeout = a.timeout;
   if (a.profile != nullptr) {
     o.on_host_job = [profile = a.profile](absl::Time begin, absl::Time end) {

@@ -29,10 +29,12 @@ struct OffloadOptions {
   // One-step delayed parameter update (DPU, ZeRO-Offload paper section 5): off by default. It hides the CPU
   // step behind the next forward/backward at the price of gradients computed on one-step-stale parameters;
   // the paper enables it only after the first few dozen steps, when the model changes fast (see
-  // docs/offload.md for its measured effect on convergence).
-  bool delayed_update = false;
-  // Updates before this step number are applied synchronously (the paper's warm-up; it used 40).
-  int64_t delayed_update_start_step = 40;
+  // docs/offload.md for its measured effect on convergence). From this optimizer step on; the updates
+  // before it are synchronous (the paper's warm-up: it started at 40). -1: never. The same name as the job
+  // spec's training.delayed_update_from.
+  int64_t delayed_update_from = -1;
+
+  bool delayed() const { return delayed_update_from >= 0; }
 };
 
 // What the engine hands the factory. The pointers are the engine's and outlive the updater.
@@ -40,7 +42,7 @@ struct OffloadUpdaterArgs {
   const BucketPlan* plan = nullptr;
   core::DType param_dtype = core::DType::kFloat32;
   device::Device* device = nullptr;
-  OffloadOptions options;  // with delayed_update the updater keeps two gradient buffers
+  OffloadOptions options;  // with a delayed update the updater keeps two gradient buffers
   absl::Duration timeout;  // every wait for the updater's host work or copies
   // The engine's profile: the updater's host jobs are recorded there as Stage::kHostAccumulate (from its
   // worker threads), the engine thread's waits for them as Stage::kWait.

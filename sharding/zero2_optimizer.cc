@@ -36,8 +36,8 @@ absl::Status ValidateOptions(const Zero2Options& options, comm::Communicator* co
     return absl::InvalidArgumentError(
         absl::StrCat("Zero2Optimizer: max_staging_buffers ", options.max_staging_buffers, " < 1"));
   }
-  if (options.offload.delayed_update && !options.offload.enabled) {
-    return absl::InvalidArgumentError("Zero2Optimizer: offload.delayed_update needs offload.enabled");
+  if (options.offload.delayed() && !options.offload.enabled) {
+    return absl::InvalidArgumentError("Zero2Optimizer: offload.delayed_update_from needs offload.enabled");
   }
   const size_t elem = core::DTypeSize(options.param_dtype);
   if (options.alignment_bytes == 0 || options.alignment_bytes % elem != 0) {
@@ -96,7 +96,7 @@ absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
     }
     offload_ = updater.get();
     updater_ = std::move(updater);
-    if (options_.offload.delayed_update) update_thread_ = std::make_unique<core::SerialExecutor>();
+    if (options_.offload.delayed()) update_thread_ = std::make_unique<core::SerialExecutor>();
   } else {
     ZF_ASSIGN_OR_RETURN(updater_, DeviceShardUpdater::Create(&plan_, options_.param_dtype, device_, timeout));
   }
@@ -244,7 +244,7 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step(float learning_rate) {
     r.grad_norm = static_cast<float>(norm);
     r.clip_coef = static_cast<float>(clip);
     const float grad_scale = static_cast<float>(clip / denom);
-    const bool delay = options_.offload.delayed_update && step_ >= options_.offload.delayed_update_start_step;
+    const bool delay = options_.offload.delayed() && step_ >= options_.offload.delayed_update_from;
     ++step_;
     if (delay) {
       UpdateInBackground(hyper, grad_scale);

@@ -35,7 +35,7 @@
 // bucket, as its reduce-scatter finishes, the shard gradient crosses to the host in the parameter dtype (bf16
 // over the bus, not fp32) and is accumulated in fp32 there; at the step, buckets flow through CPU AdamW
 // (fused with writing the bf16 parameters) -> host-to-device copy of each finished tile -> parameter
-// all-gather, each stage working on a different bucket at the same time. With offload.delayed_update
+// all-gather, each stage working on a different bucket at the same time. With offload.delayed_update_from
 // (DeepSpeed's DPU) the CPU update of step t runs in the background during step t+1's forward/backward,
 // which therefore sees the parameters from before update t (one step stale).
 //
@@ -95,7 +95,7 @@ struct StepResult {
   double units = 0.0;          // samples/tokens this step covered on all ranks
   float loss_scale = 1.0f;     // scale used for this step's backward
   float learning_rate = 0.0f;  // the rate this step's update used
-  int64_t step = 0;            // optimizer steps applied so far (with delayed_update: scheduled)
+  int64_t step = 0;            // optimizer steps applied so far (with a delayed update: scheduled)
   StepBreakdown breakdown;  // where this step's time went (window: end of previous Step() to end of this one)
 };
 
@@ -189,7 +189,7 @@ class Zero2Optimizer {
   absl::Status ResetGradients();
   // Applies AdamW to every bucket and all-gathers the result, stages overlapping across buckets.
   absl::Status UpdateAndGather(const optim::AdamWHyper& hyper, float grad_scale);
-  // With delayed_update: runs this step's CPU update in the background.
+  // With a delayed update: runs this step's CPU update in the background.
   void UpdateInBackground(const optim::AdamWHyper& hyper, float grad_scale);
   // Publishes the delayed update of the previous step (host -> device copies, all-gathers).
   absl::Status PublishDelayed();
@@ -208,7 +208,7 @@ class Zero2Optimizer {
   OffloadUpdater* offload_ = nullptr;  // updater_ when offloaded
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<ParameterPublisher> publisher_;
-  std::unique_ptr<core::SerialExecutor> update_thread_;  // delayed_update: the background CPU step
+  std::unique_ptr<core::SerialExecutor> update_thread_;  // a delayed update's background CPU step
   bool update_pending_ = false;
 
   double local_units_ = 0.0;

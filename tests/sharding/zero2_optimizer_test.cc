@@ -354,7 +354,7 @@ TEST(Zero2OptimizerTest, OffloadUpdaterFactoryGetsTheEnginesArguments) {
   Zero2Options o = SmallBuckets(AccumulationMode::kReduceOncePerStep);
   o.offload.enabled = true;
   o.offload.threads = 3;
-  o.offload.delayed_update = true;
+  o.offload.delayed_update_from = 40;
   OffloadUpdaterArgs seen;  // its pointers die with the failed optimizer: only compared with null
   size_t shard_numel = 0;
   Zero2Devices devices;
@@ -372,7 +372,7 @@ TEST(Zero2OptimizerTest, OffloadUpdaterFactoryGetsTheEnginesArguments) {
   EXPECT_NE(seen.device, nullptr);
   EXPECT_NE(seen.profile, nullptr);
   EXPECT_EQ(seen.options.threads, 3);
-  EXPECT_TRUE(seen.options.delayed_update);
+  EXPECT_EQ(seen.options.delayed_update_from, 40);
   EXPECT_EQ(seen.timeout, comm.options().timeout);
 }
 

@@ -49,8 +49,7 @@ inline Zero2Options Options(const Config& c) {
   o.max_grad_norm = 0.5f;
   o.offload.enabled = c.offload;
   o.offload.threads = 2;
-  o.offload.delayed_update = c.delayed;
-  o.offload.delayed_update_start_step = 1;
+  o.offload.delayed_update_from = c.delayed ? 1 : -1;
   return o;
 }
 

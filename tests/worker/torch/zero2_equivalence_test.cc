@@ -259,12 +259,11 @@ TEST(Zero2EquivalenceTest, DelayedParameterUpdateMatchesAOneStepStaleReference) 
   sharding::OffloadOptions offload;
   offload.enabled = true;
   offload.threads = 2;
-  offload.delayed_update = true;
   const std::vector<torch::Tensor> synchronous = ReferenceParameters();
   for (auto [mode, start] : {std::pair{AccumulationMode::kReduceScatterEveryMicroBatch, 0},
                              std::pair{AccumulationMode::kReduceOncePerStep, 0},
                              std::pair{AccumulationMode::kReduceScatterEveryMicroBatch, 7}}) {
-    offload.delayed_update_start_step = start;
+    offload.delayed_update_from = start;
     const std::vector<torch::Tensor> want = ReferenceDelayedParameters(start);
     // The delayed reference really differs from synchronous training, so matching it means something.
     ASSERT_GT(Compare(want, synchronous, 1e-2).max_abs, 1e-4);

@@ -91,8 +91,7 @@ absl::Status Run(const comm::MpiEnvironment& env, const Flags& f) {
   o.max_grad_norm = 1.0f;
   o.offload.enabled = f.offload;
   o.offload.threads = f.threads;
-  o.offload.delayed_update = f.delayed;
-  o.offload.delayed_update_start_step = f.dpu_start;
+  o.offload.delayed_update_from = f.delayed ? f.dpu_start : -1;
   ZF_ASSIGN_OR_RETURN(auto binding, Zero2Binding::Bind(*model, o, comm.get()));
   auto& opt = binding->optimizer();
   const int rank = comm->rank(), world = comm->world_size();

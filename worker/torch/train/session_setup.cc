@@ -63,8 +63,7 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, con
   zo.max_grad_norm = o.max_grad_norm;
   zo.offload.enabled = o.offload;
   zo.offload.threads = runtime.offload_threads;
-  zo.offload.delayed_update = o.offload && o.delayed_update_from >= 0;
-  if (zo.offload.delayed_update) zo.offload.delayed_update_start_step = o.delayed_update_from;
+  zo.offload.delayed_update_from = o.offload ? o.delayed_update_from : -1;
   zo.param_dtype = o.model.dtype == torch::kBFloat16  ? core::DType::kBFloat16
                    : o.model.dtype == torch::kFloat16 ? core::DType::kFloat16
                                                       : core::DType::kFloat32;
