@@ -1,4 +1,4 @@
-// zerofit_tokenize's input rules (worker/data/text_pairs_to_ids.h): each of the refused inputs below was
+// zerofit_sentencepiece_ids's input rules (worker/data/text_pairs_to_ids.h): each of the refused inputs below was
 // accepted before (an empty output, or a pair with nothing to score).
 #include "worker/data/text_pairs_to_ids.h"
 

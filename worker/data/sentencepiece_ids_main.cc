@@ -1,8 +1,8 @@
-// zerofit_tokenize: turns text preference JSONL ({"prompt","chosen","rejected"}) into token-id JSONL
+// zerofit_sentencepiece_ids: turns text preference JSONL ({"prompt","chosen","rejected"}) into token-id JSONL
 // ({"prompt_ids","chosen_ids","rejected_ids"}, no BOS/EOS: the loader adds them) with a SentencePiece model.
 // Training processes read token ids: SentencePiece and LibTorch cannot share a process (see
 // worker/data/CMakeLists.txt). Lines that already hold ids are copied unchanged.
-//   zerofit_tokenize --tokenizer tokenizer.model --in train.jsonl --out train_ids.jsonl
+//   zerofit_sentencepiece_ids --tokenizer tokenizer.model --in train.jsonl --out train_ids.jsonl
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -27,7 +27,7 @@ absl::Status Run(const std::string& model, const std::string& in, const std::str
   if (!output) return absl::DataLossError(absl::StrCat(tmp, ": write failed"));
   if (std::rename(tmp.c_str(), out.c_str()) != 0)
     return absl::InternalError(absl::StrCat("rename to ", out, " failed"));
-  std::printf("zerofit_tokenize: %zu pairs from %s -> %s (vocab %d)\n", pairs, in.c_str(), out.c_str(),
+  std::printf("zerofit_sentencepiece_ids: %zu pairs from %s -> %s (vocab %d)\n", pairs, in.c_str(), out.c_str(),
               tok->vocab_size());
   return absl::OkStatus();
 }
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   }
   if (model.empty() || in.empty() || out.empty()) {
     std::fprintf(stderr,
-                 "usage: zerofit_tokenize --tokenizer tokenizer.model --in text.jsonl --out ids.jsonl\n");
+                 "usage: zerofit_sentencepiece_ids --tokenizer tokenizer.model --in text.jsonl --out ids.jsonl\n");
     return 2;
   }
   const absl::Status s = zerofit::data::Run(model, in, out);
