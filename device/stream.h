@@ -1,9 +1,7 @@
-// device::Stream and device::Event: ordered queues of device work and the markers that order them.
+// device::Stream: an ordered queue of device work (its markers, device::Event, are in event.h).
 //
 // Semantics follow CUDA's: operations enqueued on one stream run in order, asynchronously to the host and
-// to other streams; `event.Record(s)` marks the work enqueued on s so far, and `event.Wait(t)` makes work
-// enqueued on t afterwards run only once that marked work has finished (a later Record does not change
-// what an earlier Wait waits for). Nothing here synchronises the host except Synchronize().
+// to other streams. Nothing here synchronises the host except Synchronize() (and an event's).
 //
 // Pointers passed to an operation must stay valid, and their memory untouched by the host, until the
 // operation has run (Synchronize, or an event recorded after it completes). Counts are ELEMENTS, sizes BYTES.
@@ -12,7 +10,7 @@
 // (a failed host function, a wait that passed its deadline, a CUDA fault) breaks the stream, and
 // Synchronize() and status() report that first error.
 //
-// Thread-safety: one thread enqueues on a stream at a time (the engine's); Event methods are thread-safe.
+// Thread-safety: one thread enqueues on a stream at a time (the engine's).
 #pragma once
 
 #include <cstddef>
@@ -24,24 +22,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/dtype.h"
+#include "device/event.h"
 #include "device/kernels.h"
 
 namespace zerofit::device {
-
-class Stream;
-
-class Event {
- public:
-  virtual ~Event() = default;
-  // Marks the work enqueued on `stream` so far.
-  virtual absl::Status Record(Stream& stream) = 0;
-  // Work enqueued on `stream` from now on runs after the work marked by the last Record().
-  virtual absl::Status Wait(Stream& stream) = 0;
-  // Blocks the host until the marked work has run; DeadlineExceeded after `timeout`.
-  virtual absl::Status Synchronize(absl::Duration timeout) = 0;
-  // True once the marked work has run (also when nothing was ever recorded).
-  virtual bool Query() = 0;
-};
 
 class Stream {
  public:
