@@ -27,8 +27,8 @@ absl::Status Run(const std::string& model, const std::string& in, const std::str
   if (!output) return absl::DataLossError(absl::StrCat(tmp, ": write failed"));
   if (std::rename(tmp.c_str(), out.c_str()) != 0)
     return absl::InternalError(absl::StrCat("rename to ", out, " failed"));
-  std::printf("zerofit_sentencepiece_ids: %zu pairs from %s -> %s (vocab %d)\n", pairs, in.c_str(), out.c_str(),
-              tok->vocab_size());
+  std::printf("zerofit_sentencepiece_ids: %zu pairs from %s -> %s (vocab %d)\n", pairs, in.c_str(),
+              out.c_str(), tok->vocab_size());
   return absl::OkStatus();
 }
 
@@ -51,8 +51,9 @@ int main(int argc, char** argv) {
     }
   }
   if (model.empty() || in.empty() || out.empty()) {
-    std::fprintf(stderr,
-                 "usage: zerofit_sentencepiece_ids --tokenizer tokenizer.model --in text.jsonl --out ids.jsonl\n");
+    std::fprintf(
+        stderr,
+        "usage: zerofit_sentencepiece_ids --tokenizer tokenizer.model --in text.jsonl --out ids.jsonl\n");
     return 2;
   }
   const absl::Status s = zerofit::data::Run(model, in, out);

@@ -174,8 +174,8 @@ double ThreadCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-// Issue 29: a preference line whose prompt is a long run of one character hung zerofit_sentencepiece_ids with the
-// arithmetic example's model: 1M characters took 18 s and more (quadratic: 100k 0.16 s, 300k 1.3 s). A
+// Issue 29: a preference line whose prompt is a long run of one character hung zerofit_sentencepiece_ids with
+// the arithmetic example's model: 1M characters took 18 s and more (quadratic: 100k 0.16 s, 300k 1.3 s). A
 // megabyte of unknown characters (one ASCII letter, letters between spaces, a CJK character) must encode
 // into one unk well under the bound, in the best of up to three runs' thread CPU time (about 0.3-0.9 s
 // each here, whatever the load); the quadratic code needs a minute and more for each.

@@ -1,5 +1,5 @@
-// zerofit_sentencepiece_ids's input rules (worker/data/text_pairs_to_ids.h): each of the refused inputs below was
-// accepted before (an empty output, or a pair with nothing to score).
+// zerofit_sentencepiece_ids's input rules (worker/data/text_pairs_to_ids.h): each of the refused inputs below
+// was accepted before (an empty output, or a pair with nothing to score).
 #include "worker/data/text_pairs_to_ids.h"
 
 #include <gtest/gtest.h>
