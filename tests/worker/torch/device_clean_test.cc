@@ -49,7 +49,7 @@
 #include "worker/torch/train/micro_batch_loss.h"
 #include "worker/torch/train/objectives.h"
 #include "worker/torch/train/pair_tensors.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 #include "worker/torch/train/reference_model.h"
 
 namespace zerofit::worker {

@@ -15,7 +15,7 @@
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "tests/support/mpi_test_env.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {
 namespace {

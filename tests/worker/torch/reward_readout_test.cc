@@ -28,7 +28,7 @@
 #include "worker/data/preference_dataset.h"
 #include "worker/torch/model/llama_model.h"
 #include "worker/torch/train/pair_tensors.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {
 namespace {

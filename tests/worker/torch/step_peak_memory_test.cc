@@ -21,7 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/worker/data/char_model_dir.h"
 #include "tests/worker/data/test_support.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {
 namespace {

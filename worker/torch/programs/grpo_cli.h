@@ -10,7 +10,7 @@
 #include "comm/communicator.h"
 #include "jobspec/grpo_spec.h"
 #include "worker/metrics/metrics_recorder.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 #include "worker/torch/train/runtime_options.h"
 
 namespace zerofit::worker {

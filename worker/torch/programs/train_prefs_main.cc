@@ -27,7 +27,7 @@
 #include "worker/torch/train/memory_probe.h"  // PlannerReference
 #include "worker/torch/train/named_step_metrics.h"
 #include "worker/torch/train/plan_options.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {
 namespace {

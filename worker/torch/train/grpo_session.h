@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "worker/loop/training_session.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 #include "worker/torch/train/runtime_options.h"
 
 namespace zerofit::worker {

@@ -1,5 +1,5 @@
 // The planner's measurement harness: runs real training steps of the project's model (LlamaModel through
-// Zero2Binding, the same calls as preference_trainer) on the CPU with a tracking allocator and reports the
+// Zero2Binding, the same calls as PreferenceSession) on the CPU with a tracking allocator and reports the
 // peak bytes per rank, to compare with planner::EstimateMemory for the same job.
 //
 // "Device" bytes on the CPU are what would live on the GPU: every LibTorch tensor (activations, logits,

@@ -1,6 +1,6 @@
 // What the preference trainer computes on the device for one micro-batch and for its share of the held-out
 // set, apart from the ZeRO-2 engine and the communicator: forward, loss and metrics. PreferenceSession
-// (preference_trainer.h) runs these; tests/worker/torch/device_clean_test.cc runs the same functions with
+// (preference_session.h) runs these; tests/worker/torch/device_clean_test.cc runs the same functions with
 // the models on the meta device to show that nothing in them mixes host and device tensors.
 //
 // Host reads: none here, except the reward model's input check (LlamaModelImpl::Scores: one read per
@@ -18,7 +18,7 @@
 #include "worker/torch/model/llama_model.h"
 #include "worker/torch/train/objectives.h"
 #include "worker/torch/train/pair_tensors.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 #include "worker/torch/train/reference_model.h"
 
 namespace zerofit::worker {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "worker/metrics/step_metrics.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {
 

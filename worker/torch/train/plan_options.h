@@ -5,7 +5,7 @@
 #include "absl/status/statusor.h"
 #include "jobspec/job_plan.h"
 #include "worker/data/training_data.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {
 

@@ -1,4 +1,4 @@
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 
 #include <cstdio>
 #include <fstream>

@@ -1,8 +1,9 @@
-// Reward-model and DPO training of a Llama-family model on preference pairs, through the ZeRO-2 engine (and
-// optionally optimizer offload) on every rank of a communicator. Readable top to bottom: load data and model,
-// bind to ZeRO-2, loop over steps (sample -> shard pairs by rank and micro-batch -> forward -> loss ->
-// backward with overlapping reduce-scatter -> step), evaluate on held-out pairs, export in Hugging Face
-// format.
+// PreferenceSession: reward-model, DPO and SFT training of a Llama-family model on preference pairs, through
+// the ZeRO-2 engine (and optionally optimizer offload) on every rank of a communicator; what it trains
+// (PreferenceTrainOptions, shared with GRPO's session) and TrainPreferences, the local loop over its steps.
+// Readable top to bottom: load data and model, bind to ZeRO-2, loop over steps (sample -> shard pairs by rank
+// and micro-batch -> forward -> loss -> backward with overlapping reduce-scatter -> step), evaluate on
+// held-out pairs, export in Hugging Face format.
 #pragma once
 
 #include <functional>

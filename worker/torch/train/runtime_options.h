@@ -1,5 +1,5 @@
 // How this process runs a training plan, as opposed to what the plan trains (PreferenceTrainOptions,
-// preference_trainer.h, filled from the plan by plan_options.h alone): which GPU, how the ranks exchange
+// preference_session.h, filled from the plan by plan_options.h alone): which GPU, how the ranks exchange
 // gradients, how many host threads update offloaded state, which attention kernel, how large the held-out
 // batches are. The launcher, the program's flags and the tests fill it. None of it changes what is
 // trained: two runs that differ only here train the same model up to float rounding (the order of a

@@ -1,4 +1,4 @@
-// What every training session starts from and shares (preference_trainer.h, grpo_session.h): the seeded
+// What every training session starts from and shares (preference_session.h, grpo_session.h): the seeded
 // model, the
 // --init weights loaded into it, and its binding to the ZeRO-2 engine. Same calls for every task, so a
 // reward model, a DPO policy and a GRPO policy are built and sharded alike.
@@ -17,7 +17,7 @@
 #include "core/safetensors.h"
 #include "jobspec/step_scheduler.h"
 #include "worker/torch/model/llama_model.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 #include "worker/torch/train/runtime_options.h"
 #include "worker/torch/train/training_backend.h"
 #include "worker/torch/train/zero2_binding.h"

@@ -9,7 +9,7 @@
 
 #include "jobspec/job_plan.h"
 #include "worker/loop/training_session.h"
-#include "worker/torch/train/preference_trainer.h"
+#include "worker/torch/train/preference_session.h"
 #include "worker/torch/train/runtime_options.h"
 
 namespace zerofit::worker {
