@@ -7,11 +7,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "jobspec/job_spec.h"
 #include "jobspec/resolve.h"
+#include "worker/torch/train/grpo_session.h"
 
 namespace zerofit::worker {
 namespace {
@@ -74,6 +76,34 @@ TEST(PlanOptionsTest, InitialWeightsAreTheSpecsInitElseTheModelsOwn) {
   plan.model = (dir / "absent").string();
   EXPECT_EQ(InitWeightsOf(plan), "") << "no weights: a random start from the seed";
   std::filesystem::remove_all(dir);
+}
+
+// Options built in code (not from a plan) get the session's precondition checks, named as the spec names
+// them.
+TEST(PlanOptionsTest, TheGrpoSessionsChecksNameTheSpecsFields) {
+  PreferenceTrainOptions o;
+  o.task = PreferenceTrainOptions::Task::kGrpo;
+  o.max_length = 16;
+  o.grpo.rollout.samples_per_prompt = 4;
+  o.grpo.rollout.max_new_tokens = 4;
+  o.grpo.rewards.push_back(RewardSourceOptions{});
+  EXPECT_TRUE(ValidateGrpoOptions(o).ok()) << ValidateGrpoOptions(o);
+  const struct {
+    std::function<void(PreferenceTrainOptions*)> edit;
+    std::string want;
+  } cases[] = {
+      {[](auto* x) { x->grpo.rollout.samples_per_prompt = 1; }, "rollout.samples_per_prompt: must be >= 2"},
+      {[](auto* x) { x->grpo.rollout.top_p = 0; }, "rollout.top_p: must be in (0, 1]"},
+      {[](auto* x) { x->grpo.rollout.rollout_batch = -1; }, "rollout.batch: must be >= 0"},
+      {[](auto* x) { x->grpo.rewards.clear(); }, "rewards: at least one reward source"},
+      {[](auto* x) { x->max_length = 4; }, "training.max_length: 4 leaves no room for a prompt"},
+  };
+  for (const auto& c : cases) {
+    PreferenceTrainOptions bad = o;
+    c.edit(&bad);
+    const absl::Status s = ValidateGrpoOptions(bad);
+    EXPECT_NE(s.message().find(c.want), std::string::npos) << s;
+  }
 }
 
 }  // namespace

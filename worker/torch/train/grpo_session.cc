@@ -109,16 +109,16 @@ absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
   };
   if (g.rollout.samples_per_prompt < 2) {
-    return bad("grpo.samples_per_prompt", "must be >= 2 (advantages are relative to the prompt's group)");
+    return bad("rollout.samples_per_prompt", "must be >= 2 (advantages are relative to the prompt's group)");
   }
-  if (g.rollout.max_new_tokens < 1) return bad("grpo.max_new_tokens", "must be >= 1");
+  if (g.rollout.max_new_tokens < 1) return bad("rollout.max_new_tokens", "must be >= 1");
   if (!(g.rollout.temperature > 0) || !std::isfinite(g.rollout.temperature)) {
-    return bad("grpo.temperature", "must be > 0 (the group needs diverse samples; evaluation is greedy)");
+    return bad("rollout.temperature", "must be > 0 (the group needs diverse samples; evaluation is greedy)");
   }
-  if (!(g.rollout.top_p > 0 && g.rollout.top_p <= 1)) return bad("grpo.top_p", "must be in (0, 1]");
-  if (g.rollout.rollout_batch < 0) return bad("grpo.rollout_batch", "must be >= 0 (0: one pass)");
+  if (!(g.rollout.top_p > 0 && g.rollout.top_p <= 1)) return bad("rollout.top_p", "must be in (0, 1]");
+  if (g.rollout.rollout_batch < 0) return bad("rollout.batch", "must be >= 0 (0: one pass)");
   if (g.iterations < 1) return bad("grpo.iterations", "must be >= 1");
-  if (g.rewards.empty()) return bad("grpo.rewards", "at least one reward source is needed");
+  if (g.rewards.empty()) return bad("rewards", "at least one reward source is needed");
   if (g.objective.beta > 0 && o.reference != ReferenceStrategy::kResident &&
       o.reference != ReferenceStrategy::kLoraBase) {
     return bad("reference", absl::StrCat(ReferenceStrategyName(o.reference),
@@ -128,7 +128,7 @@ absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o) {
     ZF_RETURN_IF_ERROR(CheckReferenceStrategy(o.reference, o.model.lora));
   }
   if (o.max_length <= g.rollout.max_new_tokens) {
-    return bad("max_length",
+    return bad("training.max_length",
                absl::StrCat(o.max_length, " leaves no room for a prompt besides max_new_tokens ",
                             g.rollout.max_new_tokens));
   }

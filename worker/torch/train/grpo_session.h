@@ -30,7 +30,9 @@
 
 namespace zerofit::worker {
 
-// Checks the GRPO options (field names as the job spec writes them: grpo.samples_per_prompt, ...).
+// The session's preconditions on the GRPO options, for every caller: a plan's were checked when its spec was
+// read (jobspec::ValidateGrpoJobSpec), options built in code (tests, benchmarks) are checked here. Errors
+// name the job spec's field (rollout.samples_per_prompt, ...).
 absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o);
 
 // Bytes of one generation pass's KV cache for `prompt_length` tokens of prompt (kv_cache.h's formula) with
