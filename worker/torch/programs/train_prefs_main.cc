@@ -218,7 +218,7 @@ absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobS
 
 // The flags of the spec's fields besides the training section's: seed, LoRA, DPO, the delayed update,
 // the initial weights, the reference.
-absl::Status ParseModelFlags(const Take& take, const Number& number, Cli* cli) {
+absl::Status ParseOtherSpecFlags(const Take& take, const Number& number, Cli* cli) {
   jobspec::JobSpec& p = cli->spec;
   double seed = static_cast<double>(p.training.seed), rank = 0, alpha = p.lora.alpha, dpu_start = -1;
   ZF_RETURN_IF_ERROR(number("--seed", &seed, 0));
@@ -316,7 +316,7 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
   cli.sized_by_user = values.count("--micro") > 0;
   ZF_RETURN_IF_ERROR(ParseSpecFlags(take, number, offload, checkpointing, &cli.spec));
   if (reduce_once) cli.runtime.accumulation_mode = sharding::AccumulationMode::kReduceOncePerStep;
-  ZF_RETURN_IF_ERROR(ParseModelFlags(take, number, &cli));
+  ZF_RETURN_IF_ERROR(ParseOtherSpecFlags(take, number, &cli));
   ZF_RETURN_IF_ERROR(ParseRuntimeFlags(take, number, &cli));
   if (!values.empty()) {
     return absl::InvalidArgumentError(
