@@ -14,6 +14,7 @@
 #include "jobspec/job_spec.h"
 #include "jobspec/resolve.h"
 #include "worker/torch/train/grpo_session.h"
+#include "worker/torch/train/session_setup.h"
 
 namespace zerofit::worker {
 namespace {
@@ -76,6 +77,24 @@ TEST(PlanOptionsTest, InitialWeightsAreTheSpecsInitElseTheModelsOwn) {
   plan.model = (dir / "absent").string();
   EXPECT_EQ(InitWeightsOf(plan), "") << "no weights: a random start from the seed";
   std::filesystem::remove_all(dir);
+}
+
+// Weights that cannot be opened stop the run with the spec's field and the path.
+TEST(PlanOptionsTest, InitialWeightsThatCannotBeOpenedNameTheField) {
+  PreferenceTrainOptions o;
+  o.model_dir = "/no/such/model";
+  o.init_weights = "/no/such/sft";
+  const absl::Status init = OpenInitWeights(o).status();
+  EXPECT_NE(init.message().find("field 'init' (the initial weights): /no/such/sft"), std::string::npos)
+      << init;
+  o.init_weights = o.model_dir;
+  const absl::Status model = OpenInitWeights(o).status();
+  EXPECT_NE(model.message().find("field 'model' (the initial weights): /no/such/model"), std::string::npos)
+      << model;
+  o.init_weights = "";
+  absl::StatusOr<std::optional<core::SafetensorsModel>> none = OpenInitWeights(o);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
 }
 
 // Options built in code (not from a plan) get the session's precondition checks, named as the spec names

@@ -45,11 +45,16 @@ absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const
 }
 
 absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const PreferenceTrainOptions& o) {
-  std::optional<core::SafetensorsModel> weights;
-  if (!o.init_weights.empty()) {
-    ZF_ASSIGN_OR_RETURN(weights, core::SafetensorsModel::Open(o.init_weights));
+  if (o.init_weights.empty()) return std::nullopt;
+  absl::StatusOr<core::SafetensorsModel> weights = core::SafetensorsModel::Open(o.init_weights);
+  if (!weights.ok()) {
+    // The job spec's field that named them: `init`, or `model` for the model directory's own weights.
+    const char* field = o.init_weights == o.model_dir ? "model" : "init";
+    return absl::Status(
+        weights.status().code(),
+        absl::StrCat("field '", field, "' (the initial weights): ", weights.status().message()));
   }
-  return weights;
+  return std::optional<core::SafetensorsModel>(*std::move(weights));
 }
 
 absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, const PreferenceTrainOptions& o,

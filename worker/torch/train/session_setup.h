@@ -31,7 +31,8 @@ absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const
                                         const std::optional<core::SafetensorsModel>& weights,
                                         const torch::Device& device);
 
-// `o.init_weights` opened and validated once (nullopt when empty).
+// `o.init_weights` opened and validated once (nullopt when empty); an error names the spec's field (`init`,
+// or `model` for the model directory's own weights) and the file.
 absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const PreferenceTrainOptions& o);
 
 // ZeRO-2 over `policy`'s trainable parameters (LoRA adapters and the score head only, when LoRA is on); no
