@@ -421,6 +421,10 @@ absl::StatusOr<int> LaunchExitCode(const SlurmLaunchFlags& f, const jobspec::Job
   } else if (preempted && !coordinator::IsTerminal(done.job.status.phase)) {
     code = jobspec::kPreemptedExitCode;
     if (spec.slurm.value_or(jobspec::SlurmSpec{}).requeue) {
+      // Said (and flushed) first: Slurm ends this batch step as it requeues the job, which may be before
+      // scontrol returns here, so the result line below is not always written.
+      std::printf("zerofit slurm-launch: requeueing Slurm job %s (scontrol requeue)\n", slurm_job_id.c_str());
+      std::fflush(stdout);
       auto r = RunCommand({f.scontrol, "requeue", slurm_job_id}, absl::Seconds(60));
       std::printf(
           "zerofit slurm-launch: scontrol requeue %s: %s\n", slurm_job_id.c_str(),
@@ -428,6 +432,7 @@ absl::StatusOr<int> LaunchExitCode(const SlurmLaunchFlags& f, const jobspec::Job
           : r->exit_code == 0
               ? "ok"
               : absl::StrCat("exit ", r->exit_code, ": ", absl::StripAsciiWhitespace(r->output)).c_str());
+      std::fflush(stdout);
     }
   } else {
     code = done.job.status.phase == coordinator::JobPhase::kSucceeded ? 0 : 1;
