@@ -220,8 +220,7 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
   if (o.eval_max_samples > 0 && st->test.prompts.size() > static_cast<size_t>(o.eval_max_samples)) {
     st->test.prompts.resize(static_cast<size_t>(o.eval_max_samples));
   }
-  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, runtime.local_rank, comm, runtime.nccl,
-                                                       runtime.device_comm));
+  ZF_ASSIGN_OR_RETURN(st->backend, SessionBackend(o, runtime, comm));
   st->eos_ids = EosIds(config, st->tokenizer.get());
   st->pad = BatchPadId(config);
   try {
@@ -243,7 +242,6 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
   ZF_RETURN_IF_ERROR(st->scorer->CheckPrompts(st->train.prompts, o.data.train));
   ZF_RETURN_IF_ERROR(st->scorer->CheckPrompts(st->test.prompts, o.data.test));
   st->config = st->policy->config();
-  if (o.offload) ReportOffloadThreads(runtime.offload_threads, comm->rank());
   return std::unique_ptr<GrpoSession>(new GrpoSession(std::move(st), o, runtime));
 }
 

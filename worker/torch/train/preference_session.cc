@@ -96,8 +96,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
 
   auto st = std::make_unique<State>();
   st->comm = comm;
-  ZF_ASSIGN_OR_RETURN(st->backend, MakeTrainingBackend(o.device, runtime.local_rank, comm, runtime.nccl,
-                                                       runtime.device_comm));
+  ZF_ASSIGN_OR_RETURN(st->backend, SessionBackend(o, runtime, comm));
   const torch::Device dev = st->backend.torch_device;
   st->train = std::move(data.train);
   st->test = std::move(data.test);
@@ -128,7 +127,6 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the training session failed: ", e.what()));
   }
-  if (o.offload) ReportOffloadThreads(runtime.offload_threads, comm->rank());
   return std::unique_ptr<PreferenceSession>(new PreferenceSession(std::move(st), o, runtime));
 }
 

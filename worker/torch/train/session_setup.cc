@@ -18,6 +18,8 @@ absl::Status StepFailure(int64_t step, const std::exception& e) {
   return oom ? absl::ResourceExhaustedError(what) : absl::InternalError(what);
 }
 
+namespace {
+
 // With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
 // than threads says so (those threads would share the CPUs: one thread's speed, issue 30).
 void ReportOffloadThreads(int offload_threads, int rank) {
@@ -28,6 +30,13 @@ void ReportOffloadThreads(int offload_threads, int rank) {
   }
   const absl::Status fit = core::CheckThreadsFitCpus("optimizer offload", threads, cpus);
   if (!fit.ok()) std::fprintf(stderr, "warning: rank %d: %s\n", rank, std::string(fit.message()).c_str());
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingBackend> SessionBackend(const PreferenceTrainOptions& o, const RuntimeOptions& runtime,
+                                               comm::Communicator* comm) {
+  return MakeTrainingBackend(o.device, runtime.local_rank, comm, runtime.nccl, runtime.device_comm);
 }
 
 absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const PreferenceTrainOptions& o,
@@ -72,12 +81,15 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, con
   zo.param_dtype = o.model.dtype == torch::kBFloat16  ? core::DType::kBFloat16
                    : o.model.dtype == torch::kFloat16 ? core::DType::kFloat16
                                                       : core::DType::kFloat32;
-  return Zero2Binding::Bind(
-      *policy, zo, backend.data(),
-      [](const std::string& name, const torch::Tensor& p) {
-        return p.dim() >= 2;  // no decay for norms, biases
-      },
-      sharding::Zero2Devices{backend.device.get(), comm});
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<Zero2Binding> binding,
+                      Zero2Binding::Bind(
+                          *policy, zo, backend.data(),
+                          [](const std::string& name, const torch::Tensor& p) {
+                            return p.dim() >= 2;  // no decay for norms, biases
+                          },
+                          sharding::Zero2Devices{backend.device.get(), comm}));
+  if (o.offload) ReportOffloadThreads(runtime.offload_threads, comm->rank());
+  return binding;
 }
 
 absl::Status SaveSessionCheckpoint(Zero2Binding& binding, const std::string& root, const std::string& extra,

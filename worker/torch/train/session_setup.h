@@ -24,6 +24,11 @@
 
 namespace zerofit::worker {
 
+// The session's device, LibTorch device and gradient communicator: the plan's device choice on runtime's
+// GPU, device communicator and NCCL factory (training_backend.h).
+absl::StatusOr<TrainingBackend> SessionBackend(const PreferenceTrainOptions& o, const RuntimeOptions& runtime,
+                                               comm::Communicator* comm);
+
 // The model of `o.task` (a score head for reward models) seeded with o.seed, so every rank starts from the
 // same weights, then `weights` when given, on `device`, with runtime's attention kernel.
 absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const PreferenceTrainOptions& o,
@@ -36,7 +41,9 @@ absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const
 absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const PreferenceTrainOptions& o);
 
 // ZeRO-2 over `policy`'s trainable parameters (LoRA adapters and the score head only, when LoRA is on); no
-// weight decay for norms and biases. The plan's optimizer and offload, runtime's buckets and threads.
+// weight decay for norms and biases. The plan's optimizer and offload, runtime's buckets and threads. With
+// offload, rank 0 says on stderr how many threads CPU AdamW got, and any rank with fewer CPUs than threads
+// says so.
 absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, const PreferenceTrainOptions& o,
                                                          const RuntimeOptions& runtime,
                                                          const TrainingBackend& backend,
@@ -61,9 +68,5 @@ absl::StatusOr<jobspec::StepScheduler> LocalScheduler(const PreferenceTrainOptio
 // Why a step failed: a CUDA or CPU allocator out-of-memory is ResourceExhausted (the coordinator re-plans),
 // anything else Internal.
 absl::Status StepFailure(int64_t step, const std::exception& e);
-
-// With offload: rank 0 says how many threads CPU AdamW got, and any rank whose launcher gave it fewer CPUs
-// than threads says so on stderr.
-void ReportOffloadThreads(int offload_threads, int rank);
 
 }  // namespace zerofit::worker
