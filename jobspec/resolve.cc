@@ -168,6 +168,8 @@ absl::StatusOr<planner::Reference> ReferenceOf(const JobSpec& spec,
 absl::StatusOr<planner::Hardware> HardwareOf(const JobSpec& spec) {
   auto hw = planner::ParseHardware(spec.hardware);
   if (!hw.ok()) return absl::InvalidArgumentError(absl::StrCat("hardware: ", hw.status().message()));
+  // Ranks that train on the CPU are the Debian LibTorch 1.13 build, whatever GPU profile sizes the job.
+  if (spec.device == "cpu") hw->kernels = planner::WorkerKernels::kLibTorch1Eager;
   return hw;
 }
 

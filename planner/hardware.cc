@@ -30,6 +30,16 @@ constexpr Gpu kGpus[] = {
 
 }  // namespace
 
+const char* WorkerKernelsName(WorkerKernels k) {
+  switch (k) {
+    case WorkerKernels::kLibTorch1Eager:
+      return "LibTorch 1.x, eager attention";
+    case WorkerKernels::kLibTorch2Sdpa:
+      return "LibTorch 2.x, scaled-dot-product attention";
+  }
+  return "?";
+}
+
 std::vector<std::string> HardwareNames() {
   std::vector<std::string> n;
   for (const Gpu& g : kGpus) n.push_back(g.name);
@@ -49,6 +59,7 @@ absl::StatusOr<Hardware> ParseHardware(const std::string& spec_in, double host_g
     h.name = "cpu";
     h.gpus_per_node = 1;
     h.cpu = true;
+    h.kernels = WorkerKernels::kLibTorch1Eager;
     h.runtime_bytes = h.nccl_bytes = h.fragmentation = 0;
     if (host_gb > 0) h.host_bytes_per_node = host_gb * kGB;
     return h;

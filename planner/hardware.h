@@ -11,6 +11,19 @@ namespace zerofit::planner {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
 
+// The worker build whose tensors the activation terms count (memory_model.h; docs/planning.md, "Activations
+// of the project's model"). Two things differ between builds:
+// - the attention kernel (attention_kernel.h): eager softmax(q k^T) keeps [heads, T] probabilities per token;
+//   LibTorch 2.x's scaled-dot-product attention (cuDNN / flash kernels) keeps q, k, v, its output and an fp32
+//   logsumexp per head;
+// - LibTorch 1.x's autograd keeps mean()'s input (it saves `self` to read its numel), so each RMSNorm keeps
+//   one more fp32 tensor than under 2.x, where only the sizes are saved.
+enum class WorkerKernels {
+  kLibTorch1Eager,  // Debian 12's LibTorch 1.13: the CPU workers and the measurement harness
+  kLibTorch2Sdpa,   // LibTorch 2.x with attention auto: the GPU workers
+};
+const char* WorkerKernelsName(WorkerKernels k);
+
 struct Hardware {
   std::string name;
   int gpus_per_node = 8;
@@ -31,6 +44,8 @@ struct Hardware {
   double fragmentation = 0.10;
   // A CPU-only profile (the measurement harness): no runtime, NCCL or fragmentation terms.
   bool cpu = false;
+  // GPU profiles: the GPU workers' build; "cpu": Debian's LibTorch 1.13.
+  WorkerKernels kernels = WorkerKernels::kLibTorch2Sdpa;
 };
 
 // "8x64GB" (default rates), "h100-80", "8xa100-40", "4xrtx4090-24", or "cpu". Known GPUs: a100-40, a100-80,

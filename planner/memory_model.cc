@@ -24,23 +24,45 @@ double LogProbChunkRows(double vocab, double predicted) {
   return std::min(predicted, std::max(1.0, std::floor(kLogProbChunkBytes / (4.0 * vocab))));
 }
 
+// Per token and decoder layer: coefficients of hidden (H), intermediate (I), the query width (heads x
+// head_dim), the K/V width (kv heads x head_dim), the heads, the attention row (heads x seq_len), a constant
+// (two fp32 RMS values) and the LoRA rank.
 struct LayerCoefficients {
-  double hidden, inter, query, attn_row, constant, lora_per_rank;
+  double hidden, inter, query, kv, heads, attn_row, constant, lora_per_rank;
 };
 
-LayerCoefficients Coefficients(int a, bool lora) {
+// Debian's LibTorch 1.13 with eager attention, as the harness counted it (docs/planning.md).
+LayerCoefficients EagerLibTorch1(int a, bool lora) {
   if (!lora) {
     // fp32: the residual stream twice, 3 tensors per RMSNorm, q (bmm copy), k and v (repeated heads or
     // bmm copies) and the attention output (4 query-wide), gate/silu/up/product (4 intermediate), fp32 probs.
-    if (a == 4) return {32, 16, 16, 4, 8, 0};
-    // bf16: RMSNorm keeps its fp32 upcast and normalised value (10 bytes per element with the bf16 output),
-    // the softmax keeps fp32 probabilities and their bf16 copy (6 bytes).
-    return {24, 8, 8, 6, 8, 0};
+    if (a == 4) return {32, 16, 16, 0, 0, 4, 8, 0};
+    // bf16: each RMSNorm keeps its fp32 upcast, the fp32 square mean() reads, the bf16 normalised value and
+    // its output (12 bytes per element; scripts/layer_saved_bytes.py lists them), the softmax keeps fp32
+    // probabilities and their bf16 copy (6 bytes).
+    return {24, 8, 8, 0, 0, 6, 8, 0};
   }
   // LoRA (frozen base): inputs of frozen linears are not kept (autograd saves a matmul input only for the
   // weight's gradient), so the MLP product and some norm outputs go; each adapter keeps its rank-r middle.
-  if (a == 4) return {20, 12, 16, 4, 8, 16};
-  return {18, 6, 8, 6, 8, 8};
+  if (a == 4) return {20, 12, 16, 0, 0, 4, 8, 16};
+  return {18, 6, 8, 0, 0, 6, 8, 8};
+}
+
+LayerCoefficients Coefficients(int a, bool lora, WorkerKernels kernels) {
+  LayerCoefficients c = EagerLibTorch1(a, lora);
+  if (kernels == WorkerKernels::kLibTorch1Eager) return c;
+  // LibTorch 2.x's mean() keeps only its input's sizes: each of the two RMSNorms keeps one fp32 H-sized
+  // tensor less (x.pow(2), which 1.x kept for mean's backward).
+  c.hidden -= 8;
+  // Scaled-dot-product attention keeps q, k and v as given (grouped-query K/V not repeated: enable_gqa), its
+  // output, which is also o_proj's input (cuDNN allocates it in q's [B, T, heads, head_dim] layout, so the
+  // transpose back is a view), and an fp32 logsumexp per head; no [heads, T] row. Eager kept q, the repeated
+  // K and V and o_proj's input: 4 query-wide tensors.
+  c.query = 2.0 * a;
+  c.kv = 2.0 * a;
+  c.heads = 4;
+  c.attn_row = 0;
+  return c;
 }
 
 int64_t TrainedModelParameters(const ModelShape& m, Task t) {
@@ -120,9 +142,11 @@ absl::StatusOr<Reference> ParseReference(const std::string& name) {
                                                  "' (none, resident, offloaded, precomputed, lora-base)"));
 }
 
-double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int a, int64_t lora_rank) {
-  const LayerCoefficients c = Coefficients(a, lora_rank > 0);
+double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int a, int64_t lora_rank,
+                               WorkerKernels kernels) {
+  const LayerCoefficients c = Coefficients(a, lora_rank > 0, kernels);
   return c.hidden * m.hidden_size + c.inter * m.intermediate_size + c.query * m.q_size() +
+         c.kv * m.kv_size() + c.heads * m.num_heads +
          c.attn_row * static_cast<double>(m.num_heads * seq_len) + c.constant +
          c.lora_per_rank * static_cast<double>(std::max<int64_t>(lora_rank, 0));
 }
@@ -140,12 +164,12 @@ double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora) {
 
 }  // namespace
 
-ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_t seq_len, int a,
-                                       bool checkpointing, int64_t lora_rank, bool policy_head,
-                                       int64_t head_positions) {
-  const bool lora = lora_rank > 0;
-  const double t = static_cast<double>(seq_len);
-  const double n = static_cast<double>(rows) * t;  // tokens
+ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob& job) {
+  const int a = job.element_bytes;
+  const bool lora = job.lora_rank > 0, policy_head = job.policy_head, checkpointing = job.checkpointing;
+  const bool libtorch1 = job.kernels == WorkerKernels::kLibTorch1Eager;
+  const double t = static_cast<double>(job.seq_len);
+  const double n = static_cast<double>(job.rows) * t;  // tokens
   const double h = static_cast<double>(m.hidden_size);
   const double v = static_cast<double>(m.vocab_size);
   const double layers = static_cast<double>(m.num_layers);
@@ -155,8 +179,9 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   // (ChunkedTokenLogProbs) keep, per position that predicts a token (T - 1 of T), the fp32 logsumexp and the
   // int64 target; with a frozen head also the hidden state they recompute the logits from (a trained head's
   // linear kept that one before, counted in head_saved).
-  const double predicted = (head_positions < 0 ? t - 1.0 : static_cast<double>(head_positions)) / t;
-  double head_saved = lora ? (policy_head ? 0.0 : a * h) : (a == 4 ? 16.0 : 12.0) * h;
+  const double predicted = (job.head_positions < 0 ? t - 1.0 : static_cast<double>(job.head_positions)) / t;
+  // LibTorch 1.x keeps one more fp32 copy in the final norm, as in each layer's (Coefficients).
+  double head_saved = lora ? (policy_head ? 0.0 : a * h) : ((a == 4 ? 16.0 : 12.0) - (libtorch1 ? 0 : 4)) * h;
   const double logits_saved = policy_head ? (12.0 + (lora ? a * h : 0.0)) * predicted : 0.0;
   // Backward of the head, in bytes for the whole micro-batch: one chunk's logits (fp32: one buffer, turned
   // into its gradient in place; bf16: also the chunk's bf16 logits and the gradient's bf16 cast), and for
@@ -173,13 +198,13 @@ ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_
   const double head_transient = std::max(chunk * v * (a == 4 ? 4.0 : a + 4.0), add_temporary) +
                                 head_weight_grad + (policy_head ? n * predicted * a * h : 0.0);
   const double layer_moment = LayerBackwardBytesPerToken(m, a, lora);
-  const double layer_full = LayerSavedBytesPerToken(m, seq_len, a, lora_rank);
+  const double layer_full = LayerSavedBytesPerToken(m, job.seq_len, a, job.lora_rank, job.kernels);
   ActivationEstimate e;
   if (checkpointing) {
     // Checkpoints keep each layer's input and the RNG state the recompute replays (5056 bytes: LibTorch's
     // CPU generator; the CUDA one adds 16). With a frozen base the final RMSNorm keeps two fp32 tensors
-    // that no trainable weight needed otherwise.
-    head_saved += lora ? 8.0 * h : 0.0;
+    // (one under LibTorch 2.x) that no trainable weight needed otherwise.
+    head_saved += lora ? (libtorch1 ? 8.0 : 4.0) * h : 0.0;
     e.saved = n * (layers * a * h + head_saved + logits_saved) + fixed + layers * kRngStateBytes;
   } else {
     e.saved = n * (layers * layer_full + head_saved + logits_saved) + fixed;
@@ -391,13 +416,21 @@ DynamicPeak PeakPhase(const ModelShape& m, const Workload& w, const Strategy& s,
 }
 
 // GRPO's training pass: micro_batch sequences of prompt + completion, the head over the completion only.
-DynamicPeak TrainingPeak(const ModelShape& m, const Workload& w, const Strategy& s, ActivationEstimate* act,
-                         int64_t* rows, int64_t* seq) {
+DynamicPeak TrainingPeak(const ModelShape& m, const Workload& w, const Strategy& s, WorkerKernels kernels,
+                         ActivationEstimate* act, int64_t* rows, int64_t* seq) {
   const bool grpo = w.task == Task::kGrpo;
   *rows = (w.task == Task::kReward || w.task == Task::kDpo) ? 2 * s.micro_batch : s.micro_batch;
   *seq = grpo ? w.prompt_len + w.new_tokens : w.seq_len;
-  *act = EstimateActivations(m, *rows, *seq, w.element_bytes, s.checkpointing, s.lora_rank,
-                             w.task != Task::kReward, grpo ? w.new_tokens : -1);
+  ActivationJob job;
+  job.rows = *rows;
+  job.seq_len = *seq;
+  job.element_bytes = w.element_bytes;
+  job.checkpointing = s.checkpointing;
+  job.lora_rank = s.lora_rank;
+  job.policy_head = w.task != Task::kReward;
+  job.head_positions = grpo ? w.new_tokens : -1;
+  job.kernels = kernels;
+  *act = EstimateActivations(m, job);
   return PeakPhase(m, w, s, *act, *rows, *seq);
 }
 
@@ -431,7 +464,7 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   // Activations, per phase.
   ActivationEstimate act;
   int64_t rows = 0, seq = 0;
-  DynamicPeak peak = TrainingPeak(m, w, s, &act, &rows, &seq);
+  DynamicPeak peak = TrainingPeak(m, w, s, hw.kernels, &act, &rows, &seq);
   if (w.task == Task::kGrpo) {
     const int64_t seqs = s.rollout_prompts * w.samples_per_prompt;
     const GenerationEstimate gen = EstimateGeneration(m, seqs, w.prompt_len, w.new_tokens, a);
@@ -511,7 +544,7 @@ GrpoPasses EstimateGrpoPasses(const ModelShape& m, const Workload& w, const Stra
   const double fragmentation = hw.cpu ? 0.0 : hw.fragmentation;
   ActivationEstimate act;
   int64_t rows = 0, seq = 0;
-  const DynamicPeak train = TrainingPeak(m, w, s, &act, &rows, &seq);
+  const DynamicPeak train = TrainingPeak(m, w, s, hw.kernels, &act, &rows, &seq);
   const GenerationEstimate gen = EstimateGeneration(m, s.rollout_prompts * w.samples_per_prompt, w.prompt_len,
                                                     w.new_tokens, w.element_bytes);
   GrpoPasses out;

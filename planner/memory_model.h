@@ -4,7 +4,9 @@
 // Activations are those of the project's own model implementation (worker/torch/model/llama_model.cc) under
 // LibTorch autograd: what each decoder layer keeps for backward, per token, was counted with the
 // measurement harness (worker/torch/train/memory_probe.h) by varying one dimension at a time, and each
-// coefficient is explained in docs/planning.md. The peak is the largest of the phases of a step:
+// coefficient is explained in docs/planning.md. A GPU profile counts the GPU workers' build instead (LibTorch
+// 2.x with SDPA attention: Hardware::kernels), checked against an H200's measured peaks
+// (tests/planner/measured_gpu_peaks_test.cc). The peak is the largest of the phases of a step:
 //   forward end + loss head backward (the fp32 vocab-sized gradients of a policy),
 //   a decoder layer's backward (its MLP gradients; with checkpointing the recomputed layer on top of the
 //   checkpoints), a reference/reward model's no-grad forward (DPO, Safe-RLHF), and GRPO generation with its
@@ -89,14 +91,25 @@ struct ActivationEstimate {
   double logits = 0;  // the part of `peak` that is a policy's log-prob head (chunked logits, weight gradient)
   std::string phase;
 };
-// `head_positions`: positions per row the policy head scores (GRPO: the completion, new_tokens); -1: every
-// position that predicts a token (seq_len - 1).
-ActivationEstimate EstimateActivations(const ModelShape& m, int64_t rows, int64_t seq_len, int element_bytes,
-                                       bool checkpointing, int64_t lora_rank, bool policy_head,
-                                       int64_t head_positions = -1);
+// One forward/backward as EstimateActivations sees it.
+struct ActivationJob {
+  int64_t rows = 1;
+  int64_t seq_len = 1;
+  int element_bytes = 2;
+  bool checkpointing = false;
+  int64_t lora_rank = 0;
+  bool policy_head = false;  // a policy's log-prob head (else a reward model's score)
+  // Positions per row the policy head scores (GRPO: the completion, new_tokens); -1: every position that
+  // predicts a token (seq_len - 1).
+  int64_t head_positions = -1;
+  WorkerKernels kernels = WorkerKernels::kLibTorch1Eager;
+};
+ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob& job);
 
-// Bytes per token a decoder layer keeps for backward (the harness-counted coefficients).
-double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int element_bytes, int64_t lora_rank);
+// Bytes per token a decoder layer keeps for backward (the harness-counted coefficients, and what the
+// worker build changes of them: hardware.h's WorkerKernels).
+double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int element_bytes, int64_t lora_rank,
+                               WorkerKernels kernels);
 
 // GRPO's generation pass per GPU (worker/torch/model/generation.h: one pass of `sequences` prompts of
 // prompt_len tokens, each decoding new_tokens over a KvCache, sampled): the cache and the largest transient

@@ -51,6 +51,8 @@ std::string PlanTable(const Plan& p) {
       w.task == Task::kGrpo ? "sequences" : Unit(w.task), Thousands(e.trainable_parameters));
   absl::StrAppendFormat(&out, "\nper GPU (cap %s = safety x %s), peak during %s:\n",
                         FormatBytes(p.device_cap), FormatBytes(p.hardware.gpu_bytes), e.peak_phase);
+  absl::StrAppendFormat(&out, "  (activations as a worker of %s keeps them)\n",
+                        WorkerKernelsName(p.hardware.kernels));
   for (const MemoryItem& i : e.device) {
     absl::StrAppendFormat(&out, "  %-40s %10s   %s\n", i.name, FormatBytes(i.bytes), i.detail);
   }
@@ -88,7 +90,8 @@ std::string PlanJson(const Plan& p) {
                    {"gpus", p.world_size},
                    {"gpu_bytes", static_cast<int64_t>(p.hardware.gpu_bytes)},
                    {"device_cap_bytes", static_cast<int64_t>(p.device_cap)},
-                   {"host_cap_bytes", static_cast<int64_t>(p.host_cap)}};
+                   {"host_cap_bytes", static_cast<int64_t>(p.host_cap)},
+                   {"worker_kernels", WorkerKernelsName(p.hardware.kernels)}};
   j["workload"] = {{"global_batch", p.workload.global_batch}, {"seq_len", p.workload.seq_len}};
   if (p.workload.task == Task::kGrpo) {
     j["workload"]["prompt_len"] = p.workload.prompt_len;

@@ -243,6 +243,10 @@ fi
 # a deadline that passes still leaves the rows done so far). It runs before the prefix's libraries are
 # exported: its zerofit runs source gpu-env.sh, its transformers runs keep python3's own environment.
 if ((RUN_BENCH)); then
+  # What the machine's torch 2.x keeps for backward in one eager layer, against the planner's 2.x terms
+  # (docs/planning.md, "The GPU workers' build"): a second of CPU.
+  step "autograd's saved bytes per token of one layer (scripts/layer_saved_bytes.py)"
+  timeout 60 python3 scripts/layer_saved_bytes.py 2>&1 | tail -n 1 | tee -a "$LOGS/gpu_check.log" || true
   step "benchmark (scripts/gpu_bench.sh ${BENCH_ARGS[*]}): table in $LOGS/bench.md"
   bench_rc=0
   timeout -k 10 "${BENCH_DEADLINE:-420}" scripts/gpu_bench.sh --build-dir "$BUILD" --logs "$LOGS" \

@@ -24,9 +24,11 @@ PlanFlags MistralReward() {
 TEST(PlanCommandTest, TableNamesTheChoiceEveryItemAndTheRejections) {
   auto out = RunPlan(MistralReward());
   ASSERT_TRUE(out.ok()) << out.status();
-  for (const char* s : {"Mistral-7B (preset, 7,241,732,096 parameters)", "chosen: micro-batch",
-                        "optimizer state", "activations", "CUDA context", "total", "cap 60.80 GB",
-                        "not chosen", "no activation checkpointing: "}) {
+  for (const char* s :
+       {"Mistral-7B (preset, 7,241,732,096 parameters)", "chosen: micro-batch", "optimizer state",
+        "activations", "CUDA context", "total", "cap 60.80 GB", "not chosen",
+        "activation checkpointing: fits (",
+        "(activations as a worker of LibTorch 2.x, scaled-dot-product attention keeps them)"}) {
     EXPECT_NE(out->find(s), std::string::npos) << s << "\n" << *out;
   }
 }
@@ -41,6 +43,7 @@ TEST(PlanCommandTest, JsonForScripts) {
   const nlohmann::json j = nlohmann::json::parse(*out);
   EXPECT_EQ(j["task"], "dpo");
   EXPECT_EQ(j["hardware"]["gpus"], 16);
+  EXPECT_EQ(j["hardware"]["worker_kernels"], "LibTorch 2.x, scaled-dot-product attention");
   const auto& p = j["plan"];
   EXPECT_EQ(p["micro_batch"].get<int64_t>() * p["gradient_accumulation"].get<int64_t>() * 16, 64);
   int64_t sum = 0;

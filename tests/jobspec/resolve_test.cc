@@ -131,6 +131,22 @@ TEST(ResolveTest, AnAttemptAtAnotherWorldSizeKeepsThePairsPerMicroBatch) {
   EXPECT_NE(half->planned_peak.basis, full->planned_peak.basis) << "re-predicted for its own sizes";
 }
 
+TEST(ResolveTest, TheActivationsAreThoseOfTheBuildTheRanksRun) {
+  // GPU ranks (device auto or cuda) run LibTorch 2.x's SDPA, CPU ranks Debian's LibTorch 1.13 eager
+  // attention.
+  EXPECT_EQ(HardwareOf(Spec(Yaml("dpo", 8, "")))->kernels, planner::WorkerKernels::kLibTorch2Sdpa);
+  EXPECT_EQ(HardwareOf(Spec(Yaml("dpo", 8, "", "device: cuda\n")))->kernels,
+            planner::WorkerKernels::kLibTorch2Sdpa);
+  const JobSpec cpu = Spec(Yaml("dpo", 8, "", "device: cpu\n"));
+  EXPECT_EQ(HardwareOf(cpu)->kernels, planner::WorkerKernels::kLibTorch1Eager);
+  // The same sizes then predict more bytes: the [heads, T] probabilities at 512 tokens.
+  const JobSpec gpu = Spec(Yaml("dpo", 8, ", micro_batch: 2, checkpointing: false"));
+  const JobSpec cpu_sized = Spec(Yaml("dpo", 8, ", micro_batch: 2, checkpointing: false", "device: cpu\n"));
+  auto on_gpu = Resolve(gpu), on_cpu = Resolve(cpu_sized);
+  ASSERT_TRUE(on_gpu.ok() && on_cpu.ok()) << on_gpu.status() << on_cpu.status();
+  EXPECT_GT(on_cpu->planned_peak.device_bytes, on_gpu->planned_peak.device_bytes);
+}
+
 TEST(ResolveTest, AReplanAfterOutOfMemoryHalvesTheMicroBatchUntilOnePair) {
   const JobSpec spec = Spec(Yaml("sft", 2, ", micro_batch: 8, gradient_accumulation: 4"));
   const planner::Hardware hw = *HardwareOf(spec);

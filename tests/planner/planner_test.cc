@@ -32,6 +32,20 @@ ModelShape Small() {
   return m;
 }
 
+ActivationEstimate Activations(const ModelShape& m, int64_t rows, int64_t seq_len, int element_bytes,
+                               bool checkpointing, int64_t lora_rank, bool policy_head,
+                               WorkerKernels kernels = WorkerKernels::kLibTorch1Eager) {
+  ActivationJob job;
+  job.rows = rows;
+  job.seq_len = seq_len;
+  job.element_bytes = element_bytes;
+  job.checkpointing = checkpointing;
+  job.lora_rank = lora_rank;
+  job.policy_head = policy_head;
+  job.kernels = kernels;
+  return EstimateActivations(m, job);
+}
+
 TEST(ModelShapeTest, PartsOfASmallModelByHand) {
   const ModelShape m = Small();
   // q 8x8, k and v 4x8 each, o 8x8, gate/up/down 3 x 8x16, two norms of 8.
@@ -110,12 +124,34 @@ TEST(ModelShapeTest, ACheckpointDirectoryIsCountedFromItsSafetensorsHeaders) {
 
 TEST(MemoryModelTest, LayerActivationsByHand) {
   const ModelShape m = Small();
+  constexpr WorkerKernels kOne = WorkerKernels::kLibTorch1Eager;
   // fp32: 32 H + 16 I + 16 (heads x head_dim) + 4 heads x T + 8.
-  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 0), 32 * 8 + 16 * 16 + 16 * 8 + 4 * 2 * 6 + 8);
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 0, kOne), 32 * 8 + 16 * 16 + 16 * 8 + 4 * 2 * 6 + 8);
   // bf16: 24 H + 8 I + 8 q + 6 heads x T + 8.
-  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0), 24 * 8 + 8 * 16 + 8 * 8 + 6 * 2 * 6 + 8);
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0, kOne), 24 * 8 + 8 * 16 + 8 * 8 + 6 * 2 * 6 + 8);
   // LoRA r=2, fp32: 20 H + 12 I + 16 q + 4 heads x T + 8 + 16 r.
-  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 2), 20 * 8 + 12 * 16 + 16 * 8 + 4 * 2 * 6 + 8 + 16 * 2);
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 2, kOne),
+                   20 * 8 + 12 * 16 + 16 * 8 + 4 * 2 * 6 + 8 + 16 * 2);
+}
+
+TEST(MemoryModelTest, TheGpuBuildKeepsOneNormCopyLessAndNoAttentionRow) {
+  const ModelShape m = Small();  // H 8, I 16, q 2 x 4 = 8, kv 1 x 4 = 4, 2 heads
+  constexpr WorkerKernels kGpu = WorkerKernels::kLibTorch2Sdpa;
+  // LibTorch 2.x and SDPA, bf16: 8 B per hidden element less than 1.x (mean()'s fp32 input, once per
+  // RMSNorm); q and the attention output (2 x 2 B x 8), k and v unrepeated (2 x 2 B x 4) and an fp32
+  // logsumexp per head (4 B x 2) instead of the [heads, T] probabilities: nothing grows with T.
+  const double bf16 = 16 * 8 + 8 * 16 + 4 * 8 + 4 * 4 + 4 * 2 + 8;
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0, kGpu), bf16);
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 4096, 2, 0, kGpu), bf16);
+  // LoRA r=2, fp32: 12 H + 12 I + 8 q + 8 kv + 4 heads + 8 + 16 r.
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 2, kGpu),
+                   12 * 8 + 12 * 16 + 8 * 8 + 8 * 4 + 4 * 2 + 8 + 16 * 2);
+  // A reward model, 3 rows of 6 tokens: per token, each layer's difference and 4 B per hidden element of the
+  // final norm.
+  const double one_layer = LayerSavedBytesPerToken(m, 6, 2, 0, WorkerKernels::kLibTorch1Eager);
+  const ActivationEstimate one = Activations(m, 3, 6, 2, false, 0, false, WorkerKernels::kLibTorch1Eager);
+  const ActivationEstimate two = Activations(m, 3, 6, 2, false, 0, false, kGpu);
+  EXPECT_NEAR(one.saved - two.saved, 18 * (2 * (one_layer - bf16) + 4 * 8), 1e-9);
 }
 
 TEST(MemoryModelTest, ActivationPeakByHand) {
@@ -127,7 +163,7 @@ TEST(MemoryModelTest, ActivationPeakByHand) {
   // Final norm; the chunked log-probs keep an fp32 logsumexp and an int64 target for 5 of 6 positions.
   const double head = 16 * 8, logits = 12 * 5.0 / 6;
   const double saved = n * (2 * layer + head + logits) + fixed;
-  ActivationEstimate e = EstimateActivations(m, 3, 6, 4, false, 0, true);
+  ActivationEstimate e = Activations(m, 3, 6, 4, false, 0, true);
   EXPECT_NEAR(e.saved, saved, 1e-9);
   // Loss head forward: one chunk (all 15 predicted rows fit in 256 MiB) of fp32 logits and logsumexp's fp32
   // temporary, with the head's copy of the 15 hidden states beside the norm's output. (Its backward, one fp32
@@ -137,7 +173,7 @@ TEST(MemoryModelTest, ActivationPeakByHand) {
   // A vocabulary of 2^26: one row's fp32 logits take the whole 256 MiB, so a chunk is one row, not 15, and
   // the backward (one row's logits, the weight gradient, the hidden states' gradient) sets the peak.
   m.vocab_size = int64_t{1} << 26;
-  e = EstimateActivations(m, 3, 6, 4, false, 0, true);
+  e = Activations(m, 3, 6, 4, false, 0, true);
   EXPECT_NEAR(e.peak - e.saved, 1.0 * 4 * m.vocab_size + 4.0 * m.vocab_size * 8 + 15 * 4 * 8, 1e-3);
   EXPECT_EQ(e.phase, "loss-head backward");
   // bf16 with one chunk: the backward's chunk (bf16 logits and gradient cast beside the fp32 buffer, 6 B per
@@ -145,24 +181,24 @@ TEST(MemoryModelTest, ActivationPeakByHand) {
   // come to 15 x 100 x 6 + 2 x 100 x 8 + 15 x 2 x 8 = 10840 B, under the forward's 8 B per chunk entry and
   // the hidden copy...
   m.vocab_size = 100;
-  e = EstimateActivations(m, 3, 6, 2, false, 0, true);
+  e = Activations(m, 3, 6, 2, false, 0, true);
   EXPECT_NEAR(e.peak - e.saved, 8 * 15 * 100 + 15 * 2 * 8, 1e-9);
   EXPECT_EQ(e.phase, "loss-head forward");
   // ... with several chunks the weight's gradient is an fp32 accumulator plus a bf16 product (4 + 2 B per
   // weight), and the backward sets the peak.
   m.vocab_size = int64_t{1} << 26;
-  e = EstimateActivations(m, 3, 6, 2, false, 0, true);
+  e = Activations(m, 3, 6, 2, false, 0, true);
   EXPECT_NEAR(e.peak - e.saved, 6.0 * m.vocab_size + 6.0 * m.vocab_size * 8 + 15 * 2 * 8, 1e-3);
   EXPECT_EQ(e.phase, "loss-head backward");
   m = Small();
   // A reward model (score head): no logits; the decoder layer's backward sets the peak
   // (max(4 (2I - 3H), 8H) = 64 bytes per token).
-  e = EstimateActivations(m, 3, 6, 4, false, 0, false);
+  e = Activations(m, 3, 6, 4, false, 0, false);
   EXPECT_NEAR(e.saved, n * (2 * layer + head) + fixed, 1e-9);
   EXPECT_NEAR(e.peak, e.saved + n * 64, 1e-9);
   EXPECT_EQ(e.phase, "decoder layer backward");
   // Checkpointing keeps one hidden state per layer and the RNG state; backward recomputes one layer.
-  e = EstimateActivations(m, 3, 6, 4, true, 0, false);
+  e = Activations(m, 3, 6, 4, true, 0, false);
   const double ck_saved = n * (2 * 4 * 8 + head) + fixed + 2 * 5056;
   EXPECT_NEAR(e.saved, ck_saved, 1e-9);
   EXPECT_NEAR(e.peak, ck_saved + n * (layer + 64 + 4 * 8), 1e-9);
@@ -371,6 +407,9 @@ TEST(HardwareTest, ProfilesAndCustomSpecs) {
   EXPECT_EQ(h->gpus_per_node, 4);
   EXPECT_DOUBLE_EQ(h->gpu_bytes, 40e9);
   EXPECT_DOUBLE_EQ(h->host_bytes_per_node, 512e9);
+  // GPU workers are LibTorch 2.x builds with SDPA; the CPU profile is Debian's LibTorch 1.13.
+  EXPECT_EQ(h->kernels, WorkerKernels::kLibTorch2Sdpa);
+  EXPECT_EQ(ParseHardware("cpu")->kernels, WorkerKernels::kLibTorch1Eager);
   for (const char* ok : {"h200-141", "v100-32", "rtx4090-24", "1xrtx4090-24", "cpu", "2x24GB"}) {
     EXPECT_TRUE(ParseHardware(ok).ok()) << ok;
   }
@@ -402,9 +441,14 @@ TEST(SearchTest, KeepsTheGlobalBatchFitsUnderTheCapAndExplainsEveryRejection) {
   for (const std::string& line : plan->rejected) {
     EXPECT_TRUE(line.find("fits (") != std::string::npos || line.find(" cap") != std::string::npos) << line;
   }
-  // Without checkpointing a 2048-token Mistral-7B reward model does not fit on 64 GB (eager attention
-  // keeps the T x T probabilities).
-  EXPECT_TRUE(s.checkpointing);
+  // The GPU workers' SDPA keeps no T x T probabilities: a 2048-token Mistral-7B reward model fits on 64 GB
+  // without checkpointing. Under eager attention (the CPU build's kernels) it does not.
+  EXPECT_FALSE(s.checkpointing);
+  Hardware eager = *hw;
+  eager.kernels = WorkerKernels::kLibTorch1Eager;
+  auto eager_plan = MakePlan(*m, w, eager, Constraints{});
+  ASSERT_TRUE(eager_plan.ok()) << eager_plan.status();
+  EXPECT_TRUE(eager_plan->chosen.strategy.checkpointing);
 }
 
 TEST(SearchTest, PinsErrorsAndNothingFits) {
