@@ -19,9 +19,10 @@
 //    for the ones the dispatcher lacks at run time (newer LibTorch has some of them and keeps its own).
 //  - Meta tensors hold no data, so a read to the host cannot happen: DeviceCheck answers every read of a
 //    meta tensor (.item(), a copy to a CPU tensor) with zeros and counts it. The count is the number of
-//    host synchronisations a GPU would make, so the tests also pin those down: the reward model's one input
-//    check per forward, and one read of the metrics per step or evaluation (ReadPairMetrics). Zeros pass the
-//    model's input checks (they are "no failure" flags) and make the metrics' values meaningless here; the
+//    host synchronisations a GPU would make, so the tests also pin those down: none in any forward (a reward
+//    batch brings its score positions from the host; the checking LlamaModelImpl::Scores would read once),
+//    and one read of the metrics per step or evaluation (ReadPairMetrics). Zeros pass the model's input
+//    checks (they are "no failure" flags) and make the metrics' values meaningless here; the
 //    values are checked on the CPU by objectives_test, llama_model_test and preference_training_np2.
 // The alternative of a second CPU-like device is not available: LibTorch's CPU kernels serve only the CPU
 // device, and a fake backend would have to wrap every op; meta is a real device with real dispatch.
@@ -352,8 +353,12 @@ TEST_P(DeviceCleanTest, EvaluationAndTrainingStepStayOnTheModelsDevice) {
   core::HfModelConfig config = TinyConfig();
   if (c.task == Task::kReward) config.num_labels = 1;
   const std::vector<data::PreferencePair> pairs = Pairs();
-  // A reward forward reads its input check to the host once (LlamaModelImpl::Scores); nothing else does.
-  const int64_t reads_per_forward = c.task == Task::kReward ? 1 : 0;
+  // No forward reads anything to the host: a reward batch brings its read-out positions from the host
+  // (PairTensors::readout), where LlamaModelImpl::Scores would check them with a read per forward.
+  const int64_t reads_per_forward = 0;
+  BatchFormat format{kPad};
+  format.reward_readout = c.task == Task::kReward;
+  format.readout_pad_token = kPad;
 
   ScopedDeviceCheck check;
   try {
@@ -364,7 +369,7 @@ TEST_P(DeviceCleanTest, EvaluationAndTrainingStepStayOnTheModelsDevice) {
     const std::vector<std::vector<uint64_t>> chunks = StridedChunks(pairs.size(), 0, 1, 2);
     int64_t reads = check.host_reads();
     absl::StatusOr<torch::Tensor> eval =
-        EvaluateChunks(models.policy, models.eval_ref(), pairs, chunks, kPad, o, kMeta);
+        EvaluateChunks(models.policy, models.eval_ref(), pairs, chunks, format, o, kMeta);
     ASSERT_TRUE(eval.ok()) << eval.status();
     EXPECT_EQ(eval->device(), kMeta);
     EXPECT_EQ(check.host_reads() - reads, reads_per_forward * static_cast<int64_t>(chunks.size()));
@@ -376,7 +381,7 @@ TEST_P(DeviceCleanTest, EvaluationAndTrainingStepStayOnTheModelsDevice) {
     // it under its gradient hooks) and the step's metrics summed on the device, then read once.
     models.policy->train();
     reads = check.host_reads();
-    const PairTensors batch = OnDevice(MakePairTensors(pairs, {3, 0, 4}, kPad).value(), kMeta);
+    const PairTensors batch = OnDevice(MakePairTensors(pairs, {3, 0, 4}, format).value(), kMeta);
     absl::StatusOr<LossOutput> out = MicroBatchLoss(models.policy, models.reference.get(), o, batch);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->pairs, 3);
@@ -404,6 +409,12 @@ TEST_P(DeviceCleanTest, EvaluationAndTrainingStepStayOnTheModelsDevice) {
     reads = check.host_reads();
     ReadPairMetrics(step_metrics);
     EXPECT_EQ(check.host_reads() - reads, 1);
+    if (c.task == Task::kReward) {  // the count sees the read that ScoresAt avoids
+      torch::NoGradGuard no_grad;
+      reads = check.host_reads();
+      (void)models.policy->Scores(batch.tokens, batch.lengths);
+      EXPECT_EQ(check.host_reads() - reads, 1);
+    }
   } catch (const c10::Error& e) {
     FAIL() << e.what_without_backtrace();
   }

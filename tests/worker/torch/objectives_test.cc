@@ -140,15 +140,15 @@ TEST(PairTensorsTest, HeadFromIsTheEarliestResponseStartMinusOne) {
       data::AssemblePreferencePair({5, 6, 7, 8}, {9, 10}, {11}, bos, eos, o, 1),   // starts 5 and 5
       data::AssemblePreferencePair({12, 13}, {14}, {15, 16, 17}, bos, eos, o, 2),  // starts 3 and 3
   };
-  auto both = MakePairTensors(pairs, {0, 1}, 0);
+  auto both = MakePairTensors(pairs, {0, 1}, BatchFormat{});
   ASSERT_TRUE(both.ok()) << both.status();
   EXPECT_EQ(both->starts.min().item<int64_t>(), 3);
   EXPECT_EQ(both->head_from, 2);
-  auto first = MakePairTensors(pairs, {0}, 0);
+  auto first = MakePairTensors(pairs, {0}, BatchFormat{});
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->head_from, 4);
   pairs.push_back(data::AssemblePreferencePair({}, {18}, {19}, bos, eos, o, 3));  // [BOS] only: start 1
-  auto bare = MakePairTensors(pairs, {2, 0}, 0);
+  auto bare = MakePairTensors(pairs, {2, 0}, BatchFormat{});
   ASSERT_TRUE(bare.ok()) << bare.status();
   EXPECT_EQ(bare->head_from, 0);
 }

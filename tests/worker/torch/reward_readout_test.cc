@@ -168,10 +168,13 @@ TEST_P(RewardReadoutTest, ExportedModelScoresLikeTraining) {
   const core::HfModelConfig config = RewardConfig(setup.pad);
   LlamaModel model = RandomRewardModel(config);
   const std::vector<data::PreferencePair> pairs = Pairs();
-  auto batch = MakePairTensors(pairs, {0, 1, 2, 3}, BatchPadId(config));
+  auto batch = MakePairTensors(pairs, {0, 1, 2, 3}, BatchFormatOf(config, /*reward_model=*/true));
   ASSERT_TRUE(batch.ok()) << batch.status();
   torch::NoGradGuard no_grad;
-  const torch::Tensor trained = model->Scores(batch->tokens, batch->lengths);
+  // Training reads the scores at the positions found on the host where the batch was built; the checking
+  // Scores finds the same ones.
+  const torch::Tensor trained = model->ScoresAt(batch->tokens, batch->readout);
+  EXPECT_TRUE(torch::equal(trained, model->Scores(batch->tokens, batch->lengths)));
 
   TempDir dir;
   ASSERT_FALSE(dir.path().empty());
@@ -254,7 +257,7 @@ TEST_P(RewardReadoutTest, TrainedSessionExportsWhatItEvaluates) {
   // Padded with the exported config's own pad id (transformers' user pads with the tokenizer's).
   auto exported_config = core::LoadHfConfig(dir.path() + "/export/config.json");
   ASSERT_TRUE(exported_config.ok()) << exported_config.status();
-  auto batch = MakePairTensors(*pairs, all, BatchPadId(*exported_config));
+  auto batch = MakePairTensors(*pairs, all, BatchFormat{BatchPadId(*exported_config)});
   ASSERT_TRUE(batch.ok()) << batch.status();
   torch::NoGradGuard no_grad;
   const torch::Tensor s = ExportedScores(dir.path() + "/export", batch->tokens, batch->lengths);
@@ -288,6 +291,29 @@ TEST(RewardReadoutPositionsTest, RefusesPaddingTransformersWouldRead) {
   EXPECT_THROW(RewardReadoutPositions(ids, torch::tensor({3}, torch::kLong), 0), c10::Error);
   const torch::Tensor all_pad = torch::zeros({1, 3}, torch::kLong);
   EXPECT_THROW(RewardReadoutPositions(all_pad, torch::tensor({2}, torch::kLong), 0), c10::Error);
+}
+
+TEST(RewardReadoutPositionsTest, ABatchTheRuleRefusesIsRefusedWhereItIsBuiltNamingItsPairs) {
+  // pad == EOS: pair 1's chosen row is BOS-less EOS EOS, no token a score could be read from.
+  std::vector<data::PreferencePair> pairs(2);
+  pairs[0].prompt = {kBos, 5};
+  pairs[0].chosen = {6, kEos};
+  pairs[0].rejected = {7, kEos};
+  pairs[1].prompt = {kEos};
+  pairs[1].chosen = {kEos};
+  pairs[1].rejected = {8, kEos};
+  const BatchFormat format = BatchFormatOf(RewardConfig(kEos), /*reward_model=*/true);
+  const auto refused = MakePairTensors(pairs, {0, 1}, format);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("pairs [0, 1]"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("no token other than pad_token_id"), std::string::npos)
+      << refused.status();
+  // The same pairs build for a task that reads no score.
+  EXPECT_TRUE(MakePairTensors(pairs, {0, 1}, BatchFormat{format.pad_id}).ok());
+  const auto fine = MakePairTensors(pairs, {0}, format);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_TRUE(torch::equal(fine->readout, torch::tensor({2, 2}, torch::kLong)));  // the tokens before EOS
 }
 
 TEST(RewardReadoutConfigTest, PadOutsideTheVocabularyIsRefused) {

@@ -451,9 +451,17 @@ torch::Tensor LlamaModelImpl::Scores(const torch::Tensor& input_ids, const torch
   TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == b && lengths.scalar_type() == torch::kInt64,
               "lengths must be [batch] int64, got ", lengths.sizes(), " ", lengths.scalar_type());
   // Also checks that every length lies in [1, T], within its one host read.
-  const torch::Tensor at = RewardReadoutPositions(input_ids, lengths, config_.pad_token_id);
+  return ScoresAt(input_ids, RewardReadoutPositions(input_ids, lengths, config_.pad_token_id));
+}
+
+torch::Tensor LlamaModelImpl::ScoresAt(const torch::Tensor& input_ids, const torch::Tensor& positions) {
+  TORCH_CHECK(score, "ScoresAt: this model has no reward head (LlamaOptions.reward_head)");
+  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, seq]");
+  const int64_t b = input_ids.size(0);
+  TORCH_CHECK(positions.dim() == 1 && positions.size(0) == b && positions.scalar_type() == torch::kInt64,
+              "positions must be [batch] int64, got ", positions.sizes(), " ", positions.scalar_type());
   torch::Tensor h = Hidden(input_ids);
-  torch::Tensor index = at.to(h.device()).view({b, 1, 1}).expand({b, 1, h.size(2)});
+  torch::Tensor index = positions.to(h.device()).view({b, 1, 1}).expand({b, 1, h.size(2)});
   torch::Tensor s = score(h.gather(1, index).squeeze(1)).to(torch::kFloat32);
   return s.size(-1) == 1 ? s.squeeze(-1) : s;
 }

@@ -161,7 +161,12 @@ class LlamaModelImpl : public torch::nn::Module {
   // (RewardReadoutPositions: the last token that is not pad_token_id, or lengths[b] - 1 without one), fp32,
   // [B] (num_labels == 1) or [B, num_labels]. lengths [B] int64, each in [1, T]; with a pad_token_id the
   // positions from lengths[b] on must hold it.
+  // Checks them with one host read (a synchronisation on a GPU): for batches that arrive on the device
+  // unchecked (GRPO's reward model, which reads its scores back anyway).
   torch::Tensor Scores(const torch::Tensor& input_ids, const torch::Tensor& lengths);
+  // The same score at given positions [B] int64 (RewardReadoutPositions of the batch, found on the host
+  // where it was built: PairTensors::readout), moved to the model's device; no host read.
+  torch::Tensor ScoresAt(const torch::Tensor& input_ids, const torch::Tensor& positions);
   // [B, T-1-from], fp32: column j is log p(input_ids[:, t+1] | input_ids[:, <= t]) at t = from + j,
   // log_softmax computed in fp32. Through ChunkedTokenLogProbs: neither forward nor backward holds the
   // [B, T-1, vocab] fp32 logits, only one chunk of rows (LlamaOptions.log_prob_chunk_rows) at a time.

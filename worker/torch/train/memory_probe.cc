@@ -75,7 +75,8 @@ std::vector<data::PreferencePair> SyntheticPairs(int64_t n, int64_t seq_len, int
 // The micro-batch of pairs `ids`; SFT keeps the chosen rows only (micro_batch sequences).
 absl::StatusOr<PairTensors> ProbeBatch(const ProbeJob& job, const std::vector<data::PreferencePair>& pairs,
                                        const std::vector<uint64_t>& ids, const core::HfModelConfig& config) {
-  ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, BatchPadId(config)));
+  ZF_ASSIGN_OR_RETURN(PairTensors b,
+                      MakePairTensors(pairs, ids, BatchFormatOf(config, job.task == Task::kReward)));
   if (job.task == Task::kSft) {
     const int64_t n = job.micro_batch;
     b.tokens = b.tokens.slice(0, 0, n).contiguous();
@@ -96,7 +97,7 @@ absl::StatusOr<LossOutput> ProbeLossOutput(const ProbeJob& job, LlamaModel& poli
                                            const PairTensors& b) {
   const int64_t n = job.micro_batch;
   if (job.task == Task::kReward) {
-    const torch::Tensor scores = policy->Scores(b.tokens, b.lengths);
+    const torch::Tensor scores = policy->ScoresAt(b.tokens, b.readout);
     return BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
   }
   torch::Tensor ref;  // DPO: the reference first, as the trainer runs it (the peak depends on the order)

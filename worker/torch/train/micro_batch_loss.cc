@@ -11,9 +11,17 @@ using Task = PreferenceTrainOptions::Task;
 
 PairTensors OnDevice(PairTensors b, const torch::Device& device) {
   if (device.is_cpu()) return b;
-  b.tokens = b.tokens.to(device);
-  b.starts = b.starts.to(device);
-  b.lengths = b.lengths.to(device);
+  // The pinned copy stays alive until its transfer has run: LibTorch's caching host allocator records the
+  // copy's stream on it.
+  auto move = [&device](const torch::Tensor& t) {
+    if (!t.defined()) return t;
+    const torch::Tensor host = device.is_cuda() ? t.pin_memory() : t;
+    return host.to(torch::TensorOptions().device(device), /*non_blocking=*/true);
+  };
+  b.tokens = move(b.tokens);
+  b.starts = move(b.starts);
+  b.lengths = move(b.lengths);
+  b.readout = move(b.readout);
   return b;
 }
 
@@ -22,7 +30,12 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
   const int64_t n = b.tokens.size(0) / 2;
   LossOutput out;
   if (o.task == Task::kReward) {
-    const torch::Tensor scores = policy->Scores(b.tokens, b.lengths);
+    if (!b.readout.defined()) {
+      return absl::FailedPreconditionError(
+          "a reward-model batch needs its read-out positions (MakePairTensors with "
+          "BatchFormat.reward_readout)");
+    }
+    const torch::Tensor scores = policy->ScoresAt(b.tokens, b.readout);
     out = BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
   } else {
     const torch::Tensor pol =
@@ -44,12 +57,13 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
 
 absl::StatusOr<torch::Tensor> EvaluateChunks(LlamaModel& policy, ReferenceModel* reference,
                                              const std::vector<data::PreferencePair>& pairs,
-                                             const std::vector<std::vector<uint64_t>>& chunks, int32_t pad_id,
-                                             const PreferenceTrainOptions& o, const torch::Device& device) {
+                                             const std::vector<std::vector<uint64_t>>& chunks,
+                                             const BatchFormat& format, const PreferenceTrainOptions& o,
+                                             const torch::Device& device) {
   torch::NoGradGuard no_grad;
   torch::Tensor sum = ZeroPairMetrics(device);
   for (const std::vector<uint64_t>& ids : chunks) {
-    ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(pairs, ids, pad_id));
+    ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(pairs, ids, format));
     const PairTensors b = OnDevice(std::move(host), device);
     ZF_ASSIGN_OR_RETURN(LossOutput out, MicroBatchLoss(policy, reference, o, b));
     sum += out.metrics;

@@ -3,9 +3,9 @@
 // (preference_session.h) runs these; tests/worker/torch/device_clean_test.cc runs the same functions with
 // the models on the meta device to show that nothing in them mixes host and device tensors.
 //
-// Host reads: none here, except the reward model's input check (LlamaModelImpl::Scores: one read per
-// forward). Metrics stay on the device as a metrics tensor (objectives.h) until the caller reads them once
-// per step or evaluation (ReadPairMetrics).
+// Host reads: none here (a reward batch brings its read-out positions from the host: PairTensors::readout).
+// Metrics stay on the device as a metrics tensor (objectives.h) until the caller reads them once per step or
+// evaluation (ReadPairMetrics).
 #pragma once
 
 #include <torch/torch.h>
@@ -23,13 +23,16 @@
 
 namespace zerofit::worker {
 
-// `b` with tokens, starts and lengths on `device` (pair_ids stay on the host; a no-op on the CPU).
+// `b` with tokens, starts, lengths and a reward batch's readout on `device` (pair_ids stay on the host; a
+// no-op on the CPU). On a GPU each tensor goes through pinned memory with a non-blocking copy: a blocking
+// copy, or one from pageable memory, would wait for everything the device has queued (LibTorch synchronises
+// the stream for it), three or four times a micro-batch.
 PairTensors OnDevice(PairTensors b, const torch::Device& device);
 
 // Loss (sum over the micro-batch's pairs) and metrics of one micro-batch on `b`'s device (the policy's):
 // reward: Bradley-Terry on the scores; DPO: against `reference` (required then); SFT: NLL of the chosen
 // responses. The metrics include sequence_tokens (every token forwarded). Throws c10::Error on a failing
-// forward; a reference error is returned.
+// forward; a reference error, or a reward batch without its readout, is returned.
 absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* reference,
                                           const PreferenceTrainOptions& options, const PairTensors& b);
 
@@ -37,8 +40,8 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
 // share of a held-out evaluation, not yet read to the host nor summed over ranks.
 absl::StatusOr<torch::Tensor> EvaluateChunks(LlamaModel& policy, ReferenceModel* reference,
                                              const std::vector<data::PreferencePair>& pairs,
-                                             const std::vector<std::vector<uint64_t>>& chunks, int32_t pad_id,
-                                             const PreferenceTrainOptions& options,
+                                             const std::vector<std::vector<uint64_t>>& chunks,
+                                             const BatchFormat& format, const PreferenceTrainOptions& options,
                                              const torch::Device& device);
 
 }  // namespace zerofit::worker

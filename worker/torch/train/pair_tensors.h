@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,6 +20,10 @@ struct PairTensors {
   // The first position whose next-token log-probability a loss reads: min over rows of starts - 1 (known on
   // the host, so no device read): TokenLogProbs(tokens, head_from) skips the prompts' common prefix.
   int64_t head_from = 0;
+  // A reward model's batch: [2B] int64, the position each row's score is read from (reward_readout.h),
+  // found and checked on the host where the batch is built, so that the forward reads nothing back from the
+  // device (LlamaModelImpl::ScoresAt). Undefined for the other tasks.
+  torch::Tensor readout;
 };
 
 // The id batches for a model with `config` are padded with: pad_token_id when set (a reward model's score is
@@ -27,8 +32,19 @@ struct PairTensors {
 // reads positions below the row's length.
 int32_t BatchPadId(const core::HfModelConfig& config);
 
+// How a model's batches are built: the pad id, and for a reward model its score read-out rule.
+struct BatchFormat {
+  int32_t pad_id = 0;
+  bool reward_readout = false;
+  std::optional<int64_t> readout_pad_token;  // config.pad_token_id (RewardReadoutPositions' pad_token_id)
+};
+BatchFormat BatchFormatOf(const core::HfModelConfig& config, bool reward_model);
+
+// The pairs `ids` as one padded batch on the host. With format.reward_readout, also `readout`; a batch the
+// read-out rule refuses (padding that is not the pad id, a row of pad ids only) is InvalidArgument naming its
+// pairs.
 absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePair>& pairs,
-                                            const std::vector<uint64_t>& ids, int32_t pad_id);
+                                            const std::vector<uint64_t>& ids, const BatchFormat& format);
 
 // Rank `rank`'s share of pairs [0, n) (every world-th pair, starting at rank), in chunks of at most `chunk`.
 std::vector<std::vector<uint64_t>> StridedChunks(uint64_t n, int rank, int world, uint64_t chunk);

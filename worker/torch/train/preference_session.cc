@@ -36,13 +36,13 @@ absl::Status SumOverRanks(PairMetrics* m, comm::Communicator* comm) {
 // Held-out evaluation, pairs sharded across ranks. DPO compares against a resident copy of the reference
 // (precomputed tables only cover training pairs). One host read of the metrics, then one all-reduce.
 absl::StatusOr<EvalReport> Evaluate(LlamaModel& policy, ReferenceModel* eval_reference,
-                                    const std::vector<data::PreferencePair>& test, int32_t pad_id,
+                                    const std::vector<data::PreferencePair>& test, const BatchFormat& format,
                                     const PreferenceTrainOptions& o, int64_t eval_batch,
                                     comm::Communicator* comm, const torch::Device& device) {
   const std::vector<std::vector<uint64_t>> chunks =
       StridedChunks(test.size(), comm->rank(), comm->world_size(), eval_batch);
   ZF_ASSIGN_OR_RETURN(const torch::Tensor metrics,
-                      EvaluateChunks(policy, eval_reference, test, chunks, pad_id, o, device));
+                      EvaluateChunks(policy, eval_reference, test, chunks, format, o, device));
   EvalReport r;
   r.metrics = ReadPairMetrics(metrics);
   ZF_RETURN_IF_ERROR(SumOverRanks(&r.metrics, comm));
@@ -73,7 +73,7 @@ struct PreferenceSession::State {
   core::HfModelConfig config;
   std::vector<data::PreferencePair> train, test;
   data::DataReport data_report;
-  int32_t pad = 0;
+  BatchFormat format;
   LlamaModel policy{nullptr};
   std::unique_ptr<ReferenceModel> reference, eval_reference;
   std::unique_ptr<Zero2Binding> binding;
@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
     st->test.resize(static_cast<size_t>(o.eval_max_samples));
   }
   st->data_report = std::move(data.report);
-  st->pad = BatchPadId(config);
+  st->format = BatchFormatOf(config, o.task == Task::kReward);
   st->config = config;
   try {
     ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
       // The reference is the initial policy: same seed, same weights.
       ZF_ASSIGN_OR_RETURN(LlamaModel ref_model, initial());
       ZF_ASSIGN_OR_RETURN(st->reference, ReferenceModel::Create(std::move(ref_model), o.reference));
-      ZF_RETURN_IF_ERROR(st->reference->Precompute(st->train, st->pad, runtime.eval_batch, comm));
+      ZF_RETURN_IF_ERROR(st->reference->Precompute(st->train, st->format.pad_id, runtime.eval_batch, comm));
       if (o.reference == ReferenceStrategy::kPrecomputed) {
         ZF_ASSIGN_OR_RETURN(LlamaModel eval_model, initial());
         ZF_ASSIGN_OR_RETURN(st->eval_reference,
@@ -170,7 +170,7 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
               absl::StrCat("Step: pair ", i, " >= ", st.train.size(), " training pairs"));
         }
       }
-      ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(st.train, micro[k], st.pad));
+      ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(st.train, micro[k], st.format));
       const PairTensors b = OnDevice(std::move(host), st.backend.torch_device);
       absl::StatusOr<LossOutput> loss;
       {
@@ -196,8 +196,8 @@ absl::StatusOr<EvalReport> PreferenceSession::Evaluate() {
   State& st = *state_;
   ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());
   try {
-    return worker::Evaluate(st.policy, st.eval_ref(), st.test, st.pad, options_, runtime_.eval_batch, st.comm,
-                            st.backend.torch_device);
+    return worker::Evaluate(st.policy, st.eval_ref(), st.test, st.format, options_, runtime_.eval_batch,
+                            st.comm, st.backend.torch_device);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("evaluation failed: ", e.what()));
   }

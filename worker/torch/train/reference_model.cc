@@ -102,7 +102,7 @@ absl::Status ReferenceModel::Precompute(const std::vector<data::PreferencePair>&
   try {
     for (const auto& ids :
          StridedChunks(pairs.size(), comm->rank(), comm->world_size(), static_cast<uint64_t>(batch_pairs))) {
-      ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, pad_id));
+      ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, BatchFormat{pad_id}));
       const torch::Device dev = model_->parameters().front().device();  // the model's device, even offloaded
       const torch::Tensor lp = Forward(b.tokens.to(dev), b.starts.to(dev), b.lengths.to(dev), b.head_from)
                                    .to(torch::kCPU, torch::kFloat32)
