@@ -1,6 +1,7 @@
 #include "worker/torch/train/micro_batch_loss.h"
 
 #include "core/status_macros.h"
+#include "worker/torch/train/host_to_device.h"
 
 namespace zerofit::worker {
 namespace {
@@ -10,18 +11,10 @@ using Task = PreferenceTrainOptions::Task;
 }  // namespace
 
 PairTensors OnDevice(PairTensors b, const torch::Device& device) {
-  if (device.is_cpu()) return b;
-  // The pinned copy stays alive until its transfer has run: LibTorch's caching host allocator records the
-  // copy's stream on it.
-  auto move = [&device](const torch::Tensor& t) {
-    if (!t.defined()) return t;
-    const torch::Tensor host = device.is_cuda() ? t.pin_memory() : t;
-    return host.to(torch::TensorOptions().device(device), /*non_blocking=*/true);
-  };
-  b.tokens = move(b.tokens);
-  b.starts = move(b.starts);
-  b.lengths = move(b.lengths);
-  b.readout = move(b.readout);
+  b.tokens = HostToDevice(b.tokens, device);
+  b.starts = HostToDevice(b.starts, device);
+  b.lengths = HostToDevice(b.lengths, device);
+  b.readout = HostToDevice(b.readout, device);
   return b;
 }
 

@@ -24,9 +24,7 @@
 namespace zerofit::worker {
 
 // `b` with tokens, starts, lengths and a reward batch's readout on `device` (pair_ids stay on the host; a
-// no-op on the CPU). On a GPU each tensor goes through pinned memory with a non-blocking copy: a blocking
-// copy, or one from pageable memory, would wait for everything the device has queued (LibTorch synchronises
-// the stream for it), three or four times a micro-batch.
+// no-op on the CPU), each by HostToDevice: no wait for the device's queue.
 PairTensors OnDevice(PairTensors b, const torch::Device& device);
 
 // Loss (sum over the micro-batch's pairs) and metrics of one micro-batch on `b`'s device (the policy's):

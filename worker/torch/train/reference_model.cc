@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "device/device.h"
+#include "worker/torch/train/host_to_device.h"
 #include "worker/torch/train/objectives.h"
 #include "worker/torch/train/pair_tensors.h"
 
@@ -87,7 +88,9 @@ torch::Tensor ReferenceModel::Forward(const torch::Tensor& tokens, const torch::
   }
   auto params = model_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    params[i].set_data(host_params_[i].to(tokens.device(), /*non_blocking=*/false, /*copy=*/true));
+    // From the pinned copy, queued like a kernel: a blocking copy would synchronise the stream once per
+    // tensor (host_to_device.h). The pinned buffer outlives the copies.
+    params[i].set_data(host_params_[i].to(tokens.device(), /*non_blocking=*/true, /*copy=*/true));
   }
   torch::Tensor out =
       worker::ResponseLogProbs(model_->TokenLogProbs(tokens, head_from), response_start, lengths, head_from);
@@ -142,7 +145,7 @@ absl::StatusOr<torch::Tensor> ReferenceModel::ResponseLogProbs(const torch::Tens
       out[k] = table_[2 * pair_ids[k]];
       out[pair_ids.size() + k] = table_[2 * pair_ids[k] + 1];
     }
-    return torch::tensor(out).to(tokens.device());
+    return HostToDevice(torch::tensor(out), tokens.device());
   }
   try {
     return Forward(tokens, response_start, lengths, head_from);
