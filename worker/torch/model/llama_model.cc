@@ -446,11 +446,7 @@ torch::Tensor LlamaModelImpl::TokenLogProbsFullLogits(const torch::Tensor& input
 
 torch::Tensor LlamaModelImpl::Scores(const torch::Tensor& input_ids, const torch::Tensor& lengths) {
   TORCH_CHECK(score, "Scores: this model has no reward head (LlamaOptions.reward_head)");
-  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [batch, seq]");
-  const int64_t b = input_ids.size(0);
-  TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == b && lengths.scalar_type() == torch::kInt64,
-              "lengths must be [batch] int64, got ", lengths.sizes(), " ", lengths.scalar_type());
-  // Also checks that every length lies in [1, T], within its one host read.
+  // RewardReadoutPositions checks the shapes and that every length lies in [1, T], within its one host read.
   return ScoresAt(input_ids, RewardReadoutPositions(input_ids, lengths, config_.pad_token_id));
 }
 
