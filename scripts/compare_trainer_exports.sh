@@ -2,7 +2,8 @@
 # Trains the same short jobs with two builds of zerofit_train_prefs (e.g. the tree before a refactor and the
 # working tree) on 2 MPI ranks and compares the exported model.safetensors byte for byte: SFT in bf16, a
 # reward model with offload and --reduce-once, DPO from the SFT export with LoRA, the delayed parameter update
-# and a non-default loss, GRPO with LoRA. Both builds must accept the flags used (those of 2026-11-27).
+# and a non-default loss, GRPO with LoRA scored by that reward model. Both builds must accept the flags used
+# (those of 2026-11-27).
 #   scripts/compare_trainer_exports.sh OLD_BUILD_DIR NEW_BUILD_DIR [WORK_DIR]
 set -euo pipefail
 old=${1:?usage: scripts/compare_trainer_exports.sh OLD_BUILD_DIR NEW_BUILD_DIR [WORK_DIR]}
@@ -25,9 +26,13 @@ for side in old new; do
   train "$build" dpo --task dpo --steps 12 --lr 2e-3 --init "$work/$side/sft" --lora-rank 4 --lora-alpha 8 \
     --offload --threads 1 --dpu-start 4 --beta 0.2 --label-smoothing 0.1 --weight-decay 0.1
   train "$build" ipo --task dpo --steps 8 --lr 1e-3 --init "$work/$side/sft" --loss ipo --beta 0.5 --ref precomputed
+  # Scored by the reward model above (the 12-step policy answers nothing right): rewards that differ within
+  # a group, so the policy does learn.
+  train "$build" grpo --task grpo --steps 4 --lr 5e-4 --init "$work/$side/sft" --lora-rank 4 --lora-alpha 8 \
+    --samples-per-prompt 4 --max-new-tokens 4 --seed 3 --kl-beta 0.05 --reward-model "$work/$side/reward"
 done
 status=0
-for name in sft reward dpo ipo; do
+for name in sft reward dpo ipo grpo; do
   if cmp -s "$work/old/$name/model.safetensors" "$work/new/$name/model.safetensors"; then
     echo "$name: identical"
   else

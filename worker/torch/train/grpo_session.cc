@@ -18,6 +18,7 @@
 #include "worker/data/prompt_dataset.h"
 #include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
+#include "worker/torch/train/host_to_device.h"
 #include "worker/torch/train/named_step_metrics.h"
 #include "worker/torch/train/pair_tensors.h"
 #include "worker/torch/train/rollout_scorer.h"
@@ -85,9 +86,9 @@ GrpoRows MakeRows(const std::vector<const data::Prompt*>& prompts, const std::ve
     }
   }
   const std::vector<double> adv(advantages.begin() + begin, advantages.begin() + end);
-  r.tokens = tokens.to(device);
-  r.mask = mask.to(device);
-  r.advantages = torch::tensor(adv, torch::kFloat64).to(torch::kFloat32).to(device);
+  r.tokens = HostToDevice(tokens, device);
+  r.mask = HostToDevice(mask, device);
+  r.advantages = HostToDevice(torch::tensor(adv, torch::kFloat64).to(torch::kFloat32), device);
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "core/status_macros.h"
+#include "worker/torch/train/host_to_device.h"
 #include "worker/torch/train/pair_tensors.h"
 
 namespace zerofit::worker {
@@ -31,7 +32,7 @@ std::pair<torch::Tensor, torch::Tensor> Batch(const std::vector<std::vector<int3
     for (size_t t = 0; t < s.size(); ++t) ids[i - from][t] = s[t];
     lengths[i - from] = static_cast<int64_t>(s.size());
   }
-  return {ids.to(device), lengths.to(device)};
+  return {HostToDevice(ids, device), HostToDevice(lengths, device)};
 }
 
 }  // namespace
