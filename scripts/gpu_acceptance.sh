@@ -12,7 +12,8 @@
 #   2. the reward job through `zerofit run` (embedded coordinator; NCCL's id through its rendezvous) and
 #      through `zerofit submit` to a `zerofit serve` with `zerofit worker` ranks, each with and without offload.
 #   3. the device peak each step measures against `zerofit plan`'s prediction for the same plan, on three or
-#      more shapes (sequence length, micro-batch, activation checkpointing).
+#      more shapes (sequence length, micro-batch, activation checkpointing): a plan below the allocated peak
+#      fails its row.
 #   4. compute-sanitizer memcheck, racecheck and synccheck on device_gpu_test; memcheck on 3 training steps
 #      on cuda:0. A memory, race or sync error fails. CUDA API errors are listed: those raised inside NCCL's
 #      own initialisation (its host backtrace is in libnccl: NCCL probes kernels and attributes and handles
@@ -229,7 +230,14 @@ for shape in "${SHAPES[@]}"; do
   elif [[ -n "$planned" && -n "$measured" ]]; then
     read -r allocated reserved <<<"$measured"
     error=$(awk -v p="$planned" -v m="$allocated" 'BEGIN {printf "%+.1f%%", (p - m) / m * 100}')
-    pass "$name" "measured ${allocated}/${reserved} GiB (allocated/reserved), plan $planned GiB: plan error $error"
+    figures="measured ${allocated}/${reserved} GiB (allocated/reserved), plan $planned GiB: plan error $error"
+    # The plan (its CUDA context and fragmentation allowance included) must cover the allocated peak: a plan
+    # below it could choose sizes that run out of memory (docs/planning.md, "The GPU workers' build").
+    if awk -v p="$planned" -v m="$allocated" 'BEGIN {exit !(p >= m)}'; then
+      pass "$name" "$figures"
+    else
+      fail "$name" "$figures: the plan is below the measured peak"
+    fi
   else
     fail "$name" "no planned ('$planned') or measured ('$measured') peak in $name.log"
   fi
