@@ -31,7 +31,9 @@ inline constexpr int kJobPlanVersion = 4;
 struct PlannedPeak {
   int64_t device_bytes = 0;  // per rank (GPU)
   int64_t host_bytes = 0;    // per node
-  std::string basis;         // "8x64GB: micro-batch 2 x 4, ZeRO-2, ..." or why there is no estimate
+  // "8x64GB (LibTorch 2.x, scaled-dot-product attention): micro-batch 2 x 4, ZeRO-2, ..." or why there is
+  // no estimate
+  std::string basis;
 };
 
 struct JobPlan {

@@ -52,7 +52,8 @@ PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw) {
   PlannedPeak p;
   p.device_bytes = static_cast<int64_t>(m.device_bytes);
   p.host_bytes = static_cast<int64_t>(m.host_bytes);
-  p.basis = absl::StrCat(hw.name, ": ", planner::DescribeStrategy(s, w.task), ", peak in ", m.peak_phase);
+  p.basis = absl::StrCat(hw.name, " (", planner::WorkerKernelsName(hw.kernels),
+                         "): ", planner::DescribeStrategy(s, w.task), ", peak in ", m.peak_phase);
   return p;
 }
 

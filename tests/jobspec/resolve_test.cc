@@ -145,6 +145,12 @@ TEST(ResolveTest, TheActivationsAreThoseOfTheBuildTheRanksRun) {
   auto on_gpu = Resolve(gpu), on_cpu = Resolve(cpu_sized);
   ASSERT_TRUE(on_gpu.ok() && on_cpu.ok()) << on_gpu.status() << on_cpu.status();
   EXPECT_GT(on_cpu->planned_peak.device_bytes, on_gpu->planned_peak.device_bytes);
+  // The job's start line says which build the planned peak counts.
+  EXPECT_NE(on_gpu->planned_peak.basis.find("(LibTorch 2.x, scaled-dot-product attention)"),
+            std::string::npos)
+      << on_gpu->planned_peak.basis;
+  EXPECT_NE(on_cpu->planned_peak.basis.find("(LibTorch 1.x, eager attention)"), std::string::npos)
+      << on_cpu->planned_peak.basis;
 }
 
 TEST(ResolveTest, AReplanAfterOutOfMemoryHalvesTheMicroBatchUntilOnePair) {
