@@ -51,6 +51,7 @@ absl::Status OffloadPipeline::Allocate() {
   for (int i = 0; i < options_.gradient_buffers; ++i) {
     ZF_ASSIGN_OR_RETURN(device::Buffer g, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
     grads_.push_back(std::move(g));
+    zeros_.emplace_back(n);  // zero from the start, whatever the allocation holds
   }
   ZF_ASSIGN_OR_RETURN(grad_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
   ZF_ASSIGN_OR_RETURN(param_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
@@ -68,9 +69,18 @@ absl::Status OffloadPipeline::ReceiveGradient(int grads, size_t offset, size_t n
   char* host = grad_lowp_.at(offset * elem_bytes());
   ZF_RETURN_IF_ERROR(WaitForStagingReaders(host, n * elem_bytes()));
   ZF_RETURN_IF_ERROR(d2h_->Copy(host, device_src, n * elem_bytes()));
-  float* acc = gradients(grads) + offset;
+  float* acc = grad_data(grads) + offset;
   const core::DType dtype = options_.param_dtype;
   const size_t esize = elem_bytes();
+  LazyZeroRanges& zeros = zeros_[grads];
+  if (zeros.Take(offset, offset + n)) {  // the step's first receive here: overwrite, no add to zeros
+    return SubmitAfterCopy(host, n, [host, dtype, esize, acc](size_t begin, size_t end) {
+      core::ConvertElements(host + begin * esize, dtype, acc + begin, core::DType::kFloat32, end - begin);
+    });
+  }
+  // Partly pending (the engine's receives tile the shard by bucket, so not seen there): zeros first. No job
+  // touches a pending range, so they are written now.
+  WriteZeros(grads, zeros.TakeOverlapping(offset, offset + n));
   return SubmitAfterCopy(host, n, [host, dtype, esize, acc](size_t begin, size_t end) {
     core::AccumulateToFloat(host + begin * esize, dtype, acc + begin, end - begin);
   });
@@ -83,18 +93,28 @@ absl::Status OffloadPipeline::WaitGradients(absl::Duration timeout) {
   return host_status();
 }
 
-void OffloadPipeline::ZeroGradients(int i) {
-  if (grads_[i].empty()) return;
-  float* g = gradients(i);
-  RunChunks(options_.shard_numel,
-            [g](size_t begin, size_t end) { std::memset(g + begin, 0, (end - begin) * sizeof(float)); });
+void OffloadPipeline::ZeroGradients(int i) { zeros_[i].MarkAll(); }
+
+float* OffloadPipeline::gradients(int i) {
+  WriteZeros(i, zeros_[i].TakeAll());
+  return grad_data(i);
+}
+
+void OffloadPipeline::WriteZeros(int i, const std::vector<LazyZeroRanges::Range>& ranges) {
+  float* g = grad_data(i);
+  for (const LazyZeroRanges::Range& r : ranges) {
+    float* from = g + r.first;
+    RunChunks(r.second - r.first, [from](size_t begin, size_t end) {
+      std::memset(from + begin, 0, (end - begin) * sizeof(float));
+    });
+  }
 }
 
 double OffloadPipeline::SumOfSquares(int i) {
   const size_t n = options_.shard_numel;
   if (grads_[i].empty() || n == 0) return 0.0;
   // Chunk sums in parallel, added in chunk order: the same bits as the serial HostSumOfSquares.
-  const float* g = gradients(i);
+  const float* g = gradients(i);  // what no receive covered is zeroed first
   constexpr size_t kChunk = device::kSumOfSquaresChunk;
   std::vector<double> partial((n + kChunk - 1) / kChunk);
   constexpr size_t kPerTask = kHostChunkElements / kChunk;  // chunks a pool task takes
@@ -170,13 +190,14 @@ absl::Status OffloadPipeline::host_status() {
 
 void OffloadPipeline::Update(const std::vector<Span>& spans, int grads, int64_t step, float grad_scale,
                              char* device_out, size_t out_origin) {
+  float* g = gradients(grads);  // what no receive covered is zeroed first
   std::vector<optim::CpuAdamW::Task> tasks;
   tasks.reserve(spans.size());
   for (const Span& s : spans) {
     optim::CpuAdamW::Task t;
     t.hyper = s.hyper;
     t.spans.param = master() + s.offset;
-    t.spans.grad = gradients(grads) + s.offset;
+    t.spans.grad = g + s.offset;
     t.spans.grad_dtype = core::DType::kFloat32;
     t.spans.m = exp_avg() + s.offset;
     t.spans.v = exp_avg_sq() + s.offset;

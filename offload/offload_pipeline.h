@@ -30,6 +30,7 @@
 #include "core/serial_executor.h"
 #include "core/thread_pool.h"
 #include "device/device.h"
+#include "offload/lazy_zero_ranges.h"
 #include "optim/cpu_adamw.h"
 
 namespace zerofit::offload {
@@ -64,7 +65,8 @@ class OffloadPipeline {
   // The stream the D2H copies run on: order it after the producer of `device_src` before calling
   // ReceiveGradient (e.g. Work::OrderBefore(d2h_stream())).
   device::Stream& d2h_stream() { return *d2h_; }
-  // Elements [offset, offset + n) of gradient buffer `grads` += device_src (param dtype, device memory).
+  // Elements [offset, offset + n) of gradient buffer `grads` += device_src (param dtype, device memory); the
+  // first receive into a range ZeroGradients left pending overwrites it instead (LazyZeroRanges).
   absl::Status ReceiveGradient(int grads, size_t offset, size_t n, const void* device_src);
   // Host-side gradient accumulation is complete (all ReceiveGradient and ReceiveParams calls so far); the
   // first failure of any host job (a copy that never landed) is returned here, and on every later call.
@@ -88,9 +90,12 @@ class OffloadPipeline {
   float* master() { return master_.as<float>(); }
   float* exp_avg() { return exp_avg_.as<float>(); }
   float* exp_avg_sq() { return exp_avg_sq_.as<float>(); }
-  float* gradients(int i) { return grads_[i].as<float>(); }
-  // Host memset across the pool; call only when no ReceiveGradient into buffer i is pending (after
-  // WaitGradients).
+  // Gradient buffer i as it stands after WaitGradients: what ZeroGradients left pending and no receive
+  // covered is zeroed first (across the pool).
+  float* gradients(int i);
+  // Buffer i is zero from now on: marked, not written (the first receive into each range overwrites it;
+  // what none covers is zeroed before the buffer is read). Call only when no ReceiveGradient into buffer i
+  // is pending (after WaitGradients).
   void ZeroGradients(int i);
   // sum of gradients(i)[k]^2 over the shard, in fp64, its chunks across the pool: bit for bit
   // device::HostSumOfSquares. Call only after WaitGradients.
@@ -120,6 +125,9 @@ class OffloadPipeline {
   // Records an event after the D2H copy just enqueued and submits a job that waits for it, then runs fn.
   absl::Status SubmitAfterCopy(const char* staging, size_t n, ChunkFn fn);
   void RunChunks(size_t n, const ChunkFn& fn);
+  // Writes zeros into these ranges of gradient buffer i (across the pool).
+  void WriteZeros(int i, const std::vector<LazyZeroRanges::Range>& ranges);
+  float* grad_data(int i) { return grads_[i].as<float>(); }
   void RecordHostError(const absl::Status& s);
   absl::Status host_status();
 
@@ -129,7 +137,11 @@ class OffloadPipeline {
   std::unique_ptr<device::Stream> h2d_;
   std::mutex h2d_mu_;  // tile callbacks of several CPU threads enqueue on h2d_
   device::Buffer master_, exp_avg_, exp_avg_sq_;
-  std::vector<device::Buffer> grads_;       // fp32 shard accumulators
+  std::vector<device::Buffer> grads_;  // fp32 shard accumulators
+  // Per accumulator, what is zero in meaning but not in memory. Each is used by one thread at a time: the
+  // engine's for the buffer it receives into, the delayed update's for the one it reads (handed over by
+  // its Drain).
+  std::vector<LazyZeroRanges> zeros_;
   device::Buffer grad_lowp_;                // shard gradients after D2H (param dtype)
   device::Buffer param_lowp_;               // updated parameters before H2D (param dtype)
   std::shared_ptr<core::ThreadPool> pool_;  // AdamW tiles and the host jobs' chunks

@@ -121,6 +121,48 @@ INSTANTIATE_TEST_SUITE_P(DtypesThreadsHostFunctionModes, OffloadPipelineTest,
                                   (std::get<2>(info.param) ? "_serial_host_functions" : "");
                          });
 
+// ZeroGradients marks the buffer instead of writing it (LazyZeroRanges): a step that receives only some
+// ranges, one of them across the boundary of a received one, still reads zeros everywhere else, and the next
+// step's receives replace the last step's sums instead of adding to them. Buffer contents are poisoned first,
+// so nothing relies on a zeroed allocation.
+TEST(OffloadPipelineLazyZeroTest, RangesNoReceiveCoveredReadAsZero) {
+  device::TestDevice device;
+  OffloadPipelineOptions o;
+  o.shard_numel = 1000;
+  o.param_dtype = DType::kFloat32;
+  o.threads = 2;
+  auto pipeline = OffloadPipeline::Create(&device, o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  OffloadPipeline& p = **pipeline;
+  float* raw = p.gradients(0);
+  std::fill(raw, raw + 1000, 7.0f);  // what an earlier step left
+  p.ZeroGradients(0);
+  auto src = device.Allocate(1000 * sizeof(float), device::MemoryKind::kDevice);
+  ASSERT_TRUE(src.ok());
+  for (int k = 0; k < 1000; ++k) src->as<float>()[k] = static_cast<float>(k + 1);
+  auto receive = [&](size_t offset, size_t n) {
+    return p.ReceiveGradient(0, offset, n, src->at(offset * sizeof(float)));
+  };
+  // [100, 300) twice (overwritten, then added), [250, 400) across its end (partly pending), nothing else.
+  ASSERT_TRUE(receive(100, 200).ok());
+  ASSERT_TRUE(receive(100, 200).ok());
+  ASSERT_TRUE(receive(250, 150).ok());
+  ASSERT_TRUE(p.WaitGradients(absl::Seconds(60)).ok());
+  std::vector<float> want(1000, 0.0f);
+  for (int k = 100; k < 300; ++k) want[k] = 2.0f * (k + 1);
+  for (int k = 250; k < 400; ++k) want[k] += static_cast<float>(k + 1);
+  double squares = 0.0;
+  device::HostSumOfSquares(want.data(), want.size(), &squares);
+  EXPECT_EQ(p.SumOfSquares(0), squares);
+  EXPECT_EQ(std::vector<float>(p.gradients(0), p.gradients(0) + 1000), want);
+  // The next step: one receive over everything replaces the sums.
+  p.ZeroGradients(0);
+  ASSERT_TRUE(receive(0, 1000).ok());
+  ASSERT_TRUE(p.WaitGradients(absl::Seconds(60)).ok());
+  const float* g = p.gradients(0);
+  for (int k = 0; k < 1000; ++k) ASSERT_EQ(g[k], static_cast<float>(k + 1)) << k;
+}
+
 TEST(OffloadPipelineDeadlineTest, ACopyThatNeverLandsFailsTheWaitInsteadOfHanging) {
   device::TestDevice device;
   OffloadPipelineOptions o;
