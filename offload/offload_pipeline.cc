@@ -72,17 +72,18 @@ absl::Status OffloadPipeline::ReceiveGradient(int grads, size_t offset, size_t n
   float* acc = grad_data(grads) + offset;
   const core::DType dtype = options_.param_dtype;
   const size_t esize = elem_bytes();
+  // The step's first receive into a range overwrites it. One that is partly pending (not seen in the
+  // engine, whose receives tile the shard by bucket) has its pending parts zeroed now, then adds: no job
+  // touches a pending range.
   LazyZeroRanges& zeros = zeros_[grads];
-  if (zeros.Take(offset, offset + n)) {  // the step's first receive here: overwrite, no add to zeros
-    return SubmitAfterCopy(host, n, [host, dtype, esize, acc](size_t begin, size_t end) {
+  const bool overwrite = zeros.Take(offset, offset + n);
+  if (!overwrite) WriteZeros(grads, zeros.TakeOverlapping(offset, offset + n));
+  return SubmitAfterCopy(host, n, [host, dtype, esize, acc, overwrite](size_t begin, size_t end) {
+    if (overwrite) {
       core::ConvertElements(host + begin * esize, dtype, acc + begin, core::DType::kFloat32, end - begin);
-    });
-  }
-  // Partly pending (the engine's receives tile the shard by bucket, so not seen there): zeros first. No job
-  // touches a pending range, so they are written now.
-  WriteZeros(grads, zeros.TakeOverlapping(offset, offset + n));
-  return SubmitAfterCopy(host, n, [host, dtype, esize, acc](size_t begin, size_t end) {
-    core::AccumulateToFloat(host + begin * esize, dtype, acc + begin, end - begin);
+    } else {
+      core::AccumulateToFloat(host + begin * esize, dtype, acc + begin, end - begin);
+    }
   });
 }
 
