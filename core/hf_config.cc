@@ -213,14 +213,16 @@ absl::Status CheckUnusedFields(const FieldReader& r) {
   return absl::OkStatus();
 }
 
-// `top` reads the enclosing config, `j` is its (non-null) "rope_scaling" value.
+// `top` reads the enclosing config, `j` is its (non-null) `field` value: "rope_scaling", or transformers 5's
+// "rope_parameters" (the same keys, with rope_theta among them).
 absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const FieldReader& top, const Json& j,
-                                                            const std::string& source) {
-  if (!j.is_object()) return top.TypeError("rope_scaling", "an object or null", j);
-  FieldReader r(j, source, "rope_scaling.");
+                                                            const std::string& source,
+                                                            const std::string& field = "rope_scaling") {
+  if (!j.is_object()) return top.TypeError(field, "an object or null", j);
+  FieldReader r(j, source, field + ".");
   // transformers >= 4.43 writes "rope_type"; older configs use "type".
   const char* key = r.Get("rope_type") != nullptr ? "rope_type" : "type";
-  if (r.Get(key) == nullptr) return top.Error("rope_scaling", "has neither 'rope_type' nor 'type'");
+  if (r.Get(key) == nullptr) return top.Error(field, "has neither 'rope_type' nor 'type'");
   RopeScaling rs;
   ZF_RETURN_IF_ERROR(r.OptionalString(key, &rs.type));
   if (rs.type == "default") return std::optional<RopeScaling>();
@@ -241,8 +243,45 @@ absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const FieldReader& t
     }
     return std::optional<RopeScaling>(rs);
   }
-  return absl::UnimplementedError(absl::StrCat(source, ": field 'rope_scaling.", key, "': unsupported type '",
+  return absl::UnimplementedError(absl::StrCat(source, ": field '", field, ".", key, "': unsupported type '",
                                                rs.type, "' (supported: default, linear, dynamic, llama3)"));
+}
+
+bool SameRope(const std::optional<RopeScaling>& a, const std::optional<RopeScaling>& b) {
+  if (!a || !b) return a.has_value() == b.has_value();
+  return a->type == b->type && a->factor == b->factor && a->low_freq_factor == b->low_freq_factor &&
+         a->high_freq_factor == b->high_freq_factor &&
+         a->original_max_position_embeddings == b->original_max_position_embeddings;
+}
+
+// RoPE's base and scaling. transformers 5 writes them together as "rope_parameters" ({"rope_type",
+// "rope_theta", "factor", ...}) and no top-level rope_theta or rope_scaling; earlier versions write those
+// two. Both forms given must agree: a config that says two things is refused, not read one way.
+absl::Status ParseRope(const FieldReader& r, const std::string& source, HfModelConfig* c) {
+  c->rope_theta = 10000.0;
+  ZF_RETURN_IF_ERROR(r.OptionalPositiveDouble("rope_theta", &c->rope_theta));
+  if (const Json* rs = r.Get("rope_scaling")) {
+    ZF_ASSIGN_OR_RETURN(c->rope_scaling, ParseRopeScaling(r, *rs, source));
+  }
+  const Json* params = r.Get("rope_parameters");
+  if (params == nullptr) return absl::OkStatus();
+  ZF_ASSIGN_OR_RETURN(std::optional<RopeScaling> scaling,
+                      ParseRopeScaling(r, *params, source, "rope_parameters"));
+  if (r.Get("rope_scaling") != nullptr && !SameRope(scaling, c->rope_scaling)) {
+    return r.Error("rope_parameters",
+                   "disagrees with field 'rope_scaling' (transformers 5 reads only "
+                   "rope_parameters: remove rope_scaling or make the two agree)");
+  }
+  c->rope_scaling = scaling;
+  const FieldReader p(*params, source, "rope_parameters.");
+  double theta = c->rope_theta;
+  ZF_RETURN_IF_ERROR(p.OptionalPositiveDouble("rope_theta", &theta));
+  if (r.Get("rope_theta") != nullptr && theta != c->rope_theta) {
+    return p.Error("rope_theta",
+                   absl::StrCat(theta, " disagrees with the top-level rope_theta ", c->rope_theta));
+  }
+  c->rope_theta = theta;
+  return absl::OkStatus();
 }
 
 bool MulAdd(int64_t a, int64_t b, int64_t* acc) {
@@ -377,11 +416,7 @@ absl::Status ParseShapes(const FieldReader& r, const Family& family, HfModelConf
 absl::Status ParseNumerics(const FieldReader& r, const std::string& source, HfModelConfig* c) {
   c->rms_norm_eps = 1e-6;
   ZF_RETURN_IF_ERROR(r.OptionalPositiveDouble("rms_norm_eps", &c->rms_norm_eps));
-  c->rope_theta = 10000.0;
-  ZF_RETURN_IF_ERROR(r.OptionalPositiveDouble("rope_theta", &c->rope_theta));
-  if (const Json* rs = r.Get("rope_scaling")) {
-    ZF_ASSIGN_OR_RETURN(c->rope_scaling, ParseRopeScaling(r, *rs, source));
-  }
+  ZF_RETURN_IF_ERROR(ParseRope(r, source, c));
   std::string act = "silu";
   ZF_RETURN_IF_ERROR(r.OptionalString("hidden_act", &act));
   if (act != "silu") {
@@ -414,6 +449,37 @@ absl::Status ParseBiases(const FieldReader& r, const std::string& source, HfMode
   return absl::OkStatus();
 }
 
+// transformers 5 writes each layer's attention as "layer_types" (Qwen2: "sliding_attention" from layer
+// max_window_layers on, when use_sliding_window is true), and its models follow that list. zerofit applies
+// one kind to every layer: a list of one kind decides whether the window applies, a mixed list is refused.
+absl::Status ParseLayerTypes(const FieldReader& r, HfModelConfig* c) {
+  const Json* types = r.Get("layer_types");
+  if (types == nullptr) return absl::OkStatus();
+  if (!types->is_array()) return r.TypeError("layer_types", "a list of strings", *types);
+  if (static_cast<int64_t>(types->size()) != c->num_hidden_layers) {
+    return r.Error("layer_types", absl::StrCat("has ", types->size(), " entries for ", c->num_hidden_layers,
+                                               " layers (num_hidden_layers)"));
+  }
+  size_t sliding = 0;
+  for (const Json& t : *types) {
+    if (!t.is_string() || (t != "full_attention" && t != "sliding_attention")) {
+      return r.Error("layer_types", absl::StrCat("entry ", JsonExcerpt(t),
+                                                 " is not \"full_attention\" or \"sliding_attention\""));
+    }
+    sliding += t == "sliding_attention" ? 1 : 0;
+  }
+  if (sliding == 0) {
+    c->sliding_window.reset();
+  } else if (sliding != types->size()) {
+    return absl::UnimplementedError(absl::StrCat(
+        r.Error("layer_types", "").message(), sliding, " of ", types->size(),
+        " layers use a sliding window and the others full attention; zerofit applies one kind to all"));
+  } else if (!c->sliding_window) {
+    return r.Error("layer_types", "says sliding_attention but the config gives no sliding_window");
+  }
+  return absl::OkStatus();
+}
+
 // Sliding window: MistralConfig defaults to 4096 (null disables it); Qwen2 uses it only when
 // use_sliding_window is true, as transformers does.
 absl::Status ParseSlidingWindow(const FieldReader& r, const Json& j, HfModelConfig* c) {
@@ -435,7 +501,7 @@ absl::Status ParseSlidingWindow(const FieldReader& r, const Json& j, HfModelConf
       c->sliding_window = w;
     }
   }
-  return absl::OkStatus();
+  return ParseLayerTypes(r, c);
 }
 
 // Labels, as PretrainedConfig counts them: id2label wins, then num_labels, then 2.

@@ -37,7 +37,7 @@ struct HfModelConfig {
   std::optional<RopeScaling> rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;            // q/k/v projections carry a bias (Qwen2: true)
-  std::optional<int64_t> sliding_window;  // Mistral; recorded, attention is full within max length
+  std::optional<int64_t> sliding_window;  // keys j <= i - window masked (Qwen2: refused)
   int64_t num_labels = 1;                 // *ForSequenceClassification
   std::optional<int64_t> pad_token_id, bos_token_id, eos_token_id;
   std::string torch_dtype;  // as written ("bfloat16", "float32", ...), informational

@@ -227,6 +227,50 @@ TEST(HfConfigTest, Llama31RopeScalingAndEosList) {
   EXPECT_EQ(c.ParameterCount(), 8'030'261'248);  // Llama-3.1-8B
 }
 
+// transformers 5 moved rope_theta and rope_scaling into "rope_parameters" and writes "layer_types": a Qwen2
+// config.json as transformers 5.17 saved it (scripts/make_generation_golden.py). Read with the top-level
+// default, its rope_theta was 10000 instead of 1e6 and greedy generation left transformers' tokens.
+TEST(HfConfigTest, Transformers5RopeParametersAndLayerTypes) {
+  const std::string qwen2_v5 = R"({"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+    "bos_token_id": 1, "dtype": "float32", "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 32,
+    "initializer_range": 0.02, "intermediate_size": 64, "layer_types": ["full_attention", "full_attention"],
+    "max_position_embeddings": 64, "max_window_layers": 28, "model_type": "qwen2", "num_attention_heads": 4,
+    "num_hidden_layers": 2, "num_key_value_heads": 2, "pad_token_id": null, "rms_norm_eps": 1e-06,
+    "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}, "sliding_window": null,
+    "tie_word_embeddings": true, "transformers_version": "5.17.0", "use_cache": true,
+    "use_sliding_window": false, "vocab_size": 64})";
+  HfModelConfig c = MustParse(qwen2_v5);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  EXPECT_FALSE(c.sliding_window.has_value());
+  EXPECT_EQ(c.torch_dtype, "float32");
+
+  // Llama 3.1's scaling inside rope_parameters, as transformers 5 writes it.
+  c = MustParse(Tiny(R"("rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})"));
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, "llama3");
+  EXPECT_EQ(c.rope_scaling->factor, 8.0);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
+  // Both forms, agreeing (a config converted by hand keeps the old keys too).
+  c = MustParse(Tiny(R"("rope_theta": 5e5, "rope_scaling": {"type": "linear", "factor": 2},
+      "rope_parameters": {"rope_type": "linear", "factor": 2, "rope_theta": 5e5})"));
+  EXPECT_EQ(c.rope_theta, 5e5);
+  EXPECT_EQ(c.rope_scaling->type, "linear");
+
+  // A Qwen2 window that layer_types applies to no layer (max_window_layers past the last) is no window.
+  const std::string qwen2_window = R"({"model_type": "qwen2", "vocab_size": 10, "hidden_size": 16,
+    "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "use_sliding_window": true,
+    "sliding_window": 8, "layer_types": )";
+  EXPECT_FALSE(MustParse(qwen2_window + R"(["full_attention", "full_attention"]})").sliding_window);
+  EXPECT_EQ(MustParse(qwen2_window + R"(["sliding_attention", "sliding_attention"]})").sliding_window, 8);
+  EXPECT_NE(
+      ErrorOf(qwen2_window + R"(["full_attention", "sliding_attention"]})")
+          .find("field 'layer_types': 1 of 2 layers use a sliding window and the others full attention"),
+      std::string::npos);
+}
+
 TEST(HfConfigTest, DefaultsAndVariants) {
   // No architectures: the model type picks the causal LM; defaults as in transformers.
   HfModelConfig c = MustParse(R"({"model_type": "qwen2", "vocab_size": 10, "hidden_size": 16,
@@ -341,6 +385,22 @@ TEST(HfConfigTest, ErrorsNameFileAndField) {
        "llama3)"},
       {Tiny(R"("rope_scaling": {"factor": 4})"), "field 'rope_scaling': has neither 'rope_type' nor 'type'"},
       {Tiny(R"("rope_scaling": 2)"), "field 'rope_scaling': expected an object or null, got number"},
+      {Tiny(R"("rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4})"),
+       "field 'rope_parameters.rope_type': unsupported type 'yarn'"},
+      {Tiny(R"("rope_parameters": {"rope_type": "default", "rope_theta": -1})"),
+       "field 'rope_parameters.rope_theta': must be positive, got -1"},
+      {Tiny(R"("rope_theta": 1e4, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6})"),
+       "field 'rope_parameters.rope_theta': 1e+06 disagrees with the top-level rope_theta 10000"},
+      {Tiny(
+           R"("rope_scaling": {"type": "linear", "factor": 2}, "rope_parameters": {"rope_type": "default"})"),
+       "field 'rope_parameters': disagrees with field 'rope_scaling'"},
+      {Tiny(R"("rope_parameters": {"full_attention": {"rope_type": "default"}})"),
+       "field 'rope_parameters': has neither 'rope_type' nor 'type'"},
+      {Tiny(R"("layer_types": ["full_attention"])"), "field 'layer_types': has 1 entries for 2 layers"},
+      {Tiny(R"("layer_types": ["full_attention", "chunked_attention"])"),
+       "field 'layer_types': entry \"chunked_attention\" is not"},
+      {Tiny(R"("layer_types": ["sliding_attention", "sliding_attention"])"),
+       "field 'layer_types': says sliding_attention but the config gives no sliding_window"},
       {Tiny(R"("hidden_act": "gelu")"), "field 'hidden_act': 'gelu' is not supported"},
       {Tiny(R"("mlp_bias": true)"), "field 'mlp_bias': true is not supported"},
       {Tiny(R"("id2label": {"0": "a", "1": "b"}, "num_labels": 3)"),
