@@ -8,20 +8,29 @@
 #      (and the dynamic) cache, on the Qwen2.5-0.5B shape (bench/generation_qwen05b.json) in bf16, batch 8
 #      and 32, 128 prompt + 128 new tokens, random weights; records in $OUT_DIR/generation-*.json.
 # Each step runs under its own deadline; a failing step does not stop the next. Writes $OUT_DIR/grpo.md.
-#   scripts/gpu_grpo_check.sh [--build-dir build-gpu] [--out DIR] [--device cuda|cpu] [--tiny]
+# zerofit's programs run in the build's gpu-env.sh environment (the unpacked packages' libraries, mpiexec);
+# transformers' scripts keep python3's own.
+#   scripts/gpu_grpo_check.sh [--build-dir build-gpu] [--out DIR] [--device cuda|cpu] [--tiny] [--no-goldens]
+#                             [--caches "static dynamic"]
 #     --device cpu --tiny   rehearses the zerofit side on the CPU (small shapes; transformers when importable)
+#     --no-goldens          skips step 1 (the goldens were made and checked in an earlier call)
+#     --caches              transformers' caches to time generation against (default: static and dynamic)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
 OUT_DIR=${OUT:-/tmp/zerofit-grpo-gpu}
 DEVICE=cuda
 TINY=0
+GOLDENS=1
+CACHES=(static dynamic)
 while (($#)); do
   case "$1" in
     --build-dir) BUILD=$2; shift 2 ;;
     --out) OUT_DIR=$2; shift 2 ;;
     --device) DEVICE=$2; shift 2 ;;
     --tiny) TINY=1; shift ;;
+    --no-goldens) GOLDENS=0; shift ;;
+    --caches) read -ra CACHES <<< "$2"; shift 2 ;;
     *) echo "gpu_grpo_check.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -38,17 +47,24 @@ step() {  # step NAME DEADLINE_S COMMAND...: runs it with its log in $OUT_DIR/NA
 T=$BUILD/worker/torch/zerofit_train_prefs
 GEN=$BUILD/worker/data/zerofit_make_arith_prefs
 BENCH=$BUILD/worker/torch/zerofit_generation_bench
+ZF_ENV=(env)  # what zerofit's programs run under: the build's gpu-env.sh, where scripts/gpu_check.sh wrote one
+if [ -f "$BUILD/gpu-env.sh" ]; then
+  mapfile -t -O 1 ZF_ENV < <(. "$BUILD/gpu-env.sh" \
+    && printf '%s\n' "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" "OPAL_PREFIX=$OPAL_PREFIX" "PATH=$PATH")
+fi
 
-if python3 -c "import torch, transformers" 2> /dev/null; then
+if [ $GOLDENS = 0 ]; then
+  echo "- goldens: skipped (--no-goldens)" >> "$SUMMARY"
+elif python3 -c "import torch, transformers" 2> /dev/null; then
   step goldens 120 scripts/make_generation_goldens.sh
-  [ -x "$BUILD/tests/generation_test" ] && step generation_test 120 "$BUILD/tests/generation_test"
+  [ -x "$BUILD/tests/generation_test" ] && step generation_test 120 "${ZF_ENV[@]}" "$BUILD/tests/generation_test"
 else
   echo "- goldens: skipped (python3 has no torch + transformers)" >> "$SUMMARY"
 fi
 
 # 2 ranks on the one GPU (MPI staged through pinned memory, comm/device_comm.h), as the CPU test runs them.
 GRPO_DEVICE=$DEVICE GRPO_STEPS=$([ $TINY = 1 ] && echo 20 || echo 300) \
-  step "grpo_$DEVICE" 300 bash tests/e2e/grpo_learning_e2e.sh "$T" "$GEN" 1
+  step "grpo_$DEVICE" 300 "${ZF_ENV[@]}" bash tests/e2e/grpo_learning_e2e.sh "$T" "$GEN" 1
 
 CONFIG=bench/generation_qwen05b.json
 SHAPE=(--prompt-len 128 --new-tokens 128 --reps 5 --warmup 2)
@@ -60,10 +76,10 @@ if [ $TINY = 1 ]; then
 fi
 DTYPE=$([ "$DEVICE" = cuda ] && echo bf16 || echo fp32)
 for b in "${BATCHES[@]}"; do
-  step "generation-zerofit-b$b" 240 "$BENCH" --config "$CONFIG" --batch "$b" "${SHAPE[@]}" --device "$DEVICE" \
+  step "generation-zerofit-b$b" 240 "${ZF_ENV[@]}" "$BENCH" --config "$CONFIG" --batch "$b" "${SHAPE[@]}" --device "$DEVICE" \
     --dtype "$DTYPE" --out "$OUT_DIR/generation-zerofit-b$b.json"
   if python3 -c "import torch, transformers" 2> /dev/null; then
-    for cache in static dynamic; do
+    for cache in "${CACHES[@]}"; do
       step "generation-hf-$cache-b$b" 240 python3 bench/transformers_generate_bench.py --config "$CONFIG" \
         --batch "$b" "${SHAPE[@]}" --device "$DEVICE" --dtype "$DTYPE" --cache "$cache" \
         --out "$OUT_DIR/generation-hf-$cache-b$b.json"
