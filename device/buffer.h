@@ -49,6 +49,7 @@ class Buffer {
   }
   // Pointer `bytes` bytes into the buffer (no bounds check: offsets come from the bucket plan).
   char* at(size_t byte_offset) { return static_cast<char*>(data_) + byte_offset; }
+  const char* at(size_t byte_offset) const { return static_cast<const char*>(data_) + byte_offset; }
   size_t bytes() const { return bytes_; }
   bool empty() const { return bytes_ == 0; }
   MemoryKind kind() const { return kind_; }

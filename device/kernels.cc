@@ -16,15 +16,44 @@ void HostAccumulate(const void* src, core::DType src_type, float* acc, size_t n,
   for (size_t i = 0; i < n; ++i) acc[i] += scale * core::LoadAsFloat(src, src_type, i);
 }
 
-double SumOfSquaresChunk(const float* src, size_t n) {
+namespace {
+// The one order of SumOfSquaresChunk, over any element type `load(i)` widens to float.
+template <typename Load>
+double LaneSumOfSquares(size_t n, Load load) {
   constexpr size_t kLanes = 8;
   double lane[kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (size_t k = 0; k < kLanes; ++k) lane[k] += static_cast<double>(src[i + k]) * src[i + k];
+    for (size_t k = 0; k < kLanes; ++k) {
+      const double x = load(i + k);
+      lane[k] += x * x;
+    }
   }
-  for (; i < n; ++i) lane[i % kLanes] += static_cast<double>(src[i]) * src[i];
+  for (; i < n; ++i) {
+    const double x = load(i);
+    lane[i % kLanes] += x * x;
+  }
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+}  // namespace
+
+double SumOfSquaresChunk(const float* src, size_t n) {
+  return LaneSumOfSquares(n, [src](size_t i) { return src[i]; });
+}
+
+double SumOfSquaresChunk(const void* src, core::DType dtype, size_t n) {
+  switch (dtype) {
+    case core::DType::kBFloat16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      return LaneSumOfSquares(n, [h](size_t i) { return core::Bf16ToFloat(h[i]); });
+    }
+    case core::DType::kFloat16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      return LaneSumOfSquares(n, [h](size_t i) { return core::Fp16ToFloat(h[i]); });
+    }
+    default:
+      return SumOfSquaresChunk(static_cast<const float*>(src), n);
+  }
 }
 
 void HostSumOfSquares(const float* src, size_t n, double* out) {

@@ -35,6 +35,9 @@ inline constexpr size_t kSumOfSquaresChunk = size_t{1} << 16;
 // eight independent additions in flight instead of one chain of n (the fp64 add latency bounded the old loop
 // at ~4 cycles an element: a second for a 0.75B-element gradient shard).
 double SumOfSquaresChunk(const float* src, size_t n);
+// The same sum of n elements of `dtype` (fp32, bf16 or fp16), each widened exactly to fp32 as it is read: the
+// bits SumOfSquaresChunk gives on the converted elements, without converting them into memory first.
+double SumOfSquaresChunk(const void* src, core::DType dtype, size_t n);
 void HostConvert(const void* src, core::DType src_type, void* dst, core::DType dst_type, size_t n);
 // The best SIMD kernel of this CPU, bit-identical to the scalar oracle (optim/adamw_math.h).
 void HostAdamW(const AdamWArgs& args);

@@ -51,9 +51,14 @@ absl::Status OffloadPipeline::Allocate() {
   for (int i = 0; i < options_.gradient_buffers; ++i) {
     ZF_ASSIGN_OR_RETURN(device::Buffer g, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
     grads_.push_back(std::move(g));
-    zeros_.emplace_back(n);  // zero from the start, whatever the allocation holds
+    // A delayed update reads one buffer's staging while the next step's copies land in the other's.
+    ZF_ASSIGN_OR_RETURN(device::Buffer lowp, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
+    staging_.push_back(std::move(lowp));
+    zeros_.emplace_back(n);
+    zeros_.back().MarkAll();  // zero from the start, whatever the allocation holds
+    staged_.emplace_back(n);
+    converted_.push_back(0);
   }
-  ZF_ASSIGN_OR_RETURN(grad_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
   ZF_ASSIGN_OR_RETURN(param_lowp_, device_->Allocate(n * elem_bytes(), MemoryKind::kPinned));
   if (options_.threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("OffloadPipeline: threads ", options_.threads, " < 0"));
@@ -65,19 +70,28 @@ absl::Status OffloadPipeline::Allocate() {
   return absl::OkStatus();
 }
 
-absl::Status OffloadPipeline::ReceiveGradient(int grads, size_t offset, size_t n, const void* device_src) {
-  char* host = grad_lowp_.at(offset * elem_bytes());
+absl::Status OffloadPipeline::ReceiveGradient(int grads, size_t offset, size_t n, const void* device_src,
+                                              bool last_of_step) {
+  char* host = staged_data(grads, offset);
+  // What an earlier receive left in this staging goes into the accumulator before the copy overwrites it.
+  ZF_RETURN_IF_ERROR(ConvertStaged(grads, offset, offset + n));
   ZF_RETURN_IF_ERROR(WaitForStagingReaders(host, n * elem_bytes()));
   ZF_RETURN_IF_ERROR(d2h_->Copy(host, device_src, n * elem_bytes()));
+  // The step's only receive into a range leaves it in the staging: no host job at all; the first of several
+  // converts it (a job, while the device computes the next micro-batch). One that is partly zero in meaning
+  // (not seen in the engine, whose receives tile the shard by bucket) has those parts zeroed now, then adds:
+  // no job touches a range that is zero in meaning.
+  RangeSet& zeros = zeros_[grads];
+  const bool overwrite = zeros.Take(offset, offset + n);
+  if (overwrite && last_of_step) {
+    staged_[grads].Add(offset, offset + n);
+    return absl::OkStatus();
+  }
+  if (!overwrite) WriteZeros(grads, zeros.TakeOverlapping(offset, offset + n));
+  if (overwrite) converted_[grads] += n;
   float* acc = grad_data(grads) + offset;
   const core::DType dtype = options_.param_dtype;
   const size_t esize = elem_bytes();
-  // The step's first receive into a range overwrites it. One that is partly pending (not seen in the
-  // engine, whose receives tile the shard by bucket) has its pending parts zeroed now, then adds: no job
-  // touches a pending range.
-  LazyZeroRanges& zeros = zeros_[grads];
-  const bool overwrite = zeros.Take(offset, offset + n);
-  if (!overwrite) WriteZeros(grads, zeros.TakeOverlapping(offset, offset + n));
   return SubmitAfterCopy(host, n, [host, dtype, esize, acc, overwrite](size_t begin, size_t end) {
     if (overwrite) {
       core::ConvertElements(host + begin * esize, dtype, acc + begin, core::DType::kFloat32, end - begin);
@@ -87,6 +101,32 @@ absl::Status OffloadPipeline::ReceiveGradient(int grads, size_t offset, size_t n
   });
 }
 
+absl::Status OffloadPipeline::ConvertStaged(int i, size_t begin, size_t end) {
+  const core::DType dtype = options_.param_dtype;
+  const size_t esize = elem_bytes();
+  for (const RangeSet::Range& r : staged_[i].TakeOverlapping(begin, end)) {
+    const char* from = staged_data(i, r.first);
+    float* to = grad_data(i) + r.first;
+    converted_[i] += r.second - r.first;
+    ZF_RETURN_IF_ERROR(
+        SubmitAfterCopy(from, r.second - r.first, [from, dtype, esize, to](size_t b, size_t e) {
+          core::ConvertElements(from + b * esize, dtype, to + b, core::DType::kFloat32, e - b);
+        }));
+  }
+  return absl::OkStatus();
+}
+
+void OffloadPipeline::ReadGradients(int i, size_t begin, size_t end, float* out) const {
+  size_t at = begin;
+  for (const RangeSet::Range& r : staged_[i].Overlapping(begin, end)) {
+    std::memcpy(out + (at - begin), grad_data(i) + at, (r.first - at) * sizeof(float));
+    core::ConvertElements(staged_data(i, r.first), options_.param_dtype, out + (r.first - begin),
+                          core::DType::kFloat32, r.second - r.first);
+    at = r.second;
+  }
+  std::memcpy(out + (at - begin), grad_data(i) + at, (end - at) * sizeof(float));
+}
+
 absl::Status OffloadPipeline::WaitGradients(absl::Duration timeout) {
   ZF_RETURN_IF_ERROR(d2h_->Synchronize(timeout));
   ZF_RETURN_IF_ERROR(host_jobs_->Drain(timeout));
@@ -94,16 +134,29 @@ absl::Status OffloadPipeline::WaitGradients(absl::Duration timeout) {
   return host_status();
 }
 
-void OffloadPipeline::ZeroGradients(int i) { zeros_[i].MarkAll(); }
+void OffloadPipeline::ZeroGradients(int i) {
+  zeros_[i].MarkAll();
+  staged_[i].Clear();
+  converted_[i] = 0;
+}
 
 float* OffloadPipeline::gradients(int i) {
   WriteZeros(i, zeros_[i].TakeAll());
+  const core::DType dtype = options_.param_dtype;
+  for (const RangeSet::Range& r : staged_[i].TakeAll()) {
+    const char* from = staged_data(i, r.first);
+    float* to = grad_data(i) + r.first;
+    const size_t esize = elem_bytes();
+    RunChunks(r.second - r.first, [from, to, dtype, esize](size_t b, size_t e) {
+      core::ConvertElements(from + b * esize, dtype, to + b, core::DType::kFloat32, e - b);
+    });
+  }
   return grad_data(i);
 }
 
-void OffloadPipeline::WriteZeros(int i, const std::vector<LazyZeroRanges::Range>& ranges) {
+void OffloadPipeline::WriteZeros(int i, const std::vector<RangeSet::Range>& ranges) {
   float* g = grad_data(i);
-  for (const LazyZeroRanges::Range& r : ranges) {
+  for (const RangeSet::Range& r : ranges) {
     float* from = g + r.first;
     RunChunks(r.second - r.first, [from](size_t begin, size_t end) {
       std::memset(from + begin, 0, (end - begin) * sizeof(float));
@@ -114,16 +167,30 @@ void OffloadPipeline::WriteZeros(int i, const std::vector<LazyZeroRanges::Range>
 double OffloadPipeline::SumOfSquares(int i) {
   const size_t n = options_.shard_numel;
   if (grads_[i].empty() || n == 0) return 0.0;
-  // Chunk sums in parallel, added in chunk order: the same bits as the serial HostSumOfSquares.
-  const float* g = gradients(i);  // what no receive covered is zeroed first
+  // Chunk sums in parallel, added in chunk order: the same bits as the serial HostSumOfSquares. A chunk in
+  // the staging is summed there, each element widened to fp32 as it is read (bf16 -> fp32 is exact); one
+  // that straddles a staged range's edge is gathered into fp32 first.
+  WriteZeros(i, zeros_[i].TakeAll());  // what no receive covered
+  const float* g = grad_data(i);
   constexpr size_t kChunk = device::kSumOfSquaresChunk;
   std::vector<double> partial((n + kChunk - 1) / kChunk);
   constexpr size_t kPerTask = kHostChunkElements / kChunk;  // chunks a pool task takes
   static_assert(kPerTask >= 1, "a host chunk holds whole sum-of-squares chunks");
   pool_->ParallelFor((partial.size() + kPerTask - 1) / kPerTask, [&](size_t task) {
+    std::vector<float> fp32;
     const size_t last = std::min(partial.size(), (task + 1) * kPerTask);
     for (size_t c = task * kPerTask; c < last; ++c) {
-      partial[c] = device::SumOfSquaresChunk(g + c * kChunk, std::min(kChunk, n - c * kChunk));
+      const size_t begin = c * kChunk, len = std::min(kChunk, n - begin);
+      const std::vector<RangeSet::Range> staged = staged_[i].Overlapping(begin, begin + len);
+      if (staged.empty()) {
+        partial[c] = device::SumOfSquaresChunk(g + begin, len);
+      } else if (staged.size() == 1 && staged[0] == RangeSet::Range{begin, begin + len}) {
+        partial[c] = device::SumOfSquaresChunk(staged_data(i, begin), options_.param_dtype, len);
+      } else {  // a chunk across a staged range's edge (a bucket received once next to one accumulated)
+        fp32.resize(len);
+        ReadGradients(i, begin, begin + len, fp32.data());
+        partial[c] = device::SumOfSquaresChunk(fp32.data(), len);
+      }
     }
   });
   double sum = 0.0;
@@ -149,11 +216,12 @@ absl::Status OffloadPipeline::WaitForStagingReaders(const char* staging, size_t 
     if (p.staging < staging + bytes && staging < p.staging + p.bytes) last = std::max(last, p.ticket);
   }
   if (last == 0) return absl::OkStatus();
-  ZF_RETURN_IF_ERROR(host_jobs_->WaitFor(last, options_.wait_timeout));
+  // A job gives up on its copy after wait_timeout, then ends: twice that bounds the job, its work included.
+  ZF_RETURN_IF_ERROR(host_jobs_->WaitFor(last, 2 * options_.wait_timeout));
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [last](const PendingJob& p) { return p.ticket <= last; }),
                  pending_.end());
-  return absl::OkStatus();
+  return host_status();  // a job that failed leaves the gradients incomplete: no copy lands on top of that
 }
 
 absl::Status OffloadPipeline::SubmitAfterCopy(const char* staging, size_t n, ChunkFn fn) {
@@ -191,25 +259,38 @@ absl::Status OffloadPipeline::host_status() {
 
 void OffloadPipeline::Update(const std::vector<Span>& spans, int grads, int64_t step, float grad_scale,
                              char* device_out, size_t out_origin) {
-  float* g = gradients(grads);  // what no receive covered is zeroed first
+  WriteZeros(grads, zeros_[grads].TakeAll());  // what no receive covered
+  // One task per piece of a span whose gradient is in one place: the fp32 accumulator, or the staging
+  // (AdamW reads bf16 there: the same values, converted in its registers).
   std::vector<optim::CpuAdamW::Task> tasks;
-  tasks.reserve(spans.size());
-  for (const Span& s : spans) {
+  std::vector<size_t> task_offsets;
+  const auto add = [&](const Span& s, size_t begin, size_t end, bool staged) {
+    if (begin == end) return;
     optim::CpuAdamW::Task t;
     t.hyper = s.hyper;
-    t.spans.param = master() + s.offset;
-    t.spans.grad = g + s.offset;
-    t.spans.grad_dtype = core::DType::kFloat32;
-    t.spans.m = exp_avg() + s.offset;
-    t.spans.v = exp_avg_sq() + s.offset;
-    t.spans.n = s.numel;
-    t.spans.param_out = param_lowp_.at(s.offset * elem_bytes());
+    t.spans.param = master() + begin;
+    t.spans.grad = staged ? static_cast<const void*>(staged_data(grads, begin)) : grad_data(grads) + begin;
+    t.spans.grad_dtype = staged ? options_.param_dtype : core::DType::kFloat32;
+    t.spans.m = exp_avg() + begin;
+    t.spans.v = exp_avg_sq() + begin;
+    t.spans.n = end - begin;
+    t.spans.param_out = param_lowp_.at(begin * elem_bytes());
     t.spans.out_dtype = options_.param_dtype;
     tasks.push_back(t);
+    task_offsets.push_back(begin);
+  };
+  for (const Span& s : spans) {
+    size_t at = s.offset;
+    for (const RangeSet::Range& r : staged_[grads].Overlapping(s.offset, s.offset + s.numel)) {
+      add(s, at, r.first, false);
+      add(s, r.first, r.second, true);
+      at = r.second;
+    }
+    add(s, at, s.offset + s.numel, false);
   }
   if (device_out == nullptr) return adamw_->Step(tasks, step, grad_scale);
   adamw_->Step(tasks, step, grad_scale, [&](size_t task, size_t begin, size_t end) {
-    const size_t offset = spans[task].offset + begin;
+    const size_t offset = task_offsets[task] + begin;
     std::lock_guard<std::mutex> lock(h2d_mu_);
     // An enqueue failure breaks nothing silently: the stream's next Synchronize reports it.
     (void)h2d_->Copy(device_out + (offset - out_origin) * elem_bytes(), param_lowp_.at(offset * elem_bytes()),
@@ -223,25 +304,29 @@ absl::Status OffloadPipeline::CopyParamsToDevice(size_t offset, size_t n, char* 
 }
 
 absl::Status OffloadPipeline::pin_status() const {
-  for (const device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &grad_lowp_, &param_lowp_}) {
+  for (const device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &param_lowp_}) {
     if (!b->pin_status().ok()) return b->pin_status();
+  }
+  for (const auto& b : staging_) {
+    if (!b.pin_status().ok()) return b.pin_status();
   }
   return absl::OkStatus();
 }
 
 size_t OffloadPipeline::pinned_bytes() const {
   size_t total = 0;
-  for (const device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &grad_lowp_, &param_lowp_}) {
+  for (const device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &param_lowp_}) {
     total += b->pinned_bytes();
   }
   for (const auto& g : grads_) total += g.pinned_bytes();
+  for (const auto& b : staging_) total += b.pinned_bytes();
   return total;
 }
 
 size_t OffloadPipeline::host_bytes() const {
-  size_t total =
-      master_.bytes() + exp_avg_.bytes() + exp_avg_sq_.bytes() + grad_lowp_.bytes() + param_lowp_.bytes();
+  size_t total = master_.bytes() + exp_avg_.bytes() + exp_avg_sq_.bytes() + param_lowp_.bytes();
   for (const auto& g : grads_) total += g.bytes();
+  for (const auto& b : staging_) total += b.bytes();
   return total;
 }
 

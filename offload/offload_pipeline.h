@@ -2,8 +2,12 @@
 // this rank live in pinned host memory, and the update runs on the CPU with SIMD AdamW.
 //
 //   ReceiveGradient: device -> pinned host copy of a reduced gradient shard in the parameter dtype (bf16
-//     over the bus, not fp32) on the D2H copy stream, then fp32 accumulation on the host thread pool, started
-//     when an event says the copy has landed (a host job per receive, run in receive order). Nothing runs in
+//     over the bus, not fp32) on the D2H copy stream, into that gradient buffer's staging. The step's first
+//     receive into a range leaves the gradient there: the norm and AdamW read bf16 (offload/range_set.h), so
+//     without gradient accumulation the host never converts, writes or re-reads an fp32 gradient. A later
+//     receive (accumulation) first converts the staged range into the fp32 accumulator, then adds to it on
+//     the host thread pool, started when an event says the copy has landed (a host job per receive, run in
+//     receive order). Nothing runs in
 //     a device host function (cudaLaunchHostFunc): CUDA runs those one at a time on a single driver thread,
 //     in stream order, so per-element work there neither scales with threads nor lets the next copy start
 //     (issue 30: an 11 s step on an H200). The D2H copy of the next bucket overlaps the accumulation of this
@@ -30,7 +34,7 @@
 #include "core/serial_executor.h"
 #include "core/thread_pool.h"
 #include "device/device.h"
-#include "offload/lazy_zero_ranges.h"
+#include "offload/range_set.h"
 #include "optim/cpu_adamw.h"
 
 namespace zerofit::offload {
@@ -65,9 +69,12 @@ class OffloadPipeline {
   // The stream the D2H copies run on: order it after the producer of `device_src` before calling
   // ReceiveGradient (e.g. Work::OrderBefore(d2h_stream())).
   device::Stream& d2h_stream() { return *d2h_; }
-  // Elements [offset, offset + n) of gradient buffer `grads` += device_src (param dtype, device memory); the
-  // first receive into a range ZeroGradients left pending overwrites it instead (LazyZeroRanges).
-  absl::Status ReceiveGradient(int grads, size_t offset, size_t n, const void* device_src);
+  // Elements [offset, offset + n) of gradient buffer `grads` += device_src (param dtype, device memory). The
+  // first receive into a range ZeroGradients left zero overwrites it instead: converted into fp32 on the
+  // pool, or, when `last_of_step` (no other receive into the range follows before the update), left in the
+  // staging (RangeSet). A receive after a `last_of_step` one is still right, at the cost of converting the
+  // staged range first, with the engine thread waiting.
+  absl::Status ReceiveGradient(int grads, size_t offset, size_t n, const void* device_src, bool last_of_step);
   // Host-side gradient accumulation is complete (all ReceiveGradient and ReceiveParams calls so far); the
   // first failure of any host job (a copy that never landed) is returned here, and on every later call.
   absl::Status WaitGradients(absl::Duration timeout);
@@ -90,21 +97,26 @@ class OffloadPipeline {
   float* master() { return master_.as<float>(); }
   float* exp_avg() { return exp_avg_.as<float>(); }
   float* exp_avg_sq() { return exp_avg_sq_.as<float>(); }
-  // Gradient buffer i as it stands after WaitGradients: what ZeroGradients left pending and no receive
-  // covered is zeroed first (across the pool).
+  // Gradient buffer i in fp32 as it stands after WaitGradients: what ZeroGradients left zero and no receive
+  // covered is zeroed, and what is held in the staging only is converted, first (across the pool). The norm
+  // and Update need neither: they read the staging.
   float* gradients(int i);
-  // Buffer i is zero from now on: marked, not written (the first receive into each range overwrites it;
-  // what none covers is zeroed before the buffer is read). Call only when no ReceiveGradient into buffer i
-  // is pending (after WaitGradients).
+  // Buffer i is zero from now on: marked, not written (the first receive into each range stays in the
+  // staging; what none covers is zeroed before the buffer is read). Call only when no ReceiveGradient into
+  // buffer i is pending and no Update reads it (after WaitGradients).
   void ZeroGradients(int i);
   // sum of gradients(i)[k]^2 over the shard, in fp64, its chunks across the pool: bit for bit
-  // device::HostSumOfSquares. Call only after WaitGradients.
+  // device::HostSumOfSquares of gradients(i), read where each element is (fp32 or staging) without
+  // converting the buffer. Call only after WaitGradients.
   double SumOfSquares(int i);
   // Why host memory is not pinned, if it is not.
   absl::Status pin_status() const;
   size_t pinned_bytes() const;
   size_t host_bytes() const;
   size_t gradient_bytes() const { return grads_.size() * options_.shard_numel * sizeof(float); }
+  // Gradient elements of buffer i converted from the staging into fp32 by the step's receives so far
+  // (gradient accumulation only: without it, nothing is).
+  size_t converted_elements(int i) const { return converted_[i]; }
   int threads() const { return adamw_->threads(); }
 
  private:
@@ -126,8 +138,16 @@ class OffloadPipeline {
   absl::Status SubmitAfterCopy(const char* staging, size_t n, ChunkFn fn);
   void RunChunks(size_t n, const ChunkFn& fn);
   // Writes zeros into these ranges of gradient buffer i (across the pool).
-  void WriteZeros(int i, const std::vector<LazyZeroRanges::Range>& ranges);
+  void WriteZeros(int i, const std::vector<RangeSet::Range>& ranges);
+  // Converts what buffer i holds in its staging only within [begin, end) into its fp32 accumulator, as host
+  // jobs after the copies so far (a receive then waits for them before its copy overwrites the staging).
+  absl::Status ConvertStaged(int i, size_t begin, size_t end);
+  // gradient elements [begin, end) of buffer i, fp32, into out: from the accumulator or the staging.
+  void ReadGradients(int i, size_t begin, size_t end, float* out) const;
   float* grad_data(int i) { return grads_[i].as<float>(); }
+  const float* grad_data(int i) const { return grads_[i].as<float>(); }
+  char* staged_data(int i, size_t offset) { return staging_[i].at(offset * elem_bytes()); }
+  const char* staged_data(int i, size_t offset) const { return staging_[i].at(offset * elem_bytes()); }
   void RecordHostError(const absl::Status& s);
   absl::Status host_status();
 
@@ -138,11 +158,13 @@ class OffloadPipeline {
   std::mutex h2d_mu_;  // tile callbacks of several CPU threads enqueue on h2d_
   device::Buffer master_, exp_avg_, exp_avg_sq_;
   std::vector<device::Buffer> grads_;  // fp32 shard accumulators
-  // Per accumulator, what is zero in meaning but not in memory. Each is used by one thread at a time: the
-  // engine's for the buffer it receives into, the delayed update's for the one it reads (handed over by
-  // its Drain).
-  std::vector<LazyZeroRanges> zeros_;
-  device::Buffer grad_lowp_;                // shard gradients after D2H (param dtype)
+  // Per accumulator, what is zero in meaning but not in memory, and what lives in its staging only. Each
+  // is used by one thread at a time: the engine's for the buffer it receives into, the delayed update's
+  // for the one it reads (handed over by its Drain).
+  std::vector<RangeSet> zeros_;
+  std::vector<RangeSet> staged_;
+  std::vector<size_t> converted_;
+  std::vector<device::Buffer> staging_;     // per accumulator: shard gradients after D2H (param dtype)
   device::Buffer param_lowp_;               // updated parameters before H2D (param dtype)
   std::shared_ptr<core::ThreadPool> pool_;  // AdamW tiles and the host jobs' chunks
   std::unique_ptr<optim::CpuAdamW> adamw_;

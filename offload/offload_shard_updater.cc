@@ -34,10 +34,11 @@ absl::StatusOr<std::unique_ptr<sharding::OffloadUpdater>> OffloadShardUpdater::C
   return u;
 }
 
-absl::Status OffloadShardUpdater::Receive(size_t bucket, const void* landing, comm::Work& work) {
+absl::Status OffloadShardUpdater::Receive(size_t bucket, const void* landing, comm::Work& work,
+                                          bool last_of_step) {
   const Bucket& b = plan_->buckets()[bucket];
   ZF_RETURN_IF_ERROR(work.OrderBefore(pipeline_->d2h_stream(), timeout_));
-  return pipeline_->ReceiveGradient(cur_, b.shard_offset, b.layout.shard_numel, landing);
+  return pipeline_->ReceiveGradient(cur_, b.shard_offset, b.layout.shard_numel, landing, last_of_step);
 }
 
 absl::Status OffloadShardUpdater::OrderAfterReceives(device::Stream& stream) {

@@ -22,7 +22,7 @@ class OffloadShardUpdater final : public sharding::OffloadUpdater {
   static absl::StatusOr<std::unique_ptr<sharding::OffloadUpdater>> Create(
       const sharding::OffloadUpdaterArgs& a);
 
-  absl::Status Receive(size_t bucket, const void* landing, comm::Work& work) override;
+  absl::Status Receive(size_t bucket, const void* landing, comm::Work& work, bool last_of_step) override;
   float* direct_landing(size_t) override { return nullptr; }
   absl::Status OrderAfterReceives(device::Stream& stream) override;
   absl::StatusOr<double> SumOfSquares() override;

@@ -31,7 +31,8 @@ absl::Status DeviceShardUpdater::Allocate() {
   return absl::OkStatus();
 }
 
-absl::Status DeviceShardUpdater::Receive(size_t bucket, const void* landing, comm::Work& work) {
+absl::Status DeviceShardUpdater::Receive(size_t bucket, const void* landing, comm::Work& work,
+                                         bool /*last_of_step*/) {
   ZF_RETURN_IF_ERROR(work.OrderBefore(*stream_, timeout_));
   if (landing == nullptr) return absl::OkStatus();  // reduced straight into the accumulator
   const Bucket& b = plan_->buckets()[bucket];

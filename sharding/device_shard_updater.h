@@ -20,7 +20,7 @@ class DeviceShardUpdater final : public ShardUpdater {
                                                                     absl::Duration timeout);
   ~DeviceShardUpdater() override;
 
-  absl::Status Receive(size_t bucket, const void* landing, comm::Work& work) override;
+  absl::Status Receive(size_t bucket, const void* landing, comm::Work& work, bool last_of_step) override;
   float* direct_landing(size_t bucket) override;
   absl::Status OrderAfterReceives(device::Stream& stream) override;
   absl::StatusOr<double> SumOfSquares() override;

@@ -201,7 +201,7 @@ absl::Status GradientReducer::LaunchReadyBuckets(bool from_backward) {
     Buffer out{landing, bucket.layout.shard_numel, options_.param_dtype, where};
     const absl::Time launched = absl::Now();
     ZF_ASSIGN_OR_RETURN(auto work, comm_->ReduceScatter(in, out, comm::ReduceOp::kSum, compute_));
-    in_flight_.push_back(InFlight{b, std::move(work), staging, launched});
+    in_flight_.push_back(InFlight{b, std::move(work), staging, launched, last_of_step_});
     ++stats_.buckets_launched;
     if (from_backward) ++stats_.buckets_launched_before_end;
   }
@@ -215,7 +215,7 @@ absl::Status GradientReducer::CompleteOldest() {
   const void* landing = recv_.empty() ? nullptr : recv_.at(bucket.shard_offset * elem_bytes());
   {
     ScopedStage d2h(profile_, Stage::kD2H);
-    ZF_RETURN_IF_ERROR(sink_->Receive(f.bucket, landing, *f.work));
+    ZF_RETURN_IF_ERROR(sink_->Receive(f.bucket, landing, *f.work, f.last_of_step));
   }
   profile_->Record(Stage::kReduceScatter, f.launched, absl::Now());
   if (f.staging >= 0) {

@@ -79,6 +79,7 @@ class GradientReducer {
     std::unique_ptr<comm::Work> work;
     int staging;  // index into staging_, or -1
     absl::Time launched;
+    bool last_of_step;  // launched in the step's last micro-batch
   };
 
   GradientReducer(const BucketPlan* plan, const ReducerOptions& options, comm::Communicator* comm,

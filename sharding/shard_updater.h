@@ -34,8 +34,9 @@ class ShardUpdater {
 
   // Bucket b's reduced shard is complete when `work` is: add it to the fp32 gradient accumulator. `landing`
   // holds it in the parameter dtype (device memory), or is nullptr when the reduce-scatter wrote the fp32
-  // accumulator itself (at direct_landing(b)).
-  virtual absl::Status Receive(size_t bucket, const void* landing, comm::Work& work) = 0;
+  // accumulator itself (at direct_landing(b)). `last_of_step`: no other Receive of bucket b follows before
+  // the step's update (the offload pipeline then leaves a bucket received once in its bf16 staging).
+  virtual absl::Status Receive(size_t bucket, const void* landing, comm::Work& work, bool last_of_step) = 0;
   // Where an fp32 reduce-scatter may land directly (fp32, reduce once per step, state on the device);
   // nullptr when the reduced shard must go through Receive with a landing buffer.
   virtual float* direct_landing(size_t bucket) = 0;

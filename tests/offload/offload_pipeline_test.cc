@@ -3,7 +3,9 @@
 // On the test device (random per-stream delays, streams of different speeds), with host functions run as
 // CUDA runs them (one at a time, one thread) and without: the fp32 accumulators equal a serial reference bit
 // for bit (the same fp32 additions in the same order per element), micro-batch after micro-batch through the
-// same staging (a copy must not overwrite staging that a pending job still reads), for 1 and 3 threads.
+// same staging (a copy must not overwrite staging that a pending job still reads), for 1 and 3 threads. A
+// step's first receive stays in the bf16 staging: the norm and AdamW read it there, with the bits of the
+// fp32 route.
 #include "offload/offload_pipeline.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -77,7 +80,7 @@ TEST_P(OffloadPipelineTest, AccumulatesEveryReceiveAsTheSerialReferenceDoes) {
   o.shard_numel = Total();
   o.param_dtype = dtype;
   o.threads = threads;
-  std::atomic<int> host_jobs{0};  // the step profile's "host accumulate" intervals, one per receive
+  std::atomic<int> host_jobs{0};  // the step profile's "host accumulate" intervals
   o.on_host_job = [&](absl::Time begin, absl::Time end) {
     EXPECT_LE(begin, end);
     ++host_jobs;
@@ -99,16 +102,20 @@ TEST_P(OffloadPipelineTest, AccumulatesEveryReceiveAsTheSerialReferenceDoes) {
     sources.push_back(std::move(*src));
   }
   for (device::Buffer& src : sources) {
+    const bool last = &src == &sources.back();
     size_t offset = 0;
     for (size_t n : kBuckets) {
-      ASSERT_TRUE((*pipeline)->ReceiveGradient(0, offset, n, src.at(offset * core::DTypeSize(dtype))).ok());
+      ASSERT_TRUE(
+          (*pipeline)->ReceiveGradient(0, offset, n, src.at(offset * core::DTypeSize(dtype)), last).ok());
       offset += n;
     }
   }
   ASSERT_TRUE((*pipeline)->WaitGradients(absl::Seconds(60)).ok());
   EXPECT_EQ(std::memcmp((*pipeline)->gradients(0), reference.data(), Total() * sizeof(float)), 0);
   EXPECT_EQ(device.host_functions_run(), 0u) << "host work ran inside device host functions";
+  // A job per receive: the first micro-batch's convert, every later one's add.
   EXPECT_EQ(host_jobs.load(), kMicroBatches * static_cast<int>(kBuckets.size()));
+  EXPECT_EQ((*pipeline)->converted_elements(0), Total());
   ExpectSumOfSquaresAndZeroing(**pipeline, reference);
 }
 
@@ -141,7 +148,8 @@ TEST(OffloadPipelineLazyZeroTest, RangesNoReceiveCoveredReadAsZero) {
   ASSERT_TRUE(src.ok());
   for (int k = 0; k < 1000; ++k) src->as<float>()[k] = static_cast<float>(k + 1);
   auto receive = [&](size_t offset, size_t n) {
-    return p.ReceiveGradient(0, offset, n, src->at(offset * sizeof(float)));
+    // Each says it is the last: a second receive into a staged range converts it first.
+    return p.ReceiveGradient(0, offset, n, src->at(offset * sizeof(float)), /*last_of_step=*/true);
   };
   // [100, 300) twice (overwritten, then added), [250, 400) across its end (partly pending), nothing else.
   ASSERT_TRUE(receive(100, 200).ok());
@@ -163,8 +171,97 @@ TEST(OffloadPipelineLazyZeroTest, RangesNoReceiveCoveredReadAsZero) {
   for (int k = 0; k < 1000; ++k) ASSERT_EQ(g[k], static_cast<float>(k + 1)) << k;
 }
 
+// The norm and AdamW of a step whose buckets were received once (staged, bf16), twice (accumulated in
+// fp32), or not at all (zero), against the same pipeline state read through gradients(i), which converts
+// everything to fp32 first: bit for bit, for the master weights, both moments and the bf16 parameter copy.
+class OffloadPipelineStagedTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(OffloadPipelineStagedTest, NormAndAdamWReadTheStagingWithTheBitsOfTheFp32Route) {
+  const DType dtype = GetParam();
+  device::TestDevice device;
+  const std::vector<size_t> buckets = {70000, 3, 200001, 40000};  // received: once, twice, once, never
+  size_t total = 0;
+  for (size_t b : buckets) total += b;
+  const std::vector<char> g1 = RandomGradients(dtype, total, 11);
+  const std::vector<char> g2 = RandomGradients(dtype, total, 12);
+  auto src1 = device.Allocate(g1.size(), device::MemoryKind::kDevice);
+  auto src2 = device.Allocate(g2.size(), device::MemoryKind::kDevice);
+  ASSERT_TRUE(src1.ok() && src2.ok());
+  std::memcpy(src1->data(), g1.data(), g1.size());
+  std::memcpy(src2->data(), g2.data(), g2.size());
+  OffloadPipelineOptions o;
+  o.shard_numel = total;
+  o.param_dtype = dtype;
+  o.threads = 3;
+  std::vector<std::unique_ptr<OffloadPipeline>> p;  // [0] reads the staging, [1] the fp32 route
+  for (int k = 0; k < 2; ++k) {
+    auto made = OffloadPipeline::Create(&device, o);
+    ASSERT_TRUE(made.ok()) << made.status();
+    p.push_back(std::move(*made));
+    std::mt19937 rng(5);  // the same weights and moments in both
+    for (size_t i = 0; i < total; ++i) {
+      p[k]->master()[i] = static_cast<float>(rng() % 1000) * 1e-3f;
+      p[k]->exp_avg()[i] = 0.0f;
+      p[k]->exp_avg_sq()[i] = 0.0f;
+    }
+    p[k]->ZeroGradients(0);
+    const size_t offsets[] = {0, buckets[0], buckets[0] + buckets[1]};
+    ASSERT_TRUE(p[k]->ReceiveGradient(0, offsets[0], buckets[0], src1->at(0), true).ok());
+    ASSERT_TRUE(p[k]->ReceiveGradient(0, offsets[1], buckets[1], src1->at(offsets[1] * 2), false).ok());
+    ASSERT_TRUE(p[k]->ReceiveGradient(0, offsets[1], buckets[1], src2->at(offsets[1] * 2), true).ok());
+    ASSERT_TRUE(p[k]->ReceiveGradient(0, offsets[2], buckets[2], src2->at(offsets[2] * 2), true).ok());
+    ASSERT_TRUE(p[k]->WaitGradients(absl::Seconds(60)).ok());
+    EXPECT_EQ(p[k]->converted_elements(0), buckets[1]);
+  }
+  p[1]->gradients(0);  // everything in fp32 from here on: what Update read before the staging
+  EXPECT_EQ(p[0]->converted_elements(0), buckets[1]) << "the norm and AdamW converted nothing";
+  const double staged_norm = p[0]->SumOfSquares(0), fp32_norm = p[1]->SumOfSquares(0);
+  EXPECT_EQ(std::memcmp(&staged_norm, &fp32_norm, sizeof(double)), 0) << staged_norm << " vs " << fp32_norm;
+  double serial = 0.0;
+  device::HostSumOfSquares(p[1]->gradients(0), total, &serial);
+  EXPECT_EQ(std::memcmp(&fp32_norm, &serial, sizeof(double)), 0);
+  // Two spans with different hyper-parameters, cutting across the staged and accumulated buckets.
+  std::vector<OffloadPipeline::Span> spans(2);
+  spans[0].offset = 0;
+  spans[0].numel = buckets[0] + 2;
+  spans[0].hyper.weight_decay = 0.0f;
+  spans[1].offset = spans[0].numel;
+  spans[1].numel = total - spans[0].numel;
+  for (int step = 1; step <= 2; ++step) {
+    for (auto& q : p) q->Update(spans, 0, step, 0.5f, nullptr, 0);
+  }
+  for (float* (OffloadPipeline::*state)() :
+       {&OffloadPipeline::master, &OffloadPipeline::exp_avg, &OffloadPipeline::exp_avg_sq}) {
+    EXPECT_EQ(std::memcmp(((*p[0]).*state)(), ((*p[1]).*state)(), total * sizeof(float)), 0);
+  }
+  EXPECT_EQ(std::memcmp(p[0]->host_params(), p[1]->host_params(), total * 2), 0);
+  // What stayed staged, converted at last, is the fp32 gradient of the other.
+  EXPECT_EQ(std::memcmp(p[0]->gradients(0), p[1]->gradients(0), total * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfDtypes, OffloadPipelineStagedTest,
+                         ::testing::Values(DType::kBFloat16, DType::kFloat16),
+                         [](const auto& info) { return std::string(core::DTypeName(info.param)); });
+
+// Host memory, as the planner counts it (planner/memory_model.cc: 16 B + 2 x 2 B a shard element in bf16,
+// and 4 + 2 B more with the delayed update's second gradient buffer).
+TEST(OffloadPipelineMemoryTest, HostBytesAreWhatThePlannerCounts) {
+  device::TestDevice device;
+  for (int buffers : {1, 2}) {
+    OffloadPipelineOptions o;
+    o.shard_numel = 1000;
+    o.param_dtype = DType::kBFloat16;
+    o.gradient_buffers = buffers;
+    auto pipeline = OffloadPipeline::Create(&device, o);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    EXPECT_EQ((*pipeline)->host_bytes(), 1000u * (16 + 2 * 2 + (buffers - 1) * (4 + 2))) << buffers;
+  }
+}
+
 TEST(OffloadPipelineDeadlineTest, ACopyThatNeverLandsFailsTheWaitInsteadOfHanging) {
   device::TestDevice device;
+  auto src = device.Allocate(1024 * 2, device::MemoryKind::kDevice);  // outlives the pipeline's copies
+  ASSERT_TRUE(src.ok());
   OffloadPipelineOptions o;
   o.shard_numel = 1024;
   o.param_dtype = DType::kBFloat16;
@@ -179,10 +276,10 @@ TEST(OffloadPipelineDeadlineTest, ACopyThatNeverLandsFailsTheWaitInsteadOfHangin
                     return absl::OkStatus();
                   })
                   .ok());
-  auto src = device.Allocate(1024 * 2, device::MemoryKind::kDevice);
-  ASSERT_TRUE(src.ok());
-  ASSERT_TRUE((*pipeline)->ReceiveGradient(0, 0, 1024, src->data()).ok());
-  const absl::Status s = (*pipeline)->WaitGradients(absl::Seconds(30));
+  // The first receive only copies (it stays in the staging); the second converts it first, in a job that
+  // waits for that copy, and learns that it never landed before overwriting the staging.
+  ASSERT_TRUE((*pipeline)->ReceiveGradient(0, 0, 1024, src->data(), true).ok());
+  const absl::Status s = (*pipeline)->ReceiveGradient(0, 0, 1024, src->data(), true);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_NE(std::string(s.message()).find("offload host job"), std::string::npos) << s;
   // Sticky: the gradients are incomplete, and every later wait says so.
