@@ -65,6 +65,9 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
       ->capture_default_str();
   plan->add_option("--stage", f->stage, "pin the ZeRO stage (0-3)");
   plan->add_option("--offload", f->offload, "pin optimizer offload: on | off");
+  plan->add_flag(
+      "--delayed-update", f->delayed_update,
+      "with offload: the delayed parameter update (a second gradient shard and staging on the host)");
   plan->add_option("--checkpointing", f->checkpointing, "pin activation checkpointing: on | off");
   plan->add_option("--reference", f->reference,
                    "pin the reference strategy: resident | offloaded | precomputed | lora-base (LoRA only)");
@@ -100,6 +103,7 @@ absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
   w.new_tokens = f.new_tokens;
   w.samples_per_prompt = f.samples_per_prompt;
   w.extra_frozen_models = f.reward_models;
+  w.delayed_update = f.delayed_update;
   if (f.reward_models < 0) return absl::InvalidArgumentError("--reward-models must be >= 0");
   if (!(f.safety > 0 && f.safety <= 1)) return absl::InvalidArgumentError("--safety must lie in (0, 1]");
   planner::Constraints c;

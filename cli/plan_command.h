@@ -25,6 +25,7 @@ struct PlanFlags {
   int64_t seq_len = 2048;
   bool json = false;
   bool allow_lora = false;
+  bool delayed_update = false;  // with offload: count the delayed update's second gradient buffer
   double host_gb = 0;
   double safety = 0.95;
   int max_stage = 2;

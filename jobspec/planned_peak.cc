@@ -29,6 +29,7 @@ PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw) {
   w.seq_len = plan.max_length;
   w.global_batch = plan.global_batch;
   w.element_bytes = plan.bf16 ? 2 : 4;
+  w.delayed_update = plan.delayed_update_from >= 0;
   planner::Strategy s;
   s.gradient_accumulation = std::max(1, plan.gradient_accumulation);
   s.micro_batch =

@@ -45,6 +45,7 @@ absl::StatusOr<PlannerInput> PlannerInputOf(const JobSpec& spec, const planner::
   }
   w.global_batch = spec.training.global_batch;
   w.element_bytes = spec.training.bf16 ? 2 : 4;
+  w.delayed_update = spec.training.delayed_update_from.has_value();
   planner::Constraints& c = in.constraints;
   c.nodes = std::max(1, spec.world_size / hw.gpus_per_node);
   if (c.nodes * hw.gpus_per_node != spec.world_size) {

@@ -340,6 +340,11 @@ void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const S
   if (s.offload && s.zero_stage >= 1) {
     items.Host("optimizer state (pinned)", hw.gpus_per_node * (opt + 2.0 * a * shard),
                absl::StrCat(hw.gpus_per_node, " GPUs x (", opt_detail, " + bf16 staging)"));
+    if (w.delayed_update) {
+      items.Host("second gradient buffer (pinned)", hw.gpus_per_node * (4.0 + a) * shard,
+                 absl::StrCat(hw.gpus_per_node, " GPUs x ", 4 + a, " B x ", static_cast<int64_t>(shard),
+                              " (delayed update: fp32 grad shard + staging)"));
+    }
   } else {
     items.Device("optimizer state", opt, opt_detail);
   }

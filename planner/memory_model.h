@@ -51,6 +51,9 @@ struct Workload {
   int extra_frozen_models = 0;
   int element_bytes = 2;      // parameters and activations: 2 (bf16, GPUs) or 4 (fp32, the CPU harness)
   int64_t dataset_pairs = 0;  // DPO precomputed reference: pairs in the training set (host table)
+  // Offload's delayed parameter update (training.delayed_update_from): the update of one step reads one
+  // gradient buffer while the next step's gradients land in a second one, fp32 shard and bf16 staging each.
+  bool delayed_update = false;
 };
 
 // What the planner chooses.

@@ -237,6 +237,16 @@ TEST(MemoryModelTest, OptimizerStateOfASevenBillionModelIsAbout84GbNot28) {
   EXPECT_EQ(item(e, "optimizer state"), 0.0);
   ASSERT_FALSE(e.host.empty());
   EXPECT_NEAR(e.host[0].bytes, 8 * (16 * p / 8 + 2 * 2 * p / 8), 1e-3 * e.host[0].bytes);
+  const double no_delay = e.host_bytes;
+  // The delayed update adds a second fp32 gradient shard and bf16 staging per GPU (OffloadPipeline with
+  // gradient_buffers 2: offload_unit_test checks its host_bytes() against the same 6 B a shard element).
+  w.delayed_update = true;
+  e = EstimateMemory(*m, w, s, *hw, 8);
+  ASSERT_EQ(e.host.size(), 2u);
+  EXPECT_EQ(e.host[1].name, "second gradient buffer (pinned)");
+  EXPECT_NEAR(e.host[1].bytes, 8 * 6 * p / 8, 1e-3 * 6 * p);
+  EXPECT_NEAR(e.host_bytes - no_delay, 8 * 6 * p / 8, 1e-3 * 6 * p);
+  w.delayed_update = false;
   // The runtime terms of a GPU profile are present.
   EXPECT_GT(item(e, "CUDA context + workspaces"), 0.0);
   EXPECT_GT(item(e, "NCCL buffers"), 0.0);
