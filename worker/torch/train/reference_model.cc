@@ -102,10 +102,12 @@ absl::Status ReferenceModel::Precompute(const std::vector<data::PreferencePair>&
                                         int64_t batch_pairs, comm::Communicator* comm) {
   if (strategy_ != ReferenceStrategy::kPrecomputed) return absl::OkStatus();
   table_.assign(2 * pairs.size(), 0.0f);
+  BatchFormat format;  // the reference's log-probs need no reward read-out
+  format.pad_id = pad_id;
   try {
     for (const auto& ids :
          StridedChunks(pairs.size(), comm->rank(), comm->world_size(), static_cast<uint64_t>(batch_pairs))) {
-      ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, BatchFormat{pad_id}));
+      ZF_ASSIGN_OR_RETURN(PairTensors b, MakePairTensors(pairs, ids, format));
       const torch::Device dev = model_->parameters().front().device();  // the model's device, even offloaded
       const torch::Tensor lp = Forward(b.tokens.to(dev), b.starts.to(dev), b.lengths.to(dev), b.head_from)
                                    .to(torch::kCPU, torch::kFloat32)
