@@ -9,8 +9,10 @@ A benchmark only: zerofit never imports torch or transformers at run time.
       [--new-tokens N] [--reps R] [--warmup W] [--device cuda|cpu] [--dtype fp32|bf16] [--cache static|dynamic]
       [--out FILE]
 
-Timing: torch.cuda.synchronize() before and after each run on a GPU. Attention: SDPA. No torch.compile (the
-static cache's compiled decode would need its own warm-up and is a separate row if wanted).
+Timing: torch.cuda.synchronize() before and after each run on a GPU. Attention: SDPA. This script calls no
+torch.compile, but transformers' generate compiles the decode step itself when the cache is static (its
+automatic compile on a GPU: the H200 run of 2026-11-27 logged torch._inductor at work), inside the warm-up
+runs: the static row is transformers' compiled decode, --cache dynamic its eager one.
 """
 
 import argparse
