@@ -7,7 +7,11 @@
 //                            [--warmup W] [--device cpu|cuda] [--dtype fp32|bf16] [--seed S] [--out FILE]
 //
 // Timing: Generate reads every step's tokens back to the host, so a run's wall time includes the device's
-// work without a separate synchronisation.
+// work without a separate synchronisation. "aten_ops_per_token": the ATen operators one more (untimed) run
+// dispatched on this thread (RecordFunction, function scope: composite operators and the views they make
+// count too), divided by the new tokens of a sequence. A decode step whose device work is short is bound by
+// this host dispatch (docs/gpu-runs/2026-11-27-h200-55dadb9.md).
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -76,6 +80,22 @@ std::vector<std::vector<int64_t>> RandomPrompts(const Flags& f, int64_t vocab) {
   return out;
 }
 
+// The ATen operators dispatched on this thread while `fn` runs.
+thread_local int64_t g_dispatched = 0;
+std::unique_ptr<at::ObserverContext> CountDispatch(const at::RecordFunction&) {
+  ++g_dispatched;
+  return nullptr;
+}
+template <typename Fn>
+int64_t OperatorsDispatched(Fn fn) {
+  const at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(&CountDispatch).scopes({at::RecordScope::FUNCTION}));
+  g_dispatched = 0;
+  fn();
+  at::removeCallback(handle);
+  return g_dispatched;
+}
+
 absl::Status Run(const Flags& f) {
   ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, core::LoadHfConfig(f.config));
   if (f.device == "cuda" && !torch::cuda::is_available()) {
@@ -105,11 +125,15 @@ absl::Status Run(const Flags& f) {
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
+  absl::Status counted_run;
+  const int64_t ops =
+      OperatorsDispatched([&] { counted_run = Generate(*model, prompts, go, &cache).status(); });
+  ZF_RETURN_IF_ERROR(counted_run);
   const std::string record = absl::StrCat(
       "{\"impl\": \"zerofit\", \"device\": \"", f.device, "\", \"dtype\": \"", f.dtype,
       "\", \"batch\": ", f.batch, ", \"prompt_len\": ", f.prompt_len, ", \"new_tokens\": ", f.new_tokens,
       ", \"reps\": ", f.reps, ", \"median_ms\": ", median, ", \"tokens_per_s\": ", generated / (median / 1e3),
-      ", \"kv_cache_bytes\": ", cache.bytes(), "}\n");
+      ", \"kv_cache_bytes\": ", cache.bytes(), ", \"aten_ops_per_token\": ", ops / f.new_tokens, "}\n");
   std::printf("%s", record.c_str());
   if (!f.out.empty()) {
     std::ofstream out(f.out);
