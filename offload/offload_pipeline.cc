@@ -87,31 +87,32 @@ absl::Status OffloadPipeline::ReceiveGradient(int grads, size_t offset, size_t n
     staged_[grads].Add(offset, offset + n);
     return absl::OkStatus();
   }
-  if (!overwrite) WriteZeros(grads, zeros.TakeOverlapping(offset, offset + n));
-  if (overwrite) converted_[grads] += n;
   float* acc = grad_data(grads) + offset;
+  if (overwrite) {
+    converted_[grads] += n;
+    return SubmitAfterCopy(host, n, Widen(host, acc));
+  }
+  WriteZeros(grads, zeros.TakeOverlapping(offset, offset + n));
   const core::DType dtype = options_.param_dtype;
   const size_t esize = elem_bytes();
-  return SubmitAfterCopy(host, n, [host, dtype, esize, acc, overwrite](size_t begin, size_t end) {
-    if (overwrite) {
-      core::ConvertElements(host + begin * esize, dtype, acc + begin, core::DType::kFloat32, end - begin);
-    } else {
-      core::AccumulateToFloat(host + begin * esize, dtype, acc + begin, end - begin);
-    }
+  return SubmitAfterCopy(host, n, [host, dtype, esize, acc](size_t begin, size_t end) {
+    core::AccumulateToFloat(host + begin * esize, dtype, acc + begin, end - begin);
   });
 }
 
-absl::Status OffloadPipeline::ConvertStaged(int i, size_t begin, size_t end) {
+OffloadPipeline::ChunkFn OffloadPipeline::Widen(const char* from, float* to) const {
   const core::DType dtype = options_.param_dtype;
   const size_t esize = elem_bytes();
+  return [from, to, dtype, esize](size_t begin, size_t end) {
+    core::ConvertElements(from + begin * esize, dtype, to + begin, core::DType::kFloat32, end - begin);
+  };
+}
+
+absl::Status OffloadPipeline::ConvertStaged(int i, size_t begin, size_t end) {
   for (const RangeSet::Range& r : staged_[i].TakeOverlapping(begin, end)) {
-    const char* from = staged_data(i, r.first);
-    float* to = grad_data(i) + r.first;
     converted_[i] += r.second - r.first;
-    ZF_RETURN_IF_ERROR(
-        SubmitAfterCopy(from, r.second - r.first, [from, dtype, esize, to](size_t b, size_t e) {
-          core::ConvertElements(from + b * esize, dtype, to + b, core::DType::kFloat32, e - b);
-        }));
+    const char* from = staged_data(i, r.first);
+    ZF_RETURN_IF_ERROR(SubmitAfterCopy(from, r.second - r.first, Widen(from, grad_data(i) + r.first)));
   }
   return absl::OkStatus();
 }
@@ -142,14 +143,8 @@ void OffloadPipeline::ZeroGradients(int i) {
 
 float* OffloadPipeline::gradients(int i) {
   WriteZeros(i, zeros_[i].TakeAll());
-  const core::DType dtype = options_.param_dtype;
   for (const RangeSet::Range& r : staged_[i].TakeAll()) {
-    const char* from = staged_data(i, r.first);
-    float* to = grad_data(i) + r.first;
-    const size_t esize = elem_bytes();
-    RunChunks(r.second - r.first, [from, to, dtype, esize](size_t b, size_t e) {
-      core::ConvertElements(from + b * esize, dtype, to + b, core::DType::kFloat32, e - b);
-    });
+    RunChunks(r.second - r.first, Widen(staged_data(i, r.first), grad_data(i) + r.first));
   }
   return grad_data(i);
 }
@@ -202,12 +197,7 @@ absl::Status OffloadPipeline::ReceiveParams(size_t offset, size_t n, const void*
   char* host = param_lowp_.at(offset * elem_bytes());
   ZF_RETURN_IF_ERROR(WaitForStagingReaders(host, n * elem_bytes()));
   ZF_RETURN_IF_ERROR(d2h_->Copy(host, device_src, n * elem_bytes()));
-  float* dst = master() + offset;
-  const core::DType dtype = options_.param_dtype;
-  const size_t esize = elem_bytes();
-  return SubmitAfterCopy(host, n, [host, dtype, esize, dst](size_t begin, size_t end) {
-    core::ConvertElements(host + begin * esize, dtype, dst + begin, core::DType::kFloat32, end - begin);
-  });
+  return SubmitAfterCopy(host, n, Widen(host, master() + offset));
 }
 
 absl::Status OffloadPipeline::WaitForStagingReaders(const char* staging, size_t bytes) {

@@ -137,6 +137,8 @@ class OffloadPipeline {
   // Records an event after the D2H copy just enqueued and submits a job that waits for it, then runs fn.
   absl::Status SubmitAfterCopy(const char* staging, size_t n, ChunkFn fn);
   void RunChunks(size_t n, const ChunkFn& fn);
+  // The chunks of to[k] = fp32(from[k]), `from` in the parameter dtype.
+  ChunkFn Widen(const char* from, float* to) const;
   // Writes zeros into these ranges of gradient buffer i (across the pool).
   void WriteZeros(int i, const std::vector<RangeSet::Range>& ranges);
   // Converts what buffer i holds in its staging only within [begin, end) into its fp32 accumulator, as host
