@@ -198,7 +198,10 @@ absl::StatusOr<GenerationResult> Generate(LlamaModelImpl& model,
   GenerationResult result;
   result.completions.resize(prompts.size());
   try {
-    torch::NoGradGuard no_grad;
+    // No autograd at all, not only no graph: the operators skip autograd's dispatch (a host-bound decode
+    // step's time is that dispatch; BENCHMARKS.md, "What a decode step dispatches"). Nothing made here
+    // leaves Generate but token ids, and the KV cache is written only here.
+    c10::InferenceMode inference;
     EvalModeScope eval(model);
     const torch::Tensor& w = model.model->embed_tokens->weight;
     const int64_t n = static_cast<int64_t>(prompts.size());
