@@ -141,10 +141,16 @@ def classify_failure(rc, log_text, deadline=None):
     return "failed", "exit %s: %s" % (rc, last[:160])
 
 
+# zerofit's step stages (its metrics' time/<stage>_ms), in the order of a step.
+STAGES = ("forward", "backward", "reduce_scatter", "d2h", "host_accumulate", "cpu_adamw", "h2d", "all_gather",
+          "wait")
+
+
 def summarize_zerofit_jsonl(lines, warmup, pairs):
     """A result record from zerofit_train_prefs --metrics-jsonl lines (one object per step, rank 0's): the
     median of time/step_ms over the steps after the first `warmup`, and the highest device peak
-    (device_peak_allocated_bytes: each step's own peak) over those steps. Needs one measured step."""
+    (device_peak_allocated_bytes: each step's own peak) over those steps; the median of each stage the
+    steps report (`stages`) and the highest host peak RSS. Needs one measured step."""
     steps = []
     for line in lines:
         line = line.strip()
@@ -158,8 +164,12 @@ def summarize_zerofit_jsonl(lines, warmup, pairs):
     if not measured:
         return {"status": "failed", "detail": "%d steps in the metrics file, none after %d warm-up" % (len(steps), warmup)}
     peaks = [r["device_peak_allocated_bytes"] for r in measured if r.get("device_peak_allocated_bytes") is not None]
+    stages = {s: statistics.median(r.get("time/%s_ms" % s, 0.0) for r in measured)
+              for s in STAGES if any("time/%s_ms" % s in r for r in measured)}
+    rss = [r["host_peak_rss_bytes"] for r in measured if r.get("host_peak_rss_bytes") is not None]
     return {"status": "ok", "detail": "", "step_ms": statistics.median(r["time/step_ms"] for r in measured),
-            "steps_measured": len(measured), "pairs_per_step": pairs, "peak_bytes": max(peaks) if peaks else None}
+            "steps_measured": len(measured), "pairs_per_step": pairs, "peak_bytes": max(peaks) if peaks else None,
+            "stages": stages, "host_rss_bytes": max(rss) if rss else None}
 
 
 def record(args):
@@ -260,7 +270,28 @@ def make_table(runs, records, shape, peak_tflops, header_lines=()):
             cells += [text.replace("|", "/"), "", "", ""]
         cells.append(_ratio_text(run, figures))
         out.append("| " + " | ".join(cells) + " |")
+    out += breakdown_table(runs, records)
     return "\n".join(out) + "\n"
+
+
+def breakdown_table(runs, records):
+    """Markdown lines: zerofit's step stages of each "ok" record that has them (none: no lines)."""
+    rows = [(run, records[run.id]) for run in runs
+            if records.get(run.id, {}).get("status") == "ok" and records[run.id].get("stages")]
+    if not rows:
+        return []
+    out = ["", "zerofit's step breakdown (medians over the measured steps, host clocks, ms; stages overlap: the "
+           "reduce-scatter span covers the backward that feeds it, and on a GPU forward and backward are launch "
+           "time until something waits)", "",
+           "| run | step | " + " | ".join(s.replace("_", " ") for s in STAGES) + " | host peak RSS GiB |",
+           "|---|" + "---:|" * (len(STAGES) + 2)]
+    for run, rec in rows:
+        cells = ["`%s`" % run.id, "%.1f" % rec["step_ms"]]
+        cells += [_fmt(rec["stages"].get(s), ".1f") for s in STAGES]
+        rss = rec.get("host_rss_bytes")
+        cells.append(_fmt(None if rss is None else rss / 2**30, ".1f"))
+        out.append("| " + " | ".join(cells) + " |")
+    return out
 
 
 def _ratio_text(run, figures):

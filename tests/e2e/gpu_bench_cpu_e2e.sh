@@ -29,7 +29,12 @@ done
 # The transformers row: figures where Python has torch and transformers, else the reason it was skipped.
 row hf-reward-bf16 | grep -qE '\| [0-9]+\.[0-9]+ \||skipped: no torch/transformers' || fail "hf-reward-bf16: $(row hf-reward-bf16)"
 row zf-reward-bf16 | grep -qF "vs \`hf-reward-bf16\`" || fail "zf-reward-bf16 names no peer"
-[[ $(grep -c '^| `' "$TABLE") == 5 ]] || fail "want 5 rows (--only)"
+[[ $(sed '/step breakdown/,$d' "$TABLE" | grep -c '^| `') == 5 ]] || fail "want 5 rows (--only)"
+# Below it, each zerofit row's stages: figures in every column the metrics have (the offload row's CPU AdamW).
+[[ $(sed -n '/step breakdown/,$p' "$TABLE" | grep -c '^| `zf-') == 4 ]] || fail "want 4 step breakdown rows"
+# shellcheck disable=SC2016 # the backquotes are the table's, not a command
+sed -n '/step breakdown/,$p' "$TABLE" | grep '^| `zf-reward-bf16-offload` ' |
+  awk -F'|' '{ exit !($9 ~ /^ [0-9]+\.[0-9] $/) }' || fail "no CPU AdamW time in the offload row's breakdown"
 # --dry-run: every run's command line (the full shape), nothing run, the table above left alone.
 "$ROOT/scripts/gpu_bench.sh" --build-dir "$BUILD" --logs "$D/logs" --work "$D/work-dry" --dry-run >"$D/dry.log" 2>&1 ||
   fail "--dry-run exited $?: $(cat "$D/dry.log")"

@@ -92,6 +92,28 @@ class RecordTest(unittest.TestCase):
         self.assertEqual(rec["peak_bytes"], 5 * 2**30)
         self.assertIsNone(t.summarize_zerofit_jsonl(jsonl([(1, 5.0)], peak=False), 1, 8)["peak_bytes"])
 
+    def test_stage_breakdown(self):
+        lines = []
+        for step, adamw in ((0, 900.0), (1, 10.0), (2, 30.0), (3, 20.0)):
+            lines.append(json.dumps({"step": step, "rank": 0, "time/step_ms": 100.0 + step, "time/forward_ms": 5.0,
+                                     "time/cpu_adamw_ms": adamw, "host_peak_rss_bytes": 2**30 * step}))
+        rec = t.summarize_zerofit_jsonl(lines, warmup=1, pairs=8)
+        self.assertEqual(rec["stages"], {"forward": 5.0, "cpu_adamw": 20.0})
+        self.assertEqual(rec["host_rss_bytes"], 3 * 2**30)
+        rec["id"] = "zf-reward-bf16-offload"
+        runs = t.select_runs("hf-reward-bf16,zf-reward-bf16-offload")
+        lines = t.make_table(runs, {rec["id"]: rec}, t.FULL_SHAPE, 989.0).splitlines()
+        header = [l for l in lines if l.startswith("| run | step |")]
+        self.assertEqual(len(header), 1)
+        row = lines[lines.index(header[0]) + 2].split("|")[1:-1]
+        cells = dict(zip([c.strip() for c in header[0].split("|")[1:-1]], [c.strip() for c in row]))
+        self.assertEqual(cells["run"], "`zf-reward-bf16-offload`")
+        self.assertEqual(cells["step"], "102.0")
+        self.assertEqual(cells["cpu adamw"], "20.0")
+        self.assertEqual(cells["forward"], "5.0")
+        self.assertEqual(cells["wait"], "n/a")
+        self.assertEqual(cells["host peak RSS GiB"], "3.0")
+
     def test_no_step_after_warmup(self):
         rec = t.summarize_zerofit_jsonl(jsonl([(0, 5.0), (1, 6.0)]), warmup=3, pairs=8)
         self.assertEqual(rec["status"], "failed")
