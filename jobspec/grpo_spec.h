@@ -1,6 +1,6 @@
 // A GRPO job's own sections (issue 32), as the job spec writes them and the plan carries them to the
 // workers unchanged:
-//   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, batch}
+//   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, batch, decode}
 //   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards}
 //   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
 //   name},
@@ -25,6 +25,9 @@ struct RolloutSpec {
   double temperature = 1.0;  // > 0
   double top_p = 1.0;        // (0, 1]
   int64_t batch = 0;         // sequences in flight per generation pass; 0: a rank's whole step at once
+  // How the decode steps after the prompt run (worker/torch/model/static_decode.h): eager | static |
+  // cuda_graph (the step recorded once a pass as a CUDA graph and replayed; a CUDA device only).
+  std::string decode = "eager";
 };
 
 struct GrpoObjectiveSpec {

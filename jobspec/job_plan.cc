@@ -93,7 +93,8 @@ Json GrpoJson(const GrpoJobSpec& g) {
             {"max_new_tokens", g.rollout.max_new_tokens},
             {"temperature", g.rollout.temperature},
             {"top_p", g.rollout.top_p},
-            {"batch", g.rollout.batch}}},
+            {"batch", g.rollout.batch},
+            {"decode", g.rollout.decode}}},
           {"objective",
            {{"iterations", o.iterations},
             {"beta", o.beta},
@@ -133,6 +134,7 @@ absl::Status ReadGrpo(ObjectReader r, const std::string& source, GrpoJobSpec* g)
   get(*ro, "temperature", &g->rollout.temperature);
   get(*ro, "top_p", &g->rollout.top_p);
   get(*ro, "batch", &g->rollout.batch);
+  get(*ro, "decode", &g->rollout.decode);
   if (s.ok()) s = ro->NoOthers();
   absl::StatusOr<ObjectReader> ob = r.Object("objective");
   if (!ob.ok()) return ob.status();

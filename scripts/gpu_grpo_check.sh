@@ -1,28 +1,36 @@
 #!/usr/bin/env bash
 # Issue 32's GPU checks, after `scripts/gpu_check.sh --build-only --targets "zerofit_train_prefs
-# zerofit_make_arith_prefs zerofit_generation_bench"` in the same device call:
+# zerofit_make_arith_prefs zerofit_generation_bench generation_test"` in the same device call:
 #   1. the greedy goldens of generation_test from transformers (scripts/make_generation_goldens.sh), then
-#      generation_test itself against them;
-#   2. the GRPO learning run of grpo_learning_e2e on cuda:0 (SFT and GRPO with --device cuda, 2 ranks);
-#   3. greedy generation tokens/s, zerofit_generation_bench against transformers' generate with the static
-#      (and the dynamic) cache, on the Qwen2.5-0.5B shape (bench/generation_qwen05b.json) in bf16, batch 8
-#      and 32, 128 prompt + 128 new tokens, random weights; records in $OUT_DIR/generation-*.json.
+#      generation_test itself against them; its Gpu* cases (the CUDA-graph decode step against the full
+#      forward on cuda:0) run even with --no-goldens;
+#   2. the GRPO learning run of grpo_learning_e2e on cuda:0 (SFT and GRPO with --device cuda, 2 ranks), its
+#      rollouts decoded the --grpo-decode way;
+#   3. greedy generation tokens/s, zerofit_generation_bench (each --decodes mode) against transformers'
+#      generate with the static (and the dynamic) cache, on the Qwen2.5-0.5B shape
+#      (bench/generation_qwen05b.json) in bf16, batch 8 and 32, 128 prompt + 128 new tokens, random
+#      weights; records in $OUT_DIR/generation-*.json.
 # Each step runs under its own deadline; a failing step does not stop the next. Writes $OUT_DIR/grpo.md.
 # zerofit's programs run in the build's gpu-env.sh environment (the unpacked packages' libraries, mpiexec);
 # transformers' scripts keep python3's own.
 #   scripts/gpu_grpo_check.sh [--build-dir build-gpu] [--out DIR] [--device cuda|cpu] [--tiny] [--no-goldens]
-#                             [--caches "static dynamic"]
+#                             [--caches "static dynamic"] [--decodes "eager cuda_graph"] [--grpo-decode MODE]
 #     --device cpu --tiny   rehearses the zerofit side on the CPU (small shapes; transformers when importable)
 #     --no-goldens          skips step 1 (the goldens were made and checked in an earlier call)
 #     --caches              transformers' caches to time generation against (default: static and dynamic)
+#     --decodes             zerofit's decode modes to time (default: eager and cuda_graph; on the CPU eager and
+#                           static)
+#     --grpo-decode         the GRPO run's decode mode (default: cuda_graph; on the CPU static)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 BUILD=build-gpu
 OUT_DIR=${OUT:-/tmp/zerofit-grpo-gpu}
 DEVICE=cuda
 TINY=0
 GOLDENS=1
 CACHES=(static dynamic)
+DECODES=()
+GRPO_DECODE_MODE=
 while (($#)); do
   case "$1" in
     --build-dir) BUILD=$2; shift 2 ;;
@@ -31,9 +39,13 @@ while (($#)); do
     --tiny) TINY=1; shift ;;
     --no-goldens) GOLDENS=0; shift ;;
     --caches) read -ra CACHES <<< "$2"; shift 2 ;;
+    --decodes) read -ra DECODES <<< "$2"; shift 2 ;;
+    --grpo-decode) GRPO_DECODE_MODE=$2; shift 2 ;;
     *) echo "gpu_grpo_check.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+((${#DECODES[@]})) || if [ "$DEVICE" = cuda ]; then DECODES=(eager cuda_graph); else DECODES=(eager static); fi
+[ -n "$GRPO_DECODE_MODE" ] || GRPO_DECODE_MODE=$([ "$DEVICE" = cuda ] && echo cuda_graph || echo static)
 mkdir -p "$OUT_DIR"
 SUMMARY=$OUT_DIR/grpo.md
 echo "# Issue 32 GPU checks ($(date -u +%FT%TZ), $(git rev-parse --short HEAD), device $DEVICE)" > "$SUMMARY"
@@ -61,9 +73,12 @@ elif python3 -c "import torch, transformers" 2> /dev/null; then
 else
   echo "- goldens: skipped (python3 has no torch + transformers)" >> "$SUMMARY"
 fi
+if [ "$DEVICE" = cuda ] && [ -x "$BUILD/tests/generation_test" ]; then
+  step generation_gpu_test 120 "${ZF_ENV[@]}" "$BUILD/tests/generation_test" --gtest_filter='*.Gpu*'
+fi
 
 # 2 ranks on the one GPU (MPI staged through pinned memory, comm/device_comm.h), as the CPU test runs them.
-GRPO_DEVICE=$DEVICE GRPO_STEPS=$([ $TINY = 1 ] && echo 20 || echo 300) \
+GRPO_DEVICE=$DEVICE GRPO_DECODE=$GRPO_DECODE_MODE GRPO_STEPS=$([ $TINY = 1 ] && echo 20 || echo 300) \
   step "grpo_$DEVICE" 300 "${ZF_ENV[@]}" bash tests/e2e/grpo_learning_e2e.sh "$T" "$GEN" 1
 
 CONFIG=bench/generation_qwen05b.json
@@ -76,8 +91,11 @@ if [ $TINY = 1 ]; then
 fi
 DTYPE=$([ "$DEVICE" = cuda ] && echo bf16 || echo fp32)
 for b in "${BATCHES[@]}"; do
-  step "generation-zerofit-b$b" 240 "${ZF_ENV[@]}" "$BENCH" --config "$CONFIG" --batch "$b" "${SHAPE[@]}" --device "$DEVICE" \
-    --dtype "$DTYPE" --out "$OUT_DIR/generation-zerofit-b$b.json"
+  for decode in "${DECODES[@]}"; do
+    step "generation-zerofit-$decode-b$b" 240 "${ZF_ENV[@]}" "$BENCH" --config "$CONFIG" --batch "$b" \
+      "${SHAPE[@]}" --device "$DEVICE" --dtype "$DTYPE" --decode "$decode" \
+      --out "$OUT_DIR/generation-zerofit-$decode-b$b.json"
+  done
   if python3 -c "import torch, transformers" 2> /dev/null; then
     for cache in "${CACHES[@]}"; do
       step "generation-hf-$cache-b$b" 240 python3 bench/transformers_generate_bench.py --config "$CONFIG" \

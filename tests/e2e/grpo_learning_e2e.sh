@@ -5,7 +5,8 @@
 # points, from a start that leaves at least 30 points of room. Prints the figures BENCHMARKS.md records
 # (several seeds there).
 # usage: grpo_learning_e2e.sh path/to/zerofit_train_prefs path/to/zerofit_make_arith_prefs [SEED]
-#   GRPO_DEVICE=cuda runs SFT and GRPO on cuda:0 (scripts/gpu_grpo_check.sh); GRPO_STEPS changes the 300.
+#   GRPO_DEVICE=cuda runs SFT and GRPO on cuda:0 (scripts/gpu_grpo_check.sh); GRPO_STEPS changes the 300;
+#   GRPO_DECODE=static|cuda_graph picks the rollouts' decode mode (--decode; default eager).
 set -u
 T="$1"
 GEN="$2"
@@ -16,6 +17,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 STEPS=${GRPO_STEPS:-300}
 DEVICE=()
 [ -z "${GRPO_DEVICE:-}" ] || DEVICE=(--device "$GRPO_DEVICE")
+DECODE=()
+[ -z "${GRPO_DECODE:-}" ] || DECODE=(--decode "$GRPO_DECODE")
 MPI=(mpiexec --oversubscribe -n 2)
 [[ $(id -u) -ne 0 ]] || MPI+=(--allow-run-as-root)
 # Operands 0..40 (861 problems): 700 to train on, 150 held out, none shared.
@@ -25,7 +28,7 @@ MPI=(mpiexec --oversubscribe -n 2)
 t0=$(date +%s)
 "${MPI[@]}" "$T" --task grpo --data "$D/data" --init "$D/sft" --seed "$SEED" --steps "$STEPS" --global-batch 32 \
   --micro 1 --lr 5e-4 --samples-per-prompt 16 --max-new-tokens 6 --max-length 16 --loss-type dapo \
-  "${DEVICE[@]}" --log-every 50 > "$D/grpo.log" 2>&1 || { cat "$D/grpo.log"; fail "GRPO"; }
+  "${DEVICE[@]}" "${DECODE[@]}" --log-every 50 > "$D/grpo.log" 2>&1 || { cat "$D/grpo.log"; fail "GRPO"; }
 took=$(( $(date +%s) - t0 ))
 cat "$D/grpo.log"
 before=$(grep "held-out before training" "$D/grpo.log" | grep -o "eval/accuracy [0-9.]*" | cut -d' ' -f2)

@@ -27,6 +27,7 @@ constexpr const char* kSections = R"(rollout:
   max_new_tokens: 128
   temperature: 0.9
   top_p: 0.95
+  decode: cuda_graph
 grpo: {iterations: 2, beta: 0.04, epsilon: 0.2, epsilon_high: 0.28, loss_type: dapo, scale_rewards: false}
 rewards:
   - {type: answer, rule: regex, pattern: '####\s*(?<n>-?[0-9,]+)', group: n, weight: 2}
@@ -42,6 +43,7 @@ TEST(GrpoSpecTest, ParsesTheSections) {
   EXPECT_EQ(g.rollout.max_new_tokens, 128);
   EXPECT_DOUBLE_EQ(g.rollout.temperature, 0.9);
   EXPECT_DOUBLE_EQ(g.rollout.top_p, 0.95);
+  EXPECT_EQ(g.rollout.decode, "cuda_graph");
   EXPECT_EQ(g.grpo.iterations, 2);
   EXPECT_DOUBLE_EQ(g.grpo.beta, 0.04);
   EXPECT_DOUBLE_EQ(g.grpo.epsilon_high.value_or(0), 0.28);
@@ -68,6 +70,8 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
       {"rollout: {temperature: 0}\nrewards: [{type: answer}]\n", "job.yaml:6: field 'rollout.temperature'"},
       {"rollout: {top_k: 5}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'rollout.top_k': unknown field"},
+      {"rollout: {decode: graphs}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'rollout.decode': must be eager, static or cuda_graph"},
       {"grpo: {loss_type: bnpo}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo or dr_grpo, got 'bnpo'"},
       {"rewards:\n  - {type: answer}\n  - {type: answer, rule: fuzzy}\n",
@@ -109,6 +113,7 @@ TEST(GrpoSpecTest, ThePlanCarriesTheSectionsThroughJson) {
   EXPECT_EQ(JobPlanToJson(*back), json);
   EXPECT_EQ(back->grpo.rewards[0].pattern, s->grpo.rewards[0].pattern);
   EXPECT_EQ(back->grpo.rollout.samples_per_prompt, 8);
+  EXPECT_EQ(back->grpo.rollout.decode, "cuda_graph");
   // The schedule counts optimizer updates: iterations per step.
   EXPECT_EQ(back->schedule.total_steps, 10 * 2);
   // A plan of another task has no grpo section, and a grpo plan without one is refused by name.

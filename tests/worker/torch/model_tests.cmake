@@ -11,8 +11,11 @@ if(ZEROFIT_WITH_TORCH)
   target_link_libraries(generation_test PRIVATE zerofit_worker_torch GTest::gtest_main nlohmann_json::nlohmann_json)
   target_compile_definitions(generation_test PRIVATE
     ZEROFIT_GENERATION_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/worker/torch/golden/generation")
-  add_test(NAME generation_test COMMAND generation_test)
+  add_test(NAME generation_test COMMAND generation_test --gtest_filter=-*.Gpu*)
   set_tests_properties(generation_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+  # The decode step recorded as a CUDA graph and replayed, on cuda:0 (skips without a device).
+  add_test(NAME generation_gpu_test COMMAND generation_test --gtest_filter=*.Gpu*)
+  set_tests_properties(generation_gpu_test PROPERTIES LABELS gpu TIMEOUT 300)
 
   # zerofit_generation_bench (the zerofit side of bench/transformers_generate_bench.py) on a tiny Mistral shape;
   # its operator count must have seen the decode steps' dispatches (a count of 0: the callback never ran).
@@ -52,7 +55,7 @@ if(ZEROFIT_WITH_TORCH)
   foreach(core Sandybridge Prescott)
     string(TOLOWER ${core} suffix)
     foreach(t llama_model_test reward_readout_test chunked_log_probs_test generation_test)
-      add_test(NAME ${t}_${suffix} COMMAND ${t})
+      add_test(NAME ${t}_${suffix} COMMAND ${t} --gtest_filter=-*.Gpu*)
       set_tests_properties(${t}_${suffix} PROPERTIES LABELS unit TIMEOUT 120
                            ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_CORETYPE=${core}")
     endforeach()

@@ -64,6 +64,24 @@ TEST(PlanOptionsTest, EverySpecFieldThatTrainsReachesTheTrainer) {
   EXPECT_EQ(ipo->seed, 1234u);
 }
 
+// GRPO's rollout section reaches the rollouts' GenerationOptions (the decode mode by its enum).
+TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
+  absl::StatusOr<PreferenceTrainOptions> o = OptionsOfYaml(
+      Yaml("grpo", "",
+           "rollout: {samples_per_prompt: 4, max_new_tokens: 8, top_p: 0.9, batch: 6, decode: static}\n"
+           "rewards: [{type: answer}]\n"));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->grpo.rollout.samples_per_prompt, 4);
+  EXPECT_EQ(o->grpo.rollout.max_new_tokens, 8);
+  EXPECT_EQ(o->grpo.rollout.top_p, 0.9);
+  EXPECT_EQ(o->grpo.rollout.rollout_batch, 6);
+  EXPECT_EQ(o->grpo.rollout.decode, DecodeMode::kStatic);
+  absl::StatusOr<PreferenceTrainOptions> eager =
+      OptionsOfYaml(Yaml("grpo", "", "rollout: {max_new_tokens: 8}\nrewards: [{type: answer}]\n"));
+  ASSERT_TRUE(eager.ok()) << eager.status();
+  EXPECT_EQ(eager->grpo.rollout.decode, DecodeMode::kEager) << "eager unless the spec asks";
+}
+
 TEST(PlanOptionsTest, InitialWeightsAreTheSpecsInitElseTheModelsOwn) {
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "plan_options_model";
   std::filesystem::create_directories(dir);

@@ -90,6 +90,20 @@ torch::Tensor ManualAttentionMasked(const torch::Tensor& q, const torch::Tensor&
   return torch::matmul(probs, values);
 }
 
+torch::Tensor GroupedDecodeAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                     const torch::Tensor& masked, double scale) {
+  TORCH_CHECK(q.dim() == 4 && q.size(2) == 1 && k.dim() == 4 && v.sizes() == k.sizes() && k.size(1) > 0 &&
+                  q.size(1) % k.size(1) == 0 && q.size(0) == k.size(0) && q.size(3) == k.size(3),
+              "decode attention: q must be [B, H, 1, D] and k, v [B, H_kv, S, D], got ", q.sizes(), ", ",
+              k.sizes(), ", ", v.sizes());
+  const int64_t b = q.size(0), heads = q.size(1), kv_heads = k.size(1), d = q.size(3);
+  const torch::Tensor grouped = q.reshape({b, kv_heads, heads / kv_heads, d});
+  torch::Tensor scores = torch::matmul(grouped, k.transpose(2, 3)) * scale;  // [B, H_kv, H / H_kv, S]
+  scores = scores.masked_fill(masked, -std::numeric_limits<double>::infinity());
+  const torch::Tensor probs = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());
+  return torch::matmul(probs, v).reshape({b, heads, 1, d});
+}
+
 #if ZEROFIT_HAVE_SDPA
 namespace {
 

@@ -57,6 +57,15 @@ torch::Tensor ManualAttention(const torch::Tensor& q, const torch::Tensor& k, co
 torch::Tensor ManualAttentionMasked(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                     const torch::Tensor& masked, double scale);
 
+// One query per row over every slot of a KV cache (the fixed-shape decode step, static_decode.h): q
+// [B, H, 1, D]; k, v [B, H_kv, S, D]; `masked` bool [B, 1, 1, S], true where the row may NOT attend to a
+// slot (at least one slot kept per row). The query heads of each kv head are grouped into the matmuls' rows
+// ([B, H_kv, H / H_kv, D] against [B, H_kv, D, S]), so the repeated K/V of ManualAttentionMasked are never
+// materialised: the same dot products and the same fp32 softmax, in other matmul batches. Returns
+// [B, H, 1, D] in q's dtype.
+torch::Tensor GroupedDecodeAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                     const torch::Tensor& masked, double scale);
+
 #if ZEROFIT_HAVE_SDPA
 // The same contract through at::scaled_dot_product_attention. Causal-only masks go in as is_causal without
 // an attn_mask, which keeps the flash and cuDNN kernels eligible; a sliding window goes in as a boolean

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -72,6 +73,8 @@ void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& pro
   const torch::Device device = model.model->embed_tokens->weight.device();
   std::pair<torch::Tensor, torch::Tensor> prompt = PromptTensors(prompts, pass, o.pad_id);
   torch::Tensor logits = model.DecodeStep(prompt.first.to(device), prompt.second.to(device), cache);
+  std::unique_ptr<StaticDecoder> fixed;
+  if (o.decode != DecodeMode::kEager) fixed = std::make_unique<StaticDecoder>(model, cache, o.decode);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
     torch::Tensor uniforms = torch::empty({pass.rows}, torch::kFloat64);
     auto u = uniforms.accessor<double, 1>();
@@ -110,8 +113,9 @@ void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& pro
       at[r][0] = pass.next_position[r]++;
     }
     if (all_finished) break;
-    logits = model.DecodeStep(ids.to(device), pos.to(device), cache);
+    logits = fixed ? fixed->Step(ids, pos) : model.DecodeStep(ids.to(device), pos.to(device), cache);
   }
+  if (fixed) result->stats.graph_replays += fixed->replays();
 }
 
 }  // namespace
@@ -193,6 +197,11 @@ absl::StatusOr<GenerationResult> Generate(LlamaModelImpl& model,
   if (model.score) return absl::InvalidArgumentError("Generate: this is a reward model (no lm_head)");
   const core::HfModelConfig& config = model.config();
   if (absl::Status s = ValidateGeneration(config, prompts, options); !s.ok()) return s;
+  size_t longest_prompt = 0;
+  for (const std::vector<int64_t>& p : prompts) longest_prompt = std::max(longest_prompt, p.size());
+  // The largest pass's capacity: what the fixed-shape modes' conditions grow with.
+  const int64_t capacity = static_cast<int64_t>(longest_prompt) + options.max_new_tokens;
+  if (absl::Status s = StaticDecodeSupported(model, options.decode, capacity); !s.ok()) return s;
   KvCache local;
   KvCache& kv = cache != nullptr ? *cache : local;
   GenerationResult result;

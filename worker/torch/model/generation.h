@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/model/llama_model.h"
+#include "worker/torch/model/static_decode.h"
 
 namespace zerofit::worker {
 
@@ -46,6 +47,10 @@ struct GenerationOptions {
   // whose prompts are not contiguous in the rollout (prompt p's sample g is sequence p x G + g) uses it.
   std::vector<int64_t> sequence_ids;
   int64_t max_batch = 8;  // sequences in flight per pass
+  // How the steps after the prompt run (static_decode.h): eager (DecodeStep), static (the fixed-shape step,
+  // eagerly), cuda_graph (the fixed-shape step recorded once a pass and replayed). The prompt's step is
+  // always eager. The tokens are the same up to rounding.
+  DecodeMode decode = DecodeMode::kEager;
 };
 
 struct Completion {
@@ -60,6 +65,7 @@ struct GenerationStats {
   // Sum over the generated tokens of the entropy (nats) of the distribution each was drawn from,
   // softmax(logits / temperature) before top-p (temperature 1 when greedy): GRPO's entropy metric.
   double entropy_sum = 0;
+  int64_t graph_replays = 0;  // decode steps that replayed a CUDA graph (DecodeMode::kCudaGraph)
 };
 
 struct GenerationResult {
@@ -68,7 +74,7 @@ struct GenerationResult {
 };
 
 // Checks `options` and `prompts` against `config` (vocab); errors name the field (GenerationOptions.top_p,
-// prompts[3], prompts[1][4], ...).
+// prompts[3], prompts[1][4], ...). Generate also checks `decode` against the model (StaticDecodeSupported).
 absl::Status ValidateGeneration(const core::HfModelConfig& config,
                                 const std::vector<std::vector<int64_t>>& prompts,
                                 const GenerationOptions& options);

@@ -21,8 +21,8 @@ void KvCache::Begin(const core::HfModelConfig& c, int64_t batch, int64_t capacit
     Release();  // before allocating: never hold the old and the new cache at once
     const torch::TensorOptions opts = torch::TensorOptions().dtype(dtype).device(device);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-      keys_.push_back(torch::empty(shape, opts));
-      values_.push_back(torch::empty(shape, opts));
+      keys_.push_back(torch::zeros(shape, opts));
+      values_.push_back(torch::zeros(shape, opts));
     }
     key_positions_ = torch::empty({batch, capacity}, opts.dtype(torch::kInt64));
     ++allocations_;
@@ -66,6 +66,26 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::Append(int64_t layer, const tor
 void KvCache::Advance(int64_t t) {
   TORCH_CHECK(t >= 0 && length_ + t <= capacity_, "KvCache: cannot advance by ", t);
   length_ += t;
+}
+
+torch::Tensor KvCache::PositionsAt(const torch::Tensor& slot, const torch::Tensor& positions) {
+  TORCH_CHECK(batch_ > 0, "KvCache: no pass begun");
+  TORCH_CHECK(positions.dim() == 2 && positions.size(0) == batch_ && positions.size(1) == 1,
+              "KvCache: positions must be [", batch_, ", 1], got ", positions.sizes());
+  torch::Tensor rows = key_positions_.slice(0, 0, batch_).slice(1, 0, capacity_);
+  rows.index_copy_(1, slot, positions);
+  return rows;
+}
+
+std::pair<torch::Tensor, torch::Tensor> KvCache::WriteAt(int64_t layer, const torch::Tensor& slot,
+                                                         const torch::Tensor& k, const torch::Tensor& v) {
+  TORCH_CHECK(layer >= 0 && layer < static_cast<int64_t>(keys_.size()), "KvCache: no layer ", layer);
+  TORCH_CHECK(k.dim() == 4 && k.size(2) == 1, "KvCache: WriteAt takes one position, got ", k.sizes());
+  torch::Tensor keys = keys_[layer].slice(0, 0, batch_).slice(2, 0, capacity_);
+  torch::Tensor values = values_[layer].slice(0, 0, batch_).slice(2, 0, capacity_);
+  keys.index_copy_(2, slot, k);
+  values.index_copy_(2, slot, v);
+  return {keys, values};
 }
 
 int64_t KvCache::bytes() const {

@@ -10,7 +10,10 @@
 //
 // Slot s of row b holds the key/value of the token at position key_positions()[b][s]; a negative position
 // marks padding (left-padded prompts, finished rows), which no other token attends to. Slots at or after
-// length() hold garbage and are never read. Not thread-safe.
+// length() are never attended to: the eager step (Append) reads slots [0, length + t) only, and the
+// fixed-shape step (WriteAt, static_decode.h) reads every slot of the pass with those masked by their
+// position -1. An allocation starts zeroed, so a masked slot holds a finite value (its weight 0 times it is
+// 0, where a NaN of uninitialised memory would poison the row). Not thread-safe.
 #pragma once
 
 #include <torch/torch.h>
@@ -52,6 +55,18 @@ class KvCache {
                                                  const torch::Tensor& v);
   // Ends a step of t tokens: length() += t. Call after every layer has appended.
   void Advance(int64_t t);
+
+  // The fixed-shape step of one token per row (static_decode.h): the slot it writes is `slot`, a [1] int64
+  // tensor on the cache's device holding length(), so that one recorded step (a CUDA graph) serves every
+  // slot. Neither reads the slot on the host nor checks it against the capacity: the caller does (length()
+  // < capacity()) before the step and calls Advance(1) after it.
+  // Records positions [batch, 1] at `slot`; returns the positions of every slot of the pass [batch,
+  // capacity].
+  torch::Tensor PositionsAt(const torch::Tensor& slot, const torch::Tensor& positions);
+  // Writes layer `layer`'s k, v [batch, kv_heads, 1, head_dim] at `slot`; returns views of every slot of the
+  // pass, [batch, kv_heads, capacity, head_dim].
+  std::pair<torch::Tensor, torch::Tensor> WriteAt(int64_t layer, const torch::Tensor& slot,
+                                                  const torch::Tensor& k, const torch::Tensor& v);
 
   int64_t batch() const { return batch_; }        // of the current pass
   int64_t capacity() const { return capacity_; }  // of the current pass, in positions

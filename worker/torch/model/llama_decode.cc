@@ -33,7 +33,58 @@ torch::Tensor DecodeMask(const core::HfModelConfig& c, const torch::Tensor& quer
   return allowed.logical_or(own.unsqueeze(0)).logical_not().unsqueeze(1);
 }
 
+// [B, 1, 1, capacity] bool for the fixed-shape step: DecodeMask's rule for one query per row at `slot`
+// over every slot of the pass; a slot not yet written has position -1 and is masked like padding.
+torch::Tensor StaticDecodeMask(const core::HfModelConfig& c, const torch::Tensor& query_positions,
+                               const torch::Tensor& key_positions, const torch::Tensor& slot) {
+  torch::Tensor allowed = key_positions.ge(0).logical_and(key_positions.le(query_positions));
+  // A window that every position of the pass fits in masks nothing (StaticDecodeSupported refuses the
+  // windows of other models that the pass exceeds).
+  if (c.sliding_window && c.model_type == "mistral")
+    allowed = allowed.logical_and(key_positions.gt(query_positions - *c.sliding_window));
+  const torch::Tensor own =
+      torch::arange(key_positions.size(1), key_positions.options()).eq(slot).unsqueeze(0);  // [1, S]
+  return allowed.logical_or(own).logical_not().view({key_positions.size(0), 1, 1, key_positions.size(1)});
+}
+
 }  // namespace
+
+torch::Tensor LlamaAttentionImpl::DecodeAt(const torch::Tensor& x, const torch::Tensor& cos,
+                                           const torch::Tensor& sin, const torch::Tensor& masked,
+                                           const torch::Tensor& slot, KvCache& cache, int64_t layer) {
+  const int64_t b = x.size(0);
+  auto [q, k, v] = RotatedQkv(x, cos, sin);
+  std::pair<torch::Tensor, torch::Tensor> kv = cache.WriteAt(layer, slot, k, v);
+  const double scale = std::pow(static_cast<double>(head_dim_), -0.5);
+  const torch::Tensor out = GroupedDecodeAttention(q, kv.first, kv.second, masked, scale);
+  return o_proj(out.reshape({b, 1, num_heads_ * head_dim_}));
+}
+
+torch::Tensor LlamaDecoderLayerImpl::DecodeAt(const torch::Tensor& x, const torch::Tensor& cos,
+                                              const torch::Tensor& sin, const torch::Tensor& masked,
+                                              const torch::Tensor& slot, KvCache& cache, int64_t layer) {
+  torch::Tensor h = x + self_attn->DecodeAt(input_layernorm(x), cos, sin, masked, slot, cache, layer);
+  return h + mlp(post_attention_layernorm(h));
+}
+
+torch::Tensor LlamaModelImpl::DecodeStepAt(const StaticDecodeInputs& in, KvCache& cache) {
+  TORCH_CHECK(!score, "DecodeStepAt: this is a reward model (no lm_head)");
+  TORCH_CHECK(in.ids.dim() == 2 && in.ids.size(1) == 1 && in.positions.sizes() == in.ids.sizes(),
+              "DecodeStepAt: ids and positions must be [batch, 1], got ", in.ids.sizes(), " and ",
+              in.positions.sizes());
+  const torch::Tensor key_positions = cache.PositionsAt(in.slot, in.positions);
+  const torch::Tensor masked = StaticDecodeMask(config_, in.positions, key_positions, in.slot);
+  const torch::Tensor rows = in.positions.clamp_min(0).reshape({-1});
+  const std::vector<int64_t> shape = {in.ids.size(0), 1, 1, head_dim_};
+  const torch::Tensor cos = in.cos_table.index_select(0, rows).view(shape);
+  const torch::Tensor sin = in.sin_table.index_select(0, rows).view(shape);
+  torch::Tensor x = model->embed_tokens(in.ids);
+  for (size_t l = 0; l < model->typed_layers.size(); ++l)
+    x = model->typed_layers[l]->DecodeAt(x, cos, sin, masked, in.slot, cache, static_cast<int64_t>(l));
+  const torch::Tensor h = model->norm(x.select(1, 0));
+  const torch::Tensor logits = lm_head ? lm_head(h) : torch::linear(h, model->embed_tokens->weight);
+  return logits.to(torch::kFloat32);
+}
 
 torch::Tensor LlamaAttentionImpl::Decode(const torch::Tensor& x, const torch::Tensor& cos,
                                          const torch::Tensor& sin, const torch::Tensor& masked,

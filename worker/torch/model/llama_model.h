@@ -93,6 +93,11 @@ class LlamaAttentionImpl : public torch::nn::Module {
   // layer's K/V to `cache` and attends over its slots [0, length + t); `masked` [B, 1, t, length + t].
   torch::Tensor Decode(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                        const torch::Tensor& masked, KvCache& cache, int64_t layer);
+  // The fixed-shape step (static_decode.h): x [B, 1, H]; writes this layer's K/V at the device-side `slot`
+  // and attends over every slot of the pass (GroupedDecodeAttention); `masked` [B, 1, 1, capacity].
+  torch::Tensor DecodeAt(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                         const torch::Tensor& masked, const torch::Tensor& slot, KvCache& cache,
+                         int64_t layer);
   LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
  private:
@@ -121,6 +126,9 @@ class LlamaDecoderLayerImpl : public torch::nn::Module {
                         const AttentionMask& mask);
   torch::Tensor Decode(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                        const torch::Tensor& masked, KvCache& cache, int64_t layer);
+  torch::Tensor DecodeAt(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                         const torch::Tensor& masked, const torch::Tensor& slot, KvCache& cache,
+                         int64_t layer);
   LlamaAttention self_attn{nullptr};
   LlamaMlp mlp{nullptr};
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -146,6 +154,15 @@ struct LlamaLoadReport {
   // Reward head missing from the checkpoint (a reward model initialised from a causal LM): it keeps its
   // fresh N(0, 1/hidden_size) init (llama_model.cc says why it is not transformers' initializer_range).
   bool score_head_initialized = false;
+};
+
+// The device-side inputs of LlamaModelImpl::DecodeStepAt, every tensor on the model's device.
+struct StaticDecodeInputs {
+  torch::Tensor ids;        // [B, 1] int64
+  torch::Tensor positions;  // [B, 1] int64, negative for a finished row (padding)
+  torch::Tensor slot;       // [1] int64: the cache slot this step writes
+  // RotaryCosSin of the pass's capacity in the model's dtype, [capacity, head_dim] each: a row per position.
+  torch::Tensor cos_table, sin_table;
 };
 
 class LlamaModelImpl : public torch::nn::Module {
@@ -185,6 +202,13 @@ class LlamaModelImpl : public torch::nn::Module {
   // tables follow RotaryCosSin for max(positions) + 1 positions (dynamic NTK then rescales with the
   // longest position so far, as transformers' generate does). Runs the manual attention kernel.
   torch::Tensor DecodeStep(const torch::Tensor& input_ids, const torch::Tensor& positions, KvCache& cache);
+  // The same step for one token per row with every shape fixed for the pass and nothing read on the host,
+  // so that it can be recorded once as a CUDA graph and replayed for every later token (static_decode.h
+  // runs it). The token is written at cache slot `in.slot` (a device tensor holding cache.length()); the
+  // attention covers every slot of the pass, those not yet written masked by their position -1. Does not
+  // advance the cache. Returns [B, vocab] fp32, as DecodeStep for the same tokens up to rounding (other
+  // matmul batches, softmax over the masked slots' zeros too).
+  torch::Tensor DecodeStepAt(const StaticDecodeInputs& in, KvCache& cache);
 
   // Folds every LoRA adapter into its base weight (see LoraLinearImpl::MergeInPlace). Outputs unchanged.
   void MergeLora();

@@ -8,4 +8,5 @@ target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/model/llama_decode.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/model/llama_model.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/model/lora.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/model/reward_readout.cc)
+  ${CMAKE_CURRENT_SOURCE_DIR}/model/reward_readout.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/model/static_decode.cc)

@@ -5,12 +5,15 @@
 //
 //   zerofit_generation_bench --config config.json [--batch B] [--prompt-len P] [--new-tokens N] [--reps R]
 //                            [--warmup W] [--device cpu|cuda] [--dtype fp32|bf16] [--seed S] [--out FILE]
+//                            [--decode eager|static|cuda_graph]
 //
 // Timing: Generate reads every step's tokens back to the host, so a run's wall time includes the device's
 // work without a separate synchronisation. "aten_ops_per_token": the ATen operators one more (untimed) run
 // dispatched on this thread (RecordFunction, function scope: composite operators and the views they make
 // count too), divided by the new tokens of a sequence. A decode step whose device work is short is bound by
-// this host dispatch (docs/gpu-runs/2026-11-27-h200-55dadb9.md).
+// this host dispatch (docs/gpu-runs/2026-11-27-h200-55dadb9.md). `--decode` picks how the steps after the
+// prompt run (static_decode.h); "graph_replays" counts the steps that replayed a CUDA graph: with
+// cuda_graph, a replayed step dispatches no operator of the model, only the sampling's.
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
@@ -31,12 +34,13 @@
 #include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/model/llama_model.h"
+#include "worker/torch/model/static_decode.h"
 
 namespace zerofit::worker {
 namespace {
 
 struct Flags {
-  std::string config, out, device = "cpu", dtype = "fp32";
+  std::string config, out, device = "cpu", dtype = "fp32", decode = "eager";
   int64_t batch = 8, prompt_len = 128, new_tokens = 128, reps = 5, warmup = 2, seed = 1;
 };
 
@@ -45,8 +49,11 @@ absl::StatusOr<Flags> Parse(int argc, char** argv) {
   std::map<std::string, int64_t*> ints = {{"--batch", &f.batch},           {"--prompt-len", &f.prompt_len},
                                           {"--new-tokens", &f.new_tokens}, {"--reps", &f.reps},
                                           {"--warmup", &f.warmup},         {"--seed", &f.seed}};
-  std::map<std::string, std::string*> strings = {
-      {"--config", &f.config}, {"--out", &f.out}, {"--device", &f.device}, {"--dtype", &f.dtype}};
+  std::map<std::string, std::string*> strings = {{"--config", &f.config},
+                                                 {"--out", &f.out},
+                                                 {"--device", &f.device},
+                                                 {"--dtype", &f.dtype},
+                                                 {"--decode", &f.decode}};
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("flag ", flag, " needs a value"));
@@ -111,10 +118,11 @@ absl::Status Run(const Flags& f) {
   go.max_new_tokens = f.new_tokens;
   go.temperature = 0;
   go.max_batch = f.batch;
+  ZF_ASSIGN_OR_RETURN(go.decode, ParseDecodeMode(f.decode, "--decode"));
   const std::vector<std::vector<int64_t>> prompts = RandomPrompts(f, config.vocab_size);
   KvCache cache;
   std::vector<double> ms;
-  int64_t generated = 0;
+  int64_t generated = 0, replays = 0;
   for (int64_t r = 0; r < f.warmup + f.reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     ZF_ASSIGN_OR_RETURN(const GenerationResult res, Generate(*model, prompts, go, &cache));
@@ -122,6 +130,7 @@ absl::Status Run(const Flags& f) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (r >= f.warmup) ms.push_back(took);
     generated = res.stats.tokens_generated;
+    replays = res.stats.graph_replays;
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
@@ -130,10 +139,11 @@ absl::Status Run(const Flags& f) {
       OperatorsDispatched([&] { counted_run = Generate(*model, prompts, go, &cache).status(); });
   ZF_RETURN_IF_ERROR(counted_run);
   const std::string record = absl::StrCat(
-      "{\"impl\": \"zerofit\", \"device\": \"", f.device, "\", \"dtype\": \"", f.dtype,
-      "\", \"batch\": ", f.batch, ", \"prompt_len\": ", f.prompt_len, ", \"new_tokens\": ", f.new_tokens,
-      ", \"reps\": ", f.reps, ", \"median_ms\": ", median, ", \"tokens_per_s\": ", generated / (median / 1e3),
-      ", \"kv_cache_bytes\": ", cache.bytes(), ", \"aten_ops_per_token\": ", ops / f.new_tokens, "}\n");
+      "{\"impl\": \"zerofit\", \"device\": \"", f.device, "\", \"dtype\": \"", f.dtype, "\", \"decode\": \"",
+      f.decode, "\", \"batch\": ", f.batch, ", \"prompt_len\": ", f.prompt_len,
+      ", \"new_tokens\": ", f.new_tokens, ", \"reps\": ", f.reps, ", \"median_ms\": ", median,
+      ", \"tokens_per_s\": ", generated / (median / 1e3), ", \"kv_cache_bytes\": ", cache.bytes(),
+      ", \"aten_ops_per_token\": ", ops / f.new_tokens, ", \"graph_replays\": ", replays, "}\n");
   std::printf("%s", record.c_str());
   if (!f.out.empty()) {
     std::ofstream out(f.out);

@@ -61,6 +61,7 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
   g->grpo.iterations = static_cast<int>(iterations);
   if (eps_high > 0) g->grpo.epsilon_high = eps_high;
   if (std::string v = take("--loss-type"); !v.empty()) g->grpo.loss_type = v;
+  if (std::string v = take("--decode"); !v.empty()) g->rollout.decode = v;
   if (std::string v = take("--scale-rewards"); !v.empty()) {
     if (v != "true" && v != "false") {
       return absl::InvalidArgumentError(absl::StrCat("flag --scale-rewards: '", v, "' is not true or false"));

@@ -314,6 +314,7 @@ absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const
   go.pad_id = st.pad;
   go.seed = StepSeed(options_.seed, step);
   go.max_batch = r.rollout_batch > 0 ? r.rollout_batch : static_cast<int64_t>(inputs.size());
+  go.decode = r.decode;
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<GenerationResult> generated = Generate(*st.policy, inputs, go, &st.cache);
   st.cache.Release();  // the training pass does not need it (the planner's passes: memory_model.h)
@@ -548,6 +549,7 @@ absl::StatusOr<std::vector<metrics::NamedValue>> GrpoSession::Evaluate() {
     go.eos_ids = st.eos_ids;
     go.pad_id = st.pad;
     go.max_batch = std::max<int64_t>(runtime_.eval_batch, 1);
+    go.decode = options_.grpo.rollout.decode;
     absl::StatusOr<GenerationResult> gen;
     try {
       gen = Generate(*st.policy, inputs, go, &st.cache);

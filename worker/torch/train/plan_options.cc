@@ -32,6 +32,7 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   o.rollout.temperature = g.rollout.temperature;
   o.rollout.top_p = g.rollout.top_p;
   o.rollout.rollout_batch = g.rollout.batch;
+  ZF_ASSIGN_OR_RETURN(o.rollout.decode, ParseDecodeMode(g.rollout.decode, "rollout.decode"));
   o.iterations = g.grpo.iterations;
   o.objective.beta = g.grpo.beta;
   o.objective.epsilon_low = g.grpo.epsilon;
