@@ -71,6 +71,10 @@ RUNS = [
     Run("hf-dpo-v128k-bf16", "hf", "dpo", "bf16", "transformers DPO, large vocabulary", vocab="large_vocab"),
     Run("zf-dpo-v128k-bf16", "zf", "dpo", "bf16", "zerofit DPO, large vocabulary", vocab="large_vocab",
         peer="hf-dpo-v128k-bf16"),
+    # Issue 30's peak goal at 128k (at most half transformers'): the policy's fp32 master weights and AdamW
+    # state (12 B a parameter) go to the host, the device keeps bf16 weights, gradients and the reference.
+    Run("zf-dpo-v128k-bf16-offload", "zf", "dpo", "bf16", "zerofit DPO, large vocabulary, optimizer offload",
+        vocab="large_vocab", offload=True, peer="hf-dpo-v128k-bf16", base="zf-dpo-v128k-bf16"),
     Run("hf-reward-long-ckpt", "hf", "reward", "bf16", "transformers reward, long sequence, gradient checkpointing",
         seq="long_seq", ckpt=True),
     Run("zf-reward-long-ckpt", "zf", "reward", "bf16", "zerofit reward, long sequence, --checkpointing",

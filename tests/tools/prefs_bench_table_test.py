@@ -22,7 +22,7 @@ import transformers_prefs_bench as hf  # noqa: E402  (must not import torch at m
 class PlanTest(unittest.TestCase):
     def test_all_runs_and_peers(self):
         ids = [r.id for r in t.select_runs("")]
-        self.assertEqual(len(ids), 11)
+        self.assertEqual(len(ids), 12)
         for r in t.RUNS:
             if r.impl == "zf":
                 self.assertIn(r.peer, ids, r.id)
