@@ -83,20 +83,24 @@ void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& pro
       const int64_t sequence = o.sequence_ids.empty() ? o.sequence_index_offset + row : o.sequence_ids[row];
       u[r] = SamplingUniform(o.seed, sequence, step);
     }
-    const torch::Tensor tokens =
-        SampleTokens(logits, o.temperature, o.top_p, uniforms.to(device)).to(torch::kCPU).contiguous();
-    const torch::Tensor entropy = RowEntropy(logits, o.temperature).to(torch::kCPU).contiguous();
-    auto entropy_of = entropy.accessor<double, 1>();
+    // One read back a step (a synchronisation on a GPU): the tokens, exact in float64 (ids < 2^53), and the
+    // entropies of the distributions they were drawn from.
+    const torch::Tensor drawn =
+        torch::stack({SampleTokens(logits, o.temperature, o.top_p, uniforms.to(device)).to(torch::kFloat64),
+                      RowEntropy(logits, o.temperature)})
+            .to(torch::kCPU)
+            .contiguous();
+    auto token_of = drawn.accessor<double, 2>()[0];
+    auto entropy_of = drawn.accessor<double, 2>()[1];
     torch::Tensor ids = torch::full({pass.rows, 1}, o.pad_id, torch::kInt64);
     torch::Tensor pos = torch::full({pass.rows, 1}, -1, torch::kInt64);
-    auto token_of = tokens.accessor<int64_t, 1>();
     auto id = ids.accessor<int64_t, 2>();
     auto at = pos.accessor<int64_t, 2>();
     bool all_finished = true;
     for (int64_t r = 0; r < pass.rows; ++r) {
       if (pass.finished[r]) continue;
       Completion& c = result->completions[pass.first + r];
-      const int64_t token = token_of[r];
+      const auto token = static_cast<int64_t>(token_of[r]);
       c.tokens.push_back(token);
       ++result->stats.tokens_generated;
       result->stats.entropy_sum += entropy_of[r];
