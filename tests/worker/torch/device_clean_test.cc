@@ -15,13 +15,15 @@
 //    TensorIterator allows them; copies and `to`, which cross devices by design). Known gap: a
 //    non-elementwise CUDA op that refuses a 0-dim CPU tensor passes here.
 //  - Some ops have no meta kernel in 1.13 (index_select, hence embedding; embedding_dense_backward;
-//    log_sigmoid forward/backward; where; logical_or; logical_and): MetaShapes registers shape-only kernels
+//    log_sigmoid forward/backward; where; logical_or; logical_and; logical_not; index_copy_; the full max,
+//    which the decode steps use): MetaShapes registers shape-only kernels
 //    for the ones the dispatcher lacks at run time (newer LibTorch has some of them and keeps its own).
 //  - Meta tensors hold no data, so a read to the host cannot happen: DeviceCheck answers every read of a
 //    meta tensor (.item(), a copy to a CPU tensor) with zeros and counts it. The count is the number of
 //    host synchronisations a GPU would make, so the tests also pin those down: none in any forward (a reward
 //    batch brings its score positions from the host; the checking LlamaModelImpl::Scores would read once),
-//    and one read of the metrics per step or evaluation (ReadPairMetrics). Zeros pass the model's input
+//    and one read of the metrics per step or evaluation (ReadPairMetrics), and none in the fixed-shape decode
+//    step that a CUDA graph records. Zeros pass the model's input
 //    checks (they are "no failure" flags) and make the metrics' values meaningless here; the
 //    values are checked on the CPU by objectives_test, llama_model_test and preference_training_np2.
 // The alternative of a second CPU-like device is not available: LibTorch's CPU kernels serve only the CPU
@@ -46,7 +48,9 @@
 #include "comm/local/local_communicator.h"
 #include "core/hf_config.h"
 #include "tests/support/tiny_llama_config.h"
+#include "worker/torch/model/kv_cache.h"
 #include "worker/torch/model/llama_model.h"
+#include "worker/torch/model/static_decode.h"
 #include "worker/torch/train/micro_batch_loss.h"
 #include "worker/torch/train/objectives.h"
 #include "worker/torch/train/pair_tensors.h"
@@ -181,6 +185,14 @@ void MetaShapes(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     at::Tensor out = args[2].toTensor();
     out.resize_(at::infer_size(args[0].toTensor().sizes(), args[1].toTensor().sizes()));
     torch::jit::push(*stack, out);
+  } else if (name == "aten::logical_not") {  // the .out overload
+    at::Tensor out = args[1].toTensor();
+    out.resize_(args[0].toTensor().sizes());
+    torch::jit::push(*stack, out);
+  } else if (name == "aten::index_copy_") {  // in place: self, shapes unchanged
+    torch::jit::push(*stack, args[0]);
+  } else if (name == "aten::max") {  // the full reduction: a 0-dim tensor
+    torch::jit::push(*stack, at::empty({}, args[0].toTensor().options()));
   } else {
     TORCH_CHECK(false, "MetaShapes: no shape rule for ", name);
   }
@@ -195,7 +207,8 @@ void RegisterMetaShapes() {
         {"aten::index_select", ""},        {"aten::embedding_dense_backward", ""},
         {"aten::log_sigmoid_forward", ""}, {"aten::log_sigmoid_backward", ""},
         {"aten::where", "self"},           {"aten::logical_or", "out"},
-        {"aten::logical_and", "out"}};
+        {"aten::logical_and", "out"},      {"aten::logical_not", "out"},
+        {"aten::index_copy_", ""},         {"aten::max", ""}};
     for (const auto& [name, overload] : ops) {
       const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
       if (op.hasKernelForDispatchKey(c10::DispatchKey::Meta)) continue;
@@ -454,6 +467,42 @@ TEST(DeviceCleanModelTest, RotaryScalingsSlidingWindowAndTiedHeads) {
     }
   }
   EXPECT_EQ(check.host_reads(), 0);
+}
+
+// The decode steps of generation (issue 32). The eager step reads its longest position back once (a
+// synchronisation a token on a GPU); the fixed-shape step that a CUDA graph records (static_decode.h) must
+// read nothing back, since a read inside a capture fails it, and must keep every tensor on the model's device
+// (its slot, mask and rotary rows are made there).
+TEST(DeviceCleanModelTest, TheFixedShapeDecodeStepReadsNothingBack) {
+  core::HfModelConfig mistral = TinyConfig("mistral");
+  mistral.sliding_window = 4;  // shorter than the pass: the window masks slots
+  for (const core::HfModelConfig& config : {TinyConfig(), mistral, TinyConfig("qwen2")}) {
+    SCOPED_TRACE(config.model_type);
+    try {
+      ScopedDeviceCheck check;
+      LlamaModel m(config);
+      m->to(kMeta);
+      const int64_t b = 3, prompt = 5, steps = 4;
+      KvCache cache;
+      cache.Begin(m->config(), b, prompt + steps, torch::kFloat32, kMeta);
+      c10::InferenceMode inference;
+      const torch::Tensor ids = torch::randint(3, 50, {b, prompt}, torch::kLong);
+      const torch::Tensor pos = torch::arange(prompt, torch::kLong).expand({b, prompt});
+      m->DecodeStep(ids.to(kMeta), pos.to(kMeta), cache);
+      EXPECT_EQ(check.host_reads(), 1) << "the eager step reads its longest position";
+      StaticDecoder fixed(*m, cache, DecodeMode::kStatic);
+      for (int64_t step = 0; step < steps; ++step) {
+        const torch::Tensor logits = fixed.Step(torch::full({b, 1}, 7, torch::kLong),
+                                                torch::full({b, 1}, prompt + step, torch::kLong));
+        EXPECT_EQ(logits.device(), kMeta);
+        EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{b, config.vocab_size}));
+      }
+      EXPECT_EQ(check.host_reads(), 1) << "a fixed-shape step read something back";
+      EXPECT_EQ(cache.length(), prompt + steps);
+    } catch (const c10::Error& e) {
+      ADD_FAILURE() << e.what_without_backtrace();
+    }
+  }
 }
 
 // The check itself: it raises where CUDA would, for the ops whose meta kernels do not (matmul, gather,
