@@ -272,10 +272,10 @@ std::string GrpoSession::DataReportText() const {
                       st.train.truncated, " truncated, longest ", st.train.longest_prompt, " tokens); ",
                       st.test.prompts.size(), " held out\n", "rollout: ", r.samples_per_prompt,
                       " samples per prompt, up to ", r.max_new_tokens, " new tokens, temperature ",
-                      r.temperature, ", top_p ", r.top_p, "\n", "rollout batch: ", in_flight,
-                      " sequences per generation pass (", sequences, " per rank per step); KV cache ",
-                      planned_kv_cache_bytes(prompts_per_rank), " bytes per pass at the longest prompt\n",
-                      "reference: ", ReferenceText(), "\n");
+                      r.temperature, ", top_p ", r.top_p, ", decode ", DecodeModeName(r.decode), "\n",
+                      "rollout batch: ", in_flight, " sequences per generation pass (", sequences,
+                      " per rank per step); KV cache ", planned_kv_cache_bytes(prompts_per_rank),
+                      " bytes per pass at the longest prompt\n", "reference: ", ReferenceText(), "\n");
 }
 
 std::string GrpoSession::ReferenceText() const {
