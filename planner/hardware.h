@@ -36,6 +36,12 @@ struct Hardware {
   double inter_node_bytes_per_s = 25e9;   // per GPU share of the node's network, one direction
   double host_link_bytes_per_s = 25e9;    // GPU <-> pinned host (PCIe), one direction
   double cpu_adam_params_per_s = 1.0e9;   // CPU AdamW updates per second per GPU's share of the node's cores
+  // Host time of one eager decode step per decoder layer: LibTorch dispatching the layer's operators and
+  // launching their kernels. Measured on an H200's host (LibTorch 2.11, Qwen2.5-0.5B shape in bf16, 24
+  // layers, 2026-11-27): 13.36 ms a step at batch 8 whatever the length, the device idle most of it
+  // (docs/gpu-runs/2026-11-27-h200-55dadb9.md). A GPU's eager decode step takes the longer of this and
+  // its memory traffic.
+  double eager_decode_layer_s = 0.557e-3;
   // Memory a training process holds besides tensors: CUDA context, cuBLAS/cuDNN workspaces.
   double runtime_bytes = 1.0 * kGiB;
   // NCCL's own buffers (channels x peers x buffer size), per process.

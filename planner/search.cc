@@ -118,9 +118,12 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
     const double prompts_per_gpu = static_cast<double>(w.global_batch) / world;
     const double passes = std::ceil(prompts_per_gpu / static_cast<double>(s.rollout_prompts));
     const double seqs = static_cast<double>(s.rollout_prompts * w.samples_per_prompt);
-    // Each decode step reads the weights once and the KV cache of every sequence (half full on average).
+    // Each decode step reads the weights once and the KV cache of every sequence (half full on average);
+    // an eager step also waits for the host to dispatch it, whatever the batch.
     const double kv = 2.0 * m.num_layers * m.kv_size() * a * seqs * (w.prompt_len + w.new_tokens / 2.0);
-    const double step = (a * static_cast<double>(m.PolicyParameters()) + kv) / hw.hbm_bytes_per_s;
+    const double traffic = (a * static_cast<double>(m.PolicyParameters()) + kv) / hw.hbm_bytes_per_s;
+    const double dispatch = w.graphed_decode ? 0.0 : m.num_layers * hw.eager_decode_layer_s;
+    const double step = std::max(traffic, dispatch);
     t.generation = passes * w.new_tokens * step;
   }
   return t;

@@ -54,6 +54,30 @@ TEST(PlanCommandTest, JsonForScripts) {
   EXPECT_GT(j["step_seconds"]["total"].get<double>(), 0.0);
 }
 
+// GRPO's generation term follows the decode mode: an eager step waits for the host's dispatch of every layer,
+// a replayed CUDA graph for its memory traffic only (planner_test has the figures).
+TEST(PlanCommandTest, GrpoGenerationTimeFollowsTheDecodeMode) {
+  PlanFlags f;
+  f.model = "Qwen2.5-0.5B";
+  f.task = "grpo";
+  f.hardware = "1xh200-141";
+  f.global_batch = 8;
+  f.prompt_len = 128;
+  f.new_tokens = 128;
+  f.samples_per_prompt = 4;
+  f.json = true;
+  auto generation = [&](const std::string& decode) {
+    f.decode = decode;
+    auto out = RunPlan(f);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? nlohmann::json::parse(*out)["step_seconds"]["generation"].get<double>() : 0.0;
+  };
+  const double eager = generation("eager"), graphed = generation("cuda_graph");
+  EXPECT_DOUBLE_EQ(generation("static"), eager);
+  EXPECT_GT(eager, 0);
+  EXPECT_LT(graphed, eager / 10);
+}
+
 TEST(PlanCommandTest, BadInputNamesTheFlag) {
   const std::pair<std::string, std::function<void(PlanFlags&)>> cases[] = {
       {"--task", [](PlanFlags& f) { f.task = "ppo"; }},
@@ -64,6 +88,7 @@ TEST(PlanCommandTest, BadInputNamesTheFlag) {
       {"--stage", [](PlanFlags& f) { f.stage = "4"; }},
       {"--reference", [](PlanFlags& f) { f.reference = "cached"; }},
       {"--micro-batch", [](PlanFlags& f) { f.micro_batch = "3"; }},
+      {"--decode", [](PlanFlags& f) { f.decode = "graphs"; }},
   };
   for (const auto& [flag, mutate] : cases) {
     PlanFlags f = MistralReward();

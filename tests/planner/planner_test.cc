@@ -403,6 +403,39 @@ TEST(MemoryModelTest, GrpoGenerationByHand) {
   EXPECT_EQ(g.phase, "sampling");
 }
 
+// The generation pass's time: an eager decode step waits for the host to dispatch its layers, so on a GPU
+// it costs the same whatever the batch; a replayed CUDA graph costs its memory traffic. The host term is
+// the H200's measurement (Hardware::eager_decode_layer_s: zerofit_generation_bench, Qwen2.5-0.5B shape,
+// bf16, batch 8, 128 prompt + 128 new tokens: 1,710 ms, 13.36 ms a step, fitted on it); batch 32 ran
+// 1,813 ms on the same machine, within 6% of the same model.
+TEST(StepTimeTest, GrpoGenerationIsHostBoundEagerAndTrafficBoundGraphed) {
+  auto m = LoadModelShape("Qwen2.5-0.5B");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto hw = ParseHardware("1xh200-141");
+  ASSERT_TRUE(hw.ok()) << hw.status();
+  Workload w;
+  w.task = Task::kGrpo;
+  w.prompt_len = 128;
+  w.new_tokens = 128;
+  w.samples_per_prompt = 1;
+  w.seq_len = 256;
+  Strategy s;
+  for (const int64_t batch : {8, 32}) {
+    w.global_batch = batch;
+    s.rollout_prompts = batch;  // one pass
+    const double eager = EstimateStepTime(*m, w, s, *hw, 1).generation;
+    EXPECT_NEAR(eager, 128 * 24 * 0.557e-3, 1e-9) << "batch " << batch;
+    const double measured = batch == 8 ? 1.710 : 1.813;
+    EXPECT_LT(std::abs(eager / measured - 1), 0.06) << "batch " << batch;
+    w.graphed_decode = true;
+    const double graphed = EstimateStepTime(*m, w, s, *hw, 1).generation;
+    w.graphed_decode = false;
+    const double kv = 2.0 * 24 * m->kv_size() * 2 * batch * (128 + 64);
+    EXPECT_NEAR(graphed, 128 * (2.0 * m->PolicyParameters() + kv) / 4.8e12, 1e-9) << "batch " << batch;
+    EXPECT_LT(graphed, eager / 20);
+  }
+}
+
 TEST(HardwareTest, ProfilesAndCustomSpecs) {
   auto h = ParseHardware("8x64GB");
   ASSERT_TRUE(h.ok()) << h.status();
