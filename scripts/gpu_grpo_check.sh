@@ -10,7 +10,9 @@
 #      generate with the static (and the dynamic) cache, on the Qwen2.5-0.5B shape
 #      (bench/generation_qwen05b.json) in bf16, batch 8 and 32, 128 prompt + 128 new tokens, random
 #      weights; records in $OUT_DIR/generation-*.json.
-# Each step runs under its own deadline; a failing step does not stop the next. Writes $OUT_DIR/grpo.md.
+# Each step runs under its own deadline; a failing step does not stop the next. Writes $OUT_DIR/grpo.md;
+# with $OUT set (the device tool, which brings back at most 8 files), grpo.md and one tarball of
+# $OUT_DIR (grpo-logs.tar.gz) are copied there at the end.
 # zerofit's programs run in the build's gpu-env.sh environment (the unpacked packages' libraries, mpiexec);
 # transformers' scripts keep python3's own.
 #   scripts/gpu_grpo_check.sh [--build-dir build-gpu] [--out DIR] [--device cuda|cpu] [--tiny] [--no-goldens]
@@ -24,7 +26,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 BUILD=build-gpu
-OUT_DIR=${OUT:-/tmp/zerofit-grpo-gpu}
+OUT_DIR=/tmp/zerofit-grpo-gpu
 DEVICE=cuda
 TINY=0
 GOLDENS=1
@@ -106,3 +108,7 @@ for b in "${BATCHES[@]}"; do
 done
 cat "$OUT_DIR"/generation-*.json >> "$SUMMARY" 2> /dev/null
 cat "$SUMMARY"
+if [[ -n "${OUT:-}" && -d "${OUT:-}" && "$(realpath "$OUT")" != "$(realpath "$OUT_DIR")" ]]; then
+  cp "$SUMMARY" "$OUT/"
+  tar -C "$OUT_DIR" -czf "$OUT/grpo-logs.tar.gz" .
+fi
