@@ -58,6 +58,12 @@ std::string PlanTable(const Plan& p) {
   }
   absl::StrAppendFormat(&out, "  %-40s %10s   %.0f%% of the cap\n", "total", FormatBytes(e.device_bytes),
                         100 * e.device_bytes / p.device_cap);
+  if (w.task == Task::kGrpo) {
+    const GrpoPasses g = EstimateGrpoPasses(p.model, w, s, p.hardware, p.world_size);
+    absl::StrAppendFormat(&out, "  GRPO passes: generation %s (%s), training %s (%s)\n",
+                          FormatBytes(g.generation), g.generation_phase, FormatBytes(g.training),
+                          g.training_phase);
+  }
   absl::StrAppendFormat(&out, "\nhost per node (cap %s):\n", FormatBytes(p.host_cap));
   if (e.host.empty()) absl::StrAppend(&out, "  (nothing beyond the processes themselves)\n");
   for (const MemoryItem& i : e.host) {
@@ -119,6 +125,15 @@ std::string PlanJson(const Plan& p) {
                  {"peak_phase", e.peak_phase},
                  {"device", dev},
                  {"host", host}};
+  if (p.workload.task == Task::kGrpo) {
+    // Each pass's device peak (the step's is the larger): what a GPU run's per-pass peaks are checked
+    // against.
+    const GrpoPasses g = EstimateGrpoPasses(p.model, p.workload, s, p.hardware, p.world_size);
+    j["memory"]["grpo_passes"] = {{"generation_bytes", static_cast<int64_t>(std::llround(g.generation))},
+                                  {"generation_phase", g.generation_phase},
+                                  {"training_bytes", static_cast<int64_t>(std::llround(g.training))},
+                                  {"training_phase", g.training_phase}};
+  }
   const StepTime& t = p.chosen.time;
   j["step_seconds"] = {{"total", t.total()},
                        {"compute", t.compute},

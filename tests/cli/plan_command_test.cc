@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <string>
 
 #include "nlohmann/json.hpp"
 
@@ -76,6 +79,31 @@ TEST(PlanCommandTest, GrpoGenerationTimeFollowsTheDecodeMode) {
   EXPECT_DOUBLE_EQ(generation("static"), eager);
   EXPECT_GT(eager, 0);
   EXPECT_LT(graphed, eager / 10);
+}
+
+// A GRPO plan gives each pass's device peak (JSON and table); the plan's peak is the larger one.
+TEST(PlanCommandTest, GrpoPlanGivesBothPasses) {
+  PlanFlags f;
+  f.model = "Qwen2.5-0.5B";
+  f.task = "grpo";
+  f.hardware = "1x32GB";
+  f.global_batch = 8;
+  f.prompt_len = 256;
+  f.new_tokens = 256;
+  f.json = true;
+  auto out = RunPlan(f);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const nlohmann::json m = nlohmann::json::parse(*out)["memory"];
+  const int64_t generation = m["grpo_passes"]["generation_bytes"],
+                training = m["grpo_passes"]["training_bytes"];
+  EXPECT_GT(generation, 0);
+  EXPECT_GT(training, 0);
+  EXPECT_LE(std::abs(std::max(generation, training) - m["device_bytes"].get<int64_t>()), 1);
+  EXPECT_FALSE(m["grpo_passes"]["generation_phase"].get<std::string>().empty());
+  f.json = false;
+  out = RunPlan(f);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(out->find("  GRPO passes: generation "), std::string::npos) << *out;
 }
 
 TEST(PlanCommandTest, BadInputNamesTheFlag) {
