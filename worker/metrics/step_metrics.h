@@ -63,9 +63,13 @@ inline constexpr char kGrpoCompletionLengthMax[] = "grpo/completion_length_max";
 inline constexpr char kGrpoHitMaxNewTokens[] = "grpo/hit_max_new_tokens";  // share that ended without EOS
 inline constexpr char kGrpoGenerationTokensPerS[] = "grpo/generation_tokens_per_s";
 inline constexpr char kGrpoKvCacheBytes[] = "grpo/kv_cache_bytes";  // the rank's largest cache in the step
-inline constexpr char kGenerationMs[] = "time/generation_ms";       // the step's rollout
-inline constexpr char kTrainingMs[] = "time/training_ms";           // and its updates
-inline constexpr char kEvalPrompts[] = "prompts";                   // GRPO's held-out count ("eval/prompts")
+// With a device peak (kDevicePeakAllocatedBytes, the larger of the two): the rollout pass's and the training
+// pass's device peaks (allocated), each window reset at its start; `zerofit plan`'s GRPO passes predict them.
+inline constexpr char kGrpoGenerationPeakBytes[] = "grpo/generation_peak_bytes";
+inline constexpr char kGrpoTrainingPeakBytes[] = "grpo/training_peak_bytes";
+inline constexpr char kGenerationMs[] = "time/generation_ms";  // the step's rollout
+inline constexpr char kTrainingMs[] = "time/training_ms";      // and its updates
+inline constexpr char kEvalPrompts[] = "prompts";              // GRPO's held-out count ("eval/prompts")
 // Held-out evaluation after a step (eval.every): the task's values above under this prefix ("eval/loss",
 // "eval/accuracy", "eval/reward/margin", ...) and the number of held-out pairs.
 inline constexpr char kEvalPrefix[] = "eval/";

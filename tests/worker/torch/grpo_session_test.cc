@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include "comm/communicator_factory.h"
@@ -138,6 +140,37 @@ TEST(GrpoSessionTest, TheKvCacheHoldsTheSequencesInFlight) {
     EXPECT_EQ(m[0].Get(names::kGrpoKvCacheBytes).value_or(-1), want) << "rollout batch " << batch;
     EXPECT_EQ(KvCacheBytes(*config, rows, capacity, 4), want);
     EXPECT_EQ((*session)->planned_kv_cache_bytes(1), want);  // what the job prints at its start
+  }
+}
+
+// Each pass's device peak is reported (the window reset between them) and the step's is the larger; the
+// host device reports none. On the test device LibTorch computes on the CPU and only the seam's buffers count
+// (step_peak_memory_test): ZeRO-2's flat buffers in both passes, and the reduce-scatter staging that the
+// training pass adds. On a GPU the caching allocator's peaks add the KV cache and activations.
+TEST(GrpoSessionTest, EachPassReportsItsDevicePeak) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = Grpo(dir);
+  for (const device::DeviceChoice choice : {device::DeviceChoice::kTest, device::DeviceChoice::kCpu}) {
+    o.device = choice;
+    absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, Runtime(), comm.get());
+    ASSERT_TRUE(session.ok()) << session.status();
+    const std::vector<metrics::StepMetrics> m = RunSteps(**session, o, 0, 2, *comm);
+    ASSERT_EQ(m.size(), 2u);
+    for (const metrics::StepMetrics& step : m) {
+      const std::optional<double> generation = step.Get(names::kGrpoGenerationPeakBytes),
+                                  training = step.Get(names::kGrpoTrainingPeakBytes),
+                                  peak = step.Get(names::kDevicePeakAllocatedBytes);
+      if (choice == device::DeviceChoice::kCpu) {
+        EXPECT_FALSE(generation || training || peak) << "the host device has no device peak";
+        continue;
+      }
+      ASSERT_TRUE(generation && training && peak) << "step " << step.step;
+      EXPECT_GT(*generation, 0);
+      EXPECT_GE(*training, *generation) << "the training pass adds the reduce-scatter staging";
+      EXPECT_EQ(*peak, std::max(*generation, *training));
+    }
   }
 }
 

@@ -36,6 +36,12 @@ void PrintStep(const metrics::StepMetrics& m, int64_t steps, double elapsed_s) {
       100 * ValueOr(m, names::kGrpoHitMaxNewTokens), ValueOr(m, names::kGrpoGenerationTokensPerS),
       ValueOr(m, names::kGenerationMs), ValueOr(m, names::kTrainingMs),
       ValueOr(m, names::kGrpoKvCacheBytes) / 1048576.0, elapsed_s / done * (steps - done));
+  // On a device: each pass's peak, what `zerofit plan` predicts as its GRPO passes.
+  if (m.Get(names::kGrpoGenerationPeakBytes) && m.Get(names::kGrpoTrainingPeakBytes)) {
+    std::printf("  device peak: generation %.1f MiB, training %.1f MiB\n",
+                ValueOr(m, names::kGrpoGenerationPeakBytes) / 1048576.0,
+                ValueOr(m, names::kGrpoTrainingPeakBytes) / 1048576.0);
+  }
   std::fflush(stdout);
 }
 

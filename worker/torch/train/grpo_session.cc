@@ -175,8 +175,9 @@ struct GrpoSession::Rollout {
   GenerationStats stats;
   int64_t zero_std_groups = 0;  // groups whose rewards were all equal
   double generation_ms = 0, training_ms = 0;
-  sharding::StepResult last;  // the last optimizer step's result
-  torch::Tensor sums;         // [loss_sum, units, kl_sum, clipped, tokens] of the last iteration
+  sharding::StepResult last;   // the last optimizer step's result
+  torch::Tensor sums;          // [loss_sum, units, kl_sum, clipped, tokens] of the last iteration
+  PeakMemory generation_peak;  // the device peak of the rollout pass (the training pass's is read after it)
 };
 
 GrpoSession::GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options,
@@ -510,10 +511,16 @@ absl::StatusOr<metrics::StepMetrics> GrpoSession::StepMetricsOf(int64_t step, co
   m.Set(names::kGrpoKvCacheBytes, static_cast<double>(ro.stats.peak_cache_bytes));
   if (const int64_t rss = HostPeakRssBytes(); rss >= 0)
     m.Set(names::kHostPeakRssBytes, static_cast<double>(rss));
-  const PeakMemory peak = ReadPeakMemory(st.backend);
-  if (peak.device_reserved > 0) {
-    m.Set(names::kDevicePeakAllocatedBytes, static_cast<double>(peak.device_allocated));
-    m.Set(names::kDevicePeakReservedBytes, static_cast<double>(peak.device_reserved));
+  // Each pass's device peak (ResetPeakMemory between them), and the step's, the larger.
+  const PeakMemory& generation = ro.generation_peak;
+  const PeakMemory training = ReadPeakMemory(st.backend);
+  if (training.device_reserved > 0) {
+    m.Set(names::kDevicePeakAllocatedBytes,
+          static_cast<double>(std::max(generation.device_allocated, training.device_allocated)));
+    m.Set(names::kDevicePeakReservedBytes,
+          static_cast<double>(std::max(generation.device_reserved, training.device_reserved)));
+    m.Set(names::kGrpoGenerationPeakBytes, static_cast<double>(generation.device_allocated));
+    m.Set(names::kGrpoTrainingPeakBytes, static_cast<double>(training.device_allocated));
   }
   return m;
 }
@@ -525,6 +532,8 @@ absl::StatusOr<metrics::StepMetrics> GrpoSession::Step(int64_t step, const Micro
     ResetPeakMemory(st.backend);
     ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());  // generate with the parameters ZeRO-2 just updated
     ZF_ASSIGN_OR_RETURN(Rollout ro, RunRollout(step, micro));
+    ro.generation_peak = ReadPeakMemory(st.backend);
+    ResetPeakMemory(st.backend);
     ZF_RETURN_IF_ERROR(Optimize(step, micro, ro));
     return StepMetricsOf(step, ro);
   } catch (const std::exception& e) {
