@@ -557,6 +557,9 @@ GrpoPasses EstimateGrpoPasses(const ModelShape& m, const Workload& w, const Stra
   out.training = fixed + (1 + fragmentation) * train.bytes;
   out.generation_dynamic = gen.kv_cache + gen.transient;
   out.training_dynamic = train.bytes;
+  const double runtime = hw.cpu ? 0.0 : hw.runtime_bytes + (world_size > 1 ? hw.nccl_bytes : 0.0);
+  out.generation_tensors = fixed - runtime + out.generation_dynamic;
+  out.training_tensors = fixed - runtime + out.training_dynamic;
   out.generation_phase = gen.phase;
   out.training_phase = train.phase;
   return out;

@@ -137,6 +137,9 @@ struct GrpoPasses {
   double generation = 0, training = 0;  // bytes
   // Their dynamic parts (the bytes above the static items; generation: the KV cache and its transient).
   double generation_dynamic = 0, training_dynamic = 0;
+  // The tensors of each pass: the pass without the runtime's bytes (CUDA context, NCCL) and the allocator's
+  // fragmentation, what a GPU's caching allocator reports as allocated (plus zerofit's device seam).
+  double generation_tensors = 0, training_tensors = 0;
   std::string generation_phase, training_phase;
 };
 GrpoPasses EstimateGrpoPasses(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,

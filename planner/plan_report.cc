@@ -129,10 +129,13 @@ std::string PlanJson(const Plan& p) {
     // Each pass's device peak (the step's is the larger): what a GPU run's per-pass peaks are checked
     // against.
     const GrpoPasses g = EstimateGrpoPasses(p.model, p.workload, s, p.hardware, p.world_size);
-    j["memory"]["grpo_passes"] = {{"generation_bytes", static_cast<int64_t>(std::llround(g.generation))},
-                                  {"generation_phase", g.generation_phase},
-                                  {"training_bytes", static_cast<int64_t>(std::llround(g.training))},
-                                  {"training_phase", g.training_phase}};
+    j["memory"]["grpo_passes"] = {
+        {"generation_bytes", static_cast<int64_t>(std::llround(g.generation))},
+        {"generation_phase", g.generation_phase},
+        {"training_bytes", static_cast<int64_t>(std::llround(g.training))},
+        {"training_phase", g.training_phase},
+        {"generation_tensor_bytes", static_cast<int64_t>(std::llround(g.generation_tensors))},
+        {"training_tensor_bytes", static_cast<int64_t>(std::llround(g.training_tensors))}};
   }
   const StepTime& t = p.chosen.time;
   j["step_seconds"] = {{"total", t.total()},

@@ -100,6 +100,9 @@ TEST(PlanCommandTest, GrpoPlanGivesBothPasses) {
   EXPECT_GT(training, 0);
   EXPECT_LE(std::abs(std::max(generation, training) - m["device_bytes"].get<int64_t>()), 1);
   EXPECT_FALSE(m["grpo_passes"]["generation_phase"].get<std::string>().empty());
+  // Without the CUDA context (1 GiB on this profile) and the fragmentation on the pass's transient bytes.
+  EXPECT_LT(m["grpo_passes"]["generation_tensor_bytes"].get<int64_t>(), generation - (int64_t{1} << 30) + 1);
+  EXPECT_LT(m["grpo_passes"]["training_tensor_bytes"].get<int64_t>(), training - (int64_t{1} << 30) + 1);
   f.json = false;
   out = RunPlan(f);
   ASSERT_TRUE(out.ok()) << out.status();

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Issue 32: the planner's GRPO passes against a GPU's measured peaks, pass by pass. For each configuration
+# (prompt length, new tokens, samples per prompt, prompts per generation pass, ranks) it
+#   1. writes a data folder: config.json (the model's shape; random weights) and pre-tokenized prompts of
+#      exactly that length with an answer_ids field (the exact rule needs no tokenizer),
+#   2. asks `zerofit plan --json` for that job with the run's strategy pinned (ZeRO-2, no offload, no
+#      checkpointing, a resident reference, the micro-batch) and reads memory.grpo_passes: each pass's
+#      tensor bytes (the pass without the CUDA context and the allocator's fragmentation),
+#   3. trains 2 GRPO steps with zerofit_train_prefs (bf16, the plan's rollout batch, a KL penalty so the
+#      reference is resident) and reads the last step's grpo/generation_peak_bytes and
+#      grpo/training_peak_bytes: the caching allocator's allocated peak of each pass plus zerofit's device
+#      seam (ZeRO-2's buffers), rank 0's,
+# and writes the table with each pass's error and their mean to $OUT_DIR/grpo-memory.md. With $OUT set (the
+# device tool), grpo-memory.md and a tarball of the logs are copied there.
+#   scripts/gpu_grpo_memory.sh [--build-dir build-gpu] [--out DIR] [--device cuda|test] [--tiny]
+#     --device test --tiny   rehearses it on the CPU (the test device counts only the seam's buffers, so the
+#                            errors mean nothing there; it proves the plumbing)
+# After `scripts/gpu_check.sh --build-only --targets "zerofit_train_prefs zerofit"`.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+BUILD=build-gpu
+OUT_DIR=/tmp/zerofit-grpo-memory
+DEVICE=cuda
+TINY=0
+while (($#)); do
+  case "$1" in
+    --build-dir) BUILD=$2; shift 2 ;;
+    --out) OUT_DIR=$2; shift 2 ;;
+    --device) DEVICE=$2; shift 2 ;;
+    --tiny) TINY=1; shift ;;
+    *) echo "gpu_grpo_memory.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+T=$BUILD/worker/torch/zerofit_train_prefs
+Z=$BUILD/cli/zerofit
+for b in "$T" "$Z"; do [[ -x $b ]] || { echo "gpu_grpo_memory.sh: $b is not built" >&2; exit 2; }; done
+ZF_ENV=(env)  # the build's gpu-env.sh (the unpacked packages' libraries, mpiexec), where gpu_check.sh wrote one
+if [ -f "$BUILD/gpu-env.sh" ]; then
+  mapfile -t -O 1 ZF_ENV < <(. "$BUILD/gpu-env.sh" \
+    && printf '%s\n' "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" "OPAL_PREFIX=$OPAL_PREFIX" "PATH=$PATH")
+fi
+MPI=(mpiexec --oversubscribe --bind-to none)
+[[ $(id -u) -ne 0 ]] || MPI+=(--allow-run-as-root)
+rm -rf "$OUT_DIR" && mkdir -p "$OUT_DIR"
+
+# The model: Qwen2.5-0.5B's shape (its 151,936-entry vocabulary makes the sampling and logit terms count),
+# 12 of its 24 layers so that the larger configurations fit beside a second rank; --tiny: 2 layers, hidden 64.
+CONFIG=$OUT_DIR/config.json
+python3 - "$CONFIG" "$TINY" <<'EOF'
+import json, sys
+c = json.load(open("bench/generation_qwen05b.json"))
+c["num_hidden_layers"] = 12
+if sys.argv[2] == "1":
+    c.update(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, vocab_size=512, bos_token_id=1, eos_token_id=2)
+    if c.get("pad_token_id") is not None:
+        c["pad_token_id"] = 0
+    c.pop("head_dim", None)
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+EOF
+GPU_GB=$( ( [[ $DEVICE == cuda ]] && nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits |
+  head -1 | awk '{ printf "%d", $1 * 1048576 / 1e9 }') || echo 80)
+
+# prompt_len new_tokens samples prompts_per_pass ranks micro_batch
+CONFIGS=(
+  "64 64 4 4 1 8" "256 64 4 4 1 8" "512 64 4 4 1 8" "128 32 4 4 1 8" "128 256 4 4 1 8"
+  "128 64 8 4 1 8" "128 64 16 2 1 8" "128 64 4 1 1 8" "128 64 4 8 1 16" "128 64 4 4 2 8"
+)
+((TINY)) && CONFIGS=("8 4 2 2 1 2" "16 8 2 2 1 2" "8 8 4 1 1 4" "8 4 2 2 2 2")
+
+{
+  echo "# The planner's GRPO passes against measured peaks ($(date -u +%FT%TZ), $(git rev-parse --short HEAD), device $DEVICE, ${GPU_GB} GB)"
+  echo
+  echo "Model: bench/generation_qwen05b.json with 12 layers$( ((TINY)) && echo ' (--tiny: 2 layers, hidden 64, vocabulary 512)'), bf16, random weights; 2 GRPO steps, the last one's passes (rank 0)."
+  echo "Planned: \`zerofit plan --json\`'s memory.grpo_passes tensor bytes; measured: grpo/generation_peak_bytes and grpo/training_peak_bytes."
+  echo
+  echo "| prompt | new | samples | prompts/pass | ranks | micro | generation planned | measured | error | training planned | measured | error |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+} > "$OUT_DIR/grpo-memory.md"
+
+errors=()
+for cfg in "${CONFIGS[@]}"; do
+  read -r P N S R W M <<< "$cfg"
+  name="p${P}-n${N}-s${S}-r${R}-w${W}-m${M}"
+  D=$OUT_DIR/$name
+  mkdir -p "$D"
+  cp "$CONFIG" "$D/config.json"
+  G=$((R * W))  # prompts per step: one pass per rank
+  python3 - "$D" "$P" "$G" "$TINY" <<'EOF'
+import json, random, sys
+d, p, g, tiny = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+vocab = json.load(open(d + "/config.json"))["vocab_size"]
+rng = random.Random(p * 1000 + g)
+for split, n in (("train", 4 * g), ("test", 2)):
+    with open("%s/%s_prompts_ids.jsonl" % (d, split), "w") as f:
+        for _ in range(n):
+            f.write(json.dumps({"prompt_ids": [rng.randrange(3, vocab) for _ in range(p)], "answer_ids": [7]}) + "\n")
+EOF
+  plan=$("${ZF_ENV[@]}" "$Z" plan --model "$D/config.json" --task grpo --hardware "${W}x${GPU_GB}GB" \
+    --global-batch "$G" --prompt-len "$P" --new-tokens "$N" --samples-per-prompt "$S" --micro-batch "$M" \
+    --stage 2 --offload off --checkpointing off --reference resident --safety 1 --json 2> "$D/plan.err")
+  if [[ -z $plan ]]; then
+    echo "| $P | $N | $S | $R | $W | $M | plan failed: $(head -c 150 "$D/plan.err" | tr '\n|' '  ') |||||" >> "$OUT_DIR/grpo-memory.md"
+    continue
+  fi
+  echo "$plan" > "$D/plan.json"
+  read -r rollout gen_plan train_plan < <(python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j["memory"]["grpo_passes"]
+print(j["plan"]["rollout_prompts"], p["generation_tensor_bytes"], p["training_tensor_bytes"])' "$D/plan.json")
+  DTYPE=()
+  [[ $DEVICE == cuda ]] && DTYPE=(--dtype bf16)
+  timeout 300 "${ZF_ENV[@]}" "${MPI[@]}" -n "$W" "$T" --task grpo --data "$D" --device "$DEVICE" \
+    "${DTYPE[@]}" --steps 2 --global-batch "$G" --micro "$M" \
+    --samples-per-prompt "$S" --max-new-tokens "$N" --max-length $((P + N)) --rollout-batch $((rollout * S)) \
+    --kl-beta 0.04 --log-every 1 --metrics-jsonl "$D/metrics.jsonl" > "$D/train.log" 2>&1
+  rc=$?
+  read -r gen_meas train_meas < <(python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()] if sys.argv[2] == "0" else []
+last = [r for r in rows if "grpo/generation_peak_bytes" in json.dumps(r)]
+def get(r, k):
+    if k in r: return r[k]
+    for v in r.values():
+        if isinstance(v, dict) and k in v: return v[k]
+    return None
+r = last[-1] if last else {}
+print(int(get(r, "grpo/generation_peak_bytes") or 0), int(get(r, "grpo/training_peak_bytes") or 0))' \
+    "$D/metrics.jsonl" "$rc" 2> /dev/null || echo "0 0")
+  if ((rc != 0 || gen_meas == 0)); then
+    echo "| $P | $N | $S | $R | $W | $M | run failed (exit $rc): $(tail -1 "$D/train.log" | head -c 150 | tr '|' ' ') |||||" >> "$OUT_DIR/grpo-memory.md"
+    continue
+  fi
+  row=$(python3 -c '
+import sys
+gp, gm, tp, tm = map(float, sys.argv[1:5])
+e1, e2 = (gp - gm) / gm * 100, (tp - tm) / tm * 100
+print("%.1f MiB | %.1f MiB | %+.2f%% | %.1f MiB | %.1f MiB | %+.2f%%" % (gp / 2**20, gm / 2**20, e1, tp / 2**20, tm / 2**20, e2))
+print("%.4f %.4f" % (e1, e2), file=sys.stderr)' "$gen_plan" "$gen_meas" "$train_plan" "$train_meas" 2> "$D/errors")
+  echo "| $P | $N | $S | $rollout | $W | $M | $row |" >> "$OUT_DIR/grpo-memory.md"
+  read -r e1 e2 < "$D/errors"
+  errors+=("$e1" "$e2")
+done
+python3 -c '
+import sys
+e = [abs(float(x)) for x in sys.argv[1:]]
+print("\n%d passes compared; mean |error| %.2f%%, max %.2f%%" % (len(e), sum(e) / len(e), max(e)) if e else "\nno pass compared")' \
+  "${errors[@]}" >> "$OUT_DIR/grpo-memory.md"
+cat "$OUT_DIR/grpo-memory.md"
+if [[ -n "${OUT:-}" && -d "${OUT:-}" && "$(realpath "$OUT")" != "$(realpath "$OUT_DIR")" ]]; then
+  cp "$OUT_DIR/grpo-memory.md" "$OUT/"
+  tar -C "$OUT_DIR" -czf "$OUT/grpo-memory-logs.tar.gz" .
+fi
