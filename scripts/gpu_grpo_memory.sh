@@ -34,11 +34,8 @@ done
 T=$BUILD/worker/torch/zerofit_train_prefs
 Z=$BUILD/cli/zerofit
 for b in "$T" "$Z"; do [[ -x $b ]] || { echo "gpu_grpo_memory.sh: $b is not built" >&2; exit 2; }; done
-ZF_ENV=(env)  # the build's gpu-env.sh (the unpacked packages' libraries, mpiexec), where gpu_check.sh wrote one
-if [ -f "$BUILD/gpu-env.sh" ]; then
-  mapfile -t -O 1 ZF_ENV < <(. "$BUILD/gpu-env.sh" \
-    && printf '%s\n' "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" "OPAL_PREFIX=$OPAL_PREFIX" "PATH=$PATH")
-fi
+ZF_ENV=()  # the build's gpu-env.sh (the unpacked packages' libraries, mpiexec), where gpu_check.sh wrote one
+[[ -f "$BUILD/gpu-env.sh" ]] && ZF_ENV=(bash -c '. "$0" && exec "$@"' "$BUILD/gpu-env.sh")
 MPI=(mpiexec --oversubscribe --bind-to none)
 [[ $(id -u) -ne 0 ]] || MPI+=(--allow-run-as-root)
 rm -rf "$OUT_DIR" && mkdir -p "$OUT_DIR"

@@ -59,16 +59,22 @@ TEST(PlanCommandTest, JsonForScripts) {
 
 // GRPO's generation term follows the decode mode: an eager step waits for the host's dispatch of every layer,
 // a replayed CUDA graph for its memory traffic only (planner_test has the figures).
-TEST(PlanCommandTest, GrpoGenerationTimeFollowsTheDecodeMode) {
+// GRPO on Qwen2.5-0.5B, 8 prompts a step, JSON.
+PlanFlags QwenGrpo(const std::string& hardware, int64_t prompt_len, int64_t new_tokens) {
   PlanFlags f;
   f.model = "Qwen2.5-0.5B";
   f.task = "grpo";
-  f.hardware = "1xh200-141";
+  f.hardware = hardware;
   f.global_batch = 8;
-  f.prompt_len = 128;
-  f.new_tokens = 128;
-  f.samples_per_prompt = 4;
+  f.prompt_len = prompt_len;
+  f.new_tokens = new_tokens;
   f.json = true;
+  return f;
+}
+
+TEST(PlanCommandTest, GrpoGenerationTimeFollowsTheDecodeMode) {
+  PlanFlags f = QwenGrpo("1xh200-141", 128, 128);
+  f.samples_per_prompt = 4;
   auto generation = [&](const std::string& decode) {
     f.decode = decode;
     auto out = RunPlan(f);
@@ -83,14 +89,7 @@ TEST(PlanCommandTest, GrpoGenerationTimeFollowsTheDecodeMode) {
 
 // A GRPO plan gives each pass's device peak (JSON and table); the plan's peak is the larger one.
 TEST(PlanCommandTest, GrpoPlanGivesBothPasses) {
-  PlanFlags f;
-  f.model = "Qwen2.5-0.5B";
-  f.task = "grpo";
-  f.hardware = "1x32GB";
-  f.global_batch = 8;
-  f.prompt_len = 256;
-  f.new_tokens = 256;
-  f.json = true;
+  PlanFlags f = QwenGrpo("1x32GB", 256, 256);
   auto out = RunPlan(f);
   ASSERT_TRUE(out.ok()) << out.status();
   const nlohmann::json m = nlohmann::json::parse(*out)["memory"];
