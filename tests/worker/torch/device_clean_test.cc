@@ -369,7 +369,8 @@ TEST_P(DeviceCleanTest, EvaluationAndTrainingStepStayOnTheModelsDevice) {
   // No forward reads anything to the host: a reward batch brings its read-out positions from the host
   // (PairTensors::readout), where LlamaModelImpl::Scores would check them with a read per forward.
   const int64_t reads_per_forward = 0;
-  BatchFormat format{kPad};
+  BatchFormat format;
+  format.pad_id = kPad;
   format.reward_readout = c.task == Task::kReward;
   format.readout_pad_token = kPad;
 

@@ -257,7 +257,9 @@ TEST_P(RewardReadoutTest, TrainedSessionExportsWhatItEvaluates) {
   // Padded with the exported config's own pad id (transformers' user pads with the tokenizer's).
   auto exported_config = core::LoadHfConfig(dir.path() + "/export/config.json");
   ASSERT_TRUE(exported_config.ok()) << exported_config.status();
-  auto batch = MakePairTensors(*pairs, all, BatchFormat{BatchPadId(*exported_config)});
+  BatchFormat format;
+  format.pad_id = BatchPadId(*exported_config);
+  auto batch = MakePairTensors(*pairs, all, format);
   ASSERT_TRUE(batch.ok()) << batch.status();
   torch::NoGradGuard no_grad;
   const torch::Tensor s = ExportedScores(dir.path() + "/export", batch->tokens, batch->lengths);
@@ -310,7 +312,9 @@ TEST(RewardReadoutPositionsTest, ABatchTheRuleRefusesIsRefusedWhereItIsBuiltNami
   EXPECT_NE(refused.status().message().find("no token other than pad_token_id"), std::string::npos)
       << refused.status();
   // The same pairs build for a task that reads no score.
-  EXPECT_TRUE(MakePairTensors(pairs, {0, 1}, BatchFormat{format.pad_id}).ok());
+  BatchFormat pad_only;
+  pad_only.pad_id = format.pad_id;
+  EXPECT_TRUE(MakePairTensors(pairs, {0, 1}, pad_only).ok());
   const auto fine = MakePairTensors(pairs, {0}, format);
   ASSERT_TRUE(fine.ok()) << fine.status();
   EXPECT_TRUE(torch::equal(fine->readout, torch::tensor({2, 2}, torch::kLong)));  // the tokens before EOS

@@ -140,9 +140,14 @@ torch::Tensor StaticDecoder::WarmUpAndCapture() {
     first = Run();
     side.synchronize();
     auto graph = std::make_unique<Graph>();
-    graph->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-    logits_ = Run();
-    graph->graph.capture_end();
+    try {
+      graph->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      logits_ = Run();
+      graph->graph.capture_end();
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "recording the decode step as a CUDA graph failed (GenerationOptions.decode ",
+                  "cuda_graph; eager and static need no graph): ", e.what_without_backtrace());
+    }
     graph_ = std::move(graph);
   }
   first.record_stream(current);  // read on the current stream (sampling) after the side stream made it
