@@ -111,6 +111,9 @@ torch::Tensor StaticDecoder::Step(const torch::Tensor& ids, const torch::Tensor&
 
 torch::Tensor StaticDecoder::GraphStep() {
 #ifdef ZEROFIT_TORCH_CUDA
+  // The rank's GPU current (a rank on cuda:1 need not have made it so): the capture records on the current
+  // device, and the side stream, the events and the replay follow it.
+  const c10::cuda::CUDAGuard device(inputs_.device());
   if (!graph_) return WarmUpAndCapture();
   graph_->graph.replay();
   ++replays_;
