@@ -19,13 +19,18 @@ struct Gpu {
   double nvlink_gb_s;  // per GPU, one direction
   double pcie_gb_s;
   double host_gb_per_gpu;  // typical node RAM / GPUs
+  // CPU AdamW updates per second (billions) with the host's cores for one GPU. H100 and H200: measured on
+  // an H200 machine with 16 cores for its GPU (zerofit's offload pipeline, 16 threads: 219 ms for 0.75B
+  // parameters, docs/gpu-runs/2026-11-27-h200-55dadb9.md), as the H100 machines of this project have;
+  // the others: Hardware's default, not measured.
+  double cpu_adam_gparams_s;
 };
 
 // Vendor datasheet figures (dense bf16; V100 has no bf16: its fp16 tensor rate).
 constexpr Gpu kGpus[] = {
-    {"a100-40", 40, 312, 1.56, 300, 25, 128}, {"a100-80", 80, 312, 2.04, 300, 25, 256},
-    {"h100-80", 80, 989, 3.35, 450, 50, 256}, {"h200-141", 141, 989, 4.8, 450, 50, 256},
-    {"v100-32", 32, 125, 0.9, 150, 12, 64},   {"rtx4090-24", 24, 165, 1.0, 0, 25, 64},
+    {"a100-40", 40, 312, 1.56, 300, 25, 128, 1.0}, {"a100-80", 80, 312, 2.04, 300, 25, 256, 1.0},
+    {"h100-80", 80, 989, 3.35, 450, 50, 256, 3.4}, {"h200-141", 141, 989, 4.8, 450, 50, 256, 3.4},
+    {"v100-32", 32, 125, 0.9, 150, 12, 64, 1.0},   {"rtx4090-24", 24, 165, 1.0, 0, 25, 64, 1.0},
 };
 
 }  // namespace
@@ -84,6 +89,7 @@ absl::StatusOr<Hardware> ParseHardware(const std::string& spec_in, double host_g
     h.hbm_bytes_per_s = gpu->hbm_tb_s * 1e12;
     h.intra_node_bytes_per_s = (gpu->nvlink_gb_s > 0 ? gpu->nvlink_gb_s : gpu->pcie_gb_s) * 1e9;
     h.host_link_bytes_per_s = gpu->pcie_gb_s * 1e9;
+    h.cpu_adam_params_per_s = gpu->cpu_adam_gparams_s * 1e9;
     h.gpus_per_node = count > 0 ? count : 8;
     h.host_bytes_per_node = gpu->host_gb_per_gpu * h.gpus_per_node * kGB;
   } else if (rest.size() > 2 && rest.substr(rest.size() - 2) == "gb") {
