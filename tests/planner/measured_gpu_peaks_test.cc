@@ -107,7 +107,8 @@ TEST(MeasuredGpuPeaksTest, TheGpuPlanCountsTheH200PeaksWithin5Percent) {
 // H200 (tree 55dadb9, docs/gpu-runs/2026-11-27-h200-55dadb9.md): the offloaded step took 488.4 ms where the
 // on-device one took 216.6 ms, 271.8 ms more, of which CPU AdamW 219.1 ms with 16 threads (the h200
 // profile's cpu_adam_params_per_s comes from it). The term (the shard's two PCIe crossings and AdamW) is
-// pinned within 10% of the difference; with the 1e9 updates a second it had before, it was about 0.8 s, 3x it.
+// pinned within 10% of the difference; with the 1e9 updates a second it had before, it was about 0.8 s, 3x
+// it.
 TEST(MeasuredGpuPeaksTest, TheOffloadTermMatchesTheH200OffloadRow) {
   const MeasuredPeak& row = kPeaks[1];
   ASSERT_TRUE(row.offload);
