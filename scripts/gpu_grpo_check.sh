@@ -108,7 +108,5 @@ for b in "${BATCHES[@]}"; do
 done
 cat "$OUT_DIR"/generation-*.json >> "$SUMMARY" 2> /dev/null
 cat "$SUMMARY"
-if [[ -n "${OUT:-}" && -d "${OUT:-}" && "$(realpath "$OUT")" != "$(realpath "$OUT_DIR")" ]]; then
-  cp "$SUMMARY" "$OUT/"
-  tar -C "$OUT_DIR" -czf "$OUT/grpo-logs.tar.gz" .
-fi
+. scripts/device_out.sh
+copy_to_device_out "$SUMMARY" "$OUT_DIR" grpo-logs.tar.gz

@@ -145,7 +145,5 @@ e = [abs(float(x)) for x in sys.argv[1:]]
 print("\n%d passes compared; mean |error| %.2f%%, max %.2f%%" % (len(e), sum(e) / len(e), max(e)) if e else "\nno pass compared")' \
   "${errors[@]}" >> "$OUT_DIR/grpo-memory.md"
 cat "$OUT_DIR/grpo-memory.md"
-if [[ -n "${OUT:-}" && -d "${OUT:-}" && "$(realpath "$OUT")" != "$(realpath "$OUT_DIR")" ]]; then
-  cp "$OUT_DIR/grpo-memory.md" "$OUT/"
-  tar -C "$OUT_DIR" -czf "$OUT/grpo-memory-logs.tar.gz" .
-fi
+. scripts/device_out.sh
+copy_to_device_out "$OUT_DIR/grpo-memory.md" "$OUT_DIR" grpo-memory-logs.tar.gz

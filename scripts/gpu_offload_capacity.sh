@@ -11,13 +11,14 @@
 #   3. zerofit_train_prefs --task reward without offload (expected: out of memory) and with --offload
 #      --threads N, 4 pairs of 512 tokens a step, 2 + 3 steps, each under its deadline;
 #   4. $OUT_DIR/capacity.md: the shape, the plans, both runs' outcome, the offload run's median step, device
-#      peak and host peak RSS.
+#      peak and host peak RSS; with $OUT set (the device tool), capacity.md and one tarball of $OUT_DIR are
+#      copied there when the script ends (scripts/device_out.sh).
 #   scripts/gpu_offload_capacity.sh [--build-dir build-gpu] [--out DIR] [--device cuda|cpu] [--tiny]
 #     --device cpu --tiny   rehearses the harness on the CPU (2 layers of hidden 64; no capacity rule)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 BUILD=build-gpu
-OUT_DIR=${OUT:-/tmp/zerofit-offload-capacity}
+OUT_DIR=/tmp/zerofit-offload-capacity
 DEVICE=cuda
 TINY=0
 while (($#)); do
@@ -31,10 +32,11 @@ while (($#)); do
 done
 mkdir -p "$OUT_DIR"
 SUMMARY=$OUT_DIR/capacity.md
+. scripts/device_out.sh
 PREFS=$BUILD/worker/torch/zerofit_train_prefs
 ZEROFIT=$BUILD/cli/zerofit
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+trap 'rm -rf "$WORK"; copy_to_device_out "$SUMMARY" "$OUT_DIR" capacity-logs.tar.gz' EXIT
 ZF_ENV=()
 # shellcheck disable=SC2016 # $0 and $@ are the inner bash's
 [[ -f "$BUILD/gpu-env.sh" ]] && ZF_ENV=(bash -c '. "$0" && exec "$@"' "$BUILD/gpu-env.sh")
