@@ -23,6 +23,11 @@
 #     --decodes             zerofit's decode modes to time (default: eager and cuda_graph; on the CPU eager and
 #                           static)
 #     --grpo-decode         the GRPO run's decode mode (default: cuda_graph; on the CPU static)
+#     --parts               which steps run (default "goldens gpu-test grpo generation"): a caller may run
+#                           the untimed ones (gpu-test grpo) beside other untimed GPU work and the timed one
+#                           (generation) alone; the summary is appended to where $OUT_DIR already has one
+#     --batches             generation's batch sizes (default "8 32"; --tiny: 4)
+#     --hf-batches          the batch sizes transformers is timed at (default: --batches)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 BUILD=build-gpu
@@ -33,6 +38,9 @@ GOLDENS=1
 CACHES=(static dynamic)
 DECODES=()
 GRPO_DECODE_MODE=
+PARTS=(goldens gpu-test grpo generation)
+BATCHES=()
+HF_BATCHES=()
 while (($#)); do
   case "$1" in
     --build-dir) BUILD=$2; shift 2 ;;
@@ -43,14 +51,18 @@ while (($#)); do
     --caches) read -ra CACHES <<< "$2"; shift 2 ;;
     --decodes) read -ra DECODES <<< "$2"; shift 2 ;;
     --grpo-decode) GRPO_DECODE_MODE=$2; shift 2 ;;
+    --parts) read -ra PARTS <<< "$2"; shift 2 ;;
+    --batches) read -ra BATCHES <<< "$2"; shift 2 ;;
+    --hf-batches) read -ra HF_BATCHES <<< "$2"; shift 2 ;;
     *) echo "gpu_grpo_check.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 ((${#DECODES[@]})) || if [ "$DEVICE" = cuda ]; then DECODES=(eager cuda_graph); else DECODES=(eager static); fi
 [ -n "$GRPO_DECODE_MODE" ] || GRPO_DECODE_MODE=$([ "$DEVICE" = cuda ] && echo cuda_graph || echo static)
+has_part() { [[ " ${PARTS[*]} " == *" $1 "* ]]; }
 mkdir -p "$OUT_DIR"
 SUMMARY=$OUT_DIR/grpo.md
-echo "# Issue 32 GPU checks ($(date -u +%FT%TZ), $(git rev-parse --short HEAD), device $DEVICE)" > "$SUMMARY"
+echo "# Issue 32 GPU checks: ${PARTS[*]} ($(date -u +%FT%TZ), $(git rev-parse --short HEAD), device $DEVICE)" >> "$SUMMARY"
 step() {  # step NAME DEADLINE_S COMMAND...: runs it with its log in $OUT_DIR/NAME.log, notes the outcome
   local name=$1 deadline=$2
   shift 2
@@ -67,7 +79,9 @@ if [ -f "$BUILD/gpu-env.sh" ]; then
     && printf '%s\n' "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" "OPAL_PREFIX=$OPAL_PREFIX" "PATH=$PATH")
 fi
 
-if [ $GOLDENS = 0 ]; then
+if ! has_part goldens; then
+  :
+elif [ $GOLDENS = 0 ]; then
   echo "- goldens: skipped (--no-goldens)" >> "$SUMMARY"
 elif python3 -c "import torch, transformers" 2> /dev/null; then
   step goldens 120 scripts/make_generation_goldens.sh
@@ -75,22 +89,24 @@ elif python3 -c "import torch, transformers" 2> /dev/null; then
 else
   echo "- goldens: skipped (python3 has no torch + transformers)" >> "$SUMMARY"
 fi
-if [ "$DEVICE" = cuda ] && [ -x "$BUILD/tests/generation_test" ]; then
+if has_part gpu-test && [ "$DEVICE" = cuda ] && [ -x "$BUILD/tests/generation_test" ]; then
   step generation_gpu_test 120 "${ZF_ENV[@]}" "$BUILD/tests/generation_test" --gtest_filter='*.Gpu*'
 fi
 
 # 2 ranks on the one GPU (MPI staged through pinned memory, comm/device_comm.h), as the CPU test runs them.
-GRPO_DEVICE=$DEVICE GRPO_DECODE=$GRPO_DECODE_MODE GRPO_STEPS=$([ $TINY = 1 ] && echo 20 || echo 300) \
+has_part grpo && GRPO_DEVICE=$DEVICE GRPO_DECODE=$GRPO_DECODE_MODE GRPO_STEPS=$([ $TINY = 1 ] && echo 20 || echo 300) \
   step "grpo_$DEVICE" 300 "${ZF_ENV[@]}" bash tests/e2e/grpo_learning_e2e.sh "$T" "$GEN" 1
 
 CONFIG=bench/generation_qwen05b.json
 SHAPE=(--prompt-len 128 --new-tokens 128 --reps 5 --warmup 2)
-BATCHES=(8 32)
 if [ $TINY = 1 ]; then
   CONFIG=tests/worker/torch/golden/configs/qwen2.json
   SHAPE=(--prompt-len 16 --new-tokens 16 --reps 3 --warmup 1)
-  BATCHES=(4)
+  ((${#BATCHES[@]})) || BATCHES=(4)
 fi
+((${#BATCHES[@]})) || BATCHES=(8 32)
+((${#HF_BATCHES[@]})) || HF_BATCHES=("${BATCHES[@]}")
+has_part generation || BATCHES=()
 DTYPE=$([ "$DEVICE" = cuda ] && echo bf16 || echo fp32)
 for b in "${BATCHES[@]}"; do
   for decode in "${DECODES[@]}"; do
@@ -98,7 +114,7 @@ for b in "${BATCHES[@]}"; do
       "${SHAPE[@]}" --device "$DEVICE" --dtype "$DTYPE" --decode "$decode" \
       --out "$OUT_DIR/generation-zerofit-$decode-b$b.json"
   done
-  if python3 -c "import torch, transformers" 2> /dev/null; then
+  if [[ " ${HF_BATCHES[*]} " == *" $b "* ]] && python3 -c "import torch, transformers" 2> /dev/null; then
     for cache in "${CACHES[@]}"; do
       step "generation-hf-$cache-b$b" 240 python3 bench/transformers_generate_bench.py --config "$CONFIG" \
         --batch "$b" "${SHAPE[@]}" --device "$DEVICE" --dtype "$DTYPE" --cache "$cache" \
