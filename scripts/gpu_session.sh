@@ -11,7 +11,7 @@
 #   4. timed, alone: the issue 30 benchmark rows (gpu_check.sh --bench, BENCH_ROWS) in what is left of the
 #      budget; gpu_bench.sh rewrites its table after every row, so a deadline keeps the rows that ran
 #   scripts/gpu_session.sh [--skip "build untimed generation bench"]
-#   env: SESSION_BUDGET (s, default 560: inside a 590 s timeout_s), GENERATION_ARGS, BENCH_ROWS
+#   env: SESSION_BUDGET (s, default 560: inside a 590 s timeout_s), BUILD_TARGETS, GENERATION_ARGS, BENCH_ROWS
 # Writes $OUT/session.md and $OUT/session-logs.tar.gz (without $OUT: /tmp/zerofit-session).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -24,7 +24,8 @@ while (($#)); do
 done
 START=$(date +%s)
 BUDGET=${SESSION_BUDGET:-560}
-GENERATION_ARGS=${GENERATION_ARGS:---caches "static dynamic" --batches "8 32" --hf-batches "8 32"}
+GENERATION_ARGS=${GENERATION_ARGS:-'--caches "static dynamic" --batches "8 32" --hf-batches "8 32"'}
+BUILD_TARGETS=${BUILD_TARGETS:-zerofit_train_prefs zerofit zerofit_make_arith_prefs zerofit_generation_bench generation_test}
 BENCH_ROWS=${BENCH_ROWS:-zf-reward-bf16,zf-reward-bf16-offload,zf-reward-bf16-offload-dpu,hf-reward-bf16,hf-dpo-v128k-bf16,zf-dpo-v128k-bf16-offload}
 WORK=/tmp/zerofit-session
 DEST=${OUT:-$WORK/out}
@@ -57,7 +58,7 @@ run() {
 
 if ! skipped build; then
   run build 240 scripts/gpu_check.sh --jobs 16 --build-only \
-    --targets "zerofit_train_prefs zerofit zerofit_make_arith_prefs zerofit_generation_bench generation_test" \
+    --targets "$BUILD_TARGETS" \
     || { tail -40 "$WORK/build.log" >> "$SUMMARY"; gather; exit 1; }
 fi
 if ! skipped untimed; then
