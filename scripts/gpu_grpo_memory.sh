@@ -61,7 +61,7 @@ GPU_GB=$( ( [[ $DEVICE == cuda ]] && nvidia-smi --query-gpu=memory.total --forma
 # prompt_len new_tokens samples prompts_per_pass ranks micro_batch
 CONFIGS=(
   "64 64 4 4 1 8" "256 64 4 4 1 8" "512 64 4 4 1 8" "128 32 4 4 1 8" "128 256 4 4 1 8"
-  "128 64 8 4 1 8" "128 64 16 2 1 8" "128 64 4 1 1 8" "128 64 4 8 1 16" "128 64 4 4 2 8"
+  "128 64 8 4 1 8" "128 64 16 2 1 8" "128 64 4 1 1 4" "128 64 4 8 1 16" "128 64 4 4 2 8"
 )
 ((TINY)) && CONFIGS=("8 4 2 2 1 2" "16 8 2 2 1 2" "8 8 4 1 1 4" "8 4 2 2 2 2")
 
@@ -71,8 +71,10 @@ CONFIGS=(
   echo "Model: bench/generation_qwen05b.json with 12 layers$( ((TINY)) && echo ' (--tiny: 2 layers, hidden 64, vocabulary 512)'), bf16, random weights; 2 GRPO steps, the last one's passes (rank 0)."
   echo "Planned: \`zerofit plan --json\`'s memory.grpo_passes tensor bytes; measured: grpo/generation_peak_bytes and grpo/training_peak_bytes."
   echo
-  echo "| prompt | new | samples | prompts/pass | ranks | micro | generation planned | measured | error | training planned | measured | error |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "The last step's generation pass is the second step's; the first step's (before any training pass) is in its own column."
+  echo
+  echo "| prompt | new | samples | prompts/pass | ranks | micro | generation planned | measured | error | first step's | error | training planned | measured | error |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } > "$OUT_DIR/grpo-memory.md"
 
 errors=()
@@ -97,7 +99,7 @@ EOF
     --global-batch "$G" --prompt-len "$P" --new-tokens "$N" --samples-per-prompt "$S" --micro-batch "$M" \
     --stage 2 --offload off --checkpointing off --reference resident --safety 1 --json 2> "$D/plan.err")
   if [[ -z $plan ]]; then
-    echo "| $P | $N | $S | $R | $W | $M | plan failed: $(head -c 150 "$D/plan.err" | tr '\n|' '  ') |||||" >> "$OUT_DIR/grpo-memory.md"
+    echo "| $P | $N | $S | $R | $W | $M | plan failed: $(head -c 150 "$D/plan.err" | tr '\n|' '  ') |||||||" >> "$OUT_DIR/grpo-memory.md"
     continue
   fi
   echo "$plan" > "$D/plan.json"
@@ -113,7 +115,7 @@ print(j["plan"]["rollout_prompts"], p["generation_tensor_bytes"], p["training_te
     --samples-per-prompt "$S" --max-new-tokens "$N" --max-length $((P + N)) --rollout-batch $((rollout * S)) \
     --kl-beta 0.04 --log-every 1 --metrics-jsonl "$D/metrics.jsonl" > "$D/train.log" 2>&1
   rc=$?
-  read -r gen_meas train_meas < <(python3 -c '
+  read -r gen_meas train_meas gen_first < <(python3 -c '
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()] if sys.argv[2] == "0" else []
 last = [r for r in rows if "grpo/generation_peak_bytes" in json.dumps(r)]
@@ -123,18 +125,20 @@ def get(r, k):
         if isinstance(v, dict) and k in v: return v[k]
     return None
 r = last[-1] if last else {}
-print(int(get(r, "grpo/generation_peak_bytes") or 0), int(get(r, "grpo/training_peak_bytes") or 0))' \
-    "$D/metrics.jsonl" "$rc" 2> /dev/null || echo "0 0")
+f = last[0] if last else {}
+print(int(get(r, "grpo/generation_peak_bytes") or 0), int(get(r, "grpo/training_peak_bytes") or 0),
+      int(get(f, "grpo/generation_peak_bytes") or 0))' \
+    "$D/metrics.jsonl" "$rc" 2> /dev/null || echo "0 0 0")
   if ((rc != 0 || gen_meas == 0)); then
-    echo "| $P | $N | $S | $R | $W | $M | run failed (exit $rc): $(tail -1 "$D/train.log" | head -c 150 | tr '|' ' ') |||||" >> "$OUT_DIR/grpo-memory.md"
+    echo "| $P | $N | $S | $R | $W | $M | run failed (exit $rc): $(tail -1 "$D/train.log" | head -c 150 | tr '|' ' ') |||||||" >> "$OUT_DIR/grpo-memory.md"
     continue
   fi
   row=$(python3 -c '
 import sys
-gp, gm, tp, tm = map(float, sys.argv[1:5])
-e1, e2 = (gp - gm) / gm * 100, (tp - tm) / tm * 100
-print("%.1f MiB | %.1f MiB | %+.2f%% | %.1f MiB | %.1f MiB | %+.2f%%" % (gp / 2**20, gm / 2**20, e1, tp / 2**20, tm / 2**20, e2))
-print("%.4f %.4f" % (e1, e2), file=sys.stderr)' "$gen_plan" "$gen_meas" "$train_plan" "$train_meas" 2> "$D/errors")
+gp, gm, tp, tm, gf = map(float, sys.argv[1:6])
+e1, e2, e0 = (gp - gm) / gm * 100, (tp - tm) / tm * 100, (gp - gf) / gf * 100
+print("%.1f MiB | %.1f MiB | %+.2f%% | %.1f MiB | %+.2f%% | %.1f MiB | %.1f MiB | %+.2f%%" % (gp / 2**20, gm / 2**20, e1, gf / 2**20, e0, tp / 2**20, tm / 2**20, e2))
+print("%.4f %.4f" % (e1, e2), file=sys.stderr)' "$gen_plan" "$gen_meas" "$train_plan" "$train_meas" "$gen_first" 2> "$D/errors")
   echo "| $P | $N | $S | $rollout | $W | $M | $row |" >> "$OUT_DIR/grpo-memory.md"
   read -r e1 e2 < "$D/errors"
   errors+=("$e1" "$e2")
