@@ -68,9 +68,10 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
   plan->add_flag(
       "--delayed-update", f->delayed_update,
       "with offload: the delayed parameter update (a second gradient shard and staging on the host)");
-  plan->add_option("--decode", f->decode,
-                   "GRPO: the rollouts' decode steps, eager | static | cuda_graph (a replayed CUDA graph: no "
-                   "host dispatch a step)")
+  plan->add_option(
+          "--decode", f->decode,
+          "GRPO: the rollouts' decode steps, auto | eager | static | cuda_graph (a replayed CUDA graph: "
+          "no host dispatch a step; auto, the worker's default, is cuda_graph on a GPU)")
       ->capture_default_str();
   plan->add_option("--checkpointing", f->checkpointing, "pin activation checkpointing: on | off");
   plan->add_option("--reference", f->reference,
@@ -108,11 +109,11 @@ absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
   w.samples_per_prompt = f.samples_per_prompt;
   w.extra_frozen_models = f.reward_models;
   w.delayed_update = f.delayed_update;
-  if (f.decode != "eager" && f.decode != "static" && f.decode != "cuda_graph") {
+  if (f.decode != "auto" && f.decode != "eager" && f.decode != "static" && f.decode != "cuda_graph") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--decode: '", f.decode.substr(0, 40), "' is not eager, static or cuda_graph"));
+        absl::StrCat("--decode: '", f.decode.substr(0, 40), "' is not auto, eager, static or cuda_graph"));
   }
-  w.graphed_decode = f.decode == "cuda_graph";
+  w.graphed_decode = f.decode == "cuda_graph" || f.decode == "auto";  // the planner plans GPUs
   if (f.reward_models < 0) return absl::InvalidArgumentError("--reward-models must be >= 0");
   if (!(f.safety > 0 && f.safety <= 1)) return absl::InvalidArgumentError("--safety must lie in (0, 1]");
   planner::Constraints c;

@@ -25,8 +25,8 @@ struct PlanFlags {
   int64_t seq_len = 2048;
   bool json = false;
   bool allow_lora = false;
-  bool delayed_update = false;   // with offload: count the delayed update's second gradient buffer
-  std::string decode = "eager";  // GRPO: rollout.decode (eager | static | cuda_graph)
+  bool delayed_update = false;  // with offload: count the delayed update's second gradient buffer
+  std::string decode = "auto";  // GRPO: rollout.decode (auto | eager | static | cuda_graph)
   double host_gb = 0;
   double safety = 0.95;
   int max_stage = 2;

@@ -29,8 +29,8 @@ absl::Status ValidateRollout(const RolloutSpec& r, int64_t max_length, const Fie
   }
   if (!(r.top_p > 0 && r.top_p <= 1)) return bad("rollout.top_p", "must be in (0, 1]");
   if (r.batch < 0) return bad("rollout.batch", "must be >= 0 (0: a rank's whole step in one pass)");
-  if (r.decode != "eager" && r.decode != "static" && r.decode != "cuda_graph") {
-    return bad("rollout.decode", "must be eager, static or cuda_graph");
+  if (r.decode != "auto" && r.decode != "eager" && r.decode != "static" && r.decode != "cuda_graph") {
+    return bad("rollout.decode", "must be auto, eager, static or cuda_graph");
   }
   return absl::OkStatus();
 }

@@ -25,9 +25,10 @@ struct RolloutSpec {
   double temperature = 1.0;  // > 0
   double top_p = 1.0;        // (0, 1]
   int64_t batch = 0;         // sequences in flight per generation pass; 0: a rank's whole step at once
-  // How the decode steps after the prompt run (worker/torch/model/static_decode.h): eager | static |
-  // cuda_graph (the step recorded once a pass as a CUDA graph and replayed; a CUDA device only).
-  std::string decode = "eager";
+  // How the decode steps after the prompt run (worker/torch/model/static_decode.h): auto | eager | static |
+  // cuda_graph (the step recorded once a pass as a CUDA graph and replayed; a CUDA device only). auto:
+  // cuda_graph where it can run, else eager.
+  std::string decode = "auto";
 };
 
 struct GrpoObjectiveSpec {

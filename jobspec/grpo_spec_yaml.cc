@@ -16,7 +16,7 @@ absl::Status ParseRollout(const YamlReader& r, const YAML::Node& n, RolloutSpec*
   ZF_RETURN_IF_ERROR(r.Get(n, "temperature", "rollout.temperature", &x->temperature, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "top_p", "rollout.top_p", &x->top_p, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "batch", "rollout.batch", &x->batch, "an integer"));
-  return r.Get(n, "decode", "rollout.decode", &x->decode, "eager, static or cuda_graph");
+  return r.Get(n, "decode", "rollout.decode", &x->decode, "auto, eager, static or cuda_graph");
 }
 
 absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObjectiveSpec* x) {

@@ -42,6 +42,11 @@ struct Hardware {
   // (docs/gpu-runs/2026-11-27-h200-55dadb9.md). A GPU's eager decode step takes the longer of this and
   // its memory traffic.
   double eager_decode_layer_s = 0.557e-3;
+  // The same for a decode step replayed as a CUDA graph: no host dispatch, but the graph's ~30 kernels a
+  // layer run one after another, a few microseconds each whatever the batch. Measured on the same H200
+  // (2026-11-27, docs/gpu-runs/2026-11-27-h200-7d5f4cd.md): 439.2 ms for 128 + 128 tokens at batch 8,
+  // 3.43 ms a step (fitted on it); batch 32 ran 499.7 ms.
+  double graphed_decode_layer_s = 0.143e-3;
   // Memory a training process holds besides tensors: CUDA context, cuBLAS/cuDNN workspaces.
   double runtime_bytes = 1.0 * kGiB;
   // NCCL's own buffers (channels x peers x buffer size), per process.

@@ -54,9 +54,9 @@ struct Workload {
   // Offload's delayed parameter update (training.delayed_update_from): the update of one step reads one
   // gradient buffer while the next step's gradients land in a second one, fp32 shard and bf16 staging each.
   bool delayed_update = false;
-  // GRPO: the rollouts' decode steps replay a CUDA graph (rollout.decode: cuda_graph), so a step costs its
-  // memory traffic only; otherwise each step also dispatches every operator from the host
-  // (Hardware::eager_decode_layer_s).
+  // GRPO: the rollouts' decode steps replay a CUDA graph (rollout.decode: cuda_graph, or auto on a GPU), so
+  // a step waits for its kernels (Hardware::graphed_decode_layer_s), not for the host to dispatch every
+  // operator (Hardware::eager_decode_layer_s).
   bool graphed_decode = false;
 };
 

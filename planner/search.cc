@@ -119,10 +119,12 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
     const double passes = std::ceil(prompts_per_gpu / static_cast<double>(s.rollout_prompts));
     const double seqs = static_cast<double>(s.rollout_prompts * w.samples_per_prompt);
     // Each decode step reads the weights once and the KV cache of every sequence (half full on average);
-    // an eager step also waits for the host to dispatch it, whatever the batch.
+    // a step also waits for its launches: an eager one for the host to dispatch every operator, a replayed
+    // CUDA graph for its kernels one after another, whatever the batch.
     const double kv = 2.0 * m.num_layers * m.kv_size() * a * seqs * (w.prompt_len + w.new_tokens / 2.0);
     const double traffic = (a * static_cast<double>(m.PolicyParameters()) + kv) / hw.hbm_bytes_per_s;
-    const double dispatch = w.graphed_decode ? 0.0 : m.num_layers * hw.eager_decode_layer_s;
+    const double dispatch =
+        m.num_layers * (w.graphed_decode ? hw.graphed_decode_layer_s : hw.eager_decode_layer_s);
     const double step = std::max(traffic, dispatch);
     t.generation = passes * w.new_tokens * step;
   }

@@ -58,7 +58,7 @@ TEST(PlanCommandTest, JsonForScripts) {
 }
 
 // GRPO's generation term follows the decode mode: an eager step waits for the host's dispatch of every layer,
-// a replayed CUDA graph for its memory traffic only (planner_test has the figures).
+// a replayed CUDA graph for its kernels' launches only (planner_test has the figures).
 // GRPO on Qwen2.5-0.5B, 8 prompts a step, JSON.
 PlanFlags QwenGrpo(const std::string& hardware, int64_t prompt_len, int64_t new_tokens) {
   PlanFlags f;
@@ -83,8 +83,9 @@ TEST(PlanCommandTest, GrpoGenerationTimeFollowsTheDecodeMode) {
   };
   const double eager = generation("eager"), graphed = generation("cuda_graph");
   EXPECT_DOUBLE_EQ(generation("static"), eager);
+  EXPECT_DOUBLE_EQ(generation("auto"), graphed) << "the worker's default decodes a GPU's rollouts as a graph";
   EXPECT_GT(eager, 0);
-  EXPECT_LT(graphed, eager / 10);
+  EXPECT_LT(graphed, eager / 3) << "the H200 measured 3.7x at batch 8 (planner_test has the figures)";
 }
 
 // A GRPO plan gives each pass's device peak (JSON and table); the plan's peak is the larger one.

@@ -6,7 +6,8 @@
 # (several seeds there).
 # usage: grpo_learning_e2e.sh path/to/zerofit_train_prefs path/to/zerofit_make_arith_prefs [SEED]
 #   GRPO_DEVICE=cuda runs SFT and GRPO on cuda:0 (scripts/gpu_grpo_check.sh); GRPO_STEPS changes the 300;
-#   GRPO_DECODE=static|cuda_graph picks the rollouts' decode mode (--decode; default eager).
+#   GRPO_DECODE=eager|static|cuda_graph picks the rollouts' decode mode (--decode; default auto: eager on the
+#   CPU, cuda_graph on cuda:0).
 set -u
 T="$1"
 GEN="$2"

@@ -71,7 +71,7 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
       {"rollout: {top_k: 5}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'rollout.top_k': unknown field"},
       {"rollout: {decode: graphs}\nrewards: [{type: answer}]\n",
-       "job.yaml:6: field 'rollout.decode': must be eager, static or cuda_graph"},
+       "job.yaml:6: field 'rollout.decode': must be auto, eager, static or cuda_graph"},
       {"grpo: {loss_type: bnpo}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo or dr_grpo, got 'bnpo'"},
       {"rewards:\n  - {type: answer}\n  - {type: answer, rule: fuzzy}\n",

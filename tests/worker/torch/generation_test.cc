@@ -241,6 +241,7 @@ TEST(GenerationTest, StaticDecodeGeneratesWhatEagerDoes) {
       o.max_batch = 2;
       o.eos_ids = {1, 2, 3};  // some rows finish early
       KvCache eager_cache, static_cache;
+      o.decode = DecodeMode::kEager;
       absl::StatusOr<GenerationResult> eager = Generate(*model, prompts, o, &eager_cache);
       o.decode = DecodeMode::kStatic;
       absl::StatusOr<GenerationResult> fixed = Generate(*model, prompts, o, &static_cache);
@@ -256,6 +257,39 @@ TEST(GenerationTest, StaticDecodeGeneratesWhatEagerDoes) {
       EXPECT_EQ(fixed->stats.graph_replays, 0);
     }
   }
+}
+
+// auto, the default: a graph where one can run (a CUDA model), eager elsewhere; the stats say which ran.
+TEST(GenerationTest, AutoDecodesEagerOnTheCpu) {
+  const core::HfModelConfig config = TinyLlamaConfig();
+  LlamaModel model = RandomModel(config, 9);
+  GenerationOptions o;
+  EXPECT_EQ(o.decode, DecodeMode::kAuto);
+  o.max_new_tokens = 4;
+  o.temperature = 0;
+  absl::StatusOr<GenerationResult> got = Generate(*model, RandomPrompts({3, 5}, config.vocab_size, 10), o);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->stats.decode, DecodeMode::kEager);
+  EXPECT_EQ(got->stats.graph_replays, 0);
+  EXPECT_EQ(ResolveDecodeMode(*model, DecodeMode::kAuto, 64), DecodeMode::kEager);
+  for (const DecodeMode asked : {DecodeMode::kEager, DecodeMode::kStatic, DecodeMode::kCudaGraph})
+    EXPECT_EQ(ResolveDecodeMode(*model, asked, 64), asked) << "only auto is resolved";
+}
+
+TEST(GenerationTest, GpuAutoDecodeReplaysAGraphOnCuda) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible to LibTorch";
+  const core::HfModelConfig config = TinyLlamaConfig();
+  LlamaModel model = RandomModel(config, 9);
+  model->to(torch::Device(torch::kCUDA, 0));
+  GenerationOptions o;
+  o.max_new_tokens = 6;
+  o.temperature = 0;
+  o.max_batch = 2;
+  absl::StatusOr<GenerationResult> got = Generate(*model, RandomPrompts({3, 5}, config.vocab_size, 10), o);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->stats.decode, DecodeMode::kCudaGraph);
+  // One pass: the prompt's step and the warm-up that records the graph run eagerly, the other 4 replay it.
+  EXPECT_EQ(got->stats.graph_replays, o.max_new_tokens - 2);
 }
 
 TEST(GenerationTest, DecodeModesThatCannotRunAreErrorsNamingTheField) {
@@ -288,7 +322,8 @@ TEST(GenerationTest, DecodeModesThatCannotRunAreErrorsNamingTheField) {
   EXPECT_EQ(ParseDecodeMode("cuda_graph", "--decode").value(), DecodeMode::kCudaGraph);
   EXPECT_EQ(ParseDecodeMode("static", "--decode").value(), DecodeMode::kStatic);
   EXPECT_EQ(ParseDecodeMode("graph", "--decode").status().message(),
-            "--decode: 'graph' is not a decode mode (eager, static, cuda_graph)");
+            "--decode: 'graph' is not a decode mode (eager, static, cuda_graph, auto)");
+  EXPECT_EQ(ParseDecodeMode("auto", "--decode").value(), DecodeMode::kAuto);
 }
 
 TEST(GenerationTest, EosStopsASequenceAndKeepsTheEosToken) {

@@ -79,7 +79,8 @@ TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   absl::StatusOr<PreferenceTrainOptions> eager =
       OptionsOfYaml(Yaml("grpo", "", "rollout: {max_new_tokens: 8}\nrewards: [{type: answer}]\n"));
   ASSERT_TRUE(eager.ok()) << eager.status();
-  EXPECT_EQ(eager->grpo.rollout.decode, DecodeMode::kEager) << "eager unless the spec asks";
+  EXPECT_EQ(eager->grpo.rollout.decode, DecodeMode::kAuto)
+      << "auto (cuda_graph on a GPU) unless the spec asks";
 }
 
 TEST(PlanOptionsTest, InitialWeightsAreTheSpecsInitElseTheModelsOwn) {

@@ -205,11 +205,14 @@ absl::StatusOr<GenerationResult> Generate(LlamaModelImpl& model,
   for (const std::vector<int64_t>& p : prompts) longest_prompt = std::max(longest_prompt, p.size());
   // The largest pass's capacity: what the fixed-shape modes' conditions grow with.
   const int64_t capacity = static_cast<int64_t>(longest_prompt) + options.max_new_tokens;
-  if (absl::Status s = StaticDecodeSupported(model, options.decode, capacity); !s.ok()) return s;
+  GenerationOptions o = options;
+  o.decode = ResolveDecodeMode(model, options.decode, capacity);
+  if (absl::Status s = StaticDecodeSupported(model, o.decode, capacity); !s.ok()) return s;
   KvCache local;
   KvCache& kv = cache != nullptr ? *cache : local;
   GenerationResult result;
   result.completions.resize(prompts.size());
+  result.stats.decode = o.decode;
   try {
     // No autograd at all, not only no graph: the operators skip autograd's dispatch (a host-bound decode
     // step's time is that dispatch; BENCHMARKS.md, "What a decode step dispatches"). Nothing made here
@@ -218,19 +221,19 @@ absl::StatusOr<GenerationResult> Generate(LlamaModelImpl& model,
     EvalModeScope eval(model);
     const torch::Tensor& w = model.model->embed_tokens->weight;
     const int64_t n = static_cast<int64_t>(prompts.size());
-    for (int64_t first = 0; first < n; first += options.max_batch) {
+    for (int64_t first = 0; first < n; first += o.max_batch) {
       Pass pass;
       pass.first = first;
-      pass.rows = std::min(options.max_batch, n - first);
+      pass.rows = std::min(o.max_batch, n - first);
       for (int64_t r = 0; r < pass.rows; ++r) {
         pass.next_position.push_back(static_cast<int64_t>(prompts[first + r].size()));
         pass.longest = std::max(pass.longest, pass.next_position.back());
       }
       pass.finished.assign(pass.rows, false);
-      kv.Begin(config, pass.rows, pass.longest + options.max_new_tokens, w.scalar_type(), w.device());
+      kv.Begin(config, pass.rows, pass.longest + o.max_new_tokens, w.scalar_type(), w.device());
       result.stats.peak_cache_bytes = std::max(result.stats.peak_cache_bytes, kv.bytes());
       ++result.stats.passes;
-      RunPass(model, prompts, options, pass, kv, &result);
+      RunPass(model, prompts, o, pass, kv, &result);
     }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("Generate failed: ", e.what()));

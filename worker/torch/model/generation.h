@@ -48,9 +48,10 @@ struct GenerationOptions {
   std::vector<int64_t> sequence_ids;
   int64_t max_batch = 8;  // sequences in flight per pass
   // How the steps after the prompt run (static_decode.h): eager (DecodeStep), static (the fixed-shape step,
-  // eagerly), cuda_graph (the fixed-shape step recorded once a pass and replayed). The prompt's step is
-  // always eager. The tokens are the same up to rounding.
-  DecodeMode decode = DecodeMode::kEager;
+  // eagerly), cuda_graph (the fixed-shape step recorded once a pass and replayed), auto (cuda_graph where it
+  // can run, else eager: ResolveDecodeMode). The prompt's step is always eager. The tokens are the same up to
+  // rounding.
+  DecodeMode decode = DecodeMode::kAuto;
 };
 
 struct Completion {
@@ -65,7 +66,8 @@ struct GenerationStats {
   // Sum over the generated tokens of the entropy (nats) of the distribution each was drawn from,
   // softmax(logits / temperature) before top-p (temperature 1 when greedy): GRPO's entropy metric.
   double entropy_sum = 0;
-  int64_t graph_replays = 0;  // decode steps that replayed a CUDA graph (DecodeMode::kCudaGraph)
+  int64_t graph_replays = 0;               // decode steps that replayed a CUDA graph (DecodeMode::kCudaGraph)
+  DecodeMode decode = DecodeMode::kEager;  // the mode the call's passes ran (options.decode resolved)
 };
 
 struct GenerationResult {

@@ -20,11 +20,11 @@ struct StaticDecoder::Graph {
 };
 
 absl::StatusOr<DecodeMode> ParseDecodeMode(const std::string& text, const std::string& field) {
-  for (DecodeMode m : {DecodeMode::kEager, DecodeMode::kStatic, DecodeMode::kCudaGraph}) {
+  for (DecodeMode m : {DecodeMode::kEager, DecodeMode::kStatic, DecodeMode::kCudaGraph, DecodeMode::kAuto}) {
     if (text == DecodeModeName(m)) return m;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": '", text.substr(0, 40), "' is not a decode mode (eager, static, cuda_graph)"));
+  return absl::InvalidArgumentError(absl::StrCat(field, ": '", text.substr(0, 40),
+                                                 "' is not a decode mode (eager, static, cuda_graph, auto)"));
 }
 
 const char* DecodeModeName(DecodeMode mode) {
@@ -35,6 +35,8 @@ const char* DecodeModeName(DecodeMode mode) {
       return "static";
     case DecodeMode::kCudaGraph:
       return "cuda_graph";
+    case DecodeMode::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -42,6 +44,7 @@ const char* DecodeModeName(DecodeMode mode) {
 absl::Status StaticDecodeSupported(const LlamaModelImpl& model, DecodeMode mode, int64_t capacity) {
   const char* field = "GenerationOptions.decode";
   if (mode == DecodeMode::kEager) return absl::OkStatus();
+  if (mode == DecodeMode::kAuto) return absl::OkStatus();  // ResolveDecodeMode picks what can run
   const core::HfModelConfig& c = model.config();
   if (mode == DecodeMode::kCudaGraph) {
 #ifdef ZEROFIT_TORCH_CUDA
@@ -65,6 +68,12 @@ absl::Status StaticDecodeSupported(const LlamaModelImpl& model, DecodeMode mode,
                                                    *c.sliding_window, ") of this ", c.model_type, " model"));
   }
   return absl::OkStatus();
+}
+
+DecodeMode ResolveDecodeMode(const LlamaModelImpl& model, DecodeMode mode, int64_t capacity) {
+  if (mode != DecodeMode::kAuto) return mode;
+  return StaticDecodeSupported(model, DecodeMode::kCudaGraph, capacity).ok() ? DecodeMode::kCudaGraph
+                                                                             : DecodeMode::kEager;
 }
 
 StaticDecoder::StaticDecoder(LlamaModelImpl& model, KvCache& cache, DecodeMode mode)
@@ -149,7 +158,8 @@ torch::Tensor StaticDecoder::WarmUpAndCapture() {
       graph->graph.capture_end();
     } catch (const c10::Error& e) {
       TORCH_CHECK(false, "recording the decode step as a CUDA graph failed (GenerationOptions.decode ",
-                  "cuda_graph; eager and static need no graph): ", e.what_without_backtrace());
+                  "cuda_graph, or auto on a CUDA device; eager and static need no graph): ",
+                  e.what_without_backtrace());
     }
     graph_ = std::move(graph);
   }

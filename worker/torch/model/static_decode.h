@@ -13,7 +13,10 @@
 // the fixed-shape step eagerly on any device (what the CPU tests compare with kEager); kCudaGraph runs the
 // first token's step eagerly on a side stream (its warm-up, which also computes that token), records the
 // step as a CUDA graph, and replays it for the others. Sampling stays outside the step, on the host's
-// schedule, as in kEager.
+// schedule, as in kEager. kAuto, the default, is kCudaGraph where it can run (a CUDA model and a pass the
+// fixed tables cover) and kEager elsewhere: on the H200 the graph generated 3.5-3.7x eager's tokens/s with
+// the same logits (BENCHMARKS.md, "Issues 32 and 30 on an H200 at 7d5f4cd"); on the CPU, where dispatch is
+// not the bottleneck, eager stays.
 #pragma once
 
 #include <torch/torch.h>
@@ -29,9 +32,9 @@
 
 namespace zerofit::worker {
 
-enum class DecodeMode { kEager, kStatic, kCudaGraph };
+enum class DecodeMode { kEager, kStatic, kCudaGraph, kAuto };
 
-// "eager", "static", "cuda_graph"; an error names `field` and the accepted values.
+// "eager", "static", "cuda_graph", "auto"; an error names `field` and the accepted values.
 absl::StatusOr<DecodeMode> ParseDecodeMode(const std::string& text, const std::string& field);
 const char* DecodeModeName(DecodeMode mode);
 
@@ -41,6 +44,10 @@ const char* DecodeModeName(DecodeMode mode);
 // max_position_embeddings, which rescales with the longest position so far) and no sliding window other
 // than Mistral's that the pass exceeds (DecodeStep refuses those too, when it reaches them).
 absl::Status StaticDecodeSupported(const LlamaModelImpl& model, DecodeMode mode, int64_t capacity);
+
+// The mode a pass of `capacity` positions runs: kAuto becomes kCudaGraph where StaticDecodeSupported allows
+// it, else kEager; the other modes stay as asked.
+DecodeMode ResolveDecodeMode(const LlamaModelImpl& model, DecodeMode mode, int64_t capacity);
 
 // The steps after the prompt of one pass. Construct after the prompt's DecodeStep (the cache begun for the
 // pass and holding the prompts); destroy before the cache's next Begin. Not thread-safe.

@@ -5,7 +5,7 @@
 //
 //   zerofit_generation_bench --config config.json [--batch B] [--prompt-len P] [--new-tokens N] [--reps R]
 //                            [--warmup W] [--device cpu|cuda] [--dtype fp32|bf16] [--seed S] [--out FILE]
-//                            [--decode eager|static|cuda_graph]
+//                            [--decode auto|eager|static|cuda_graph]
 //
 // Timing: Generate reads every step's tokens back to the host, so a run's wall time includes the device's
 // work without a separate synchronisation. "aten_ops_per_token": the ATen operators one more (untimed) run
@@ -40,7 +40,7 @@ namespace zerofit::worker {
 namespace {
 
 struct Flags {
-  std::string config, out, device = "cpu", dtype = "fp32", decode = "eager";
+  std::string config, out, device = "cpu", dtype = "fp32", decode = "auto";
   int64_t batch = 8, prompt_len = 128, new_tokens = 128, reps = 5, warmup = 2, seed = 1;
 };
 
@@ -123,6 +123,7 @@ absl::Status Run(const Flags& f) {
   KvCache cache;
   std::vector<double> ms;
   int64_t generated = 0, replays = 0;
+  DecodeMode ran = go.decode;
   for (int64_t r = 0; r < f.warmup + f.reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     ZF_ASSIGN_OR_RETURN(const GenerationResult res, Generate(*model, prompts, go, &cache));
@@ -131,6 +132,7 @@ absl::Status Run(const Flags& f) {
     if (r >= f.warmup) ms.push_back(took);
     generated = res.stats.tokens_generated;
     replays = res.stats.graph_replays;
+    ran = res.stats.decode;
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
@@ -140,7 +142,7 @@ absl::Status Run(const Flags& f) {
   ZF_RETURN_IF_ERROR(counted_run);
   const std::string record = absl::StrCat(
       "{\"impl\": \"zerofit\", \"device\": \"", f.device, "\", \"dtype\": \"", f.dtype, "\", \"decode\": \"",
-      f.decode, "\", \"batch\": ", f.batch, ", \"prompt_len\": ", f.prompt_len,
+      DecodeModeName(ran), "\", \"batch\": ", f.batch, ", \"prompt_len\": ", f.prompt_len,
       ", \"new_tokens\": ", f.new_tokens, ", \"reps\": ", f.reps, ", \"median_ms\": ", median,
       ", \"tokens_per_s\": ", generated / (median / 1e3), ", \"kv_cache_bytes\": ", cache.bytes(),
       ", \"aten_ops_per_token\": ", ops / f.new_tokens, ", \"graph_replays\": ", replays, "}\n");

@@ -18,7 +18,7 @@ namespace zerofit::worker {
 inline constexpr const char* kGrpoUsage =
     "GRPO (--task grpo; --train/--test are prompt files, --data DIR reads DIR/train_prompts_ids.jsonl): "
     "[--samples-per-prompt G] [--max-new-tokens N] [--temperature T] [--top-p P] [--rollout-batch S] "
-    "[--decode eager|static|cuda_graph] "
+    "[--decode auto|eager|static|cuda_graph] "
     "[--iterations I] [--kl-beta B] [--epsilon E] [--epsilon-high E] [--loss-type grpo|dapo|dr_grpo] "
     "[--scale-rewards true|false] [--reward exact|last_number|regex [--reward-pattern RE] [--reward-group "
     "G]] "

@@ -269,11 +269,15 @@ std::string GrpoSession::DataReportText() const {
   const int64_t prompts_per_rank = (options_.global_batch + world - 1) / world;
   const int64_t sequences = prompts_per_rank * r.samples_per_prompt;
   const int64_t in_flight = SequencesInFlight(r, prompts_per_rank);
+  // auto names what it resolves to for the longest prompt's pass (Generate resolves it per call).
+  const DecodeMode ran = ResolveDecodeMode(*st.policy, r.decode, longest_prompt() + r.max_new_tokens);
+  const std::string decode = r.decode == DecodeMode::kAuto ? absl::StrCat("auto (", DecodeModeName(ran), ")")
+                                                           : std::string(DecodeModeName(r.decode));
   return absl::StrCat("prompts: ", st.train.prompts.size(), " in ", options_.data.train, " (",
                       st.train.truncated, " truncated, longest ", st.train.longest_prompt, " tokens); ",
                       st.test.prompts.size(), " held out\n", "rollout: ", r.samples_per_prompt,
                       " samples per prompt, up to ", r.max_new_tokens, " new tokens, temperature ",
-                      r.temperature, ", top_p ", r.top_p, ", decode ", DecodeModeName(r.decode), "\n",
+                      r.temperature, ", top_p ", r.top_p, ", decode ", decode, "\n",
                       "rollout batch: ", in_flight, " sequences per generation pass (", sequences,
                       " per rank per step); KV cache ", planned_kv_cache_bytes(prompts_per_rank),
                       " bytes per pass at the longest prompt\n", "reference: ", ReferenceText(), "\n");

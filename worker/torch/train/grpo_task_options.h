@@ -20,7 +20,7 @@ struct RolloutOptions {
   // Sequences in flight per generation pass; 0: all of a rank's sequences of the step in one pass. The
   // KV cache is sized for one pass (kv_cache.h).
   int64_t rollout_batch = 0;
-  DecodeMode decode = DecodeMode::kEager;  // GenerationOptions.decode of the rollouts
+  DecodeMode decode = DecodeMode::kAuto;  // GenerationOptions.decode of the rollouts
 };
 
 // One reward source; the rewards of a completion are summed with the sources' weights.
