@@ -75,7 +75,8 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
       ->capture_default_str();
   plan->add_option("--checkpointing", f->checkpointing, "pin activation checkpointing: on | off");
   plan->add_option("--reference", f->reference,
-                   "pin the reference strategy: resident | offloaded | precomputed | lora-base (LoRA only)");
+                   "pin the reference strategy: resident | offloaded | precomputed | lora-base (LoRA only); "
+                   "grpo also none (grpo.beta 0: no KL, no reference model, TRL's default)");
   plan->add_option("--micro-batch", f->micro_batch, "pin the micro-batch per GPU");
   return plan;
 }
@@ -133,10 +134,12 @@ absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
   ZF_ASSIGN_OR_RETURN(c.checkpointing, OnOff("--checkpointing", f.checkpointing));
   if (!f.reference.empty()) {
     absl::StatusOr<planner::Reference> ref = planner::ParseReference(f.reference);
-    if (!ref.ok() || *ref == planner::Reference::kNone) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--reference: expected resident, offloaded, precomputed or lora-base, got '",
-                       core::Excerpt(f.reference), "'"));
+    const bool grpo_without_kl = f.task == "grpo" && ref.ok() && *ref == planner::Reference::kNone;
+    if (!ref.ok() || (*ref == planner::Reference::kNone && !grpo_without_kl)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--reference: expected resident, offloaded, precomputed or lora-base (grpo: also none), "
+          "got '",
+          core::Excerpt(f.reference), "'"));
     }
     c.reference = *ref;
   }

@@ -88,6 +88,36 @@ TEST(PlanCommandTest, GrpoGenerationTimeFollowsTheDecodeMode) {
   EXPECT_LT(graphed, eager / 3) << "the H200 measured 3.7x at batch 8 (planner_test has the figures)";
 }
 
+// GRPO without its KL term (grpo.beta 0, TRL's default) keeps no reference: `--reference none` plans that,
+// one copy of the weights less on the device and no reference forward; DPO refuses it.
+TEST(PlanCommandTest, GrpoWithoutKlPlansNoReference) {
+  PlanFlags f = QwenGrpo("1x32GB", 256, 256);
+  auto plan = [&](const std::string& reference) {
+    f.reference = reference;
+    auto out = RunPlan(f);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? nlohmann::json::parse(*out) : nlohmann::json();
+  };
+  const nlohmann::json with = plan("resident"), without = plan("none");
+  EXPECT_EQ(without["plan"]["reference"], "none");
+  for (const nlohmann::json& item : without["memory"]["device"])
+    EXPECT_EQ(item["name"].get<std::string>().find("reference"), std::string::npos) << item.dump();
+  EXPECT_EQ(without["step_seconds"]["reference"].get<double>(), 0.0);
+  EXPECT_GT(with["step_seconds"]["reference"].get<double>(), 0.0);
+  // The same strategy otherwise: the resident copy, 2 B a parameter, is the difference, with the reference's
+  // per-token outputs (kilobytes: log-probs of the micro-batch's 8,176 positions) and their fragmentation.
+  ASSERT_EQ(with["plan"]["micro_batch"], without["plan"]["micro_batch"]);
+  const int64_t difference =
+      with["memory"]["device_bytes"].get<int64_t>() - without["memory"]["device_bytes"].get<int64_t>();
+  EXPECT_GE(difference, 2 * int64_t{494032768});
+  EXPECT_LT(difference, 2 * int64_t{494032768} + (1 << 20));
+  f.task = "dpo";
+  f.reference = "none";
+  auto dpo = RunPlan(f);
+  ASSERT_FALSE(dpo.ok());
+  EXPECT_NE(dpo.status().message().find("--reference: expected"), std::string::npos);
+}
+
 // A GRPO plan gives each pass's device peak (JSON and table); the plan's peak is the larger one.
 TEST(PlanCommandTest, GrpoPlanGivesBothPasses) {
   PlanFlags f = QwenGrpo("1x32GB", 256, 256);
