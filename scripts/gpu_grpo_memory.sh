@@ -13,8 +13,15 @@
 # and writes the table with each pass's error and their mean to $OUT_DIR/grpo-memory.md. With $OUT set (the
 # device tool), grpo-memory.md and a tarball of the logs are copied there.
 #   scripts/gpu_grpo_memory.sh [--build-dir build-gpu] [--out DIR] [--device cuda|test] [--tiny]
+#                              [--configs "P N S R W M, ..."] [--kl-beta B] [--untie]
 #     --device test --tiny   rehearses it on the CPU (the test device counts only the seam's buffers, so the
 #                            errors mean nothing there; it proves the plumbing)
+#     --configs              these configurations instead of the ten (prompt, new tokens, samples, prompts per
+#                            pass, ranks, micro-batch; comma-separated)
+#     --kl-beta B            the KL coefficient (default 0.04: a resident reference; 0: none)
+#     --untie                the model with its own lm_head (tie_word_embeddings false)
+#   --kl-beta 0 and --untie bisect what the second step's generation pass carries beyond the first's on a
+#   GPU (BENCHMARKS.md, "Issues 32 and 30 on an H200 at 7d5f4cd").
 # After `scripts/gpu_check.sh --build-only --targets "zerofit_train_prefs zerofit"`.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -22,12 +29,18 @@ BUILD=build-gpu
 OUT_DIR=/tmp/zerofit-grpo-memory
 DEVICE=cuda
 TINY=0
+ONLY_CONFIGS=
+KL_BETA=0.04
+UNTIE=0
 while (($#)); do
   case "$1" in
     --build-dir) BUILD=$2; shift 2 ;;
     --out) OUT_DIR=$2; shift 2 ;;
     --device) DEVICE=$2; shift 2 ;;
     --tiny) TINY=1; shift ;;
+    --configs) ONLY_CONFIGS=$2; shift 2 ;;
+    --kl-beta) KL_BETA=$2; shift 2 ;;
+    --untie) UNTIE=1; shift ;;
     *) echo "gpu_grpo_memory.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -43,10 +56,12 @@ rm -rf "$OUT_DIR" && mkdir -p "$OUT_DIR"
 # The model: Qwen2.5-0.5B's shape (its 151,936-entry vocabulary makes the sampling and logit terms count),
 # 12 of its 24 layers so that the larger configurations fit beside a second rank; --tiny: 2 layers, hidden 64.
 CONFIG=$OUT_DIR/config.json
-python3 - "$CONFIG" "$TINY" <<'EOF'
+python3 - "$CONFIG" "$TINY" "$UNTIE" <<'EOF'
 import json, sys
 c = json.load(open("bench/generation_qwen05b.json"))
 c["num_hidden_layers"] = 12
+if sys.argv[3] == "1":
+    c["tie_word_embeddings"] = False
 if sys.argv[2] == "1":
     c.update(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, vocab_size=512, bos_token_id=1, eos_token_id=2)
@@ -64,11 +79,14 @@ CONFIGS=(
   "128 64 8 4 1 8" "128 64 16 2 1 8" "128 64 4 1 1 4" "128 64 4 8 1 16" "128 64 4 4 2 8"
 )
 ((TINY)) && CONFIGS=("8 4 2 2 1 2" "16 8 2 2 1 2" "8 8 4 1 1 4" "8 4 2 2 2 2")
+[[ -z $ONLY_CONFIGS ]] || IFS=, read -ra CONFIGS <<< "$ONLY_CONFIGS"
+REFERENCE=resident
+python3 -c 'import sys; sys.exit(float(sys.argv[1]) <= 0)' "$KL_BETA" || REFERENCE=none
 
 {
   echo "# The planner's GRPO passes against measured peaks ($(date -u +%FT%TZ), $(git rev-parse --short HEAD), device $DEVICE, ${GPU_GB} GB)"
   echo
-  echo "Model: bench/generation_qwen05b.json with 12 layers$( ((TINY)) && echo ' (--tiny: 2 layers, hidden 64, vocabulary 512)'), bf16, random weights; 2 GRPO steps, the last one's passes (rank 0)."
+  echo "Model: bench/generation_qwen05b.json with 12 layers$( ((TINY)) && echo ' (--tiny: 2 layers, hidden 64, vocabulary 512)'), bf16, random weights$( ((UNTIE)) && echo ', its own lm_head (untied)'); KL coefficient $KL_BETA (reference $REFERENCE); 2 GRPO steps, the last one's passes (rank 0)."
   echo "Planned: \`zerofit plan --json\`'s memory.grpo_passes tensor bytes; measured: grpo/generation_peak_bytes and grpo/training_peak_bytes."
   echo
   echo "The last step's generation pass is the second step's; the first step's (before any training pass) is in its own column."
@@ -80,6 +98,7 @@ CONFIGS=(
 errors=()
 for cfg in "${CONFIGS[@]}"; do
   read -r P N S R W M <<< "$cfg"
+  [[ -n $M ]] || { echo "gpu_grpo_memory.sh: --configs: '$cfg' is not six numbers" >&2; exit 2; }
   name="p${P}-n${N}-s${S}-r${R}-w${W}-m${M}"
   D=$OUT_DIR/$name
   mkdir -p "$D"
@@ -97,7 +116,7 @@ for split, n in (("train", 4 * g), ("test", 2)):
 EOF
   plan=$("${ZF_ENV[@]}" "$Z" plan --model "$D/config.json" --task grpo --hardware "${W}x${GPU_GB}GB" \
     --global-batch "$G" --prompt-len "$P" --new-tokens "$N" --samples-per-prompt "$S" --micro-batch "$M" \
-    --stage 2 --offload off --checkpointing off --reference resident --safety 1 --json 2> "$D/plan.err")
+    --stage 2 --offload off --checkpointing off --reference "$REFERENCE" --safety 1 --json 2> "$D/plan.err")
   if [[ -z $plan ]]; then
     echo "| $P | $N | $S | $R | $W | $M | plan failed: $(head -c 150 "$D/plan.err" | tr '\n|' '  ') |||||||" >> "$OUT_DIR/grpo-memory.md"
     continue
@@ -113,7 +132,7 @@ print(j["plan"]["rollout_prompts"], p["generation_tensor_bytes"], p["training_te
   timeout 300 "${ZF_ENV[@]}" "${MPI[@]}" -n "$W" "$T" --task grpo --data "$D" --device "$DEVICE" \
     "${DTYPE[@]}" --steps 2 --global-batch "$G" --micro "$M" \
     --samples-per-prompt "$S" --max-new-tokens "$N" --max-length $((P + N)) --rollout-batch $((rollout * S)) \
-    --kl-beta 0.04 --log-every 1 --metrics-jsonl "$D/metrics.jsonl" > "$D/train.log" 2>&1
+    --kl-beta "$KL_BETA" --log-every 1 --metrics-jsonl "$D/metrics.jsonl" > "$D/train.log" 2>&1
   rc=$?
   read -r gen_meas train_meas gen_first < <(python3 -c '
 import json, sys
