@@ -10,15 +10,25 @@
 #      generation, GENERATION_ARGS)
 #   4. timed, alone: the issue 30 benchmark rows (gpu_check.sh --bench, BENCH_ROWS) in what is left of the
 #      budget; gpu_bench.sh rewrites its table after every row, so a deadline keeps the rows that ran
-#   scripts/gpu_session.sh [--skip "build untimed generation bench"]
-#   env: SESSION_BUDGET (s, default 560: inside a 590 s timeout_s), BUILD_TARGETS, GENERATION_ARGS, BENCH_ROWS
+#   scripts/gpu_session.sh [--steps "build untimed generation bench"] [--skip "..."]
+#     --steps   the steps to run, in this order whatever the list's (default the four above); also:
+#               bisect   gpu_grpo_memory.sh on BISECT_CONFIG (default "64 64 4 4 1 8") three ways: as is,
+#                        --kl-beta 0, --untie (what a GRPO step's second generation pass carries beyond its
+#                        first: BENCHMARKS.md, "Issues 32 and 30 on an H200 at 7d5f4cd"); untimed, alone
+#               gpu-test generation_test's Gpu* cases alone (the CUDA graph's logits, auto's graph)
+#     --skip    leaves steps out of --steps
+#   env: SESSION_BUDGET (s, default 560: inside a 590 s timeout_s), BUILD_TARGETS, GENERATION_ARGS, BENCH_ROWS,
+#        BISECT_CONFIG, BISECT_ARGS (more gpu_grpo_memory.sh options: "--build-dir build --device test --tiny"
+#        with BISECT_CONFIG="8 4 2 2 1 2" rehearses the step on the CPU)
 # Writes $OUT/session.md and $OUT/session-logs.tar.gz (without $OUT: /tmp/zerofit-session).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 SKIP=()
+STEPS=(build untimed generation bench)
 while (($#)); do
   case "$1" in
     --skip) read -ra SKIP <<< "$2"; shift 2 ;;
+    --steps) read -ra STEPS <<< "$2"; shift 2 ;;
     *) echo "gpu_session.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +44,7 @@ SUMMARY=$WORK/session.md
 echo "# gpu_session.sh ($(date -u +%FT%TZ), $(git rev-parse --short HEAD))" > "$SUMMARY"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >> "$SUMMARY" 2>&1
 left() { echo $((BUDGET - ($(date +%s) - START))); }
-skipped() { [[ " ${SKIP[*]} " == *" $1 "* ]]; }
+skipped() { [[ " ${SKIP[*]} " == *" $1 "* || " ${STEPS[*]} " != *" $1 "* ]]; }
 # gather: the summaries so far and one tarball of every log, into $DEST (the child scripts' own copies to
 # $OUT are turned off: the device tool returns at most 8 files).
 gather() {
@@ -66,6 +76,25 @@ if ! skipped untimed; then
     scripts/gpu_grpo_memory.sh --out "$0/memory" > "$0/memory.log" 2>&1; wait' "$WORK"
   cat "$WORK/grpo/grpo.md" "$WORK/memory/grpo-memory.md" >> "$SUMMARY" 2> /dev/null
   gather
+fi
+if ! skipped gpu-test; then
+  run gpu-test 120 bash -c '[[ -f build-gpu/gpu-env.sh ]] && . build-gpu/gpu-env.sh;
+    build-gpu/tests/generation_test --gtest_filter="*.Gpu*"'
+  tail -3 "$WORK/gpu-test.log" >> "$SUMMARY"
+  gather
+fi
+if ! skipped bisect; then
+  CFG=${BISECT_CONFIG:-64 64 4 4 1 8}
+  for variant in as-is kl0 untie; do
+    ARGS=()
+    [[ $variant == kl0 ]] && ARGS=(--kl-beta 0)
+    [[ $variant == untie ]] && ARGS=(--untie)
+    read -ra EXTRA <<< "${BISECT_ARGS:-}"
+    run "bisect-$variant" 120 scripts/gpu_grpo_memory.sh --out "$WORK/bisect-$variant" --configs "$CFG" \
+      "${ARGS[@]}" "${EXTRA[@]}"
+    { echo "### bisect: $variant"; grep -E '^\| [0-9]|^Model' "$WORK/bisect-$variant/grpo-memory.md"; } >> "$SUMMARY" 2> /dev/null
+    gather
+  done
 fi
 if ! skipped generation; then
   eval "GEN=($GENERATION_ARGS)"
