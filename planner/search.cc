@@ -118,10 +118,12 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
     const double prompts_per_gpu = static_cast<double>(w.global_batch) / world;
     const double passes = std::ceil(prompts_per_gpu / static_cast<double>(s.rollout_prompts));
     const double seqs = static_cast<double>(s.rollout_prompts * w.samples_per_prompt);
-    // Each decode step reads the weights once and the KV cache of every sequence (half full on average);
-    // a step also waits for its launches: an eager one for the host to dispatch every operator, a replayed
-    // CUDA graph for its kernels one after another, whatever the batch.
-    const double kv = 2.0 * m.num_layers * m.kv_size() * a * seqs * (w.prompt_len + w.new_tokens / 2.0);
+    // Each decode step reads the weights once and the KV cache of every sequence: an eager step the slots
+    // written so far (half the new tokens on average), the fixed-shape step of a graph every slot of the pass
+    // (the unwritten ones masked). A step also waits for its launches: an eager one for the host to dispatch
+    // every operator, a replayed CUDA graph for its kernels one after another, whatever the batch.
+    const double attended = w.prompt_len + (w.graphed_decode ? w.new_tokens : w.new_tokens / 2.0);
+    const double kv = 2.0 * m.num_layers * m.kv_size() * a * seqs * attended;
     const double traffic = (a * static_cast<double>(m.PolicyParameters()) + kv) / hw.hbm_bytes_per_s;
     const double dispatch =
         m.num_layers * (w.graphed_decode ? hw.graphed_decode_layer_s : hw.eager_decode_layer_s);
