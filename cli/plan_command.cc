@@ -110,11 +110,11 @@ absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
   w.samples_per_prompt = f.samples_per_prompt;
   w.extra_frozen_models = f.reward_models;
   w.delayed_update = f.delayed_update;
-  if (f.decode != "auto" && f.decode != "eager" && f.decode != "static" && f.decode != "cuda_graph") {
+  if (!jobspec::IsDecodeMode(f.decode)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--decode: '", f.decode.substr(0, 40), "' is not auto, eager, static or cuda_graph"));
   }
-  w.graphed_decode = f.decode == "cuda_graph" || f.decode == "auto";  // the planner plans GPUs
+  w.graphed_decode = jobspec::DecodesAsGraphOnGpu(f.decode);
   if (f.reward_models < 0) return absl::InvalidArgumentError("--reward-models must be >= 0");
   if (!(f.safety > 0 && f.safety <= 1)) return absl::InvalidArgumentError("--safety must lie in (0, 1]");
   planner::Constraints c;

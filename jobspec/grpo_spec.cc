@@ -29,9 +29,7 @@ absl::Status ValidateRollout(const RolloutSpec& r, int64_t max_length, const Fie
   }
   if (!(r.top_p > 0 && r.top_p <= 1)) return bad("rollout.top_p", "must be in (0, 1]");
   if (r.batch < 0) return bad("rollout.batch", "must be >= 0 (0: a rank's whole step in one pass)");
-  if (r.decode != "auto" && r.decode != "eager" && r.decode != "static" && r.decode != "cuda_graph") {
-    return bad("rollout.decode", "must be auto, eager, static or cuda_graph");
-  }
+  if (!IsDecodeMode(r.decode)) return bad("rollout.decode", "must be auto, eager, static or cuda_graph");
   return absl::OkStatus();
 }
 
@@ -91,6 +89,12 @@ absl::Status ValidateReward(RewardSpec& r, const std::string& field, const Field
 }
 
 }  // namespace
+
+bool IsDecodeMode(const std::string& mode) {
+  return mode == "auto" || mode == "eager" || mode == "static" || mode == "cuda_graph";
+}
+
+bool DecodesAsGraphOnGpu(const std::string& mode) { return mode == "cuda_graph" || mode == "auto"; }
 
 absl::Status ValidateGrpoJobSpec(GrpoJobSpec* spec, int64_t max_length, const FieldError& bad) {
   ZF_RETURN_IF_ERROR(ValidateRollout(spec->rollout, max_length, bad));

@@ -57,6 +57,12 @@ struct GrpoJobSpec {
   std::vector<RewardSpec> rewards;
 };
 
+// rollout.decode (and `zerofit plan --decode`): whether `mode` is one of auto, eager, static, cuda_graph;
+// and whether its decode steps replay a CUDA graph on a GPU (cuda_graph, and auto, which is cuda_graph
+// there), which is what the planner's generation time follows.
+bool IsDecodeMode(const std::string& mode);
+bool DecodesAsGraphOnGpu(const std::string& mode);
+
 // Ranges and names; each error is made by `bad(field, why)` (field as the spec writes it:
 // "rollout.samples_per_prompt", "rewards[1].rule"), so a YAML reader can point at the line. Fills in the
 // rewards' default names. `max_length` is training.max_length (the prompt gets what max_new_tokens leaves).

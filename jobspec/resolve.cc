@@ -42,7 +42,7 @@ absl::StatusOr<PlannerInput> PlannerInputOf(const JobSpec& spec, const planner::
     w.prompt_len = spec.training.max_length - r.max_new_tokens;
     w.new_tokens = r.max_new_tokens;
     w.samples_per_prompt = r.samples_per_prompt;
-    w.graphed_decode = r.decode == "cuda_graph" || r.decode == "auto";  // auto: cuda_graph on a GPU
+    w.graphed_decode = DecodesAsGraphOnGpu(r.decode);
   }
   w.global_batch = spec.training.global_batch;
   w.element_bytes = spec.training.bf16 ? 2 : 4;
