@@ -12,6 +12,15 @@
 namespace zerofit::worker {
 namespace {
 
+// The keys a query may attend to: written (a non-negative position), not later than the query, and with
+// `window` inside Mistral's sliding window. `q` and `k` are positions that broadcast against each other.
+torch::Tensor AllowedKeys(const core::HfModelConfig& c, const torch::Tensor& q, const torch::Tensor& k,
+                          bool window) {
+  torch::Tensor allowed = k.ge(0).logical_and(k.le(q));
+  if (window) allowed = allowed.logical_and(k.gt(q - *c.sliding_window));
+  return allowed;
+}
+
 // [B, 1, t, S] bool, true where query i (slot start + i) may not attend to slot s: the key is padding
 // (negative position), later than the query, or (Mistral) outside its sliding window. A query's own slot is
 // never masked, so padding queries attend to themselves and stay finite. `longest`: max key position + 1.
@@ -20,14 +29,12 @@ torch::Tensor DecodeMask(const core::HfModelConfig& c, const torch::Tensor& quer
   const int64_t t = query_positions.size(1), s = key_positions.size(1);
   const torch::Tensor q = query_positions.unsqueeze(2);  // [B, t, 1]
   const torch::Tensor k = key_positions.unsqueeze(1);    // [B, 1, S]
-  torch::Tensor allowed = k.ge(0).logical_and(k.le(q));
-  if (c.sliding_window && *c.sliding_window < longest) {
-    // As MakeAttentionMask (llama_model.cc): only Mistral's window is implemented.
-    TORCH_CHECK(c.model_type == "mistral", "sequence length ", longest, " exceeds the sliding window (",
-                *c.sliding_window, ") of this ", c.model_type,
-                " model; only Mistral's window is implemented");
-    allowed = allowed.logical_and(k.gt(q - *c.sliding_window));
-  }
+  const bool window = c.sliding_window && *c.sliding_window < longest;
+  // As MakeAttentionMask (llama_model.cc): only Mistral's window is implemented.
+  TORCH_CHECK(!window || c.model_type == "mistral", "sequence length ", longest,
+              " exceeds the sliding window (", c.sliding_window.value_or(0), ") of this ", c.model_type,
+              " model; only Mistral's window is implemented");
+  const torch::Tensor allowed = AllowedKeys(c, q, k, window);
   const torch::TensorOptions i64 = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
   const torch::Tensor own = torch::arange(start, start + t, i64).unsqueeze(1).eq(torch::arange(s, i64));
   return allowed.logical_or(own.unsqueeze(0)).logical_not().unsqueeze(1);
@@ -37,14 +44,20 @@ torch::Tensor DecodeMask(const core::HfModelConfig& c, const torch::Tensor& quer
 // over every slot of the pass; a slot not yet written has position -1 and is masked like padding.
 torch::Tensor StaticDecodeMask(const core::HfModelConfig& c, const torch::Tensor& query_positions,
                                const torch::Tensor& key_positions, const torch::Tensor& slot) {
-  torch::Tensor allowed = key_positions.ge(0).logical_and(key_positions.le(query_positions));
   // A window that every position of the pass fits in masks nothing (StaticDecodeSupported refuses the
   // windows of other models that the pass exceeds).
-  if (c.sliding_window && c.model_type == "mistral")
-    allowed = allowed.logical_and(key_positions.gt(query_positions - *c.sliding_window));
+  const torch::Tensor allowed = AllowedKeys(c, query_positions, key_positions,
+                                            c.sliding_window.has_value() && c.model_type == "mistral");
   const torch::Tensor own =
       torch::arange(key_positions.size(1), key_positions.options()).eq(slot).unsqueeze(0);  // [1, S]
   return allowed.logical_or(own).logical_not().view({key_positions.size(0), 1, 1, key_positions.size(1)});
+}
+
+// The next token's fp32 logits from the last layer's output at one position per row, [B, H].
+torch::Tensor NextTokenLogits(LlamaModelImpl& m, const torch::Tensor& x) {
+  const torch::Tensor h = m.model->norm(x);
+  const torch::Tensor logits = m.lm_head ? m.lm_head(h) : torch::linear(h, m.model->embed_tokens->weight);
+  return logits.to(torch::kFloat32);
 }
 
 }  // namespace
@@ -81,9 +94,7 @@ torch::Tensor LlamaModelImpl::DecodeStepAt(const StaticDecodeInputs& in, KvCache
   torch::Tensor x = model->embed_tokens(in.ids);
   for (size_t l = 0; l < model->typed_layers.size(); ++l)
     x = model->typed_layers[l]->DecodeAt(x, cos, sin, masked, in.slot, cache, static_cast<int64_t>(l));
-  const torch::Tensor h = model->norm(x.select(1, 0));
-  const torch::Tensor logits = lm_head ? lm_head(h) : torch::linear(h, model->embed_tokens->weight);
-  return logits.to(torch::kFloat32);
+  return NextTokenLogits(*this, x.select(1, 0));
 }
 
 torch::Tensor LlamaAttentionImpl::Decode(const torch::Tensor& x, const torch::Tensor& cos,
@@ -134,9 +145,7 @@ torch::Tensor LlamaModelImpl::DecodeStep(const torch::Tensor& input_ids, const t
   for (size_t l = 0; l < model->typed_layers.size(); ++l)
     x = model->typed_layers[l]->Decode(x, cos, sin, masked, cache, static_cast<int64_t>(l));
   cache.Advance(input_ids.size(1));
-  const torch::Tensor h = model->norm(x.select(1, x.size(1) - 1));
-  const torch::Tensor logits = lm_head ? lm_head(h) : torch::linear(h, embedding);
-  return logits.to(torch::kFloat32);
+  return NextTokenLogits(*this, x.select(1, x.size(1) - 1));
 }
 
 }  // namespace zerofit::worker
