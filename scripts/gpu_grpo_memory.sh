@@ -14,12 +14,19 @@
 # device tool), grpo-memory.md and a tarball of the logs are copied there.
 #   scripts/gpu_grpo_memory.sh [--build-dir build-gpu] [--out DIR] [--device cuda|test] [--tiny]
 #                              [--configs "P N S R W M, ..."] [--kl-beta B] [--untie]
+#                              [--allocation-report]
 #     --device test --tiny   rehearses it on the CPU (the test device counts only the seam's buffers, so the
 #                            errors mean nothing there; it proves the plumbing)
 #     --configs              these configurations instead of the ten (prompt, new tokens, samples, prompts per
 #                            pass, ranks, micro-batch; comma-separated)
 #     --kl-beta B            the KL coefficient (default 0.04: a resident reference; 0: none)
 #     --untie                the model with its own lm_head (tie_word_embeddings false)
+#     --allocation-report    each run writes the live CUDA blocks with their allocating stacks at every pass
+#                            boundary (zerofit_train_prefs --cuda-allocation-report, cuda_allocations.h) to
+#                            its folder's allocations.txt (scripts/symbolize_allocation_report.py names the
+#                            program's frames); the table is followed by the first configuration's blocks new
+#                            at the second step's generation start and end, and its first training
+#                            micro-batch's blocks by site
 #   --kl-beta 0 and --untie bisect what the second step's generation pass carries beyond the first's on a
 #   GPU (BENCHMARKS.md, "Issues 32 and 30 on an H200 at 7d5f4cd").
 # After `scripts/gpu_check.sh --build-only --targets "zerofit_train_prefs zerofit"`.
@@ -32,6 +39,7 @@ TINY=0
 ONLY_CONFIGS=
 KL_BETA=0.04
 UNTIE=0
+ALLOCATIONS=0
 while (($#)); do
   case "$1" in
     --build-dir) BUILD=$2; shift 2 ;;
@@ -41,6 +49,7 @@ while (($#)); do
     --configs) ONLY_CONFIGS=$2; shift 2 ;;
     --kl-beta) KL_BETA=$2; shift 2 ;;
     --untie) UNTIE=1; shift ;;
+    --allocation-report) ALLOCATIONS=1; shift ;;
     *) echo "gpu_grpo_memory.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -129,10 +138,12 @@ p = j["memory"]["grpo_passes"]
 print(j["plan"]["rollout_prompts"], p["generation_tensor_bytes"], p["training_tensor_bytes"])' "$D/plan.json")
   DTYPE=()
   [[ $DEVICE == cuda ]] && DTYPE=(--dtype bf16)
+  REPORT=()
+  ((ALLOCATIONS)) && REPORT=(--cuda-allocation-report "$D/allocations.txt")
   timeout 300 "${ZF_ENV[@]}" "${MPI[@]}" -n "$W" "$T" --task grpo --data "$D" --device "$DEVICE" \
     "${DTYPE[@]}" --steps 2 --global-batch "$G" --micro "$M" \
     --samples-per-prompt "$S" --max-new-tokens "$N" --max-length $((P + N)) --rollout-batch $((rollout * S)) \
-    --kl-beta "$KL_BETA" --log-every 1 --metrics-jsonl "$D/metrics.jsonl" > "$D/train.log" 2>&1
+    --kl-beta "$KL_BETA" --log-every 1 --metrics-jsonl "$D/metrics.jsonl" "${REPORT[@]}" > "$D/train.log" 2>&1
   rc=$?
   read -r gen_meas train_meas gen_first < <(python3 -c '
 import json, sys
@@ -167,6 +178,26 @@ import sys
 e = [abs(float(x)) for x in sys.argv[1:]]
 print("\n%d passes compared; mean |error| %.2f%%, max %.2f%%" % (len(e), sum(e) / len(e), max(e)) if e else "\nno pass compared")' \
   "${errors[@]}" >> "$OUT_DIR/grpo-memory.md"
+mapfile -t reports < <(find "$OUT_DIR" -name 'allocations.txt*' | sort)
+((${#reports[@]})) && python3 scripts/symbolize_allocation_report.py "$T" "${reports[@]}"
+first_report=$(find "$OUT_DIR" -name allocations.txt | sort | head -1)
+if ((ALLOCATIONS)) && [[ -n $first_report ]]; then
+  {
+    echo
+    echo "## What the second step's generation pass holds that the first's did not ($(basename "$(dirname "$first_report")"))"
+    echo
+    echo '```'
+    awk '/^== step 2 generation (start|end)/ { on = 1 } /^== / && !/^== step 2 generation (start|end)/ { on = 0 } on' \
+      "$first_report" | head -120
+    echo '```'
+    echo
+    echo "The first training micro-batch's live blocks before its backward (its activations), by site:"
+    echo
+    echo '```'
+    sed -n '/^== step 1 first micro-batch before backward/,/^  + /p' "$first_report" | head -32
+    echo '```'
+  } >> "$OUT_DIR/grpo-memory.md"
+fi
 cat "$OUT_DIR/grpo-memory.md"
 . scripts/device_out.sh
 copy_to_device_out "$OUT_DIR/grpo-memory.md" "$OUT_DIR" grpo-memory-logs.tar.gz

@@ -14,8 +14,11 @@
 #     --steps   the steps to run, in this order whatever the list's (default the four above); also:
 #               bisect   gpu_grpo_memory.sh on BISECT_CONFIG (default "64 64 4 4 1 8") three ways: as is,
 #                        --kl-beta 0, --untie (what a GRPO step's second generation pass carries beyond its
-#                        first: BENCHMARKS.md, "Issues 32 and 30 on an H200 at 7d5f4cd"); untimed, alone
-#               gpu-test generation_test's Gpu* cases alone (the CUDA graph's logits, auto's graph)
+#                        first: BENCHMARKS.md, "Issues 32 and 30 on an H200 at 7d5f4cd"); untimed, alone;
+#                        the as-is run also writes the allocation report (--allocation-report: the blocks
+#                        the second generation pass holds more, with their allocating stacks)
+#               gpu-test generation_test's and cuda_allocations_test's Gpu* cases alone (the CUDA graph's
+#                        logits, auto's graph; the recorded allocation stacks)
 #     --skip    leaves steps out of --steps
 #   env: SESSION_BUDGET (s, default 560: inside a 590 s timeout_s), BUILD_TARGETS, GENERATION_ARGS, BENCH_ROWS,
 #        BISECT_CONFIG, BISECT_ARGS (more gpu_grpo_memory.sh options: "--build-dir build --device test --tiny"
@@ -35,7 +38,7 @@ done
 START=$(date +%s)
 BUDGET=${SESSION_BUDGET:-560}
 GENERATION_ARGS=${GENERATION_ARGS:-'--caches "static dynamic" --batches "8 32" --hf-batches "8 32"'}
-BUILD_TARGETS=${BUILD_TARGETS:-zerofit_train_prefs zerofit zerofit_make_arith_prefs zerofit_generation_bench generation_test}
+BUILD_TARGETS=${BUILD_TARGETS:-zerofit_train_prefs zerofit zerofit_make_arith_prefs zerofit_generation_bench generation_test cuda_allocations_test}
 BENCH_ROWS=${BENCH_ROWS:-zf-reward-bf16,zf-reward-bf16-offload,zf-reward-bf16-offload-dpu,hf-reward-bf16,hf-dpo-v128k-bf16,zf-dpo-v128k-bf16-offload}
 WORK=/tmp/zerofit-session
 DEST=${OUT:-$WORK/out}
@@ -79,20 +82,23 @@ if ! skipped untimed; then
 fi
 if ! skipped gpu-test; then
   run gpu-test 120 bash -c '[[ -f build-gpu/gpu-env.sh ]] && . build-gpu/gpu-env.sh;
-    build-gpu/tests/generation_test --gtest_filter="*.Gpu*"'
-  tail -3 "$WORK/gpu-test.log" >> "$SUMMARY"
+    rc=0; for t in generation_test cuda_allocations_test; do
+      build-gpu/tests/$t --gtest_filter="*.Gpu*" || rc=1; done; exit $rc'
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$WORK/gpu-test.log" >> "$SUMMARY"
   gather
 fi
 if ! skipped bisect; then
   CFG=${BISECT_CONFIG:-64 64 4 4 1 8}
   for variant in as-is kl0 untie; do
     ARGS=()
+    [[ $variant == as-is ]] && ARGS=(--allocation-report)
     [[ $variant == kl0 ]] && ARGS=(--kl-beta 0)
     [[ $variant == untie ]] && ARGS=(--untie)
     read -ra EXTRA <<< "${BISECT_ARGS:-}"
     run "bisect-$variant" 120 scripts/gpu_grpo_memory.sh --out "$WORK/bisect-$variant" --configs "$CFG" \
       "${ARGS[@]}" "${EXTRA[@]}"
-    { echo "### bisect: $variant"; grep -E '^\| [0-9]|^Model' "$WORK/bisect-$variant/grpo-memory.md"; } >> "$SUMMARY" 2> /dev/null
+    { echo "### bisect: $variant"; grep -E '^\| [0-9]|^Model' "$WORK/bisect-$variant/grpo-memory.md"
+      sed -n '/^## What the second step/,$p' "$WORK/bisect-$variant/grpo-memory.md"; } >> "$SUMMARY" 2> /dev/null
     gather
   done
 fi

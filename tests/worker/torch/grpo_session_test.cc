@@ -174,6 +174,23 @@ TEST(GrpoSessionTest, EachPassReportsItsDevicePeak) {
   }
 }
 
+// The CUDA allocation report is a diagnostic of CUDA's caching allocator: without a CUDA device every rank
+// refuses it, naming the flag, before the models are built or any collective runs; the file is left alone.
+TEST(GrpoSessionTest, TheCudaAllocationReportIsRefusedWithoutACudaDevice) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = Grpo(dir);
+  o.device = device::DeviceChoice::kTest;
+  RuntimeOptions r = Runtime();
+  r.cuda_allocation_report = dir + "/allocations-" + std::to_string(comm->rank()) + ".txt";
+  const absl::Status refused = GrpoSession::Create(o, r, comm.get()).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(refused.message().find("--cuda-allocation-report"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("CUDA"), std::string::npos) << refused;
+  EXPECT_FALSE(std::ifstream(r.cuda_allocation_report).good()) << "a refused report writes no file";
+}
+
 TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);

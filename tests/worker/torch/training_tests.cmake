@@ -34,6 +34,12 @@ if(ZEROFIT_WITH_MPI AND TARGET zerofit_make_arith_prefs)
     ZEROFIT_MAKE_ARITH_PREFS="$<TARGET_FILE:zerofit_make_arith_prefs>")
   add_dependencies(grpo_session_test zerofit_make_arith_prefs)
   zerofit_mpi_test(grpo_session_np2 grpo_session_test 2)
+  # The trainer's --cuda-allocation-report is GRPO's (its pass boundaries): another task refuses it by name.
+  add_test(NAME train_prefs_allocation_report_flag
+           COMMAND $<TARGET_FILE:zerofit_train_prefs> --task reward --data /nonexistent
+                   --cuda-allocation-report /nonexistent/report.txt)
+  set_tests_properties(train_prefs_allocation_report_flag PROPERTIES LABELS unit TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "flag --cuda-allocation-report applies to --task grpo only")
 endif()
 
 # Text and chat preference data tokenized in the trainer with a model directory's tokenizer.json (a
@@ -59,6 +65,15 @@ add_test(NAME step_peak_memory_test COMMAND step_peak_memory_test --gtest_filter
 set_tests_properties(step_peak_memory_test PROPERTIES LABELS unit TIMEOUT 120)
 add_test(NAME step_peak_memory_gpu_test COMMAND step_peak_memory_test --gtest_filter=*.Gpu*)
 set_tests_properties(step_peak_memory_gpu_test PROPERTIES LABELS gpu TIMEOUT 300)
+
+# The CUDA allocation report (issue 32's diagnostic of the GRPO passes' peaks): its text and refusals (unit),
+# the recorded stacks on cuda:0 (gpu: skips without a GPU visible to a CUDA LibTorch).
+add_executable(cuda_allocations_test worker/torch/cuda_allocations_test.cc)
+target_link_libraries(cuda_allocations_test PRIVATE zerofit_worker_torch GTest::gtest_main)
+add_test(NAME cuda_allocations_test COMMAND cuda_allocations_test --gtest_filter=-*.Gpu*)
+set_tests_properties(cuda_allocations_test PROPERTIES LABELS unit TIMEOUT 60)
+add_test(NAME cuda_allocations_gpu_test COMMAND cuda_allocations_test --gtest_filter=*.Gpu*)
+set_tests_properties(cuda_allocations_gpu_test PROPERTIES LABELS gpu TIMEOUT 120)
 
 # A LibTorch program's std:: functions resolve to libstdc++, not to copies inside LibTorch (issue 28).
 add_executable(std_symbols_test worker/torch/std_symbols_test.cc)

@@ -22,7 +22,8 @@ inline constexpr const char* kGrpoUsage =
     "[--iterations I] [--kl-beta B] [--epsilon E] [--epsilon-high E] [--loss-type grpo|dapo|dr_grpo] "
     "[--scale-rewards true|false] [--reward exact|last_number|regex [--reward-pattern RE] [--reward-group "
     "G]] "
-    "[--reward-model DIR] [--reward-model-weight W]";
+    "[--reward-model DIR] [--reward-model-weight W] [--cuda-allocation-report FILE (a diagnostic: the live "
+    "CUDA blocks at each pass boundary, with their allocating stacks)]";
 
 using FlagTake = std::function<std::string(const char*)>;
 using FlagNumber = std::function<absl::Status(const char*, double*, double)>;

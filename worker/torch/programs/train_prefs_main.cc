@@ -271,6 +271,10 @@ absl::Status ParseRuntimeFlags(const Take& take, const Number& number, Cli* cli)
       return absl::InvalidArgumentError(absl::StrCat("flag --device-comm: ", parsed.status().message()));
     o.device_comm = *parsed;
   }
+  o.cuda_allocation_report = take("--cuda-allocation-report");
+  if (!o.cuda_allocation_report.empty() && cli->spec.task != "grpo") {
+    return absl::InvalidArgumentError("flag --cuda-allocation-report applies to --task grpo only");
+  }
   return absl::OkStatus();
 }
 

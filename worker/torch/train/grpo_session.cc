@@ -18,6 +18,7 @@
 #include "worker/data/prompt_dataset.h"
 #include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
+#include "worker/torch/train/cuda_allocations.h"
 #include "worker/torch/train/host_to_device.h"
 #include "worker/torch/train/named_step_metrics.h"
 #include "worker/torch/train/pair_tensors.h"
@@ -164,6 +165,7 @@ struct GrpoSession::State {
   std::unique_ptr<Zero2Binding> binding;
   std::unique_ptr<RolloutScorer> scorer;
   KvCache cache;  // one rollout's: reused by its passes when the next fits, released before training
+  std::unique_ptr<CudaAllocationReport> allocations;  // RuntimeOptions.cuda_allocation_report's, or null
 };
 
 // One step's rollout on this rank: its prompts micro-batch by micro-batch, G completions each.
@@ -200,6 +202,26 @@ absl::StatusOr<data::PromptData> LoadPromptFile(const std::string& path, const d
   return data::LoadPrompts(path, tok, po);
 }
 
+// RuntimeOptions.cuda_allocation_report on every rank (each its own file), so that a run on the CPU fails on
+// all of them before any collective.
+absl::StatusOr<std::unique_ptr<CudaAllocationReport>> OpenAllocationReport(const RuntimeOptions& runtime,
+                                                                           int rank,
+                                                                           const TrainingBackend& backend) {
+  if (runtime.cuda_allocation_report.empty()) return std::unique_ptr<CudaAllocationReport>();
+  const std::string path = rank == 0 ? runtime.cuda_allocation_report
+                                     : absl::StrCat(runtime.cuda_allocation_report, ".rank", rank);
+  absl::StatusOr<std::unique_ptr<CudaAllocationReport>> report =
+      CudaAllocationReport::Open(path, backend.torch_device);
+  if (report.ok()) return report;
+  return absl::Status(report.status().code(), absl::StrCat("--cuda-allocation-report (RuntimeOptions."
+                                                           "cuda_allocation_report): ",
+                                                           report.status().message()));
+}
+
+absl::Status ReportAllocations(CudaAllocationReport* report, int64_t step, const char* point) {
+  return report != nullptr ? report->Write(step, point) : absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const PreferenceTrainOptions& o,
@@ -223,6 +245,8 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
     st->test.prompts.resize(static_cast<size_t>(o.eval_max_samples));
   }
   ZF_ASSIGN_OR_RETURN(st->backend, SessionBackend(o, runtime, comm));
+  // Before the models are built, so that their parameters' blocks carry stacks too.
+  ZF_ASSIGN_OR_RETURN(st->allocations, OpenAllocationReport(runtime, comm->rank(), st->backend));
   st->eos_ids = EosIds(config, st->tokenizer.get());
   st->pad = BatchPadId(config);
   try {
@@ -359,7 +383,8 @@ std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t gradie
   return rows;
 }
 
-absl::Status GrpoSession::MicroStep(const GrpoRows& rows, bool last, torch::Tensor* sums) {
+absl::Status GrpoSession::MicroStep(const GrpoRows& rows, bool last, torch::Tensor* sums,
+                                    int64_t report_step) {
   State& st = *state_;
   if (rows.count == 0) {  // nothing for this rank here: it takes part in the collectives with zero gradients
     return st.binding->Backward(
@@ -376,6 +401,10 @@ absl::Status GrpoSession::MicroStep(const GrpoRows& rows, bool last, torch::Tens
   const torch::Tensor old = rows.old_logp.defined() ? rows.old_logp : logp.detach();
   ZF_ASSIGN_OR_RETURN(const GrpoLoss loss,
                       GrpoPolicyLoss(logp, old, rows.ref_logp, rows.mask, rows.advantages, objective));
+  // The forward's saved tensors are all live here: the training pass's activations, by site.
+  if (report_step >= 0)
+    ZF_RETURN_IF_ERROR(
+        ReportAllocations(st.allocations.get(), report_step, "first micro-batch before backward"));
   ZF_RETURN_IF_ERROR(st.binding->Backward(loss.loss_sum, last, loss.units));
   torch::NoGradGuard no_grad;
   *sums += torch::stack({loss.loss_sum.detach().to(torch::kFloat64),
@@ -393,7 +422,7 @@ absl::Status GrpoSession::Optimize(int64_t step, const MicroBatches& micro, Roll
     ro.sums =
         torch::zeros({5}, torch::TensorOptions().dtype(torch::kFloat64).device(state_->backend.torch_device));
     for (size_t k = 0; k < rows.size(); ++k)
-      ZF_RETURN_IF_ERROR(MicroStep(rows[k], k + 1 == rows.size(), &ro.sums));
+      ZF_RETURN_IF_ERROR(MicroStep(rows[k], k + 1 == rows.size(), &ro.sums, it == 0 && k == 0 ? step : -1));
     ZF_ASSIGN_OR_RETURN(ro.last,
                         state_->binding->Step(core::LearningRateAt(schedule, step * iterations + it)));
   }
@@ -535,10 +564,13 @@ absl::StatusOr<metrics::StepMetrics> GrpoSession::Step(int64_t step, const Micro
   try {
     ResetPeakMemory(st.backend);
     ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());  // generate with the parameters ZeRO-2 just updated
+    ZF_RETURN_IF_ERROR(ReportAllocations(st.allocations.get(), step, "generation start"));
     ZF_ASSIGN_OR_RETURN(Rollout ro, RunRollout(step, micro));
     ro.generation_peak = ReadPeakMemory(st.backend);
+    ZF_RETURN_IF_ERROR(ReportAllocations(st.allocations.get(), step, "generation end"));
     ResetPeakMemory(st.backend);
     ZF_RETURN_IF_ERROR(Optimize(step, micro, ro));
+    ZF_RETURN_IF_ERROR(ReportAllocations(st.allocations.get(), step, "training end"));
     return StepMetricsOf(step, ro);
   } catch (const std::exception& e) {
     return StepFailure(step, e);

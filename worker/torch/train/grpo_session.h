@@ -80,7 +80,8 @@ class GrpoSession final : public TrainingSession {
   std::vector<GrpoRows> TrainingRows(const Rollout& rollout, size_t gradient_accumulation);
   // The data report's reference line: none, lora-base, or a resident copy with its bytes.
   std::string ReferenceText() const;
-  absl::Status MicroStep(const GrpoRows& rows, bool last, torch::Tensor* sums);
+  // report_step >= 0: the allocation report's point before this micro-batch's backward (its first).
+  absl::Status MicroStep(const GrpoRows& rows, bool last, torch::Tensor* sums, int64_t report_step);
   absl::StatusOr<metrics::StepMetrics> StepMetricsOf(int64_t step, const Rollout& rollout);
   std::vector<double> LocalSums(const Rollout& rollout) const;
   void SetRolloutValues(const std::vector<double>& sum, double max_length, double max_generation_ms,

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "comm/device_comm.h"
 #include "sharding/zero2_optimizer.h"
@@ -28,6 +29,10 @@ struct RuntimeOptions {
   int offload_threads = 0;  // CPU AdamW threads with offload; 0: the CPUs this process may run on
   AttentionKernel attention = AttentionKernel::kAuto;
   int64_t eval_batch = 64;  // held-out pairs (or prompts) per forward
+  // GRPO on CUDA, a diagnostic: each rank records the stack of every CUDA caching-allocator allocation and
+  // writes the live blocks at each pass boundary of every step to this file (rank r > 0: FILE.rank<r>);
+  // cuda_allocations.h. Empty: off.
+  std::string cuda_allocation_report;
 };
 
 }  // namespace zerofit::worker

@@ -1,5 +1,6 @@
 # Preference training: objectives, reference models, trainers (issue 4); GRPO (issue 32).
 target_sources(zerofit_worker_torch PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/cuda_allocations.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_objective.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_session.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/host_to_device.cc
