@@ -24,13 +24,14 @@ struct Gpu {
   // parameters, docs/gpu-runs/2026-11-27-h200-55dadb9.md), as the H100 machines of this project have;
   // the others: Hardware's default, not measured.
   double cpu_adam_gparams_s;
+  int compute_capability_major;  // 9 and up: cuBLAS's 32 MiB workspaces (Hardware::blas_workspace_bytes)
 };
 
 // Vendor datasheet figures (dense bf16; V100 has no bf16: its fp16 tensor rate).
 constexpr Gpu kGpus[] = {
-    {"a100-40", 40, 312, 1.56, 300, 25, 128, 1.0}, {"a100-80", 80, 312, 2.04, 300, 25, 256, 1.0},
-    {"h100-80", 80, 989, 3.35, 450, 50, 256, 3.4}, {"h200-141", 141, 989, 4.8, 450, 50, 256, 3.4},
-    {"v100-32", 32, 125, 0.9, 150, 12, 64, 1.0},   {"rtx4090-24", 24, 165, 1.0, 0, 25, 64, 1.0},
+    {"a100-40", 40, 312, 1.56, 300, 25, 128, 1.0, 8}, {"a100-80", 80, 312, 2.04, 300, 25, 256, 1.0, 8},
+    {"h100-80", 80, 989, 3.35, 450, 50, 256, 3.4, 9}, {"h200-141", 141, 989, 4.8, 450, 50, 256, 3.4, 9},
+    {"v100-32", 32, 125, 0.9, 150, 12, 64, 1.0, 7},   {"rtx4090-24", 24, 165, 1.0, 0, 25, 64, 1.0, 8},
 };
 
 }  // namespace
@@ -65,7 +66,7 @@ absl::StatusOr<Hardware> ParseHardware(const std::string& spec_in, double host_g
     h.gpus_per_node = 1;
     h.cpu = true;
     h.kernels = WorkerKernels::kLibTorch1Eager;
-    h.runtime_bytes = h.nccl_bytes = h.fragmentation = 0;
+    h.runtime_bytes = h.nccl_bytes = h.fragmentation = h.blas_workspace_bytes = 0;
     if (host_gb > 0) h.host_bytes_per_node = host_gb * kGB;
     return h;
   }
@@ -90,6 +91,7 @@ absl::StatusOr<Hardware> ParseHardware(const std::string& spec_in, double host_g
     h.intra_node_bytes_per_s = (gpu->nvlink_gb_s > 0 ? gpu->nvlink_gb_s : gpu->pcie_gb_s) * 1e9;
     h.host_link_bytes_per_s = gpu->pcie_gb_s * 1e9;
     h.cpu_adam_params_per_s = gpu->cpu_adam_gparams_s * 1e9;
+    if (gpu->compute_capability_major < 9) h.blas_workspace_bytes = 4096.0 * 1024 * 2 + 16 * 1024 * 8;
     h.gpus_per_node = count > 0 ? count : 8;
     h.host_bytes_per_node = gpu->host_gb_per_gpu * h.gpus_per_node * kGB;
   } else if (rest.size() > 2 && rest.substr(rest.size() - 2) == "gb") {

@@ -47,8 +47,16 @@ struct Hardware {
   // (2026-11-27, docs/gpu-runs/2026-11-27-h200-7d5f4cd.md): 439.2 ms for 128 + 128 tokens at batch 8,
   // 3.43 ms a step (fitted on it); batch 32 ran 499.7 ms.
   double graphed_decode_layer_s = 0.143e-3;
-  // Memory a training process holds besides tensors: CUDA context, cuBLAS/cuDNN workspaces.
+  // Memory a training process holds besides tensors: CUDA context, cuDNN's workspace, the driver's own.
   double runtime_bytes = 1.0 * kGiB;
+  // cuBLAS's workspace per thread that runs GEMMs. LibTorch 2.x allocates it from the caching allocator, one
+  // per (cuBLAS handle, stream), and a handle per thread (aten/src/ATen/cuda/CublasHandlePool.cpp), so the
+  // allocated bytes count it, twice once a backward has run (memory_model.cc). The default of
+  // CUBLAS_WORKSPACE_CONFIG there: 4096 KiB x 8 = 32 MiB on compute capability 9 and up (Hopper, Blackwell),
+  // :4096:2:16:8 = 8,519,680 B before. On an H200 (2026-11-27, docs/gpu-runs/2026-11-27-h200-7d5f4cd.md)
+  // every GRPO generation pass after the first backward held exactly 32 MiB more (beside a term still
+  // unexplained). A custom GPU takes the larger.
+  double blas_workspace_bytes = 32.0 * (1 << 20);
   // NCCL's own buffers (channels x peers x buffer size), per process.
   double nccl_bytes = 0.5 * kGiB;
   // Caching-allocator fragmentation, as a fraction of the dynamic (activation) bytes.

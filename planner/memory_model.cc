@@ -366,6 +366,15 @@ void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const S
   }
 }
 
+// cuBLAS's workspaces, which LibTorch 2.x allocates from the caching allocator (so a GPU's allocated bytes
+// count them): one per thread that runs GEMMs, the forward's (and generation's) and autograd's backward
+// thread. LibTorch 1.x (the CPU harness) has none.
+void AddBlasWorkspaces(const Hardware& hw, const Items& items) {
+  if (hw.cpu || hw.kernels != WorkerKernels::kLibTorch2Sdpa || hw.blas_workspace_bytes <= 0) return;
+  items.Device("cuBLAS workspaces", 2 * hw.blas_workspace_bytes,
+               absl::StrFormat("2 threads (forward, autograd) x %.0f B", hw.blas_workspace_bytes));
+}
+
 // The step's dynamic peak: which phase holds the most (training activations, a reference or reward-model
 // forward, GRPO's generation) and how much, less the KV cache where generation is the peak (its own item).
 struct DynamicPeak {
@@ -448,6 +457,7 @@ double StaticDeviceBytes(const ModelShape& m, const Workload& w, const Strategy&
   const BucketLayout buckets = LayoutBuckets(m, w, s, world_size);
   AddWeightsAndGradients(m, w, s, world_size, buckets, items);
   AddOptimizerAndFrozenModels(m, w, s, hw, world_size, buckets, items);
+  AddBlasWorkspaces(hw, items);
   double bytes = 0;
   for (const MemoryItem& i : est.device) bytes += i.bytes;
   if (!hw.cpu) bytes += hw.runtime_bytes + (world_size > 1 ? hw.nccl_bytes : 0.0);
@@ -465,6 +475,7 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   const BucketLayout buckets = LayoutBuckets(m, w, s, world_size);
   AddWeightsAndGradients(m, w, s, world_size, buckets, items);
   AddOptimizerAndFrozenModels(m, w, s, hw, world_size, buckets, items);
+  AddBlasWorkspaces(hw, items);
 
   // Activations, per phase.
   ActivationEstimate act;
@@ -494,7 +505,7 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   est.activation_bytes = peak.bytes;
   est.peak_phase = peak.phase;
   if (!hw.cpu) {
-    items.Device("CUDA context + workspaces", hw.runtime_bytes, "per process");
+    items.Device("CUDA context + cuDNN workspace", hw.runtime_bytes, "per process");
     if (world_size > 1) items.Device("NCCL buffers", hw.nccl_bytes, "per process");
     items.Device("allocator fragmentation", hw.fragmentation * peak.bytes,
                  absl::StrFormat("%.0f%% of the dynamic bytes", 100 * hw.fragmentation));

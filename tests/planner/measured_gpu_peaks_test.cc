@@ -9,8 +9,8 @@
 // that moves a prediction away from what the GPU showed fails here. The bounds:
 // - the tensors the model counts (the plan less the CUDA context and the fragmentation allowance, which the
 //   allocated count leaves out) within 5% of the measurement either way: the model does not count the
-//   cuBLAS/cuDNN workspaces the allocator serves nor its 512-byte rounding, and it holds the CPU harness's
-//   coefficients to a few percent (docs/planning.md);
+//   cuDNN workspace the allocator serves nor its 512-byte rounding (cuBLAS's workspaces it counts), and it
+//   holds the CPU harness's coefficients to a few percent (docs/planning.md);
 // - the whole plan (what the planner fits under the cap) never below the measured peak.
 // The eager-attention rows of issue 28's run (docs/gpu-runs/2026-11-26-h200-6606733.md) are not here: the
 // eager kernel's backward holds [heads, T] temporaries on the GPU that the model (counted for the CPU build)

@@ -248,7 +248,7 @@ TEST(MemoryModelTest, OptimizerStateOfASevenBillionModelIsAbout84GbNot28) {
   EXPECT_NEAR(e.host_bytes - no_delay, 8 * 6 * p / 8, 1e-3 * 6 * p);
   w.delayed_update = false;
   // The runtime terms of a GPU profile are present.
-  EXPECT_GT(item(e, "CUDA context + workspaces"), 0.0);
+  EXPECT_GT(item(e, "CUDA context + cuDNN workspace"), 0.0);
   EXPECT_GT(item(e, "NCCL buffers"), 0.0);
   EXPECT_GT(item(e, "allocator fragmentation"), 0.0);
 }
@@ -382,6 +382,41 @@ TEST(MemoryModelTest, GrpoKvCacheByHand) {
     passes = EstimateGrpoPasses(m, w, s, *gpu, 2);
     EXPECT_DOUBLE_EQ(EstimateMemory(m, w, s, *gpu, 2).device_bytes,
                      std::max(passes.generation, passes.training));
+  }
+}
+
+// cuBLAS's workspaces are tensors on a GPU (LibTorch 2.x's caching allocator serves them): two threads'
+// worth, the forward's and autograd's, in every pass's tensors, 32 MiB each on Hopper and 8,519,680 B on
+// the GPUs before it (CUBLAS_WORKSPACE_CONFIG's defaults); the CPU harness's LibTorch 1.x has none.
+TEST(MemoryModelTest, CublasWorkspacesAreTwoThreadsWorthOnAGpu) {
+  const ModelShape m = Small();
+  Workload w;
+  w.task = Task::kGrpo;
+  w.prompt_len = 16;
+  w.new_tokens = 8;
+  w.samples_per_prompt = 4;
+  w.element_bytes = 2;
+  Strategy s;
+  s.rollout_prompts = 2;
+  const struct {
+    const char* hardware;
+    double per_thread;
+  } kCases[] = {{"h200", 32.0 * (1 << 20)}, {"8xh100-80", 32.0 * (1 << 20)}, {"a100-40", 8519680.0},
+                {"rtx4090", 8519680.0},     {"8x64GB", 32.0 * (1 << 20)},    {"cpu", 0.0}};
+  for (const auto& c : kCases) {
+    absl::StatusOr<Hardware> hw = ParseHardware(c.hardware);
+    ASSERT_TRUE(hw.ok()) << hw.status();
+    double listed = 0;
+    for (const MemoryItem& i : EstimateMemory(m, w, s, *hw, 1).device)
+      if (i.name == "cuBLAS workspaces") listed = i.bytes;
+    EXPECT_EQ(listed, 2 * c.per_thread) << c.hardware;
+    // Both GRPO passes count them among their tensors (what the allocator reports).
+    Hardware none = *hw;
+    none.blas_workspace_bytes = 0;
+    const GrpoPasses with = EstimateGrpoPasses(m, w, s, *hw, 1),
+                     without = EstimateGrpoPasses(m, w, s, none, 1);
+    EXPECT_DOUBLE_EQ(with.generation_tensors - without.generation_tensors, 2 * c.per_thread) << c.hardware;
+    EXPECT_DOUBLE_EQ(with.training_tensors - without.training_tensors, 2 * c.per_thread) << c.hardware;
   }
 }
 
