@@ -139,7 +139,8 @@ print(j["plan"]["rollout_prompts"], p["generation_tensor_bytes"], p["training_te
   DTYPE=()
   [[ $DEVICE == cuda ]] && DTYPE=(--dtype bf16)
   REPORT=()
-  ((ALLOCATIONS)) && REPORT=(--cuda-allocation-report "$D/allocations.txt")
+  # A CUDA diagnostic: the trainer refuses it on the test device, whose rehearsal runs without it.
+  ((ALLOCATIONS)) && [[ $DEVICE == cuda ]] && REPORT=(--cuda-allocation-report "$D/allocations.txt")
   timeout 300 "${ZF_ENV[@]}" "${MPI[@]}" -n "$W" "$T" --task grpo --data "$D" --device "$DEVICE" \
     "${DTYPE[@]}" --steps 2 --global-batch "$G" --micro "$M" \
     --samples-per-prompt "$S" --max-new-tokens "$N" --max-length $((P + N)) --rollout-batch $((rollout * S)) \
