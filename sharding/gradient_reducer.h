@@ -87,8 +87,10 @@ class GradientReducer {
   absl::Status Allocate();
   size_t elem_bytes() const { return core::DTypeSize(options_.param_dtype); }
   bool reducing_this_micro_batch() const;
-  absl::StatusOr<int> AcquireStaging();
-  absl::Status AddStaging();
+  // A staging buffer for bucket `b`, zeroed over the bucket's padded range (see the .cc).
+  absl::StatusOr<int> AcquireStaging(size_t b);
+  absl::Status AddStaging(size_t bytes);
+  size_t bucket_bytes(size_t b) const { return plan_->buckets()[b].layout.padded_numel * elem_bytes(); }
   absl::Status StoreGradient(size_t i, const void* grad);
   absl::Status LaunchReadyBuckets(bool from_backward);
   absl::Status CompleteOldest();
@@ -103,9 +105,10 @@ class GradientReducer {
   ShardUpdater* sink_;
   StepProfile* profile_;
 
-  device::Buffer flat_grads_;            // kReduceOncePerStep only (device)
-  device::Buffer recv_;                  // reduce-scatter landing buffer (device, param dtype); may be empty
-  std::vector<device::Buffer> staging_;  // max_bucket_numel * param dtype each (device)
+  device::Buffer flat_grads_;  // kReduceOncePerStep only (device)
+  device::Buffer recv_;        // reduce-scatter landing buffer (device, param dtype); may be empty
+  // The up-front pool's buffers hold the largest bucket; those added in backward hold the bucket that asked.
+  std::vector<device::Buffer> staging_;  // device, param dtype
   std::vector<int> free_staging_;
 
   bool in_micro_batch_ = false;

@@ -291,6 +291,48 @@ TEST(Zero2OptimizerTest, StagingPoolIsAllocatedUpFrontAndRecycledWithinItsLimit)
   }
 }
 
+// Gradients that arrive out of the buckets' launch order (a bucket of small parameters used far apart in the
+// forward completes late, and the ones after it wait to launch): with nothing in flight a waiting bucket gets
+// a buffer of its own size, not the largest bucket's, kept for the next micro-batches; the step is the same
+// as with gradients in launch order. (Sized to the largest bucket, a GRPO step on a Qwen2.5-0.5B shape
+// grew its staging by 4 embedding-sized buffers, 1.09 GB in bf16: issue 32's pass check.)
+TEST(Zero2OptimizerTest, AWaitingBucketGetsAStagingBufferOfItsOwnSize) {
+  const std::vector<ParamSpec> specs = {{"a", 64, true}, {"b", 8, false}, {"c", 8, true}};
+  std::vector<std::vector<float>> finals;
+  for (const bool out_of_order : {false, true}) {
+    RecordingCommunicator comm;
+    Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+    o.max_staging_buffers = 1;
+    auto opt = Zero2Optimizer::Create(specs, o, &comm);
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    const BucketPlan& plan = (*opt)->plan();
+    ASSERT_EQ(plan.buckets().size(), 3u);  // launch order: c, b, a (reverse registration)
+    ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+    const size_t largest = plan.max_bucket_numel() * 4, small = plan.buckets()[0].layout.padded_numel * 4;
+    ASSERT_GT(largest, small);
+    ASSERT_EQ(plan.buckets()[1].layout.padded_numel * 4, small);
+    EXPECT_EQ((*opt)->memory().staging_bytes_peak, largest);
+    // In order: c, b, a. Out of order: a first (it takes the pool's buffer and waits for c and b to launch),
+    // then b (waits for c; nothing in flight: a buffer of b's size), then c (likewise).
+    const std::vector<size_t> order =
+        out_of_order ? std::vector<size_t>{0, 1, 2} : std::vector<size_t>{2, 1, 0};
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+      for (size_t i : order) {
+        const std::vector<float> g = Fill(specs[i].numel, 0.5f + static_cast<float>(i + step));
+        ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
+      }
+      ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
+      ASSERT_TRUE((*opt)->Step(kLr).ok());
+      // Grown once, in the first micro-batch, by two buffers of the small buckets' size; reused after.
+      EXPECT_EQ((*opt)->memory().staging_bytes_peak, out_of_order ? largest + 2 * small : largest) << step;
+    }
+    const float* a = static_cast<const float*>((*opt)->param_data(0));
+    finals.emplace_back(a, a + specs[0].numel);
+  }
+  EXPECT_EQ(finals[0], finals[1]) << "the order gradients arrive in changes no value";
+}
+
 TEST(Zero2OptimizerTest, FullFp32ReduceOnceLandsInTheShardWithoutALandingBuffer) {
   comm::LocalCommunicator comm;
   auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceOncePerStep), &comm);
