@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -259,7 +261,14 @@ class Items {
 
 // The flat buffer's size and its largest bucket (elements), and how many buckets.
 struct BucketLayout {
-  double padded = 0, bucket_numel = 0, buckets = 0;
+  double padded = 0, buckets = 0;
+  std::vector<double> sizes;  // each bucket's padded elements, largest first
+  // Elements of the `k` largest buckets: the engine's up-front staging pool of k buffers.
+  double Largest(int64_t k) const {
+    double sum = 0;
+    for (size_t i = 0; i < sizes.size() && static_cast<int64_t>(i) < k; ++i) sum += sizes[i];
+    return sum;
+  }
 };
 
 // Buckets exactly as sharding::BucketPlan builds them: whole tensors in backward order, a new bucket when
@@ -288,8 +297,9 @@ BucketLayout LayoutBuckets(const ModelShape& m, const Workload& w, const Strateg
   for (int64_t u : bucket_used) {
     const double p = static_cast<double>(round_up(std::max<int64_t>(u, 1), world_size * align));
     out.padded += p;
-    out.bucket_numel = std::max(out.bucket_numel, p);
+    out.sizes.push_back(p);
   }
+  std::sort(out.sizes.begin(), out.sizes.end(), std::greater<double>());
   out.buckets = static_cast<double>(bucket_used.size());
   return out;
 }
@@ -318,10 +328,12 @@ void AddWeightsAndGradients(const ModelShape& m, const Workload& w, const Strate
     items.Device("gradients", a * b.padded, absl::StrCat(a, " B x ", trainable, " (full, all-reduced)"));
   } else {
     items.Device("gradient shard (reduce-scatter landing)", a * shard, absl::StrCat(a, " B x shard"));
-    const double staging = std::min(b.buckets, static_cast<double>(s.staging_buffers)) * a * b.bucket_numel;
-    items.Device("communication buckets", staging,
-                 absl::StrCat(std::min<int64_t>(static_cast<int64_t>(b.buckets), s.staging_buffers),
-                              " staging x ", static_cast<int64_t>(b.bucket_numel), " elements"));
+    // The engine's staging pool: as many buffers as the largest buckets, each sized as one of them
+    // (sharding/gradient_reducer.cc).
+    const int64_t pool = std::min<int64_t>(static_cast<int64_t>(b.buckets), s.staging_buffers);
+    items.Device("communication buckets", a * b.Largest(pool),
+                 absl::StrCat(pool, " staging: the ", pool, " largest buckets, ",
+                              static_cast<int64_t>(b.Largest(pool)), " elements"));
   }
 }
 

@@ -83,12 +83,25 @@ Job JobOf(const MeasuredPeak& p) {
   return {w, s};
 }
 
+// These runs predate the staging pool sized as the 3 largest buckets (2026-11-27): their engine allocated 3
+// buffers of the largest bucket. Where the largest buckets are the vocabulary-sized embedding and lm_head
+// (V x H each; untied here) that held one V x H buffer more and one H x I buffer less than the pool the plan
+// counts now, which is added back for the comparison. At a 4096 vocabulary the largest buckets are MLP
+// matrices either way.
+double OldStagingPoolExtraBytes(const MeasuredPeak& p) {
+  const ModelShape m = Llama(p);
+  const double head = static_cast<double>(m.vocab_size) * m.hidden_size;
+  const double mlp = static_cast<double>(m.hidden_size) * m.intermediate_size;
+  return head > mlp ? 2.0 * (head - mlp) : 0.0;
+}
+
 Planned Plan(const MeasuredPeak& p) {
   const Hardware hw = *ParseHardware("1xh200-141");
   const Job job = JobOf(p);
   const MemoryEstimate e = EstimateMemory(Llama(p), job.w, job.s, hw, 1);
   const double tensors = e.device_bytes - hw.runtime_bytes - hw.fragmentation * e.activation_bytes;
-  return {tensors / kGiB, e.device_bytes / kGiB};
+  const double extra = OldStagingPoolExtraBytes(p);
+  return {(tensors + extra) / kGiB, (e.device_bytes + extra) / kGiB};
 }
 
 TEST(MeasuredGpuPeaksTest, TheGpuPlanCountsTheH200PeaksWithin5Percent) {

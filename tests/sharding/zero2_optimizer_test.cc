@@ -333,6 +333,22 @@ TEST(Zero2OptimizerTest, AWaitingBucketGetsAStagingBufferOfItsOwnSize) {
   EXPECT_EQ(finals[0], finals[1]) << "the order gradients arrive in changes no value";
 }
 
+// The up-front pool holds as many buffers as the largest buckets, each sized as one of them: one buffer of a
+// bucket 4x the others' size, not two.
+TEST(Zero2OptimizerTest, TheStagingPoolIsSizedAsTheLargestBuckets) {
+  const std::vector<ParamSpec> specs = {{"a", 64, true}, {"b", 8, false}, {"c", 8, true}};
+  for (int limit : {1, 2, 3}) {
+    comm::LocalCommunicator comm;
+    Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+    o.max_staging_buffers = limit;
+    auto opt = Zero2Optimizer::Create(specs, o, &comm);
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    const size_t largest = (*opt)->plan().max_bucket_numel() * 4;
+    const size_t small = (*opt)->plan().buckets()[0].layout.padded_numel * 4;
+    EXPECT_EQ((*opt)->memory().staging_bytes_peak, largest + (limit - 1) * small) << "limit " << limit;
+  }
+}
+
 TEST(Zero2OptimizerTest, FullFp32ReduceOnceLandsInTheShardWithoutALandingBuffer) {
   comm::LocalCommunicator comm;
   auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceOncePerStep), &comm);
