@@ -25,8 +25,8 @@
 #                            boundary (zerofit_train_prefs --cuda-allocation-report, cuda_allocations.h) to
 #                            its folder's allocations.txt (scripts/symbolize_allocation_report.py names the
 #                            program's frames); the table is followed by the first configuration's blocks new
-#                            at the second step's generation start and end, and its first training
-#                            micro-batch's blocks by site
+#                            at the second step's generation start and end, and its training pass's blocks
+#                            at the peak and before the first backward, by site
 #   --kl-beta 0 and --untie bisect what the second step's generation pass carries beyond the first's on a
 #   GPU (BENCHMARKS.md, "Issues 32 and 30 on an H200 at 7d5f4cd").
 # After `scripts/gpu_check.sh --build-only --targets "zerofit_train_prefs zerofit"`.
@@ -192,10 +192,11 @@ if ((ALLOCATIONS)) && [[ -n $first_report ]]; then
       "$first_report" | head -120
     echo '```'
     echo
-    echo "The first training micro-batch's live blocks before its backward (its activations), by site:"
+    echo "The second step's training pass at its peak, by site (and its first micro-batch before backward):"
     echo
     echo '```'
-    sed -n '/^== step 1 first micro-batch before backward/,/^  + /p' "$first_report" | head -32
+    sed -n '/^== step 2 training peak/,/^  + /p' "$first_report" | head -40
+    sed -n '/^== step 2 first micro-batch before backward/,/^  + /p' "$first_report" | head -32
     echo '```'
   } >> "$OUT_DIR/grpo-memory.md"
 fi

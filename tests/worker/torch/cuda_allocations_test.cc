@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/worker/data/test_support.h"
+#include "worker/torch/train/peak_live_set.h"
 
 namespace zerofit::worker {
 namespace {
@@ -142,6 +143,43 @@ TEST(CudaAllocationReportTest, WithoutACudaDeviceRecordingIsRefusedAndNothingIsL
   EXPECT_NE(report.status().message().find(path), std::string::npos) << report.status();
 }
 
+// The peak's live set: what was live at the largest total since the reset, copied within 1% or 1 MiB of it;
+// frees of unknown addresses are ignored, and a reset restarts the peak from what is live.
+TEST(PeakLiveSetTest, KeepsTheBlocksLiveAtThePeak) {
+  PeakLiveSet set;
+  const auto context = std::make_shared<int>(7);
+  set.Allocated(0x1000, 4 * kMiB, nullptr);  // seeded: live before the recording
+  set.Reset();
+  set.Allocated(0x2000, 8 * kMiB,
+                context);  // a pass: +8 MiB, then +16 MiB, the first freed, then a small one
+  set.Allocated(0x3000, 16 * kMiB, nullptr);
+  set.Freed(0x2000);
+  set.Freed(0x9999);  // not live: ignored
+  set.Allocated(0x4000, 1024, nullptr);
+  EXPECT_EQ(set.peak_bytes(), 28 * kMiB);
+  EXPECT_EQ(set.live_bytes(), 20 * kMiB + 1024);
+  std::vector<PeakLiveSet::Block> at = set.AtPeak();
+  ASSERT_EQ(at.size(), 3u);  // 0x1000, 0x2000 (with its context), 0x3000
+  size_t total = 0;
+  for (const PeakLiveSet::Block& b : at) total += b.bytes;
+  EXPECT_EQ(total, 28 * kMiB);
+  EXPECT_EQ(at[1].address, 0x2000u);
+  EXPECT_EQ(at[1].context, context);
+  // The next pass: its peak starts from the 20 MiB + 1 KiB live now.
+  set.Reset();
+  EXPECT_EQ(set.peak_bytes(), 20 * kMiB + 1024);
+  EXPECT_EQ(set.AtPeak().size(), 3u);  // 0x1000, 0x3000, 0x4000
+  // A growth under 1 MiB past the last copy raises the peak but takes no copy; one past it does.
+  set.Allocated(0x5000, 512 << 10, nullptr);
+  EXPECT_EQ(set.peak_bytes(), 20 * kMiB + 1024 + (512 << 10));
+  EXPECT_EQ(set.AtPeak().size(), 3u);
+  set.Allocated(0x6000, 1 * kMiB, nullptr);
+  EXPECT_EQ(set.AtPeak().size(), 5u);
+  // An address allocated again replaces its entry (a trace seen twice while the recorder started).
+  set.Allocated(0x6000, 1 * kMiB, nullptr);
+  EXPECT_EQ(set.live_bytes(), 21 * kMiB + 1024 + (512 << 10));
+}
+
 bool CudaVisible() { return torch::cuda::is_available(); }
 
 TEST(CudaAllocationReportTest, GpuALiveTensorCarriesTheStackThatAllocatedIt) {
@@ -167,6 +205,29 @@ TEST(CudaAllocationReportTest, GpuALiveTensorCarriesTheStackThatAllocatedIt) {
     }
   }
   EXPECT_TRUE(saw_early && saw_late);
+}
+
+// The peak of a pass names a tensor that was freed before the pass ended: what a snapshot at the end misses.
+TEST(CudaAllocationReportTest, GpuThePeakHoldsATensorFreedBeforeTheEnd) {
+  if (!CudaVisible()) GTEST_SKIP() << "no CUDA device";
+  absl::StatusOr<std::unique_ptr<CudaAllocationRecorder>> recorder =
+      CudaAllocationRecorder::Start(torch::Device(torch::kCUDA, 0));
+  ASSERT_TRUE(recorder.ok()) << recorder.status();
+  ASSERT_TRUE((*recorder)->tracks_peak()) << "this LibTorch's allocator trace is one zerofit knows";
+  (*recorder)->ResetPeak();
+  const torch::TensorOptions cuda = torch::TensorOptions().device(torch::kCUDA, 0).dtype(torch::kFloat32);
+  uint64_t address = 0;
+  {
+    const torch::Tensor transient = torch::empty({9 * (1 << 18)}, cuda);  // 9 MiB, freed at the brace
+    address = reinterpret_cast<uintptr_t>(transient.data_ptr());
+  }
+  bool at_peak = false;
+  for (const LiveAllocation& a : (*recorder)->AtPeak()) at_peak = at_peak || a.address == address;
+  EXPECT_TRUE(at_peak);
+  bool live = false;
+  for (const LiveAllocation& a : (*recorder)->Live())
+    live = live || (a.address == address && a.bytes >= 9 * kMiB);
+  EXPECT_FALSE(live) << "freed: not live at the end";
 }
 
 TEST(CudaAllocationReportTest, GpuTheSecondSectionListsExactlyWhatWasAllocatedSinceTheFirst) {

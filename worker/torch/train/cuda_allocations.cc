@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/status_macros.h"
 
 #ifdef ZEROFIT_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -194,20 +196,73 @@ bool RecordHistory(bool, When, Tag0) {
   return false;
 }
 
-// STATE: a stack for each live allocation (ALLOC would also keep them for a trace history we do not read).
+// ALLOC: a stack for each live allocation and on each trace entry, which the peak tracker reads (the
+// allocator's own trace history is 1 entry long: nothing reads it).
 bool SetRecording(bool on) {
-  return RecordHistory(on, on ? cuda_alloc::RecordContext::STATE : cuda_alloc::RecordContext::NEVER, Tag3{});
+  return RecordHistory(on, on ? cuda_alloc::RecordContext::ALLOC : cuda_alloc::RecordContext::NEVER, Tag3{});
 }
 
-std::vector<std::string> Frames(const std::shared_ptr<GatheredContextT>& context) {
+// `context` is a GatheredContext (the allocator's), held as void by PeakLiveSet.
+std::vector<std::string> Frames(const std::shared_ptr<const void>& context) {
   std::vector<std::string> out;
-  const auto* stack = dynamic_cast<const StackContext*>(context.get());
+  const auto* stack = dynamic_cast<const StackContext*>(static_cast<const GatheredContextT*>(context.get()));
   if (stack == nullptr) return out;
   for (int i = kOwnFrames; i < stack->count; ++i) out.push_back(DescribeCodeAddress(stack->frames[i]));
   return out;
 }
 
+LiveAllocation FromBlock(uint64_t address, size_t bytes, size_t requested,
+                         const std::shared_ptr<const void>& context) {
+  LiveAllocation a;
+  a.address = address;
+  a.bytes = bytes;
+  a.requested_bytes = requested;
+  a.id = reinterpret_cast<uintptr_t>(context.get());
+  a.frames = Frames(context);
+  return a;
+}
+
+void ByLargest(std::vector<LiveAllocation>* blocks) {
+  std::stable_sort(blocks->begin(), blocks->end(),
+                   [](const LiveAllocation& x, const LiveAllocation& y) { return x.bytes > y.bytes; });
+}
+
 }  // namespace
+
+struct CudaAllocationRecorder::TrackedPeak {
+  explicit TrackedPeak(int d) : device(d) {}
+  const int device;
+  std::atomic<bool> on{true};
+  PeakLiveSet set;
+};
+
+namespace {
+
+// The allocator's trace callback into a PeakLiveSet: every allocation and free request of the device
+// (allocated bytes drop at the request; a free delayed by another stream's use completes later). The
+// TraceEntry fields it reads are checked to exist (2.1 to 2.11 have them); elsewhere no tracker.
+template <typename Entry>
+auto AttachPeakTracker(std::shared_ptr<CudaAllocationRecorder::TrackedPeak> t, Tag1)
+    -> decltype(std::declval<const Entry&>().addr_, std::declval<const Entry&>().size_,
+                std::declval<const Entry&>().device_, std::declval<const Entry&>().action_,
+                std::shared_ptr<const void>(std::declval<const Entry&>().context_), Entry::ALLOC,
+                Entry::FREE_REQUESTED, bool()) {
+  cuda_alloc::attachAllocatorTraceTracker([t](const Entry& e) {
+    if (!t->on.load(std::memory_order_relaxed) || static_cast<int>(e.device_) != t->device) return;
+    if (e.action_ == Entry::ALLOC) t->set.Allocated(e.addr_, e.size_, e.context_);
+    if (e.action_ == Entry::FREE_REQUESTED) t->set.Freed(e.addr_);
+  });
+  return true;
+}
+template <typename Entry>
+bool AttachPeakTracker(std::shared_ptr<CudaAllocationRecorder::TrackedPeak>, Tag0) {
+  return false;
+}
+
+}  // namespace
+
+CudaAllocationRecorder::CudaAllocationRecorder(int device, std::shared_ptr<TrackedPeak> peak)
+    : device_(device), peak_(std::move(peak)) {}
 
 absl::StatusOr<std::unique_ptr<CudaAllocationRecorder>> CudaAllocationRecorder::Start(
     const torch::Device& device) {
@@ -219,10 +274,34 @@ absl::StatusOr<std::unique_ptr<CudaAllocationRecorder>> CudaAllocationRecorder::
     return absl::UnimplementedError(
         "this LibTorch's CUDACachingAllocator::recordHistory has a signature zerofit does not know");
   }
-  return std::unique_ptr<CudaAllocationRecorder>(new CudaAllocationRecorder(device.index()));
+  // The tracker first, then the blocks already live: one allocated in between is seen twice, harmlessly.
+  auto peak = std::make_shared<TrackedPeak>(device.index());
+  if (!AttachPeakTracker<cuda_alloc::TraceEntry>(peak, Tag1{})) peak.reset();
+  std::unique_ptr<CudaAllocationRecorder> r(new CudaAllocationRecorder(device.index(), peak));
+  if (peak) {
+    for (const LiveAllocation& a : r->Live()) peak->set.Allocated(a.address, a.bytes, nullptr);
+    peak->set.Reset();
+  }
+  return r;
 }
 
-CudaAllocationRecorder::~CudaAllocationRecorder() { SetRecording(false); }
+CudaAllocationRecorder::~CudaAllocationRecorder() {
+  if (peak_) peak_->on = false;
+  SetRecording(false);
+}
+
+void CudaAllocationRecorder::ResetPeak() {
+  if (peak_) peak_->set.Reset();
+}
+
+std::vector<LiveAllocation> CudaAllocationRecorder::AtPeak() const {
+  std::vector<LiveAllocation> out;
+  if (!peak_) return out;
+  for (const PeakLiveSet::Block& b : peak_->set.AtPeak())
+    out.push_back(FromBlock(b.address, b.bytes, b.bytes, b.context));
+  ByLargest(&out);
+  return out;
+}
 
 std::vector<LiveAllocation> CudaAllocationRecorder::Live() const {
   std::vector<LiveAllocation> out;
@@ -231,20 +310,12 @@ std::vector<LiveAllocation> CudaAllocationRecorder::Live() const {
     if (static_cast<int>(segment.device) != device_) continue;
     uint64_t address = segment.address;
     for (const auto& block : segment.blocks) {
-      if (block.allocated) {
-        LiveAllocation a;
-        a.address = address;
-        a.bytes = block.size;
-        a.requested_bytes = block.requested_size;
-        a.id = reinterpret_cast<uintptr_t>(block.context_when_allocated.get());
-        a.frames = Frames(block.context_when_allocated);
-        out.push_back(std::move(a));
-      }
+      if (block.allocated)
+        out.push_back(FromBlock(address, block.size, block.requested_size, block.context_when_allocated));
       address += block.size;
     }
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const LiveAllocation& x, const LiveAllocation& y) { return x.bytes > y.bytes; });
+  ByLargest(&out);
   return out;
 }
 
@@ -257,9 +328,15 @@ absl::StatusOr<std::unique_ptr<CudaAllocationRecorder>> CudaAllocationRecorder::
       device.str(), ")"));
 }
 
+struct CudaAllocationRecorder::TrackedPeak {};
+
 CudaAllocationRecorder::~CudaAllocationRecorder() = default;
 
 std::vector<LiveAllocation> CudaAllocationRecorder::Live() const { return {}; }
+
+void CudaAllocationRecorder::ResetPeak() {}
+
+std::vector<LiveAllocation> CudaAllocationRecorder::AtPeak() const { return {}; }
 
 #endif
 
@@ -279,14 +356,24 @@ absl::StatusOr<std::unique_ptr<CudaAllocationReport>> CudaAllocationReport::Open
 absl::Status CudaAllocationReport::Write(int64_t step, const std::string& point) {
   std::vector<LiveAllocation> now = recorder_->Live();
   auto previous = previous_.find(point);
-  const std::string section =
-      FormatAllocationSection(absl::StrCat("step ", step + 1, " ", point), now,
-                              previous == previous_.end() ? nullptr : &previous->second);
+  ZF_RETURN_IF_ERROR(
+      Append(FormatAllocationSection(absl::StrCat("step ", step + 1, " ", point), now,
+                                     previous == previous_.end() ? nullptr : &previous->second)));
+  previous_[point] = std::move(now);
+  return absl::OkStatus();
+}
+
+absl::Status CudaAllocationReport::WritePeak(int64_t step, const std::string& pass) {
+  if (!recorder_->tracks_peak()) return absl::OkStatus();
+  return Append(FormatAllocationSection(absl::StrCat("step ", step + 1, " ", pass, " peak"),
+                                        recorder_->AtPeak(), nullptr));
+}
+
+absl::Status CudaAllocationReport::Append(const std::string& section) {
   std::ofstream out(path_, std::ios::app);
   out << section;
   out.flush();
   if (!out) return absl::DataLossError(absl::StrCat("writing the allocation report ", path_, " failed"));
-  previous_[point] = std::move(now);
   return absl::OkStatus();
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "worker/torch/train/peak_live_set.h"
 
 namespace zerofit::worker {
 
@@ -53,9 +54,21 @@ class CudaAllocationRecorder {
   // The device's allocated blocks now, largest first.
   std::vector<LiveAllocation> Live() const;
 
+  // The blocks live at the device's allocated peak since the last ResetPeak (PeakLiveSet: within 1% or
+  // 1 MiB of it), largest first; empty where this LibTorch's allocator trace has a form this file does not
+  // know (tracks_peak() false).
+  bool tracks_peak() const { return peak_ != nullptr; }
+  void ResetPeak();
+  std::vector<LiveAllocation> AtPeak() const;
+
+  struct TrackedPeak;  // the allocator callback's state (cuda_allocations.cc)
+
  private:
-  explicit CudaAllocationRecorder(int device) : device_(device) {}
+  CudaAllocationRecorder(int device, std::shared_ptr<TrackedPeak> peak);
   int device_;
+  // Shared with the allocator's trace callback, which outlives the recorder (the allocator cannot detach
+  // one): the destructor turns it off.
+  std::shared_ptr<TrackedPeak> peak_;
 };
 
 // Where a block was allocated, in one line, "OPERATOR <- CALLER": the LibTorch operator that allocated it
@@ -87,10 +100,14 @@ class CudaAllocationReport {
                                                                     const torch::Device& device);
   // `point` names the place in the step ("generation start"), `step` the step (1-based in the text).
   absl::Status Write(int64_t step, const std::string& point);
+  // A pass's peak: ResetPeak at its start, WritePeak at its end (a section of all the blocks at the peak).
+  void ResetPeak() { recorder_->ResetPeak(); }
+  absl::Status WritePeak(int64_t step, const std::string& pass);
 
  private:
   CudaAllocationReport(std::string path, std::unique_ptr<CudaAllocationRecorder> recorder)
       : path_(std::move(path)), recorder_(std::move(recorder)) {}
+  absl::Status Append(const std::string& section);
   std::string path_;
   std::unique_ptr<CudaAllocationRecorder> recorder_;
   std::map<std::string, std::vector<LiveAllocation>> previous_;  // by point

@@ -222,6 +222,12 @@ absl::Status ReportAllocations(CudaAllocationReport* report, int64_t step, const
   return report != nullptr ? report->Write(step, point) : absl::OkStatus();
 }
 
+// A pass's peak starts here: the allocator's and the seam's counters, and the report's peak live set.
+void ResetPeaks(const TrainingBackend& backend, CudaAllocationReport* report) {
+  ResetPeakMemory(backend);
+  if (report != nullptr) report->ResetPeak();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const PreferenceTrainOptions& o,
@@ -562,15 +568,18 @@ absl::StatusOr<metrics::StepMetrics> GrpoSession::Step(int64_t step, const Micro
   State& st = *state_;
   if (micro.empty()) return absl::InvalidArgumentError("Step: no micro-batches");
   try {
-    ResetPeakMemory(st.backend);
+    CudaAllocationReport* report = st.allocations.get();
+    ResetPeaks(st.backend, report);
     ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());  // generate with the parameters ZeRO-2 just updated
-    ZF_RETURN_IF_ERROR(ReportAllocations(st.allocations.get(), step, "generation start"));
+    ZF_RETURN_IF_ERROR(ReportAllocations(report, step, "generation start"));
     ZF_ASSIGN_OR_RETURN(Rollout ro, RunRollout(step, micro));
     ro.generation_peak = ReadPeakMemory(st.backend);
-    ZF_RETURN_IF_ERROR(ReportAllocations(st.allocations.get(), step, "generation end"));
-    ResetPeakMemory(st.backend);
+    ZF_RETURN_IF_ERROR(ReportAllocations(report, step, "generation end"));
+    if (report != nullptr) ZF_RETURN_IF_ERROR(report->WritePeak(step, "generation"));
+    ResetPeaks(st.backend, report);
     ZF_RETURN_IF_ERROR(Optimize(step, micro, ro));
-    ZF_RETURN_IF_ERROR(ReportAllocations(st.allocations.get(), step, "training end"));
+    ZF_RETURN_IF_ERROR(ReportAllocations(report, step, "training end"));
+    if (report != nullptr) ZF_RETURN_IF_ERROR(report->WritePeak(step, "training"));
     return StepMetricsOf(step, ro);
   } catch (const std::exception& e) {
     return StepFailure(step, e);

@@ -8,6 +8,7 @@ target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/train/named_step_metrics.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/objectives.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/pair_tensors.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/peak_live_set.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/plan_options.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/preference_session.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/reference_model.cc
