@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Modu
     b->params_.push_back(p);
     b->names_.push_back(item.key());
   }
+  b->hold_gradients_ = devices.device != nullptr && devices.device->kind() == device::DeviceKind::kTest;
   // The worker composes the engine with its offload updater (sharding/ knows only the interface).
   if (!devices.offload_updater) devices.offload_updater = offload::OffloadShardUpdater::Create;
   ZF_ASSIGN_OR_RETURN(b->optimizer_,
@@ -154,6 +155,7 @@ void Zero2Binding::OnAccumulated(size_t i) {
     } else {
       const torch::Tensor g = grad.contiguous();
       s = optimizer_->OnGradientReady(i, g.data_ptr());
+      if (hold_gradients_) held_.push_back(g);
       grad.reset();  // the gradient now lives in a bucket: no full gradient buffer is kept
     }
   }
@@ -177,10 +179,14 @@ absl::Status Zero2Binding::Backward(const torch::Tensor& loss_sum, bool last_of_
       (loss_sum * scale).backward();
     }
   } catch (const std::exception& e) {
+    held_.clear();
     if (!hook_status_.ok()) return hook_status_;
     return absl::InternalError(absl::StrCat("backward failed: ", e.what()));
   }
-  return optimizer_->EndMicroBatch(units);
+  absl::Status ended = optimizer_->EndMicroBatch(units);
+  held_.clear();  // EndMicroBatch waited for the reduce-scatters, and the copies out of these tensors precede
+                  // them
+  return ended;
 }
 
 }  // namespace zerofit::worker

@@ -73,6 +73,12 @@ class Zero2Binding {
   std::vector<uintptr_t> hook_keys_;
   std::mutex mu_;             // autograd may run hooks on device threads
   absl::Status hook_status_;  // first failure inside a hook during the current backward
+  // The test device: the engine's compute stream copies a gradient into its bucket later, on a thread of its
+  // own, while LibTorch's CPU allocator would reuse a freed tensor at once (a GPU's caching allocator orders
+  // the free after the stream's work). Its gradients are held until the micro-batch's reduce-scatters, which
+  // the copies precede, have run.
+  bool hold_gradients_ = false;
+  std::vector<torch::Tensor> held_;
 };
 
 }  // namespace zerofit::worker
