@@ -13,6 +13,7 @@
 #include <set>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -145,6 +146,7 @@ std::string FormatAllocationSection(const std::string& label, const std::vector<
 namespace {
 
 namespace cuda_alloc = c10::cuda::CUDACachingAllocator;
+using FrameNames = std::unordered_map<const void*, std::string>;
 constexpr int kMaxFrames = 40;
 // The recorder's own frame (CaptureStack), dropped from every stack.
 constexpr int kOwnFrames = 1;
@@ -202,23 +204,28 @@ bool SetRecording(bool on) {
   return RecordHistory(on, on ? cuda_alloc::RecordContext::ALLOC : cuda_alloc::RecordContext::NEVER, Tag3{});
 }
 
-// `context` is a GatheredContext (the allocator's), held as void by PeakLiveSet.
-std::vector<std::string> Frames(const std::shared_ptr<const void>& context) {
+// `context` is a GatheredContext (the allocator's), held as void by PeakLiveSet. Each return address is
+// named once (`names`): a report point lists thousands of blocks from a few hundred call sites.
+std::vector<std::string> Frames(const std::shared_ptr<const void>& context, FrameNames* names) {
   std::vector<std::string> out;
   const auto* stack = dynamic_cast<const StackContext*>(static_cast<const GatheredContextT*>(context.get()));
   if (stack == nullptr) return out;
-  for (int i = kOwnFrames; i < stack->count; ++i) out.push_back(DescribeCodeAddress(stack->frames[i]));
+  for (int i = kOwnFrames; i < stack->count; ++i) {
+    auto [it, added] = names->try_emplace(stack->frames[i]);
+    if (added) it->second = DescribeCodeAddress(stack->frames[i]);
+    out.push_back(it->second);
+  }
   return out;
 }
 
 LiveAllocation FromBlock(uint64_t address, size_t bytes, size_t requested,
-                         const std::shared_ptr<const void>& context) {
+                         const std::shared_ptr<const void>& context, FrameNames* names) {
   LiveAllocation a;
   a.address = address;
   a.bytes = bytes;
   a.requested_bytes = requested;
   a.id = reinterpret_cast<uintptr_t>(context.get());
-  a.frames = Frames(context);
+  a.frames = Frames(context, names);
   return a;
 }
 
@@ -234,6 +241,7 @@ struct CudaAllocationRecorder::TrackedPeak {
   const int device;
   std::atomic<bool> on{true};
   PeakLiveSet set;
+  std::unordered_map<const void*, std::string> names;  // AtPeak's (its caller's thread only)
 };
 
 namespace {
@@ -298,7 +306,7 @@ std::vector<LiveAllocation> CudaAllocationRecorder::AtPeak() const {
   std::vector<LiveAllocation> out;
   if (!peak_) return out;
   for (const PeakLiveSet::Block& b : peak_->set.AtPeak())
-    out.push_back(FromBlock(b.address, b.bytes, b.bytes, b.context));
+    out.push_back(FromBlock(b.address, b.bytes, b.bytes, b.context, &peak_->names));
   ByLargest(&out);
   return out;
 }
@@ -311,7 +319,8 @@ std::vector<LiveAllocation> CudaAllocationRecorder::Live() const {
     uint64_t address = segment.address;
     for (const auto& block : segment.blocks) {
       if (block.allocated)
-        out.push_back(FromBlock(address, block.size, block.requested_size, block.context_when_allocated));
+        out.push_back(
+            FromBlock(address, block.size, block.requested_size, block.context_when_allocated, &names_));
       address += block.size;
     }
   }
