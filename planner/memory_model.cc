@@ -510,9 +510,12 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   items.Device(peak.name, peak.bytes - logits,
                absl::StrCat(peak.phase, "; ", rows, " rows x ", seq, " tokens",
                             s.checkpointing ? ", checkpointed" : ""));
-  const double chunk_rows = LogProbChunkRows(static_cast<double>(m.vocab_size), rows * (seq - 1.0));
+  // GRPO's head reads the completions only (TrainingPeak's head_positions), the other tasks' every position.
+  const int64_t predicted = rows * (w.task == Task::kGrpo ? w.new_tokens : seq - 1);
+  const double chunk_rows =
+      LogProbChunkRows(static_cast<double>(m.vocab_size), static_cast<double>(predicted));
   items.Device("log-prob head (chunked fp32 logits)", logits,
-               absl::StrCat("chunks of ", static_cast<int64_t>(chunk_rows), " of ", rows * (seq - 1),
+               absl::StrCat("chunks of ", static_cast<int64_t>(chunk_rows), " of ", predicted,
                             " predicted positions x ", m.vocab_size, " fp32, the head's weight gradient"));
   est.activation_bytes = peak.bytes;
   est.peak_phase = peak.phase;

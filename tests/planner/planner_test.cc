@@ -371,6 +371,14 @@ TEST(MemoryModelTest, GrpoKvCacheByHand) {
   w.samples_per_prompt = 1;
   const MemoryEstimate one = EstimateMemory(m, w, s, *hw, 1);
   EXPECT_EQ(one.peak_phase.rfind("rollout generation", 0), std::string::npos) << one.peak_phase;
+  // With a vocabulary that makes the log-prob head the peak, it reads the 300 completion positions of the
+  // micro-batch's row, not all 399.
+  ModelShape wide = m;
+  wide.vocab_size = 32000;
+  std::string head;
+  for (const MemoryItem& i : EstimateMemory(wide, w, s, *hw, 1).device)
+    if (i.name == "log-prob head (chunked fp32 logits)") head = i.detail;
+  EXPECT_NE(head.find("chunks of 300 of 300 predicted positions"), std::string::npos) << head;
   passes = EstimateGrpoPasses(m, w, s, *hw, 1);
   EXPECT_DOUBLE_EQ(one.device_bytes, std::max(passes.generation, passes.training));
   EXPECT_LT(passes.generation, passes.training);
