@@ -259,7 +259,7 @@ class Items {
   MemoryEstimate* est_;
 };
 
-// The flat buffer's size and its largest bucket (elements), and how many buckets.
+// The flat buffer's size, each bucket's size (elements) and how many buckets.
 struct BucketLayout {
   double padded = 0, buckets = 0;
   std::vector<double> sizes;  // each bucket's padded elements, largest first

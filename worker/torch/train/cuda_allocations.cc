@@ -241,7 +241,6 @@ struct CudaAllocationRecorder::TrackedPeak {
   const int device;
   std::atomic<bool> on{true};
   PeakLiveSet set;
-  std::unordered_map<const void*, std::string> names;  // AtPeak's (its caller's thread only)
 };
 
 namespace {
@@ -306,7 +305,7 @@ std::vector<LiveAllocation> CudaAllocationRecorder::AtPeak() const {
   std::vector<LiveAllocation> out;
   if (!peak_) return out;
   for (const PeakLiveSet::Block& b : peak_->set.AtPeak())
-    out.push_back(FromBlock(b.address, b.bytes, b.bytes, b.context, &peak_->names));
+    out.push_back(FromBlock(b.address, b.bytes, b.bytes, b.context, &names_));
   ByLargest(&out);
   return out;
 }

@@ -67,7 +67,8 @@ class CudaAllocationRecorder {
  private:
   CudaAllocationRecorder(int device, std::shared_ptr<TrackedPeak> peak);
   int device_;
-  // Names of the return addresses Live() has met (a report's points share them): one thread at a time.
+  // Names of the return addresses Live() and AtPeak() have met (a report's points share them): one thread at
+  // a time.
   mutable std::unordered_map<const void*, std::string> names_;
   // Shared with the allocator's trace callback, which outlives the recorder (the allocator cannot detach
   // one): the destructor turns it off.
