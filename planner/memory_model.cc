@@ -33,8 +33,28 @@ struct LayerCoefficients {
   double hidden, inter, query, kv, heads, attn_row, constant, lora_per_rank;
 };
 
-// Debian's LibTorch 1.13 with eager attention, as the harness counted it (docs/planning.md).
-LayerCoefficients EagerLibTorch1(int a, bool lora) {
+// Debian's LibTorch 1.13 with eager attention, as the harness counted it (docs/planning.md). Without
+// activation checkpointing each RMSNorm and SwiGLU's silu(gate) * up are lean (llama_model.cc): a norm is
+// recomputed in backward and keeps its input (the residual stream, in the parameter dtype) and nothing of its
+// fp32 arithmetic, the MLP keeps gate and up but not silu(gate) (tests/worker/torch/recomputed_call_test.cc
+// counts both).
+LayerCoefficients LeanLibTorch1(int a, bool lora) {
+  if (!lora) {
+    // Each norm's input and output (4 hidden-wide), q, k and v (repeated heads or bmm copies) and the
+    // attention output (4 query-wide), gate/up/product (3 intermediate), the softmax's probabilities (fp32;
+    // in bf16 also their bf16 copy: 6 bytes).
+    if (a == 4) return {16, 12, 16, 0, 0, 4, 0, 0};
+    return {8, 6, 8, 0, 0, 6, 0, 0};
+  }
+  // LoRA (frozen base): inputs of frozen linears are not kept (autograd saves a matmul input only for the
+  // weight's gradient): the MLP's product and the second norm's output go; each adapter keeps its rank-r
+  // middle.
+  if (a == 4) return {12, 8, 16, 0, 0, 4, 0, 16};
+  return {6, 4, 8, 0, 0, 6, 0, 8};
+}
+
+// The plain pieces, inside a checkpointed layer: its graph lives for one layer's backward only.
+LayerCoefficients PlainLibTorch1(int a, bool lora) {
   if (!lora) {
     // fp32: the residual stream twice, 3 tensors per RMSNorm, q (bmm copy), k and v (repeated heads or
     // bmm copies) and the attention output (4 query-wide), gate/silu/up/product (4 intermediate), fp32 probs.
@@ -44,18 +64,16 @@ LayerCoefficients EagerLibTorch1(int a, bool lora) {
     // probabilities and their bf16 copy (6 bytes).
     return {24, 8, 8, 0, 0, 6, 8, 0};
   }
-  // LoRA (frozen base): inputs of frozen linears are not kept (autograd saves a matmul input only for the
-  // weight's gradient), so the MLP product and some norm outputs go; each adapter keeps its rank-r middle.
   if (a == 4) return {20, 12, 16, 0, 0, 4, 8, 16};
   return {18, 6, 8, 0, 0, 6, 8, 8};
 }
 
-LayerCoefficients Coefficients(int a, bool lora, WorkerKernels kernels) {
-  LayerCoefficients c = EagerLibTorch1(a, lora);
+LayerCoefficients Coefficients(int a, bool lora, bool lean, WorkerKernels kernels) {
+  LayerCoefficients c = lean ? LeanLibTorch1(a, lora) : PlainLibTorch1(a, lora);
   if (kernels == WorkerKernels::kLibTorch1Eager) return c;
-  // LibTorch 2.x's mean() keeps only its input's sizes: each of the two RMSNorms keeps one fp32 H-sized
-  // tensor less (x.pow(2), which 1.x kept for mean's backward).
-  c.hidden -= 8;
+  // LibTorch 2.x's mean() keeps only its input's sizes: each of the two plain RMSNorms keeps one fp32 H-sized
+  // tensor less (x.pow(2), which 1.x kept for mean's backward). A lean norm keeps neither.
+  if (!lean) c.hidden -= 8;
   // Scaled-dot-product attention keeps q, k and v as given (grouped-query K/V not repeated: enable_gqa), its
   // output, which is also o_proj's input (cuDNN allocates it in q's [B, T, heads, head_dim] layout, so the
   // transpose back is a view), and an fp32 logsumexp per head; no [heads, T] row. Eager kept q, the repeated
@@ -145,8 +163,8 @@ absl::StatusOr<Reference> ParseReference(const std::string& name) {
 }
 
 double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int a, int64_t lora_rank,
-                               WorkerKernels kernels) {
-  const LayerCoefficients c = Coefficients(a, lora_rank > 0, kernels);
+                               WorkerKernels kernels, bool checkpointed) {
+  const LayerCoefficients c = Coefficients(a, lora_rank > 0, !checkpointed, kernels);
   return c.hidden * m.hidden_size + c.inter * m.intermediate_size + c.query * m.q_size() +
          c.kv * m.kv_size() + c.heads * m.num_heads +
          c.attn_row * static_cast<double>(m.num_heads * seq_len) + c.constant +
@@ -155,13 +173,18 @@ double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int a, int6
 
 namespace {
 
-// The transient bytes per token of a decoder layer's backward: the MLP's gradients (gate/up/product) or the
-// RMSNorm's fp32 gradients, whichever is larger.
-double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora) {
+// The transient bytes per token of a decoder layer's backward: the MLP's gradients (gate/up/product) or an
+// RMSNorm's backward, whichever is larger. A lean norm recomputes its fp32 arithmetic and backpropagates
+// through it beside the incoming gradients: 24 bytes per hidden element in fp32, 26 in bf16 over what the
+// layer keeps, 10 more with LoRA (a frozen norm's input gradient flows on beside the adapters'), as the
+// tracking allocator counts them (planner_validation_test's decoder-layer-backward rows). A plain norm's
+// saved fp32 tensors are freed as its backward runs: 8 (fp32) or 12 (bf16), 14 with LoRA.
+double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora, bool lean) {
   const double h = static_cast<double>(m.hidden_size);
   const double inter = static_cast<double>(m.intermediate_size);
-  if (lora) return std::max(a * std::max(0.0, 3 * inter - 2 * h), 14.0 * h);
-  return std::max((a == 4 ? 4.0 : 2.0) * std::max(0.0, 2 * inter - 3 * h), (a == 4 ? 8.0 : 12.0) * h);
+  const double norm = (lean ? (a == 4 ? 24.0 : 26.0) : (a == 4 ? 8.0 : 12.0)) * h;
+  if (lora) return std::max(a * std::max(0.0, 3 * inter - 2 * h), lean ? norm + 10.0 * h : 14.0 * h);
+  return std::max((a == 4 ? 4.0 : 2.0) * std::max(0.0, 2 * inter - 3 * h), norm);
 }
 
 }  // namespace
@@ -169,7 +192,7 @@ double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora) {
 ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob& job) {
   const int a = job.element_bytes;
   const bool lora = job.lora_rank > 0, policy_head = job.policy_head, checkpointing = job.checkpointing;
-  const bool libtorch1 = job.kernels == WorkerKernels::kLibTorch1Eager;
+  const bool lean = !checkpointing && !job.plain_pieces;
   const double t = static_cast<double>(job.seq_len);
   const double n = static_cast<double>(job.rows) * t;  // tokens
   const double h = static_cast<double>(m.hidden_size);
@@ -182,8 +205,12 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
   // int64 target; with a frozen head also the hidden state they recompute the logits from (a trained head's
   // linear kept that one before, counted in head_saved).
   const double predicted = (job.head_positions < 0 ? t - 1.0 : static_cast<double>(job.head_positions)) / t;
-  // LibTorch 1.x keeps one more fp32 copy in the final norm, as in each layer's (Coefficients).
-  double head_saved = lora ? (policy_head ? 0.0 : a * h) : ((a == 4 ? 16.0 : 12.0) - (libtorch1 ? 0 : 4)) * h;
+  // The final norm: lean like each layer's (its input and, trained, its output), or under checkpointing
+  // plain, where LibTorch 1.x keeps one more fp32 copy, as in each layer's (Coefficients).
+  const bool libtorch1 = job.kernels == WorkerKernels::kLibTorch1Eager;
+  double head_saved = lean   ? (lora ? 1.0 : 2.0) * a * h
+                      : lora ? (policy_head ? 0.0 : a * h)
+                             : ((a == 4 ? 16.0 : 12.0) - (libtorch1 ? 0 : 4)) * h;
   const double logits_saved = policy_head ? (12.0 + (lora ? a * h : 0.0)) * predicted : 0.0;
   // Backward of the head, in bytes for the whole micro-batch: one chunk's logits (fp32: one buffer, turned
   // into its gradient in place; bf16: also the chunk's bf16 logits and the gradient's bf16 cast), and for
@@ -199,8 +226,8 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
   // Plus the hidden states' gradient, [rows x (T-1), H] in the parameter dtype, filled chunk by chunk.
   const double head_transient = std::max(chunk * v * (a == 4 ? 4.0 : a + 4.0), add_temporary) +
                                 head_weight_grad + (policy_head ? n * predicted * a * h : 0.0);
-  const double layer_moment = LayerBackwardBytesPerToken(m, a, lora);
-  const double layer_full = LayerSavedBytesPerToken(m, job.seq_len, a, job.lora_rank, job.kernels);
+  const double layer_moment = LayerBackwardBytesPerToken(m, a, lora, lean);
+  const double layer_full = LayerSavedBytesPerToken(m, job.seq_len, a, job.lora_rank, job.kernels, !lean);
   ActivationEstimate e;
   if (checkpointing) {
     // Checkpoints keep each layer's input and the RNG state the recompute replays (5056 bytes: LibTorch's
@@ -552,8 +579,9 @@ GenerationEstimate EstimateGeneration(const ModelShape& m, int64_t sequences, in
   const double score_bytes = a == 4 ? 8.0 : 2.0 * a + 6.0;
   const double query_wide = (a == 4 ? 2.0 : 1.0) + 2 * repeated;
   const double attention = base + n * (2 * a * h + query_wide * a * q + 2 * a * kv + score_bytes * heads * p);
-  // Prefill MLP: the residual, the attention sum, its norm, gate, silu, up, their product, down's output.
-  const double mlp = base + n * (4 * a * h + 4 * a * inter);
+  // Prefill MLP: the residual, the attention sum and its norm while gate, silu, up and their product are
+  // alive (gate and up are gone by the time down's output is: llama_model.cc's LlamaMlpImpl::forward).
+  const double mlp = base + n * (3 * a * h + 4 * a * inter);
   // Sampling a token (SampleTokens, temperature > 0): the fp32 logits, the sorted values, int64 indices,
   // float64 probabilities, their exclusive cumsum, the nucleus and its cdf, and a bool mask, 57 B per entry
   // as counted, plus 160 B per sequence of per-row tensors.

@@ -125,43 +125,57 @@ TEST(ModelShapeTest, ACheckpointDirectoryIsCountedFromItsSafetensorsHeaders) {
 TEST(MemoryModelTest, LayerActivationsByHand) {
   const ModelShape m = Small();
   constexpr WorkerKernels kOne = WorkerKernels::kLibTorch1Eager;
-  // fp32: 32 H + 16 I + 16 (heads x head_dim) + 4 heads x T + 8.
-  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 0, kOne), 32 * 8 + 16 * 16 + 16 * 8 + 4 * 2 * 6 + 8);
+  // Lean pieces (no checkpointing), fp32: 16 H (each norm's input and output) + 12 I (gate, up, product) +
+  // 16 (heads x head_dim) + 4 heads x T.
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 0, kOne, false), 16 * 8 + 12 * 16 + 16 * 8 + 4 * 2 * 6);
+  // bf16: 8 H + 6 I + 8 q + 6 heads x T.
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0, kOne, false), 8 * 8 + 6 * 16 + 8 * 8 + 6 * 2 * 6);
+  // LoRA r=2, fp32: 12 H + 8 I + 16 q + 4 heads x T + 16 r.
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 2, kOne, false),
+                   12 * 8 + 8 * 16 + 16 * 8 + 4 * 2 * 6 + 16 * 2);
+  // A checkpointed layer recomputes the plain pieces. fp32: 32 H + 16 I + 16 (heads x head_dim) + 4 heads x
+  // T + 8.
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 0, kOne, true),
+                   32 * 8 + 16 * 16 + 16 * 8 + 4 * 2 * 6 + 8);
   // bf16: 24 H + 8 I + 8 q + 6 heads x T + 8.
-  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0, kOne), 24 * 8 + 8 * 16 + 8 * 8 + 6 * 2 * 6 + 8);
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0, kOne, true), 24 * 8 + 8 * 16 + 8 * 8 + 6 * 2 * 6 + 8);
   // LoRA r=2, fp32: 20 H + 12 I + 16 q + 4 heads x T + 8 + 16 r.
-  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 2, kOne),
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 2, kOne, true),
                    20 * 8 + 12 * 16 + 16 * 8 + 4 * 2 * 6 + 8 + 16 * 2);
 }
 
-TEST(MemoryModelTest, TheGpuBuildKeepsOneNormCopyLessAndNoAttentionRow) {
+TEST(MemoryModelTest, TheGpuBuildKeepsNoAttentionRow) {
   const ModelShape m = Small();  // H 8, I 16, q 2 x 4 = 8, kv 1 x 4 = 4, 2 heads
   constexpr WorkerKernels kGpu = WorkerKernels::kLibTorch2Sdpa;
-  // LibTorch 2.x and SDPA, bf16: 8 B per hidden element less than 1.x (mean()'s fp32 input, once per
-  // RMSNorm); q and the attention output (2 x 2 B x 8), k and v unrepeated (2 x 2 B x 4) and an fp32
-  // logsumexp per head (4 B x 2) instead of the [heads, T] probabilities: nothing grows with T.
-  const double bf16 = 16 * 8 + 8 * 16 + 4 * 8 + 4 * 4 + 4 * 2 + 8;
-  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0, kGpu), bf16);
-  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 4096, 2, 0, kGpu), bf16);
-  // LoRA r=2, fp32: 12 H + 12 I + 8 q + 8 kv + 4 heads + 8 + 16 r.
-  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 2, kGpu),
-                   12 * 8 + 12 * 16 + 8 * 8 + 8 * 4 + 4 * 2 + 8 + 16 * 2);
-  // A reward model, 3 rows of 6 tokens: per token, each layer's difference and 4 B per hidden element of the
-  // final norm.
-  const double one_layer = LayerSavedBytesPerToken(m, 6, 2, 0, WorkerKernels::kLibTorch1Eager);
+  // LibTorch 2.x and SDPA, bf16, lean pieces: q and the attention output (2 x 2 B x 8), k and v unrepeated
+  // (2 x 2 B x 4) and an fp32 logsumexp per head (4 B x 2) instead of the [heads, T] probabilities: nothing
+  // grows with T.
+  const double bf16 = 8 * 8 + 6 * 16 + 4 * 8 + 4 * 4 + 4 * 2;
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0, kGpu, false), bf16);
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 4096, 2, 0, kGpu, false), bf16);
+  // Plain pieces (checkpointed): also 8 B per hidden element less than 1.x (mean()'s fp32 input, once per
+  // RMSNorm).
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 2, 0, kGpu, true),
+                   16 * 8 + 8 * 16 + 4 * 8 + 4 * 4 + 4 * 2 + 8);
+  // LoRA r=2, fp32, lean: 12 H + 8 I + 8 q + 8 kv + 4 heads + 16 r.
+  EXPECT_DOUBLE_EQ(LayerSavedBytesPerToken(m, 6, 4, 2, kGpu, false),
+                   12 * 8 + 8 * 16 + 8 * 8 + 8 * 4 + 4 * 2 + 16 * 2);
+  // A reward model, 3 rows of 6 tokens: per token, each layer's difference; the lean final norm is the same.
+  const double one_layer = LayerSavedBytesPerToken(m, 6, 2, 0, WorkerKernels::kLibTorch1Eager, false);
   const ActivationEstimate one = Activations(m, 3, 6, 2, false, 0, false, WorkerKernels::kLibTorch1Eager);
   const ActivationEstimate two = Activations(m, 3, 6, 2, false, 0, false, kGpu);
-  EXPECT_NEAR(one.saved - two.saved, 18 * (2 * (one_layer - bf16) + 4 * 8), 1e-9);
+  EXPECT_NEAR(one.saved - two.saved, 18 * 2 * (one_layer - bf16), 1e-9);
 }
 
 TEST(MemoryModelTest, ActivationPeakByHand) {
   ModelShape m = Small();
   m.vocab_size = 100;  // a vocabulary large enough for the log-prob head to set the peak
-  // 3 sequences of 6 tokens, fp32, policy head, no checkpointing.
-  const double n = 18, layer = 696;
+  // 3 sequences of 6 tokens, fp32, policy head, no checkpointing: lean layers (LayerActivationsByHand).
+  const double n = 18, layer = 496;
   const double fixed = 2 * 6 * 4 * 4 + 36;  // rope cos/sin + bool mask
-  // Final norm; the chunked log-probs keep an fp32 logsumexp and an int64 target for 5 of 6 positions.
-  const double head = 16 * 8, logits = 12 * 5.0 / 6;
+  // Final norm (its input and output); the chunked log-probs keep an fp32 logsumexp and an int64 target for
+  // 5 of 6 positions.
+  const double head = 2 * 4 * 8, logits = 12 * 5.0 / 6;
   const double saved = n * (2 * layer + head + logits) + fixed;
   ActivationEstimate e = Activations(m, 3, 6, 4, false, 0, true);
   EXPECT_NEAR(e.saved, saved, 1e-9);
@@ -191,17 +205,18 @@ TEST(MemoryModelTest, ActivationPeakByHand) {
   EXPECT_NEAR(e.peak - e.saved, 6.0 * m.vocab_size + 6.0 * m.vocab_size * 8 + 15 * 2 * 8, 1e-3);
   EXPECT_EQ(e.phase, "loss-head backward");
   m = Small();
-  // A reward model (score head): no logits; the decoder layer's backward sets the peak
-  // (max(4 (2I - 3H), 8H) = 64 bytes per token).
+  // A reward model (score head): no logits; the decoder layer's backward sets the peak: a lean norm's,
+  // max(4 (2I - 3H), 24H) = 192 bytes per token.
   e = Activations(m, 3, 6, 4, false, 0, false);
   EXPECT_NEAR(e.saved, n * (2 * layer + head) + fixed, 1e-9);
-  EXPECT_NEAR(e.peak, e.saved + n * 64, 1e-9);
+  EXPECT_NEAR(e.peak, e.saved + n * 192, 1e-9);
   EXPECT_EQ(e.phase, "decoder layer backward");
-  // Checkpointing keeps one hidden state per layer and the RNG state; backward recomputes one layer.
+  // Checkpointing keeps one hidden state per layer and the RNG state; backward recomputes one layer with the
+  // plain pieces (696 B a token, the plain final norm 16 H, max(4 (2I - 3H), 8H) = 64 B a token).
   e = Activations(m, 3, 6, 4, true, 0, false);
-  const double ck_saved = n * (2 * 4 * 8 + head) + fixed + 2 * 5056;
+  const double ck_saved = n * (2 * 4 * 8 + 16 * 8) + fixed + 2 * 5056;
   EXPECT_NEAR(e.saved, ck_saved, 1e-9);
-  EXPECT_NEAR(e.peak, ck_saved + n * (layer + 64 + 4 * 8), 1e-9);
+  EXPECT_NEAR(e.peak, ck_saved + n * (696 + 64 + 4 * 8), 1e-9);
 }
 
 TEST(MemoryModelTest, OptimizerStateOfASevenBillionModelIsAbout84GbNot28) {

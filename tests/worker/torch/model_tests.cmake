@@ -5,6 +5,13 @@ if(ZEROFIT_WITH_TORCH)
   add_test(NAME llama_model_test COMMAND llama_model_test)
   set_tests_properties(llama_model_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 
+  # The decoder layer's recomputed pieces (RMSNorm, SwiGLU): the plain graph's gradients bit for bit, and
+  # what autograd keeps for them, counted by the tracking allocator.
+  add_executable(recomputed_call_test worker/torch/recomputed_call_test.cc)
+  target_link_libraries(recomputed_call_test PRIVATE zerofit_memory_probe_torch GTest::gtest_main)
+  add_test(NAME recomputed_call_test COMMAND recomputed_call_test)
+  set_tests_properties(recomputed_call_test PROPERTIES LABELS unit TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
+
   # Incremental decoding over a KV cache and Generate (issue 32): decode logits against the full forward,
   # greedy generation against a float64 oracle, the sampler, the cache's bytes for the sequences in flight.
   add_executable(generation_test worker/torch/generation_test.cc)

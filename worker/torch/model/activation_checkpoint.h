@@ -19,6 +19,12 @@
 // Backward through the node does not build a graph of its own: double backward (create_graph) through a
 // checkpointed block is not supported. A retained graph (retain_graph) recomputes fn on every backward.
 // Throws c10::Error / std::exception like any autograd call; callers in worker/torch turn that into Status.
+//
+// RecomputedCall(fn, inputs, params) is the same node for a small deterministic piece of a layer (an RMSNorm,
+// SwiGLU's silu(gate) * up): several inputs, and no RNG state taken or restored (fn must draw nothing). It
+// keeps what backward needs smaller than autograd would: the inputs instead of the piece's intermediates
+// (an RMSNorm keeps its bf16 input instead of an fp32 upcast and a normalised copy), at the cost of running
+// the piece's element-wise forward a second time in backward. Gradients are bitwise those without it.
 #pragma once
 
 #include <torch/torch.h>
@@ -32,5 +38,12 @@ using CheckpointedFn = std::function<torch::Tensor(const torch::Tensor&)>;
 
 torch::Tensor CheckpointedCall(CheckpointedFn fn, const torch::Tensor& input,
                                const std::vector<torch::Tensor>& params);
+
+using RecomputedFn = std::function<torch::Tensor(const std::vector<torch::Tensor>&)>;
+
+// `params`: the tensors fn captures that require grad (each must); captured tensors that do not (rotary
+// tables, masks) need not be listed.
+torch::Tensor RecomputedCall(RecomputedFn fn, const std::vector<torch::Tensor>& inputs,
+                             const std::vector<torch::Tensor>& params);
 
 }  // namespace zerofit::worker

@@ -16,6 +16,7 @@
 #include "worker/torch/model/activation_checkpoint.h"
 #include "worker/torch/model/chunked_log_probs.h"
 #include "worker/torch/model/reward_readout.h"
+#include "worker/torch/model/swiglu.h"
 
 namespace zerofit::worker {
 namespace {
@@ -253,15 +254,30 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
   return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
-RmsNormImpl::RmsNormImpl(int64_t dim, double eps) : eps_(eps) {
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps, bool recomputed) : eps_(eps), recomputed_(recomputed) {
   weight = register_parameter("weight", torch::ones({dim}));
 }
 
-torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+namespace {
+
+torch::Tensor PlainRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   torch::Tensor h = x.to(torch::kFloat32);
   torch::Tensor variance = h.pow(2).mean(-1, /*keepdim=*/true);
-  h = h * torch::rsqrt(variance + eps_);
+  h = h * torch::rsqrt(variance + eps);
   return weight * h.to(x.scalar_type());
+}
+
+}  // namespace
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  if (!recomputed_) return PlainRmsNorm(x, weight, eps_);
+  // Recomputed in backward: autograd keeps x (and the weight) rather than the fp32 upcast and the
+  // normalised copy: 4 of bf16's 8 bytes per element (docs/planning.md, "Lean RMSNorm and SwiGLU").
+  const double eps = eps_;
+  const torch::Tensor w = weight;
+  return RecomputedCall(
+      [eps, w](const std::vector<torch::Tensor>& in) { return PlainRmsNorm(in[0], w, eps); }, {x},
+      w.requires_grad() ? std::vector<torch::Tensor>{w} : std::vector<torch::Tensor>{});
 }
 
 LlamaAttentionImpl::LlamaAttentionImpl(const core::HfModelConfig& c, const LlamaOptions& o)
@@ -300,7 +316,8 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
   return o_proj(out);
 }
 
-LlamaMlpImpl::LlamaMlpImpl(const core::HfModelConfig& c, const LlamaOptions& o) {
+LlamaMlpImpl::LlamaMlpImpl(const core::HfModelConfig& c, const LlamaOptions& o)
+    : lean_gate_(o.lean_pieces && !o.activation_checkpointing) {
   gate_proj =
       register_module("gate_proj", MakeLinear(o, "gate_proj", c.hidden_size, c.intermediate_size, false));
   up_proj = register_module("up_proj", MakeLinear(o, "up_proj", c.hidden_size, c.intermediate_size, false));
@@ -309,15 +326,19 @@ LlamaMlpImpl::LlamaMlpImpl(const core::HfModelConfig& c, const LlamaOptions& o) 
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
-  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+  // Gate and up die before down's output is allocated (the planner's prefill MLP counts that).
+  torch::Tensor product =
+      lean_gate_ ? SwiGlu(gate_proj(x), up_proj(x)) : torch::silu(gate_proj(x)) * up_proj(x);
+  return down_proj(product);
 }
 
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const core::HfModelConfig& c, const LlamaOptions& o) {
   self_attn = register_module("self_attn", LlamaAttention(c, o));
   mlp = register_module("mlp", LlamaMlp(c, o));
-  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+  const bool recomputed = o.lean_pieces && !o.activation_checkpointing;
+  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, recomputed));
   post_attention_layernorm =
-      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, recomputed));
 }
 
 torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
@@ -343,7 +364,8 @@ LlamaBackboneImpl::LlamaBackboneImpl(const core::HfModelConfig& c, const LlamaOp
     typed_layers.push_back(LlamaDecoderLayer(c, o));
     layers->push_back(typed_layers.back());
   }
-  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps));
+  norm = register_module(
+      "norm", RmsNorm(c.hidden_size, c.rms_norm_eps, o.lean_pieces && !o.activation_checkpointing));
 }
 
 LlamaModelImpl::LlamaModelImpl(const core::HfModelConfig& config, const LlamaOptions& options)

@@ -51,6 +51,10 @@ namespace zerofit::worker {
 
 struct LlamaOptions {
   bool activation_checkpointing = false;  // recompute each decoder layer in backward
+  // RMSNorm and SwiGLU's gating keep only their inputs for backward (RecomputedCall, SwiGlu) where no layer
+  // is checkpointed; false: the plain autograd graphs, the same gradients up to the order in which fp32
+  // contributions to a norm's input are summed (what a checkpointed layer recomputes; tests compare with it).
+  bool lean_pieces = true;
   LoraConfig lora;
   bool reward_head = false;  // score head (Linear(hidden, num_labels, bias=false)) instead of lm_head
   torch::Dtype dtype = torch::kFloat32;  // parameters and activations: kFloat32, kBFloat16 or kFloat16
@@ -72,14 +76,18 @@ std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(const core::HfModelConfig& 
 // Hugging Face's rotate_half: [x1, x2] -> [-x2, x1] over the last dimension's halves.
 torch::Tensor RotateHalf(const torch::Tensor& x);
 
+// Hugging Face's LlamaRMSNorm. `recomputed`: in a graph that needs gradients, autograd keeps the input
+// rather than the fp32 arithmetic (RecomputedCall); the model turns it off inside checkpointed layers, whose
+// plain graph lives for one layer's backward only.
 class RmsNormImpl : public torch::nn::Module {
  public:
-  RmsNormImpl(int64_t dim, double eps);
+  RmsNormImpl(int64_t dim, double eps, bool recomputed = true);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
 
  private:
   double eps_;
+  bool recomputed_;
 };
 TORCH_MODULE(RmsNorm);
 
@@ -116,6 +124,9 @@ class LlamaMlpImpl : public torch::nn::Module {
   LlamaMlpImpl(const core::HfModelConfig& config, const LlamaOptions& options);
   torch::Tensor forward(const torch::Tensor& x);
   LoraLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  bool lean_gate_;  // SwiGlu (swiglu.h) for silu(gate) * up; off inside checkpointed layers, like the norms'
 };
 TORCH_MODULE(LlamaMlp);
 
