@@ -57,9 +57,15 @@ double SumOfSquaresChunk(const void* src, core::DType dtype, size_t n) {
 }
 
 void HostSumOfSquares(const float* src, size_t n, double* out) {
+  HostSumOfSquares(src, core::DType::kFloat32, n, out);
+}
+
+void HostSumOfSquares(const void* src, core::DType dtype, size_t n, double* out) {
+  const auto* bytes = static_cast<const char*>(src);
+  const size_t size = core::DTypeSize(dtype);
   double sum = 0.0;
   for (size_t begin = 0; begin < n; begin += kSumOfSquaresChunk) {
-    sum += SumOfSquaresChunk(src + begin, std::min(kSumOfSquaresChunk, n - begin));
+    sum += SumOfSquaresChunk(bytes + begin * size, dtype, std::min(kSumOfSquaresChunk, n - begin));
   }
   *out = sum;
 }

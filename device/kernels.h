@@ -30,6 +30,8 @@ void HostAccumulate(const void* src, core::DType src_type, float* acc, size_t n,
 // *out = sum of src[i]^2 in fp64: the SumOfSquaresChunk of each kSumOfSquaresChunk elements, added in chunk
 // order. A caller that computes the chunks on several threads and adds them in order gets the same bits.
 void HostSumOfSquares(const float* src, size_t n, double* out);
+// The same over n elements of `dtype` (fp32, bf16 or fp16), each widened exactly to fp32.
+void HostSumOfSquares(const void* src, core::DType dtype, size_t n, double* out);
 inline constexpr size_t kSumOfSquaresChunk = size_t{1} << 16;
 // sum of src[i]^2 (n <= kSumOfSquaresChunk) over 8 interleaved fp64 lanes (lane i % 8), combined pairwise:
 // eight independent additions in flight instead of one chain of n (the fp64 add latency bounded the old loop

@@ -37,8 +37,9 @@ class Stream {
   // acc[i] += scale * src[i] for n elements (src: fp32, bf16 or fp16; acc: fp32).
   virtual absl::Status Accumulate(const void* src, core::DType src_type, float* acc, size_t n,
                                   float scale) = 0;
-  // *out (one double in device memory) = sum of src[i]^2.
-  virtual absl::Status SumOfSquares(const float* src, size_t n, double* out) = 0;
+  // *out (one double in device memory) = sum of src[i]^2, each element (fp32, bf16 or fp16) widened exactly
+  // to fp32 as it is read: a bf16 shard gives the bits its fp32 conversion would.
+  virtual absl::Status SumOfSquares(const void* src, core::DType dtype, size_t n, double* out) = 0;
   virtual absl::Status Convert(const void* src, core::DType src_type, void* dst, core::DType dst_type,
                                size_t n) = 0;
   virtual absl::Status AdamW(const AdamWArgs& args) = 0;

@@ -376,6 +376,10 @@ void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const S
   const std::string opt_detail = s.zero_stage >= 1 ? absl::StrCat("16 B x ", static_cast<int64_t>(shard),
                                                                   " (master, m, v, fp32 grad shard)")
                                                    : absl::StrCat("12 B x ", trainable, " (master, m, v)");
+  // On the device with one micro-batch a step (GRPO's varies) the engine keeps no fp32 gradient accumulator:
+  // AdamW reads the reduce-scatter's landing (sharding/device_shard_updater.h).
+  const bool no_accumulator =
+      s.zero_stage >= 1 && !s.offload && s.gradient_accumulation == 1 && w.task != Task::kGrpo;
   if (s.offload && s.zero_stage >= 1) {
     items.Host("optimizer state (pinned)", hw.gpus_per_node * (opt + 2.0 * a * shard),
                absl::StrCat(hw.gpus_per_node, " GPUs x (", opt_detail, " + bf16 staging)"));
@@ -384,6 +388,10 @@ void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const S
                  absl::StrCat(hw.gpus_per_node, " GPUs x ", 4 + a, " B x ", static_cast<int64_t>(shard),
                               " (delayed update: fp32 grad shard + staging)"));
     }
+  } else if (no_accumulator) {
+    items.Device("optimizer state", 12.0 * shard,
+                 absl::StrCat("12 B x ", static_cast<int64_t>(shard),
+                              " (master, m, v; one micro-batch a step: no fp32 grad shard)"));
   } else {
     items.Device("optimizer state", opt, opt_detail);
   }

@@ -13,8 +13,10 @@ DeviceShardUpdater::~DeviceShardUpdater() {
 absl::StatusOr<std::unique_ptr<DeviceShardUpdater>> DeviceShardUpdater::Create(const BucketPlan* plan,
                                                                                core::DType param_dtype,
                                                                                device::Device* device,
-                                                                               absl::Duration timeout) {
-  std::unique_ptr<DeviceShardUpdater> u(new DeviceShardUpdater(plan, param_dtype, device, timeout));
+                                                                               absl::Duration timeout,
+                                                                               bool single_micro_batch) {
+  std::unique_ptr<DeviceShardUpdater> u(
+      new DeviceShardUpdater(plan, param_dtype, device, timeout, single_micro_batch));
   ZF_RETURN_IF_ERROR(u->Allocate());
   return u;
 }
@@ -23,8 +25,11 @@ absl::Status DeviceShardUpdater::Allocate() {
   bucket_segments_ = BucketSegmentRanges(*plan_);
   ZF_ASSIGN_OR_RETURN(stream_, device_->CreateStream());
   ZF_ASSIGN_OR_RETURN(received_, device_->CreateEvent());
-  for (device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_, &grads_}) {
+  for (device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_}) {
     ZF_ASSIGN_OR_RETURN(*b, device_->Allocate(state_bytes(), MemoryKind::kDevice));
+  }
+  if (!single_micro_batch_) {
+    ZF_ASSIGN_OR_RETURN(grads_, device_->Allocate(state_bytes(), MemoryKind::kDevice));
   }
   ZF_ASSIGN_OR_RETURN(sum_, device_->Allocate(sizeof(double), MemoryKind::kDevice));
   ZF_ASSIGN_OR_RETURN(sum_host_, device_->Allocate(sizeof(double), MemoryKind::kPinned));
@@ -32,17 +37,37 @@ absl::Status DeviceShardUpdater::Allocate() {
 }
 
 absl::Status DeviceShardUpdater::Receive(size_t bucket, const void* landing, comm::Work& work,
-                                         bool /*last_of_step*/) {
+                                         bool last_of_step) {
   ZF_RETURN_IF_ERROR(work.OrderBefore(*stream_, timeout_));
   if (landing == nullptr) return absl::OkStatus();  // reduced straight into the accumulator
   const Bucket& b = plan_->buckets()[bucket];
+  if (single_micro_batch_) {
+    if (!last_of_step) {
+      return absl::FailedPreconditionError(
+          "Zero2Options.micro_batches_per_step is 1, but a micro-batch that is not the step's last was "
+          "reduced: "
+          "the updater has no fp32 accumulator to add it to");
+    }
+    const char* base = static_cast<const char*>(landing) - b.shard_offset * elem_bytes();
+    if (landing_ != nullptr && landing_ != base) {
+      return absl::InternalError(
+          "DeviceShardUpdater: the buckets' landing buffers are not one shard-sized buffer");
+    }
+    landing_ = base;
+    return absl::OkStatus();
+  }
   return stream_->Accumulate(landing, param_dtype_, grads_.as<float>() + b.shard_offset, b.layout.shard_numel,
                              1.0f);
 }
 
 float* DeviceShardUpdater::direct_landing(size_t bucket) {
-  if (param_dtype_ != core::DType::kFloat32) return nullptr;
+  if (param_dtype_ != core::DType::kFloat32 || single_micro_batch_) return nullptr;
   return grads_.as<float>() + plan_->buckets()[bucket].shard_offset;
+}
+
+const void* DeviceShardUpdater::GradientAt(size_t offset) const {
+  if (!single_micro_batch_) return grads_.as<float>() + offset;
+  return landing_ + offset * elem_bytes();
 }
 
 absl::Status DeviceShardUpdater::OrderAfterReceives(device::Stream& stream) {
@@ -51,13 +76,21 @@ absl::Status DeviceShardUpdater::OrderAfterReceives(device::Stream& stream) {
 }
 
 absl::StatusOr<double> DeviceShardUpdater::SumOfSquares() {
-  ZF_RETURN_IF_ERROR(stream_->SumOfSquares(grads_.as<float>(), plan_->shard_numel(), sum_.as<double>()));
+  if (plan_->shard_numel() == 0) return 0.0;
+  if (single_micro_batch_ && landing_ == nullptr)
+    return absl::FailedPreconditionError(
+        "DeviceShardUpdater::SumOfSquares: no gradient was received this step");
+  ZF_RETURN_IF_ERROR(
+      stream_->SumOfSquares(GradientAt(0), gradient_dtype(), plan_->shard_numel(), sum_.as<double>()));
   ZF_RETURN_IF_ERROR(stream_->Copy(sum_host_.data(), sum_.data(), sizeof(double)));
   ZF_RETURN_IF_ERROR(stream_->Synchronize(timeout_));
   return plan_->shard_numel() == 0 ? 0.0 : *sum_host_.as<double>();
 }
 
-absl::Status DeviceShardUpdater::ZeroGradients() { return stream_->Fill(grads_.data(), 0, grads_.bytes()); }
+absl::Status DeviceShardUpdater::ZeroGradients() {
+  if (single_micro_batch_) return absl::OkStatus();  // each step's reduce-scatters overwrite the landing
+  return stream_->Fill(grads_.data(), 0, grads_.bytes());
+}
 
 absl::Status DeviceShardUpdater::InitializeMaster(const char* flat_params, device::Stream& after) {
   ZF_RETURN_IF_ERROR(received_->Record(after));
@@ -87,8 +120,8 @@ absl::StatusOr<device::Stream*> DeviceShardUpdater::Update(size_t bucket, const 
     const ShardSegment& s = plan_->segments()[k];
     device::AdamWArgs a;
     a.spans.param = master() + s.shard_offset;
-    a.spans.grad = grads_.as<float>() + s.shard_offset;
-    a.spans.grad_dtype = core::DType::kFloat32;
+    a.spans.grad = GradientAt(s.shard_offset);
+    a.spans.grad_dtype = gradient_dtype();
     a.spans.m = exp_avg() + s.shard_offset;
     a.spans.v = exp_avg_sq() + s.shard_offset;
     a.spans.n = s.numel;

@@ -1,6 +1,12 @@
 // The shard updater without offload: master weights, AdamW moments and the fp32 gradient accumulator in
 // device memory; accumulation, the squared norm and AdamW run on the updater's own stream (device kernels),
 // so nothing but the one squared-norm number crosses to the host per step.
+//
+// With one micro-batch a step (`single_micro_batch`) there is nothing to accumulate: no fp32 accumulator is
+// allocated (4 B a shard element less), and the squared norm and AdamW read each bucket's reduced shard where
+// the reduce-scatter landed it, in the parameter dtype (exactly the values the accumulator would have held:
+// 0 + x is x, and widening to fp32 is exact). The landing buffer is the reducer's; its next reduce-scatters
+// wait for this stream (OrderAfterReceives), so AdamW reads it before it is overwritten.
 #pragma once
 
 #include <memory>
@@ -17,7 +23,8 @@ class DeviceShardUpdater final : public ShardUpdater {
   static absl::StatusOr<std::unique_ptr<DeviceShardUpdater>> Create(const BucketPlan* plan,
                                                                     core::DType param_dtype,
                                                                     device::Device* device,
-                                                                    absl::Duration timeout);
+                                                                    absl::Duration timeout,
+                                                                    bool single_micro_batch = false);
   ~DeviceShardUpdater() override;
 
   absl::Status Receive(size_t bucket, const void* landing, comm::Work& work, bool last_of_step) override;
@@ -39,9 +46,16 @@ class DeviceShardUpdater final : public ShardUpdater {
 
  private:
   DeviceShardUpdater(const BucketPlan* plan, core::DType param_dtype, device::Device* device,
-                     absl::Duration timeout)
-      : plan_(plan), param_dtype_(param_dtype), device_(device), timeout_(timeout) {}
+                     absl::Duration timeout, bool single_micro_batch)
+      : plan_(plan),
+        param_dtype_(param_dtype),
+        device_(device),
+        timeout_(timeout),
+        single_micro_batch_(single_micro_batch) {}
   absl::Status Allocate();
+  // The gradient AdamW reads for shard element `offset`, and its dtype.
+  const void* GradientAt(size_t offset) const;
+  core::DType gradient_dtype() const { return single_micro_batch_ ? param_dtype_ : core::DType::kFloat32; }
   size_t elem_bytes() const { return core::DTypeSize(param_dtype_); }
   size_t state_bytes() const { return plan_->shard_numel() * sizeof(float); }
 
@@ -49,12 +63,15 @@ class DeviceShardUpdater final : public ShardUpdater {
   core::DType param_dtype_;
   device::Device* device_;
   absl::Duration timeout_;
+  bool single_micro_batch_;
+  const char* landing_ = nullptr;  // single_micro_batch_: shard element 0 of the reducer's landing buffer
   std::vector<std::pair<size_t, size_t>> bucket_segments_;
   std::unique_ptr<device::Stream> stream_;  // accumulation, norm, AdamW: in this order
   std::unique_ptr<device::Event> received_;
-  device::Buffer master_, exp_avg_, exp_avg_sq_, grads_;  // shard_numel fp32 each (device)
-  device::Buffer sum_;                                    // one double (device)
-  device::Buffer sum_host_;                               // one double (pinned host)
+  device::Buffer master_, exp_avg_, exp_avg_sq_;  // shard_numel fp32 each (device)
+  device::Buffer grads_;                          // likewise; none with single_micro_batch_
+  device::Buffer sum_;                            // one double (device)
+  device::Buffer sum_host_;                       // one double (pinned host)
 };
 
 }  // namespace zerofit::sharding

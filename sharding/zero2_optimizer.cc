@@ -98,7 +98,8 @@ absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
     updater_ = std::move(updater);
     if (options_.offload.delayed()) update_thread_ = std::make_unique<core::SerialExecutor>();
   } else {
-    ZF_ASSIGN_OR_RETURN(updater_, DeviceShardUpdater::Create(&plan_, options_.param_dtype, device_, timeout));
+    ZF_ASSIGN_OR_RETURN(updater_, DeviceShardUpdater::Create(&plan_, options_.param_dtype, device_, timeout,
+                                                             options_.micro_batches_per_step == 1));
   }
   ReducerOptions ro;
   ro.param_dtype = options_.param_dtype;

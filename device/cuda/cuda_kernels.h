@@ -27,8 +27,9 @@ struct AdamWKernelConstants {
 // acc[i] += scale * src[i] (src fp32, bf16, fp16 or fp64).
 cudaError_t LaunchAccumulate(const void* src, core::DType src_type, float* acc, size_t n, float scale,
                              cudaStream_t stream);
-// *out = sum of double(src[i])^2.
-cudaError_t LaunchSumOfSquares(const float* src, size_t n, double* out, double* scratch, cudaStream_t stream);
+// *out = sum of double(src[i])^2, src fp32, bf16 or fp16 (widened exactly).
+cudaError_t LaunchSumOfSquares(const void* src, core::DType src_type, size_t n, double* out, double* scratch,
+                               cudaStream_t stream);
 // dst[i] = convert(src[i]) between different types (same-type copies are the caller's cudaMemcpyAsync).
 cudaError_t LaunchConvert(const void* src, core::DType src_type, void* dst, core::DType dst_type, size_t n,
                           cudaStream_t stream);

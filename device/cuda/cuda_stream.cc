@@ -137,9 +137,10 @@ absl::Status CudaStream::Accumulate(const void* src, core::DType src_type, float
   return ZF_CUDA_CALL(cuda::LaunchAccumulate(src, src_type, acc, n, scale, stream_));
 }
 
-absl::Status CudaStream::SumOfSquares(const float* src, size_t n, double* out) {
+absl::Status CudaStream::SumOfSquares(const void* src, core::DType dtype, size_t n, double* out) {
+  ZF_RETURN_IF_ERROR(CheckFloatType(dtype, "SumOfSquares source"));
   ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaSetDevice(device_)));
-  return ZF_CUDA_CALL(cuda::LaunchSumOfSquares(src, n, out, scratch_, stream_));
+  return ZF_CUDA_CALL(cuda::LaunchSumOfSquares(src, dtype, n, out, scratch_, stream_));
 }
 
 absl::Status CudaStream::Convert(const void* src, core::DType src_type, void* dst, core::DType dst_type,

@@ -44,7 +44,7 @@ class CudaStream final : public Stream {
   absl::Status Copy(void* dst, const void* src, size_t bytes) override;
   absl::Status Fill(void* dst, uint8_t value, size_t bytes) override;
   absl::Status Accumulate(const void* src, core::DType src_type, float* acc, size_t n, float scale) override;
-  absl::Status SumOfSquares(const float* src, size_t n, double* out) override;
+  absl::Status SumOfSquares(const void* src, core::DType dtype, size_t n, double* out) override;
   absl::Status Convert(const void* src, core::DType src_type, void* dst, core::DType dst_type,
                        size_t n) override;
   absl::Status AdamW(const AdamWArgs& args) override;

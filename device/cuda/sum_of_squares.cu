@@ -23,12 +23,12 @@ __device__ double BlockSum(double value, double* shared) {
   return shared[0];
 }
 
-__global__ void PartialSumsKernel(const float* src, size_t n, double* partials) {
+__global__ void PartialSumsKernel(const void* src, int type, size_t n, double* partials) {
   __shared__ double shared[kReduceThreads];
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   double sum = 0.0;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const double x = src[i];
+    const double x = LoadAsFloatDev(src, type, i);
     sum = __dadd_rn(sum, __dmul_rn(x, x));
   }
   const double total = BlockSum(sum, shared);
@@ -43,14 +43,15 @@ __global__ void FinalSumKernel(const double* partials, unsigned count, double* o
 
 }  // namespace
 
-cudaError_t LaunchSumOfSquares(const float* src, size_t n, double* out, double* scratch,
+cudaError_t LaunchSumOfSquares(const void* src, core::DType src_type, size_t n, double* out, double* scratch,
                                cudaStream_t stream) {
   static_assert(kSumOfSquaresMaxBlocks <= kReduceThreads, "pass 2 reduces every partial in one block");
   const size_t per_block = kReduceThreads * kElementsPerThread;
   size_t blocks = (n + per_block - 1) / per_block;
   if (blocks > static_cast<size_t>(kSumOfSquaresMaxBlocks)) blocks = kSumOfSquaresMaxBlocks;
   if (blocks > 0) {
-    PartialSumsKernel<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(src, n, scratch);
+    PartialSumsKernel<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(
+        src, static_cast<int>(src_type), n, scratch);
     if (cudaError_t rc = cudaGetLastError(); rc != cudaSuccess) return rc;
   }
   FinalSumKernel<<<1, kReduceThreads, 0, stream>>>(scratch, static_cast<unsigned>(blocks), out);

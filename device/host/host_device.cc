@@ -30,8 +30,8 @@ class InlineStream final : public Stream {
     HostAccumulate(src, src_type, acc, n, scale);
     return absl::OkStatus();
   }
-  absl::Status SumOfSquares(const float* src, size_t n, double* out) override {
-    HostSumOfSquares(src, n, out);
+  absl::Status SumOfSquares(const void* src, core::DType dtype, size_t n, double* out) override {
+    HostSumOfSquares(src, dtype, n, out);
     return absl::OkStatus();
   }
   absl::Status Convert(const void* src, core::DType src_type, void* dst, core::DType dst_type,

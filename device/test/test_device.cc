@@ -69,8 +69,8 @@ class DelayedStream final : public Stream {
   absl::Status Accumulate(const void* src, core::DType src_type, float* acc, size_t n, float scale) override {
     return Enqueue([=] { return HostAccumulate(src, src_type, acc, n, scale), absl::OkStatus(); });
   }
-  absl::Status SumOfSquares(const float* src, size_t n, double* out) override {
-    return Enqueue([=] { return HostSumOfSquares(src, n, out), absl::OkStatus(); });
+  absl::Status SumOfSquares(const void* src, core::DType dtype, size_t n, double* out) override {
+    return Enqueue([=] { return HostSumOfSquares(src, dtype, n, out), absl::OkStatus(); });
   }
   absl::Status Convert(const void* src, core::DType src_type, void* dst, core::DType dst_type,
                        size_t n) override {

@@ -204,12 +204,32 @@ TEST_P(DeviceConformance, SumOfSquaresMatchesHostReference) {
     HostSumOfSquares(src.data(), n, &expected);
     Buffer d_src = Upload(src);
     Buffer d_out = Upload(std::vector<double>{-1.0});
-    ASSERT_TRUE(stream_->SumOfSquares(d_src.as<float>(), n, d_out.as<double>()).ok());
+    ASSERT_TRUE(stream_->SumOfSquares(d_src.as<float>(), core::DType::kFloat32, n, d_out.as<double>()).ok());
     const double first = Download<double>(d_out, 1)[0];
     EXPECT_NEAR(first, expected, 1e-10 * expected);
-    ASSERT_TRUE(stream_->SumOfSquares(d_src.as<float>(), n, d_out.as<double>()).ok());
+    ASSERT_TRUE(stream_->SumOfSquares(d_src.as<float>(), core::DType::kFloat32, n, d_out.as<double>()).ok());
     const double second = Download<double>(d_out, 1)[0];
     EXPECT_EQ(std::memcmp(&first, &second, sizeof(double)), 0) << "not deterministic";
+  }
+}
+
+// A bf16 or fp16 source gives the bits of the same device's sum over its exact fp32 widening (the updater
+// reads a single micro-batch's reduced shard in the parameter dtype: DeviceShardUpdater), on every device.
+TEST_P(DeviceConformance, SumOfSquaresOfHalfTypesIsTheSumOfTheirWidening) {
+  const size_t n = (1 << 18) + 7;
+  for (DType t : kFloatTypes) {
+    SCOPED_TRACE(Label(t));
+    const std::vector<uint8_t> src = Encode(RandomFloats(n, 5, 3.0f), t);
+    std::vector<float> widened(n);
+    core::ConvertElements(src.data(), t, widened.data(), DType::kFloat32, n);
+    Buffer d_src = Upload(src);
+    Buffer d_wide = Upload(widened);
+    Buffer d_out = Upload(std::vector<double>{-1.0, -1.0});
+    ASSERT_TRUE(stream_->SumOfSquares(d_src.data(), t, n, d_out.as<double>()).ok());
+    ASSERT_TRUE(stream_->SumOfSquares(d_wide.as<float>(), DType::kFloat32, n, d_out.as<double>() + 1).ok());
+    const std::vector<double> out = Download<double>(d_out, 2);
+    EXPECT_EQ(std::memcmp(&out[0], &out[1], sizeof(double)), 0) << out[0] << " against " << out[1];
+    EXPECT_GT(out[0], 0.0);
   }
 }
 

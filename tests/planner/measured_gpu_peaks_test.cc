@@ -110,13 +110,21 @@ double OldPlainPiecesExtraBytes(const MeasuredPeak& p) {
   return EstimateActivations(Llama(p), job).peak - lean;
 }
 
+// And the fp32 gradient accumulator, which the engine kept with one micro-batch a step too: a third of the
+// optimizer state the plan counts now (12 B a shard element) on the device.
+double OldAccumulatorExtraBytes(const MemoryEstimate& e) {
+  for (const MemoryItem& i : e.device)
+    if (i.name == "optimizer state") return i.bytes / 3.0;
+  return 0.0;
+}
+
 Planned Plan(const MeasuredPeak& p) {
   const Hardware hw = *ParseHardware("1xh200-141");
   const Job job = JobOf(p);
   const MemoryEstimate e = EstimateMemory(Llama(p), job.w, job.s, hw, 1);
   const double tensors = e.device_bytes - hw.runtime_bytes - hw.fragmentation * e.activation_bytes;
   const double pieces = OldPlainPiecesExtraBytes(p);
-  const double extra = OldStagingPoolExtraBytes(p) + pieces;
+  const double extra = OldStagingPoolExtraBytes(p) + pieces + OldAccumulatorExtraBytes(e);
   return {(tensors + extra) / kGiB, (e.device_bytes + extra + hw.fragmentation * pieces) / kGiB};
 }
 

@@ -241,11 +241,16 @@ TEST(MemoryModelTest, OptimizerStateOfASevenBillionModelIsAbout84GbNot28) {
   EXPECT_GT(item(e, "optimizer state"), 84e9);
   EXPECT_NEAR(item(e, "parameters"), 2 * p, 1e-4 * 2 * p);
   EXPECT_NEAR(item(e, "gradients"), 2 * p, 1e-4 * 2 * p);
-  // ZeRO-2 on 8 GPUs: 16 bytes per parameter (with the fp32 gradient shard) divided by 8.
+  // ZeRO-2 on 8 GPUs: 16 bytes per parameter (with the fp32 gradient shard) divided by 8 ...
   s.zero_stage = 2;
+  s.gradient_accumulation = 2;
   e = EstimateMemory(*m, w, s, *hw, 8);
   EXPECT_NEAR(item(e, "optimizer state"), 16 * p / 8, 1e-3 * 16 * p / 8);
   EXPECT_EQ(item(e, "gradients"), 0.0);
+  // ... and 12 with one micro-batch a step: nothing to accumulate, AdamW reads the landing shard.
+  s.gradient_accumulation = 1;
+  e = EstimateMemory(*m, w, s, *hw, 8);
+  EXPECT_NEAR(item(e, "optimizer state"), 12 * p / 8, 1e-3 * 12 * p / 8);
   // Offload: the state leaves the GPU for pinned host memory, 8 GPUs' worth per node.
   s.offload = true;
   e = EstimateMemory(*m, w, s, *hw, 8);

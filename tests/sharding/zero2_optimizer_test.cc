@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -191,6 +192,59 @@ TEST(Zero2OptimizerTest, NormalisesByUnitsAcrossUnevenMicroBatchesInBothModes) {
       for (size_t e = 0; e < 8; ++e) EXPECT_NEAR(got[e], want[i][e], 1e-6) << AccumulationModeName(mode);
     }
   }
+}
+
+// One micro-batch a step (Zero2Options::micro_batches_per_step 1): no fp32 accumulator, the norm and AdamW
+// read the bf16 landing, and every step lands on the accumulator path's bits (0 + x is x; widening is exact).
+TEST(Zero2OptimizerTest, OneMicroBatchAStepKeepsNoAccumulatorAndStepsTheSameBits) {
+  Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+  o.param_dtype = core::DType::kBFloat16;
+  o.bucket_bytes = 8 * 2;
+  o.max_grad_norm = 0.5f;  // clipping reads the norm of the landed shard
+  comm::LocalCommunicator comm_a, comm_b;
+  auto acc = Zero2Optimizer::Create(ThreeParams(), o, &comm_a);
+  o.micro_batches_per_step = 1;
+  auto lean = Zero2Optimizer::Create(ThreeParams(), o, &comm_b);
+  ASSERT_TRUE(acc.ok() && lean.ok());
+  EXPECT_EQ((*acc)->memory().shard_grad_bytes, 4 * (*acc)->plan().shard_numel());
+  EXPECT_EQ((*lean)->memory().shard_grad_bytes, 0u);
+  for (Zero2Optimizer* opt : {acc->get(), lean->get()}) {
+    for (size_t i = 0; i < 3; ++i) {
+      std::vector<uint16_t> init(8);
+      for (size_t e = 0; e < 8; ++e) init[e] = core::FloatToBf16(0.3f * static_cast<float>(i + e) - 1.0f);
+      std::memcpy(opt->param_data(i), init.data(), 16);
+    }
+    ASSERT_TRUE(opt->InitializeFromParameters().ok());
+  }
+  for (int step = 0; step < 3; ++step) {
+    float norms[2];
+    int k = 0;
+    for (Zero2Optimizer* opt : {acc->get(), lean->get()}) {
+      ASSERT_TRUE(opt->BeginMicroBatch(true).ok());
+      for (size_t i = 3; i-- > 0;) {
+        std::vector<uint16_t> g(8);
+        for (size_t e = 0; e < 8; ++e)
+          g[e] = core::FloatToBf16(std::sin(1.7f * static_cast<float>(step * 31 + i * 8 + e)));
+        ASSERT_TRUE(opt->OnGradientReady(i, g.data()).ok());
+      }
+      ASSERT_TRUE(opt->EndMicroBatch(2.0).ok());
+      auto r = opt->Step(kLr);
+      ASSERT_TRUE(r.ok()) << r.status();
+      norms[k++] = r->grad_norm;
+    }
+    EXPECT_EQ(norms[0], norms[1]) << "step " << step;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(std::memcmp((*acc)->param_data(i), (*lean)->param_data(i), 16), 0)
+          << "step " << step << " " << i;
+    }
+  }
+  // A second micro-batch in a step has nowhere to accumulate: a clear error.
+  ASSERT_TRUE((*lean)->BeginMicroBatch(false).ok());
+  std::vector<uint16_t> g(8, core::FloatToBf16(1.0f));
+  absl::Status st = absl::OkStatus();
+  for (size_t i = 3; i-- > 0 && st.ok();) st = (*lean)->OnGradientReady(i, g.data());
+  if (st.ok()) st = (*lean)->EndMicroBatch(1.0);
+  EXPECT_NE(st.message().find("micro_batches_per_step"), std::string::npos) << st;
 }
 
 TEST(Zero2OptimizerTest, ClipsToMaxNorm) {

@@ -10,7 +10,7 @@ endif()
 # A job launched without explicit sizes is sized by the planner (accumulation, checkpointing) and trains.
 if(ZEROFIT_WITH_MPI AND TARGET zerofit_make_arith_prefs)
   add_test(NAME train_prefs_sized_by_planner_np2
-    COMMAND sh -c "d=$(mktemp -d) && $<TARGET_FILE:zerofit_make_arith_prefs> --out $d --train 400 --test 40 --ids --pad > /dev/null && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -n 2 $<TARGET_FILE:zerofit_train_prefs> --task dpo --data $d --steps 2 --global-batch 32 --memory-gb 0.03; s=$?; rm -rf $d; exit $s")
+    COMMAND sh -c "d=$(mktemp -d) && $<TARGET_FILE:zerofit_make_arith_prefs> --out $d --train 400 --test 40 --ids --pad > /dev/null && ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -n 2 $<TARGET_FILE:zerofit_train_prefs> --task dpo --data $d --steps 2 --global-batch 32 --memory-gb 0.025; s=$?; rm -rf $d; exit $s")
   set_tests_properties(train_prefs_sized_by_planner_np2 PROPERTIES LABELS mpi TIMEOUT 120 PROCESSORS 2
     PASS_REGULAR_EXPRESSION "plan \\(0.0 GB per rank\\): sized by the planner for [^:]*: micro-batch 8 x accumulation 2, ZeRO-2.*held-out implicit-reward accuracy")
 endif()

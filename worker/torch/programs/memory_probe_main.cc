@@ -3,6 +3,7 @@
 //   mpiexec -n W zerofit_memory_probe --config config.json --task sft|reward|dpo|grpo --micro-batch N
 //           --seq-len T [--accumulation K] [--checkpointing] [--lora-rank R]
 //           [--ref resident|offloaded|precomputed] [--offload] [--bf16] [--bucket-bytes B] [--steps S]
+//           [--plain-pieces] (the plain RMSNorm/SwiGLU graphs: LlamaOptions.lean_pieces off)
 //           grpo: [--prompt-len P] [--new-tokens N] [--samples-per-prompt G] [--rollout-prompts R] [--beta B]
 #include <cstdio>
 #include <map>
@@ -22,7 +23,8 @@ constexpr const char* kUsage =
     "usage: mpiexec -n W zerofit_memory_probe --config config.json --task sft|reward|dpo|grpo --micro-batch "
     "N "
     "--seq-len T [--accumulation K] [--checkpointing] [--lora-rank R] [--ref resident|offloaded|precomputed] "
-    "[--offload] [--bf16] [--bucket-bytes B] [--steps S]; grpo: [--prompt-len P] [--new-tokens N] "
+    "[--offload] [--bf16] [--bucket-bytes B] [--steps S] [--plain-pieces]; grpo: [--prompt-len P] "
+    "[--new-tokens N] "
     "[--samples-per-prompt G] [--rollout-prompts R] [--beta B] (B > 0: a resident reference)";
 
 absl::StatusOr<int64_t> Int(const std::map<std::string, std::string>& v, const std::string& key,
@@ -48,6 +50,8 @@ absl::StatusOr<ProbeJob> Parse(int argc, char** argv) {
       job.offload = true;
     } else if (a == "--bf16") {
       job.bf16 = true;
+    } else if (a == "--plain-pieces") {
+      job.plain_pieces = true;
     } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
       v[a] = argv[++i];
     } else {

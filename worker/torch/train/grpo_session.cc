@@ -265,7 +265,8 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
       for (torch::Tensor& p : st->reference->parameters()) p.set_requires_grad(false);
       st->reference->eval();
     }
-    ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, runtime, st->backend, comm));
+    ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, runtime, st->backend, comm,
+                                                /*micro_batches_per_step=*/0));
     ZF_ASSIGN_OR_RETURN(st->scorer, RolloutScorer::Create(o.grpo.rewards, st->tokenizer, st->eos_ids,
                                                           config.vocab_size, st->backend.torch_device));
   } catch (const std::exception& e) {

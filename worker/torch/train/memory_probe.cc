@@ -156,6 +156,7 @@ void AddZero2Bytes(const ProbeJob& job, const sharding::Zero2MemoryStats& m, con
 LlamaOptions ProbeModelOptions(const ProbeJob& job) {
   LlamaOptions mo;
   mo.activation_checkpointing = job.checkpointing;
+  mo.lean_pieces = !job.plain_pieces;
   mo.reward_head = job.task == Task::kReward;
   mo.lora.rank = job.lora_rank;
   mo.dtype = job.bf16 ? torch::kBFloat16 : torch::kFloat32;
@@ -168,6 +169,7 @@ sharding::Zero2Options ProbeZero2Options(const ProbeJob& job) {
   zo.offload.enabled = job.offload;
   zo.max_grad_norm = 1.0f;
   zo.param_dtype = job.bf16 ? core::DType::kBFloat16 : core::DType::kFloat32;
+  zo.micro_batches_per_step = job.task == planner::Task::kGrpo ? 0 : job.gradient_accumulation;
   return zo;
 }
 

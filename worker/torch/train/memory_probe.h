@@ -34,7 +34,8 @@ struct ProbeJob {
   int64_t lora_rank = 0;  // LoRA on q/k/v/o when > 0
   ReferenceStrategy reference = ReferenceStrategy::kResident;
   bool offload = false;
-  bool bf16 = false;  // bf16 parameters and activations (fp32 master weights), else fp32
+  bool bf16 = false;          // bf16 parameters and activations (fp32 master weights), else fp32
+  bool plain_pieces = false;  // LlamaOptions.lean_pieces off: the plain RMSNorm and SwiGLU graphs
   size_t bucket_bytes = 1 << 20;
   int steps = 2;  // the peak of the last step is reported (the first one allocates the optimizer state)
   uint64_t seed = 1;

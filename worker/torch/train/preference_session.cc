@@ -123,7 +123,8 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
                             ReferenceModel::Create(std::move(eval_model), ReferenceStrategy::kResident));
       }
     }
-    ZF_ASSIGN_OR_RETURN(st->binding, BindPolicy(st->policy, o, runtime, st->backend, comm));
+    ZF_ASSIGN_OR_RETURN(st->binding,
+                        BindPolicy(st->policy, o, runtime, st->backend, comm, o.gradient_accumulation));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("building the training session failed: ", e.what()));
   }

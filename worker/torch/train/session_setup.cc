@@ -69,8 +69,10 @@ absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const Pref
 absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, const PreferenceTrainOptions& o,
                                                          const RuntimeOptions& runtime,
                                                          const TrainingBackend& backend,
-                                                         comm::Communicator* comm) {
+                                                         comm::Communicator* comm,
+                                                         int micro_batches_per_step) {
   sharding::Zero2Options zo;
+  zo.micro_batches_per_step = micro_batches_per_step;
   zo.bucket_bytes = runtime.bucket_bytes;
   zo.accumulation_mode = runtime.accumulation_mode;
   zo.adamw.weight_decay = o.weight_decay;

@@ -44,10 +44,12 @@ absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const Pref
 // weight decay for norms and biases. The plan's optimizer and offload, runtime's buckets and threads. With
 // offload, rank 0 says on stderr how many threads CPU AdamW got, and any rank with fewer CPUs than threads
 // says so.
+// `micro_batches_per_step`: sharding::Zero2Options's (0 where it varies: GRPO's rollouts).
 absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, const PreferenceTrainOptions& o,
                                                          const RuntimeOptions& runtime,
                                                          const TrainingBackend& backend,
-                                                         comm::Communicator* comm);
+                                                         comm::Communicator* comm,
+                                                         int micro_batches_per_step);
 
 // A checkpoint of `binding`'s optimizer under `root` (sharding/checkpoint.h), keeping the `keep` newest; the
 // stale folders of a killed earlier save that rank 0 removed are said on stderr. Collective.
