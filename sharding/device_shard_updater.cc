@@ -84,7 +84,7 @@ absl::StatusOr<double> DeviceShardUpdater::SumOfSquares() {
       stream_->SumOfSquares(GradientAt(0), gradient_dtype(), plan_->shard_numel(), sum_.as<double>()));
   ZF_RETURN_IF_ERROR(stream_->Copy(sum_host_.data(), sum_.data(), sizeof(double)));
   ZF_RETURN_IF_ERROR(stream_->Synchronize(timeout_));
-  return plan_->shard_numel() == 0 ? 0.0 : *sum_host_.as<double>();
+  return *sum_host_.as<double>();
 }
 
 absl::Status DeviceShardUpdater::ZeroGradients() {
