@@ -41,13 +41,10 @@ absl::Status DeviceShardUpdater::Receive(size_t bucket, const void* landing, com
   ZF_RETURN_IF_ERROR(work.OrderBefore(*stream_, timeout_));
   if (landing == nullptr) return absl::OkStatus();  // reduced straight into the accumulator
   const Bucket& b = plan_->buckets()[bucket];
+  // More micro-batches in a step than declared: keep an accumulator from now on (memory the plan did not
+  // count, but the step is right). The step's first micro-batch gets here before any bucket of it landed.
+  if (single_micro_batch_ && !last_of_step) ZF_RETURN_IF_ERROR(StartAccumulating());
   if (single_micro_batch_) {
-    if (!last_of_step) {
-      return absl::FailedPreconditionError(
-          "Zero2Options.micro_batches_per_step is 1, but a micro-batch that is not the step's last was "
-          "reduced: "
-          "the updater has no fp32 accumulator to add it to");
-    }
     const char* base = static_cast<const char*>(landing) - b.shard_offset * elem_bytes();
     if (landing_ != nullptr && landing_ != base) {
       return absl::InternalError(
@@ -58,6 +55,13 @@ absl::Status DeviceShardUpdater::Receive(size_t bucket, const void* landing, com
   }
   return stream_->Accumulate(landing, param_dtype_, grads_.as<float>() + b.shard_offset, b.layout.shard_numel,
                              1.0f);
+}
+
+absl::Status DeviceShardUpdater::StartAccumulating() {
+  ZF_ASSIGN_OR_RETURN(grads_, device_->Allocate(state_bytes(), MemoryKind::kDevice));
+  single_micro_batch_ = false;
+  landing_ = nullptr;
+  return stream_->Fill(grads_.data(), 0, grads_.bytes());
 }
 
 float* DeviceShardUpdater::direct_landing(size_t bucket) {

@@ -6,7 +6,8 @@
 // allocated (4 B a shard element less), and the squared norm and AdamW read each bucket's reduced shard where
 // the reduce-scatter landed it, in the parameter dtype (exactly the values the accumulator would have held:
 // 0 + x is x, and widening to fp32 is exact). The landing buffer is the reducer's; its next reduce-scatters
-// wait for this stream (OrderAfterReceives), so AdamW reads it before it is overwritten.
+// wait for this stream (OrderAfterReceives), so AdamW reads it before it is overwritten. A step of more
+// micro-batches (the caller's count was wrong) makes the updater allocate the accumulator then and keep it.
 #pragma once
 
 #include <memory>
@@ -53,6 +54,8 @@ class DeviceShardUpdater final : public ShardUpdater {
         timeout_(timeout),
         single_micro_batch_(single_micro_batch) {}
   absl::Status Allocate();
+  // Leaves the single-micro-batch mode for good: allocates and zeroes the fp32 accumulator.
+  absl::Status StartAccumulating();
   // The gradient AdamW reads for shard element `offset`, and its dtype.
   const void* GradientAt(size_t offset) const;
   core::DType gradient_dtype() const { return single_micro_batch_ ? param_dtype_ : core::DType::kFloat32; }

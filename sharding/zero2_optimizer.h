@@ -70,8 +70,7 @@ struct Zero2Options {
   size_t alignment_bytes = 64;
   AccumulationMode accumulation_mode = AccumulationMode::kReduceScatterEveryMicroBatch;
   // Micro-batches in every optimizer step, where the caller knows it (0: not known, or it varies). 1: the
-  // on-device updater keeps no fp32 gradient accumulator (DeviceShardUpdater) and a second micro-batch in a
-  // step is an error.
+  // on-device updater keeps no fp32 gradient accumulator (DeviceShardUpdater) until a step brings more.
   int micro_batches_per_step = 0;
   optim::AdamWConfig adamw;    // the rate is Step()'s argument
   float max_grad_norm = 0.0f;  // <= 0: no clipping
