@@ -41,10 +41,10 @@ struct LayerCoefficients {
 LayerCoefficients LeanLibTorch1(int a, bool lora) {
   if (!lora) {
     // Each norm's input and output (4 hidden-wide), q, k and v (repeated heads or bmm copies) and the
-    // attention output (4 query-wide), gate/up/product (3 intermediate), the softmax's probabilities (fp32;
-    // in bf16 also their bf16 copy: 6 bytes).
-    if (a == 4) return {16, 12, 16, 0, 0, 4, 0, 0};
-    return {8, 6, 8, 0, 0, 6, 0, 0};
+    // attention output (4 query-wide), gate and up (2 intermediate: the product down reads is recomputed,
+    // SwiGluThenDown), the softmax's probabilities (fp32; in bf16 also their bf16 copy: 6 bytes).
+    if (a == 4) return {16, 8, 16, 0, 0, 4, 0, 0};
+    return {8, 4, 8, 0, 0, 6, 0, 0};
   }
   // LoRA (frozen base): inputs of frozen linears are not kept (autograd saves a matmul input only for the
   // weight's gradient): the MLP's product and the second norm's output go; each adapter keeps its rank-r
@@ -184,7 +184,25 @@ double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora, bool le
   const double inter = static_cast<double>(m.intermediate_size);
   const double norm = (lean ? (a == 4 ? 24.0 : 26.0) : (a == 4 ? 8.0 : 12.0)) * h;
   if (lora) return std::max(a * std::max(0.0, 3 * inter - 2 * h), lean ? norm + 10.0 * h : 14.0 * h);
+  // Lean MLP: the product recomputed before down's backward, then down's input gradient, gate's and up's
+  // (3 intermediate-wide), with the hidden-wide gradients around them (bf16 keeps fp32 ones).
+  if (lean) return std::max(a == 4 ? 4.0 * (3 * inter + 2 * h) : 6.0 * inter + 13.0 * h, norm);
   return std::max((a == 4 ? 4.0 : 2.0) * std::max(0.0, 2 * inter - 3 * h), norm);
+}
+
+// A lean layer's attention backward, per token, relative to all the saved activations: by then the MLP's
+// gate, up and the second norm's input and output (2 intermediate- and 2 hidden-wide) are freed. Eager
+// attention's softmax backward holds [heads, T] rows: in fp32 the probabilities' gradient and its result (8
+// B), in bf16 the bf16 gradient and the fp32 result (6 B), with six hidden-wide gradients; SDPA's backward
+// holds q, k and v gradients (no [heads, T] row). Fitted with the tracking allocator on
+// planner_validation_test's GRPO rows (fp32: five rows within 1%; bf16: one row).
+double LeanAttentionPhasePerToken(const ModelShape& m, int a, int64_t seq_len, WorkerKernels kernels) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double inter = static_cast<double>(m.intermediate_size);
+  const double rows = kernels == WorkerKernels::kLibTorch1Eager
+                          ? (a == 4 ? 8.0 : 6.0) * static_cast<double>(m.num_heads * seq_len)
+                          : a * static_cast<double>(m.q_size() + 2 * m.kv_size());
+  return rows + 6.0 * a * h - a * (2 * inter + 2 * h);
 }
 
 }  // namespace
@@ -254,7 +272,8 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
     // LoRA: each layer already backpropagated leaves an fp32 hidden-sized gradient behind until the end.
     layer_phase = e.saved - n * logits_saved + n * (layer_full + layer_moment + 4.0 * h * (layers - 1));
   } else {
-    layer_phase = e.saved - n * logits_saved + n * layer_moment;
+    const double attention = lean && !lora ? LeanAttentionPhasePerToken(m, a, job.seq_len, job.kernels) : 0.0;
+    layer_phase = e.saved - n * logits_saved + n * std::max(layer_moment, attention);
   }
   e.peak = std::max({head_forward, head_phase, layer_phase});
   if (head_forward >= std::max(head_phase, layer_phase)) {

@@ -148,6 +148,48 @@ TEST(RecomputedCallMemoryTest, SwiGluPeaksLowerThanThePlainGraph) {
   }
 }
 
+torch::Tensor PlainMlpTail(const torch::Tensor& gate, const torch::Tensor& up, const torch::Tensor& w) {
+  return torch::linear(PlainSwiGlu(gate, up), w);
+}
+
+torch::Tensor LeanMlpTail(const torch::Tensor& gate, const torch::Tensor& up, const torch::Tensor& w) {
+  return SwiGluThenDown(gate, up, [&w](const torch::Tensor& p) { return torch::linear(p, w); });
+}
+
+TEST_P(RecomputedCallTest, SwiGluThenDownGivesThePlainGradientsBitForBit) {
+  const torch::Dtype dtype = GetParam();
+  const torch::Tensor g = Leaf({3, 9, 96}, dtype, 12), u = Leaf({3, 9, 96}, dtype, 13);
+  const torch::Tensor w = Leaf({40, 96}, dtype, 14);
+  const torch::Tensor g2 = g.detach().clone().requires_grad_(true),
+                      u2 = u.detach().clone().requires_grad_(true);
+  const torch::Tensor w2 = w.detach().clone().requires_grad_(true);
+  const torch::Tensor dy = torch::randn({3, 9, 40}).to(dtype);
+  torch::Tensor y = LeanMlpTail(g, u, w);
+  y.backward(dy);
+  torch::Tensor y_plain = PlainMlpTail(g2, u2, w2);
+  y_plain.backward(dy);
+  ExpectBitwise(y, y_plain, "output");
+  ExpectBitwise(g.grad(), g2.grad(), "gate gradient");
+  ExpectBitwise(u.grad(), u2.grad(), "up gradient");
+  ExpectBitwise(w.grad(), w2.grad(), "down weight gradient");
+}
+
+TEST(RecomputedCallMemoryTest, TheMlpKeepsGateAndUpOnlyAndPeaksNoHigher) {
+  for (torch::Dtype dtype : {torch::kFloat32, torch::kBFloat16}) {
+    const torch::Tensor g = Leaf({6, 32, 352}, dtype, 15), u = Leaf({6, 32, 352}, dtype, 16);
+    const torch::Tensor w = Leaf({64, 352}, dtype, 17);
+    const int64_t tensor = g.numel() * g.element_size();
+    torch::AutoGradMode grad(true);
+    // Plain: silu(gate) and the product (down's input).
+    EXPECT_EQ(KeptBytes([&] { return PlainMlpTail(g, u, w); }), 2 * tensor) << c10::toString(dtype);
+    EXPECT_EQ(KeptBytes([&] { return LeanMlpTail(g, u, w); }), 0) << c10::toString(dtype);
+    const torch::Tensor dy = torch::randn({6, 32, 64}).to(dtype);
+    const int64_t plain = ForwardBackwardPeakBytes([&] { return PlainMlpTail(g, u, w); }, dy);
+    const int64_t lean = ForwardBackwardPeakBytes([&] { return LeanMlpTail(g, u, w); }, dy);
+    EXPECT_LE(lean, plain) << c10::toString(dtype);
+  }
+}
+
 TEST(RecomputedCallMemoryTest, WithoutGradNothingIsRecordedAndTheValueIsTheSame) {
   const torch::Tensor g = Leaf({2, 3, 8}, torch::kFloat32, 8), u = Leaf({2, 3, 8}, torch::kFloat32, 9);
   torch::NoGradGuard no_grad;

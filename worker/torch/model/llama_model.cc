@@ -326,10 +326,18 @@ LlamaMlpImpl::LlamaMlpImpl(const core::HfModelConfig& c, const LlamaOptions& o)
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
-  // Gate and up die before down's output is allocated (the planner's prefill MLP counts that).
-  torch::Tensor product =
-      lean_gate_ ? SwiGlu(gate_proj(x), up_proj(x)) : torch::silu(gate_proj(x)) * up_proj(x);
-  return down_proj(product);
+  if (!lean_gate_) {
+    // Gate and up die before down's output is allocated (the planner's prefill MLP counts that).
+    torch::Tensor product = torch::silu(gate_proj(x)) * up_proj(x);
+    return down_proj(product);
+  }
+  // In training autograd keeps gate and up only (swiglu.h). A frozen down projection without an adapter
+  // keeps no input: nothing to release.
+  if (!down_proj->weight.requires_grad() && !(down_proj->has_lora() && down_proj->adapter_enabled())) {
+    torch::Tensor product = SwiGlu(gate_proj(x), up_proj(x));
+    return down_proj(product);
+  }
+  return SwiGluThenDown(gate_proj(x), up_proj(x), [this](const torch::Tensor& p) { return down_proj(p); });
 }
 
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const core::HfModelConfig& c, const LlamaOptions& o) {

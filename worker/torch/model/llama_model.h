@@ -126,7 +126,7 @@ class LlamaMlpImpl : public torch::nn::Module {
   LoraLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
  private:
-  bool lean_gate_;  // SwiGlu (swiglu.h) for silu(gate) * up; off inside checkpointed layers, like the norms'
+  bool lean_gate_;  // SwiGluThenDown (swiglu.h); off inside checkpointed layers, like the norms'
 };
 TORCH_MODULE(LlamaMlp);
 

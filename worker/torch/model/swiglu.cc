@@ -42,4 +42,26 @@ torch::Tensor SwiGlu(const torch::Tensor& gate, const torch::Tensor& up) {
   return SwiGluFunction::apply(gate, up);
 }
 
+torch::Tensor SwiGluThenDown(const torch::Tensor& gate, const torch::Tensor& up,
+                             const std::function<torch::Tensor(const torch::Tensor&)>& down) {
+  torch::Tensor product = SwiGlu(gate, up);
+  torch::Tensor out = down(product);
+  if (!torch::GradMode::is_enabled() || !out.requires_grad()) return out;
+  // The storage the saved copies of the product share (autograd saves a shallow copy of the tensor).
+  const c10::Storage storage = product.storage();
+  const size_t nbytes = storage.nbytes();
+  TORCH_CHECK(product.is_contiguous() && product.storage_offset() == 0 &&
+                  static_cast<size_t>(product.numel() * product.element_size()) == nbytes,
+              "SwiGluThenDown: the product does not own its whole storage");
+  storage.set_data_ptr(c10::DataPtr(nullptr, product.device()));  // the old bytes are released here
+  out.register_hook([storage, nbytes, gate, up](const torch::Tensor&) {
+    torch::NoGradGuard no_grad;
+    torch::Tensor again = torch::silu(gate).mul_(up);  // in place: one intermediate-wide tensor, same bits
+    TORCH_CHECK(static_cast<size_t>(again.numel() * again.element_size()) == nbytes,
+                "SwiGluThenDown: the recomputed product has another size");
+    storage.set_data_ptr(again.storage().set_data_ptr(c10::DataPtr(nullptr, again.device())));
+  });
+  return out;
+}
+
 }  // namespace zerofit::worker

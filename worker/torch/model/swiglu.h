@@ -9,10 +9,21 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 namespace zerofit::worker {
 
 // gate and up: same shape and dtype. Without grad mode, or when neither requires grad, simply
 // silu(gate) * up.
 torch::Tensor SwiGlu(const torch::Tensor& gate, const torch::Tensor& up);
+
+// down(SwiGlu(gate, up)), where `down` is the MLP's down projection (a linear layer, whatever it saves for
+// backward). Autograd would keep the product as down's input; here the product's bytes are released once down
+// has run, and recomputed (silu(gate) * up, the same bits) by a hook on the output's gradient, which runs
+// before any node of down's backward. So the MLP keeps gate and up only: one intermediate-wide tensor less a
+// token and layer. `down` must use the product only as the input of nodes that belong to it (a linear, a
+// LoRA linear): nothing else may read the product between the forward and that hook.
+torch::Tensor SwiGluThenDown(const torch::Tensor& gate, const torch::Tensor& up,
+                             const std::function<torch::Tensor(const torch::Tensor&)>& down);
 
 }  // namespace zerofit::worker
