@@ -9,8 +9,10 @@ if(ZEROFIT_WITH_TORCH)
   # what autograd keeps for them, counted by the tracking allocator.
   add_executable(recomputed_call_test worker/torch/recomputed_call_test.cc)
   target_link_libraries(recomputed_call_test PRIVATE zerofit_memory_probe_torch GTest::gtest_main)
-  add_test(NAME recomputed_call_test COMMAND recomputed_call_test)
+  add_test(NAME recomputed_call_test COMMAND recomputed_call_test --gtest_filter=-*.Gpu*)
   set_tests_properties(recomputed_call_test PROPERTIES LABELS unit TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
+  add_test(NAME recomputed_call_gpu_test COMMAND recomputed_call_test --gtest_filter=*.Gpu*)
+  set_tests_properties(recomputed_call_gpu_test PROPERTIES LABELS gpu TIMEOUT 120)
 
   # Incremental decoding over a KV cache and Generate (issue 32): decode logits against the full forward,
   # greedy generation against a float64 oracle, the sampler, the cache's bytes for the sequences in flight.

@@ -190,6 +190,41 @@ TEST(RecomputedCallMemoryTest, TheMlpKeepsGateAndUpOnlyAndPeaksNoHigher) {
   }
 }
 
+// On a GPU (the gpu label; skipped without one): the norm, SwiGlu and SwiGluThenDown in bf16 on cuda:0
+// against the plain graphs, bit for bit (the same CUDA kernels and cuBLAS calls in the same order), and the
+// product's bytes released after the forward.
+TEST(RecomputedCallGpuTest, GpuTheLeanPiecesGiveThePlainGradientsOnCuda) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible to a CUDA LibTorch";
+  const torch::Device cuda(torch::kCUDA, 0);
+  auto leaf = [&](std::vector<int64_t> shape, int seed) {
+    torch::manual_seed(seed);
+    return torch::randn(shape).to(cuda, torch::kBFloat16).requires_grad_(true);
+  };
+  const torch::Tensor x = leaf({4, 64, 256}, 31), w = leaf({256}, 32), g = leaf({4, 64, 704}, 33),
+                      u = leaf({4, 64, 704}, 34), d = leaf({256, 704}, 35);
+  const torch::Tensor dy = torch::randn({4, 64, 256}).to(cuda, torch::kBFloat16);
+  auto copies = [](std::vector<torch::Tensor> ts) {
+    for (torch::Tensor& t : ts) t = t.detach().clone().requires_grad_(true);
+    return ts;
+  };
+  std::vector<torch::Tensor> plain = copies({x, w, g, u, d});
+  RmsNorm norm(256, 1e-6);
+  norm->to(cuda, torch::kBFloat16);
+  {
+    torch::NoGradGuard no_grad;
+    norm->weight.copy_(w);
+  }
+  (norm(x) * dy).sum().backward();
+  (PlainRmsNorm(plain[0], plain[1], 1e-6) * dy).sum().backward();
+  ExpectBitwise(x.grad(), plain[0].grad(), "norm input gradient");
+  ExpectBitwise(norm->weight.grad(), plain[1].grad(), "norm weight gradient");
+  (LeanMlpTail(g, u, d) * dy).sum().backward();
+  (PlainMlpTail(plain[2], plain[3], plain[4]) * dy).sum().backward();
+  ExpectBitwise(g.grad(), plain[2].grad(), "gate gradient");
+  ExpectBitwise(u.grad(), plain[3].grad(), "up gradient");
+  ExpectBitwise(d.grad(), plain[4].grad(), "down weight gradient");
+}
+
 TEST(RecomputedCallMemoryTest, WithoutGradNothingIsRecordedAndTheValueIsTheSame) {
   const torch::Tensor g = Leaf({2, 3, 8}, torch::kFloat32, 8), u = Leaf({2, 3, 8}, torch::kFloat32, 9);
   torch::NoGradGuard no_grad;
