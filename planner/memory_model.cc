@@ -36,8 +36,8 @@ struct LayerCoefficients {
 // Debian's LibTorch 1.13 with eager attention, as the harness counted it (docs/planning.md). Without
 // activation checkpointing each RMSNorm and SwiGLU's silu(gate) * up are lean (llama_model.cc): a norm is
 // recomputed in backward and keeps its input (the residual stream, in the parameter dtype) and nothing of its
-// fp32 arithmetic, the MLP keeps gate and up but not silu(gate) (tests/worker/torch/recomputed_call_test.cc
-// counts both).
+// fp32 arithmetic, the MLP keeps gate and up, neither silu(gate) nor their product (swiglu.h;
+// tests/worker/torch/recomputed_call_test.cc counts them).
 LayerCoefficients LeanLibTorch1(int a, bool lora) {
   if (!lora) {
     // Each norm's input and output (4 hidden-wide), q, k and v (repeated heads or bmm copies) and the

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -216,18 +217,23 @@ TEST(Zero2OptimizerTest, OneMicroBatchAStepKeepsNoAccumulatorAndStepsTheSameBits
     }
     ASSERT_TRUE(opt->InitializeFromParameters().ok());
   }
+  // One micro-batch of bf16 gradients, element e of parameter i being value(i * 8 + e).
+  auto micro_batch = [](Zero2Optimizer* opt, bool last, double units,
+                        const std::function<float(size_t)>& value) {
+    ASSERT_TRUE(opt->BeginMicroBatch(last).ok());
+    for (size_t i = 3; i-- > 0;) {
+      std::vector<uint16_t> g(8);
+      for (size_t e = 0; e < 8; ++e) g[e] = core::FloatToBf16(value(i * 8 + e));
+      ASSERT_TRUE(opt->OnGradientReady(i, g.data()).ok());
+    }
+    ASSERT_TRUE(opt->EndMicroBatch(units).ok());
+  };
   for (int step = 0; step < 3; ++step) {
     float norms[2];
     int k = 0;
     for (Zero2Optimizer* opt : {acc->get(), lean->get()}) {
-      ASSERT_TRUE(opt->BeginMicroBatch(true).ok());
-      for (size_t i = 3; i-- > 0;) {
-        std::vector<uint16_t> g(8);
-        for (size_t e = 0; e < 8; ++e)
-          g[e] = core::FloatToBf16(std::sin(1.7f * static_cast<float>(step * 31 + i * 8 + e)));
-        ASSERT_TRUE(opt->OnGradientReady(i, g.data()).ok());
-      }
-      ASSERT_TRUE(opt->EndMicroBatch(2.0).ok());
+      micro_batch(opt, true, 2.0,
+                  [step](size_t j) { return std::sin(1.7f * static_cast<float>(step * 31 + j)); });
       auto r = opt->Step(kLr);
       ASSERT_TRUE(r.ok()) << r.status();
       norms[k++] = r->grad_norm;
@@ -242,14 +248,8 @@ TEST(Zero2OptimizerTest, OneMicroBatchAStepKeepsNoAccumulatorAndStepsTheSameBits
   // the accumulator path's bits.
   for (Zero2Optimizer* opt : {acc->get(), lean->get()}) {
     for (int k = 0; k < 2; ++k) {
-      ASSERT_TRUE(opt->BeginMicroBatch(k == 1).ok());
-      for (size_t i = 3; i-- > 0;) {
-        std::vector<uint16_t> g(8);
-        for (size_t e = 0; e < 8; ++e)
-          g[e] = core::FloatToBf16(std::cos(0.9f * static_cast<float>(k * 29 + i * 8 + e)));
-        ASSERT_TRUE(opt->OnGradientReady(i, g.data()).ok());
-      }
-      ASSERT_TRUE(opt->EndMicroBatch(1.0).ok());
+      micro_batch(opt, k == 1, 1.0,
+                  [k](size_t j) { return std::cos(0.9f * static_cast<float>(k * 29 + j)); });
     }
     ASSERT_TRUE(opt->Step(kLr).ok());
   }

@@ -21,6 +21,10 @@
 namespace zerofit::worker {
 namespace {
 
+// The lean RMSNorm and SwiGLU (LlamaOptions.lean_pieces) outside checkpointed layers, whose recomputation
+// runs the plain graphs.
+bool LeanPieces(const LlamaOptions& o) { return o.lean_pieces && !o.activation_checkpointing; }
+
 constexpr double kPi = 3.141592653589793;  // Python's math.pi, as transformers uses
 
 constexpr const char* kLoraTargets[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
@@ -316,8 +320,7 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
   return o_proj(out);
 }
 
-LlamaMlpImpl::LlamaMlpImpl(const core::HfModelConfig& c, const LlamaOptions& o)
-    : lean_gate_(o.lean_pieces && !o.activation_checkpointing) {
+LlamaMlpImpl::LlamaMlpImpl(const core::HfModelConfig& c, const LlamaOptions& o) : lean_gate_(LeanPieces(o)) {
   gate_proj =
       register_module("gate_proj", MakeLinear(o, "gate_proj", c.hidden_size, c.intermediate_size, false));
   up_proj = register_module("up_proj", MakeLinear(o, "up_proj", c.hidden_size, c.intermediate_size, false));
@@ -343,10 +346,9 @@ torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const core::HfModelConfig& c, const LlamaOptions& o) {
   self_attn = register_module("self_attn", LlamaAttention(c, o));
   mlp = register_module("mlp", LlamaMlp(c, o));
-  const bool recomputed = o.lean_pieces && !o.activation_checkpointing;
-  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, recomputed));
+  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o)));
   post_attention_layernorm =
-      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, recomputed));
+      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o)));
 }
 
 torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
@@ -372,8 +374,7 @@ LlamaBackboneImpl::LlamaBackboneImpl(const core::HfModelConfig& c, const LlamaOp
     typed_layers.push_back(LlamaDecoderLayer(c, o));
     layers->push_back(typed_layers.back());
   }
-  norm = register_module(
-      "norm", RmsNorm(c.hidden_size, c.rms_norm_eps, o.lean_pieces && !o.activation_checkpointing));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o)));
 }
 
 LlamaModelImpl::LlamaModelImpl(const core::HfModelConfig& config, const LlamaOptions& options)
