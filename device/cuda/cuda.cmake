@@ -1,16 +1,6 @@
 # The CUDA device (included by device/CMakeLists.txt when ZEROFIT_HAVE_CUDA). Its kernels (*.cu) compile
-# wherever nvcc is found, GPU or not: CI builds every one of them; the `gpu` ctest label runs them.
-if(NOT CMAKE_CUDA_ARCHITECTURES)
-  # Ampere (A100) and Hopper (H100/H200) machine code; the PTX of 90 JITs on anything newer.
-  set(CMAKE_CUDA_ARCHITECTURES "80;90")
-endif()
-if(NOT CMAKE_CUDA_COMPILER AND CUDAToolkit_NVCC_EXECUTABLE)
-  set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
-endif()
-set(CMAKE_CUDA_STANDARD 17)
-set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-set(CMAKE_CUDA_EXTENSIONS OFF)
-enable_language(CUDA)
+# wherever nvcc is found, GPU or not: CI builds every one of them; the `gpu` ctest label runs them. The CUDA
+# language is enabled in the top-level CMakeLists.txt (device/ and kernels/ both compile .cu files).
 
 # The kernels alone: nvcc sees no absl and no LibTorch, only core/dtype.h.
 add_library(zerofit_device_cuda STATIC

@@ -13,7 +13,7 @@ import os
 import re
 import sys
 
-EVERYTHING = {"core", "optim", "device", "comm", "offload", "sharding", "planner", "jobspec", "text", "launch",
+EVERYTHING = {"core", "optim", "device", "kernels", "comm", "offload", "sharding", "planner", "jobspec", "text", "launch",
               "proto", "client", "coordinator", "worker"}
 # folder -> folders it may include directly (generated protobuf code, "zerofit/v1/...", counts as proto).
 ALLOWED = {
@@ -22,6 +22,8 @@ ALLOWED = {
     # their constants, the offload pipeline runs them by tile.
     "optim": {"core"},
     "device": {"core", "optim"},
+    # The fused model kernels (RMSNorm, SwiGLU) on flat buffers; worker/torch's model calls them.
+    "kernels": {"core"},
     "comm": {"core", "device"},
     # offload/offload_shard_updater.h implements the engine's sharding::OffloadUpdater interface.
     "offload": {"core", "device", "optim", "sharding"},
@@ -39,7 +41,7 @@ ALLOWED = {
     "coordinator": {"core", "proto", "jobspec"},
     # The rank's environment (launch/) is read by the loop. worker/torch/ composes the ZeRO-2 engine with its
     # offload updater (offload::OffloadShardUpdater::Create into Zero2Devices::offload_updater).
-    "worker": {"client", "jobspec", "text", "sharding", "offload", "launch"},
+    "worker": {"client", "jobspec", "text", "sharding", "offload", "launch", "kernels"},
     "cli": EVERYTHING,
     "bench": EVERYTHING,
 }

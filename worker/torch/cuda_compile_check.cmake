@@ -61,10 +61,10 @@ endforeach()
 target_precompile_headers(zerofit_worker_torch_cuda_compile PRIVATE <torch/torch.h>)
 # What the sources include besides LibTorch: the libraries that zerofit_worker_torch, zerofit_memory_probe_torch
 # and the programs link (for their include folders and definitions: ZEROFIT_HAVE_CUDA, _CUDA_DEVICE, _NCCL and
-# _MPI come from zerofit_device and zerofit_comm as in a CUDA build). Linking nothing, an OBJECT library only
+# _MPI come from zerofit_device and zerofit_comm, _CUDA_KERNELS from zerofit_kernels, as in a CUDA build). Linking nothing, an OBJECT library only
 # waits for their generated headers (coordinator.grpc.pb.h), not for them to compile.
 target_link_libraries(zerofit_worker_torch_cuda_compile PRIVATE
-  zerofit_sharding zerofit_offload_updater zerofit_data zerofit_training_data zerofit_jobplan zerofit_metrics
+  zerofit_sharding zerofit_offload_updater zerofit_kernels zerofit_data zerofit_training_data zerofit_jobplan zerofit_metrics
   zerofit_step_scheduler zerofit_planner zerofit_launch zerofit_worker_loop zerofit_kv_rendezvous CUDA::cudart)
 target_include_directories(zerofit_worker_torch_cuda_compile SYSTEM PRIVATE
   ${_zf_check} ${_zf_check}/torch/csrc/api/include)

@@ -14,6 +14,15 @@ if(ZEROFIT_WITH_TORCH)
   add_test(NAME recomputed_call_gpu_test COMMAND recomputed_call_test --gtest_filter=*.Gpu*)
   set_tests_properties(recomputed_call_gpu_test PROPERTIES LABELS gpu TIMEOUT 120)
 
+  # The fused RMSNorm and SwiGLU (kernels/, worker/torch/model/fused_kernels.h): fp32 against float64, bf16
+  # against the plain graphs, on the CPU through the host references and on cuda:0 through the CUDA kernels.
+  add_executable(fused_kernels_test worker/torch/fused_kernels_test.cc)
+  target_link_libraries(fused_kernels_test PRIVATE zerofit_memory_probe_torch GTest::gtest_main)
+  add_test(NAME fused_kernels_test COMMAND fused_kernels_test --gtest_filter=-*.Gpu*)
+  set_tests_properties(fused_kernels_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+  add_test(NAME fused_kernels_gpu_test COMMAND fused_kernels_test --gtest_filter=*.Gpu*)
+  set_tests_properties(fused_kernels_gpu_test PROPERTIES LABELS gpu TIMEOUT 120)
+
   # Incremental decoding over a KV cache and Generate (issue 32): decode logits against the full forward,
   # greedy generation against a float64 oracle, the sampler, the cache's bytes for the sequences in flight.
   add_executable(generation_test worker/torch/generation_test.cc)

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "tests/worker/torch/tracked_bytes.h"
 #include "worker/torch/model/activation_checkpoint.h"
 #include "worker/torch/model/llama_model.h"
 #include "worker/torch/model/swiglu.h"
-#include "worker/torch/train/tracking_allocator.h"
 
 namespace zerofit::worker {
 namespace {
@@ -77,17 +77,6 @@ TEST_P(RecomputedCallTest, SwiGlusGradientsAreThePlainGraphsBitForBit) {
   ExpectBitwise(u.grad(), u2.grad(), "up gradient");
 }
 
-// Bytes a forward leaves allocated for backward beyond its inputs and its output: allocated bytes with the
-// output held, less those before the call, less the output's own.
-template <typename Fn>
-int64_t KeptBytes(Fn fn) {
-  TrackingAllocator tracker;
-  ScopedTrackingAllocator scope(&tracker);
-  const int64_t before = tracker.live_bytes();
-  torch::Tensor y = fn();
-  return tracker.live_bytes() - before - static_cast<int64_t>(y.numel() * y.element_size());
-}
-
 INSTANTIATE_TEST_SUITE_P(Dtypes, RecomputedCallTest, ::testing::Values(torch::kFloat32, torch::kBFloat16),
                          [](const ::testing::TestParamInfo<torch::Dtype>& info) {
                            return info.param == torch::kFloat32 ? std::string("fp32") : std::string("bf16");
@@ -120,17 +109,6 @@ TEST(RecomputedCallMemoryTest, SwiGluKeepsGateAndUpOnly) {
     EXPECT_EQ(KeptBytes([&] { return PlainSwiGlu(g, u); }), silu_bytes) << c10::toString(dtype);
     EXPECT_EQ(KeptBytes([&] { return SwiGlu(g, u); }), 0) << c10::toString(dtype);
   }
-}
-
-// The peak of a forward and its backward over what was allocated before the forward.
-template <typename Fn>
-int64_t ForwardBackwardPeakBytes(Fn fn, const torch::Tensor& dy) {
-  TrackingAllocator tracker;
-  ScopedTrackingAllocator scope(&tracker);
-  tracker.ResetPeak();
-  const int64_t start = tracker.live_bytes();
-  fn().backward(dy);
-  return tracker.peak_bytes() - start;
 }
 
 TEST(RecomputedCallMemoryTest, SwiGluPeaksLowerThanThePlainGraph) {

@@ -258,7 +258,8 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
   return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
-RmsNormImpl::RmsNormImpl(int64_t dim, double eps, bool recomputed) : eps_(eps), recomputed_(recomputed) {
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps, bool recomputed, FusedKernels fused)
+    : eps_(eps), recomputed_(recomputed), fused_(fused) {
   weight = register_parameter("weight", torch::ones({dim}));
 }
 
@@ -274,6 +275,7 @@ torch::Tensor PlainRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, 
 }  // namespace
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
+  if (FusedKernelsTake(fused_, x, weight)) return FusedRmsNorm(x, weight, eps_);
   if (!recomputed_) return PlainRmsNorm(x, weight, eps_);
   // Recomputed in backward: autograd keeps x (and the weight) rather than the fp32 upcast and the
   // normalised copy: 4 of bf16's 8 bytes per element (docs/planning.md, "Lean RMSNorm and SwiGLU").
@@ -320,7 +322,8 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const torch::T
   return o_proj(out);
 }
 
-LlamaMlpImpl::LlamaMlpImpl(const core::HfModelConfig& c, const LlamaOptions& o) : lean_gate_(LeanPieces(o)) {
+LlamaMlpImpl::LlamaMlpImpl(const core::HfModelConfig& c, const LlamaOptions& o)
+    : lean_gate_(LeanPieces(o)), fused_(o.fused_kernels) {
   gate_proj =
       register_module("gate_proj", MakeLinear(o, "gate_proj", c.hidden_size, c.intermediate_size, false));
   up_proj = register_module("up_proj", MakeLinear(o, "up_proj", c.hidden_size, c.intermediate_size, false));
@@ -329,26 +332,34 @@ LlamaMlpImpl::LlamaMlpImpl(const core::HfModelConfig& c, const LlamaOptions& o) 
 }
 
 torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
-  if (!lean_gate_) {
+  torch::Tensor product;
+  {
     // Gate and up die before down's output is allocated (the planner's prefill MLP counts that).
-    torch::Tensor product = torch::silu(gate_proj(x)) * up_proj(x);
-    return down_proj(product);
+    const torch::Tensor gate = gate_proj(x);
+    const torch::Tensor up = up_proj(x);
+    const bool fused = FusedKernelsTake(fused_, gate, up);
+    // A frozen down projection without an adapter keeps no input: nothing to release.
+    const bool down_keeps_input =
+        down_proj->weight.requires_grad() || (down_proj->has_lora() && down_proj->adapter_enabled());
+    if (!lean_gate_ && !fused) {
+      product = torch::silu(gate) * up;
+    } else if (!lean_gate_ || !down_keeps_input) {
+      product = SwiGlu(gate, up, fused);  // autograd keeps gate and up only (swiglu.h)
+    } else {
+      return SwiGluThenDown(
+          gate, up, [this](const torch::Tensor& p) { return down_proj(p); }, fused);
+    }
   }
-  // In training autograd keeps gate and up only (swiglu.h). A frozen down projection without an adapter
-  // keeps no input: nothing to release.
-  if (!down_proj->weight.requires_grad() && !(down_proj->has_lora() && down_proj->adapter_enabled())) {
-    torch::Tensor product = SwiGlu(gate_proj(x), up_proj(x));
-    return down_proj(product);
-  }
-  return SwiGluThenDown(gate_proj(x), up_proj(x), [this](const torch::Tensor& p) { return down_proj(p); });
+  return down_proj(product);
 }
 
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const core::HfModelConfig& c, const LlamaOptions& o) {
   self_attn = register_module("self_attn", LlamaAttention(c, o));
   mlp = register_module("mlp", LlamaMlp(c, o));
-  input_layernorm = register_module("input_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o)));
-  post_attention_layernorm =
-      register_module("post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o)));
+  input_layernorm = register_module("input_layernorm",
+                                    RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o), o.fused_kernels));
+  post_attention_layernorm = register_module(
+      "post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o), o.fused_kernels));
 }
 
 torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
@@ -374,7 +385,7 @@ LlamaBackboneImpl::LlamaBackboneImpl(const core::HfModelConfig& c, const LlamaOp
     typed_layers.push_back(LlamaDecoderLayer(c, o));
     layers->push_back(typed_layers.back());
   }
-  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o)));
+  norm = register_module("norm", RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o), o.fused_kernels));
 }
 
 LlamaModelImpl::LlamaModelImpl(const core::HfModelConfig& config, const LlamaOptions& options)

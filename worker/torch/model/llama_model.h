@@ -44,6 +44,7 @@
 #include "core/hf_config.h"
 #include "core/safetensors.h"
 #include "worker/torch/model/attention_kernel.h"
+#include "worker/torch/model/fused_kernels.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/model/lora.h"
 
@@ -55,6 +56,9 @@ struct LlamaOptions {
   // is checkpointed; false: the plain autograd graphs, the same gradients up to the order in which fp32
   // contributions to a norm's input are summed (what a checkpointed layer recomputes; tests compare with it).
   bool lean_pieces = true;
+  // Where RMSNorm and SwiGLU's gating run as fused kernels (fused_kernels.h): on CUDA tensors by default,
+  // checkpointed or not (their reductions run in a fixed order, so a recomputation gives the same bits).
+  FusedKernels fused_kernels = FusedKernels::kCuda;
   LoraConfig lora;
   bool reward_head = false;  // score head (Linear(hidden, num_labels, bias=false)) instead of lm_head
   torch::Dtype dtype = torch::kFloat32;  // parameters and activations: kFloat32, kBFloat16 or kFloat16
@@ -76,18 +80,20 @@ std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(const core::HfModelConfig& 
 // Hugging Face's rotate_half: [x1, x2] -> [-x2, x1] over the last dimension's halves.
 torch::Tensor RotateHalf(const torch::Tensor& x);
 
-// Hugging Face's LlamaRMSNorm. `recomputed`: in a graph that needs gradients, autograd keeps the input
-// rather than the fp32 arithmetic (RecomputedCall); the model turns it off inside checkpointed layers, whose
-// plain graph lives for one layer's backward only.
+// Hugging Face's LlamaRMSNorm. Where `fused` takes the input, one fused kernel each way (FusedRmsNorm).
+// Otherwise `recomputed`: in a graph that needs gradients, autograd keeps the input rather than the fp32
+// arithmetic (RecomputedCall); the model turns it off inside checkpointed layers, whose plain graph lives for
+// one layer's backward only.
 class RmsNormImpl : public torch::nn::Module {
  public:
-  RmsNormImpl(int64_t dim, double eps, bool recomputed = true);
+  RmsNormImpl(int64_t dim, double eps, bool recomputed = true, FusedKernels fused = FusedKernels::kOff);
   torch::Tensor forward(const torch::Tensor& x);
   torch::Tensor weight;
 
  private:
   double eps_;
   bool recomputed_;
+  FusedKernels fused_;
 };
 TORCH_MODULE(RmsNorm);
 
@@ -127,6 +133,7 @@ class LlamaMlpImpl : public torch::nn::Module {
 
  private:
   bool lean_gate_;  // SwiGluThenDown (swiglu.h); off inside checkpointed layers, like the norms'
+  FusedKernels fused_;
 };
 TORCH_MODULE(LlamaMlp);
 

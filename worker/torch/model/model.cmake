@@ -2,6 +2,7 @@
 target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/model/activation_checkpoint.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/model/swiglu.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/model/fused_kernels.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/model/attention_kernel.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/model/chunked_log_probs.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/model/generation.cc

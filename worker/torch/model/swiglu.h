@@ -14,8 +14,9 @@
 namespace zerofit::worker {
 
 // gate and up: same shape and dtype. Without grad mode, or when neither requires grad, simply
-// silu(gate) * up.
-torch::Tensor SwiGlu(const torch::Tensor& gate, const torch::Tensor& up);
+// silu(gate) * up. `fused`: the product and its gradients in one pass each (fused_kernels.h; the caller
+// checks FusedKernelsTake).
+torch::Tensor SwiGlu(const torch::Tensor& gate, const torch::Tensor& up, bool fused = false);
 
 // down(SwiGlu(gate, up)), where `down` is the MLP's down projection (a linear layer, whatever it saves for
 // backward). Autograd would keep the product as down's input; here the product's bytes are released once down
@@ -24,6 +25,7 @@ torch::Tensor SwiGlu(const torch::Tensor& gate, const torch::Tensor& up);
 // token and layer. `down` must use the product only as the input of nodes that belong to it (a linear, a
 // LoRA linear): nothing else may read the product between the forward and that hook.
 torch::Tensor SwiGluThenDown(const torch::Tensor& gate, const torch::Tensor& up,
-                             const std::function<torch::Tensor(const torch::Tensor&)>& down);
+                             const std::function<torch::Tensor(const torch::Tensor&)>& down,
+                             bool fused = false);
 
 }  // namespace zerofit::worker

@@ -1,0 +1,53 @@
+// Element types of the fused model kernels on the device: loads widen to fp32, stores round to nearest even
+// (CUDA's conversion intrinsics, the rounding of core/dtype.h), and a dispatch from core::DType to the
+// kernel instantiated for the type.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/dtype.h"
+
+namespace zerofit::kernels::cuda {
+
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+// v rounded to T and widened back (kernels::RoundTo).
+template <typename T>
+__device__ __forceinline__ float Round(float v) {
+  return ToFloat(FromFloat<T>(v));
+}
+
+// Calls launch(T{}) with T the device type of `type`; cudaErrorInvalidValue for a type the kernels lack.
+template <typename Launch>
+cudaError_t DispatchElementType(core::DType type, Launch&& launch) {
+  switch (type) {
+    case core::DType::kFloat32:
+      return launch(float{});
+    case core::DType::kBFloat16:
+      return launch(__nv_bfloat16{});
+    case core::DType::kFloat16:
+      return launch(__half{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace zerofit::kernels::cuda

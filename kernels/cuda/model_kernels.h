@@ -1,0 +1,34 @@
+// Host-side launchers of the fused model kernels (rms_norm.cu, swiglu.cu beside this header). Each runs the
+// arithmetic of its host reference (kernels/rms_norm.h, kernels/swiglu.h): element-wise results equal the
+// reference's up to the device's exponential and reciprocal square root (a few fp32 ulps before the final
+// rounding), sums are fixed-shape trees (the same order on every run and every GPU for a given shape, another
+// order than the reference's). Each enqueues on `stream` of the current device and returns the launch's error
+// (cudaGetLastError). Types: kernels::FusedElementType.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "core/dtype.h"
+#include "kernels/rms_norm.h"
+
+namespace zerofit::kernels::cuda {
+
+cudaError_t LaunchRmsNormForward(const void* x, const void* w, core::DType type, RmsNormShape shape,
+                                 float eps, void* y, float* rstd, cudaStream_t stream);
+
+// scratch: RmsNormBackwardScratchFloats(shape) floats of device memory, used only by this launch's kernels on
+// `stream` (unused, and may be null, when dw is null).
+cudaError_t LaunchRmsNormBackward(const void* dy, const void* x, const void* w, const float* rstd,
+                                  core::DType type, RmsNormShape shape, void* dx, void* dw, float* scratch,
+                                  cudaStream_t stream);
+
+cudaError_t LaunchSwiGluForward(const void* gate, const void* up, core::DType type, size_t n, void* out,
+                                cudaStream_t stream);
+
+// d_gate and d_up: either may be null.
+cudaError_t LaunchSwiGluBackward(const void* grad, const void* gate, const void* up, core::DType type,
+                                 size_t n, void* d_gate, void* d_up, cudaStream_t stream);
+
+}  // namespace zerofit::kernels::cuda

@@ -1,0 +1,31 @@
+#include "kernels/swiglu.h"
+
+#include <cmath>
+
+#include "kernels/rms_norm.h"
+
+namespace zerofit::kernels {
+
+void SwiGluForwardHost(const void* gate, const void* up, core::DType type, size_t n, void* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = core::LoadAsFloat(gate, type, i);
+    const float s = RoundTo(type, g / (1.0f + std::exp(-g)));
+    core::StoreFromFloat(out, type, i, s * core::LoadAsFloat(up, type, i));
+  }
+}
+
+void SwiGluBackwardHost(const void* grad, const void* gate, const void* up, core::DType type, size_t n,
+                        void* d_gate, void* d_up) {
+  for (size_t i = 0; i < n; ++i) {
+    const float d = core::LoadAsFloat(grad, type, i);
+    const float g = core::LoadAsFloat(gate, type, i);
+    if (d_up != nullptr) core::StoreFromFloat(d_up, type, i, d * RoundTo(type, g / (1.0f + std::exp(-g))));
+    if (d_gate != nullptr) {
+      const float ds = RoundTo(type, d * core::LoadAsFloat(up, type, i));
+      const float s = 1.0f / (1.0f + std::exp(-g));
+      core::StoreFromFloat(d_gate, type, i, ds * s * (1.0f + g * (1.0f - s)));
+    }
+  }
+}
+
+}  // namespace zerofit::kernels

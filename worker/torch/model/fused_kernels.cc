@@ -1,0 +1,226 @@
+#include "worker/torch/model/fused_kernels.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "core/dtype.h"
+#include "kernels/rms_norm.h"
+#include "kernels/swiglu.h"
+
+#if defined(ZEROFIT_TORCH_CUDA) && defined(ZEROFIT_HAVE_CUDA_KERNELS)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "kernels/cuda/model_kernels.h"
+#define ZEROFIT_FUSED_KERNELS_CUDA 1
+#endif
+
+namespace zerofit::worker {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+core::DType ElementType(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kBFloat16:
+      return core::DType::kBFloat16;
+    case torch::kFloat16:
+      return core::DType::kFloat16;
+    default:
+      return core::DType::kFloat32;
+  }
+}
+
+bool ElementTypeTaken(const torch::Tensor& t) {
+  const torch::ScalarType s = t.scalar_type();
+  return s == torch::kFloat32 || s == torch::kBFloat16 || s == torch::kFloat16;
+}
+
+#ifdef ZEROFIT_FUSED_KERNELS_CUDA
+// Runs launch(stream) on t's device and its current stream; a failed launch throws, naming `what`.
+template <typename Launch>
+void LaunchOn(const torch::Tensor& t, const char* what, Launch&& launch) {
+  const c10::cuda::CUDAGuard guard(t.device());
+  const cudaError_t rc = launch(c10::cuda::getCurrentCUDAStream(t.device().index()).stream());
+  TORCH_CHECK(rc == cudaSuccess, what, ": kernel launch failed: ", cudaGetErrorString(rc));
+}
+#else
+// FusedKernelsTake never hands a CUDA tensor to a build without the CUDA kernels.
+[[noreturn]] void NoCudaKernels(const char* what) {
+  TORCH_CHECK(false, what, ": a CUDA tensor, and this build has no CUDA kernels");
+  std::abort();
+}
+#endif
+
+kernels::RmsNormShape RowsOf(const torch::Tensor& x) {
+  const int64_t cols = x.size(-1);
+  return {static_cast<size_t>(cols == 0 ? 0 : x.numel() / cols), static_cast<size_t>(cols)};
+}
+
+// y = RMSNorm(x) and the rows' reciprocal RMS; x contiguous.
+std::pair<torch::Tensor, torch::Tensor> RmsNormForward(const torch::Tensor& x, const torch::Tensor& w,
+                                                       double eps) {
+  const kernels::RmsNormShape shape = RowsOf(x);
+  torch::Tensor y = torch::empty_like(x);
+  torch::Tensor rstd = torch::empty({static_cast<int64_t>(shape.rows)}, x.options().dtype(torch::kFloat32));
+  const core::DType type = ElementType(x);
+  const float e = static_cast<float>(eps);
+  if (x.is_cuda()) {
+#ifdef ZEROFIT_FUSED_KERNELS_CUDA
+    LaunchOn(x, "FusedRmsNorm", [&](cudaStream_t stream) {
+      return kernels::cuda::LaunchRmsNormForward(x.data_ptr(), w.data_ptr(), type, shape, e, y.data_ptr(),
+                                                 rstd.data_ptr<float>(), stream);
+    });
+#else
+    NoCudaKernels("FusedRmsNorm");
+#endif
+  } else {
+    kernels::RmsNormForwardHost(x.data_ptr(), w.data_ptr(), type, shape, e, y.data_ptr(),
+                                rstd.data_ptr<float>());
+  }
+  return {y, rstd};
+}
+
+class FusedRmsNormFunction : public torch::autograd::Function<FusedRmsNormFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
+                               double eps) {
+    auto [y, rstd] = RmsNormForward(x, w, eps);
+    ctx->save_for_backward({x, w, rstd});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor& x = saved[0];
+    const torch::Tensor& w = saved[1];
+    const torch::Tensor& rstd = saved[2];
+    const torch::Tensor dy = grad_outputs[0].contiguous();
+    const kernels::RmsNormShape shape = RowsOf(x);
+    const core::DType type = ElementType(x);
+    torch::Tensor dx = torch::empty_like(x);
+    torch::Tensor dw = ctx->needs_input_grad(1) ? torch::empty_like(w) : torch::Tensor();
+    void* dw_ptr = dw.defined() ? dw.data_ptr() : nullptr;
+    if (x.is_cuda()) {
+#ifdef ZEROFIT_FUSED_KERNELS_CUDA
+      // The weight gradient's per-block partials: [blocks, cols] fp32, freed when the kernels are queued
+      // (the caching allocator reuses the block only for work ordered after them on this stream).
+      torch::Tensor scratch;
+      if (dw.defined())
+        scratch = torch::empty({static_cast<int64_t>(kernels::RmsNormBackwardScratchFloats(shape))},
+                               x.options().dtype(torch::kFloat32));
+      float* scratch_ptr = scratch.defined() ? scratch.data_ptr<float>() : nullptr;
+      LaunchOn(x, "FusedRmsNorm backward", [&](cudaStream_t stream) {
+        return kernels::cuda::LaunchRmsNormBackward(dy.data_ptr(), x.data_ptr(), w.data_ptr(),
+                                                    rstd.data_ptr<float>(), type, shape, dx.data_ptr(),
+                                                    dw_ptr, scratch_ptr, stream);
+      });
+#else
+      NoCudaKernels("FusedRmsNorm backward");
+#endif
+    } else {
+      kernels::RmsNormBackwardHost(dy.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(), type,
+                                   shape, dx.data_ptr(), dw_ptr);
+    }
+    return {dx, dw, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<FusedKernels> ParseFusedKernels(const std::string& text, const std::string& field) {
+  for (FusedKernels m : {FusedKernels::kCuda, FusedKernels::kOff, FusedKernels::kEverywhere}) {
+    if (text == FusedKernelsName(m)) return m;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, ": '", text.substr(0, 40),
+                                                 "' is not a fused-kernels mode (cuda, off, everywhere)"));
+}
+
+const char* FusedKernelsName(FusedKernels mode) {
+  switch (mode) {
+    case FusedKernels::kCuda:
+      return "cuda";
+    case FusedKernels::kOff:
+      return "off";
+    case FusedKernels::kEverywhere:
+      return "everywhere";
+  }
+  return "?";
+}
+
+bool FusedKernelsTake(FusedKernels mode, const torch::Tensor& a, const torch::Tensor& b) {
+  if (mode == FusedKernels::kOff || a.device() != b.device() || a.scalar_type() != b.scalar_type() ||
+      !ElementTypeTaken(a))
+    return false;
+  if (a.is_cuda()) {
+#ifdef ZEROFIT_FUSED_KERNELS_CUDA
+    return true;
+#else
+    return false;
+#endif
+  }
+  return a.is_cpu() && mode == FusedKernels::kEverywhere;
+}
+
+torch::Tensor FusedRmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  TORCH_CHECK(w.dim() == 1 && x.dim() >= 1 && w.size(0) == x.size(-1), "FusedRmsNorm: weight ", w.sizes(),
+              " for input ", x.sizes());
+  const torch::Tensor xc = x.contiguous();
+  const torch::Tensor wc = w.contiguous();
+  if (!torch::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad()))
+    return RmsNormForward(xc, wc, eps).first;
+  return FusedRmsNormFunction::apply(xc, wc, eps);
+}
+
+torch::Tensor FusedSwiGluProduct(const torch::Tensor& gate, const torch::Tensor& up) {
+  TORCH_CHECK(gate.sizes() == up.sizes(), "FusedSwiGluProduct: gate ", gate.sizes(), ", up ", up.sizes());
+  const torch::Tensor g = gate.contiguous();
+  const torch::Tensor u = up.contiguous();
+  torch::Tensor out = torch::empty_like(g);
+  const core::DType type = ElementType(g);
+  const size_t n = static_cast<size_t>(g.numel());
+  if (g.is_cuda()) {
+#ifdef ZEROFIT_FUSED_KERNELS_CUDA
+    LaunchOn(g, "FusedSwiGluProduct", [&](cudaStream_t stream) {
+      return kernels::cuda::LaunchSwiGluForward(g.data_ptr(), u.data_ptr(), type, n, out.data_ptr(), stream);
+    });
+#else
+    NoCudaKernels("FusedSwiGluProduct");
+#endif
+  } else {
+    kernels::SwiGluForwardHost(g.data_ptr(), u.data_ptr(), type, n, out.data_ptr());
+  }
+  return out;
+}
+
+std::pair<torch::Tensor, torch::Tensor> FusedSwiGluGrads(const torch::Tensor& grad, const torch::Tensor& gate,
+                                                         const torch::Tensor& up, bool want_gate,
+                                                         bool want_up) {
+  const torch::Tensor d = grad.contiguous();
+  const torch::Tensor g = gate.contiguous();
+  const torch::Tensor u = up.contiguous();
+  torch::Tensor d_gate = want_gate ? torch::empty_like(g) : torch::Tensor();
+  torch::Tensor d_up = want_up ? torch::empty_like(g) : torch::Tensor();
+  void* dg = want_gate ? d_gate.data_ptr() : nullptr;
+  void* du = want_up ? d_up.data_ptr() : nullptr;
+  const core::DType type = ElementType(g);
+  const size_t n = static_cast<size_t>(g.numel());
+  if (g.is_cuda()) {
+#ifdef ZEROFIT_FUSED_KERNELS_CUDA
+    LaunchOn(g, "FusedSwiGluGrads", [&](cudaStream_t stream) {
+      return kernels::cuda::LaunchSwiGluBackward(d.data_ptr(), g.data_ptr(), u.data_ptr(), type, n, dg, du,
+                                                 stream);
+    });
+#else
+    NoCudaKernels("FusedSwiGluGrads");
+#endif
+  } else {
+    kernels::SwiGluBackwardHost(d.data_ptr(), g.data_ptr(), u.data_ptr(), type, n, dg, du);
+  }
+  return {d_gate, d_up};
+}
+
+}  // namespace zerofit::worker
