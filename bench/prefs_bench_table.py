@@ -6,7 +6,8 @@ bench/transformers_prefs_bench.py, which writes the same result records.
 
 Subcommands (each prints to stdout; the driver calls them, a person may too):
   plan   [--tiny] [--only IDS]                 the runs, one per line: id impl task dtype vocab seq ckpt offload
-                                               dpu (the delayed update's first step, -1: off)
+                                               dpu (the delayed update's first step, -1: off) fused (1, or 0:
+                                               --fused-kernels off)
   record --id ID --rc RC --log LOG --out FILE [--jsonl FILE] [--warmup W] [--pairs P] [--deadline S]
          [--skip REASON]                       one run's result record (JSON): a zerofit metrics JSONL summed
                                                up, or why the run has none (OOM, deadline, exit status, skip)
@@ -40,13 +41,14 @@ TINY_SHAPE = {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "intermediat
 class Run:
     """One row of the table: one process. `peer` names the transformers run a zerofit row is compared with;
     `base` the zerofit run an offload row's step is compared with (issue 30: offload at most 1.3x on-device).
-    `dpu`: the optimizer step from which the delayed parameter update runs (offload rows; None: off)."""
+    `dpu`: the optimizer step from which the delayed parameter update runs (offload rows; None: off).
+    `fused`: zerofit's fused RMSNorm and SwiGLU kernels (False: --fused-kernels off, the lean pieces)."""
 
     def __init__(self, id, impl, task, dtype, label, vocab="vocab", seq="seq", ckpt=False, offload=False,
-                 peer=None, dpu=None, base=None):
+                 peer=None, dpu=None, base=None, fused=True):
         self.id, self.impl, self.task, self.dtype, self.label = id, impl, task, dtype, label
         self.vocab_key, self.seq_key, self.ckpt, self.offload, self.peer = vocab, seq, ckpt, offload, peer
-        self.dpu, self.base = dpu, base
+        self.dpu, self.base, self.fused = dpu, base, fused
 
     def vocab(self, shape):
         return shape[self.vocab_key]
@@ -61,6 +63,10 @@ class Run:
 RUNS = [
     Run("hf-reward-bf16", "hf", "reward", "bf16", "transformers LlamaForSequenceClassification, bf16 weights"),
     Run("zf-reward-bf16", "zf", "reward", "bf16", "zerofit reward, bf16, ZeRO-2 W=1", peer="hf-reward-bf16"),
+    # What the fused RMSNorm and SwiGLU kernels bring: the same run on the lean pieces' LibTorch operations.
+    Run("zf-reward-bf16-unfused", "zf", "reward", "bf16",
+        "zerofit reward, bf16, without the fused RMSNorm/SwiGLU kernels", fused=False, peer="hf-reward-bf16",
+        base="zf-reward-bf16"),
     Run("zf-reward-bf16-offload", "zf", "reward", "bf16", "zerofit reward, bf16, optimizer offload",
         offload=True, peer="hf-reward-bf16", base="zf-reward-bf16"),
     Run("zf-reward-bf16-offload-dpu", "zf", "reward", "bf16",
@@ -309,7 +315,7 @@ def _ratio_text(run, figures):
         if mine["peak_gib"] and peer["peak_gib"]:
             text += ", x%.2f peak" % (mine["peak_gib"] / peer["peak_gib"])
         text += " (vs `%s`)" % run.peer
-    if run.base is not None:  # an offload row: its step against the same run on the device
+    if run.base is not None:  # a variant (offload, unfused): its step against the run it varies
         if run.id in figures and run.base in figures:
             text += "; step x%.2f of `%s`" % (figures[run.id]["step_ms"] / figures[run.base]["step_ms"], run.base)
         else:
@@ -394,7 +400,7 @@ def plan(args):
     shape = TINY_SHAPE if args.tiny else FULL_SHAPE
     for run in select_runs(args.only):
         print(run.id, run.impl, run.task, run.dtype, run.vocab(shape), run.seq(shape), int(run.ckpt),
-              int(run.offload), -1 if run.dpu is None else run.dpu)
+              int(run.offload), -1 if run.dpu is None else run.dpu, int(run.fused))
 
 
 def shape_args(args):

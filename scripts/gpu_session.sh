@@ -17,9 +17,10 @@
 #                        first: BENCHMARKS.md, "Issues 32 and 30 on an H200 at 7d5f4cd"); untimed, alone;
 #                        the as-is run also writes the allocation report (--allocation-report: the blocks
 #                        the second generation pass holds more, with their allocating stacks)
-#               gpu-test generation_test's, cuda_allocations_test's and recomputed_call_test's Gpu* cases
-#                        and device_gpu_test alone (the CUDA graph's logits, auto's graph; the recorded
-#                        allocation stacks; the lean pieces and the typed SumOfSquares on cuda:0)
+#               gpu-test generation_test's, cuda_allocations_test's, recomputed_call_test's and
+#                        fused_kernels_test's Gpu* cases and device_gpu_test alone (the CUDA graph's logits,
+#                        auto's graph; the recorded allocation stacks; the lean pieces, the fused RMSNorm and
+#                        SwiGLU kernels and the typed SumOfSquares on cuda:0)
 #     --skip    leaves steps out of --steps
 #   env: SESSION_BUDGET (s, default 560: inside a 590 s timeout_s), BUILD_TARGETS, GENERATION_ARGS, BENCH_ROWS,
 #        BISECT_CONFIG, BISECT_ARGS (more gpu_grpo_memory.sh options: "--build-dir build --device test --tiny"
@@ -39,8 +40,8 @@ done
 START=$(date +%s)
 BUDGET=${SESSION_BUDGET:-560}
 GENERATION_ARGS=${GENERATION_ARGS:-'--caches "static dynamic" --batches "8 32" --hf-batches "8 32"'}
-BUILD_TARGETS=${BUILD_TARGETS:-zerofit_train_prefs zerofit zerofit_make_arith_prefs zerofit_generation_bench generation_test cuda_allocations_test recomputed_call_test device_gpu_test}
-BENCH_ROWS=${BENCH_ROWS:-zf-reward-bf16,zf-reward-bf16-offload,zf-reward-bf16-offload-dpu,hf-reward-bf16,hf-dpo-v128k-bf16,zf-dpo-v128k-bf16-offload}
+BUILD_TARGETS=${BUILD_TARGETS:-zerofit_train_prefs zerofit zerofit_make_arith_prefs zerofit_generation_bench generation_test cuda_allocations_test recomputed_call_test fused_kernels_test device_gpu_test}
+BENCH_ROWS=${BENCH_ROWS:-zf-reward-bf16,zf-reward-bf16-unfused,zf-reward-bf16-offload,zf-reward-bf16-offload-dpu,hf-reward-bf16,hf-dpo-v128k-bf16,zf-dpo-v128k-bf16-offload}
 WORK=/tmp/zerofit-session
 DEST=${OUT:-$WORK/out}
 mkdir -p "$WORK" "$DEST"
@@ -83,7 +84,7 @@ if ! skipped untimed; then
 fi
 if ! skipped gpu-test; then
   run gpu-test 120 bash -c '[[ -f build-gpu/gpu-env.sh ]] && . build-gpu/gpu-env.sh;
-    rc=0; for t in generation_test cuda_allocations_test recomputed_call_test; do
+    rc=0; for t in generation_test cuda_allocations_test recomputed_call_test fused_kernels_test; do
       build-gpu/tests/$t --gtest_filter="*.Gpu*" || rc=1; done; build-gpu/tests/device_gpu_test || rc=1; exit $rc'
   grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$WORK/gpu-test.log" >> "$SUMMARY"
   gather

@@ -39,7 +39,8 @@ sed -n '/step breakdown/,$p' "$TABLE" | grep '^| `zf-reward-bf16-offload` ' |
 "$ROOT/scripts/gpu_bench.sh" --build-dir "$BUILD" --logs "$D/logs" --work "$D/work-dry" --dry-run >"$D/dry.log" 2>&1 ||
   fail "--dry-run exited $?: $(cat "$D/dry.log")"
 [[ $(grep -c 'transformers_prefs_bench.py .*--seq 1024' "$D/dry.log") == 4 &&
-  $(grep -c 'zerofit_train_prefs .*--global-batch 8 --micro 1 --max-length 1024' "$D/dry.log") == 6 &&
+  $(grep -c 'zerofit_train_prefs .*--global-batch 8 --micro 1 --max-length 1024' "$D/dry.log") == 7 &&
+  $(grep -c 'zf-reward-bf16-unfused: .*--fused-kernels off' "$D/dry.log") == 1 &&
   $(grep -c 'zf-reward-bf16-offload-dpu: .*--offload --threads [0-9]* --dpu-start 1' "$D/dry.log") == 1 &&
   $(grep -c -- '--seq 4096 .*--checkpointing\|--max-length 4096 .*--checkpointing' "$D/dry.log") == 2 ]] ||
   fail "--dry-run's commands: $(cat "$D/dry.log")"

@@ -4,6 +4,7 @@
 //           --seq-len T [--accumulation K] [--checkpointing] [--lora-rank R]
 //           [--ref resident|offloaded|precomputed] [--offload] [--bf16] [--bucket-bytes B] [--steps S]
 //           [--plain-pieces] (the plain RMSNorm/SwiGLU graphs: LlamaOptions.lean_pieces off)
+//           [--fused-kernels cuda|off|everywhere] (everywhere: the fused RMSNorm/SwiGLU nodes on the CPU)
 //           grpo: [--prompt-len P] [--new-tokens N] [--samples-per-prompt G] [--rollout-prompts R] [--beta B]
 #include <cstdio>
 #include <map>
@@ -23,7 +24,8 @@ constexpr const char* kUsage =
     "usage: mpiexec -n W zerofit_memory_probe --config config.json --task sft|reward|dpo|grpo --micro-batch "
     "N "
     "--seq-len T [--accumulation K] [--checkpointing] [--lora-rank R] [--ref resident|offloaded|precomputed] "
-    "[--offload] [--bf16] [--bucket-bytes B] [--steps S] [--plain-pieces]; grpo: [--prompt-len P] "
+    "[--offload] [--bf16] [--bucket-bytes B] [--steps S] [--plain-pieces] [--fused-kernels MODE]; grpo: "
+    "[--prompt-len P] "
     "[--new-tokens N] "
     "[--samples-per-prompt G] [--rollout-prompts R] [--beta B] (B > 0: a resident reference)";
 
@@ -63,6 +65,9 @@ absl::StatusOr<ProbeJob> Parse(int argc, char** argv) {
   ZF_ASSIGN_OR_RETURN(job.task, planner::ParseTask(v.count("--task") ? v["--task"] : "sft"));
   if (v.count("--ref")) {
     ZF_ASSIGN_OR_RETURN(job.reference, ParseReferenceStrategy(v["--ref"]));
+  }
+  if (v.count("--fused-kernels")) {
+    ZF_ASSIGN_OR_RETURN(job.fused_kernels, ParseFusedKernels(v["--fused-kernels"], "--fused-kernels"));
   }
   ZF_ASSIGN_OR_RETURN(job.micro_batch, Int(v, "--micro-batch", 1));
   ZF_ASSIGN_OR_RETURN(job.seq_len, Int(v, "--seq-len", 32));

@@ -41,7 +41,8 @@ constexpr const char* kUsage =
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed|lora-base] [--init WEIGHTS] [--export DIR] "
-    "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--log-every N] [--memory-gb G] [--device "
+    "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--fused-kernels cuda|off] [--log-every N] "
+    "[--memory-gb G] [--device "
     "auto|cpu|cuda] [--device-comm "
     "auto|nccl|mpi] "
     "[--tensorboard DIR] "
@@ -264,6 +265,11 @@ absl::Status ParseRuntimeFlags(const Take& take, const Number& number, Cli* cli)
       return absl::Status(parsed.status().code(),
                           absl::StrCat("flag --attention: ", parsed.status().message()));
     o.attention = *parsed;
+  }
+  if (std::string fused = take("--fused-kernels"); !fused.empty()) {
+    absl::StatusOr<FusedKernels> parsed = ParseFusedKernels(fused, "flag --fused-kernels");
+    if (!parsed.ok()) return parsed.status();
+    o.fused_kernels = *parsed;
   }
   if (std::string dc = take("--device-comm"); !dc.empty()) {
     auto parsed = comm::ParseDeviceComm(dc);

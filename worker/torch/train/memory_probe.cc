@@ -157,6 +157,7 @@ LlamaOptions ProbeModelOptions(const ProbeJob& job) {
   LlamaOptions mo;
   mo.activation_checkpointing = job.checkpointing;
   mo.lean_pieces = !job.plain_pieces;
+  mo.fused_kernels = job.fused_kernels;
   mo.reward_head = job.task == Task::kReward;
   mo.lora.rank = job.lora_rank;
   mo.dtype = job.bf16 ? torch::kBFloat16 : torch::kFloat32;

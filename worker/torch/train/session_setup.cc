@@ -46,6 +46,7 @@ absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const
   torch::manual_seed(static_cast<uint64_t>(o.seed));  // same initial weights on every rank
   LlamaOptions mo = o.model;
   mo.attention = runtime.attention;
+  mo.fused_kernels = runtime.fused_kernels;
   mo.reward_head = o.task == PreferenceTrainOptions::Task::kReward;
   LlamaModel m(config, mo);
   if (weights) ZF_RETURN_IF_ERROR(m->LoadWeights(*weights));
