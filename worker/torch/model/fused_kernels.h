@@ -8,7 +8,7 @@
 // What they replace, per token and layer: the plain RMSNorm's six to seven element-wise kernels forward and
 // about ten backward (with their fp32 intermediates), and SwiGLU's two forward and three backward, each a
 // pass over memory. Memory: an RMSNorm node keeps its input, its weight and one fp32 per row; a SwiGLU node
-// keeps gate and up, as the lean pieces do (docs/planning.md, "Fused RMSNorm and SwiGLU").
+// keeps gate and up, as the lean pieces do (docs/planning.md, "Fused RMSNorm and SwiGLU on a GPU").
 #pragma once
 
 #include <torch/torch.h>
