@@ -66,6 +66,7 @@ absl::StatusOr<Hardware> ParseHardware(const std::string& spec_in, double host_g
     h.gpus_per_node = 1;
     h.cpu = true;
     h.kernels = WorkerKernels::kLibTorch1Eager;
+    h.fused_pieces = false;
     h.runtime_bytes = h.nccl_bytes = h.fragmentation = h.blas_workspace_bytes = 0;
     if (host_gb > 0) h.host_bytes_per_node = host_gb * kGB;
     return h;

@@ -65,6 +65,10 @@ struct Hardware {
   bool cpu = false;
   // GPU profiles: the GPU workers' build; "cpu": Debian's LibTorch 1.13.
   WorkerKernels kernels = WorkerKernels::kLibTorch2Sdpa;
+  // The workers run RMSNorm, SwiGLU's gating and the rotary embedding as fused kernels (a CUDA build on CUDA
+  // tensors, worker/torch/model/fused_kernels.h), whose autograd nodes keep and allocate less than the
+  // LibTorch graphs. GPU profiles: true; "cpu": false (the CPU workers run the graphs).
+  bool fused_pieces = true;
 };
 
 // "8x64GB" (default rates), "h100-80", "8xa100-40", "4xrtx4090-24", or "cpu". Known GPUs: a100-40, a100-80,

@@ -68,12 +68,18 @@ LayerCoefficients PlainLibTorch1(int a, bool lora) {
   return {18, 6, 8, 0, 0, 6, 8, 8};
 }
 
-LayerCoefficients Coefficients(int a, bool lora, bool lean, WorkerKernels kernels) {
+// The fused pieces (fused_kernels.h) outside checkpointing keep what the lean ones keep and each norm one
+// fp32 reciprocal RMS a token. (A checkpointed layer recomputes fused pieces too, and keeps less than the
+// plain graphs; its terms are not fitted yet, so the plain ones stand for it: an over-estimate,
+// BENCHMARKS.md.)
+LayerCoefficients Coefficients(int a, bool lora, bool lean, WorkerKernels kernels, bool fused) {
   LayerCoefficients c = lean ? LeanLibTorch1(a, lora) : PlainLibTorch1(a, lora);
+  fused = fused && lean;
+  if (fused) c.constant = 8;
   if (kernels == WorkerKernels::kLibTorch1Eager) return c;
   // LibTorch 2.x's mean() keeps only its input's sizes: each of the two plain RMSNorms keeps one fp32 H-sized
-  // tensor less (x.pow(2), which 1.x kept for mean's backward). A lean norm keeps neither.
-  if (!lean) c.hidden -= 8;
+  // tensor less (x.pow(2), which 1.x kept for mean's backward). A lean or fused norm keeps neither.
+  if (!lean && !fused) c.hidden -= 8;
   // Scaled-dot-product attention keeps q, k and v as given (grouped-query K/V not repeated: enable_gqa), its
   // output, which is also o_proj's input (cuDNN allocates it in q's [B, T, heads, head_dim] layout, so the
   // transpose back is a view), and an fp32 logsumexp per head; no [heads, T] row. Eager kept q, the repeated
@@ -163,8 +169,8 @@ absl::StatusOr<Reference> ParseReference(const std::string& name) {
 }
 
 double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int a, int64_t lora_rank,
-                               WorkerKernels kernels, bool checkpointed) {
-  const LayerCoefficients c = Coefficients(a, lora_rank > 0, !checkpointed, kernels);
+                               WorkerKernels kernels, bool checkpointed, bool fused) {
+  const LayerCoefficients c = Coefficients(a, lora_rank > 0, !checkpointed, kernels, fused);
   return c.hidden * m.hidden_size + c.inter * m.intermediate_size + c.query * m.q_size() +
          c.kv * m.kv_size() + c.heads * m.num_heads +
          c.attn_row * static_cast<double>(m.num_heads * seq_len) + c.constant +
@@ -179,9 +185,13 @@ namespace {
 // layer keeps, 10 more with LoRA (a frozen norm's input gradient flows on beside the adapters'), as the
 // tracking allocator counts them (planner_validation_test's decoder-layer-backward rows). A plain norm's
 // saved fp32 tensors are freed as its backward runs: 8 (fp32) or 12 (bf16), 14 with LoRA.
-double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora, bool lean) {
+double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora, bool lean, bool fused) {
   const double h = static_cast<double>(m.hidden_size);
   const double inter = static_cast<double>(m.intermediate_size);
+  // Fused: no norm arithmetic in fp32 around the MLP's backward; its product recomputed, down's input
+  // gradient, gate's and up's, and two hidden-wide gradients, in the parameter dtype (fitted on
+  // planner_validation_test's fused rows).
+  if (fused && !lora) return a * (3 * inter + 2 * h);
   const double norm = (lean ? (a == 4 ? 24.0 : 26.0) : (a == 4 ? 8.0 : 12.0)) * h;
   if (lora) return std::max(a * std::max(0.0, 3 * inter - 2 * h), lean ? norm + 10.0 * h : 14.0 * h);
   // Lean MLP: the product recomputed before down's backward, then down's input gradient, gate's and up's
@@ -211,6 +221,7 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
   const int a = job.element_bytes;
   const bool lora = job.lora_rank > 0, policy_head = job.policy_head, checkpointing = job.checkpointing;
   const bool lean = !checkpointing && !job.plain_pieces;
+  const bool fused = lean && job.fused_pieces;  // checkpointed: the plain terms stand (Coefficients)
   const double t = static_cast<double>(job.seq_len);
   const double n = static_cast<double>(job.rows) * t;  // tokens
   const double h = static_cast<double>(m.hidden_size);
@@ -226,7 +237,8 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
   // The final norm: lean like each layer's (its input and, trained, its output), or under checkpointing
   // plain, where LibTorch 1.x keeps one more fp32 copy, as in each layer's (Coefficients).
   const bool libtorch1 = job.kernels == WorkerKernels::kLibTorch1Eager;
-  double head_saved = lean   ? (lora ? 1.0 : 2.0) * a * h
+  // Fused: the lean norm's and its fp32 reciprocal RMS.
+  double head_saved = lean   ? (lora ? 1.0 : 2.0) * a * h + (fused ? 4.0 : 0.0)
                       : lora ? (policy_head ? 0.0 : a * h)
                              : ((a == 4 ? 16.0 : 12.0) - (libtorch1 ? 0 : 4)) * h;
   const double logits_saved = policy_head ? (12.0 + (lora ? a * h : 0.0)) * predicted : 0.0;
@@ -244,12 +256,13 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
   // Plus the hidden states' gradient, [rows x (T-1), H] in the parameter dtype, filled chunk by chunk.
   const double head_transient = std::max(chunk * v * (a == 4 ? 4.0 : a + 4.0), add_temporary) +
                                 head_weight_grad + (policy_head ? n * predicted * a * h : 0.0);
-  const double layer_moment = LayerBackwardBytesPerToken(m, a, lora, lean);
-  const double layer_full = LayerSavedBytesPerToken(m, job.seq_len, a, job.lora_rank, job.kernels, !lean);
+  const double layer_moment = LayerBackwardBytesPerToken(m, a, lora, lean, fused);
+  const double layer_full =
+      LayerSavedBytesPerToken(m, job.seq_len, a, job.lora_rank, job.kernels, !lean, fused);
   ActivationEstimate e;
   if (checkpointing) {
     // Checkpoints keep each layer's input and the RNG state the recompute replays (5056 bytes: LibTorch's
-    // CPU generator; the CUDA one adds 16). With a frozen base the final RMSNorm keeps two fp32 tensors
+    // CPU generator; the CUDA one adds 16). With a frozen base the final plain RMSNorm keeps two fp32 tensors
     // (one under LibTorch 2.x) that no trainable weight needed otherwise.
     head_saved += lora ? (libtorch1 ? 8.0 : 4.0) * h : 0.0;
     e.saved = n * (layers * a * h + head_saved + logits_saved) + fixed + layers * kRngStateBytes;
@@ -496,7 +509,7 @@ DynamicPeak PeakPhase(const ModelShape& m, const Workload& w, const Strategy& s,
 }
 
 // GRPO's training pass: micro_batch sequences of prompt + completion, the head over the completion only.
-DynamicPeak TrainingPeak(const ModelShape& m, const Workload& w, const Strategy& s, WorkerKernels kernels,
+DynamicPeak TrainingPeak(const ModelShape& m, const Workload& w, const Strategy& s, const Hardware& hw,
                          ActivationEstimate* act, int64_t* rows, int64_t* seq) {
   const bool grpo = w.task == Task::kGrpo;
   *rows = (w.task == Task::kReward || w.task == Task::kDpo) ? 2 * s.micro_batch : s.micro_batch;
@@ -509,7 +522,8 @@ DynamicPeak TrainingPeak(const ModelShape& m, const Workload& w, const Strategy&
   job.lora_rank = s.lora_rank;
   job.policy_head = w.task != Task::kReward;
   job.head_positions = grpo ? w.new_tokens : -1;
-  job.kernels = kernels;
+  job.kernels = hw.kernels;
+  job.fused_pieces = hw.fused_pieces;
   *act = EstimateActivations(m, job);
   return PeakPhase(m, w, s, *act, *rows, *seq);
 }
@@ -546,7 +560,7 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   // Activations, per phase.
   ActivationEstimate act;
   int64_t rows = 0, seq = 0;
-  DynamicPeak peak = TrainingPeak(m, w, s, hw.kernels, &act, &rows, &seq);
+  DynamicPeak peak = TrainingPeak(m, w, s, hw, &act, &rows, &seq);
   if (w.task == Task::kGrpo) {
     const int64_t seqs = s.rollout_prompts * w.samples_per_prompt;
     const GenerationEstimate gen = EstimateGeneration(m, seqs, w.prompt_len, w.new_tokens, a);
@@ -630,7 +644,7 @@ GrpoPasses EstimateGrpoPasses(const ModelShape& m, const Workload& w, const Stra
   const double fragmentation = hw.cpu ? 0.0 : hw.fragmentation;
   ActivationEstimate act;
   int64_t rows = 0, seq = 0;
-  const DynamicPeak train = TrainingPeak(m, w, s, hw.kernels, &act, &rows, &seq);
+  const DynamicPeak train = TrainingPeak(m, w, s, hw, &act, &rows, &seq);
   const GenerationEstimate gen = EstimateGeneration(m, s.rollout_prompts * w.samples_per_prompt, w.prompt_len,
                                                     w.new_tokens, w.element_bytes);
   GrpoPasses out;

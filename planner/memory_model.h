@@ -113,15 +113,17 @@ struct ActivationJob {
   // The plain RMSNorm and SwiGLU graphs outside checkpointed layers too, as the worker kept them before
   // 2026-11-28 (tests/planner/measured_gpu_peaks_test.cc plans the runs measured then).
   bool plain_pieces = false;
+  // The fused RMSNorm, SwiGLU and rotary kernels (Hardware::fused_pieces), checkpointed layers included.
+  bool fused_pieces = false;
 };
 ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob& job);
 
 // Bytes per token a decoder layer keeps for backward (the harness-counted coefficients, and what the
 // worker build changes of them: hardware.h's WorkerKernels). `checkpointed`: the layer under activation
 // checkpointing, recomputed with the plain RMSNorm and SwiGLU graphs (llama_model.h); otherwise the lean
-// ones.
+// ones. `fused`: the fused pieces (ActivationJob::fused_pieces) in either case.
 double LayerSavedBytesPerToken(const ModelShape& m, int64_t seq_len, int element_bytes, int64_t lora_rank,
-                               WorkerKernels kernels, bool checkpointed);
+                               WorkerKernels kernels, bool checkpointed, bool fused = false);
 
 // GRPO's generation pass per GPU (worker/torch/model/generation.h: one pass of `sequences` prompts of
 // prompt_len tokens, each decoding new_tokens over a KvCache, sampled): the cache and the largest transient

@@ -1,9 +1,10 @@
-// Host-side launchers of the fused model kernels (rms_norm.cu, swiglu.cu beside this header). Each runs the
-// arithmetic of its host reference (kernels/rms_norm.h, kernels/swiglu.h): element-wise results equal the
-// reference's up to the device's exponential and reciprocal square root (a few fp32 ulps before the final
-// rounding), sums are fixed-shape trees (the same order on every run and every GPU for a given shape, another
-// order than the reference's). Each enqueues on `stream` of the current device and returns the launch's error
-// (cudaGetLastError). Types: kernels::FusedElementType.
+// Host-side launchers of the fused model kernels (rms_norm.cu, swiglu.cu, rope.cu beside this header). Each
+// runs the arithmetic of its host reference (kernels/rms_norm.h, swiglu.h, rope.h): element-wise results
+// equal the reference's up to the device's exponential and reciprocal square root (a few fp32 ulps before the
+// final rounding; the rotary embedding has neither: bit for bit), sums are fixed-shape trees (the same order
+// on every run and every GPU for a given shape, another order than the reference's). Each enqueues on
+// `stream` of the current device and returns the launch's error (cudaGetLastError). Types:
+// kernels::FusedElementType.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "kernels/rms_norm.h"
+#include "kernels/rope.h"
 
 namespace zerofit::kernels::cuda {
 
@@ -30,5 +32,11 @@ cudaError_t LaunchSwiGluForward(const void* gate, const void* up, core::DType ty
 // d_gate and d_up: either may be null.
 cudaError_t LaunchSwiGluBackward(const void* grad, const void* gate, const void* up, core::DType type,
                                  size_t n, void* d_gate, void* d_up, cudaStream_t stream);
+
+// Rotary position embedding: bit for bit the reference (no sums, IEEE-rounded products and sums).
+cudaError_t LaunchRopeForward(const void* x, const void* cos, const void* sin, core::DType type,
+                              RopeShape shape, void* y, cudaStream_t stream);
+cudaError_t LaunchRopeBackward(const void* dy, const void* cos, const void* sin, core::DType type,
+                               RopeShape shape, void* dx, cudaStream_t stream);
 
 }  // namespace zerofit::kernels::cuda

@@ -119,7 +119,8 @@ double OldAccumulatorExtraBytes(const MemoryEstimate& e) {
 }
 
 Planned Plan(const MeasuredPeak& p) {
-  const Hardware hw = *ParseHardware("1xh200-141");
+  Hardware hw = *ParseHardware("1xh200-141");
+  hw.fused_pieces = false;  // these runs predate the fused RMSNorm, SwiGLU and rotary kernels too
   const Job job = JobOf(p);
   const MemoryEstimate e = EstimateMemory(Llama(p), job.w, job.s, hw, 1);
   const double tensors = e.device_bytes - hw.runtime_bytes - hw.fragmentation * e.activation_bytes;

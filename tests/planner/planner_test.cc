@@ -220,6 +220,32 @@ TEST(MemoryModelTest, ActivationPeakByHand) {
   EXPECT_NEAR(e.peak, ck_saved + n * (696 + 64 + 4 * 8), 1e-9);
 }
 
+// The fused pieces (Hardware::fused_pieces, the GPU workers): each norm keeps one fp32 reciprocal RMS a token
+// beside what the lean pieces keep (two a layer, one for the final norm), and a layer's backward holds no
+// fp32 norm arithmetic: the MLP's a (3I + 2H) (planner_validation_test's fused rows). A checkpointed layer
+// keeps the plain terms (not fitted for the fused pieces).
+TEST(MemoryModelTest, TheFusedPiecesKeepAFloatANormAndTheirBackwardHoldsTheMlpsGradients) {
+  const ModelShape m = Small();  // H 8, I 16
+  for (int a : {2, 4}) {
+    ActivationJob job;
+    job.rows = 3;
+    job.seq_len = 6;
+    job.element_bytes = a;
+    const ActivationEstimate lean = EstimateActivations(m, job);
+    job.fused_pieces = true;
+    const ActivationEstimate fused = EstimateActivations(m, job);
+    EXPECT_NEAR(fused.saved - lean.saved, 18 * (2 * 8 + 4), 1e-9) << a;
+    EXPECT_NEAR(fused.peak - fused.saved, 18 * a * (3 * 16 + 2 * 8), 1e-9) << a;
+    EXPECT_EQ(fused.phase, "decoder layer backward");
+    job.checkpointing = true;
+    const ActivationEstimate ckpt_fused = EstimateActivations(m, job);
+    job.fused_pieces = false;
+    EXPECT_DOUBLE_EQ(ckpt_fused.peak, EstimateActivations(m, job).peak) << a;
+  }
+  EXPECT_TRUE(ParseHardware("h200-141")->fused_pieces);
+  EXPECT_FALSE(ParseHardware("cpu")->fused_pieces);
+}
+
 TEST(MemoryModelTest, OptimizerStateOfASevenBillionModelIsAbout84GbNot28) {
   auto m = LoadModelShape("Mistral-7B");
   ASSERT_TRUE(m.ok());

@@ -1,4 +1,5 @@
-// The fused RMSNorm and SwiGLU (worker/torch/model/fused_kernels.h over kernels/) against oracles.
+// The fused RMSNorm, SwiGLU and rotary embedding (worker/torch/model/fused_kernels.h over kernels/) against
+// oracles; the rotary embedding, which has no sums, bit for bit against the plain graph.
 //
 // fp32: against float64 evaluations of the same formulas, with bounds that follow from the computation (a sum
 // of n terms is off by at most n u of the sum of their magnitudes, u = 2^-24; each further operation adds a
@@ -175,6 +176,38 @@ void CheckGluBf16(torch::Device device, std::vector<int64_t> shape, int seed) {
 
 const torch::Device kCpu(torch::kCPU);
 
+// The rotary embedding fused and plain (q * cos + rotate_half(q) * sin on the heads-forward view), with one
+// angle table or each row its own positions (decoding's [batch, 1, seq, head_dim]): no sums and no
+// transcendental functions, so outputs and input gradients are equal bit for bit.
+void CheckRopeIsThePlainGraph(torch::Device device, torch::Dtype dtype, bool per_row) {
+  const core::HfModelConfig c = test_support::TinyLlamaConfig("llama");
+  const int64_t b = 3, t = 7, heads = 4, d = c.head_dim;
+  const torch::Tensor x = Leaf({b, t, heads, d}, dtype, device, 50);
+  const torch::Tensor x2 = x.detach().clone().requires_grad_(true);
+  const auto [cos_table, sin_table] = RotaryCosSin(c, 3 * t, device);
+  torch::Tensor cos = cos_table.to(dtype), sin = sin_table.to(dtype);
+  if (per_row) {  // row r at positions 2r .. 2r + t - 1 (a batch of decoding rows, left-padded differently)
+    const torch::Tensor rows =
+        (torch::arange(t).unsqueeze(0) + 2 * torch::arange(b).unsqueeze(1)).reshape(-1);
+    cos = cos.index_select(0, rows.to(device)).view({b, 1, t, d});
+    sin = sin.index_select(0, rows.to(device)).view({b, 1, t, d});
+  } else {
+    cos = cos.slice(0, 0, t);
+    sin = sin.slice(0, 0, t);
+  }
+  const torch::Tensor dy = torch::randn({b, heads, t, d}).to(device, dtype);
+  const torch::Tensor y = FusedRope(x, cos, sin).transpose(1, 2);
+  y.backward(dy);
+  const torch::Tensor xt = x2.transpose(1, 2);
+  const torch::Tensor y_plain = xt * cos + RotateHalf(xt) * sin;
+  y_plain.backward(dy);
+  const std::string what = std::string(c10::toString(dtype)) + (per_row ? ", per-row angles" : ", one table");
+  EXPECT_TRUE(torch::equal(y, y_plain))
+      << what << ": max |diff| " << (y - y_plain).abs().max().item<double>();
+  EXPECT_TRUE(torch::equal(x.grad(), x2.grad()))
+      << what << ": max |diff| " << (x.grad() - x2.grad()).abs().max().item<double>();
+}
+
 TEST(FusedKernelsTest, TheNormMatchesFloat64InFp32) {
   CheckNormFp32(kCpu, {3, 5, 64}, 1);
   CheckNormFp32(kCpu, {2, 300, 320}, 4);  // more rows than the CUDA backward's blocks
@@ -188,6 +221,21 @@ TEST(FusedKernelsTest, TheNormMatchesThePlainGraphInBf16) {
 TEST(FusedKernelsTest, SwiGluMatchesFloat64InFp32) { CheckGluFp32(kCpu, {4, 9, 176}, 13); }
 
 TEST(FusedKernelsTest, SwiGluMatchesThePlainGraphInBf16) { CheckGluBf16(kCpu, {4, 9, 176}, 16); }
+
+TEST(FusedKernelsTest, TheRotaryEmbeddingIsThePlainGraphsBitForBit) {
+  for (torch::Dtype dtype : {torch::kFloat32, torch::kBFloat16})
+    for (bool per_row : {false, true}) CheckRopeIsThePlainGraph(kCpu, dtype, per_row);
+}
+
+TEST(FusedKernelsTest, TheRotaryEmbeddingKeepsOnlyItsAnglesAndRefusesAnglesOfAnotherShape) {
+  const torch::Tensor x = Leaf({2, 5, 4, 16}, torch::kFloat32, kCpu, 51);
+  const torch::Tensor cos = torch::rand({5, 16}), sin = torch::rand({5, 16});
+  torch::AutoGradMode grad(true);
+  EXPECT_EQ(KeptBytes([&] { return FusedRope(x, cos, sin); }), 0);  // cos and sin are the caller's
+  EXPECT_THROW(FusedRope(x, torch::rand({6, 16}), torch::rand({6, 16})), c10::Error);
+  EXPECT_THROW(FusedRope(x, torch::rand({2, 4, 5, 16}), torch::rand({2, 4, 5, 16})), c10::Error);
+  EXPECT_THROW(FusedRope(x.transpose(1, 2), cos, sin), c10::Error);
+}
 
 TEST(FusedKernelsTest, AFrozenWeightGetsNoGradientAndWithoutGradNothingIsRecorded) {
   const torch::Tensor x = Leaf({2, 3, 16}, torch::kFloat32, kCpu, 19);
@@ -337,6 +385,8 @@ TEST(FusedKernelsGpuTest, GpuTheCudaKernelsMeetTheSameBounds) {
   }
   CheckGluFp32(cuda, {4, 300, 5504}, 37);
   CheckGluBf16(cuda, {4, 300, 5504}, 40);
+  for (torch::Dtype dtype : {torch::kFloat32, torch::kBFloat16})
+    for (bool per_row : {false, true}) CheckRopeIsThePlainGraph(cuda, dtype, per_row);
 }
 
 // Two backward passes on the same inputs give the same bits (fixed-order sums, no atomics).

@@ -31,8 +31,11 @@ using test_support::TinyLlamaConfig;
 using Prompts = std::vector<std::vector<int64_t>>;
 
 // Larger-than-init random weights, so attention patterns, norms and biases all matter.
-LlamaModel RandomModel(const core::HfModelConfig& config, uint64_t seed) {
-  LlamaModel model(config);
+LlamaModel RandomModel(const core::HfModelConfig& config, uint64_t seed,
+                       FusedKernels fused = FusedKernels::kCuda) {
+  LlamaOptions options;
+  options.fused_kernels = fused;
+  LlamaModel model(config, options);
   torch::manual_seed(seed);
   torch::NoGradGuard no_grad;
   for (auto& item : model->named_parameters()) {
@@ -101,10 +104,11 @@ std::vector<Variant> Variants() {
 // `mode` (eager: DecodeStep; static, cuda_graph: a StaticDecoder) on `device`: each row's logits equal the
 // full forward over that row's real tokens alone. Both are float32 forwards of the same formulas, each
 // within Float32ForwardBound of the exact result.
-void ExpectDecodeLogitsEqualTheFullForward(DecodeMode mode, torch::Device device) {
+void ExpectDecodeLogitsEqualTheFullForward(DecodeMode mode, torch::Device device,
+                                           FusedKernels fused = FusedKernels::kCuda) {
   for (const Variant& v : Variants()) {
-    SCOPED_TRACE(v.name + " " + DecodeModeName(mode));
-    LlamaModel model = RandomModel(v.config, 1);
+    SCOPED_TRACE(v.name + " " + DecodeModeName(mode) + " fused kernels " + FusedKernelsName(fused));
+    LlamaModel model = RandomModel(v.config, 1, fused);
     model->to(device);
     const Prompts prompts = RandomPrompts({3, 7, 5}, v.config.vocab_size, 2);
     const int64_t b = 3, longest = 7, steps = 4;
@@ -161,6 +165,14 @@ TEST(GenerationTest, DecodeLogitsEqualTheFullForwardsLastPosition) {
 // the slot written at a device-side index, the query heads grouped over the kv heads.
 TEST(GenerationTest, StaticDecodeLogitsEqualTheFullForwardsLastPosition) {
   ExpectDecodeLogitsEqualTheFullForward(DecodeMode::kStatic, torch::kCPU);
+}
+
+// The fused RMSNorm, SwiGLU and rotary nodes (fused_kernels.h, through their host references on the CPU) in
+// the prefill and in each decoding step: the rotary embedding at each row's own positions ([batch, 1, T, d]
+// angles), one table in the full forward.
+TEST(GenerationTest, FusedKernelsDecodeLogitsEqualTheFullForwardsLastPosition) {
+  ExpectDecodeLogitsEqualTheFullForward(DecodeMode::kEager, torch::kCPU, FusedKernels::kEverywhere);
+  ExpectDecodeLogitsEqualTheFullForward(DecodeMode::kStatic, torch::kCPU, FusedKernels::kEverywhere);
 }
 
 // The same step recorded once as a CUDA graph and replayed (gpu label: skips without a CUDA device).

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/dtype.h"
 #include "kernels/rms_norm.h"
+#include "kernels/rope.h"
 #include "kernels/swiglu.h"
 
 #if defined(ZEROFIT_TORCH_CUDA) && defined(ZEROFIT_HAVE_CUDA_KERNELS)
@@ -129,6 +130,64 @@ class FusedRmsNormFunction : public torch::autograd::Function<FusedRmsNormFuncti
   }
 };
 
+// The angles as [angle_batch, seq, head_dim], contiguous, from FusedRope's two accepted layouts.
+torch::Tensor AnglesByRow(const torch::Tensor& angles, const torch::Tensor& x) {
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(3);
+  torch::Tensor a = angles.dim() == 2 ? angles.unsqueeze(0) : angles;
+  if (a.dim() == 4) {
+    TORCH_CHECK(a.size(1) == 1, "FusedRope: angles ", angles.sizes(), " vary over heads");
+    a = a.squeeze(1);
+  }
+  TORCH_CHECK(a.dim() == 3 && (a.size(0) == 1 || a.size(0) == b) && a.size(1) == t && a.size(2) == d,
+              "FusedRope: angles ", angles.sizes(), " for x ", x.sizes());
+  return a.contiguous();
+}
+
+// The rotation forward, or its transpose for the backward, of `in` [batch, seq, heads, head_dim].
+torch::Tensor Rotate(const torch::Tensor& in, const torch::Tensor& cos, const torch::Tensor& sin,
+                     bool forward) {
+  kernels::RopeShape shape;
+  shape.batch = static_cast<size_t>(in.size(0));
+  shape.seq = static_cast<size_t>(in.size(1));
+  shape.heads = static_cast<size_t>(in.size(2));
+  shape.head_dim = static_cast<size_t>(in.size(3));
+  shape.per_row_angles = cos.size(0) > 1;
+  torch::Tensor out = torch::empty_like(in);
+  const core::DType type = ElementType(in);
+  if (in.is_cuda()) {
+#ifdef ZEROFIT_FUSED_KERNELS_CUDA
+    LaunchOn(in, "FusedRope", [&](cudaStream_t stream) {
+      return forward ? kernels::cuda::LaunchRopeForward(in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type,
+                                                        shape, out.data_ptr(), stream)
+                     : kernels::cuda::LaunchRopeBackward(in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type,
+                                                         shape, out.data_ptr(), stream);
+    });
+#else
+    NoCudaKernels("FusedRope");
+#endif
+  } else if (forward) {
+    kernels::RopeForwardHost(in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type, shape, out.data_ptr());
+  } else {
+    kernels::RopeBackwardHost(in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type, shape, out.data_ptr());
+  }
+  return out;
+}
+
+class FusedRopeFunction : public torch::autograd::Function<FusedRopeFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin) {
+    ctx->save_for_backward({cos, sin});
+    return Rotate(x, cos, sin, /*forward=*/true);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    return {Rotate(grad_outputs[0].contiguous(), saved[0], saved[1], /*forward=*/false), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<FusedKernels> ParseFusedKernels(const std::string& text, const std::string& field) {
@@ -194,6 +253,16 @@ torch::Tensor FusedSwiGluProduct(const torch::Tensor& gate, const torch::Tensor&
     kernels::SwiGluForwardHost(g.data_ptr(), u.data_ptr(), type, n, out.data_ptr());
   }
   return out;
+}
+
+torch::Tensor FusedRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  TORCH_CHECK(x.dim() == 4 && x.size(3) % 2 == 0 && x.is_contiguous(), "FusedRope: x ", x.sizes(),
+              " is not a contiguous [batch, seq, heads, even head_dim]");
+  TORCH_CHECK(!cos.requires_grad() && !sin.requires_grad(), "FusedRope: the angles take no gradient");
+  const torch::Tensor c = AnglesByRow(cos, x), s = AnglesByRow(sin, x);
+  TORCH_CHECK(c.sizes() == s.sizes(), "FusedRope: cos ", cos.sizes(), ", sin ", sin.sizes());
+  if (!torch::GradMode::is_enabled() || !x.requires_grad()) return Rotate(x, c, s, /*forward=*/true);
+  return FusedRopeFunction::apply(x, c, s);
 }
 
 std::pair<torch::Tensor, torch::Tensor> FusedSwiGluGrads(const torch::Tensor& grad, const torch::Tensor& gate,

@@ -1,4 +1,4 @@
-// The fused model kernels of kernels/ (RMSNorm, SwiGLU) on LibTorch tensors.
+// The fused model kernels of kernels/ (RMSNorm, SwiGLU, the rotary embedding) on LibTorch tensors.
 //
 // A CUDA tensor runs the CUDA kernel on its device's current stream (so the launches are captured by a CUDA
 // graph like any LibTorch op); a CPU tensor runs the host reference, which computes the same arithmetic. The
@@ -6,9 +6,10 @@
 // (kEverywhere), which checks these autograd nodes against the plain graphs where CI runs.
 //
 // What they replace, per token and layer: the plain RMSNorm's six to seven element-wise kernels forward and
-// about ten backward (with their fp32 intermediates), and SwiGLU's two forward and three backward, each a
-// pass over memory. Memory: an RMSNorm node keeps its input, its weight and one fp32 per row; a SwiGLU node
-// keeps gate and up, as the lean pieces do (docs/planning.md, "Fused RMSNorm and SwiGLU on a GPU").
+// about ten backward (with their fp32 intermediates), SwiGLU's two forward and three backward, and the
+// rotary embedding's five for q and five for k each way; each a pass over memory. Memory: an RMSNorm node
+// keeps its input, its weight and one fp32 per row; a SwiGLU node gate and up, as the lean pieces do; a
+// rotary node the angle tables (docs/planning.md, "Fused RMSNorm, SwiGLU and rotary embedding on a GPU").
 #pragma once
 
 #include <torch/torch.h>
@@ -45,5 +46,12 @@ torch::Tensor FusedSwiGluProduct(const torch::Tensor& gate, const torch::Tensor&
 std::pair<torch::Tensor, torch::Tensor> FusedSwiGluGrads(const torch::Tensor& grad, const torch::Tensor& gate,
                                                          const torch::Tensor& up, bool want_gate,
                                                          bool want_up);
+
+// Llama's rotary embedding, x * cos + rotate_half(x) * sin, of x [batch, seq, heads, head_dim] (contiguous:
+// the projection's output viewed by heads, before they move forward) with cos and sin in x's dtype, either
+// [seq, head_dim] (one table for every row) or [batch or 1, 1, seq, head_dim] (each row its own positions, as
+// decoding builds them). The plain graph's values bit for bit (kernels/rope.h), as one autograd node that
+// keeps only the angles. Returns [batch, seq, heads, head_dim].
+torch::Tensor FusedRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
 }  // namespace zerofit::worker

@@ -287,7 +287,10 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
 }
 
 LlamaAttentionImpl::LlamaAttentionImpl(const core::HfModelConfig& c, const LlamaOptions& o)
-    : num_heads_(c.num_attention_heads), num_kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
+    : num_heads_(c.num_attention_heads),
+      num_kv_heads_(c.num_key_value_heads),
+      head_dim_(c.head_dim),
+      fused_(o.fused_kernels) {
   const absl::StatusOr<AttentionKernel> kernel = ResolveAttentionKernel(o.attention);
   TORCH_CHECK(kernel.ok(), "LlamaOptions.attention: ", std::string(kernel.status().message()));
   kernel_ = *kernel;
@@ -302,9 +305,15 @@ LlamaAttentionImpl::LlamaAttentionImpl(const core::HfModelConfig& c, const Llama
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> LlamaAttentionImpl::RotatedQkv(
     const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t b = x.size(0), t = x.size(1);
-  torch::Tensor q = q_proj(x).view({b, t, num_heads_, head_dim_}).transpose(1, 2);
-  torch::Tensor k = k_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor q = q_proj(x).view({b, t, num_heads_, head_dim_});
+  torch::Tensor k = k_proj(x).view({b, t, num_kv_heads_, head_dim_});
   torch::Tensor v = v_proj(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+  // [b, t, heads, d] rotated in place of layout, then the heads move forward: the layout the plain graph's
+  // element-wise ops give their transposed input too.
+  if (FusedKernelsTake(fused_, q, cos) && q.is_contiguous() && k.is_contiguous())
+    return {FusedRope(q, cos, sin).transpose(1, 2), FusedRope(k, cos, sin).transpose(1, 2), v};
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
   q = q * cos + RotateHalf(q) * sin;
   k = k * cos + RotateHalf(k) * sin;
   return {q, k, v};

@@ -122,6 +122,7 @@ class LlamaAttentionImpl : public torch::nn::Module {
                                                                      const torch::Tensor& sin);
   int64_t num_heads_, num_kv_heads_, head_dim_;
   AttentionKernel kernel_;  // resolved: kManual or kSdpa
+  FusedKernels fused_;      // the rotary embedding as one kernel each way where it takes q (FusedRope)
 };
 TORCH_MODULE(LlamaAttention);
 
