@@ -7,9 +7,10 @@
 namespace zerofit::kernels {
 namespace {
 
-// The CUDA backward's blocks of rows (kernels/cuda/rms_norm.cu): enough to fill a GPU, few enough that the
-// partials stay small ([blocks, cols] fp32) and their final sum short.
-constexpr size_t kBackwardMaxBlocks = 512;
+// The CUDA backward's blocks of rows (kernels/cuda/rms_norm.cu): enough to fill a GPU (1024 blocks of 256
+// threads: all 2048 thread slots of 128 SMs, an H100's 132 nearly), few enough that the partials stay small
+// ([blocks, cols] fp32: 8 MiB at hidden 2048) and their final sum short.
+constexpr size_t kBackwardMaxBlocks = 1024;
 
 }  // namespace
 
