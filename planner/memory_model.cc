@@ -215,6 +215,22 @@ double LeanAttentionPhasePerToken(const ModelShape& m, int a, int64_t seq_len, W
   return rows + 6.0 * a * h - a * (2 * inter + 2 * h);
 }
 
+// A recomputed plain layer's attention backward, per token, relative to all it keeps: by then its MLP's
+// intermediate-wide tensors and its second norm's and residual's hidden-wide ones (fp32 16, bf16 14 B per
+// element) are freed, and eager attention's softmax backward holds two [heads, T] rows (fp32 8 B, bf16 6 B
+// per head and key). It sets the peak from about 192 tokens (fp32) or 128 (bf16) on the harness's models; the
+// MLP's backward before. Fitted with the tracking allocator on zerofit_memory_probe --checkpointing runs of
+// planner_validation_test's models A and B at 64 to 512 tokens (BENCHMARKS.md: within +1.6% to +5.2% of the
+// recomputed layer's bytes where it is the peak). SDPA keeps no [heads, T] rows: not counted there.
+double RecomputedAttentionPhasePerToken(const ModelShape& m, int a, int64_t seq_len, WorkerKernels kernels) {
+  if (kernels != WorkerKernels::kLibTorch1Eager) return 0.0;
+  const double h = static_cast<double>(m.hidden_size);
+  const double inter = static_cast<double>(m.intermediate_size);
+  const double rows = (a == 4 ? 8.0 : 6.0) * static_cast<double>(m.num_heads * seq_len);
+  const double freed = (a == 4 ? 16.0 : 8.0) * inter + (a == 4 ? 16.0 : 14.0) * h;
+  return rows - freed;
+}
+
 }  // namespace
 
 ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob& job) {
@@ -279,8 +295,10 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
   double layer_phase;
   if (checkpointing && !lora) {
     // The head is done; one layer is recomputed on top of the checkpoints and backpropagated, with the
-    // incoming gradient of the hidden state.
-    layer_phase = e.saved - n * logits_saved + n * (layer_full + layer_moment + a * h);
+    // incoming gradient of the hidden state: its MLP's backward, or later its eager attention's.
+    const double recomputed =
+        std::max(layer_moment, RecomputedAttentionPhasePerToken(m, a, job.seq_len, job.kernels));
+    layer_phase = e.saved - n * logits_saved + n * (layer_full + recomputed + a * h);
   } else if (checkpointing) {
     // LoRA: each layer already backpropagated leaves an fp32 hidden-sized gradient behind until the end.
     layer_phase = e.saved - n * logits_saved + n * (layer_full + layer_moment + 4.0 * h * (layers - 1));

@@ -220,6 +220,21 @@ TEST(MemoryModelTest, ActivationPeakByHand) {
   EXPECT_NEAR(e.peak, ck_saved + n * (696 + 64 + 4 * 8), 1e-9);
 }
 
+// A recomputed layer's eager attention backward: two [heads, T] rows (fp32 8 B per head and key) beside
+// all the layer keeps but its MLP's intermediate-wide and its second norm's hidden-wide tensors (16 I + 16 H
+// in fp32). Past ~28 tokens on this model it is larger than the MLP's backward (64 B a token); SDPA has no
+// such rows.
+TEST(MemoryModelTest, ARecomputedLayersEagerAttentionSetsTheCheckpointedPeakAtLength) {
+  const ModelShape m = Small();  // H 8, I 16, q 8, 2 heads
+  const ActivationEstimate e = Activations(m, 1, 64, 4, true, 0, false);
+  const double layer_full = 32 * 8 + 16 * 16 + 16 * 8 + 4 * 2 * 64 + 8;
+  EXPECT_NEAR(e.peak - e.saved, 64 * (layer_full + (8 * 2 * 64 - (16 * 16 + 16 * 8)) + 4 * 8), 1e-9);
+  EXPECT_EQ(e.phase, "recomputed layer backward");
+  const ActivationEstimate sdpa = Activations(m, 1, 64, 4, true, 0, false, WorkerKernels::kLibTorch2Sdpa);
+  EXPECT_NEAR(sdpa.peak - sdpa.saved,
+              64 * (LayerSavedBytesPerToken(m, 64, 4, 0, WorkerKernels::kLibTorch2Sdpa, true) + 64 + 4 * 8), 1e-9);
+}
+
 // The fused pieces (Hardware::fused_pieces, the GPU workers): each norm keeps one fp32 reciprocal RMS a token
 // beside what the lean pieces keep (two a layer, one for the final norm), and a layer's backward holds no
 // fp32 norm arithmetic: the MLP's a (3I + 2H) (planner_validation_test's fused rows). A checkpointed layer

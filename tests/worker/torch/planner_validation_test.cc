@@ -95,6 +95,7 @@ std::vector<Case> PlainCasesFor(int world) {
         {"B", T::kSft, 4, 64, 1, false, 8},
         {"A", T::kReward, 8, 32, 2, false, 0, R::kResident, false, true},
         {"B", T::kDpo, 2, 64, 1, false, 8, R::kLoraBase},  // the reference is the policy's base
+        {"A", T::kSft, 2, 384, 1, true},  // long: the recomputed layer's eager attention sets the peak
     };
   }
   if (world == 2) {
@@ -107,6 +108,7 @@ std::vector<Case> PlainCasesFor(int world) {
         {"B", T::kDpo, 2, 96, 1, true, 0, R::kPrecomputed, true},
         {"C", T::kSft, 4, 48, 1, false, 0, R::kResident, false, true},
         {"B", T::kDpo, 2, 64, 1, false, 8, R::kResident},
+        {"B", T::kSft, 2, 256, 1, true, 0, R::kResident, false, true},  // long, bf16
     };
   }
   return {
@@ -117,6 +119,7 @@ std::vector<Case> PlainCasesFor(int world) {
       {"A", T::kDpo, 4, 64, 1, true, 0, R::kResident},
       {"B", T::kReward, 4, 64, 1, false, 0, R::kResident, false, true},
       {"C", T::kSft, 2, 128, 1, true, 8},
+      {"A", T::kReward, 2, 256, 1, true},  // long
   };
 }
 
