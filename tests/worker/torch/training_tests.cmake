@@ -40,6 +40,11 @@ if(ZEROFIT_WITH_MPI AND TARGET zerofit_make_arith_prefs)
                    --cuda-allocation-report /nonexistent/report.txt)
   set_tests_properties(train_prefs_allocation_report_flag PROPERTIES LABELS unit TIMEOUT 60
     PASS_REGULAR_EXPRESSION "flag --cuda-allocation-report applies to --task grpo only")
+  # --fused-kernels names its modes, and a wrong one is refused by the flag's name before any data is read.
+  add_test(NAME train_prefs_fused_kernels_flag
+           COMMAND $<TARGET_FILE:zerofit_train_prefs> --task reward --data /nonexistent --fused-kernels triton)
+  set_tests_properties(train_prefs_fused_kernels_flag PROPERTIES LABELS unit TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "flag --fused-kernels: 'triton' is not a fused-kernels mode \\(cuda, off, everywhere\\)")
 endif()
 
 # Text and chat preference data tokenized in the trainer with a model directory's tokenizer.json (a
