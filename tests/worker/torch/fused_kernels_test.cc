@@ -235,6 +235,8 @@ TEST(FusedKernelsTest, TheRotaryEmbeddingKeepsOnlyItsAnglesAndRefusesAnglesOfAno
   EXPECT_THROW(FusedRope(x, torch::rand({6, 16}), torch::rand({6, 16})), c10::Error);
   EXPECT_THROW(FusedRope(x, torch::rand({2, 4, 5, 16}), torch::rand({2, 4, 5, 16})), c10::Error);
   EXPECT_THROW(FusedRope(x.transpose(1, 2), cos, sin), c10::Error);
+  EXPECT_THROW(FusedRmsNorm(torch::rand({2, 8}, torch::kFloat64), torch::rand({8}, torch::kFloat64), kEps),
+               c10::Error);
 }
 
 TEST(FusedKernelsTest, AFrozenWeightGetsNoGradientAndWithoutGradNothingIsRecorded) {

@@ -9,6 +9,7 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "worker/torch/model/element_type.h"
 
 #if defined(ZEROFIT_TORCH_CUDA) && defined(ZEROFIT_HAVE_CUDA_KERNELS)
 #include <c10/cuda/CUDAGuard.h>
@@ -24,20 +25,11 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// t's element type, one the kernels take (fp32, bf16, fp16).
 core::DType ElementType(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kBFloat16:
-      return core::DType::kBFloat16;
-    case torch::kFloat16:
-      return core::DType::kFloat16;
-    default:
-      return core::DType::kFloat32;
-  }
-}
-
-bool ElementTypeTaken(const torch::Tensor& t) {
-  const torch::ScalarType s = t.scalar_type();
-  return s == torch::kFloat32 || s == torch::kBFloat16 || s == torch::kFloat16;
+  const std::optional<core::DType> type = CoreElementType(t.scalar_type());
+  TORCH_CHECK(type.has_value(), "fused kernels: no kernel for ", t.scalar_type(), " tensors");
+  return *type;
 }
 
 #ifdef ZEROFIT_FUSED_KERNELS_CUDA
@@ -212,7 +204,7 @@ const char* FusedKernelsName(FusedKernels mode) {
 
 bool FusedKernelsTake(FusedKernels mode, const torch::Tensor& a, const torch::Tensor& b) {
   if (mode == FusedKernels::kOff || a.device() != b.device() || a.scalar_type() != b.scalar_type() ||
-      !ElementTypeTaken(a))
+      !CoreElementType(a.scalar_type()))
     return false;
   if (a.is_cuda()) {
 #ifdef ZEROFIT_FUSED_KERNELS_CUDA

@@ -8,21 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "offload/offload_shard_updater.h"
+#include "worker/torch/model/element_type.h"
 
 namespace zerofit::worker {
 namespace {
 
 absl::StatusOr<core::DType> FromTorch(c10::ScalarType t) {
-  switch (t) {
-    case torch::kFloat32:
-      return core::DType::kFloat32;
-    case torch::kBFloat16:
-      return core::DType::kBFloat16;
-    case torch::kFloat16:
-      return core::DType::kFloat16;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("unsupported parameter dtype ", c10::toString(t)));
-  }
+  if (std::optional<core::DType> d = CoreElementType(t)) return *d;
+  return absl::InvalidArgumentError(absl::StrCat("unsupported parameter dtype ", c10::toString(t)));
 }
 
 class AccumulatedHook final : public torch::autograd::FunctionPostHook {
