@@ -232,7 +232,8 @@ TEST(MemoryModelTest, ARecomputedLayersEagerAttentionSetsTheCheckpointedPeakAtLe
   EXPECT_EQ(e.phase, "recomputed layer backward");
   const ActivationEstimate sdpa = Activations(m, 1, 64, 4, true, 0, false, WorkerKernels::kLibTorch2Sdpa);
   EXPECT_NEAR(sdpa.peak - sdpa.saved,
-              64 * (LayerSavedBytesPerToken(m, 64, 4, 0, WorkerKernels::kLibTorch2Sdpa, true) + 64 + 4 * 8), 1e-9);
+              64 * (LayerSavedBytesPerToken(m, 64, 4, 0, WorkerKernels::kLibTorch2Sdpa, true) + 64 + 4 * 8),
+              1e-9);
 }
 
 // The fused pieces (Hardware::fused_pieces, the GPU workers): each norm keeps one fp32 reciprocal RMS a token
