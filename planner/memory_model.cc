@@ -581,7 +581,7 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   DynamicPeak peak = TrainingPeak(m, w, s, hw, &act, &rows, &seq);
   if (w.task == Task::kGrpo) {
     const int64_t seqs = s.rollout_prompts * w.samples_per_prompt;
-    const GenerationEstimate gen = EstimateGeneration(m, seqs, w.prompt_len, w.new_tokens, a);
+    const GenerationEstimate gen = EstimateGeneration(m, seqs, w.prompt_len, w.new_tokens, a, hw.fused_pieces);
     const double f = hw.cpu ? 0.0 : hw.fragmentation;  // as below: fragmentation of the non-cache bytes
     if (gen.kv_cache + (1 + f) * gen.transient > (1 + f) * peak.bytes) {
       peak = DynamicPeak{gen.kv_cache + gen.transient, gen.kv_cache,
@@ -617,7 +617,7 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
 }
 
 GenerationEstimate EstimateGeneration(const ModelShape& m, int64_t sequences, int64_t prompt_len,
-                                      int64_t new_tokens, int a) {
+                                      int64_t new_tokens, int a, bool fused_pieces) {
   const double b = static_cast<double>(sequences), p = static_cast<double>(prompt_len);
   const double c = p + static_cast<double>(new_tokens);  // the cache's capacity
   const double n = b * p;                                // prefill tokens
@@ -639,8 +639,9 @@ GenerationEstimate EstimateGeneration(const ModelShape& m, int64_t sequences, in
   const double query_wide = (a == 4 ? 2.0 : 1.0) + 2 * repeated;
   const double attention = base + n * (2 * a * h + query_wide * a * q + 2 * a * kv + score_bytes * heads * p);
   // Prefill MLP: the residual, the attention sum and its norm while gate, silu, up and their product are
-  // alive (gate and up are gone by the time down's output is: llama_model.cc's LlamaMlpImpl::forward).
-  const double mlp = base + n * (3 * a * h + 4 * a * inter);
+  // alive (gate and up are gone by the time down's output is: llama_model.cc's LlamaMlpImpl::forward); the
+  // fused gating computes the product without silu's tensor.
+  const double mlp = base + n * (3 * a * h + (fused_pieces ? 3 : 4) * a * inter);
   // Sampling a token (SampleTokens, temperature > 0): the fp32 logits, the sorted values, int64 indices,
   // float64 probabilities, their exclusive cumsum, the nucleus and its cdf, and a bool mask, 57 B per entry
   // as counted, plus 160 B per sequence of per-row tensors.
@@ -664,7 +665,7 @@ GrpoPasses EstimateGrpoPasses(const ModelShape& m, const Workload& w, const Stra
   int64_t rows = 0, seq = 0;
   const DynamicPeak train = TrainingPeak(m, w, s, hw, &act, &rows, &seq);
   const GenerationEstimate gen = EstimateGeneration(m, s.rollout_prompts * w.samples_per_prompt, w.prompt_len,
-                                                    w.new_tokens, w.element_bytes);
+                                                    w.new_tokens, w.element_bytes, hw.fused_pieces);
   GrpoPasses out;
   out.generation = fixed + gen.kv_cache + (1 + fragmentation) * gen.transient;
   out.training = fixed + (1 + fragmentation) * train.bytes;

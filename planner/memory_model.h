@@ -134,8 +134,9 @@ struct GenerationEstimate {
   double transient = 0;  // the largest phase below, on top of the cache
   std::string phase;     // "prefill attention", "prefill MLP", "sampling" or "decode attention"
 };
+// `fused_pieces`: the workers' fused RMSNorm, SwiGLU and rotary kernels (Hardware::fused_pieces).
 GenerationEstimate EstimateGeneration(const ModelShape& m, int64_t sequences, int64_t prompt_len,
-                                      int64_t new_tokens, int element_bytes);
+                                      int64_t new_tokens, int element_bytes, bool fused_pieces = false);
 
 // GRPO's two passes per GPU, each the device bytes every phase holds (weights, gradients, buckets, optimizer
 // state, reference and frozen models; on a GPU the runtime's) plus the pass's dynamic peak (on a GPU with

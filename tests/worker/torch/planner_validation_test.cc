@@ -247,9 +247,26 @@ struct GrpoCase {
   bool checkpointing = false;
   bool bf16 = false;
   int64_t lora_rank = 0;
+  bool fused = false;  // the fused RMSNorm, SwiGLU and rotary nodes, in both passes (Case::fused)
 };
 
+std::vector<GrpoCase> PlainGrpoCasesFor(int world);
+
+// Each world size's GRPO cases, then those without checkpointing again with the fused pieces (the plan's
+// checkpointed fused terms are not fitted: CasesFor).
 std::vector<GrpoCase> GrpoCasesFor(int world) {
+  std::vector<GrpoCase> cases = PlainGrpoCasesFor(world);
+  const size_t plain = cases.size();
+  for (size_t i = 0; i < plain; ++i) {
+    if (cases[i].checkpointing) continue;
+    GrpoCase fused = cases[i];
+    fused.fused = true;
+    cases.push_back(fused);
+  }
+  return cases;
+}
+
+std::vector<GrpoCase> PlainGrpoCasesFor(int world) {
   // Each shape is chosen so that a different generation phase sets its peak: long prompts (the prefill's
   // attention scores), many short sequences with a large vocabulary (sampling), short prompts with long
   // completions (a decode step over the whole cache), wide MLPs (the prefill's MLP).
@@ -387,13 +404,16 @@ TEST(PlannerValidationTest, GrpoPassesMatchMeasuredPeaks) {
     job.checkpointing = c.checkpointing;
     job.bf16 = c.bf16;
     job.lora_rank = c.lora_rank;
+    job.fused_kernels = c.fused ? FusedKernels::kEverywhere : FusedKernels::kOff;
     if (c.lora_rank > 0) job.reference = ReferenceStrategy::kLoraBase;
     auto measured = MeasureTrainingPeak(job, comm->get());
     ASSERT_TRUE(measured.ok()) << measured.status();
     auto shape = planner::ModelShapeFromConfig(job.model, c.model);
     ASSERT_TRUE(shape.ok()) << shape.status();
+    planner::Hardware case_hw = *hw;
+    case_hw.fused_pieces = c.fused;
     const planner::GrpoPasses p =
-        planner::EstimateGrpoPasses(*shape, GrpoWorkload(c, world), GrpoStrategy(c, job), *hw, world);
+        planner::EstimateGrpoPasses(*shape, GrpoWorkload(c, world), GrpoStrategy(c, job), case_hw, world);
     const double gen_peak = LargestRank(**comm, measured->generation_peak_bytes, options.timeout);
     const double train_peak = LargestRank(**comm, measured->device_peak_bytes, options.timeout);
     gen.Add(p.generation, gen_peak, p.generation_dynamic,
@@ -408,7 +428,8 @@ TEST(PlannerValidationTest, GrpoPassesMatchMeasuredPeaks) {
           c.model.c_str(), world, static_cast<long long>(c.micro_batch), static_cast<long long>(c.prompt_len),
           static_cast<long long>(c.new_tokens), static_cast<long long>(c.samples_per_prompt),
           static_cast<long long>(c.rollout_prompts), c.beta, c.checkpointing ? "yes" : "no",
-          c.bf16 ? "bf16" : "fp32", static_cast<long long>(c.lora_rank), gen_peak, p.generation,
+          c.bf16 ? (c.fused ? "bf16f" : "bf16") : (c.fused ? "fp32f" : "fp32"), static_cast<long long>(c.lora_rank),
+          gen_peak, p.generation,
           100 * gen.total.back(), 100 * gen.dynamic.back(), train_peak, p.training, 100 * train.total.back(),
           100 * train.dynamic.back(), p.generation_phase.c_str(), p.training_phase.c_str());
     }

@@ -347,9 +347,11 @@ torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
     const torch::Tensor gate = gate_proj(x);
     const torch::Tensor up = up_proj(x);
     const bool fused = FusedKernelsTake(fused_, gate, up);
-    // A frozen down projection without an adapter keeps no input: nothing to release.
+    // A frozen down projection without an adapter keeps no input, and without grad mode nothing keeps
+    // anything: nothing to release, and gate and up die before down runs.
     const bool down_keeps_input =
-        down_proj->weight.requires_grad() || (down_proj->has_lora() && down_proj->adapter_enabled());
+        torch::GradMode::is_enabled() &&
+        (down_proj->weight.requires_grad() || (down_proj->has_lora() && down_proj->adapter_enabled()));
     if (!lean_gate_ && !fused) {
       product = torch::silu(gate) * up;
     } else if (!lean_gate_ || !down_keeps_input) {
