@@ -14,10 +14,6 @@ constexpr size_t kBackwardMaxBlocks = 1024;
 
 }  // namespace
 
-bool FusedElementType(core::DType type) {
-  return type == core::DType::kFloat32 || type == core::DType::kBFloat16 || type == core::DType::kFloat16;
-}
-
 float RoundTo(core::DType type, float v) {
   switch (type) {
     case core::DType::kBFloat16:

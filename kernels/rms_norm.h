@@ -15,14 +15,12 @@
 
 namespace zerofit::kernels {
 
-// x, y, dy, dx: [rows, cols], contiguous; w, dw: [cols]; rstd: [rows] fp32.
+// x, y, dy, dx: [rows, cols], contiguous; w, dw: [cols]; rstd: [rows] fp32. Every buffer but rstd has one
+// element type, fp32, bf16 or fp16 (x, w, y and the gradients alike; the same for swiglu.h and rope.h).
 struct RmsNormShape {
   size_t rows = 0;
   size_t cols = 0;
 };
-
-// The element types the fused kernels take: fp32, bf16 and fp16 (x, w, y and the gradients alike).
-bool FusedElementType(core::DType type);
 
 // v rounded to `type` and widened back (the identity for fp32).
 float RoundTo(core::DType type, float v);
@@ -32,8 +30,9 @@ float RoundTo(core::DType type, float v);
 void RmsNormForwardHost(const void* x, const void* w, core::DType type, RmsNormShape shape, float eps,
                         void* y, float* rstd);
 
-// Backward, autograd's operations in order: dn = round(dy w); c = sum(dn x) over the row;
-// dx = round(dn r + (c * -0.5 r^3 / cols) * 2x); dw = round(sum over rows of round(dy n)).
+// Backward, autograd's arithmetic with its roundings (its fp32 products grouped as here): dn = round(dy w);
+// c = sum(dn x) over the row; dx = round(dn r + (c * -0.5 r^3 * 2 / cols) x);
+// dw = round(sum over rows of round(dy n)).
 // dw may be null (a frozen weight). rstd is the forward's.
 void RmsNormBackwardHost(const void* dy, const void* x, const void* w, const float* rstd, core::DType type,
                          RmsNormShape shape, void* dx, void* dw);

@@ -14,7 +14,7 @@
 namespace zerofit::kernels {
 
 // out = round(round(silu(gate)) * up), silu(g) = g / (1 + exp(-g)); n elements of `type`
-// (kernels/rms_norm.h's FusedElementType).
+// (fp32, bf16 or fp16).
 void SwiGluForwardHost(const void* gate, const void* up, core::DType type, size_t n, void* out);
 
 // Given the product's gradient `grad`: d_up = round(grad * round(silu(gate))); d_gate = silu's backward of

@@ -3,8 +3,8 @@
 // equal the reference's up to the device's exponential and reciprocal square root (a few fp32 ulps before the
 // final rounding; the rotary embedding has neither: bit for bit), sums are fixed-shape trees (the same order
 // on every run and every GPU for a given shape, another order than the reference's). Each enqueues on
-// `stream` of the current device and returns the launch's error (cudaGetLastError). Types:
-// kernels::FusedElementType.
+// `stream` of the current device and returns the launch's error (cudaGetLastError). Types: fp32, bf16 and
+// fp16.
 #pragma once
 
 #include <cuda_runtime_api.h>
