@@ -581,7 +581,8 @@ MemoryEstimate EstimateMemory(const ModelShape& m, const Workload& w, const Stra
   DynamicPeak peak = TrainingPeak(m, w, s, hw, &act, &rows, &seq);
   if (w.task == Task::kGrpo) {
     const int64_t seqs = s.rollout_prompts * w.samples_per_prompt;
-    const GenerationEstimate gen = EstimateGeneration(m, seqs, w.prompt_len, w.new_tokens, a, hw.fused_pieces);
+    const GenerationEstimate gen =
+        EstimateGeneration(m, seqs, w.prompt_len, w.new_tokens, a, hw.fused_pieces);
     const double f = hw.cpu ? 0.0 : hw.fragmentation;  // as below: fragmentation of the non-cache bytes
     if (gen.kv_cache + (1 + f) * gen.transient > (1 + f) * peak.bytes) {
       peak = DynamicPeak{gen.kv_cache + gen.transient, gen.kv_cache,

@@ -428,9 +428,9 @@ TEST(PlannerValidationTest, GrpoPassesMatchMeasuredPeaks) {
           c.model.c_str(), world, static_cast<long long>(c.micro_batch), static_cast<long long>(c.prompt_len),
           static_cast<long long>(c.new_tokens), static_cast<long long>(c.samples_per_prompt),
           static_cast<long long>(c.rollout_prompts), c.beta, c.checkpointing ? "yes" : "no",
-          c.bf16 ? (c.fused ? "bf16f" : "bf16") : (c.fused ? "fp32f" : "fp32"), static_cast<long long>(c.lora_rank),
-          gen_peak, p.generation,
-          100 * gen.total.back(), 100 * gen.dynamic.back(), train_peak, p.training, 100 * train.total.back(),
+          c.bf16 ? (c.fused ? "bf16f" : "bf16") : (c.fused ? "fp32f" : "fp32"),
+          static_cast<long long>(c.lora_rank), gen_peak, p.generation, 100 * gen.total.back(),
+          100 * gen.dynamic.back(), train_peak, p.training, 100 * train.total.back(),
           100 * train.dynamic.back(), p.generation_phase.c_str(), p.training_phase.c_str());
     }
   }
