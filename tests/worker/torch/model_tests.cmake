@@ -9,19 +9,14 @@ if(ZEROFIT_WITH_TORCH)
   # what autograd keeps for them, counted by the tracking allocator.
   add_executable(recomputed_call_test worker/torch/recomputed_call_test.cc)
   target_link_libraries(recomputed_call_test PRIVATE zerofit_memory_probe_torch GTest::gtest_main)
-  add_test(NAME recomputed_call_test COMMAND recomputed_call_test --gtest_filter=-*.Gpu*)
-  set_tests_properties(recomputed_call_test PROPERTIES LABELS unit TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
-  add_test(NAME recomputed_call_gpu_test COMMAND recomputed_call_test --gtest_filter=*.Gpu*)
-  set_tests_properties(recomputed_call_gpu_test PROPERTIES LABELS gpu TIMEOUT 120)
+  zerofit_unit_and_gpu_tests(recomputed_call_test recomputed_call_gpu_test 60 120)
 
-  # The fused RMSNorm and SwiGLU (kernels/, worker/torch/model/fused_kernels.h): fp32 against float64, bf16
-  # against the plain graphs, on the CPU through the host references and on cuda:0 through the CUDA kernels.
+  # The fused RMSNorm, SwiGLU and rotary embedding (kernels/, worker/torch/model/fused_kernels.h): fp32 against
+  # float64, bf16 against the plain graphs (the rotary embedding bit for bit), on the CPU through the host
+  # references and on cuda:0 through the CUDA kernels.
   add_executable(fused_kernels_test worker/torch/fused_kernels_test.cc)
   target_link_libraries(fused_kernels_test PRIVATE zerofit_memory_probe_torch GTest::gtest_main)
-  add_test(NAME fused_kernels_test COMMAND fused_kernels_test --gtest_filter=-*.Gpu*)
-  set_tests_properties(fused_kernels_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
-  add_test(NAME fused_kernels_gpu_test COMMAND fused_kernels_test --gtest_filter=*.Gpu*)
-  set_tests_properties(fused_kernels_gpu_test PROPERTIES LABELS gpu TIMEOUT 120)
+  zerofit_unit_and_gpu_tests(fused_kernels_test fused_kernels_gpu_test 120 120)
 
   # Incremental decoding over a KV cache and Generate (issue 32): decode logits against the full forward,
   # greedy generation against a float64 oracle, the sampler, the cache's bytes for the sequences in flight.
@@ -29,11 +24,8 @@ if(ZEROFIT_WITH_TORCH)
   target_link_libraries(generation_test PRIVATE zerofit_worker_torch GTest::gtest_main nlohmann_json::nlohmann_json)
   target_compile_definitions(generation_test PRIVATE
     ZEROFIT_GENERATION_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/worker/torch/golden/generation")
-  add_test(NAME generation_test COMMAND generation_test --gtest_filter=-*.Gpu*)
-  set_tests_properties(generation_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
-  # The decode step recorded as a CUDA graph and replayed, on cuda:0 (skips without a device).
-  add_test(NAME generation_gpu_test COMMAND generation_test --gtest_filter=*.Gpu*)
-  set_tests_properties(generation_gpu_test PROPERTIES LABELS gpu TIMEOUT 300)
+  # Its Gpu* cases: the decode step recorded as a CUDA graph and replayed, on cuda:0 (skip without a device).
+  zerofit_unit_and_gpu_tests(generation_test generation_gpu_test 120 300)
 
   # zerofit_generation_bench (the zerofit side of bench/transformers_generate_bench.py) on a tiny Mistral shape;
   # its operator count must have seen the decode steps' dispatches (a count of 0: the callback never ran).
@@ -47,10 +39,7 @@ if(ZEROFIT_WITH_TORCH)
   # Gpu* cases (SDPA against manual in bf16 on cuda:0, LibTorch 2.1+) skip without a device or SDPA.
   add_executable(attention_kernel_test worker/torch/attention_kernel_test.cc)
   target_link_libraries(attention_kernel_test PRIVATE zerofit_worker_torch GTest::gtest_main)
-  add_test(NAME attention_kernel_test COMMAND attention_kernel_test --gtest_filter=-*.Gpu*)
-  set_tests_properties(attention_kernel_test PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
-  add_test(NAME attention_kernel_gpu_test COMMAND attention_kernel_test --gtest_filter=*.Gpu*)
-  set_tests_properties(attention_kernel_gpu_test PROPERTIES LABELS gpu TIMEOUT 300)
+  zerofit_unit_and_gpu_tests(attention_kernel_test attention_kernel_gpu_test 120 300)
 
   # Reward read-out against a transcription of transformers' sequence-classification read-out.
   add_executable(reward_readout_test worker/torch/reward_readout_test.cc)
