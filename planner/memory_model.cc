@@ -68,14 +68,15 @@ LayerCoefficients PlainLibTorch1(int a, bool lora) {
   return {18, 6, 8, 0, 0, 6, 8, 8};
 }
 
-// The fused pieces (fused_kernels.h) outside checkpointing keep what the lean ones keep and each norm one
-// fp32 reciprocal RMS a token. (A checkpointed layer recomputes fused pieces too, and keeps less than the
-// plain graphs; its terms are not fitted yet, so the plain ones stand for it: an over-estimate,
-// BENCHMARKS.md.)
+// The fused pieces (fused_kernels.h) keep what the lean ones keep and each norm one fp32 reciprocal RMS a
+// token; a checkpointed layer (which does not release the MLP's product: SwiGluThenDown runs outside
+// checkpointing only) also the product. With LoRA a checkpointed layer's terms are the plain ones (not
+// fitted for the fused pieces: an over-estimate).
 LayerCoefficients Coefficients(int a, bool lora, bool lean, WorkerKernels kernels, bool fused) {
-  LayerCoefficients c = lean ? LeanLibTorch1(a, lora) : PlainLibTorch1(a, lora);
-  fused = fused && lean;
+  fused = fused && (lean || !lora);
+  LayerCoefficients c = lean || fused ? LeanLibTorch1(a, lora) : PlainLibTorch1(a, lora);
   if (fused) c.constant = 8;
+  if (fused && !lean) c.inter += a;
   if (kernels == WorkerKernels::kLibTorch1Eager) return c;
   // LibTorch 2.x's mean() keeps only its input's sizes: each of the two plain RMSNorms keeps one fp32 H-sized
   // tensor less (x.pow(2), which 1.x kept for mean's backward). A lean or fused norm keeps neither.
@@ -190,8 +191,9 @@ double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora, bool le
   const double inter = static_cast<double>(m.intermediate_size);
   // Fused: no norm arithmetic in fp32 around the MLP's backward; its product recomputed, down's input
   // gradient, gate's and up's, and two hidden-wide gradients, in the parameter dtype (fitted on
-  // planner_validation_test's fused rows).
-  if (fused && !lora) return a * (3 * inter + 2 * h);
+  // planner_validation_test's fused rows). Recomputed (checkpointed), over the layer's tensors with the
+  // product: a (2 I - 2 H) (BENCHMARKS.md, "A checkpointed layer's recomputed fused pieces").
+  if (fused && !lora) return lean ? a * (3 * inter + 2 * h) : a * std::max(0.0, 2 * inter - 2 * h);
   const double norm = (lean ? (a == 4 ? 24.0 : 26.0) : (a == 4 ? 8.0 : 12.0)) * h;
   if (lora) return std::max(a * std::max(0.0, 3 * inter - 2 * h), lean ? norm + 10.0 * h : 14.0 * h);
   // Lean MLP: the product recomputed before down's backward, then down's input gradient, gate's and up's
@@ -222,12 +224,16 @@ double LeanAttentionPhasePerToken(const ModelShape& m, int a, int64_t seq_len, W
 // MLP's backward before. Fitted with the tracking allocator on zerofit_memory_probe --checkpointing runs of
 // planner_validation_test's models A and B at 64 to 512 tokens (BENCHMARKS.md: within +1.6% to +5.2% of the
 // recomputed layer's bytes where it is the peak). SDPA keeps no [heads, T] rows: not counted there.
-double RecomputedAttentionPhasePerToken(const ModelShape& m, int a, int64_t seq_len, WorkerKernels kernels) {
+// With the fused pieces what is freed by then is the MLP's gate, up and product and the second norm's input
+// and output: a (3 I + 2 H).
+double RecomputedAttentionPhasePerToken(const ModelShape& m, int a, int64_t seq_len, WorkerKernels kernels,
+                                        bool fused) {
   if (kernels != WorkerKernels::kLibTorch1Eager) return 0.0;
   const double h = static_cast<double>(m.hidden_size);
   const double inter = static_cast<double>(m.intermediate_size);
   const double rows = (a == 4 ? 8.0 : 6.0) * static_cast<double>(m.num_heads * seq_len);
-  const double freed = (a == 4 ? 16.0 : 8.0) * inter + (a == 4 ? 16.0 : 14.0) * h;
+  const double freed =
+      fused ? a * (3 * inter + 2 * h) : (a == 4 ? 16.0 : 8.0) * inter + (a == 4 ? 16.0 : 14.0) * h;
   return rows - freed;
 }
 
@@ -237,7 +243,8 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
   const int a = job.element_bytes;
   const bool lora = job.lora_rank > 0, policy_head = job.policy_head, checkpointing = job.checkpointing;
   const bool lean = !checkpointing && !job.plain_pieces;
-  const bool fused = lean && job.fused_pieces;  // checkpointed: the plain terms stand (Coefficients)
+  // Checkpointed with LoRA: the plain terms stand for the fused pieces (Coefficients).
+  const bool fused = job.fused_pieces && (lean || (checkpointing && !lora));
   const double t = static_cast<double>(job.seq_len);
   const double n = static_cast<double>(job.rows) * t;  // tokens
   const double h = static_cast<double>(m.hidden_size);
@@ -254,9 +261,9 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
   // plain, where LibTorch 1.x keeps one more fp32 copy, as in each layer's (Coefficients).
   const bool libtorch1 = job.kernels == WorkerKernels::kLibTorch1Eager;
   // Fused: the lean norm's and its fp32 reciprocal RMS.
-  double head_saved = lean   ? (lora ? 1.0 : 2.0) * a * h + (fused ? 4.0 : 0.0)
-                      : lora ? (policy_head ? 0.0 : a * h)
-                             : ((a == 4 ? 16.0 : 12.0) - (libtorch1 ? 0 : 4)) * h;
+  double head_saved = lean || fused ? (lora ? 1.0 : 2.0) * a * h + (fused ? 4.0 : 0.0)
+                      : lora        ? (policy_head ? 0.0 : a * h)
+                                    : ((a == 4 ? 16.0 : 12.0) - (libtorch1 ? 0 : 4)) * h;
   const double logits_saved = policy_head ? (12.0 + (lora ? a * h : 0.0)) * predicted : 0.0;
   // Backward of the head, in bytes for the whole micro-batch: one chunk's logits (fp32: one buffer, turned
   // into its gradient in place; bf16: also the chunk's bf16 logits and the gradient's bf16 cast), and for
@@ -297,8 +304,12 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
     // The head is done; one layer is recomputed on top of the checkpoints and backpropagated, with the
     // incoming gradient of the hidden state: its MLP's backward, or later its eager attention's.
     const double recomputed =
-        std::max(layer_moment, RecomputedAttentionPhasePerToken(m, a, job.seq_len, job.kernels));
-    layer_phase = e.saved - n * logits_saved + n * (layer_full + recomputed + a * h);
+        std::max(layer_moment, RecomputedAttentionPhasePerToken(m, a, job.seq_len, job.kernels, fused));
+    // With the fused pieces also one weight's gradient (the MLP's, the largest), alive until the ZeRO-2
+    // hook has copied it into its bucket (the plain terms' fit absorbed it).
+    const double weight_gradient =
+        fused ? a * static_cast<double>(m.hidden_size) * static_cast<double>(m.intermediate_size) : 0.0;
+    layer_phase = e.saved - n * logits_saved + n * (layer_full + recomputed + a * h) + weight_gradient;
   } else if (checkpointing) {
     // LoRA: each layer already backpropagated leaves an fp32 hidden-sized gradient behind until the end.
     layer_phase = e.saved - n * logits_saved + n * (layer_full + layer_moment + 4.0 * h * (layers - 1));
