@@ -1,10 +1,12 @@
 // Element types of the fused model kernels on the device: loads widen to fp32, stores round to nearest even
 // (CUDA's conversion intrinsics, the rounding of core/dtype.h), and a dispatch from core::DType to the
-// kernel instantiated for the type.
+// kernel instantiated for the type; the element-wise kernels' launch shape.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cstddef>
 
 #include "core/dtype.h"
 
@@ -33,6 +35,14 @@ __device__ __forceinline__ __half FromFloat<__half>(float v) {
 template <typename T>
 __device__ __forceinline__ float Round(float v) {
   return ToFloat(FromFloat<T>(v));
+}
+
+// The element-wise kernels' launch shape: kElementwiseThreads a block, grid-stride loops over at most
+// 65535 blocks.
+constexpr int kElementwiseThreads = 256;
+inline unsigned ElementwiseBlocks(size_t n) {
+  const size_t blocks = (n + kElementwiseThreads - 1) / kElementwiseThreads;
+  return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
 }
 
 // Calls launch(T{}) with T the device type of `type`; cudaErrorInvalidValue for a type the kernels lack.

@@ -6,9 +6,6 @@
 namespace zerofit::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr size_t kMaxBlocks = 65535;
-
 struct Geometry {
   size_t seq, heads, head_dim, angle_batch_stride;  // the angles' stride between rows (0: one table)
 };
@@ -49,11 +46,6 @@ Geometry GeometryOf(const RopeShape& s) {
   return {s.seq, s.heads, s.head_dim, s.per_row_angles ? s.seq * s.head_dim : 0};
 }
 
-unsigned Blocks(size_t n) {
-  const size_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
-
 template <bool kBackward>
 cudaError_t LaunchRope(const void* in, const void* cos, const void* sin, core::DType type, RopeShape shape,
                        void* out, cudaStream_t stream) {
@@ -62,7 +54,7 @@ cudaError_t LaunchRope(const void* in, const void* cos, const void* sin, core::D
   if (shape.head_dim % 2 != 0) return cudaErrorInvalidValue;
   return DispatchElementType(type, [&](auto tag) {
     using T = decltype(tag);
-    RopeKernel<T, kBackward><<<Blocks(n), kThreads, 0, stream>>>(
+    RopeKernel<T, kBackward><<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(
         static_cast<const T*>(in), static_cast<const T*>(cos), static_cast<const T*>(sin), n,
         GeometryOf(shape), static_cast<T*>(out));
     return cudaGetLastError();
