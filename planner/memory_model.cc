@@ -68,12 +68,16 @@ LayerCoefficients PlainLibTorch1(int a, bool lora) {
   return {18, 6, 8, 0, 0, 6, 8, 8};
 }
 
+// Whether the plan counts the fused pieces' terms: everywhere they run but in checkpointed layers with LoRA,
+// whose terms stay the plain ones (not fitted).
+bool FusedPiecesCount(bool fused, bool checkpointed, bool lora) { return fused && (!checkpointed || !lora); }
+
 // The fused pieces (fused_kernels.h) keep what the lean ones keep and each norm one fp32 reciprocal RMS a
 // token; a checkpointed layer (which does not release the MLP's product: SwiGluThenDown runs outside
 // checkpointing only) also the product. With LoRA a checkpointed layer's terms are the plain ones (not
 // fitted for the fused pieces: an over-estimate).
 LayerCoefficients Coefficients(int a, bool lora, bool lean, WorkerKernels kernels, bool fused) {
-  fused = fused && (lean || !lora);
+  fused = FusedPiecesCount(fused, !lean, lora);
   LayerCoefficients c = lean || fused ? LeanLibTorch1(a, lora) : PlainLibTorch1(a, lora);
   if (fused) c.constant = 8;
   if (fused && !lean) c.inter += a;
@@ -202,6 +206,12 @@ double LayerBackwardBytesPerToken(const ModelShape& m, int a, bool lora, bool le
   return std::max((a == 4 ? 4.0 : 2.0) * std::max(0.0, 2 * inter - 3 * h), norm);
 }
 
+// Eager attention's softmax backward, per token: two [heads, T] rows, in fp32 the probabilities' gradient and
+// its result (8 B per head and key), in bf16 the bf16 gradient and the fp32 result (6 B).
+double EagerSoftmaxBackwardRowsPerToken(const ModelShape& m, int a, int64_t seq_len) {
+  return (a == 4 ? 8.0 : 6.0) * static_cast<double>(m.num_heads * seq_len);
+}
+
 // A lean layer's attention backward, per token, relative to all the saved activations: by then the MLP's
 // gate, up and the second norm's input and output (2 intermediate- and 2 hidden-wide) are freed. Eager
 // attention's softmax backward holds [heads, T] rows: in fp32 the probabilities' gradient and its result (8
@@ -212,7 +222,7 @@ double LeanAttentionPhasePerToken(const ModelShape& m, int a, int64_t seq_len, W
   const double h = static_cast<double>(m.hidden_size);
   const double inter = static_cast<double>(m.intermediate_size);
   const double rows = kernels == WorkerKernels::kLibTorch1Eager
-                          ? (a == 4 ? 8.0 : 6.0) * static_cast<double>(m.num_heads * seq_len)
+                          ? EagerSoftmaxBackwardRowsPerToken(m, a, seq_len)
                           : a * static_cast<double>(m.q_size() + 2 * m.kv_size());
   return rows + 6.0 * a * h - a * (2 * inter + 2 * h);
 }
@@ -231,7 +241,7 @@ double RecomputedAttentionPhasePerToken(const ModelShape& m, int a, int64_t seq_
   if (kernels != WorkerKernels::kLibTorch1Eager) return 0.0;
   const double h = static_cast<double>(m.hidden_size);
   const double inter = static_cast<double>(m.intermediate_size);
-  const double rows = (a == 4 ? 8.0 : 6.0) * static_cast<double>(m.num_heads * seq_len);
+  const double rows = EagerSoftmaxBackwardRowsPerToken(m, a, seq_len);
   const double freed =
       fused ? a * (3 * inter + 2 * h) : (a == 4 ? 16.0 : 8.0) * inter + (a == 4 ? 16.0 : 14.0) * h;
   return rows - freed;
@@ -243,8 +253,7 @@ ActivationEstimate EstimateActivations(const ModelShape& m, const ActivationJob&
   const int a = job.element_bytes;
   const bool lora = job.lora_rank > 0, policy_head = job.policy_head, checkpointing = job.checkpointing;
   const bool lean = !checkpointing && !job.plain_pieces;
-  // Checkpointed with LoRA: the plain terms stand for the fused pieces (Coefficients).
-  const bool fused = job.fused_pieces && (lean || (checkpointing && !lora));
+  const bool fused = !job.plain_pieces && FusedPiecesCount(job.fused_pieces, checkpointing, lora);
   const double t = static_cast<double>(job.seq_len);
   const double n = static_cast<double>(job.rows) * t;  // tokens
   const double h = static_cast<double>(m.hidden_size);
