@@ -42,7 +42,7 @@ class Run:
     """One row of the table: one process. `peer` names the transformers run a zerofit row is compared with;
     `base` the zerofit run an offload row's step is compared with (issue 30: offload at most 1.3x on-device).
     `dpu`: the optimizer step from which the delayed parameter update runs (offload rows; None: off).
-    `fused`: zerofit's fused RMSNorm and SwiGLU kernels (False: --fused-kernels off, the lean pieces)."""
+    `fused`: zerofit's fused RMSNorm, SwiGLU and rotary kernels (False: --fused-kernels off, the lean pieces)."""
 
     def __init__(self, id, impl, task, dtype, label, vocab="vocab", seq="seq", ckpt=False, offload=False,
                  peer=None, dpu=None, base=None, fused=True):
@@ -63,9 +63,9 @@ class Run:
 RUNS = [
     Run("hf-reward-bf16", "hf", "reward", "bf16", "transformers LlamaForSequenceClassification, bf16 weights"),
     Run("zf-reward-bf16", "zf", "reward", "bf16", "zerofit reward, bf16, ZeRO-2 W=1", peer="hf-reward-bf16"),
-    # What the fused RMSNorm and SwiGLU kernels bring: the same run on the lean pieces' LibTorch operations.
+    # What the fused RMSNorm, SwiGLU and rotary kernels bring: the same run on the lean pieces' LibTorch operations.
     Run("zf-reward-bf16-unfused", "zf", "reward", "bf16",
-        "zerofit reward, bf16, without the fused RMSNorm/SwiGLU kernels", fused=False, peer="hf-reward-bf16",
+        "zerofit reward, bf16, without the fused RMSNorm/SwiGLU/rotary kernels", fused=False, peer="hf-reward-bf16",
         base="zf-reward-bf16"),
     Run("zf-reward-bf16-offload", "zf", "reward", "bf16", "zerofit reward, bf16, optimizer offload",
         offload=True, peer="hf-reward-bf16", base="zf-reward-bf16"),

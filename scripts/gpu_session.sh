@@ -19,8 +19,8 @@
 #                        the second generation pass holds more, with their allocating stacks)
 #               gpu-test generation_test's, cuda_allocations_test's, recomputed_call_test's and
 #                        fused_kernels_test's Gpu* cases and device_gpu_test alone (the CUDA graph's logits,
-#                        auto's graph; the recorded allocation stacks; the lean pieces, the fused RMSNorm and
-#                        SwiGLU kernels and the typed SumOfSquares on cuda:0)
+#                        auto's graph; the recorded allocation stacks; the lean pieces, the fused RMSNorm,
+#                        SwiGLU and rotary kernels and the typed SumOfSquares on cuda:0)
 #     --skip    leaves steps out of --steps
 #   env: SESSION_BUDGET (s, default 560: inside a 590 s timeout_s), BUILD_TARGETS, GENERATION_ARGS, BENCH_ROWS,
 #        BISECT_CONFIG, BISECT_ARGS (more gpu_grpo_memory.sh options: "--build-dir build --device test --tiny"

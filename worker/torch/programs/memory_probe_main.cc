@@ -4,7 +4,7 @@
 //           --seq-len T [--accumulation K] [--checkpointing] [--lora-rank R]
 //           [--ref resident|offloaded|precomputed] [--offload] [--bf16] [--bucket-bytes B] [--steps S]
 //           [--plain-pieces] (the plain RMSNorm/SwiGLU graphs: LlamaOptions.lean_pieces off)
-//           [--fused-kernels cuda|off|everywhere] (everywhere: the fused RMSNorm/SwiGLU nodes on the CPU)
+//           [--fused-kernels cuda|off|everywhere] (everywhere: the fused nodes on the CPU)
 //           grpo: [--prompt-len P] [--new-tokens N] [--samples-per-prompt G] [--rollout-prompts R] [--beta B]
 #include <cstdio>
 #include <map>

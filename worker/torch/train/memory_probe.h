@@ -36,8 +36,9 @@ struct ProbeJob {
   bool offload = false;
   bool bf16 = false;          // bf16 parameters and activations (fp32 master weights), else fp32
   bool plain_pieces = false;  // LlamaOptions.lean_pieces off: the plain RMSNorm and SwiGLU graphs
-  // LlamaOptions.fused_kernels: kEverywhere measures the fused RMSNorm and SwiGLU nodes on the CPU (the host
-  // references allocate what the CUDA kernels do, less the weight gradient's [1024, H] fp32 partials).
+  // LlamaOptions.fused_kernels: kEverywhere measures the fused RMSNorm, SwiGLU and rotary nodes on the CPU
+  // (the host references allocate what the CUDA kernels do, less the weight gradient's [1024, H] fp32
+  // partials).
   FusedKernels fused_kernels = FusedKernels::kCuda;
   size_t bucket_bytes = 1 << 20;
   int steps = 2;  // the peak of the last step is reported (the first one allocates the optimizer state)

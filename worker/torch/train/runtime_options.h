@@ -28,8 +28,8 @@ struct RuntimeOptions {
   size_t bucket_bytes = 1 << 20;
   int offload_threads = 0;  // CPU AdamW threads with offload; 0: the CPUs this process may run on
   AttentionKernel attention = AttentionKernel::kAuto;
-  // Where RMSNorm and SwiGLU run as fused kernels (fused_kernels.h): on CUDA tensors; off: the lean pieces
-  // (the fused kernels' speed measured against them, bench/prefs_bench_table.py).
+  // Where RMSNorm, SwiGLU and the rotary embedding run as fused kernels (fused_kernels.h): on CUDA tensors;
+  // off: the lean pieces (the fused kernels' speed measured against them, bench/prefs_bench_table.py).
   FusedKernels fused_kernels = FusedKernels::kCuda;
   int64_t eval_batch = 64;  // held-out pairs (or prompts) per forward
   // GRPO on CUDA, a diagnostic: each rank records the stack of every CUDA caching-allocator allocation and
