@@ -155,12 +155,25 @@ def classify_failure(rc, log_text, deadline=None):
 STAGES = ("forward", "backward", "reduce_scatter", "d2h", "host_accumulate", "cpu_adamw", "h2d", "all_gather",
           "wait")
 
+# zerofit's device clock (its metrics' device_time/<part>_ms): the compute stream's step and its parts.
+DEVICE_PARTS = ("step", "forward", "backward", "update", "gap")
+
+
+def device_medians(steps, warmup):
+    """The median of each device_time/<part>_ms over the records whose timed update is a measured step (a
+    record describes the step `updates_ago` before its own); {} when none has them."""
+    timed = [r for r in steps if "device_time/step_ms" in r and
+             r["step"] - int(r.get("device_time/updates_ago", 0)) >= warmup]
+    return {p: statistics.median(r.get("device_time/%s_ms" % p, 0.0) for r in timed)
+            for p in DEVICE_PARTS if timed}
+
 
 def summarize_zerofit_jsonl(lines, warmup, pairs):
     """A result record from zerofit_train_prefs --metrics-jsonl lines (one object per step, rank 0's): the
     median of time/step_ms over the steps after the first `warmup`, and the highest device peak
     (device_peak_allocated_bytes: each step's own peak) over those steps; the median of each stage the
-    steps report (`stages`) and the highest host peak RSS. Needs one measured step."""
+    steps report (`stages`) and the highest host peak RSS. The device clock's medians (`device`, device_medians).
+    Needs one measured step."""
     steps = []
     for line in lines:
         line = line.strip()
@@ -179,7 +192,7 @@ def summarize_zerofit_jsonl(lines, warmup, pairs):
     rss = [r["host_peak_rss_bytes"] for r in measured if r.get("host_peak_rss_bytes") is not None]
     return {"status": "ok", "detail": "", "step_ms": statistics.median(r["time/step_ms"] for r in measured),
             "steps_measured": len(measured), "pairs_per_step": pairs, "peak_bytes": max(peaks) if peaks else None,
-            "stages": stages, "host_rss_bytes": max(rss) if rss else None}
+            "stages": stages, "device": device_medians(steps, warmup), "host_rss_bytes": max(rss) if rss else None}
 
 
 def record(args):
@@ -300,6 +313,24 @@ def breakdown_table(runs, records):
         cells += [_fmt(rec["stages"].get(s), ".1f") for s in STAGES]
         rss = rec.get("host_rss_bytes")
         cells.append(_fmt(None if rss is None else rss / 2**30, ".1f"))
+        out.append("| " + " | ".join(cells) + " |")
+    return out + device_table(rows)
+
+
+def device_table(rows):
+    """Markdown lines: the device clock of each (run, record) that has it, beside the host's forward and
+    backward (none: no lines)."""
+    rows = [(run, rec) for run, rec in rows if rec.get("device")]
+    if not rows:
+        return []
+    out = ["", "zerofit's device clock (timing events on the compute stream, medians over the measured steps, ms; "
+           "update: the step's end from the last backward, gap: the stream waiting between stages; a forward whose "
+           "host time is close to its device time is launch-bound)", "",
+           "| run | " + " | ".join("device " + p for p in DEVICE_PARTS) + " | host forward | host backward |",
+           "|---|" + "---:|" * (len(DEVICE_PARTS) + 2)]
+    for run, rec in rows:
+        cells = ["`%s`" % run.id] + [_fmt(rec["device"].get(p), ".1f") for p in DEVICE_PARTS]
+        cells += [_fmt(rec.get("stages", {}).get(s), ".1f") for s in ("forward", "backward")]
         out.append("| " + " | ".join(cells) + " |")
     return out
 

@@ -54,8 +54,11 @@ void StepProfile::Record(Stage stage, absl::Time begin, absl::Time end) {
 }
 
 StepBreakdown StepProfile::EndStep(absl::Time now) {
+  std::optional<DeviceStepTimes> device;
+  if (device_timeline_ != nullptr) device = device_timeline_->EndStep();
   std::lock_guard<std::mutex> lock(mu_);
   StepBreakdown b;
+  b.device = device;
   const absl::Time start = start_ == absl::InfinitePast() ? now : start_;
   b.wall_ms = absl::ToDoubleMilliseconds(now - start);
   std::vector<std::pair<absl::Time, absl::Time>> spans;
@@ -89,6 +92,25 @@ StepBreakdown StepProfile::EndStep(absl::Time now) {
   start_ = now;
   intervals_.clear();
   return b;
+}
+
+std::optional<DeviceStage> ComputeStreamStage(Stage stage) {
+  if (stage == Stage::kForward) return DeviceStage::kForward;
+  if (stage == Stage::kBackward) return DeviceStage::kBackward;
+  return std::nullopt;
+}
+
+ScopedStage::ScopedStage(StepProfile* profile, Stage stage)
+    : profile_(profile), stage_(stage), begin_(absl::Now()) {
+  const std::optional<DeviceStage> on_device = ComputeStreamStage(stage);
+  if (profile != nullptr && profile->device_timeline() != nullptr && on_device) {
+    device_.emplace(profile->device_timeline(), *on_device);
+  }
+}
+
+ScopedStage::~ScopedStage() {
+  device_.reset();  // the device interval closes before the host's, as its work was enqueued by then
+  if (profile_ != nullptr) profile_->Record(stage_, begin_, absl::Now());
 }
 
 StepBreakdown StepProfile::last() const {

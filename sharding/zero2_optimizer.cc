@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/serial_executor.h"
@@ -78,6 +79,8 @@ absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
     owned_device_ = std::make_unique<device::HostDevice>();
     device_ = owned_device_.get();
   }
+  device_timeline_ = std::make_unique<DeviceTimeline>(device_, &device_->compute_stream());
+  profile_.set_device_timeline(device_timeline_.get());
   host_comm_ = devices.host_comm != nullptr ? devices.host_comm : comm_;
   if (host_comm_->world_size() != comm_->world_size() || host_comm_->rank() != comm_->rank()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -221,6 +224,10 @@ absl::Status Zero2Optimizer::Flush() {
 absl::StatusOr<StepResult> Zero2Optimizer::Step(float learning_rate) {
   if (reducer_->in_micro_batch())
     return absl::FailedPreconditionError("Step inside a micro-batch: call EndMicroBatch first");
+  // The device clock's update interval: from here (after the backward's kernels on the compute stream) to
+  // the end of the step's work there; closed before each EndStep marks the step's end.
+  std::optional<ScopedDeviceStage> update;
+  update.emplace(device_timeline_.get(), DeviceStage::kUpdate);
   StepResult r;
   r.loss_scale = scaler_.scale();
   r.learning_rate = learning_rate;
@@ -251,6 +258,7 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step(float learning_rate) {
       UpdateInBackground(hyper, grad_scale);
       ZF_RETURN_IF_ERROR(reducer_->ResetAfterStep());
       r.step = step_;
+      update.reset();
       r.breakdown = profile_.EndStep();
       return r;
     }
@@ -258,6 +266,7 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step(float learning_rate) {
   }
   r.step = step_;
   ZF_RETURN_IF_ERROR(ResetGradients());
+  update.reset();
   r.breakdown = profile_.EndStep();
   return r;
 }

@@ -159,7 +159,8 @@ class Zero2Optimizer {
   Zero2MemoryStats memory() const;
   const Zero2Stats& stats() const { return reducer_->stats(); }
   // Stage timings. The caller records its own forward as Stage::kForward (the torch adapter its backward as
-  // Stage::kBackward).
+  // Stage::kBackward), on the engine's thread: those scopes also mark the compute stream for the device
+  // clock, whose update interval Step() marks itself (StepResult::breakdown.device).
   StepProfile* profile() { return &profile_; }
   // Why host memory is not pinned, if it is not (OK otherwise).
   absl::Status pin_status() const { return updater_->pin_status(); }
@@ -204,6 +205,7 @@ class Zero2Optimizer {
   std::unique_ptr<device::Device> owned_device_;
   device::Device* device_ = nullptr;
   DynamicLossScaler scaler_;
+  std::unique_ptr<DeviceTimeline> device_timeline_;  // the compute stream's clock, attached to profile_
   StepProfile profile_;
 
   device::Buffer flat_params_;  // flat_numel * param dtype (device)

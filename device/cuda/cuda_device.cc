@@ -93,6 +93,11 @@ absl::StatusOr<std::unique_ptr<Event>> CudaDevice::CreateEvent() {
   return std::unique_ptr<Event>(std::move(e));
 }
 
+absl::StatusOr<std::unique_ptr<Event>> CudaDevice::CreateTimingEvent() {
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<CudaEvent> e, CudaEvent::Create(index_, CudaEvent::Timing::kOn));
+  return std::unique_ptr<Event>(std::move(e));
+}
+
 MemoryStats CudaDevice::memory_stats() const {
   MemoryStats s;
   s.allocated_bytes = counter_->allocated();

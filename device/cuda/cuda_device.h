@@ -34,6 +34,7 @@ class CudaDevice final : public Device {
   absl::StatusOr<Buffer> Allocate(size_t bytes, MemoryKind kind) override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override;
+  absl::StatusOr<std::unique_ptr<Event>> CreateTimingEvent() override;
   Stream& compute_stream() override { return *compute_; }
   bool device_memory_is_host() const override { return false; }
   // allocated/peak from this Device's own buffers; total/free from cudaMemGetInfo (0 if it fails).

@@ -16,11 +16,12 @@ absl::StatusOr<CudaStream*> AsCuda(Stream& stream) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaEvent>> CudaEvent::Create(int device) {
+absl::StatusOr<std::unique_ptr<CudaEvent>> CudaEvent::Create(int device, Timing timing) {
   ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaSetDevice(device)));
   cudaEvent_t e = nullptr;
-  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
-  return std::unique_ptr<CudaEvent>(new CudaEvent(device, e));
+  const unsigned flags = timing == Timing::kOn ? cudaEventDefault : cudaEventDisableTiming;
+  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaEventCreateWithFlags(&e, flags)));
+  return std::unique_ptr<CudaEvent>(new CudaEvent(device, e, timing));
 }
 
 CudaEvent::~CudaEvent() {
@@ -54,6 +55,29 @@ bool CudaEvent::Query() {
   cudaSetDevice(device_);
   // An error is "done" too: the marked work will not run any further, and Synchronize reports why.
   return cudaEventQuery(event_) != cudaErrorNotReady;
+}
+
+absl::StatusOr<double> CudaEvent::MillisecondsSince(Event& start) {
+  auto* other = dynamic_cast<CudaEvent*>(&start);
+  if (other == nullptr) return absl::InvalidArgumentError("cuda event: timed against another device's event");
+  if (timing_ != Timing::kOn || other->timing_ != Timing::kOn) {
+    return absl::InvalidArgumentError("cuda event: MillisecondsSince needs two timing events");
+  }
+  if (other->device_ != device_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda event of cuda:", device_, " timed against one of cuda:", other->device_));
+  }
+  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaSetDevice(device_)));
+  float ms = 0.0f;
+  const cudaError_t rc = cudaEventElapsedTime(&ms, other->event_, event_);
+  if (rc == cudaSuccess) return static_cast<double>(ms);
+  // Both are ordinary outcomes here, not faults: clear them, so that no later cudaGetLastError (a kernel
+  // launch's check) reports them as its own.
+  (void)cudaGetLastError();
+  if (rc == cudaErrorNotReady) return absl::FailedPreconditionError("cuda event: not reached yet");
+  if (rc == cudaErrorInvalidResourceHandle)
+    return absl::FailedPreconditionError("cuda event: never recorded");
+  return ZF_CUDA_CALL(rc);
 }
 
 }  // namespace zerofit::device

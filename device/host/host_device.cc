@@ -1,19 +1,51 @@
 #include "device/host/host_device.h"
 
 #include <cstring>
+#include <mutex>
 
 #include "core/status_macros.h"
 
 namespace zerofit::device {
 namespace {
 
-// Inline streams have nothing pending: an event is complete the moment it is recorded.
+// Inline streams have nothing pending: an event is complete the moment it is recorded, and a timing event
+// keeps that time.
 class InlineEvent final : public Event {
  public:
-  absl::Status Record(Stream&) override { return absl::OkStatus(); }
+  explicit InlineEvent(bool timing) : timing_(timing) {}
+  absl::Status Record(Stream&) override {
+    if (timing_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      recorded_at_ = absl::Now();
+    }
+    return absl::OkStatus();
+  }
   absl::Status Wait(Stream&) override { return absl::OkStatus(); }
   absl::Status Synchronize(absl::Duration) override { return absl::OkStatus(); }
   bool Query() override { return true; }
+  absl::StatusOr<double> MillisecondsSince(Event& start) override {
+    auto* other = dynamic_cast<InlineEvent*>(&start);
+    if (other == nullptr)
+      return absl::InvalidArgumentError("host event: timed against another device's event");
+    if (!timing_ || !other->timing_) {
+      return absl::InvalidArgumentError("host event: MillisecondsSince needs two timing events");
+    }
+    ZF_ASSIGN_OR_RETURN(const absl::Time begin, other->RecordedAt());
+    ZF_ASSIGN_OR_RETURN(const absl::Time end, RecordedAt());
+    return absl::ToDoubleMilliseconds(end - begin);
+  }
+
+ private:
+  absl::StatusOr<absl::Time> RecordedAt() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (recorded_at_ == absl::InfinitePast())
+      return absl::FailedPreconditionError("host event: never recorded");
+    return recorded_at_;
+  }
+
+  const bool timing_;
+  std::mutex mu_;
+  absl::Time recorded_at_ = absl::InfinitePast();  // guarded by mu_
 };
 
 class InlineStream final : public Stream {
@@ -49,7 +81,7 @@ class InlineStream final : public Stream {
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override {
-    return std::unique_ptr<Event>(std::make_unique<InlineEvent>());
+    return std::unique_ptr<Event>(std::make_unique<InlineEvent>(/*timing=*/false));
   }
   absl::Status Synchronize(absl::Duration) override { return status_; }
   absl::Status status() override { return status_; }
@@ -77,7 +109,11 @@ absl::StatusOr<std::unique_ptr<Stream>> HostDevice::CreateStream() {
 }
 
 absl::StatusOr<std::unique_ptr<Event>> HostDevice::CreateEvent() {
-  return std::unique_ptr<Event>(std::make_unique<InlineEvent>());
+  return std::unique_ptr<Event>(std::make_unique<InlineEvent>(/*timing=*/false));
+}
+
+absl::StatusOr<std::unique_ptr<Event>> HostDevice::CreateTimingEvent() {
+  return std::unique_ptr<Event>(std::make_unique<InlineEvent>(/*timing=*/true));
 }
 
 MemoryStats HostDevice::memory_stats() const {

@@ -20,6 +20,7 @@ class HostDevice final : public Device {
   absl::StatusOr<Buffer> Allocate(size_t bytes, MemoryKind kind) override;
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream() override;
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override;
+  absl::StatusOr<std::unique_ptr<Event>> CreateTimingEvent() override;
   Stream& compute_stream() override { return *compute_; }
   bool device_memory_is_host() const override { return true; }
   MemoryStats memory_stats() const override;

@@ -33,7 +33,7 @@ namespace {
 
 using Op = std::function<absl::Status()>;
 
-std::unique_ptr<Event> NewDelayedEvent(absl::Duration timeout);
+std::unique_ptr<Event> NewDelayedEvent(absl::Duration timeout, bool timing = false);
 
 // A queue of operations run in order by one thread, each after a random delay.
 class DelayedStream final : public Stream {
@@ -163,15 +163,26 @@ class DelayedStream final : public Stream {
 struct EventState {
   std::mutex mu;
   std::condition_variable cv;
-  uint64_t recorded = 0;   // last generation handed out by Record()
-  uint64_t completed = 0;  // highest generation that ran
+  uint64_t recorded = 0;                           // last generation handed out by Record()
+  uint64_t completed = 0;                          // highest generation that ran
+  absl::Time completed_at = absl::InfinitePast();  // when it ran (the stream thread's clock)
 
   void Complete(uint64_t gen) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      completed = std::max(completed, gen);
+      if (gen > completed) {
+        completed = gen;
+        completed_at = absl::Now();
+      }
     }
     cv.notify_all();
+  }
+  // When the last recorded marking ran; FailedPrecondition while it has not (or nothing was recorded).
+  absl::StatusOr<absl::Time> LastMarkingRanAt() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (recorded == 0) return absl::FailedPreconditionError("test device: event never recorded");
+    if (completed < recorded) return absl::FailedPreconditionError("test device: event not reached yet");
+    return completed_at;
   }
   bool WaitFor(uint64_t gen, absl::Duration timeout) {
     std::unique_lock<std::mutex> lock(mu);
@@ -181,7 +192,8 @@ struct EventState {
 
 class DelayedEvent final : public Event {
  public:
-  explicit DelayedEvent(absl::Duration timeout) : timeout_(timeout), state_(std::make_shared<EventState>()) {}
+  DelayedEvent(absl::Duration timeout, bool timing)
+      : timeout_(timeout), timing_(timing), state_(std::make_shared<EventState>()) {}
 
   absl::Status Record(Stream& stream) override {
     ZF_ASSIGN_OR_RETURN(DelayedStream * s, Cast(stream));
@@ -212,6 +224,18 @@ class DelayedEvent final : public Event {
 
   bool Query() override { return state_->WaitFor(Recorded(), absl::ZeroDuration()); }
 
+  absl::StatusOr<double> MillisecondsSince(Event& start) override {
+    auto* other = dynamic_cast<DelayedEvent*>(&start);
+    if (other == nullptr)
+      return absl::InvalidArgumentError("test device: timed against another device's event");
+    if (!timing_ || !other->timing_) {
+      return absl::InvalidArgumentError("test device: MillisecondsSince needs two timing events");
+    }
+    ZF_ASSIGN_OR_RETURN(const absl::Time begin, other->state_->LastMarkingRanAt());
+    ZF_ASSIGN_OR_RETURN(const absl::Time end, state_->LastMarkingRanAt());
+    return absl::ToDoubleMilliseconds(end - begin);
+  }
+
  private:
   uint64_t Recorded() {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -225,11 +249,12 @@ class DelayedEvent final : public Event {
   }
 
   absl::Duration timeout_;
+  bool timing_;
   std::shared_ptr<EventState> state_;  // shared with the operations still queued on streams
 };
 
-std::unique_ptr<Event> NewDelayedEvent(absl::Duration timeout) {
-  return std::make_unique<DelayedEvent>(timeout);
+std::unique_ptr<Event> NewDelayedEvent(absl::Duration timeout, bool timing) {
+  return std::make_unique<DelayedEvent>(timeout, timing);
 }
 
 }  // namespace
@@ -259,6 +284,10 @@ absl::StatusOr<std::unique_ptr<Stream>> TestDevice::CreateStream() { return NewS
 
 absl::StatusOr<std::unique_ptr<Event>> TestDevice::CreateEvent() {
   return NewDelayedEvent(options_.wait_timeout);
+}
+
+absl::StatusOr<std::unique_ptr<Event>> TestDevice::CreateTimingEvent() {
+  return NewDelayedEvent(options_.wait_timeout, /*timing=*/true);
 }
 
 MemoryStats TestDevice::memory_stats() const {

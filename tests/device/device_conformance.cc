@@ -442,4 +442,59 @@ TEST_P(DeviceConformance, SynchronizeHonoursItsDeadline) {
   EXPECT_TRUE((*event)->Query());
 }
 
+// A timing event says when the stream ran the work, not when the host enqueued it: two markings around a
+// host function that sleeps 20 ms are at least that far apart, read either way round.
+TEST_P(DeviceConformance, TimingEventsMeasureWhenTheStreamRanTheWork) {
+  auto begin = device_->CreateTimingEvent();
+  auto end = device_->CreateTimingEvent();
+  auto plain = device_->CreateEvent();
+  ASSERT_TRUE(begin.ok() && end.ok() && plain.ok());
+  EXPECT_EQ((*end)->MillisecondsSince(**begin).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "neither was recorded";
+  ASSERT_TRUE((*begin)->Record(*stream_).ok());
+  ASSERT_TRUE(stream_
+                  ->HostFunc([] {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  ASSERT_TRUE((*end)->Record(*stream_).ok());
+  ASSERT_TRUE((*plain)->Record(*stream_).ok());
+  Sync();
+  absl::StatusOr<double> ms = (*end)->MillisecondsSince(**begin);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_GE(*ms, 19.5) << "the 20 ms host function ran between the markings (0.5 ms for the clocks' grain)";
+  absl::StatusOr<double> back = (*begin)->MillisecondsSince(**end);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_NEAR(*back, -*ms, 1e-3);
+  EXPECT_EQ((*plain)->MillisecondsSince(**begin).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*end)->MillisecondsSince(**plain).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A marking the stream has not reached has no time yet: FailedPrecondition, then the time once it ran.
+TEST_P(DeviceConformance, TimingEventsHaveNoTimeBeforeTheStreamGetsThere) {
+  if (device_->kind() == DeviceKind::kHost) GTEST_SKIP() << "the host device runs every operation inline";
+  std::atomic<bool> release{false};
+  auto begin = device_->CreateTimingEvent();
+  auto end = device_->CreateTimingEvent();
+  ASSERT_TRUE(begin.ok() && end.ok());
+  ASSERT_TRUE((*begin)->Record(*stream_).ok());
+  ASSERT_TRUE(stream_
+                  ->HostFunc([&] {
+                    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+                    while (!release.load() && absl::Now() < deadline) {
+                      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                    }
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  ASSERT_TRUE((*end)->Record(*stream_).ok());
+  EXPECT_EQ((*end)->MillisecondsSince(**begin).status().code(), absl::StatusCode::kFailedPrecondition);
+  release = true;
+  Sync();
+  absl::StatusOr<double> ms = (*end)->MillisecondsSince(**begin);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_GE(*ms, 0.0);
+}
+
 }  // namespace zerofit::device

@@ -10,9 +10,11 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/local/local_communicator.h"
+#include "device/test/test_device.h"
 
 namespace zerofit::sharding {
 namespace {
@@ -257,6 +259,50 @@ TEST(Zero2OptimizerTest, OneMicroBatchAStepKeepsNoAccumulatorAndStepsTheSameBits
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(std::memcmp((*acc)->param_data(i), (*lean)->param_data(i), 16), 0) << "two micro-batches " << i;
   }
+}
+
+// Every step after the first reports a step's device clock: its own if the device has run it by then, else
+// the one before, which it always has (the step's one host sync, the gradient norm, waits for work that the
+// compute stream runs after the previous step's markings). The forward that the caller scopes, and the
+// update that Step() scopes itself, are there, on the device's time.
+TEST(Zero2OptimizerTest, EachStepReportsTheLatestStepTheDeviceHasRun) {
+  device::TestDevice dev;
+  comm::LocalCommunicator comm;
+  Zero2Devices devices;
+  devices.device = &dev;
+  auto opt = Zero2Optimizer::Create(
+      ThreeParams(), SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch), &comm, devices);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+  const std::vector<float> g = Fill(8, 1.0f);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+    {
+      ScopedStage forward((*opt)->profile(), Stage::kForward);
+      ASSERT_TRUE(dev.compute_stream()
+                      .HostFunc([] {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                        return absl::OkStatus();
+                      })
+                      .ok());
+    }
+    {
+      ScopedStage backward((*opt)->profile(), Stage::kBackward);
+      for (size_t i = 3; i-- > 0;) ASSERT_TRUE((*opt)->OnGradientReady(i, g.data()).ok());
+    }
+    ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
+    auto r = (*opt)->Step(kLr);
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (step == 0) continue;  // its own markings may or may not have run by now
+    ASSERT_TRUE(r->breakdown.device.has_value()) << "step " << step;
+    const DeviceStepTimes& t = *r->breakdown.device;
+    EXPECT_GE(t.step, step) << "the previous step (counted from 1) at the latest";
+    EXPECT_LE(t.step, step + 1);
+    EXPECT_GE(t.stage_ms[static_cast<size_t>(DeviceStage::kForward)], 4.5);
+    EXPECT_GE(t.stage_ms[static_cast<size_t>(DeviceStage::kUpdate)], 0.0);
+    EXPECT_GE(t.step_ms, t.stage_ms[static_cast<size_t>(DeviceStage::kForward)]);
+  }
+  ASSERT_TRUE((*opt)->Flush().ok());
 }
 
 TEST(Zero2OptimizerTest, ClipsToMaxNorm) {

@@ -117,6 +117,31 @@ class RecordTest(unittest.TestCase):
         self.assertEqual(cells["wait"], "n/a")
         self.assertEqual(cells["host peak RSS GiB"], "3.0")
 
+    def test_device_clock(self):
+        # Each record times the update before its own (updates_ago 1): with 2 warm-up steps, the records of
+        # steps 3 and 4 count (steps 2 and 3), not step 2's (warm-up step 1).
+        lines = []
+        for step, backward in ((0, 999.0), (1, 777.0), (2, 120.0), (3, 140.0), (4, 130.0)):
+            lines.append(json.dumps({"step": step, "rank": 0, "time/step_ms": 200.0, "time/forward_ms": 4.0,
+                                     "time/backward_ms": 90.0, "device_time/step_ms": 210.0,
+                                     "device_time/forward_ms": 60.0, "device_time/backward_ms": backward,
+                                     "device_time/update_ms": 15.0, "device_time/gap_ms": 5.0,
+                                     "device_time/updates_ago": 1}))
+        lines.append(json.dumps({"step": 5, "rank": 0, "time/step_ms": 200.0}))  # no device clock
+        rec = t.summarize_zerofit_jsonl(lines, warmup=2, pairs=8)
+        self.assertEqual(rec["device"], {"step": 210.0, "forward": 60.0, "backward": 135.0, "update": 15.0,
+                                         "gap": 5.0})
+        self.assertEqual(t.summarize_zerofit_jsonl(jsonl([(1, 5.0)]), 1, 8)["device"], {})
+        rec["id"] = "zf-reward-bf16"
+        lines = t.make_table(t.select_runs("zf-reward-bf16"), {rec["id"]: rec}, t.FULL_SHAPE, 989.0).splitlines()
+        header = [l for l in lines if l.startswith("| run | device step |")]
+        self.assertEqual(len(header), 1)
+        row = lines[lines.index(header[0]) + 2].split("|")[1:-1]
+        cells = dict(zip([c.strip() for c in header[0].split("|")[1:-1]], [c.strip() for c in row]))
+        self.assertEqual(cells["device backward"], "135.0")
+        self.assertEqual(cells["host forward"], "4.0")
+        self.assertEqual(cells["device gap"], "5.0")
+
     def test_no_step_after_warmup(self):
         rec = t.summarize_zerofit_jsonl(jsonl([(0, 5.0), (1, 6.0)]), warmup=3, pairs=8)
         self.assertEqual(rec["status"], "failed")

@@ -35,6 +35,12 @@ inline constexpr char kDevicePeakReservedBytes[] = "device_peak_reserved_bytes";
 // Time split of the step (sharding::StepBreakdown): "time/<stage>_ms" for compute, reduce_scatter, d2h,
 // cpu_adamw, h2d, all_gather.
 inline constexpr char kTimePrefix[] = "time/";
+// The device's own clock (sharding::DeviceStepTimes; on a GPU, where the host's clocks show launch time):
+// one optimizer update's compute stream, "device_time/step_ms" split into forward, backward, update and gap
+// ("device_time/<part>_ms"), of the latest update the device had run when this step ended:
+// "device_time/updates_ago" says which (0: this step's last update, 1: the one before; on a GPU usually 1).
+inline constexpr char kDeviceTimePrefix[] = "device_time/";
+inline constexpr char kDeviceTimeUpdatesAgo[] = "device_time/updates_ago";
 // Reward model: mean scores of the chosen and rejected responses and their mean difference.
 inline constexpr char kRewardChosen[] = "reward/chosen";
 inline constexpr char kRewardRejected[] = "reward/rejected";

@@ -264,9 +264,15 @@ TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
                            "grpo/reward/rm",
                            "grpo/reward/rm_std",
                            names::kLearningRate,
-                           names::kGradNorm}) {
+                           names::kGradNorm,
+                           "device_time/step_ms",
+                           "device_time/forward_ms",
+                           "device_time/backward_ms",
+                           "device_time/update_ms",
+                           "device_time/gap_ms"}) {
     EXPECT_TRUE(m.Get(name).has_value()) << name;
   }
+  EXPECT_EQ(m.Get(names::kDeviceTimeUpdatesAgo), 0.0) << "the host device runs the update as it is enqueued";
   // The total is the weighted sum of the sources' means; the exact rule scores 1 right, 0 wrong.
   EXPECT_NEAR(m.Get(names::kGrpoReward).value_or(0),
               m.Get("grpo/reward/answer").value_or(0) + 0.5 * m.Get("grpo/reward/rm").value_or(0), 1e-9);

@@ -15,6 +15,7 @@
 #include "core/safetensors.h"
 #include "core/status_macros.h"
 #include "tests/support/mpi_test_env.h"
+#include "worker/torch/train/named_step_metrics.h"
 #include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {
@@ -202,6 +203,44 @@ TEST(PreferenceTrainingTest, DpoWithLoraScoresItsReferenceWithTheBaseNotACopy) {
   full.reference = ReferenceStrategy::kLoraBase;
   const absl::Status refused = TrainPreferences(full, Runtime(), comm.get()).status();
   EXPECT_NE(refused.message().find("this policy has none"), std::string::npos) << refused;
+  EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  if (comm->rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// Every step's metrics carry the device's clock beside the host's. On the CPU the device is the host
+// device, whose work runs as it is enqueued: the device's forward and backward lie inside the host's
+// scopes of them, and every step's own update is ready when it ends (updates_ago 0).
+TEST(PreferenceTrainingTest, EveryStepCarriesTheDevicesClock) {
+  namespace names = metrics::metric_names;
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm, "--train 300 --test 100", "_clock");
+  PreferenceTrainOptions o = Base(dir);
+  o.task = PreferenceTrainOptions::Task::kReward;
+  o.offload = false;
+  o.steps = 2;
+  std::vector<metrics::StepMetrics> steps;
+  TrainHooks hooks;
+  hooks.on_step = [&](const StepReport& sr) {
+    steps.push_back(NamedStepMetrics(sr, o.task, HostSample{}));
+    return absl::OkStatus();
+  };
+  auto r = TrainPreferences(o, Runtime(), comm.get(), hooks);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(steps.size(), 2u);
+  for (const metrics::StepMetrics& m : steps) {
+    const std::string device = names::kDeviceTimePrefix, host = names::kTimePrefix;
+    EXPECT_EQ(m.Get(names::kDeviceTimeUpdatesAgo), 0.0) << "step " << m.step;
+    for (const char* stage : {"forward", "backward"}) {
+      const double on_device = m.Get(device + stage + "_ms").value_or(-1);
+      EXPECT_GT(on_device, 0.0) << stage;
+      EXPECT_LE(on_device, m.Get(host + stage + "_ms").value_or(-1)) << stage << ": inside the host's scope";
+    }
+    const double sum = m.Get(device + "forward_ms").value_or(0) + m.Get(device + "backward_ms").value_or(0) +
+                       m.Get(device + "update_ms").value_or(0) + m.Get(device + "gap_ms").value_or(0);
+    EXPECT_NEAR(m.Get(device + "step_ms").value_or(-1), sum, 1e-6) << "step " << m.step;
+    EXPECT_GT(m.Get(device + "update_ms").value_or(-1), 0.0);
+  }
   EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
   if (comm->rank() == 0) std::filesystem::remove_all(dir);
 }

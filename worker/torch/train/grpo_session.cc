@@ -549,6 +549,7 @@ absl::StatusOr<metrics::StepMetrics> GrpoSession::StepMetricsOf(int64_t step, co
   m.Set(names::kGenerationMs, ro.generation_ms);
   m.Set(names::kTrainingMs, ro.training_ms);
   m.Set(names::kGrpoKvCacheBytes, static_cast<double>(ro.stats.peak_cache_bytes));
+  SetDeviceTimes(ro.last.breakdown, &m);
   if (const int64_t rss = HostPeakRssBytes(); rss >= 0)
     m.Set(names::kHostPeakRssBytes, static_cast<double>(rss));
   // Each pass's device peak (ResetPeakMemory between them), and the step's, the larger.

@@ -73,6 +73,7 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptio
   for (size_t i = 0; i < sr.result.breakdown.busy_ms.size(); ++i) {
     m.Set(StageMetricName(static_cast<sharding::Stage>(i)), sr.result.breakdown.busy_ms[i]);
   }
+  SetDeviceTimes(sr.result.breakdown, &m);
   if (host.peak_rss_bytes >= 0) m.Set(names::kHostPeakRssBytes, static_cast<double>(host.peak_rss_bytes));
   if (sr.peak.device_reserved > 0) {
     m.Set(names::kDevicePeakAllocatedBytes, static_cast<double>(sr.peak.device_allocated));
@@ -89,6 +90,18 @@ std::vector<metrics::NamedValue> NamedEvalMetrics(const EvalReport& eval, Prefer
   SetPairValues(names::kEvalPrefix, eval.metrics, task, &m);
   m.Set(std::string(names::kEvalPrefix) + names::kEvalPairs, eval.metrics.pairs);
   return m.values;
+}
+
+void SetDeviceTimes(const sharding::StepBreakdown& breakdown, metrics::StepMetrics* m) {
+  if (!breakdown.device) return;
+  const sharding::DeviceStepTimes& t = *breakdown.device;
+  const std::string prefix = names::kDeviceTimePrefix;
+  m->Set(prefix + "step_ms", t.step_ms);
+  for (size_t i = 0; i < t.stage_ms.size(); ++i) {
+    m->Set(prefix + sharding::DeviceStageName(static_cast<sharding::DeviceStage>(i)) + "_ms", t.stage_ms[i]);
+  }
+  m->Set(prefix + "gap_ms", t.gap_ms);
+  m->Set(names::kDeviceTimeUpdatesAgo, static_cast<double>(t.ended_after));
 }
 
 int64_t HostPeakRssBytes() {

@@ -24,6 +24,9 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& report, PreferenceTrainO
 // NamedStepMetrics appends for a report with `.eval`).
 std::vector<metrics::NamedValue> NamedEvalMetrics(const EvalReport& eval, PreferenceTrainOptions::Task task);
 
+// The device clock's values (metric_names::kDeviceTimePrefix) of `breakdown.device`, if it has one.
+void SetDeviceTimes(const sharding::StepBreakdown& breakdown, metrics::StepMetrics* m);
+
 // getrusage(RUSAGE_SELF).ru_maxrss in bytes, -1 when it fails.
 int64_t HostPeakRssBytes();
 
