@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
 
 #include <cstddef>
 
@@ -44,6 +45,9 @@ inline unsigned ElementwiseBlocks(size_t n) {
   const size_t blocks = (n + kElementwiseThreads - 1) / kElementwiseThreads;
   return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
 }
+
+// model_kernels.h's launch result: null on success, else CUDA's message for `rc`.
+inline const char* ErrorText(cudaError_t rc) { return rc == cudaSuccess ? nullptr : cudaGetErrorString(rc); }
 
 // Calls launch(T{}) with T the device type of `type`; cudaErrorInvalidValue for a type the kernels lack.
 template <typename Launch>

@@ -83,34 +83,36 @@ __global__ void SumPartialsKernel(const float* partial, size_t blocks, size_t co
 
 }  // namespace
 
-cudaError_t LaunchRmsNormForward(const void* x, const void* w, core::DType type, RmsNormShape shape,
-                                 float eps, void* y, float* rstd, cudaStream_t stream) {
-  if (shape.rows == 0 || shape.cols == 0) return cudaSuccess;
-  if (shape.rows > 0x7fffffffu) return cudaErrorInvalidValue;
-  return DispatchElementType(type, [&](auto tag) {
+const char* LaunchRmsNormForward(const void* x, const void* w, core::DType type, RmsNormShape shape,
+                                 float eps, void* y, float* rstd, void* stream) {
+  if (shape.rows == 0 || shape.cols == 0) return nullptr;
+  if (shape.rows > 0x7fffffffu) return ErrorText(cudaErrorInvalidValue);
+  return ErrorText(DispatchElementType(type, [&](auto tag) {
     using T = decltype(tag);
-    RmsNormForwardKernel<T><<<static_cast<unsigned>(shape.rows), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), shape.cols, eps, static_cast<T*>(y), rstd);
+    RmsNormForwardKernel<T>
+        <<<static_cast<unsigned>(shape.rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const T*>(x), static_cast<const T*>(w), shape.cols, eps, static_cast<T*>(y), rstd);
     return cudaGetLastError();
-  });
+  }));
 }
 
-cudaError_t LaunchRmsNormBackward(const void* dy, const void* x, const void* w, const float* rstd,
+const char* LaunchRmsNormBackward(const void* dy, const void* x, const void* w, const float* rstd,
                                   core::DType type, RmsNormShape shape, void* dx, void* dw, float* scratch,
-                                  cudaStream_t stream) {
-  if (shape.rows == 0 || shape.cols == 0) return cudaSuccess;
-  if (dw != nullptr && scratch == nullptr) return cudaErrorInvalidValue;
+                                  void* stream) {
+  if (shape.rows == 0 || shape.cols == 0) return nullptr;
+  if (dw != nullptr && scratch == nullptr) return ErrorText(cudaErrorInvalidValue);
   const size_t blocks = RmsNormBackwardBlocks(shape);
-  return DispatchElementType(type, [&](auto tag) {
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  return ErrorText(DispatchElementType(type, [&](auto tag) {
     using T = decltype(tag);
-    RmsNormBackwardKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+    RmsNormBackwardKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), rstd, shape.rows,
         shape.cols, static_cast<T*>(dx), dw != nullptr ? scratch : nullptr);
     if (cudaError_t rc = cudaGetLastError(); rc != cudaSuccess || dw == nullptr) return rc;
     const unsigned grid = static_cast<unsigned>((shape.cols + kThreads - 1) / kThreads);
-    SumPartialsKernel<T><<<grid, kThreads, 0, stream>>>(scratch, blocks, shape.cols, static_cast<T*>(dw));
+    SumPartialsKernel<T><<<grid, kThreads, 0, s>>>(scratch, blocks, shape.cols, static_cast<T*>(dw));
     return cudaGetLastError();
-  });
+  }));
 }
 
 }  // namespace zerofit::kernels::cuda

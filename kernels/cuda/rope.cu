@@ -47,29 +47,30 @@ Geometry GeometryOf(const RopeShape& s) {
 }
 
 template <bool kBackward>
-cudaError_t LaunchRope(const void* in, const void* cos, const void* sin, core::DType type, RopeShape shape,
-                       void* out, cudaStream_t stream) {
+const char* LaunchRope(const void* in, const void* cos, const void* sin, core::DType type, RopeShape shape,
+                       void* out, void* stream) {
   const size_t n = shape.elements();
-  if (n == 0) return cudaSuccess;
-  if (shape.head_dim % 2 != 0) return cudaErrorInvalidValue;
-  return DispatchElementType(type, [&](auto tag) {
+  if (n == 0) return nullptr;
+  if (shape.head_dim % 2 != 0) return ErrorText(cudaErrorInvalidValue);
+  return ErrorText(DispatchElementType(type, [&](auto tag) {
     using T = decltype(tag);
-    RopeKernel<T, kBackward><<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(
-        static_cast<const T*>(in), static_cast<const T*>(cos), static_cast<const T*>(sin), n,
-        GeometryOf(shape), static_cast<T*>(out));
+    RopeKernel<T, kBackward>
+        <<<ElementwiseBlocks(n), kElementwiseThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const T*>(in), static_cast<const T*>(cos), static_cast<const T*>(sin), n,
+            GeometryOf(shape), static_cast<T*>(out));
     return cudaGetLastError();
-  });
+  }));
 }
 
 }  // namespace
 
-cudaError_t LaunchRopeForward(const void* x, const void* cos, const void* sin, core::DType type,
-                              RopeShape shape, void* y, cudaStream_t stream) {
+const char* LaunchRopeForward(const void* x, const void* cos, const void* sin, core::DType type,
+                              RopeShape shape, void* y, void* stream) {
   return LaunchRope<false>(x, cos, sin, type, shape, y, stream);
 }
 
-cudaError_t LaunchRopeBackward(const void* dy, const void* cos, const void* sin, core::DType type,
-                               RopeShape shape, void* dx, cudaStream_t stream) {
+const char* LaunchRopeBackward(const void* dy, const void* cos, const void* sin, core::DType type,
+                               RopeShape shape, void* dx, void* stream) {
   return LaunchRope<true>(dy, cos, sin, type, shape, dx, stream);
 }
 

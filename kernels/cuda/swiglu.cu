@@ -34,27 +34,29 @@ __global__ void SwiGluBackwardKernel(const T* grad, const T* gate, const T* up, 
 
 }  // namespace
 
-cudaError_t LaunchSwiGluForward(const void* gate, const void* up, core::DType type, size_t n, void* out,
-                                cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  return DispatchElementType(type, [&](auto tag) {
+const char* LaunchSwiGluForward(const void* gate, const void* up, core::DType type, size_t n, void* out,
+                                void* stream) {
+  if (n == 0) return nullptr;
+  return ErrorText(DispatchElementType(type, [&](auto tag) {
     using T = decltype(tag);
-    SwiGluForwardKernel<T><<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(
-        static_cast<const T*>(gate), static_cast<const T*>(up), n, static_cast<T*>(out));
+    SwiGluForwardKernel<T>
+        <<<ElementwiseBlocks(n), kElementwiseThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const T*>(gate), static_cast<const T*>(up), n, static_cast<T*>(out));
     return cudaGetLastError();
-  });
+  }));
 }
 
-cudaError_t LaunchSwiGluBackward(const void* grad, const void* gate, const void* up, core::DType type,
-                                 size_t n, void* d_gate, void* d_up, cudaStream_t stream) {
-  if (n == 0 || (d_gate == nullptr && d_up == nullptr)) return cudaSuccess;
-  return DispatchElementType(type, [&](auto tag) {
+const char* LaunchSwiGluBackward(const void* grad, const void* gate, const void* up, core::DType type,
+                                 size_t n, void* d_gate, void* d_up, void* stream) {
+  if (n == 0 || (d_gate == nullptr && d_up == nullptr)) return nullptr;
+  return ErrorText(DispatchElementType(type, [&](auto tag) {
     using T = decltype(tag);
-    SwiGluBackwardKernel<T><<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(
-        static_cast<const T*>(grad), static_cast<const T*>(gate), static_cast<const T*>(up), n,
-        static_cast<T*>(d_gate), static_cast<T*>(d_up));
+    SwiGluBackwardKernel<T>
+        <<<ElementwiseBlocks(n), kElementwiseThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const T*>(grad), static_cast<const T*>(gate), static_cast<const T*>(up), n,
+            static_cast<T*>(d_gate), static_cast<T*>(d_up));
     return cudaGetLastError();
-  });
+  }));
 }
 
 }  // namespace zerofit::kernels::cuda

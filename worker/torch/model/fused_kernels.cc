@@ -2,21 +2,16 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
 #include "core/dtype.h"
+#include "kernels/dispatch.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
-#include "kernels/swiglu.h"
 #include "worker/torch/model/element_type.h"
 
-#if defined(ZEROFIT_TORCH_CUDA) && defined(ZEROFIT_HAVE_CUDA_KERNELS)
+#ifdef ZEROFIT_TORCH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-
-#include "kernels/cuda/model_kernels.h"
-#define ZEROFIT_FUSED_KERNELS_CUDA 1
 #endif
 
 namespace zerofit::worker {
@@ -32,21 +27,23 @@ core::DType ElementType(const torch::Tensor& t) {
   return *type;
 }
 
-#ifdef ZEROFIT_FUSED_KERNELS_CUDA
-// Runs launch(stream) on t's device and its current stream; a failed launch throws, naming `what`.
+// Runs launch(place) where t lives: the host reference for a CPU tensor; for a CUDA tensor the kernel on t's
+// GPU and its current stream (so CUDA graphs capture it). A failure throws, naming `what`.
 template <typename Launch>
-void LaunchOn(const torch::Tensor& t, const char* what, Launch&& launch) {
-  const c10::cuda::CUDAGuard guard(t.device());
-  const cudaError_t rc = launch(c10::cuda::getCurrentCUDAStream(t.device().index()).stream());
-  TORCH_CHECK(rc == cudaSuccess, what, ": kernel launch failed: ", cudaGetErrorString(rc));
-}
+void RunWhere(const torch::Tensor& t, const char* what, Launch&& launch) {
+  absl::Status s;
+  if (!t.is_cuda()) {
+    s = launch(kernels::Place::Host());
+  } else {
+#ifdef ZEROFIT_TORCH_CUDA
+    const c10::cuda::CUDAGuard guard(t.device());
+    s = launch(kernels::Place::Cuda(c10::cuda::getCurrentCUDAStream(t.device().index()).stream()));
 #else
-// FusedKernelsTake never hands a CUDA tensor to a build without the CUDA kernels.
-[[noreturn]] void NoCudaKernels(const char* what) {
-  TORCH_CHECK(false, what, ": a CUDA tensor, and this build has no CUDA kernels");
-  std::abort();
-}
+    s = absl::FailedPreconditionError("a CUDA tensor, and this LibTorch has no CUDA");
 #endif
+  }
+  TORCH_CHECK(s.ok(), what, ": ", s.ToString());
+}
 
 kernels::RmsNormShape RowsOf(const torch::Tensor& x) {
   const int64_t cols = x.size(-1);
@@ -61,19 +58,10 @@ std::pair<torch::Tensor, torch::Tensor> RmsNormForward(const torch::Tensor& x, c
   torch::Tensor rstd = torch::empty({static_cast<int64_t>(shape.rows)}, x.options().dtype(torch::kFloat32));
   const core::DType type = ElementType(x);
   const float e = static_cast<float>(eps);
-  if (x.is_cuda()) {
-#ifdef ZEROFIT_FUSED_KERNELS_CUDA
-    LaunchOn(x, "FusedRmsNorm", [&](cudaStream_t stream) {
-      return kernels::cuda::LaunchRmsNormForward(x.data_ptr(), w.data_ptr(), type, shape, e, y.data_ptr(),
-                                                 rstd.data_ptr<float>(), stream);
-    });
-#else
-    NoCudaKernels("FusedRmsNorm");
-#endif
-  } else {
-    kernels::RmsNormForwardHost(x.data_ptr(), w.data_ptr(), type, shape, e, y.data_ptr(),
-                                rstd.data_ptr<float>());
-  }
+  RunWhere(x, "FusedRmsNorm", [&](kernels::Place place) {
+    return kernels::RmsNormForward(place, x.data_ptr(), w.data_ptr(), type, shape, e, y.data_ptr(),
+                                   rstd.data_ptr<float>());
+  });
   return {y, rstd};
 }
 
@@ -97,27 +85,18 @@ class FusedRmsNormFunction : public torch::autograd::Function<FusedRmsNormFuncti
     torch::Tensor dx = torch::empty_like(x);
     torch::Tensor dw = ctx->needs_input_grad(1) ? torch::empty_like(w) : torch::Tensor();
     void* dw_ptr = dw.defined() ? dw.data_ptr() : nullptr;
-    if (x.is_cuda()) {
-#ifdef ZEROFIT_FUSED_KERNELS_CUDA
-      // The weight gradient's per-block partials: [blocks, cols] fp32, freed when the kernels are queued
-      // (the caching allocator reuses the block only for work ordered after them on this stream).
-      torch::Tensor scratch;
-      if (dw.defined())
-        scratch = torch::empty({static_cast<int64_t>(kernels::RmsNormBackwardScratchFloats(shape))},
-                               x.options().dtype(torch::kFloat32));
-      float* scratch_ptr = scratch.defined() ? scratch.data_ptr<float>() : nullptr;
-      LaunchOn(x, "FusedRmsNorm backward", [&](cudaStream_t stream) {
-        return kernels::cuda::LaunchRmsNormBackward(dy.data_ptr(), x.data_ptr(), w.data_ptr(),
-                                                    rstd.data_ptr<float>(), type, shape, dx.data_ptr(),
-                                                    dw_ptr, scratch_ptr, stream);
-      });
-#else
-      NoCudaKernels("FusedRmsNorm backward");
-#endif
-    } else {
-      kernels::RmsNormBackwardHost(dy.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr<float>(), type,
-                                   shape, dx.data_ptr(), dw_ptr);
-    }
+    // On a GPU the weight gradient's per-block partials: [blocks, cols] fp32, freed when the kernels are
+    // queued (the caching allocator reuses the block only for work ordered after them on this stream).
+    torch::Tensor scratch;
+    if (x.is_cuda() && dw.defined())
+      scratch = torch::empty({static_cast<int64_t>(kernels::RmsNormBackwardScratchFloats(shape))},
+                             x.options().dtype(torch::kFloat32));
+    float* scratch_ptr = scratch.defined() ? scratch.data_ptr<float>() : nullptr;
+    RunWhere(x, "FusedRmsNorm backward", [&](kernels::Place place) {
+      return kernels::RmsNormBackward(place, dy.data_ptr(), x.data_ptr(), w.data_ptr(),
+                                      rstd.data_ptr<float>(), type, shape, dx.data_ptr(), dw_ptr,
+                                      scratch_ptr);
+    });
     return {dx, dw, torch::Tensor()};
   }
 };
@@ -146,22 +125,12 @@ torch::Tensor Rotate(const torch::Tensor& in, const torch::Tensor& cos, const to
   shape.per_row_angles = cos.size(0) > 1;
   torch::Tensor out = torch::empty_like(in);
   const core::DType type = ElementType(in);
-  if (in.is_cuda()) {
-#ifdef ZEROFIT_FUSED_KERNELS_CUDA
-    LaunchOn(in, "FusedRope", [&](cudaStream_t stream) {
-      return forward ? kernels::cuda::LaunchRopeForward(in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type,
-                                                        shape, out.data_ptr(), stream)
-                     : kernels::cuda::LaunchRopeBackward(in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type,
-                                                         shape, out.data_ptr(), stream);
-    });
-#else
-    NoCudaKernels("FusedRope");
-#endif
-  } else if (forward) {
-    kernels::RopeForwardHost(in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type, shape, out.data_ptr());
-  } else {
-    kernels::RopeBackwardHost(in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type, shape, out.data_ptr());
-  }
+  RunWhere(in, "FusedRope", [&](kernels::Place place) {
+    return forward ? kernels::RopeForward(place, in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type, shape,
+                                          out.data_ptr())
+                   : kernels::RopeBackward(place, in.data_ptr(), cos.data_ptr(), sin.data_ptr(), type, shape,
+                                           out.data_ptr());
+  });
   return out;
 }
 
@@ -206,13 +175,7 @@ bool FusedKernelsTake(FusedKernels mode, const torch::Tensor& a, const torch::Te
   if (mode == FusedKernels::kOff || a.device() != b.device() || a.scalar_type() != b.scalar_type() ||
       !CoreElementType(a.scalar_type()))
     return false;
-  if (a.is_cuda()) {
-#ifdef ZEROFIT_FUSED_KERNELS_CUDA
-    return true;
-#else
-    return false;
-#endif
-  }
+  if (a.is_cuda()) return kernels::HaveCudaKernels();
   return a.is_cpu() && mode == FusedKernels::kEverywhere;
 }
 
@@ -233,17 +196,9 @@ torch::Tensor FusedSwiGluProduct(const torch::Tensor& gate, const torch::Tensor&
   torch::Tensor out = torch::empty_like(g);
   const core::DType type = ElementType(g);
   const size_t n = static_cast<size_t>(g.numel());
-  if (g.is_cuda()) {
-#ifdef ZEROFIT_FUSED_KERNELS_CUDA
-    LaunchOn(g, "FusedSwiGluProduct", [&](cudaStream_t stream) {
-      return kernels::cuda::LaunchSwiGluForward(g.data_ptr(), u.data_ptr(), type, n, out.data_ptr(), stream);
-    });
-#else
-    NoCudaKernels("FusedSwiGluProduct");
-#endif
-  } else {
-    kernels::SwiGluForwardHost(g.data_ptr(), u.data_ptr(), type, n, out.data_ptr());
-  }
+  RunWhere(g, "FusedSwiGluProduct", [&](kernels::Place place) {
+    return kernels::SwiGluForward(place, g.data_ptr(), u.data_ptr(), type, n, out.data_ptr());
+  });
   return out;
 }
 
@@ -269,18 +224,9 @@ std::pair<torch::Tensor, torch::Tensor> FusedSwiGluGrads(const torch::Tensor& gr
   void* du = want_up ? d_up.data_ptr() : nullptr;
   const core::DType type = ElementType(g);
   const size_t n = static_cast<size_t>(g.numel());
-  if (g.is_cuda()) {
-#ifdef ZEROFIT_FUSED_KERNELS_CUDA
-    LaunchOn(g, "FusedSwiGluGrads", [&](cudaStream_t stream) {
-      return kernels::cuda::LaunchSwiGluBackward(d.data_ptr(), g.data_ptr(), u.data_ptr(), type, n, dg, du,
-                                                 stream);
-    });
-#else
-    NoCudaKernels("FusedSwiGluGrads");
-#endif
-  } else {
-    kernels::SwiGluBackwardHost(d.data_ptr(), g.data_ptr(), u.data_ptr(), type, n, dg, du);
-  }
+  RunWhere(g, "FusedSwiGluGrads", [&](kernels::Place place) {
+    return kernels::SwiGluBackward(place, d.data_ptr(), g.data_ptr(), u.data_ptr(), type, n, dg, du);
+  });
   return {d_gate, d_up};
 }
 
