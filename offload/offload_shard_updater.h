@@ -25,6 +25,11 @@ class OffloadShardUpdater final : public sharding::OffloadUpdater {
   absl::Status Receive(size_t bucket, const void* landing, comm::Work& work, bool last_of_step) override;
   float* direct_landing(size_t) override { return nullptr; }
   absl::Status OrderAfterReceives(device::Stream& stream) override;
+  // Each Receive's device-to-host copy is its landing's only reader.
+  bool KeepsLanding() const override { return false; }
+  absl::Status MarkReceivesConsumed(device::Event& consumed) override {
+    return consumed.Record(pipeline_->d2h_stream());
+  }
   absl::StatusOr<double> SumOfSquares() override;
   absl::Status ZeroGradients() override;
   absl::Status InitializeMaster(const char* flat_params, device::Stream& after) override;

@@ -401,6 +401,13 @@ BucketLayout LayoutBuckets(const ModelShape& m, const Workload& w, const Strateg
   return out;
 }
 
+// On the device with one micro-batch a step (GRPO's varies) the engine keeps no fp32 gradient accumulator:
+// AdamW reads the shards where the reduce-scatters landed them, so those stay until the step
+// (sharding/device_shard_updater.h).
+bool UpdaterReadsTheLanding(const Workload& w, const Strategy& s) {
+  return s.zero_stage >= 1 && !s.offload && s.gradient_accumulation == 1 && w.task != Task::kGrpo;
+}
+
 // Parameters, frozen base weights and gradients, by ZeRO stage.
 void AddWeightsAndGradients(const ModelShape& m, const Workload& w, const Strategy& s, int world_size,
                             const BucketLayout& b, const Items& items) {
@@ -424,10 +431,17 @@ void AddWeightsAndGradients(const ModelShape& m, const Workload& w, const Strate
   if (s.zero_stage <= 1) {
     items.Device("gradients", a * b.padded, absl::StrCat(a, " B x ", trainable, " (full, all-reduced)"));
   } else {
-    items.Device("gradient shard (reduce-scatter landing)", a * shard, absl::StrCat(a, " B x shard"));
+    const int64_t pool = std::min<int64_t>(static_cast<int64_t>(b.buckets), s.staging_buffers);
+    if (UpdaterReadsTheLanding(w, s)) {
+      items.Device("gradient shard (reduce-scatter landing)", a * shard, absl::StrCat(a, " B x shard"));
+    } else {
+      // The updater consumes each landed shard as it arrives (offload's copy out, the accumulation): the
+      // engine lands them in a pool of slots sized as the largest buckets' shards (sharding/landing_pool.h).
+      items.Device("reduce-scatter landing slots", a * b.Largest(pool) / world,
+                   absl::StrCat(pool, " slots: the ", pool, " largest buckets' shards"));
+    }
     // The engine's staging pool: as many buffers as the largest buckets, each sized as one of them
     // (sharding/gradient_reducer.cc).
-    const int64_t pool = std::min<int64_t>(static_cast<int64_t>(b.buckets), s.staging_buffers);
     items.Device("communication buckets", a * b.Largest(pool),
                  absl::StrCat(pool, " staging: the ", pool, " largest buckets, ",
                               static_cast<int64_t>(b.Largest(pool)), " elements"));
@@ -446,10 +460,7 @@ void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const S
   const std::string opt_detail = s.zero_stage >= 1 ? absl::StrCat("16 B x ", static_cast<int64_t>(shard),
                                                                   " (master, m, v, fp32 grad shard)")
                                                    : absl::StrCat("12 B x ", trainable, " (master, m, v)");
-  // On the device with one micro-batch a step (GRPO's varies) the engine keeps no fp32 gradient accumulator:
-  // AdamW reads the reduce-scatter's landing (sharding/device_shard_updater.h).
-  const bool no_accumulator =
-      s.zero_stage >= 1 && !s.offload && s.gradient_accumulation == 1 && w.task != Task::kGrpo;
+  const bool no_accumulator = UpdaterReadsTheLanding(w, s);
   if (s.offload && s.zero_stage >= 1) {
     items.Host("optimizer state (pinned)", hw.gpus_per_node * (opt + 2.0 * a * shard),
                absl::StrCat(hw.gpus_per_node, " GPUs x (", opt_detail, " + bf16 staging)"));

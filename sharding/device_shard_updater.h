@@ -31,6 +31,8 @@ class DeviceShardUpdater final : public ShardUpdater {
   absl::Status Receive(size_t bucket, const void* landing, comm::Work& work, bool last_of_step) override;
   float* direct_landing(size_t bucket) override;
   absl::Status OrderAfterReceives(device::Stream& stream) override;
+  bool KeepsLanding() const override { return single_micro_batch_; }
+  absl::Status MarkReceivesConsumed(device::Event& consumed) override { return consumed.Record(*stream_); }
   absl::StatusOr<double> SumOfSquares() override;
   absl::Status ZeroGradients() override;
   absl::Status InitializeMaster(const char* flat_params, device::Stream& after) override;

@@ -53,8 +53,16 @@ absl::Status GradientReducer::Allocate() {
                         device_->Allocate(plan_->flat_numel() * elem_bytes(), MemoryKind::kDevice));
   }
   // An fp32 reduce-scatter once per step may land in the updater's accumulator itself: no landing buffer.
-  if (!(once && nb > 0 && sink_->direct_landing(0) != nullptr)) {
+  // Otherwise one the size of the shard where the updater reads the landed shards at the step, else a few
+  // slots as large as the largest buckets' shards.
+  const bool direct = once && nb > 0 && sink_->direct_landing(0) != nullptr;
+  if (direct) {
+    // nothing to allocate
+  } else if (sink_->KeepsLanding()) {
     ZF_ASSIGN_OR_RETURN(recv_, device_->Allocate(plan_->shard_numel() * elem_bytes(), MemoryKind::kDevice));
+  } else {
+    ZF_ASSIGN_OR_RETURN(landing_pool_,
+                        LandingPool::Create(device_, LargestFirst(&GradientReducer::shard_bytes)));
   }
   arrived_.assign(nb, 0);
   bucket_staging_.assign(nb, -1);
@@ -65,13 +73,39 @@ absl::Status GradientReducer::Allocate() {
   // one is often the embedding, 20x a layer's buckets (Qwen2.5-0.5B: 136M elements against 4.4M), and a
   // bucket takes the smallest free buffer that holds it.
   if (!once) {
-    const size_t pool = std::min(nb, static_cast<size_t>(std::max(1, options_.max_staging_buffers)));
-    std::vector<size_t> sizes;
-    for (size_t b = 0; b < nb; ++b) sizes.push_back(bucket_bytes(b));
-    std::partial_sort(sizes.begin(), sizes.begin() + pool, sizes.end(), std::greater<size_t>());
-    for (size_t k = 0; k < pool; ++k) ZF_RETURN_IF_ERROR(AddStaging(sizes[k]));
+    for (size_t bytes : LargestFirst(&GradientReducer::bucket_bytes)) ZF_RETURN_IF_ERROR(AddStaging(bytes));
   }
   return absl::OkStatus();
+}
+
+std::vector<size_t> GradientReducer::LargestFirst(size_t (GradientReducer::*bytes_of)(size_t) const) const {
+  const size_t nb = plan_->buckets().size();
+  const size_t pool = std::min(nb, static_cast<size_t>(std::max(1, options_.max_staging_buffers)));
+  std::vector<size_t> sizes;
+  for (size_t b = 0; b < nb; ++b) sizes.push_back((this->*bytes_of)(b));
+  std::partial_sort(sizes.begin(), sizes.begin() + pool, sizes.end(), std::greater<size_t>());
+  sizes.resize(pool);
+  return sizes;
+}
+
+// A pool slot for bucket b, as AcquireStaging finds a staging buffer: a free one that holds the shard; else
+// the oldest in-flight bucket is completed, which frees its slot; with nothing in flight a slot of this size
+// is added.
+absl::StatusOr<std::pair<void*, int>> GradientReducer::Landing(size_t b) {
+  if (!landing_pool_) {
+    float* direct = recv_.empty() ? sink_->direct_landing(b) : nullptr;
+    if (direct != nullptr) return std::make_pair(static_cast<void*>(direct), -1);
+    return std::make_pair(recv_.at(plan_->buckets()[b].shard_offset * elem_bytes()), -1);
+  }
+  for (;;) {
+    ZF_ASSIGN_OR_RETURN(const int slot, landing_pool_->TryAcquire(shard_bytes(b), *compute_));
+    if (slot >= 0) return std::make_pair(landing_pool_->data(slot), slot);
+    if (in_flight_.empty()) {
+      ZF_RETURN_IF_ERROR(landing_pool_->Add(shard_bytes(b)));
+    } else {
+      ZF_RETURN_IF_ERROR(CompleteOldest());
+    }
+  }
 }
 
 absl::Status GradientReducer::AddStaging(size_t bytes) {
@@ -104,8 +138,10 @@ absl::Status GradientReducer::BeginMicroBatch(bool last_of_step) {
   std::fill(arrived_.begin(), arrived_.end(), 0);
   std::fill(param_seen_.begin(), param_seen_.end(), false);
   next_launch_ = 0;
-  // This micro-batch's reduce-scatters (ordered after the compute stream) reuse the landing buffer: the
-  // previous micro-batch's consumers must be done with it first.
+  // This micro-batch's reduce-scatters (ordered after the compute stream) reuse the shard-sized landing
+  // buffer or the accumulator: the previous micro-batch's consumers must be done with it first (a pool slot
+  // orders itself).
+  if (landing_pool_) return absl::OkStatus();
   return sink_->OrderAfterReceives(*compute_);
 }
 
@@ -212,14 +248,12 @@ absl::Status GradientReducer::LaunchReadyBuckets(bool from_backward) {
       staging = bucket_staging_[b];
       src = staging_[staging].data();
     }
-    float* direct = recv_.empty() ? sink_->direct_landing(b) : nullptr;
-    void* landing =
-        direct != nullptr ? static_cast<void*>(direct) : recv_.at(bucket.shard_offset * elem_bytes());
+    ZF_ASSIGN_OR_RETURN(const auto landing, Landing(b));
     Buffer in{src, bucket.layout.padded_numel, options_.param_dtype, where};
-    Buffer out{landing, bucket.layout.shard_numel, options_.param_dtype, where};
+    Buffer out{landing.first, bucket.layout.shard_numel, options_.param_dtype, where};
     const absl::Time launched = absl::Now();
     ZF_ASSIGN_OR_RETURN(auto work, comm_->ReduceScatter(in, out, comm::ReduceOp::kSum, compute_));
-    in_flight_.push_back(InFlight{b, std::move(work), staging, launched, last_of_step_});
+    in_flight_.push_back(InFlight{b, std::move(work), staging, landing.second, launched, last_of_step_});
     ++stats_.buckets_launched;
     if (from_backward) ++stats_.buckets_launched_before_end;
   }
@@ -230,11 +264,14 @@ absl::Status GradientReducer::CompleteOldest() {
   InFlight f = std::move(in_flight_.front());
   in_flight_.pop_front();
   const Bucket& bucket = plan_->buckets()[f.bucket];
-  const void* landing = recv_.empty() ? nullptr : recv_.at(bucket.shard_offset * elem_bytes());
+  const void* landing = f.landing >= 0  ? landing_pool_->data(f.landing)
+                        : recv_.empty() ? nullptr
+                                        : recv_.at(bucket.shard_offset * elem_bytes());
   {
     ScopedStage d2h(profile_, Stage::kD2H);
     ZF_RETURN_IF_ERROR(sink_->Receive(f.bucket, landing, *f.work, f.last_of_step));
   }
+  if (f.landing >= 0) ZF_RETURN_IF_ERROR(landing_pool_->Release(f.landing, *sink_));
   profile_->Record(Stage::kReduceScatter, f.launched, absl::Now());
   if (f.staging >= 0) {
     // The staging buffer is refilled on the compute stream: order it after the collective that read it.

@@ -9,6 +9,10 @@
 //   kReduceOncePerStep: gradients accumulate in place in a full flat gradient buffer; buckets are
 //     reduce-scattered on the last micro-batch only.
 //
+// Each bucket's reduced shard lands in one buffer the size of the shard when the updater reads the landed
+// shards at the step (ShardUpdater::KeepsLanding), else in a slot of a small pool (landing_pool.h) that is
+// reused once the updater's copy or accumulation of it has run.
+//
 // Stream order, not host waits, carries the data: compute -> reduce-scatter (comm) -> updater's stream.
 // Not thread-safe: one thread at a time (the torch adapter serialises its hooks).
 #pragma once
@@ -16,12 +20,15 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "device/device.h"
 #include "sharding/bucket_plan.h"
+#include "sharding/landing_pool.h"
 #include "sharding/shard_updater.h"
 #include "sharding/step_profile.h"
 
@@ -70,7 +77,9 @@ class GradientReducer {
   const Zero2Stats& stats() const { return stats_; }
   size_t flat_grad_bytes() const { return flat_grads_.bytes(); }
   size_t staging_bytes() const;
-  size_t recv_bytes() const { return recv_.bytes(); }
+  // Where the reduce-scatters land: the shard-sized buffer or the pool's slots (0 when they land in the
+  // updater's fp32 accumulator).
+  size_t recv_bytes() const { return recv_.bytes() + (landing_pool_ ? landing_pool_->bytes() : 0); }
   bool in_micro_batch() const { return in_micro_batch_; }
 
  private:
@@ -78,6 +87,7 @@ class GradientReducer {
     size_t bucket;
     std::unique_ptr<comm::Work> work;
     int staging;  // index into staging_, or -1
+    int landing;  // slot of landing_pool_, or -1
     absl::Time launched;
     bool last_of_step;  // launched in the step's last micro-batch
   };
@@ -91,6 +101,11 @@ class GradientReducer {
   absl::StatusOr<int> AcquireStaging(size_t b);
   absl::Status AddStaging(size_t bytes);
   size_t bucket_bytes(size_t b) const { return plan_->buckets()[b].layout.padded_numel * elem_bytes(); }
+  size_t shard_bytes(size_t b) const { return plan_->buckets()[b].layout.shard_numel * elem_bytes(); }
+  // The up-front buffers: as many as the largest buckets (at most max_staging_buffers), each of one's size.
+  std::vector<size_t> LargestFirst(size_t (GradientReducer::*bytes_of)(size_t) const) const;
+  // Where bucket b's reduce-scatter lands, and the pool slot it holds (-1: none).
+  absl::StatusOr<std::pair<void*, int>> Landing(size_t b);
   absl::Status StoreGradient(size_t i, const void* grad);
   absl::Status LaunchReadyBuckets(bool from_backward);
   absl::Status CompleteOldest();
@@ -106,7 +121,8 @@ class GradientReducer {
   StepProfile* profile_;
 
   device::Buffer flat_grads_;  // kReduceOncePerStep only (device)
-  device::Buffer recv_;        // reduce-scatter landing buffer (device, param dtype); may be empty
+  device::Buffer recv_;        // shard-sized landing buffer (device, param dtype), when the updater keeps it
+  std::optional<LandingPool> landing_pool_;  // the landing slots otherwise (none with a direct landing)
   // The up-front pool's buffers hold the largest bucket; those added in backward hold the bucket that asked.
   std::vector<device::Buffer> staging_;  // device, param dtype
   std::vector<int> free_staging_;

@@ -42,6 +42,13 @@ class ShardUpdater {
   virtual float* direct_landing(size_t bucket) = 0;
   // Work enqueued on `stream` from now on runs after every Receive so far has consumed its landing buffer.
   virtual absl::Status OrderAfterReceives(device::Stream& stream) = 0;
+  // True while Update reads the landed shards at the step (the device updater with one micro-batch a step,
+  // which keeps no accumulator): the reducer then keeps one landing buffer the size of the shard. False:
+  // each Receive has consumed its landing on the device once MarkReceivesConsumed's event has run, and a
+  // few slots serve every bucket (landing_pool.h).
+  virtual bool KeepsLanding() const = 0;
+  // Records `consumed` after the device work that reads the landings of the Receives so far.
+  virtual absl::Status MarkReceivesConsumed(device::Event& consumed) = 0;
   // Sum of squares of the gradient accumulator once every Receive has landed (a host wait: the step needs
   // the number).
   virtual absl::StatusOr<double> SumOfSquares() = 0;

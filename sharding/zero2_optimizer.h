@@ -113,7 +113,9 @@ struct Zero2MemoryStats {
   size_t staging_bytes_peak = 0;  // kReduceScatterEveryMicroBatch: bucket staging buffers allocated
   size_t pinned_bytes = 0;        // host bytes page-locked for offload (state + staging)
   size_t host_state_bytes = 0;    // offload: all host-side buffers (pinned or not)
-  size_t recv_bytes = 0;  // reduce-scatter landing buffer (one shard in param dtype); fp32 reduce-once
+  size_t recv_bytes = 0;  // reduce-scatter landing: one shard in param dtype where the updater reads it at
+                          // the step (one micro-batch, on the device), else a pool of the largest buckets'
+                          // shards (landing_pool.h); fp32 reduce-once
                           // mode reduce-scatters straight into the shard accumulator and needs none
 };
 

@@ -118,6 +118,18 @@ double OldAccumulatorExtraBytes(const MemoryEstimate& e) {
   return 0.0;
 }
 
+// And the offload rows' reduce-scatter landing, one buffer the size of the shard then (a pool of the largest
+// buckets' shards since 2026-11-28, sharding/landing_pool.h): at world size 1 the shard is the padded
+// parameters, 2 B each like the parameters item.
+double OldLandingExtraBytes(const MemoryEstimate& e) {
+  double parameters = 0, slots = 0;
+  for (const MemoryItem& i : e.device) {
+    if (i.name == "parameters") parameters = i.bytes;
+    if (i.name == "reduce-scatter landing slots") slots = i.bytes;
+  }
+  return slots > 0 ? parameters - slots : 0.0;
+}
+
 Planned Plan(const MeasuredPeak& p) {
   Hardware hw = *ParseHardware("1xh200-141");
   hw.fused_pieces = false;  // these runs predate the fused RMSNorm, SwiGLU and rotary kernels too
@@ -125,7 +137,8 @@ Planned Plan(const MeasuredPeak& p) {
   const MemoryEstimate e = EstimateMemory(Llama(p), job.w, job.s, hw, 1);
   const double tensors = e.device_bytes - hw.runtime_bytes - hw.fragmentation * e.activation_bytes;
   const double pieces = OldPlainPiecesExtraBytes(p);
-  const double extra = OldStagingPoolExtraBytes(p) + pieces + OldAccumulatorExtraBytes(e);
+  const double extra =
+      OldStagingPoolExtraBytes(p) + pieces + OldAccumulatorExtraBytes(e) + OldLandingExtraBytes(e);
   return {(tensors + extra) / kGiB, (e.device_bytes + extra + hw.fragmentation * pieces) / kGiB};
 }
 

@@ -461,6 +461,64 @@ TEST(Zero2OptimizerTest, TheStagingPoolIsSizedAsTheLargestBuckets) {
   }
 }
 
+// An updater that consumes each landed shard as it arrives (here: the device updater accumulating several
+// micro-batches a step) gets a few landing slots, not a shard-sized buffer: two slots for six buckets, each
+// reused three times a micro-batch. On the test device, whose streams run later than the host enqueues, a
+// slot overwritten before its accumulation had read it would give wrong numbers.
+TEST(Zero2OptimizerTest, ConsumedLandingsShareAPoolOfSlotsReusedInStreamOrder) {
+  const std::vector<ParamSpec> specs = {{"a", 8, true},  {"b", 16, false}, {"c", 8, true},
+                                        {"d", 24, true}, {"e", 8, false},  {"f", 16, true}};
+  Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+  o.max_staging_buffers = 2;
+  device::TestDeviceOptions slow;
+  slow.max_delay = absl::Microseconds(500);
+  slow.vary_stream_speed = true;
+  device::TestDevice dev(slow);
+  comm::LocalCommunicator comm;
+  Zero2Devices devices;
+  devices.device = &dev;
+  auto opt = Zero2Optimizer::Create(specs, o, &comm, devices);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  ASSERT_EQ((*opt)->plan().buckets().size(), 6u);
+  std::vector<size_t> shards;
+  for (const Bucket& b : (*opt)->plan().buckets()) shards.push_back(b.layout.shard_numel);
+  std::sort(shards.rbegin(), shards.rend());
+  EXPECT_EQ((*opt)->memory().recv_bytes, (shards[0] + shards[1]) * 4) << "two slots: the largest shards";
+  EXPECT_LT((*opt)->memory().recv_bytes, (*opt)->plan().shard_numel() * 4);
+  std::vector<std::vector<float>> init;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    init.push_back(Fill(specs[i].numel, 0.3f * static_cast<float>(i) - 1.0f));
+    std::memcpy((*opt)->param_data(i), init[i].data(), specs[i].numel * 4);
+  }
+  ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+  std::vector<std::vector<float>> sums;
+  for (const ParamSpec& p : specs) sums.emplace_back(p.numel, 0.0f);
+  std::vector<std::vector<float>> grads;  // alive until the step: the device reads them in stream order
+  for (int k = 0; k < 4; ++k) {
+    ASSERT_TRUE((*opt)->BeginMicroBatch(k == 3).ok());
+    for (size_t i = specs.size(); i-- > 0;) {
+      grads.push_back(Fill(specs[i].numel, static_cast<float>(k + 1) * (static_cast<float>(i) - 2.3f)));
+      for (size_t e = 0; e < specs[i].numel; ++e) sums[i][e] += grads.back()[e];
+      ASSERT_TRUE((*opt)->OnGradientReady(i, grads.back().data()).ok());
+    }
+    ASSERT_TRUE((*opt)->EndMicroBatch(1.0).ok());
+  }
+  auto r = (*opt)->Step(kLr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE((*opt)->Flush().ok());
+  const auto want = ReferenceStep(init, sums, 4.0, o, specs, 1.0f);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const float* got = static_cast<const float*>((*opt)->param_data(i));
+    for (size_t e = 0; e < specs[i].numel; ++e) EXPECT_NEAR(got[e], want[i][e], 1e-6) << specs[i].name << e;
+  }
+  // One micro-batch a step: AdamW reads the landed shards at the step, so they keep one shard-sized buffer.
+  o.micro_batches_per_step = 1;
+  comm::LocalCommunicator comm1;
+  auto lean = Zero2Optimizer::Create(specs, o, &comm1);
+  ASSERT_TRUE(lean.ok()) << lean.status();
+  EXPECT_EQ((*lean)->memory().recv_bytes, (*lean)->plan().shard_numel() * 4);
+}
+
 TEST(Zero2OptimizerTest, FullFp32ReduceOnceLandsInTheShardWithoutALandingBuffer) {
   comm::LocalCommunicator comm;
   auto opt = Zero2Optimizer::Create(ThreeParams(), SmallBuckets(AccumulationMode::kReduceOncePerStep), &comm);
