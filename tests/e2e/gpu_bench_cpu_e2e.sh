@@ -31,7 +31,14 @@ row hf-reward-bf16 | grep -qE '\| [0-9]+\.[0-9]+ \||skipped: no torch/transforme
 row zf-reward-bf16 | grep -qF "vs \`hf-reward-bf16\`" || fail "zf-reward-bf16 names no peer"
 [[ $(sed '/step breakdown/,$d' "$TABLE" | grep -c '^| `') == 5 ]] || fail "want 5 rows (--only)"
 # Below it, each zerofit row's stages: figures in every column the metrics have (the offload row's CPU AdamW).
-[[ $(sed -n '/step breakdown/,$p' "$TABLE" | grep -c '^| `zf-') == 4 ]] || fail "want 4 step breakdown rows"
+[[ $(sed -n '/step breakdown/,/device clock/p' "$TABLE" | grep -c '^| `zf-') == 4 ]] || fail "want 4 step breakdown rows"
+# Then each zerofit row's device clock: on the CPU the host device's, so its forward is the host's forward
+# (inside its scope: microseconds apart, 0.2 ms for the two medians' rounding to 0.1).
+[[ $(sed -n '/device clock/,$p' "$TABLE" | grep -c '^| `zf-') == 4 ]] || fail "want 4 device clock rows"
+# shellcheck disable=SC2016 # the backquotes are the table's, not a command
+sed -n '/device clock/,$p' "$TABLE" | grep '^| `zf-reward-bf16` ' |
+  awk -F'|' '{ d = $4 - $8; exit !($4 ~ /^ [0-9]+\.[0-9] $/ && d <= 0.2 && d >= -0.2) }' ||
+  fail "the device clock's forward is not the host's"
 # shellcheck disable=SC2016 # the backquotes are the table's, not a command
 sed -n '/step breakdown/,$p' "$TABLE" | grep '^| `zf-reward-bf16-offload` ' |
   awk -F'|' '{ exit !($9 ~ /^ [0-9]+\.[0-9] $/) }' || fail "no CPU AdamW time in the offload row's breakdown"
