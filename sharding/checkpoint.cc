@@ -305,27 +305,41 @@ struct RankFiles {
   std::vector<std::vector<Piece>> pieces;  // per parameter of the plan
 };
 
-// The manifest's parameter list must be this model's, name for name and size for size.
-absl::Status CheckParams(const BucketPlan& plan, const Json& j, const std::string& manifest_path) {
+// The manifest's parameter list must be this model's, name for name and size for size, in any order (the
+// order is the engine's placement, which a change of the model's registration order moves: the runs below
+// name parameters by the manifest's index). Returns each manifest index's parameter in `plan`.
+absl::StatusOr<std::vector<size_t>> PlanIndexOfManifestParams(const BucketPlan& plan, const Json& j,
+                                                              const std::string& manifest_path) {
   const Json& params = j.at("params");
   if (!params.is_array() || params.size() != plan.params().size()) {
     return ManifestError(
         manifest_path, "params",
         absl::StrCat("lists ", params.size(), " parameters; this model has ", plan.params().size()));
   }
+  std::map<std::string, size_t> by_name;
+  for (size_t i = 0; i < plan.params().size(); ++i) by_name.emplace(plan.params()[i].name, i);
+  std::vector<size_t> to_plan(params.size());
+  std::vector<bool> seen(plan.params().size(), false);
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string name = params[i].at("name").get<std::string>();
     const size_t numel = params[i].at("numel").get<size_t>();
-    if (name != plan.params()[i].name || numel != plan.params()[i].numel) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end() || seen[it->second] || plan.params()[it->second].numel != numel) {
+      const std::string why = it == by_name.end() ? "which this model does not have"
+                              : seen[it->second]  ? "listed twice"
+                                                  : absl::StrCat("where this model's has ",
+                                                                 plan.params()[it->second].numel, " elements");
       return ManifestError(manifest_path, absl::StrCat("params[", i, "]"),
-                           absl::StrCat("is '", name, "' with ", numel, " elements; this model has '",
-                                        plan.params()[i].name, "' with ", plan.params()[i].numel));
+                           absl::StrCat("is '", name, "' with ", numel, " elements, ", why));
     }
+    seen[it->second] = true;
+    to_plan[i] = it->second;
   }
-  return absl::OkStatus();
+  return to_plan;
 }
 
 absl::StatusOr<RankFiles> ReadRankFiles(const BucketPlan& plan, const Json& j,
+                                        const std::vector<size_t>& to_plan,
                                         const std::string& manifest_path) {
   RankFiles out;
   out.pieces.resize(plan.params().size());
@@ -333,10 +347,11 @@ absl::StatusOr<RankFiles> ReadRankFiles(const BucketPlan& plan, const Json& j,
   for (size_t f = 0; f < files.size(); ++f) {
     out.names.push_back(files[f].at("file").get<std::string>());
     for (const Json& r : files[f].at("runs")) {
-      const size_t p = r.at(0).get<size_t>();
+      const size_t listed = r.at(0).get<size_t>();
       const std::string field = absl::StrCat("files[", f, "].runs");
-      if (p >= out.pieces.size())
+      if (listed >= to_plan.size())
         return ManifestError(manifest_path, field, "names a parameter out of range");
+      const size_t p = to_plan[listed];
       const Piece piece{r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>()};
       // Checked here so that the copy's bounds check below cannot wrap around (it adds these).
       const size_t param_numel = plan.params()[p].numel;
@@ -430,8 +445,9 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
   absl::Status local = [&]() -> absl::Status {
     try {
       const BucketPlan& plan = opt.plan();
-      ZF_RETURN_IF_ERROR(CheckParams(plan, j, manifest_path));
-      ZF_ASSIGN_OR_RETURN(const RankFiles files, ReadRankFiles(plan, j, manifest_path));
+      ZF_ASSIGN_OR_RETURN(const std::vector<size_t> to_plan,
+                          PlanIndexOfManifestParams(plan, j, manifest_path));
+      ZF_ASSIGN_OR_RETURN(const RankFiles files, ReadRankFiles(plan, j, to_plan, manifest_path));
       // Assembled on the host, then copied to wherever the state lives.
       ZF_RETURN_IF_ERROR(AssembleShard(plan, files, dir, manifest_path, host_state));
       const Json& sc = j.at("loss_scaler");

@@ -105,8 +105,9 @@ std::vector<Case> PlainCasesFor(int world) {
         {"A", T::kReward, 8, 32, 2, false, 0, R::kResident, false, true},
         {"B", T::kDpo, 2, 64, 1, false, 8, R::kLoraBase},  // the reference is the policy's base
         {"A", T::kSft, 2, 384, 1, true},  // long: the recomputed layer's eager attention sets the peak
-        // Accumulation: landing slots, not the shard. Its -1.5% is the staging pool, which grew by 3 buffers
-        // in backward here (a layer's norms complete their buckets late, holding more than 3 open).
+        // Accumulation: landing slots, not the shard; and the staging pool stays at its 3 buffers (-1.5%
+        // before the layer's modules were registered in forward order: 3 buffers more, the input norm's
+        // bucket held the layer's launches until its backward ended).
         SmallBuckets({"B", T::kReward, 2, 64, 2}),
     };
   }
@@ -120,7 +121,8 @@ std::vector<Case> PlainCasesFor(int world) {
         {"B", T::kDpo, 2, 96, 1, true, 0, R::kPrecomputed, true},
         {"C", T::kSft, 4, 48, 1, false, 0, R::kResident, false, true},
         {"B", T::kDpo, 2, 64, 1, false, 8, R::kResident},
-        {"B", T::kSft, 2, 256, 1, true, 0, R::kResident, false, true},  // long, bf16
+        {"B", T::kSft, 2, 256, 1, true, 0, R::kResident, false, true},         // long, bf16
+        SmallBuckets({"B", T::kSft, 2, 64, 1, false, 0, R::kResident, true}),  // offload's landing slots
     };
   }
   return {

@@ -364,13 +364,19 @@ torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
   return down_proj(product);
 }
 
+// Registered in the order the forward uses them (HF registers both norms last): ZeRO-2 buckets parameters in
+// reverse registration order and launches them in that order (sharding/bucket_plan.h), and backward produces
+// a layer's gradients MLP first, the input norm last. In HF's order the bucket holding the input norm came
+// first in the layer, so none of the layer's buckets could launch before the layer's backward had ended:
+// every one of them held a staging buffer at once, and the reduce-scatters could not overlap that layer.
+// The names, and so every checkpoint and export, are unchanged.
 LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const core::HfModelConfig& c, const LlamaOptions& o) {
-  self_attn = register_module("self_attn", LlamaAttention(c, o));
-  mlp = register_module("mlp", LlamaMlp(c, o));
   input_layernorm = register_module("input_layernorm",
                                     RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o), o.fused_kernels));
+  self_attn = register_module("self_attn", LlamaAttention(c, o));
   post_attention_layernorm = register_module(
       "post_attention_layernorm", RmsNorm(c.hidden_size, c.rms_norm_eps, LeanPieces(o), o.fused_kernels));
+  mlp = register_module("mlp", LlamaMlp(c, o));
 }
 
 torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
