@@ -113,6 +113,16 @@ for cfg in "${CONFIGS[@]}"; do
   mkdir -p "$D"
   cp "$CONFIG" "$D/config.json"
   G=$((R * W))  # prompts per step: one pass per rank
+  # The plan's micro-batch counts sequences; the trainer's --micro is the number of micro-batches a rank runs
+  # a step (its R x S sequences split evenly). Passing M itself (before 2026-11-28) trained micro-batches of
+  # R x S / M sequences: 2 where the plan had 8 in most default configurations (the trainer's --print-plan
+  # says "micro-batch 2 x accumulation 8"), which is the 4x between the planned 57 KB and the measured 14.2 KB
+  # per token and layer of 7d5f4cd's H200 table.
+  if (((R * S) % M)); then
+    echo "| $P | $N | $S | $R | $W | $M | micro-batch $M does not divide the rank's $((R * S)) sequences |||||||" >> "$OUT_DIR/grpo-memory.md"
+    continue
+  fi
+  K=$((R * S / M))
   python3 - "$D" "$P" "$G" "$TINY" <<'EOF'
 import json, random, sys
 d, p, g, tiny = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
@@ -142,7 +152,7 @@ print(j["plan"]["rollout_prompts"], p["generation_tensor_bytes"], p["training_te
   # A CUDA diagnostic: the trainer refuses it on the test device, whose rehearsal runs without it.
   ((ALLOCATIONS)) && [[ $DEVICE == cuda ]] && REPORT=(--cuda-allocation-report "$D/allocations.txt")
   timeout 300 "${ZF_ENV[@]}" "${MPI[@]}" -n "$W" "$T" --task grpo --data "$D" --device "$DEVICE" \
-    "${DTYPE[@]}" --steps 2 --global-batch "$G" --micro "$M" \
+    "${DTYPE[@]}" --steps 2 --global-batch "$G" --micro "$K" \
     --samples-per-prompt "$S" --max-new-tokens "$N" --max-length $((P + N)) --rollout-batch $((rollout * S)) \
     --kl-beta "$KL_BETA" --log-every 1 --metrics-jsonl "$D/metrics.jsonl" "${REPORT[@]}" > "$D/train.log" 2>&1
   rc=$?
