@@ -47,8 +47,10 @@ constexpr const char* kUsage =
     "auto|nccl|mpi] "
     "[--tensorboard DIR] "
     "[--metrics-jsonl FILE] [--print-plan]\n"
-    "Without --micro the job is sized by the planner for --memory-gb per rank (default 4): gradient "
-    "accumulation, and activation checkpointing unless --checkpointing is given.";
+    "--micro K is a count, not a size: each rank runs its share of a step as K micro-batches (gradient "
+    "accumulation; GRPO splits the rank's sequences into K). Without --micro the job is sized by the planner "
+    "for --memory-gb per rank (default 4): gradient accumulation, and activation checkpointing unless "
+    "--checkpointing is given.";
 // (kGrpoUsage, grpo_cli.h, lists the flags of --task grpo.)
 
 struct Cli {
