@@ -28,6 +28,8 @@
 #                           (generation) alone; the summary is appended to where $OUT_DIR already has one
 #     --batches             generation's batch sizes (default "8 32"; --tiny: 4)
 #     --hf-batches          the batch sizes transformers is timed at (default: --batches)
+#     --unfused             decode modes timed a second time with --fused-kernels off (default none): against
+#                           the same mode's fused run, what the fused norm, gating and rotary kernels bring
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 BUILD=build-gpu
@@ -41,6 +43,7 @@ GRPO_DECODE_MODE=
 PARTS=(goldens gpu-test grpo generation)
 BATCHES=()
 HF_BATCHES=()
+UNFUSED=()
 while (($#)); do
   case "$1" in
     --build-dir) BUILD=$2; shift 2 ;;
@@ -54,6 +57,7 @@ while (($#)); do
     --parts) read -ra PARTS <<< "$2"; shift 2 ;;
     --batches) read -ra BATCHES <<< "$2"; shift 2 ;;
     --hf-batches) read -ra HF_BATCHES <<< "$2"; shift 2 ;;
+    --unfused) read -ra UNFUSED <<< "$2"; shift 2 ;;
     *) echo "gpu_grpo_check.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -113,6 +117,11 @@ for b in "${BATCHES[@]}"; do
     step "generation-zerofit-$decode-b$b" 240 "${ZF_ENV[@]}" "$BENCH" --config "$CONFIG" --batch "$b" \
       "${SHAPE[@]}" --device "$DEVICE" --dtype "$DTYPE" --decode "$decode" \
       --out "$OUT_DIR/generation-zerofit-$decode-b$b.json"
+  done
+  for decode in "${UNFUSED[@]}"; do
+    step "generation-zerofit-$decode-unfused-b$b" 240 "${ZF_ENV[@]}" "$BENCH" --config "$CONFIG" --batch "$b" \
+      "${SHAPE[@]}" --device "$DEVICE" --dtype "$DTYPE" --decode "$decode" --fused-kernels off \
+      --out "$OUT_DIR/generation-zerofit-$decode-unfused-b$b.json"
   done
   if [[ " ${HF_BATCHES[*]} " == *" $b "* ]] && python3 -c "import torch, transformers" 2> /dev/null; then
     for cache in "${CACHES[@]}"; do

@@ -5,7 +5,7 @@
 //
 //   zerofit_generation_bench --config config.json [--batch B] [--prompt-len P] [--new-tokens N] [--reps R]
 //                            [--warmup W] [--device cpu|cuda] [--dtype fp32|bf16] [--seed S] [--out FILE]
-//                            [--decode auto|eager|static|cuda_graph]
+//                            [--decode auto|eager|static|cuda_graph] [--fused-kernels cuda|off|everywhere]
 //
 // Timing: Generate reads every step's tokens back to the host, so a run's wall time includes the device's
 // work without a separate synchronisation. "aten_ops_per_token": the ATen operators one more (untimed) run
@@ -14,6 +14,9 @@
 // this host dispatch (docs/gpu-runs/2026-11-27-h200-55dadb9.md). `--decode` picks how the steps after the
 // prompt run (static_decode.h); "graph_replays" counts the steps that replayed a CUDA graph: with
 // cuda_graph, a replayed step dispatches no operator of the model, only the sampling's.
+// `--fused-kernels` is the model's LlamaOptions.fused_kernels: `off` against the default `cuda` is what the
+// fused norm, gating and rotary kernels bring to a decode step; `everywhere` runs them on the CPU through
+// their host references (the operator count of a fused step without a GPU).
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
@@ -31,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/hf_config.h"
 #include "core/status_macros.h"
+#include "worker/torch/model/fused_kernels.h"
 #include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/model/llama_model.h"
@@ -40,7 +44,7 @@ namespace zerofit::worker {
 namespace {
 
 struct Flags {
-  std::string config, out, device = "cpu", dtype = "fp32", decode = "auto";
+  std::string config, out, device = "cpu", dtype = "fp32", decode = "auto", fused_kernels = "cuda";
   int64_t batch = 8, prompt_len = 128, new_tokens = 128, reps = 5, warmup = 2, seed = 1;
 };
 
@@ -49,11 +53,9 @@ absl::StatusOr<Flags> Parse(int argc, char** argv) {
   std::map<std::string, int64_t*> ints = {{"--batch", &f.batch},           {"--prompt-len", &f.prompt_len},
                                           {"--new-tokens", &f.new_tokens}, {"--reps", &f.reps},
                                           {"--warmup", &f.warmup},         {"--seed", &f.seed}};
-  std::map<std::string, std::string*> strings = {{"--config", &f.config},
-                                                 {"--out", &f.out},
-                                                 {"--device", &f.device},
-                                                 {"--dtype", &f.dtype},
-                                                 {"--decode", &f.decode}};
+  std::map<std::string, std::string*> strings = {
+      {"--config", &f.config}, {"--out", &f.out},       {"--device", &f.device},
+      {"--dtype", &f.dtype},   {"--decode", &f.decode}, {"--fused-kernels", &f.fused_kernels}};
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("flag ", flag, " needs a value"));
@@ -111,6 +113,7 @@ absl::Status Run(const Flags& f) {
   const torch::Device device = f.device == "cuda" ? torch::Device("cuda:0") : torch::Device(torch::kCPU);
   LlamaOptions mo;
   mo.dtype = f.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  ZF_ASSIGN_OR_RETURN(mo.fused_kernels, ParseFusedKernels(f.fused_kernels, "--fused-kernels"));
   torch::manual_seed(static_cast<uint64_t>(f.seed));
   ZF_ASSIGN_OR_RETURN(LlamaModel model, MakeLlamaModel(config, mo));
   model->to(device);
@@ -142,10 +145,11 @@ absl::Status Run(const Flags& f) {
   ZF_RETURN_IF_ERROR(counted_run);
   const std::string record = absl::StrCat(
       "{\"impl\": \"zerofit\", \"device\": \"", f.device, "\", \"dtype\": \"", f.dtype, "\", \"decode\": \"",
-      DecodeModeName(ran), "\", \"batch\": ", f.batch, ", \"prompt_len\": ", f.prompt_len,
-      ", \"new_tokens\": ", f.new_tokens, ", \"reps\": ", f.reps, ", \"median_ms\": ", median,
-      ", \"tokens_per_s\": ", generated / (median / 1e3), ", \"kv_cache_bytes\": ", cache.bytes(),
-      ", \"aten_ops_per_token\": ", ops / f.new_tokens, ", \"graph_replays\": ", replays, "}\n");
+      DecodeModeName(ran), "\", \"fused_kernels\": \"", FusedKernelsName(mo.fused_kernels),
+      "\", \"batch\": ", f.batch, ", \"prompt_len\": ", f.prompt_len, ", \"new_tokens\": ", f.new_tokens,
+      ", \"reps\": ", f.reps, ", \"median_ms\": ", median, ", \"tokens_per_s\": ", generated / (median / 1e3),
+      ", \"kv_cache_bytes\": ", cache.bytes(), ", \"aten_ops_per_token\": ", ops / f.new_tokens,
+      ", \"graph_replays\": ", replays, "}\n");
   std::printf("%s", record.c_str());
   if (!f.out.empty()) {
     std::ofstream out(f.out);
