@@ -50,10 +50,17 @@ class Gate {
 
 double StageMs(const DeviceStepTimes& t, DeviceStage s) { return t.stage_ms[static_cast<size_t>(s)]; }
 
-TEST(DeviceTimelineTest, TimesAreWhenTheStreamRanTheStagesNotWhenTheHostLaunchedThem) {
+// A timeline on the test device's compute stream; each test leaves the stream drained.
+class DeviceTimelineTest : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_TRUE(stream.Synchronize(kDeadline).ok()); }
+
   device::TestDevice dev;
   device::Stream& stream = dev.compute_stream();
-  DeviceTimeline timeline(&dev, &stream);
+  DeviceTimeline timeline{&dev, &stream};
+};
+
+TEST_F(DeviceTimelineTest, TimesAreWhenTheStreamRanTheStagesNotWhenTheHostLaunchedThem) {
   StepProfile profile;
   profile.set_device_timeline(&timeline);
   Gate gate;
@@ -99,10 +106,7 @@ TEST(DeviceTimelineTest, TimesAreWhenTheStreamRanTheStagesNotWhenTheHostLaunched
   ASSERT_TRUE(stream.Synchronize(kDeadline).ok());
 }
 
-TEST(DeviceTimelineTest, MicroBatchesAddUpAndTheGapIsTheStreamBetweenStages) {
-  device::TestDevice dev;
-  device::Stream& stream = dev.compute_stream();
-  DeviceTimeline timeline(&dev, &stream);
+TEST_F(DeviceTimelineTest, MicroBatchesAddUpAndTheGapIsTheStreamBetweenStages) {
   Gate first;
   for (int k = 0; k < 3; ++k) {
     ScopedDeviceStage forward(&timeline, DeviceStage::kForward);
@@ -127,10 +131,7 @@ TEST(DeviceTimelineTest, MicroBatchesAddUpAndTheGapIsTheStreamBetweenStages) {
 
 // Steps whose markings have not run when their slot is needed again are given up, counted, and the
 // timeline goes on with the steps after them.
-TEST(DeviceTimelineTest, StepsThatHaveNotRunWhenTheirSlotIsNeededAreDropped) {
-  device::TestDevice dev;
-  device::Stream& stream = dev.compute_stream();
-  DeviceTimeline timeline(&dev, &stream);
+TEST_F(DeviceTimelineTest, StepsThatHaveNotRunWhenTheirSlotIsNeededAreDropped) {
   Gate gate;
   gate.Hold(stream);
   for (int step = 1; step <= 4; ++step) {
@@ -149,7 +150,7 @@ TEST(DeviceTimelineTest, StepsThatHaveNotRunWhenTheirSlotIsNeededAreDropped) {
 }
 
 // On the host device work runs as it is enqueued: the device clock is the host's.
-TEST(DeviceTimelineTest, OnTheHostDeviceEveryStepIsReadyAtOnce) {
+TEST(DeviceTimelineOnTheHostTest, EveryStepIsReadyAtOnce) {
   device::HostDevice dev;
   DeviceTimeline timeline(&dev, &dev.compute_stream());
   {
