@@ -99,6 +99,19 @@ inline void StoreFromFloat(void* data, DType t, size_t i, float v) {
   }
 }
 
+// v rounded to type t (nearest even) and widened back: what storing it as an element of t and loading it
+// gives, without a buffer (the identity for fp32 and fp64).
+inline float RoundTo(DType t, float v) {
+  switch (t) {
+    case DType::kBFloat16:
+      return Bf16ToFloat(FloatToBf16(v));
+    case DType::kFloat16:
+      return Fp16ToFloat(FloatToFp16(v));
+    default:
+      return v;
+  }
+}
+
 // dst[i] = convert(src[i]) for n elements; same-type copies are memcpy.
 void ConvertElements(const void* src, DType src_type, void* dst, DType dst_type, size_t n);
 

@@ -14,17 +14,6 @@ constexpr size_t kBackwardMaxBlocks = 1024;
 
 }  // namespace
 
-float RoundTo(core::DType type, float v) {
-  switch (type) {
-    case core::DType::kBFloat16:
-      return core::Bf16ToFloat(core::FloatToBf16(v));
-    case core::DType::kFloat16:
-      return core::Fp16ToFloat(core::FloatToFp16(v));
-    default:
-      return v;
-  }
-}
-
 void RmsNormForwardHost(const void* x, const void* w, core::DType type, RmsNormShape shape, float eps,
                         void* y, float* rstd) {
   for (size_t row = 0; row < shape.rows; ++row) {
@@ -37,7 +26,7 @@ void RmsNormForwardHost(const void* x, const void* w, core::DType type, RmsNormS
     const float r = 1.0f / std::sqrt(sum / static_cast<float>(shape.cols) + eps);
     rstd[row] = r;
     for (size_t j = 0; j < shape.cols; ++j) {
-      const float n = RoundTo(type, core::LoadAsFloat(x, type, base + j) * r);
+      const float n = core::RoundTo(type, core::LoadAsFloat(x, type, base + j) * r);
       core::StoreFromFloat(y, type, base + j, core::LoadAsFloat(w, type, j) * n);
     }
   }
@@ -52,16 +41,17 @@ void RmsNormBackwardHost(const void* dy, const void* x, const void* w, const flo
     const float r = rstd[row];
     float c = 0.0f;
     for (size_t j = 0; j < shape.cols; ++j) {
-      const float dn = RoundTo(type, core::LoadAsFloat(dy, type, base + j) * core::LoadAsFloat(w, type, j));
+      const float dn =
+          core::RoundTo(type, core::LoadAsFloat(dy, type, base + j) * core::LoadAsFloat(w, type, j));
       c += dn * core::LoadAsFloat(x, type, base + j);
     }
     const float k = c * -0.5f * (r * r * r) * two_over_cols;
     for (size_t j = 0; j < shape.cols; ++j) {
       const float g = core::LoadAsFloat(dy, type, base + j);
       const float xv = core::LoadAsFloat(x, type, base + j);
-      const float dn = RoundTo(type, g * core::LoadAsFloat(w, type, j));
+      const float dn = core::RoundTo(type, g * core::LoadAsFloat(w, type, j));
       core::StoreFromFloat(dx, type, base + j, dn * r + k * xv);
-      if (dw != nullptr) dw_sum[j] += RoundTo(type, g * RoundTo(type, xv * r));
+      if (dw != nullptr) dw_sum[j] += core::RoundTo(type, g * core::RoundTo(type, xv * r));
     }
   }
   for (size_t j = 0; j < dw_sum.size(); ++j) core::StoreFromFloat(dw, type, j, dw_sum[j]);

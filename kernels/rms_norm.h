@@ -22,9 +22,6 @@ struct RmsNormShape {
   size_t cols = 0;
 };
 
-// v rounded to `type` and widened back (the identity for fp32).
-float RoundTo(core::DType type, float v);
-
 // Forward: per row r = 1 / sqrt(sum(x^2) / cols + eps) in fp32, n = round(x r), y = round(w n);
 // rstd[row] = r (what the backward needs besides x and w).
 void RmsNormForwardHost(const void* x, const void* w, core::DType type, RmsNormShape shape, float eps,

@@ -1,7 +1,5 @@
 #include "kernels/rope.h"
 
-#include "kernels/rms_norm.h"
-
 namespace zerofit::kernels {
 namespace {
 
@@ -29,8 +27,8 @@ void RopeForwardHost(const void* x, const void* cos, const void* sin, core::DTyp
       const float v = core::LoadAsFloat(x, type, base + j);
       const float r = j < half ? -core::LoadAsFloat(x, type, base + j + half)
                                : core::LoadAsFloat(x, type, base + j - half);
-      const float a = RoundTo(type, v * core::LoadAsFloat(cos, type, angles + j));
-      const float b = RoundTo(type, r * core::LoadAsFloat(sin, type, angles + j));
+      const float a = core::RoundTo(type, v * core::LoadAsFloat(cos, type, angles + j));
+      const float b = core::RoundTo(type, r * core::LoadAsFloat(sin, type, angles + j));
       core::StoreFromFloat(y, type, base + j, a + b);
     }
   });
@@ -41,11 +39,12 @@ void RopeBackwardHost(const void* dy, const void* cos, const void* sin, core::DT
   const size_t half = shape.head_dim / 2;
   ForEachHead(shape, [&](size_t base, size_t angles) {
     auto g = [&](size_t j) {
-      return RoundTo(type, core::LoadAsFloat(dy, type, base + j) * core::LoadAsFloat(sin, type, angles + j));
+      return core::RoundTo(type,
+                           core::LoadAsFloat(dy, type, base + j) * core::LoadAsFloat(sin, type, angles + j));
     };
     for (size_t j = 0; j < shape.head_dim; ++j) {
-      const float a =
-          RoundTo(type, core::LoadAsFloat(dy, type, base + j) * core::LoadAsFloat(cos, type, angles + j));
+      const float a = core::RoundTo(
+          type, core::LoadAsFloat(dy, type, base + j) * core::LoadAsFloat(cos, type, angles + j));
       const float t = j < half ? g(j + half) : -g(j - half);
       core::StoreFromFloat(dx, type, base + j, a + t);
     }

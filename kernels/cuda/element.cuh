@@ -32,7 +32,7 @@ __device__ __forceinline__ __half FromFloat<__half>(float v) {
   return __float2half_rn(v);
 }
 
-// v rounded to T and widened back (kernels::RoundTo).
+// v rounded to T and widened back (core::RoundTo).
 template <typename T>
 __device__ __forceinline__ float Round(float v) {
   return ToFloat(FromFloat<T>(v));

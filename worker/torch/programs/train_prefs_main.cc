@@ -269,9 +269,7 @@ absl::Status ParseRuntimeFlags(const Take& take, const Number& number, Cli* cli)
     o.attention = *parsed;
   }
   if (std::string fused = take("--fused-kernels"); !fused.empty()) {
-    absl::StatusOr<FusedKernels> parsed = ParseFusedKernels(fused, "flag --fused-kernels");
-    if (!parsed.ok()) return parsed.status();
-    o.fused_kernels = *parsed;
+    ZF_ASSIGN_OR_RETURN(o.fused_kernels, ParseFusedKernels(fused, "flag --fused-kernels"));
   }
   if (std::string dc = take("--device-comm"); !dc.empty()) {
     auto parsed = comm::ParseDeviceComm(dc);
