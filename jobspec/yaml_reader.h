@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -54,12 +55,19 @@ class YamlReader {
     return key.Scalar();
   }
 
-  // Unknown keys are errors too (a typo must not silently fall back to a default).
+  // Unknown keys are errors too (a typo must not silently fall back to a default), and so is a key given
+  // twice: YAML requires unique keys, yet yaml-cpp keeps both and a lookup returns the first, so the later
+  // value, the one a reader takes to win, would be dropped without a word.
   absl::Status OnlyKeys(const YAML::Node& map, const std::string& prefix,
                         const std::set<std::string>& known) const {
+    std::map<std::string, int> first_line;
     for (const auto& kv : map) {
       ZF_ASSIGN_OR_RETURN(const std::string key, KeyName(kv.first, prefix));
       if (!known.count(key)) return Error(kv.first, prefix + key, "unknown field");
+      const auto [at, added] = first_line.emplace(key, kv.first.Mark().line + 1);
+      if (!added) {
+        return Error(kv.first, prefix + key, absl::StrCat("given twice (first at line ", at->second, ")"));
+      }
     }
     return absl::OkStatus();
   }

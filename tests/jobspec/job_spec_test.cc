@@ -89,6 +89,33 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
   }
 }
 
+// YAML keys are unique, yet yaml-cpp keeps a repeated key and its lookups return the first value: the later
+// one, which a reader takes to win, was dropped without a word (`samples_per_prompt: 16` then `: 3` ran 16).
+TEST(JobSpecTest, AKeyGivenTwiceIsRefusedAtItsSecondLine) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"task: sft\nmodel: m\ndata: d\ntask: reward\n",
+       "job.yaml:4: field 'task': given twice (first at line 1)"},
+      {"task: sft\nmodel: m\ndata: d\ntraining:\n  lr: 1.0e-5\n  steps: 3\n  lr: 2.0e-5\n",
+       "job.yaml:7: field 'training.lr': given twice (first at line 5)"},
+      {"task: sft\nmodel: m\ndata: d\ncheckpoint: {dir: c, every: 5, every: 6}\n",
+       "job.yaml:4: field 'checkpoint.every': given twice (first at line 4)"},
+      {"task: grpo\nmodel: m\ndata: d\ntraining: {max_length: 64}\nrollout:\n  samples_per_prompt: 16\n"
+       "  samples_per_prompt: 3\nrewards: [{type: answer}]\n",
+       "job.yaml:7: field 'rollout.samples_per_prompt': given twice (first at line 6)"},
+      {"task: grpo\nmodel: m\ndata: d\ntraining: {max_length: 64}\nrewards:\n  - {type: answer, weight: 1, "
+       "weight: 2}\n",
+       "job.yaml:6: field 'rewards[0].weight': given twice (first at line 6)"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto s = ParseJobSpec(text, "job.yaml");
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.status().message().find(expected), std::string::npos)
+        << s.status() << "\nwanted: " << expected;
+  }
+  // The same keys in different mappings are not repeats.
+  EXPECT_TRUE(ParseJobSpec("task: sft\nmodel: m\ndata: {train: t}\neval: {data: e}\n", "job.yaml").ok());
+}
+
 // Of 488 fuzzed specs, `data: ''` was accepted: a required field given empty is refused at its line, like
 // one left out.
 TEST(JobSpecTest, RequiredFieldsGivenEmptyAreRefusedAtTheirLine) {

@@ -102,8 +102,11 @@ TEST(ResolveTest, TheUsersMicroBatchIsNeverReplaced) {
   auto plan = Resolve(Spec(Yaml("reward", 2, ", micro_batch: 32")));
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->gradient_accumulation, 1);
-  // A micro-batch that cannot fit is refused with the planner's reason, not resized.
-  auto refused = Resolve(Spec(Yaml("dpo", 1, ", micro_batch: 64, max_length: 32768", "hardware: 1x16GB\n")));
+  // A micro-batch that cannot fit is refused with the planner's reason, not resized. (This spec once gave
+  // max_length twice, and the first, 512, was the one read.)
+  auto refused =
+      Resolve(Spec("task: dpo\nmodel: Qwen2.5-0.5B\ndata: /d\nworld_size: 1\nhardware: 1x16GB\n"
+                   "training: {steps: 10, global_batch: 64, max_length: 32768, micro_batch: 64}\n"));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("fit"), std::string::npos) << refused.status();
 }
