@@ -137,6 +137,8 @@ absl::Status GradientReducer::BeginMicroBatch(bool last_of_step) {
   last_of_step_ = last_of_step;
   std::fill(arrived_.begin(), arrived_.end(), 0);
   std::fill(param_seen_.begin(), param_seen_.end(), false);
+  deferred_.clear();
+  released_.clear();
   next_launch_ = 0;
   // This micro-batch's reduce-scatters (ordered after the compute stream) reuse the shard-sized landing
   // buffer or the accumulator: the previous micro-batch's consumers must be done with it first (a pool slot
@@ -152,27 +154,37 @@ absl::Status GradientReducer::BeginMicroBatch(bool last_of_step) {
 // parameters used far apart in the forward, say a layer's two norms, completes late): waiting would deadlock,
 // so a buffer of exactly this bucket's size is added (and kept for the next micro-batches). Sizing it to the
 // largest bucket instead cost 4 x 272 MB on a Qwen2.5-0.5B shape, whose largest bucket is the embedding.
-absl::StatusOr<int> GradientReducer::AcquireStaging(size_t b) {
-  const size_t bytes = bucket_bytes(b);
+// Offered gradients (OfferGradient) never get here for a waiting bucket: they wait themselves. Then only the
+// bucket next in launch order comes here, and the reserved buffer, which fits any bucket and which only such
+// buckets take, is free or held by a launched bucket: no buffer is ever added.
+absl::Status GradientReducer::AcquireStaging(size_t b) {
   for (;;) {
-    auto best = free_staging_.end();
-    for (auto it = free_staging_.begin(); it != free_staging_.end(); ++it) {
-      const size_t have = staging_[*it].bytes();
-      if (have >= bytes && (best == free_staging_.end() || have < staging_[*best].bytes())) best = it;
-    }
-    if (best != free_staging_.end()) {
-      const int idx = *best;
-      free_staging_.erase(best);
-      // Parameters that never report, and padding, reduce as zeros.
-      ZF_RETURN_IF_ERROR(compute_->Fill(staging_[idx].data(), 0, bytes));
-      return idx;
-    }
+    const int idx = FreeStagingFor(b, /*spare_reserved=*/false);
+    if (idx >= 0) return TakeStaging(b, idx);
     if (static_cast<int>(staging_.size()) < options_.max_staging_buffers || in_flight_.empty()) {
-      ZF_RETURN_IF_ERROR(AddStaging(bytes));
+      ZF_RETURN_IF_ERROR(AddStaging(bucket_bytes(b)));
       continue;
     }
     ZF_RETURN_IF_ERROR(CompleteOldest());  // frees the oldest in-flight bucket's staging buffer
   }
+}
+
+int GradientReducer::FreeStagingFor(size_t b, bool spare_reserved) const {
+  const size_t bytes = bucket_bytes(b);
+  int best = -1;
+  for (int idx : free_staging_) {
+    if (spare_reserved && idx == kReservedStaging) continue;
+    const size_t have = staging_[idx].bytes();
+    if (have >= bytes && (best < 0 || have < staging_[best].bytes())) best = idx;
+  }
+  return best;
+}
+
+absl::Status GradientReducer::TakeStaging(size_t b, int idx) {
+  free_staging_.erase(std::find(free_staging_.begin(), free_staging_.end(), idx));
+  bucket_staging_[b] = idx;
+  // Parameters that never report, and padding, reduce as zeros.
+  return compute_->Fill(staging_[idx].data(), 0, bucket_bytes(b));
 }
 
 absl::Status GradientReducer::StoreGradient(size_t i, const void* grad) {
@@ -182,9 +194,7 @@ absl::Status GradientReducer::StoreGradient(size_t i, const void* grad) {
     if (grad == nullptr) {
       return absl::InvalidArgumentError("OnGradientReady: a gradient is required in reduce-scatter mode");
     }
-    if (bucket_staging_[p.bucket] < 0) {
-      ZF_ASSIGN_OR_RETURN(bucket_staging_[p.bucket], AcquireStaging(p.bucket));
-    }
+    if (bucket_staging_[p.bucket] < 0) ZF_RETURN_IF_ERROR(AcquireStaging(p.bucket));
     return compute_->Copy(staging_[bucket_staging_[p.bucket]].at(p.offset_in_bucket * elem_bytes()), grad,
                           numel * elem_bytes());
   }
@@ -210,7 +220,7 @@ absl::Status GradientReducer::StoreGradient(size_t i, const void* grad) {
   });
 }
 
-absl::Status GradientReducer::OnGradientReady(size_t i, const void* grad) {
+absl::Status GradientReducer::Arrive(size_t i, const void* grad, bool may_defer) {
   if (!in_micro_batch_)
     return absl::FailedPreconditionError("OnGradientReady outside BeginMicroBatch/EndMicroBatch");
   if (i >= plan_->params().size()) {
@@ -223,12 +233,66 @@ absl::Status GradientReducer::OnGradientReady(size_t i, const void* grad) {
                                                       "') reported twice in one micro-batch"));
   }
   param_seen_[i] = true;
-  ZF_RETURN_IF_ERROR(StoreGradient(i, grad));
-  ++arrived_[plan_->placement(i).bucket];
+  const size_t b = plan_->placement(i).bucket;
+  const bool staged = options_.accumulation_mode == AccumulationMode::kReduceScatterEveryMicroBatch;
+  if (may_defer && staged && grad != nullptr && bucket_staging_[b] < 0 && b != next_launch_) {
+    const int idx = deferred_.count(b) ? -1 : FreeStagingFor(b, /*spare_reserved=*/true);
+    if (idx < 0) {
+      deferred_[b].emplace_back(i, grad);
+      return absl::OkStatus();
+    }
+    ZF_RETURN_IF_ERROR(TakeStaging(b, idx));
+  }
+  ZF_RETURN_IF_ERROR(Store(i, grad));
   if (!reducing_this_micro_batch()) return absl::OkStatus();
   ZF_RETURN_IF_ERROR(LaunchReadyBuckets(/*from_backward=*/true));
   // Reduce-scatters that already finished are handed on now, still during backward.
-  return CompleteFinished();
+  ZF_RETURN_IF_ERROR(CompleteFinished());
+  return ServeDeferred(/*ending=*/false);
+}
+
+absl::Status GradientReducer::Store(size_t i, const void* grad) {
+  ZF_RETURN_IF_ERROR(StoreGradient(i, grad));
+  ++arrived_[plan_->placement(i).bucket];
+  released_.push_back(i);
+  return absl::OkStatus();
+}
+
+std::vector<size_t> GradientReducer::TakeReleasedGradients() {
+  std::vector<size_t> out;
+  out.swap(released_);
+  return out;
+}
+
+// Deferred buckets never launched (their gradients are not counted yet), so the lowest one is at or after
+// the next to launch. That one always gets a buffer; the others only a spare one, else they keep waiting.
+// Once backward has ended, the buckets before the lowest one are launched as they are (what has not come
+// counts as zero), which makes it the next to launch.
+absl::Status GradientReducer::ServeDeferred(bool ending) {
+  while (!deferred_.empty()) {
+    auto it = deferred_.begin();
+    const size_t b = it->first;
+    if (ending) {
+      const auto& buckets = plan_->buckets();
+      for (size_t k = next_launch_; k < b; ++k) arrived_[k] = static_cast<uint32_t>(buckets[k].params.size());
+      ZF_RETURN_IF_ERROR(LaunchReadyBuckets(/*from_backward=*/false));
+    }
+    if (bucket_staging_[b] < 0) {
+      if (b == next_launch_) {
+        ZF_RETURN_IF_ERROR(AcquireStaging(b));
+      } else {
+        const int idx = FreeStagingFor(b, /*spare_reserved=*/true);
+        if (idx < 0) return absl::OkStatus();
+        ZF_RETURN_IF_ERROR(TakeStaging(b, idx));
+      }
+    }
+    const std::vector<std::pair<size_t, const void*>> grads = std::move(it->second);
+    deferred_.erase(it);
+    for (const auto& [i, grad] : grads) ZF_RETURN_IF_ERROR(Store(i, grad));
+    ZF_RETURN_IF_ERROR(LaunchReadyBuckets(/*from_backward=*/!ending));
+    ZF_RETURN_IF_ERROR(CompleteFinished());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GradientReducer::LaunchReadyBuckets(bool from_backward) {
@@ -242,9 +306,7 @@ absl::Status GradientReducer::LaunchReadyBuckets(bool from_backward) {
     if (options_.accumulation_mode == AccumulationMode::kReduceOncePerStep) {
       src = flat_grads_.at(bucket.flat_offset * elem_bytes());
     } else {
-      if (bucket_staging_[b] < 0) {
-        ZF_ASSIGN_OR_RETURN(bucket_staging_[b], AcquireStaging(b));
-      }
+      if (bucket_staging_[b] < 0) ZF_RETURN_IF_ERROR(AcquireStaging(b));
       staging = bucket_staging_[b];
       src = staging_[staging].data();
     }
@@ -296,6 +358,7 @@ absl::Status GradientReducer::EndMicroBatch() {
   if (!in_micro_batch_) return absl::FailedPreconditionError("EndMicroBatch without BeginMicroBatch");
   in_micro_batch_ = false;
   if (!reducing_this_micro_batch()) return absl::OkStatus();
+  ZF_RETURN_IF_ERROR(ServeDeferred(/*ending=*/true));
   const auto& buckets = plan_->buckets();
   for (size_t b = 0; b < buckets.size(); ++b) arrived_[b] = static_cast<uint32_t>(buckets[b].params.size());
   ZF_RETURN_IF_ERROR(LaunchReadyBuckets(/*from_backward=*/false));

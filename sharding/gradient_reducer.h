@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -66,8 +67,20 @@ class GradientReducer {
   absl::Status BeginMicroBatch(bool last_of_step);
   // `grad`: numel elements of param_dtype in device memory, produced on the device's compute stream; it
   // must stay valid until the work enqueued there so far has run. nullptr in kReduceOncePerStep when the
-  // gradient already accumulated in place.
-  absl::Status OnGradientReady(size_t i, const void* grad);
+  // gradient already accumulated in place. A gradient that arrives before its bucket can have a staging
+  // buffer is copied anyway: the pool grows by a buffer of the bucket's size (see AcquireStaging).
+  absl::Status OnGradientReady(size_t i, const void* grad) { return Arrive(i, grad, /*may_defer=*/false); }
+  // The same, except that in kReduceScatterEveryMicroBatch a gradient whose bucket waits for an earlier one
+  // to launch and finds no spare staging buffer is kept by pointer and copied once its bucket can have a
+  // buffer without growing the pool: `grad` must stay valid until TakeReleasedGradients() has listed i
+  // (then, like any gradient passed here, until the compute stream's work enqueued so far has run). The
+  // pool's largest buffer is kept for the bucket next in launch order, which always gets one (waiting for
+  // the reduce-scatter that holds it at worst), so offered gradients never grow the pool. Gradients arrive
+  // out of launch order where one autograd node gives many parameters theirs at once (a checkpointed
+  // layer: LibTorch's engine then runs their accumulators in the order of its ready queue).
+  absl::Status OfferGradient(size_t i, const void* grad) { return Arrive(i, grad, /*may_defer=*/true); }
+  // The parameters whose gradients this micro-batch has copied or taken since the last call.
+  std::vector<size_t> TakeReleasedGradients();
   // Launches what is left (parameters without a gradient count as zero) and waits for this micro-batch's
   // reduce-scatters to be handed to the updater.
   absl::Status EndMicroBatch();
@@ -97,8 +110,8 @@ class GradientReducer {
   absl::Status Allocate();
   size_t elem_bytes() const { return core::DTypeSize(options_.param_dtype); }
   bool reducing_this_micro_batch() const;
-  // A staging buffer for bucket `b`, zeroed over the bucket's padded range (see the .cc).
-  absl::StatusOr<int> AcquireStaging(size_t b);
+  // Gives bucket `b` a staging buffer (bucket_staging_[b]), zeroed over its padded range (see the .cc).
+  absl::Status AcquireStaging(size_t b);
   absl::Status AddStaging(size_t bytes);
   size_t bucket_bytes(size_t b) const { return plan_->buckets()[b].layout.padded_numel * elem_bytes(); }
   size_t shard_bytes(size_t b) const { return plan_->buckets()[b].layout.shard_numel * elem_bytes(); }
@@ -106,7 +119,18 @@ class GradientReducer {
   std::vector<size_t> LargestFirst(size_t (GradientReducer::*bytes_of)(size_t) const) const;
   // Where bucket b's reduce-scatter lands, and the pool slot it holds (-1: none).
   absl::StatusOr<std::pair<void*, int>> Landing(size_t b);
+  absl::Status Arrive(size_t i, const void* grad, bool may_defer);
   absl::Status StoreGradient(size_t i, const void* grad);
+  // StoreGradient, then counts the arrival and lists i as released.
+  absl::Status Store(size_t i, const void* grad);
+  // The smallest free staging buffer that holds bucket b, or -1; `spare_reserved`: never the one kept for
+  // the next bucket in launch order.
+  int FreeStagingFor(size_t b, bool spare_reserved) const;
+  // Gives bucket b the free buffer idx, zeroed over the bucket's range.
+  absl::Status TakeStaging(size_t b, int idx);
+  // Copies the deferred gradients of the buckets that can have a buffer now, in launch order, launching
+  // what they complete; `ending`: all gradients are in, so every deferred bucket is served in turn.
+  absl::Status ServeDeferred(bool ending);
   absl::Status LaunchReadyBuckets(bool from_backward);
   absl::Status CompleteOldest();
   absl::Status CompleteFinished();
@@ -124,6 +148,8 @@ class GradientReducer {
   device::Buffer recv_;        // shard-sized landing buffer (device, param dtype), when the updater keeps it
   std::optional<LandingPool> landing_pool_;  // the landing slots otherwise (none with a direct landing)
   // The up-front pool's buffers hold the largest bucket; those added in backward hold the bucket that asked.
+  // The first, the largest, is kept for the bucket next in launch order (OfferGradient).
+  static constexpr int kReservedStaging = 0;
   std::vector<device::Buffer> staging_;  // device, param dtype
   std::vector<int> free_staging_;
 
@@ -132,7 +158,10 @@ class GradientReducer {
   std::vector<uint32_t> arrived_;    // gradients received per bucket
   std::vector<int> bucket_staging_;  // staging buffer assigned to each bucket, or -1
   std::vector<bool> param_seen_;     // got a gradient this micro-batch
-  size_t next_launch_ = 0;           // buckets launch strictly in index order
+  // Offered gradients not copied yet, by bucket: (parameter, gradient) in arrival order.
+  std::map<size_t, std::vector<std::pair<size_t, const void*>>> deferred_;
+  std::vector<size_t> released_;  // stored this micro-batch, not yet taken by TakeReleasedGradients
+  size_t next_launch_ = 0;        // buckets launch strictly in index order
   std::deque<InFlight> in_flight_;
   Zero2Stats stats_;
 };

@@ -146,6 +146,12 @@ class Zero2Optimizer {
   // memory, produced on the device's compute stream and valid until the work enqueued there has run. In
   // kReduceOncePerStep it may be nullptr (or grad_data(i)) when the gradient already accumulated in place.
   absl::Status OnGradientReady(size_t i, const void* grad) { return reducer_->OnGradientReady(i, grad); }
+  // The same, where the caller can keep `grad` until it is released: a gradient that arrives while its bucket
+  // waits for an earlier one and no spare staging buffer is free is copied later instead of growing the
+  // staging pool (GradientReducer::OfferGradient). TakeReleasedGradients lists the parameters whose
+  // gradients have been copied (or taken) since its last call; after EndMicroBatch, all of them.
+  absl::Status OfferGradient(size_t i, const void* grad) { return reducer_->OfferGradient(i, grad); }
+  std::vector<size_t> TakeReleasedGradients() { return reducer_->TakeReleasedGradients(); }
   // Launches buckets whose parameters got no gradient (unused parameters count as zero) and waits for this
   // micro-batch's reduce-scatters. `units` is what this rank's summed loss covered (samples or tokens).
   absl::Status EndMicroBatch(double units);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -443,6 +444,125 @@ TEST(Zero2OptimizerTest, AWaitingBucketGetsAStagingBufferOfItsOwnSize) {
     finals.emplace_back(a, a + specs[0].numel);
   }
   EXPECT_EQ(finals[0], finals[1]) << "the order gradients arrive in changes no value";
+}
+
+// OfferGradient: the same out-of-order arrival with a pool of one buffer. a and b wait (their buckets launch
+// after c's, and the one buffer is kept for the bucket next in launch order); c takes it and launches; then b
+// and a, each next in turn, take it back once the reduce-scatter before them has run. The pool never grows,
+// and each gradient is released only once it has been copied.
+TEST(Zero2OptimizerTest, OfferedGradientsWaitForTheirTurnInsteadOfGrowingThePool) {
+  const std::vector<ParamSpec> specs = {{"a", 64, true}, {"b", 8, false}, {"c", 8, true}};
+  std::vector<std::vector<float>> finals;
+  for (const bool offered : {false, true}) {
+    RecordingCommunicator comm;
+    Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+    o.max_staging_buffers = 1;
+    auto opt = Zero2Optimizer::Create(specs, o, &comm);
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+    const size_t pool = (*opt)->memory().staging_bytes_peak;
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+      std::vector<std::vector<float>> grads;
+      for (size_t i = 0; i < specs.size(); ++i) grads.push_back(Fill(specs[i].numel, 0.5f + i + step));
+      if (!offered) {  // in launch order: c, b, a
+        for (size_t i : {2, 1, 0}) ASSERT_TRUE((*opt)->OnGradientReady(i, grads[i].data()).ok());
+      } else {
+        ASSERT_TRUE((*opt)->OfferGradient(0, grads[0].data()).ok());
+        EXPECT_TRUE((*opt)->TakeReleasedGradients().empty()) << "a waits";
+        ASSERT_TRUE((*opt)->OfferGradient(1, grads[1].data()).ok());
+        EXPECT_TRUE((*opt)->TakeReleasedGradients().empty()) << "b waits";
+        ASSERT_TRUE((*opt)->OfferGradient(2, grads[2].data()).ok());
+        EXPECT_EQ((*opt)->TakeReleasedGradients(), (std::vector<size_t>{2, 1, 0}));
+      }
+      ASSERT_TRUE((*opt)->EndMicroBatch(1).ok());
+      ASSERT_TRUE((*opt)->Step(kLr).ok());
+      EXPECT_EQ((*opt)->memory().staging_bytes_peak, pool) << step;
+    }
+    const float* a = static_cast<const float*>((*opt)->param_data(0));
+    finals.emplace_back(a, a + specs[0].numel);
+  }
+  EXPECT_EQ(finals[0], finals[1]);
+}
+
+// Offered gradients in random orders, with parameters left out of some micro-batches (they reduce as zeros),
+// several micro-batches a step, on the host device and on a test device whose streams run late: every step
+// equals AdamW on the summed gradients bit for bit (the host AdamW kernels equal the scalar oracle bit for
+// bit, optim/adamw_math.h, and both sides add the micro-batches in the same order in fp32), and the pool
+// stays as allocated. On the host device a gradient is overwritten with NaN as soon as it is released, so a
+// copy made after its release would show.
+TEST(Zero2OptimizerTest, OfferedGradientsInAnyOrderStepLikeAdamWWithoutGrowingThePool) {
+  const std::vector<ParamSpec> specs = {{"a", 8, true},  {"b", 16, false}, {"c", 8, true}, {"d", 24, true},
+                                        {"e", 8, false}, {"f", 16, true},  {"g", 40, true}};
+  for (const bool slow : {false, true}) {
+    for (int limit : {1, 2, 3}) {
+      SCOPED_TRACE(::testing::Message() << (slow ? "test device" : "host device") << ", pool " << limit);
+      Zero2Options o = SmallBuckets(AccumulationMode::kReduceScatterEveryMicroBatch);
+      o.max_staging_buffers = limit;
+      device::TestDeviceOptions late;
+      late.max_delay = absl::Microseconds(300);
+      late.vary_stream_speed = true;
+      device::TestDevice dev(late);
+      comm::LocalCommunicator comm;
+      Zero2Devices devices;
+      if (slow) devices.device = &dev;
+      auto opt = Zero2Optimizer::Create(specs, o, &comm, devices);
+      ASSERT_TRUE(opt.ok()) << opt.status();
+      const size_t pool = (*opt)->memory().staging_bytes_peak;
+      std::vector<std::vector<float>> init;
+      for (size_t i = 0; i < specs.size(); ++i) {
+        init.push_back(Fill(specs[i].numel, 0.2f * static_cast<float>(i) - 0.7f));
+        std::memcpy((*opt)->param_data(i), init[i].data(), specs[i].numel * 4);
+      }
+      ASSERT_TRUE((*opt)->InitializeFromParameters().ok());
+      std::vector<std::vector<float>> m, v;  // the reference AdamW's moments
+      for (const ParamSpec& p : specs) m.emplace_back(p.numel, 0.0f), v.emplace_back(p.numel, 0.0f);
+      std::mt19937 rng(static_cast<unsigned>(17 * limit + slow));
+      for (int step = 0; step < 3; ++step) {
+        std::vector<std::vector<float>> sums;
+        for (const ParamSpec& p : specs) sums.emplace_back(p.numel, 0.0f);
+        std::vector<std::vector<float>> grads;  // alive until the step: the test device copies late
+        grads.reserve(3 * specs.size());
+        for (int k = 0; k < 3; ++k) {
+          ASSERT_TRUE((*opt)->BeginMicroBatch(k == 2).ok());
+          std::vector<size_t> order(specs.size());
+          for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+          std::shuffle(order.begin(), order.end(), rng);
+          order.pop_back();  // one parameter gets no gradient this micro-batch
+          std::vector<std::vector<float>*> of(specs.size(), nullptr);
+          size_t released = 0;
+          for (size_t i : order) {
+            grads.push_back(
+                Fill(specs[i].numel, static_cast<float>(k + step + 1) * (static_cast<float>(i) - 3.1f)));
+            of[i] = &grads.back();
+            for (size_t e = 0; e < specs[i].numel; ++e) sums[i][e] += grads.back()[e];
+            ASSERT_TRUE((*opt)->OfferGradient(i, grads.back().data()).ok());
+            for (size_t r : (*opt)->TakeReleasedGradients()) {
+              ASSERT_NE(of[r], nullptr) << "released a gradient never offered: " << r;
+              if (!slow) std::fill(of[r]->begin(), of[r]->end(), std::nanf(""));
+              ++released;
+            }
+          }
+          ASSERT_TRUE((*opt)->EndMicroBatch(1.0).ok());
+          released += (*opt)->TakeReleasedGradients().size();
+          EXPECT_EQ(released, order.size()) << "every offered gradient is released by EndMicroBatch";
+        }
+        auto r = (*opt)->Step(kLr);
+        ASSERT_TRUE(r.ok()) << r.status();
+        ASSERT_TRUE((*opt)->Flush().ok());
+        for (size_t i = 0; i < specs.size(); ++i) {
+          optim::AdamWHyper h = optim::StepHyper(o.adamw, kLr);
+          if (!specs[i].weight_decay) h.weight_decay = 0;
+          optim::CpuAdamWScalar(init[i].data(), sums[i].data(), m[i].data(), v[i].data(), specs[i].numel, h,
+                                step + 1, 1.0f / 3.0f);
+          const float* got = static_cast<const float*>((*opt)->param_data(i));
+          for (size_t e = 0; e < specs[i].numel; ++e)
+            ASSERT_EQ(got[e], init[i][e]) << specs[i].name << e << " step " << step;
+        }
+        EXPECT_EQ((*opt)->memory().staging_bytes_peak, pool);
+      }
+    }
+  }
 }
 
 // The up-front pool holds as many buffers as the largest buckets, each sized as one of them: one buffer of a

@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> Zero2Binding::Bind(torch::nn::Modu
     b->names_.push_back(item.key());
   }
   b->hold_gradients_ = devices.device != nullptr && devices.device->kind() == device::DeviceKind::kTest;
+  b->offered_.resize(b->params_.size());
   // The worker composes the engine with its offload updater (sharding/ knows only the interface).
   if (!devices.offload_updater) devices.offload_updater = offload::OffloadShardUpdater::Create;
   ZF_ASSIGN_OR_RETURN(b->optimizer_,
@@ -146,10 +147,12 @@ void Zero2Binding::OnAccumulated(size_t i) {
     if (!grad.defined()) {
       s = absl::InternalError(absl::StrCat("parameter '", names_[i], "': autograd produced no gradient"));
     } else {
-      const torch::Tensor g = grad.contiguous();
-      s = optimizer_->OnGradientReady(i, g.data_ptr());
-      if (hold_gradients_) held_.push_back(g);
-      grad.reset();  // the gradient now lives in a bucket: no full gradient buffer is kept
+      // Kept until the engine has copied it into its bucket, which may come later than this call (a
+      // bucket that waits for an earlier one, OfferGradient); then no full gradient buffer is kept.
+      offered_[i] = grad.contiguous();
+      s = optimizer_->OfferGradient(i, offered_[i].data_ptr());
+      grad.reset();
+      ReleaseCopiedGradients();
     }
   }
   if (!s.ok()) {
@@ -172,14 +175,28 @@ absl::Status Zero2Binding::Backward(const torch::Tensor& loss_sum, bool last_of_
       (loss_sum * scale).backward();
     }
   } catch (const std::exception& e) {
-    held_.clear();
+    DropGradients();
     if (!hook_status_.ok()) return hook_status_;
     return absl::InternalError(absl::StrCat("backward failed: ", e.what()));
   }
   absl::Status ended = optimizer_->EndMicroBatch(units);
-  held_.clear();  // EndMicroBatch waited for the reduce-scatters, and the copies out of these tensors precede
-                  // them
+  // EndMicroBatch copied what was left and waited for the reduce-scatters, which the copies out of these
+  // tensors precede.
+  DropGradients();
   return ended;
+}
+
+void Zero2Binding::ReleaseCopiedGradients() {
+  for (size_t k : optimizer_->TakeReleasedGradients()) {
+    if (hold_gradients_) held_.push_back(offered_[k]);
+    offered_[k].reset();
+  }
+}
+
+void Zero2Binding::DropGradients() {
+  (void)optimizer_->TakeReleasedGradients();
+  for (torch::Tensor& g : offered_) g.reset();
+  held_.clear();
 }
 
 }  // namespace zerofit::worker

@@ -64,6 +64,10 @@ class Zero2Binding {
  private:
   Zero2Binding() = default;
   void AttachGradViews();
+  // Lets go of the gradients the engine has copied into their buckets (on the test device: into held_).
+  void ReleaseCopiedGradients();
+  // After the micro-batch (or a failed backward): lets go of every gradient.
+  void DropGradients();
 
   std::unique_ptr<sharding::Zero2Optimizer> optimizer_;
   std::vector<torch::Tensor> params_;
@@ -79,6 +83,8 @@ class Zero2Binding {
   // the copies precede, have run.
   bool hold_gradients_ = false;
   std::vector<torch::Tensor> held_;
+  // kReduceScatterEveryMicroBatch: each parameter's gradient, from its hook until the engine has copied it.
+  std::vector<torch::Tensor> offered_;
 };
 
 }  // namespace zerofit::worker
