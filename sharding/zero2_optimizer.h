@@ -12,6 +12,8 @@
 //     BeginMicroBatch(k == K-1)
 //     backward on (sum of per-sample or per-token losses) * loss_scale(); for each parameter whose
 //       gradient is complete: OnGradientReady(i, grad)        <- from autograd hooks, backward order
+//       (or OfferGradient(i, grad), then TakeReleasedGradients(): a caller that can keep the gradient
+//       until the engine has copied it, so that out-of-order gradients never grow the staging pool)
 //     EndMicroBatch(units)          units = samples or tokens the summed loss covers on this rank
 //   Step()                          norm, clip, AdamW on the shard, all-gather
 // A bucket is reduce-scattered as soon as all its gradients are in and every earlier bucket has been
