@@ -52,7 +52,15 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
       ->capture_default_str();
   plan->add_flag("--json", f->json, "print JSON instead of the table");
   plan->add_flag("--allow-lora", f->allow_lora, "let the search use LoRA (ranks 8, 16, 64) when it helps");
-  plan->add_option("--host-gb", f->host_gb, "host RAM per node in GB (default: the hardware profile's)");
+  plan->add_option("--host-gb", f->host_gb, "host RAM per node in GB (default: the hardware profile's)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            double gb = 0;
+            return absl::SimpleAtod(v, &gb) && gb > 0
+                       ? std::string()
+                       : absl::StrCat("expected a positive number of GB, got '", core::Excerpt(v), "'");
+          },
+          "GB > 0"));
   plan->add_option("--safety", f->safety, "usable fraction of GPU memory")->capture_default_str();
   plan->add_option("--max-stage", f->max_stage, "highest ZeRO stage to consider (the workers run stage 2)")
       ->capture_default_str();
@@ -100,6 +108,9 @@ absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
   if (!f.spec.empty()) return SpecPlan(f);
   if (f.model.empty()) return absl::InvalidArgumentError("give --model (or --spec JOB.yaml)");
   ZF_ASSIGN_OR_RETURN(planner::ModelShape model, planner::LoadModelShape(f.model));
+  if (f.host_gb < 0) {
+    return absl::InvalidArgumentError("--host-gb must be > 0 (leave it out for the hardware profile's)");
+  }
   ZF_ASSIGN_OR_RETURN(planner::Hardware hw, planner::ParseHardware(f.hardware, f.host_gb));
   planner::Workload w;
   ZF_ASSIGN_OR_RETURN(w.task, planner::ParseTask(f.task));

@@ -304,8 +304,14 @@ absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hard
   if (c.nodes < 1) return absl::InvalidArgumentError("--nodes must be at least 1");
   if (w.seq_len < 2 && w.task != Task::kGrpo)
     return absl::InvalidArgumentError("--seq-len must be at least 2");
-  if (w.task == Task::kGrpo && (w.prompt_len < 1 || w.new_tokens < 1 || w.samples_per_prompt < 1)) {
-    return absl::InvalidArgumentError("GRPO needs --prompt-len, --new-tokens and --samples-per-prompt >= 1");
+  if (w.task == Task::kGrpo && (w.prompt_len < 1 || w.new_tokens < 1)) {
+    return absl::InvalidArgumentError("GRPO needs --prompt-len and --new-tokens >= 1");
+  }
+  // As the job spec's rollout.samples_per_prompt: one sample a prompt has an advantage of 0 and trains
+  // nothing.
+  if (w.task == Task::kGrpo && w.samples_per_prompt < 2) {
+    return absl::InvalidArgumentError(
+        "--samples-per-prompt must be at least 2 (GRPO's advantages are relative to the prompt's group)");
   }
   Plan plan;
   plan.model = m;

@@ -150,6 +150,13 @@ TEST(PlanCommandTest, BadInputNamesTheFlag) {
       {"--reference", [](PlanFlags& f) { f.reference = "cached"; }},
       {"--micro-batch", [](PlanFlags& f) { f.micro_batch = "3"; }},
       {"--decode", [](PlanFlags& f) { f.decode = "graphs"; }},
+      {"--host-gb", [](PlanFlags& f) { f.host_gb = -1; }},  // was taken as "the profile's"
+      // The job spec refuses one sample a prompt; the planner planned it.
+      {"--samples-per-prompt",
+       [](PlanFlags& f) {
+         f.task = "grpo";
+         f.samples_per_prompt = 1;
+       }},
   };
   for (const auto& [flag, mutate] : cases) {
     PlanFlags f = MistralReward();
