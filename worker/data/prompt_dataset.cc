@@ -1,6 +1,8 @@
 #include "worker/data/prompt_dataset.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,19 +30,28 @@ absl::Status PromptFieldError(const PromptLine& w, const std::string& field, con
   return PromptLineError(w, absl::StrCat("field '", field, "': ", message));
 }
 
-absl::StatusOr<std::vector<int32_t>> PromptIdList(const Json& obj, const char* field,
+// The ids must lie in the vocabulary: the options' (the model's, in training), else the tokenizer's, else
+// int32's range (an id past it would wrap when stored).
+int64_t VocabularyBound(const Tokenizer* tok, const PromptDataOptions& o) {
+  if (o.vocab_size > 0) return o.vocab_size;
+  if (tok != nullptr && tok->vocab_size() > 0) return tok->vocab_size();
+  return int64_t{std::numeric_limits<int32_t>::max()} + 1;
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptIdList(const Json& obj, const char* field, const Tokenizer* tok,
                                                   const PromptDataOptions& o, const PromptLine& w) {
   const Json& v = obj.at(field);
   if (!v.is_array())
     return PromptFieldError(w, field, absl::StrCat("expected a list of token ids, got ", v.type_name()));
+  const int64_t vocab = VocabularyBound(tok, o);
   std::vector<int32_t> ids;
   for (size_t i = 0; i < v.size(); ++i) {
     const Json& e = v[i];
-    const bool in_range = e.is_number_integer() && e.get<int64_t>() >= 0 &&
-                          (o.vocab_size <= 0 || e.get<int64_t>() < o.vocab_size);
+    // An unsigned id past int64's range reads as negative: refused too.
+    const bool in_range = e.is_number_integer() && e.get<int64_t>() >= 0 && e.get<int64_t>() < vocab;
     if (!in_range) {
       return PromptFieldError(w, absl::StrCat(field, "[", i, "]"),
-                              absl::StrCat("expected a token id in [0, ", o.vocab_size, "), got ", e.dump()));
+                              absl::StrCat("expected a token id in [0, ", vocab, "), got ", e.dump()));
     }
     ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
   }
@@ -56,7 +67,7 @@ absl::StatusOr<std::pair<std::vector<int32_t>, bool>> PromptIds(const Json& obj,
     return PromptLineError(w, "expected exactly one of 'prompt' (text), 'messages' (chat) or 'prompt_ids'");
   }
   if (obj.contains("prompt_ids")) {
-    ZF_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIdList(obj, "prompt_ids", o, w));
+    ZF_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIdList(obj, "prompt_ids", tok, o, w));
     return std::make_pair(std::move(ids), false);
   }
   const char* field = obj.contains("prompt") ? "prompt" : "messages";
@@ -121,7 +132,7 @@ absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, const PromptLine
   *truncated = TruncatePrompt(&p.ids, add_bos, o.max_prompt_length);
   ZF_ASSIGN_OR_RETURN(p.answer, AnswerOf(obj, w));
   if (obj.contains("answer_ids")) {
-    ZF_ASSIGN_OR_RETURN(p.answer_ids, PromptIdList(obj, "answer_ids", o, w));
+    ZF_ASSIGN_OR_RETURN(p.answer_ids, PromptIdList(obj, "answer_ids", tok, o, w));
   }
   return p;
 }

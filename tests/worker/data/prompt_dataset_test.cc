@@ -113,5 +113,38 @@ TEST(PromptDatasetTest, ErrorsNameFileLineAndField) {
       << no_tok;
 }
 
+// Token ids are checked against the options' vocabulary (the model's, in training), else the tokenizer's
+// (`zerofit data check --prompts` passes no model), else int32's range: the check once said "[0, 0)" without
+// a vocabulary, and an id past 2^31 - 1 wrapped when stored.
+TEST(PromptDatasetTest, TokenIdsStayInTheVocabularyTheLoaderKnows) {
+  ScopedTempDir dir;
+  FakeTokenizer tok;
+  const std::string too_big = std::to_string(tok.vocab_size());
+  const struct {
+    const Tokenizer* tok;
+    int32_t vocab;
+    std::string ids, want;
+  } cases[] = {
+      {&tok, 0, "[1, " + too_big + "]",
+       "field 'prompt_ids[1]': expected a token id in [0, " + too_big + "), got " + too_big},
+      {&tok, 5, "[1, 7]", "field 'prompt_ids[1]': expected a token id in [0, 5), got 7"},
+      {nullptr, 0, "[1, 2147483648]", "field 'prompt_ids[1]': expected a token id in [0, 2147483648)"},
+      {nullptr, 0, "[18446744073709551615]", "field 'prompt_ids[0]': expected a token id in [0, 2147483648)"},
+  };
+  for (const auto& c : cases) {
+    PromptDataOptions o;
+    o.vocab_size = c.vocab;
+    const std::string path = dir.Write("ids.jsonl", "{\"prompt_ids\": " + c.ids + "}\n");
+    absl::StatusOr<PromptData> d = LoadPrompts(path, c.tok, o);
+    ASSERT_FALSE(d.ok()) << c.ids;
+    EXPECT_NE(d.status().message().find(path + ":1: " + c.want), std::string::npos) << d.status();
+  }
+  PromptDataOptions o;
+  absl::StatusOr<PromptData> d =
+      LoadPrompts(dir.Write("ok.jsonl", "{\"prompt_ids\": [2147483647]}\n"), nullptr, o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->prompts[0].ids.back(), 2147483647);
+}
+
 }  // namespace
 }  // namespace zerofit::data
