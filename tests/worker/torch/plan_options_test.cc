@@ -110,6 +110,12 @@ TEST(PlanOptionsTest, InitialWeightsThatCannotBeOpenedNameTheField) {
   const absl::Status model = OpenInitWeights(o).status();
   EXPECT_NE(model.message().find("field 'model' (the initial weights): /no/such/model"), std::string::npos)
       << model;
+  // So does a model directory without a config.json (it was the file alone: "rank 0: error: NOT_FOUND:
+  // /no/such/model/config.json: cannot open").
+  const absl::Status config = LoadModelConfig(o).status();
+  EXPECT_NE(config.message().find("field 'model' (the model's config.json): /no/such/model/config.json"),
+            std::string::npos)
+      << config;
   o.init_weights = "";
   absl::StatusOr<std::optional<core::SafetensorsModel>> none = OpenInitWeights(o);
   ASSERT_TRUE(none.ok()) << none.status();

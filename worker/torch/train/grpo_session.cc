@@ -237,7 +237,7 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
   ZF_RETURN_IF_ERROR(core::ValidateLrSchedule(EffectiveSchedule(o)));
   auto st = std::make_unique<State>();
   st->comm = comm;
-  ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, core::LoadHfConfig(o.model_dir + "/config.json"));
+  ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, LoadModelConfig(o));
   std::shared_ptr<const data::HfTokenizer> tok;
   if (!o.data.tokenizer_dir.empty()) {
     ZF_ASSIGN_OR_RETURN(tok, data::HfTokenizer::Load(o.data.tokenizer_dir));

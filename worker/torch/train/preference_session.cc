@@ -90,7 +90,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
                                                                              const RuntimeOptions& runtime,
                                                                              comm::Communicator* comm) {
   ZF_RETURN_IF_ERROR(core::ValidateLrSchedule(EffectiveSchedule(o)));
-  ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, core::LoadHfConfig(o.model_dir + "/config.json"));
+  ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, LoadModelConfig(o));
   if (o.task == Task::kReward) config.num_labels = 1;  // one scalar score (LlamaForSequenceClassification)
   ZF_ASSIGN_OR_RETURN(data::TrainingData data, data::LoadTrainingData(o.data, config, o.max_length));
 

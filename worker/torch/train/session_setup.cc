@@ -54,6 +54,13 @@ absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const
   return m;
 }
 
+absl::StatusOr<core::HfModelConfig> LoadModelConfig(const PreferenceTrainOptions& o) {
+  absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(o.model_dir + "/config.json");
+  if (config.ok()) return config;
+  return absl::Status(config.status().code(),
+                      absl::StrCat("field 'model' (the model's config.json): ", config.status().message()));
+}
+
 absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const PreferenceTrainOptions& o) {
   if (o.init_weights.empty()) return std::nullopt;
   absl::StatusOr<core::SafetensorsModel> weights = core::SafetensorsModel::Open(o.init_weights);

@@ -36,6 +36,9 @@ absl::StatusOr<LlamaModel> InitialModel(const core::HfModelConfig& config, const
                                         const std::optional<core::SafetensorsModel>& weights,
                                         const torch::Device& device);
 
+// `o.model_dir`'s config.json; an error names the spec's field (`model`) and the file.
+absl::StatusOr<core::HfModelConfig> LoadModelConfig(const PreferenceTrainOptions& o);
+
 // `o.init_weights` opened and validated once (nullopt when empty); an error names the spec's field (`init`,
 // or `model` for the model directory's own weights) and the file.
 absl::StatusOr<std::optional<core::SafetensorsModel>> OpenInitWeights(const PreferenceTrainOptions& o);
