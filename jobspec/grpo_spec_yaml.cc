@@ -1,6 +1,5 @@
 #include "jobspec/grpo_spec_yaml.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace zerofit::jobspec {
@@ -44,20 +43,6 @@ absl::Status ParseReward(const YamlReader& r, const YAML::Node& n, const std::st
   ZF_RETURN_IF_ERROR(r.Get(n, "correct", field + ".correct", &x->correct, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "wrong", field + ".wrong", &x->wrong, "a number"));
   return r.Get(n, "path", field + ".path", &x->path, "a directory");
-}
-
-// The node a validation error's field names ("rollout.top_p", "rewards[1].rule"), or the closest present.
-YAML::Node NodeOf(const YAML::Node& root, const std::string& field) {
-  const size_t dot = field.find('.');
-  const std::string head = field.substr(0, dot);
-  YAML::Node n = root[head.substr(0, head.find('['))];
-  if (const size_t open = head.find('['); open != std::string::npos && n.IsSequence()) {
-    size_t i = 0;
-    if (absl::SimpleAtoi(head.substr(open + 1, head.size() - open - 2), &i) && i < n.size()) n = n[i];
-  }
-  if (dot == std::string::npos || !n.IsMap()) return n;
-  const YAML::Node leaf = n[field.substr(dot + 1)];
-  return leaf.IsDefined() ? leaf : n;
 }
 
 }  // namespace

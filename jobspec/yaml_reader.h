@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/excerpt.h"
 #include "core/status_macros.h"
@@ -99,5 +100,21 @@ class YamlReader {
  private:
   std::string source_;
 };
+
+// The node a field's name points at ("model", "rollout.top_p", "rewards[1].rule": one level of key below the
+// top, a list index on the top key), or the closest present: an error about the field can then name a line.
+inline YAML::Node NodeOf(const YAML::Node& root, const std::string& field) {
+  const size_t dot = field.find('.');
+  const std::string head = field.substr(0, dot);
+  YAML::Node n = root[head.substr(0, head.find('['))];
+  if (!n.IsDefined()) return n;  // an absent key's node throws on IsSequence() and IsMap()
+  if (const size_t open = head.find('['); open != std::string::npos && n.IsSequence()) {
+    size_t i = 0;
+    if (absl::SimpleAtoi(head.substr(open + 1, head.size() - open - 2), &i) && i < n.size()) n = n[i];
+  }
+  if (dot == std::string::npos || !n.IsMap()) return n;
+  const YAML::Node leaf = n[field.substr(dot + 1)];
+  return leaf.IsDefined() ? leaf : n;
+}
 
 }  // namespace zerofit::jobspec

@@ -94,6 +94,14 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
     ASSERT_FALSE(s.ok()) << c.sections;
     EXPECT_NE(s.status().message().find(c.want), std::string::npos) << s.status();
   }
+  // A default that fails validation, in a section the spec leaves out: the field without a line. (It was
+  // yaml-cpp's "invalid node; first invalid key: \"rollout\"", thrown while looking for the line.)
+  absl::StatusOr<JobSpec> defaulted = ParseJobSpec(
+      "task: grpo\nmodel: m\ndata: d\ntraining: {max_length: 64}\nrewards: [{type: answer}]\n", "job.yaml");
+  ASSERT_FALSE(defaulted.ok());
+  EXPECT_EQ(defaulted.status().message(),
+            "job.yaml: field 'rollout.max_new_tokens': 256 must be less than training.max_length (64): the "
+            "prompt gets the rest");
   // Only task grpo has the sections.
   absl::StatusOr<JobSpec> reward =
       ParseJobSpec("task: reward\nmodel: /m\ndata: /d\nrollout: {samples_per_prompt: 4}\n", "job.yaml");
