@@ -14,6 +14,7 @@
 #include "cli/blocked_signals.h"
 #include "cli/jobs_commands.h"
 #include "cli/launcher_stop.h"
+#include "cli/local_inputs.h"
 #include "cli/private_files.h"
 #include "cli/stdout_progress.h"
 #include "cli/supervise.h"
@@ -143,6 +144,9 @@ absl::Status RunRun(const RunFlags& f) {
   BlockedSignals signals({SIGINT, SIGTERM});
   auto text = core::ReadTextFile(f.spec_path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
+  // The spec and the files its workers will read, before anything is started or written.
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
+  ZF_RETURN_IF_ERROR(CheckLocalInputs(spec, *text, f.spec_path));
   ZF_ASSIGN_OR_RETURN(const std::string worker, WorkerPath(f));
   ZF_ASSIGN_OR_RETURN(const std::string state, StateDir(f));
   // One coordinator per state dir (coordinator/state_dir_lock.h): a `zerofit serve` or another `zerofit run`
@@ -158,7 +162,6 @@ absl::Status RunRun(const RunFlags& f) {
   ZF_ASSIGN_OR_RETURN(auto server, coordinator::CoordinatorServer::Start(o, &clock));
   ZF_RETURN_IF_ERROR(lock.SetAddress(server->address()));
   coordinator::Coordinator& c = server->coordinator();
-  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
   // The request id is stored and printed: no part of the token in it.
   const std::string request_id = absl::StrCat("run-", ::getpid(), "-", NewToken().substr(0, 8));
   if (f.overwrite_checkpoints) ZF_RETURN_IF_ERROR(RetireCheckpoints(spec.checkpoint.dir, request_id));

@@ -167,6 +167,17 @@ size_t WrittenLength(const std::string& text, const YAML::Node& node) {
 
 }  // namespace
 
+int FieldLine(const std::string& yaml_text, const std::string& field) {
+  try {
+    const YAML::Node root = YAML::Load(yaml_text);
+    if (!root.IsMap()) return 0;
+    const YAML::Node n = NodeOf(root, field);
+    return n.IsDefined() ? n.Mark().line + 1 : 0;
+  } catch (const YAML::Exception&) {
+    return 0;
+  }
+}
+
 absl::StatusOr<std::string> InlineDeepSpeedConfig(const std::string& text, const std::string& source,
                                                   const std::string& base_dir) {
   YAML::Node root;

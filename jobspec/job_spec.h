@@ -243,6 +243,11 @@ core::LrScheduleOptions LrScheduleOf(const TrainingSpec& training);
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
                                      const std::string& base_dir = ".");
 
+// The line (1-based) of a field of a parsed spec's text ("model", "data.train", "rewards[1].path"; or the
+// closest enclosing field present), for errors found after parsing, such as an input file the workers could
+// not open; 0 when the text names none of it.
+int FieldLine(const std::string& yaml_text, const std::string& field);
+
 // What `zerofit submit` sends instead of a `deepspeed: PATH` spec: the same text with PATH replaced by the
 // file's JSON on one line, single-quoted (a `deepspeed:` value starting with '{' is such a config; line
 // numbers are unchanged). The coordinator then never opens a file a client named, nor resolves a path

@@ -4,8 +4,9 @@
 # parameters (the checkpoint files of the final step compare equal), without repeating or skipping samples
 # (each step's samples come from the coordinator's scheduler; the restarted attempt begins right after the
 # checkpoint). A new job refuses a checkpoint.dir that holds another job's checkpoint, unless run with
-# --overwrite-checkpoints, which replaces only zerofit's folders. A job whose workers
-# cannot start fails at once, after one launch, whatever max_restarts says.
+# --overwrite-checkpoints, which replaces only zerofit's folders. A job whose input files are missing is
+# refused before anything starts, at the spec's line; one whose workers cannot start (a malformed data file)
+# fails at once, after one launch, whatever max_restarts says.
 # usage: run_restart_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -67,18 +68,30 @@ grep -q "zerofit run: --overwrite-checkpoints: removed $D/ck_straight/step-00000
 [ -f "$D/ck_straight/step-00000020/rank-00000.safetensors" ] && [ ! -e "$D/ck_straight/step-00000160" ] \
   && [ "$(cat "$D/ck_straight/latest")" = "step-00000020" ] || fail "the new job's checkpoint is not the latest"
 [ -f "$D/ck_straight/notes/keep.txt" ] || fail "--overwrite-checkpoints removed the user's folder"
-# A job whose workers cannot start (its data dir is missing) never trained: relaunching the same inputs would
-# fail the same way, so it fails at once with the workers' error, max_restarts (3) unused: one mpiexec launch,
-# whose 2 ranks report the error at most once each (MPI_Abort of the first may stop the other before it does).
+# A job whose data dir is missing is refused by `zerofit run` before it starts anything, at the spec's line
+# (the workers would read it here, in this directory): no state directory, no launch.
 spec nodata "$D/ck_nodata"
-sed -i -e "s|^data: .*|data: $D/no-such-dir|" -e 's/max_restarts: 2/max_restarts: 3/' "$D/nodata.yaml"
+sed -i -e "s|^data: .*|data: $D/no-such-dir|" "$D/nodata.yaml"
+line=$(grep -n "^data:" "$D/nodata.yaml" | cut -d: -f1)
+"$Z" run "$D/nodata.yaml" --state-dir "$D/s_nodata" > "$D/nodata.log" 2>&1 && fail "a job without its data dir succeeded"
+grep -qx "zerofit run: $D/nodata.yaml:$line: field 'data' (the training data): $D/no-such-dir/train_ids.jsonl: No such file or directory" \
+  "$D/nodata.log" || { cat "$D/nodata.log"; fail "the missing data dir is not refused at its line"; }
+[ ! -e "$D/s_nodata" ] && [ ! -e "$D/ck_nodata" ] || fail "the refused job wrote a state or checkpoint directory"
+grep -q "cannot start" "$D/nodata.log" && fail "the refused job launched its workers"
+# A job whose workers cannot start (its training file is not JSON lines) never trained: relaunching the same
+# inputs would fail the same way, so it fails at once with the workers' error, max_restarts (3) unused: one
+# mpiexec launch, whose 2 ranks report the error at most once each (MPI_Abort of the first may stop the other
+# before it does).
+spec baddata "$D/ck_baddata"
+mkdir -p "$D/bad-data" && echo "not json" > "$D/bad-data/train_ids.jsonl" && : > "$D/bad-data/test_ids.jsonl"
+sed -i -e "s|^data: .*|data: $D/bad-data|" -e 's/max_restarts: 2/max_restarts: 3/' "$D/baddata.yaml"
 t0=$(date +%s)
-"$Z" run "$D/nodata.yaml" --state-dir "$D/s4" > "$D/nodata.log" 2>&1 && fail "a job without its data dir succeeded"
+"$Z" run "$D/baddata.yaml" --state-dir "$D/s4" > "$D/baddata.log" 2>&1 && fail "a job with bad data succeeded"
 took=$(( $(date +%s) - t0 ))
-grep -q "zerofit run: job-000001 failed before its ranks formed an attempt: .*cannot start: .*no-such-dir.*the job never completed a step" \
-  "$D/nodata.log" || { cat "$D/nodata.log"; fail "no failure with the workers' error"; }
-launches=$(grep -c ":[01] *cannot start:" "$D/nodata.log")
+grep -q "zerofit run: job-000001 failed before its ranks formed an attempt: .*cannot start: .*bad-data/train_ids.jsonl.*the job never completed a step" \
+  "$D/baddata.log" || { cat "$D/baddata.log"; fail "no failure with the workers' error"; }
+launches=$(grep -c ":[01] *cannot start:" "$D/baddata.log")
 [ "$launches" -ge 1 ] && [ "$launches" -le 2 ] \
-  || { cat "$D/nodata.log"; fail "$launches 'cannot start' lines from 2 ranks: mpiexec was launched more than once"; }
+  || { cat "$D/baddata.log"; fail "$launches 'cannot start' lines from 2 ranks: mpiexec was launched more than once"; }
 [ "$took" -le 60 ] || fail "the failing job took ${took} s"
-echo "PASS (killed after step 60, resumed at step $resumed; a new job left another job's checkpoint alone, and replaced it when asked; a job without data failed after one launch in ${took} s)"
+echo "PASS (killed after step 60, resumed at step $resumed; a new job left another job's checkpoint alone, and replaced it when asked; a job without its data dir was refused before the launch, at its line; one with bad data failed after one launch in ${took} s)"

@@ -116,6 +116,23 @@ TEST(JobSpecTest, AKeyGivenTwiceIsRefusedAtItsSecondLine) {
   EXPECT_TRUE(ParseJobSpec("task: sft\nmodel: m\ndata: {train: t}\neval: {data: e}\n", "job.yaml").ok());
 }
 
+// The line of a field named after parsing (an input file the workers cannot read): nested, in a flow
+// mapping, in a list; the enclosing field's line when the field itself is absent; 0 for none of it.
+TEST(JobSpecTest, AFieldsLineIsFoundByItsName) {
+  const std::string text =
+      "# a comment\ntask: grpo\nmodel: m\ndata:\n  train: t.jsonl\n  tokenizer: tok\n"
+      "eval: {every: 5, data: e.jsonl}\nrewards:\n  - {type: answer}\n  - type: model\n    path: rm\n";
+  EXPECT_EQ(FieldLine(text, "model"), 3);
+  EXPECT_EQ(FieldLine(text, "data.train"), 5);
+  EXPECT_EQ(FieldLine(text, "data.tokenizer"), 6);
+  EXPECT_EQ(FieldLine(text, "eval.data"), 7);
+  EXPECT_EQ(FieldLine(text, "rewards[1].path"), 11);
+  EXPECT_EQ(FieldLine(text, "data.test"), 5);  // absent: its section, which starts at its first key
+  EXPECT_EQ(FieldLine(text, "init"), 0);
+  EXPECT_EQ(FieldLine("[not, a, mapping]", "model"), 0);
+  EXPECT_EQ(FieldLine("model: [unclosed", "model"), 0);
+}
+
 // Of 488 fuzzed specs, `data: ''` was accepted: a required field given empty is refused at its line, like
 // one left out.
 TEST(JobSpecTest, RequiredFieldsGivenEmptyAreRefusedAtTheirLine) {

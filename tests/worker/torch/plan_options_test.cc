@@ -4,6 +4,7 @@
 #include "worker/torch/train/plan_options.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,10 +12,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "comm/local/local_communicator.h"
 #include "jobspec/job_spec.h"
 #include "jobspec/resolve.h"
 #include "worker/torch/train/grpo_session.h"
 #include "worker/torch/train/session_setup.h"
+#include "worker/torch/train/torch_training_session.h"
 
 namespace zerofit::worker {
 namespace {
@@ -120,6 +123,29 @@ TEST(PlanOptionsTest, InitialWeightsThatCannotBeOpenedNameTheField) {
   absl::StatusOr<std::optional<core::SafetensorsModel>> none = OpenInitWeights(o);
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_FALSE(none->has_value());
+}
+
+// A worker's session checks every input file first, so that a missing one names the spec's field whoever
+// submitted the job (the data loader named only the path: "d/train_ids.jsonl: cannot open preference data").
+TEST(PlanOptionsTest, ASessionWhoseInputsAreMissingNamesTheirField) {
+  absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpec(Yaml("dpo", "", ""), "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<jobspec::JobPlan> plan = jobspec::Resolve(*spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("plan_options_inputs_", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << "{}";
+  plan->model = dir.string();
+  plan->data.dir = (dir / "data").string();
+  comm::LocalCommunicator comm;
+  const absl::Status s = MakeTorchTrainingSession(*plan, RuntimeOptions{}, &comm).status();
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_NE(s.message().find(absl::StrCat("field 'data' (the training data): ", plan->data.dir,
+                                          "/train_ids.jsonl: No such file or directory")),
+            std::string::npos)
+      << s;
+  std::filesystem::remove_all(dir);
 }
 
 // Options built in code (not from a plan) get the session's precondition checks, named as the spec names

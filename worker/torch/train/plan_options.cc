@@ -7,24 +7,6 @@
 
 namespace zerofit::worker {
 
-data::DataSource DataSourceOf(const jobspec::JobPlan& plan) {
-  const jobspec::DataSpec& d = plan.data;
-  data::DataSource s;
-  if (!d.dir.empty() && plan.task == "grpo") {  // zerofit_make_arith_prefs's prompt files
-    s.train = (std::filesystem::path(d.dir) / "train_prompts_ids.jsonl").string();
-    s.test = (std::filesystem::path(d.dir) / "test_prompts_ids.jsonl").string();
-  } else if (!d.dir.empty()) {
-    s = data::DataSourceOfDirectory(d.dir);
-  } else {
-    s.train = d.train;
-    s.test = d.test;
-    s.tokenizer_dir = d.tokenizer.empty() ? data::TokenizerDirOf(plan.model) : d.tokenizer;
-    s.max_prompt_length = d.max_prompt_length;
-  }
-  if (!plan.eval.data.empty()) s.test = plan.eval.data;
-  return s;
-}
-
 absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g) {
   GrpoTaskOptions o;
   o.rollout.samples_per_prompt = g.rollout.samples_per_prompt;
@@ -84,7 +66,7 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.model_dir = plan.model;
   o.init_weights = InitWeightsOf(plan);
   o.seed = static_cast<uint64_t>(plan.seed);
-  o.data = DataSourceOf(plan);
+  o.data = data::DataSourceOf(plan);
   ZF_ASSIGN_OR_RETURN(o.data.add_bos, data::ParseAddBos(plan.data.add_bos, "data.add_bos"));
   o.eval_every = plan.eval.every;
   o.eval_max_samples = plan.eval.max_samples;

@@ -4,16 +4,10 @@
 
 #include "absl/status/statusor.h"
 #include "jobspec/job_plan.h"
-#include "worker/data/training_data.h"
+#include "worker/data/job_inputs.h"
 #include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {
-
-// The plan's data and eval sections as the trainer reads them (paths as this process sees them): the
-// directory form's token-id files, or the files with the tokenizer (default: the model directory's
-// tokenizer.json); eval.data replaces the held-out file. A GRPO plan's directory form reads
-// train_prompts_ids.jsonl and test_prompts_ids.jsonl (zerofit_make_arith_prefs --ids).
-data::DataSource DataSourceOf(const jobspec::JobPlan& plan);
 
 // A GRPO plan's rollout, objective and reward sources as the trainer's options.
 absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& grpo);

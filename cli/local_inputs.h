@@ -1,0 +1,21 @@
+// `zerofit run`'s look at a job's input files before it starts anything. Its workers run on this host, in
+// this directory, so the files they will open (data/job_inputs.h: the model's config.json, the initial
+// weights, the data, the tokenizer, GRPO's reward models) can be checked here, and a missing one is refused
+// at the spec's line instead of by every rank after the launch. (`zerofit submit` cannot: its workers may see
+// other file systems; they check the same files when they start and name the field.)
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "jobspec/job_spec.h"
+
+namespace zerofit::cli {
+
+// The first input of `spec` the workers could not read, as "job.yaml:5: field 'model' (the model's
+// config.json): base/config.json: No such file or directory", with the directory a relative path was taken
+// from; `yaml_text` is the spec's text (for the line), `source` its file name.
+absl::Status CheckLocalInputs(const jobspec::JobSpec& spec, const std::string& yaml_text,
+                              const std::string& source);
+
+}  // namespace zerofit::cli
