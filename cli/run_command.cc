@@ -14,7 +14,7 @@
 #include "cli/blocked_signals.h"
 #include "cli/jobs_commands.h"
 #include "cli/launcher_stop.h"
-#include "cli/local_inputs.h"
+#include "cli/local_job_files.h"
 #include "cli/private_files.h"
 #include "cli/stdout_progress.h"
 #include "cli/supervise.h"
@@ -144,9 +144,9 @@ absl::Status RunRun(const RunFlags& f) {
   BlockedSignals signals({SIGINT, SIGTERM});
   auto text = core::ReadTextFile(f.spec_path);
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
-  // The spec and the files its workers will read, before anything is started or written.
+  // The spec and the files its workers will read and write, before anything is started or written.
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
-  ZF_RETURN_IF_ERROR(CheckLocalInputs(spec, *text, f.spec_path));
+  ZF_RETURN_IF_ERROR(CheckLocalJobFiles(spec, *text, f.spec_path));
   ZF_ASSIGN_OR_RETURN(const std::string worker, WorkerPath(f));
   ZF_ASSIGN_OR_RETURN(const std::string state, StateDir(f));
   // One coordinator per state dir (coordinator/state_dir_lock.h): a `zerofit serve` or another `zerofit run`

@@ -33,7 +33,8 @@
 //   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
 //   watchdog: {step_time_factor: 10, floor_s: 300}   # hang detection; `watchdog: off` turns it off
 //   lora: {rank: 16, alpha: 32, dropout: 0.05, target_modules: [q_proj, v_proj]}   # optional (lora_spec.h)
-//   export: /models/mistral-rm   # the trained model in Hugging Face format, after the last step
+//   export: /models/mistral-rm   # the trained model in Hugging Face format, after the last step (not
+//                                # the model's, init's or a reward model's directory: it would replace them)
 //   log_every: 10                # in a pipe or file, a progress line every 10 steps (default: about 1%)
 //   slurm:                       # for `zerofit slurm` / `zerofit submit --slurm` (docs/slurm.md)
 //     nodes: 2

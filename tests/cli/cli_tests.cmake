@@ -28,8 +28,8 @@ if(TARGET zerofit_cli_jobs)
   target_link_libraries(progress_reporter_test PRIVATE zerofit_cli_jobs)
   # `zerofit run` refuses a spec whose input files are not there, at the spec's line, before it starts
   # anything.
-  zerofit_unit_test(local_inputs_test cli/local_inputs_test.cc)
-  target_link_libraries(local_inputs_test PRIVATE zerofit_cli_jobs)
+  zerofit_unit_test(local_job_files_test cli/local_job_files_test.cc)
+  target_link_libraries(local_job_files_test PRIVATE zerofit_cli_jobs)
   zerofit_e2e_test(coordinator_cli_e2e 120 1 $<TARGET_FILE:zerofit>)
   # One coordinator per port and per state directory; FIFOs named by a spec answered at once (issue 19).
   zerofit_e2e_test(serve_identity_e2e 120 1 $<TARGET_FILE:zerofit>)

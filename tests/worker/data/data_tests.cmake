@@ -23,7 +23,7 @@ if(TARGET zerofit_hf_tokenizer)
     worker/data/hf_preference_test.cc
     worker/data/hf_prompt_test.cc
     worker/data/hf_tokenizer_test.cc
-    worker/data/job_inputs_test.cc
+    worker/data/job_files_test.cc
     worker/data/training_data_test.cc)
   target_link_libraries(hf_data_unit_test PRIVATE zerofit_hf_tokenizer zerofit_training_data)
   target_compile_definitions(hf_data_unit_test PRIVATE

@@ -4,7 +4,7 @@
 
 #include "absl/status/statusor.h"
 #include "jobspec/job_plan.h"
-#include "worker/data/job_inputs.h"
+#include "worker/data/job_files.h"
 #include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {

@@ -4,7 +4,7 @@
 
 #include "core/status_macros.h"
 #include "worker/data/data_report.h"
-#include "worker/data/job_inputs.h"
+#include "worker/data/job_files.h"
 #include "worker/torch/train/grpo_session.h"
 #include "worker/torch/train/named_step_metrics.h"
 #include "worker/torch/train/plan_options.h"
@@ -38,8 +38,9 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> MakeTorchTrainingSession(const 
                                                                           const RuntimeOptions& runtime,
                                                                           comm::Communicator* comm) {
   ZF_ASSIGN_OR_RETURN(const PreferenceTrainOptions options, OptionsFromPlan(plan));
-  // Every input file first, so that a missing one names the spec's field (the loaders name only the path).
-  ZF_RETURN_IF_ERROR(data::CheckJobInputs(plan));
+  // Every input file and output place first: a missing input names the spec's field (the loaders name only
+  // the path), and an export that could not be written fails now, not after the last step.
+  ZF_RETURN_IF_ERROR(data::CheckJobFiles(plan, comm->rank()));
   if (options.task == PreferenceTrainOptions::Task::kGrpo) {
     ZF_ASSIGN_OR_RETURN(std::unique_ptr<GrpoSession> grpo, GrpoSession::Create(options, runtime, comm));
     return std::unique_ptr<TrainingSession>(std::move(grpo));

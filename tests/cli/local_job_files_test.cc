@@ -1,6 +1,6 @@
-// `zerofit run`'s check of a job's input files before it starts anything (cli/local_inputs.h): the first
+// `zerofit run`'s check of a job's input files before it starts anything (cli/local_job_files.h): the first
 // file its workers could not read, at the spec's line, with the directory a relative path is taken from.
-#include "cli/local_inputs.h"
+#include "cli/local_job_files.h"
 
 #include <filesystem>
 #include <fstream>
@@ -18,10 +18,10 @@ void Touch(const std::string& path) { std::ofstream(path) << "{}\n"; }
 absl::Status Check(const std::string& text) {
   absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpec(text, "job.yaml");
   if (!spec.ok()) return spec.status();
-  return CheckLocalInputs(*spec, text, "job.yaml");
+  return CheckLocalJobFiles(*spec, text, "job.yaml");
 }
 
-TEST(LocalInputsTest, TheFirstMissingInputIsRefusedAtItsLine) {
+TEST(LocalJobFilesTest, TheFirstMissingInputIsRefusedAtItsLine) {
   test_support::TempDir dir;
   const std::string model = dir.file("model");
   std::filesystem::create_directories(model);
@@ -52,7 +52,30 @@ TEST(LocalInputsTest, TheFirstMissingInputIsRefusedAtItsLine) {
   EXPECT_TRUE(Check(absl::StrCat(head, "init: ", model, "\n", tail)).ok());
 }
 
-TEST(LocalInputsTest, ARelativePathSaysWhereTheWorkersStart) {
+TEST(LocalJobFilesTest, AnExportThatCouldNotBeWrittenOrWouldReplaceTheModelIsRefusedAtItsLine) {
+  test_support::TempDir dir;
+  const std::string model = dir.file("model");
+  std::filesystem::create_directories(model);
+  Touch(model + "/config.json");
+  Touch(dir.file("train.jsonl"));
+  const std::string head =
+      absl::StrCat("task: sft\nmodel: ", model, "\ndata: {train: ", dir.file("train.jsonl"), "}\n");
+  EXPECT_TRUE(Check(head + "export: " + dir.file("out/policy") + "\n").ok());
+  absl::Status s = Check(absl::StrCat(head, "export: ", model, "/\n"));
+  EXPECT_EQ(s.message(), absl::StrCat("job.yaml:4: field 'export': ", model,
+                                      "/ would replace the model's config.json "
+                                      "(field 'model': ",
+                                      model, "/config.json); export to another directory"));
+  s = Check(absl::StrCat(head, "checkpoint: {every: 5, dir: ", dir.file("train.jsonl"), "/ck}\n"));
+  EXPECT_EQ(s.message(),
+            absl::StrCat("job.yaml:4: field 'checkpoint.dir' (the checkpoints): ", dir.file("train.jsonl"),
+                         "/ck: cannot be created: ", dir.file("train.jsonl"), " is not a directory"));
+  s = Check(absl::StrCat(head, "metrics:\n  jsonl: ", dir.path(), "\n"));
+  EXPECT_EQ(s.message(), absl::StrCat("job.yaml:5: field 'metrics.jsonl' (the metrics file): ", dir.path(),
+                                      ": a directory, not a file"));
+}
+
+TEST(LocalJobFilesTest, ARelativePathSaysWhereTheWorkersStart) {
   const std::string text = "name: x\ntask: reward\nmodel: no/such/model\ndata: d\n";
   const absl::Status s = Check(text);
   EXPECT_EQ(s.message(),
@@ -61,7 +84,7 @@ TEST(LocalInputsTest, ARelativePathSaysWhereTheWorkersStart) {
                          std::filesystem::current_path().string(), ", where the workers start)"));
 }
 
-TEST(LocalInputsTest, GrpoRewardModelsAreInputsToo) {
+TEST(LocalJobFilesTest, GrpoRewardModelsAreInputsToo) {
   test_support::TempDir dir;
   std::filesystem::create_directories(dir.file("m"));
   Touch(dir.file("m/config.json"));
