@@ -7,7 +7,8 @@
 #      --print-plan`), which reaches the trainer through the one mapping (worker/torch/train/plan_options.h);
 #   2. train on the same micro-batches (the coordinator's step scheduler, which zerofit_train_prefs runs
 #      locally) and end with byte-identical parameters (the exported model.safetensors), with the same
-#      learning rate at every step in both metrics files.
+#      learning rate at every step in both metrics files;
+#   3. refuse an export into the model's directory before training.
 # usage: plan_equality_e2e.sh path/to/zerofit path/to/zerofit_train_prefs path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -63,4 +64,16 @@ lrs() { grep -o '"lr":[^,}]*' "$1" | cut -d: -f2 | tr '\n' ' '; }
 a=$(lrs "$D/runs/m.jsonl"); b=$(lrs "$D/standalone/m.jsonl")
 [ -n "$a" ] && [ "$(echo $a | wc -w)" = 12 ] || fail "zerofit run's metrics hold no 12 learning rates: '$a'"
 [ "$a" = "$b" ] || fail "learning rates differ: run '$a' vs train_prefs '$b'"
-echo "PASS (the spec and the flags resolve to the same job plan and train byte-identical parameters)"
+# Both front ends refuse an export into the model's directory (it would replace the weights and config.json
+# every later attempt starts from) before training, naming the field; nothing is written there.
+before=$(ls -l --time-style=+%s.%N "$D/data")
+sed "s|^export: .*|export: $D/data|" "$D/job.yaml" > "$D/into_model.yaml"
+"$Z" run "$D/into_model.yaml" --state-dir "$D/s3" > "$D/into_model.log" 2>&1 && fail "zerofit run exported into the model"
+grep -q "into_model.yaml:[0-9]*: field 'export': $D/data would replace the model's config.json" "$D/into_model.log" \
+  || fail "zerofit run: $(cat "$D/into_model.log")"
+OMP_NUM_THREADS=1 mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/refused" | sed "s|--export [^ ]*|--export $D/data|") \
+  > "$D/refused.log" 2>&1 && fail "zerofit_train_prefs exported into the model"
+grep -q "field 'export': $D/data would replace the model's config.json" "$D/refused.log" \
+  || fail "zerofit_train_prefs: $(cat "$D/refused.log")"
+[ "$before" = "$(ls -l --time-style=+%s.%N "$D/data")" ] && [ ! -e "$D/refused" ] || fail "a refused job wrote"
+echo "PASS (the spec and the flags resolve to the same job plan and train byte-identical parameters; both refuse an export into the model)"

@@ -21,6 +21,7 @@
 #include "jobspec/resolve.h"
 #include "launch/launch_env.h"
 #include "planner/hardware.h"
+#include "worker/data/job_files.h"
 #include "worker/metrics/metrics_recorder.h"
 #include "worker/mpi_main.h"
 #include "worker/torch/programs/grpo_cli.h"
@@ -429,6 +430,8 @@ absl::Status Run(const comm::MpiEnvironment& env, const Cli& cli) {
     std::printf("plan (%.1f GB per rank): %s\n", cli.memory_gb, plan.sizing.c_str());
   }
   ZF_ASSIGN_OR_RETURN(const PreferenceTrainOptions o, OptionsFromPlan(plan));
+  // As zerofit_worker does: a missing input, an export that could not be written or would replace the model.
+  ZF_RETURN_IF_ERROR(data::CheckJobFiles(plan, rank));
   RuntimeOptions runtime = cli.runtime;
   runtime.local_rank = launched.local_rank;
   const absl::Time start = absl::Now();
