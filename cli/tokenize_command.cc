@@ -1,5 +1,7 @@
 #include "cli/tokenize_command.h"
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstring>
@@ -132,6 +134,19 @@ absl::StatusOr<std::optional<OutputLine>> TokenizeLine(const core::InputLine& li
   }
 }
 
+// Opening --out truncates it: when it is the input (the same name, a link to it, a hard link), the input
+// would be emptied before a line of it is read, and the run would "succeed" with an empty file.
+absl::Status CheckOutIsNotIn(const TokenizeFlags& flags) {
+  if (flags.in == "-" || flags.out == "-") return absl::OkStatus();
+  struct stat in {};
+  struct stat out {};
+  if (::stat(flags.in.c_str(), &in) != 0 || ::stat(flags.out.c_str(), &out) != 0) return absl::OkStatus();
+  if (in.st_dev != out.st_dev || in.st_ino != out.st_ino) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--out ", flags.out, " is the input (--in ", flags.in,
+                                                 "): writing it would empty it before it is read; write "
+                                                 "the output to another file"));
+}
+
 }  // namespace
 
 absl::StatusOr<TokenizeReport> TokenizeJsonl(const text::TokenizerJson& tok, const text::ChatTemplate* chat,
@@ -198,6 +213,7 @@ absl::StatusOr<TokenizeReport> RunTokenize(const TokenizeFlags& flags) {
     if (!in_file) return absl::NotFoundError(absl::StrCat(flags.in, ": cannot open: ", std::strerror(errno)));
     in = &in_file;
   }
+  if (absl::Status same = CheckOutIsNotIn(flags); !same.ok()) return same;
   std::ofstream out_file;
   std::ostream* out = &std::cout;
   if (flags.out != "-") {

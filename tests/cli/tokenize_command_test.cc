@@ -1,7 +1,10 @@
 #include "cli/tokenize_command.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -145,6 +148,36 @@ TEST_F(TokenizeCommandTest, ErrorsNameFileAndLine) {
   EXPECT_NE(std::string(s.message()).find("in.jsonl:1: field 'add_special_tokens'"), std::string::npos) << s;
   s = Run("{\"messages\": [], \"add_generation_prompt\": true}\n", &out);
   EXPECT_NE(std::string(s.message()).find("in.jsonl:1: chat template"), std::string::npos) << s;
+}
+
+// --out naming the input (itself, through a link or a hard link) would empty it before it is read: it was a
+// run that "succeeded" with an empty file where the data had been. Refused, the input left as it was.
+TEST_F(TokenizeCommandTest, AnOutputThatIsTheInputIsRefusedAndTheInputKept) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("zerofit_tokenize_same_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string data = "{\"text\": \"Hello world\"}\n";
+  const std::string in = (dir / "in.jsonl").string();
+  std::ofstream(in) << data;
+  std::filesystem::create_symlink(in, dir / "link.jsonl");
+  std::filesystem::create_hard_link(in, dir / "hard.jsonl");
+  TokenizeFlags flags;
+  flags.tokenizer_dir = kQwen;
+  flags.in = in;
+  for (const char* out : {"in.jsonl", "link.jsonl", "hard.jsonl"}) {
+    flags.out = (dir / out).string();
+    const absl::Status s = RunTokenize(flags).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << out << ": " << s;
+    EXPECT_NE(s.message().find("is the input (--in " + in + ")"), std::string::npos) << s;
+    std::ifstream kept(in);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), data) << out;
+  }
+  flags.out = (dir / "ids.jsonl").string();  // another file: written
+  ASSERT_TRUE(RunTokenize(flags).ok());
+  std::ifstream ids(flags.out);
+  EXPECT_NE(std::string(std::istreambuf_iterator<char>(ids), {}).find("\"ids\":[9707,1879]"),
+            std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 // Issue 29: a refused line is written as the oracle writes it (its input plus "error" naming FILE:LINE, or
