@@ -70,11 +70,12 @@ std::string PlanTable(const Plan& p) {
     absl::StrAppendFormat(&out, "  %-40s %10s   %s\n", i.name, FormatBytes(i.bytes), i.detail);
   }
   const StepTime& t = p.chosen.time;
-  absl::StrAppendFormat(&out,
-                        "\nthroughput model: %.3f s/step = compute %.3f + recompute %.3f + reference %.3f + "
-                        "exposed communication %.3f + offload %.3f + generation %.3f\n",
-                        t.total(), t.compute, t.recompute, t.reference, t.communication, t.offload,
-                        t.generation);
+  const TimeUnit u = TimeUnitFor(t.total());
+  const auto time = [&u](double s) { return FormatTime(s, u); };
+  absl::StrAppend(&out, "\nthroughput model: ", time(t.total()), " ", u.name, "/step = compute ",
+                  time(t.compute), " + recompute ", time(t.recompute), " + reference ", time(t.reference),
+                  " + exposed communication ", time(t.communication), " + offload ", time(t.offload),
+                  " + generation ", time(t.generation), "\n");
   absl::StrAppendFormat(&out, "\nnot chosen (%d of %d configurations fit):\n", p.candidates_fitting,
                         p.candidates_searched);
   for (const std::string& r : p.rejected) absl::StrAppend(&out, "  ", r, "\n");

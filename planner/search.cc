@@ -59,6 +59,16 @@ double ForwardFlopsPerToken(const ModelShape& m, int64_t seq, bool policy_head) 
 
 std::string FormatBytes(double bytes) { return absl::StrFormat("%.2f GB", bytes / kGB); }
 
+TimeUnit TimeUnitFor(double reference_seconds) {
+  if (reference_seconds >= 1 || reference_seconds <= 0) return TimeUnit{};
+  if (reference_seconds >= 1e-3) return TimeUnit{1e3, "ms", 2};
+  return TimeUnit{1e6, "us", 1};
+}
+
+std::string FormatTime(double seconds, const TimeUnit& unit) {
+  return absl::StrFormat("%.*f", unit.decimals, seconds * unit.per_second);
+}
+
 std::string DescribeStrategy(const Strategy& s, Task task) {
   std::string d = absl::StrCat("micro-batch ", s.micro_batch, " x accumulation ", s.gradient_accumulation,
                                ", ZeRO-", s.zero_stage, s.offload ? " + optimizer offload" : "",
@@ -252,13 +262,15 @@ void Explain(const std::vector<Candidate>& all, const Candidate& best, const std
   }
   const double chosen_t = best.time.total();
   const double ratio = fit->time.total() / chosen_t;
+  const TimeUnit u = TimeUnitFor(chosen_t);
+  const auto time = [&u](double t) { return absl::StrCat(FormatTime(t, u), " ", u.name); };
   plan->rejected.push_back(
-      absl::StrFormat("%s: fits (%s) but %.2fx the step time (%.3f s vs %.3f s%s)", label,
-                      FormatBytes(fit->memory.device_bytes), ratio, fit->time.total(), chosen_t,
+      absl::StrFormat("%s: fits (%s) but %.2fx the step time (%s vs %s%s)", label,
+                      FormatBytes(fit->memory.device_bytes), ratio, time(fit->time.total()), time(chosen_t),
                       fit->time.offload > 0.1 * fit->time.total()
-                          ? absl::StrFormat(", offload %.3f s", fit->time.offload)
+                          ? absl::StrCat(", offload ", time(fit->time.offload))
                           : (fit->time.recompute > 0 && !best.strategy.checkpointing
-                                 ? absl::StrFormat(", recompute %.3f s", fit->time.recompute)
+                                 ? absl::StrCat(", recompute ", time(fit->time.recompute))
                                  : std::string())));
 }
 

@@ -85,4 +85,14 @@ absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hard
 std::string DescribeStrategy(const Strategy& s, Task task);
 std::string FormatBytes(double bytes);  // "60.80 GB"
 
+// Times in one unit chosen by the largest of them (`reference`): "2.969 s", "3.21 ms", "420.5 us"; a
+// tiny model's step is not "0.000 s".
+struct TimeUnit {
+  double per_second = 1;
+  const char* name = "s";
+  int decimals = 3;
+};
+TimeUnit TimeUnitFor(double reference_seconds);
+std::string FormatTime(double seconds, const TimeUnit& unit);  // without the unit's name
+
 }  // namespace zerofit::planner

@@ -12,6 +12,7 @@
 #include "core/safetensors.h"
 #include "planner/memory_model.h"
 #include "planner/model_shape.h"
+#include "planner/plan_report.h"
 #include "planner/search.h"
 
 namespace zerofit::planner {
@@ -619,6 +620,31 @@ TEST(SearchTest, KeepsTheGlobalBatchFitsUnderTheCapAndExplainsEveryRejection) {
   auto eager_plan = MakePlan(*m, w, eager, Constraints{});
   ASSERT_TRUE(eager_plan.ok()) << eager_plan.status();
   EXPECT_TRUE(eager_plan->chosen.strategy.checkpointing);
+}
+
+// Step times print in one unit chosen by the largest: a small model's step was "0.000 s" and every option
+// "2.42x the step time (0.000 s vs 0.000 s)".
+TEST(SearchTest, StepTimesPrintInAUnitTheirSizeNeeds) {
+  EXPECT_EQ(FormatTime(11.9584, TimeUnitFor(11.9584)), "11.958");
+  EXPECT_STREQ(TimeUnitFor(0.5).name, "ms");
+  EXPECT_EQ(FormatTime(0.0032149, TimeUnitFor(0.5)), "3.21");
+  EXPECT_STREQ(TimeUnitFor(1.25e-5).name, "us");
+  EXPECT_EQ(FormatTime(1.25e-5, TimeUnitFor(1.25e-5)), "12.5");
+  EXPECT_STREQ(TimeUnitFor(0).name, "s");
+  auto hw = ParseHardware("8x64GB");
+  ASSERT_TRUE(hw.ok());
+  Workload w;
+  w.task = Task::kDpo;
+  w.global_batch = 64;
+  w.seq_len = 128;
+  auto plan = MakePlan(Small(), w, *hw, Constraints{});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::string table = PlanTable(*plan);
+  EXPECT_EQ(table.find("0.000 s"), std::string::npos) << table;
+  EXPECT_NE(table.find(" us/step = compute "), std::string::npos) << table;
+  for (const std::string& line : plan->rejected) {
+    if (line.find("fits (") != std::string::npos) EXPECT_NE(line.find(" us vs "), std::string::npos) << line;
+  }
 }
 
 TEST(SearchTest, PinsErrorsAndNothingFits) {
