@@ -64,10 +64,11 @@ absl::StatusOr<LaunchEnv> ReadLaunchEnv(const Getenv& getenv) {
   if (mpi_rank && mpi_size) {
     m.launcher = "mpiexec";
     ZF_RETURN_IF_ERROR(Int(getenv, "OMPI_COMM_WORLD_LOCAL_RANK", &m.local_rank));
-    ZF_RETURN_IF_ERROR(Int(getenv, "OMPI_COMM_WORLD_NODE_RANK", &m.node_index));
-    int local_size = 0;
-    ZF_RETURN_IF_ERROR(Int(getenv, "OMPI_COMM_WORLD_LOCAL_SIZE", &local_size));
-    if (local_size > 0) m.num_nodes = (m.world_size + local_size - 1) / local_size;
+    // Open MPI names no node index (OMPI_COMM_WORLD_NODE_RANK is the rank among the processes on this node,
+    // like the local rank), and its node count only in ORTE's MCA variable (Open MPI 4).
+    m.node_index = -1;
+    m.num_nodes = 0;
+    ZF_RETURN_IF_ERROR(Int(getenv, "OMPI_MCA_orte_num_nodes", &m.num_nodes));
   }
   // srun launching the ranks directly (--mpi=pmix): Open MPI's variables, if any, say the same.
   if (in_step && (!(mpi_rank && mpi_size) || (m.rank == s.rank && m.world_size == s.world_size))) return s;
@@ -81,6 +82,9 @@ absl::StatusOr<LaunchEnv> ReadLaunchEnv(const Getenv& getenv) {
     t.launcher = "torchrun";
     ZF_RETURN_IF_ERROR(Int(getenv, "LOCAL_RANK", &t.local_rank));
     ZF_RETURN_IF_ERROR(Int(getenv, "GROUP_RANK", &t.node_index));
+    t.num_nodes = 0;
+    ZF_RETURN_IF_ERROR(Int(getenv, "GROUP_WORLD_SIZE", &t.num_nodes));
+    if (t.num_nodes <= t.node_index) t.node_index = -1;  // a node index without its count: not shown
     return t;
   }
   return e;
@@ -111,9 +115,13 @@ absl::Status CheckAgainst(const LaunchEnv& env, int rank, int world_size) {
 }
 
 std::string Describe(const LaunchEnv& e) {
-  std::string s = absl::StrCat("rank ", e.rank, " of ", e.world_size, " (local ", e.local_rank, ", node ",
-                               e.node_index + 1, " of ", e.num_nodes);
-  if (static_cast<size_t>(e.node_index) < e.nodes.size()) absl::StrAppend(&s, ": ", e.nodes[e.node_index]);
+  std::string s = absl::StrCat("rank ", e.rank, " of ", e.world_size, " (local ", e.local_rank);
+  if (e.node_index >= 0 && e.num_nodes > 0) {
+    absl::StrAppend(&s, ", node ", e.node_index + 1, " of ", e.num_nodes);
+    if (static_cast<size_t>(e.node_index) < e.nodes.size()) absl::StrAppend(&s, ": ", e.nodes[e.node_index]);
+  } else if (e.num_nodes > 0) {
+    absl::StrAppend(&s, ", ", e.num_nodes, e.num_nodes == 1 ? " node" : " nodes");
+  }
   absl::StrAppend(&s, "), ", e.launcher);
   if (!e.slurm_job_id.empty()) {
     absl::StrAppend(&s, ", Slurm job ", e.slurm_job_id);

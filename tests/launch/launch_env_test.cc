@@ -55,23 +55,48 @@ TEST(LaunchEnvTest, MpiexecInsideAnAllocationWinsOverItsDaemonsStep) {
                                {"OMPI_COMM_WORLD_RANK", "1"},
                                {"OMPI_COMM_WORLD_SIZE", "2"},
                                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                               {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+                               {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                               {"OMPI_COMM_WORLD_NODE_RANK", "1"},
+                               {"OMPI_MCA_orte_num_nodes", "1"}}));
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->launcher, "mpiexec");
   EXPECT_EQ(e->rank, 1);
   EXPECT_EQ(e->local_rank, 1);
   EXPECT_EQ(e->world_size, 2);
   EXPECT_EQ(e->slurm_job_id, "77");
+  // OMPI_COMM_WORLD_NODE_RANK is the rank among this node's processes, not a node index: it was shown as
+  // "node 2 of 1" for the second rank on one host. Open MPI names only the node count.
+  EXPECT_EQ(e->node_index, -1);
+  EXPECT_EQ(e->num_nodes, 1);
+  EXPECT_EQ(Describe(*e), "rank 1 of 2 (local 1, 1 node), mpiexec, Slurm job 77");
+  auto two = ReadLaunchEnv(From({{"OMPI_COMM_WORLD_RANK", "2"},
+                                 {"OMPI_COMM_WORLD_SIZE", "4"},
+                                 {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                 {"OMPI_MCA_orte_num_nodes", "2"}}));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(Describe(*two), "rank 2 of 4 (local 0, 2 nodes), mpiexec");
+  auto unsaid = ReadLaunchEnv(From({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}}));
+  ASSERT_TRUE(unsaid.ok()) << unsaid.status();
+  EXPECT_EQ(Describe(*unsaid), "rank 0 of 4 (local 0), mpiexec");
 }
 
 TEST(LaunchEnvTest, TorchrunAndNothing) {
-  auto t =
-      ReadLaunchEnv(From({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"GROUP_RANK", "2"}}));
+  auto t = ReadLaunchEnv(From({{"RANK", "5"},
+                               {"WORLD_SIZE", "8"},
+                               {"LOCAL_RANK", "1"},
+                               {"GROUP_RANK", "2"},
+                               {"GROUP_WORLD_SIZE", "4"}}));
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->launcher, "torchrun");
   EXPECT_EQ(t->rank, 5);
   EXPECT_EQ(t->local_rank, 1);
   EXPECT_EQ(t->node_index, 2);
+  EXPECT_EQ(Describe(*t), "rank 5 of 8 (local 1, node 3 of 4), torchrun");
+  // Without GROUP_WORLD_SIZE the count is unknown: no "node 3 of 1".
+  auto t2 =
+      ReadLaunchEnv(From({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"GROUP_RANK", "2"}}));
+  ASSERT_TRUE(t2.ok());
+  EXPECT_EQ(Describe(*t2), "rank 5 of 8 (local 1), torchrun");
   auto none = ReadLaunchEnv(From({}));
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->launcher, "none");
