@@ -19,6 +19,7 @@
 #include "cli/blocked_signals.h"
 #include "cli/jobs_commands.h"
 #include "cli/launcher_stop.h"
+#include "cli/local_job_files.h"
 #include "cli/private_files.h"
 #include "cli/stdout_progress.h"
 #include "cli/subprocess.h"
@@ -101,6 +102,14 @@ absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
     x.on_node_loss = f.on_node_loss == "shrink" ? jobspec::NodeLoss::kShrink : jobspec::NodeLoss::kWait;
   }
   ZF_RETURN_IF_ERROR(jobspec::ValidateSlurm(spec, x, f.spec_path));
+  // The submitting host usually sees the cluster's shared file system, but the ranks' nodes decide (a path
+  // may be node-local): a file problem here is a warning before the job waits in the queue, not a refusal;
+  // the ranks check the same files when they start.
+  if (const absl::Status files = CheckLocalJobFiles(spec, *text, f.spec_path); !files.ok()) {
+    std::fprintf(stderr,
+                 "zerofit slurm: warning: %s (as this host sees it; the ranks check again on their nodes)\n",
+                 std::string(files.message()).c_str());
+  }
   Prepared p;
   ZF_ASSIGN_OR_RETURN(p.text,
                       SnapshotWithNodeLoss(*text, f.spec_path, spec.slurm.value_or(jobspec::SlurmSpec{}), x));

@@ -129,4 +129,8 @@ echo 0123456789abcdef0123456789abcdef > "$D/home/.zerofit/token" && chmod 644 "$
 printf 'name: sl\ntask: reward\nmodel: /m\ndata: /d\ntraining: {steps: 2, global_batch: 4, micro_batch: 2, gradient_accumulation: 2}\nslurm: {nodes: 1, tasks_per_node: 1, coordinator: "127.0.0.1:1", state_dir: %s}\n' "$D/sl" > "$D/sl.yaml"
 out=$(HOME="$D/home" "$Z" slurm "$D/sl.yaml" 2>&1) && fail "zerofit slurm took a token file of mode 644"
 echo "$out" | grep -q "$D/home/.zerofit/token is readable by other users" || fail "zerofit slurm's refusal: $out"
+# Its spec's model (/m) is not on this host: a warning at the line before the job would wait in the queue
+# (the ranks' nodes may see other files), not a refusal.
+echo "$out" | grep -q "zerofit slurm: warning: $D/sl.yaml:3: field 'model' (the model's config.json): /m/config.json: No such file or directory (as this host sees it" \
+  || fail "no warning about the model: $out"
 echo "PASS (no token on any command line; state 0700, files 0600; SIGINT, SIGTERM and SIGKILL stop the whole job)"

@@ -95,6 +95,8 @@ submit() {  # submit NAME [zerofit submit flags] -> prints the Slurm job id
   shift
   (cd "$D" && "$Z" submit --slurm "$D/$name.yaml" --state-dir "$D/st_$name" --worker "$WORKER" "$@") > "$D/submit_$name.log" 2>&1 ||
     { cat "$D/submit_$name.log"; fail "submit $name"; }
+  # Its files are all here: no warning (a missing one is warned about: stop_and_secrets_e2e).
+  grep -q "warning:" "$D/submit_$name.log" && { cat "$D/submit_$name.log"; fail "submit $name warned"; }
   cat "$D/st_$name/slurm_job_id"
 }
 state() { scontrol show job -o "$1" 2> /dev/null | grep -o "JobState=[A-Z_]*" | cut -d= -f2; }
