@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -271,42 +272,66 @@ absl::Status RunSubmit(const JobsFlags& f) {
   return absl::OkStatus();
 }
 
-absl::Status RunStatus(const JobsFlags& f) {
+namespace {
+
+// The jobs `f` asks about (all of them without f.job), from the coordinator. When none answers (not started,
+// stopped, or gone with its Slurm allocation) and no --coordinator was named, the state directory's job store
+// still knows: a Slurm job's directory (zerofit submit --slurm wrote slurm_job_id) is read as is, since its
+// coordinator runs on another node; any other directory only while no coordinator holds it (its lock is
+// free: a finished `zerofit run`, a stopped `zerofit serve`), since a live one's error (TLS, a wrong
+// token) is the one to see. `note` says which store was read, or (`pending`, no jobs) that the Slurm job has
+// not started yet, which only Slurm knows.
+struct JobsAnswer {
   std::vector<v1::Job> jobs;
+  std::string note;
+  bool pending = false;
+  std::optional<coordinator::StateDirLock> lock;  // held while the store is read
+};
+
+absl::StatusOr<JobsAnswer> AskJobs(const JobsFlags& f) {
+  JobsAnswer a;
   absl::Status asked = [&]() -> absl::Status {
     ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
     if (f.job.empty()) {
       ZF_ASSIGN_OR_RETURN(v1::ListJobsResponse r, client.List());
-      jobs.assign(r.jobs().begin(), r.jobs().end());
+      a.jobs.assign(r.jobs().begin(), r.jobs().end());
     } else {
-      ZF_ASSIGN_OR_RETURN(jobs.emplace_back(), client.Get(f.job));
+      ZF_ASSIGN_OR_RETURN(a.jobs.emplace_back(), client.Get(f.job));
     }
     return absl::OkStatus();
   }();
-  if (!asked.ok()) {
-    // No coordinator to ask (not started yet, or gone with its Slurm allocation): the state directory's job
-    // store still knows. A Slurm job that has not started yet has no store: Slurm knows.
-    const fs::path dir = StateDir(f.state_dir);
-    const bool unreachable = asked.code() == absl::StatusCode::kUnavailable ||
-                             asked.code() == absl::StatusCode::kDeadlineExceeded ||
-                             asked.code() == absl::StatusCode::kNotFound ||
-                             asked.code() == absl::StatusCode::kFailedPrecondition;
-    // Only a Slurm job's state directory (zerofit submit --slurm wrote slurm_job_id) is read without its
-    // coordinator: anywhere else an unreachable coordinator is an error to see (down, TLS mismatch...).
-    auto slurm_id = core::ReadTextFile((dir / "slurm_job_id").string());
-    if (!unreachable || !f.coordinator.empty() || !slurm_id.ok()) return asked;
-    if (fs::exists(dir / "jobs.db")) {
-      ZF_ASSIGN_OR_RETURN(jobs, JobsFromStore(dir / "jobs.db", f.job));
-      std::printf("(coordinator not running; from %s)\n", (dir / "jobs.db").c_str());
-    } else {
-      const std::string id(absl::StripAsciiWhitespace(*slurm_id));
-      std::printf("Slurm job %s %s: the zerofit job starts with it (state in %s)\n", id.c_str(),
-                  SlurmJobState(id).c_str(), dir.c_str());
-      return absl::OkStatus();
-    }
+  if (asked.ok()) return a;
+  const fs::path dir = StateDir(f.state_dir);
+  const bool unreachable =
+      asked.code() == absl::StatusCode::kUnavailable || asked.code() == absl::StatusCode::kDeadlineExceeded ||
+      asked.code() == absl::StatusCode::kNotFound || asked.code() == absl::StatusCode::kFailedPrecondition;
+  if (!unreachable || !f.coordinator.empty()) return asked;
+  auto slurm_id = core::ReadTextFile((dir / "slurm_job_id").string());
+  if (!slurm_id.ok()) {
+    if (!fs::exists(dir / "jobs.db")) return asked;
+    absl::StatusOr<coordinator::StateDirLock> lock = coordinator::StateDirLock::Acquire(dir.string());
+    if (!lock.ok()) return asked;  // a coordinator holds the directory
+    a.lock.emplace(*std::move(lock));
+  } else if (!fs::exists(dir / "jobs.db")) {
+    const std::string id(absl::StripAsciiWhitespace(*slurm_id));
+    a.note = absl::StrFormat("Slurm job %s %s: the zerofit job starts with it (state in %s)", id,
+                             SlurmJobState(id), dir.string());
+    a.pending = true;
+    return a;
   }
+  ZF_ASSIGN_OR_RETURN(a.jobs, JobsFromStore(dir / "jobs.db", f.job));
+  a.note = absl::StrCat("(coordinator not running; from ", (dir / "jobs.db").string(), ")");
+  return a;
+}
+
+}  // namespace
+
+absl::Status RunStatus(const JobsFlags& f) {
+  ZF_ASSIGN_OR_RETURN(const JobsAnswer a, AskJobs(f));
+  // With --plan stdout carries JSON alone (for scripts): the note goes to stderr.
+  if (!a.note.empty()) std::fprintf(f.plan ? stderr : stdout, "%s\n", a.note.c_str());
   if (f.plan) {
-    for (const v1::Job& j : jobs) {
+    for (const v1::Job& j : a.jobs) {
       if (j.plan().empty()) {
         return absl::FailedPreconditionError(
             absl::StrCat(j.id(),
@@ -317,17 +342,15 @@ absl::Status RunStatus(const JobsFlags& f) {
     }
     return absl::OkStatus();
   }
-  for (const v1::Job& j : jobs) PrintJob(j);
-  if (jobs.empty()) std::printf("no jobs\n");
+  for (const v1::Job& j : a.jobs) PrintJob(j);
+  if (a.jobs.empty() && !a.pending) std::printf("no jobs\n");
   return absl::OkStatus();
 }
 
 absl::Status RunList(const JobsFlags& f) {
-  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
-  ZF_ASSIGN_OR_RETURN(v1::ListJobsResponse r, client.List());
-  for (const v1::Job& j : r.jobs()) PrintJob(j);
-  if (r.jobs().empty()) std::printf("no jobs\n");
-  return absl::OkStatus();
+  JobsFlags all = f;
+  all.job.clear();
+  return RunStatus(all);
 }
 
 // How a job's log line is printed by `zerofit logs`.

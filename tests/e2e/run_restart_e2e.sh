@@ -6,7 +6,8 @@
 # checkpoint). A new job refuses a checkpoint.dir that holds another job's checkpoint, unless run with
 # --overwrite-checkpoints, which replaces only zerofit's folders. A job whose input files are missing is
 # refused before anything starts, at the spec's line; one whose workers cannot start (a malformed data file)
-# fails at once, after one launch, whatever max_restarts says.
+# fails at once, after one launch, whatever max_restarts says. `zerofit status` reads a finished run's state
+# directory.
 # usage: run_restart_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -94,4 +95,18 @@ launches=$(grep -c ":[01] *cannot start:" "$D/baddata.log")
 [ "$launches" -ge 1 ] && [ "$launches" -le 2 ] \
   || { cat "$D/baddata.log"; fail "$launches 'cannot start' lines from 2 ranks: mpiexec was launched more than once"; }
 [ "$took" -le 60 ] || fail "the failing job took ${took} s"
+# A finished run's state directory answers `zerofit status` from its job store (no coordinator to ask);
+# --plan keeps stdout JSON alone. Not while a process holds the directory's lock: a live coordinator's error
+# (TLS, a token) is the one to see.
+out=$("$Z" status --state-dir "$D/s1" 2>&1) || fail "status of a finished run: $out"
+echo "$out" | grep -q "^(coordinator not running; from $D/s1/jobs.db)" && echo "$out" | grep -q "job-000001 .*succeeded" \
+  || fail "status of a finished run: $out"
+"$Z" status job-000001 --plan --state-dir "$D/s1" 2> /dev/null | python3 -c 'import json,sys; json.load(sys.stdin)' \
+  || fail "status --plan of a finished run is not JSON alone"
+flock --no-fork "$D/s1/lock" sleep 30 &
+LOCKER=$!
+for _ in $(seq 50); do flock -n "$D/s1/lock" true || break; sleep 0.1; done
+out=$("$Z" status --state-dir "$D/s1" 2>&1) && { kill $LOCKER; fail "read the store under a held lock: $out"; }
+kill $LOCKER; wait $LOCKER 2> /dev/null
+echo "$out" | grep -q "no coordinator address" || fail "under a held lock: $out"
 echo "PASS (killed after step 60, resumed at step $resumed; a new job left another job's checkpoint alone, and replaced it when asked; a job without its data dir was refused before the launch, at its line; one with bad data failed after one launch in ${took} s)"
