@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
 #include <vector>
@@ -102,10 +103,10 @@ void PrintJob(const v1::Job& j) {
 }
 
 // The jobs of a state directory whose coordinator is not running (a Slurm job waiting in the queue, or
-// finished): read from its job store.
-absl::StatusOr<std::vector<v1::Job>> JobsFromStore(const fs::path& db, const std::string& only) {
-  ZF_ASSIGN_OR_RETURN(auto store, coordinator::JobStore::Open(db.string()));
-  ZF_ASSIGN_OR_RETURN(std::vector<coordinator::JobRecord> records, store->List());
+// finished; a finished `zerofit run`): read from its job store.
+absl::StatusOr<std::vector<v1::Job>> JobsFromStore(coordinator::JobStore& store, const fs::path& db,
+                                                   const std::string& only) {
+  ZF_ASSIGN_OR_RETURN(std::vector<coordinator::JobRecord> records, store.List());
   std::vector<v1::Job> out;
   for (const coordinator::JobRecord& r : records) {
     if (!only.empty() && r.id != only) continue;
@@ -274,18 +275,49 @@ absl::Status RunSubmit(const JobsFlags& f) {
 
 namespace {
 
-// The jobs `f` asks about (all of them without f.job), from the coordinator. When none answers (not started,
-// stopped, or gone with its Slurm allocation) and no --coordinator was named, the state directory's job store
-// still knows: a Slurm job's directory (zerofit submit --slurm wrote slurm_job_id) is read as is, since its
-// coordinator runs on another node; any other directory only while no coordinator holds it (its lock is
-// free: a finished `zerofit run`, a stopped `zerofit serve`), since a live one's error (TLS, a wrong
-// token) is the one to see. `note` says which store was read, or (`pending`, no jobs) that the Slurm job has
-// not started yet, which only Slurm knows.
+// Whether an error from the coordinator (or from finding it) lets a command read the state directory's job
+// store instead: nobody answered (not started, stopped, or gone with its Slurm allocation) and no
+// --coordinator was named. Other errors (a wrong token) are the ones to see.
+bool NobodyAnswered(const JobsFlags& f, const absl::Status& asked) {
+  const absl::StatusCode c = asked.code();
+  const bool unreachable = c == absl::StatusCode::kUnavailable || c == absl::StatusCode::kDeadlineExceeded ||
+                           c == absl::StatusCode::kNotFound || c == absl::StatusCode::kFailedPrecondition;
+  return unreachable && f.coordinator.empty();
+}
+
+// The state directory's job store, read in place of a coordinator that did not answer (`asked`): a Slurm
+// job's directory (zerofit submit --slurm wrote slurm_job_id) as is, since its coordinator runs on another
+// node; any other only while no process holds its lock (a finished `zerofit run`, a stopped `zerofit
+// serve`), since a live coordinator's error (TLS, a token) is the one to see. Else `asked`.
+struct StoreRead {
+  fs::path path;
+  std::optional<coordinator::StateDirLock> lock;  // held while the store is read
+  std::unique_ptr<coordinator::JobStore> store;
+  std::string note;  // "(coordinator not running; from DIR/jobs.db)"
+};
+
+absl::StatusOr<StoreRead> StoreInsteadOf(const JobsFlags& f, const absl::Status& asked) {
+  const fs::path dir = StateDir(f.state_dir);
+  StoreRead r;
+  r.path = dir / "jobs.db";
+  if (!NobodyAnswered(f, asked) || !fs::exists(r.path)) return asked;
+  if (!fs::exists(dir / "slurm_job_id")) {
+    absl::StatusOr<coordinator::StateDirLock> lock = coordinator::StateDirLock::Acquire(dir.string());
+    if (!lock.ok()) return asked;  // a coordinator holds the directory
+    r.lock.emplace(*std::move(lock));
+  }
+  ZF_ASSIGN_OR_RETURN(r.store, coordinator::JobStore::Open(r.path.string()));
+  r.note = absl::StrCat("(coordinator not running; from ", r.path.string(), ")");
+  return r;
+}
+
+// The jobs `f` asks about (all of them without f.job), from the coordinator, else from the store
+// (StoreInsteadOf). `note` says which store was read, or (`pending`, no jobs) that the Slurm job has not
+// started yet, which only Slurm knows.
 struct JobsAnswer {
   std::vector<v1::Job> jobs;
   std::string note;
   bool pending = false;
-  std::optional<coordinator::StateDirLock> lock;  // held while the store is read
 };
 
 absl::StatusOr<JobsAnswer> AskJobs(const JobsFlags& f) {
@@ -302,26 +334,35 @@ absl::StatusOr<JobsAnswer> AskJobs(const JobsFlags& f) {
   }();
   if (asked.ok()) return a;
   const fs::path dir = StateDir(f.state_dir);
-  const bool unreachable =
-      asked.code() == absl::StatusCode::kUnavailable || asked.code() == absl::StatusCode::kDeadlineExceeded ||
-      asked.code() == absl::StatusCode::kNotFound || asked.code() == absl::StatusCode::kFailedPrecondition;
-  if (!unreachable || !f.coordinator.empty()) return asked;
   auto slurm_id = core::ReadTextFile((dir / "slurm_job_id").string());
-  if (!slurm_id.ok()) {
-    if (!fs::exists(dir / "jobs.db")) return asked;
-    absl::StatusOr<coordinator::StateDirLock> lock = coordinator::StateDirLock::Acquire(dir.string());
-    if (!lock.ok()) return asked;  // a coordinator holds the directory
-    a.lock.emplace(*std::move(lock));
-  } else if (!fs::exists(dir / "jobs.db")) {
+  if (NobodyAnswered(f, asked) && slurm_id.ok() && !fs::exists(dir / "jobs.db")) {
     const std::string id(absl::StripAsciiWhitespace(*slurm_id));
     a.note = absl::StrFormat("Slurm job %s %s: the zerofit job starts with it (state in %s)", id,
                              SlurmJobState(id), dir.string());
     a.pending = true;
     return a;
   }
-  ZF_ASSIGN_OR_RETURN(a.jobs, JobsFromStore(dir / "jobs.db", f.job));
-  a.note = absl::StrCat("(coordinator not running; from ", (dir / "jobs.db").string(), ")");
+  ZF_ASSIGN_OR_RETURN(StoreRead read, StoreInsteadOf(f, asked));
+  ZF_ASSIGN_OR_RETURN(a.jobs, JobsFromStore(*read.store, read.path, f.job));
+  a.note = read.note;
   return a;
+}
+
+// `zerofit logs` / `metrics` without -f: from the coordinator, else (nothing printed yet) from the store.
+absl::Status PrintFromCoordinatorOrStore(
+    const JobsFlags& f,
+    const std::function<absl::Status(client::CoordinatorClient&, int64_t* printed)>& online,
+    const std::function<absl::Status(coordinator::JobStore&)>& offline) {
+  int64_t printed = 0;
+  absl::Status asked = [&]() -> absl::Status {
+    ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
+    return online(client, &printed);
+  }();
+  if (asked.ok() || printed > 0) return asked;
+  ZF_ASSIGN_OR_RETURN(StoreRead read, StoreInsteadOf(f, asked));
+  ZF_RETURN_IF_ERROR(read.store->Get(f.job).status());  // an unknown job is NotFound, not silence
+  std::fprintf(stderr, "%s\n", read.note.c_str());      // stdout carries the job's lines alone
+  return offline(*read.store);
 }
 
 }  // namespace
@@ -370,14 +411,34 @@ int64_t LogEveryOf(client::CoordinatorClient& client, const std::string& job_id)
 }
 
 absl::Status RunLogs(const JobsFlags& f) {
-  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
   if (!f.follow) {
     // The whole record: every line the job logged.
-    return client.StreamLogs(f.job, 0, false, absl::ZeroDuration(), [](const v1::LogLine& l) {
+    auto print = [](const v1::LogLine& l) {
       std::printf("%s\n", LogLineText(l).c_str());
       std::fflush(stdout);
-    });
+    };
+    return PrintFromCoordinatorOrStore(
+        f,
+        [&](client::CoordinatorClient& client, int64_t* printed) {
+          return client.StreamLogs(f.job, 0, false, absl::ZeroDuration(), [&](const v1::LogLine& l) {
+            ++*printed;
+            print(l);
+          });
+        },
+        [&](coordinator::JobStore& store) -> absl::Status {
+          for (int64_t after = 0;;) {
+            ZF_ASSIGN_OR_RETURN(const std::vector<coordinator::LogLine> lines, store.Logs(f.job, after));
+            if (lines.empty()) return absl::OkStatus();
+            for (const coordinator::LogLine& l : lines) {
+              v1::LogLine out;
+              coordinator::ToProto(l, &out);
+              print(out);
+              after = l.seq;
+            }
+          }
+        });
   }
+  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
   ZF_ASSIGN_OR_RETURN(client::CoordinatorClient::FollowOptions follow, FollowOptionsOf(f, "logs"));
   // While the job runs: on a terminal one progress line redrawn in place, else a line every log_every steps.
   core::RealClock clock;
@@ -393,13 +454,31 @@ absl::Status RunLogs(const JobsFlags& f) {
 
 absl::Status RunMetrics(const JobsFlags& f) {
   ZF_ASSIGN_OR_RETURN(const MetricsFormat format, ParseMetricsFormat(f.format));
-  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
   MetricsPrinter printer(format);
   auto print = [&printer](const v1::Metric& m) {
     std::fputs(printer.Row(m).c_str(), stdout);
     std::fflush(stdout);
   };
-  if (!f.follow) return client.StreamMetrics(f.job, -1, false, absl::ZeroDuration(), print);
+  if (!f.follow) {
+    return PrintFromCoordinatorOrStore(
+        f,
+        [&](client::CoordinatorClient& client, int64_t* printed) {
+          return client.StreamMetrics(f.job, -1, false, absl::ZeroDuration(), [&](const v1::Metric& m) {
+            ++*printed;
+            print(m);
+          });
+        },
+        [&](coordinator::JobStore& store) -> absl::Status {
+          ZF_ASSIGN_OR_RETURN(const std::vector<coordinator::MetricRow> rows, store.Metrics(f.job));
+          for (const coordinator::MetricRow& row : rows) {
+            v1::Metric out;
+            coordinator::ToProto(row, &out);
+            print(out);
+          }
+          return absl::OkStatus();
+        });
+  }
+  ZF_ASSIGN_OR_RETURN(client::CoordinatorClient client, MakeClient(f));
   ZF_ASSIGN_OR_RETURN(const client::CoordinatorClient::FollowOptions follow, FollowOptionsOf(f, "metrics"));
   return client.FollowMetrics(f.job, follow, print);
 }

@@ -237,10 +237,7 @@ class JobsService final : public v1::Jobs::Service {
         if (!lines.ok()) return ToGrpc(lines.status());
         for (const LogLine& l : *lines) {
           v1::LogLine out;
-          out.set_seq(l.seq);
-          out.set_source(l.source);
-          out.set_text(l.text);
-          out.set_unix_us(absl::ToUnixMicros(l.time));
+          ToProto(l, &out);
           if (!writer->Write(out)) return grpc::Status::OK;  // the client went away
           after = l.seq;
         }
@@ -271,18 +268,7 @@ class JobsService final : public v1::Jobs::Service {
           newest = std::max(newest, m.step);
           if (!sent.insert({m.step, m.rank}).second) continue;
           v1::Metric out;
-          out.set_step(m.step);
-          out.set_rank(m.rank);
-          out.set_loss(m.loss);
-          out.set_accuracy(m.accuracy);
-          out.set_tokens_per_s(m.tokens_per_s);
-          out.set_peak_bytes(m.peak_bytes);
-          out.set_unix_us(absl::ToUnixMicros(m.time));
-          for (const auto& [name, value] : m.named) {
-            v1::NamedValue* v = out.add_values();
-            v->set_name(name);
-            v->set_value(value);
-          }
+          ToProto(m, &out);
           if (!writer->Write(out)) return grpc::Status::OK;
           wrote = true;
         }
@@ -441,6 +427,28 @@ class WorkersService final : public v1::Workers::Service {
 };
 
 }  // namespace
+
+void ToProto(const LogLine& l, ::zerofit::v1::LogLine* out) {
+  out->set_seq(l.seq);
+  out->set_source(l.source);
+  out->set_text(l.text);
+  out->set_unix_us(absl::ToUnixMicros(l.time));
+}
+
+void ToProto(const MetricRow& m, ::zerofit::v1::Metric* out) {
+  out->set_step(m.step);
+  out->set_rank(m.rank);
+  out->set_loss(m.loss);
+  out->set_accuracy(m.accuracy);
+  out->set_tokens_per_s(m.tokens_per_s);
+  out->set_peak_bytes(m.peak_bytes);
+  out->set_unix_us(absl::ToUnixMicros(m.time));
+  for (const auto& [name, value] : m.named) {
+    ::zerofit::v1::NamedValue* v = out->add_values();
+    v->set_name(name);
+    v->set_value(value);
+  }
+}
 
 void ToProto(const JobRecord& j, ::zerofit::v1::Job* out) {
   out->set_id(j.id);

@@ -13,6 +13,8 @@
 
 namespace zerofit::v1 {
 class Job;
+class LogLine;
+class Metric;
 }  // namespace zerofit::v1
 
 namespace grpc {
@@ -25,6 +27,10 @@ namespace zerofit::coordinator {
 // A job record as the wire's Job message, and back (for clients that work on the domain's records).
 void ToProto(const JobRecord& job, ::zerofit::v1::Job* out);
 JobRecord FromProto(const ::zerofit::v1::Job& job);
+// A stored log line and metric row as the wire's messages (the streams', and `zerofit logs`/`metrics` reading
+// a state directory's store).
+void ToProto(const LogLine& line, ::zerofit::v1::LogLine* out);
+void ToProto(const MetricRow& row, ::zerofit::v1::Metric* out);
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:0";     // port 0: pick a free one (see CoordinatorServer::address)

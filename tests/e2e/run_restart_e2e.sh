@@ -6,8 +6,8 @@
 # checkpoint). A new job refuses a checkpoint.dir that holds another job's checkpoint, unless run with
 # --overwrite-checkpoints, which replaces only zerofit's folders. A job whose input files are missing is
 # refused before anything starts, at the spec's line; one whose workers cannot start (a malformed data file)
-# fails at once, after one launch, whatever max_restarts says. `zerofit status` reads a finished run's state
-# directory.
+# fails at once, after one launch, whatever max_restarts says. `zerofit status`, `logs` and `metrics` read a
+# finished run's state directory.
 # usage: run_restart_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -95,7 +95,8 @@ launches=$(grep -c ":[01] *cannot start:" "$D/baddata.log")
 [ "$launches" -ge 1 ] && [ "$launches" -le 2 ] \
   || { cat "$D/baddata.log"; fail "$launches 'cannot start' lines from 2 ranks: mpiexec was launched more than once"; }
 [ "$took" -le 60 ] || fail "the failing job took ${took} s"
-# A finished run's state directory answers `zerofit status` from its job store (no coordinator to ask);
+# A finished run's state directory answers `zerofit status`, `logs` and `metrics` from its job store (no
+# coordinator to ask);
 # --plan keeps stdout JSON alone. Not while a process holds the directory's lock: a live coordinator's error
 # (TLS, a token) is the one to see.
 out=$("$Z" status --state-dir "$D/s1" 2>&1) || fail "status of a finished run: $out"
@@ -103,6 +104,11 @@ echo "$out" | grep -q "^(coordinator not running; from $D/s1/jobs.db)" && echo "
   || fail "status of a finished run: $out"
 "$Z" status job-000001 --plan --state-dir "$D/s1" 2> /dev/null | python3 -c 'import json,sys; json.load(sys.stdin)' \
   || fail "status --plan of a finished run is not JSON alone"
+"$Z" logs job-000001 --state-dir "$D/s1" 2> "$D/logs.err" | grep -q "coordinator | succeeded" \
+  || fail "logs of a finished run: $(cat "$D/logs.err")"
+grep -q "coordinator not running" "$D/logs.err" || fail "logs did not say where they came from"
+rows=$("$Z" metrics job-000001 --state-dir "$D/s1" --format csv 2> /dev/null | awk -F, '$2 == "0"' | wc -l)
+[ "$rows" = 160 ] || fail "metrics of a finished run: $rows rows of rank 0, not 160"
 flock --no-fork "$D/s1/lock" sleep 30 &
 LOCKER=$!
 for _ in $(seq 50); do flock -n "$D/s1/lock" true || break; sleep 0.1; done
