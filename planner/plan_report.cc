@@ -34,9 +34,10 @@ std::string PlanTable(const Plan& p) {
   const Workload& w = p.workload;
   const Strategy& s = p.chosen.strategy;
   const MemoryEstimate& e = p.chosen.memory;
-  std::string out = absl::StrFormat("zerofit plan: %s (%s, %s parameters), task %s on %d x %s = %d GPUs\n",
-                                    p.model.name, p.model.source, Thousands(p.model.parameter_count),
-                                    TaskName(w.task), p.nodes, p.hardware.name, p.world_size);
+  std::string out =
+      absl::StrFormat("zerofit plan: %s (%s, %s parameters), task %s on %d x %s = %d GPU%s\n", p.model.name,
+                      p.model.source, Thousands(p.model.parameter_count), TaskName(w.task), p.nodes,
+                      p.hardware.name, p.world_size, p.world_size == 1 ? "" : "s");
   if (w.task == Task::kGrpo) {
     absl::StrAppendFormat(&out, "  global batch %d prompts x %d samples, prompt %d + %d new tokens\n",
                           w.global_batch, w.samples_per_prompt, w.prompt_len, w.new_tokens);
@@ -45,10 +46,11 @@ std::string PlanTable(const Plan& p) {
                           w.seq_len);
   }
   absl::StrAppendFormat(&out, "\nchosen: %s\n", DescribeStrategy(s, w.task));
-  absl::StrAppendFormat(
-      &out, "  %d x %d x %d GPUs = %d %s per step; %s trainable parameters\n", s.micro_batch,
-      s.gradient_accumulation, p.world_size, s.micro_batch * s.gradient_accumulation * p.world_size,
-      w.task == Task::kGrpo ? "sequences" : Unit(w.task), Thousands(e.trainable_parameters));
+  absl::StrAppendFormat(&out, "  %d x %d x %d GPU%s = %d %s per step; %s trainable parameters\n",
+                        s.micro_batch, s.gradient_accumulation, p.world_size, p.world_size == 1 ? "" : "s",
+                        s.micro_batch * s.gradient_accumulation * p.world_size,
+                        w.task == Task::kGrpo ? "sequences" : Unit(w.task),
+                        Thousands(e.trainable_parameters));
   absl::StrAppendFormat(&out, "\nper GPU (cap %s = safety x %s), peak during %s:\n",
                         FormatBytes(p.device_cap), FormatBytes(p.hardware.gpu_bytes), e.peak_phase);
   absl::StrAppendFormat(&out, "  (activations as a worker of %s keeps them)\n",
