@@ -5,7 +5,7 @@
 // written is reported with its field whichever front end submitted the job, before the first step rather
 // than when the export after the last one fails; `zerofit run`, whose workers run on this host in this
 // directory, checks them before it starts anything and adds the spec's line (cli/local_job_files.h).
-// Nothing here creates, opens or writes a file. Torch-free.
+// Nothing here creates or writes a file, and the checks open none (a FIFO cannot block them). Torch-free.
 #pragma once
 
 #include <string>
