@@ -46,12 +46,11 @@ std::string Describe(const Listing& l) {
 }  // namespace
 
 absl::Status CheckCheckpointDirAtSubmit(const jobspec::CheckpointSpec& checkpoint,
-                                        const std::string& request_id, const std::string& source) {
+                                        const std::string& request_id, const std::string& source, int line) {
   const std::string& dir = checkpoint.dir;
   if (dir.empty()) return absl::OkStatus();
   const std::string where =
-      absl::StrCat(source, checkpoint.dir_line > 0 ? absl::StrCat(":", checkpoint.dir_line) : "",
-                   ": field 'checkpoint.dir': ", dir);
+      absl::StrCat(source, line > 0 ? absl::StrCat(":", line) : "", ": field 'checkpoint.dir': ", dir);
   std::error_code ec;
   const fs::file_status st = fs::status(dir, ec);
   if (ec || st.type() == fs::file_type::not_found) {

@@ -18,9 +18,10 @@
 
 namespace zerofit::coordinator {
 
-// `source` names the spec in errors (its file); the error names the field and its line. FailedPrecondition
-// for a directory zerofit may not use, with what it holds and what to do.
+// `source` names the spec in errors (its file), `line` the line of checkpoint.dir in it (0: unknown; see
+// jobspec::FieldLine). FailedPrecondition for a directory zerofit may not use, with what it holds and what
+// to do.
 absl::Status CheckCheckpointDirAtSubmit(const jobspec::CheckpointSpec& checkpoint,
-                                        const std::string& request_id, const std::string& source);
+                                        const std::string& request_id, const std::string& source, int line);
 
 }  // namespace zerofit::coordinator

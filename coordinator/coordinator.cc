@@ -151,7 +151,8 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
       spec_source.empty() ? "job spec" : core::Excerpt(spec_source, kSourceExcerptBytes);
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(spec_text, source));
   // Before the job exists: a checkpoint.dir holding what zerofit did not write is refused, not rotated away.
-  ZF_RETURN_IF_ERROR(CheckCheckpointDirAtSubmit(spec.checkpoint, request_id, source));
+  ZF_RETURN_IF_ERROR(CheckCheckpointDirAtSubmit(spec.checkpoint, request_id, source,
+                                                jobspec::FieldLine(spec_text, "checkpoint.dir")));
   // A job that does not fit is refused here, with the planner's reason, rather than failing on the workers.
   ZF_ASSIGN_OR_RETURN(planner::Hardware hw, jobspec::HardwareOf(spec));
   ZF_ASSIGN_OR_RETURN(jobspec::JobPlan plan, jobspec::Resolve(spec, hw, {}));

@@ -403,7 +403,6 @@ absl::Status ParseCheckpoint(const YamlReader& r, const YAML::Node& root, Checkp
   if (!c.IsMap()) return r.Error(c, "checkpoint", "expected a mapping");
   ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep", "overwrite"}));
   ZF_RETURN_IF_ERROR(r.Get(c, "dir", "checkpoint.dir", &ck->dir, "a path"));
-  if (c["dir"].IsDefined()) ck->dir_line = c["dir"].Mark().line + 1;
   ZF_RETURN_IF_ERROR(r.Get(c, "every", "checkpoint.every", &ck->every, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(c, "keep", "checkpoint.keep", &ck->keep, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(c, "overwrite", "checkpoint.overwrite", &ck->overwrite, "true or false"));

@@ -100,7 +100,6 @@ struct CheckpointSpec {
   // folders carrying zerofit's owner marker; a directory zerofit did not create is still refused), like
   // Hugging Face's overwrite_output_dir. Off: such a directory is refused at submit.
   bool overwrite = false;
-  int dir_line = 0;  // the line of `dir` in the spec (0: not from a YAML file), for errors found later
 };
 
 // Where the preference pairs come from: a directory of token-id files (`data: DIR`, DIR/train_ids.jsonl and
