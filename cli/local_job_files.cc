@@ -43,19 +43,11 @@ absl::Status AtLine(const absl::Status& s, const std::string& field, const std::
 
 absl::Status CheckLocalJobFiles(const jobspec::JobSpec& spec, const std::string& yaml_text,
                                 const std::string& source) {
-  const jobspec::JobPlan plan = FileFieldsOf(spec);
-  for (const data::JobInput& input : data::JobInputsOf(plan)) {
-    const absl::Status s = data::CheckJobInput(input);
-    if (!s.ok()) return AtLine(s, input.field, input.path, yaml_text, source);
-  }
-  if (const absl::Status s = data::CheckExportKeepsInputs(plan); !s.ok()) {
-    return AtLine(s, "export", "", yaml_text, source);
-  }
-  for (const data::JobOutput& output : data::JobOutputsOf(plan)) {
-    const absl::Status s = data::CheckJobOutput(output);
-    if (!s.ok()) return AtLine(s, output.field, output.path, yaml_text, source);
-  }
-  return absl::OkStatus();
+  // Rank 0's view: every input and every output.
+  return data::CheckJobFiles(FileFieldsOf(spec), 0,
+                             [&](const absl::Status& s, const std::string& field, const std::string& path) {
+                               return AtLine(s, field, path, yaml_text, source);
+                             });
 }
 
 }  // namespace zerofit::cli

@@ -10,7 +10,6 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
 
 namespace zerofit::data {
 namespace {
@@ -158,11 +157,17 @@ absl::Status CheckExportKeepsInputs(const jobspec::JobPlan& plan) {
   return absl::OkStatus();
 }
 
-absl::Status CheckJobFiles(const jobspec::JobPlan& plan, int rank) {
-  for (const JobInput& input : JobInputsOf(plan)) ZF_RETURN_IF_ERROR(CheckJobInput(input));
-  ZF_RETURN_IF_ERROR(CheckExportKeepsInputs(plan));
+absl::Status CheckJobFiles(const jobspec::JobPlan& plan, int rank, const JobFileError& report) {
+  const auto failed = [&report](const absl::Status& s, const std::string& field, const std::string& path) {
+    return report ? report(s, field, path) : s;
+  };
+  for (const JobInput& input : JobInputsOf(plan)) {
+    if (absl::Status s = CheckJobInput(input); !s.ok()) return failed(s, input.field, input.path);
+  }
+  if (absl::Status s = CheckExportKeepsInputs(plan); !s.ok()) return failed(s, "export", "");
   for (const JobOutput& output : JobOutputsOf(plan)) {
-    if (output.every_rank || rank == 0) ZF_RETURN_IF_ERROR(CheckJobOutput(output));
+    if (!output.every_rank && rank != 0) continue;
+    if (absl::Status s = CheckJobOutput(output); !s.ok()) return failed(s, output.field, output.path);
   }
   return absl::OkStatus();
 }

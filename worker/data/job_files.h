@@ -8,6 +8,7 @@
 // Nothing here creates or writes a file, and the checks open none (a FIFO cannot block them). Torch-free.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,13 @@ absl::Status CheckJobOutput(const JobOutput& output);
 // the job starts from).
 absl::Status CheckExportKeepsInputs(const jobspec::JobPlan& plan);
 
-// The inputs, the export's overlap and the outputs `rank` writes: the first failure.
-absl::Status CheckJobFiles(const jobspec::JobPlan& plan, int rank);
+// How a failed check is reported: as it is (the workers), or at the spec's line (zerofit run). `field` is
+// the spec's field; `path` the file, empty where the error is about no one file (the export's overlap).
+using JobFileError =
+    std::function<absl::Status(const absl::Status& error, const std::string& field, const std::string& path)>;
+
+// The inputs, the export's overlap and the outputs `rank` writes (rank 0: all of them): the first failure,
+// through `report` when given.
+absl::Status CheckJobFiles(const jobspec::JobPlan& plan, int rank, const JobFileError& report = nullptr);
 
 }  // namespace zerofit::data
