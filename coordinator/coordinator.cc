@@ -453,7 +453,7 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
   const bool failed = r.finished && r.exit_code != 0 && r.exit_code != kPreemptedExitCode && !r.out_of_memory;
   if (failed && !IsTerminal(live->state->status().phase)) {
     // Also before the attempt formed (a rank that cannot start): the failure's reason names this error.
-    ZF_RETURN_IF_ERROR(live->state->NoteWorkerError(r.rank, absl::StrJoin(r.log_lines, "; ")));
+    ZF_RETURN_IF_ERROR(live->state->NoteWorkerError(r.rank, absl::StrJoin(r.log_lines, "; "), r.after_abort));
   }
   if (live->state->status().phase != JobPhase::kRunning) return absl::OkStatus();  // a late report
   if (r.step >= 0) {
@@ -473,6 +473,9 @@ absl::Status Coordinator::Report(const std::string& job_id, const WorkerReport& 
     changed = true;
   } else if (r.finished && r.exit_code == kPreemptedExitCode && live->stop_at) {
     // Stopped for the preemption: the launcher's exit ends the attempt as an interruption.
+  } else if (failed && r.after_abort) {
+    // Failed because a peer failed (its collective was ended): the peer's own report, or the launcher's exit,
+    // ends the attempt, with the peer's error as the reason whichever report arrived first.
   } else if (r.finished) {
     ZF_RETURN_IF_ERROR(live->state->WorkerExited(r.rank, r.exit_code, clock_->Now()));
     live->finished.insert(r.rank);

@@ -73,6 +73,7 @@ struct WorkerReport {
   bool finished = false;
   int exit_code = 0;
   bool out_of_memory = false;
+  bool after_abort = false;  // a failed exit's error followed an abort (JobStateMachine::NoteWorkerError)
 };
 
 class Coordinator {

@@ -245,12 +245,16 @@ absl::Status JobStateMachine::StepCompleted(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::Status JobStateMachine::NoteWorkerError(int rank, const std::string& text) {
+absl::Status JobStateMachine::NoteWorkerError(int rank, const std::string& text, bool after_abort) {
   if (IsTerminal(status_.phase)) {
     return absl::FailedPreconditionError(
         absl::StrCat("an error of rank ", rank, " reported for a job that is ", JobPhaseName(status_.phase)));
   }
-  if (worker_error_.empty() && !text.empty()) worker_error_ = absl::StrCat("rank ", rank, ": ", text);
+  if (text.empty()) return absl::OkStatus();
+  if (worker_error_.empty() || (worker_error_after_abort_ && !after_abort)) {
+    worker_error_ = absl::StrCat("rank ", rank, ": ", text);
+    worker_error_after_abort_ = after_abort;
+  }
   return absl::OkStatus();
 }
 

@@ -124,8 +124,10 @@ class JobStateMachine {
   // A rank reported that `step` completed (running only): the attempt made progress.
   absl::Status StepCompleted(int64_t step);
   // A rank's error text, reported as it failed; the first one of an attempt (or of a launch that formed no
-  // attempt) goes into the reason when that attempt fails. Any phase but a terminal one.
-  absl::Status NoteWorkerError(int rank, const std::string& text);
+  // attempt) goes into the reason when that attempt fails. An error `after_abort` (the rank failed because a
+  // peer failed or the attempt was ended: "another rank failed") gives way to a later rank's own error, which
+  // says why. Any phase but a terminal one.
+  absl::Status NoteWorkerError(int rank, const std::string& text, bool after_abort = false);
   // The attempt was stopped from outside (Slurm preemption or time limit, the allocation requeued): running
   // -> restarting without using one of max_restarts. No-op in any other phase.
   absl::Status Interrupt(const std::string& why, absl::Time now);
@@ -179,7 +181,8 @@ class JobStateMachine {
   bool ever_stepped_ = false;     // a step of any attempt completed
   int replans_ = 0;               // OOM re-plans so far
   std::optional<Inputs> last_early_failure_;
-  std::string worker_error_;  // "rank R: text" of the current attempt's first worker error
+  std::string worker_error_;               // "rank R: text" of the current attempt's first worker error
+  bool worker_error_after_abort_ = false;  // worker_error_ followed an abort: a rank's own error replaces it
 };
 
 }  // namespace zerofit::coordinator

@@ -397,6 +397,7 @@ class WorkersService final : public v1::Workers::Service {
       r.finished = req->finished();
       r.exit_code = req->exit_code();
       r.out_of_memory = req->out_of_memory();
+      r.after_abort = req->after_abort();
       return ToGrpc(c_->Report(req->job_id(), r));
     });
   }

@@ -144,6 +144,30 @@ TEST(JobStateTest, AFailureBeforeTheFirstStepOfAJobThatNeverTrainedFailsAtOnce) 
   EXPECT_EQ(formed.status().restarts, 0);
 }
 
+// The reason names the rank whose own error ended the attempt: an error that followed an abort (a peer's
+// collective ended: "another rank failed") gives way to a later rank's own error, whichever arrived first;
+// two ranks' own errors keep the first; an after-abort error is kept when no rank said more.
+TEST(JobStateTest, TheReasonPrefersARanksOwnErrorToOneThatFollowedAnAbort) {
+  core::FakeClock clock;
+  JobPolicy policy;
+  policy.max_restarts = 3;
+  JobStateMachine job(policy, clock.Now());
+  ASSERT_TRUE(job.Schedule(2, clock.Now()).ok());
+  ASSERT_TRUE(job.StepCompleted(0).ok());
+  ASSERT_TRUE(job.NoteWorkerError(0, "checkpoint: another rank failed", /*after_abort=*/true).ok());
+  ASSERT_TRUE(job.NoteWorkerError(1, "write: No space left on device").ok());
+  ASSERT_TRUE(job.NoteWorkerError(0, "a second error of its own").ok());
+  ASSERT_TRUE(job.LauncherExited(1, clock.Now()).ok());
+  EXPECT_EQ(job.status().reason, "the launcher exited with code 1: rank 1: write: No space left on device");
+
+  ASSERT_TRUE(job.Schedule(2, clock.Now()).ok());
+  ASSERT_TRUE(job.StepCompleted(1).ok());
+  ASSERT_TRUE(job.NoteWorkerError(1, "mpi communicator was aborted", /*after_abort=*/true).ok());
+  ASSERT_TRUE(job.NoteWorkerError(0, "checkpoint: another rank failed", /*after_abort=*/true).ok());
+  ASSERT_TRUE(job.LauncherExited(1, clock.Now()).ok());
+  EXPECT_EQ(job.status().reason, "the launcher exited with code 1: rank 1: mpi communicator was aborted");
+}
+
 // After an attempt made progress, an attempt that fails before its own first step may have met a transient
 // failure: it is retried (one of max_restarts) once from that checkpoint. A second failure before the first
 // step from the same checkpoint and plan fails the job at once.

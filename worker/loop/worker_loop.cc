@@ -77,6 +77,7 @@ absl::Status WorkerLoop::Report(const Message& m) {
   req.set_finished(m.finished);
   req.set_exit_code(m.exit_code);
   req.set_out_of_memory(m.out_of_memory);
+  req.set_after_abort(m.after_abort);
   return coordinator_->Report(req);
 }
 
@@ -86,6 +87,9 @@ absl::Status WorkerLoop::Fail(const std::string& what, absl::Status error, bool 
   m.finished = true;
   m.exit_code = 1;
   m.out_of_memory = out_of_memory;
+  // Aborted: a collective a peer's failure ended ("another rank failed"), or the coordinator ended the
+  // attempt.
+  m.after_abort = error.code() == absl::StatusCode::kAborted;
   (void)Report(m);  // best effort: the error itself is what the process exits with
   return error;
 }
@@ -150,7 +154,10 @@ absl::Status WorkerLoop::Start() {
   activity_->SetAttempt(registered_.attempt());
   // Every rank registered (and rank 0's lengths arrived) before anyone asks for a step.
   ZF_RETURN_IF_ERROR(options_.barrier(options_.barrier_timeout));
-  ZF_RETURN_IF_ERROR(Resume());
+  if (absl::Status resumed = Resume(); !resumed.ok()) {
+    const int64_t at = registered_.resume_step();
+    return Fail(at > 0 ? absl::StrCat("cannot resume at step ", at) : std::string("cannot start"), resumed);
+  }
 
   // Named metrics: alarms on every rank, the plan's sinks (metrics: {tensorboard, jsonl}) on rank 0.
   metrics::RecorderOptions ro;
@@ -162,7 +169,9 @@ absl::Status WorkerLoop::Start() {
   ro.now_unix_s = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
   ro.alarms.reward_model = plan_.task == "reward";
   ro.alarms.rank = options_.rank;
-  ZF_ASSIGN_OR_RETURN(recorder_, metrics::MetricsRecorder::Create(ro));
+  auto recorder = metrics::MetricsRecorder::Create(ro);
+  if (!recorder.ok()) return Fail("cannot open the metrics sinks", recorder.status());
+  recorder_ = *std::move(recorder);
   HeartbeaterOptions ho;
   ho.rank = options_.rank;
   ho.period = options_.heartbeat_period;
@@ -284,9 +293,12 @@ absl::Status WorkerLoop::Checkpoint(int64_t step) {
   // No rank of an ended attempt writes a checkpoint: the next attempt may already resume from the last one.
   ZF_RETURN_IF_ERROR(CheckNotAborted(absl::StrCat("the checkpoint of step ", step)));
   activity_->SetPhase("checkpoint");
-  ZF_RETURN_IF_ERROR(session_->SaveCheckpoint(
-      plan_.checkpoint.dir, sharding::CheckpointOwnerExtra(job_id_, registered_.request_id(), step),
-      plan_.checkpoint.keep));
+  if (absl::Status saved = session_->SaveCheckpoint(
+          plan_.checkpoint.dir, sharding::CheckpointOwnerExtra(job_id_, registered_.request_id(), step),
+          plan_.checkpoint.keep);
+      !saved.ok()) {
+    return Fail(absl::StrCat("the checkpoint of step ", step, " failed"), saved);
+  }
   saved_ = step;
   return absl::OkStatus();
 }

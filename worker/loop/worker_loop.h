@@ -63,8 +63,11 @@ class WorkerLoop {
     bool finished = false;
     int exit_code = 0;
     bool out_of_memory = false;
+    bool after_abort = false;  // with a failed exit: the error followed an abort (ReportRequest.after_abort)
   };
   absl::Status Report(const Message& m);
+  // Reports `error` as this rank's failure (best effort) and returns it: whatever ends a registered rank with
+  // an error of its own goes through here, so that the job's reason names it, not only the rank's stderr.
   absl::Status Fail(const std::string& what, absl::Status error, bool out_of_memory = false);
   void OnAbort();  // on the heartbeat thread
   absl::Status CheckNotAborted(const std::string& before) const;

@@ -79,6 +79,7 @@ class FakeSession final : public TrainingSession {
     std::function<void(int rank, int64_t step)> during_step;   // runs inside Step, before the collective
     std::function<void(int rank, int64_t step)> after_step;    // runs inside Step, after the collective
     std::function<absl::Status(int rank, int64_t step)> fail;  // a non-OK status fails that step
+    std::function<absl::Status(int rank, int64_t step)> save;  // a non-OK status fails that checkpoint
   };
   FakeSession(int rank, Shared* shared, ThreadBarrier* barrier, Behaviour b)
       : rank_(rank), shared_(shared), barrier_(barrier), b_(std::move(b)) {}
@@ -115,6 +116,9 @@ class FakeSession final : public TrainingSession {
   absl::Status SaveCheckpoint(const std::string& dir, const std::string& extra, int keep) override {
     const int64_t step = nlohmann::json::parse(extra).at("step").get<int64_t>();
     if (absl::Status s = barrier_->Wait(absl::Seconds(10)); !s.ok()) return s;  // collective
+    if (b_.save) {
+      if (absl::Status s = b_.save(rank_, step); !s.ok()) return s;
+    }
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->saves[rank_].push_back(step);
     if (rank_ == 0) shared_->checkpoint = step;
@@ -459,6 +463,39 @@ TEST(WorkerLoopTest, NoCheckpointIsWrittenAfterAnAbort) {
   EXPECT_EQ(h.shared.steps[0], Range(0, 6));
   EXPECT_EQ(h.shared.saves[0], (std::vector<int64_t>{2}));
   EXPECT_EQ(h.Record().status.checkpoint_step, 2);
+}
+
+// A checkpoint that fails on one rank (a full disk) fails the attempt with that rank's error in the job's
+// reason, not only in the rank's stderr: "the launcher exited with code 1" alone does not say what to mend.
+// The peer, which learns only that another rank failed, reports first, and still the reason names the cause.
+TEST(WorkerLoopTest, AFailedCheckpointIsTheAttemptsReasonWhicheverRankReportsFirst) {
+  Harness h(/*world=*/2, /*steps=*/9);
+  FakeSession::Behaviour full_disk;
+  full_disk.save = [&](int rank, int64_t step) -> absl::Status {
+    if (step != 5) return absl::OkStatus();
+    if (rank == 0) return absl::AbortedError("checkpoint: another rank failed (see its log)");
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (h.Log().find("another rank failed") == std::string::npos && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return absl::ResourceExhaustedError(
+        "ck/step-00000005.tmp/rank-00001.safetensors: No space left on device");
+  };
+  const auto results = h.Attempt(2, full_disk);
+  EXPECT_EQ(results[0].status().code(), absl::StatusCode::kAborted) << results[0].status();
+  EXPECT_EQ(results[1].status().code(), absl::StatusCode::kResourceExhausted) << results[1].status();
+  EXPECT_NE(h.Log().find("the checkpoint of step 5 failed: checkpoint: another rank failed"),
+            std::string::npos)
+      << h.Log();
+  // Rank 0's report did not end the attempt; rank 1's did, and the launcher's exit after it changes nothing.
+  ASSERT_TRUE(h.server->coordinator().LauncherExited(h.job, 1).ok());
+  const coordinator::JobRecord job = h.Record();
+  EXPECT_EQ(job.status.phase, coordinator::JobPhase::kRestarting);
+  EXPECT_EQ(job.status.restarts, 1);
+  EXPECT_EQ(job.status.checkpoint_step, 2);
+  EXPECT_EQ(job.status.reason,
+            "rank 1 (host node1) exited with code 1: rank 1: the checkpoint of step 5 failed: "
+            "ck/step-00000005.tmp/rank-00001.safetensors: No space left on device");
 }
 
 TEST(WorkerLoopTest, OutOfMemoryIsReportedAndTheNextAttemptGetsSmallerMicroBatches) {
