@@ -60,9 +60,15 @@ CLI::App* AddRunCommand(CLI::App& app, RunFlags* f) {
   run->add_option("--worker", f->worker, "zerofit_worker binary");
   run->add_option("--mpiexec", f->mpiexec, "MPI launcher")->capture_default_str();
   run->add_option("--heartbeat-timeout", f->heartbeat_timeout_s, "seconds")->capture_default_str();
-  run->add_flag("--overwrite-checkpoints", f->overwrite_checkpoints,
-                "replace the checkpoints an earlier zerofit job left in checkpoint.dir (never files zerofit "
-                "did not write)");
+  CLI::Option* overwrite = run->add_flag(
+      "--overwrite-checkpoints", f->overwrite_checkpoints,
+      "replace the checkpoints an earlier zerofit job left in checkpoint.dir (never files zerofit "
+      "did not write)");
+  run->add_flag(
+         "--resume", f->resume,
+         "continue from the latest checkpoint in checkpoint.dir, whichever zerofit job wrote it (a run "
+         "stopped with Ctrl-C, or killed): the spec's checkpoint.resume")
+      ->excludes(overwrite);
   return run;
 }
 
@@ -146,6 +152,7 @@ absl::Status RunRun(const RunFlags& f) {
   if (!text.ok()) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
   // The spec and the files its workers will read and write, before anything is started or written.
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
+  if (f.resume) ZF_RETURN_IF_ERROR(jobspec::ResumeFromCheckpointDir(&spec, *text, f.spec_path));
   ZF_RETURN_IF_ERROR(CheckLocalJobFiles(spec, *text, f.spec_path));
   ZF_ASSIGN_OR_RETURN(const std::string worker, WorkerPath(f));
   ZF_ASSIGN_OR_RETURN(const std::string state, StateDir(f));
@@ -166,7 +173,7 @@ absl::Status RunRun(const RunFlags& f) {
   const std::string request_id = absl::StrCat("run-", ::getpid(), "-", NewToken().substr(0, 8));
   if (f.overwrite_checkpoints) ZF_RETURN_IF_ERROR(RetireCheckpoints(spec.checkpoint.dir, request_id));
   ZF_ASSIGN_OR_RETURN(auto submitted,
-                      c.Submit(request_id, "", *text, fs::path(f.spec_path).filename().string()));
+                      c.Submit(request_id, "", *text, fs::path(f.spec_path).filename().string(), f.resume));
   const std::string id = submitted.job.id;
   std::printf("zerofit run: %s on %d ranks (coordinator %s, state %s)\n", id.c_str(), spec.world_size,
               server->address().c_str(), state.c_str());

@@ -24,6 +24,8 @@ struct RunFlags {
   // Replace the checkpoints an earlier zerofit job left in the spec's checkpoint.dir (only folders with
   // zerofit's owner marker), as the spec's checkpoint.overwrite does.
   bool overwrite_checkpoints = false;
+  // Continue from the checkpoint an earlier job left in checkpoint.dir, as the spec's checkpoint.resume does.
+  bool resume = false;
 };
 
 CLI::App* AddRunCommand(CLI::App& app, RunFlags* flags);

@@ -65,12 +65,13 @@ absl::Status CheckCheckpointDirAtSubmit(const jobspec::CheckpointSpec& checkpoin
       "; zerofit never deletes or overwrites what it did not write: give this job an empty or new directory";
   const auto owner = core::ReadDirOwner(dir);
   if (owner.ok() && owner->request == request_id && !request_id.empty()) return absl::OkStatus();
-  // Replaced by the job's rank 0 before its first step (sharding/checkpoint_rotation.h).
-  if (owner.ok() && checkpoint.overwrite) return absl::OkStatus();
+  // Replaced, or taken over, by the job's rank 0 before its first step (sharding/checkpoint_rotation.h).
+  if (owner.ok() && (checkpoint.overwrite || checkpoint.resume)) return absl::OkStatus();
   if (owner.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         where, " already holds another job's checkpoints (", owner->Describe(), "; ", Describe(*listing),
-        "): give this job an empty or new directory, or replace them with 'checkpoint.overwrite: true' "
+        "): give this job an empty or new directory, continue from them with 'checkpoint.resume: true' "
+        "(zerofit run --resume), or replace them with 'checkpoint.overwrite: true' "
         "(zerofit run --overwrite-checkpoints)"));
   }
   return absl::FailedPreconditionError(absl::StrCat(where, " is not empty (", Describe(*listing),

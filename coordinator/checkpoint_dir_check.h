@@ -3,7 +3,8 @@
 // (core/dir_owner.h: the marker the first checkpoint save leaves in checkpoint.dir, naming the request id,
 // which a resubmitted or requeued job keeps). A non-empty directory without that marker (the user's own
 // files) is refused before any worker starts, and so is one marked by another job unless the spec says
-// `checkpoint.overwrite: true` (its rank 0 then removes that job's checkpoints before the first step).
+// `checkpoint.overwrite: true` (its rank 0 then removes that job's checkpoints before the first step) or
+// `checkpoint.resume: true` (its rank 0 takes them over, and the job continues from the latest).
 //
 // The coordinator may run where checkpoint.dir is not mounted: a path it cannot see passes here and the
 // workers check it when they start (sharding/checkpoint_owner.h). The check reads the directory listing and

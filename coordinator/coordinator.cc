@@ -145,11 +145,13 @@ absl::Status Coordinator::LogLocked(const std::string& id, const std::string& so
 absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& request_id,
                                                            const std::string& name,
                                                            const std::string& spec_text,
-                                                           const std::string& spec_source) {
+                                                           const std::string& spec_source,
+                                                           bool resume_checkpoint) {
   // The client names its spec; every error quotes the name, so it is bounded like any value.
   const std::string source =
       spec_source.empty() ? "job spec" : core::Excerpt(spec_source, kSourceExcerptBytes);
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(spec_text, source));
+  if (resume_checkpoint) ZF_RETURN_IF_ERROR(jobspec::ResumeFromCheckpointDir(&spec, spec_text, source));
   // Before the job exists: a checkpoint.dir holding what zerofit did not write is refused, not rotated away.
   ZF_RETURN_IF_ERROR(CheckCheckpointDirAtSubmit(spec.checkpoint, request_id, source,
                                                 jobspec::FieldLine(spec_text, "checkpoint.dir")));

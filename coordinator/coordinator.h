@@ -84,9 +84,12 @@ class Coordinator {
 
   // Jobs. A request id names one request (AIP-155): the same id with the same spec and name (however the
   // spec is formatted, jobspec::CanonicalJobSpec) answers the job it created (created = false); with another
-  // spec or name it is AlreadyExists naming that job, and nothing changes.
+  // spec or name it is AlreadyExists naming that job, and nothing changes. `resume_checkpoint` sets the
+  // spec's checkpoint.resume (`zerofit run --resume`): the stored plan carries it, the stored spec is the
+  // text as given.
   absl::StatusOr<JobStore::SubmitResult> Submit(const std::string& request_id, const std::string& name,
-                                                const std::string& spec, const std::string& spec_source);
+                                                const std::string& spec, const std::string& spec_source,
+                                                bool resume_checkpoint = false);
   absl::StatusOr<JobRecord> Get(const std::string& id);
   absl::StatusOr<std::vector<JobRecord>> List();
   absl::StatusOr<std::vector<MetricRow>> Metrics(const std::string& id, int64_t after_step);

@@ -224,6 +224,7 @@ absl::Status ReadSections(ObjectReader& r, JobPlan* p) {
       if (e.ok()) e = x.Get("every", &p->checkpoint.every);
       if (e.ok()) e = x.Get("keep", &p->checkpoint.keep);
       if (e.ok()) e = x.Get("overwrite", &p->checkpoint.overwrite);
+      if (e.ok()) e = x.Get("resume", &p->checkpoint.resume);
       return e.ok() ? x.NoOthers() : e;
     });
   }
@@ -319,7 +320,8 @@ std::string JobPlanToJson(const JobPlan& p) {
              {{"dir", p.checkpoint.dir},
               {"every", p.checkpoint.every},
               {"keep", p.checkpoint.keep},
-              {"overwrite", p.checkpoint.overwrite}}},
+              {"overwrite", p.checkpoint.overwrite},
+              {"resume", p.checkpoint.resume}}},
             {"metrics", {{"tensorboard", p.metrics.tensorboard}, {"jsonl", p.metrics.jsonl}}},
             {"export", p.export_dir},
             {"planned_peak",

@@ -21,8 +21,9 @@ namespace zerofit::jobspec {
 // than guess (a worker older than its coordinator says so instead of training something else).
 // Version 1 grew `world_sizes` (issue 20); version 2 `sizing` (issue 31); version 3 `reference` and `lora`
 // (issue 32); version 4 `init`, `seed`, `delayed_update_from` and `dpo` (issue 31: the trainer's settings
-// that only zerofit_train_prefs's flags could give). A worker of an older build refuses the version by name.
-inline constexpr int kJobPlanVersion = 4;
+// that only zerofit_train_prefs's flags could give); version 5 `checkpoint.resume`. A worker of an older
+// build refuses the version by name.
+inline constexpr int kJobPlanVersion = 5;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the
 // plan's micro-batch, accumulation, ZeRO stage, offload and checkpointing), so that a rank can print what it

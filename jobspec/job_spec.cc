@@ -178,6 +178,24 @@ int FieldLine(const std::string& yaml_text, const std::string& field) {
   }
 }
 
+absl::Status ResumeFromCheckpointDir(JobSpec* spec, const std::string& yaml_text, const std::string& source) {
+  const auto at = [&](const char* field) {
+    const int line = FieldLine(yaml_text, field);
+    return absl::StrCat(source, line > 0 ? absl::StrCat(":", line) : "", ": field '", field, "'");
+  };
+  if (spec->checkpoint.dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at("checkpoint.dir"), ": required to resume (--resume): the directory to continue from"));
+  }
+  if (spec->checkpoint.overwrite) {
+    return absl::InvalidArgumentError(absl::StrCat(at("checkpoint.overwrite"),
+                                                   ": true, and it would remove the checkpoint --resume "
+                                                   "continues from: set one of them"));
+  }
+  spec->checkpoint.resume = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> InlineDeepSpeedConfig(const std::string& text, const std::string& source,
                                                   const std::string& base_dir) {
   YAML::Node root;
@@ -401,13 +419,23 @@ absl::Status ParseCheckpoint(const YamlReader& r, const YAML::Node& root, Checkp
   const YAML::Node c = root["checkpoint"];
   if (!c.IsDefined()) return absl::OkStatus();
   if (!c.IsMap()) return r.Error(c, "checkpoint", "expected a mapping");
-  ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep", "overwrite"}));
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(c, "checkpoint.", {"dir", "every", "keep", "overwrite", "resume"}));
   ZF_RETURN_IF_ERROR(r.Get(c, "dir", "checkpoint.dir", &ck->dir, "a path"));
   ZF_RETURN_IF_ERROR(r.Get(c, "every", "checkpoint.every", &ck->every, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(c, "keep", "checkpoint.keep", &ck->keep, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(c, "overwrite", "checkpoint.overwrite", &ck->overwrite, "true or false"));
+  ZF_RETURN_IF_ERROR(r.Get(c, "resume", "checkpoint.resume", &ck->resume, "true or false"));
   if (ck->every < 1) return r.Error(c["every"], "checkpoint.every", "must be >= 1");
   if (ck->keep < 1) return r.Error(c["keep"], "checkpoint.keep", "must be >= 1");
+  if (ck->resume && ck->overwrite) {
+    return r.Error(
+        c["resume"], "checkpoint.resume",
+        "continues from the checkpoint in checkpoint.dir, which checkpoint.overwrite would remove: "
+        "set one of them");
+  }
+  if (ck->resume && ck->dir.empty()) {
+    return r.Error(c["resume"], "checkpoint.resume", "needs checkpoint.dir: the directory to continue from");
+  }
   return absl::OkStatus();
 }
 

@@ -100,6 +100,11 @@ struct CheckpointSpec {
   // folders carrying zerofit's owner marker; a directory zerofit did not create is still refused), like
   // Hugging Face's overwrite_output_dir. Off: such a directory is refused at submit.
   bool overwrite = false;
+  // A job starting from step 0 continues from the checkpoint `dir`'s `latest` names, whichever zerofit job
+  // wrote it (TRL's resume_from_checkpoint, `zerofit run --resume`): its parameters, optimizer state, loss
+  // scale and step; it trains the steps after it and takes over that job's checkpoint folders (they rotate as
+  // its own). Nothing there: it starts from step 0. Excludes `overwrite`.
+  bool resume = false;
 };
 
 // Where the preference pairs come from: a directory of token-id files (`data: DIR`, DIR/train_ids.jsonl and
@@ -247,6 +252,10 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
 // closest enclosing field present), for errors found after parsing, such as an input file the workers could
 // not open; 0 when the text names none of it.
 int FieldLine(const std::string& yaml_text, const std::string& field);
+
+// `zerofit run --resume`: sets checkpoint.resume on a parsed spec, with the field's own rules (it needs
+// checkpoint.dir and excludes checkpoint.overwrite); errors name the field and its line in `yaml_text`.
+absl::Status ResumeFromCheckpointDir(JobSpec* spec, const std::string& yaml_text, const std::string& source);
 
 // What `zerofit submit` sends instead of a `deepspeed: PATH` spec: the same text with PATH replaced by the
 // file's JSON on one line, single-quoted (a `deepspeed:` value starting with '{' is such a config; line

@@ -18,7 +18,8 @@ absl::Status CheckCheckpointDirIsOurs(const std::string& dir, const std::string&
   const auto info = ReadLatestCheckpoint(dir);
   if (absl::IsNotFound(info.status())) return absl::OkStatus();
   constexpr const char* kWhat =
-      "; a new job would replace it: give this job an empty checkpoint.dir, or move the old checkpoint away";
+      "; a new job would replace it: give this job an empty checkpoint.dir, move the old checkpoint away, or "
+      "continue from it with 'checkpoint.resume: true'";
   if (!info.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint.dir ", dir,
                                                       " holds something that is not a readable checkpoint (",

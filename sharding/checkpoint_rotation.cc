@@ -95,6 +95,39 @@ absl::StatusOr<std::vector<std::string>> RetireOtherJobsCheckpoints(const std::s
   return removed;
 }
 
+absl::StatusOr<std::vector<std::string>> AdoptCheckpoints(const std::string& root,
+                                                          const core::DirOwner& owner) {
+  std::error_code ec;
+  if (!fs::exists(root, ec) || fs::is_empty(root, ec)) return std::vector<std::string>{};
+  const auto root_owner = core::ReadDirOwner(root);
+  if (absl::IsNotFound(root_owner.status())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint.dir ", root, " is not empty and zerofit did not create it (no ",
+                     core::kDirOwnerFile, "): zerofit continues only from checkpoints it wrote"));
+  }
+  if (!root_owner.ok()) return root_owner.status();
+  std::vector<std::string> adopted;
+  const auto name = core::ReadTextFile((fs::path(root) / "latest").string());
+  const std::string folder = name.ok() ? std::string(absl::StripAsciiWhitespace(*name)) : "";
+  const auto from = folder.empty() || folder.find('/') != std::string::npos
+                        ? absl::NotFoundError("no latest checkpoint")
+                        : core::ReadDirOwner((fs::path(root) / folder).string());
+  if (from.ok() && *from != owner) {
+    auto entries = List(root);
+    if (!entries.ok()) return entries.status();
+    for (const fs::directory_entry& e : *entries) {
+      if (!absl::StartsWith(e.path().filename().string(), "step-") || !OwnedBy(e.path(), *from)) continue;
+      if (absl::Status s = core::WriteDirOwner(e.path().string(), owner); !s.ok()) return s;
+      adopted.push_back(e.path().string());
+    }
+  }
+  std::sort(adopted.begin(), adopted.end());
+  if (*root_owner != owner) {
+    if (absl::Status s = core::WriteDirOwner(root, owner); !s.ok()) return s;
+  }
+  return adopted;
+}
+
 absl::StatusOr<std::vector<std::string>> RemoveStaleCheckpointWrites(const std::string& root,
                                                                      const core::DirOwner& owner) {
   auto entries = List(root);

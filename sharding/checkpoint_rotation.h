@@ -37,4 +37,14 @@ absl::StatusOr<std::vector<std::string>> RotateCheckpoints(const std::string& ro
 absl::StatusOr<std::vector<std::string>> RetireOtherJobsCheckpoints(const std::string& root,
                                                                     const core::DirOwner& owner);
 
+// A new job that continues from the checkpoint an earlier zerofit job left in `root` (spec
+// `checkpoint.resume`, `zerofit run --resume`; TRL's resume_from_checkpoint): every `step-*` folder marked
+// by the owner of the folder `latest` names (its checkpoints, and its stale `.tmp` writes) is re-marked as
+// `owner`'s, and so is `root`, so that the new job's rotation and clean-up treat them as its own. Returns the
+// re-marked folders, sorted; none when `root` holds no `latest`, or its folder carries no marker or already
+// `owner`'s. FailedPrecondition, changing nothing, when `root` is not empty and carries no marker (a
+// directory zerofit did not create). Not collective: rank 0 calls it before any rank reads the checkpoint.
+absl::StatusOr<std::vector<std::string>> AdoptCheckpoints(const std::string& root,
+                                                          const core::DirOwner& owner);
+
 }  // namespace zerofit::sharding

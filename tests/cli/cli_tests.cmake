@@ -45,6 +45,9 @@ if(TARGET zerofit_cli_jobs AND TARGET zerofit_worker AND TARGET zerofit_make_ari
   # `zerofit run`: success, and a worker killed with -9 mid-run recovering from its checkpoint to
   # bit-identical final state (issue 6).
   zerofit_e2e_test(run_restart_e2e 300 2 ${job_e2e_args})
+  # A new job continuing from the checkpoint a stopped or killed run left (zerofit run --resume, spec
+  # checkpoint.resume): the same final state as an uninterrupted run.
+  zerofit_e2e_test(run_resume_e2e 300 2 ${job_e2e_args})
   # The same for a GRPO job (issue 32): prompt batches from the coordinator, resume bit-identical.
   zerofit_e2e_test(grpo_restart_e2e 300 2 ${job_e2e_args})
   # `zerofit serve` + `submit` + 2 workers started with `mpiexec zerofit worker`: success, logs, metrics.

@@ -439,13 +439,33 @@ TEST(ServiceTest, SubmitRefusesANonEmptyCheckpointDirZerofitDoesNotOwn) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find(
                 "already holds another job's checkpoints (job job-000009, request req-owner; step-1, "
-                "zerofit-owner.json: 2 entries): give this job an empty or new directory, or replace them "
-                "with 'checkpoint.overwrite: true' (zerofit run --overwrite-checkpoints)"),
+                "zerofit-owner.json: 2 entries): give this job an empty or new directory, continue from "
+                "them with 'checkpoint.resume: true' (zerofit run --resume), or replace them with "
+                "'checkpoint.overwrite: true' (zerofit run --overwrite-checkpoints)"),
             std::string::npos)
       << refused.status();
-  // checkpoint.overwrite: another zerofit job's directory is accepted (its rank 0 replaces the marked
-  // folders); the submit itself deletes nothing.
+  // checkpoint.overwrite or checkpoint.resume (or zerofit run --resume): another zerofit job's directory is
+  // accepted (its rank 0 replaces, or takes over, the marked folders); the submit itself changes nothing.
   EXPECT_TRUE(submit("req-overwrite", ", overwrite: true").ok());
+  EXPECT_TRUE(submit("req-resume", ", resume: true").ok());
+  auto resumed =
+      c.Submit("req-resume-flag", "",
+               absl::StrCat(kSpec, "checkpoint: {dir: ", dir.string(), ", every: 5}\n"), "job.yaml",
+               /*resume_checkpoint=*/true);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  auto plan = jobspec::JobPlanFromJson(resumed->job.plan, "plan");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->checkpoint.resume) << "the override is in the plan the workers train by";
+  EXPECT_EQ(resumed->job.spec.find("resume"), std::string::npos) << "the spec is stored as given";
+  const absl::Status both =
+      c.Submit("req-both", "",
+               absl::StrCat(kSpec, "checkpoint: {dir: ", dir.string(), ", overwrite: true}\n"), "job.yaml",
+               /*resume_checkpoint=*/true)
+          .status();
+  EXPECT_NE(both.message().find("job.yaml:12: field 'checkpoint.overwrite': true, and it would remove the "
+                                "checkpoint --resume continues from"),
+            std::string::npos)
+      << both;
   EXPECT_TRUE(std::filesystem::exists(dir / "step-1" / "notes.txt"));
   // A FIFO where the marker should be is not opened for reading (it would block): refused, promptly.
   std::filesystem::remove(dir / "zerofit-owner.json");

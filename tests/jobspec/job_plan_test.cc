@@ -74,6 +74,16 @@ TEST(JobPlanTest, JsonRoundTripKeepsEveryField) {
   EXPECT_TRUE(back->checkpoint.overwrite);
   EXPECT_NE(json.find(absl::StrCat("\"version\": ", kJobPlanVersion)), std::string::npos) << json;
   EXPECT_EQ(back->sizing, "from the spec: 4 micro-batch(es) per rank per step");
+  EXPECT_FALSE(back->checkpoint.resume);
+
+  std::string resumed(kSpec);
+  resumed.replace(resumed.find("overwrite: true"), 15, "resume: true");
+  auto resume_spec = ParseJobSpec(resumed, "job.yaml");
+  ASSERT_TRUE(resume_spec.ok()) << resume_spec.status();
+  auto resume_back = JobPlanFromJson(JobPlanToJson(*Resolve(*resume_spec)), "plan");
+  ASSERT_TRUE(resume_back.ok()) << resume_back.status();
+  EXPECT_TRUE(resume_back->checkpoint.resume);
+  EXPECT_FALSE(resume_back->checkpoint.overwrite);
 }
 
 TEST(JobPlanTest, ReaderRefusesOtherVersionsUnknownKeysAndWrongTypes) {

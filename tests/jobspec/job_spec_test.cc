@@ -51,6 +51,7 @@ TEST(JobSpecTest, ParsesAGoodSpec) {
   EXPECT_EQ(s->checkpoint.every, 50);
   EXPECT_EQ(s->checkpoint.keep, 2);
   EXPECT_FALSE(s->checkpoint.overwrite) << "an earlier job's checkpoints are refused unless asked";
+  EXPECT_FALSE(s->checkpoint.resume);
 }
 
 TEST(JobSpecTest, ErrorsNameFileLineAndField) {
@@ -74,6 +75,11 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
        "job.yaml:5: field 'checkpoint.every': must be >= 1"},
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  overwrite: maybe\n",
        "job.yaml:5: field 'checkpoint.overwrite': expected true or false, got 'maybe'"},
+      {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  dir: ck\n  overwrite: true\n  resume: true\n",
+       "job.yaml:7: field 'checkpoint.resume': continues from the checkpoint in checkpoint.dir, which "
+       "checkpoint.overwrite would remove: set one of them"},
+      {"task: sft\nmodel: m\ndata: d\ncheckpoint: {resume: true}\n",
+       "job.yaml:4: field 'checkpoint.resume': needs checkpoint.dir: the directory to continue from"},
       {"task: [sft\n", "job.yaml:2: not valid YAML: end of sequence flow not found"},
       {"task: sft\nmodel: m\ndata: d\nmetrics:\n  tensorboard: tb\n  wandb: x\n",
        "job.yaml:6: field 'metrics.wandb': unknown field"},

@@ -136,5 +136,57 @@ TEST_F(CheckpointRotationTest, OverwriteRefusesADirectoryZerofitDidNotCreateAndR
   EXPECT_TRUE(RetireOtherJobsCheckpoints(dir_.file("empty"), kOurs).ok());
 }
 
+// checkpoint.resume / zerofit run --resume: the folders of the job whose checkpoint `latest` names become
+// the new owner's (so that its rotation removes them in turn), and so does the root; another job's folders,
+// the user's and the new owner's own stay as they are. Then its rotation keeps only the newest.
+TEST_F(CheckpointRotationTest, ResumeAdoptsTheLatestCheckpointsOwnersFolders) {
+  const core::DirOwner earlier{"job-000002", "run-2"}, other{"job-000009", "run-9"};
+  ASSERT_TRUE(core::WriteDirOwner(dir_.path(), earlier).ok());
+  Folder("step-00000010", &earlier);
+  Folder("step-00000020", &earlier);
+  Folder("step-00000025.tmp", &earlier);
+  Folder("step-00000005", &other);
+  Folder("step-00000015", nullptr);  // the user's
+  std::ofstream(fs::path(dir_.path()) / "latest") << "step-00000020\n";
+  auto adopted = AdoptCheckpoints(dir_.path(), kOurs);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(*adopted, (std::vector<std::string>{dir_.file("step-00000010"), dir_.file("step-00000020"),
+                                                dir_.file("step-00000025.tmp")}));
+  for (const char* name : {"step-00000010", "step-00000020", "step-00000025.tmp"}) {
+    auto marked = core::ReadDirOwner(dir_.file(name));
+    ASSERT_TRUE(marked.ok()) << marked.status();
+    EXPECT_EQ(*marked, kOurs) << name;
+    EXPECT_TRUE(fs::exists(fs::path(dir_.path()) / name / "data")) << name;
+  }
+  EXPECT_EQ(*core::ReadDirOwner(dir_.file("step-00000005")), other);
+  EXPECT_FALSE(core::ReadDirOwner(dir_.file("step-00000015")).ok());
+  EXPECT_EQ(*core::ReadDirOwner(dir_.path()), kOurs);
+  EXPECT_TRUE(fs::exists(dir_.file("latest")));
+  // Adopted again (a restarted attempt): nothing more to take over.
+  adopted = AdoptCheckpoints(dir_.path(), kOurs);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_TRUE(adopted->empty());
+  // The new owner's next checkpoint rotates the adopted ones away, and never the others.
+  Folder("step-00000030", &kOurs);
+  auto removed = RotateCheckpoints(dir_.path(), kOurs, 30, 1);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<std::string>{dir_.file("step-00000010"), dir_.file("step-00000020")}));
+  EXPECT_TRUE(fs::exists(dir_.file("step-00000005")));
+  EXPECT_TRUE(fs::exists(dir_.file("step-00000015")));
+}
+
+TEST_F(CheckpointRotationTest, ResumeRefusesADirectoryZerofitDidNotCreateAndChangesNothing) {
+  const core::DirOwner earlier{"job-000002", "run-2"};
+  Folder("step-00000010", &earlier);
+  std::ofstream(fs::path(dir_.path()) / "latest") << "step-00000010\n";
+  const absl::Status s = AdoptCheckpoints(dir_.path(), kOurs).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("zerofit did not create it (no zerofit-owner.json)"), std::string::npos) << s;
+  EXPECT_EQ(*core::ReadDirOwner(dir_.file("step-00000010")), earlier);
+  EXPECT_TRUE(AdoptCheckpoints(dir_.file("absent"), kOurs).ok());
+  fs::create_directories(dir_.file("empty"));
+  EXPECT_TRUE(AdoptCheckpoints(dir_.file("empty"), kOurs).ok());
+}
+
 }  // namespace
 }  // namespace zerofit::sharding

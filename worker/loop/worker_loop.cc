@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 #include "jobspec/exit_codes.h"
+#include "sharding/checkpoint.h"
 #include "sharding/checkpoint_owner.h"
 #include "sharding/checkpoint_rotation.h"
 
@@ -189,7 +190,9 @@ absl::Status WorkerLoop::Resume() {
   first_step_ = registered_.resume_step();
   saved_ = first_step_ - 1;
   const std::string& dir = plan_.checkpoint.dir;
-  if (first_step_ == 0) return CheckFreshCheckpointDir();
+  if (first_step_ == 0) {
+    return plan_.checkpoint.resume ? ContinueFromLatestCheckpoint() : CheckFreshCheckpointDir();
+  }
   if (dir.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("the coordinator resumes job ", job_id_, " at step ",
                                                       first_step_, " but its plan has no checkpoint.dir"));
@@ -215,6 +218,36 @@ absl::Status WorkerLoop::CheckFreshCheckpointDir() {
   return sharding::CheckCheckpointDirIsOurs(dir, registered_.request_id());
 }
 
+absl::Status WorkerLoop::ContinueFromLatestCheckpoint() {
+  const std::string& dir = plan_.checkpoint.dir;
+  // Rank 0 takes the earlier job's folders over once the job is known to continue from them (a refused
+  // checkpoint stays that job's), before its first step: no rank saves before then.
+  const auto take_over = [&] {
+    if (options_.rank != 0) return absl::OkStatus();
+    return sharding::AdoptCheckpoints(dir, core::DirOwner{job_id_, registered_.request_id()}).status();
+  };
+  const auto latest = sharding::ReadLatestCheckpoint(dir);
+  if (absl::IsNotFound(latest.status())) {
+    continued_ = absl::StrCat("checkpoint.resume: no checkpoint in ", dir, " yet; starting from step 0");
+    return take_over();
+  }
+  ZF_RETURN_IF_ERROR(latest.status());
+  // Collective, and it checks the parameters' names and sizes against this job's model.
+  ZF_ASSIGN_OR_RETURN(const int64_t applied, session_->LoadCheckpoint(dir));
+  const std::string written_by = core::DirOwnerFromJson(latest->extra).Describe();
+  const std::string what =
+      absl::StrCat(latest->dir, written_by.empty() ? "" : absl::StrCat(" (", written_by, ")"));
+  if (applied >= plan_.steps) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint.resume: ", what, " holds ", applied, " steps and training.steps is ",
+                     plan_.steps, ": nothing is left to train; raise training.steps to train on from it"));
+  }
+  first_step_ = applied;
+  saved_ = applied - 1;
+  continued_ = absl::StrCat("checkpoint.resume: continuing from ", what, " after ", applied, " steps");
+  return take_over();
+}
+
 absl::Status WorkerLoop::ReportOpening() {
   ZF_RETURN_IF_ERROR(Report({absl::StrCat("started: ", options_.launched_as)}));
   if (options_.rank != 0) return absl::OkStatus();
@@ -222,7 +255,9 @@ absl::Status WorkerLoop::ReportOpening() {
   ZF_RETURN_IF_ERROR(Report({absl::StrCat("attempt ", registered_.attempt(), ": ", num_train_pairs_, items,
                                           ", steps ", first_step_, "..", plan_.steps - 1)}));
   ZF_RETURN_IF_ERROR(Report({PlannedPeakLine(plan_.planned_peak)}));
-  if (first_step_ > 0) return absl::OkStatus();  // the data report once per job, not on every resume
+  if (!continued_.empty()) ZF_RETURN_IF_ERROR(Report({continued_}));
+  // The data report once per job, not on every resume (a job continuing from another's checkpoint has it).
+  if (registered_.resume_step() > 0) return absl::OkStatus();
   if (!retired_.empty()) {
     ZF_RETURN_IF_ERROR(Report({absl::StrCat("checkpoint.overwrite: removed an earlier job's checkpoints: ",
                                             absl::StrJoin(retired_, ", "))}));

@@ -75,6 +75,9 @@ class WorkerLoop {
   absl::Status Start();   // plan, session, registration, resume, sinks, heartbeats, the opening lines
   absl::Status Resume();  // loads the checkpoint the coordinator resumes from (or checks the dir is ours)
   absl::Status CheckFreshCheckpointDir();  // step 0: checkpoint.dir is ours or empty (after overwrite)
+  // Step 0 with checkpoint.resume: loads checkpoint.dir's latest checkpoint, if any, and starts after it;
+  // rank 0 then takes over the folders of the job that wrote it (sharding::AdoptCheckpoints).
+  absl::Status ContinueFromLatestCheckpoint();
   absl::Status ReportOpening();
   // One step; sets *exit_code when the loop must end with it (cancel, preemption).
   absl::Status TrainStep(int64_t step, std::optional<int>* exit_code);
@@ -99,6 +102,7 @@ class WorkerLoop {
   int64_t first_step_ = 0;
   int64_t saved_ = -1;                // the last step whose checkpoint exists
   std::vector<std::string> retired_;  // checkpoint.overwrite: the earlier jobs' folders rank 0 removed
+  std::string continued_;             // checkpoint.resume: what the job continues from, for its log
   std::optional<std::vector<metrics::NamedValue>> last_eval_;
   // From Start(): the ETA of rank 0's progress lines.
   std::optional<SmoothedStepTime> step_time_;
