@@ -57,6 +57,14 @@ fail() {
     echo "--- last lines of the Slurm daemons' logs"
     tail -n 15 "$D"/cluster/log/slurm*.log 2> /dev/null
   fi
+  # The jobs' own output: the ranks' errors and how a rank died (a crash before any step left nothing else).
+  if [ -n "${D:-}" ]; then
+    for out in "$D"/st_*/slurm-*.out; do
+      [ -f "$out" ] || continue
+      echo "--- $out (without step lines)"
+      grep -v "step [0-9]*/[0-9]* " "$out" | tail -n 25
+    done
+  fi
   exit 1
 }
 [ -x "$FAULTY" ] || fail "parts b-e need zerofit_worker_faults (6th argument): $FAULTY"
