@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "worker/data/prompt_dataset.h"
 #include "worker/data/training_data.h"
 
@@ -28,13 +29,17 @@ absl::StatusOr<std::string> CheckPromptData(const std::string& path, const data:
   size_t answered = 0;
   for (const data::Prompt& p : d->prompts) answered += p.answer.has_value() ? 1 : 0;
   if (json) {
-    return absl::StrCat("{\"file\": \"", path, "\", \"prompts\": ", d->prompts.size(),
-                        ", \"with_answer\": ", answered, ", \"longest_prompt\": ", d->longest_prompt,
-                        ", \"truncated\": ", d->truncated, "}\n");
+    const nlohmann::ordered_json j = {{"file", path},
+                                      {"prompts", d->prompts.size()},
+                                      {"with_answer", answered},
+                                      {"longest_prompt", d->longest_prompt},
+                                      {"truncated", d->truncated}};
+    return j.dump() + "\n";
   }
-  return absl::StrCat(path, ": ", d->prompts.size(), " prompts, ", answered, " with an answer; longest ",
-                      d->longest_prompt, " tokens; ", d->truncated, " truncated to their last ",
-                      max_prompt_length, " tokens (max_length - max_new_tokens)\n");
+  return absl::StrCat(path, ": ", d->prompts.size(), d->prompts.size() == 1 ? " prompt, " : " prompts, ",
+                      answered, " with an answer; longest ", d->longest_prompt, " tokens; ", d->truncated,
+                      " truncated to their last ", max_prompt_length,
+                      " tokens (max_length - max_new_tokens)\n");
 }
 
 CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {

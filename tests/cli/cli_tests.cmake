@@ -104,7 +104,7 @@ endif()
 # `zerofit data check` on small inline files with qwen2.5 (skips without ../shared/hf-tokenizers).
 if(TARGET zerofit_cli_data)
   zerofit_unit_test(data_check_command_test cli/data_check_command_test.cc)
-  target_link_libraries(data_check_command_test PRIVATE zerofit_cli_data)
+  target_link_libraries(data_check_command_test PRIVATE zerofit_cli_data nlohmann_json::nlohmann_json)
   target_compile_definitions(data_check_command_test PRIVATE
     ZEROFIT_HF_TOKENIZERS_DIR="${PROJECT_SOURCE_DIR}/../shared/hf-tokenizers")
 endif()

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace zerofit::cli {
 namespace {
@@ -86,7 +87,17 @@ TEST_F(DataCheckTest, PromptFilesAreCountedAndBadLinesNamed) {
       << *text;
   auto json = CheckPromptData(path_, *tok_, 512, false, true);
   ASSERT_TRUE(json.ok());
-  EXPECT_NE(json->find("\"truncated\": 0"), std::string::npos) << *json;
+  EXPECT_NE(json->find("\"truncated\":0"), std::string::npos) << *json;
+  // A path with a quote and a backslash still gives valid JSON, naming it.
+  const std::string odd = path_ + "\"odd\\.jsonl";
+  std::filesystem::copy_file(path_, odd);
+  auto odd_json = CheckPromptData(odd, *tok_, 512, false, true);
+  std::filesystem::remove(odd);
+  ASSERT_TRUE(odd_json.ok()) << odd_json.status();
+  const auto parsed = nlohmann::json::parse(*odd_json, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(parsed.is_discarded()) << *odd_json;
+  EXPECT_EQ(parsed["file"], odd);
+  EXPECT_EQ(parsed["prompts"], 3);
   Write("{\"prompt\": \"x\"}\n{\"prompt\": \"y\", \"answer\": [1]}\n");
   auto bad = CheckPromptData(path_, *tok_, 8, false, false);
   ASSERT_FALSE(bad.ok());
