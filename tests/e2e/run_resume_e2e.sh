@@ -4,8 +4,9 @@
 # leave their checkpoint.dir; a new `zerofit run --resume` (the first) or a spec with `checkpoint.resume: true`
 # (the second), on a fresh state directory, continues after the latest checkpoint and ends with the same
 # optimizer state and parameters as an uninterrupted run (the final checkpoint files compare equal), having
-# taken over the earlier job's folders (rotated away as its own). Resuming a finished job is refused with the
-# reason, and changes nothing; `checkpoint.resume` with an empty directory starts from step 0.
+# taken over the earlier job's folders (rotated away as its own). Resuming a finished job, or another model's
+# checkpoint, is refused with the reason and changes nothing; `checkpoint.resume` with an empty directory
+# starts from step 0.
 # usage: run_resume_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 set -m  # background jobs in their own process groups, SIGINT not ignored: a signal reaches `zerofit run` alone
@@ -100,7 +101,15 @@ grep -q "ck_a/step-00001500 (job job-000001, request run-[0-9a-f-]*) holds 1500 
 grep -q "failed after 1 attempt" "$D/finished.log" || fail "a job with nothing to train was retried"
 md5sum -c --quiet "$D/ck_a.md5" || fail "the finished job's checkpoint changed"
 
-# 4. checkpoint.resume with no checkpoint yet: from step 0.
+# 4. Another model's checkpoint (a DPO policy has no reward head): refused, naming the parameter; unchanged.
+spec other_task "$D/ck_a" ", resume: true"
+sed -i 's/task: reward/task: dpo/; s/steps: 1500/steps: 2000/' "$D/other_task.yaml"
+"$Z" run "$D/other_task.yaml" --state-dir "$D/s7" > "$D/other_task.log" 2>&1 && fail "a DPO job resumed a reward model"
+grep -q "cannot start: checkpoint.resume: $D/ck_a/step-00001500/manifest.json: field 'params\[[0-9]*\]' is 'score.weight'" \
+  "$D/other_task.log" || { cat "$D/other_task.log"; fail "no clear refusal of another model's checkpoint"; }
+md5sum -c --quiet "$D/ck_a.md5" || fail "the refused checkpoint changed"
+
+# 5. checkpoint.resume with no checkpoint yet: from step 0.
 spec fresh "$D/ck_c" ", resume: true"
 sed -i 's/steps: 1500/steps: 20/' "$D/fresh.yaml"
 "$Z" run "$D/fresh.yaml" --state-dir "$D/s6" > "$D/fresh.log" 2>&1 || { cat "$D/fresh.log"; fail "resume: true, empty dir"; }

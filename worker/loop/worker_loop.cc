@@ -233,7 +233,12 @@ absl::Status WorkerLoop::ContinueFromLatestCheckpoint() {
   }
   ZF_RETURN_IF_ERROR(latest.status());
   // Collective, and it checks the parameters' names and sizes against this job's model.
-  ZF_ASSIGN_OR_RETURN(const int64_t applied, session_->LoadCheckpoint(dir));
+  const absl::StatusOr<int64_t> loaded = session_->LoadCheckpoint(dir);
+  if (!loaded.ok()) {
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat("checkpoint.resume: ", loaded.status().message()));
+  }
+  const int64_t applied = *loaded;
   const std::string written_by = core::DirOwnerFromJson(latest->extra).Describe();
   const std::string what =
       absl::StrCat(latest->dir, written_by.empty() ? "" : absl::StrCat(" (", written_by, ")"));
