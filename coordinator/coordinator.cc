@@ -151,6 +151,11 @@ absl::StatusOr<JobStore::SubmitResult> Coordinator::Submit(const std::string& re
   const std::string source =
       spec_source.empty() ? "job spec" : core::Excerpt(spec_source, kSourceExcerptBytes);
   ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(spec_text, source));
+  if (!name.empty()) {
+    if (const std::string why = jobspec::JobNameProblem(name); !why.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("the job's name (zerofit submit --name): ", why));
+    }
+  }
   if (resume_checkpoint) ZF_RETURN_IF_ERROR(jobspec::ResumeFromCheckpointDir(&spec, spec_text, source));
   // Before the job exists: a checkpoint.dir holding what zerofit did not write is refused, not rotated away.
   ZF_RETURN_IF_ERROR(CheckCheckpointDirAtSubmit(spec.checkpoint, request_id, source,

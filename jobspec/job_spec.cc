@@ -178,6 +178,21 @@ int FieldLine(const std::string& yaml_text, const std::string& field) {
   }
 }
 
+std::string JobNameProblem(const std::string& name) {
+  constexpr size_t kMaxNameBytes = 128;
+  if (name.empty() || name.size() > kMaxNameBytes) {
+    return absl::StrCat("must be 1..", kMaxNameBytes, " bytes, got ", name.size());
+  }
+  for (const unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) {
+      return absl::StrCat(core::QuotedExcerpt(name),
+                          " contains a control character (a newline, a tab, an "
+                          "escape): give a name of printable characters");
+    }
+  }
+  return "";
+}
+
 absl::Status ResumeFromCheckpointDir(JobSpec* spec, const std::string& yaml_text, const std::string& source) {
   const auto at = [&](const char* field) {
     const int line = FieldLine(yaml_text, field);
@@ -497,6 +512,10 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
       r.Required(root["hardware"], "hardware", s.hardware, "such as 8x80GB; leave it out for 8x64GB"));
   if (auto hw = planner::ParseHardware(s.hardware); !hw.ok()) {
     return r.Error(root["hardware"], "hardware", std::string(hw.status().message()));
+  }
+  if (root["name"].IsDefined()) {
+    if (const std::string why = JobNameProblem(s.name); !why.empty())
+      return r.Error(root["name"], "name", why);
   }
   if (s.name.empty()) s.name = s.task;
   if (s.world_size < 1 || s.world_size > 4096)

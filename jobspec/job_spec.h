@@ -245,6 +245,11 @@ core::LrScheduleOptions LrScheduleOf(const TrainingSpec& training);
 // `source` names the text in errors (the file name). `base_dir` resolves a relative `deepspeed:` path. With
 // `deepspeed:`, a `training:` section may still give what a DeepSpeed config has no field for: steps and
 // max_length.
+// Why `name` cannot name a job ("" when it can): 1..128 bytes without control characters. A job's name goes
+// into `zerofit list`, log lines and the sbatch script's comment, where a newline or an escape sequence
+// would act; the spec's `name`, and the name `zerofit submit --name` gives, are checked with it.
+std::string JobNameProblem(const std::string& name);
+
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& source,
                                      const std::string& base_dir = ".");
 

@@ -2,10 +2,21 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace zerofit::launch {
+
+std::string SlurmJobName(const std::string& job_name) {
+  std::string out = "zerofit-";
+  for (const char c : job_name) {
+    const bool plain = absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                       c == '+' || c == '-' || c == '@';
+    out += plain ? c : '_';
+  }
+  return out;
+}
 
 std::string ShellQuote(const std::string& s) {
   if (!s.empty() &&
@@ -34,7 +45,7 @@ std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec&
   auto opt = [&s](const std::string& name, const std::string& value) {
     absl::StrAppend(&s, "#SBATCH --", name, value.empty() ? "" : "=", value, "\n");
   };
-  opt("job-name", absl::StrCat("zerofit-", spec.name));
+  opt("job-name", SlurmJobName(spec.name));
   // A range lets Slurm start a requeued job on the nodes it has left (slurm.on_node_loss: shrink).
   opt("nodes",
       x.fewest_nodes() < x.nodes ? absl::StrCat(x.fewest_nodes(), "-", x.nodes) : absl::StrCat(x.nodes));

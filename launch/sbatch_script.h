@@ -50,4 +50,8 @@ std::vector<std::string> RequeueRangeCommand(const std::string& scontrol, const 
 // `s` quoted for bash ('...' with embedded quotes escaped).
 std::string ShellQuote(const std::string& s);
 
+// The Slurm job name of a zerofit job: "zerofit-" and the job's name with every character but letters,
+// digits and ._+-@ replaced by '_' (an `#SBATCH` line is split at whitespace, and squeue prints the name).
+std::string SlurmJobName(const std::string& job_name);
+
 }  // namespace zerofit::launch

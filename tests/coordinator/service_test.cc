@@ -467,6 +467,14 @@ TEST(ServiceTest, SubmitRefusesANonEmptyCheckpointDirZerofitDoesNotOwn) {
             std::string::npos)
       << both;
   EXPECT_TRUE(std::filesystem::exists(dir / "step-1" / "notes.txt"));
+  // A name from zerofit submit --name is held to the spec's rule (it reaches `zerofit list` and log lines).
+  const absl::Status named =
+      c.Submit("req-named", "rm\x1b[2J", absl::StrCat(kSpec, "\n"), "job.yaml").status();
+  EXPECT_EQ(named.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(named.message().find("the job's name (zerofit submit --name): 'rm\\x1b[2J' contains a control "
+                                 "character"),
+            std::string::npos)
+      << named;
   // A FIFO where the marker should be is not opened for reading (it would block): refused, promptly.
   std::filesystem::remove(dir / "zerofit-owner.json");
   ASSERT_EQ(::mkfifo((dir / "zerofit-owner.json").c_str(), 0600), 0);

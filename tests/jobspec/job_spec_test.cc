@@ -78,6 +78,10 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  dir: ck\n  overwrite: true\n  resume: true\n",
        "job.yaml:7: field 'checkpoint.resume': continues from the checkpoint in checkpoint.dir, which "
        "checkpoint.overwrite would remove: set one of them"},
+      {"name: \"rm\\ntouch /tmp/x\"\ntask: sft\nmodel: m\ndata: d\n",
+       "job.yaml:1: field 'name': 'rm\\ntouch /tmp/x' contains a control character"},
+      {absl::StrCat("name: ", std::string(129, 'n'), "\ntask: sft\nmodel: m\ndata: d\n"),
+       "job.yaml:1: field 'name': must be 1..128 bytes, got 129"},
       {"task: sft\nmodel: m\ndata: d\ncheckpoint: {resume: true}\n",
        "job.yaml:4: field 'checkpoint.resume': needs checkpoint.dir: the directory to continue from"},
       {"task: [sft\n", "job.yaml:2: not valid YAML: end of sequence flow not found"},

@@ -84,6 +84,18 @@ TEST(SbatchScriptTest, CpuJobLeavesUnsetFieldsToSlurmAndQuotesPaths) {
   EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
 }
 
+// A job name is free text (no control characters: jobspec::JobNameProblem); on its #SBATCH line, which sbatch
+// splits at whitespace, it keeps only what needs no quoting.
+TEST(SbatchScriptTest, TheSlurmJobNameKeepsOnlyPlainCharacters) {
+  auto spec = jobspec::ParseJobSpec(
+      "name: 'rm v2 $(touch /tmp/p) `id`'\ntask: reward\nmodel: m\ndata: d\nslurm: {tasks_per_node: 2}\n",
+      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string s = SbatchScript(*spec, *spec->slurm, {"/bin/zerofit", "/s", "/s/job.yaml", "/w", ""});
+  EXPECT_NE(s.find("\n#SBATCH --job-name=zerofit-rm_v2___touch__tmp_p___id_\n"), std::string::npos) << s;
+  EXPECT_EQ(SlurmJobName("Qwen2.5-7B_rm+dpo@v1"), "zerofit-Qwen2.5-7B_rm+dpo@v1");
+}
+
 // An external coordinator that serves TLS: its CA and certificate name reach slurm-launch (which passes them
 // to every rank).
 TEST(SbatchScriptTest, PassesAnExternalCoordinatorsTlsSettingsOn) {
