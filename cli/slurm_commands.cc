@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -278,6 +279,16 @@ absl::Status RunSlurm(const SlurmFlags& f) {
   std::error_code ec;
   const fs::path state = fs::absolute(
       p.slurm.state_dir.empty() ? fs::path("zerofit-" + p.spec.name) : fs::path(p.slurm.state_dir), ec);
+  // Both go into the script's lines (#SBATCH --output, --chdir, the comment): a line break would start a
+  // line of its own, which bash runs.
+  for (const auto& [what, path] : {std::pair<const char*, std::string>{"state directory", state.string()},
+                                   {"working directory", fs::current_path(ec).string()}}) {
+    if (path.find_first_of("\n\r") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ", what, " ", core::QuotedExcerpt(path),
+                       " holds a line break, which an sbatch script cannot carry"));
+    }
+  }
   for (const char* taken : {"jobs.db", "slurm_job_id"}) {
     if (fs::exists(state / taken)) {
       return absl::AlreadyExistsError(absl::StrCat("state directory ", state.string(),

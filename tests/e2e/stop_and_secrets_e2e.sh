@@ -133,4 +133,11 @@ echo "$out" | grep -q "$D/home/.zerofit/token is readable by other users" || fai
 # (the ranks' nodes may see other files), not a refusal.
 echo "$out" | grep -q "zerofit slurm: warning: $D/sl.yaml:3: field 'model' (the model's config.json): /m/config.json: No such file or directory (as this host sees it" \
   || fail "no warning about the model: $out"
+# A state directory with a line break would start a line of its own in the sbatch script (bash runs it):
+# refused, with nothing written.
+nl_state="$D/sl
+touch $D/injected #"
+out=$(HOME="$D/home" "$Z" slurm "$D/sl.yaml" --state-dir "$nl_state" 2>&1) && fail "a state directory with a line break was taken"
+echo "$out" | grep -q "holds a line break, which an sbatch script cannot carry" || fail "no clear refusal: $out"
+[ -e "$nl_state" ] || [ -e "$D/injected" ] && fail "something was written for a refused state directory"
 echo "PASS (no token on any command line; state 0700, files 0600; SIGINT, SIGTERM and SIGKILL stop the whole job)"
