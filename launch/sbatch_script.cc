@@ -8,6 +8,20 @@
 
 namespace zerofit::launch {
 
+std::string SbatchQuote(const std::string& s) {
+  if (!s.empty() &&
+      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,") ==
+          std::string::npos) {
+    return s;
+  }
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string SlurmJobName(const std::string& job_name) {
   std::string out = "zerofit-";
   for (const char c : job_name) {
@@ -43,7 +57,8 @@ std::string SbatchScript(const jobspec::JobSpec& spec, const jobspec::SlurmSpec&
   absl::StrAppend(&s, "# Written by `zerofit slurm`; submit with `sbatch ", ShellQuote(p.state_dir),
                   "/sbatch.sh` (what `zerofit submit --slurm` does).\n");
   auto opt = [&s](const std::string& name, const std::string& value) {
-    absl::StrAppend(&s, "#SBATCH --", name, value.empty() ? "" : "=", value, "\n");
+    absl::StrAppend(&s, "#SBATCH --", name, value.empty() ? "" : "=", value.empty() ? "" : SbatchQuote(value),
+                    "\n");
   };
   opt("job-name", SlurmJobName(spec.name));
   // A range lets Slurm start a requeued job on the nodes it has left (slurm.on_node_loss: shrink).

@@ -50,6 +50,11 @@ std::vector<std::string> RequeueRangeCommand(const std::string& scontrol, const 
 // `s` quoted for bash ('...' with embedded quotes escaped).
 std::string ShellQuote(const std::string& s);
 
+// `s` as one argument of an `#SBATCH` line, which sbatch splits at whitespace, with '...' or "..." grouping,
+// a backslash escaping the next character and an unquoted '#' starting a comment: as it is when every
+// character is plain, else in double quotes with '"' and '\' escaped.
+std::string SbatchQuote(const std::string& s);
+
 // The Slurm job name of a zerofit job: "zerofit-" and the job's name with every character but letters,
 // digits and ._+-@ replaced by '_' (an `#SBATCH` line is split at whitespace, and squeue prints the name).
 std::string SlurmJobName(const std::string& job_name);

@@ -82,6 +82,10 @@ TEST(SbatchScriptTest, CpuJobLeavesUnsetFieldsToSlurmAndQuotesPaths) {
       std::string::npos)
       << s;
   EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  // sbatch splits an #SBATCH line at whitespace and takes an unquoted '#' for a comment.
+  EXPECT_NE(s.find("#SBATCH --output=\"/tmp/my state/slurm-%j.out\"\n"), std::string::npos) << s;
+  EXPECT_EQ(SbatchQuote("/tmp/a#b \"c\"\\d"), "\"/tmp/a#b \\\"c\\\"\\\\d\"");
+  EXPECT_EQ(SbatchQuote("/shared/zf/slurm-%j.out"), "/shared/zf/slurm-%j.out");
 }
 
 // A job name is free text (no control characters: jobspec::JobNameProblem); on its #SBATCH line, which sbatch
