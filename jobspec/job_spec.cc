@@ -113,16 +113,19 @@ absl::Status ParseWatchdog(const YamlReader& r, const YAML::Node& root, Watchdog
   });
 }
 
-// ValidateTraining for a parsed spec, each error at the line of the field that set the value: the
-// `training:` entry, else the `deepspeed:` line (the value came from that file), else the section.
-absl::Status ValidateTrainingAt(const YamlReader& r, const YAML::Node& root, const JobSpec& s) {
+// ValidateTraining for a parsed spec, each error at the field that set the value: the `training:` entry,
+// else the DeepSpeed config's field (`ds`, when the spec has one), else the section.
+absl::Status ValidateTrainingAt(const YamlReader& r, const YAML::Node& root, const JobSpec& s,
+                                const DeepSpeedTraining* ds) {
   const YAML::Node t = root["training"];
-  const YAML::Node ds = root["deepspeed"];
   return ValidateTraining(s.training, s.world_size, [&](const std::string& field, const std::string& why) {
     if (field == "world_size") return r.Error(root["world_size"], field, why);
     const std::string key = field.substr(field.find('.') + 1);
     if (t.IsDefined() && t.IsMap() && t[key].IsDefined()) return r.Error(t[key], field, why);
-    if (ds.IsDefined()) return r.Error(ds, field, absl::StrCat(why, " (from the DeepSpeed config)"));
+    if (ds != nullptr && ds->given.count(field)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ds->source, ": field '", ds->given.at(field), "': ", why));
+    }
     return r.Error(t.IsDefined() ? t : root, field, why);
   });
 }
@@ -316,41 +319,44 @@ absl::Status ParseSlurm(const YamlReader& r, const YAML::Node& root, JobSpec* s)
 // deepspeed: a DeepSpeed JSON config (a file, or inline as `zerofit submit` sends it) as the training
 // section.
 absl::Status ParseDeepSpeedSection(const YamlReader& r, const YAML::Node& root, const std::string& source,
-                                   const std::string& base_dir, JobSpec* s) {
+                                   const std::string& base_dir, JobSpec* s,
+                                   std::optional<DeepSpeedTraining>* out) {
   if (!root["deepspeed"].IsDefined()) return absl::OkStatus();
   std::string path;
   ZF_RETURN_IF_ERROR(r.Get(root, "deepspeed", "deepspeed", &path, "a path to a DeepSpeed JSON config"));
   if (IsInlineConfig(path)) {  // sent by zerofit submit (InlineDeepSpeedConfig)
     const std::string where = absl::StrCat(source, ":", root["deepspeed"].Mark().line + 1, ": deepspeed");
-    ZF_ASSIGN_OR_RETURN(s->training, ParseDeepSpeedConfig(path, where, s->world_size));
+    ZF_ASSIGN_OR_RETURN(*out, ReadDeepSpeedConfig(path, where, s->world_size));
   } else {
     ZF_ASSIGN_OR_RETURN(const std::string ds, ReadDeepSpeedFile(r, root["deepspeed"], path, base_dir));
-    ZF_ASSIGN_OR_RETURN(s->training, ParseDeepSpeedConfig(ds, ResolvePath(path, base_dir), s->world_size));
+    ZF_ASSIGN_OR_RETURN(*out, ReadDeepSpeedConfig(ds, ResolvePath(path, base_dir), s->world_size));
   }
+  s->training = (*out)->training;
   return absl::OkStatus();
 }
 
-// training: (or, next to deepspeed:, only its steps and max_length).
-absl::Status ParseTraining(const YamlReader& r, const YAML::Node& root, TrainingSpec* out) {
+// training: next to `deepspeed:` (`ds`), only what the DeepSpeed config leaves out or says "auto" for.
+absl::Status ParseTraining(const YamlReader& r, const YAML::Node& root, const DeepSpeedTraining* ds,
+                           TrainingSpec* out) {
   const YAML::Node t = root["training"];
   if (!t.IsDefined()) return absl::OkStatus();
   if (!t.IsMap()) return r.Error(t, "training", "expected a mapping");
-  if (root["deepspeed"].IsDefined()) {
-    // The DeepSpeed config is the training section; it has no field for these two.
+  ZF_RETURN_IF_ERROR(
+      r.OnlyKeys(t, "training.",
+                 {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr", "lr_schedule",
+                  "warmup_steps", "min_lr", "weight_decay", "max_grad_norm", "zero_stage", "offload",
+                  "delayed_update_from", "checkpointing", "bf16", "max_length", "seed"}));
+  if (ds != nullptr) {
+    // One place for each value, as Hugging Face asks of a DeepSpeed config next to its TrainingArguments.
     for (const auto& kv : t) {
       ZF_ASSIGN_OR_RETURN(const std::string key, r.KeyName(kv.first, "training."));
-      if (key != "steps" && key != "max_length" && key != "seed" && key != "delayed_update_from") {
+      const auto set = ds->given.find("training." + key);
+      if (set != ds->given.end()) {
         return r.Error(kv.first, "training." + key,
-                       "set in the DeepSpeed config (next to 'deepspeed:', 'training:' may only give steps, "
-                       "max_length, seed and delayed_update_from)");
+                       absl::StrCat("set in the DeepSpeed config too ('", set->second,
+                                    "'): give it in one place (\"auto\" there leaves it to 'training:')"));
       }
     }
-  } else {
-    ZF_RETURN_IF_ERROR(
-        r.OnlyKeys(t, "training.",
-                   {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr", "lr_schedule",
-                    "warmup_steps", "min_lr", "weight_decay", "max_grad_norm", "zero_stage", "offload",
-                    "delayed_update_from", "checkpointing", "bf16", "max_length", "seed"}));
   }
   TrainingSpec& x = *out;
   ZF_RETURN_IF_ERROR(r.Get(t, "steps", "training.steps", &x.steps, "an integer"));
@@ -523,9 +529,11 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   if (s.max_restarts < 0) return r.Error(root["max_restarts"], "max_restarts", "must be >= 0");
 
   ZF_RETURN_IF_ERROR(ParseSlurm(r, root, &s));
-  ZF_RETURN_IF_ERROR(ParseDeepSpeedSection(r, root, source, base_dir, &s));
-  ZF_RETURN_IF_ERROR(ParseTraining(r, root, &s.training));
-  ZF_RETURN_IF_ERROR(ValidateTrainingAt(r, root, s));
+  std::optional<DeepSpeedTraining> ds;
+  ZF_RETURN_IF_ERROR(ParseDeepSpeedSection(r, root, source, base_dir, &s, &ds));
+  ZF_RETURN_IF_ERROR(ParseTraining(r, root, ds ? &*ds : nullptr, &s.training));
+  if (ds) ZF_RETURN_IF_ERROR(FinishDeepSpeedTraining(*ds, &s.training));
+  ZF_RETURN_IF_ERROR(ValidateTrainingAt(r, root, s, ds ? &*ds : nullptr));
   if (s.slurm) {
     // After the training section: the global batch must fit every world size the job may shrink to.
     const YAML::Node n = root["slurm"];

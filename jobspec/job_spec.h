@@ -51,6 +51,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -275,7 +276,22 @@ absl::StatusOr<std::string> InlineDeepSpeedConfig(const std::string& yaml_text, 
 // zero_optimization.offload_optimizer.device, train_micro_batch_size_per_gpu, gradient_accumulation_steps,
 // train_batch_size, bf16.enabled, gradient_clipping, optimizer.params.{lr, weight_decay}, and scheduler
 // (WarmupLR, WarmupDecayLR, WarmupCosineLR with a linear warmup from 0). `world_size` turns train_batch_size
-// into a global batch check.
+// into a global batch check. A value "auto" (Hugging Face's: from the training arguments) reads as left out:
+// the spec's `training:` section may give it, else zerofit chooses (the planner sizes micro-batch and
+// accumulation; total_num_steps "auto" decays to the last step).
+struct DeepSpeedTraining {
+  TrainingSpec training;
+  std::map<std::string, std::string> given;  // the fields the config set: YAML name -> DeepSpeed name
+  std::optional<double> cos_min_ratio;       // WarmupCosineLR: min_lr = ratio x lr, once lr is known
+  std::string warmup_type;                   // with a scheduler: its warmup_type (DeepSpeed's default "log")
+  std::string source;                        // names the config in errors
+};
+absl::StatusOr<DeepSpeedTraining> ReadDeepSpeedConfig(const std::string& json_text, const std::string& source,
+                                                      int world_size);
+// Completes `t` (the config's section with the spec's `training:` entries merged in) with what depends on
+// both: the cosine floor, and the checks of the warmup against the scheduler.
+absl::Status FinishDeepSpeedTraining(const DeepSpeedTraining& config, TrainingSpec* t);
+// ReadDeepSpeedConfig, finished and validated on its own (errors name DeepSpeed's fields).
 absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& json_text, const std::string& source,
                                                   int world_size);
 

@@ -33,6 +33,12 @@ absl::Status ValidateBatch(const TrainingSpec& t, int world_size, const Training
         IntInRange(error, "training.gradient_accumulation", *t.gradient_accumulation, 1, kMaxBatch));
   }
   ZF_RETURN_IF_ERROR(IntInRange(error, "training.global_batch", t.global_batch, 1, kMaxBatch));
+  if (t.global_batch % world_size != 0) {  // every rank takes the same share (the planner sizes that share)
+    return error("training.global_batch",
+                 absl::StrCat(t.global_batch, " is not divisible by world_size ", world_size,
+                              ": give a multiple of ", world_size, " (for example ",
+                              (t.global_batch / world_size + 1) * world_size, "; 64 when none is given)"));
+  }
   if (t.micro_batch && !t.gradient_accumulation && t.global_batch % (*t.micro_batch * world_size) != 0) {
     // Honoured as given (the accumulation follows from it), so it must divide the global batch.
     return error(

@@ -71,6 +71,11 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
       {"task: sft\nmodel: m\ndata: d\nworld_size: 2\ntraining:\n  global_batch: 10\n  micro_batch: 3\n",
        "job.yaml:7: field 'training.micro_batch': 3 per rank x world_size 2 does not divide global_batch 10: "
        "give a micro-batch that does, or leave it out for the planner"},
+      // The default global batch (64) on 3 ranks: the planner's own words were a CLI flag's,
+      // "--global-batch".
+      {"task: sft\nmodel: m\ndata: d\nworld_size: 3\ntraining: {steps: 10}\n",
+       "job.yaml:5: field 'training.global_batch': 64 is not divisible by world_size 3: give a multiple of 3 "
+       "(for example 66"},
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  every: 0\n",
        "job.yaml:5: field 'checkpoint.every': must be >= 1"},
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  overwrite: maybe\n",
@@ -394,7 +399,7 @@ TEST(JobSpecTest, DeepSpeedNumbersAreRangeChecked) {
       {"[" + std::string(1000, '[') + std::string(1001, ']'), "ds.json:1: JSON nested deeper than 64 levels"},
       // Found by deepspeed_fuzz: nlohmann's value() threw on a type other than the default's.
       {R"({"optimizer": {"type": 4}})", "ds.json: field 'optimizer.type': expected \"AdamW\""},
-      {R"({"fp16": {"enabled": "yes"}})", "ds.json: field 'fp16.enabled': expected true or false"},
+      {R"({"fp16": {"enabled": "yes"}})", "ds.json: field 'fp16.enabled': expected true, false or \"auto\""},
   };
   for (const auto& [json, expected] : cases) {
     absl::StatusOr<TrainingSpec> t = absl::UnknownError("not run");
@@ -434,10 +439,70 @@ TEST(JobSpecTest, ADeepSpeedConfigIsTheTrainingSection) {
   bad = ParseDeepSpeedConfig(R"({"zero_optimization": {"stage": 3}})", "ds.json", 8);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("zero_optimization.stage"), std::string::npos);
-  bad = ParseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": "auto"})", "ds.json", 8);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("'auto' is not supported"), std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+// Hugging Face's DeepSpeed configs say "auto" for what the TrainingArguments give (the field note's ZeRO-2
+// config, seeds/003, as it is): "auto" reads as left out, the spec's `training:` gives those values, and a
+// value set in both places is refused at its line, naming the DeepSpeed field.
+TEST(JobSpecTest, DeepSpeedAutoValuesComeFromTheTrainingSection) {
+  const std::string hf_zero2 =
+      R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", )"
+      R"("gradient_accumulation_steps": "auto", "gradient_clipping": "auto", )"
+      R"("zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true}}, )"
+      R"("bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}, )"
+      R"("optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto"}}, )"
+      R"("scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", )"
+      R"("warmup_num_steps": "auto", "warmup_type": "linear", "total_num_steps": "auto"}}})";
+  auto alone = ParseDeepSpeedConfig(hf_zero2, "ds.json", 8);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_FALSE(alone->micro_batch.has_value()) << "left to the planner";
+  EXPECT_FALSE(alone->gradient_accumulation.has_value());
+  EXPECT_EQ(alone->zero_stage, 2);
+  EXPECT_TRUE(alone->offload);
+  const std::string head = absl::StrCat("task: sft\nmodel: m\ndata: d\nworld_size: 8\ndeepspeed: '", hf_zero2,
+                                        "'\ntraining:\n  steps: 500\n");
+  auto s = ParseJobSpec(absl::StrCat(head,
+                                     "  global_batch: 64\n  lr: 2.0e-5\n  weight_decay: 0.01\n  bf16: true\n"
+                                     "  warmup_steps: 50\n  max_grad_norm: 0.5\n"),
+                        "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->training.global_batch, 64);
+  EXPECT_FALSE(s->training.micro_batch.has_value());
+  EXPECT_DOUBLE_EQ(s->training.lr, 2e-5);
+  EXPECT_DOUBLE_EQ(s->training.weight_decay, 0.01);
+  EXPECT_TRUE(s->training.bf16);
+  EXPECT_EQ(s->training.warmup_steps, 50);
+  EXPECT_DOUBLE_EQ(s->training.max_grad_norm, 0.5);
+  EXPECT_EQ(s->training.lr_schedule, core::LrDecay::kLinear);
+  EXPECT_EQ(s->training.decay_steps, 0) << "total_num_steps auto: the decay ends at the last step";
+  // A value the config sets is not given again; the error names both places.
+  auto twice = ParseJobSpec(absl::StrCat(head, "  zero_stage: 1\n"), "job.yaml");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("job.yaml:8: field 'training.zero_stage': set in the DeepSpeed "
+                                          "config too ('zero_optimization.stage'): give it in one place"),
+            std::string::npos)
+      << twice.status();
+  // Checks that need both: the cosine floor follows the training section's rate, and a warmup that the
+  // training section asks for must be linear when the scheduler warms up logarithmically (DeepSpeed's
+  // default).
+  auto cosine = ParseJobSpec(
+      "task: sft\nmodel: m\ndata: d\ndeepspeed: '{\"optimizer\": {\"params\": {\"lr\": \"auto\"}}, "
+      "\"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\": {\"total_num_steps\": \"auto\", "
+      "\"warmup_num_steps\": 0, \"cos_min_ratio\": 0.1}}}'\ntraining: {steps: 100, lr: 3.0e-4}\n",
+      "job.yaml");
+  ASSERT_TRUE(cosine.ok()) << cosine.status();
+  EXPECT_DOUBLE_EQ(cosine->training.min_lr, 3e-5);
+  auto log_warmup = ParseJobSpec(
+      "task: sft\nmodel: m\ndata: d\ndeepspeed: '{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
+      "{\"warmup_num_steps\": \"auto\"}}}'\ntraining: {steps: 100, warmup_steps: 10}\n",
+      "job.yaml");
+  ASSERT_FALSE(log_warmup.ok());
+  EXPECT_NE(
+      log_warmup.status().message().find("deepspeed: field 'scheduler.params.warmup_type': zerofit warms "
+                                         "up linearly"),
+      std::string::npos)
+      << log_warmup.status();
 }
 
 // The coordinator parses specs on a client's behalf: `deepspeed:` naming a FIFO used to block its thread in

@@ -132,12 +132,20 @@ TEST(TrainerFieldsTest, SeedAndDelayedUpdateMayStandNextToADeepSpeedConfig) {
   EXPECT_EQ(p->seed, 99);
   EXPECT_EQ(p->delayed_update_from, 5);
   EXPECT_TRUE(p->offload);
+  // Other training fields only where the config leaves them out (or says "auto").
   absl::StatusOr<JobSpec> lr = ParseJobSpec(
       "task: reward\nmodel: Qwen2.5-0.5B\ndata: /d\ndeepspeed: '{\"train_batch_size\": 16}'\n"
       "training: {lr: 0.1}\n",
       "job.yaml");
+  ASSERT_TRUE(lr.ok()) << lr.status();
+  EXPECT_DOUBLE_EQ(lr->training.lr, 0.1);
+  lr = ParseJobSpec(
+      "task: reward\nmodel: Qwen2.5-0.5B\ndata: /d\ndeepspeed: '{\"train_batch_size\": 16, \"optimizer\": "
+      "{\"params\": {\"lr\": 0.2}}}'\ntraining: {lr: 0.1}\n",
+      "job.yaml");
   ASSERT_FALSE(lr.ok());
-  EXPECT_NE(lr.status().message().find("may only give steps, max_length, seed and delayed_update_from"),
+  EXPECT_NE(lr.status().message().find("field 'training.lr': set in the DeepSpeed config too "
+                                       "('optimizer.params.lr')"),
             std::string::npos)
       << lr.status();
 }
