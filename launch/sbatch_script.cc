@@ -7,13 +7,19 @@
 #include "absl/strings/str_join.h"
 
 namespace zerofit::launch {
+namespace {
+
+// Letters, digits and the punctuation neither bash nor sbatch gives a meaning to.
+bool NeedsNoQuotes(const std::string& s) {
+  return !s.empty() &&
+         s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,") ==
+             std::string::npos;
+}
+
+}  // namespace
 
 std::string SbatchQuote(const std::string& s) {
-  if (!s.empty() &&
-      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,") ==
-          std::string::npos) {
-    return s;
-  }
+  if (NeedsNoQuotes(s)) return s;
   std::string out = "\"";
   for (const char c : s) {
     if (c == '"' || c == '\\') out += '\\';
@@ -33,11 +39,7 @@ std::string SlurmJobName(const std::string& job_name) {
 }
 
 std::string ShellQuote(const std::string& s) {
-  if (!s.empty() &&
-      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@%+,") ==
-          std::string::npos) {
-    return s;
-  }
+  if (NeedsNoQuotes(s)) return s;
   std::string out = "'";
   for (char c : s) {
     if (c == '\'') {
