@@ -96,10 +96,12 @@ void PrintJob(const v1::Job& j) {
   if (!j.slurm_job_id().empty()) {
     absl::StrAppend(&extra, "  [slurm ", j.slurm_job_id(), " ", SlurmJobState(j.slurm_job_id()), "]");
   }
-  std::printf("%-12s %-20s %-10s attempt %d, restarts %d, checkpoint step %lld%s%s%s\n", j.id().c_str(),
-              j.name().c_str(), coordinator::JobPhaseName(coordinator::FromProto(j).status.phase),
-              j.attempt(), j.restarts(), static_cast<long long>(j.checkpoint_step()), extra.c_str(),
-              j.reason().empty() ? "" : "  ", j.reason().c_str());
+  const std::string checkpoint = j.checkpoint_step() >= 0
+                                     ? absl::StrCat("checkpoint step ", j.checkpoint_step())
+                                     : std::string("no checkpoint");
+  std::printf("%-12s %-20s %-10s attempt %d, restarts %d, %s%s%s%s\n", j.id().c_str(), j.name().c_str(),
+              coordinator::JobPhaseName(coordinator::FromProto(j).status.phase), j.attempt(), j.restarts(),
+              checkpoint.c_str(), extra.c_str(), j.reason().empty() ? "" : "  ", j.reason().c_str());
 }
 
 // The jobs of a state directory whose coordinator is not running (a Slurm job waiting in the queue, or

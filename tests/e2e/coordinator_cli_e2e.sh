@@ -84,7 +84,7 @@ timeout 10 "$Z" logs -f job-000001 --state-dir "$S" | grep -q "cancelled: e2e" |
 kill -9 $SERVER; wait $SERVER 2>/dev/null
 start_server
 "$Z" status job-000001 --state-dir "$S" | grep -q "cancelled" || fail "job 1 lost: $("$Z" status job-000001 --state-dir "$S" 2>&1)"
-"$Z" status job-000002 --state-dir "$S" | grep -q "queued" || fail "job 2 lost"
+"$Z" status job-000002 --state-dir "$S" | grep -q "queued *attempt 0, restarts 0, no checkpoint" || fail "job 2 lost: $("$Z" status job-000002 --state-dir "$S")"
 [ "$("$Z" logs job-000001 --state-dir "$S" | wc -l)" = 3 ] || fail "logs lost: $("$Z" logs job-000001 --state-dir "$S")"
 out=$("$Z" submit "$S/job.yaml" --state-dir "$S" --request-id r-1) || fail "submit after restart"
 [ "$out" = "job-000001 already submitted (request r-1)" ] || fail "request ids forgotten: $out"
