@@ -156,6 +156,14 @@ struct SearchSpace {
 absl::StatusOr<SearchSpace> MakeSearchSpace(const Workload& w, const Constraints& c, int64_t per_gpu,
                                             int world_size) {
   SearchSpace sp;
+  if (c.max_stage < 0 || c.max_stage > 3) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-stage must be 0..3, got ", c.max_stage));
+  }
+  if (c.zero_stage && *c.zero_stage > c.max_stage) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stage ", *c.zero_stage, " is above --max-stage ", c.max_stage,
+                     ": raise --max-stage to plan it (the workers run stages 0-2)"));
+  }
   for (int st = 0; st <= std::min(3, c.max_stage); ++st)
     if (!c.zero_stage || *c.zero_stage == st) sp.stages.push_back(st);
   for (bool b : {false, true}) {
@@ -336,6 +344,7 @@ absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hard
   ZF_ASSIGN_OR_RETURN(const int64_t per_gpu, PerGpu(w, plan.world_size));
   ZF_ASSIGN_OR_RETURN(const SearchSpace sp, MakeSearchSpace(w, c, per_gpu, plan.world_size));
   const std::vector<Candidate> all = Enumerate(m, w, hw, c, plan, per_gpu, sp);
+  if (all.empty()) return absl::InternalError("the plan search had no configuration to try");
   plan.candidates_searched = all.size();
   const Candidate* best = nullptr;
   const Candidate* smallest = nullptr;
@@ -358,7 +367,8 @@ absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hard
     return absl::FailedPreconditionError(absl::StrCat(
         "nothing fits: the smallest configuration (", DescribeStrategy(smallest->strategy, w.task),
         ") needs ", why, "; largest item: ", LargestItem(e),
-        c.allow_lora ? "" : ". Allow LoRA (--allow-lora), add nodes, or shorten --seq-len"));
+        c.allow_lora ? "" : ". Allow LoRA (--allow-lora), add nodes, or shorten ",
+        w.task == Task::kGrpo ? "--prompt-len or --new-tokens" : "--seq-len"));
   }
   plan.chosen = *best;
   ExplainRejected(all, *best, sp, &plan);

@@ -683,6 +683,31 @@ TEST(SearchTest, PinsErrorsAndNothingFits) {
   plan = MakePlan(*m, w, *hw8, Constraints{});
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("--global-batch 12"), std::string::npos) << plan.status();
+  // A pinned stage above the highest one searched, or no stage at all, is refused by name (it crashed: the
+  // search had nothing to try).
+  w.global_batch = 8;
+  Constraints above;
+  above.zero_stage = 3;
+  plan = MakePlan(*m, w, *hw8, above);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("--stage 3 is above --max-stage 2"), std::string::npos)
+      << plan.status();
+  Constraints none;
+  none.max_stage = -1;
+  plan = MakePlan(*m, w, *hw8, none);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("--max-stage must be 0..3, got -1"), std::string::npos)
+      << plan.status();
+  // GRPO's lengths are the prompt's and the completion's.
+  Workload g;
+  g.task = Task::kGrpo;
+  g.global_batch = 8;
+  g.prompt_len = 100000;
+  g.new_tokens = 100000;
+  plan = MakePlan(*m, g, *hw8, Constraints{});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("or shorten --prompt-len or --new-tokens"), std::string::npos)
+      << plan.status();
 }
 
 }  // namespace
