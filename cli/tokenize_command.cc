@@ -154,8 +154,10 @@ absl::StatusOr<TokenizeReport> TokenizeJsonl(const text::TokenizerJson& tok, con
                                              const TokenizeOptions& options) {
   core::ThreadPool pool(core::ResolveThreadCount(options.threads));
   TokenizeReport report;
+  core::LineChunking chunking;
+  chunking.source = source;
   auto lines = core::OrderedLineMap<std::optional<OutputLine>>(
-      in, pool, core::LineChunking{},
+      in, pool, chunking,
       [&](const core::InputLine& line) { return TokenizeLine(line, source, tok, chat, options.fail_fast); },
       [&](std::optional<OutputLine> result, const core::InputLine& line) {
         if (!result) return absl::OkStatus();  // blank line

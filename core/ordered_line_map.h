@@ -19,6 +19,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "core/line_reader.h"
 #include "core/thread_pool.h"
 
 namespace zerofit::core {
@@ -30,20 +32,30 @@ struct InputLine {
 };
 
 // A chunk ends after max_lines lines or once it holds max_bytes bytes of text, whichever comes first
-// (a single longer line is still read whole).
+// (a single longer line is still read whole, up to max_line_bytes: a longer one is an error).
 struct LineChunking {
   size_t max_lines = 4096;
   size_t max_bytes = size_t{8} << 20;
+  size_t max_line_bytes = kMaxLineBytes;
+  std::string source = "input";  // names the stream in errors
 };
 
 // Reads the next chunk of `in` into `lines` (cleared first); `last_number` is the number of the line read
-// before. Returns false when no line was left.
+// before. Returns false when no line was left. An overlong line ends the chunk before it and sets `*stop`
+// (OutOfRange at "SOURCE:LINE"), so that the lines before it are still mapped and consumed first.
 inline bool ReadLineChunk(std::istream& in, const LineChunking& chunking, size_t last_number,
-                          std::vector<InputLine>* lines) {
+                          std::vector<InputLine>* lines, absl::Status* stop) {
   lines->clear();
   size_t bytes = 0;
   InputLine line;
-  while (lines->size() < chunking.max_lines && bytes < chunking.max_bytes && std::getline(in, line.text)) {
+  while (lines->size() < chunking.max_lines && bytes < chunking.max_bytes) {
+    const absl::StatusOr<bool> read = ReadLine(in, &line.text, chunking.max_line_bytes);
+    if (!read.ok()) {
+      *stop = absl::OutOfRangeError(
+          absl::StrCat(chunking.source, ":", last_number + 1, ": ", read.status().message()));
+      break;
+    }
+    if (!*read) break;
     line.number = ++last_number;
     line.unterminated = in.eof();
     bytes += line.text.size();
@@ -63,7 +75,9 @@ absl::StatusOr<size_t> OrderedLineMap(std::istream& in, ThreadPool& pool, const 
   std::vector<InputLine> lines;
   std::vector<absl::StatusOr<T>> results;
   size_t last_number = 0;
-  while (ReadLineChunk(in, chunking, last_number, &lines)) {
+  absl::Status stop;
+  for (;;) {
+    if (!ReadLineChunk(in, chunking, last_number, &lines, &stop)) break;
     last_number = lines.back().number;
     results.clear();
     results.resize(lines.size());
@@ -72,7 +86,9 @@ absl::StatusOr<size_t> OrderedLineMap(std::istream& in, ThreadPool& pool, const 
       if (!results[i].ok()) return results[i].status();
       if (absl::Status s = consume(*std::move(results[i]), lines[i]); !s.ok()) return s;
     }
+    if (!stop.ok()) break;
   }
+  if (!stop.ok()) return stop;
   return last_number;
 }
 

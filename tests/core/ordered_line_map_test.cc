@@ -18,12 +18,13 @@ struct MapRun {
 };
 
 // Maps each line to "<number>:<text>"; a line "bad" fails in map, a line "stop" fails in consume.
-MapRun MapAll(const std::string& input, int threads, size_t max_lines) {
+MapRun MapAll(const std::string& input, int threads, size_t max_lines,
+              size_t max_line_bytes = kMaxLineBytes) {
   std::istringstream in(input);
   ThreadPool pool(threads);
   MapRun run;
   run.lines = OrderedLineMap<std::string>(
-      in, pool, LineChunking{max_lines, size_t{1} << 20},
+      in, pool, LineChunking{max_lines, size_t{1} << 20, max_line_bytes, "in.jsonl"},
       [](const InputLine& line) -> absl::StatusOr<std::string> {
         if (line.text == "bad") return absl::InvalidArgumentError(absl::StrCat("bad at ", line.number));
         return absl::StrCat(line.number, ":", line.text, line.unterminated ? "$" : "");
@@ -76,6 +77,43 @@ TEST(OrderedLineMapTest, FirstErrorInLineOrderWins) {
   const MapRun r = MapAll(input, 4, 64);
   EXPECT_EQ(r.lines.status().message(), "stop at 900");
   EXPECT_EQ(r.consumed.size(), 899u);
+}
+
+// A line past the bound (a JSON array on one line, /dev/zero) ends the run at its number, after the lines
+// before it were consumed, unless an earlier line's error comes first.
+TEST(OrderedLineMapTest, AnOverlongLineStopsTheRunAtItsLineAfterTheLinesBeforeIt) {
+  std::string input = Lines(10, 0, "");
+  input.replace(input.find("l7\n"), 2, std::string(100, 'x'));
+  for (size_t chunk : {3, 4096}) {
+    const MapRun r = MapAll(input, 2, chunk, /*max_line_bytes=*/64);
+    EXPECT_EQ(r.lines.status().code(), absl::StatusCode::kOutOfRange);
+    EXPECT_EQ(r.lines.status().message(),
+              "in.jsonl:7: longer than 64 bytes: a JSONL file holds one JSON object per line (is this a JSON "
+              "array, or a binary or compressed file?)");
+    EXPECT_EQ(r.consumed.size(), 6u) << chunk;
+  }
+  input.replace(input.find("l3\n"), 2, "bad");
+  EXPECT_EQ(MapAll(input, 2, 4096, 64).lines.status().message(), "bad at 3");
+  const MapRun exact = MapAll(std::string(64, 'y') + "\n", 1, 16, 64);
+  ASSERT_TRUE(exact.lines.ok()) << exact.lines.status();
+  EXPECT_EQ(exact.consumed.size(), 1u);
+}
+
+// ReadLine reads as std::getline does, stream state included.
+TEST(OrderedLineMapTest, ReadLineMatchesGetline) {
+  for (const std::string text : {"", "a", "a\n", "a\n\nb", "a\r\nb\n\n", "\n\n"}) {
+    std::istringstream ours(text), theirs(text);
+    std::string a, b;
+    for (int i = 0; i < 6; ++i) {
+      const absl::StatusOr<bool> read = ReadLine(ours, &a);
+      ASSERT_TRUE(read.ok());
+      const bool got = static_cast<bool>(std::getline(theirs, b));
+      EXPECT_EQ(*read, got) << "'" << text << "' read " << i;
+      if (got) EXPECT_EQ(a, b);
+      EXPECT_EQ(ours.eof(), theirs.eof()) << "'" << text << "' read " << i;
+      EXPECT_EQ(ours.fail(), theirs.fail()) << "'" << text << "' read " << i;
+    }
+  }
 }
 
 TEST(OrderedLineMapTest, EmptyStreamHasNoLines) {

@@ -286,8 +286,10 @@ absl::StatusOr<std::vector<PreferencePair>> ParseStream(std::istream& in, const 
   PreferenceDataStats local;
   std::vector<PreferencePair> pairs;
   core::ThreadPool pool(core::ResolveThreadCount(options.threads));
+  core::LineChunking chunking;
+  chunking.source = source;
   auto lines = core::OrderedLineMap<std::optional<ParsedLine>>(
-      in, pool, core::LineChunking{},
+      in, pool, chunking,
       [&](const core::InputLine& line) { return ParseInputLine(line, source, tok, sp, options); },
       [&](std::optional<ParsedLine> parsed, const core::InputLine&) {
         if (parsed) {

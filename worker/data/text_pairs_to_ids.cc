@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/json_depth.h"
+#include "core/line_reader.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -73,7 +74,10 @@ absl::StatusOr<size_t> TextPairsToIds(const Tokenizer& tok, std::istream& in, co
                                       std::ostream& out) {
   std::string line;
   size_t number = 0, pairs = 0;
-  while (std::getline(in, line)) {
+  for (;;) {
+    const absl::StatusOr<bool> read = core::ReadLine(in, &line);
+    if (!read.ok()) return LineError(source, number + 1, std::string(read.status().message()));
+    if (!*read) break;
     ++number;
     if (IsBlank(line)) continue;
     // getline sets eofbit only when the file ended before a newline.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/line_reader.h"
 #include "nlohmann/json.hpp"
 #include "worker/data/hf_tokenizer.h"
 
@@ -16,7 +17,7 @@ namespace {
 bool StartsConversational(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::string line;
-  while (std::getline(in, line)) {
+  while (core::ReadLine(in, &line).value_or(false)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     return j.is_object() && j.contains("chosen") && j["chosen"].is_array();
