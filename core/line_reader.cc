@@ -6,23 +6,34 @@ namespace zerofit::core {
 
 absl::StatusOr<bool> ReadLine(std::istream& in, std::string* line, size_t max_bytes) {
   line->clear();
-  const std::istream::sentry ok(in, /*noskipws=*/true);
-  if (!ok) return false;
-  std::streambuf* buffer = in.rdbuf();
+  // istream::getline scans the stream's buffer for the newline a piece at a time (as fast as std::getline);
+  // a full piece without one sets failbit, which here only means "the line goes on".
+  char piece[16384];
   for (;;) {
-    const int c = buffer->sbumpc();
-    if (c == std::char_traits<char>::eof()) {
-      in.setstate(line->empty() ? std::ios::eofbit | std::ios::failbit : std::ios::eofbit);
-      return !line->empty();
-    }
-    if (c == '\n') return true;
-    if (line->size() >= max_bytes) {
+    in.getline(piece, sizeof piece);
+    const auto got = static_cast<size_t>(in.gcount());
+    const bool full = in.fail() && !in.eof() && got == sizeof piece - 1;
+    const bool ended = !in.fail() && !in.eof();  // the newline was extracted (and counted in `got`)
+    const size_t stored = ended ? got - 1 : got;
+    if (line->size() + stored > max_bytes) {
       return absl::OutOfRangeError(
           absl::StrCat("longer than ", max_bytes,
                        " bytes: a JSONL file holds one JSON object per line (is this a JSON "
                        "array, or a binary or compressed file?)"));
     }
-    line->push_back(static_cast<char>(c));
+    line->append(piece, stored);
+    if (full) {
+      in.clear(in.rdstate() & ~std::ios::failbit);
+      continue;
+    }
+    if (ended) return true;
+    // The stream ended (or failed) before a newline: a line when anything was read, as std::getline.
+    if (in.bad()) return false;
+    if (!line->empty() || got > 0) {
+      in.clear(std::ios::eofbit);
+      return true;
+    }
+    return false;
   }
 }
 

@@ -101,7 +101,12 @@ TEST(OrderedLineMapTest, AnOverlongLineStopsTheRunAtItsLineAfterTheLinesBeforeIt
 
 // ReadLine reads as std::getline does, stream state included.
 TEST(OrderedLineMapTest, ReadLineMatchesGetline) {
-  for (const std::string text : {"", "a", "a\n", "a\n\nb", "a\r\nb\n\n", "\n\n"}) {
+  // Lines around ReadLine's 16 KiB piece too.
+  const std::string piece(16383, 'p');
+  for (const std::string text :
+       {std::string(""), std::string("a"), std::string("a\n"), std::string("a\n\nb"),
+        std::string("a\r\nb\n\n"), std::string("\n\n"), std::string(20000, 'a') + "\nb", piece + "\n" + piece,
+        piece + piece + "\n", piece + "q\n\n"}) {
     std::istringstream ours(text), theirs(text);
     std::string a, b;
     for (int i = 0; i < 6; ++i) {
