@@ -83,6 +83,12 @@ absl::Status ValidateTraining(const TrainingSpec& t, int world_size, const Train
   ZF_RETURN_IF_ERROR(IntInRange(error, "training.max_length", t.max_length, 1, kMaxLength));
   ZF_RETURN_IF_ERROR(IntInRange(error, "training.zero_stage", t.zero_stage, 0, 2));
   ZF_RETURN_IF_ERROR(IntInRange(error, "training.seed", t.seed, 0, std::numeric_limits<int64_t>::max()));
+  if (t.offload && t.zero_stage == 0) {
+    return error(
+        "training.offload",
+        "optimizer offload moves ZeRO's sharded optimizer state to the host: it needs zero_stage 1 or "
+        "2, and zero_stage is 0");
+  }
   if (t.delayed_update_from) {
     ZF_RETURN_IF_ERROR(
         IntInRange(error, "training.delayed_update_from", *t.delayed_update_from, 0, kMaxSteps));

@@ -166,6 +166,11 @@ absl::StatusOr<SearchSpace> MakeSearchSpace(const Workload& w, const Constraints
   }
   for (int st = 0; st <= std::min(3, c.max_stage); ++st)
     if (!c.zero_stage || *c.zero_stage == st) sp.stages.push_back(st);
+  if (c.offload == true && sp.stages == std::vector<int>{0}) {  // the search skips stage 0 with offload
+    return absl::InvalidArgumentError(
+        "--offload on moves ZeRO's sharded optimizer state to the host: it needs --stage 1 or higher (and "
+        "--max-stage >= 1)");
+  }
   for (bool b : {false, true}) {
     if (!c.offload || *c.offload == b) sp.offloads.push_back(b);
     if (!c.checkpointing || *c.checkpointing == b) sp.ckpts.push_back(b);

@@ -238,6 +238,18 @@ training: {global_batch: 8, max_length: 1024, bf16: true}
   auto refused = (*c)->Submit("b", "", too_big, "big.yaml");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("nothing fits"), std::string::npos) << refused.status();
+  // Offload at stage 0, which the plan search never tries: its empty search crashed the coordinator (SIGSEGV
+  // in planner::MakePlan). Refused at the field, and the coordinator serves the next submit.
+  const std::string stage0 = R"(task: reward
+model: Mistral-7B
+data: /d
+world_size: 8
+training: {global_batch: 64, zero_stage: 0, offload: true}
+)";
+  refused = (*c)->Submit("b0", "", stage0, "stage0.yaml");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stage0.yaml:5: field 'training.offload'"), std::string::npos)
+      << refused.status();
   // A spec that gives its sizes keeps them.
   const std::string pinned = R"(task: reward
 model: Mistral-7B

@@ -76,6 +76,15 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
       {"task: sft\nmodel: m\ndata: d\nworld_size: 3\ntraining: {steps: 10}\n",
        "job.yaml:5: field 'training.global_batch': 64 is not divisible by world_size 3: give a multiple of 3 "
        "(for example 66"},
+      // The plan search skips stage 0 with offload: left to it, the pair crashed the planner (and so a
+      // coordinator it was submitted to).
+      {"task: sft\nmodel: m\ndata: d\ntraining:\n  zero_stage: 0\n  offload: true\n",
+       "job.yaml:6: field 'training.offload': optimizer offload moves ZeRO's sharded optimizer state to the "
+       "host: it needs zero_stage 1 or 2"},
+      {"task: sft\nmodel: m\ndata: d\ndeepspeed: '{\"zero_optimization\": {\"stage\": 0, "
+       "\"offload_optimizer\": "
+       "{\"device\": \"cpu\"}}}'\n",
+       "job.yaml:4: deepspeed: field 'zero_optimization.offload_optimizer.device': optimizer offload moves"},
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  every: 0\n",
        "job.yaml:5: field 'checkpoint.every': must be >= 1"},
       {"task: sft\nmodel: m\ndata: d\ncheckpoint:\n  overwrite: maybe\n",

@@ -692,6 +692,15 @@ TEST(SearchTest, PinsErrorsAndNothingFits) {
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("--stage 3 is above --max-stage 2"), std::string::npos)
       << plan.status();
+  Constraints stage0;
+  stage0.zero_stage = 0;
+  stage0.offload = true;
+  plan = MakePlan(*m, w, *hw8, stage0);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("--offload on moves ZeRO's sharded optimizer state to the host: it "
+                                         "needs --stage 1 or higher"),
+            std::string::npos)
+      << plan.status();
   Constraints none;
   none.max_stage = -1;
   plan = MakePlan(*m, w, *hw8, none);
