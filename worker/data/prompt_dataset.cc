@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "core/json_depth.h"
+#include "core/line_reader.h"
 #include "core/status_macros.h"
-#include "core/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::data {
@@ -141,12 +141,17 @@ absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, const PromptLine
 
 absl::StatusOr<PromptData> LoadPrompts(const std::string& path, const Tokenizer* tok,
                                        const PromptDataOptions& options) {
-  ZF_ASSIGN_OR_RETURN(const std::string text, core::ReadTextFile(path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the prompts file"));
   PromptData data;
   size_t line_no = 0;
-  for (absl::string_view piece : absl::StrSplit(text, '\n')) {
+  std::string line;
+  for (;;) {
+    const absl::StatusOr<bool> read = core::ReadLine(in, &line);
+    if (!read.ok())
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no + 1, ": ", read.status().message()));
+    if (!*read) break;
     ++line_no;
-    const std::string line(piece);
     if (std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; }))
       continue;
     bool truncated = false;
@@ -155,6 +160,7 @@ absl::StatusOr<PromptData> LoadPrompts(const std::string& path, const Tokenizer*
     data.longest_prompt = std::max(data.longest_prompt, p.ids.size());
     data.prompts.push_back(std::move(p));
   }
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed after line ", line_no));
   if (data.prompts.empty())
     return absl::InvalidArgumentError(absl::StrCat(path, ": no prompts (the file is empty)"));
   return data;

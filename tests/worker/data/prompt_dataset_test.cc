@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/line_reader.h"
 #include "tests/worker/data/test_support.h"
 
 namespace zerofit::data {
@@ -108,6 +109,13 @@ TEST(PromptDatasetTest, ErrorsNameFileLineAndField) {
   }
   EXPECT_NE(LoadPrompts(dir.Write("empty.jsonl", "\n\n"), &tok, o).status().message().find("no prompts"),
             std::string::npos);
+  // A line past core::kMaxLineBytes (a JSON array on one line, a binary file) is refused at its line, not
+  // read into memory whole.
+  const std::string huge =
+      dir.Write("huge.jsonl", "{\"prompt\": \"ok\"}\n" + std::string(core::kMaxLineBytes + 1, '['));
+  const absl::Status overlong = LoadPrompts(huge, &tok, o).status();
+  EXPECT_NE(overlong.message().find(huge + ":2: longer than"), std::string::npos)
+      << overlong.message().substr(0, 300);
   const absl::Status no_tok = LoadPrompts(dir.Write("t.jsonl", "{\"prompt\": \"a\"}\n"), nullptr, o).status();
   EXPECT_NE(no_tok.message().find("t.jsonl:1: field 'prompt': text needs a tokenizer"), std::string::npos)
       << no_tok;
