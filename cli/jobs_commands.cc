@@ -258,7 +258,7 @@ absl::Status RunServe(const ServeFlags& f) {
 }
 
 absl::Status RunSubmit(const JobsFlags& f) {
-  ZF_ASSIGN_OR_RETURN(std::string spec, ReadAll(f.spec_path, "submit"));
+  ZF_ASSIGN_OR_RETURN(std::string spec, jobspec::ReadJobSpecFile(f.spec_path));
   // The coordinator gets the DeepSpeed config's contents, not a path to open (relative to this directory,
   // as `zerofit run` reads it).
   ZF_ASSIGN_OR_RETURN(spec, jobspec::InlineDeepSpeedConfig(spec, f.spec_path));

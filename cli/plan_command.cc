@@ -93,7 +93,7 @@ namespace {
 
 // --spec: the resolver's plan of a job spec file (relative paths in it resolve against its folder).
 absl::StatusOr<std::string> SpecPlan(const PlanFlags& f) {
-  ZF_ASSIGN_OR_RETURN(const std::string text, core::ReadTextFile(f.spec));
+  ZF_ASSIGN_OR_RETURN(const std::string text, jobspec::ReadJobSpecFile(f.spec));
   const std::string dir = std::filesystem::path(f.spec).parent_path().string();
   ZF_ASSIGN_OR_RETURN(const jobspec::JobSpec spec,
                       jobspec::ParseJobSpec(text, f.spec, dir.empty() ? "." : dir));

@@ -148,12 +148,11 @@ absl::Status RunRun(const RunFlags& f) {
   // SIGINT/SIGTERM (Ctrl-C, `timeout`, a supervisor) stop the workers before this process ends; blocked
   // before the coordinator's threads start, so that they inherit the mask.
   BlockedSignals signals({SIGINT, SIGTERM});
-  auto text = core::ReadTextFile(f.spec_path);
-  if (!text.ok()) return absl::NotFoundError(absl::StrCat("run: cannot read '", f.spec_path, "'"));
+  ZF_ASSIGN_OR_RETURN(const std::string text, jobspec::ReadJobSpecFile(f.spec_path));
   // The spec and the files its workers will read and write, before anything is started or written.
-  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
-  if (f.resume) ZF_RETURN_IF_ERROR(jobspec::ResumeFromCheckpointDir(&spec, *text, f.spec_path));
-  ZF_RETURN_IF_ERROR(CheckLocalJobFiles(spec, *text, f.spec_path));
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(text, f.spec_path));
+  if (f.resume) ZF_RETURN_IF_ERROR(jobspec::ResumeFromCheckpointDir(&spec, text, f.spec_path));
+  ZF_RETURN_IF_ERROR(CheckLocalJobFiles(spec, text, f.spec_path));
   ZF_ASSIGN_OR_RETURN(const std::string worker, WorkerPath(f));
   ZF_ASSIGN_OR_RETURN(const std::string state, StateDir(f));
   // One coordinator per state dir (coordinator/state_dir_lock.h): a `zerofit serve` or another `zerofit run`
@@ -173,7 +172,7 @@ absl::Status RunRun(const RunFlags& f) {
   const std::string request_id = absl::StrCat("run-", ::getpid(), "-", NewToken().substr(0, 8));
   if (f.overwrite_checkpoints) ZF_RETURN_IF_ERROR(RetireCheckpoints(spec.checkpoint.dir, request_id));
   ZF_ASSIGN_OR_RETURN(auto submitted,
-                      c.Submit(request_id, "", *text, fs::path(f.spec_path).filename().string(), f.resume));
+                      c.Submit(request_id, "", text, fs::path(f.spec_path).filename().string(), f.resume));
   const std::string id = submitted.job.id;
   std::printf("zerofit run: %s on %d ranks (coordinator %s, state %s)\n", id.c_str(), spec.world_size,
               server->address().c_str(), state.c_str());

@@ -31,6 +31,7 @@
 #include "core/status_macros.h"
 #include "core/text_file.h"
 #include "jobspec/exit_codes.h"
+#include "jobspec/job_spec.h"
 #include "launch/launch_env.h"
 #include "launch/sbatch_script.h"
 
@@ -75,9 +76,8 @@ absl::StatusOr<std::string> SnapshotWithNodeLoss(const std::string& text, const 
 }
 
 absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
-  auto text = core::ReadTextFile(f.spec_path);
-  if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm: cannot read '", f.spec_path, "'"));
-  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec_path));
+  ZF_ASSIGN_OR_RETURN(const std::string text, jobspec::ReadJobSpecFile(f.spec_path));
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(text, f.spec_path));
   jobspec::SlurmSpec x = spec.slurm.value_or(jobspec::SlurmSpec{});
   if (f.nodes) x.nodes = *f.nodes;
   if (f.gpus_per_node) x.gpus_per_node = *f.gpus_per_node;
@@ -106,14 +106,14 @@ absl::StatusOr<Prepared> Prepare(const SlurmFlags& f) {
   // The submitting host usually sees the cluster's shared file system, but the ranks' nodes decide (a path
   // may be node-local): a file problem here is a warning before the job waits in the queue, not a refusal;
   // the ranks check the same files when they start.
-  if (const absl::Status files = CheckLocalJobFiles(spec, *text, f.spec_path); !files.ok()) {
+  if (const absl::Status files = CheckLocalJobFiles(spec, text, f.spec_path); !files.ok()) {
     std::fprintf(stderr,
                  "zerofit slurm: warning: %s (as this host sees it; the ranks check again on their nodes)\n",
                  std::string(files.message()).c_str());
   }
   Prepared p;
   ZF_ASSIGN_OR_RETURN(p.text,
-                      SnapshotWithNodeLoss(*text, f.spec_path, spec.slurm.value_or(jobspec::SlurmSpec{}), x));
+                      SnapshotWithNodeLoss(text, f.spec_path, spec.slurm.value_or(jobspec::SlurmSpec{}), x));
   if (!spec.world_size_given || spec.world_size != x.nodes * x.ranks_per_node()) {
     spec.world_size = x.nodes * x.ranks_per_node();
     absl::StrAppend(&p.text, p.text.empty() || p.text.back() == '\n' ? "" : "\n",
@@ -519,9 +519,8 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
         absl::StrCat("slurm-launch runs inside a Slurm allocation: ", allocation.status().message()));
   }
   const std::string slurm_job_id = allocation->job_id;
-  auto text = core::ReadTextFile(f.spec);
-  if (!text.ok()) return absl::NotFoundError(absl::StrCat("slurm-launch: cannot read '", f.spec, "'"));
-  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(*text, f.spec));
+  ZF_ASSIGN_OR_RETURN(const std::string text, jobspec::ReadJobSpecFile(f.spec));
+  ZF_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::ParseJobSpec(text, f.spec));
   const fs::path state(f.state_dir);
   ZF_RETURN_IF_ERROR(CheckPrivateDir(state.string()));
   ZF_ASSIGN_OR_RETURN(std::string token, LoadOrCreateToken((state / "token").string()));
@@ -542,7 +541,7 @@ absl::StatusOr<int> RunSlurmLaunch(const SlurmLaunchFlags& f) {
   JobControl& c = *coord.control;
   // One zerofit job per Slurm job: a requeued run finds the job it submitted before.
   ZF_ASSIGN_OR_RETURN(JobControl::Submitted submitted,
-                      c.Submit(absl::StrCat("slurm-", slurm_job_id), *text, f.spec));
+                      c.Submit(absl::StrCat("slurm-", slurm_job_id), text, f.spec));
   const std::string id = submitted.id;
   ZF_RETURN_IF_ERROR(c.SetSlurmJobId(id, slurm_job_id));
   if (!submitted.created) {

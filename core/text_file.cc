@@ -23,6 +23,21 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   return ss.str();
 }
 
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, uint64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::string text;
+  char piece[65536];
+  while (in.read(piece, sizeof piece) || in.gcount() > 0) {
+    text.append(piece, static_cast<size_t>(in.gcount()));
+    if (text.size() > max_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": more than ", max_bytes, " bytes, the limit"));
+    }
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
+  return text;
+}
+
 absl::Status FsyncPath(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), (directory ? O_DIRECTORY : 0) | O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": open for fsync"));

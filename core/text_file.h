@@ -1,6 +1,7 @@
 // Whole-file text I/O for small files (specs, manifests, tokens, addresses).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -10,6 +11,11 @@ namespace zerofit::core {
 
 // NotFound naming `path` when it cannot be opened; DataLoss on a read error.
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+
+// The same for a file a person names on a command line (a job spec), which may be a pipe (`<(envsubst <
+// job.yaml)`) or, by mistake, a device: read up to `max_bytes`, and InvalidArgument naming the limit past it
+// (/dev/zero would otherwise fill the memory).
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, uint64_t max_bytes);
 
 // Writes `text` to `path` atomically: a temporary file next to it, fsync, rename, fsync of the directory. A
 // crash leaves either the old or the new contents.

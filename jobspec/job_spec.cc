@@ -181,6 +181,14 @@ int FieldLine(const std::string& yaml_text, const std::string& field) {
   }
 }
 
+absl::StatusOr<std::string> ReadJobSpecFile(const std::string& path) {
+  auto text = core::ReadTextFile(path, kMaxJobSpecBytes);
+  if (absl::IsNotFound(text.status())) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  if (!text.ok())
+    return absl::Status(text.status().code(), absl::StrCat(text.status().message(), " of a job spec"));
+  return text;
+}
+
 std::string JobNameProblem(const std::string& name) {
   constexpr size_t kMaxNameBytes = 128;
   if (name.empty() || name.size() > kMaxNameBytes) {

@@ -259,6 +259,14 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::st
 // not open; 0 when the text names none of it.
 int FieldLine(const std::string& yaml_text, const std::string& field);
 
+// A job spec is at most this long (with its DeepSpeed config inlined by `zerofit submit`: gRPC's default
+// message limit is 4 MiB).
+inline constexpr uint64_t kMaxJobSpecBytes = 1 << 20;
+
+// The text of the job spec file a command line names, which may be a pipe; past kMaxJobSpecBytes refused,
+// naming the limit; "cannot read 'PATH'" when it cannot be opened.
+absl::StatusOr<std::string> ReadJobSpecFile(const std::string& path);
+
 // `zerofit run --resume`: sets checkpoint.resume on a parsed spec, with the field's own rules (it needs
 // checkpoint.dir and excludes checkpoint.overwrite); errors name the field and its line in `yaml_text`.
 absl::Status ResumeFromCheckpointDir(JobSpec* spec, const std::string& yaml_text, const std::string& source);

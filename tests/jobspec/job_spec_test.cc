@@ -13,6 +13,7 @@
 #include <fstream>
 #include <future>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -512,6 +513,27 @@ TEST(JobSpecTest, DeepSpeedAutoValuesComeFromTheTrainingSection) {
                                          "up linearly"),
       std::string::npos)
       << log_warmup.status();
+}
+
+// The spec a command line names is read up to 1 MiB: /dev/zero filled the memory of `zerofit run` until the
+// kernel killed it. A pipe (`zerofit run <(envsubst < job.yaml)`) is still read.
+TEST(JobSpecTest, ASpecFileIsReadUpToItsLimit) {
+  const absl::StatusOr<std::string> zero = ReadJobSpecFile("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(), "/dev/zero: more than 1048576 bytes, the limit of a job spec");
+  EXPECT_EQ(ReadJobSpecFile("/nonexistent/job.yaml").status().message(),
+            "cannot read '/nonexistent/job.yaml'");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "zerofit_spec_read_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "job.fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo) << "task: sft\n"; });
+  const absl::StatusOr<std::string> piped = ReadJobSpecFile(fifo);
+  writer.join();
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  EXPECT_EQ(*piped, "task: sft\n");
+  std::filesystem::remove_all(dir);
 }
 
 // The coordinator parses specs on a client's behalf: `deepspeed:` naming a FIFO used to block its thread in
