@@ -60,10 +60,11 @@ class DsReader {
   absl::Status Bad(const std::string& field, const std::string& why) const {
     return absl::InvalidArgumentError(absl::StrCat(source_, ": field '", field, "': ", why));
   }
-  // Notes that the config set the training field DeepSpeed calls `field`.
+  // Notes that the config set the training field DeepSpeed calls `field` (the last key read that sets it
+  // is the one whose value it has: the WarmupLR family's warmup_max_lr over optimizer.params.lr).
   void Given(const std::string& field) const {
     for (const auto& [yaml, ds] : kFields) {
-      if (field == ds) given_->emplace(yaml, ds);
+      if (field == ds) (*given_)[yaml] = ds;
     }
   }
   // A number field: nullopt when absent or "auto".

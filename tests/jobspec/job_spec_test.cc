@@ -503,6 +503,18 @@ TEST(JobSpecTest, DeepSpeedAutoValuesComeFromTheTrainingSection) {
       "job.yaml");
   ASSERT_TRUE(cosine.ok()) << cosine.status();
   EXPECT_DOUBLE_EQ(cosine->training.min_lr, 3e-5);
+  // Both the optimizer and a WarmupLR scheduler give a rate: the scheduler's is the one used, and named.
+  auto two_rates = ParseJobSpec(
+      "task: sft\nmodel: m\ndata: d\ndeepspeed: '{\"optimizer\": {\"params\": {\"lr\": 1.0e-4}}, "
+      "\"scheduler\": "
+      "{\"type\": \"WarmupLR\", \"params\": {\"warmup_max_lr\": 2.0e-5, \"warmup_num_steps\": 0}}}'\n"
+      "training: {steps: 100, lr: 3.0e-4}\n",
+      "job.yaml");
+  ASSERT_FALSE(two_rates.ok());
+  EXPECT_NE(
+      two_rates.status().message().find("set in the DeepSpeed config too ('scheduler.params.warmup_max_lr')"),
+      std::string::npos)
+      << two_rates.status();
   auto log_warmup = ParseJobSpec(
       "task: sft\nmodel: m\ndata: d\ndeepspeed: '{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
       "{\"warmup_num_steps\": \"auto\"}}}'\ntraining: {steps: 100, warmup_steps: 10}\n",
