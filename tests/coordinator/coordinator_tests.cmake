@@ -1,6 +1,6 @@
 # Coordinator domain (issue 6). Paths relative to tests/.
 # The job spec library on its own (no coordinator, no SQLite).
-zerofit_unit_test(jobspec_unit_test jobspec/job_spec_test.cc jobspec/job_plan_test.cc jobspec/resolve_test.cc
+zerofit_unit_test(jobspec_unit_test jobspec/job_spec_test.cc jobspec/deepspeed_config_test.cc jobspec/job_plan_test.cc jobspec/resolve_test.cc
   jobspec/grpo_spec_test.cc jobspec/lora_spec_test.cc jobspec/trainer_fields_test.cc
   jobspec/step_scheduler_test.cc)
 target_link_libraries(jobspec_unit_test PRIVATE zerofit_jobspec zerofit_resolve zerofit_step_scheduler)
