@@ -55,7 +55,8 @@ bool IsAuto(const Json& v) { return v.is_string() && v.get<std::string>() == "au
 // Every field read with a value is noted in `given` under its YAML name.
 class DsReader {
  public:
-  DsReader(const std::string& source, std::map<std::string, std::string>* given)
+  // `given` null: a reader for errors only (after the fields were read).
+  explicit DsReader(const std::string& source, std::map<std::string, std::string>* given = nullptr)
       : source_(source), given_(given) {}
   absl::Status Bad(const std::string& field, const std::string& why) const {
     return absl::InvalidArgumentError(absl::StrCat(source_, ": field '", field, "': ", why));
@@ -64,7 +65,7 @@ class DsReader {
   // is the one whose value it has: the WarmupLR family's warmup_max_lr over optimizer.params.lr).
   void Given(const std::string& field) const {
     for (const auto& [yaml, ds] : kFields) {
-      if (field == ds) (*given_)[yaml] = ds;
+      if (field == ds && given_ != nullptr) (*given_)[yaml] = ds;
     }
   }
   // A number field: nullopt when absent or "auto".
@@ -287,8 +288,7 @@ absl::StatusOr<DeepSpeedTraining> ReadDeepSpeedConfig(const std::string& text, c
 }
 
 absl::Status FinishDeepSpeedTraining(const DeepSpeedTraining& d, TrainingSpec* t) {
-  std::map<std::string, std::string> unused;
-  const DsReader ds(d.source, &unused);
+  const DsReader ds(d.source);
   if (d.cos_min_ratio) t->min_lr = *d.cos_min_ratio * t->lr;
   if (!d.warmup_type.empty() && t->warmup_steps > 0 && d.warmup_type != "linear") {
     return ds.Bad("scheduler.params.warmup_type",
@@ -306,8 +306,7 @@ absl::StatusOr<TrainingSpec> ParseDeepSpeedConfig(const std::string& text, const
                                                   int world_size) {
   ZF_ASSIGN_OR_RETURN(DeepSpeedTraining d, ReadDeepSpeedConfig(text, source, world_size));
   ZF_RETURN_IF_ERROR(FinishDeepSpeedTraining(d, &d.training));
-  std::map<std::string, std::string> unused;
-  const DsReader ds(d.source, &unused);
+  const DsReader ds(d.source);
   ZF_RETURN_IF_ERROR(ValidateTraining(
       d.training, world_size,
       [&](const std::string& field, const std::string& why) { return ds.Bad(DeepSpeedName(field), why); }));
