@@ -43,7 +43,8 @@ absl::StatusOr<std::string> CheckPromptData(const std::string& path, const data:
 }
 
 CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {
-  CLI::App* data = app.add_subcommand("data", "inspect preference data");
+  CLI::App* data =
+      app.add_subcommand("data", "inspect training data (preference pairs, SFT examples, prompts)");
   CLI::App* check =
       data->add_subcommand("check", "token lengths, truncation and lint of a preference JSONL file");
   check->add_option("file", flags->file, "preference JSONL (text, conversational or pre-tokenized)")
@@ -59,6 +60,9 @@ CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {
   check->add_flag("--json", flags->json, "one JSON object instead of the table");
   check->add_flag("--prompts", flags->prompts,
                   "FILE holds GRPO prompts (prompt, messages or prompt_ids + answer)");
+  check->add_flag(
+      "--sft", flags->sft,
+      "FILE holds SFT examples (text, prompt + completion, messages, prompt_ids + completion_ids)");
   check
       ->add_option("--max-new-tokens", flags->max_new_tokens,
                    "with --prompts: the completion's share of max_length")
@@ -67,6 +71,7 @@ CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {
 }
 
 absl::StatusOr<std::string> RunDataCheck(const DataCheckFlags& flags) {
+  if (flags.prompts && flags.sft) return absl::InvalidArgumentError("--prompts and --sft exclude each other");
   auto tok = data::HfTokenizer::Load(flags.tokenizer_dir);
   if (!tok.ok()) return tok.status();
   if (flags.prompts) {
@@ -79,6 +84,7 @@ absl::StatusOr<std::string> RunDataCheck(const DataCheckFlags& flags) {
     return CheckPromptData(flags.file, **tok, flags.max_length - flags.max_new_tokens, add_bos, flags.json);
   }
   data::PreferenceDataOptions options;
+  options.sft = flags.sft;
   options.max_length = flags.max_length;
   options.max_prompt_length = flags.max_prompt_length;
   options.add_bos =

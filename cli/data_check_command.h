@@ -29,6 +29,7 @@ struct DataCheckFlags {
   std::string add_bos = "auto";  // auto: the tokenizer has a BOS and tokenizer_config.json's add_bos_token
   bool json = false;
   bool prompts = false;          // FILE holds GRPO prompts
+  bool sft = false;              // FILE holds SFT examples (or pairs, of which the chosen response is kept)
   int64_t max_new_tokens = 256;  // with --prompts: what max_length keeps for the completion
 };
 

@@ -71,6 +71,34 @@ TEST_F(DataCheckTest, LoadErrorsNameFileAndLine) {
       << r.status();
 }
 
+// --sft: SFT examples in TRL's formats (Qwen2.5's chat template for messages), counted as examples, with no
+// rejected response to lint; --prompts and --sft together are refused.
+TEST_F(DataCheckTest, SftFilesAreCountedAsExamples) {
+  Write(
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}, {\"role\": \"assistant\", "
+      "\"content\": \"4\"}]}\n"
+      "{\"prompt\": \"Tell me a story\", \"completion\": \"Once upon a time there was a cat who\"}\n"
+      "{\"text\": \"same\"}\n");
+  DataCheckFlags flags;
+  flags.file = path_;
+  flags.tokenizer_dir = std::string(ZEROFIT_HF_TOKENIZERS_DIR) + "/qwen2.5";
+  flags.max_length = 8;
+  flags.max_prompt_length = 4;
+  flags.sft = true;
+  auto text = RunDataCheck(flags);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find(": 3 examples (add_bos false"), std::string::npos) << *text;
+  EXPECT_NE(text->find("truncated at max_length 8: 2 of 3 examples"), std::string::npos) << *text;
+  EXPECT_EQ(text->find("chosen == rejected"), std::string::npos) << *text;
+  flags.sft = false;
+  auto as_pairs = RunDataCheck(flags);
+  ASSERT_FALSE(as_pairs.ok());
+  EXPECT_NE(as_pairs.status().message().find(path_ + ":1: an SFT example"), std::string::npos)
+      << as_pairs.status();
+  flags.sft = flags.prompts = true;
+  EXPECT_FALSE(RunDataCheck(flags).ok());
+}
+
 // --prompts: a GRPO prompt file, measured as the run would read it (text and chat with Qwen2.5's template),
 // and a bad line named by file, line and field.
 TEST_F(DataCheckTest, PromptFilesAreCountedAndBadLinesNamed) {

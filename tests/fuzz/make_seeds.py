@@ -77,6 +77,9 @@ lines = {
     "text.jsonl": [{"prompt": "12+7=", "chosen": "19", "rejected": "18"}, {"prompt": "", "chosen": "é", "rejected": "😀"}],
     "ids.jsonl": [{"prompt_ids": [5, 9], "chosen_ids": [4, 10], "rejected_ids": [4, 12]}],
     "chat.jsonl": [{"prompt": [U], "chosen": [A], "rejected": [B]}, {"chosen": [U, A], "rejected": [U, B]}],
+    "sft.jsonl": [{"text": "The cat sat."}, {"prompt": "12+7=", "completion": "19"}, {"messages": [U, A]},
+                  {"prompt": [U], "completion": [A]}, {"prompt_ids": [5, 9], "completion_ids": [4, 10]},
+                  {"completion_ids": [7]}],
 }
 for name, objs in lines.items():
     write("preference_jsonl", name, "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objs))

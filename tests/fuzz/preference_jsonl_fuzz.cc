@@ -61,12 +61,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.threads = 2;
   PreferenceDataStats stats;
   (void)ParsePreferenceJsonl(contents, "fuzz.jsonl", tok, options, &stats);
+  options.sft = true;  // the same lines as SFT examples (sft_example.h)
+  (void)ParsePreferenceJsonl(contents, "fuzz.jsonl", tok, options, &stats);
   PreferenceDataOptions no_tok;
   no_tok.threads = 1;
   no_tok.max_length = 0;
   no_tok.bos_id = 1;
   no_tok.eos_id = 2;
   no_tok.vocab_size = 259;
+  (void)ParsePreferenceJsonl(contents, "fuzz.jsonl", nullptr, no_tok);
+  no_tok.sft = true;
   (void)ParsePreferenceJsonl(contents, "fuzz.jsonl", nullptr, no_tok);
   return 0;
 }

@@ -34,21 +34,26 @@ struct PairFindings {
 // `cut` is `p` truncated under options' limits.
 void Inspect(const PreferencePair& p, const PreferencePair& cut, const DataExpectations& e,
              const PreferenceDataOptions& options, PairFindings* f) {
-  if (e.expects_bos && (p.prompt.empty() || p.prompt[0] != e.bos_id)) ++f->no_bos;
-  if (e.bos_id >= 0 && p.prompt.size() >= 2 && p.prompt[0] == e.bos_id && p.prompt[1] == e.bos_id) {
-    ++f->doubled_bos;
-  }
-  if (p.chosen == p.rejected) ++f->same;
+  // The sequence's first tokens: an SFT example scored whole (text, messages) has them in its completion.
+  auto token = [&p](size_t i) -> int64_t {
+    if (i < p.prompt.size()) return p.prompt[i];
+    i -= p.prompt.size();
+    return i < p.chosen.size() ? p.chosen[i] : -1;
+  };
+  if (e.expects_bos && token(0) != e.bos_id) ++f->no_bos;
+  if (e.bos_id >= 0 && token(0) == e.bos_id && token(1) == e.bos_id) ++f->doubled_bos;
+  if (!p.rejected.empty() && p.chosen == p.rejected) ++f->same;
   if (options.max_length > 0 && options.add_eos) {
     for (const auto* resp : {&cut.chosen, &cut.rejected}) {
+      if (resp == &cut.rejected && p.rejected.empty()) continue;  // an SFT example has none
       if (resp->empty() || resp->back() != e.eos_id) ++f->lost_eos;
     }
   }
 }
 
-std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e) {
+std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e, bool sft) {
   const bool pad_is_eos = e.configured_pad_id < 0 || e.configured_pad_id == e.eos_id;
-  return {
+  std::vector<DataLint> lints = {
       {"pad == eos in the tokenizer config", pad_is_eos ? size_t{1} : 0,
        "zerofit masks padding by length, so this is harmless here; other trainers that mask labels by pad "
        "id also mask every EOS: give such runs a distinct pad_token"},
@@ -58,9 +63,12 @@ std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e) {
        "the text (or chat template) already has BOS: set add_bos: false"},
       {"responses that lose their EOS to truncation", f.lost_eos,
        "raise max_length, lower max_prompt_length, or drop overlong pairs"},
-      {"pairs with chosen == rejected", f.same,
-       "remove them: identical responses carry no preference signal"},
   };
+  if (!sft) {
+    lints.push_back({"pairs with chosen == rejected", f.same,
+                     "remove them: identical responses carry no preference signal"});
+  }
+  return lints;
 }
 
 }  // namespace
@@ -71,7 +79,9 @@ PreferencePair TruncatePair(const PreferencePair& whole, int32_t bos_id, int32_t
   const auto nb = static_cast<std::ptrdiff_t>(options.add_bos ? 1 : 0);
   const auto ne = static_cast<std::ptrdiff_t>(options.add_eos ? 1 : 0);
   std::vector<int32_t> prompt(whole.prompt.begin() + nb, whole.prompt.end());
-  auto raw = [&](const std::vector<int32_t>& r) { return std::vector<int32_t>(r.begin(), r.end() - ne); };
+  auto raw = [&](const std::vector<int32_t>& r) {  // an SFT example's rejected response is empty
+    return r.empty() ? r : std::vector<int32_t>(r.begin(), r.end() - ne);
+  };
   return AssemblePreferencePair(prompt, raw(whole.chosen), raw(whole.rejected), bos_id, eos_id, options,
                                 whole.source_line);
 }
@@ -80,6 +90,7 @@ DataReport BuildDataReport(const std::vector<PreferencePair>& whole, const DataE
                            const PreferenceDataOptions& options, std::vector<PreferencePair>* truncated) {
   DataReport r;
   r.pairs = whole.size();
+  r.sft = options.sft;
   r.add_bos = options.add_bos;
   r.max_length = options.max_length;
   std::vector<size_t> prompt_len, seq_len;
@@ -95,7 +106,7 @@ DataReport BuildDataReport(const std::vector<PreferencePair>& whole, const DataE
   }
   r.prompt = Percentiles(std::move(prompt_len));
   r.sequence = Percentiles(std::move(seq_len));
-  r.lints = Lints(found, expect);
+  r.lints = Lints(found, expect, options.sft);
   return r;
 }
 
@@ -105,7 +116,7 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
   };
   if (json) {
     nlohmann::ordered_json j = {{"file", source},
-                                {"pairs", r.pairs},
+                                {r.sft ? "examples" : "pairs", r.pairs},
                                 {"add_bos", r.add_bos},
                                 {"prompt_tokens", pct(r.prompt)},
                                 {"sequence_tokens", pct(r.sequence)},
@@ -117,7 +128,8 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
     j["lints"] = std::move(lints);
     return j.dump(2) + "\n";
   }
-  std::string out = absl::StrFormat("%s: %d pairs (add_bos %s, EOS appended)\n", source, r.pairs,
+  const char* what = r.sft ? "examples" : "pairs";
+  std::string out = absl::StrFormat("%s: %d %s (add_bos %s, EOS appended)\n", source, r.pairs, what,
                                     r.add_bos ? "true" : "false");
   auto row = [&](const char* name, const LengthPercentiles& p) {
     absl::StrAppendFormat(&out, "  %-16s p50 %6d  p90 %6d  p99 %6d  max %6d\n", name, p.p50, p.p90, p.p99,
@@ -127,8 +139,8 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
   row("prompt", r.prompt);
   row("longest sequence", r.sequence);
   if (r.max_length > 0) {
-    absl::StrAppendFormat(&out, "truncated at max_length %d: %d of %d pairs (%.1f%%)\n", r.max_length,
-                          r.truncated_pairs, r.pairs,
+    absl::StrAppendFormat(&out, "truncated at max_length %d: %d of %d %s (%.1f%%)\n", r.max_length,
+                          r.truncated_pairs, r.pairs, what,
                           r.pairs ? 100.0 * static_cast<double>(r.truncated_pairs) / r.pairs : 0.0);
   }
   out += "lint:\n";

@@ -32,7 +32,8 @@ struct DataExpectations {
 };
 
 struct DataReport {
-  size_t pairs = 0;
+  size_t pairs = 0;  // or SFT examples (sft)
+  bool sft = false;
   bool add_bos = false;
   LengthPercentiles prompt;    // prompt part, BOS included, before truncation
   LengthPercentiles sequence;  // prompt + the longer response, BOS/EOS included, before truncation

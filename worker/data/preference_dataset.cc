@@ -13,119 +13,27 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/excerpt.h"
 #include "core/json_depth.h"
 #include "core/ordered_line_map.h"
+#include "core/status_macros.h"
 #include "core/thread_pool.h"
 #include "nlohmann/json.hpp"
+#include "worker/data/json_line_fields.h"
+#include "worker/data/sft_example.h"
 
 namespace zerofit::data {
 namespace {
 
-// Ordered: conversational messages reach the chat template with their keys in file order (tojson prints it).
-using Json = nlohmann::ordered_json;
-
-// Where a line came from, for error messages "source:line: ...".
-struct Where {
-  const std::string& source;
-  size_t line;
-};
-
-absl::Status LineError(const Where& w, const std::string& message) {
-  return absl::InvalidArgumentError(absl::StrCat(w.source, ":", w.line, ": ", message));
-}
-
-absl::Status FieldError(const Where& w, const char* field, const std::string& message) {
-  return LineError(w, absl::StrCat("field '", field, "': ", message));
-}
-
-// The special ids and vocabulary every line is checked and assembled against.
-struct Specials {
-  int32_t bos_id = -1;
-  int32_t eos_id = -1;
-  int32_t vocab_size = 0;  // 0: unknown
-};
+using json_line::CheckMessages;
+using json_line::FieldError;
+using json_line::Json;
+using json_line::LineError;
+using json_line::Specials;
+using json_line::Where;
 
 Specials ResolveSpecials(const PreferenceDataOptions& options, const Tokenizer* tok) {
   if (tok != nullptr) return Specials{tok->bos_id(), tok->eos_id(), tok->vocab_size()};
   return Specials{options.bos_id, options.eos_id, options.vocab_size};
-}
-
-absl::StatusOr<std::string> GetString(const Json& obj, const char* field, const Where& w) {
-  auto it = obj.find(field);
-  if (it == obj.end()) return FieldError(w, field, "missing");
-  if (!it->is_string()) return FieldError(w, field, absl::StrCat("expected a string, got ", it->type_name()));
-  return it->get<std::string>();
-}
-
-absl::StatusOr<std::vector<int32_t>> GetIds(const Json& obj, const char* field, const Specials& sp,
-                                            const Where& w) {
-  auto it = obj.find(field);
-  if (it == obj.end()) return FieldError(w, field, "missing");
-  if (!it->is_array()) {
-    return FieldError(w, field, absl::StrCat("expected an array of integers, got ", it->type_name()));
-  }
-  std::vector<int32_t> ids;
-  ids.reserve(it->size());
-  for (size_t i = 0; i < it->size(); ++i) {
-    const Json& v = (*it)[i];
-    if (!v.is_number_integer()) {
-      return FieldError(
-          w, field,
-          absl::StrCat("element ", i, ": expected an integer token id, got ", v.type_name(),
-                       v.is_number() ? absl::StrCat(" ", core::Excerpt(v.dump())) : std::string()));
-    }
-    const bool negative = !v.is_number_unsigned() && v.get<int64_t>() < 0;
-    const bool too_big = v.is_number_unsigned() ? v.get<uint64_t>() > std::numeric_limits<int32_t>::max()
-                                                : v.get<int64_t>() > std::numeric_limits<int32_t>::max();
-    const bool outside_vocab =
-        !negative && !too_big && sp.vocab_size > 0 && v.get<int64_t>() >= sp.vocab_size;
-    if (negative || too_big || outside_vocab) {
-      return FieldError(w, field,
-                        absl::StrCat("element ", i, ": token id ", v.dump(), " is outside [0, ",
-                                     sp.vocab_size > 0 ? absl::StrCat(sp.vocab_size) : std::string("2^31"),
-                                     ")", sp.vocab_size > 0 ? " (the tokenizer's vocabulary)" : ""));
-    }
-    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
-  }
-  return ids;
-}
-
-absl::StatusOr<std::vector<int32_t>> EncodeField(const Json& obj, const char* field, const Tokenizer* tok,
-                                                 const Where& w) {
-  auto text = GetString(obj, field, w);
-  if (!text.ok()) return text.status();
-  if (tok == nullptr) {
-    return FieldError(w, field,
-                      "text needs a tokenizer (pass one, or write prompt_ids/chosen_ids/rejected_ids)");
-  }
-  auto ids = tok->Encode(*text);
-  if (!ids.ok()) return FieldError(w, field, absl::StrCat("tokenizer: ", ids.status().message()));
-  return ids;
-}
-
-// Checks a list of chat messages: each an object with a string "role".
-absl::Status CheckMessages(const Json& msgs, const char* field, const Where& w) {
-  if (!msgs.is_array()) {
-    return FieldError(w, field, absl::StrCat("expected a list of messages, got ", msgs.type_name()));
-  }
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    const Json& m = msgs[i];
-    auto role = m.is_object() ? m.find("role") : m.end();
-    if (!m.is_object() || role == m.end() || !role->is_string()) {
-      return FieldError(w, field,
-                        absl::StrCat("message ", i, ": expected an object with a string \"role\", got ",
-                                     core::Excerpt(m.dump(-1, ' ', false, Json::error_handler_t::replace))));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> Render(const Json& msgs, bool add_generation_prompt, const char* field,
-                                   const Tokenizer* tok, const Where& w) {
-  auto text = tok->RenderChat(msgs.dump(), add_generation_prompt);
-  if (!text.ok()) return FieldError(w, field, absl::StrCat("chat template: ", text.status().message()));
-  return text;
 }
 
 // Conversational line to the texts of prompt, chosen and rejected: the prompt messages rendered with
@@ -159,25 +67,13 @@ absl::StatusOr<std::array<std::string, 3>> RenderConversation(const Json& obj, c
   }
   if (prompt.empty()) return FieldError(w, "prompt", "no messages (the chat template needs a prompt)");
   std::array<std::string, 3> out;
-  auto prompt_text = Render(prompt, /*add_generation_prompt=*/true, "prompt", tok, w);
+  auto prompt_text = json_line::Render(prompt, /*add_generation_prompt=*/true, "prompt", tok, w);
   if (!prompt_text.ok()) return prompt_text.status();
   out[0] = std::move(*prompt_text);
   for (int k = 1; k < 3; ++k) {
-    const Json& r = responses[k - 1];
-    if (r.empty()) return FieldError(w, fields[k], "no response messages after the prompt");
-    Json all = prompt;
-    all.insert(all.end(), r.begin(), r.end());
-    auto full = Render(all, /*add_generation_prompt=*/false, fields[k], tok, w);
-    if (!full.ok()) return full.status();
-    if (full->compare(0, out[0].size(), out[0]) != 0) {
-      return FieldError(
-          w, fields[k],
-          "the chat template's rendering of prompt + response does not start with its rendering "
-          "of the prompt with add_generation_prompt=true, so the response cannot be cut out "
-          "(write text pairs rendered by hand instead)");
-    }
-    out[k] = full->substr(out[0].size());
-    if (out[k].empty()) return FieldError(w, fields[k], "empty response (nothing to score)");
+    auto text = json_line::RenderResponse(prompt, out[0], responses[k - 1], fields[k], tok, w);
+    if (!text.ok()) return text.status();
+    out[k] = std::move(*text);
   }
   return out;
 }
@@ -192,11 +88,9 @@ struct ParsedLine {
   size_t raw_sizes[3] = {0, 0, 0};  // prompt, chosen, rejected tokens before specials and truncation
 };
 
-// One JSONL line to a pair. Pure: safe to call for several lines at once (the tokenizer is thread-safe).
-absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, const Tokenizer* tok,
-                                     const Specials& sp, const PreferenceDataOptions& options) {
-  // nlohmann reports parse errors by exception; they are translated here, where the library is called
-  // (STYLE 2), and never escape.
+// One JSONL line as a JSON object. nlohmann reports parse errors by exception; they are translated here,
+// where the library is called (STYLE 2), and never escape.
+absl::StatusOr<Json> ParseObject(const std::string& line, const Where& w) {
   // Nesting is bounded before parsing: copying or rendering a deeper value recursed off the stack.
   if (!core::CheckJsonDepth(line, core::kMaxJsonDepth, w.source).ok()) {
     return LineError(w, absl::StrCat("JSON nested deeper than ", core::kMaxJsonDepth, " levels"));
@@ -208,10 +102,15 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
     return LineError(w, absl::StrCat("invalid JSON: ", e.what()));
   }
   if (!obj.is_object()) return LineError(w, absl::StrCat("expected a JSON object, got ", obj.type_name()));
+  return obj;
+}
 
+// A pair's line to the raw ids (no specials) of prompt, chosen and rejected.
+absl::StatusOr<std::array<std::vector<int32_t>, 3>> PairIds(const Json& obj, const Tokenizer* tok,
+                                                            const Specials& sp, const Where& w) {
   const bool pretokenized =
       obj.contains("prompt_ids") || obj.contains("chosen_ids") || obj.contains("rejected_ids");
-  std::vector<int32_t> ids[3];
+  std::array<std::vector<int32_t>, 3> ids;
   const char* const text_fields[3] = {"prompt", "chosen", "rejected"};
   const char* const id_fields[3] = {"prompt_ids", "chosen_ids", "rejected_ids"};
   auto chosen_it = obj.find("chosen");
@@ -227,7 +126,9 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
     }
   }
   for (int k = 0; k < 3 && !conversational; ++k) {
-    auto got = pretokenized ? GetIds(obj, id_fields[k], sp, w) : EncodeField(obj, text_fields[k], tok, w);
+    auto got = pretokenized ? json_line::GetIds(obj, id_fields[k], sp, w)
+                            : json_line::EncodeField(obj, text_fields[k], tok, w,
+                                                     "prompt_ids/chosen_ids/rejected_ids");
     if (!got.ok()) return got.status();
     ids[k] = std::move(*got);
   }
@@ -235,6 +136,27 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
     if (ids[k].empty()) {
       return FieldError(w, pretokenized ? id_fields[k] : text_fields[k], "empty response (nothing to score)");
     }
+  }
+  return ids;
+}
+
+// One JSONL line to a pair (options.sft: to an SFT example, whose rejected response is empty). Pure: safe
+// to call for several lines at once (the tokenizer is thread-safe).
+absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, const Tokenizer* tok,
+                                     const Specials& sp, const PreferenceDataOptions& options) {
+  ZF_ASSIGN_OR_RETURN(const Json obj, ParseObject(line, w));
+  std::array<std::vector<int32_t>, 3> ids;
+  if (options.sft && !IsPreferencePairLine(obj)) {
+    ZF_ASSIGN_OR_RETURN(SftIds example, ParseSftExample(obj, tok, sp, w));
+    ids[0] = std::move(example.prompt);
+    ids[1] = std::move(example.completion);
+  } else if (!options.sft && !IsPreferencePairLine(obj) && IsSftExampleLine(obj)) {
+    return LineError(w,
+                     "an SFT example (text, prompt/completion or messages), but reward models and DPO train "
+                     "on preference pairs: give chosen and rejected responses, or use task sft");
+  } else {
+    ZF_ASSIGN_OR_RETURN(ids, PairIds(obj, tok, sp, w));
+    if (options.sft) ids[2].clear();  // an SFT example keeps the chosen response only
   }
   ParsedLine parsed;
   parsed.pair = AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, options, w.line);
@@ -250,7 +172,8 @@ void CountLine(const ParsedLine& parsed, const PreferenceDataOptions& options, P
   stats->pairs++;
   if (pair.prompt.size() < parsed.raw_sizes[0] + bos) stats->prompts_truncated++;
   if (pair.chosen.size() < parsed.raw_sizes[1] + eos) stats->responses_truncated++;
-  if (pair.rejected.size() < parsed.raw_sizes[2] + eos) stats->responses_truncated++;
+  if (!pair.rejected.empty() && pair.rejected.size() < parsed.raw_sizes[2] + eos)
+    stats->responses_truncated++;
   stats->longest_sequence = std::max(stats->longest_sequence,
                                      pair.prompt.size() + std::max(pair.chosen.size(), pair.rejected.size()));
 }
@@ -300,13 +223,14 @@ absl::StatusOr<std::vector<PreferencePair>> ParseStream(std::istream& in, const 
       });
   if (!lines.ok()) return lines.status();
   const size_t line_no = *lines;
+  const char* what = options.sft ? "SFT examples" : "preference pairs";
   if (in.bad()) return absl::DataLossError(absl::StrCat(source, ": read failed after line ", line_no));
   if (line_no == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ":1: empty file (no preference pairs)"));
+    return absl::InvalidArgumentError(absl::StrCat(source, ":1: empty file (no ", what, ")"));
   }
   if (pairs.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", line_no, ": no preference pairs (all ", line_no, " lines are blank)"));
+        absl::StrCat(source, ":", line_no, ": no ", what, " (all ", line_no, " lines are blank)"));
   }
   if (stats != nullptr) *stats = local;
   return pairs;
@@ -393,7 +317,7 @@ PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const 
     return out;
   };
   pair.chosen = response(chosen);
-  pair.rejected = response(rejected);
+  if (!rejected.empty()) pair.rejected = response(rejected);  // empty: an SFT example
   return pair;
 }
 

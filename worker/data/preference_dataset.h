@@ -1,5 +1,7 @@
 // Preference pairs (prompt, chosen response, rejected response) read from JSONL, tokenized and truncated,
-// ready for MakePairBatch (pair_batch.h). Used by reward-model (Bradley-Terry) and DPO training.
+// ready for MakePairBatch (pair_batch.h). Used by reward-model (Bradley-Terry) and DPO training, and (with
+// PreferenceDataOptions::sft) for SFT examples: a prompt and one response, the pair's chosen, with no
+// rejected response (the formats of sft_example.h, and pair lines whose rejected response is dropped).
 //
 // File format: one JSON object per line; blank lines are skipped; keys other than the ones below are ignored.
 //   text:          {"prompt": "12+7=", "chosen": "19", "rejected": "18"}          (needs a Tokenizer)
@@ -50,7 +52,7 @@ namespace zerofit::data {
 struct PreferencePair {
   std::vector<int32_t> prompt;    // [BOS] + prompt tokens, after left truncation
   std::vector<int32_t> chosen;    // response tokens + [EOS], after right truncation
-  std::vector<int32_t> rejected;  // same rules as chosen, truncated independently
+  std::vector<int32_t> rejected;  // same rules as chosen, truncated independently; empty: an SFT example
   size_t source_line = 0;         // 1-based line of the JSONL file (for error messages and debugging)
 };
 
@@ -68,6 +70,9 @@ struct PreferenceDataOptions {
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t vocab_size = 0;
+  // Task sft: lines are SFT examples (sft_example.h) or pairs whose rejected response is dropped; every
+  // PreferencePair read has an empty `rejected`, and truncation looks at the chosen response alone.
+  bool sft = false;
   // Lines parsed and tokenized in parallel (0: all cores). Results, stats and the first error (the lowest
   // bad line's) are the same for every count; the file is read in chunks of a few thousand lines.
   int threads = 0;
@@ -85,7 +90,8 @@ struct PreferenceDataStats {
 absl::Status ValidatePreferenceDataOptions(const PreferenceDataOptions& options, const Tokenizer* tok);
 
 // Applies the layout and truncation rules above to raw token ids (no specials). Preconditions: options
-// validated; chosen and rejected non-empty; bos_id/eos_id valid when add_bos/add_eos.
+// validated; chosen non-empty; bos_id/eos_id valid when add_bos/add_eos. An empty `rejected` (an SFT
+// example) stays empty and takes no part in the truncation.
 PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const std::vector<int32_t>& chosen,
                                       const std::vector<int32_t>& rejected, int32_t bos_id, int32_t eos_id,
                                       const PreferenceDataOptions& options, size_t source_line);

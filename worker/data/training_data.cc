@@ -12,7 +12,8 @@
 namespace zerofit::data {
 namespace {
 
-// Whether the first non-blank line of `path` is a conversational pair ("chosen" is a list of messages).
+// Whether the first non-blank line of `path` is conversational: a pair whose "chosen" is a list of messages,
+// or an SFT example with "messages" or a "completion" list.
 // Unreadable or malformed lines answer false: loading reports them with their line number.
 bool StartsConversational(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -20,7 +21,11 @@ bool StartsConversational(const std::string& path) {
   while (core::ReadLine(in, &line).value_or(false)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    return j.is_object() && j.contains("chosen") && j["chosen"].is_array();
+    if (!j.is_object()) return false;
+    for (const char* key : {"chosen", "messages", "completion"}) {
+      if (j.contains(key) && j[key].is_array()) return true;
+    }
+    return false;
   }
   return false;
 }
@@ -100,6 +105,7 @@ absl::StatusOr<TrainingData> LoadTrainingData(const DataSource& source, const co
   o.max_length = max_length;
   o.max_prompt_length = source.max_prompt_length > 0 ? source.max_prompt_length : max_length / 2;
   o.add_bos = ResolveAddBos(source, tok.get());
+  o.sft = source.sft;
   if (tok == nullptr) {
     if (absl::Status s = SpecialsFromConfig(config, source, &o); !s.ok()) return s;
   }

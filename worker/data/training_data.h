@@ -23,6 +23,8 @@ struct DataSource {
   std::string tokenizer_dir;
   int64_t max_prompt_length = 0;  // the prompt part's limit when a pair is truncated; 0: max_length / 2
   std::optional<bool> add_bos;    // unset: auto (see ResolveAddBos)
+  // Task sft: the files hold SFT examples (sft_example.h) or pairs whose chosen response alone is kept.
+  bool sft = false;
 };
 
 // The layout of `zerofit_make_arith_prefs` and `zerofit_tokenize` output: DIR/train_ids.jsonl and

@@ -6,6 +6,7 @@ if(TARGET zerofit_data)
     worker/data/preference_dataset_test.cc
     worker/data/prompt_dataset_test.cc
     worker/data/sentencepiece_encode_test.cc
+    worker/data/sft_example_test.cc
     worker/data/text_pairs_to_ids_test.cc
     worker/data/sentencepiece_tokenizer_test.cc
     worker/data/uniform_below_test.cc)

@@ -115,6 +115,43 @@ TEST_F(HfPreferenceTest, MalformedConversationsNameFileLineAndField) {
               "t.jsonl:1: field 'chosen': empty");
 }
 
+// SFT's chat formats (TRL's SFTTrainer): "messages" scores the whole rendered conversation; a conversational
+// prompt-completion scores the completion's part of the rendering, cut as for conversational pairs.
+TEST_F(HfPreferenceTest, SftConversationsAreRenderedWithTheChatTemplate) {
+  const nlohmann::ordered_json prompt = nlohmann::ordered_json::parse(
+      R"([{"role":"system","content":"Be brief."},{"role":"user","content":"2+2?"}])");
+  const nlohmann::ordered_json answer =
+      nlohmann::ordered_json::parse(R"([{"role":"assistant","content":"4"}])");
+  nlohmann::ordered_json all = prompt;
+  all.push_back(answer[0]);
+  options_.sft = true;
+  const nlohmann::ordered_json messages = {{"messages", all}};
+  const nlohmann::ordered_json completion = {{"prompt", prompt}, {"completion", answer}};
+  const nlohmann::ordered_json pair = {
+      {"prompt", prompt},
+      {"chosen", answer},
+      {"rejected", nlohmann::ordered_json::parse(R"([{"role":"assistant","content":"5"}])")}};
+  auto examples = Parse(messages.dump() + "\n" + completion.dump() + "\n" + pair.dump() + "\n");
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  ASSERT_EQ(examples->size(), 3u);
+  const std::string full = Render(all, false);
+  const std::string p = Render(prompt, true);
+  EXPECT_TRUE((*examples)[0].prompt.empty()) << "Qwen has no BOS, and the whole conversation is scored";
+  EXPECT_EQ((*examples)[0].chosen, WithEos(Enc(full)));
+  EXPECT_EQ((*examples)[1].prompt, Enc(p));
+  EXPECT_EQ((*examples)[1].chosen, WithEos(Enc(full.substr(p.size()))));
+  EXPECT_EQ(full.substr(p.size()), "4<|im_end|>\n");
+  EXPECT_EQ((*examples)[2].prompt, (*examples)[1].prompt) << "a conversational pair's chosen response";
+  EXPECT_EQ((*examples)[2].chosen, (*examples)[1].chosen);
+  for (const PreferencePair& e : *examples) EXPECT_TRUE(e.rejected.empty());
+  ExpectError(R"({"prompt": [{"role":"user","content":"x"}], "completion": []})",
+              "t.jsonl:1: field 'completion': no response messages after the prompt");
+  ExpectError(R"({"prompt": [], "completion": [{"role":"assistant","content":"y"}]})",
+              "t.jsonl:1: field 'prompt': no messages (the chat template needs a prompt)");
+  ExpectError(R"({"prompt": "x", "completion": [{"role":"assistant","content":"y"}]})",
+              "t.jsonl:1: field 'prompt': expected a list of messages, got string");
+}
+
 TEST_F(HfPreferenceTest, EmptyBlankAndCutFilesAreErrorsWithLine) {
   ExpectError("", "t.jsonl:1: empty file");
   ExpectError("\n  \n\n", "t.jsonl:3: no preference pairs (all 3 lines are blank)");

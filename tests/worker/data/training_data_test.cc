@@ -89,6 +89,32 @@ TEST_F(TrainingDataTest, ChatLinesUseTheTemplateAndItsBos) {
   EXPECT_TRUE(seen);
 }
 
+// SFT's "messages" lines: the template's BOS starts the completion, so auto add_bos adds none and the lint
+// finds the BOS it expects there.
+TEST_F(TrainingDataTest, SftConversationsKeepTheTemplatesBos) {
+  const std::string train = dir_.Write(
+      "sft.jsonl",
+      R"({"messages": [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "2"}]})"
+      "\n");
+  DataSource s = Source(train);
+  s.sft = true;
+  auto d = LoadTrainingData(s, config_, 64);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->options.add_bos) << "the template writes bos_token: auto must not add a second";
+  EXPECT_TRUE(d->train[0].prompt.empty());
+  EXPECT_EQ(d->train[0].chosen, Cat(Cat({kCharBos}, CharIds("user: 1+1=\nassistant: 2\n")), {kCharEos}));
+  EXPECT_TRUE(d->train[0].rejected.empty());
+  for (const DataLint& l : d->report.lints) {
+    if (l.name.find("BOS") != std::string::npos) EXPECT_EQ(l.count, 0u) << l.name;
+  }
+  s.add_bos = true;
+  auto doubled = LoadTrainingData(s, config_, 64);
+  ASSERT_TRUE(doubled.ok()) << doubled.status();
+  for (const DataLint& l : doubled->report.lints) {
+    if (l.name == "prompts starting with a doubled BOS") EXPECT_EQ(l.count, 1u);
+  }
+}
+
 TEST_F(TrainingDataTest, TruncationIsReportedAndApplied) {
   const std::string train = dir_.Write(
       "long.jsonl", "{\"prompt\": \"123456789+1=\", \"chosen\": \"123456790\", \"rejected\": \"1\"}\n");
