@@ -65,10 +65,11 @@ std::string MetricsPrinter::TableRow(const zerofit::v1::Metric& m) {
   if (std::isnan(margin)) margin = get("dpo/margin");
   if (std::isnan(margin)) margin = get("sft/perplexity");  // SFT: the perplexity takes the column
   const double clipped = get("clipped");
-  absl::StrAppendFormat(&out, "%6d %5d %9.4f %7.3f %10.3e %10.4f %4s %10.4f %10.1f %10.1f\n", m.step(),
-                        m.rank(), get("loss"), get("accuracy"), get("lr"), get("grad_norm"),
-                        std::isnan(clipped) ? "-" : (clipped > 0 ? "yes" : "no"), margin,
-                        get("samples_per_s"), get("host_peak_rss_bytes") / 1048576.0);
+  const double accuracy = get("accuracy");  // none for SFT
+  absl::StrAppendFormat(&out, "%6d %5d %9.4f %7s %10.3e %10.4f %4s %10.4f %10.1f %10.1f\n", m.step(),
+                        m.rank(), get("loss"), std::isnan(accuracy) ? "-" : absl::StrFormat("%.3f", accuracy),
+                        get("lr"), get("grad_norm"), std::isnan(clipped) ? "-" : (clipped > 0 ? "yes" : "no"),
+                        margin, get("samples_per_s"), get("host_peak_rss_bytes") / 1048576.0);
   return out;
 }
 

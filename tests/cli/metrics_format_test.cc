@@ -54,6 +54,7 @@ TEST(MetricsFormatTest, TableShowsWhatPeopleWatchAndOldRowsTheirFixedFields) {
   EXPECT_NE(first.find("grad-norm"), std::string::npos) << first;
   EXPECT_NE(first.find("2.500e-04"), std::string::npos) << first;
   EXPECT_NE(first.find(" yes "), std::string::npos) << first;
+  EXPECT_NE(first.find("0.5000       - "), std::string::npos) << "no accuracy (SFT has none): " << first;
   zerofit::v1::Metric old;
   old.set_step(7);
   old.set_loss(0.125);

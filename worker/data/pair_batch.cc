@@ -10,10 +10,12 @@
 namespace zerofit::data {
 
 absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs,
-                                        const std::vector<uint64_t>& indices, int32_t pad_id) {
+                                        const std::vector<uint64_t>& indices, int32_t pad_id, PairRows rows) {
   PairBatch batch;
   const size_t num_pairs = indices.size();
+  const size_t halves = rows == PairRows::kChosenOnly ? 1 : 2;
   batch.num_pairs = static_cast<int64_t>(num_pairs);
+  batch.rows_per_pair = static_cast<int64_t>(halves);
   size_t max_len = 0;
   for (size_t b = 0; b < num_pairs; ++b) {
     if (indices[b] >= pairs.size()) {
@@ -21,24 +23,27 @@ absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs
                                                      ") is outside the ", pairs.size(), " pairs"));
     }
     const PreferencePair& p = pairs[indices[b]];
-    if (p.chosen.empty() || p.rejected.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("MakePairBatch: pair from line ", p.source_line, " has an empty response"));
+    if (p.chosen.empty() || (halves == 2 && p.rejected.empty())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MakePairBatch: pair from line ", p.source_line, " has an empty ",
+          p.chosen.empty() ? "chosen" : "rejected (an SFT example, which reward models and DPO cannot use)",
+          " response"));
     }
-    max_len = std::max(max_len, p.prompt.size() + std::max(p.chosen.size(), p.rejected.size()));
+    const size_t longest = halves == 2 ? std::max(p.chosen.size(), p.rejected.size()) : p.chosen.size();
+    max_len = std::max(max_len, p.prompt.size() + longest);
   }
   if (max_len > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     return absl::InvalidArgumentError(absl::StrCat("MakePairBatch: a sequence of ", max_len, " tokens"));
   }
   batch.max_len = static_cast<int64_t>(max_len);
-  batch.tokens.assign(2 * num_pairs * max_len, pad_id);
-  batch.lengths.resize(2 * num_pairs);
-  batch.response_start.resize(2 * num_pairs);
+  batch.tokens.assign(halves * num_pairs * max_len, pad_id);
+  batch.lengths.resize(halves * num_pairs);
+  batch.response_start.resize(halves * num_pairs);
   batch.source_lines.resize(num_pairs);
   for (size_t b = 0; b < num_pairs; ++b) {
     const PreferencePair& p = pairs[indices[b]];
     batch.source_lines[b] = p.source_line;
-    for (size_t half = 0; half < 2; ++half) {
+    for (size_t half = 0; half < halves; ++half) {
       const std::vector<int32_t>& response = half == 0 ? p.chosen : p.rejected;
       const size_t row = half * num_pairs + b;
       int32_t* dst = batch.tokens.data() + row * max_len;

@@ -24,6 +24,20 @@ double ValueOr(const metrics::StepMetrics& m, const std::string& name, double fa
   return m.Get(name).value_or(fallback);
 }
 
+// A step's (prefix "") or evaluation's (prefix "eval/") task figures: accuracy and margin of a reward model
+// or DPO; an SFT model's perplexity (it has no second response to rank its completion against).
+std::string TaskFigures(const metrics::StepMetrics& m, const std::string& prefix, bool with_margin) {
+  if (auto perplexity = m.Get(prefix + names::kSftPerplexity))
+    return absl::StrFormat("ppl %.3f", *perplexity);
+  std::string out = absl::StrFormat("acc %.3f", ValueOr(m, prefix + names::kAccuracy));
+  if (with_margin) {
+    absl::StrAppendFormat(
+        &out, "  margin %.3f",
+        m.Get(prefix + names::kRewardMargin).value_or(ValueOr(m, prefix + names::kDpoMargin)));
+  }
+  return out;
+}
+
 // What `zerofit plan`'s memory model predicts for this attempt, printed at its start so that the peaks each
 // step measures (the progress line's "device peak") can be read against it.
 std::string PlannedPeakLine(const jobspec::PlannedPeak& p) {
@@ -364,7 +378,7 @@ std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m
   // The ETA from the smoothed step time (smoothed_step_time.h), not from the mean since the attempt began:
   // the first step's warm-up and a change of pace (another job on the machine) fade within ~20 steps.
   const std::optional<absl::Duration> eta = step_time_->Remaining(plan_.steps - step - 1);
-  const double margin = m.Get(names::kRewardMargin).value_or(ValueOr(m, names::kDpoMargin));
+  const bool sft = m.Get(names::kSftPerplexity).has_value();
   std::string line =
       m.Get(names::kGrpoReward)
           ? absl::StrFormat(
@@ -373,10 +387,10 @@ std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m
                 ValueOr(m, names::kGrpoKl), ValueOr(m, names::kGrpoCompletionLength),
                 ValueOr(m, names::kLearningRate), ValueOr(m, names::kGrpoGenerationTokensPerS),
                 eta ? FormatEta(*eta) : "?")
-          : absl::StrFormat("step %d/%d  loss %.4f  acc %.3f  margin %.3f  lr %.3e  %.0f pairs/s  ETA %s",
-                            step + 1, plan_.steps, ValueOr(m, names::kLoss), ValueOr(m, names::kAccuracy),
-                            margin, ValueOr(m, names::kLearningRate), ValueOr(m, names::kSamplesPerS),
-                            eta ? FormatEta(*eta) : "?");
+          : absl::StrFormat("step %d/%d  loss %.4f  %s  lr %.3e  %.0f %s/s  ETA %s", step + 1, plan_.steps,
+                            ValueOr(m, names::kLoss), TaskFigures(m, "", true),
+                            ValueOr(m, names::kLearningRate), ValueOr(m, names::kSamplesPerS),
+                            sft ? "examples" : "pairs", eta ? FormatEta(*eta) : "?");
   if (auto allocated = m.Get(names::kDevicePeakAllocatedBytes)) {
     absl::StrAppend(&line, absl::StrFormat("  device peak %.2f/%.2f GiB", *allocated / kGiB,
                                            ValueOr(m, names::kDevicePeakReservedBytes) / kGiB));
@@ -386,9 +400,9 @@ std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m
   if (checkpoint >= 0) absl::StrAppend(&line, "  (checkpoint step ", checkpoint, ")");
   const std::string eval = names::kEvalPrefix;
   if (auto pairs = m.Get(eval + names::kEvalPairs)) {
-    absl::StrAppend(
-        &line, absl::StrFormat("  | eval: held-out acc %.3f loss %.4f (%.0f pairs)",
-                               ValueOr(m, eval + names::kAccuracy), ValueOr(m, eval + names::kLoss), *pairs));
+    absl::StrAppend(&line,
+                    absl::StrFormat("  | eval: held-out %s loss %.4f (%.0f %s)", TaskFigures(m, eval, false),
+                                    ValueOr(m, eval + names::kLoss), *pairs, sft ? "examples" : "pairs"));
   } else if (auto prompts = m.Get(eval + names::kEvalPrompts)) {
     absl::StrAppend(&line, absl::StrFormat("  | eval: held-out acc %.3f (%.0f prompts, greedy)",
                                            ValueOr(m, eval + names::kAccuracy), *prompts));
@@ -412,9 +426,14 @@ absl::StatusOr<int> WorkerLoop::Finish() {
   eval.values = *last_eval_;
   const std::string prefix = names::kEvalPrefix;
   const std::optional<double> prompts = eval.Get(prefix + names::kEvalPrompts);  // GRPO
-  const std::string line = absl::StrFormat(
-      "done: held-out accuracy %.3f over %.0f %s", ValueOr(eval, prefix + names::kAccuracy),
-      prompts ? *prompts : ValueOr(eval, prefix + names::kEvalPairs), prompts ? "prompts" : "pairs");
+  const std::optional<double> perplexity = eval.Get(prefix + names::kSftPerplexity);
+  const std::string line =
+      perplexity ? absl::StrFormat("done: held-out perplexity %.3f over %.0f examples", *perplexity,
+                                   ValueOr(eval, prefix + names::kEvalPairs))
+                 : absl::StrFormat("done: held-out accuracy %.3f over %.0f %s",
+                                   ValueOr(eval, prefix + names::kAccuracy),
+                                   prompts ? *prompts : ValueOr(eval, prefix + names::kEvalPairs),
+                                   prompts ? "prompts" : "pairs");
   ZF_RETURN_IF_ERROR(Report({options_.rank == 0 ? line : "", nullptr, -1, true, 0}));
   return 0;
 }

@@ -62,7 +62,29 @@ TEST(PairBatchTest, Errors) {
   bad[1].rejected.clear();
   auto empty = MakePairBatch(bad, kPad);
   ASSERT_FALSE(empty.ok());
-  EXPECT_NE(empty.status().message().find("line 4 has an empty response"), std::string::npos);
+  EXPECT_NE(empty.status().message().find("line 4 has an empty rejected (an SFT example"), std::string::npos)
+      << empty.status();
+  bad[1].chosen.clear();
+  auto no_chosen = MakePairBatch(bad, {1}, kPad, PairRows::kChosenOnly);
+  ASSERT_FALSE(no_chosen.ok());
+  EXPECT_NE(no_chosen.status().message().find("line 4 has an empty chosen response"), std::string::npos)
+      << no_chosen.status();
+}
+
+TEST(PairBatchTest, ChosenOnlyHoldsOneRowPerPairPaddedToTheLongestChosen) {
+  std::vector<PreferencePair> examples = TwoPairs();
+  examples[1].rejected.clear();  // an SFT example: no rejected response, which a chosen-only batch ignores
+  auto batch = MakePairBatch(examples, {1, 0}, kPad, PairRows::kChosenOnly);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->num_pairs, 2);
+  EXPECT_EQ(batch->rows_per_pair, 1);
+  EXPECT_EQ(batch->num_rows(), 2);
+  EXPECT_EQ(batch->max_len, 5) << "pair 0's 7-token rejected row is not in the batch";
+  EXPECT_EQ(batch->tokens, (std::vector<int32_t>{2, 12, 21, 22, 3,  //
+                                                 2, 10, 11, 20, 3}));
+  EXPECT_EQ(batch->lengths, (std::vector<int32_t>{5, 5}));
+  EXPECT_EQ(batch->response_start, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(batch->source_lines, (std::vector<uint64_t>{4, 1}));
 }
 
 }  // namespace

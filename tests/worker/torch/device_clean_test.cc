@@ -373,6 +373,7 @@ TEST_P(DeviceCleanTest, EvaluationAndTrainingStepStayOnTheModelsDevice) {
   format.pad_id = kPad;
   format.reward_readout = c.task == Task::kReward;
   format.readout_pad_token = kPad;
+  if (c.task == Task::kSft) format.rows = data::PairRows::kChosenOnly;  // as PreferenceSession builds it
 
   ScopedDeviceCheck check;
   try {

@@ -78,18 +78,18 @@ TEST(ObjectivesTest, DpoSigmoidWithLabelSmoothingAndIpo) {
   EXPECT_FALSE(ParseDpoLoss("hinge").ok());
 }
 
-TEST(ObjectivesTest, SftNegativeLogLikelihoodOfTheChosenResponses) {
+TEST(ObjectivesTest, SftNegativeLogLikelihoodOfTheCompletions) {
   torch::Tensor pc = torch::tensor({-3.0f, -5.0f}, torch::requires_grad());
-  torch::Tensor pr = torch::tensor({-4.0f, -4.0f});
-  LossOutput out = SftLoss(pc, pr, torch::tensor({3, 4}, torch::kLong));
+  LossOutput out = SftLoss(pc, torch::tensor({3, 4}, torch::kLong));
   EXPECT_EQ(out.loss_sum.item<double>(), 8.0);
+  EXPECT_EQ(out.pairs, 2);
   const PairMetrics m = ReadPairMetrics(out.metrics);
   EXPECT_EQ(m.loss_sum, 8.0);
-  EXPECT_EQ(m.correct, 1);
+  EXPECT_EQ(m.correct, 0) << "a completion has nothing to be ranked against";
   EXPECT_EQ(m.margin_sum, 0.0);
   EXPECT_EQ(m.pairs, 2);
   EXPECT_EQ(m.chosen_sum, -8.0);
-  EXPECT_EQ(m.rejected_sum, -8.0);
+  EXPECT_EQ(m.rejected_sum, 0.0);
   EXPECT_EQ(m.response_tokens, 7);
   out.loss_sum.backward();
   EXPECT_EQ(pc.grad()[0].item<float>(), -1.0f);

@@ -3,6 +3,7 @@
 // exported Hugging Face model reproduces the trained scores.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -203,6 +204,71 @@ TEST(PreferenceTrainingTest, DpoWithLoraScoresItsReferenceWithTheBaseNotACopy) {
   full.reference = ReferenceStrategy::kLoraBase;
   const absl::Status refused = TrainPreferences(full, Runtime(), comm.get()).status();
   EXPECT_NE(refused.message().find("this policy has none"), std::string::npos) << refused;
+  EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  if (comm->rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// An SFT step forwards the completions alone: from the pair file (chosen = completion, rejected read and
+// dropped) and from the same examples as TRL prompt-completion lines, the steps are bit-identical, and every
+// step's tokens are the examples' prompt + completion tokens, not twice that.
+TEST(PreferenceTrainingTest, SftForwardsTheCompletionsAloneFromPairsOrPromptCompletionLines) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm, "--train 300 --test 100", "_sft_lines");
+  // The generator pads its operands: every line has the same lengths (checked while converting).
+  size_t example_tokens = 0;
+  if (comm->rank() == 0) {
+    for (const char* split : {"train", "test"}) {
+      std::ifstream in(dir + "/" + split + "_ids.jsonl");
+      std::ofstream out(dir + "/" + split + "_sft.jsonl");
+      for (std::string line; std::getline(in, line);) {
+        const size_t cut = line.find(",\"rejected_ids\"");
+        ASSERT_NE(cut, std::string::npos) << line;
+        std::string sft = line.substr(0, cut) + "}";
+        sft.replace(sft.find("\"chosen_ids\""), 12, "\"completion_ids\"");
+        out << sft << "\n";
+        // Two id lists: one comma between them, one fewer than ids within each; then BOS and EOS.
+        const size_t tokens = std::count(sft.begin(), sft.end(), ',') + 1 + 2;
+        if (example_tokens == 0) example_tokens = tokens;
+        ASSERT_EQ(tokens, example_tokens) << sft;
+      }
+    }
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  if (comm->rank() != 0) {  // the lengths rank 0 checked, from the first line
+    std::ifstream in(dir + "/train_sft.jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    example_tokens = std::count(line.begin(), line.end(), ',') + 1 + 2;
+  }
+  auto run = [&](const std::string& train, const std::string& test) {
+    PreferenceTrainOptions o = Base(dir);
+    o.task = PreferenceTrainOptions::Task::kSft;
+    o.data.train = dir + "/" + train;
+    o.data.test = dir + "/" + test;
+    o.steps = 3;
+    std::vector<PairMetrics> steps;
+    TrainHooks hooks;
+    hooks.on_step = [&](const StepReport& sr) {
+      steps.push_back(sr.metrics);
+      return absl::OkStatus();
+    };
+    auto r = TrainPreferences(o, Runtime(), comm.get(), hooks);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return steps;
+  };
+  const std::vector<PairMetrics> pairs = run("train_ids.jsonl", "test_ids.jsonl");
+  const std::vector<PairMetrics> lines = run("train_sft.jsonl", "test_sft.jsonl");
+  ASSERT_EQ(pairs.size(), 3u);
+  ASSERT_EQ(lines.size(), 3u);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    EXPECT_EQ(pairs[i].loss_sum, lines[i].loss_sum) << "step " << i;
+    EXPECT_EQ(pairs[i].response_tokens, lines[i].response_tokens) << "step " << i;
+    EXPECT_EQ(pairs[i].pairs, 32.0);
+    EXPECT_EQ(pairs[i].sequence_tokens, 32.0 * static_cast<double>(example_tokens))
+        << "step " << i << ": the rejected rows were forwarded too";
+    EXPECT_EQ(lines[i].sequence_tokens, pairs[i].sequence_tokens);
+  }
   EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
   if (comm->rank() == 0) std::filesystem::remove_all(dir);
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -337,50 +338,61 @@ absl::StatusOr<Cli> Parse(int argc, char** argv) {
 }
 
 // What the run prints: rank 0's lines (data report, evaluations, a step line every --log-every steps).
-const char* AccuracyName(PreferenceTrainOptions::Task task) {
+// The held-out figure of a task: an accuracy for reward models and DPO; SFT's completions have nothing to
+// be ranked against, so its figure is the perplexity (the exp of the loss per completion token).
+std::string HeldOutFigure(PreferenceTrainOptions::Task task, const PairMetrics& m) {
+  const double n = std::max(m.pairs, 1.0);
   switch (task) {
+    case PreferenceTrainOptions::Task::kSft: {
+      const double per_token = m.loss_sum / std::max(m.response_tokens, 1.0);
+      return absl::StrFormat("perplexity %.3f (loss %.4f per token)", std::exp(per_token), per_token);
+    }
     case PreferenceTrainOptions::Task::kDpo:
-      return "implicit-reward accuracy";
-    case PreferenceTrainOptions::Task::kSft:
-      return "accuracy (log p(chosen) > log p(rejected))";
+      return absl::StrFormat("implicit-reward accuracy %.3f", m.correct / n);
     case PreferenceTrainOptions::Task::kReward:
     case PreferenceTrainOptions::Task::kGrpo:
       break;
   }
-  return "pairwise accuracy";
+  return absl::StrFormat("pairwise accuracy %.3f", m.correct / n);
 }
 
-void PrintStepLine(const StepReport& r, int64_t steps, double elapsed_s) {
+const char* SampleName(PreferenceTrainOptions::Task task) {
+  return task == PreferenceTrainOptions::Task::kSft ? "examples" : "pairs";
+}
+
+void PrintStepLine(const StepReport& r, PreferenceTrainOptions::Task task, int64_t steps, double elapsed_s) {
   const int64_t done = r.step + 1;  // steps are 0-based; people count from 1
   const std::string device =
       r.peak.device_reserved > 0
           ? absl::StrFormat("%.0f/%.0f MiB device (allocated/reserved), ",
                             r.peak.device_allocated / 1048576.0, r.peak.device_reserved / 1048576.0)
           : "";
+  const PairMetrics& m = r.metrics;
+  const std::string figures =
+      task == PreferenceTrainOptions::Task::kSft
+          ? absl::StrFormat("ppl %.3f", std::exp(m.loss_sum / std::max(m.response_tokens, 1.0)))
+          : absl::StrFormat("acc %.3f  margin %.3f", m.correct / m.pairs, m.margin_sum / m.pairs);
   std::printf(
-      "step %4lld/%lld  loss %.4f  acc %.3f  margin %.3f  grad-norm %.3f  lr %.2e  %.1f pairs/s  peak %s%.0f "
-      "MiB host  ETA %.0fs\n",
-      static_cast<long long>(done), static_cast<long long>(steps), r.metrics.loss_sum / r.metrics.pairs,
-      r.metrics.correct / r.metrics.pairs, r.metrics.margin_sum / r.metrics.pairs, r.result.grad_norm, r.lr,
-      r.metrics.pairs / (r.result.breakdown.wall_ms / 1e3), device.c_str(), r.peak.host_rss / 1048576.0,
-      elapsed_s / done * (steps - done));
+      "step %4lld/%lld  loss %.4f  %s  grad-norm %.3f  lr %.2e  %.1f %s/s  peak %s%.0f MiB host  ETA %.0fs\n",
+      static_cast<long long>(done), static_cast<long long>(steps), m.loss_sum / m.pairs, figures.c_str(),
+      r.result.grad_norm, r.lr, m.pairs / (r.result.breakdown.wall_ms / 1e3), SampleName(task),
+      device.c_str(), r.peak.host_rss / 1048576.0, elapsed_s / done * (steps - done));
   std::fflush(stdout);
 }
 
 // The trainer's hooks: every rank records its metrics; rank 0 prints.
 TrainHooks MakeHooks(const PreferenceTrainOptions& o, int64_t log_every, int rank,
                      metrics::MetricsRecorder* recorder, absl::Time start) {
-  const char* what = AccuracyName(o.task);
   TrainHooks hooks;
-  hooks.on_start = [&o, rank, what](const PreferenceSession& session, const EvalReport& before) {
+  hooks.on_start = [&o, rank](const PreferenceSession& session, const EvalReport& before) {
     if (rank != 0) return absl::OkStatus();
     std::printf("%s", data::FormatDataReport(session.data_report(), o.data.train, false).c_str());
-    std::printf("held-out %s before training: %.3f (%.0f pairs)\n", what, before.accuracy(),
-                before.metrics.pairs);
+    std::printf("held-out %s before training (%.0f %s)\n", HeldOutFigure(o.task, before.metrics).c_str(),
+                before.metrics.pairs, SampleName(o.task));
     std::fflush(stdout);
     return absl::OkStatus();
   };
-  hooks.on_step = [&o, log_every, rank, recorder, start, what](const StepReport& r) -> absl::Status {
+  hooks.on_step = [&o, log_every, rank, recorder, start](const StepReport& r) -> absl::Status {
     const metrics::StepMetrics named = NamedStepMetrics(
         r, o.task,
         HostSample{rank, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()), HostPeakRssBytes()});
@@ -390,12 +402,12 @@ TrainHooks MakeHooks(const PreferenceTrainOptions& o, int64_t log_every, int ran
     const int64_t done = r.step + 1;
     if (r.eval) {
       const PairMetrics& m = r.eval->metrics;
-      std::printf("eval after step %lld: held-out %s %.3f  loss %.4f  margin %.3f (%.0f pairs)\n",
-                  static_cast<long long>(done), what, r.eval->accuracy(), m.loss_sum / std::max(m.pairs, 1.0),
-                  m.margin_sum / std::max(m.pairs, 1.0), m.pairs);
+      std::printf("eval after step %lld: held-out %s  loss %.4f (%.0f %s)\n", static_cast<long long>(done),
+                  HeldOutFigure(o.task, m).c_str(), m.loss_sum / std::max(m.pairs, 1.0), m.pairs,
+                  SampleName(o.task));
     }
     if (done % log_every == 0 || done == o.steps) {
-      PrintStepLine(r, o.steps, absl::ToDoubleSeconds(absl::Now() - start));
+      PrintStepLine(r, o.task, o.steps, absl::ToDoubleSeconds(absl::Now() - start));
     }
     return absl::OkStatus();
   };
@@ -403,9 +415,10 @@ TrainHooks MakeHooks(const PreferenceTrainOptions& o, int64_t log_every, int ran
 }
 
 void PrintSummary(const PreferenceTrainOptions& o, const TrainReport& report, absl::Time start) {
-  std::printf("held-out %s: %.3f before training, %.3f after (%.0f pairs); loss %.4f -> %.4f\n",
-              AccuracyName(o.task), report.before.accuracy(), report.after.accuracy(),
-              report.after.metrics.pairs, report.before.metrics.loss_sum / report.before.metrics.pairs,
+  std::printf("held-out %s before training, %s after (%.0f %s); loss %.4f -> %.4f\n",
+              HeldOutFigure(o.task, report.before.metrics).c_str(),
+              HeldOutFigure(o.task, report.after.metrics).c_str(), report.after.metrics.pairs,
+              SampleName(o.task), report.before.metrics.loss_sum / report.before.metrics.pairs,
               report.after.metrics.loss_sum / report.after.metrics.pairs);
   const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
   std::printf("optimizer state %.2f MiB/rank, reference on device %.2f MiB (%s), %.1f s\n",

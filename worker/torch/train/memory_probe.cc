@@ -72,18 +72,13 @@ std::vector<data::PreferencePair> SyntheticPairs(int64_t n, int64_t seq_len, int
   return pairs;
 }
 
-// The micro-batch of pairs `ids`; SFT keeps the chosen rows only (micro_batch sequences).
+// The micro-batch of pairs `ids`, built as the trainer builds it: SFT's holds the chosen rows alone
+// (micro_batch sequences).
 absl::StatusOr<PairTensors> ProbeBatch(const ProbeJob& job, const std::vector<data::PreferencePair>& pairs,
                                        const std::vector<uint64_t>& ids, const core::HfModelConfig& config) {
-  ZF_ASSIGN_OR_RETURN(PairTensors b,
-                      MakePairTensors(pairs, ids, BatchFormatOf(config, job.task == Task::kReward)));
-  if (job.task == Task::kSft) {
-    const int64_t n = job.micro_batch;
-    b.tokens = b.tokens.slice(0, 0, n).contiguous();
-    b.starts = b.starts.slice(0, 0, n).contiguous();
-    b.lengths = b.lengths.slice(0, 0, n).contiguous();
-  }
-  return b;
+  BatchFormat format = BatchFormatOf(config, job.task == Task::kReward);
+  if (job.task == Task::kSft) format.rows = data::PairRows::kChosenOnly;
+  return MakePairTensors(pairs, ids, format);
 }
 
 // The task's loss on one micro-batch (the trainer's objectives) and the units it averages over; nothing else
@@ -105,12 +100,7 @@ absl::StatusOr<LossOutput> ProbeLossOutput(const ProbeJob& job, LlamaModel& poli
     ZF_ASSIGN_OR_RETURN(ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths, b.pair_ids));
   }
   const torch::Tensor pol = ResponseLogProbs(policy->TokenLogProbs(b.tokens), b.starts, b.lengths);
-  if (job.task == Task::kSft) {
-    LossOutput out;
-    out.loss_sum = -pol.sum();
-    out.pairs = n;
-    return out;
-  }
+  if (job.task == Task::kSft) return SftLoss(pol, b.lengths - b.starts);
   return DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), DpoOptions{});
 }
 

@@ -20,7 +20,7 @@ PairTensors OnDevice(PairTensors b, const torch::Device& device) {
 
 absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* reference,
                                           const PreferenceTrainOptions& o, const PairTensors& b) {
-  const int64_t n = b.tokens.size(0) / 2;
+  const auto n = static_cast<int64_t>(b.pair_ids.size());  // pairs (SFT: examples, one row each)
   LossOutput out;
   if (o.task == Task::kReward) {
     if (!b.readout.defined()) {
@@ -34,8 +34,11 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
     const torch::Tensor pol =
         ResponseLogProbs(policy->TokenLogProbs(b.tokens, b.head_from), b.starts, b.lengths, b.head_from);
     if (o.task == Task::kSft) {
-      // Negative log-likelihood of the chosen responses; the margin is log p(chosen) - log p(rejected).
-      out = SftLoss(pol.slice(0, 0, n), pol.slice(0, n), b.lengths.slice(0, 0, n) - b.starts.slice(0, 0, n));
+      if (b.tokens.size(0) != n) {
+        return absl::FailedPreconditionError(
+            "an SFT batch holds the completions alone (MakePairTensors with PairRows::kChosenOnly)");
+      }
+      out = SftLoss(pol, b.lengths - b.starts);
     } else {
       if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
       ZF_ASSIGN_OR_RETURN(torch::Tensor ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths,

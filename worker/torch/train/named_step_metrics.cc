@@ -29,7 +29,7 @@ void SetPairValues(const std::string& prefix, const PairMetrics& p, PreferenceTr
   const double pairs = std::max(p.pairs, 1.0);
   auto set = [&](const char* name, double v) { m->Set(prefix + name, v); };
   set(names::kLoss, p.loss_sum / pairs);
-  set(names::kAccuracy, p.correct / pairs);
+  if (task != Task::kSft) set(names::kAccuracy, p.correct / pairs);  // SFT has no second response to beat
   if (task == Task::kReward) {
     set(names::kRewardChosen, p.chosen_sum / pairs);
     set(names::kRewardRejected, p.rejected_sum / pairs);
@@ -59,7 +59,7 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptio
   // Column order (tables, CSV): loss, rank_loss, accuracy, the optimizer's values, then the task's.
   m.Set(names::kLoss, p.loss_sum / std::max(p.pairs, 1.0));
   if (sr.local_metrics.pairs > 0) m.Set(names::kRankLoss, sr.local_metrics.loss_sum / sr.local_metrics.pairs);
-  m.Set(names::kAccuracy, p.correct / std::max(p.pairs, 1.0));
+  if (task != PreferenceTrainOptions::Task::kSft) m.Set(names::kAccuracy, p.correct / std::max(p.pairs, 1.0));
   m.Set(names::kLearningRate, sr.result.learning_rate);  // what the optimizer applied, not what was asked
   m.Set(names::kGradNorm, sr.result.grad_norm);
   m.Set(names::kClipped, sr.result.clip_coef < 1.0f ? 1.0 : 0.0);

@@ -89,17 +89,15 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
   return LossOutput{per_pair.sum(), metrics, h.size(0)};
 }
 
-LossOutput SftLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
-                   const torch::Tensor& chosen_response_tokens) {
-  const torch::Tensor nll = -policy_chosen;
+LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& completion_tokens) {
+  const torch::Tensor nll = -completion_logps;
   torch::Tensor metrics;
   {
     torch::NoGradGuard no_grad;
-    const torch::Tensor margin = policy_chosen - policy_rejected;
-    metrics = MetricsTensor(nll.sum(), (margin > 0).sum(), margin.sum(), policy_chosen.size(0),
-                            policy_chosen.sum(), policy_rejected.sum(), chosen_response_tokens.sum());
+    metrics = MetricsTensor(nll.sum(), torch::Tensor(), torch::Tensor(), completion_logps.size(0),
+                            completion_logps.sum(), torch::Tensor(), completion_tokens.sum());
   }
-  return LossOutput{nll.sum(), metrics, policy_chosen.size(0)};
+  return LossOutput{nll.sum(), metrics, completion_logps.size(0)};
 }
 
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,

@@ -80,11 +80,12 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
                    const torch::Tensor& reference_chosen, const torch::Tensor& reference_rejected,
                    const DpoOptions& options);
 
-// SFT: the negative log-likelihood of the chosen responses, sum over pairs. Inputs [B]: the sequence
-// log-probabilities of the chosen and rejected responses (the margin and accuracy compare the two) and the
-// number of tokens of each chosen response (metrics' response_tokens, any integer or float dtype).
-LossOutput SftLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
-                   const torch::Tensor& chosen_response_tokens);
+// SFT: the negative log-likelihood of the completions, sum over examples. Inputs [B]: the sequence
+// log-probabilities of the completions (an SFT batch holds them alone: PairRows::kChosenOnly) and the number
+// of tokens of each (metrics' response_tokens, any integer or float dtype). There is nothing to compare a
+// completion with, so the metrics' correct, margin and rejected sums stay 0 (the loss per token and the
+// perplexity are SFT's figures, named_step_metrics.h).
+LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& completion_tokens);
 
 // Sum of log p(token) over the response tokens of each sequence. token_logprobs [B, T-1-from] holds
 // log p(x[t+1] | x[<=t]) at column t - from (LlamaModel::TokenLogProbs(ids, from)); the response occupies

@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
-#include "worker/data/pair_batch.h"
 #include "worker/torch/model/reward_readout.h"
 
 namespace zerofit::worker {
@@ -40,7 +39,7 @@ absl::StatusOr<torch::Tensor> HostReadout(const PairTensors& t, std::optional<in
 
 absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePair>& pairs,
                                             const std::vector<uint64_t>& ids, const BatchFormat& format) {
-  ZF_ASSIGN_OR_RETURN(data::PairBatch b, data::MakePairBatch(pairs, ids, format.pad_id));
+  ZF_ASSIGN_OR_RETURN(data::PairBatch b, data::MakePairBatch(pairs, ids, format.pad_id, format.rows));
   PairTensors t;
   // .to(kLong) copies, so the tensors do not outlive-reference the PairBatch buffers.
   t.tokens = torch::from_blob(b.tokens.data(), {b.num_rows(), b.max_len}, torch::kInt32).to(torch::kLong);

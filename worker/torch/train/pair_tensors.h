@@ -10,13 +10,15 @@
 
 #include "absl/status/statusor.h"
 #include "core/hf_config.h"
+#include "worker/data/pair_batch.h"
 #include "worker/data/preference_dataset.h"
 
 namespace zerofit::worker {
 
 struct PairTensors {
-  torch::Tensor tokens, starts, lengths;  // [2B, T], [2B], [2B] int64: chosen rows, then rejected rows
-  std::vector<uint64_t> pair_ids;         // the B pair indices, in row order
+  // [R, T], [R], [R] int64: the chosen rows, then the rejected rows (R = 2B; SFT: the chosen rows, R = B).
+  torch::Tensor tokens, starts, lengths;
+  std::vector<uint64_t> pair_ids;  // the B pair indices, in row order
   // The first position whose next-token log-probability a loss reads: min over rows of starts - 1 (known on
   // the host, so no device read): TokenLogProbs(tokens, head_from) skips the prompts' common prefix.
   int64_t head_from = 0;
@@ -32,9 +34,11 @@ struct PairTensors {
 // reads positions below the row's length.
 int32_t BatchPadId(const core::HfModelConfig& config);
 
-// How a model's batches are built: the pad id, and for a reward model its score read-out rule.
+// How a model's batches are built: the pad id, the rows (SFT: the chosen ones alone), and for a reward
+// model its score read-out rule.
 struct BatchFormat {
   int32_t pad_id = 0;
+  data::PairRows rows = data::PairRows::kChosenAndRejected;
   bool reward_readout = false;
   std::optional<int64_t> readout_pad_token;  // config.pad_token_id (RewardReadoutPositions' pad_token_id)
 };

@@ -92,7 +92,9 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
   ZF_RETURN_IF_ERROR(core::ValidateLrSchedule(EffectiveSchedule(o)));
   ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, LoadModelConfig(o));
   if (o.task == Task::kReward) config.num_labels = 1;  // one scalar score (LlamaForSequenceClassification)
-  ZF_ASSIGN_OR_RETURN(data::TrainingData data, data::LoadTrainingData(o.data, config, o.max_length));
+  data::DataSource source = o.data;
+  source.sft = o.task == Task::kSft;  // SFT examples (or pairs' chosen responses): one row each
+  ZF_ASSIGN_OR_RETURN(data::TrainingData data, data::LoadTrainingData(source, config, o.max_length));
 
   auto st = std::make_unique<State>();
   st->comm = comm;
@@ -105,6 +107,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
   }
   st->data_report = std::move(data.report);
   st->format = BatchFormatOf(config, o.task == Task::kReward);
+  if (o.task == Task::kSft) st->format.rows = data::PairRows::kChosenOnly;
   st->config = config;
   try {
     ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
