@@ -52,7 +52,9 @@ CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {
   check->add_option("--tokenizer", flags->tokenizer_dir, "model directory with tokenizer.json")->required();
   check->add_option("--max-length", flags->max_length, "longest sequence in tokens (0: no limit)")
       ->capture_default_str();
-  check->add_option("--max-prompt-length", flags->max_prompt_length, "longest prompt part when truncating")
+  check
+      ->add_option("--max-prompt-length", flags->max_prompt_length,
+                   "longest prompt part when truncating (0: --max-length / 2, as training)")
       ->capture_default_str();
   check->add_option("--add-bos", flags->add_bos, "auto, true or false")
       ->check(CLI::IsMember({"auto", "true", "false"}))
@@ -86,7 +88,7 @@ absl::StatusOr<std::string> RunDataCheck(const DataCheckFlags& flags) {
   data::PreferenceDataOptions options;
   options.sft = flags.sft;
   options.max_length = flags.max_length;
-  options.max_prompt_length = flags.max_prompt_length;
+  options.max_prompt_length = flags.max_prompt_length > 0 ? flags.max_prompt_length : flags.max_length / 2;
   options.add_bos =
       flags.add_bos == "true" || (flags.add_bos == "auto" && data::AutoAddBos(**tok, flags.file));
   auto report = CheckPreferenceData(flags.file, **tok, options);

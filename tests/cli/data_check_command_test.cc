@@ -90,6 +90,8 @@ TEST_F(DataCheckTest, SftFilesAreCountedAsExamples) {
   EXPECT_NE(text->find(": 3 examples (add_bos false"), std::string::npos) << *text;
   EXPECT_NE(text->find("truncated at max_length 8: 2 of 3 examples"), std::string::npos) << *text;
   EXPECT_EQ(text->find("chosen == rejected"), std::string::npos) << *text;
+  flags.max_prompt_length = 0;  // the default: half of --max-length, as training (256 had refused 8)
+  EXPECT_TRUE(RunDataCheck(flags).ok());
   flags.sft = false;
   auto as_pairs = RunDataCheck(flags);
   ASSERT_FALSE(as_pairs.ok());
