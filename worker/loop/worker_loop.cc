@@ -270,7 +270,9 @@ absl::Status WorkerLoop::ContinueFromLatestCheckpoint() {
 absl::Status WorkerLoop::ReportOpening() {
   ZF_RETURN_IF_ERROR(Report({absl::StrCat("started: ", options_.launched_as)}));
   if (options_.rank != 0) return absl::OkStatus();
-  const char* items = plan_.task == "grpo" ? " training prompts" : " training pairs";
+  const char* items = plan_.task == "grpo"  ? " training prompts"
+                      : plan_.task == "sft" ? " training examples"
+                                            : " training pairs";
   ZF_RETURN_IF_ERROR(Report({absl::StrCat("attempt ", registered_.attempt(), ": ", num_train_pairs_, items,
                                           ", steps ", first_step_, "..", plan_.steps - 1)}));
   ZF_RETURN_IF_ERROR(Report({PlannedPeakLine(plan_.planned_peak)}));

@@ -80,6 +80,7 @@ class FakeSession final : public TrainingSession {
     std::function<void(int rank, int64_t step)> after_step;    // runs inside Step, after the collective
     std::function<absl::Status(int rank, int64_t step)> fail;  // a non-OK status fails that step
     std::function<absl::Status(int rank, int64_t step)> save;  // a non-OK status fails that checkpoint
+    bool sft = false;  // SFT's metrics: a perplexity, no accuracy or margin
   };
   FakeSession(int rank, Shared* shared, ThreadBarrier* barrier, Behaviour b)
       : rank_(rank), shared_(shared), barrier_(barrier), b_(std::move(b)) {}
@@ -103,14 +104,22 @@ class FakeSession final : public TrainingSession {
     m.step = step;
     m.rank = rank_;
     m.Set(metrics::metric_names::kLoss, 0.5);
-    m.Set(metrics::metric_names::kAccuracy, 0.75);
     m.Set(metrics::metric_names::kLearningRate, 1e-3);
+    if (b_.sft) {
+      m.Set(metrics::metric_names::kSftPerplexity, 1.5);
+      return m;
+    }
+    m.Set(metrics::metric_names::kAccuracy, 0.75);
     m.Set(metrics::metric_names::kRewardMargin, 0.25);
     return m;
   }
   absl::StatusOr<std::vector<metrics::NamedValue>> Evaluate() override {
     std::lock_guard<std::mutex> lock(shared_->mu);
     ++shared_->evaluations[rank_];
+    if (b_.sft) {
+      return std::vector<metrics::NamedValue>{
+          {"eval/loss", 0.4}, {"eval/sft/perplexity", 1.25}, {"eval/pairs", 10}};
+    }
     return std::vector<metrics::NamedValue>{{"eval/loss", 0.4}, {"eval/accuracy", 0.8}, {"eval/pairs", 10}};
   }
   absl::Status SaveCheckpoint(const std::string& dir, const std::string& extra, int keep) override {
@@ -144,9 +153,9 @@ class FakeSession final : public TrainingSession {
 
 // `checkpoint_more`: more keys of the checkpoint mapping (", overwrite: true").
 std::string Spec(int world, int64_t steps, const std::string& checkpoint_dir, const std::string& extra,
-                 const std::string& checkpoint_more) {
+                 const std::string& checkpoint_more, const std::string& task) {
   const int global = 4 * world;  // micro_batch 2 x accumulation 2 x world
-  return absl::StrCat("name: loop\ntask: reward\nmodel: /m\ndata: /d\nworld_size: ", world,
+  return absl::StrCat("name: loop\ntask: ", task, "\nmodel: /m\ndata: /d\nworld_size: ", world,
                       "\nmax_restarts: 3\ntraining:\n  steps: ", steps, "\n  global_batch: ", global,
                       "\n  micro_batch: 2\n  gradient_accumulation: 2\neval: {every: 2}\ncheckpoint: {dir: ",
                       checkpoint_dir, ", every: 3, keep: 2", checkpoint_more, "}\n", extra);
@@ -161,7 +170,8 @@ struct Harness {
   absl::Duration retry_budget = absl::Seconds(1);  // how long a worker's call retries an absent coordinator
 
   // `extra`: more spec lines; `checkpoint_more`: more keys of its checkpoint mapping.
-  Harness(int world, int64_t steps, const std::string& extra = "", const std::string& checkpoint_more = "") {
+  Harness(int world, int64_t steps, const std::string& extra = "", const std::string& checkpoint_more = "",
+          const std::string& task = "reward") {
     coordinator::ServerOptions o;
     o.db_path = ":memory:";
     o.token = kToken;
@@ -171,7 +181,7 @@ struct Harness {
     EXPECT_TRUE(s.ok()) << s.status();
     server = std::move(*s);
     auto submitted = server->coordinator().Submit(
-        "req-loop", "loop", Spec(world, steps, CheckpointDir(), extra, checkpoint_more), "");
+        "req-loop", "loop", Spec(world, steps, CheckpointDir(), extra, checkpoint_more, task), "");
     EXPECT_TRUE(submitted.ok()) << submitted.status();
     job = submitted->job.id;
   }
@@ -258,6 +268,20 @@ TEST(WorkerLoopTest, TrainsEveryStepCheckpointsOnCadenceAndAfterTheLastStepThenE
   auto rows = h.server->coordinator().Metrics(h.job, -1);
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ(rows->size(), 14u);  // 7 steps x 2 ranks
+}
+
+// An SFT job's lines name its examples and perplexity: it has no accuracy or margin to print.
+TEST(WorkerLoopTest, AnSftJobsLinesShowItsPerplexity) {
+  Harness h(/*world=*/2, /*steps=*/3, "", "", "sft");
+  FakeSession::Behaviour sft;
+  sft.sft = true;
+  for (const auto& r : h.Attempt(2, sft)) ASSERT_TRUE(r.ok() && *r == 0) << r.status();
+  const std::string log = h.Log();
+  EXPECT_NE(log.find("attempt 1: 40 training examples, steps 0..2"), std::string::npos) << log;
+  EXPECT_NE(log.find("step 2/3  loss 0.5000  ppl 1.500  lr 1.000e-03"), std::string::npos) << log;
+  EXPECT_NE(log.find("| eval: held-out ppl 1.250 loss 0.4000 (10 examples)"), std::string::npos) << log;
+  EXPECT_NE(log.find("done: held-out perplexity 1.250 over 10 examples"), std::string::npos) << log;
+  EXPECT_EQ(log.find("acc "), std::string::npos) << log;
 }
 
 // checkpoint.overwrite: a job starting from step 0 in a checkpoint.dir an earlier zerofit job left (its
