@@ -64,7 +64,8 @@ absl::StatusOr<std::pair<std::vector<int32_t>, bool>> PromptIds(const Json& obj,
                                                                 const PromptLine& w) {
   const int forms = obj.contains("prompt") + obj.contains("messages") + obj.contains("prompt_ids");
   if (forms != 1) {
-    return PromptLineError(w, "expected exactly one of 'prompt' (text), 'messages' (chat) or 'prompt_ids'");
+    return PromptLineError(
+        w, "expected exactly one of 'prompt' (text, or chat messages), 'messages' (chat) or 'prompt_ids'");
   }
   if (obj.contains("prompt_ids")) {
     ZF_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIdList(obj, "prompt_ids", tok, o, w));
@@ -73,23 +74,27 @@ absl::StatusOr<std::pair<std::vector<int32_t>, bool>> PromptIds(const Json& obj,
   const char* field = obj.contains("prompt") ? "prompt" : "messages";
   if (tok == nullptr)
     return PromptFieldError(w, field, "text needs a tokenizer (a model directory with tokenizer.json)");
+  // TRL's conversational prompt is a list of messages under "prompt"; "messages" is the same.
+  const bool chat = obj.contains("messages") || obj["prompt"].is_array();
   std::string text;
-  if (obj.contains("prompt")) {
-    if (!obj["prompt"].is_string())
-      return PromptFieldError(w, field, absl::StrCat("expected a string, got ", obj["prompt"].type_name()));
+  if (!chat) {
+    if (!obj["prompt"].is_string()) {
+      return PromptFieldError(w, field,
+                              absl::StrCat("expected a string or a list of {role, content} messages, got ",
+                                           obj["prompt"].type_name()));
+    }
     text = obj["prompt"].get<std::string>();
   } else {
-    if (!obj["messages"].is_array())
+    if (!obj[field].is_array())
       return PromptFieldError(w, field, "expected a list of {role, content} messages");
-    absl::StatusOr<std::string> rendered =
-        tok->RenderChat(obj["messages"].dump(), /*add_generation_prompt=*/true);
+    absl::StatusOr<std::string> rendered = tok->RenderChat(obj[field].dump(), /*add_generation_prompt=*/true);
     if (!rendered.ok())
       return PromptFieldError(w, field, absl::StrCat("chat template: ", rendered.status().message()));
     text = std::move(*rendered);
   }
   absl::StatusOr<std::vector<int32_t>> ids = tok->Encode(text);
   if (!ids.ok()) return PromptFieldError(w, field, absl::StrCat("tokenizer: ", ids.status().message()));
-  return std::make_pair(std::move(*ids), obj.contains("messages"));
+  return std::make_pair(std::move(*ids), chat);
 }
 
 absl::StatusOr<std::optional<std::string>> AnswerOf(const Json& obj, const PromptLine& w) {

@@ -3,6 +3,7 @@
 //   {"prompt": "What is 12+7?", "answer": "19"}                       text, tokenized with the tokenizer
 //   {"messages": [{"role": "user", "content": "..."}], "answer": "19"}  chat, rendered with the tokenizer's
 //                                                   chat template and the generation prompt, then tokenized
+//   {"prompt": [{"role": "user", "content": "..."}], "answer": "19"}    the same chat (TRL's form)
 //   {"prompt_ids": [5, 9, 3], "answer": "19", "answer_ids": [7, 4]}  pre-tokenized (no tokenizer needed)
 // `answer` (a string or a number) is optional: a job rewarded by a reward model alone needs none.
 // `answer_ids` is what the exact rule compares token for token when no tokenizer can decode completions.

@@ -13,7 +13,7 @@ namespace zerofit::data {
 namespace {
 
 // Whether the first non-blank line of `path` is conversational: a pair whose "chosen" is a list of messages,
-// or an SFT example with "messages" or a "completion" list.
+// an SFT example with "messages" or a "completion" list, a GRPO prompt with "messages" or a "prompt" list.
 // Unreadable or malformed lines answer false: loading reports them with their line number.
 bool StartsConversational(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -22,7 +22,7 @@ bool StartsConversational(const std::string& path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) return false;
-    for (const char* key : {"chosen", "messages", "completion"}) {
+    for (const char* key : {"chosen", "messages", "completion", "prompt"}) {
       if (j.contains(key) && j[key].is_array()) return true;
     }
     return false;

@@ -1,7 +1,7 @@
 // GRPO prompt files read with a Hugging Face tokenizer (worker/data/prompt_dataset.h): text prompts get the
-// tokenizer's BOS, chat prompts are rendered with the chat template and its generation prompt (the template
-// writes BOS itself, so no second one), on the character-level model directory of char_model_dir.h, whose ids
-// are known without running the tokenizer.
+// tokenizer's BOS, chat prompts ("messages", or TRL's list of messages under "prompt") are rendered with the
+// chat template and its generation prompt (the template writes BOS itself, so no second one), on the
+// character-level model directory of char_model_dir.h, whose ids are known without running the tokenizer.
 #include <gtest/gtest.h>
 
 #include "tests/worker/data/char_model_dir.h"
@@ -20,7 +20,8 @@ TEST(HfPromptTest, TextAndChatPromptsWithTheModelsTokenizer) {
   const std::string path =
       dir.Write("prompts.jsonl",
                 "{\"prompt\": \"2+3=\", \"answer\": \"5\"}\n"
-                "{\"messages\": [{\"role\": \"user\", \"content\": \"2+3=\"}], \"answer\": \"5\"}\n");
+                "{\"messages\": [{\"role\": \"user\", \"content\": \"2+3=\"}], \"answer\": \"5\"}\n"
+                "{\"prompt\": [{\"role\": \"user\", \"content\": \"2+3=\"}], \"answer\": 5}\n");
   PromptDataOptions o;
   absl::StatusOr<PromptData> d = LoadPrompts(path, tok->get(), o);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -31,6 +32,16 @@ TEST(HfPromptTest, TextAndChatPromptsWithTheModelsTokenizer) {
   for (int32_t id : testing::CharIds("user: 2+3=\nassistant: ")) chat.push_back(id);
   EXPECT_EQ(d->prompts[1].ids, chat);
   EXPECT_EQ(d->prompts[1].answer.value_or(""), "5");
+  EXPECT_EQ(d->prompts[2].ids, chat) << "TRL's conversational prompt: messages under \"prompt\"";
+  EXPECT_EQ(d->prompts[2].answer.value_or(""), "5");
+  const std::string bad = dir.Write("bad.jsonl", "{\"prompt\": {\"role\": \"user\"}}\n");
+  absl::StatusOr<PromptData> refused = LoadPrompts(bad, tok->get(), o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(
+      refused.status().message().find(
+          "bad.jsonl:1: field 'prompt': expected a string or a list of {role, content} messages, got object"),
+      std::string::npos)
+      << refused.status();
 }
 
 }  // namespace

@@ -88,7 +88,9 @@ TEST(PromptDatasetTest, ErrorsNameFileLineAndField) {
   } cases[] = {
       {"{\"answer\": \"1\"}", ":2: expected exactly one of 'prompt'"},
       {"{\"prompt\": \"a\", \"prompt_ids\": [1]}", ":2: expected exactly one of"},
-      {"{\"prompt\": 5}", ":2: field 'prompt': expected a string, got number"},
+      {"{\"prompt\": 5}",
+       ":2: field 'prompt': expected a string or a list of {role, content} messages, got number"},
+      {"{\"prompt\": [{\"role\": \"user\", \"content\": \"hi\"}]}", ":2: field 'prompt': chat template:"},
       {"{\"prompt_ids\": [1, 99]}", ":2: field 'prompt_ids[1]': expected a token id in [0, 20), got 99"},
       {"{\"prompt_ids\": \"1\"}", ":2: field 'prompt_ids': expected a list of token ids"},
       {"{\"prompt\": \"a\", \"answer\": [1]}",
