@@ -38,6 +38,19 @@ std::string TaskFigures(const metrics::StepMetrics& m, const std::string& prefix
   return out;
 }
 
+// A job's last line: its held-out figure (GRPO: over prompts), or that it had no held-out data.
+std::string DoneLine(const metrics::StepMetrics& eval) {
+  const std::string prefix = names::kEvalPrefix;
+  const std::optional<double> prompts = eval.Get(prefix + names::kEvalPrompts);  // GRPO
+  const double count = prompts ? *prompts : ValueOr(eval, prefix + names::kEvalPairs);
+  if (count <= 0) return "done: no held-out data to evaluate (data.test)";
+  if (auto perplexity = eval.Get(prefix + names::kSftPerplexity)) {
+    return absl::StrFormat("done: held-out perplexity %.3f over %.0f examples", *perplexity, count);
+  }
+  return absl::StrFormat("done: held-out accuracy %.3f over %.0f %s",
+                         ValueOr(eval, prefix + names::kAccuracy), count, prompts ? "prompts" : "pairs");
+}
+
 // What `zerofit plan`'s memory model predicts for this attempt, printed at its start so that the peaks each
 // step measures (the progress line's "device peak") can be read against it.
 std::string PlannedPeakLine(const jobspec::PlannedPeak& p) {
@@ -401,11 +414,13 @@ std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m
   }
   if (checkpoint >= 0) absl::StrAppend(&line, "  (checkpoint step ", checkpoint, ")");
   const std::string eval = names::kEvalPrefix;
-  if (auto pairs = m.Get(eval + names::kEvalPairs)) {
+  const std::optional<double> pairs = m.Get(eval + names::kEvalPairs);
+  const std::optional<double> prompts = m.Get(eval + names::kEvalPrompts);
+  if (pairs && *pairs > 0) {  // an evaluation without held-out data has nothing to show
     absl::StrAppend(&line,
                     absl::StrFormat("  | eval: held-out %s loss %.4f (%.0f %s)", TaskFigures(m, eval, false),
                                     ValueOr(m, eval + names::kLoss), *pairs, sft ? "examples" : "pairs"));
-  } else if (auto prompts = m.Get(eval + names::kEvalPrompts)) {
+  } else if (prompts && *prompts > 0) {
     absl::StrAppend(&line, absl::StrFormat("  | eval: held-out acc %.3f (%.0f prompts, greedy)",
                                            ValueOr(m, eval + names::kAccuracy), *prompts));
   }
@@ -426,16 +441,7 @@ absl::StatusOr<int> WorkerLoop::Finish() {
   ZF_RETURN_IF_ERROR(options_.barrier(options_.barrier_timeout));
   metrics::StepMetrics eval;
   eval.values = *last_eval_;
-  const std::string prefix = names::kEvalPrefix;
-  const std::optional<double> prompts = eval.Get(prefix + names::kEvalPrompts);  // GRPO
-  const std::optional<double> perplexity = eval.Get(prefix + names::kSftPerplexity);
-  const std::string line =
-      perplexity ? absl::StrFormat("done: held-out perplexity %.3f over %.0f examples", *perplexity,
-                                   ValueOr(eval, prefix + names::kEvalPairs))
-                 : absl::StrFormat("done: held-out accuracy %.3f over %.0f %s",
-                                   ValueOr(eval, prefix + names::kAccuracy),
-                                   prompts ? *prompts : ValueOr(eval, prefix + names::kEvalPairs),
-                                   prompts ? "prompts" : "pairs");
+  const std::string line = DoneLine(eval);
   ZF_RETURN_IF_ERROR(Report({options_.rank == 0 ? line : "", nullptr, -1, true, 0}));
   return 0;
 }

@@ -80,7 +80,8 @@ class FakeSession final : public TrainingSession {
     std::function<void(int rank, int64_t step)> after_step;    // runs inside Step, after the collective
     std::function<absl::Status(int rank, int64_t step)> fail;  // a non-OK status fails that step
     std::function<absl::Status(int rank, int64_t step)> save;  // a non-OK status fails that checkpoint
-    bool sft = false;  // SFT's metrics: a perplexity, no accuracy or margin
+    bool sft = false;        // SFT's metrics: a perplexity, no accuracy or margin
+    double eval_pairs = 10;  // 0: a job without held-out data
   };
   FakeSession(int rank, Shared* shared, ThreadBarrier* barrier, Behaviour b)
       : rank_(rank), shared_(shared), barrier_(barrier), b_(std::move(b)) {}
@@ -118,9 +119,10 @@ class FakeSession final : public TrainingSession {
     ++shared_->evaluations[rank_];
     if (b_.sft) {
       return std::vector<metrics::NamedValue>{
-          {"eval/loss", 0.4}, {"eval/sft/perplexity", 1.25}, {"eval/pairs", 10}};
+          {"eval/loss", 0.4}, {"eval/sft/perplexity", 1.25}, {"eval/pairs", b_.eval_pairs}};
     }
-    return std::vector<metrics::NamedValue>{{"eval/loss", 0.4}, {"eval/accuracy", 0.8}, {"eval/pairs", 10}};
+    return std::vector<metrics::NamedValue>{
+        {"eval/loss", 0.4}, {"eval/accuracy", 0.8}, {"eval/pairs", b_.eval_pairs}};
   }
   absl::Status SaveCheckpoint(const std::string& dir, const std::string& extra, int keep) override {
     const int64_t step = nlohmann::json::parse(extra).at("step").get<int64_t>();
@@ -282,6 +284,22 @@ TEST(WorkerLoopTest, AnSftJobsLinesShowItsPerplexity) {
   EXPECT_NE(log.find("| eval: held-out ppl 1.250 loss 0.4000 (10 examples)"), std::string::npos) << log;
   EXPECT_NE(log.find("done: held-out perplexity 1.250 over 10 examples"), std::string::npos) << log;
   EXPECT_EQ(log.find("acc "), std::string::npos) << log;
+}
+
+// Without held-out data (no data.test) the evaluations have nothing to show: no "held-out" figure of 0
+// examples, and the last line says so.
+TEST(WorkerLoopTest, AJobWithoutHeldOutDataSaysSoInsteadOfAFigureOfNothing) {
+  for (const bool sft : {false, true}) {
+    Harness h(/*world=*/2, /*steps=*/3, "", "", sft ? "sft" : "reward");
+    FakeSession::Behaviour none;
+    none.sft = sft;
+    none.eval_pairs = 0;
+    for (const auto& r : h.Attempt(2, none)) ASSERT_TRUE(r.ok() && *r == 0) << r.status();
+    const std::string log = h.Log();
+    EXPECT_EQ(log.find("| eval"), std::string::npos) << log;
+    EXPECT_EQ(log.find("over 0"), std::string::npos) << log;
+    EXPECT_NE(log.find("done: no held-out data to evaluate (data.test)"), std::string::npos) << log;
+  }
 }
 
 // checkpoint.overwrite: a job starting from step 0 in a checkpoint.dir an earlier zerofit job left (its

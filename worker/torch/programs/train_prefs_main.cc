@@ -387,8 +387,12 @@ TrainHooks MakeHooks(const PreferenceTrainOptions& o, int64_t log_every, int ran
   hooks.on_start = [&o, rank](const PreferenceSession& session, const EvalReport& before) {
     if (rank != 0) return absl::OkStatus();
     std::printf("%s", data::FormatDataReport(session.data_report(), o.data.train, false).c_str());
-    std::printf("held-out %s before training (%.0f %s)\n", HeldOutFigure(o.task, before.metrics).c_str(),
-                before.metrics.pairs, SampleName(o.task));
+    if (before.metrics.pairs > 0) {
+      std::printf("held-out %s before training (%.0f %s)\n", HeldOutFigure(o.task, before.metrics).c_str(),
+                  before.metrics.pairs, SampleName(o.task));
+    } else {
+      std::printf("no held-out %s: nothing is evaluated (give --test FILE)\n", SampleName(o.task));
+    }
     std::fflush(stdout);
     return absl::OkStatus();
   };
@@ -400,7 +404,7 @@ TrainHooks MakeHooks(const PreferenceTrainOptions& o, int64_t log_every, int ran
     if (rank != 0) return absl::OkStatus();
     for (const std::string& w : warnings) std::fprintf(stderr, "%s\n", w.c_str());
     const int64_t done = r.step + 1;
-    if (r.eval) {
+    if (r.eval && r.eval->metrics.pairs > 0) {
       const PairMetrics& m = r.eval->metrics;
       std::printf("eval after step %lld: held-out %s  loss %.4f (%.0f %s)\n", static_cast<long long>(done),
                   HeldOutFigure(o.task, m).c_str(), m.loss_sum / std::max(m.pairs, 1.0), m.pairs,
@@ -415,11 +419,13 @@ TrainHooks MakeHooks(const PreferenceTrainOptions& o, int64_t log_every, int ran
 }
 
 void PrintSummary(const PreferenceTrainOptions& o, const TrainReport& report, absl::Time start) {
-  std::printf("held-out %s before training, %s after (%.0f %s); loss %.4f -> %.4f\n",
-              HeldOutFigure(o.task, report.before.metrics).c_str(),
-              HeldOutFigure(o.task, report.after.metrics).c_str(), report.after.metrics.pairs,
-              SampleName(o.task), report.before.metrics.loss_sum / report.before.metrics.pairs,
-              report.after.metrics.loss_sum / report.after.metrics.pairs);
+  if (report.after.metrics.pairs > 0) {
+    std::printf("held-out %s before training, %s after (%.0f %s); loss %.4f -> %.4f\n",
+                HeldOutFigure(o.task, report.before.metrics).c_str(),
+                HeldOutFigure(o.task, report.after.metrics).c_str(), report.after.metrics.pairs,
+                SampleName(o.task), report.before.metrics.loss_sum / report.before.metrics.pairs,
+                report.after.metrics.loss_sum / report.after.metrics.pairs);
+  }
   const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
   std::printf("optimizer state %.2f MiB/rank, reference on device %.2f MiB (%s), %.1f s\n",
               report.memory.optimizer_state_bytes() / 1048576.0, report.reference_device_bytes / 1048576.0,
