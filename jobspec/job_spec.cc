@@ -504,6 +504,13 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   ZF_RETURN_IF_ERROR(r.Get(root, "init", "init", &s.init, "a safetensors file or model directory"));
   ZF_RETURN_IF_ERROR(ParseData(r, root, &s.data));
   ZF_RETURN_IF_ERROR(ParseEval(r, root, &s.eval));
+  const bool eval_given = root["eval"].IsDefined() && root["eval"].IsMap();
+  if (eval_given && s.data.dir.empty() && s.data.test.empty() && s.eval.data.empty()) {
+    // TRL refuses an eval strategy without an eval dataset too; the directory form has its test file.
+    return r.Error(
+        root["eval"], "eval",
+        "no held-out data to evaluate: give data.test or eval.data (or leave the eval section out)");
+  }
   ZF_RETURN_IF_ERROR(ParseWatchdog(r, root, &s.watchdog));
   ZF_RETURN_IF_ERROR(r.Get(root, "export", "export", &s.export_dir, "a directory"));
   ZF_RETURN_IF_ERROR(r.Get(root, "world_size", "world_size", &s.world_size, "an integer"));

@@ -90,7 +90,7 @@ grep -q "^  checkpoint:  $D/ck-text (step 11)" "$D/text.log" || fail "no checkpo
 
 # A malformed line: the job fails, and the error names the file and the line.
 sed '3s/.*/{"prompt": "1+1=", "chosen": 2}/' "$D/train.jsonl" > "$D/bad.jsonl"
-job bad "{train: $D/bad.jsonl}" "$D/ck-bad" | sed 's/max_restarts.*//' > "$D/bad.yaml"
+job bad "{train: $D/bad.jsonl, test: $D/test.jsonl}" "$D/ck-bad" | sed 's/max_restarts.*//' > "$D/bad.yaml"
 echo "max_restarts: 0" >> "$D/bad.yaml"
 "$Z" run "$D/bad.yaml" --state-dir "$D/s3" > "$D/bad.log" 2>&1 && fail "a malformed line trained"
 grep -q "$D/bad.jsonl:3: field 'chosen'" "$D/bad.log" || fail "error without file and line: $(tail -5 "$D/bad.log")"

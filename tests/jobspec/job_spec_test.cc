@@ -61,6 +61,10 @@ TEST(JobSpecTest, ErrorsNameFileLineAndField) {
        "job.yaml:5: field 'training.lr': expected a number, got 'fast'"},
       {"task: ppo\nmodel: m\ndata: d\n",
        "job.yaml:1: field 'task': expected reward, dpo, sft or grpo, got 'ppo'"},
+      {"task: sft\nmodel: m\ndata: {train: t.jsonl}\neval: {every: 5}\n",
+       "job.yaml:4: field 'eval': no held-out data to evaluate: give data.test or eval.data (or leave the "
+       "eval "
+       "section out)"},
       {"task: sft\ndata: d\n", "job.yaml: field 'model': required"},
       {"task: sft\nmodel: m\ndata: d\ntraining:\n  learning_rate: 1\n",
        "job.yaml:5: field 'training.learning_rate': unknown field"},
