@@ -10,15 +10,16 @@ namespace zerofit::jobspec {
 absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad) {
   if (!std::isfinite(dpo.beta) || !(dpo.beta > 0))
     return bad("dpo.beta", absl::StrCat("must be a positive finite number, got ", dpo.beta));
-  if (dpo.loss_type != "sigmoid" && dpo.loss_type != "ipo") {
+  const std::string& t = dpo.loss_type;
+  if (t != "sigmoid" && t != "ipo" && t != "hinge" && t != "robust") {
     return bad("dpo.loss_type",
-               absl::StrCat("expected sigmoid or ipo, got ", core::QuotedExcerpt(dpo.loss_type)));
+               absl::StrCat("expected sigmoid, ipo, hinge or robust, got ", core::QuotedExcerpt(t)));
   }
   if (!(dpo.label_smoothing >= 0 && dpo.label_smoothing < 0.5)) {
     return bad("dpo.label_smoothing", absl::StrCat("must be in [0, 0.5), got ", dpo.label_smoothing));
   }
-  if (dpo.label_smoothing > 0 && dpo.loss_type != "sigmoid") {
-    return bad("dpo.label_smoothing", absl::StrCat("applies to loss_type sigmoid only, not ", dpo.loss_type));
+  if (dpo.label_smoothing > 0 && t != "sigmoid" && t != "robust") {
+    return bad("dpo.label_smoothing", absl::StrCat("applies to loss_type sigmoid and robust only, not ", t));
   }
   return absl::OkStatus();
 }

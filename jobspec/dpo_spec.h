@@ -1,7 +1,8 @@
 // DPO in a job spec, as TRL's DPOConfig names it (beta, loss_type, label_smoothing), task dpo only:
 //   dpo: {beta: 0.1, loss_type: sigmoid, label_smoothing: 0.0}
 // sigmoid is the DPO loss of Rafailov et al. (with label_smoothing > 0: conservative DPO), ipo the IPO loss
-// of Azar et al. (worker/torch/train/objectives.h). The plan carries the section to the workers unchanged.
+// of Azar et al., hinge SLiC's, robust rDPO's (label_smoothing: the assumed share of flipped labels)
+// (worker/torch/train/objectives.h). The plan carries the section to the workers unchanged.
 #pragma once
 
 #include <string>
@@ -13,8 +14,8 @@ namespace zerofit::jobspec {
 
 struct DpoSpec {
   double beta = 0.1;                  // > 0: how far the policy may move from the reference
-  std::string loss_type = "sigmoid";  // sigmoid | ipo
-  double label_smoothing = 0.0;       // sigmoid only, [0, 0.5): the assumed share of flipped labels
+  std::string loss_type = "sigmoid";  // sigmoid | ipo | hinge | robust
+  double label_smoothing = 0.0;       // sigmoid and robust, [0, 0.5): the assumed share of flipped labels
 };
 
 // Ranges and names; errors through `bad("dpo.beta", why)` (grpo_spec.h's FieldError).

@@ -411,7 +411,7 @@ absl::Status ParseDpo(const YamlReader& r, const YAML::Node& root, const std::st
   if (!n.IsMap()) return r.Error(n, "dpo", "expected a mapping {beta, loss_type, label_smoothing}");
   ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "dpo.", {"beta", "loss_type", "label_smoothing"}));
   ZF_RETURN_IF_ERROR(r.Get(n, "beta", "dpo.beta", &d->beta, "a number"));
-  ZF_RETURN_IF_ERROR(r.Get(n, "loss_type", "dpo.loss_type", &d->loss_type, "sigmoid or ipo"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "loss_type", "dpo.loss_type", &d->loss_type, "sigmoid, ipo, hinge or robust"));
   ZF_RETURN_IF_ERROR(r.Get(n, "label_smoothing", "dpo.label_smoothing", &d->label_smoothing, "a number"));
   return ValidateDpoSpec(*d, [&](const std::string& field, const std::string& why) {
     const YAML::Node at = n[field.substr(field.find('.') + 1)];

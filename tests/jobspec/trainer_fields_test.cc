@@ -46,6 +46,12 @@ TEST(TrainerFieldsTest, TheDpoSectionReachesThePlanAndItsJson) {
   absl::StatusOr<JobPlan> ipo = PlanOf(Yaml("dpo", "", "dpo: {loss_type: ipo}\n"));
   ASSERT_TRUE(ipo.ok()) << ipo.status();
   EXPECT_EQ(ipo->dpo.loss_type, "ipo");
+  absl::StatusOr<JobPlan> robust =
+      PlanOf(Yaml("dpo", "", "dpo: {loss_type: robust, label_smoothing: 0.2}\n"));
+  ASSERT_TRUE(robust.ok()) << robust.status();
+  EXPECT_EQ(robust->dpo.loss_type, "robust");
+  EXPECT_EQ(robust->dpo.label_smoothing, 0.2);
+  EXPECT_TRUE(PlanOf(Yaml("dpo", "", "dpo: {loss_type: hinge, beta: 0.5}\n")).ok());
   EXPECT_EQ(ipo->dpo.beta, 0.1) << "TRL's default";
 
   // Without the section: TRL's defaults. Other tasks' plans have no "dpo" key at all.
@@ -65,12 +71,14 @@ TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
   } cases[] = {
       {"dpo", "dpo: {beta: 0}\n", "job.yaml:9: field 'dpo.beta': must be a positive finite number, got 0"},
       {"dpo", "dpo:\n  beta: .nan\n", "job.yaml:10: field 'dpo.beta': must be a positive finite number"},
-      {"dpo", "dpo:\n  loss_type: hinge\n",
-       "job.yaml:10: field 'dpo.loss_type': expected sigmoid or ipo, got 'hinge'"},
+      {"dpo", "dpo:\n  loss_type: exo_pair\n",
+       "job.yaml:10: field 'dpo.loss_type': expected sigmoid, ipo, hinge or robust, got 'exo_pair'"},
       {"dpo", "dpo:\n  label_smoothing: 0.5\n",
        "job.yaml:10: field 'dpo.label_smoothing': must be in [0, 0.5), got 0.5"},
       {"dpo", "dpo:\n  loss_type: ipo\n  label_smoothing: 0.1\n",
-       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid only, not ipo"},
+       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid and robust only, not ipo"},
+      {"dpo", "dpo:\n  loss_type: hinge\n  label_smoothing: 0.1\n",
+       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid and robust only, not hinge"},
       {"dpo", "dpo: {beta: 0.1, gamma: 1}\n", "job.yaml:9: field 'dpo.gamma': unknown field"},
       {"dpo", "dpo: 0.1\n", "job.yaml:9: field 'dpo': expected a mapping"},
       {"reward", "dpo: {beta: 0.1}\n", "job.yaml:9: field 'dpo': applies to task dpo only, not reward"},

@@ -75,7 +75,39 @@ TEST(ObjectivesTest, DpoSigmoidWithLabelSmoothingAndIpo) {
   LossOutput ipo = DpoLoss(pc, pr, rc, rr, o);
   EXPECT_NEAR(ipo.loss_sum.item<double>(), std::pow(1 - 1.0, 2) + std::pow(-0.5 - 1.0, 2),
               Float32Bound({0.0, 2.25, 6, 6}));
-  EXPECT_FALSE(ParseDpoLoss("hinge").ok());
+  EXPECT_FALSE(ParseDpoLoss("exo_pair").ok());
+}
+
+// TRL's hinge (SLiC) and robust (rDPO) losses on the h = {1, -0.5} of the test above, against float64.
+TEST(ObjectivesTest, DpoHingeAndRobust) {
+  torch::Tensor pc = torch::tensor({-3.0f, -5.0f}, torch::requires_grad());
+  torch::Tensor pr = torch::tensor({-4.0f, -4.0f});
+  torch::Tensor rc = torch::tensor({-3.5f, -5.0f});
+  torch::Tensor rr = torch::tensor({-3.5f, -4.5f});
+  DpoOptions o;
+  o.beta = 0.5;
+  ASSERT_EQ(*ParseDpoLoss("hinge"), DpoOptions::Loss::kHinge);
+  ASSERT_EQ(*ParseDpoLoss("robust"), DpoOptions::Loss::kRobust);
+  o.loss = DpoOptions::Loss::kHinge;
+  LossOutput hinge = DpoLoss(pc, pr, rc, rr, o);
+  // max(0, 1 - 0.5 h): 0.5 and 1.25; h from 4 inputs below 6.
+  EXPECT_NEAR(hinge.loss_sum.item<double>(), 0.5 + 1.25, Float32Bound({0.5, 1.25, 6, 6}));
+  hinge.loss_sum.backward();
+  // d/dpc of 1 - beta h, where the hinge is active: -beta for each pair.
+  EXPECT_NEAR(pc.grad()[0].item<double>(), -0.5, Float32Bound({0.5}));
+  EXPECT_NEAR(pc.grad()[1].item<double>(), -0.5, Float32Bound({0.5}));
+  pc.mutable_grad().zero_();
+  o.loss = DpoOptions::Loss::kRobust;
+  o.label_smoothing = 0.1;
+  LossOutput robust = DpoLoss(pc, pr, rc, rr, o);
+  auto term = [](double z) { return (-0.9 * LogSigmoid(z) + 0.1 * LogSigmoid(-z)) / 0.8; };
+  EXPECT_NEAR(robust.loss_sum.item<double>(), term(0.5) + term(-0.25),
+              Float32Bound({1, 1, 1, 1, 6, 6}) / 0.8);
+  o.label_smoothing = 0;  // without flipped labels, rDPO is DPO
+  o.loss = DpoOptions::Loss::kRobust;
+  const double r0 = DpoLoss(pc, pr, rc, rr, o).loss_sum.item<double>();
+  o.loss = DpoOptions::Loss::kSigmoid;
+  EXPECT_EQ(r0, DpoLoss(pc, pr, rc, rr, o).loss_sum.item<double>());
 }
 
 TEST(ObjectivesTest, SftNegativeLogLikelihoodOfTheCompletions) {

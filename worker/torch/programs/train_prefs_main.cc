@@ -41,7 +41,7 @@ constexpr const char* kUsage =
     "[--micro K] [--lr LR] [--weight-decay WD] [--max-length T] [--seed S] [--offload] [--threads T] "
     "[--dpu-start N] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
-    "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo] "
+    "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo|hinge|robust] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed|lora-base] [--init WEIGHTS] [--export DIR] "
     "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--fused-kernels cuda|off] [--log-every N] "
     "[--memory-gb G] [--device "

@@ -63,7 +63,10 @@ LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Ten
 absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name) {
   if (name == "sigmoid") return DpoOptions::Loss::kSigmoid;
   if (name == "ipo") return DpoOptions::Loss::kIpo;
-  return absl::InvalidArgumentError(absl::StrCat("unknown DPO loss '", name, "'; expected sigmoid or ipo"));
+  if (name == "hinge") return DpoOptions::Loss::kHinge;
+  if (name == "robust") return DpoOptions::Loss::kRobust;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown DPO loss '", name, "'; expected sigmoid, ipo, hinge or robust"));
 }
 
 LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
@@ -72,12 +75,22 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
   const torch::Tensor h =
       ((policy_chosen - policy_rejected) - (reference_chosen - reference_rejected).detach())
           .to(torch::kFloat32);
+  const double ls = o.label_smoothing;
   torch::Tensor per_pair;
-  if (o.loss == DpoOptions::Loss::kIpo) {
-    per_pair = (h - 1.0 / (2.0 * o.beta)).pow(2);
-  } else {
-    per_pair = -(1.0 - o.label_smoothing) * torch::log_sigmoid(o.beta * h) -
-               o.label_smoothing * torch::log_sigmoid(-o.beta * h);
+  switch (o.loss) {
+    case DpoOptions::Loss::kIpo:
+      per_pair = (h - 1.0 / (2.0 * o.beta)).pow(2);
+      break;
+    case DpoOptions::Loss::kHinge:
+      per_pair = torch::relu(1.0 - o.beta * h);
+      break;
+    case DpoOptions::Loss::kRobust:  // an unbiased estimate under labels flipped with probability ls
+      per_pair = (-(1.0 - ls) * torch::log_sigmoid(o.beta * h) + ls * torch::log_sigmoid(-o.beta * h)) /
+                 (1.0 - 2.0 * ls);
+      break;
+    case DpoOptions::Loss::kSigmoid:
+      per_pair = -(1.0 - ls) * torch::log_sigmoid(o.beta * h) - ls * torch::log_sigmoid(-o.beta * h);
+      break;
   }
   torch::Tensor metrics;
   {

@@ -64,17 +64,21 @@ struct LossOutput {
 LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores);
 
 struct DpoOptions {
-  enum class Loss { kSigmoid, kIpo };
+  enum class Loss { kSigmoid, kIpo, kHinge, kRobust };
   Loss loss = Loss::kSigmoid;
   double beta = 0.1;
-  double label_smoothing = 0.0;  // sigmoid only: conservative DPO (cDPO), in [0, 0.5)
+  double label_smoothing = 0.0;  // sigmoid (conservative DPO, cDPO) and robust, in [0, 0.5)
 };
-absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name);  // "sigmoid" | "ipo"
+// "sigmoid" | "ipo" | "hinge" | "robust" (TRL's DPOConfig.loss_type names).
+absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name);
 
 // DPO on sequence log-probabilities [B] (sums over response tokens) of policy and reference:
 //   h = (pi_c - pi_r) - (ref_c - ref_r)
 //   sigmoid: -(1 - ls) log sigmoid(beta h) - ls log sigmoid(-beta h)        (Rafailov et al.; cDPO)
 //   ipo:     (h - 1 / (2 beta))^2                                           (Azar et al.)
+//   hinge:   max(0, 1 - beta h)                                             (SLiC, Zhao et al.)
+//   robust:  (-(1 - ls) log sigmoid(beta h) + ls log sigmoid(-beta h)) / (1 - 2 ls)   (rDPO, Chowdhury et
+//   al.)
 // Implicit reward accuracy counts pairs with h > 0.
 LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
                    const torch::Tensor& reference_chosen, const torch::Tensor& reference_rejected,
