@@ -11,7 +11,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/line_reader.h"
 #include "core/ordered_line_map.h"
+#include "core/status_macros.h"
 #include "core/thread_pool.h"
 #include "nlohmann/json.hpp"
 
@@ -211,8 +213,7 @@ absl::StatusOr<TokenizeReport> RunTokenize(const TokenizeFlags& flags) {
   std::istream* in = &std::cin;
   const std::string source = flags.in == "-" ? "<stdin>" : flags.in;
   if (flags.in != "-") {
-    in_file.open(flags.in, std::ios::binary);
-    if (!in_file) return absl::NotFoundError(absl::StrCat(flags.in, ": cannot open: ", std::strerror(errno)));
+    ZF_RETURN_IF_ERROR(core::OpenLineInput(flags.in, &in_file));
     in = &in_file;
   }
   if (absl::Status same = CheckOutIsNotIn(flags); !same.ok()) return same;

@@ -1,5 +1,10 @@
 #include "core/line_reader.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 
 namespace zerofit::core {
@@ -35,6 +40,19 @@ absl::StatusOr<bool> ReadLine(std::istream& in, std::string* line, size_t max_by
     }
     return false;
   }
+}
+
+absl::Status OpenLineInput(const std::string& path, std::ifstream* in) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": a directory, not a JSONL file"));
+  }
+  in->open(path, std::ios::binary);
+  if (!*in) {
+    const int err = errno;
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zerofit::core

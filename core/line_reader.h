@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <fstream>
 #include <istream>
 #include <string>
 
@@ -19,5 +20,11 @@ inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
 // false when no line was left; OutOfRange, naming the limit, when the line holds more than `max_bytes`
 // bytes (the stream is then left inside that line).
 absl::StatusOr<bool> ReadLine(std::istream& in, std::string* line, size_t max_bytes = kMaxLineBytes);
+
+// Opens `path` (binary) into `in` for ReadLine. NotFound naming the path and the system's reason when it
+// cannot be opened; InvalidArgument for a directory, which opens but fails its first read ("read failed
+// after line 0" told nobody what was wrong). FIFOs, pipes and devices are opened as they are: a JSONL
+// input may be streamed, and ReadLine bounds what a line may hold.
+absl::Status OpenLineInput(const std::string& path, std::ifstream* in);
 
 }  // namespace zerofit::core

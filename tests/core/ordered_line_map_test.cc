@@ -2,6 +2,7 @@
 // thread count and chunk size.
 #include "core/ordered_line_map.h"
 
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -119,6 +120,24 @@ TEST(OrderedLineMapTest, ReadLineMatchesGetline) {
       EXPECT_EQ(ours.fail(), theirs.fail()) << "'" << text << "' read " << i;
     }
   }
+}
+
+// OpenLineInput: a directory is named as one (it opens, then fails its first read), a missing file with the
+// system's reason; a FIFO-like stream such as /dev/null opens.
+TEST(OrderedLineMapTest, OpenLineInputRefusesADirectoryByName) {
+  const std::string dir = ::testing::TempDir();
+  std::ifstream in;
+  const absl::Status d = OpenLineInput(dir, &in);
+  EXPECT_EQ(d.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.message(), dir + ": a directory, not a JSONL file");
+  std::ifstream missing;
+  const absl::Status m = OpenLineInput(dir + "/no-such.jsonl", &missing);
+  EXPECT_EQ(m.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m.message(), dir + "/no-such.jsonl: cannot open: No such file or directory");
+  std::ifstream null;
+  ASSERT_TRUE(OpenLineInput("/dev/null", &null).ok());
+  std::string line;
+  EXPECT_FALSE(*ReadLine(null, &line));
 }
 
 TEST(OrderedLineMapTest, EmptyStreamHasNoLines) {

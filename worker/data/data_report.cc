@@ -128,7 +128,7 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
     j["lints"] = std::move(lints);
     return j.dump(2) + "\n";
   }
-  const char* what = r.sft ? "examples" : "pairs";
+  const char* what = r.sft ? (r.pairs == 1 ? "example" : "examples") : (r.pairs == 1 ? "pair" : "pairs");
   std::string out = absl::StrFormat("%s: %d %s (add_bos %s, EOS appended)\n", source, r.pairs, what,
                                     r.add_bos ? "true" : "false");
   auto row = [&](const char* name, const LengthPercentiles& p) {

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <istream>
 #include <limits>
@@ -14,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/json_depth.h"
+#include "core/line_reader.h"
 #include "core/ordered_line_map.h"
 #include "core/status_macros.h"
 #include "core/thread_pool.h"
@@ -333,11 +332,8 @@ absl::StatusOr<std::vector<PreferencePair>> ParsePreferenceJsonl(const std::stri
 absl::StatusOr<std::vector<PreferencePair>> LoadPreferenceJsonl(const std::string& path, const Tokenizer* tok,
                                                                 const PreferenceDataOptions& options,
                                                                 PreferenceDataStats* stats) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open preference data: ", std::strerror(err)));
-  }
+  std::ifstream in;
+  ZF_RETURN_IF_ERROR(core::OpenLineInput(path, &in));
   return ParseStream(in, path, tok, options, stats);
 }
 

@@ -146,8 +146,8 @@ absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, const PromptLine
 
 absl::StatusOr<PromptData> LoadPrompts(const std::string& path, const Tokenizer* tok,
                                        const PromptDataOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the prompts file"));
+  std::ifstream in;
+  ZF_RETURN_IF_ERROR(core::OpenLineInput(path, &in));
   PromptData data;
   size_t line_no = 0;
   std::string line;
