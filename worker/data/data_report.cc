@@ -82,8 +82,10 @@ PreferencePair TruncatePair(const PreferencePair& whole, int32_t bos_id, int32_t
   auto raw = [&](const std::vector<int32_t>& r) {  // an SFT example's rejected response is empty
     return r.empty() ? r : std::vector<int32_t>(r.begin(), r.end() - ne);
   };
-  return AssemblePreferencePair(prompt, raw(whole.chosen), raw(whole.rejected), bos_id, eos_id, options,
-                                whole.source_line);
+  PreferencePair cut = AssemblePreferencePair(prompt, raw(whole.chosen), raw(whole.rejected), bos_id, eos_id,
+                                              options, whole.source_line);
+  cut.margin = whole.margin;
+  return cut;
 }
 
 DataReport BuildDataReport(const std::vector<PreferencePair>& whole, const DataExpectations& expect,

@@ -40,9 +40,11 @@ absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs
   batch.lengths.resize(halves * num_pairs);
   batch.response_start.resize(halves * num_pairs);
   batch.source_lines.resize(num_pairs);
+  batch.margins.resize(num_pairs);
   for (size_t b = 0; b < num_pairs; ++b) {
     const PreferencePair& p = pairs[indices[b]];
     batch.source_lines[b] = p.source_line;
+    batch.margins[b] = static_cast<float>(p.margin);
     for (size_t half = 0; half < halves; ++half) {
       const std::vector<int32_t>& response = half == 0 ? p.chosen : p.rejected;
       const size_t row = half * num_pairs + b;

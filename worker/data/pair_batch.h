@@ -30,6 +30,7 @@ struct PairBatch {
   std::vector<int32_t> lengths;         // [rows] real tokens per row (1 <= lengths <= T)
   std::vector<int32_t> response_start;  // [rows] == prompt length (BOS included) of the row's pair
   std::vector<uint64_t> source_lines;   // [B] JSONL line of each pair, for messages about a bad pair
+  std::vector<float> margins;           // [B] each pair's PreferencePair::margin (reward models)
 
   int64_t num_rows() const { return rows_per_pair * num_pairs; }
   // Element offset of row i in `tokens`.

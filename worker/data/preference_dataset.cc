@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fstream>
 #include <istream>
 #include <limits>
@@ -139,12 +140,23 @@ absl::StatusOr<std::array<std::vector<int32_t>, 3>> PairIds(const Json& obj, con
   return ids;
 }
 
+// A pair line's optional "margin" (PreferencePair::margin): a finite number.
+absl::StatusOr<double> MarginOf(const Json& obj, const Where& w) {
+  auto it = obj.find("margin");
+  if (it == obj.end() || it->is_null()) return 0.0;
+  if (!it->is_number() || !std::isfinite(it->get<double>())) {
+    return FieldError(w, "margin", absl::StrCat("expected a finite number, got ", it->dump()));
+  }
+  return it->get<double>();
+}
+
 // One JSONL line to a pair (options.sft: to an SFT example, whose rejected response is empty). Pure: safe
 // to call for several lines at once (the tokenizer is thread-safe).
 absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, const Tokenizer* tok,
                                      const Specials& sp, const PreferenceDataOptions& options) {
   ZF_ASSIGN_OR_RETURN(const Json obj, ParseObject(line, w));
   std::array<std::vector<int32_t>, 3> ids;
+  double margin = 0;
   if (options.sft && !IsPreferencePairLine(obj)) {
     ZF_ASSIGN_OR_RETURN(SftIds example, ParseSftExample(obj, tok, sp, w));
     ids[0] = std::move(example.prompt);
@@ -156,9 +168,13 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
   } else {
     ZF_ASSIGN_OR_RETURN(ids, PairIds(obj, tok, sp, w));
     if (options.sft) ids[2].clear();  // an SFT example keeps the chosen response only
+    if (!options.sft) {
+      ZF_ASSIGN_OR_RETURN(margin, MarginOf(obj, w));
+    }
   }
   ParsedLine parsed;
   parsed.pair = AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, options, w.line);
+  parsed.pair.margin = margin;
   for (int k = 0; k < 3; ++k) parsed.raw_sizes[k] = ids[k].size();
   return parsed;
 }

@@ -11,7 +11,7 @@
 //                   (needs a Tokenizer with a chat template: HfTokenizer, hf_tokenizer.h)
 // A line is pre-tokenized when it has any "*_ids" key, conversational when "chosen" is a list; the kinds may
 // be mixed in one file. Ids carry no BOS/EOS: the options below add them. `prompt` may be empty; `chosen`
-// and `rejected` may not.
+// and `rejected` may not. A pair's line may carry "margin", a finite number (PreferencePair::margin).
 //
 // Conversational lines are rendered with the model's chat template as TRL's apply_chat_template does: the
 // prompt text is render(prompt, add_generation_prompt=true), each response text is
@@ -54,6 +54,9 @@ struct PreferencePair {
   std::vector<int32_t> chosen;    // response tokens + [EOS], after right truncation
   std::vector<int32_t> rejected;  // same rules as chosen, truncated independently; empty: an SFT example
   size_t source_line = 0;         // 1-based line of the JSONL file (for error messages and debugging)
+  // Reward models: how far the chosen score must exceed the rejected one (the line's optional "margin", TRL's
+  // margin column: Llama 2's loss -log sigmoid(r_chosen - r_rejected - margin)); 0 without one.
+  double margin = 0;
 };
 
 struct PreferenceDataOptions {

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/worker/data/test_support.h"
+#include "worker/data/data_report.h"
 
 namespace zerofit::data {
 namespace {
@@ -74,6 +75,25 @@ TEST(PreferenceDatasetTest, LoadsPretokenizedLinesWithoutTokenizer) {
   EXPECT_EQ((*pairs)[1].prompt, (Ids{kBos}));
 }
 
+// TRL's margin column: a pair's required score gap, kept through truncation (the report's TruncatePair).
+TEST(PreferenceDatasetTest, AMarginIsReadAndKeptThroughTruncation) {
+  auto pairs = ParsePreferenceJsonl(
+      "{\"prompt_ids\": [10, 11], \"chosen_ids\": [20, 21, 22], \"rejected_ids\": [30], \"margin\": 2.5}\n"
+      "{\"prompt_ids\": [10], \"chosen_ids\": [20], \"rejected_ids\": [30], \"margin\": null}\n"
+      "{\"prompt_ids\": [10], \"chosen_ids\": [20], \"rejected_ids\": [30], \"margin\": -1}\n",
+      "m.jsonl", nullptr, IdOptions());
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_EQ((*pairs)[0].margin, 2.5);
+  EXPECT_EQ((*pairs)[1].margin, 0.0);
+  EXPECT_EQ((*pairs)[2].margin, -1.0);
+  PreferenceDataOptions limits = IdOptions();
+  limits.max_length = 4;
+  limits.max_prompt_length = 2;
+  const PreferencePair cut = TruncatePair((*pairs)[0], kBos, kEos, limits);
+  EXPECT_EQ(cut.chosen.size(), 2u);
+  EXPECT_EQ(cut.margin, 2.5);
+}
+
 TEST(PreferenceDatasetTest, TextAndIdsLinesMayBeMixed) {
   FakeTokenizer tok;
   const std::string ids_line = "{\"prompt_ids\": [" + std::to_string(FakeTokenizer::Id('x')) +
@@ -123,6 +143,10 @@ TEST(PreferenceDatasetTest, MalformedLinesNameFileLineAndField) {
       {R"({"prompt_ids": [1], "chosen_ids": [1]})", false, "bad.jsonl:3: field 'rejected_ids': missing"},
       {R"({"prompt_ids": [1], "chosen_ids": [1], "rejected_ids": []})", false,
        "bad.jsonl:3: field 'rejected_ids': empty response"},
+      {R"({"prompt": "a", "chosen": "b", "rejected": "c", "margin": "big"})", true,
+       "bad.jsonl:3: field 'margin': expected a finite number, got \"big\""},
+      {R"({"prompt": "a", "chosen": "b", "rejected": "c", "margin": 1e400})", true,
+       "bad.jsonl:3: invalid JSON"},
       // 300,000 nested lists overflowed the stack while the parsed value was copied.
       {R"({"prompt": "a", "chosen": )" + std::string(300000, '[') + std::string(300000, ']') +
            R"(, "rejected": "b"})",

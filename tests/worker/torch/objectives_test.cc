@@ -48,6 +48,26 @@ TEST(ObjectivesTest, BradleyTerryLossAccuracyAndMargin) {
   EXPECT_NEAR(c.grad()[0].item<double>(), -(1.0 - 1.0 / (1.0 + std::exp(-1.0))), Float32Bound({1.0}));
 }
 
+// TRL's margin column (Llama 2's margin loss): -log sigmoid(c - r - m); accuracy and margin read the scores.
+TEST(ObjectivesTest, BradleyTerryLossWithMargins) {
+  torch::Tensor c = torch::tensor({2.0f, -1.0f, 0.5f}, torch::requires_grad());
+  torch::Tensor r = torch::tensor({1.0f, 0.0f, 0.5f});
+  torch::Tensor m = torch::tensor({3.0f, 0.0f, -0.5f});
+  LossOutput out = BradleyTerryLoss(c, r, m);
+  const double want = -(LogSigmoid(1.0 - 3.0) + LogSigmoid(-1.0) + LogSigmoid(0.5));
+  const double tol = Float32Bound({LogSigmoid(-2.0), LogSigmoid(-1.0), LogSigmoid(0.5), 3.0, 0.5});
+  EXPECT_NEAR(out.loss_sum.item<double>(), want, tol);
+  const PairMetrics metrics = ReadPairMetrics(out.metrics);
+  EXPECT_EQ(metrics.correct, 1) << "the scores decide, not the margins";
+  EXPECT_NEAR(metrics.margin_sum, 0.0, Float32Bound({1.0, -1.0, 0.0}));
+  out.loss_sum.backward();
+  // d/dc of -log sigmoid(c - r - m) = -(1 - sigmoid(c - r - m)), at c - r - m = -2.
+  EXPECT_NEAR(c.grad()[0].item<double>(), -(1.0 - 1.0 / (1.0 + std::exp(2.0))), Float32Bound({1.0}));
+  // Zero margins are no margins.
+  const double none = BradleyTerryLoss(c, r).loss_sum.item<double>();
+  EXPECT_EQ(BradleyTerryLoss(c, r, torch::zeros({3})).loss_sum.item<double>(), none);
+}
+
 TEST(ObjectivesTest, DpoSigmoidWithLabelSmoothingAndIpo) {
   torch::Tensor pc = torch::tensor({-3.0f, -5.0f}, torch::requires_grad());
   torch::Tensor pr = torch::tensor({-4.0f, -4.0f});
@@ -183,6 +203,28 @@ TEST(PairTensorsTest, HeadFromIsTheEarliestResponseStartMinusOne) {
   auto bare = MakePairTensors(pairs, {2, 0}, BatchFormat{});
   ASSERT_TRUE(bare.ok()) << bare.status();
   EXPECT_EQ(bare->head_from, 0);
+}
+
+// A reward model's batch carries its pairs' margins, in batch order, when any is not 0; no other batch does.
+TEST(PairTensorsTest, MarginsReachARewardBatchWhenThePairsHaveThem) {
+  data::PreferenceDataOptions o;
+  o.max_length = 0;
+  std::vector<data::PreferencePair> pairs = {
+      data::AssemblePreferencePair({5}, {9, 10}, {11}, 1, 2, o, 1),
+      data::AssemblePreferencePair({12}, {14}, {15}, 1, 2, o, 2),
+  };
+  BatchFormat reward;
+  reward.reward_readout = true;
+  auto none = MakePairTensors(pairs, {0, 1}, reward);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->margins.defined());
+  pairs[1].margin = 1.5;
+  auto some = MakePairTensors(pairs, {1, 0}, reward);
+  ASSERT_TRUE(some.ok()) << some.status();
+  ASSERT_TRUE(some->margins.defined());
+  EXPECT_EQ(some->margins[0].item<float>(), 1.5f);
+  EXPECT_EQ(some->margins[1].item<float>(), 0.0f);
+  EXPECT_FALSE(MakePairTensors(pairs, {1, 0}, BatchFormat{})->margins.defined()) << "DPO has no use for them";
 }
 
 }  // namespace

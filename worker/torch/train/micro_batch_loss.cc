@@ -15,6 +15,7 @@ PairTensors OnDevice(PairTensors b, const torch::Device& device) {
   b.starts = HostToDevice(b.starts, device);
   b.lengths = HostToDevice(b.lengths, device);
   b.readout = HostToDevice(b.readout, device);
+  b.margins = HostToDevice(b.margins, device);
   return b;
 }
 
@@ -29,7 +30,7 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
           "BatchFormat.reward_readout)");
     }
     const torch::Tensor scores = policy->ScoresAt(b.tokens, b.readout);
-    out = BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n));
+    out = BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n), b.margins);
   } else {
     const torch::Tensor pol =
         ResponseLogProbs(policy->TokenLogProbs(b.tokens, b.head_from), b.starts, b.lengths, b.head_from);

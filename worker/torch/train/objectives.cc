@@ -51,9 +51,10 @@ PairMetrics ReadPairMetrics(const torch::Tensor& metrics) {
                      v[f::kChosenSum], v[f::kRejectedSum], v[f::kResponseTokens], v[f::kSequenceTokens]};
 }
 
-LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores) {
+LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores,
+                            const torch::Tensor& margins) {
   const torch::Tensor margin = (chosen_scores - rejected_scores).to(torch::kFloat32);
-  const torch::Tensor per_pair = -torch::log_sigmoid(margin);
+  const torch::Tensor per_pair = -torch::log_sigmoid(margins.defined() ? margin - margins : margin);
   return LossOutput{
       per_pair.sum(),
       PairMetricsTensor(per_pair, margin.detach(), Sum64(chosen_scores), Sum64(rejected_scores)),

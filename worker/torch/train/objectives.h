@@ -60,8 +60,11 @@ struct LossOutput {
   int64_t pairs = 0;       // the pairs the loss sums over (known on the host, unlike `metrics`)
 };
 
-// Bradley-Terry: sum over pairs of -log sigmoid(score_chosen - score_rejected). Inputs [B].
-LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores);
+// Bradley-Terry: sum over pairs of -log sigmoid(score_chosen - score_rejected - margin). Inputs [B];
+// `margins` [B] (TRL's margin column, Llama 2's margin loss) may be undefined: none. The metrics' accuracy
+// and margin compare the scores alone, as TRL's do.
+LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores,
+                            const torch::Tensor& margins = torch::Tensor());
 
 struct DpoOptions {
   enum class Loss { kSigmoid, kIpo, kHinge, kRobust };

@@ -52,6 +52,9 @@ absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePa
   }
   if (format.reward_readout) {
     ZF_ASSIGN_OR_RETURN(t.readout, HostReadout(t, format.readout_pad_token));
+    if (std::any_of(b.margins.begin(), b.margins.end(), [](float m) { return m != 0.0f; })) {
+      t.margins = torch::from_blob(b.margins.data(), {b.num_pairs}, torch::kFloat32).clone();
+    }
   }
   return t;
 }

@@ -26,6 +26,9 @@ struct PairTensors {
   // found and checked on the host where the batch is built, so that the forward reads nothing back from the
   // device (LlamaModelImpl::ScoresAt). Undefined for the other tasks.
   torch::Tensor readout;
+  // A reward model's batch whose pairs carry margins (PreferencePair::margin, not all 0): [B] float32, the
+  // required score gap of each pair. Undefined otherwise (BradleyTerryLoss then uses none).
+  torch::Tensor margins;
 };
 
 // The id batches for a model with `config` are padded with: pad_token_id when set (a reward model's score is
