@@ -24,4 +24,12 @@ absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateRewardLossSpec(const RewardLossSpec& reward, const FieldError& bad) {
+  const double c = reward.center_rewards_coefficient;
+  if (!std::isfinite(c) || c < 0) {
+    return bad("reward.center_rewards_coefficient", absl::StrCat("must be a finite number >= 0, got ", c));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace zerofit::jobspec

@@ -1,4 +1,5 @@
-// DPO in a job spec, as TRL's DPOConfig names it (beta, loss_type, label_smoothing), task dpo only:
+// The objectives' settings in a job spec. DPO, as TRL's DPOConfig names it (beta, loss_type,
+// label_smoothing), task dpo only:
 //   dpo: {beta: 0.1, loss_type: sigmoid, label_smoothing: 0.0}
 // sigmoid is the DPO loss of Rafailov et al. (with label_smoothing > 0: conservative DPO), ipo the IPO loss
 // of Azar et al., hinge SLiC's, robust rDPO's (label_smoothing: the assumed share of flipped labels)
@@ -20,5 +21,15 @@ struct DpoSpec {
 
 // Ranges and names; errors through `bad("dpo.beta", why)` (grpo_spec.h's FieldError).
 absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad);
+
+// The reward model's loss beyond Bradley-Terry, as TRL's RewardConfig names it, task reward only:
+//   reward: {center_rewards_coefficient: 0.01}
+// adds coefficient x (r_chosen + r_rejected)^2 per pair (Eisenstein et al.: scores centred on 0, so that
+// rewards of different models and runs compare). (A pair's required score gap is data: its "margin".)
+struct RewardLossSpec {
+  double center_rewards_coefficient = 0;  // >= 0, finite; 0: none
+};
+
+absl::Status ValidateRewardLossSpec(const RewardLossSpec& reward, const FieldError& bad);
 
 }  // namespace zerofit::jobspec

@@ -333,6 +333,7 @@ std::string JobPlanToJson(const JobPlan& p) {
     j["dpo"] = {
         {"beta", p.dpo.beta}, {"loss_type", p.dpo.loss_type}, {"label_smoothing", p.dpo.label_smoothing}};
   }
+  if (p.task == "reward") j["reward"] = {{"center_rewards_coefficient", p.reward.center_rewards_coefficient}};
   return j.dump(2) + "\n";
 }
 
@@ -367,6 +368,13 @@ absl::StatusOr<JobPlan> JobPlanFromJson(const std::string& json, const std::stri
     if (s.ok()) s = d->Get("loss_type", &p.dpo.loss_type);
     if (s.ok()) s = d->Get("label_smoothing", &p.dpo.label_smoothing);
     if (s.ok()) s = d->NoOthers();
+    if (!s.ok()) return s;
+  }
+  if (p.task == "reward") {
+    absl::StatusOr<ObjectReader> w = r.Object("reward");
+    if (!w.ok()) return w.status();
+    absl::Status s = w->Get("center_rewards_coefficient", &p.reward.center_rewards_coefficient);
+    if (s.ok()) s = w->NoOthers();
     if (!s.ok()) return s;
   }
   if (absl::Status s = r.NoOthers(); !s.ok()) return s;

@@ -419,6 +419,25 @@ absl::Status ParseDpo(const YamlReader& r, const YAML::Node& root, const std::st
   });
 }
 
+// reward: the reward model's centring term, task reward only.
+absl::Status ParseRewardLoss(const YamlReader& r, const YAML::Node& root, const std::string& task,
+                             RewardLossSpec* s) {
+  const YAML::Node n = root["reward"];
+  if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+  if (task != "reward") {
+    return r.Error(n, "reward",
+                   absl::StrCat("applies to task reward only, not ", task,
+                                task == "grpo" ? " (GRPO's reward functions: the rewards list)" : ""));
+  }
+  if (!n.IsMap()) return r.Error(n, "reward", "expected a mapping {center_rewards_coefficient}");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "reward.", {"center_rewards_coefficient"}));
+  ZF_RETURN_IF_ERROR(r.Get(n, "center_rewards_coefficient", "reward.center_rewards_coefficient",
+                           &s->center_rewards_coefficient, "a number"));
+  return ValidateRewardLossSpec(*s, [&](const std::string& field, const std::string& why) {
+    return r.Error(n["center_rewards_coefficient"], field, why);
+  });
+}
+
 absl::Status ParseLora(const YamlReader& r, const YAML::Node& root, LoraSpec* l) {
   const YAML::Node n = root["lora"];
   if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
@@ -496,7 +515,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
       r.OnlyKeys(root, "", {"name",         "task",    "model",    "data",      "world_size", "hardware",
                             "max_restarts", "device",  "training", "deepspeed", "checkpoint", "metrics",
                             "slurm",        "eval",    "export",   "watchdog",  "log_every",  "rollout",
-                            "grpo",         "rewards", "lora",     "dpo",       "init"}));
+                            "grpo",         "rewards", "lora",     "dpo",       "init",       "reward"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
@@ -572,6 +591,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   ZF_RETURN_IF_ERROR(ParseGrpoSections(r, root, s.task, s.training.max_length, &s.grpo));
   ZF_RETURN_IF_ERROR(ParseLogEvery(r, root, &s));
   ZF_RETURN_IF_ERROR(ParseDpo(r, root, s.task, &s.dpo));
+  ZF_RETURN_IF_ERROR(ParseRewardLoss(r, root, s.task, &s.reward));
   ZF_RETURN_IF_ERROR(ParseLora(r, root, &s.lora));
   ZF_RETURN_IF_ERROR(ParseCheckpoint(r, root, &s.checkpoint));
   ZF_RETURN_IF_ERROR(ParseMetrics(r, root, &s.metrics));

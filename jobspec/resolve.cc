@@ -125,6 +125,7 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z, planner::Reference referenc
   p.seed = t.seed;
   p.lora = spec.lora;
   if (spec.task == "dpo") p.dpo = spec.dpo;
+  if (spec.task == "reward") p.reward = spec.reward;
   p.reference = planner::ReferenceName(reference);
   p.checkpoint = spec.checkpoint;
   p.metrics = spec.metrics;

@@ -65,6 +65,43 @@ TEST(TrainerFieldsTest, TheDpoSectionReachesThePlanAndItsJson) {
   EXPECT_TRUE(nlohmann::json::parse(JobPlanToJson(*plain)).contains("dpo"));
 }
 
+// `reward: {center_rewards_coefficient}` (TRL's RewardConfig name), task reward only: in the plan and its
+// JSON; other tasks' plans have no "reward" key.
+TEST(TrainerFieldsTest, TheRewardSectionReachesThePlanAndItsJson) {
+  absl::StatusOr<JobPlan> p = PlanOf(Yaml("reward", "", "reward: {center_rewards_coefficient: 0.01}\n"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->reward.center_rewards_coefficient, 0.01);
+  const std::string json = JobPlanToJson(*p);
+  absl::StatusOr<JobPlan> back = JobPlanFromJson(json, "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->reward.center_rewards_coefficient, 0.01);
+  EXPECT_EQ(JobPlanToJson(*back), json);
+  absl::StatusOr<JobPlan> plain = PlanOf(Yaml("reward", "", ""));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->reward.center_rewards_coefficient, 0.0);
+  absl::StatusOr<JobPlan> dpo = PlanOf(Yaml("dpo", "", ""));
+  ASSERT_TRUE(dpo.ok()) << dpo.status();
+  EXPECT_FALSE(nlohmann::json::parse(JobPlanToJson(*dpo)).contains("reward"));
+  const struct {
+    std::string task, section, want;
+  } bad[] = {
+      {"reward", "reward: {center_rewards_coefficient: -1}\n",
+       "job.yaml:9: field 'reward.center_rewards_coefficient': must be a finite number >= 0, got -1"},
+      {"reward", "reward: {center_rewards_coefficient: .inf}\n",
+       "job.yaml:9: field 'reward.center_rewards_coefficient': must be a finite number >= 0, got inf"},
+      {"reward", "reward: {margin: 1}\n", "job.yaml:9: field 'reward.margin': unknown field"},
+      {"reward", "reward: 0.01\n",
+       "job.yaml:9: field 'reward': expected a mapping {center_rewards_coefficient}"},
+      {"dpo", "reward: {center_rewards_coefficient: 0.01}\n",
+       "job.yaml:9: field 'reward': applies to task reward only, not dpo"},
+  };
+  for (const auto& c : bad) {
+    absl::StatusOr<JobSpec> s = ParseJobSpec(Yaml(c.task, "", c.section), "job.yaml");
+    ASSERT_FALSE(s.ok()) << c.section;
+    EXPECT_EQ(std::string(s.status().message()), c.want);
+  }
+}
+
 TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
   const struct {
     std::string task, section, want;

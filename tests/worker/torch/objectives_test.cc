@@ -68,6 +68,23 @@ TEST(ObjectivesTest, BradleyTerryLossWithMargins) {
   EXPECT_EQ(BradleyTerryLoss(c, r, torch::zeros({3})).loss_sum.item<double>(), none);
 }
 
+// TRL's center_rewards_coefficient: + coefficient (c + r)^2 per pair; the metrics are unchanged.
+TEST(ObjectivesTest, BradleyTerryLossCentringTerm) {
+  torch::Tensor c = torch::tensor({2.0f, -1.0f, 0.5f}, torch::requires_grad());
+  torch::Tensor r = torch::tensor({1.0f, 0.0f, 0.5f});
+  LossOutput out = BradleyTerryLoss(c, r, torch::Tensor(), 0.01);
+  const double bt = -(LogSigmoid(1.0) + LogSigmoid(-1.0) + LogSigmoid(0.0));
+  const double centre = 0.01 * (9.0 + 1.0 + 1.0);
+  EXPECT_NEAR(out.loss_sum.item<double>(), bt + centre,
+              Float32Bound({LogSigmoid(1.0), LogSigmoid(-1.0), LogSigmoid(0.0), 0.09, 0.01, 0.01}));
+  const PairMetrics m = ReadPairMetrics(out.metrics);
+  EXPECT_EQ(m.correct, 1);
+  out.loss_sum.backward();
+  // d/dc: -(1 - sigmoid(c - r)) + 2 x 0.01 x (c + r), at c - r = 1, c + r = 3.
+  EXPECT_NEAR(c.grad()[0].item<double>(), -(1.0 - 1.0 / (1.0 + std::exp(-1.0))) + 0.06,
+              Float32Bound({1.0, 0.06}));
+}
+
 TEST(ObjectivesTest, DpoSigmoidWithLabelSmoothingAndIpo) {
   torch::Tensor pc = torch::tensor({-3.0f, -5.0f}, torch::requires_grad());
   torch::Tensor pr = torch::tensor({-4.0f, -4.0f});

@@ -42,6 +42,7 @@ constexpr const char* kUsage =
     "[--dpu-start N] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo|hinge|robust] "
+    "[--center-rewards-coefficient C] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed|lora-base] [--init WEIGHTS] [--export DIR] "
     "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--fused-kernels cuda|off] [--log-every N] "
     "[--memory-gb G] [--device "
@@ -197,6 +198,19 @@ absl::Status ParseSpecFlags(const Take& take, const Number& number, bool offload
   return absl::OkStatus();
 }
 
+// --center-rewards-coefficient: the spec's `reward` section (task reward only).
+absl::Status ParseRewardFlags(const Take& take, const Number& number, jobspec::JobSpec* p) {
+  const char* flag = "--center-rewards-coefficient";
+  if (p->task != "reward") {
+    if (take(flag).empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("flag ", flag, " applies to --task reward only"));
+  }
+  ZF_RETURN_IF_ERROR(number(flag, &p->reward.center_rewards_coefficient, 0));
+  return jobspec::ValidateRewardLossSpec(p->reward, [&](const std::string&, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("flag ", flag, ": ", why));
+  });
+}
+
 // --beta, --loss and --label-smoothing: the spec's `dpo` section (task dpo only; refused for the others).
 absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobSpec* p) {
   if (p->task != "dpo") {
@@ -245,6 +259,7 @@ absl::Status ParseOtherSpecFlags(const Take& take, const Number& number, Cli* cl
     p.training.delayed_update_from = static_cast<int64_t>(dpu_start);
   }
   ZF_RETURN_IF_ERROR(ParseDpoFlags(take, number, &p));
+  ZF_RETURN_IF_ERROR(ParseRewardFlags(take, number, &p));
   if (std::string ref = take("--ref"); !ref.empty()) {
     ZF_ASSIGN_OR_RETURN(cli->reference, ParseReferenceStrategy(ref));
   }

@@ -30,7 +30,8 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
           "BatchFormat.reward_readout)");
     }
     const torch::Tensor scores = policy->ScoresAt(b.tokens, b.readout);
-    out = BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n), b.margins);
+    out =
+        BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n), b.margins, o.center_rewards_coefficient);
   } else {
     const torch::Tensor pol =
         ResponseLogProbs(policy->TokenLogProbs(b.tokens, b.head_from), b.starts, b.lengths, b.head_from);

@@ -52,9 +52,12 @@ PairMetrics ReadPairMetrics(const torch::Tensor& metrics) {
 }
 
 LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores,
-                            const torch::Tensor& margins) {
+                            const torch::Tensor& margins, double center_coefficient) {
   const torch::Tensor margin = (chosen_scores - rejected_scores).to(torch::kFloat32);
-  const torch::Tensor per_pair = -torch::log_sigmoid(margins.defined() ? margin - margins : margin);
+  torch::Tensor per_pair = -torch::log_sigmoid(margins.defined() ? margin - margins : margin);
+  if (center_coefficient > 0) {
+    per_pair = per_pair + center_coefficient * (chosen_scores + rejected_scores).to(torch::kFloat32).pow(2);
+  }
   return LossOutput{
       per_pair.sum(),
       PairMetricsTensor(per_pair, margin.detach(), Sum64(chosen_scores), Sum64(rejected_scores)),

@@ -60,11 +60,13 @@ struct LossOutput {
   int64_t pairs = 0;       // the pairs the loss sums over (known on the host, unlike `metrics`)
 };
 
-// Bradley-Terry: sum over pairs of -log sigmoid(score_chosen - score_rejected - margin). Inputs [B];
-// `margins` [B] (TRL's margin column, Llama 2's margin loss) may be undefined: none. The metrics' accuracy
-// and margin compare the scores alone, as TRL's do.
+// Bradley-Terry: sum over pairs of -log sigmoid(score_chosen - score_rejected - margin)
+// + center_coefficient (score_chosen + score_rejected)^2. Inputs [B]; `margins` [B] (TRL's margin column,
+// Llama 2's margin loss) may be undefined: none; center_coefficient is TRL's center_rewards_coefficient (a
+// sum over pairs here, as every loss: TRL's mean after the division by the step's pairs). The metrics'
+// accuracy and margin compare the scores alone, as TRL's do.
 LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores,
-                            const torch::Tensor& margins = torch::Tensor());
+                            const torch::Tensor& margins = torch::Tensor(), double center_coefficient = 0);
 
 struct DpoOptions {
   enum class Loss { kSigmoid, kIpo, kHinge, kRobust };

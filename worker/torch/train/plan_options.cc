@@ -92,6 +92,7 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   ZF_ASSIGN_OR_RETURN(o.device, device::ParseDeviceChoice(plan.device));
   if (o.task == PreferenceTrainOptions::Task::kDpo) {
     ZF_ASSIGN_OR_RETURN(o.dpo, DpoOptionsOf(plan.dpo));
+    o.center_rewards_coefficient = plan.reward.center_rewards_coefficient;
   }
   if (o.task == PreferenceTrainOptions::Task::kGrpo) {
     ZF_ASSIGN_OR_RETURN(o.grpo, GrpoTaskOptionsOf(plan.grpo));

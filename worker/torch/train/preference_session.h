@@ -60,6 +60,9 @@ struct PreferenceTrainOptions {
   int64_t delayed_update_from = -1;
   LlamaOptions model;  // LoRA, activation checkpointing, dtype (the attention kernel: RuntimeOptions)
   DpoOptions dpo;
+  // kReward: the centring term's coefficient (BradleyTerryLoss; the spec's
+  // reward.center_rewards_coefficient).
+  double center_rewards_coefficient = 0;
   GrpoTaskOptions grpo;  // kGrpo only
   ReferenceStrategy reference = ReferenceStrategy::kResident;
   std::string export_dir;  // written by rank 0 after training if non-empty
