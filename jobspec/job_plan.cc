@@ -334,6 +334,7 @@ std::string JobPlanToJson(const JobPlan& p) {
         {"beta", p.dpo.beta}, {"loss_type", p.dpo.loss_type}, {"label_smoothing", p.dpo.label_smoothing}};
   }
   if (p.task == "reward") j["reward"] = {{"center_rewards_coefficient", p.reward.center_rewards_coefficient}};
+  if (p.task == "sft") j["sft"] = {{"completion_only_loss", p.sft.completion_only_loss}};
   return j.dump(2) + "\n";
 }
 
@@ -375,6 +376,13 @@ absl::StatusOr<JobPlan> JobPlanFromJson(const std::string& json, const std::stri
     if (!w.ok()) return w.status();
     absl::Status s = w->Get("center_rewards_coefficient", &p.reward.center_rewards_coefficient);
     if (s.ok()) s = w->NoOthers();
+    if (!s.ok()) return s;
+  }
+  if (p.task == "sft") {
+    absl::StatusOr<ObjectReader> t = r.Object("sft");
+    if (!t.ok()) return t.status();
+    absl::Status s = t->Get("completion_only_loss", &p.sft.completion_only_loss);
+    if (s.ok()) s = t->NoOthers();
     if (!s.ok()) return s;
   }
   if (absl::Status s = r.NoOthers(); !s.ok()) return s;

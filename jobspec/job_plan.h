@@ -21,8 +21,8 @@ namespace zerofit::jobspec {
 // than guess (a worker older than its coordinator says so instead of training something else).
 // Version 1 grew `world_sizes` (issue 20); version 2 `sizing` (issue 31); version 3 `reference` and `lora`
 // (issue 32); version 4 `init`, `seed`, `delayed_update_from` and `dpo` (issue 31: the trainer's settings
-// that only zerofit_train_prefs's flags could give); version 5 `checkpoint.resume`; version 6 `reward`. A
-// worker of an older build refuses the version by name.
+// that only zerofit_train_prefs's flags could give); version 5 `checkpoint.resume`; version 6 `reward` and
+// `sft`. A worker of an older build refuses the version by name.
 inline constexpr int kJobPlanVersion = 6;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the
@@ -72,6 +72,7 @@ struct JobPlan {
   LoraSpec lora;          // the spec's; rank 0: a full fine-tune
   DpoSpec dpo;            // task dpo only (the JSON has a "dpo" section then, and only then)
   RewardLossSpec reward;  // task reward only (the JSON has a "reward" section then, and only then)
+  SftSpec sft;            // task sft only (the JSON has an "sft" section then, and only then)
   // The frozen reference of DPO and GRPO (planner::ReferenceName's names): "resident", or "lora-base" with
   // LoRA (the policy's base, adapters disabled); "none" for the other tasks and GRPO with beta 0.
   std::string reference = "none";

@@ -438,6 +438,17 @@ absl::Status ParseRewardLoss(const YamlReader& r, const YAML::Node& root, const 
   });
 }
 
+// sft: which tokens SFT's loss scores, task sft only.
+absl::Status ParseSft(const YamlReader& r, const YAML::Node& root, const std::string& task, SftSpec* s) {
+  const YAML::Node n = root["sft"];
+  if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+  if (task != "sft") return r.Error(n, "sft", absl::StrCat("applies to task sft only, not ", task));
+  if (!n.IsMap()) return r.Error(n, "sft", "expected a mapping {completion_only_loss}");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "sft.", {"completion_only_loss"}));
+  return r.Get(n, "completion_only_loss", "sft.completion_only_loss", &s->completion_only_loss,
+               "true or false");
+}
+
 absl::Status ParseLora(const YamlReader& r, const YAML::Node& root, LoraSpec* l) {
   const YAML::Node n = root["lora"];
   if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
@@ -511,11 +522,11 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   const YamlReader r(source);
   if (!root.IsMap())
     return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of fields"));
-  ZF_RETURN_IF_ERROR(
-      r.OnlyKeys(root, "", {"name",         "task",    "model",    "data",      "world_size", "hardware",
-                            "max_restarts", "device",  "training", "deepspeed", "checkpoint", "metrics",
-                            "slurm",        "eval",    "export",   "watchdog",  "log_every",  "rollout",
-                            "grpo",         "rewards", "lora",     "dpo",       "init",       "reward"}));
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(
+      root, "", {"name",   "task",     "model",     "data",       "world_size", "hardware", "max_restarts",
+                 "device", "training", "deepspeed", "checkpoint", "metrics",    "slurm",    "eval",
+                 "export", "watchdog", "log_every", "rollout",    "grpo",       "rewards",  "lora",
+                 "dpo",    "init",     "reward",    "sft"}));
   JobSpec s;
   ZF_RETURN_IF_ERROR(r.Get(root, "name", "name", &s.name, "a string"));
   ZF_RETURN_IF_ERROR(r.Get(root, "task", "task", &s.task, "a string"));
@@ -592,6 +603,7 @@ absl::StatusOr<JobSpec> ParseYamlJobSpec(const std::string& text, const std::str
   ZF_RETURN_IF_ERROR(ParseLogEvery(r, root, &s));
   ZF_RETURN_IF_ERROR(ParseDpo(r, root, s.task, &s.dpo));
   ZF_RETURN_IF_ERROR(ParseRewardLoss(r, root, s.task, &s.reward));
+  ZF_RETURN_IF_ERROR(ParseSft(r, root, s.task, &s.sft));
   ZF_RETURN_IF_ERROR(ParseLora(r, root, &s.lora));
   ZF_RETURN_IF_ERROR(ParseCheckpoint(r, root, &s.checkpoint));
   ZF_RETURN_IF_ERROR(ParseMetrics(r, root, &s.metrics));

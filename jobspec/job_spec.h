@@ -29,8 +29,9 @@
 //     bf16: true
 //     max_length: 1024
 //     seed: 1234                 # initial weights of new layers, and the order of the samples
-//   dpo: {beta: 0.1, loss_type: sigmoid, label_smoothing: 0.0}   # task dpo (dpo_spec.h)
-//   reward: {center_rewards_coefficient: 0.01}                   # task reward (dpo_spec.h)
+//   dpo: {beta: 0.1, loss_type: sigmoid, label_smoothing: 0.0}   # task dpo (objective_spec.h)
+//   reward: {center_rewards_coefficient: 0.01}                   # task reward (objective_spec.h)
+//   sft: {completion_only_loss: true}                            # task sft (objective_spec.h)
 //   checkpoint: {dir: /ckpt/mistral-rm, every: 100, keep: 1}
 //   watchdog: {step_time_factor: 10, floor_s: 300}   # hang detection; `watchdog: off` turns it off
 //   lora: {rank: 16, alpha: 32, dropout: 0.05, target_modules: [q_proj, v_proj]}   # optional (lora_spec.h)
@@ -60,9 +61,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/lr_schedule.h"
-#include "jobspec/dpo_spec.h"
 #include "jobspec/grpo_spec.h"
 #include "jobspec/lora_spec.h"
+#include "jobspec/objective_spec.h"
 
 namespace zerofit::jobspec {
 
@@ -202,8 +203,9 @@ struct JobSpec {
   int max_restarts = 3;
   std::string device = "auto";  // auto | cpu | cuda: where each rank trains (cuda:<local rank>)
   TrainingSpec training;
-  DpoSpec dpo;            // task dpo: the loss (dpo_spec.h)
-  RewardLossSpec reward;  // task reward: the loss's centring term (dpo_spec.h)
+  DpoSpec dpo;            // task dpo: the loss (objective_spec.h)
+  RewardLossSpec reward;  // task reward: the loss's centring term (objective_spec.h)
+  SftSpec sft;            // task sft: which tokens the loss scores (objective_spec.h)
   LoraSpec lora;          // rank 0: no `lora` section, a full fine-tune
   // The weights to start from: a safetensors file or a model directory (an SFT job's export); empty: the
   // model directory's own model.safetensors when it has one, else a random initialisation from `seed`.

@@ -126,6 +126,7 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z, planner::Reference referenc
   p.lora = spec.lora;
   if (spec.task == "dpo") p.dpo = spec.dpo;
   if (spec.task == "reward") p.reward = spec.reward;
+  if (spec.task == "sft") p.sft = spec.sft;
   p.reference = planner::ReferenceName(reference);
   p.checkpoint = spec.checkpoint;
   p.metrics = spec.metrics;

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "jobspec/dpo_spec.h"
 #include "jobspec/job_plan.h"
 #include "jobspec/job_spec.h"
+#include "jobspec/objective_spec.h"
 #include "jobspec/resolve.h"
 #include "nlohmann/json.hpp"
 
@@ -100,6 +100,32 @@ TEST(TrainerFieldsTest, TheRewardSectionReachesThePlanAndItsJson) {
     ASSERT_FALSE(s.ok()) << c.section;
     EXPECT_EQ(std::string(s.status().message()), c.want);
   }
+}
+
+// `sft: {completion_only_loss}` (TRL's SFTConfig name), task sft only.
+TEST(TrainerFieldsTest, TheSftSectionReachesThePlanAndItsJson) {
+  absl::StatusOr<JobPlan> p = PlanOf(Yaml("sft", "", "sft: {completion_only_loss: false}\n"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->sft.completion_only_loss);
+  const std::string json = JobPlanToJson(*p);
+  absl::StatusOr<JobPlan> back = JobPlanFromJson(json, "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->sft.completion_only_loss);
+  EXPECT_EQ(JobPlanToJson(*back), json);
+  absl::StatusOr<JobPlan> plain = PlanOf(Yaml("sft", "", ""));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->sft.completion_only_loss) << "TRL's default for prompt-completion data";
+  absl::StatusOr<JobSpec> refused =
+      ParseJobSpec(Yaml("reward", "", "sft: {completion_only_loss: false}\n"), "job.yaml");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(std::string(refused.status().message()),
+            "job.yaml:9: field 'sft': applies to task sft only, not reward");
+  absl::StatusOr<JobSpec> typo =
+      ParseJobSpec(Yaml("sft", "", "sft: {completion_only_loss: maybe}\n"), "job.yaml");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(std::string(typo.status().message()).find("job.yaml:9: field 'sft.completion_only_loss'"),
+            std::string::npos)
+      << typo.status();
 }
 
 TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {

@@ -172,6 +172,11 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
       ZF_ASSIGN_OR_RETURN(margin, MarginOf(obj, w));
     }
   }
+  if (options.sft && !options.completion_only_loss && !ids[0].empty()) {
+    ids[0].insert(ids[0].end(), ids[1].begin(), ids[1].end());  // the prompt is scored as completion
+    ids[1] = std::move(ids[0]);
+    ids[0].clear();
+  }
   ParsedLine parsed;
   parsed.pair = AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, options, w.line);
   parsed.pair.margin = margin;

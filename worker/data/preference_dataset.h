@@ -76,6 +76,9 @@ struct PreferenceDataOptions {
   // Task sft: lines are SFT examples (sft_example.h) or pairs whose rejected response is dropped; every
   // PreferencePair read has an empty `rejected`, and truncation looks at the chosen response alone.
   bool sft = false;
+  // sft: false scores the prompt too (TRL's SFTConfig.completion_only_loss): an example's prompt tokens then
+  // begin its completion, and its prompt part holds BOS alone.
+  bool completion_only_loss = true;
   // Lines parsed and tokenized in parallel (0: all cores). Results, stats and the first error (the lowest
   // bad line's) are the same for every count; the file is read in chunks of a few thousand lines.
   int threads = 0;

@@ -106,6 +106,7 @@ absl::StatusOr<TrainingData> LoadTrainingData(const DataSource& source, const co
   o.max_prompt_length = source.max_prompt_length > 0 ? source.max_prompt_length : max_length / 2;
   o.add_bos = ResolveAddBos(source, tok.get());
   o.sft = source.sft;
+  o.completion_only_loss = source.completion_only_loss;
   if (tok == nullptr) {
     if (absl::Status s = SpecialsFromConfig(config, source, &o); !s.ok()) return s;
   }

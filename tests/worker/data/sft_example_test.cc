@@ -71,6 +71,32 @@ TEST(SftExampleTest, TrlFormatsAndPairLinesBecomeExamplesWithoutARejectedRespons
   EXPECT_EQ(e[4].source_line, 5u);
 }
 
+// completion_only_loss false (TRL's SFTConfig): a prompt-completion example's prompt is scored too, so its
+// tokens begin the completion; text lines are unchanged (they have no prompt).
+TEST(SftExampleTest, WithoutCompletionOnlyLossThePromptIsScoredToo) {
+  FakeTokenizer tok;
+  PreferenceDataOptions o = SftOptions();
+  o.completion_only_loss = false;
+  auto examples = ParsePreferenceJsonl(
+      "{\"prompt\": \"1+2=\", \"completion\": \"3\"}\n"
+      "{\"text\": \"cat\"}\n"
+      "{\"prompt\": \"q\", \"chosen\": \"yes\", \"rejected\": \"no\"}\n",
+      "all.jsonl", &tok, o);
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  EXPECT_EQ((*examples)[0].prompt, Ids{kBos});
+  EXPECT_EQ((*examples)[0].chosen, Cat(Chars("1+2=3"), {kEos}));
+  EXPECT_EQ((*examples)[1].prompt, Ids{kBos});
+  EXPECT_EQ((*examples)[1].chosen, Cat(Chars("cat"), {kEos}));
+  EXPECT_EQ((*examples)[2].chosen, Cat(Chars("qyes"), {kEos}));
+  // Truncation then cuts the whole sequence from the right, as TRL's does.
+  o.max_length = 4;
+  o.max_prompt_length = 1;
+  auto cut = ParsePreferenceJsonl("{\"prompt\": \"1+2=\", \"completion\": \"3\"}\n", "cut.jsonl", &tok, o);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_EQ((*cut)[0].prompt, Ids{kBos});
+  EXPECT_EQ((*cut)[0].chosen, Chars("1+2"));
+}
+
 TEST(SftExampleTest, TruncationLooksAtTheCompletionAlone) {
   FakeTokenizer tok;
   PreferenceDataOptions o = SftOptions();

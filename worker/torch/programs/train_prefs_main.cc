@@ -42,7 +42,7 @@ constexpr const char* kUsage =
     "[--dpu-start N] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo|hinge|robust] "
-    "[--center-rewards-coefficient C] "
+    "[--center-rewards-coefficient C] [--completion-only-loss true|false] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed|lora-base] [--init WEIGHTS] [--export DIR] "
     "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--fused-kernels cuda|off] [--log-every N] "
     "[--memory-gb G] [--device "
@@ -211,6 +211,20 @@ absl::Status ParseRewardFlags(const Take& take, const Number& number, jobspec::J
   });
 }
 
+// --completion-only-loss true|false: the spec's `sft` section (task sft only).
+absl::Status ParseSftFlags(const Take& take, jobspec::JobSpec* p) {
+  const std::string value = take("--completion-only-loss");
+  if (value.empty()) return absl::OkStatus();
+  if (p->task != "sft")
+    return absl::InvalidArgumentError("flag --completion-only-loss applies to --task sft only");
+  if (value != "true" && value != "false") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --completion-only-loss: '", value, "' is not true or false"));
+  }
+  p->sft.completion_only_loss = value == "true";
+  return absl::OkStatus();
+}
+
 // --beta, --loss and --label-smoothing: the spec's `dpo` section (task dpo only; refused for the others).
 absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobSpec* p) {
   if (p->task != "dpo") {
@@ -260,6 +274,7 @@ absl::Status ParseOtherSpecFlags(const Take& take, const Number& number, Cli* cl
   }
   ZF_RETURN_IF_ERROR(ParseDpoFlags(take, number, &p));
   ZF_RETURN_IF_ERROR(ParseRewardFlags(take, number, &p));
+  ZF_RETURN_IF_ERROR(ParseSftFlags(take, &p));
   if (std::string ref = take("--ref"); !ref.empty()) {
     ZF_ASSIGN_OR_RETURN(cli->reference, ParseReferenceStrategy(ref));
   }

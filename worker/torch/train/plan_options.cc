@@ -68,6 +68,7 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.seed = static_cast<uint64_t>(plan.seed);
   o.data = data::DataSourceOf(plan);
   ZF_ASSIGN_OR_RETURN(o.data.add_bos, data::ParseAddBos(plan.data.add_bos, "data.add_bos"));
+  o.data.completion_only_loss = plan.sft.completion_only_loss;
   o.eval_every = plan.eval.every;
   o.eval_max_samples = plan.eval.max_samples;
   o.steps = plan.steps;

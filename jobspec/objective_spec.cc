@@ -1,4 +1,4 @@
-#include "jobspec/dpo_spec.h"
+#include "jobspec/objective_spec.h"
 
 #include <cmath>
 

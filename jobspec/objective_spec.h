@@ -1,9 +1,10 @@
-// The objectives' settings in a job spec. DPO, as TRL's DPOConfig names it (beta, loss_type,
+// The objectives' settings in a job spec, each its task's section with TRL's names (the plan carries each to
+// the workers unchanged; GRPO's are in grpo_spec.h). DPO, as TRL's DPOConfig names it (beta, loss_type,
 // label_smoothing), task dpo only:
 //   dpo: {beta: 0.1, loss_type: sigmoid, label_smoothing: 0.0}
 // sigmoid is the DPO loss of Rafailov et al. (with label_smoothing > 0: conservative DPO), ipo the IPO loss
 // of Azar et al., hinge SLiC's, robust rDPO's (label_smoothing: the assumed share of flipped labels)
-// (worker/torch/train/objectives.h). The plan carries the section to the workers unchanged.
+// (worker/torch/train/objectives.h).
 #pragma once
 
 #include <string>
@@ -31,5 +32,14 @@ struct RewardLossSpec {
 };
 
 absl::Status ValidateRewardLossSpec(const RewardLossSpec& reward, const FieldError& bad);
+
+// SFT, as TRL's SFTConfig names it, task sft only:
+//   sft: {completion_only_loss: false}
+// true (the default, TRL's for prompt-completion data): the loss scores a prompt-completion example's
+// completion alone; false: its prompt too (then every token after the first, as for text and messages
+// lines, which have no prompt; worker/data/sft_example.h).
+struct SftSpec {
+  bool completion_only_loss = true;
+};
 
 }  // namespace zerofit::jobspec
