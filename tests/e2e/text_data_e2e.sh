@@ -5,6 +5,8 @@
 # before training and the held-out evaluation during training (eval.every); `zerofit metrics` holds the
 # eval/ values at exactly the evaluated steps; the trained reward model equals the one trained from the same
 # pairs as token ids (same seed: identical checkpoints). A malformed line fails the job naming file and line.
+# SFT from TRL's prompt-completion formats (text, and prompt_ids/completion_ids) trains exactly as from the
+# pair file's chosen answers: three byte-identical checkpoints; its log counts examples and reports perplexity.
 # usage: text_data_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -43,10 +45,10 @@ to_ids "$D/train.jsonl" > "$D/asids/train_ids.jsonl"
 to_ids "$D/test.jsonl" > "$D/asids/test_ids.jsonl"
 cp "$D/model/config.json" "$D/asids/"
 
-job() {  # name, data section, checkpoint dir
+job() {  # name, data section, checkpoint dir (TASK: the task, default reward)
   cat <<YAML
 name: $1
-task: reward
+task: ${TASK:-reward}
 model: $D/model
 data: $2
 world_size: 2
@@ -71,15 +73,17 @@ grep -q "data:   pairs with chosen == rejected" "$D/text.log" || fail "no lint i
 steps=$(grep '"eval/accuracy": ' "$D/ck-text.metrics.jsonl" | sed 's/^{"step": \([0-9]*\),.*/\1/' | tr '\n' ' ')
 [ "$steps" = "4 9 11 " ] || fail "eval/accuracy at steps '$steps', want 4 9 11 (0-based): $(head -2 "$D/ck-text.metrics.jsonl")"
 grep -q '"eval/pairs": 30' "$D/ck-text.metrics.jsonl" || fail "eval/pairs is not max_samples"
-cmp -s "$D/ck-text/latest" "$D/ck-ids/latest" || fail "the two jobs' checkpoints are at different steps"
-compared=0
-for f in $(cd "$D/ck-ids/$(cat "$D/ck-ids/latest")" && ls); do
-  case "$f" in manifest*|*.json) continue ;; esac
-  cmp -s "$D/ck-text/$(cat "$D/ck-text/latest")/$f" "$D/ck-ids/$(cat "$D/ck-ids/latest")/$f" \
-    || fail "checkpoint file $f differs between text and token-id data"
-  compared=$((compared + 1))
-done
-[ "$compared" -gt 0 ] || fail "no checkpoint state files compared in $D/ck-ids: $(ls -R "$D/ck-ids")"
+same_checkpoints() {  # dir A, dir B, what: the latest checkpoints' state files are byte-identical
+  cmp -s "$1/latest" "$2/latest" || fail "$3: the checkpoints are at different steps"
+  local compared=0 f
+  for f in $(cd "$2/$(cat "$2/latest")" && ls); do
+    case "$f" in manifest*|*.json) continue ;; esac
+    cmp -s "$1/$(cat "$1/latest")/$f" "$2/$(cat "$2/latest")/$f" || fail "$3: checkpoint file $f differs"
+    compared=$((compared + 1))
+  done
+  [ "$compared" -gt 0 ] || fail "$3: no checkpoint state files compared in $2: $(ls -R "$2")"
+}
+same_checkpoints "$D/ck-text" "$D/ck-ids" "text and token-id data"
 
 # The run ends by saying where its outputs are; the export is a Hugging Face model directory.
 grep -q "^  model:       $D/ck-text.model  (model.safetensors + config.json" "$D/text.log" \
@@ -94,4 +98,24 @@ job bad "{train: $D/bad.jsonl, test: $D/test.jsonl}" "$D/ck-bad" | sed 's/max_re
 echo "max_restarts: 0" >> "$D/bad.yaml"
 "$Z" run "$D/bad.yaml" --state-dir "$D/s3" > "$D/bad.log" 2>&1 && fail "a malformed line trained"
 grep -q "$D/bad.jsonl:3: field 'chosen'" "$D/bad.log" || fail "error without file and line: $(tail -5 "$D/bad.log")"
-echo "PASS (text data tokenized by the workers == token ids; data report; eval at steps 5, 10, 12)"
+# SFT: TRL's prompt-completion lines, as text and as ids, against the pair file's chosen answers.
+awk -F'"' '{ printf "{\"prompt\": \"%s\", \"completion\": \"%s\"}\n", $4, $8 }' "$D/train.jsonl" > "$D/sft_train.jsonl"
+awk -F'"' '{ printf "{\"prompt\": \"%s\", \"completion\": \"%s\"}\n", $4, $8 }' "$D/test.jsonl" > "$D/sft_test.jsonl"
+for split in train test; do
+  sed 's/"chosen_ids"/"completion_ids"/; s/, "rejected_ids": \[[^]]*\]//' "$D/asids/${split}_ids.jsonl" > "$D/sft_${split}_ids.jsonl"
+done
+grep -q rejected "$D/sft_train_ids.jsonl" "$D/sft_train.jsonl" && fail "the SFT files still hold rejected answers"
+TASK=sft job sft-text "{train: $D/sft_train.jsonl, test: $D/sft_test.jsonl}" "$D/ck-sft-text" > "$D/sft-text.yaml"
+TASK=sft job sft-ids "{train: $D/sft_train_ids.jsonl, test: $D/sft_test_ids.jsonl}" "$D/ck-sft-ids" > "$D/sft-ids.yaml"
+TASK=sft job sft-pairs "{train: $D/train.jsonl, test: $D/test.jsonl}" "$D/ck-sft-pairs" > "$D/sft-pairs.yaml"
+for j in sft-text sft-ids sft-pairs; do
+  "$Z" run "$D/$j.yaml" --state-dir "$D/s-$j" > "$D/$j.log" 2>&1 || { cat "$D/$j.log"; fail "$j job"; }
+done
+grep -q "data: $D/sft_train.jsonl: 200 examples (add_bos true, EOS appended)" "$D/sft-text.log" \
+  || fail "no SFT data report: $(grep 'data:' "$D/sft-text.log" | head -3)"
+[ "$(grep -c '| eval: held-out ppl [0-9.]* loss [0-9.]* (30 examples)' "$D/sft-text.log")" = 3 ] \
+  || fail "SFT evaluations not in the log: $(grep -n 'eval' "$D/sft-text.log")"
+grep -q "done: held-out perplexity [0-9.]* over 30 examples" "$D/sft-text.log" || fail "no SFT done line"
+same_checkpoints "$D/ck-sft-text" "$D/ck-sft-ids" "SFT from prompt-completion text and ids"
+same_checkpoints "$D/ck-sft-text" "$D/ck-sft-pairs" "SFT from prompt-completion lines and the pairs' chosen answers"
+echo "PASS (text data tokenized by the workers == token ids; data report; eval at steps 5, 10, 12; SFT from TRL's formats == from pairs)"
