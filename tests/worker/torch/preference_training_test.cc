@@ -273,6 +273,39 @@ TEST(PreferenceTrainingTest, SftForwardsTheCompletionsAloneFromPairsOrPromptComp
   if (comm->rank() == 0) std::filesystem::remove_all(dir);
 }
 
+// TRL's margin column reaches a reward model's loss (and only its loss): the same held-out pairs with a
+// margin of 1 each give the same scores (accuracy, margin sum) and a higher loss, since -log sigmoid(d - 1)
+// > -log sigmoid(d) for every pair.
+TEST(PreferenceTrainingTest, ARewardModelsLossReadsThePairsMargins) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm, "--train 300 --test 100", "_margins");
+  if (comm->rank() == 0) {
+    std::ifstream in(dir + "/test_ids.jsonl");
+    std::ofstream out(dir + "/test_margin.jsonl");
+    for (std::string line; std::getline(in, line);)
+      out << line.substr(0, line.rfind('}')) << ", \"margin\": 1}\n";
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  auto before = [&](const std::string& test) {
+    PreferenceTrainOptions o = Base(dir);
+    o.task = PreferenceTrainOptions::Task::kReward;
+    o.data.test = dir + "/" + test;
+    o.steps = 1;
+    auto r = TrainPreferences(o, Runtime(), comm.get());
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->before.metrics : PairMetrics{};
+  };
+  const PairMetrics plain = before("test_ids.jsonl");
+  const PairMetrics margined = before("test_margin.jsonl");
+  EXPECT_EQ(margined.pairs, 100);
+  EXPECT_EQ(margined.correct, plain.correct);
+  EXPECT_EQ(margined.margin_sum, plain.margin_sum) << "the scores do not see the margins";
+  EXPECT_GT(margined.loss_sum, plain.loss_sum) << "the loss did not read the margins";
+  EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  if (comm->rank() == 0) std::filesystem::remove_all(dir);
+}
+
 // Every step's metrics carry the device's clock beside the host's. On the CPU the device is the host
 // device, whose work runs as it is enqueued: the device's forward and backward lie inside the host's
 // scopes of them, and every step's own update is ready when it ends (updates_ago 0).
