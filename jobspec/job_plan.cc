@@ -255,6 +255,38 @@ absl::Status ReadSections(ObjectReader& r, JobPlan* p) {
   return s;
 }
 
+// The plan's task's own section: "grpo", "dpo", "reward" or "sft" (JobPlanToJson writes the one of the
+// plan's task, and only that one).
+absl::Status ReadTaskSection(ObjectReader& r, const std::string& source, JobPlan* p) {
+  if (p->task == "grpo") {
+    absl::StatusOr<ObjectReader> g = r.Object("grpo");
+    return g.ok() ? ReadGrpo(std::move(*g), source, &p->grpo) : g.status();
+  }
+  auto section = [&](const char* key, auto read) -> absl::Status {
+    absl::StatusOr<ObjectReader> sub = r.Object(key);
+    if (!sub.ok()) return sub.status();
+    absl::Status e = read(*sub);
+    return e.ok() ? sub->NoOthers() : e;
+  };
+  if (p->task == "dpo") {
+    return section("dpo", [&](ObjectReader& x) {
+      absl::Status e = x.Get("beta", &p->dpo.beta);
+      if (e.ok()) e = x.Get("loss_type", &p->dpo.loss_type);
+      return e.ok() ? x.Get("label_smoothing", &p->dpo.label_smoothing) : e;
+    });
+  }
+  if (p->task == "reward") {
+    return section("reward", [&](ObjectReader& x) {
+      return x.Get("center_rewards_coefficient", &p->reward.center_rewards_coefficient);
+    });
+  }
+  if (p->task == "sft") {
+    return section(
+        "sft", [&](ObjectReader& x) { return x.Get("completion_only_loss", &p->sft.completion_only_loss); });
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Declared in job_spec.h; defined here so that readers of plans need not link the YAML parser.
@@ -357,34 +389,7 @@ absl::StatusOr<JobPlan> JobPlanFromJson(const std::string& json, const std::stri
   }
   if (absl::Status s = ReadScalars(r, &p); !s.ok()) return s;
   if (absl::Status s = ReadSections(r, &p); !s.ok()) return s;
-  if (p.task == "grpo") {
-    absl::StatusOr<ObjectReader> g = r.Object("grpo");
-    if (!g.ok()) return g.status();
-    if (absl::Status s = ReadGrpo(std::move(*g), source, &p.grpo); !s.ok()) return s;
-  }
-  if (p.task == "dpo") {
-    absl::StatusOr<ObjectReader> d = r.Object("dpo");
-    if (!d.ok()) return d.status();
-    absl::Status s = d->Get("beta", &p.dpo.beta);
-    if (s.ok()) s = d->Get("loss_type", &p.dpo.loss_type);
-    if (s.ok()) s = d->Get("label_smoothing", &p.dpo.label_smoothing);
-    if (s.ok()) s = d->NoOthers();
-    if (!s.ok()) return s;
-  }
-  if (p.task == "reward") {
-    absl::StatusOr<ObjectReader> w = r.Object("reward");
-    if (!w.ok()) return w.status();
-    absl::Status s = w->Get("center_rewards_coefficient", &p.reward.center_rewards_coefficient);
-    if (s.ok()) s = w->NoOthers();
-    if (!s.ok()) return s;
-  }
-  if (p.task == "sft") {
-    absl::StatusOr<ObjectReader> t = r.Object("sft");
-    if (!t.ok()) return t.status();
-    absl::Status s = t->Get("completion_only_loss", &p.sft.completion_only_loss);
-    if (s.ok()) s = t->NoOthers();
-    if (!s.ok()) return s;
-  }
+  if (absl::Status s = ReadTaskSection(r, source, &p); !s.ok()) return s;
   if (absl::Status s = r.NoOthers(); !s.ok()) return s;
   return p;
 }
