@@ -157,18 +157,20 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
   ZF_ASSIGN_OR_RETURN(const Json obj, ParseObject(line, w));
   std::array<std::vector<int32_t>, 3> ids;
   double margin = 0;
-  if (options.sft && !IsPreferencePairLine(obj)) {
+  const bool pair_line = IsPreferencePairLine(obj);
+  if (!pair_line && options.sft) {
     ZF_ASSIGN_OR_RETURN(SftIds example, ParseSftExample(obj, tok, sp, w));
     ids[0] = std::move(example.prompt);
     ids[1] = std::move(example.completion);
-  } else if (!options.sft && !IsPreferencePairLine(obj) && IsSftExampleLine(obj)) {
+  } else if (!pair_line && IsSftExampleLine(obj)) {
     return LineError(w,
                      "an SFT example (text, prompt/completion or messages), but reward models and DPO train "
                      "on preference pairs: give chosen and rejected responses, or use task sft");
   } else {
     ZF_ASSIGN_OR_RETURN(ids, PairIds(obj, tok, sp, w));
-    if (options.sft) ids[2].clear();  // an SFT example keeps the chosen response only
-    if (!options.sft) {
+    if (options.sft) {
+      ids[2].clear();  // an SFT example keeps the chosen response only
+    } else {
       ZF_ASSIGN_OR_RETURN(margin, MarginOf(obj, w));
     }
   }
