@@ -91,6 +91,11 @@ write("preference_jsonl", "mixed_errors.jsonl", "\n".join([
 # Issue 19: the job spec, DeepSpeed JSON, config.json, safetensors files and checkpoint manifests.
 for spec in sorted((root / "examples" / "jobs").glob("*.yaml")):
     write("job_spec", spec.name, spec.read_bytes())
+# The objectives' sections (jobspec/objective_spec.h).
+write("job_spec", "sft_section.yaml",
+      "task: sft\nmodel: m\ndata: {train: t.jsonl, test: v.jsonl}\nsft: {completion_only_loss: false}\n")
+write("job_spec", "reward_section.yaml",
+      "task: reward\nmodel: m\ndata: d\nreward: {center_rewards_coefficient: 0.01}\n")
 write("job_spec", "full.yaml", """name: rm
 task: reward
 model: /models/m
