@@ -67,6 +67,23 @@ TEST(PlanOptionsTest, EverySpecFieldThatTrainsReachesTheTrainer) {
   EXPECT_EQ(ipo->seed, 1234u);
 }
 
+// The reward and sft sections (objective_spec.h) reach the trainer: the centring coefficient and which SFT
+// tokens are scored.
+TEST(PlanOptionsTest, TheRewardAndSftSectionsReachTheTrainer) {
+  absl::StatusOr<PreferenceTrainOptions> reward =
+      OptionsOfYaml(Yaml("reward", "", "reward: {center_rewards_coefficient: 0.01}\n"));
+  ASSERT_TRUE(reward.ok()) << reward.status();
+  EXPECT_EQ(reward->center_rewards_coefficient, 0.01);
+  absl::StatusOr<PreferenceTrainOptions> sft =
+      OptionsOfYaml(Yaml("sft", "", "sft: {completion_only_loss: false}\n"));
+  ASSERT_TRUE(sft.ok()) << sft.status();
+  EXPECT_FALSE(sft->data.completion_only_loss);
+  absl::StatusOr<PreferenceTrainOptions> plain = OptionsOfYaml(Yaml("sft", "", ""));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->data.completion_only_loss);
+  EXPECT_EQ(plain->center_rewards_coefficient, 0.0);
+}
+
 // GRPO's rollout section reaches the rollouts' GenerationOptions (the decode mode by its enum).
 TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   absl::StatusOr<PreferenceTrainOptions> o = OptionsOfYaml(

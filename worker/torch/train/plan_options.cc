@@ -93,6 +93,8 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   ZF_ASSIGN_OR_RETURN(o.device, device::ParseDeviceChoice(plan.device));
   if (o.task == PreferenceTrainOptions::Task::kDpo) {
     ZF_ASSIGN_OR_RETURN(o.dpo, DpoOptionsOf(plan.dpo));
+  }
+  if (o.task == PreferenceTrainOptions::Task::kReward) {
     o.center_rewards_coefficient = plan.reward.center_rewards_coefficient;
   }
   if (o.task == PreferenceTrainOptions::Task::kGrpo) {
