@@ -88,7 +88,7 @@ absl::StatusOr<std::string> RunDataCheck(const DataCheckFlags& flags) {
   data::PreferenceDataOptions options;
   options.sft = flags.sft;
   options.max_length = flags.max_length;
-  options.max_prompt_length = flags.max_prompt_length > 0 ? flags.max_prompt_length : flags.max_length / 2;
+  options.max_prompt_length = data::PromptLengthLimit(flags.max_prompt_length, flags.max_length);
   options.add_bos =
       flags.add_bos == "true" || (flags.add_bos == "auto" && data::AutoAddBos(**tok, flags.file));
   auto report = CheckPreferenceData(flags.file, **tok, options);

@@ -44,10 +44,9 @@ void Inspect(const PreferencePair& p, const PreferencePair& cut, const DataExpec
   if (e.bos_id >= 0 && token(0) == e.bos_id && token(1) == e.bos_id) ++f->doubled_bos;
   if (!p.rejected.empty() && p.chosen == p.rejected) ++f->same;
   if (options.max_length > 0 && options.add_eos) {
-    for (const auto* resp : {&cut.chosen, &cut.rejected}) {
-      if (resp == &cut.rejected && p.rejected.empty()) continue;  // an SFT example has none
-      if (resp->empty() || resp->back() != e.eos_id) ++f->lost_eos;
-    }
+    auto lost = [&](const std::vector<int32_t>& r) { return r.empty() || r.back() != e.eos_id; };
+    if (lost(cut.chosen)) ++f->lost_eos;
+    if (!p.rejected.empty() && lost(cut.rejected)) ++f->lost_eos;  // an SFT example has no rejected response
   }
 }
 

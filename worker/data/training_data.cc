@@ -83,6 +83,10 @@ std::string TokenizerDirOf(const std::string& model_dir) {
   return std::ifstream(model_dir + "/tokenizer.json") ? model_dir : std::string();
 }
 
+int64_t PromptLengthLimit(int64_t max_prompt_length, int64_t max_length) {
+  return max_prompt_length > 0 ? max_prompt_length : max_length / 2;
+}
+
 absl::StatusOr<std::optional<bool>> ParseAddBos(const std::string& value, const std::string& field) {
   if (value.empty() || value == "auto") return std::optional<bool>();
   if (value == "true") return std::optional<bool>(true);
@@ -103,7 +107,7 @@ absl::StatusOr<TrainingData> LoadTrainingData(const DataSource& source, const co
   TrainingData out;
   PreferenceDataOptions& o = out.options;
   o.max_length = max_length;
-  o.max_prompt_length = source.max_prompt_length > 0 ? source.max_prompt_length : max_length / 2;
+  o.max_prompt_length = PromptLengthLimit(source.max_prompt_length, max_length);
   o.add_bos = ResolveAddBos(source, tok.get());
   o.sft = source.sft;
   o.completion_only_loss = source.completion_only_loss;

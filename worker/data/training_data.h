@@ -35,6 +35,10 @@ DataSource DataSourceOfDirectory(const std::string& dir);
 // `model_dir` when it holds tokenizer.json (a Hugging Face model directory), else "" (token ids only).
 std::string TokenizerDirOf(const std::string& model_dir);
 
+// The prompt part's limit a run truncates with: `max_prompt_length` when given (> 0), else half of
+// `max_length` (the spec's data.max_prompt_length, zerofit data check's --max-prompt-length).
+int64_t PromptLengthLimit(int64_t max_prompt_length, int64_t max_length);
+
 // "true" / "false" for add_bos; "" and "auto" leave it unset. `field` names the flag or spec field in errors.
 absl::StatusOr<std::optional<bool>> ParseAddBos(const std::string& value, const std::string& field);
 
