@@ -374,7 +374,7 @@ std::string HeldOutFigure(PreferenceTrainOptions::Task task, const PairMetrics& 
   const double n = std::max(m.pairs, 1.0);
   switch (task) {
     case PreferenceTrainOptions::Task::kSft: {
-      const double per_token = m.loss_sum / std::max(m.response_tokens, 1.0);
+      const double per_token = SftLossPerToken(m);
       return absl::StrFormat("perplexity %.3f (loss %.4f per token)", std::exp(per_token), per_token);
     }
     case PreferenceTrainOptions::Task::kDpo:
@@ -400,7 +400,7 @@ void PrintStepLine(const StepReport& r, PreferenceTrainOptions::Task task, int64
   const PairMetrics& m = r.metrics;
   const std::string figures =
       task == PreferenceTrainOptions::Task::kSft
-          ? absl::StrFormat("ppl %.3f", std::exp(m.loss_sum / std::max(m.response_tokens, 1.0)))
+          ? absl::StrFormat("ppl %.3f", std::exp(SftLossPerToken(m)))
           : absl::StrFormat("acc %.3f  margin %.3f", m.correct / m.pairs, m.margin_sum / m.pairs);
   std::printf(
       "step %4lld/%lld  loss %.4f  %s  grad-norm %.3f  lr %.2e  %.1f %s/s  peak %s%.0f MiB host  ETA %.0fs\n",

@@ -40,7 +40,7 @@ void SetPairValues(const std::string& prefix, const PairMetrics& p, PreferenceTr
     set(names::kDpoMargin, p.margin_sum / pairs);
     set(names::kDpoAccuracy, p.correct / pairs);
   } else {
-    const double per_token = p.loss_sum / std::max(p.response_tokens, 1.0);
+    const double per_token = SftLossPerToken(p);
     set(names::kSftLossPerToken, per_token);
     set(names::kSftPerplexity, std::exp(per_token));
   }

@@ -42,6 +42,11 @@ struct PairMetrics {
   }
 };
 
+// SFT's loss per completion token (its perplexity is the exp of it); 0 tokens count as 1.
+inline double SftLossPerToken(const PairMetrics& m) {
+  return m.loss_sum / (m.response_tokens > 1.0 ? m.response_tokens : 1.0);
+}
+
 // Positions of PairMetrics' fields in a metrics tensor: float64 [kCount], no autograd graph, on the device of
 // the loss it describes.
 namespace pair_metric {
