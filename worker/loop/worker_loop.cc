@@ -393,7 +393,7 @@ std::string WorkerLoop::ProgressLine(int64_t step, const metrics::StepMetrics& m
   // The ETA from the smoothed step time (smoothed_step_time.h), not from the mean since the attempt began:
   // the first step's warm-up and a change of pace (another job on the machine) fade within ~20 steps.
   const std::optional<absl::Duration> eta = step_time_->Remaining(plan_.steps - step - 1);
-  const bool sft = m.Get(names::kSftPerplexity).has_value();
+  const bool sft = plan_.task == "sft";
   std::string line =
       m.Get(names::kGrpoReward)
           ? absl::StrFormat(
