@@ -65,6 +65,10 @@ CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {
   check->add_flag(
       "--sft", flags->sft,
       "FILE holds SFT examples (text, prompt + completion, messages, prompt_ids + completion_ids)");
+  check->add_flag(
+      "--assistant-only-loss", flags->assistant_only_loss,
+      "with --sft: only the assistant's messages are scored, as the job's sft.assistant_only_loss "
+      "(every line must be a conversation whose turns the chat template writes one by one)");
   check
       ->add_option("--max-new-tokens", flags->max_new_tokens,
                    "with --prompts: the completion's share of max_length")
@@ -74,6 +78,9 @@ CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {
 
 absl::StatusOr<std::string> RunDataCheck(const DataCheckFlags& flags) {
   if (flags.prompts && flags.sft) return absl::InvalidArgumentError("--prompts and --sft exclude each other");
+  if (flags.assistant_only_loss && !flags.sft) {
+    return absl::InvalidArgumentError("--assistant-only-loss applies to SFT examples: add --sft");
+  }
   auto tok = data::HfTokenizer::Load(flags.tokenizer_dir);
   if (!tok.ok()) return tok.status();
   if (flags.prompts) {
@@ -87,6 +94,7 @@ absl::StatusOr<std::string> RunDataCheck(const DataCheckFlags& flags) {
   }
   data::PreferenceDataOptions options;
   options.sft = flags.sft;
+  options.assistant_only_loss = flags.assistant_only_loss;
   options.max_length = flags.max_length;
   options.max_prompt_length = data::PromptLengthLimit(flags.max_prompt_length, flags.max_length);
   options.add_bos =

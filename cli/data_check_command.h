@@ -28,9 +28,10 @@ struct DataCheckFlags {
   int64_t max_prompt_length = 0;  // 0: max_length / 2, as a training run's default
   std::string add_bos = "auto";   // auto: the tokenizer has a BOS and tokenizer_config.json's add_bos_token
   bool json = false;
-  bool prompts = false;          // FILE holds GRPO prompts
-  bool sft = false;              // FILE holds SFT examples (or pairs, of which the chosen response is kept)
-  int64_t max_new_tokens = 256;  // with --prompts: what max_length keeps for the completion
+  bool prompts = false;  // FILE holds GRPO prompts
+  bool sft = false;      // FILE holds SFT examples (or pairs, of which the chosen response is kept)
+  bool assistant_only_loss = false;  // with sft: every line a conversation whose assistant turns are scored
+  int64_t max_new_tokens = 256;      // with --prompts: what max_length keeps for the completion
 };
 
 // A GRPO prompt file under `tok` and the job's limits: the lines a run would refuse are errors naming file,

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::jobspec {
@@ -281,8 +282,10 @@ absl::Status ReadTaskSection(ObjectReader& r, const std::string& source, JobPlan
     });
   }
   if (p->task == "sft") {
-    return section(
-        "sft", [&](ObjectReader& x) { return x.Get("completion_only_loss", &p->sft.completion_only_loss); });
+    return section("sft", [&](ObjectReader& x) {
+      ZF_RETURN_IF_ERROR(x.Get("completion_only_loss", &p->sft.completion_only_loss));
+      return x.Get("assistant_only_loss", &p->sft.assistant_only_loss);
+    });
   }
   return absl::OkStatus();
 }
@@ -366,7 +369,10 @@ std::string JobPlanToJson(const JobPlan& p) {
         {"beta", p.dpo.beta}, {"loss_type", p.dpo.loss_type}, {"label_smoothing", p.dpo.label_smoothing}};
   }
   if (p.task == "reward") j["reward"] = {{"center_rewards_coefficient", p.reward.center_rewards_coefficient}};
-  if (p.task == "sft") j["sft"] = {{"completion_only_loss", p.sft.completion_only_loss}};
+  if (p.task == "sft") {
+    j["sft"] = {{"completion_only_loss", p.sft.completion_only_loss},
+                {"assistant_only_loss", p.sft.assistant_only_loss}};
+  }
   return j.dump(2) + "\n";
 }
 

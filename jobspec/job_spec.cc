@@ -443,10 +443,11 @@ absl::Status ParseSft(const YamlReader& r, const YAML::Node& root, const std::st
   const YAML::Node n = root["sft"];
   if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
   if (task != "sft") return r.Error(n, "sft", absl::StrCat("applies to task sft only, not ", task));
-  if (!n.IsMap()) return r.Error(n, "sft", "expected a mapping {completion_only_loss}");
-  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "sft.", {"completion_only_loss"}));
-  return r.Get(n, "completion_only_loss", "sft.completion_only_loss", &s->completion_only_loss,
-               "true or false");
+  if (!n.IsMap()) return r.Error(n, "sft", "expected a mapping {completion_only_loss, assistant_only_loss}");
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "sft.", {"completion_only_loss", "assistant_only_loss"}));
+  ZF_RETURN_IF_ERROR(r.Get(n, "completion_only_loss", "sft.completion_only_loss", &s->completion_only_loss,
+                           "true or false"));
+  return r.Get(n, "assistant_only_loss", "sft.assistant_only_loss", &s->assistant_only_loss, "true or false");
 }
 
 absl::Status ParseLora(const YamlReader& r, const YAML::Node& root, LoraSpec* l) {

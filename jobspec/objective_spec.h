@@ -34,12 +34,15 @@ struct RewardLossSpec {
 absl::Status ValidateRewardLossSpec(const RewardLossSpec& reward, const FieldError& bad);
 
 // SFT, as TRL's SFTConfig names it, task sft only:
-//   sft: {completion_only_loss: false}
-// true (the default, TRL's for prompt-completion data): the loss scores a prompt-completion example's
-// completion alone; false: its prompt too (then every token after the first, as for text and messages
-// lines, which have no prompt; worker/data/sft_example.h).
+//   sft: {completion_only_loss: false, assistant_only_loss: true}
+// completion_only_loss true (the default, TRL's for prompt-completion data): the loss scores a
+// prompt-completion example's completion alone; false: its prompt too (then every token after the first, as
+// for text and messages lines, which have no prompt; worker/data/sft_example.h). assistant_only_loss true
+// (default false, as in TRL): only the assistant's messages of conversational examples are scored, and every
+// example must be conversational (worker/data/chat_turns.h).
 struct SftSpec {
   bool completion_only_loss = true;
+  bool assistant_only_loss = false;
 };
 
 }  // namespace zerofit::jobspec

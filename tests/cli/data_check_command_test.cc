@@ -99,6 +99,16 @@ TEST_F(DataCheckTest, SftFilesAreCountedAsExamples) {
       << as_pairs.status();
   flags.sft = flags.prompts = true;
   EXPECT_FALSE(RunDataCheck(flags).ok());
+  // --assistant-only-loss: the text lines have no assistant turn to score, and the first is named.
+  flags.prompts = false;
+  flags.assistant_only_loss = true;
+  auto assistant_only = RunDataCheck(flags);
+  ASSERT_FALSE(assistant_only.ok());
+  EXPECT_NE(assistant_only.status().message().find(path_ + ":2: field 'completion': assistant_only_loss"),
+            std::string::npos)
+      << assistant_only.status();
+  flags.sft = false;
+  EXPECT_NE(RunDataCheck(flags).status().message().find("add --sft"), std::string::npos);
 }
 
 // --prompts: a GRPO prompt file, measured as the run would read it (text and chat with Qwen2.5's template),

@@ -7,6 +7,9 @@
 # pairs as token ids (same seed: identical checkpoints). A malformed line fails the job naming file and line.
 # SFT from TRL's prompt-completion formats (text, and prompt_ids/completion_ids) trains exactly as from the
 # pair file's chosen answers: three byte-identical checkpoints; its log counts examples and reports perplexity.
+# And with the spec's sft.assistant_only_loss, the same examples as one-turn `messages` conversations (a chat
+# template that writes the contents alone) train a fourth identical checkpoint: spec -> plan -> worker -> the
+# assistant's turn cut from the rendering.
 # usage: text_data_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -28,8 +31,8 @@ cat > "$D/model/tokenizer.json" <<JSON
            "vocab": {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "0": 4, "1": 5, "2": 6, "3": 7, "4": 8,
                      "5": 9, "6": 10, "7": 11, "8": 12, "9": 13, "+": 14, "=": 15}}}
 JSON
-echo '{"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "add_bos_token": true}' \
-  > "$D/model/tokenizer_config.json"
+echo '{"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "add_bos_token": true,
+  "chat_template": "{% for m in messages %}{{ m[\"content\"] }}{% endfor %}"}' > "$D/model/tokenizer_config.json"
 # The same pairs as text and as ids (the generator's own tokenizer has multi-digit pieces: ids are written
 # here from the characters, so both files hold the same tokens).
 cp "$D/ids/train.jsonl" "$D/train.jsonl"
@@ -105,10 +108,17 @@ for split in train test; do
   sed 's/"chosen_ids"/"completion_ids"/; s/, "rejected_ids": \[[^]]*\]//' "$D/asids/${split}_ids.jsonl" > "$D/sft_${split}_ids.jsonl"
 done
 grep -q rejected "$D/sft_train_ids.jsonl" "$D/sft_train.jsonl" && fail "the SFT files still hold rejected answers"
+for split in train test; do
+  awk -F'"' '{ printf "{\"messages\": [{\"role\": \"user\", \"content\": \"%s\"}, {\"role\": \"assistant\", \"content\": \"%s\"}]}\n", $4, $8 }' \
+    "$D/$split.jsonl" > "$D/sft_${split}_turns.jsonl"
+done
 TASK=sft job sft-text "{train: $D/sft_train.jsonl, test: $D/sft_test.jsonl}" "$D/ck-sft-text" > "$D/sft-text.yaml"
 TASK=sft job sft-ids "{train: $D/sft_train_ids.jsonl, test: $D/sft_test_ids.jsonl}" "$D/ck-sft-ids" > "$D/sft-ids.yaml"
 TASK=sft job sft-pairs "{train: $D/train.jsonl, test: $D/test.jsonl}" "$D/ck-sft-pairs" > "$D/sft-pairs.yaml"
-for j in sft-text sft-ids sft-pairs; do
+TASK=sft job sft-turns "{train: $D/sft_train_turns.jsonl, test: $D/sft_test_turns.jsonl}" "$D/ck-sft-turns" \
+  > "$D/sft-turns.yaml"
+echo "sft: {assistant_only_loss: true}" >> "$D/sft-turns.yaml"
+for j in sft-text sft-ids sft-pairs sft-turns; do
   "$Z" run "$D/$j.yaml" --state-dir "$D/s-$j" > "$D/$j.log" 2>&1 || { cat "$D/$j.log"; fail "$j job"; }
 done
 grep -q "data: $D/sft_train.jsonl: 200 examples (add_bos true, EOS appended)" "$D/sft-text.log" \
@@ -118,4 +128,11 @@ grep -q "data: $D/sft_train.jsonl: 200 examples (add_bos true, EOS appended)" "$
 grep -q "done: held-out perplexity [0-9.]* over 30 examples" "$D/sft-text.log" || fail "no SFT done line"
 same_checkpoints "$D/ck-sft-text" "$D/ck-sft-ids" "SFT from prompt-completion text and ids"
 same_checkpoints "$D/ck-sft-text" "$D/ck-sft-pairs" "SFT from prompt-completion lines and the pairs' chosen answers"
-echo "PASS (text data tokenized by the workers == token ids; data report; eval at steps 5, 10, 12; SFT from TRL's formats == from pairs)"
+same_checkpoints "$D/ck-sft-text" "$D/ck-sft-turns" "SFT from prompt-completion lines and assistant-only conversations"
+# Without assistant_only_loss the conversation is scored whole (its prompt too): another model.
+sed 's/assistant_only_loss: true/assistant_only_loss: false/; s/ck-sft-turns/ck-sft-whole/g' "$D/sft-turns.yaml" \
+  > "$D/sft-whole.yaml"
+"$Z" run "$D/sft-whole.yaml" --state-dir "$D/s-sft-whole" > "$D/sft-whole.log" 2>&1 || { cat "$D/sft-whole.log"; fail "sft-whole job"; }
+( same_checkpoints "$D/ck-sft-text" "$D/ck-sft-whole" "" ) > /dev/null \
+  && fail "scoring the whole conversation trained the assistant-only model"
+echo "PASS (text data tokenized by the workers == token ids; data report; eval at steps 5, 10, 12; SFT from TRL's formats == from pairs == assistant-only turns)"

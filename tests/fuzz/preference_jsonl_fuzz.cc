@@ -63,6 +63,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)ParsePreferenceJsonl(contents, "fuzz.jsonl", tok, options, &stats);
   options.sft = true;  // the same lines as SFT examples (sft_example.h)
   (void)ParsePreferenceJsonl(contents, "fuzz.jsonl", tok, options, &stats);
+  options.assistant_only_loss = true;  // their assistant turns (chat_turns.h): one flag per chosen token
+  auto turns = ParsePreferenceJsonl(contents, "fuzz.jsonl", tok, options, &stats);
+  for (const PreferencePair& p : turns.ok() ? *turns : std::vector<PreferencePair>{}) {
+    if (!p.chosen_scored.empty() && p.chosen_scored.size() != p.chosen.size()) __builtin_trap();
+  }
   PreferenceDataOptions no_tok;
   no_tok.threads = 1;
   no_tok.max_length = 0;

@@ -102,19 +102,23 @@ TEST(TrainerFieldsTest, TheRewardSectionReachesThePlanAndItsJson) {
   }
 }
 
-// `sft: {completion_only_loss}` (TRL's SFTConfig name), task sft only.
+// `sft: {completion_only_loss, assistant_only_loss}` (TRL's SFTConfig names), task sft only.
 TEST(TrainerFieldsTest, TheSftSectionReachesThePlanAndItsJson) {
-  absl::StatusOr<JobPlan> p = PlanOf(Yaml("sft", "", "sft: {completion_only_loss: false}\n"));
+  absl::StatusOr<JobPlan> p =
+      PlanOf(Yaml("sft", "", "sft: {completion_only_loss: false, assistant_only_loss: true}\n"));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_FALSE(p->sft.completion_only_loss);
+  EXPECT_TRUE(p->sft.assistant_only_loss);
   const std::string json = JobPlanToJson(*p);
   absl::StatusOr<JobPlan> back = JobPlanFromJson(json, "plan");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_FALSE(back->sft.completion_only_loss);
+  EXPECT_TRUE(back->sft.assistant_only_loss);
   EXPECT_EQ(JobPlanToJson(*back), json);
   absl::StatusOr<JobPlan> plain = PlanOf(Yaml("sft", "", ""));
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_TRUE(plain->sft.completion_only_loss) << "TRL's default for prompt-completion data";
+  EXPECT_FALSE(plain->sft.assistant_only_loss) << "TRL's default";
   absl::StatusOr<JobSpec> refused =
       ParseJobSpec(Yaml("reward", "", "sft: {completion_only_loss: false}\n"), "job.yaml");
   ASSERT_FALSE(refused.ok());
@@ -126,6 +130,12 @@ TEST(TrainerFieldsTest, TheSftSectionReachesThePlanAndItsJson) {
   EXPECT_NE(std::string(typo.status().message()).find("job.yaml:9: field 'sft.completion_only_loss'"),
             std::string::npos)
       << typo.status();
+  absl::StatusOr<JobSpec> other =
+      ParseJobSpec(Yaml("sft", "", "sft: {assistant_only_loss: 1.5}\n"), "job.yaml");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(std::string(other.status().message()).find("job.yaml:9: field 'sft.assistant_only_loss'"),
+            std::string::npos)
+      << other.status();
 }
 
 TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {

@@ -1,6 +1,7 @@
 #include "worker/data/data_report.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -78,11 +79,11 @@ PreferencePair TruncatePair(const PreferencePair& whole, int32_t bos_id, int32_t
   const auto nb = static_cast<std::ptrdiff_t>(options.add_bos ? 1 : 0);
   const auto ne = static_cast<std::ptrdiff_t>(options.add_eos ? 1 : 0);
   std::vector<int32_t> prompt(whole.prompt.begin() + nb, whole.prompt.end());
-  auto raw = [&](const std::vector<int32_t>& r) {  // an SFT example's rejected response is empty
-    return r.empty() ? r : std::vector<int32_t>(r.begin(), r.end() - ne);
+  auto raw = [&](const auto& r) {  // an SFT example's rejected response is empty, and so are most flags
+    return r.empty() ? r : std::decay_t<decltype(r)>(r.begin(), r.end() - ne);
   };
   PreferencePair cut = AssemblePreferencePair(prompt, raw(whole.chosen), raw(whole.rejected), bos_id, eos_id,
-                                              options, whole.source_line);
+                                              options, whole.source_line, raw(whole.chosen_scored));
   cut.margin = whole.margin;
   return cut;
 }

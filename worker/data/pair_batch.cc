@@ -8,6 +8,20 @@
 #include "absl/strings/str_cat.h"
 
 namespace zerofit::data {
+namespace {
+
+// A row's `scored` flags (row = its first position): the chosen response's chosen_scored, or the whole
+// response when it has none (a rejected response always).
+void MarkScored(const PreferencePair& p, size_t half, uint8_t* row) {
+  uint8_t* response = row + p.prompt.size();
+  if (half == 0 && !p.chosen_scored.empty()) {
+    std::copy(p.chosen_scored.begin(), p.chosen_scored.end(), response);
+  } else {
+    std::fill_n(response, half == 0 ? p.chosen.size() : p.rejected.size(), uint8_t{1});
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs,
                                         const std::vector<uint64_t>& indices, int32_t pad_id, PairRows rows) {
@@ -29,6 +43,11 @@ absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs
           p.chosen.empty() ? "chosen" : "rejected (an SFT example, which reward models and DPO cannot use)",
           " response"));
     }
+    if (!p.chosen_scored.empty() && p.chosen_scored.size() != p.chosen.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("MakePairBatch: pair from line ", p.source_line, " has ",
+                                                     p.chosen_scored.size(), " scored flags for ",
+                                                     p.chosen.size(), " chosen tokens"));
+    }
     const size_t longest = halves == 2 ? std::max(p.chosen.size(), p.rejected.size()) : p.chosen.size();
     max_len = std::max(max_len, p.prompt.size() + longest);
   }
@@ -41,6 +60,9 @@ absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs
   batch.response_start.resize(halves * num_pairs);
   batch.source_lines.resize(num_pairs);
   batch.margins.resize(num_pairs);
+  const bool masked = std::any_of(indices.begin(), indices.end(),
+                                  [&](uint64_t i) { return !pairs[i].chosen_scored.empty(); });
+  if (masked) batch.scored.assign(halves * num_pairs * max_len, 0);
   for (size_t b = 0; b < num_pairs; ++b) {
     const PreferencePair& p = pairs[indices[b]];
     batch.source_lines[b] = p.source_line;
@@ -53,6 +75,7 @@ absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs
       std::copy(response.begin(), response.end(), dst + p.prompt.size());
       batch.lengths[row] = static_cast<int32_t>(p.prompt.size() + response.size());
       batch.response_start[row] = static_cast<int32_t>(p.prompt.size());
+      if (masked) MarkScored(p, half, batch.scored.data() + row * max_len);
     }
   }
   return batch;

@@ -7,7 +7,8 @@
 // DPO and Bradley-Terry losses take (worker/torch/train/objectives.h). Row i is prompt ++ response
 // (preference_dataset.h), right-padded with pad_id to max_len, the longest row of THIS batch (not the
 // dataset's max_length). Real tokens of row i: [0, lengths[i]); response (the tokens the loss scores):
-// [response_start[i], lengths[i]).
+// [response_start[i], lengths[i]), or where `scored` says when an SFT example scores only some of them
+// (assistant_only_loss: PreferencePair::chosen_scored).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,9 @@ struct PairBatch {
   std::vector<int32_t> response_start;  // [rows] == prompt length (BOS included) of the row's pair
   std::vector<uint64_t> source_lines;   // [B] JSONL line of each pair, for messages about a bad pair
   std::vector<float> margins;           // [B] each pair's PreferencePair::margin (reward models)
+  // [rows, T] row-major, 1 at each position the loss scores: empty unless a pair has chosen_scored (then a
+  // row without it scores its whole response).
+  std::vector<uint8_t> scored;
 
   int64_t num_rows() const { return rows_per_pair * num_pairs; }
   // Element offset of row i in `tokens`.

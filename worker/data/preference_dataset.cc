@@ -156,12 +156,19 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
                                      const Specials& sp, const PreferenceDataOptions& options) {
   ZF_ASSIGN_OR_RETURN(const Json obj, ParseObject(line, w));
   std::array<std::vector<int32_t>, 3> ids;
+  std::vector<uint8_t> scored;
   double margin = 0;
   const bool pair_line = IsPreferencePairLine(obj);
   if (!pair_line && options.sft) {
-    ZF_ASSIGN_OR_RETURN(SftIds example, ParseSftExample(obj, tok, sp, w));
+    const SftScoring scoring{options.completion_only_loss, options.assistant_only_loss};
+    ZF_ASSIGN_OR_RETURN(SftIds example, ParseSftExample(obj, tok, sp, scoring, w));
     ids[0] = std::move(example.prompt);
     ids[1] = std::move(example.completion);
+    scored = std::move(example.scored);
+  } else if (pair_line && options.sft && options.assistant_only_loss) {
+    return LineError(w,
+                     "a preference pair, but assistant_only_loss scores the assistant's messages of SFT "
+                     "conversations: write {\"messages\": [...]}, or set assistant_only_loss false");
   } else if (!pair_line && IsSftExampleLine(obj)) {
     return LineError(w,
                      "an SFT example (text, prompt/completion or messages), but reward models and DPO train "
@@ -174,13 +181,14 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
       ZF_ASSIGN_OR_RETURN(margin, MarginOf(obj, w));
     }
   }
-  if (options.sft && !options.completion_only_loss && !ids[0].empty()) {
+  // (With assistant_only_loss the reader has applied completion_only_loss to the assistant's turns.)
+  if (options.sft && !options.completion_only_loss && !options.assistant_only_loss && !ids[0].empty()) {
     ids[0].insert(ids[0].end(), ids[1].begin(), ids[1].end());  // the prompt is scored as completion
     ids[1] = std::move(ids[0]);
     ids[0].clear();
   }
   ParsedLine parsed;
-  parsed.pair = AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, options, w.line);
+  parsed.pair = AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, options, w.line, scored);
   parsed.pair.margin = margin;
   for (int k = 0; k < 3; ++k) parsed.raw_sizes[k] = ids[k].size();
   return parsed;
@@ -288,6 +296,10 @@ absl::Status ValidatePreferenceDataOptions(const PreferenceDataOptions& options,
           tok->vocab_size(), " (leave them unset when a tokenizer is given)"));
     }
   }
+  if (options.assistant_only_loss && !options.sft) {
+    return absl::InvalidArgumentError(
+        "assistant_only_loss applies to SFT examples only (reward models and DPO score whole responses)");
+  }
   if (options.vocab_size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("vocab_size must not be negative, got ", options.vocab_size));
@@ -311,7 +323,8 @@ absl::Status ValidatePreferenceDataOptions(const PreferenceDataOptions& options,
 
 PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const std::vector<int32_t>& chosen,
                                       const std::vector<int32_t>& rejected, int32_t bos_id, int32_t eos_id,
-                                      const PreferenceDataOptions& options, size_t source_line) {
+                                      const PreferenceDataOptions& options, size_t source_line,
+                                      const std::vector<uint8_t>& chosen_scored) {
   const size_t bos = options.add_bos ? 1 : 0;
   const size_t eos = options.add_eos ? 1 : 0;
   const size_t max_length = static_cast<size_t>(options.max_length);
@@ -340,6 +353,10 @@ PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const 
   };
   pair.chosen = response(chosen);
   if (!rejected.empty()) pair.rejected = response(rejected);  // empty: an SFT example
+  if (!chosen_scored.empty()) {
+    pair.chosen_scored = chosen_scored;
+    pair.chosen_scored.resize(pair.chosen.size(), chosen_scored.back());  // EOS, or cut with the tail
+  }
   return pair;
 }
 

@@ -57,6 +57,9 @@ struct PreferencePair {
   // Reward models: how far the chosen score must exceed the rejected one (the line's optional "margin", TRL's
   // margin column: Llama 2's loss -log sigmoid(r_chosen - r_rejected - margin)); 0 without one.
   double margin = 0;
+  // SFT with assistant_only_loss: 1 for each chosen token the loss scores, 0 for the others (a user's turn
+  // between two of the assistant's), as long as `chosen`. Empty when the whole response is scored.
+  std::vector<uint8_t> chosen_scored{};
 };
 
 struct PreferenceDataOptions {
@@ -79,6 +82,9 @@ struct PreferenceDataOptions {
   // sft: false scores the prompt too (TRL's SFTConfig.completion_only_loss): an example's prompt tokens then
   // begin its completion, and its prompt part holds BOS alone.
   bool completion_only_loss = true;
+  // sft: true scores only the assistant's messages of conversational lines (TRL's
+  // SFTConfig.assistant_only_loss; the turns are found as chat_turns.h says); every line must then be one.
+  bool assistant_only_loss = false;
   // Lines parsed and tokenized in parallel (0: all cores). Results, stats and the first error (the lowest
   // bad line's) are the same for every count; the file is read in chunks of a few thousand lines.
   int threads = 0;
@@ -97,10 +103,12 @@ absl::Status ValidatePreferenceDataOptions(const PreferenceDataOptions& options,
 
 // Applies the layout and truncation rules above to raw token ids (no specials). Preconditions: options
 // validated; chosen non-empty; bos_id/eos_id valid when add_bos/add_eos. An empty `rejected` (an SFT
-// example) stays empty and takes no part in the truncation.
+// example) stays empty and takes no part in the truncation. `chosen_scored` (SftIds::scored: empty, or one
+// flag per chosen token) is truncated with the response; an appended EOS is scored as the token before it.
 PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const std::vector<int32_t>& chosen,
                                       const std::vector<int32_t>& rejected, int32_t bos_id, int32_t eos_id,
-                                      const PreferenceDataOptions& options, size_t source_line);
+                                      const PreferenceDataOptions& options, size_t source_line,
+                                      const std::vector<uint8_t>& chosen_scored = {});
 
 // Parses JSONL `contents`; `source` names it in errors (usually the path). `tok` may be nullptr when every
 // line is pre-tokenized. A file without any pair is an error. `stats` (optional) receives truncation counts.

@@ -111,6 +111,7 @@ absl::StatusOr<TrainingData> LoadTrainingData(const DataSource& source, const co
   o.add_bos = ResolveAddBos(source, tok.get());
   o.sft = source.sft;
   o.completion_only_loss = source.completion_only_loss;
+  o.assistant_only_loss = source.assistant_only_loss;
   if (tok == nullptr) {
     if (absl::Status s = SpecialsFromConfig(config, source, &o); !s.ok()) return s;
   }

@@ -26,6 +26,7 @@ struct DataSource {
   // Task sft: the files hold SFT examples (sft_example.h) or pairs whose chosen response alone is kept.
   bool sft = false;
   bool completion_only_loss = true;  // sft: PreferenceDataOptions::completion_only_loss
+  bool assistant_only_loss = false;  // sft: PreferenceDataOptions::assistant_only_loss
 };
 
 // The layout of `zerofit_make_arith_prefs` and `zerofit_tokenize` output: DIR/train_ids.jsonl and

@@ -21,6 +21,7 @@ endif()
 # model-directory tests skip when ../shared/hf-tokenizers is missing.
 if(TARGET zerofit_hf_tokenizer)
   zerofit_unit_test(hf_data_unit_test
+    worker/data/chat_turns_test.cc
     worker/data/hf_preference_test.cc
     worker/data/hf_prompt_test.cc
     worker/data/hf_tokenizer_test.cc

@@ -152,6 +152,89 @@ TEST_F(HfPreferenceTest, SftConversationsAreRenderedWithTheChatTemplate) {
               "t.jsonl:1: field 'prompt': expected a list of messages, got string");
 }
 
+// assistant_only_loss (TRL's SFTConfig name): a conversation's assistant turns are scored and the messages
+// between them are not; the prompt is what comes before the first scored token. Each piece is tokenized on
+// its own (chat_turns.h), so the expected ids are the pieces' ids joined.
+TEST_F(HfPreferenceTest, SftAssistantOnlyLossScoresTheAssistantsTurnsAlone) {
+  const nlohmann::ordered_json sys_user = nlohmann::ordered_json::parse(
+      R"([{"role":"system","content":"Be brief."},{"role":"user","content":"2+2?"}])");
+  const nlohmann::ordered_json a1 = {{"role", "assistant"}, {"content", "4"}};
+  const nlohmann::ordered_json u2 = {{"role", "user"}, {"content", "and 3+5?"}};
+  const nlohmann::ordered_json a2 = {{"role", "assistant"}, {"content", "8"}};
+  nlohmann::ordered_json all = sys_user;
+  for (const auto& m : {a1, u2, a2}) all.push_back(m);
+  const std::string p0 = Render(sys_user, true);
+  const std::string span1 = "4<|im_end|>\n";
+  const std::string between = "<|im_start|>user\nand 3+5?<|im_end|>\n<|im_start|>assistant\n";
+  const std::string span3 = "8<|im_end|>\n";
+  ASSERT_EQ(p0 + span1 + between + span3, Render(all, false));
+  const Ids s1 = Enc(span1), gap = Enc(between), s3 = Enc(span3);
+  Ids turns = s1;
+  turns.insert(turns.end(), gap.begin(), gap.end());
+  turns.insert(turns.end(), s3.begin(), s3.end());
+  std::vector<uint8_t> mask(s1.size(), 1);
+  mask.insert(mask.end(), gap.size(), 0);
+  mask.insert(mask.end(), s3.size() + 1, 1);  // and EOS, after the assistant's last turn
+
+  options_.sft = true;
+  options_.assistant_only_loss = true;
+  nlohmann::ordered_json prompt_with_turn = sys_user;
+  for (const auto& m : {a1, u2}) prompt_with_turn.push_back(m);
+  const nlohmann::ordered_json lines[] = {
+      {{"messages", all}},
+      {{"prompt", sys_user}, {"completion", {a1}}},
+      {{"prompt", prompt_with_turn}, {"completion", {a2}}},
+  };
+  std::string jsonl;
+  for (const auto& l : lines) jsonl += l.dump() + "\n";
+  auto got = Parse(jsonl);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ((*got)[0].prompt, Enc(p0));
+  EXPECT_EQ((*got)[0].chosen, WithEos(turns));
+  EXPECT_EQ((*got)[0].chosen_scored, mask);
+  EXPECT_EQ((*got)[1].prompt, Enc(p0)) << "one assistant turn: as a prompt-completion line";
+  EXPECT_EQ((*got)[1].chosen, WithEos(s1));
+  EXPECT_TRUE((*got)[1].chosen_scored.empty()) << "every completion token is scored";
+  Ids before = Enc(p0);
+  before.insert(before.end(), s1.begin(), s1.end());
+  before.insert(before.end(), gap.begin(), gap.end());
+  EXPECT_EQ((*got)[2].prompt, before) << "completion_only_loss: the prompt's assistant turn is not scored";
+  EXPECT_EQ((*got)[2].chosen, WithEos(s3));
+
+  options_.completion_only_loss = false;  // TRL: completion mask off, assistant mask on
+  auto scored_prompt = Parse(lines[2].dump() + "\n");
+  ASSERT_TRUE(scored_prompt.ok()) << scored_prompt.status();
+  EXPECT_EQ((*scored_prompt)[0].prompt, Enc(p0));
+  EXPECT_EQ((*scored_prompt)[0].chosen, WithEos(turns));
+  EXPECT_EQ((*scored_prompt)[0].chosen_scored, mask);
+
+  options_.max_length = static_cast<int64_t>(Enc(p0).size() + s1.size() + 2);  // cut inside the user's turn
+  options_.max_prompt_length = options_.max_length - 1;
+  auto cut = Parse(lines[0].dump() + "\n");
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_EQ((*cut)[0].chosen, Ids(turns.begin(), turns.begin() + s1.size() + 2));
+  EXPECT_EQ((*cut)[0].chosen_scored, std::vector<uint8_t>(mask.begin(), mask.begin() + s1.size() + 2));
+}
+
+TEST_F(HfPreferenceTest, SftAssistantOnlyLossRefusesLinesWithoutAssistantMessages) {
+  options_.sft = true;
+  options_.assistant_only_loss = true;
+  ExpectError(R"({"text": "12+7=19"})",
+              "t.jsonl:1: field 'text': assistant_only_loss scores the assistant's "
+              "messages, and this line has none");
+  ExpectError(R"({"prompt": "12+7=", "completion": "19"})",
+              "t.jsonl:1: field 'completion': assistant_only_loss");
+  ExpectError(R"({"prompt_ids": [1], "completion_ids": [2]})",
+              "t.jsonl:1: field 'completion_ids': assistant_only");
+  ExpectError(R"({"prompt": "x", "chosen": "a", "rejected": "b"})",
+              "t.jsonl:1: a preference pair, but assistant_only_loss scores");
+  ExpectError(R"({"messages": [{"role":"user","content":"hi"}]})",
+              "t.jsonl:1: field 'messages': no assistant message to score (assistant_only_loss)");
+  options_.sft = false;
+  ExpectError(R"({"prompt": "x", "chosen": "a", "rejected": "b"})", "assistant_only_loss applies to SFT");
+}
+
 TEST_F(HfPreferenceTest, EmptyBlankAndCutFilesAreErrorsWithLine) {
   ExpectError("", "t.jsonl:1: empty file");
   ExpectError("\n  \n\n", "t.jsonl:3: no preference pairs (all 3 lines are blank)");

@@ -87,5 +87,25 @@ TEST(PairBatchTest, ChosenOnlyHoldsOneRowPerPairPaddedToTheLongestChosen) {
   EXPECT_EQ(batch->source_lines, (std::vector<uint64_t>{4, 1}));
 }
 
+// An SFT example that scores some of its completion (assistant_only_loss) gives the batch a `scored` row per
+// example; an example without flags scores its whole completion; a batch of such examples alone has none.
+TEST(PairBatchTest, ScoredFlagsMarkTheScoredPositionsOfEachRow) {
+  std::vector<PreferencePair> examples = TwoPairs();
+  for (PreferencePair& e : examples) e.rejected.clear();
+  examples[1].chosen_scored = {1, 0, 1};  // 21 scored, 22 not, EOS scored
+  auto batch = MakePairBatch(examples, {1, 0}, kPad, PairRows::kChosenOnly);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->scored, (std::vector<uint8_t>{0, 0, 1, 0, 1,  //
+                                                 0, 0, 0, 1, 1}));
+  auto plain = MakePairBatch(examples, {0}, kPad, PairRows::kChosenOnly);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->scored.empty());
+  examples[1].chosen_scored.pop_back();
+  auto bad = MakePairBatch(examples, {1}, kPad, PairRows::kChosenOnly);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 4 has 2 scored flags for 3 chosen tokens"), std::string::npos)
+      << bad.status();
+}
+
 }  // namespace
 }  // namespace zerofit::data

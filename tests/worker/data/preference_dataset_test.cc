@@ -94,6 +94,24 @@ TEST(PreferenceDatasetTest, AMarginIsReadAndKeptThroughTruncation) {
   EXPECT_EQ(cut.margin, 2.5);
 }
 
+// An SFT example's scored flags (assistant_only_loss) follow its completion through the training loader's
+// second truncation (the report's TruncatePair), which once rebuilt the example without them.
+TEST(PreferenceDatasetTest, ScoredFlagsAreKeptThroughTruncation) {
+  PreferenceDataOptions whole = IdOptions();
+  whole.sft = true;
+  whole.max_length = 0;
+  const PreferencePair example =
+      AssemblePreferencePair({10, 11}, {20, 21, 22, 23}, {}, kBos, kEos, whole, 1, {1, 0, 0, 1});
+  ASSERT_EQ(example.chosen_scored, (std::vector<uint8_t>{1, 0, 0, 1, 1})) << "EOS, after a scored token";
+  PreferenceDataOptions limits = whole;
+  limits.max_length = 7;
+  limits.max_prompt_length = 3;
+  const PreferencePair cut = TruncatePair(example, kBos, kEos, limits);
+  EXPECT_EQ(cut.chosen, (Ids{20, 21, 22, 23}));
+  EXPECT_EQ(cut.chosen_scored, (std::vector<uint8_t>{1, 0, 0, 1}));
+  EXPECT_EQ(TruncatePair(example, kBos, kEos, whole).chosen_scored, example.chosen_scored);
+}
+
 TEST(PreferenceDatasetTest, TextAndIdsLinesMayBeMixed) {
   FakeTokenizer tok;
   const std::string ids_line = "{\"prompt_ids\": [" + std::to_string(FakeTokenizer::Id('x')) +

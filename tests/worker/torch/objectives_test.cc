@@ -199,6 +199,23 @@ TEST(ObjectivesTest, ResponseLogProbsSumOnlyTheResponseTokens) {
   EXPECT_EQ(ResponseLogProbs(lp.slice(1, 2), start, len, /*from=*/2)[1].item<float>(), 64.0f);
 }
 
+// With `scored` (an SFT batch under assistant_only_loss) only the flagged positions count, whatever the
+// window the head computed.
+TEST(ObjectivesTest, ResponseLogProbsReadTheScoredPositionsAlone) {
+  torch::Tensor lp = torch::tensor({{1.0f, 2.0f, 4.0f, 8.0f}, {16.0f, 32.0f, 64.0f, 128.0f}});
+  torch::Tensor start = torch::tensor({2, 1}, torch::kLong);
+  torch::Tensor len = torch::tensor({5, 4}, torch::kLong);
+  // Sequence positions 0..4; seq 0 scores 2 and 4 (indices 1, 3), seq 1 scores 1 and 3 (indices 0, 2).
+  torch::Tensor scored = torch::tensor({{0, 0, 1, 0, 1}, {0, 1, 0, 1, 0}}, torch::kBool);
+  torch::Tensor got = ResponseLogProbs(lp, start, len, 0, scored);
+  EXPECT_EQ(got[0].item<float>(), 2.0f + 8.0f);
+  EXPECT_EQ(got[1].item<float>(), 16.0f + 64.0f);
+  torch::Tensor window =
+      ResponseLogProbs(lp.slice(1, 1), start, len, /*from=*/1, scored.slice(0, 0, 1).expand({2, 5}));
+  EXPECT_EQ(window[0].item<float>(), 10.0f);
+  EXPECT_EQ(window[1].item<float>(), 32.0f + 128.0f) << "the same flags, read from column from + 1";
+}
+
 // The batch's head_from: the first position whose next-token log-probability a response needs (min over
 // rows of the response start, minus 1), known on the host; 0 where a prompt is only BOS.
 TEST(PairTensorsTest, HeadFromIsTheEarliestResponseStartMinusOne) {
@@ -220,6 +237,27 @@ TEST(PairTensorsTest, HeadFromIsTheEarliestResponseStartMinusOne) {
   auto bare = MakePairTensors(pairs, {2, 0}, BatchFormat{});
   ASSERT_TRUE(bare.ok()) << bare.status();
   EXPECT_EQ(bare->head_from, 0);
+}
+
+// An SFT batch's scored flags reach its tensors as [rows, T] bool; no other batch has them.
+TEST(PairTensorsTest, ScoredFlagsReachAnSftBatchThatHasThem) {
+  data::PreferenceDataOptions o;
+  o.max_length = 0;
+  o.sft = true;
+  std::vector<data::PreferencePair> examples = {
+      data::AssemblePreferencePair({5}, {9, 10, 11}, {}, 1, 2, o, 1, {1, 0, 1}),  // + EOS, scored as 11
+      data::AssemblePreferencePair({12}, {14}, {}, 1, 2, o, 2),
+  };
+  ASSERT_EQ(examples[0].chosen_scored, (std::vector<uint8_t>{1, 0, 1, 1}));
+  BatchFormat sft;
+  sft.rows = data::PairRows::kChosenOnly;
+  auto t = MakePairTensors(examples, {0, 1}, sft);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(t->scored.defined());
+  EXPECT_EQ(t->scored.scalar_type(), torch::kBool);
+  EXPECT_TRUE(
+      torch::equal(t->scored.to(torch::kLong), torch::tensor({{0, 0, 1, 0, 1, 1}, {0, 0, 1, 1, 0, 0}})));
+  EXPECT_FALSE(MakePairTensors(examples, {1}, sft)->scored.defined());
 }
 
 // A reward model's batch carries its pairs' margins, in batch order, when any is not 0; no other batch does.

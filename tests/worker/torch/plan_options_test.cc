@@ -75,12 +75,14 @@ TEST(PlanOptionsTest, TheRewardAndSftSectionsReachTheTrainer) {
   ASSERT_TRUE(reward.ok()) << reward.status();
   EXPECT_EQ(reward->center_rewards_coefficient, 0.01);
   absl::StatusOr<PreferenceTrainOptions> sft =
-      OptionsOfYaml(Yaml("sft", "", "sft: {completion_only_loss: false}\n"));
+      OptionsOfYaml(Yaml("sft", "", "sft: {completion_only_loss: false, assistant_only_loss: true}\n"));
   ASSERT_TRUE(sft.ok()) << sft.status();
   EXPECT_FALSE(sft->data.completion_only_loss);
+  EXPECT_TRUE(sft->data.assistant_only_loss);
   absl::StatusOr<PreferenceTrainOptions> plain = OptionsOfYaml(Yaml("sft", "", ""));
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_TRUE(plain->data.completion_only_loss);
+  EXPECT_FALSE(plain->data.assistant_only_loss);
   EXPECT_EQ(plain->center_rewards_coefficient, 0.0);
 }
 

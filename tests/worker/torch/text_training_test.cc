@@ -46,6 +46,23 @@ std::string ReadBytes(const std::string& path) {
   return s.str();
 }
 
+// SFT conversations of `turns` sums each ("a+b=" answered by the single-digit sum), written as `messages`
+// lines to NAME.jsonl and, for one turn, as prompt-completion lines to NAME_pc.jsonl.
+void WriteConversations(const ScopedTempDir& dir, const std::string& name, int n, int turns, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::ofstream messages(dir.File(name + ".jsonl")), pc(dir.File(name + "_pc.jsonl"));
+  for (int i = 0; i < n; ++i) {
+    nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+    for (int t = 0; t < turns; ++t) {
+      const int a = static_cast<int>(rng() % 5), b = static_cast<int>(rng() % 5);
+      msgs.push_back({{"role", "user"}, {"content", std::to_string(a) + "+" + std::to_string(b) + "="}});
+      msgs.push_back({{"role", "assistant"}, {"content", std::to_string(a + b)}});
+    }
+    messages << nlohmann::ordered_json{{"messages", msgs}}.dump() << "\n";
+    pc << nlohmann::ordered_json{{"prompt", {msgs[0]}}, {"completion", {msgs[1]}}}.dump() << "\n";
+  }
+}
+
 class TextTrainingTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -120,6 +137,48 @@ TEST_F(TextTrainingTest, EvaluationDuringTrainingDoesNotChangeTheModel) {
   const std::string weights = ReadBytes(dir_.File("with_eval/model.safetensors"));
   ASSERT_FALSE(weights.empty());
   EXPECT_TRUE(weights == ReadBytes(dir_.File("without_eval/model.safetensors")));
+}
+
+// assistant_only_loss through the trainer. A one-turn conversation trains exactly the model its
+// prompt-completion twin trains (both score the assistant's turn alone), and each step of two-turn
+// conversations scores the assistant's tokens only: per conversation its two answers with the template's
+// "\n" after each, and EOS (5 tokens), where the whole conversation would be 49.
+TEST_F(TextTrainingTest, SftAssistantOnlyLossScoresTheAssistantsTurns) {
+  WriteConversations(dir_, "one", 64, 1, 11);
+  WriteConversations(dir_, "two", 64, 2, 12);
+  comm::LocalCommunicator comm;
+  auto sft = [&](const std::string& file, bool assistant_only, const std::string& export_name) {
+    PreferenceTrainOptions o = FromText(export_name);
+    o.task = PreferenceTrainOptions::Task::kSft;
+    o.data.train = dir_.File(file);
+    o.data.test = dir_.File(file);
+    o.data.assistant_only_loss = assistant_only;
+    o.max_length = 64;  // nothing truncated: a two-turn conversation is 50 tokens with EOS
+    return o;
+  };
+  auto a = TrainPreferences(sft("one.jsonl", true, "messages"), {}, &comm);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = TrainPreferences(sft("one_pc.jsonl", false, "prompt_completion"), {}, &comm);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const std::string weights = ReadBytes(dir_.File("messages/model.safetensors"));
+  ASSERT_FALSE(weights.empty());
+  EXPECT_TRUE(weights == ReadBytes(dir_.File("prompt_completion/model.safetensors")));
+
+  std::vector<double> scored, whole;
+  auto count = [](std::vector<double>* out) {
+    TrainHooks hooks;
+    hooks.on_step = [out](const StepReport& r) {
+      out->push_back(r.metrics.response_tokens);
+      return absl::OkStatus();
+    };
+    return hooks;
+  };
+  ASSERT_TRUE(TrainPreferences(sft("two.jsonl", true, "two_turns"), {}, &comm, count(&scored)).ok());
+  ASSERT_TRUE(TrainPreferences(sft("two.jsonl", false, "two_whole"), {}, &comm, count(&whole)).ok());
+  EXPECT_EQ(scored, std::vector<double>(6, 16 * 5.0)) << "16 conversations a step";
+  // Without assistant_only_loss every token after the template's "<s>" (which has no prediction) is scored:
+  // "user: a+b=\nassistant: c\n" twice, and EOS.
+  EXPECT_EQ(whole, std::vector<double>(6, 16 * 49.0));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -42,7 +43,7 @@ constexpr const char* kUsage =
     "[--dpu-start N] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss sigmoid|ipo|hinge|robust] "
-    "[--center-rewards-coefficient C] [--completion-only-loss true|false] "
+    "[--center-rewards-coefficient C] [--completion-only-loss true|false] [--assistant-only-loss true|false] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed|lora-base] [--init WEIGHTS] [--export DIR] "
     "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--fused-kernels cuda|off] [--log-every N] "
     "[--memory-gb G] [--device "
@@ -211,17 +212,20 @@ absl::Status ParseRewardFlags(const Take& take, const Number& number, jobspec::J
   });
 }
 
-// --completion-only-loss true|false: the spec's `sft` section (task sft only).
+// --completion-only-loss and --assistant-only-loss true|false: the spec's `sft` section (task sft only).
 absl::Status ParseSftFlags(const Take& take, jobspec::JobSpec* p) {
-  const std::string value = take("--completion-only-loss");
-  if (value.empty()) return absl::OkStatus();
-  if (p->task != "sft")
-    return absl::InvalidArgumentError("flag --completion-only-loss applies to --task sft only");
-  if (value != "true" && value != "false") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("flag --completion-only-loss: '", value, "' is not true or false"));
+  const std::pair<const char*, bool*> flags[] = {{"--completion-only-loss", &p->sft.completion_only_loss},
+                                                 {"--assistant-only-loss", &p->sft.assistant_only_loss}};
+  for (const auto& [flag, out] : flags) {
+    const std::string value = take(flag);
+    if (value.empty()) continue;
+    if (p->task != "sft")
+      return absl::InvalidArgumentError(absl::StrCat("flag ", flag, " applies to --task sft only"));
+    if (value != "true" && value != "false") {
+      return absl::InvalidArgumentError(absl::StrCat("flag ", flag, ": '", value, "' is not true or false"));
+    }
+    *out = value == "true";
   }
-  p->sft.completion_only_loss = value == "true";
   return absl::OkStatus();
 }
 

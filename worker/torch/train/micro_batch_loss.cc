@@ -16,6 +16,7 @@ PairTensors OnDevice(PairTensors b, const torch::Device& device) {
   b.lengths = HostToDevice(b.lengths, device);
   b.readout = HostToDevice(b.readout, device);
   b.margins = HostToDevice(b.margins, device);
+  b.scored = HostToDevice(b.scored, device);
   return b;
 }
 
@@ -33,14 +34,17 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
     out =
         BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n), b.margins, o.center_rewards_coefficient);
   } else {
-    const torch::Tensor pol =
-        ResponseLogProbs(policy->TokenLogProbs(b.tokens, b.head_from), b.starts, b.lengths, b.head_from);
+    const torch::Tensor pol = ResponseLogProbs(policy->TokenLogProbs(b.tokens, b.head_from), b.starts,
+                                               b.lengths, b.head_from, b.scored);
     if (o.task == Task::kSft) {
       if (b.tokens.size(0) != n) {
         return absl::FailedPreconditionError(
             "an SFT batch holds the completions alone (MakePairTensors with PairRows::kChosenOnly)");
       }
-      out = SftLoss(pol, b.lengths - b.starts);
+      // The tokens scored: position 0 has no prediction, so a row without a prompt (no BOS) scores one
+      // fewer than its length.
+      out =
+          SftLoss(pol, b.scored.defined() ? b.scored.slice(1, 1).sum(1) : b.lengths - b.starts.clamp_min(1));
     } else {
       if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
       ZF_ASSIGN_OR_RETURN(torch::Tensor ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths,

@@ -118,11 +118,15 @@ LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& c
 }
 
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,
-                               const torch::Tensor& lengths, int64_t from) {
+                               const torch::Tensor& lengths, int64_t from, const torch::Tensor& scored) {
   // token_logprobs[:, t] scores sequence position t+1, so the response positions [s, len) map to [s-1,
   // len-1). The positions are made on token_logprobs' device: a host arange compared with device starts
   // and lengths is what broke DPO and SFT on a GPU (issue 28).
   const int64_t steps = token_logprobs.size(1);
+  if (scored.defined()) {
+    const torch::Tensor mask = scored.slice(1, from + 1, from + 1 + steps);
+    return (token_logprobs * mask.to(token_logprobs.dtype())).sum(1);
+  }
   const torch::Tensor t =
       torch::arange(from, from + steps,
                     torch::TensorOptions().dtype(torch::kLong).device(token_logprobs.device()))

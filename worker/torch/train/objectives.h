@@ -104,8 +104,10 @@ LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& c
 // Sum of log p(token) over the response tokens of each sequence. token_logprobs [B, T-1-from] holds
 // log p(x[t+1] | x[<=t]) at column t - from (LlamaModel::TokenLogProbs(ids, from)); the response occupies
 // sequence positions [response_start[b], length[b]), none before from + 1. response_start and lengths [B]
-// int64 live on token_logprobs' device.
+// int64 live on token_logprobs' device. `scored` ([B, T] bool, PairTensors::scored), when defined, says
+// which of those positions count (an SFT example's assistant turns); it is false outside them.
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,
-                               const torch::Tensor& lengths, int64_t from = 0);
+                               const torch::Tensor& lengths, int64_t from = 0,
+                               const torch::Tensor& scored = torch::Tensor());
 
 }  // namespace zerofit::worker

@@ -50,6 +50,9 @@ absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePa
     const int64_t first = *std::min_element(b.response_start.begin(), b.response_start.end());
     t.head_from = std::clamp<int64_t>(first - 1, 0, b.max_len - 2);
   }
+  if (!b.scored.empty()) {
+    t.scored = torch::from_blob(b.scored.data(), {b.num_rows(), b.max_len}, torch::kUInt8).to(torch::kBool);
+  }
   if (format.reward_readout) {
     ZF_ASSIGN_OR_RETURN(t.readout, HostReadout(t, format.readout_pad_token));
     if (std::any_of(b.margins.begin(), b.margins.end(), [](float m) { return m != 0.0f; })) {

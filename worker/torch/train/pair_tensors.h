@@ -29,6 +29,10 @@ struct PairTensors {
   // A reward model's batch whose pairs carry margins (PreferencePair::margin, not all 0): [B] float32, the
   // required score gap of each pair. Undefined otherwise (BradleyTerryLoss then uses none).
   torch::Tensor margins;
+  // An SFT batch whose examples score only some of their completion's tokens (assistant_only_loss,
+  // PairBatch::scored): [R, T] bool, true at each scored position. Undefined otherwise: the losses score
+  // positions [starts, lengths).
+  torch::Tensor scored;
 };
 
 // The id batches for a model with `config` are padded with: pad_token_id when set (a reward model's score is

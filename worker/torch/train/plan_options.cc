@@ -69,6 +69,7 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.data = data::DataSourceOf(plan);
   ZF_ASSIGN_OR_RETURN(o.data.add_bos, data::ParseAddBos(plan.data.add_bos, "data.add_bos"));
   o.data.completion_only_loss = plan.sft.completion_only_loss;
+  o.data.assistant_only_loss = plan.sft.assistant_only_loss;
   o.eval_every = plan.eval.every;
   o.eval_max_samples = plan.eval.max_samples;
   o.steps = plan.steps;

@@ -31,9 +31,9 @@ namespace zerofit::worker {
 // (plan_options.h) is the one place that fills it from a plan; the tests fill it directly. How this process
 // runs it (GPU, gradient buckets, threads, kernels) is RuntimeOptions (runtime_options.h).
 struct PreferenceTrainOptions {
-  // kSft: supervised fine-tuning on the chosen responses (the usual first stage; reward models and DPO then
-  // start from its export with --init). Its "accuracy" counts pairs whose chosen response is more likely
-  // than the rejected one.
+  // kSft: supervised fine-tuning on SFT examples or pairs' chosen responses (the usual first stage; reward
+  // models and DPO then start from its export with --init). It reports the loss per scored token and the
+  // perplexity, no accuracy (its examples have nothing to be ranked against).
   // kGrpo: policy training with rollouts (grpo_session.h): `data.train` and `data.test` are prompt files
   // (worker/data/prompt_dataset.h), `grpo` says how to sample and reward, global_batch counts prompts.
   enum class Task { kReward, kDpo, kSft, kGrpo };
