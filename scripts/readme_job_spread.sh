@@ -6,7 +6,8 @@
 # whole path a new user takes after the build. Usage:
 #   scripts/readme_job_spread.sh [--build-dir DIR] [--types "Haswell Sandybridge ..."] [--out DIR]
 # Prints one line per core type: held-out accuracy, the job's wall time and the CPU time of the job (base
-# model training excluded). A core type this CPU cannot run (SIGILL) is skipped.
+# model training excluded). A core type this CPU cannot run (SIGILL) is skipped. SFT_STEPS and SFT_LR change
+# the base model's recipe (default: setup.sh's, 1000 steps at 3e-3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=build
@@ -32,7 +33,8 @@ for core in $types; do
     echo "$core: data generation failed"; continue
   fi
   if ! "${mpiexec[@]}" -x OPENBLAS_CORETYPE -x OMP_NUM_THREADS "$build_dir/worker/torch/zerofit_train_prefs" \
-       --task sft --data "$dir" --offload --threads 1 --global-batch 64 --micro 1 --steps 700 --lr 3e-3 \
+       --task sft --data "$dir" --offload --threads 1 --global-batch 64 --micro 1 --steps "${SFT_STEPS:-1000}" \
+       --lr "${SFT_LR:-3e-3}" \
        --log-every 100 --export "$dir/base" > "$dir/base.log" 2>&1; then
     echo "$core: skipped (the base model did not train: $(tail -n 1 "$dir/base.log"))"; continue
   fi

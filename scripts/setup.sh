@@ -54,22 +54,22 @@ ARITH=$BUILD_DIR/examples/arith
 # The job's base model: a reward model starts from a language model, as in every RLHF pipeline; one trained
 # from scratch on this task sits at ~50% for minutes (BENCHMARKS.md, "The README's main job"). Supervised
 # fine-tuning on the training problems' correct answers only (no held-out problem, no rejected answer), about
-# 12 s on 2 cores; kept when it exists, since the data above is the same every time.
+# 7 s on 2 cores; kept when it exists, since the data above is the same every time.
 MPIEXEC=(mpiexec --oversubscribe -n 2)
 [[ $(id -u) -ne 0 ]] || MPIEXEC+=(--allow-run-as-root)
 if [[ ! -f "$ARITH/base/model.safetensors" ]]; then
-  echo "setup: training the example's base model (SFT, 700 steps) into $ARITH/base"
+  echo "setup: training the example's base model (SFT, 1000 steps) into $ARITH/base"
   "${MPIEXEC[@]}" "$BUILD_DIR/worker/torch/zerofit_train_prefs" --task sft --data "$ARITH" --offload --threads 1 \
-    --global-batch 64 --micro 1 --steps 700 --lr 3e-3 --log-every 100 --export "$ARITH/base"
+    --global-batch 64 --micro 1 --steps 1000 --lr 3e-3 --log-every 100 --export "$ARITH/base"
 fi
 # The GRPO example (examples/jobs/arith_grpo.yaml): smaller operands, prompts with their answers, and a
-# policy start from 400 SFT steps (37% of held-out problems answered exactly here; about 10 s).
+# policy start from 200 SFT steps (21% of held-out problems answered exactly here; about 5 s).
 GRPO=$BUILD_DIR/examples/arith-grpo
 "$BUILD_DIR/worker/data/zerofit_make_arith_prefs" --out "$GRPO" --train 700 --test 150 --max-operand 40 --ids \
   > /dev/null
 if [[ ! -f "$GRPO/sft/model.safetensors" ]]; then
-  echo "setup: training the GRPO example's starting policy (SFT, 400 steps) into $GRPO/sft"
+  echo "setup: training the GRPO example's starting policy (SFT, 200 steps) into $GRPO/sft"
   "${MPIEXEC[@]}" "$BUILD_DIR/worker/torch/zerofit_train_prefs" --task sft --data "$GRPO" --global-batch 64 \
-    --micro 1 --steps 400 --lr 3e-3 --log-every 100 --export "$GRPO/sft"
+    --micro 1 --steps 200 --lr 3e-3 --log-every 100 --export "$GRPO/sft"
 fi
 echo "setup: built into $BUILD_DIR (example data in $ARITH, its base model in $ARITH/base; GRPO's in $GRPO)"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -465,10 +466,10 @@ TEST(PreferenceTrainingTest, SftThenDpoAndRewardModelReachNinetyPercentHeldOutAc
   const double minutes = absl::ToDoubleMinutes(absl::Now() - start);
   if (comm->rank() == 0) {
     std::printf(
-        "sft: held-out log p(chosen) > log p(rejected) %.3f -> %.3f; dpo: implicit-reward accuracy %.3f "
-        "-> %.3f; reward model: pairwise accuracy %.3f -> %.3f; %.1f min\n",
-        s->before.accuracy(), s->after.accuracy(), d->before.accuracy(), d->after.accuracy(),
-        r->before.accuracy(), r->after.accuracy(), minutes);
+        "sft: held-out perplexity %.3f -> %.3f; dpo: implicit-reward accuracy %.3f -> %.3f; reward model: "
+        "pairwise accuracy %.3f -> %.3f; %.1f min\n",
+        std::exp(SftLossPerToken(s->before.metrics)), std::exp(SftLossPerToken(s->after.metrics)),
+        d->before.accuracy(), d->after.accuracy(), r->before.accuracy(), r->after.accuracy(), minutes);
   }
   EXPECT_GE(d->after.accuracy(), 0.9);
   EXPECT_GE(r->after.accuracy(), 0.9);

@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/worker/data/char_model_dir.h"
 #include "tests/worker/data/test_support.h"
+#include "worker/torch/train/named_step_metrics.h"
 #include "worker/torch/train/preference_session.h"
 
 namespace zerofit::worker {
@@ -107,6 +108,19 @@ TEST_F(TextTrainingTest, TextTokenizedInTheTrainerTrainsTheSameModelAsTokenIds) 
   EXPECT_TRUE(weights == ReadBytes(dir_.File("from_ids/model.safetensors")));
 }
 
+// A reward model's step is the mean over its pairs (SFT's over its scored tokens, below).
+TEST_F(TextTrainingTest, ARewardStepIsTheMeanOverItsPairs) {
+  comm::LocalCommunicator comm;
+  std::vector<double> units;
+  TrainHooks hooks;
+  hooks.on_step = [&](const StepReport& r) {
+    units.push_back(r.result.units);
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(TrainPreferences(FromText("reward_units"), {}, &comm, hooks).ok());
+  EXPECT_EQ(units, std::vector<double>(6, 16.0));
+}
+
 TEST_F(TextTrainingTest, EvaluationDuringTrainingDoesNotChangeTheModel) {
   comm::LocalCommunicator comm;
   PreferenceTrainOptions with_eval = FromText("with_eval");
@@ -139,9 +153,10 @@ TEST_F(TextTrainingTest, EvaluationDuringTrainingDoesNotChangeTheModel) {
   EXPECT_TRUE(weights == ReadBytes(dir_.File("without_eval/model.safetensors")));
 }
 
-// assistant_only_loss through the trainer. A one-turn conversation trains exactly the model its
-// prompt-completion twin trains (both score the assistant's turn alone), and each step of two-turn
-// conversations scores the assistant's tokens only: per conversation its two answers with the template's
+// assistant_only_loss through the trainer, and SFT's per-token mean. A one-turn conversation trains exactly
+// the model its prompt-completion twin trains (both score the assistant's turn alone), and each step of
+// two-turn conversations scores the assistant's tokens only: per conversation its two answers with the
+// template's
 // "\n" after each, and EOS (5 tokens), where the whole conversation would be 49.
 TEST_F(TextTrainingTest, SftAssistantOnlyLossScoresTheAssistantsTurns) {
   WriteConversations(dir_, "one", 64, 1, 11);
@@ -169,6 +184,13 @@ TEST_F(TextTrainingTest, SftAssistantOnlyLossScoresTheAssistantsTurns) {
     TrainHooks hooks;
     hooks.on_step = [out](const StepReport& r) {
       out->push_back(r.metrics.response_tokens);
+      // The step's gradient is the mean over these tokens (TRL's), counted on the host as on the device,
+      // and the loss every line and sink shows is that mean.
+      EXPECT_EQ(r.result.units, r.metrics.response_tokens) << "step " << r.step;
+      const metrics::StepMetrics named =
+          NamedStepMetrics(r, PreferenceTrainOptions::Task::kSft, HostSample{});
+      EXPECT_EQ(named.Get(metrics::metric_names::kLoss), r.metrics.loss_sum / r.metrics.response_tokens)
+          << "step " << r.step;
       return absl::OkStatus();
     };
     return hooks;

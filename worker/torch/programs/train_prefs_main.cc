@@ -379,7 +379,7 @@ std::string HeldOutFigure(PreferenceTrainOptions::Task task, const PairMetrics& 
   switch (task) {
     case PreferenceTrainOptions::Task::kSft: {
       const double per_token = SftLossPerToken(m);
-      return absl::StrFormat("perplexity %.3f (loss %.4f per token)", std::exp(per_token), per_token);
+      return absl::StrFormat("perplexity %.3f", std::exp(per_token));
     }
     case PreferenceTrainOptions::Task::kDpo:
       return absl::StrFormat("implicit-reward accuracy %.3f", m.correct / n);
@@ -402,13 +402,13 @@ void PrintStepLine(const StepReport& r, PreferenceTrainOptions::Task task, int64
                             r.peak.device_allocated / 1048576.0, r.peak.device_reserved / 1048576.0)
           : "";
   const PairMetrics& m = r.metrics;
+  const bool sft = task == PreferenceTrainOptions::Task::kSft;
   const std::string figures =
-      task == PreferenceTrainOptions::Task::kSft
-          ? absl::StrFormat("ppl %.3f", std::exp(SftLossPerToken(m)))
+      sft ? absl::StrFormat("ppl %.3f", std::exp(SftLossPerToken(m)))
           : absl::StrFormat("acc %.3f  margin %.3f", m.correct / m.pairs, m.margin_sum / m.pairs);
   std::printf(
       "step %4lld/%lld  loss %.4f  %s  grad-norm %.3f  lr %.2e  %.1f %s/s  peak %s%.0f MiB host  ETA %.0fs\n",
-      static_cast<long long>(done), static_cast<long long>(steps), m.loss_sum / m.pairs, figures.c_str(),
+      static_cast<long long>(done), static_cast<long long>(steps), MeanLoss(m, sft), figures.c_str(),
       r.result.grad_norm, r.lr, m.pairs / (r.result.breakdown.wall_ms / 1e3), SampleName(task),
       device.c_str(), r.peak.host_rss / 1048576.0, elapsed_s / done * (steps - done));
   std::fflush(stdout);
@@ -441,8 +441,8 @@ TrainHooks MakeHooks(const PreferenceTrainOptions& o, int64_t log_every, int ran
     if (r.eval && r.eval->metrics.pairs > 0) {
       const PairMetrics& m = r.eval->metrics;
       std::printf("eval after step %lld: held-out %s  loss %.4f (%.0f %s)\n", static_cast<long long>(done),
-                  HeldOutFigure(o.task, m).c_str(), m.loss_sum / std::max(m.pairs, 1.0), m.pairs,
-                  SampleName(o.task));
+                  HeldOutFigure(o.task, m).c_str(), MeanLoss(m, o.task == PreferenceTrainOptions::Task::kSft),
+                  m.pairs, SampleName(o.task));
     }
     if (done % log_every == 0 || done == o.steps) {
       PrintStepLine(r, o.task, o.steps, absl::ToDoubleSeconds(absl::Now() - start));
@@ -453,12 +453,13 @@ TrainHooks MakeHooks(const PreferenceTrainOptions& o, int64_t log_every, int ran
 }
 
 void PrintSummary(const PreferenceTrainOptions& o, const TrainReport& report, absl::Time start) {
+  const bool sft = o.task == PreferenceTrainOptions::Task::kSft;
   if (report.after.metrics.pairs > 0) {
     std::printf("held-out %s before training, %s after (%.0f %s); loss %.4f -> %.4f\n",
                 HeldOutFigure(o.task, report.before.metrics).c_str(),
                 HeldOutFigure(o.task, report.after.metrics).c_str(), report.after.metrics.pairs,
-                SampleName(o.task), report.before.metrics.loss_sum / report.before.metrics.pairs,
-                report.after.metrics.loss_sum / report.after.metrics.pairs);
+                SampleName(o.task), MeanLoss(report.before.metrics, sft),
+                MeanLoss(report.after.metrics, sft));
   }
   const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
   std::printf("optimizer state %.2f MiB/rank, reference on device %.2f MiB (%s), %.1f s\n",

@@ -52,6 +52,7 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
       out = DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), o.dpo);
     }
   }
+  out.units = o.task == Task::kSft ? static_cast<double>(b.scored_tokens) : static_cast<double>(out.pairs);
   torch::NoGradGuard no_grad;
   out.metrics.select(0, pair_metric::kSequenceTokens).add_(b.lengths.sum().to(torch::kFloat64));
   return out;

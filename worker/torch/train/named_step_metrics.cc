@@ -28,7 +28,7 @@ void SetPairValues(const std::string& prefix, const PairMetrics& p, PreferenceTr
   using Task = PreferenceTrainOptions::Task;
   const double pairs = std::max(p.pairs, 1.0);
   auto set = [&](const char* name, double v) { m->Set(prefix + name, v); };
-  set(names::kLoss, p.loss_sum / pairs);
+  set(names::kLoss, MeanLoss(p, task == Task::kSft));
   if (task != Task::kSft) set(names::kAccuracy, p.correct / pairs);  // SFT has no second response to beat
   if (task == Task::kReward) {
     set(names::kRewardChosen, p.chosen_sum / pairs);
@@ -57,8 +57,9 @@ metrics::StepMetrics NamedStepMetrics(const StepReport& sr, PreferenceTrainOptio
   const PairMetrics& p = sr.metrics;
   const double seconds = std::max(sr.result.breakdown.wall_ms / 1e3, 1e-9);
   // Column order (tables, CSV): loss, rank_loss, accuracy, the optimizer's values, then the task's.
-  m.Set(names::kLoss, p.loss_sum / std::max(p.pairs, 1.0));
-  if (sr.local_metrics.pairs > 0) m.Set(names::kRankLoss, sr.local_metrics.loss_sum / sr.local_metrics.pairs);
+  const bool sft = task == PreferenceTrainOptions::Task::kSft;
+  m.Set(names::kLoss, MeanLoss(p, sft));
+  if (sr.local_metrics.pairs > 0) m.Set(names::kRankLoss, MeanLoss(sr.local_metrics, sft));
   if (task != PreferenceTrainOptions::Task::kSft) m.Set(names::kAccuracy, p.correct / std::max(p.pairs, 1.0));
   m.Set(names::kLearningRate, sr.result.learning_rate);  // what the optimizer applied, not what was asked
   m.Set(names::kGradNorm, sr.result.grad_norm);

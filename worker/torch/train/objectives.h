@@ -47,6 +47,12 @@ inline double SftLossPerToken(const PairMetrics& m) {
   return m.loss_sum / (m.response_tokens > 1.0 ? m.response_tokens : 1.0);
 }
 
+// The loss a step's gradient is the mean of (LossOutput::units), as TRL logs it: per pair, or for SFT per
+// scored token. What every "loss" figure shows.
+inline double MeanLoss(const PairMetrics& m, bool sft) {
+  return sft ? SftLossPerToken(m) : m.loss_sum / (m.pairs > 1.0 ? m.pairs : 1.0);
+}
+
 // Positions of PairMetrics' fields in a metrics tensor: float64 [kCount], no autograd graph, on the device of
 // the loss it describes.
 namespace pair_metric {
@@ -63,6 +69,9 @@ struct LossOutput {
   torch::Tensor loss_sum;  // scalar with autograd graph
   torch::Tensor metrics;   // a metrics tensor (pair_metric) on loss_sum's device
   int64_t pairs = 0;       // the pairs the loss sums over (known on the host, unlike `metrics`)
+  // What the step's gradient is the mean over (Zero2Binding::Backward's units, summed over micro-batches
+  // and ranks): the pairs, or for SFT the scored tokens, as TRL's per-token mean (MicroBatchLoss sets it).
+  double units = 0;
 };
 
 // Bradley-Terry: sum over pairs of -log sigmoid(score_chosen - score_rejected - margin)

@@ -33,6 +33,9 @@ struct PairTensors {
   // PairBatch::scored): [R, T] bool, true at each scored position. Undefined otherwise: the losses score
   // positions [starts, lengths).
   torch::Tensor scored;
+  // The tokens an SFT loss scores in this batch, counted on the host (no device read): per row its scored
+  // flags after position 0, or its positions [max(starts, 1), lengths) (position 0 has no prediction).
+  int64_t scored_tokens = 0;
 };
 
 // The id batches for a model with `config` are padded with: pad_token_id when set (a reward model's score is

@@ -182,7 +182,7 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
         loss = MicroBatchLoss(st.policy, st.reference.get(), options_, b);
       }
       ZF_ASSIGN_OR_RETURN(LossOutput out, std::move(loss));
-      ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, static_cast<double>(out.pairs)));
+      ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, out.units));
       metrics += out.metrics;
     }
     ZF_ASSIGN_OR_RETURN(sr.result, st.binding->Step(sr.lr));
