@@ -71,6 +71,16 @@ std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e, bo
   return lints;
 }
 
+// The tokens of an SFT example its loss scores: its completion's flagged ones, or all of them; position 0
+// (the completion's first token when there is no prompt) has no prediction.
+size_t ScoredTokens(const PreferencePair& e) {
+  const size_t unpredicted = e.prompt.empty() ? 1 : 0;
+  if (e.chosen_scored.empty()) return e.chosen.size() - std::min(unpredicted, e.chosen.size());
+  return static_cast<size_t>(
+      std::count(e.chosen_scored.begin() + std::min(unpredicted, e.chosen_scored.size()),
+                 e.chosen_scored.end(), uint8_t{1}));
+}
+
 }  // namespace
 
 PreferencePair TruncatePair(const PreferencePair& whole, int32_t bos_id, int32_t eos_id,
@@ -104,6 +114,8 @@ DataReport BuildDataReport(const std::vector<PreferencePair>& whole, const DataE
     if (options.max_length > 0 && longest > static_cast<size_t>(options.max_length)) ++r.truncated_pairs;
     PreferencePair cut = TruncatePair(p, expect.bos_id, expect.eos_id, options);
     Inspect(p, cut, expect, options, &found);
+    r.scored_tokens += ScoredTokens(cut);
+    r.tokens += cut.prompt.size() + cut.chosen.size();
     if (truncated != nullptr) truncated->push_back(std::move(cut));
   }
   r.prompt = Percentiles(std::move(prompt_len));
@@ -124,6 +136,10 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
                                 {"sequence_tokens", pct(r.sequence)},
                                 {"max_length", r.max_length},
                                 {"truncated_pairs", r.truncated_pairs}};
+    if (r.sft) {
+      j["scored_tokens"] = r.scored_tokens;
+      j["tokens_after_truncation"] = r.tokens;
+    }
     nlohmann::ordered_json lints = nlohmann::ordered_json::array();
     for (const DataLint& l : r.lints)
       lints.push_back({{"check", l.name}, {"count", l.count}, {"fix", l.fix}});
@@ -144,6 +160,11 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
     absl::StrAppendFormat(&out, "truncated at max_length %d: %d of %d %s (%.1f%%)\n", r.max_length,
                           r.truncated_pairs, r.pairs, what,
                           r.pairs ? 100.0 * static_cast<double>(r.truncated_pairs) / r.pairs : 0.0);
+  }
+  if (r.sft) {
+    absl::StrAppendFormat(&out, "scored by the loss: %d of %d tokens after truncation (%.1f%%)\n",
+                          r.scored_tokens, r.tokens,
+                          r.tokens ? 100.0 * static_cast<double>(r.scored_tokens) / r.tokens : 0.0);
   }
   out += "lint:\n";
   for (const DataLint& l : r.lints) {

@@ -39,6 +39,9 @@ struct DataReport {
   LengthPercentiles sequence;  // prompt + the longer response, BOS/EOS included, before truncation
   size_t truncated_pairs = 0;  // pairs whose longer sequence exceeds max_length
   int64_t max_length = 0;
+  // sft: after truncation, the tokens SFT's loss scores (the completion's, or its assistant turns' with
+  // assistant_only_loss; never a row's position 0, which nothing predicts) and all tokens of the examples.
+  size_t scored_tokens = 0, tokens = 0;
   std::vector<DataLint> lints;  // every check, count 0 when clean
 };
 

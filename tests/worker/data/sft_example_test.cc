@@ -124,23 +124,34 @@ TEST(SftExampleTest, TheDataReportCountsExamplesAndLintsNoRejectedResponse) {
   auto whole = ParsePreferenceJsonl("{\"prompt\": \"abc\", \"completion\": \"defgh\"}\n{\"text\": \"xy\"}\n",
                                     "r.jsonl", &tok, SftOptions());
   ASSERT_TRUE(whole.ok()) << whole.status();
+  // An assistant-only example (its middle token unscored): 2 + 4 tokens, 3 scored (EOS as the token before).
+  whole->push_back(
+      AssemblePreferencePair(Chars("x"), Chars("pqr"), {}, kBos, kEos, SftOptions(), 3, {1, 0, 1}));
   PreferenceDataOptions limits = SftOptions();
   limits.max_length = 6;
   limits.max_prompt_length = 3;
   std::vector<PreferencePair> cut;
   const DataReport r = BuildDataReport(*whole, DataExpectations{kBos, kEos, 0, true}, limits, &cut);
-  EXPECT_EQ(r.pairs, 2u);
+  EXPECT_EQ(r.pairs, 3u);
   EXPECT_EQ(r.truncated_pairs, 1u);
-  ASSERT_EQ(cut.size(), 2u);
+  ASSERT_EQ(cut.size(), 3u);
   EXPECT_EQ(cut[0].chosen, Chars("def"));
   EXPECT_TRUE(cut[1].rejected.empty());
   for (const DataLint& l : r.lints) {
     EXPECT_EQ(l.name.find("rejected"), std::string::npos) << l.name;
     if (l.name.find("lose their EOS") != std::string::npos) EXPECT_EQ(l.count, 1u) << "the completion only";
   }
+  // Scored after truncation: "def" of [BOS]bc|def (EOS cut), "xy" + EOS of [BOS]|xy, and p, r and EOS of
+  // [BOS]x|pqr: 9 of 6 + 4 + 6 tokens.
+  EXPECT_EQ(r.scored_tokens, 9u);
+  EXPECT_EQ(r.tokens, 16u);
   const std::string text = FormatDataReport(r, "r.jsonl", false);
-  EXPECT_NE(text.find("r.jsonl: 2 examples"), std::string::npos) << text;
-  EXPECT_NE(FormatDataReport(r, "r.jsonl", true).find("\"examples\": 2"), std::string::npos);
+  EXPECT_NE(text.find("r.jsonl: 3 examples"), std::string::npos) << text;
+  EXPECT_NE(text.find("scored by the loss: 9 of 16 tokens after truncation (56.2%)"), std::string::npos)
+      << text;
+  const std::string json = FormatDataReport(r, "r.jsonl", true);
+  EXPECT_NE(json.find("\"examples\": 3"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"scored_tokens\": 9"), std::string::npos) << json;
 }
 
 TEST(SftExampleTest, BadLinesNameFileLineAndField) {
