@@ -365,7 +365,11 @@ TEST_P(DeviceCleanTest, EvaluationAndTrainingStepStayOnTheModelsDevice) {
   }
   core::HfModelConfig config = TinyConfig();
   if (c.task == Task::kReward) config.num_labels = 1;
-  const std::vector<data::PreferencePair> pairs = Pairs();
+  std::vector<data::PreferencePair> pairs = Pairs();
+  if (c.task == Task::kSft) {  // an assistant_only_loss example: its scored flags ride to the device too
+    pairs[3].chosen_scored.assign(pairs[3].chosen.size(), 1);
+    pairs[3].chosen_scored[1] = 0;
+  }
   // No forward reads anything to the host: a reward batch brings its read-out positions from the host
   // (PairTensors::readout), where LlamaModelImpl::Scores would check them with a read per forward.
   const int64_t reads_per_forward = 0;
@@ -400,6 +404,8 @@ TEST_P(DeviceCleanTest, EvaluationAndTrainingStepStayOnTheModelsDevice) {
     absl::StatusOr<LossOutput> out = MicroBatchLoss(models.policy, models.reference.get(), o, batch);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->pairs, 3);
+    EXPECT_EQ(out->units, c.task == Task::kSft ? static_cast<double>(batch.scored_tokens) : 3.0);
+    EXPECT_EQ(batch.scored.defined(), c.task == Task::kSft);
     EXPECT_EQ(out->loss_sum.device(), kMeta);
     EXPECT_EQ(out->loss_sum.dim(), 0);
     EXPECT_TRUE(out->loss_sum.requires_grad());
