@@ -65,7 +65,8 @@ std::string MetricsPrinter::TableRow(const zerofit::v1::Metric& m) {
   if (std::isnan(margin)) margin = get("dpo/margin");
   if (std::isnan(margin)) margin = get("sft/perplexity");  // SFT: the perplexity takes the column
   const double clipped = get("clipped");
-  const double accuracy = get("accuracy");  // none for SFT
+  double accuracy = get("accuracy");
+  if (std::isnan(accuracy)) accuracy = get("sft/mean_token_accuracy");  // SFT: its token accuracy
   absl::StrAppendFormat(&out, "%6d %5d %9.4f %7s %10.3e %10.4f %4s %10.4f %10.1f %10.1f\n", m.step(),
                         m.rank(), get("loss"), std::isnan(accuracy) ? "-" : absl::StrFormat("%.3f", accuracy),
                         get("lr"), get("grad_norm"), std::isnan(clipped) ? "-" : (clipped > 0 ? "yes" : "no"),

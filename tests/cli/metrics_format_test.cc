@@ -54,7 +54,18 @@ TEST(MetricsFormatTest, TableShowsWhatPeopleWatchAndOldRowsTheirFixedFields) {
   EXPECT_NE(first.find("grad-norm"), std::string::npos) << first;
   EXPECT_NE(first.find("2.500e-04"), std::string::npos) << first;
   EXPECT_NE(first.find(" yes "), std::string::npos) << first;
-  EXPECT_NE(first.find("0.5000       - "), std::string::npos) << "no accuracy (SFT has none): " << first;
+  EXPECT_NE(first.find("0.5000       - "), std::string::npos) << "a row without an accuracy: " << first;
+  zerofit::v1::Metric sft;  // SFT: its token accuracy takes the column, its perplexity the margin's
+  for (const auto& [name, value] : {std::pair<const char*, double>{"loss", 0.25},
+                                    {"sft/mean_token_accuracy", 0.875},
+                                    {"sft/perplexity", 1.284}}) {
+    auto* v = sft.add_values();
+    v->set_name(name);
+    v->set_value(value);
+  }
+  const std::string sft_row = p.Row(sft);
+  EXPECT_NE(sft_row.find("0.2500   0.875"), std::string::npos) << sft_row;
+  EXPECT_NE(sft_row.find("1.2840"), std::string::npos) << sft_row;
   zerofit::v1::Metric old;
   old.set_step(7);
   old.set_loss(0.125);

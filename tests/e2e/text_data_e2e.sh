@@ -123,9 +123,10 @@ for j in sft-text sft-ids sft-pairs sft-turns; do
 done
 grep -q "data: $D/sft_train.jsonl: 200 examples (add_bos true, EOS appended)" "$D/sft-text.log" \
   || fail "no SFT data report: $(grep 'data:' "$D/sft-text.log" | head -3)"
-[ "$(grep -c '| eval: held-out ppl [0-9.]* loss [0-9.]* (30 examples)' "$D/sft-text.log")" = 3 ] \
+[ "$(grep -c '| eval: held-out ppl [0-9.]*  tok-acc [0-9.]* loss [0-9.]* (30 examples)' "$D/sft-text.log")" = 3 ] \
   || fail "SFT evaluations not in the log: $(grep -n 'eval' "$D/sft-text.log")"
-grep -q "done: held-out perplexity [0-9.]* over 30 examples" "$D/sft-text.log" || fail "no SFT done line"
+grep -q "done: held-out perplexity [0-9.]*, token accuracy [0-9.]* over 30 examples" "$D/sft-text.log" \
+  || fail "no SFT done line"
 same_checkpoints "$D/ck-sft-text" "$D/ck-sft-ids" "SFT from prompt-completion text and ids"
 same_checkpoints "$D/ck-sft-text" "$D/ck-sft-pairs" "SFT from prompt-completion lines and the pairs' chosen answers"
 same_checkpoints "$D/ck-sft-text" "$D/ck-sft-turns" "SFT from prompt-completion lines and assistant-only conversations"

@@ -25,10 +25,15 @@ double ValueOr(const metrics::StepMetrics& m, const std::string& name, double fa
 }
 
 // A step's (prefix "") or evaluation's (prefix "eval/") task figures: accuracy and margin of a reward model
-// or DPO; an SFT model's perplexity (it has no second response to rank its completion against).
+// or DPO; an SFT model's perplexity and token accuracy (it has no second response to rank its completion
+// against).
 std::string TaskFigures(const metrics::StepMetrics& m, const std::string& prefix, bool with_margin) {
-  if (auto perplexity = m.Get(prefix + names::kSftPerplexity))
-    return absl::StrFormat("ppl %.3f", *perplexity);
+  if (auto perplexity = m.Get(prefix + names::kSftPerplexity)) {
+    std::string out = absl::StrFormat("ppl %.3f", *perplexity);
+    if (auto tokens = m.Get(prefix + names::kSftTokenAccuracy))
+      absl::StrAppendFormat(&out, "  tok-acc %.3f", *tokens);
+    return out;
+  }
   std::string out = absl::StrFormat("acc %.3f", ValueOr(m, prefix + names::kAccuracy));
   if (with_margin) {
     absl::StrAppendFormat(
@@ -45,7 +50,9 @@ std::string DoneLine(const metrics::StepMetrics& eval) {
   const double count = prompts ? *prompts : ValueOr(eval, prefix + names::kEvalPairs);
   if (count <= 0) return "done: no held-out data to evaluate (data.test)";
   if (auto perplexity = eval.Get(prefix + names::kSftPerplexity)) {
-    return absl::StrFormat("done: held-out perplexity %.3f over %.0f examples", *perplexity, count);
+    const std::optional<double> tokens = eval.Get(prefix + names::kSftTokenAccuracy);
+    return absl::StrFormat("done: held-out perplexity %.3f%s over %.0f examples", *perplexity,
+                           tokens ? absl::StrFormat(", token accuracy %.3f", *tokens) : "", count);
   }
   return absl::StrFormat("done: held-out accuracy %.3f over %.0f %s",
                          ValueOr(eval, prefix + names::kAccuracy), count, prompts ? "prompts" : "pairs");

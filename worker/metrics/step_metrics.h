@@ -51,9 +51,11 @@ inline constexpr char kDpoChosen[] = "dpo/chosen_reward";
 inline constexpr char kDpoRejected[] = "dpo/rejected_reward";
 inline constexpr char kDpoMargin[] = "dpo/margin";
 inline constexpr char kDpoAccuracy[] = "dpo/accuracy";
-// SFT: negative log-likelihood per response token, and its exponential.
+// SFT: negative log-likelihood per response token, its exponential, and the share of scored tokens the
+// model ranks first (TRL's mean_token_accuracy).
 inline constexpr char kSftLossPerToken[] = "sft/loss_per_token";
 inline constexpr char kSftPerplexity[] = "sft/perplexity";
+inline constexpr char kSftTokenAccuracy[] = "sft/mean_token_accuracy";
 // GRPO (issue 32): the step's rollout and update.
 inline constexpr char kGrpoReward[] = "grpo/reward";         // mean total reward of the step's completions
 inline constexpr char kGrpoRewardStd[] = "grpo/reward_std";  // its standard deviation (population)

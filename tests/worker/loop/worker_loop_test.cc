@@ -108,6 +108,7 @@ class FakeSession final : public TrainingSession {
     m.Set(metrics::metric_names::kLearningRate, 1e-3);
     if (b_.sft) {
       m.Set(metrics::metric_names::kSftPerplexity, 1.5);
+      m.Set(metrics::metric_names::kSftTokenAccuracy, 0.625);
       return m;
     }
     m.Set(metrics::metric_names::kAccuracy, 0.75);
@@ -118,8 +119,10 @@ class FakeSession final : public TrainingSession {
     std::lock_guard<std::mutex> lock(shared_->mu);
     ++shared_->evaluations[rank_];
     if (b_.sft) {
-      return std::vector<metrics::NamedValue>{
-          {"eval/loss", 0.4}, {"eval/sft/perplexity", 1.25}, {"eval/pairs", b_.eval_pairs}};
+      return std::vector<metrics::NamedValue>{{"eval/loss", 0.4},
+                                              {"eval/sft/perplexity", 1.25},
+                                              {"eval/sft/mean_token_accuracy", 0.875},
+                                              {"eval/pairs", b_.eval_pairs}};
     }
     return std::vector<metrics::NamedValue>{
         {"eval/loss", 0.4}, {"eval/accuracy", 0.8}, {"eval/pairs", b_.eval_pairs}};
@@ -272,7 +275,8 @@ TEST(WorkerLoopTest, TrainsEveryStepCheckpointsOnCadenceAndAfterTheLastStepThenE
   EXPECT_EQ(rows->size(), 14u);  // 7 steps x 2 ranks
 }
 
-// An SFT job's lines name its examples and perplexity: it has no accuracy or margin to print.
+// An SFT job's lines name its examples, perplexity and token accuracy (TRL's mean_token_accuracy): it has no
+// pairwise accuracy or margin to print.
 TEST(WorkerLoopTest, AnSftJobsLinesShowItsPerplexity) {
   Harness h(/*world=*/2, /*steps=*/3, "", "", "sft");
   FakeSession::Behaviour sft;
@@ -280,10 +284,15 @@ TEST(WorkerLoopTest, AnSftJobsLinesShowItsPerplexity) {
   for (const auto& r : h.Attempt(2, sft)) ASSERT_TRUE(r.ok() && *r == 0) << r.status();
   const std::string log = h.Log();
   EXPECT_NE(log.find("attempt 1: 40 training examples, steps 0..2"), std::string::npos) << log;
-  EXPECT_NE(log.find("step 2/3  loss 0.5000  ppl 1.500  lr 1.000e-03"), std::string::npos) << log;
-  EXPECT_NE(log.find("| eval: held-out ppl 1.250 loss 0.4000 (10 examples)"), std::string::npos) << log;
-  EXPECT_NE(log.find("done: held-out perplexity 1.250 over 10 examples"), std::string::npos) << log;
-  EXPECT_EQ(log.find("acc "), std::string::npos) << log;
+  EXPECT_NE(log.find("step 2/3  loss 0.5000  ppl 1.500  tok-acc 0.625  lr 1.000e-03"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("| eval: held-out ppl 1.250  tok-acc 0.875 loss 0.4000 (10 examples)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("done: held-out perplexity 1.250, token accuracy 0.875 over 10 examples"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find(" acc "), std::string::npos) << "no pairwise accuracy: " << log;
 }
 
 // Without held-out data (no data.test) the evaluations have nothing to show: no "held-out" figure of 0

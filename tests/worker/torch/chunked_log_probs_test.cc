@@ -174,6 +174,42 @@ TEST(ChunkedLogProbs, FrozenInputsGetNoGradient) {
   EXPECT_FALSE(ChunkedTokenLogProbs(ref.hidden, ref.weight, ref.bias, ref.targets, 5).requires_grad());
 }
 
+// The top entry's log-probability (SFT's token accuracy): the full logits' largest log_softmax within the
+// values' bound, without gradient, and exactly equal to the target's where the target is the full logits'
+// argmax (by more than the rounding bound), for every chunking.
+TEST(ChunkedLogProbs, TheTopEntryEqualsTheTargetExactlyWhereTheTargetIsTheArgmax) {
+  for (int64_t chunk : {4, 5, 100}) {
+    Inputs in = MakeInputs(torch::kFloat32, true, 11);
+    torch::Tensor full;
+    {
+      torch::NoGradGuard no_grad;
+      full = torch::log_softmax(torch::linear(in.hidden, in.weight, in.bias).to(torch::kFloat32), -1);
+    }
+    const torch::Tensor argmax = full.argmax(-1);
+    torch::Tensor targets = in.targets.clone();
+    for (int64_t i = 0; i < targets.size(0); i += 2) targets[i] = argmax[i];  // even rows: the argmax
+    torch::Tensor top;
+    torch::Tensor out = ChunkedTokenLogProbs(in.hidden, in.weight, in.bias, targets, chunk, &top);
+    ASSERT_TRUE(top.defined());
+    EXPECT_FALSE(top.requires_grad());
+    EXPECT_TRUE(out.requires_grad());
+    const Reference ref = Float64Reference(in, UnitsFor(torch::kFloat32));
+    ExpectWithin(top, std::get<0>(full.to(torch::kDouble).max(-1)), ref.err_out, "top entry");
+    // Rows whose two largest logits lie closer than the rounding bound could rank either first: skipped.
+    const torch::Tensor two = std::get<0>(full.to(torch::kDouble).topk(2, -1));
+    int64_t checked = 0;
+    for (int64_t i = 0; i < targets.size(0); ++i) {
+      if ((two[i][0] - two[i][1]).item<double>() <= 2 * ref.err_out[i].item<double>()) continue;
+      const bool is_argmax = targets[i].item<int64_t>() == argmax[i].item<int64_t>();
+      EXPECT_EQ(out[i].item<float>() == top[i].item<float>(), is_argmax) << "chunk " << chunk << " row " << i;
+      ++checked;
+    }
+    EXPECT_GE(checked, targets.size(0) / 2) << "too few rows with a clear first entry to test anything";
+    out.sum().backward();  // the second output changes nothing of the gradient's way
+    EXPECT_TRUE(in.hidden.grad().defined());
+  }
+}
+
 TEST(ChunkedLogProbs, DefaultChunkHoldsAQuarterGibOfFp32Logits) {
   EXPECT_EQ(DefaultLogProbChunkRows(128256), (int64_t{256} << 20) / (4 * 128256));
   EXPECT_EQ(DefaultLogProbChunkRows(int64_t{1} << 40), 1);

@@ -8,7 +8,10 @@
 #include <initializer_list>
 #include <vector>
 
+#include "tests/support/tiny_llama_config.h"
 #include "worker/data/preference_dataset.h"
+#include "worker/torch/model/llama_model.h"
+#include "worker/torch/train/micro_batch_loss.h"
 #include "worker/torch/train/pair_tensors.h"
 
 namespace zerofit::worker {
@@ -162,6 +165,53 @@ TEST(ObjectivesTest, SftNegativeLogLikelihoodOfTheCompletions) {
   EXPECT_EQ(m.response_tokens, 7);
   out.loss_sum.backward();
   EXPECT_EQ(pc.grad()[0].item<float>(), -1.0f);
+}
+
+// SFT's token accuracy (TRL's mean_token_accuracy) through MicroBatchLoss: the scored tokens the model ranks
+// first, against the full logits' argmax. The completions are written from the model's own predictions, its
+// first choice at every other position, so about half are hits; a position whose two best logits lie
+// within 1e-4 could rank either way between the two paths' roundings and may count either way.
+TEST(ObjectivesTest, SftTokenAccuracyCountsTheScoredTokensTheModelRanksFirst) {
+  torch::manual_seed(3);
+  LlamaModel model(test_support::TinyLlamaConfig(), LlamaOptions{});
+  std::vector<data::PreferencePair> examples(2);
+  for (int e = 0; e < 2; ++e) {
+    std::vector<int64_t> ids = {1, 5 + e, 9};
+    for (int k = 0; k < 6; ++k) {
+      torch::NoGradGuard no_grad;
+      const int64_t best = model->Logits(torch::tensor(ids).unsqueeze(0))[0][-1].argmax().item<int64_t>();
+      ids.push_back(k % 2 == 0 ? best : (best + 1) % 50);
+    }
+    examples[e].prompt.assign(ids.begin(), ids.begin() + 3);
+    examples[e].chosen.assign(ids.begin() + 3, ids.end());
+    examples[e].source_line = e + 1;
+  }
+  examples[1].chosen_scored = {1, 1, 0, 0, 1, 1};  // assistant_only_loss: two tokens unscored
+  BatchFormat sft;
+  sft.rows = data::PairRows::kChosenOnly;
+  const PairTensors b = MakePairTensors(examples, {0, 1}, sft).value();
+  PreferenceTrainOptions o;
+  o.task = PreferenceTrainOptions::Task::kSft;
+  const LossOutput out = MicroBatchLoss(model, nullptr, o, b).value();
+  const PairMetrics m = ReadPairMetrics(out.metrics);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->Logits(b.tokens).to(torch::kDouble);  // [2, 9, V]
+  const torch::Tensor two = std::get<0>(logits.topk(2, -1));
+  const std::vector<std::vector<uint8_t>> scored = {std::vector<uint8_t>(6, 1), examples[1].chosen_scored};
+  int64_t hits = 0, ambiguous = 0, tokens = 0;
+  for (int64_t r = 0; r < 2; ++r) {
+    for (int64_t t = 3; t < 9; ++t) {  // sequence position t, predicted at t - 1
+      if (!scored[r][t - 3]) continue;
+      ++tokens;
+      hits += logits[r][t - 1].argmax().item<int64_t>() == b.tokens[r][t].item<int64_t>();
+      ambiguous += (two[r][t - 1][0] - two[r][t - 1][1]).item<double>() < 1e-4;
+    }
+  }
+  EXPECT_EQ(m.response_tokens, tokens);
+  EXPECT_LE(std::abs(hits - 5), ambiguous)
+      << "the written hits: positions 3, 5, 7 of example 0, 3 and 7 of 1";
+  EXPECT_LE(std::abs(m.correct - static_cast<double>(hits)), static_cast<double>(ambiguous));
+  EXPECT_NEAR(SftTokenAccuracy(m), m.correct / tokens, 1e-12);
 }
 
 TEST(ObjectivesTest, MetricsTensorsSumAndReadInFieldOrder) {

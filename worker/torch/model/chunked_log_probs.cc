@@ -15,12 +15,17 @@ torch::Tensor ChunkLogitsF32(const torch::Tensor& h, const torch::Tensor& weight
   return logits.to(torch::kFloat32);
 }
 
-// log(sum(exp(row))) of each row, shifted by the row's max as torch::logsumexp does. Written out because
-// LibTorch 1.13's logsumexp calls abs(), which has no kernel for the meta device that device_clean_test runs
-// the trainers on; the logits here are finite (a finite head of finite hidden states), so no row is -inf.
-torch::Tensor RowLogSumExp(const torch::Tensor& logits) {
+// log(sum(exp(row))) of each row, shifted by the row's max as torch::logsumexp does, and that max. Written
+// out because LibTorch 1.13's logsumexp calls abs(), which has no kernel for the meta device that
+// device_clean_test runs the trainers on; the logits here are finite (a finite head of finite hidden
+// states), so no row is -inf.
+struct RowStats {
+  torch::Tensor lse, max;  // [rows] fp32
+};
+RowStats RowLogSumExp(const torch::Tensor& logits) {
   const torch::Tensor max = logits.amax({1}, /*keepdim=*/true);
-  return (logits - max).exp_().sum({1}).log_().add_(max.squeeze(1));
+  torch::Tensor lse = (logits - max).exp_().sum({1}).log_().add_(max.squeeze(1));
+  return RowStats{std::move(lse), max.squeeze(1)};
 }
 
 void CheckInputs(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& bias,
@@ -63,25 +68,30 @@ void AddInSlices(torch::Tensor& acc, const torch::Tensor& x) {
 class ChunkedLogProbsFunction : public torch::autograd::Function<ChunkedLogProbsFunction> {
  public:
   // Autograd edges: 0 hidden, 1 weight, 2 bias when present (an optional: LibTorch 1.13 rejects an undefined
-  // tensor as a Function input, and an absent optional takes no edge), then targets.
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
+  // tensor as a Function input, and an absent optional takes no edge), then targets. Outputs: log p(target)
+  // and, not differentiable, log p of each row's most likely entry (max - logsumexp, from the same fp32
+  // logits, so the two are equal exactly when the target's logit is the row's largest).
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
                                const c10::optional<torch::Tensor>& bias_opt, const torch::Tensor& targets,
                                int64_t chunk_rows) {
     const torch::Tensor bias = bias_opt.has_value() ? *bias_opt : torch::Tensor();
     const int64_t n = hidden.size(0);
     torch::Tensor out = torch::empty({n}, hidden.options().dtype(torch::kFloat32));
+    torch::Tensor top = torch::empty({n}, hidden.options().dtype(torch::kFloat32));
     torch::Tensor lse = torch::empty({n}, hidden.options().dtype(torch::kFloat32));
     for (int64_t r = 0; r < n; r += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, n - r);
       torch::Tensor logits = ChunkLogitsF32(hidden.narrow(0, r, rows), weight, bias);
-      torch::Tensor chunk_lse = RowLogSumExp(logits);
+      const RowStats stats = RowLogSumExp(logits);
       torch::Tensor target = logits.gather(1, targets.narrow(0, r, rows).unsqueeze(1)).squeeze(1);
-      out.narrow(0, r, rows).copy_(target - chunk_lse);
-      lse.narrow(0, r, rows).copy_(chunk_lse);
+      out.narrow(0, r, rows).copy_(target - stats.lse);
+      top.narrow(0, r, rows).copy_(stats.max - stats.lse);
+      lse.narrow(0, r, rows).copy_(stats.lse);
     }
     ctx->save_for_backward({hidden, weight, bias, targets, lse});
     ctx->saved_data["chunk_rows"] = chunk_rows;
-    return out;
+    ctx->mark_non_differentiable({top});
+    return {out, top};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
@@ -97,7 +107,8 @@ class ChunkedLogProbsFunction : public torch::autograd::Function<ChunkedLogProbs
     const bool weight_grad = ctx->needs_input_grad(1);
     if (weight_grad && (fp32 || !one_chunk)) g.weight = torch::zeros(weight.sizes(), acc);
     if (bias.defined() && ctx->needs_input_grad(2)) g.bias = torch::zeros(bias.sizes(), acc);
-    const torch::Tensor& go = grad_out[0];  // [N] fp32 (materialised: zeros if the output had no gradient)
+    const torch::Tensor& go = grad_out[0];  // [N] fp32 (materialised: zeros if the output had no gradient);
+                                            // grad_out[1], the top entry's, is not differentiable
     for (int64_t r = 0; r < n; r += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, n - r);
       const torch::Tensor h = hidden.narrow(0, r, rows);
@@ -143,12 +154,15 @@ int64_t DefaultLogProbChunkRows(int64_t vocab) {
 
 torch::Tensor ChunkedTokenLogProbs(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& bias, const torch::Tensor& targets,
-                                   int64_t chunk_rows) {
+                                   int64_t chunk_rows, torch::Tensor* top_logp) {
   CheckInputs(hidden, weight, bias, targets, chunk_rows);
   const int64_t rows = chunk_rows > 0 ? chunk_rows : DefaultLogProbChunkRows(weight.size(0));
   const c10::optional<torch::Tensor> bias_opt =
       bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
-  return ChunkedLogProbsFunction::apply(hidden, weight, bias_opt, targets, std::max<int64_t>(rows, 1));
+  variable_list out =
+      ChunkedLogProbsFunction::apply(hidden, weight, bias_opt, targets, std::max<int64_t>(rows, 1));
+  if (top_logp != nullptr) *top_logp = out[1];
+  return out[0];
 }
 
 torch::Tensor FullLogitsTokenLogProbs(const torch::Tensor& hidden, const torch::Tensor& weight,

@@ -29,10 +29,12 @@ inline constexpr int64_t kChunkLogitsBytes = int64_t{256} << 20;
 // dtype; targets [N] int64 in [0, V). Returns [N] fp32 log p(targets). chunk_rows > 0, or 0 for
 // DefaultLogProbChunkRows(V). Differentiable w.r.t. hidden, weight and bias (each only when it requires
 // grad); the weight's gradient reaches it through autograd's ordinary AccumulateGrad, so gradient hooks on
-// it fire as for any other parameter. Throws c10::Error on bad shapes or dtypes.
+// it fire as for any other parameter. Throws c10::Error on bad shapes or dtypes. `top_logp` (optional)
+// receives [N] fp32 log p of each row's most likely entry, without gradient: the result equals it exactly
+// where the target is that entry (SFT's token accuracy, TRL's mean_token_accuracy).
 torch::Tensor ChunkedTokenLogProbs(const torch::Tensor& hidden, const torch::Tensor& weight,
                                    const torch::Tensor& bias, const torch::Tensor& targets,
-                                   int64_t chunk_rows = 0);
+                                   int64_t chunk_rows = 0, torch::Tensor* top_logp = nullptr);
 
 // The oracle: the same quantity through the full [N, V] logits (what LlamaModel computed before chunking).
 torch::Tensor FullLogitsTokenLogProbs(const torch::Tensor& hidden, const torch::Tensor& weight,

@@ -483,16 +483,19 @@ torch::Tensor LlamaModelImpl::PredictingHidden(const torch::Tensor& input_ids, c
   return Hidden(input_ids).slice(1, from, input_ids.size(1) - 1);
 }
 
-torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids, int64_t from) {
+torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids, int64_t from,
+                                            torch::Tensor* top_logp) {
   torch::Tensor h = PredictingHidden(input_ids, "TokenLogProbs", from);
   // The head is always a plain bias-free linear: LoRA never targets lm_head (kLoraTargets) and the
   // constructor builds it without a bias, so its weight is the whole head and the chunked path is exact.
   const torch::Tensor& w = lm_head ? lm_head->weight : model->embed_tokens->weight;
   // [B, T-1, H] -> [B(T-1), H]: a copy for B > 1 (the slice is strided), which the head keeps for backward
   // instead of the norm's full-length output that linear() would have kept.
-  torch::Tensor logp =
-      ChunkedTokenLogProbs(h.reshape({-1, h.size(2)}), w, torch::Tensor(),
-                           input_ids.slice(1, from + 1).reshape({-1}), options_.log_prob_chunk_rows);
+  torch::Tensor top;
+  torch::Tensor logp = ChunkedTokenLogProbs(
+      h.reshape({-1, h.size(2)}), w, torch::Tensor(), input_ids.slice(1, from + 1).reshape({-1}),
+      options_.log_prob_chunk_rows, top_logp != nullptr ? &top : nullptr);
+  if (top_logp != nullptr) *top_logp = top.view({input_ids.size(0), h.size(1)});
   return logp.view({input_ids.size(0), h.size(1)});
 }
 

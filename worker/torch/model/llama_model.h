@@ -207,8 +207,11 @@ class LlamaModelImpl : public torch::nn::Module {
   // log_softmax computed in fp32. Through ChunkedTokenLogProbs: neither forward nor backward holds the
   // [B, T-1, vocab] fp32 logits, only one chunk of rows (LlamaOptions.log_prob_chunk_rows) at a time.
   // `from` in [0, T-2] skips the head (the vocabulary-sized matmuls) for positions no loss reads: the
-  // prompts' (PairTensors::head_from).
-  torch::Tensor TokenLogProbs(const torch::Tensor& input_ids, int64_t from = 0);
+  // prompts' (PairTensors::head_from). `top_logp` (optional) receives the same shape's log p of the most
+  // likely token at each position, without gradient (ChunkedTokenLogProbs): a prediction is right where
+  // the two are equal.
+  torch::Tensor TokenLogProbs(const torch::Tensor& input_ids, int64_t from = 0,
+                              torch::Tensor* top_logp = nullptr);
   // The same through the full logits (the computation TokenLogProbs replaced): the tests' oracle.
   torch::Tensor TokenLogProbsFullLogits(const torch::Tensor& input_ids);
 

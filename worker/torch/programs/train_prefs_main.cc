@@ -379,7 +379,8 @@ std::string HeldOutFigure(PreferenceTrainOptions::Task task, const PairMetrics& 
   switch (task) {
     case PreferenceTrainOptions::Task::kSft: {
       const double per_token = SftLossPerToken(m);
-      return absl::StrFormat("perplexity %.3f", std::exp(per_token));
+      return absl::StrFormat("perplexity %.3f, token accuracy %.3f", std::exp(per_token),
+                             SftTokenAccuracy(m));
     }
     case PreferenceTrainOptions::Task::kDpo:
       return absl::StrFormat("implicit-reward accuracy %.3f", m.correct / n);
@@ -404,7 +405,7 @@ void PrintStepLine(const StepReport& r, PreferenceTrainOptions::Task task, int64
   const PairMetrics& m = r.metrics;
   const bool sft = task == PreferenceTrainOptions::Task::kSft;
   const std::string figures =
-      sft ? absl::StrFormat("ppl %.3f", std::exp(SftLossPerToken(m)))
+      sft ? absl::StrFormat("ppl %.3f  tok-acc %.3f", std::exp(SftLossPerToken(m)), SftTokenAccuracy(m))
           : absl::StrFormat("acc %.3f  margin %.3f", m.correct / m.pairs, m.margin_sum / m.pairs);
   std::printf(
       "step %4lld/%lld  loss %.4f  %s  grad-norm %.3f  lr %.2e  %.1f %s/s  peak %s%.0f MiB host  ETA %.0fs\n",

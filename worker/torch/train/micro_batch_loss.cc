@@ -34,17 +34,25 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
     out =
         BradleyTerryLoss(scores.slice(0, 0, n), scores.slice(0, n), b.margins, o.center_rewards_coefficient);
   } else {
-    const torch::Tensor pol = ResponseLogProbs(policy->TokenLogProbs(b.tokens, b.head_from), b.starts,
-                                               b.lengths, b.head_from, b.scored);
-    if (o.task == Task::kSft) {
+    const bool sft = o.task == Task::kSft;
+    torch::Tensor top;  // SFT: log p of the most likely token at each position, for the token accuracy
+    const torch::Tensor token_logp = policy->TokenLogProbs(b.tokens, b.head_from, sft ? &top : nullptr);
+    const torch::Tensor pol = ResponseLogProbs(token_logp, b.starts, b.lengths, b.head_from, b.scored);
+    if (sft) {
       if (b.tokens.size(0) != n) {
         return absl::FailedPreconditionError(
             "an SFT batch holds the completions alone (MakePairTensors with PairRows::kChosenOnly)");
       }
+      torch::Tensor hits;
+      {
+        torch::NoGradGuard no_grad;  // a prediction is right where its token's log p is the top one
+        hits = ResponseLogProbs((token_logp >= top).to(torch::kFloat32), b.starts, b.lengths, b.head_from,
+                                b.scored);
+      }
       // The tokens scored: position 0 has no prediction, so a row without a prompt (no BOS) scores one
       // fewer than its length.
-      out =
-          SftLoss(pol, b.scored.defined() ? b.scored.slice(1, 1).sum(1) : b.lengths - b.starts.clamp_min(1));
+      out = SftLoss(pol, b.scored.defined() ? b.scored.slice(1, 1).sum(1) : b.lengths - b.starts.clamp_min(1),
+                    hits);
     } else {
       if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
       ZF_ASSIGN_OR_RETURN(torch::Tensor ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths,

@@ -43,6 +43,7 @@ void SetPairValues(const std::string& prefix, const PairMetrics& p, PreferenceTr
     const double per_token = SftLossPerToken(p);
     set(names::kSftLossPerToken, per_token);
     set(names::kSftPerplexity, std::exp(per_token));
+    set(names::kSftTokenAccuracy, SftTokenAccuracy(p));
   }
 }
 

@@ -106,12 +106,14 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
   return LossOutput{per_pair.sum(), metrics, h.size(0)};
 }
 
-LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& completion_tokens) {
+LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& completion_tokens,
+                   const torch::Tensor& correct_tokens) {
   const torch::Tensor nll = -completion_logps;
   torch::Tensor metrics;
   {
     torch::NoGradGuard no_grad;
-    metrics = MetricsTensor(nll.sum(), torch::Tensor(), torch::Tensor(), completion_logps.size(0),
+    const torch::Tensor correct = correct_tokens.defined() ? correct_tokens.sum() : torch::Tensor();
+    metrics = MetricsTensor(nll.sum(), correct, torch::Tensor(), completion_logps.size(0),
                             completion_logps.sum(), torch::Tensor(), completion_tokens.sum());
   }
   return LossOutput{nll.sum(), metrics, completion_logps.size(0)};

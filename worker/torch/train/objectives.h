@@ -20,7 +20,8 @@ namespace zerofit::worker {
 // Sums of per-pair metrics over a micro-batch; divide by `pairs` (after summing across ranks) for means.
 struct PairMetrics {
   double loss_sum = 0;
-  double correct = 0;     // pairs where chosen beats rejected (reward: score; DPO: implicit reward)
+  double correct = 0;  // pairs where chosen beats rejected (reward: score; DPO: implicit reward); SFT: scored
+                       // tokens the model ranks first (its token accuracy's numerator)
   double margin_sum = 0;  // reward: score_c - score_r; DPO: beta * (policy - reference log-ratio difference)
   double pairs = 0;
   // Per-response sums (named metrics, worker/metrics/step_metrics.h): reward: the scores of the chosen and
@@ -45,6 +46,11 @@ struct PairMetrics {
 // SFT's loss per completion token (its perplexity is the exp of it); 0 tokens count as 1.
 inline double SftLossPerToken(const PairMetrics& m) {
   return m.loss_sum / (m.response_tokens > 1.0 ? m.response_tokens : 1.0);
+}
+
+// SFT's share of scored tokens the model ranks first (TRL's mean_token_accuracy); 0 tokens count as 1.
+inline double SftTokenAccuracy(const PairMetrics& m) {
+  return m.correct / (m.response_tokens > 1.0 ? m.response_tokens : 1.0);
 }
 
 // The loss a step's gradient is the mean of (LossOutput::units), as TRL logs it: per pair, or for SFT per
@@ -104,11 +110,13 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
                    const DpoOptions& options);
 
 // SFT: the negative log-likelihood of the completions, sum over examples. Inputs [B]: the sequence
-// log-probabilities of the completions (an SFT batch holds them alone: PairRows::kChosenOnly) and the number
-// of tokens of each (metrics' response_tokens, any integer or float dtype). There is nothing to compare a
-// completion with, so the metrics' correct, margin and rejected sums stay 0 (the loss per token and the
-// perplexity are SFT's figures, named_step_metrics.h).
-LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& completion_tokens);
+// log-probabilities of the completions (an SFT batch holds them alone: PairRows::kChosenOnly), the number
+// of tokens of each (metrics' response_tokens, any integer or float dtype) and, optionally, how many of them
+// the model ranks first (metrics' correct: the token accuracy's numerator; undefined: 0). There is no
+// second response to compare a completion with, so the margin and rejected sums stay 0 (the loss per token,
+// the perplexity and the token accuracy are SFT's figures, named_step_metrics.h).
+LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& completion_tokens,
+                   const torch::Tensor& correct_tokens = torch::Tensor());
 
 // Sum of log p(token) over the response tokens of each sequence. token_logprobs [B, T-1-from] holds
 // log p(x[t+1] | x[<=t]) at column t - from (LlamaModel::TokenLogProbs(ids, from)); the response occupies
