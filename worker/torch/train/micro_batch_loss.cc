@@ -49,10 +49,10 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
         hits = ResponseLogProbs((token_logp >= top).to(torch::kFloat32), b.starts, b.lengths, b.head_from,
                                 b.scored);
       }
-      // The tokens scored: position 0 has no prediction, so a row without a prompt (no BOS) scores one
-      // fewer than its length.
-      out = SftLoss(pol, b.scored.defined() ? b.scored.slice(1, 1).sum(1) : b.lengths - b.starts.clamp_min(1),
-                    hits);
+      // The tokens scored, counted on the host where the batch was built (the optimizer's units too).
+      const torch::Tensor tokens =
+          torch::full({}, static_cast<double>(b.scored_tokens), pol.options().dtype(torch::kFloat64));
+      out = SftLoss(pol, tokens, hits);
     } else {
       if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
       ZF_ASSIGN_OR_RETURN(torch::Tensor ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths,

@@ -111,10 +111,10 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
 
 // SFT: the negative log-likelihood of the completions, sum over examples. Inputs [B]: the sequence
 // log-probabilities of the completions (an SFT batch holds them alone: PairRows::kChosenOnly), the number
-// of tokens of each (metrics' response_tokens, any integer or float dtype) and, optionally, how many of them
-// the model ranks first (metrics' correct: the token accuracy's numerator; undefined: 0). There is no
-// second response to compare a completion with, so the margin and rejected sums stay 0 (the loss per token,
-// the perplexity and the token accuracy are SFT's figures, named_step_metrics.h).
+// of tokens of each or their total (metrics' response_tokens, any integer or float dtype) and, optionally,
+// how many of them the model ranks first (metrics' correct: the token accuracy's numerator; undefined: 0).
+// There is no second response to compare a completion with, so the margin and rejected sums stay 0 (the
+// loss per token, the perplexity and the token accuracy are SFT's figures, named_step_metrics.h).
 LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& completion_tokens,
                    const torch::Tensor& correct_tokens = torch::Tensor());
 
