@@ -124,18 +124,14 @@ TEST(TrainerFieldsTest, TheSftSectionReachesThePlanAndItsJson) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(std::string(refused.status().message()),
             "job.yaml:9: field 'sft': applies to task sft only, not reward");
-  absl::StatusOr<JobSpec> typo =
-      ParseJobSpec(Yaml("sft", "", "sft: {completion_only_loss: maybe}\n"), "job.yaml");
-  ASSERT_FALSE(typo.ok());
-  EXPECT_NE(std::string(typo.status().message()).find("job.yaml:9: field 'sft.completion_only_loss'"),
-            std::string::npos)
-      << typo.status();
-  absl::StatusOr<JobSpec> other =
-      ParseJobSpec(Yaml("sft", "", "sft: {assistant_only_loss: 1.5}\n"), "job.yaml");
-  ASSERT_FALSE(other.ok());
-  EXPECT_NE(std::string(other.status().message()).find("job.yaml:9: field 'sft.assistant_only_loss'"),
-            std::string::npos)
-      << other.status();
+  for (const std::string& field : {"completion_only_loss: maybe", "assistant_only_loss: 1.5"}) {
+    absl::StatusOr<JobSpec> typo = ParseJobSpec(Yaml("sft", "", "sft: {" + field + "}\n"), "job.yaml");
+    ASSERT_FALSE(typo.ok()) << field;
+    const std::string name = field.substr(0, field.find(':'));
+    EXPECT_NE(std::string(typo.status().message()).find("job.yaml:9: field 'sft." + name + "'"),
+              std::string::npos)
+        << typo.status();
+  }
 }
 
 TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
