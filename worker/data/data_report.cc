@@ -71,16 +71,6 @@ std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e, bo
   return lints;
 }
 
-// The tokens of an SFT example its loss scores: its completion's flagged ones, or all of them; position 0
-// (the completion's first token when there is no prompt) has no prediction.
-size_t ScoredTokens(const PreferencePair& e) {
-  const size_t unpredicted = e.prompt.empty() ? 1 : 0;
-  if (e.chosen_scored.empty()) return e.chosen.size() - std::min(unpredicted, e.chosen.size());
-  return static_cast<size_t>(
-      std::count(e.chosen_scored.begin() + std::min(unpredicted, e.chosen_scored.size()),
-                 e.chosen_scored.end(), uint8_t{1}));
-}
-
 }  // namespace
 
 PreferencePair TruncatePair(const PreferencePair& whole, int32_t bos_id, int32_t eos_id,

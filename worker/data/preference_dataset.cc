@@ -360,6 +360,14 @@ PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const 
   return pair;
 }
 
+size_t ScoredTokens(const PreferencePair& e) {
+  const size_t unpredicted = e.prompt.empty() ? 1 : 0;
+  if (e.chosen_scored.empty()) return e.chosen.size() - std::min(unpredicted, e.chosen.size());
+  return static_cast<size_t>(
+      std::count(e.chosen_scored.begin() + std::min(unpredicted, e.chosen_scored.size()),
+                 e.chosen_scored.end(), uint8_t{1}));
+}
+
 absl::StatusOr<std::vector<PreferencePair>> ParsePreferenceJsonl(const std::string& contents,
                                                                  const std::string& source,
                                                                  const Tokenizer* tok,

@@ -110,6 +110,11 @@ PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const 
                                       const PreferenceDataOptions& options, size_t source_line,
                                       const std::vector<uint8_t>& chosen_scored = {});
 
+// The tokens of an SFT example (no rejected response) its loss scores: its completion's flagged ones
+// (chosen_scored), or all of them; never the sequence's position 0, which nothing predicts (the completion's
+// first token when the prompt is empty).
+size_t ScoredTokens(const PreferencePair& example);
+
 // Parses JSONL `contents`; `source` names it in errors (usually the path). `tok` may be nullptr when every
 // line is pre-tokenized. A file without any pair is an error. `stats` (optional) receives truncation counts.
 absl::StatusOr<std::vector<PreferencePair>> ParsePreferenceJsonl(const std::string& contents,

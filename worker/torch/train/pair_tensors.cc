@@ -35,20 +35,6 @@ absl::StatusOr<torch::Tensor> HostReadout(const PairTensors& t, std::optional<in
   }
 }
 
-// PairTensors::scored_tokens of the host batch.
-int64_t ScoredTokens(const data::PairBatch& b) {
-  int64_t n = 0;
-  for (int64_t row = 0; row < b.num_rows(); ++row) {
-    if (b.scored.empty()) {
-      n += b.lengths[row] - std::max<int64_t>(b.response_start[row], 1);
-    } else {
-      const auto first = b.scored.begin() + b.row_offset(row);
-      n += std::count(first + 1, first + b.max_len, uint8_t{1});
-    }
-  }
-  return n;
-}
-
 }  // namespace
 
 absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePair>& pairs,
@@ -67,7 +53,7 @@ absl::StatusOr<PairTensors> MakePairTensors(const std::vector<data::PreferencePa
   if (!b.scored.empty()) {
     t.scored = torch::from_blob(b.scored.data(), {b.num_rows(), b.max_len}, torch::kUInt8).to(torch::kBool);
   }
-  t.scored_tokens = ScoredTokens(b);
+  t.scored_tokens = b.scored_tokens;
   if (format.reward_readout) {
     ZF_ASSIGN_OR_RETURN(t.readout, HostReadout(t, format.readout_pad_token));
     if (std::any_of(b.margins.begin(), b.margins.end(), [](float m) { return m != 0.0f; })) {

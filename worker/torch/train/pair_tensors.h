@@ -33,8 +33,7 @@ struct PairTensors {
   // PairBatch::scored): [R, T] bool, true at each scored position. Undefined otherwise: the losses score
   // positions [starts, lengths).
   torch::Tensor scored;
-  // The tokens an SFT loss scores in this batch, counted on the host (no device read): per row its scored
-  // flags after position 0, or its positions [max(starts, 1), lengths) (position 0 has no prediction).
+  // An SFT batch: the tokens its loss scores, counted on the host (PairBatch::scored_tokens; no device read).
   int64_t scored_tokens = 0;
 };
 
