@@ -155,8 +155,9 @@ class FieldReader {
   // A token id in [0, vocab_size), or a list of them (Llama 3 lists several eos ids): each is checked,
   // the first is kept.
   // `minus_one_is_none`: -1 means "no such token" (what old Llama conversions write for pad_token_id).
+  // A token id, or a list of them (the first into `out`, the others into `more` when given).
   absl::Status OptionalTokenId(const std::string& field, int64_t vocab_size, std::optional<int64_t>* out,
-                               bool minus_one_is_none = false) const {
+                               bool minus_one_is_none = false, std::vector<int64_t>* more = nullptr) const {
     const Json* j = Get(field);
     if (j == nullptr) return absl::OkStatus();
     if (minus_one_is_none && j->is_number_integer() && j->get<int64_t>() == -1) return absl::OkStatus();
@@ -173,6 +174,7 @@ class FieldReader {
                                   " is not a token id of the vocabulary [0, vocab_size = ", vocab_size, ")"));
       }
       if (i == 0) *out = v;
+      if (i > 0 && more != nullptr) more->push_back(v);
     }
     return absl::OkStatus();
   }
@@ -552,7 +554,8 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const 
   ZF_RETURN_IF_ERROR(
       r.OptionalTokenId("pad_token_id", c.vocab_size, &c.pad_token_id, /*minus_one_is_none=*/true));
   ZF_RETURN_IF_ERROR(r.OptionalTokenId("bos_token_id", c.vocab_size, &c.bos_token_id));
-  ZF_RETURN_IF_ERROR(r.OptionalTokenId("eos_token_id", c.vocab_size, &c.eos_token_id));
+  ZF_RETURN_IF_ERROR(r.OptionalTokenId("eos_token_id", c.vocab_size, &c.eos_token_id,
+                                       /*minus_one_is_none=*/false, &c.more_eos_token_ids));
   ZF_RETURN_IF_ERROR(CheckUnusedFields(r));
   // transformers >= 4.56 writes "dtype"; earlier versions "torch_dtype".
   ZF_RETURN_IF_ERROR(
@@ -629,7 +632,12 @@ std::string HfConfigToJson(const HfModelConfig& c) {
   }
   if (c.pad_token_id.has_value()) j["pad_token_id"] = *c.pad_token_id;
   if (c.bos_token_id.has_value()) j["bos_token_id"] = *c.bos_token_id;
-  if (c.eos_token_id.has_value()) j["eos_token_id"] = *c.eos_token_id;
+  if (c.eos_token_id.has_value() && c.more_eos_token_ids.empty()) j["eos_token_id"] = *c.eos_token_id;
+  if (c.eos_token_id.has_value() && !c.more_eos_token_ids.empty()) {
+    nlohmann::ordered_json ids = nlohmann::ordered_json::array({*c.eos_token_id});
+    for (int64_t id : c.more_eos_token_ids) ids.push_back(id);
+    j["eos_token_id"] = std::move(ids);
+  }
   if (!c.torch_dtype.empty()) j["torch_dtype"] = c.torch_dtype;
   // Names are plain ASCII here and torch_dtype came from valid JSON, so strict dumping cannot throw;
   // replace keeps that a guarantee for hand-built configs too.

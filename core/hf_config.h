@@ -39,7 +39,10 @@ struct HfModelConfig {
   bool attention_bias = false;            // q/k/v projections carry a bias (Qwen2: true)
   std::optional<int64_t> sliding_window;  // keys j <= i - window masked (Qwen2: refused)
   int64_t num_labels = 1;                 // *ForSequenceClassification
-  std::optional<int64_t> pad_token_id, bos_token_id, eos_token_id;
+  std::optional<int64_t> pad_token_id, bos_token_id, eos_token_id;  // a list-valued id: its first entry
+  // A list-valued eos_token_id's other entries (Llama 3.1: [128001, 128008, 128009] is 128001 and these two),
+  // written back as the list: transformers' generate stops at every one, so an export must keep them all.
+  std::vector<int64_t> more_eos_token_ids;
   std::string torch_dtype;  // as written ("bfloat16", "float32", ...), informational
 
   bool is_sequence_classification() const;

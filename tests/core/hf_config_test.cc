@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
 
 namespace zerofit::core {
 namespace {
@@ -165,6 +168,7 @@ void ExpectSame(const HfModelConfig& a, const HfModelConfig& b) {
   EXPECT_EQ(a.pad_token_id, b.pad_token_id);
   EXPECT_EQ(a.bos_token_id, b.bos_token_id);
   EXPECT_EQ(a.eos_token_id, b.eos_token_id);
+  EXPECT_EQ(a.more_eos_token_ids, b.more_eos_token_ids);
   EXPECT_EQ(a.torch_dtype, b.torch_dtype);
   EXPECT_EQ(a.ParameterCount(), b.ParameterCount());
 }
@@ -223,7 +227,14 @@ TEST(HfConfigTest, Llama31RopeScalingAndEosList) {
   EXPECT_EQ(c.rope_scaling->high_freq_factor, 4.0);
   EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
   EXPECT_EQ(c.rope_theta, 500000.0);
-  EXPECT_EQ(c.eos_token_id, 128001);             // first of the list
+  EXPECT_EQ(c.eos_token_id, 128001);  // first of the list
+  EXPECT_EQ(c.more_eos_token_ids, (std::vector<int64_t>{128008, 128009}));
+  // An export writes the whole list back: transformers' generate stops at <|eot_id|> (128009) only if it is
+  // there (the first entry alone made a fine-tuned Llama 3.1 Instruct talk past the end of its turn).
+  const nlohmann::ordered_json written = nlohmann::ordered_json::parse(HfConfigToJson(c));
+  EXPECT_EQ(written["eos_token_id"], nlohmann::ordered_json::parse("[128001, 128008, 128009]"));
+  EXPECT_TRUE(
+      nlohmann::ordered_json::parse(HfConfigToJson(MustParse(kLlama2_7b)))["eos_token_id"].is_number());
   EXPECT_EQ(c.ParameterCount(), 8'030'261'248);  // Llama-3.1-8B
 }
 
