@@ -88,12 +88,18 @@ TEST(ObjectivesTest, BradleyTerryLossCentringTerm) {
               Float32Bound({1.0, 0.06}));
 }
 
-TEST(ObjectivesTest, DpoSigmoidWithLabelSmoothingAndIpo) {
+// Two pairs' sequence log-probabilities under the policy (chosen pc, rejected pr) and the reference (rc, rr):
+// h = (pc - pr) - (rc - rr) = {1 - 0, -1 - (-0.5)} = {1, -0.5}. Only pc takes a gradient.
+struct DpoInputs {
   torch::Tensor pc = torch::tensor({-3.0f, -5.0f}, torch::requires_grad());
   torch::Tensor pr = torch::tensor({-4.0f, -4.0f});
   torch::Tensor rc = torch::tensor({-3.5f, -5.0f});
   torch::Tensor rr = torch::tensor({-3.5f, -4.5f});
-  // h = (pc - pr) - (rc - rr) = {1 - 0, -1 - (-0.5)} = {1, -0.5}
+};
+
+TEST(ObjectivesTest, DpoSigmoidWithLabelSmoothingAndIpo) {
+  const DpoInputs in;
+  const torch::Tensor &pc = in.pc, &pr = in.pr, &rc = in.rc, &rr = in.rr;
   DpoOptions o;
   o.beta = 0.5;
   o.label_smoothing = 0.1;
@@ -118,12 +124,10 @@ TEST(ObjectivesTest, DpoSigmoidWithLabelSmoothingAndIpo) {
   EXPECT_FALSE(ParseDpoLoss("exo_pair").ok());
 }
 
-// TRL's hinge (SLiC) and robust (rDPO) losses on the h = {1, -0.5} of the test above, against float64.
+// TRL's hinge (SLiC) and robust (rDPO) losses on DpoInputs' h = {1, -0.5}, against float64.
 TEST(ObjectivesTest, DpoHingeAndRobust) {
-  torch::Tensor pc = torch::tensor({-3.0f, -5.0f}, torch::requires_grad());
-  torch::Tensor pr = torch::tensor({-4.0f, -4.0f});
-  torch::Tensor rc = torch::tensor({-3.5f, -5.0f});
-  torch::Tensor rr = torch::tensor({-3.5f, -4.5f});
+  const DpoInputs in;
+  const torch::Tensor &pc = in.pc, &pr = in.pr, &rc = in.rc, &rr = in.rr;
   DpoOptions o;
   o.beta = 0.5;
   ASSERT_EQ(*ParseDpoLoss("hinge"), DpoOptions::Loss::kHinge);
