@@ -203,7 +203,7 @@ absl::StatusOr<TokenizeReport> RunTokenize(const TokenizeFlags& flags) {
   auto tok = text::TokenizerJson::FromFile(flags.tokenizer_dir + "/tokenizer.json");
   if (!tok.ok()) return tok.status();
   std::optional<text::ChatTemplate> chat;
-  auto loaded = text::ChatTemplate::FromTokenizerConfig(flags.tokenizer_dir + "/tokenizer_config.json");
+  auto loaded = text::ChatTemplate::FromDirectory(flags.tokenizer_dir);
   if (loaded.ok()) {
     chat = std::move(*loaded);
   } else if (!absl::IsNotFound(loaded.status())) {

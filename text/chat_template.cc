@@ -1,5 +1,8 @@
 #include "text/chat_template.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "core/text_file.h"
@@ -36,6 +39,48 @@ std::vector<std::pair<std::string, Value>> TransformersGlobals(const ChatTemplat
   return g;
 }
 
+// A JSON file that must hold an object; errors name it.
+absl::StatusOr<nlohmann::ordered_json> ReadConfigObject(const std::string& path) {
+  ZF_ASSIGN_OR_RETURN(std::string text, core::ReadTextFile(path));
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+  }
+  return config;
+}
+
+struct TemplateFile {
+  std::string name;  // "default" for chat_template.jinja, else the file's stem
+  std::string path;
+};
+
+// The standalone template files of a model directory, as transformers' from_pretrained finds them:
+// chat_template.jinja and additional_chat_templates/<name>.jinja (sorted by name, so that errors repeat).
+absl::StatusOr<std::vector<TemplateFile>> TemplateFilesIn(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<TemplateFile> files;
+  const fs::path root = fs::path(dir) / ChatTemplate::kChatTemplateFile;
+  if (fs::is_regular_file(root)) files.push_back({"default", root.string()});
+  const fs::path extra = fs::path(dir) / ChatTemplate::kAdditionalTemplatesDir;
+  std::error_code ec;
+  if (!fs::is_directory(extra, ec)) return files;
+  std::vector<TemplateFile> named;
+  for (const fs::directory_entry& e : fs::directory_iterator(extra, ec)) {
+    if (e.path().extension() != ".jinja" || !e.is_regular_file()) continue;
+    named.push_back({e.path().stem().string(), e.path().string()});
+  }
+  if (ec) return absl::InternalError(absl::StrCat(extra.string(), ": cannot be listed: ", ec.message()));
+  std::sort(named.begin(), named.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (TemplateFile& f : named) {
+    if (f.name == "default" && !files.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(f.path, ": a second 'default' template next to ", root.string()));
+    }
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
 }  // namespace
 
 absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
@@ -50,49 +95,82 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
   return t;
 }
 
-absl::StatusOr<ChatTemplate> ChatTemplate::FromTokenizerConfig(const std::string& path) {
-  ZF_ASSIGN_OR_RETURN(std::string text, core::ReadTextFile(path));
-  nlohmann::ordered_json config = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
+absl::Status ChatTemplate::Add(const std::string& where, const std::string& name, std::string source) {
+  auto parsed = Parse(std::move(source));
+  if (!parsed.ok()) {
+    return absl::Status(parsed.status().code(),
+                        absl::StrCat(where, ": template '", name, "': ", parsed.status().message()));
   }
+  Named named = std::move(parsed->templates_[0]);
+  named.name = name;
+  templates_.push_back(std::move(named));
+  return absl::OkStatus();
+}
+
+absl::Status ChatTemplate::AddFromConfig(const std::string& path, const nlohmann::ordered_json& entry) {
+  auto text = [&](const std::string& name, const nlohmann::ordered_json& source) -> absl::Status {
+    if (!source.is_string())
+      return absl::InvalidArgumentError(absl::StrCat(path, ": chat template '", name, "' is not a string"));
+    return Add(path, name, source.get<std::string>());
+  };
+  if (entry.is_string()) return text("default", entry);
+  if (!entry.is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": chat_template must be a string or a list"));
+  }
+  for (const auto& named : entry) {
+    if (!named.is_object() || !named.contains("name") || !named["name"].is_string() ||
+        !named.contains("template")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": chat_template entries need \"name\" and \"template\""));
+    }
+    ZF_RETURN_IF_ERROR(text(named["name"].get<std::string>(), named["template"]));
+  }
+  return absl::OkStatus();
+}
+
+void ChatTemplate::TakeSpecialTokens(const nlohmann::ordered_json& config) {
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+    auto tok = config.find(key);
+    if (tok == config.end()) continue;
+    if (auto content = TokenContent(*tok)) special_tokens_[key] = *content;
+  }
+}
+
+absl::StatusOr<ChatTemplate> ChatTemplate::FromTokenizerConfig(const std::string& path) {
+  ZF_ASSIGN_OR_RETURN(const nlohmann::ordered_json config, ReadConfigObject(path));
   auto it = config.find("chat_template");
   if (it == config.end() || it->is_null()) {
     return absl::NotFoundError(absl::StrCat(path, ": no chat_template"));
   }
   ChatTemplate result;
-  auto add = [&](const std::string& name, const nlohmann::ordered_json& source) -> absl::Status {
-    if (!source.is_string())
-      return absl::InvalidArgumentError(absl::StrCat(path, ": chat template '", name, "' is not a string"));
-    auto parsed = Parse(source.get<std::string>());
-    if (!parsed.ok()) {
-      return absl::Status(parsed.status().code(),
-                          absl::StrCat(path, ": template '", name, "': ", parsed.status().message()));
-    }
-    Named named = std::move(parsed->templates_[0]);
-    named.name = name;
-    result.templates_.push_back(std::move(named));
-    return absl::OkStatus();
-  };
-  if (it->is_string()) {
-    ZF_RETURN_IF_ERROR(add("default", *it));
-  } else if (it->is_array()) {
-    for (const auto& entry : *it) {
-      if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string() ||
-          !entry.contains("template")) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ": chat_template entries need \"name\" and \"template\""));
-      }
-      ZF_RETURN_IF_ERROR(add(entry["name"].get<std::string>(), entry["template"]));
-    }
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": chat_template must be a string or a list"));
+  ZF_RETURN_IF_ERROR(result.AddFromConfig(path, *it));
+  result.TakeSpecialTokens(config);
+  return result;
+}
+
+absl::StatusOr<ChatTemplate> ChatTemplate::FromDirectory(const std::string& dir) {
+  const std::string config_path = dir + "/tokenizer_config.json";
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
+  if (std::filesystem::exists(config_path)) {
+    ZF_ASSIGN_OR_RETURN(config, ReadConfigObject(config_path));
   }
-  for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
-    auto tok = config.find(key);
-    if (tok == config.end()) continue;
-    if (auto content = TokenContent(*tok)) result.special_tokens_[key] = *content;
+  ChatTemplate result;
+  ZF_ASSIGN_OR_RETURN(const std::vector<TemplateFile> files, TemplateFilesIn(dir));
+  for (const TemplateFile& file : files) {
+    ZF_ASSIGN_OR_RETURN(std::string source, core::ReadTextFile(file.path));
+    ZF_RETURN_IF_ERROR(result.Add(file.path, file.name, std::move(source)));
   }
+  auto it = config.find("chat_template");
+  if (files.empty() && it != config.end() && !it->is_null()) {
+    ZF_RETURN_IF_ERROR(result.AddFromConfig(config_path, *it));
+  }
+  if (result.templates_.empty()) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no chat template (", kChatTemplateFile, ", ",
+                                            kAdditionalTemplatesDir,
+                                            "/*.jinja or tokenizer_config.json's "
+                                            "chat_template)"));
+  }
+  result.TakeSpecialTokens(config);
   return result;
 }
 

@@ -1,4 +1,5 @@
-// Hugging Face chat templates: the Jinja template in tokenizer_config.json that turns a list of chat
+// Hugging Face chat templates: the Jinja template of a model directory (chat_template.jinja, or the
+// chat_template of tokenizer_config.json) that turns a list of chat
 // messages into the prompt text, rendered exactly as transformers' apply_chat_template does (jinja2 with
 // trim_blocks, lstrip_blocks, loop controls, its tojson, raise_exception and strftime_now).
 #pragma once
@@ -55,6 +56,15 @@ class ChatTemplate {
   // file or its chat_template is missing (gpt2 has none).
   static absl::StatusOr<ChatTemplate> FromTokenizerConfig(const std::string& path);
 
+  // The chat templates of a model directory, found as transformers' from_pretrained finds them: when
+  // chat_template.jinja ("default") or additional_chat_templates/<name>.jinja exist (transformers 4.47+
+  // writes them), they are the templates and tokenizer_config.json's chat_template is ignored; otherwise
+  // that chat_template. Special tokens come from tokenizer_config.json, which may be absent. NotFound when
+  // the directory has no template; errors name the file.
+  static absl::StatusOr<ChatTemplate> FromDirectory(const std::string& dir);
+  static constexpr const char* kChatTemplateFile = "chat_template.jinja";
+  static constexpr const char* kAdditionalTemplatesDir = "additional_chat_templates";
+
   // Renders `messages` (a JSON list of {"role", "content", ...}). Errors carry the template position;
   // raise_exception("msg") in the template fails with InvalidArgument containing "msg". Takes ordered_json
   // because Python dicts keep their key order and `tojson` prints it; a plain nlohmann::json converts
@@ -72,6 +82,11 @@ class ChatTemplate {
     std::shared_ptr<const NodeList> program;
   };
   absl::StatusOr<const Named*> Pick(const ChatTemplateOptions& options) const;
+  // Parses `source` as the template `name`; errors are prefixed with `where` (the file).
+  absl::Status Add(const std::string& where, const std::string& name, std::string source);
+  // tokenizer_config.json's chat_template entry: a string or a list of {"name", "template"}.
+  absl::Status AddFromConfig(const std::string& path, const nlohmann::ordered_json& entry);
+  void TakeSpecialTokens(const nlohmann::ordered_json& config);
 
   std::vector<Named> templates_;
   std::map<std::string, std::string> special_tokens_;  // bos_token, eos_token, ... from the config

@@ -77,6 +77,87 @@ INSTANTIATE_TEST_SUITE_P(Models, HfTemplateGolden,
                            return n;
                          });
 
+// A model directory as transformers 4.47+ saves it: the template in chat_template.jinja, none in
+// tokenizer_config.json. `config` is written as the directory's tokenizer_config.json.
+std::string SavedModelDir(const std::string& name, const Json& config, const std::string& jinja) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer_config.json") << config.dump();
+  if (!jinja.empty()) std::ofstream(dir / ChatTemplate::kChatTemplateFile, std::ios::binary) << jinja;
+  return dir.string();
+}
+
+void WriteNamedTemplate(const std::string& dir, const std::string& name, const std::string& source) {
+  const std::filesystem::path extra = std::filesystem::path(dir) / ChatTemplate::kAdditionalTemplatesDir;
+  std::filesystem::create_directories(extra);
+  std::ofstream(extra / (name + ".jinja"), std::ios::binary) << source;
+}
+
+// Every golden row of the shared models, rendered from their templates moved into chat_template.jinja.
+TEST_P(HfTemplateGolden, TheSameTemplateSavedAsChatTemplateJinjaRendersAlike) {
+  const std::string config_path = kHfDir + "/" + GetParam() + "/tokenizer_config.json";
+  if (!std::filesystem::exists(config_path)) GTEST_SKIP() << config_path << " is missing";
+  Json config = Json::parse(std::ifstream(config_path));
+  const std::string source = config["chat_template"].get<std::string>();
+  config.erase("chat_template");
+  auto t = ChatTemplate::FromDirectory(SavedModelDir("jinja_" + GetParam(), config, source));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::vector<Json> rows = ReadGolden(GetParam());
+  ASSERT_GT(rows.size(), 10u);
+  for (const Json& row : rows) CheckRow(*t, row);
+}
+
+TEST(ChatTemplateTest, TemplateFilesReplaceTheConfigsTemplatesAsInTransformers) {
+  const Json config = {{"bos_token", "<s>"}, {"chat_template", "CONFIG"}};
+  auto from_config = ChatTemplate::FromDirectory(SavedModelDir("config_only", config, ""));
+  ASSERT_TRUE(from_config.ok()) << from_config.status();
+  EXPECT_EQ(*from_config->Render(Json::array(), {}), "CONFIG");
+
+  const std::string dir = SavedModelDir("jinja_and_named", config, "J{{ bos_token }}");
+  WriteNamedTemplate(dir, "tool_use", "T{{ tools|length }}");
+  std::ofstream(dir + "/" + ChatTemplate::kAdditionalTemplatesDir + "/notes.txt") << "not a template";
+  auto t = ChatTemplate::FromDirectory(dir);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t->Render(Json::array(), {}), "J<s>");  // the config's "CONFIG" is ignored
+  ChatTemplateOptions with_tools;
+  with_tools.tools = Json::array({Json::object()});
+  EXPECT_EQ(*t->Render(Json::array(), with_tools), "T1");
+
+  // Named templates alone (no chat_template.jinja) also replace the config's, and have no default.
+  const std::string named_only = SavedModelDir("named_only", config, "");
+  WriteNamedTemplate(named_only, "rag", "R");
+  WriteNamedTemplate(named_only, "x", "X");
+  auto n = ChatTemplate::FromDirectory(named_only);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_TRUE(absl::StrContains(n->Render(Json::array(), {}).status().message(), "no default specified"));
+}
+
+TEST(ChatTemplateTest, FromDirectoryErrorsNameTheFile) {
+  const std::string none = SavedModelDir("no_template", Json{{"eos_token", "</s>"}}, "");
+  auto missing = ChatTemplate::FromDirectory(none);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "chat_template.jinja")) << missing.status();
+
+  const std::string bad = SavedModelDir("bad_template", Json::object(), "{% if x %}unclosed");
+  auto broken = ChatTemplate::FromDirectory(bad);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_TRUE(absl::StrContains(broken.status().message(), bad + "/chat_template.jinja: template 'default'"))
+      << broken.status();
+
+  const std::string twice = SavedModelDir("two_defaults", Json::object(), "A");
+  WriteNamedTemplate(twice, "default", "B");
+  auto doubled = ChatTemplate::FromDirectory(twice);
+  EXPECT_TRUE(absl::StrContains(doubled.status().message(), "a second 'default' template"))
+      << doubled.status();
+
+  const std::string no_config = SavedModelDir("no_config", Json::object(), "{{ eos_token }}");
+  std::filesystem::remove(no_config + "/tokenizer_config.json");
+  auto plain = ChatTemplate::FromDirectory(no_config);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(*plain->Render(Json::array(), {}), "");
+}
+
 TEST(ChatTemplateTest, SyntheticFeaturesMatchPythonJinja2) {
   std::vector<Json> rows = ReadGolden("synthetic");
   ASSERT_GT(rows.size(), 50u);

@@ -96,15 +96,14 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   if (*config && (*config)->is_object()) {
     auto it = (*config)->find("add_bos_token");
     if (it != (*config)->end() && it->is_boolean()) out->add_bos_token_ = it->get<bool>();
-    if ((*config)->contains("chat_template")) {
-      // A template our Jinja subset refuses must not stop text-only data: the error waits for RenderChat.
-      auto chat = text::ChatTemplate::FromTokenizerConfig(config_path);
-      if (chat.ok()) {
-        out->chat_ = std::move(*chat);
-      } else {
-        out->chat_error_ = chat.status();
-      }
-    }
+  }
+  // A missing template, or one our Jinja subset refuses, must not stop text-only data: the error waits for
+  // RenderChat.
+  auto chat = text::ChatTemplate::FromDirectory(dir);
+  if (chat.ok()) {
+    out->chat_ = std::move(*chat);
+  } else {
+    out->chat_error_ = chat.status();
   }
   return out;
 }
@@ -134,11 +133,11 @@ absl::StatusOr<std::string> HfTokenizer::Decode(const std::vector<int32_t>& ids)
 
 absl::StatusOr<std::string> HfTokenizer::RenderChat(const std::string& messages_json,
                                                     bool add_generation_prompt) const {
-  if (!chat_error_.ok()) return chat_error_;
-  if (!chat_) {
+  if (absl::IsNotFound(chat_error_)) {
     return absl::FailedPreconditionError(
-        absl::StrCat(dir_, "/tokenizer_config.json has no chat_template (conversational data needs one)"));
+        absl::StrCat(chat_error_.message(), ": conversational data needs one"));
   }
+  if (!chat_error_.ok()) return chat_error_;
   Json messages;
   try {
     messages = Json::parse(messages_json);

@@ -24,8 +24,10 @@ class HfTokenizer final : public Tokenizer {
   // `dir` holds tokenizer.json (required), tokenizer_config.json and config.json (both optional).
   // Special tokens: bos/eos/pad_token of tokenizer_config.json (strings or AddedToken dicts) mapped through
   // the vocabulary; where the config has none, bos_token_id/eos_token_id/pad_token_id of config.json (the
-  // first of a list). The chat template is tokenizer_config.json's chat_template, if any; one that does not
-  // parse fails RenderChat only, so text and pre-tokenized data still load.
+  // first of a list). The chat templates are the directory's (text::ChatTemplate::FromDirectory:
+  // chat_template.jinja and additional_chat_templates/ before tokenizer_config.json's chat_template); a
+  // missing one, or one that does not parse, fails RenderChat only, so text and pre-tokenized data still
+  // load.
   // Errors name the file.
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& dir);
 
@@ -60,7 +62,7 @@ class HfTokenizer final : public Tokenizer {
   std::string dir_;
   std::unique_ptr<text::TokenizerJson> tok_;
   std::optional<text::ChatTemplate> chat_;
-  absl::Status chat_error_;  // why tokenizer_config.json's chat_template did not load (RenderChat returns it)
+  absl::Status chat_error_;  // why the directory's chat template did not load (RenderChat returns it)
   int32_t bos_id_ = -1, eos_id_ = -1, pad_id_ = -1, configured_pad_id_ = -1, vocab_size_ = 0;
   std::optional<bool> add_bos_token_;
 };

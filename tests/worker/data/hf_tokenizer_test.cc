@@ -2,10 +2,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "text/hf/tokenizer_json.h"
 
 namespace zerofit::data {
@@ -61,6 +63,40 @@ TEST(HfTokenizerTest, SmolLmBosIsImStart) {
   auto hf = HfTokenizer::Load(dir);
   ASSERT_TRUE(hf.ok()) << hf.status();
   EXPECT_EQ((*hf)->bos_id(), *(*hf)->text_tokenizer().TokenToId("<|im_start|>"));
+}
+
+// A model saved by transformers 4.47+ keeps its template in chat_template.jinja; conversations render from
+// it as from the same template inside tokenizer_config.json.
+TEST(HfTokenizerTest, ReadsTheChatTemplateFromChatTemplateJinja) {
+  const std::string qwen = ModelDir("qwen2.5");
+  SKIP_IF_MISSING(qwen);
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "qwen_jinja";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(qwen + "/tokenizer.json", dir / "tokenizer.json");
+  nlohmann::ordered_json config =
+      nlohmann::ordered_json::parse(std::ifstream(qwen + "/tokenizer_config.json"));
+  std::ofstream(dir / "chat_template.jinja", std::ios::binary) << config["chat_template"].get<std::string>();
+  config.erase("chat_template");
+  std::ofstream(dir / "tokenizer_config.json") << config.dump();
+
+  auto original = HfTokenizer::Load(qwen);
+  auto saved = HfTokenizer::Load(dir.string());
+  ASSERT_TRUE(original.ok() && saved.ok()) << saved.status();
+  const std::string messages =
+      R"([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}])";
+  auto want = (*original)->RenderChat(messages, /*add_generation_prompt=*/false);
+  auto got = (*saved)->RenderChat(messages, /*add_generation_prompt=*/false);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+  EXPECT_EQ(*got, *want);
+
+  std::filesystem::remove(dir / "chat_template.jinja");
+  auto bare = HfTokenizer::Load(dir.string());
+  ASSERT_TRUE(bare.ok()) << bare.status();  // text data needs no template
+  auto refused = (*bare)->RenderChat(messages, false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("conversational data needs one"), std::string::npos)
+      << refused.status();
 }
 
 TEST(HfTokenizerTest, MissingDirectoryNamesTheFile) {
