@@ -175,7 +175,6 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromDirectory(const std::string& dir)
 }
 
 absl::StatusOr<const ChatTemplate::Named*> ChatTemplate::Pick(const ChatTemplateOptions& options) const {
-  if (templates_.size() == 1) return &templates_[0];
   auto find = [&](const char* name) -> const Named* {
     for (const Named& t : templates_) {
       if (t.name == name) return &t;

@@ -131,6 +131,14 @@ TEST(ChatTemplateTest, TemplateFilesReplaceTheConfigsTemplatesAsInTransformers) 
   auto n = ChatTemplate::FromDirectory(named_only);
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_TRUE(absl::StrContains(n->Render(Json::array(), {}).status().message(), "no default specified"));
+
+  // One named template is no default either (transformers keeps it as a dict): only tools select it.
+  const std::string tool_only = SavedModelDir("tool_only", config, "");
+  WriteNamedTemplate(tool_only, "tool_use", "T");
+  auto one = ChatTemplate::FromDirectory(tool_only);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE(absl::StrContains(one->Render(Json::array(), {}).status().message(), "no default specified"));
+  EXPECT_EQ(*one->Render(Json::array(), with_tools), "T");
 }
 
 TEST(ChatTemplateTest, FromDirectoryErrorsNameTheFile) {
