@@ -9,7 +9,7 @@
 # pair file's chosen answers: three byte-identical checkpoints; its log counts examples and reports perplexity.
 # And with the spec's sft.assistant_only_loss, the same examples as one-turn `messages` conversations (a chat
 # template that writes the contents alone) train a fourth identical checkpoint: spec -> plan -> worker -> the
-# assistant's turn cut from the rendering.
+# assistant's turn cut from the rendering. The SFT export holds the tokenizer, and DPO reads text from it.
 # usage: text_data_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -136,4 +136,16 @@ sed 's/assistant_only_loss: true/assistant_only_loss: false/; s/ck-sft-turns/ck-
 "$Z" run "$D/sft-whole.yaml" --state-dir "$D/s-sft-whole" > "$D/sft-whole.log" 2>&1 || { cat "$D/sft-whole.log"; fail "sft-whole job"; }
 ( same_checkpoints "$D/ck-sft-text" "$D/ck-sft-whole" "" ) > /dev/null \
   && fail "scoring the whole conversation trained the assistant-only model"
-echo "PASS (text data tokenized by the workers == token ids; data report; eval at steps 5, 10, 12; SFT from TRL's formats == from pairs == assistant-only turns)"
+# The SFT export carries the model directory's tokenizer byte for byte, so the next stage (DPO from the SFT
+# model, the usual chain) reads text with `model:` the export alone: no data.tokenizer.
+for f in tokenizer.json tokenizer_config.json; do
+  cmp -s "$D/model/$f" "$D/ck-sft-text.model/$f" || fail "the SFT export lacks the model's $f: $(ls "$D/ck-sft-text.model")"
+done
+TASK=dpo job dpo-chain "{train: $D/train.jsonl, test: $D/test.jsonl}" "$D/ck-dpo-chain" \
+  | sed "s|^model: .*|model: $D/ck-sft-text.model|" > "$D/dpo-chain.yaml"
+"$Z" run "$D/dpo-chain.yaml" --state-dir "$D/s-dpo-chain" > "$D/dpo-chain.log" 2>&1 \
+  || { cat "$D/dpo-chain.log"; fail "DPO from the SFT export"; }
+grep -q "data: $D/train.jsonl: 200 pairs (add_bos true, EOS appended)" "$D/dpo-chain.log" \
+  || fail "DPO from the export did not read the text with the export's tokenizer: $(grep 'data:' "$D/dpo-chain.log" | head -3)"
+cmp -s "$D/model/tokenizer.json" "$D/ck-dpo-chain.model/tokenizer.json" || fail "the DPO export lacks the tokenizer"
+echo "PASS (text data tokenized by the workers == token ids; data report; eval at steps 5, 10, 12; SFT from TRL's formats == from pairs == assistant-only turns; SFT export -> DPO from text)"

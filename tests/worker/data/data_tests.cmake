@@ -22,10 +22,12 @@ endif()
 if(TARGET zerofit_hf_tokenizer)
   zerofit_unit_test(hf_data_unit_test
     worker/data/chat_turns_test.cc
+    worker/data/companion_files_test.cc
     worker/data/hf_preference_test.cc
     worker/data/hf_prompt_test.cc
     worker/data/hf_tokenizer_test.cc
     worker/data/job_files_test.cc
+    worker/data/stop_tokens_test.cc
     worker/data/training_data_test.cc)
   target_link_libraries(hf_data_unit_test PRIVATE zerofit_hf_tokenizer zerofit_training_data)
   target_compile_definitions(hf_data_unit_test PRIVATE

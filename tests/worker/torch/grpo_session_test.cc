@@ -438,5 +438,83 @@ TEST(GrpoSessionTest, TextPromptsAreDecodedAndScoredAsText) {
   EXPECT_EQ(RunSteps(**session, o, 0, 1, *comm).size(), 1u);
 }
 
+// The model directory's generation_config.json names where a completion ends, as it does for transformers'
+// generate: here a character the initial policy writes in its first greedy completion. The held-out answers
+// are the policy's greedy completions cut at that character or EOS (computed here without the session), so
+// the session's evaluation scores all of them only if it stops there too.
+TEST(GrpoSessionTest, CompletionsStopAtTheGenerationConfigsEosIds) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("zerofit_grpo_stop_" + std::to_string(getppid()))).string();
+  const std::vector<std::string> prompts = {"2+3=", "10-4=", "a b", "7+7=", "x:", "99+1="};
+  if (comm->rank() == 0) {
+    std::filesystem::create_directories(dir);
+    data::testing::WriteCharModelDir(dir);
+    std::ofstream train(dir + "/train.jsonl");
+    for (const std::string& p : prompts) train << "{\"prompt\": \"" << p << "\", \"answer\": \"0\"}\n";
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  PreferenceTrainOptions o = Grpo(dir);
+  o.data.train = dir + "/train.jsonl";
+  o.data.test = dir + "/test.jsonl";
+  o.data.tokenizer_dir = dir;
+  o.max_length = 24;
+  o.grpo.rollout.max_new_tokens = 8;
+  absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(dir + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<std::unique_ptr<data::HfTokenizer>> tok = data::HfTokenizer::Load(dir);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  torch::manual_seed(o.seed);  // what the session's InitialModel does
+  LlamaModel policy(*config, o.model);
+  std::vector<std::vector<int64_t>> greedy;  // each prompt's greedy completion, stopped at EOS only
+  for (const std::string& p : prompts) {
+    std::vector<int64_t> ids = {data::testing::kCharBos};
+    for (int32_t id : data::testing::CharIds(p)) ids.push_back(id);
+    GenerationOptions go;
+    go.temperature = 0;
+    go.max_new_tokens = o.grpo.rollout.max_new_tokens;
+    go.eos_ids = {data::testing::kCharEos};
+    absl::StatusOr<GenerationResult> r = Generate(*policy, {ids}, go);
+    ASSERT_TRUE(r.ok()) << r.status();
+    greedy.push_back(r->completions[0].tokens);
+  }
+  // The stop: the second token of the first completion that has one which is not EOS, so that it cuts.
+  int64_t stop = -1;
+  for (const auto& c : greedy) {
+    if (c.size() > 2 && c[1] != data::testing::kCharEos) {
+      stop = c[1];
+      break;
+    }
+  }
+  ASSERT_GE(stop, 0) << "no greedy completion is long enough to be cut";
+  std::string test;
+  int cut = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<int32_t> kept;
+    for (int64_t t : greedy[i]) {
+      if (t == stop || t == data::testing::kCharEos) break;
+      kept.push_back(static_cast<int32_t>(t));
+    }
+    cut += kept.size() + 1 < greedy[i].size() ? 1 : 0;
+    absl::StatusOr<std::string> text = (*tok)->Decode(kept);
+    ASSERT_TRUE(text.ok()) << text.status();
+    test += "{\"prompt\": \"" + prompts[i] + "\", \"answer\": " + nlohmann::json(*text).dump() + "}\n";
+  }
+  ASSERT_GE(cut, 1);
+  if (comm->rank() == 0) {
+    std::ofstream(dir + "/test.jsonl") << test;
+    std::ofstream(dir + "/generation_config.json") << "{\"eos_token_id\": [" << stop << "]}";
+  }
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, Runtime(), comm.get());
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<std::vector<metrics::NamedValue>> eval = (*session)->Evaluate();
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  metrics::StepMetrics m;
+  m.values = *eval;
+  EXPECT_EQ(m.Get("eval/accuracy").value_or(-1), 1.0);
+}
+
 }  // namespace
 }  // namespace zerofit::worker

@@ -16,6 +16,7 @@
 #include "sharding/checkpoint.h"
 #include "worker/data/hf_tokenizer.h"
 #include "worker/data/prompt_dataset.h"
+#include "worker/data/stop_tokens.h"
 #include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/train/cuda_allocations.h"
@@ -48,14 +49,6 @@ uint64_t StepSeed(uint64_t seed, int64_t step) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
-}
-
-std::vector<int64_t> EosIds(const core::HfModelConfig& config, const data::Tokenizer* tok) {
-  std::vector<int64_t> eos;
-  if (config.eos_token_id) eos.push_back(*config.eos_token_id);
-  if (tok != nullptr && tok->eos_id() >= 0 && (eos.empty() || eos[0] != tok->eos_id()))
-    eos.push_back(tok->eos_id());
-  return eos;
 }
 
 std::vector<int64_t> Widen(const std::vector<int32_t>& ids) { return {ids.begin(), ids.end()}; }
@@ -253,7 +246,8 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
   ZF_ASSIGN_OR_RETURN(st->backend, SessionBackend(o, runtime, comm));
   // Before the models are built, so that their parameters' blocks carry stacks too.
   ZF_ASSIGN_OR_RETURN(st->allocations, OpenAllocationReport(runtime, comm->rank(), st->backend));
-  st->eos_ids = EosIds(config, st->tokenizer.get());
+  ZF_ASSIGN_OR_RETURN(st->eos_ids,
+                      data::StopTokenIds(o.model_dir, config, st->tokenizer ? st->tokenizer->eos_id() : -1));
   st->pad = BatchPadId(config);
   try {
     ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
@@ -650,7 +644,7 @@ absl::StatusOr<int64_t> GrpoSession::LoadCheckpoint(const std::string& root) {
 }
 
 absl::Status GrpoSession::Export(const std::string& dir) {
-  return ExportPolicy(state_->comm->rank(), *state_->binding, state_->policy, state_->config, dir);
+  return ExportPolicy(state_->comm->rank(), *state_->binding, state_->policy, state_->config, options_, dir);
 }
 
 absl::StatusOr<GrpoReport> TrainGrpo(const PreferenceTrainOptions& o, const RuntimeOptions& runtime,

@@ -218,7 +218,7 @@ absl::StatusOr<int64_t> PreferenceSession::LoadCheckpoint(const std::string& roo
 }
 
 absl::Status PreferenceSession::Export(const std::string& dir) {
-  return ExportPolicy(state_->comm->rank(), *state_->binding, state_->policy, state_->config, dir);
+  return ExportPolicy(state_->comm->rank(), *state_->binding, state_->policy, state_->config, options_, dir);
 }
 
 const torch::Device& PreferenceSession::torch_device() const { return state_->backend.torch_device; }

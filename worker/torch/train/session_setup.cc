@@ -8,6 +8,7 @@
 #include "core/cpu_affinity.h"
 #include "core/status_macros.h"
 #include "sharding/checkpoint.h"
+#include "worker/data/companion_files.h"
 
 namespace zerofit::worker {
 
@@ -116,14 +117,16 @@ absl::Status SaveSessionCheckpoint(Zero2Binding& binding, const std::string& roo
 }
 
 absl::Status ExportPolicy(int rank, Zero2Binding& binding, const LlamaModel& policy,
-                          const core::HfModelConfig& config, const std::string& dir) {
+                          const core::HfModelConfig& config, const PreferenceTrainOptions& o,
+                          const std::string& dir) {
   if (rank != 0) return absl::OkStatus();
   ZF_RETURN_IF_ERROR(binding.optimizer().Flush());
   try {
-    return policy->ExportHf(dir, config);
+    ZF_RETURN_IF_ERROR(policy->ExportHf(dir, config));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("export failed: ", e.what()));
   }
+  return data::WriteCompanionFiles(o.model_dir, o.data.tokenizer_dir, dir);
 }
 
 absl::StatusOr<jobspec::StepScheduler> LocalScheduler(const PreferenceTrainOptions& o, int world_size,

@@ -60,9 +60,11 @@ absl::Status SaveSessionCheckpoint(Zero2Binding& binding, const std::string& roo
                                    int keep);
 
 // Rank 0 writes `policy` in Hugging Face format into `dir` once the optimizer's pending updates are in (LoRA
-// merged); the other ranks return at once.
+// merged), with the tokenizer's files and generation_config.json of the directories `o` trained from
+// (data/companion_files.h); the other ranks return at once.
 absl::Status ExportPolicy(int rank, Zero2Binding& binding, const LlamaModel& policy,
-                          const core::HfModelConfig& config, const std::string& dir);
+                          const core::HfModelConfig& config, const PreferenceTrainOptions& o,
+                          const std::string& dir);
 
 // The coordinator's step scheduler (jobspec/step_scheduler.h) with the coordinator's options, for a run
 // without one: a job run locally and the same job run through `zerofit run` train on the same samples, step

@@ -1,0 +1,44 @@
+// The files an exported model directory carries beside model.safetensors and config.json, so that it loads
+// as the directory it was trained from did: the tokenizer (transformers' AutoTokenizer, and zerofit's next
+// job reading text from the export without data.tokenizer) and the generation defaults (GenerationConfig:
+// the ids generate stops at, the sampling settings). Trainer.save_model writes the same set when given the
+// tokenizer. The files are copied byte for byte: zerofit changes neither the vocabulary nor the template.
+// Torch-free.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace zerofit::data {
+
+// The tokenizer's files transformers reads from a model directory (a fast tokenizer's tokenizer.json, a
+// slow one's vocabulary, the special tokens, the chat templates), and the model's generation defaults.
+inline constexpr const char* kTokenizerFileNames[] = {
+    "tokenizer.json",    "tokenizer_config.json", "special_tokens_map.json",
+    "added_tokens.json", "tokenizer.model",       "vocab.json",
+    "merges.txt",        "chat_template.jinja",   "chat_template.json"};
+inline constexpr const char* kGenerationConfigName = "generation_config.json";
+// Named chat templates: <dir>/additional_chat_templates/<name>.jinja.
+inline constexpr const char* kNamedTemplatesDir = "additional_chat_templates";
+
+struct CompanionFile {
+  std::string from;  // the file to copy
+  std::string name;  // its path relative to the export directory ("additional_chat_templates/x.jinja")
+};
+
+// The companion files that exist: the tokenizer's in `tokenizer_dir` (empty: none) and
+// generation_config.json in `model_dir`, in a fixed order.
+std::vector<CompanionFile> CompanionFilesOf(const std::string& model_dir, const std::string& tokenizer_dir);
+
+// Copies CompanionFilesOf(model_dir, tokenizer_dir) into `export_dir` (which exists), each through a
+// temporary file and a rename, so that a crash leaves the old or the new file. A companion name present in
+// `export_dir` but not among the sources (left there by an earlier export of another model) is removed,
+// since transformers would read it with the new weights: a stale chat_template.jinja, for one, overrides
+// the new tokenizer_config.json's template. A source directory that is `export_dir` itself is left alone.
+// Errors name the file.
+absl::Status WriteCompanionFiles(const std::string& model_dir, const std::string& tokenizer_dir,
+                                 const std::string& export_dir);
+
+}  // namespace zerofit::data
