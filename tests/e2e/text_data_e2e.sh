@@ -8,8 +8,9 @@
 # SFT from TRL's prompt-completion formats (text, and prompt_ids/completion_ids) trains exactly as from the
 # pair file's chosen answers: three byte-identical checkpoints; its log counts examples and reports perplexity.
 # And with the spec's sft.assistant_only_loss, the same examples as one-turn `messages` conversations (a chat
-# template that writes the contents alone) train a fourth identical checkpoint: spec -> plan -> worker -> the
-# assistant's turn cut from the rendering. The SFT export holds the tokenizer, and DPO reads text from it.
+# template that writes the contents and ends the assistant's turn with eos_token; no EOS is appended to a
+# chat rendering, as in TRL) train a fourth identical checkpoint: spec -> plan -> worker -> the assistant's
+# turn cut from the rendering. The SFT export holds the tokenizer, and DPO reads text from it.
 # usage: text_data_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -32,7 +33,7 @@ cat > "$D/model/tokenizer.json" <<JSON
                      "5": 9, "6": 10, "7": 11, "8": 12, "9": 13, "+": 14, "=": 15}}}
 JSON
 echo '{"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "add_bos_token": true,
-  "chat_template": "{% for m in messages %}{{ m[\"content\"] }}{% endfor %}"}' > "$D/model/tokenizer_config.json"
+  "chat_template": "{% for m in messages %}{{ m[\"content\"] }}{% if m[\"role\"] == \"assistant\" %}{{ eos_token }}{% endif %}{% endfor %}"}' > "$D/model/tokenizer_config.json"
 # The same pairs as text and as ids (the generator's own tokenizer has multi-digit pieces: ids are written
 # here from the characters, so both files hold the same tokens).
 cp "$D/ids/train.jsonl" "$D/train.jsonl"
@@ -123,6 +124,8 @@ for j in sft-text sft-ids sft-pairs sft-turns; do
 done
 grep -q "data: $D/sft_train.jsonl: 200 examples (add_bos true, EOS appended)" "$D/sft-text.log" \
   || fail "no SFT data report: $(grep 'data:' "$D/sft-text.log" | head -3)"
+grep -q "data: $D/sft_train_turns.jsonl: 200 examples (add_bos true, chat template renderings, no EOS appended)" \
+  "$D/sft-turns.log" || fail "no chat data report: $(grep 'data:' "$D/sft-turns.log" | head -3)"
 [ "$(grep -c '| eval: held-out ppl [0-9.]*  tok-acc [0-9.]* loss [0-9.]* (30 examples)' "$D/sft-text.log")" = 3 ] \
   || fail "SFT evaluations not in the log: $(grep -n 'eval' "$D/sft-text.log")"
 grep -q "done: held-out perplexity [0-9.]*, token accuracy [0-9.]* over 30 examples" "$D/sft-text.log" \

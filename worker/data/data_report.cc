@@ -29,7 +29,7 @@ LengthPercentiles Percentiles(std::vector<size_t> v) {
 
 // Counts of the per-pair findings.
 struct PairFindings {
-  size_t no_bos = 0, doubled_bos = 0, lost_eos = 0, same = 0;
+  size_t no_bos = 0, doubled_bos = 0, lost_eos = 0, same = 0, template_without_eos = 0;
 };
 
 // `cut` is `p` truncated under options' limits.
@@ -44,10 +44,20 @@ void Inspect(const PreferencePair& p, const PreferencePair& cut, const DataExpec
   if (e.expects_bos && token(0) != e.bos_id) ++f->no_bos;
   if (e.bos_id >= 0 && token(0) == e.bos_id && token(1) == e.bos_id) ++f->doubled_bos;
   if (!p.rejected.empty() && p.chosen == p.rejected) ++f->same;
-  if (options.max_length > 0 && options.add_eos) {
-    auto lost = [&](const std::vector<int32_t>& r) { return r.empty() || r.back() != e.eos_id; };
-    if (lost(cut.chosen)) ++f->lost_eos;
-    if (!p.rejected.empty() && lost(cut.rejected)) ++f->lost_eos;  // an SFT example has no rejected response
+  // A chat rendering ends as its template writes it; one without the EOS token never teaches the model to
+  // stop where generation stops (Qwen's base tokenizer: EOS <|endoftext|>, the template's turns end in
+  // <|im_end|>).
+  auto no_eos = [&](const std::vector<int32_t>& r) {
+    return !r.empty() && std::find(r.begin(), r.end(), e.eos_id) == r.end();
+  };
+  if (p.chat_rendered && e.eos_id >= 0) {
+    if (no_eos(p.chosen)) ++f->template_without_eos;
+    if (no_eos(p.rejected)) ++f->template_without_eos;
+  }
+  // A response cut short lost its end: the appended EOS, or the chat template's end of turn.
+  if (options.max_length > 0 && (options.add_eos || p.chat_rendered)) {
+    if (cut.chosen.size() < p.chosen.size()) ++f->lost_eos;
+    if (cut.rejected.size() < p.rejected.size()) ++f->lost_eos;  // an SFT example has no rejected response
   }
 }
 
@@ -63,6 +73,10 @@ std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e, bo
        "the text (or chat template) already has BOS: set add_bos: false"},
       {"responses that lose their EOS to truncation", f.lost_eos,
        "raise max_length, lower max_prompt_length, or drop overlong pairs"},
+      {"chat-rendered responses that never hold the EOS token", f.template_without_eos,
+       "the chat template ends turns with a token that is not the tokenizer's EOS, and no EOS is appended to "
+       "chat renderings (TRL appends none either): set tokenizer_config.json's eos_token to the template's "
+       "end-of-turn token (TRL's eos_token option), or use a template that writes eos_token"},
   };
   if (!sft) {
     lints.push_back({"pairs with chosen == rejected", f.same,
@@ -76,15 +90,18 @@ std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e, bo
 PreferencePair TruncatePair(const PreferencePair& whole, int32_t bos_id, int32_t eos_id,
                             const PreferenceDataOptions& options) {
   // Back to the raw ids (without the specials the loader added), then assembled under the real limits.
+  PreferenceDataOptions line_options = options;
+  if (whole.chat_rendered) line_options.add_eos = false;  // the template's rendering ends the response
   const auto nb = static_cast<std::ptrdiff_t>(options.add_bos ? 1 : 0);
-  const auto ne = static_cast<std::ptrdiff_t>(options.add_eos ? 1 : 0);
+  const auto ne = static_cast<std::ptrdiff_t>(line_options.add_eos ? 1 : 0);
   std::vector<int32_t> prompt(whole.prompt.begin() + nb, whole.prompt.end());
   auto raw = [&](const auto& r) {  // an SFT example's rejected response is empty, and so are most flags
     return r.empty() ? r : std::decay_t<decltype(r)>(r.begin(), r.end() - ne);
   };
   PreferencePair cut = AssemblePreferencePair(prompt, raw(whole.chosen), raw(whole.rejected), bos_id, eos_id,
-                                              options, whole.source_line, raw(whole.chosen_scored));
+                                              line_options, whole.source_line, raw(whole.chosen_scored));
   cut.margin = whole.margin;
+  cut.chat_rendered = whole.chat_rendered;
   return cut;
 }
 
@@ -102,6 +119,7 @@ DataReport BuildDataReport(const std::vector<PreferencePair>& whole, const DataE
     const size_t longest = p.prompt.size() + std::max(p.chosen.size(), p.rejected.size());
     seq_len.push_back(longest);
     if (options.max_length > 0 && longest > static_cast<size_t>(options.max_length)) ++r.truncated_pairs;
+    if (p.chat_rendered) ++r.chat_rendered;
     PreferencePair cut = TruncatePair(p, expect.bos_id, expect.eos_id, options);
     Inspect(p, cut, expect, options, &found);
     r.scored_tokens += ScoredTokens(cut);
@@ -126,6 +144,7 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
                                 {"sequence_tokens", pct(r.sequence)},
                                 {"max_length", r.max_length},
                                 {"truncated_pairs", r.truncated_pairs}};
+    j["chat_rendered"] = r.chat_rendered;
     if (r.sft) {
       j["scored_tokens"] = r.scored_tokens;
       j["tokens_after_truncation"] = r.tokens;
@@ -137,8 +156,15 @@ std::string FormatDataReport(const DataReport& r, const std::string& source, boo
     return j.dump(2) + "\n";
   }
   const char* what = r.sft ? (r.pairs == 1 ? "example" : "examples") : (r.pairs == 1 ? "pair" : "pairs");
-  std::string out = absl::StrFormat("%s: %d %s (add_bos %s, EOS appended)\n", source, r.pairs, what,
-                                    r.add_bos ? "true" : "false");
+  // Chat renderings end as their template writes them; every other response gets an EOS.
+  const std::string eos = r.chat_rendered == 0         ? "EOS appended"
+                          : r.chat_rendered == r.pairs ? "chat template renderings, no EOS appended"
+                                                       : absl::StrFormat(
+                                                             "EOS appended to %d, %d chat template "
+                                                             "renderings without",
+                                                             r.pairs - r.chat_rendered, r.chat_rendered);
+  std::string out = absl::StrFormat("%s: %d %s (add_bos %s, %s)\n", source, r.pairs, what,
+                                    r.add_bos ? "true" : "false", eos);
   auto row = [&](const char* name, const LengthPercentiles& p) {
     absl::StrAppendFormat(&out, "  %-16s p50 %6d  p90 %6d  p99 %6d  max %6d\n", name, p.p50, p.p90, p.p99,
                           p.max);

@@ -42,6 +42,9 @@ struct DataReport {
   // sft: after truncation, the tokens SFT's loss scores (the completion's, or its assistant turns' with
   // assistant_only_loss; never a row's position 0, which nothing predicts) and all tokens of the examples.
   size_t scored_tokens = 0, tokens = 0;
+  // Pairs or examples whose responses are chat-template renderings (PreferencePair::chat_rendered): no EOS
+  // appended to them. The others have one appended.
+  size_t chat_rendered = 0;
   std::vector<DataLint> lints;  // every check, count 0 when clean
 };
 

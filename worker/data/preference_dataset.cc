@@ -150,6 +150,21 @@ absl::StatusOr<double> MarginOf(const Json& obj, const Where& w) {
   return it->get<double>();
 }
 
+// A line the chat template renders (messages, or chosen/completion as message lists): its responses end as
+// the template writes them (Qwen's `<|im_end|>\n`, Llama 3's `<|eot_id|>`, Mistral's `</s>`), so no EOS is
+// appended, as TRL's SFT, DPO and reward trainers append none to conversational data.
+bool ChatRendered(const Json& obj) {
+  for (const char* ids : {"prompt_ids", "chosen_ids", "rejected_ids", "completion_ids"}) {
+    if (obj.contains(ids)) return false;
+  }
+  if (obj.contains("messages")) return true;
+  for (const char* key : {"chosen", "completion"}) {
+    auto it = obj.find(key);
+    if (it != obj.end() && it->is_array()) return true;
+  }
+  return false;
+}
+
 // One JSONL line to a pair (options.sft: to an SFT example, whose rejected response is empty). Pure: safe
 // to call for several lines at once (the tokenizer is thread-safe).
 absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, const Tokenizer* tok,
@@ -188,8 +203,13 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
     ids[0].clear();
   }
   ParsedLine parsed;
-  parsed.pair = AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, options, w.line, scored);
+  PreferenceDataOptions line_options = options;
+  const bool rendered = ChatRendered(obj);
+  if (rendered) line_options.add_eos = false;
+  parsed.pair =
+      AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, line_options, w.line, scored);
   parsed.pair.margin = margin;
+  parsed.pair.chat_rendered = rendered;
   for (int k = 0; k < 3; ++k) parsed.raw_sizes[k] = ids[k].size();
   return parsed;
 }
@@ -198,7 +218,7 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
 void CountLine(const ParsedLine& parsed, const PreferenceDataOptions& options, PreferenceDataStats* stats) {
   const PreferencePair& pair = parsed.pair;
   const size_t bos = options.add_bos ? 1 : 0;
-  const size_t eos = options.add_eos ? 1 : 0;
+  const size_t eos = options.add_eos && !pair.chat_rendered ? 1 : 0;
   stats->pairs++;
   if (pair.prompt.size() < parsed.raw_sizes[0] + bos) stats->prompts_truncated++;
   if (pair.chosen.size() < parsed.raw_sizes[1] + eos) stats->responses_truncated++;

@@ -60,6 +60,9 @@ struct PreferencePair {
   // SFT with assistant_only_loss: 1 for each chosen token the loss scores, 0 for the others (a user's turn
   // between two of the assistant's), as long as `chosen`. Empty when the whole response is scored.
   std::vector<uint8_t> chosen_scored{};
+  // The responses are chat-template renderings (conversational lines): they end as the template writes them,
+  // and no EOS was appended whatever add_eos says (TRL appends none to conversational data either).
+  bool chat_rendered = false;
 };
 
 struct PreferenceDataOptions {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "worker/data/data_report.h"
 #include "worker/data/hf_tokenizer.h"
 #include "worker/data/preference_dataset.h"
 
@@ -74,8 +75,53 @@ TEST_F(HfPreferenceTest, ConversationalWithExplicitPrompt) {
   const std::string full = Render(all, false);
   ASSERT_EQ(full.compare(0, p.size(), p), 0);
   EXPECT_EQ((*pairs)[0].prompt, Enc(p));
-  EXPECT_EQ((*pairs)[0].chosen, WithEos(Enc(full.substr(p.size()))));
+  EXPECT_EQ((*pairs)[0].chosen, Enc(full.substr(p.size())));
   EXPECT_EQ(full.substr(p.size()), "4<|im_end|>\n");
+  EXPECT_TRUE((*pairs)[0].chat_rendered) << "no EOS after the template's end of turn, as in TRL";
+}
+
+// TRL's EOS rule: appended to text (and ids), never to a chat rendering. The data report says so, and the
+// template's end of turn is Qwen's EOS (<|im_end|>), so its lint finds every rendering holding it.
+TEST_F(HfPreferenceTest, EosIsAppendedToTextAloneAndTheReportSaysSo) {
+  const std::string text = R"({"prompt": "2+2?", "chosen": " 4", "rejected": " 5"})";
+  const std::string chat =
+      R"({"prompt": [{"role":"user","content":"2+2?"}], "chosen": [{"role":"assistant","content":"4"}],)"
+      R"( "rejected": [{"role":"assistant","content":"5"}]})";
+  auto pairs = Parse(text + "\n" + chat + "\n");
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_FALSE((*pairs)[0].chat_rendered);
+  EXPECT_EQ((*pairs)[0].chosen, WithEos(Enc(" 4")));
+  EXPECT_TRUE((*pairs)[1].chat_rendered);
+  EXPECT_EQ((*pairs)[1].chosen, Enc("4<|im_end|>\n"));
+  EXPECT_EQ((*pairs)[1].rejected, Enc("5<|im_end|>\n"));
+
+  const DataReport report = BuildDataReport(*pairs, tok_->expectations(), options_);
+  EXPECT_EQ(report.chat_rendered, 1u);
+  const std::string shown = FormatDataReport(report, "t.jsonl", /*json=*/false);
+  EXPECT_NE(
+      shown.find("t.jsonl: 2 pairs (add_bos false, EOS appended to 1, 1 chat template renderings without)"),
+      std::string::npos)
+      << shown;
+  for (const DataLint& l : report.lints) {
+    if (l.name.find("never hold the EOS") != std::string::npos) EXPECT_EQ(l.count, 0u) << l.name;
+  }
+  const std::string only_chat = FormatDataReport(
+      BuildDataReport({(*pairs)[1]}, tok_->expectations(), options_), "c.jsonl", /*json=*/false);
+  EXPECT_NE(only_chat.find("c.jsonl: 1 pair (add_bos false, chat template renderings, no EOS appended)"),
+            std::string::npos)
+      << only_chat;
+
+  // Truncation of a chat rendering cuts the template's end of turn, and the lint counts it as a lost end.
+  options_.max_length = static_cast<int64_t>((*pairs)[1].prompt.size() + 2);
+  options_.max_prompt_length = options_.max_length - 1;
+  std::vector<PreferencePair> cut;
+  const DataReport truncated = BuildDataReport({(*pairs)[1]}, tok_->expectations(), options_, &cut);
+  const Ids turn = Enc("4<|im_end|>\n");
+  EXPECT_EQ(cut[0].chosen, Ids(turn.begin(), turn.begin() + 2));
+  EXPECT_TRUE(cut[0].chat_rendered);
+  for (const DataLint& l : truncated.lints) {
+    if (l.name.find("lose their EOS") != std::string::npos) EXPECT_EQ(l.count, 2u) << "chosen and rejected";
+  }
 }
 
 TEST_F(HfPreferenceTest, ConversationalImplicitPromptIsTheSharedPrefix) {
@@ -137,9 +183,9 @@ TEST_F(HfPreferenceTest, SftConversationsAreRenderedWithTheChatTemplate) {
   const std::string full = Render(all, false);
   const std::string p = Render(prompt, true);
   EXPECT_TRUE((*examples)[0].prompt.empty()) << "Qwen has no BOS, and the whole conversation is scored";
-  EXPECT_EQ((*examples)[0].chosen, WithEos(Enc(full)));
+  EXPECT_EQ((*examples)[0].chosen, Enc(full));
   EXPECT_EQ((*examples)[1].prompt, Enc(p));
-  EXPECT_EQ((*examples)[1].chosen, WithEos(Enc(full.substr(p.size()))));
+  EXPECT_EQ((*examples)[1].chosen, Enc(full.substr(p.size())));
   EXPECT_EQ(full.substr(p.size()), "4<|im_end|>\n");
   EXPECT_EQ((*examples)[2].prompt, (*examples)[1].prompt) << "a conversational pair's chosen response";
   EXPECT_EQ((*examples)[2].chosen, (*examples)[1].chosen);
@@ -174,7 +220,7 @@ TEST_F(HfPreferenceTest, SftAssistantOnlyLossScoresTheAssistantsTurnsAlone) {
   turns.insert(turns.end(), s3.begin(), s3.end());
   std::vector<uint8_t> mask(s1.size(), 1);
   mask.insert(mask.end(), gap.size(), 0);
-  mask.insert(mask.end(), s3.size() + 1, 1);  // and EOS, after the assistant's last turn
+  mask.insert(mask.end(), s3.size(), 1);  // no EOS appended: the template ends the turn (TRL's rule)
 
   options_.sft = true;
   options_.assistant_only_loss = true;
@@ -191,22 +237,22 @@ TEST_F(HfPreferenceTest, SftAssistantOnlyLossScoresTheAssistantsTurnsAlone) {
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), 3u);
   EXPECT_EQ((*got)[0].prompt, Enc(p0));
-  EXPECT_EQ((*got)[0].chosen, WithEos(turns));
+  EXPECT_EQ((*got)[0].chosen, turns);
   EXPECT_EQ((*got)[0].chosen_scored, mask);
   EXPECT_EQ((*got)[1].prompt, Enc(p0)) << "one assistant turn: as a prompt-completion line";
-  EXPECT_EQ((*got)[1].chosen, WithEos(s1));
+  EXPECT_EQ((*got)[1].chosen, s1);
   EXPECT_TRUE((*got)[1].chosen_scored.empty()) << "every completion token is scored";
   Ids before = Enc(p0);
   before.insert(before.end(), s1.begin(), s1.end());
   before.insert(before.end(), gap.begin(), gap.end());
   EXPECT_EQ((*got)[2].prompt, before) << "completion_only_loss: the prompt's assistant turn is not scored";
-  EXPECT_EQ((*got)[2].chosen, WithEos(s3));
+  EXPECT_EQ((*got)[2].chosen, s3);
 
   options_.completion_only_loss = false;  // TRL: completion mask off, assistant mask on
   auto scored_prompt = Parse(lines[2].dump() + "\n");
   ASSERT_TRUE(scored_prompt.ok()) << scored_prompt.status();
   EXPECT_EQ((*scored_prompt)[0].prompt, Enc(p0));
-  EXPECT_EQ((*scored_prompt)[0].chosen, WithEos(turns));
+  EXPECT_EQ((*scored_prompt)[0].chosen, turns);
   EXPECT_EQ((*scored_prompt)[0].chosen_scored, mask);
 
   options_.max_length = static_cast<int64_t>(Enc(p0).size() + s1.size() + 2);  // cut inside the user's turn

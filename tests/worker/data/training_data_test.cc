@@ -71,7 +71,7 @@ TEST_F(TrainingDataTest, ChatLinesUseTheTemplateAndItsBos) {
   EXPECT_FALSE(d->options.add_bos) << "the template writes bos_token: auto must not add a second";
   // render(prompt, add_generation_prompt) = "<s>user: 1+1=\nassistant: "; the response part is the rest.
   EXPECT_EQ(d->train[0].prompt, Cat({kCharBos}, CharIds("user: 1+1=\nassistant: ")));
-  EXPECT_EQ(d->train[0].chosen, Cat(CharIds("2\n"), {kCharEos}));
+  EXPECT_EQ(d->train[0].chosen, CharIds("2\n")) << "no EOS after a chat rendering, as in TRL";
   for (const DataLint& l : d->report.lints) {
     if (l.name.find("BOS") != std::string::npos) EXPECT_EQ(l.count, 0u) << l.name;
   }
@@ -102,11 +102,15 @@ TEST_F(TrainingDataTest, SftConversationsKeepTheTemplatesBos) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_FALSE(d->options.add_bos) << "the template writes bos_token: auto must not add a second";
   EXPECT_TRUE(d->train[0].prompt.empty());
-  EXPECT_EQ(d->train[0].chosen, Cat(Cat({kCharBos}, CharIds("user: 1+1=\nassistant: 2\n")), {kCharEos}));
+  EXPECT_EQ(d->train[0].chosen, Cat({kCharBos}, CharIds("user: 1+1=\nassistant: 2\n")))
+      << "no EOS after a chat rendering, as in TRL";
   EXPECT_TRUE(d->train[0].rejected.empty());
   for (const DataLint& l : d->report.lints) {
     if (l.name.find("BOS") != std::string::npos) EXPECT_EQ(l.count, 0u) << l.name;
+    // This template writes no eos_token: the model would never learn to stop, and the lint says so.
+    if (l.name.find("never hold the EOS") != std::string::npos) EXPECT_EQ(l.count, 1u) << l.name;
   }
+  EXPECT_EQ(d->report.chat_rendered, 1u);
   s.add_bos = true;
   auto doubled = LoadTrainingData(s, config_, 64);
   ASSERT_TRUE(doubled.ok()) << doubled.status();

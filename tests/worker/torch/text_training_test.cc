@@ -156,8 +156,8 @@ TEST_F(TextTrainingTest, EvaluationDuringTrainingDoesNotChangeTheModel) {
 // assistant_only_loss through the trainer, and SFT's per-token mean. A one-turn conversation trains exactly
 // the model its prompt-completion twin trains (both score the assistant's turn alone), and each step of
 // two-turn conversations scores the assistant's tokens only: per conversation its two answers with the
-// template's
-// "\n" after each, and EOS (5 tokens), where the whole conversation would be 49.
+// template's "\n" after each (4 tokens; no EOS is appended to a chat rendering, as in TRL), where the whole
+// conversation would be 48.
 TEST_F(TextTrainingTest, SftAssistantOnlyLossScoresTheAssistantsTurns) {
   WriteConversations(dir_, "one", 64, 1, 11);
   WriteConversations(dir_, "two", 64, 2, 12);
@@ -168,7 +168,7 @@ TEST_F(TextTrainingTest, SftAssistantOnlyLossScoresTheAssistantsTurns) {
     o.data.train = dir_.File(file);
     o.data.test = dir_.File(file);
     o.data.assistant_only_loss = assistant_only;
-    o.max_length = 64;  // nothing truncated: a two-turn conversation is 50 tokens with EOS
+    o.max_length = 64;  // nothing truncated: a two-turn conversation is 49 tokens
     return o;
   };
   auto a = TrainPreferences(sft("one.jsonl", true, "messages"), {}, &comm);
@@ -197,10 +197,10 @@ TEST_F(TextTrainingTest, SftAssistantOnlyLossScoresTheAssistantsTurns) {
   };
   ASSERT_TRUE(TrainPreferences(sft("two.jsonl", true, "two_turns"), {}, &comm, count(&scored)).ok());
   ASSERT_TRUE(TrainPreferences(sft("two.jsonl", false, "two_whole"), {}, &comm, count(&whole)).ok());
-  EXPECT_EQ(scored, std::vector<double>(6, 16 * 5.0)) << "16 conversations a step";
+  EXPECT_EQ(scored, std::vector<double>(6, 16 * 4.0)) << "16 conversations a step";
   // Without assistant_only_loss every token after the template's "<s>" (which has no prediction) is scored:
-  // "user: a+b=\nassistant: c\n" twice, and EOS.
-  EXPECT_EQ(whole, std::vector<double>(6, 16 * 49.0));
+  // "user: a+b=\nassistant: c\n" twice.
+  EXPECT_EQ(whole, std::vector<double>(6, 16 * 48.0));
 }
 
 }  // namespace
