@@ -85,8 +85,14 @@ bool IsBlank(const std::string& line) {
 // A parsed line: its pair and the untruncated token counts (for PreferenceDataStats).
 struct ParsedLine {
   PreferencePair pair;
-  size_t raw_sizes[3] = {0, 0, 0};  // prompt, chosen, rejected tokens before specials and truncation
+  size_t whole_sizes[3] = {0, 0, 0};  // prompt, chosen, rejected parts before truncation, specials included
 };
+
+// Whether a response gets an EOS: add_eos, unless it already ends with one (TRL appends eos_token to a text
+// that does not end with it).
+bool AppendsEos(const std::vector<int32_t>& response, int32_t eos_id, const PreferenceDataOptions& options) {
+  return options.add_eos && (response.empty() || response.back() != eos_id);
+}
 
 // One JSONL line as a JSON object. nlohmann reports parse errors by exception; they are translated here,
 // where the library is called (STYLE 2), and never escape.
@@ -210,20 +216,21 @@ absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, co
       AssemblePreferencePair(ids[0], ids[1], ids[2], sp.bos_id, sp.eos_id, line_options, w.line, scored);
   parsed.pair.margin = margin;
   parsed.pair.chat_rendered = rendered;
-  for (int k = 0; k < 3; ++k) parsed.raw_sizes[k] = ids[k].size();
+  parsed.whole_sizes[0] = ids[0].size() + (line_options.add_bos ? 1 : 0);
+  for (int k = 1; k < 3; ++k) {
+    const bool appended = !ids[k].empty() && AppendsEos(ids[k], sp.eos_id, line_options);
+    parsed.whole_sizes[k] = ids[k].size() + (appended ? 1 : 0);
+  }
   return parsed;
 }
 
 // Adds one parsed line to the truncation counts.
-void CountLine(const ParsedLine& parsed, const PreferenceDataOptions& options, PreferenceDataStats* stats) {
+void CountLine(const ParsedLine& parsed, PreferenceDataStats* stats) {
   const PreferencePair& pair = parsed.pair;
-  const size_t bos = options.add_bos ? 1 : 0;
-  const size_t eos = options.add_eos && !pair.chat_rendered ? 1 : 0;
   stats->pairs++;
-  if (pair.prompt.size() < parsed.raw_sizes[0] + bos) stats->prompts_truncated++;
-  if (pair.chosen.size() < parsed.raw_sizes[1] + eos) stats->responses_truncated++;
-  if (!pair.rejected.empty() && pair.rejected.size() < parsed.raw_sizes[2] + eos)
-    stats->responses_truncated++;
+  if (pair.prompt.size() < parsed.whole_sizes[0]) stats->prompts_truncated++;
+  if (pair.chosen.size() < parsed.whole_sizes[1]) stats->responses_truncated++;
+  if (!pair.rejected.empty() && pair.rejected.size() < parsed.whole_sizes[2]) stats->responses_truncated++;
   stats->longest_sequence = std::max(stats->longest_sequence,
                                      pair.prompt.size() + std::max(pair.chosen.size(), pair.rejected.size()));
 }
@@ -266,7 +273,7 @@ absl::StatusOr<std::vector<PreferencePair>> ParseStream(std::istream& in, const 
       [&](const core::InputLine& line) { return ParseInputLine(line, source, tok, sp, options); },
       [&](std::optional<ParsedLine> parsed, const core::InputLine&) {
         if (parsed) {
-          CountLine(*parsed, options, &local);
+          CountLine(*parsed, &local);
           pairs.push_back(std::move(parsed->pair));
         }
         return absl::OkStatus();
@@ -346,9 +353,11 @@ PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const 
                                       const PreferenceDataOptions& options, size_t source_line,
                                       const std::vector<uint8_t>& chosen_scored) {
   const size_t bos = options.add_bos ? 1 : 0;
-  const size_t eos = options.add_eos ? 1 : 0;
   const size_t max_length = static_cast<size_t>(options.max_length);
-  const size_t longest_response = std::max(chosen.size(), rejected.size()) + eos;
+  auto whole = [&](const std::vector<int32_t>& r) {
+    return r.size() + (!r.empty() && AppendsEos(r, eos_id, options) ? 1 : 0);
+  };
+  const size_t longest_response = std::max(whole(chosen), whole(rejected));
 
   size_t prompt_keep = prompt.size();  // prompt tokens kept, BOS not counted
   if (max_length > 0 && bos + prompt.size() + longest_response > max_length &&
@@ -367,7 +376,7 @@ PreferencePair AssemblePreferencePair(const std::vector<int32_t>& prompt, const 
   const size_t budget = max_length > 0 ? max_length - pair.prompt.size() : std::numeric_limits<size_t>::max();
   auto response = [&](const std::vector<int32_t>& r) {
     std::vector<int32_t> out(r);
-    if (eos) out.push_back(eos_id);
+    if (AppendsEos(r, eos_id, options)) out.push_back(eos_id);
     if (out.size() > budget) out.resize(budget);  // right truncation; drops EOS with the tail
     return out;
   };

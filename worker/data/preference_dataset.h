@@ -36,6 +36,9 @@
 //      model that it did.
 // The stored pair therefore holds prompt = [BOS] + prompt tokens and chosen/rejected = response tokens
 // (+ [EOS] unless cut); sequence = prompt ++ response, and the response starts at index prompt.size().
+// As in TRL, EOS is not appended to a response that already ends with it (a text written with its eos
+// token), nor to a chat template's rendering (PreferencePair::chat_rendered), which ends as the template
+// writes it.
 #pragma once
 
 #include <cstddef>

@@ -284,6 +284,34 @@ TEST(TruncationTest, BothPromptAndResponse) {
   EXPECT_EQ(p.rejected, (Ids{30, 31, 2}));
 }
 
+// TRL appends eos_token to a text that does not already end with it: a response written with its EOS keeps
+// one. Its truncation counts and the report's second truncation (TruncatePair) agree with that.
+TEST(TruncationTest, AResponseThatEndsWithEosGetsNoSecond) {
+  PreferenceDataOptions o = IdOptions();
+  o.max_length = 0;
+  PreferenceDataStats stats;
+  auto pairs = ParsePreferenceJsonl(
+      "{\"prompt_ids\": [5], \"chosen_ids\": [6, 7, " + std::to_string(kEos) + "], \"rejected_ids\": [8]}\n",
+      "e.jsonl", nullptr, o, &stats);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_EQ((*pairs)[0].chosen, (Ids{6, 7, kEos}));
+  EXPECT_EQ((*pairs)[0].rejected, (Ids{8, kEos}));
+  EXPECT_EQ(stats.responses_truncated, 0u);
+  o.max_length = 4;  // [BOS 5] + 2: the chosen response loses its EOS, the rejected one fits
+  o.max_prompt_length = 2;
+  const PreferencePair cut = TruncatePair((*pairs)[0], kBos, kEos, o);
+  EXPECT_EQ(cut.chosen, (Ids{6, 7}));
+  EXPECT_EQ(cut.rejected, (Ids{8, kEos}));
+  EXPECT_EQ(TruncatePair((*pairs)[0], kBos, kEos, IdOptions()).chosen, (Ids{6, 7, kEos}));
+  PreferenceDataStats cut_stats;
+  auto loaded_cut = ParsePreferenceJsonl(
+      "{\"prompt_ids\": [5], \"chosen_ids\": [6, 7, " + std::to_string(kEos) + "], \"rejected_ids\": [8]}\n",
+      "e.jsonl", nullptr, o, &cut_stats);
+  ASSERT_TRUE(loaded_cut.ok()) << loaded_cut.status();
+  EXPECT_EQ((*loaded_cut)[0].chosen, cut.chosen) << "loading with the limits cuts as TruncatePair does";
+  EXPECT_EQ(cut_stats.responses_truncated, 1u);
+}
+
 TEST(TruncationTest, WithoutBosEosAndWithoutLimit) {
   PreferenceDataOptions o = Limits(4, 2);
   o.add_bos = false;
