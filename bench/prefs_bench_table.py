@@ -74,6 +74,12 @@ RUNS = [
         peer="hf-reward-bf16", base="zf-reward-bf16"),
     Run("hf-dpo-bf16", "hf", "dpo", "bf16", "transformers DPO (LlamaForCausalLM policy + reference), bf16"),
     Run("zf-dpo-bf16", "zf", "dpo", "bf16", "zerofit DPO, bf16", peer="hf-dpo-bf16"),
+    # SFT (the usual first stage): 2 x pairs examples a step, so that a step holds the same 16 sequences as the
+    # reward and DPO rows and pairs/s compares with theirs; the loss is the mean over the completion's tokens
+    # (the second half of each sequence), transformers' own labels-with--100 loss as TRL's SFTTrainer uses it.
+    Run("hf-sft-bf16", "hf", "sft", "bf16",
+        "transformers SFT (LlamaForCausalLM, labels -100 on the prompt), bf16; pairs/s: 2 examples a pair"),
+    Run("zf-sft-bf16", "zf", "sft", "bf16", "zerofit SFT, bf16; pairs/s: 2 examples a pair", peer="hf-sft-bf16"),
     Run("hf-dpo-v128k-bf16", "hf", "dpo", "bf16", "transformers DPO, large vocabulary", vocab="large_vocab"),
     Run("zf-dpo-v128k-bf16", "zf", "dpo", "bf16", "zerofit DPO, large vocabulary", vocab="large_vocab",
         peer="hf-dpo-v128k-bf16"),
@@ -111,7 +117,8 @@ def head_dim(shape):
 
 def non_embedding_params(shape, task, vocab):
     """Parameters other than the input embedding table: the layers, the final norm and the head (the reward
-    model's 1-output score, the DPO policy's vocab x hidden lm_head: a matmul per token, so it counts)."""
+    model's 1-output score, the DPO and SFT policy's vocab x hidden lm_head: a matmul per token, so it
+    counts)."""
     h, kv = shape["hidden"], shape["kv_heads"] * head_dim(shape)
     per_layer = 2 * h * h + 2 * h * kv + 3 * h * shape["intermediate"] + 2 * h
     head = h if task == "reward" else vocab * h
@@ -131,7 +138,8 @@ def flops_per_token(shape, task, vocab, seq):
 
 
 def tokens_per_step(shape, seq):
-    return 2 * shape["pairs"] * seq  # chosen and rejected sequence of each pair, all positions
+    # chosen and rejected sequence of each pair, all positions (SFT: two examples a pair)
+    return 2 * shape["pairs"] * seq
 
 
 # --- result records ---------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 process, timed the way zerofit_train_prefs is, written as a result record of bench/prefs_bench_table.py.
 A benchmark only: zerofit never imports torch or transformers at run time.
 
-  python3 bench/transformers_prefs_bench.py --task reward|dpo --dtype bf16|amp --out FILE [--tiny]
+  python3 bench/transformers_prefs_bench.py --task reward|dpo|sft --dtype bf16|amp --out FILE [--tiny]
       [--vocab V] [--seq T] [--checkpointing] [--warmup W] [--steps N] [--device cuda|cpu] [--id ID] [--dry-run]
 
 What one step is (the same work as a zerofit_train_prefs step of the same shape):
@@ -12,6 +12,9 @@ What one step is (the same work as a zerofit_train_prefs step of the same shape)
   - dpo: LlamaForCausalLM policy and a frozen reference of the same shape (no_grad, eval); the sequence
     log-probability of each response (the second half of the sequence) under both from full-sequence logits,
     log-softmax in fp32 over the response positions; loss -log sigmoid(beta ((pc - rc) - (pr - rr))), beta 0.1.
+  - sft: LlamaForCausalLM over 2 x pairs examples (the same sequences a reward step forwards); labels are the
+    ids with -100 over the prompt (the first half), and the loss is the model's own (fp32 cross-entropy, the
+    mean over the completion's tokens), as TRL's SFTTrainer computes it with completion_only_loss.
   - backward, global-norm clipping at 1.0 (zerofit clips at 1.0 too), torch.optim.AdamW(fused=True) step,
     zero_grad(set_to_none=True).
   Weights: bf16 (bf16 AdamW state), or amp: fp32 weights under torch.autocast(bfloat16). Attention: SDPA
@@ -38,7 +41,7 @@ import prefs_bench_table as table  # noqa: E402  (the shapes; standard library o
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", choices=("reward", "dpo"), required=True)
+    p.add_argument("--task", choices=("reward", "dpo", "sft"), required=True)
     p.add_argument("--dtype", choices=("bf16", "amp"), default="bf16")
     p.add_argument("--out", help="result record (JSON); required unless --dry-run")
     p.add_argument("--id", default="")
@@ -130,8 +133,8 @@ def run(args, torch, transformers):
     if cuda and not torch.cuda.is_available():
         raise RuntimeError("torch sees no CUDA device")
     pairs, seq, vocab = args.shape["pairs"], args.seq, args.vocab
-    dpo = args.task == "dpo"
-    policy = build_model(args, torch, transformers, causal=dpo)
+    dpo, sft = args.task == "dpo", args.task == "sft"
+    policy = build_model(args, torch, transformers, causal=dpo or sft)
     reference = None
     if dpo:
         reference = build_model(args, torch, transformers, causal=True)
@@ -152,7 +155,11 @@ def run(args, torch, transformers):
     def step():
         ids = torch.randint(3, vocab, (2 * pairs, seq), device=args.device)  # chosen rows, then rejected
         with autocast():
-            if dpo:
+            if sft:
+                labels = ids.clone()
+                labels[:, :prompt] = -100  # the prompt is context, as completion_only_loss makes it
+                loss = policy(input_ids=ids, labels=labels).loss
+            elif dpo:
                 pol = sequence_logps(policy, ids, prompt)
                 with torch.no_grad():
                     ref = sequence_logps(reference, ids, prompt)

@@ -21,7 +21,8 @@
 # intermediate 5504, vocabulary 4096), sequence 1024, 8 pairs = 16 sequences per step in one micro-batch,
 # bf16, random token ids. Rows: transformers LlamaForSequenceClassification with bf16 weights and with fp32
 # weights + bf16 autocast (SDPA, fused AdamW); zerofit_train_prefs --task reward (ZeRO-2, world size 1), and
-# with --offload (and the delayed parameter update); DPO (policy + frozen reference) both sides, at vocabulary 4096 and 128256; the reward model
+# with --offload (and the delayed parameter update); DPO (policy + frozen reference) both sides, at vocabulary 4096 and 128256; SFT (16
+# examples a step) both sides; the reward model
 # at sequence 4096 with activation checkpointing both sides. Each run is its own process under the deadline;
 # a failed, out-of-memory or timed-out run is a row saying so. Columns: pairs/s, median step ms, MFU, device
 # peak GiB, and each zerofit row's ratios to its transformers peer.
@@ -163,11 +164,14 @@ while read -r id impl task dtype vocab seq ckpt offload dpu fused; do
     data=$WORK/data_v${vocab}_t${seq}
     if [[ ! -f "$data/config.json" ]] && ((DRY_RUN == 0)); then
       "${TABLE[@]}" data "${SIZE[@]}" --dir "$data" --vocab "$vocab" --seq "$seq" \
-        --train-pairs $((PAIRS * TOTAL > 64 ? PAIRS * TOTAL : 64))
+        --train-pairs $((2 * PAIRS * TOTAL > 64 ? 2 * PAIRS * TOTAL : 64))
     fi
-    # One micro-batch of all the pairs (--micro 1: no planner, no accumulation), every step logged.
+    # One micro-batch of all the pairs (--micro 1: no planner, no accumulation), every step logged. SFT reads
+    # the pairs' chosen responses as examples: two a pair, the same 2 x PAIRS sequences a step.
+    batch=$PAIRS
+    [[ "$task" != sft ]] || batch=$((2 * PAIRS))
     args=(--task "$task" --data "$data" --device "$DEVICE" --dtype "$dtype" --steps "$TOTAL"
-          --global-batch "$PAIRS" --micro 1 --max-length "$seq" --seed 1 --log-every 1
+          --global-batch "$batch" --micro 1 --max-length "$seq" --seed 1 --log-every 1
           --metrics-jsonl "$RESULTS/$id.jsonl")
     ((ckpt)) && args+=(--checkpointing)
     ((offload)) && args+=(--offload --threads "$THREADS")

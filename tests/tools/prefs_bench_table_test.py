@@ -22,7 +22,7 @@ import transformers_prefs_bench as hf  # noqa: E402  (must not import torch at m
 class PlanTest(unittest.TestCase):
     def test_all_runs_and_peers(self):
         ids = [r.id for r in t.select_runs("")]
-        self.assertEqual(len(ids), 13)
+        self.assertEqual(len(ids), 15)
         for r in t.RUNS:
             if r.impl == "zf":
                 self.assertIn(r.peer, ids, r.id)
@@ -71,6 +71,9 @@ class FlopsTest(unittest.TestCase):
         self.assertEqual(t.flops_per_token(s, "reward", 4096, 1024),
                          6 * t.non_embedding_params(s, "reward", 4096) + 12 * 16 * 2048 * 1024)
         self.assertEqual(t.flops_per_token(s, "dpo", 128256, 1024), 8 * n + 16 * 16 * 2048 * 1024)
+        # SFT trains the causal model alone: 6 N + 12 L H T, the lm_head counted.
+        self.assertEqual(t.flops_per_token(s, "sft", 4096, 1024),
+                         6 * (16 * per_layer + 2048 + 4096 * 2048) + 12 * 16 * 2048 * 1024)
         self.assertEqual(t.tokens_per_step(s, 4096), 16 * 4096)
 
 
@@ -269,7 +272,7 @@ class TransformersArgsTest(unittest.TestCase):
         with open(os.devnull, "w") as null:
             saved, sys.stderr = sys.stderr, null
             try:
-                for argv in (["--task", "reward"], ["--task", "sft", "--dry-run"], ["--task", "dpo", "--steps", "0",
+                for argv in (["--task", "reward"], ["--task", "ppo", "--dry-run"], ["--task", "dpo", "--steps", "0",
                                                                                      "--dry-run"]):
                     with self.assertRaises(SystemExit, msg=argv):
                         hf.parse_args(argv)
