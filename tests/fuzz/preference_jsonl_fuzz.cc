@@ -33,8 +33,8 @@ class ByteTokenizer final : public zerofit::data::Tokenizer {
     }
     return s;
   }
-  absl::StatusOr<std::string> RenderChat(const std::string& messages_json,
-                                         bool add_generation_prompt) const override {
+  absl::StatusOr<std::string> RenderChat(const std::string& messages_json, bool add_generation_prompt,
+                                         const zerofit::data::ChatExtras&) const override {
     zerofit::text::ChatTemplateOptions options;
     options.add_generation_prompt = add_generation_prompt;
     options.limits.max_steps = 1 << 16;

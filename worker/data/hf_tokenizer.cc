@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace zerofit::data {
@@ -52,6 +53,27 @@ int32_t ConfigId(const std::optional<Json>& model_config, const char* key) {
     if (id >= 0 && id < (int64_t{1} << 31)) return static_cast<int32_t>(id);
   }
   return -1;
+}
+
+// ChatExtras into the template's options: tools a list (or a JSON string of one, as TRL's json.loads of a
+// string column), kwargs an object whose entries become template variables.
+absl::Status ApplyExtras(const ChatExtras& extras, text::ChatTemplateOptions* options) {
+  if (!extras.tools_json.empty()) {
+    Json tools = Json::parse(extras.tools_json, nullptr, /*allow_exceptions=*/false);
+    if (tools.is_string()) tools = Json::parse(tools.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (!tools.is_array() && !tools.is_null()) {
+      return absl::InvalidArgumentError(
+          "tools: expected a list of function schemas (or a JSON string of one)");
+    }
+    options->tools = std::move(tools);
+  }
+  if (!extras.kwargs_json.empty()) {
+    Json kwargs = Json::parse(extras.kwargs_json, nullptr, /*allow_exceptions=*/false);
+    if (kwargs.is_null()) return absl::OkStatus();
+    if (!kwargs.is_object()) return absl::InvalidArgumentError("chat_template_kwargs: expected an object");
+    options->extra = std::move(kwargs);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -132,7 +154,8 @@ absl::StatusOr<std::string> HfTokenizer::Decode(const std::vector<int32_t>& ids)
 }
 
 absl::StatusOr<std::string> HfTokenizer::RenderChat(const std::string& messages_json,
-                                                    bool add_generation_prompt) const {
+                                                    bool add_generation_prompt,
+                                                    const ChatExtras& extras) const {
   if (absl::IsNotFound(chat_error_)) {
     return absl::FailedPreconditionError(
         absl::StrCat(chat_error_.message(), ": conversational data needs one"));
@@ -146,6 +169,7 @@ absl::StatusOr<std::string> HfTokenizer::RenderChat(const std::string& messages_
   }
   text::ChatTemplateOptions options;
   options.add_generation_prompt = add_generation_prompt;
+  ZF_RETURN_IF_ERROR(ApplyExtras(extras, &options));
   return chat_->Render(messages, options);
 }
 

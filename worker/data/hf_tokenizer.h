@@ -35,8 +35,11 @@ class HfTokenizer final : public Tokenizer {
   absl::StatusOr<std::vector<int32_t>> Encode(const std::string& text) const override;
   // Special tokens are skipped, as the interface asks.
   absl::StatusOr<std::string> Decode(const std::vector<int32_t>& ids) const override;
-  absl::StatusOr<std::string> RenderChat(const std::string& messages_json,
-                                         bool add_generation_prompt) const override;
+  // `extras`: tools (a list, or a JSON string holding one, as TRL accepts) and the kwargs object; a
+  // malformed one is an InvalidArgument naming it.
+  absl::StatusOr<std::string> RenderChat(const std::string& messages_json, bool add_generation_prompt,
+                                         const ChatExtras& extras) const override;
+  using Tokenizer::RenderChat;
   int32_t bos_id() const override { return bos_id_; }
   int32_t eos_id() const override { return eos_id_; }
   int32_t pad_id() const override { return pad_id_; }

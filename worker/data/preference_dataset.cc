@@ -19,6 +19,7 @@
 #include "core/thread_pool.h"
 #include "nlohmann/json.hpp"
 #include "worker/data/json_line_fields.h"
+#include "worker/data/line_chat_tokenizer.h"
 #include "worker/data/sft_example.h"
 
 namespace zerofit::data {
@@ -176,6 +177,11 @@ bool ChatRendered(const Json& obj) {
 absl::StatusOr<ParsedLine> ParseLine(const std::string& line, const Where& w, const Tokenizer* tok,
                                      const Specials& sp, const PreferenceDataOptions& options) {
   ZF_ASSIGN_OR_RETURN(const Json obj, ParseObject(line, w));
+  // The line's tools and chat_template_kwargs reach every rendering of its messages (TRL's columns).
+  absl::StatusOr<ChatExtras> extras = ChatExtrasOf(obj);
+  if (!extras.ok()) return LineError(w, std::string(extras.status().message()));
+  std::optional<LineChatTokenizer> line_tok;
+  if (tok != nullptr && HasChatExtras(*extras)) tok = &line_tok.emplace(*tok, std::move(*extras));
   std::array<std::vector<int32_t>, 3> ids;
   std::vector<uint8_t> scored;
   double margin = 0;

@@ -11,6 +11,7 @@
 #include "core/line_reader.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "worker/data/line_chat_tokenizer.h"
 
 namespace zerofit::data {
 namespace {
@@ -87,7 +88,10 @@ absl::StatusOr<std::pair<std::vector<int32_t>, bool>> PromptIds(const Json& obj,
   } else {
     if (!obj[field].is_array())
       return PromptFieldError(w, field, "expected a list of {role, content} messages");
-    absl::StatusOr<std::string> rendered = tok->RenderChat(obj[field].dump(), /*add_generation_prompt=*/true);
+    absl::StatusOr<ChatExtras> extras = ChatExtrasOf(obj);  // TRL's tools and chat_template_kwargs columns
+    if (!extras.ok()) return PromptLineError(w, std::string(extras.status().message()));
+    absl::StatusOr<std::string> rendered =
+        tok->RenderChat(obj[field].dump(), /*add_generation_prompt=*/true, *extras);
     if (!rendered.ok())
       return PromptFieldError(w, field, absl::StrCat("chat template: ", rendered.status().message()));
     text = std::move(*rendered);

@@ -15,6 +15,14 @@
 
 namespace zerofit::data {
 
+// What a data line gives the chat template besides its messages, as TRL's dataset columns do: `tools` (a
+// JSON list of function schemas; TRL also takes the list as a JSON string) and `chat_template_kwargs` (a JSON
+// object of template variables: enable_thinking, ...). Empty strings: not given.
+struct ChatExtras {
+  std::string tools_json;
+  std::string kwargs_json;
+};
+
 // Thread-safety: implementations are immutable after construction; every method may be called from several
 // threads at once.
 class Tokenizer {
@@ -38,12 +46,18 @@ class Tokenizer {
   // The model's chat template applied to `messages_json` (a JSON list of {"role", "content", ...}, keys in
   // the order they should reach the template). Conversational preference data needs it; the default says
   // the tokenizer has no template (SentencePiece models carry none).
-  virtual absl::StatusOr<std::string> RenderChat(const std::string& messages_json,
-                                                 bool add_generation_prompt) const {
+  // `extras` reach the template as transformers' apply_chat_template(tools=..., **chat_template_kwargs)
+  // passes them.
+  virtual absl::StatusOr<std::string> RenderChat(const std::string& messages_json, bool add_generation_prompt,
+                                                 const ChatExtras& extras) const {
     (void)messages_json;
     (void)add_generation_prompt;
+    (void)extras;
     return absl::FailedPreconditionError(
         "this tokenizer has no chat template (conversational data needs a Hugging Face model directory)");
+  }
+  absl::StatusOr<std::string> RenderChat(const std::string& messages_json, bool add_generation_prompt) const {
+    return RenderChat(messages_json, add_generation_prompt, ChatExtras{});
   }
 };
 

@@ -30,6 +30,16 @@ inline std::vector<int32_t> CharIds(const std::string& text) {
   return ids;
 }
 
+// A chat_template.jinja for the char model directory (it replaces tokenizer_config.json's template) that
+// shows what reaches it besides the messages: "tools:N\n" when tools are given, "mode:M\n" for the
+// template variable `mode` (chat_template_kwargs), then the same lines as the config's template.
+inline void WriteCharTemplateWithExtras(const std::string& dir) {
+  std::ofstream(dir + "/chat_template.jinja", std::ios::binary)
+      << "{{ bos_token }}{% if tools %}tools:{{ tools|length }}\n{% endif %}{% if mode %}mode:{{ mode }}\n{% "
+         "endif %}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if "
+         "add_generation_prompt %}assistant: {% endif %}";
+}
+
 inline void WriteCharModelDir(const std::string& dir) {
   nlohmann::ordered_json vocab = {{"<s>", 0}, {"</s>", 1}};
   for (size_t i = 0; i < CharModelAlphabet().size(); ++i) {

@@ -44,5 +44,43 @@ TEST(HfPromptTest, TextAndChatPromptsWithTheModelsTokenizer) {
       << refused.status();
 }
 
+// TRL's `tools` and `chat_template_kwargs` columns reach the chat template of a prompt, as
+// apply_chat_template(tools=..., **chat_template_kwargs) passes them; tools may be a JSON string of the list.
+TEST(HfPromptTest, ToolsAndChatTemplateKwargsReachTheTemplate) {
+  testing::ScopedTempDir dir;
+  testing::WriteCharModelDir(dir.path().string());
+  testing::WriteCharTemplateWithExtras(dir.path().string());
+  absl::StatusOr<std::unique_ptr<HfTokenizer>> tok = HfTokenizer::Load(dir.path().string());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::string user = R"([{"role": "user", "content": "2+3="}])";
+  const std::string path = dir.Write(
+      "prompts.jsonl", "{\"prompt\": " + user +
+                           ", \"tools\": [{\"name\": \"add\"}, {\"name\": \"sub\"}], \"answer\": 5}\n" +
+                           "{\"prompt\": " + user +
+                           ", \"tools\": \"[{}, {}]\", \"chat_template_kwargs\": {\"mode\": \"x\"}}\n" +
+                           "{\"prompt\": " + user + ", \"tools\": null}\n");
+  absl::StatusOr<PromptData> d = LoadPrompts(path, tok->get(), PromptDataOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto ids = [](const std::string& text) {
+    std::vector<int32_t> out = {testing::kCharBos};
+    for (int32_t id : testing::CharIds(text)) out.push_back(id);
+    return out;
+  };
+  EXPECT_EQ(d->prompts[0].ids, ids("tools:2\nuser: 2+3=\nassistant: "));
+  EXPECT_EQ(d->prompts[1].ids, ids("tools:2\nmode:x\nuser: 2+3=\nassistant: "));
+  EXPECT_EQ(d->prompts[2].ids, ids("user: 2+3=\nassistant: "));
+  for (const auto& [line, want] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"prompt\": " + user + ", \"tools\": 5}", "bad.jsonl:1: field 'tools': expected a list"},
+           {"{\"prompt\": " + user + ", \"chat_template_kwargs\": [1]}",
+            "bad.jsonl:1: field 'chat_template_kwargs': expected an object"},
+           {"{\"prompt\": " + user + ", \"tools\": \"not json\"}",
+            "bad.jsonl:1: field 'prompt': chat template: tools:"}}) {
+    const std::string bad = dir.Write("bad.jsonl", line + "\n");
+    absl::StatusOr<PromptData> refused = LoadPrompts(bad, tok->get(), PromptDataOptions{});
+    ASSERT_FALSE(refused.ok()) << line;
+    EXPECT_NE(std::string(refused.status().message()).find(want), std::string::npos) << refused.status();
+  }
+}
+
 }  // namespace
 }  // namespace zerofit::data

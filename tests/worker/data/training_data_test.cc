@@ -119,6 +119,43 @@ TEST_F(TrainingDataTest, SftConversationsKeepTheTemplatesBos) {
   }
 }
 
+// A conversational pair's and an assistant-only SFT conversation's `tools` and `chat_template_kwargs` reach
+// every rendering of the line (the prompt, the prompt + response it is cut from, the assistant's turns).
+TEST_F(TrainingDataTest, ToolsAndChatTemplateKwargsReachEveryRenderingOfTheLine) {
+  testing::WriteCharTemplateWithExtras(dir_.path().string());
+  const std::string extras = R"("tools": [{"name": "add"}], "chat_template_kwargs": {"mode": "x"})";
+  const std::string pairs =
+      dir_.Write("tools.jsonl", R"({"prompt": [{"role": "user", "content": "1+1="}], )"
+                                R"("chosen": [{"role": "assistant", "content": "2"}], )"
+                                R"("rejected": [{"role": "assistant", "content": "3"}], )" +
+                                    extras + "}\n");
+  auto d = LoadTrainingData(Source(pairs), config_, 64);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train[0].prompt, Cat({kCharBos}, CharIds("tools:1\nmode:x\nuser: 1+1=\nassistant: ")));
+  EXPECT_EQ(d->train[0].chosen, CharIds("2\n"));
+  EXPECT_EQ(d->train[0].rejected, CharIds("3\n"));
+
+  const std::string sft =
+      dir_.Write("sft_tools.jsonl", R"({"messages": [{"role": "user", "content": "1+1="}, )"
+                                    R"({"role": "assistant", "content": "2"}], )" +
+                                        extras + "}\n");
+  DataSource s = Source(sft);
+  s.sft = true;
+  s.assistant_only_loss = true;
+  auto e = LoadTrainingData(s, config_, 64);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->train[0].prompt, Cat({kCharBos}, CharIds("tools:1\nmode:x\nuser: 1+1=\nassistant: ")));
+  EXPECT_EQ(e->train[0].chosen, CharIds("2\n"));
+
+  const std::string bad = dir_.Write("bad_tools.jsonl", R"({"chosen": "2", "rejected": "3", "tools": {}})"
+                                                        "\n");
+  auto refused = LoadTrainingData(Source(bad), config_, 64);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(std::string(refused.status().message()).find(bad + ":1: field 'tools': expected a list"),
+            std::string::npos)
+      << refused.status();
+}
+
 TEST_F(TrainingDataTest, TruncationIsReportedAndApplied) {
   const std::string train = dir_.Write(
       "long.jsonl", "{\"prompt\": \"123456789+1=\", \"chosen\": \"123456790\", \"rejected\": \"1\"}\n");
