@@ -18,6 +18,8 @@ class ByteTokenizer final : public zerofit::data::Tokenizer {
  public:
   ByteTokenizer()
       : chat_(*zerofit::text::ChatTemplate::Parse(
+            "{% if tools %}<|tools|>{{ tools|tojson }}\n{% endif %}{% if mode %}<|mode|>{{ mode }}\n{% endif "
+            "%}"
             "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
             "{% if add_generation_prompt %}<|assistant|>{% endif %}")) {}
   absl::StatusOr<std::vector<int32_t>> Encode(const std::string& text) const override {
@@ -34,10 +36,13 @@ class ByteTokenizer final : public zerofit::data::Tokenizer {
     return s;
   }
   absl::StatusOr<std::string> RenderChat(const std::string& messages_json, bool add_generation_prompt,
-                                         const zerofit::data::ChatExtras&) const override {
+                                         const zerofit::data::ChatExtras& extras) const override {
     zerofit::text::ChatTemplateOptions options;
     options.add_generation_prompt = add_generation_prompt;
     options.limits.max_steps = 1 << 16;
+    // The line's tools and kwargs (ChatExtrasOf checked their types): the template sees them.
+    if (!extras.tools_json.empty()) options.tools = nlohmann::ordered_json::parse(extras.tools_json);
+    if (!extras.kwargs_json.empty()) options.extra = nlohmann::ordered_json::parse(extras.kwargs_json);
     return chat_.Render(nlohmann::ordered_json::parse(messages_json), options);
   }
   int32_t bos_id() const override { return 1; }

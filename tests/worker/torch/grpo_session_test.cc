@@ -378,6 +378,76 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   }
 }
 
+// The text-prompt tests' job: six text prompts (answer "0") in a char model directory named `name`, which
+// rank 0 writes; test.jsonl is the test's to write.
+const std::vector<std::string> kTextPrompts = {"2+3=", "10-4=", "a b", "7+7=", "x:", "99+1="};
+
+PreferenceTrainOptions TextPromptJob(comm::Communicator& comm, const std::string& name) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getppid()))).string();
+  if (comm.rank() == 0) {
+    std::filesystem::create_directories(dir);
+    data::testing::WriteCharModelDir(dir);
+    std::ofstream train(dir + "/train.jsonl");
+    for (const std::string& p : kTextPrompts) train << "{\"prompt\": \"" << p << "\", \"answer\": \"0\"}\n";
+  }
+  EXPECT_TRUE(comm.Barrier(absl::Seconds(60)).ok());
+  PreferenceTrainOptions o = Grpo(dir);
+  o.data.train = dir + "/train.jsonl";
+  o.data.test = dir + "/test.jsonl";
+  o.data.tokenizer_dir = dir;
+  o.max_length = 24;
+  return o;
+}
+
+// Each text prompt's greedy completion by the initial policy of `o` (the session's seed, so its weights),
+// stopped at EOS only: computed here without the session.
+std::vector<std::vector<int64_t>> InitialGreedyCompletions(const PreferenceTrainOptions& o) {
+  absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(o.model_dir + "/config.json");
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return {};
+  torch::manual_seed(o.seed);  // what the session's InitialModel does
+  LlamaModel policy(*config, o.model);
+  GenerationOptions go;
+  go.temperature = 0;
+  go.max_new_tokens = o.grpo.rollout.max_new_tokens;
+  go.eos_ids = {data::testing::kCharEos};
+  std::vector<std::vector<int64_t>> out;
+  for (const std::string& p : kTextPrompts) {
+    std::vector<int64_t> ids = {data::testing::kCharBos};
+    for (int32_t id : data::testing::CharIds(p)) ids.push_back(id);
+    absl::StatusOr<GenerationResult> r = Generate(*policy, {ids}, go);
+    EXPECT_TRUE(r.ok()) << r.status();
+    out.push_back(r.ok() ? r->completions[0].tokens : std::vector<int64_t>{});
+  }
+  return out;
+}
+
+// The text of `tokens` up to (without) the first of `stops`, with the char model's tokenizer.
+std::string TextBefore(const std::vector<int64_t>& tokens, const std::vector<int64_t>& stops,
+                       const data::Tokenizer& tok) {
+  std::vector<int32_t> kept;
+  for (int64_t t : tokens) {
+    if (std::find(stops.begin(), stops.end(), t) != stops.end()) break;
+    kept.push_back(static_cast<int32_t>(t));
+  }
+  absl::StatusOr<std::string> text = tok.Decode(kept);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.value_or("");
+}
+
+// A session of `o` and its greedy held-out evaluation.
+std::unique_ptr<GrpoSession> EvaluatedSession(const PreferenceTrainOptions& o, comm::Communicator& comm,
+                                              metrics::StepMetrics* m) {
+  absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, Runtime(), &comm);
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return nullptr;
+  absl::StatusOr<std::vector<metrics::NamedValue>> eval = (*session)->Evaluate();
+  EXPECT_TRUE(eval.ok()) << eval.status();
+  if (eval.ok()) m->values = *eval;
+  return std::move(*session);
+}
+
 // Text prompts with the model directory's tokenizer.json: completions are decoded and compared as text. The
 // held-out answers are the greedy completions of the initial policy itself, computed here independently
 // (same seed, same weights; the char model's tokenizer decodes without the session), for the even prompts,
@@ -386,99 +456,40 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
 TEST(GrpoSessionTest, TextPromptsAreDecodedAndScoredAsText) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("zerofit_grpo_text_" + std::to_string(getppid()))).string();
-  const std::vector<std::string> prompts = {"2+3=", "10-4=", "a b", "7+7=", "x:", "99+1="};
-  if (comm->rank() == 0) {
-    std::filesystem::create_directories(dir);
-    data::testing::WriteCharModelDir(dir);
-    std::ofstream train(dir + "/train.jsonl");
-    for (const std::string& p : prompts) train << "{\"prompt\": \"" << p << "\", \"answer\": \"0\"}\n";
-  }
-  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
-  PreferenceTrainOptions o = Grpo(dir);
-  o.data.train = dir + "/train.jsonl";
-  o.data.test = dir + "/test.jsonl";
-  o.data.tokenizer_dir = dir;
-  o.max_length = 24;
-  // The policy's greedy completions, as the session's evaluation will produce them.
-  absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(dir + "/config.json");
-  ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::unique_ptr<data::HfTokenizer>> tok = data::HfTokenizer::Load(dir);
+  const PreferenceTrainOptions o = TextPromptJob(*comm, "zerofit_grpo_text");
+  absl::StatusOr<std::unique_ptr<data::HfTokenizer>> tok = data::HfTokenizer::Load(o.data.tokenizer_dir);
   ASSERT_TRUE(tok.ok()) << tok.status();
-  torch::manual_seed(o.seed);  // what the session's InitialModel does
-  LlamaModel policy(*config, o.model);
-  GenerationOptions go;
-  go.temperature = 0;
-  go.max_new_tokens = o.grpo.rollout.max_new_tokens;
-  go.eos_ids = {data::testing::kCharEos};
+  const std::vector<std::vector<int64_t>> greedy = InitialGreedyCompletions(o);
+  ASSERT_EQ(greedy.size(), kTextPrompts.size());
   std::string test;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    std::vector<int64_t> ids = {data::testing::kCharBos};
-    for (int32_t id : data::testing::CharIds(prompts[i])) ids.push_back(id);
-    absl::StatusOr<GenerationResult> r = Generate(*policy, {ids}, go);
-    ASSERT_TRUE(r.ok()) << r.status();
-    std::vector<int32_t> out(r->completions[0].tokens.begin(), r->completions[0].tokens.end());
-    absl::StatusOr<std::string> text = (*tok)->Decode(out);  // EOS decodes to nothing
-    ASSERT_TRUE(text.ok()) << text.status();
-    const std::string answer = i % 2 == 0 ? *text : *text + "#";
-    test += "{\"prompt\": \"" + prompts[i] + "\", \"answer\": " + nlohmann::json(answer).dump() + "}\n";
+  for (size_t i = 0; i < kTextPrompts.size(); ++i) {
+    const std::string text = TextBefore(greedy[i], {}, **tok);  // EOS decodes to nothing
+    const std::string answer = i % 2 == 0 ? text : text + "#";
+    test += "{\"prompt\": \"" + kTextPrompts[i] + "\", \"answer\": " + nlohmann::json(answer).dump() + "}\n";
   }
-  if (comm->rank() == 0) std::ofstream(dir + "/test.jsonl") << test;
+  if (comm->rank() == 0) std::ofstream(o.data.test) << test;
   ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
-  absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, Runtime(), comm.get());
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<std::vector<metrics::NamedValue>> eval = (*session)->Evaluate();
-  ASSERT_TRUE(eval.ok()) << eval.status();
   metrics::StepMetrics m;
-  m.values = *eval;
+  std::unique_ptr<GrpoSession> session = EvaluatedSession(o, *comm, &m);
+  ASSERT_NE(session, nullptr);
   EXPECT_EQ(m.Get("eval/accuracy").value_or(-1), 0.5);
   EXPECT_EQ(m.Get("eval/prompts").value_or(-1), 6);
   // And a step over the text prompts runs (sampled completions decoded and scored).
-  EXPECT_EQ(RunSteps(**session, o, 0, 1, *comm).size(), 1u);
+  EXPECT_EQ(RunSteps(*session, o, 0, 1, *comm).size(), 1u);
 }
 
 // The model directory's generation_config.json names where a completion ends, as it does for transformers'
 // generate: here a character the initial policy writes in its first greedy completion. The held-out answers
 // are the policy's greedy completions cut at that character or EOS (computed here without the session), so
-// the session's evaluation scores all of them only if it stops there too.
+// the session's evaluation scores all of them only if it stops there too (0.33 without the file).
 TEST(GrpoSessionTest, CompletionsStopAtTheGenerationConfigsEosIds) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("zerofit_grpo_stop_" + std::to_string(getppid()))).string();
-  const std::vector<std::string> prompts = {"2+3=", "10-4=", "a b", "7+7=", "x:", "99+1="};
-  if (comm->rank() == 0) {
-    std::filesystem::create_directories(dir);
-    data::testing::WriteCharModelDir(dir);
-    std::ofstream train(dir + "/train.jsonl");
-    for (const std::string& p : prompts) train << "{\"prompt\": \"" << p << "\", \"answer\": \"0\"}\n";
-  }
-  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
-  PreferenceTrainOptions o = Grpo(dir);
-  o.data.train = dir + "/train.jsonl";
-  o.data.test = dir + "/test.jsonl";
-  o.data.tokenizer_dir = dir;
-  o.max_length = 24;
+  PreferenceTrainOptions o = TextPromptJob(*comm, "zerofit_grpo_stop");
   o.grpo.rollout.max_new_tokens = 8;
-  absl::StatusOr<core::HfModelConfig> config = core::LoadHfConfig(dir + "/config.json");
-  ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<std::unique_ptr<data::HfTokenizer>> tok = data::HfTokenizer::Load(dir);
+  absl::StatusOr<std::unique_ptr<data::HfTokenizer>> tok = data::HfTokenizer::Load(o.data.tokenizer_dir);
   ASSERT_TRUE(tok.ok()) << tok.status();
-  torch::manual_seed(o.seed);  // what the session's InitialModel does
-  LlamaModel policy(*config, o.model);
-  std::vector<std::vector<int64_t>> greedy;  // each prompt's greedy completion, stopped at EOS only
-  for (const std::string& p : prompts) {
-    std::vector<int64_t> ids = {data::testing::kCharBos};
-    for (int32_t id : data::testing::CharIds(p)) ids.push_back(id);
-    GenerationOptions go;
-    go.temperature = 0;
-    go.max_new_tokens = o.grpo.rollout.max_new_tokens;
-    go.eos_ids = {data::testing::kCharEos};
-    absl::StatusOr<GenerationResult> r = Generate(*policy, {ids}, go);
-    ASSERT_TRUE(r.ok()) << r.status();
-    greedy.push_back(r->completions[0].tokens);
-  }
+  const std::vector<std::vector<int64_t>> greedy = InitialGreedyCompletions(o);
   // The stop: the second token of the first completion that has one which is not EOS, so that it cuts.
   int64_t stop = -1;
   for (const auto& c : greedy) {
@@ -489,30 +500,17 @@ TEST(GrpoSessionTest, CompletionsStopAtTheGenerationConfigsEosIds) {
   }
   ASSERT_GE(stop, 0) << "no greedy completion is long enough to be cut";
   std::string test;
-  int cut = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    std::vector<int32_t> kept;
-    for (int64_t t : greedy[i]) {
-      if (t == stop || t == data::testing::kCharEos) break;
-      kept.push_back(static_cast<int32_t>(t));
-    }
-    cut += kept.size() + 1 < greedy[i].size() ? 1 : 0;
-    absl::StatusOr<std::string> text = (*tok)->Decode(kept);
-    ASSERT_TRUE(text.ok()) << text.status();
-    test += "{\"prompt\": \"" + prompts[i] + "\", \"answer\": " + nlohmann::json(*text).dump() + "}\n";
+  for (size_t i = 0; i < kTextPrompts.size(); ++i) {
+    const std::string text = TextBefore(greedy[i], {stop, data::testing::kCharEos}, **tok);
+    test += "{\"prompt\": \"" + kTextPrompts[i] + "\", \"answer\": " + nlohmann::json(text).dump() + "}\n";
   }
-  ASSERT_GE(cut, 1);
   if (comm->rank() == 0) {
-    std::ofstream(dir + "/test.jsonl") << test;
-    std::ofstream(dir + "/generation_config.json") << "{\"eos_token_id\": [" << stop << "]}";
+    std::ofstream(o.data.test) << test;
+    std::ofstream(o.model_dir + "/generation_config.json") << "{\"eos_token_id\": [" << stop << "]}";
   }
   ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
-  absl::StatusOr<std::unique_ptr<GrpoSession>> session = GrpoSession::Create(o, Runtime(), comm.get());
-  ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<std::vector<metrics::NamedValue>> eval = (*session)->Evaluate();
-  ASSERT_TRUE(eval.ok()) << eval.status();
   metrics::StepMetrics m;
-  m.values = *eval;
+  ASSERT_NE(EvaluatedSession(o, *comm, &m), nullptr);
   EXPECT_EQ(m.Get("eval/accuracy").value_or(-1), 1.0);
 }
 
