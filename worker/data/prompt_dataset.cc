@@ -139,6 +139,10 @@ absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, const PromptLine
   p.ids.insert(p.ids.end(), prompt.first.begin(), prompt.first.end());
   if (p.ids.empty()) return PromptLineError(w, "empty prompt (generation needs at least one token)");
   *truncated = TruncatePrompt(&p.ids, add_bos, o.max_prompt_length);
+  if (prompt.second) {  // a chat prompt: kept for the reward models' rendering of its completions
+    p.messages_json = (obj.contains("messages") ? obj["messages"] : obj["prompt"]).dump();
+    ZF_ASSIGN_OR_RETURN(p.chat_extras, ChatExtrasOf(obj));  // checked by PromptIds already
+  }
   ZF_ASSIGN_OR_RETURN(p.answer, AnswerOf(obj, w));
   if (obj.contains("answer_ids")) {
     ZF_ASSIGN_OR_RETURN(p.answer_ids, PromptIdList(obj, "answer_ids", tok, o, w));

@@ -26,6 +26,11 @@ struct Prompt {
   std::optional<std::string> answer;
   std::vector<int32_t> answer_ids;  // empty unless the line gave answer_ids
   size_t source_line = 0;           // 1-based
+  // A chat prompt's messages as the line wrote them (a JSON list) and its tools/chat_template_kwargs; empty
+  // for text and pre-tokenized prompts. A reward model reads a completion of it as the chat template writes
+  // the assistant's reply (chat_response.h), the form it was trained on.
+  std::string messages_json;
+  ChatExtras chat_extras;
 };
 
 struct PromptDataOptions {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "worker/data/chat_response.h"
 #include "worker/data/data_report.h"
 #include "worker/data/hf_tokenizer.h"
 #include "worker/data/preference_dataset.h"
@@ -122,6 +123,24 @@ TEST_F(HfPreferenceTest, EosIsAppendedToTextAloneAndTheReportSaysSo) {
   for (const DataLint& l : truncated.lints) {
     if (l.name.find("lose their EOS") != std::string::npos) EXPECT_EQ(l.count, 2u) << "chosen and rejected";
   }
+}
+
+// A GRPO reward model's input for a chat prompt's completion (chat_response.h) is exactly the response a
+// conversational reward pair trains it on.
+TEST_F(HfPreferenceTest, AChatReplyIsCutAsAConversationalPairsResponse) {
+  const std::string prompt = R"([{"role":"system","content":"Be brief."},{"role":"user","content":"2+2?"}])";
+  auto pairs = Parse(R"({"prompt": )" + prompt + R"(, "chosen": [{"role":"assistant","content":"4"}], )" +
+                     R"("rejected": [{"role":"assistant","content":"5"}]})" + "\n");
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  auto reply = ChatReplyIds(*tok_, prompt, ChatExtras{}, "4");
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(*reply, (*pairs)[0].chosen);
+  EXPECT_EQ(*reply, Enc("4<|im_end|>\n"));
+  const ChatExtras tools{R"([{"type": "function", "function": {"name": "add"}}])", ""};
+  auto with_tools = ChatReplyIds(*tok_, prompt, tools, "4");
+  ASSERT_TRUE(with_tools.ok()) << with_tools.status();
+  EXPECT_EQ(*with_tools, *reply) << "tools change the prompt's rendering, not the reply's";
+  EXPECT_FALSE(ChatReplyIds(*tok_, "{}", ChatExtras{}, "4").ok());
 }
 
 TEST_F(HfPreferenceTest, ConversationalImplicitPromptIsTheSharedPrefix) {

@@ -4,6 +4,7 @@
 // character-level model directory of char_model_dir.h, whose ids are known without running the tokenizer.
 #include <gtest/gtest.h>
 
+#include "nlohmann/json.hpp"
 #include "tests/worker/data/char_model_dir.h"
 #include "tests/worker/data/test_support.h"
 #include "worker/data/hf_tokenizer.h"
@@ -28,6 +29,8 @@ TEST(HfPromptTest, TextAndChatPromptsWithTheModelsTokenizer) {
   std::vector<int32_t> text = {testing::kCharBos};
   for (int32_t id : testing::CharIds("2+3=")) text.push_back(id);
   EXPECT_EQ(d->prompts[0].ids, text);
+  EXPECT_TRUE(d->prompts[0].messages_json.empty()) << "a text prompt";
+  EXPECT_FALSE(d->prompts[1].messages_json.empty()) << "a chat prompt";
   std::vector<int32_t> chat = {testing::kCharBos};  // the template's {{ bos_token }}
   for (int32_t id : testing::CharIds("user: 2+3=\nassistant: ")) chat.push_back(id);
   EXPECT_EQ(d->prompts[1].ids, chat);
@@ -69,6 +72,11 @@ TEST(HfPromptTest, ToolsAndChatTemplateKwargsReachTheTemplate) {
   EXPECT_EQ(d->prompts[0].ids, ids("tools:2\nuser: 2+3=\nassistant: "));
   EXPECT_EQ(d->prompts[1].ids, ids("tools:2\nmode:x\nuser: 2+3=\nassistant: "));
   EXPECT_EQ(d->prompts[2].ids, ids("user: 2+3=\nassistant: "));
+  // Kept for a reward model's rendering of the completions (chat_response.h).
+  EXPECT_EQ(nlohmann::ordered_json::parse(d->prompts[0].messages_json), nlohmann::ordered_json::parse(user));
+  EXPECT_EQ(nlohmann::ordered_json::parse(d->prompts[1].chat_extras.kwargs_json)["mode"], "x");
+  EXPECT_FALSE(d->prompts[0].chat_extras.tools_json.empty());
+  EXPECT_TRUE(d->prompts[2].chat_extras.tools_json.empty());
   for (const auto& [line, want] : std::vector<std::pair<std::string, std::string>>{
            {"{\"prompt\": " + user + ", \"tools\": 5}", "bad.jsonl:1: field 'tools': expected a list"},
            {"{\"prompt\": " + user + ", \"chat_template_kwargs\": [1]}",

@@ -5,10 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_llama_config.h"
+#include "tests/worker/data/char_model_dir.h"
+#include "worker/data/hf_tokenizer.h"
 
 namespace zerofit::worker {
 namespace {
@@ -75,6 +81,74 @@ TEST(RolloutScorerTest, ARewardModelThatCannotBeLoadedIsNamedByItsPathField) {
                                                torch::Device(torch::kCPU))
                              .status();
   EXPECT_NE(s.message().find("rewards[1].path: "), std::string::npos) << s;
+}
+
+// A reward model reads a chat prompt's completion as the chat template writes the assistant's reply (the
+// form of its conversational training pairs, TRL's rendering for a GRPO reward model): the completion decoded
+// without its EOS and rendered, so "5" + EOS after the char template's "assistant: " is read as "5\n". A text
+// prompt's completion stays the policy's tokens, EOS included.
+TEST(RolloutScorerTest, ARewardModelReadsAChatCompletionAsTheTemplateWritesTheReply) {
+  test_support::TempDir model_dir, rm_dir;
+  data::testing::WriteCharModelDir(model_dir.path());
+  absl::StatusOr<std::unique_ptr<data::HfTokenizer>> loaded = data::HfTokenizer::Load(model_dir.path());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::shared_ptr<const data::Tokenizer> tok = std::move(*loaded);
+  core::HfModelConfig c = test_support::TinyLlamaConfig();
+  c.vocab_size = std::max<int64_t>(c.vocab_size, data::testing::CharModelVocabSize());
+  c.pad_token_id = 0;
+  c.num_labels = 1;
+  torch::manual_seed(5);
+  LlamaOptions lo;
+  lo.reward_head = true;
+  LlamaModel rm(c, lo);
+  {
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor& p : rm->parameters()) p.normal_(0.0, 0.2);
+  }
+  ASSERT_TRUE(rm->ExportHf(rm_dir.path(), c).ok());
+  RewardSourceOptions source;
+  source.kind = RewardSourceOptions::Kind::kModel;
+  source.name = "rm";
+  source.model_dir = rm_dir.path();
+  absl::StatusOr<std::unique_ptr<RolloutScorer>> scorer =
+      RolloutScorer::Create({source}, tok, {data::testing::kCharEos}, data::testing::CharModelVocabSize(),
+                            torch::Device(torch::kCPU));
+  ASSERT_TRUE(scorer.ok()) << scorer.status();
+
+  auto ids = [](const std::string& text) {
+    std::vector<int32_t> out;
+    for (int32_t id : data::testing::CharIds(text)) out.push_back(id);
+    return out;
+  };
+  data::Prompt chat;
+  chat.messages_json = R"([{"role": "user", "content": "2+3="}])";
+  chat.ids = {data::testing::kCharBos};
+  for (int32_t id : ids("user: 2+3=\nassistant: ")) chat.ids.push_back(id);
+  data::Prompt text;
+  text.ids = {data::testing::kCharBos};
+  for (int32_t id : ids("2+3=")) text.ids.push_back(id);
+  const Completion five{{ids("5")[0], data::testing::kCharEos}, false};
+  absl::StatusOr<ScoredRollout> scored = (*scorer)->Score({&chat, &text}, {five, five});
+  ASSERT_TRUE(scored.ok()) << scored.status();
+
+  absl::StatusOr<std::unique_ptr<RewardModelScorer>> direct =
+      RewardModelScorer::Load(rm_dir.path(), torch::kCPU);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  std::vector<int32_t> chat_seq = chat.ids, text_seq = text.ids;
+  for (int32_t id : ids("5\n")) chat_seq.push_back(id);  // the template's reply, no EOS
+  text_seq.push_back(ids("5")[0]);
+  text_seq.push_back(data::testing::kCharEos);
+  // The same two sequences in one batch, as the scorer's call: the same computation, so the same bits.
+  absl::StatusOr<std::vector<double>> want = (*direct)->Score({chat_seq, text_seq});
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(scored->sum.total, *want);
+  // Read as the policy's raw tokens instead ("5" + EOS), the chat completion would score otherwise.
+  std::vector<int32_t> raw = chat.ids;
+  raw.push_back(ids("5")[0]);
+  raw.push_back(data::testing::kCharEos);
+  absl::StatusOr<std::vector<double>> as_tokens = (*direct)->Score({raw, text_seq});
+  ASSERT_TRUE(as_tokens.ok());
+  EXPECT_NE((*as_tokens)[0], (*want)[0]);
 }
 
 }  // namespace

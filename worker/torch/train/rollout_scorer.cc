@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "worker/data/chat_response.h"
 
 namespace zerofit::worker {
 namespace {
@@ -98,6 +99,24 @@ absl::StatusOr<std::vector<std::string>> RolloutScorer::DecodedCompletions(
   return texts;
 }
 
+absl::StatusOr<std::vector<int32_t>> RolloutScorer::ModelInput(const data::Prompt& prompt,
+                                                               const Completion& completion) const {
+  std::vector<int32_t> seq = prompt.ids;
+  if (prompt.messages_json.empty() || tokenizer_ == nullptr) {
+    seq.insert(seq.end(), completion.tokens.begin(), completion.tokens.end());
+    return seq;
+  }
+  // TRL's reward input for a chat prompt: the completion decoded (its EOS, the end of turn, stripped) and
+  // written as the assistant's reply by the chat template, which ends the turn as in the reward data.
+  const std::vector<int64_t> tokens = WithoutEos(completion.tokens);
+  ZF_ASSIGN_OR_RETURN(const std::string reply,
+                      tokenizer_->Decode(std::vector<int32_t>(tokens.begin(), tokens.end())));
+  ZF_ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
+                      data::ChatReplyIds(*tokenizer_, prompt.messages_json, prompt.chat_extras, reply));
+  seq.insert(seq.end(), ids.begin(), ids.end());
+  return seq;
+}
+
 double RolloutScorer::AnswerScore(size_t source_index, const data::Prompt& prompt,
                                   const Completion& completion, const std::string* text) const {
   const RewardSourceOptions& source = sources_[source_index];
@@ -118,9 +137,13 @@ absl::StatusOr<ScoredRollout> RolloutScorer::Score(const std::vector<const data:
     if (sources_[s].kind == Kind::kModel) {
       std::vector<std::vector<int32_t>> sequences;
       for (size_t i = 0; i < completions.size(); ++i) {
-        std::vector<int32_t> seq = prompts[i]->ids;
-        seq.insert(seq.end(), completions[i].tokens.begin(), completions[i].tokens.end());
-        sequences.push_back(std::move(seq));
+        absl::StatusOr<std::vector<int32_t>> seq = ModelInput(*prompts[i], completions[i]);
+        if (!seq.ok()) {
+          return absl::Status(seq.status().code(),
+                              absl::StrCat(SourceField(s), ": a completion of the prompt of line ",
+                                           prompts[i]->source_line, ": ", seq.status().message()));
+        }
+        sequences.push_back(std::move(*seq));
       }
       ZF_ASSIGN_OR_RETURN(src.scores, models_[s]->Score(sequences));
     } else {

@@ -2,7 +2,8 @@
 // (grpo_task_options.h), summed with their weights (worker/rewards/reward_sum.h). A verifiable source
 // compares the completion with the prompt's `answer`: as text when a tokenizer can decode completions, or,
 // for pre-tokenized data without one, the exact rule token for token against `answer_ids`. A reward-model
-// source scores prompt + completion in the same process without gradients.
+// source scores prompt + completion in the same process without gradients; a chat prompt's completion as
+// the chat template writes the assistant's reply, as TRL renders it for a reward model.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,10 @@ class RolloutScorer {
   double AnswerScore(size_t source, const data::Prompt& prompt, const Completion& completion,
                      const std::string* text) const;
   std::vector<int64_t> WithoutEos(const std::vector<int64_t>& tokens) const;
+  // What a reward model scores: prompt + completion tokens, or for a chat prompt (with a tokenizer) the
+  // prompt + the completion's text written as the assistant's reply by the chat template (chat_response.h).
+  absl::StatusOr<std::vector<int32_t>> ModelInput(const data::Prompt& prompt,
+                                                  const Completion& completion) const;
 
   std::vector<RewardSourceOptions> sources_;
   std::vector<std::unique_ptr<RewardModelScorer>> models_;         // one per source (null for answer sources)
