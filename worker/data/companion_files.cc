@@ -78,8 +78,10 @@ absl::Status WriteGroup(const std::string& source_dir, bool tokenizer, const fs:
   for (const std::string& name : KnownNames(export_dir, tokenizer)) {
     const bool copied =
         std::any_of(files.begin(), files.end(), [&](const CompanionFile& f) { return f.name == name; });
+    if (copied) continue;
     std::error_code ec;
-    if (!copied && fs::remove(export_dir / name, ec) == false && ec) {
+    fs::remove(export_dir / name, ec);  // false without an error when there is no such file
+    if (ec) {
       return absl::InternalError(absl::StrCat("cannot remove ", (export_dir / name).string(),
                                               " (left by an earlier export): ", ec.message()));
     }
