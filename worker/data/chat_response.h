@@ -11,13 +11,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 #include "worker/data/tokenizer.h"
 
 namespace zerofit::data {
 
-// `messages_json`: the prompt (a JSON list of messages), rendered with `extras`. InvalidArgument when the
-// template's rendering of prompt + reply does not start with its rendering of the prompt, or the reply
-// renders to nothing.
+// The text of `response` (messages) after `prompt` (messages) as the chat template writes it:
+// render(prompt + response) minus `prompt_text`, which is render(prompt, add_generation_prompt=true). Errors:
+// the template's own as InvalidArgument ("chat template: ..."), FailedPrecondition when the whole's
+// rendering does not start with `prompt_text` (the response cannot be cut out), InvalidArgument when
+// nothing is left.
+absl::StatusOr<std::string> ChatResponseText(const Tokenizer& tok, const nlohmann::ordered_json& prompt,
+                                             const std::string& prompt_text,
+                                             const nlohmann::ordered_json& response);
+
+// The ids of `reply` as the assistant's message after the prompt `messages_json` (a JSON list of messages),
+// rendered with `extras`; errors as ChatResponseText's.
 absl::StatusOr<std::vector<int32_t>> ChatReplyIds(const Tokenizer& tok, const std::string& messages_json,
                                                   const ChatExtras& extras, const std::string& reply);
 

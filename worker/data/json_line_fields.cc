@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/excerpt.h"
+#include "worker/data/chat_response.h"
 
 namespace zerofit::data::json_line {
 
@@ -94,18 +95,12 @@ absl::StatusOr<std::string> RenderResponse(const Json& prompt, const std::string
                                            const Json& response, const char* field, const Tokenizer* tok,
                                            const Where& w) {
   if (response.empty()) return FieldError(w, field, "no response messages after the prompt");
-  Json all = prompt;
-  all.insert(all.end(), response.begin(), response.end());
-  auto full = Render(all, /*add_generation_prompt=*/false, field, tok, w);
-  if (!full.ok()) return full.status();
-  if (full->compare(0, prompt_text.size(), prompt_text) != 0) {
+  absl::StatusOr<std::string> text = ChatResponseText(*tok, prompt, prompt_text, response);
+  if (absl::IsFailedPrecondition(text.status())) {
     return FieldError(w, field,
-                      "the chat template's rendering of prompt + response does not start with its rendering "
-                      "of the prompt with add_generation_prompt=true, so the response cannot be cut out "
-                      "(write text rendered by hand instead)");
+                      absl::StrCat(text.status().message(), " (write text rendered by hand instead)"));
   }
-  std::string text = full->substr(prompt_text.size());
-  if (text.empty()) return FieldError(w, field, "empty response (nothing to score)");
+  if (!text.ok()) return FieldError(w, field, std::string(text.status().message()));
   return text;
 }
 

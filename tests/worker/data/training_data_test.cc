@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "tests/worker/data/char_model_dir.h"
 #include "tests/worker/data/test_support.h"
+#include "worker/data/chat_response.h"
+#include "worker/data/hf_tokenizer.h"
 
 namespace zerofit::data {
 namespace {
@@ -154,6 +157,32 @@ TEST_F(TrainingDataTest, ToolsAndChatTemplateKwargsReachEveryRenderingOfTheLine)
   EXPECT_NE(std::string(refused.status().message()).find(bad + ":1: field 'tools': expected a list"),
             std::string::npos)
       << refused.status();
+}
+
+// A template whose generation prompt is not where the reply goes: the response cannot be cut from the
+// rendering, and the reader and a reward model's reply say so (chat_response.h, one cut for both).
+TEST_F(TrainingDataTest, AResponseTheTemplateCannotCutIsRefusedByName) {
+  std::ofstream(dir_.File("chat_template.jinja"))
+      << "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}=={% endif %}";
+  const std::string pairs =
+      dir_.Write("uncut.jsonl", R"({"prompt": [{"role": "user", "content": "1+1"}], )"
+                                R"("chosen": [{"role": "assistant", "content": "2"}], )"
+                                R"("rejected": [{"role": "assistant", "content": "3"}]})"
+                                "\n");
+  auto refused = LoadTrainingData(Source(pairs), config_, 64);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(
+      std::string(refused.status().message())
+          .find(pairs + ":1: field 'chosen': the chat template's rendering of prompt + response does not "
+                        "start with its rendering of the prompt"),
+      std::string::npos)
+      << refused.status();
+  EXPECT_NE(std::string(refused.status().message()).find("(write text rendered by hand instead)"),
+            std::string::npos);
+  auto tok = HfTokenizer::Load(dir_.path().string());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto reply = ChatReplyIds(**tok, R"([{"role": "user", "content": "1+1"}])", ChatExtras{}, "2");
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kFailedPrecondition) << reply.status();
 }
 
 TEST_F(TrainingDataTest, TruncationIsReportedAndApplied) {
