@@ -55,23 +55,16 @@ struct TemplateFile {
 };
 
 // The standalone template files of a model directory, as transformers' from_pretrained finds them:
-// chat_template.jinja and additional_chat_templates/<name>.jinja (sorted by name, so that errors repeat).
+// chat_template.jinja and additional_chat_templates/<name>.jinja (sorted, so that errors repeat).
 absl::StatusOr<std::vector<TemplateFile>> TemplateFilesIn(const std::string& dir) {
   namespace fs = std::filesystem;
   std::vector<TemplateFile> files;
   const fs::path root = fs::path(dir) / ChatTemplate::kChatTemplateFile;
   if (fs::is_regular_file(root)) files.push_back({"default", root.string()});
-  const fs::path extra = fs::path(dir) / ChatTemplate::kAdditionalTemplatesDir;
-  std::error_code ec;
-  if (!fs::is_directory(extra, ec)) return files;
-  std::vector<TemplateFile> named;
-  for (const fs::directory_entry& e : fs::directory_iterator(extra, ec)) {
-    if (e.path().extension() != ".jinja" || !e.is_regular_file()) continue;
-    named.push_back({e.path().stem().string(), e.path().string()});
-  }
-  if (ec) return absl::InternalError(absl::StrCat(extra.string(), ": cannot be listed: ", ec.message()));
-  std::sort(named.begin(), named.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  for (TemplateFile& f : named) {
+  ZF_ASSIGN_OR_RETURN(const std::vector<std::string> named, ChatTemplate::NamedTemplateFiles(dir));
+  for (const std::string& name : named) {
+    const fs::path path = fs::path(dir) / name;
+    TemplateFile f{path.stem().string(), path.string()};
     if (f.name == "default" && !files.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(f.path, ": a second 'default' template next to ", root.string()));
@@ -146,6 +139,21 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromTokenizerConfig(const std::string
   ZF_RETURN_IF_ERROR(result.AddFromConfig(path, *it));
   result.TakeSpecialTokens(config);
   return result;
+}
+
+absl::StatusOr<std::vector<std::string>> ChatTemplate::NamedTemplateFiles(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  const fs::path extra = fs::path(dir) / kAdditionalTemplatesDir;
+  std::error_code ec;
+  if (!fs::is_directory(extra, ec)) return names;
+  for (const fs::directory_entry& e : fs::directory_iterator(extra, ec)) {
+    if (e.path().extension() != ".jinja" || !e.is_regular_file()) continue;
+    names.push_back(absl::StrCat(kAdditionalTemplatesDir, "/", e.path().filename().string()));
+  }
+  if (ec) return absl::InternalError(absl::StrCat(extra.string(), ": cannot be listed: ", ec.message()));
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 absl::StatusOr<ChatTemplate> ChatTemplate::FromDirectory(const std::string& dir) {

@@ -64,6 +64,9 @@ class ChatTemplate {
   static absl::StatusOr<ChatTemplate> FromDirectory(const std::string& dir);
   static constexpr const char* kChatTemplateFile = "chat_template.jinja";
   static constexpr const char* kAdditionalTemplatesDir = "additional_chat_templates";
+  // The named template files of `dir`: "additional_chat_templates/<name>.jinja", relative to it, sorted;
+  // empty without that directory. InternalError when it cannot be listed.
+  static absl::StatusOr<std::vector<std::string>> NamedTemplateFiles(const std::string& dir);
 
   // Renders `messages` (a JSON list of {"role", "content", ...}). Errors carry the template position;
   // raise_exception("msg") in the template fails with InvalidArgument containing "msg". Takes ordered_json

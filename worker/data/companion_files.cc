@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "text/chat_template.h"
 
 namespace zerofit::data {
 namespace {
@@ -19,25 +20,14 @@ bool SameDirectory(const std::string& a, const std::string& b) {
   return !a.empty() && !b.empty() && fs::equivalent(a, b, ec);
 }
 
-// additional_chat_templates/*.jinja of `dir`, sorted by name.
-std::vector<std::string> NamedTemplatesIn(const fs::path& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  const fs::path extra = dir / kNamedTemplatesDir;
-  if (!fs::is_directory(extra, ec)) return names;
-  for (const fs::directory_entry& e : fs::directory_iterator(extra, ec)) {
-    if (e.path().extension() == ".jinja" && e.is_regular_file(ec))
-      names.push_back(absl::StrCat(kNamedTemplatesDir, "/", e.path().filename().string()));
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // Every companion name `dir` may hold for one source: the tokenizer's (tokenizer = true) or the model's.
 std::vector<std::string> KnownNames(const fs::path& dir, bool tokenizer) {
   if (!tokenizer) return {kGenerationConfigName};
   std::vector<std::string> names(std::begin(kTokenizerFileNames), std::end(kTokenizerFileNames));
-  for (std::string& n : NamedTemplatesIn(dir)) names.push_back(std::move(n));
+  // A directory that cannot be listed offers no named templates, to copy or to remove.
+  for (std::string& n :
+       text::ChatTemplate::NamedTemplateFiles(dir.string()).value_or(std::vector<std::string>{}))
+    names.push_back(std::move(n));
   return names;
 }
 

@@ -14,14 +14,14 @@
 namespace zerofit::data {
 
 // The tokenizer's files transformers reads from a model directory (a fast tokenizer's tokenizer.json, a
-// slow one's vocabulary, the special tokens, the chat templates), and the model's generation defaults.
+// slow one's vocabulary, the special tokens, the chat templates; the named ones,
+// additional_chat_templates/*.jinja, as text::ChatTemplate::NamedTemplateFiles lists them), and the
+// model's generation defaults.
 inline constexpr const char* kTokenizerFileNames[] = {
     "tokenizer.json",    "tokenizer_config.json", "special_tokens_map.json",
     "added_tokens.json", "tokenizer.model",       "vocab.json",
     "merges.txt",        "chat_template.jinja",   "chat_template.json"};
 inline constexpr const char* kGenerationConfigName = "generation_config.json";
-// Named chat templates: <dir>/additional_chat_templates/<name>.jinja.
-inline constexpr const char* kNamedTemplatesDir = "additional_chat_templates";
 
 struct CompanionFile {
   std::string from;  // the file to copy

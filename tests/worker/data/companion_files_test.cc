@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "text/chat_template.h"
 #include "worker/data/hf_tokenizer.h"
 
 namespace zerofit::data {
@@ -50,8 +51,8 @@ TEST(CompanionFilesTest, TheExportGetsTheTokenizerAndTheGenerationConfigByteForB
   // As transformers 4.47+ saves templates: a file each, which replace tokenizer_config.json's.
   const auto config = nlohmann::json::parse(std::ifstream(kMistral + "/tokenizer_config.json"));
   Put(tok / "chat_template.jinja", config["chat_template"].get<std::string>());
-  Put(tok / kNamedTemplatesDir / "tool_use.jinja", "T{{ tools|length }}");
-  Put(tok / kNamedTemplatesDir / "README.txt", "not a template");
+  Put(tok / text::ChatTemplate::kAdditionalTemplatesDir / "tool_use.jinja", "T{{ tools|length }}");
+  Put(tok / text::ChatTemplate::kAdditionalTemplatesDir / "README.txt", "not a template");
 
   ASSERT_TRUE(WriteCompanionFiles(model.string(), tok.string(), out.string()).ok());
   const std::vector<CompanionFile> files = CompanionFilesOf(model.string(), tok.string());
@@ -62,7 +63,7 @@ TEST(CompanionFilesTest, TheExportGetsTheTokenizerAndTheGenerationConfigByteForB
                                       "tokenizer.model", "chat_template.jinja",
                                       "additional_chat_templates/tool_use.jinja", "generation_config.json"}));
   for (const CompanionFile& f : files) EXPECT_EQ(Slurp(out / f.name), Slurp(f.from)) << f.name;
-  EXPECT_FALSE(fs::exists(out / kNamedTemplatesDir / "README.txt"));
+  EXPECT_FALSE(fs::exists(out / text::ChatTemplate::kAdditionalTemplatesDir / "README.txt"));
   EXPECT_FALSE(fs::exists(out / "config.json"));  // the export's own, written by ExportHf
 
   // The export reads as the tokenizer did: same ids, same chat rendering.
@@ -83,7 +84,7 @@ TEST(CompanionFilesTest, WhatAnEarlierExportLeftAndTheSourcesLackIsRemoved) {
   Put(out / "tokenizer.json", "old");
   Put(out / "chat_template.jinja", "OLD");
   Put(out / "vocab.json", "{}");
-  Put(out / kNamedTemplatesDir / "tool_use.jinja", "OLD");
+  Put(out / text::ChatTemplate::kAdditionalTemplatesDir / "tool_use.jinja", "OLD");
   Put(out / kGenerationConfigName, "{}");
   Put(out / "README.md", "the user's notes");
   Put(out / "model.safetensors", "weights");
