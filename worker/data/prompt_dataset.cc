@@ -59,10 +59,11 @@ absl::StatusOr<std::vector<int32_t>> PromptIdList(const Json& obj, const char* f
   return ids;
 }
 
-// The prompt's tokens (without BOS) and whether the form adds BOS itself (a chat template does).
+// The prompt's tokens (without BOS) and whether the form adds BOS itself (a chat template does). A chat
+// prompt's messages and extras go to `out` (Prompt::messages_json, chat_extras).
 absl::StatusOr<std::pair<std::vector<int32_t>, bool>> PromptIds(const Json& obj, const Tokenizer* tok,
                                                                 const PromptDataOptions& o,
-                                                                const PromptLine& w) {
+                                                                const PromptLine& w, Prompt* out) {
   const int forms = obj.contains("prompt") + obj.contains("messages") + obj.contains("prompt_ids");
   if (forms != 1) {
     return PromptLineError(
@@ -95,6 +96,8 @@ absl::StatusOr<std::pair<std::vector<int32_t>, bool>> PromptIds(const Json& obj,
     if (!rendered.ok())
       return PromptFieldError(w, field, absl::StrCat("chat template: ", rendered.status().message()));
     text = std::move(*rendered);
+    out->messages_json = obj[field].dump();  // for the reward models' rendering of its completions
+    out->chat_extras = std::move(*extras);
   }
   absl::StatusOr<std::vector<int32_t>> ids = tok->Encode(text);
   if (!ids.ok()) return PromptFieldError(w, field, absl::StrCat("tokenizer: ", ids.status().message()));
@@ -130,8 +133,8 @@ absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, const PromptLine
   }
   if (!obj.is_object())
     return PromptLineError(w, absl::StrCat("expected a JSON object, got ", obj.type_name()));
-  ZF_ASSIGN_OR_RETURN(auto prompt, PromptIds(obj, tok, o, w));
   Prompt p;
+  ZF_ASSIGN_OR_RETURN(auto prompt, PromptIds(obj, tok, o, w, &p));
   p.source_line = w.line;
   const int32_t bos = tok != nullptr ? tok->bos_id() : o.bos_id;
   const bool add_bos = o.add_bos && bos >= 0 && !prompt.second;
@@ -139,10 +142,6 @@ absl::StatusOr<Prompt> ParsePromptLine(const std::string& line, const PromptLine
   p.ids.insert(p.ids.end(), prompt.first.begin(), prompt.first.end());
   if (p.ids.empty()) return PromptLineError(w, "empty prompt (generation needs at least one token)");
   *truncated = TruncatePrompt(&p.ids, add_bos, o.max_prompt_length);
-  if (prompt.second) {  // a chat prompt: kept for the reward models' rendering of its completions
-    p.messages_json = (obj.contains("messages") ? obj["messages"] : obj["prompt"]).dump();
-    ZF_ASSIGN_OR_RETURN(p.chat_extras, ChatExtrasOf(obj));  // checked by PromptIds already
-  }
   ZF_ASSIGN_OR_RETURN(p.answer, AnswerOf(obj, w));
   if (obj.contains("answer_ids")) {
     ZF_ASSIGN_OR_RETURN(p.answer_ids, PromptIdList(obj, "answer_ids", tok, o, w));
