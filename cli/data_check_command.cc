@@ -59,6 +59,13 @@ CLI::App* AddDataCheckCommand(CLI::App& app, DataCheckFlags* flags) {
   check->add_option("--add-bos", flags->add_bos, "auto, true or false")
       ->check(CLI::IsMember({"auto", "true", "false"}))
       ->capture_default_str();
+  check->add_option(
+      "--eos-token", flags->overrides.eos_token,
+      "a token of the vocabulary that replaces the tokenizer's EOS, as the job's data.eos_token");
+  check->add_option(
+      "--chat-template", flags->overrides.chat_template,
+      "a .jinja/.j2 file or model directory whose chat template replaces the tokenizer's, as the "
+      "job's data.chat_template");
   check->add_flag("--json", flags->json, "one JSON object instead of the table");
   check->add_flag("--prompts", flags->prompts,
                   "FILE holds GRPO prompts (prompt, messages or prompt_ids + answer)");
@@ -81,7 +88,7 @@ absl::StatusOr<std::string> RunDataCheck(const DataCheckFlags& flags) {
   if (flags.assistant_only_loss && !flags.sft) {
     return absl::InvalidArgumentError("--assistant-only-loss applies to SFT examples: add --sft");
   }
-  auto tok = data::HfTokenizer::Load(flags.tokenizer_dir);
+  auto tok = data::HfTokenizer::Load(flags.tokenizer_dir, flags.overrides);
   if (!tok.ok()) return tok.status();
   if (flags.prompts) {
     if (flags.max_new_tokens < 1 || flags.max_new_tokens >= flags.max_length) {

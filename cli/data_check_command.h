@@ -27,6 +27,8 @@ struct DataCheckFlags {
   int64_t max_length = 512;
   int64_t max_prompt_length = 0;  // 0: max_length / 2, as a training run's default
   std::string add_bos = "auto";   // auto: the tokenizer has a BOS and tokenizer_config.json's add_bos_token
+  data::TokenizerOverrides
+      overrides;  // --eos-token, --chat-template: the job's data.eos_token, chat_template
   bool json = false;
   bool prompts = false;  // FILE holds GRPO prompts
   bool sft = false;      // FILE holds SFT examples (or pairs, of which the chosen response is kept)

@@ -186,6 +186,10 @@ CLI::App* AddTokenizeCommand(CLI::App& app, TokenizeFlags* flags) {
   cmd->add_option("--tokenizer", flags->tokenizer_dir,
                   "model directory with tokenizer.json (+ tokenizer_config.json)")
       ->required();
+  cmd->add_option(
+      "--chat-template", flags->chat_template,
+      "a .jinja/.j2 file or model directory whose chat template replaces the tokenizer's (rendered "
+      "with the tokenizer's special tokens, as a job's data.chat_template)");
   cmd->add_option("--in", flags->in, "input JSONL, - for stdin")->capture_default_str();
   cmd->add_option("--out", flags->out, "output JSONL, - for stdout")->capture_default_str();
   cmd->add_option("--threads", flags->threads,
@@ -203,11 +207,14 @@ absl::StatusOr<TokenizeReport> RunTokenize(const TokenizeFlags& flags) {
   auto tok = text::TokenizerJson::FromFile(flags.tokenizer_dir + "/tokenizer.json");
   if (!tok.ok()) return tok.status();
   std::optional<text::ChatTemplate> chat;
-  auto loaded = text::ChatTemplate::FromDirectory(flags.tokenizer_dir);
+  auto loaded = flags.chat_template.empty()
+                    ? text::ChatTemplate::FromDirectory(flags.tokenizer_dir)
+                    : text::ChatTemplate::FromTemplatePath(flags.chat_template, flags.tokenizer_dir);
   if (loaded.ok()) {
     chat = std::move(*loaded);
-  } else if (!absl::IsNotFound(loaded.status())) {
-    return loaded.status();  // a template that does not parse is an error even for text-only input
+  } else if (!absl::IsNotFound(loaded.status()) || !flags.chat_template.empty()) {
+    return loaded
+        .status();  // a template that does not parse (or was named) is an error even for text-only input
   }
   std::ifstream in_file;
   std::istream* in = &std::cin;

@@ -31,6 +31,7 @@ namespace zerofit::cli {
 
 struct TokenizeFlags {
   std::string tokenizer_dir;  // holds tokenizer.json and (for messages) tokenizer_config.json
+  std::string chat_template;  // a .jinja/.j2 file or model directory whose template replaces the tokenizer's
   std::string in = "-";       // "-": stdin
   std::string out = "-";      // "-": stdout
   int threads = 0;            // lines tokenized in parallel; 0: all cores (std::thread::hardware_concurrency)

@@ -60,7 +60,9 @@ Json DataJson(const DataSpec& d) {
           {"test", d.test},
           {"tokenizer", d.tokenizer},
           {"max_prompt_length", d.max_prompt_length},
-          {"add_bos", d.add_bos}};
+          {"add_bos", d.add_bos},
+          {"eos_token", d.eos_token},
+          {"chat_template", d.chat_template}};
 }
 
 absl::Status ReadData(ObjectReader r, DataSpec* d) {
@@ -68,7 +70,9 @@ absl::Status ReadData(ObjectReader r, DataSpec* d) {
                           {"train", &d->train},
                           {"test", &d->test},
                           {"tokenizer", &d->tokenizer},
-                          {"add_bos", &d->add_bos}}) {
+                          {"add_bos", &d->add_bos},
+                          {"eos_token", &d->eos_token},
+                          {"chat_template", &d->chat_template}}) {
     if (absl::Status s = r.Get(key, out); !s.ok()) return s;
   }
   if (absl::Status s = r.Get("max_prompt_length", &d->max_prompt_length); !s.ok()) return s;

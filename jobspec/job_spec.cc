@@ -30,7 +30,7 @@ using Json = nlohmann::json;
 // A DeepSpeed config is a few KiB of JSON; anything near this is not one.
 constexpr uint64_t kMaxDeepSpeedConfigBytes = 1 << 20;
 
-// `data: DIR` or `data: {train, test, tokenizer, max_prompt_length, add_bos}`.
+// `data: DIR` or `data: {train, test, tokenizer, max_prompt_length, add_bos, eos_token, chat_template}`.
 absl::Status ParseData(const YamlReader& r, const YAML::Node& root, DataSpec* d) {
   const YAML::Node n = root["data"];
   if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
@@ -39,13 +39,18 @@ absl::Status ParseData(const YamlReader& r, const YAML::Node& root, DataSpec* d)
     return r.Required(n, "data", d->dir, "a directory of token-id files, or a mapping with train:");
   }
   if (!n.IsMap()) return r.Error(n, "data", "expected a directory of token-id files or a mapping");
-  ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "data.", {"train", "test", "tokenizer", "max_prompt_length", "add_bos"}));
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(
+      n, "data.",
+      {"train", "test", "tokenizer", "max_prompt_length", "add_bos", "eos_token", "chat_template"}));
   ZF_RETURN_IF_ERROR(r.Get(n, "train", "data.train", &d->train, "a path"));
   ZF_RETURN_IF_ERROR(r.Get(n, "test", "data.test", &d->test, "a path"));
   ZF_RETURN_IF_ERROR(r.Get(n, "tokenizer", "data.tokenizer", &d->tokenizer, "a directory"));
   ZF_RETURN_IF_ERROR(
       r.Get(n, "max_prompt_length", "data.max_prompt_length", &d->max_prompt_length, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "add_bos", "data.add_bos", &d->add_bos, "auto, true or false"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "eos_token", "data.eos_token", &d->eos_token, "a token of the vocabulary"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "chat_template", "data.chat_template", &d->chat_template,
+                           "a .jinja file or a model directory"));
   if (absl::StripAsciiWhitespace(d->train).empty()) {
     return r.Error(n["train"].IsDefined() && !n["train"].IsNull() ? n["train"] : n, "data.train",
                    "required (a JSONL file of preference pairs)");
@@ -56,6 +61,11 @@ absl::Status ParseData(const YamlReader& r, const YAML::Node& root, DataSpec* d)
   if (d->add_bos != "auto" && d->add_bos != "true" && d->add_bos != "false") {
     return r.Error(n["add_bos"], "data.add_bos",
                    absl::StrCat("expected auto, true or false, got ", core::QuotedExcerpt(d->add_bos)));
+  }
+  for (auto [key, value] : {std::pair{"eos_token", &d->eos_token}, {"chat_template", &d->chat_template}}) {
+    if (n[key].IsDefined() && !n[key].IsNull() && value->empty()) {
+      return r.Error(n[key], absl::StrCat("data.", key), "is empty (leave it out for the tokenizer's own)");
+    }
   }
   return absl::OkStatus();
 }

@@ -119,12 +119,17 @@ struct CheckpointSpec {
 //     tokenizer: /models/qwen    # tokenizer.json (+ tokenizer_config.json); default: `model` when it has one
 //     max_prompt_length: 256     # the prompt part's limit when a pair is truncated; default max_length / 2
 //     add_bos: auto              # auto | true | false
-// Paths are as the workers see them.
+//     eos_token: <|im_end|>      # TRL's eos_token: a token of the vocabulary that becomes the EOS
+//     chat_template: chatml.jinja  # TRL's chat_template_path: a .jinja/.j2 file or a model directory
+// Paths are as the workers see them. eos_token and chat_template change the tokenizer the workers read text
+// with (data::TokenizerOverrides), and the export carries it so changed.
 struct DataSpec {
   std::string dir;  // the directory form; empty with the file form
   std::string train, test, tokenizer;
   int64_t max_prompt_length = 0;  // 0: max_length / 2
   std::string add_bos = "auto";
+  std::string eos_token;      // empty: the tokenizer's
+  std::string chat_template;  // empty: the tokenizer's
 };
 
 // Held-out evaluation during training: after every `every`-th step (0: only after the last), on the first

@@ -182,6 +182,44 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromDirectory(const std::string& dir)
   return result;
 }
 
+absl::Status ChatTemplate::TakeSpecialTokensOf(const std::string& dir) {
+  special_tokens_.clear();
+  const std::string config_path = dir + "/tokenizer_config.json";
+  if (!std::filesystem::exists(config_path)) return absl::OkStatus();
+  ZF_ASSIGN_OR_RETURN(const nlohmann::ordered_json config, ReadConfigObject(config_path));
+  TakeSpecialTokens(config);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ChatTemplate> ChatTemplate::FromTemplatePath(const std::string& path,
+                                                            const std::string& tokenizer_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  ChatTemplate result;
+  if (fs::is_directory(path, ec)) {
+    ZF_ASSIGN_OR_RETURN(result, FromDirectory(path));
+  } else if (fs::is_regular_file(path, ec)) {
+    const std::string ext = fs::path(path).extension().string();
+    if (ext != ".jinja" && ext != ".j2") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": a chat template is a .jinja or .j2 file, or a model directory holding one"));
+    }
+    ZF_ASSIGN_OR_RETURN(std::string source, core::ReadTextFile(path));
+    ZF_RETURN_IF_ERROR(result.Add(path, "default", std::move(source)));
+  } else {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": no such chat template (a .jinja or .j2 file, or a model directory)"));
+  }
+  ZF_RETURN_IF_ERROR(result.TakeSpecialTokensOf(tokenizer_dir));
+  return result;
+}
+
+std::vector<std::pair<std::string, std::string>> ChatTemplate::NamedSources() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Named& t : templates_) out.emplace_back(t.name, t.source);
+  return out;
+}
+
 absl::StatusOr<const ChatTemplate::Named*> ChatTemplate::Pick(const ChatTemplateOptions& options) const {
   auto find = [&](const char* name) -> const Named* {
     for (const Named& t : templates_) {

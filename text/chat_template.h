@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -62,6 +63,12 @@ class ChatTemplate {
   // that chat_template. Special tokens come from tokenizer_config.json, which may be absent. NotFound when
   // the directory has no template; errors name the file.
   static absl::StatusOr<ChatTemplate> FromDirectory(const std::string& dir);
+  // A replacement template, as TRL's chat_template_path gives one: `path` is a .jinja or .j2 file (the
+  // default template) or a model directory (its templates, as FromDirectory finds them). The special tokens
+  // are those of `tokenizer_dir`'s tokenizer_config.json (which may be absent), since transformers renders
+  // whatever template a tokenizer holds with that tokenizer's own tokens. Errors name `path`.
+  static absl::StatusOr<ChatTemplate> FromTemplatePath(const std::string& path,
+                                                       const std::string& tokenizer_dir);
   static constexpr const char* kChatTemplateFile = "chat_template.jinja";
   static constexpr const char* kAdditionalTemplatesDir = "additional_chat_templates";
   // The named template files of `dir`: "additional_chat_templates/<name>.jinja", relative to it, sorted;
@@ -78,6 +85,9 @@ class ChatTemplate {
   // The template source Render would use for `options`.
   absl::StatusOr<std::string> Source(const ChatTemplateOptions& options) const;
 
+  // Every template: its name ("default", "tool_use", ...) and source, in the order they were read.
+  std::vector<std::pair<std::string, std::string>> NamedSources() const;
+
  private:
   struct Named {
     std::string name;
@@ -90,6 +100,8 @@ class ChatTemplate {
   // tokenizer_config.json's chat_template entry: a string or a list of {"name", "template"}.
   absl::Status AddFromConfig(const std::string& path, const nlohmann::ordered_json& entry);
   void TakeSpecialTokens(const nlohmann::ordered_json& config);
+  // The special tokens of `dir`'s tokenizer_config.json in place of the current ones; none without the file.
+  absl::Status TakeSpecialTokensOf(const std::string& dir);
 
   std::vector<Named> templates_;
   std::map<std::string, std::string> special_tokens_;  // bos_token, eos_token, ... from the config

@@ -111,6 +111,53 @@ TEST_F(DataCheckTest, SftFilesAreCountedAsExamples) {
   EXPECT_NE(RunDataCheck(flags).status().message().find("add --sft"), std::string::npos);
 }
 
+// --eos-token and --chat-template check the data as a job with data.eos_token and data.chat_template reads
+// it: GPT-2, which has no template, reads conversations with Qwen's (but cannot take Qwen's <|im_end|> as its
+// EOS: not in its vocabulary); Qwen's template ends turns with <|im_end|>, so making <|endoftext|> the EOS
+// leaves chat renderings without one, and the lint says so.
+TEST_F(DataCheckTest, TheTokenizerOverridesAreCheckedAsTheJobReadsThem) {
+  const std::string hf = ZEROFIT_HF_TOKENIZERS_DIR;
+  if (!std::filesystem::exists(hf + "/gpt2/tokenizer.json")) GTEST_SKIP() << "gpt2 is missing";
+  Write(R"({"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]})"
+        "\n");
+  DataCheckFlags flags;
+  flags.file = path_;
+  flags.sft = true;
+  flags.json = true;
+  flags.tokenizer_dir = hf + "/gpt2";
+  flags.overrides.eos_token = "<|endoftext|>";  // this copy of GPT-2's config names no EOS
+  auto bare = RunDataCheck(flags);
+  ASSERT_FALSE(bare.ok());
+  EXPECT_NE(bare.status().message().find("conversational data needs one"), std::string::npos)
+      << bare.status();
+  flags.overrides.chat_template = hf + "/qwen2.5";
+  auto templated = RunDataCheck(flags);
+  ASSERT_TRUE(templated.ok()) << templated.status();
+  flags.overrides.eos_token = "<|im_end|>";
+  auto unknown = RunDataCheck(flags);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("eos_token \"<|im_end|>\" is not a token of " + hf + "/gpt2"),
+            std::string::npos)
+      << unknown.status();
+
+  auto lint = [](const std::string& json) {
+    const nlohmann::json report = nlohmann::json::parse(json);
+    for (const auto& l : report["lints"]) {
+      if (l["check"] == "chat-rendered responses that never hold the EOS token") return l["count"].get<int>();
+    }
+    return -1;
+  };
+  flags.tokenizer_dir = hf + "/qwen2.5";
+  flags.overrides = {};
+  auto own = RunDataCheck(flags);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(lint(*own), 0);
+  flags.overrides.eos_token = "<|endoftext|>";
+  auto other = RunDataCheck(flags);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(lint(*other), 1);
+}
+
 // --prompts: a GRPO prompt file, measured as the run would read it (text and chat with Qwen2.5's template),
 // and a bad line named by file, line and field.
 TEST_F(DataCheckTest, PromptFilesAreCountedAndBadLinesNamed) {

@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "text/chat_template.h"
 
 namespace zerofit::cli {
 namespace {
@@ -266,6 +267,39 @@ std::string ReadFile(const std::string& path) {
   std::stringstream buf;
   buf << file.rdbuf();
   return buf.str();
+}
+
+// --chat-template: GPT-2 (no template of its own) renders conversations with Qwen's, as a job with
+// data.chat_template reads them; a named template that does not exist stops the run before a line is read.
+TEST(TokenizeChatTemplateTest, AReplacementTemplateRendersTheConversations) {
+  const std::string hf = ZEROFIT_HF_TOKENIZERS_DIR;
+  if (!std::filesystem::exists(hf + "/gpt2/tokenizer.json") || !std::filesystem::exists(hf + "/qwen2.5"))
+    GTEST_SKIP() << "shared tokenizers are missing";
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("zerofit_tokenize_template_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string in = (dir / "in.jsonl").string();
+  std::ofstream(in) << R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true})"
+                       "\n";
+  TokenizeFlags flags;
+  flags.tokenizer_dir = hf + "/gpt2";
+  flags.in = in;
+  flags.out = (dir / "out.jsonl").string();
+  flags.chat_template = hf + "/qwen2.5";
+  auto report = RunTokenize(flags);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->refused, 0u);
+  auto qwen = text::ChatTemplate::FromDirectory(hf + "/qwen2.5");
+  ASSERT_TRUE(qwen.ok()) << qwen.status();
+  text::ChatTemplateOptions gen;
+  gen.add_generation_prompt = true;
+  const Json line = Json::parse(ReadFile(flags.out));
+  EXPECT_EQ(line["rendered"], *qwen->Render(Json::parse(R"([{"role": "user", "content": "Hi"}])"), gen));
+
+  flags.chat_template = (dir / "absent.jinja").string();
+  auto missing = RunTokenize(flags);
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  std::filesystem::remove_all(dir);
 }
 
 // The text corpus of the golden tests, repeated past one chunk of lines (4096), with chat lines mixed in

@@ -10,7 +10,9 @@
 # And with the spec's sft.assistant_only_loss, the same examples as one-turn `messages` conversations (a chat
 # template that writes the contents and ends the assistant's turn with eos_token; no EOS is appended to a
 # chat rendering, as in TRL) train a fourth identical checkpoint: spec -> plan -> worker -> the assistant's
-# turn cut from the rendering. The SFT export holds the tokenizer, and DPO reads text from it.
+# turn cut from the rendering; a fifth comes from a model directory without that template, the spec naming it
+# and the EOS (data.chat_template, data.eos_token), and its export carries both. The SFT export holds the
+# tokenizer, and DPO reads text from it.
 # usage: text_data_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -139,6 +141,21 @@ sed 's/assistant_only_loss: true/assistant_only_loss: false/; s/ck-sft-turns/ck-
 "$Z" run "$D/sft-whole.yaml" --state-dir "$D/s-sft-whole" > "$D/sft-whole.log" 2>&1 || { cat "$D/sft-whole.log"; fail "sft-whole job"; }
 ( same_checkpoints "$D/ck-sft-text" "$D/ck-sft-whole" "" ) > /dev/null \
   && fail "scoring the whole conversation trained the assistant-only model"
+# data.chat_template and data.eos_token (TRL's chat_template_path and eos_token): a model directory without a
+# template and with another EOS trains the assistant-only model from the same conversations once the spec
+# names the template file and the EOS (the template writes eos_token), and its export carries both.
+mkdir -p "$D/model-bare"
+cp "$D/model/config.json" "$D/model/tokenizer.json" "$D/model-bare/"
+echo '{"bos_token": "<s>", "eos_token": "<unk>", "pad_token": "<pad>", "add_bos_token": true}' > "$D/model-bare/tokenizer_config.json"
+printf '%s' '{% for m in messages %}{{ m["content"] }}{% if m["role"] == "assistant" %}{{ eos_token }}{% endif %}{% endfor %}' > "$D/turns.jinja"
+sed "s|^model: .*|model: $D/model-bare|; s|^data: {\(.*\)}|data: {\1, chat_template: $D/turns.jinja, eos_token: \"</s>\"}|; s/ck-sft-turns/ck-sft-named/g" \
+  "$D/sft-turns.yaml" > "$D/sft-named.yaml"
+grep -q "eos_token: \"</s>\"" "$D/sft-named.yaml" || fail "sft-named.yaml: $(cat "$D/sft-named.yaml")"
+"$Z" run "$D/sft-named.yaml" --state-dir "$D/s-sft-named" > "$D/sft-named.log" 2>&1 || { cat "$D/sft-named.log"; fail "sft-named job"; }
+same_checkpoints "$D/ck-sft-turns" "$D/ck-sft-named" "SFT with the model's template and EOS, and with the spec's"
+cmp -s "$D/turns.jinja" "$D/ck-sft-named.model/chat_template.jinja" || fail "the export lacks the spec's template"
+grep -q '"eos_token": "</s>"' "$D/ck-sft-named.model/tokenizer_config.json" \
+  || fail "the export's EOS is not the spec's: $(cat "$D/ck-sft-named.model/tokenizer_config.json")"
 # The SFT export carries the model directory's tokenizer byte for byte, so the next stage (DPO from the SFT
 # model, the usual chain) reads text with `model:` the export alone: no data.tokenizer.
 for f in tokenizer.json tokenizer_config.json; do
@@ -151,4 +168,4 @@ TASK=dpo job dpo-chain "{train: $D/train.jsonl, test: $D/test.jsonl}" "$D/ck-dpo
 grep -q "data: $D/train.jsonl: 200 pairs (add_bos true, EOS appended)" "$D/dpo-chain.log" \
   || fail "DPO from the export did not read the text with the export's tokenizer: $(grep 'data:' "$D/dpo-chain.log" | head -3)"
 cmp -s "$D/model/tokenizer.json" "$D/ck-dpo-chain.model/tokenizer.json" || fail "the DPO export lacks the tokenizer"
-echo "PASS (text data tokenized by the workers == token ids; data report; eval at steps 5, 10, 12; SFT from TRL's formats == from pairs == assistant-only turns; SFT export -> DPO from text)"
+echo "PASS (text data tokenized by the workers == token ids; data report; eval at steps 5, 10, 12; SFT from TRL's formats == from pairs == assistant-only turns == the spec's template and EOS; SFT export -> DPO from text)"

@@ -16,7 +16,8 @@ namespace {
 constexpr const char* kSpec = R"(name: rm
 task: reward
 model: /models/base
-data: {train: /d/train.jsonl, test: /d/test.jsonl, tokenizer: /tok, add_bos: "false"}
+data: {train: /d/train.jsonl, test: /d/test.jsonl, tokenizer: /tok, add_bos: "false", eos_token: "<|im_end|>",
+       chat_template: /t/chatml.jinja}
 world_size: 2
 device: cpu
 eval: {every: 50, max_samples: 100}
@@ -52,6 +53,8 @@ TEST(JobPlanTest, ResolvesEveryDecisionFromTheSpec) {
   EXPECT_EQ(p.schedule.total_steps, 400) << "decay ends at the last step";
   EXPECT_EQ(p.data.tokenizer, "/tok");
   EXPECT_EQ(p.data.add_bos, "false");
+  EXPECT_EQ(p.data.eos_token, "<|im_end|>");
+  EXPECT_EQ(p.data.chat_template, "/t/chatml.jinja");
   EXPECT_EQ(p.eval.every, 50);
   EXPECT_EQ(p.checkpoint.keep, 2);
   EXPECT_TRUE(p.checkpoint.overwrite);

@@ -241,12 +241,24 @@ TEST(JobSpecTest, DataIsADirectoryOrFilesWithATokenizer) {
   auto defaults = ParseJobSpec("task: sft\nmodel: m\ndata: {train: t.jsonl}\n", "job.yaml");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->data.add_bos, "auto");
+  EXPECT_TRUE(defaults->data.eos_token.empty());
+  EXPECT_TRUE(defaults->data.chat_template.empty());
+  auto overrides = ParseJobSpec(
+      "task: sft\nmodel: m\ndata: {train: t.jsonl, eos_token: \"<|im_end|>\", chat_template: chatml.jinja}\n",
+      "job.yaml");
+  ASSERT_TRUE(overrides.ok()) << overrides.status();
+  EXPECT_EQ(overrides->data.eos_token, "<|im_end|>");
+  EXPECT_EQ(overrides->data.chat_template, "chatml.jinja");
   EXPECT_EQ(defaults->eval.every, 0);
 
   const std::pair<std::string, std::string> bad[] = {
       {"task: sft\nmodel: m\ndata:\n  test: h.jsonl\n", "job.yaml:4: field 'data.train': required"},
       {"task: sft\nmodel: m\ndata:\n  train: t\n  add_bos: yes please\n",
        "job.yaml:5: field 'data.add_bos': expected auto, true or false, got 'yes please'"},
+      {"task: sft\nmodel: m\ndata:\n  train: t\n  eos_token: \"\"\n",
+       "job.yaml:5: field 'data.eos_token': is empty (leave it out for the tokenizer's own)"},
+      {"task: sft\nmodel: m\ndata:\n  train: t\n  chat_template: [a.jinja]\n",
+       "job.yaml:5: field 'data.chat_template': expected a .jinja file or a model directory"},
       {"task: sft\nmodel: m\ndata:\n  train: t\n  tokeniser: x\n",
        "job.yaml:5: field 'data.tokeniser': unknown field"},
       {"task: sft\nmodel: m\ndata: [a]\n", "job.yaml:3: field 'data': expected a directory"},

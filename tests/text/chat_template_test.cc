@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/civil_time.h"
 
 namespace zerofit::text {
@@ -164,6 +165,74 @@ TEST(ChatTemplateTest, FromDirectoryErrorsNameTheFile) {
   auto plain = ChatTemplate::FromDirectory(no_config);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(*plain->Render(Json::array(), {}), "");
+}
+
+// TRL's chat_template_path: another template, rendered with the tokenizer's own special tokens.
+TEST(ChatTemplateTest, AReplacementTemplateRendersWithTheTokenizersTokens) {
+  const std::string tokenizer =
+      SavedModelDir("replacement_target", Json{{"bos_token", "<B>"}, {"eos_token", "<E>"}}, "");
+  const std::filesystem::path file = std::filesystem::path(::testing::TempDir()) / "replacement.jinja";
+  std::ofstream(file, std::ios::binary)
+      << "{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}";
+  const Json messages =
+      Json::parse(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])");
+  auto t = ChatTemplate::FromTemplatePath(file.string(), tokenizer);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t->Render(messages, {}), "<B>a<E>b<E>");
+  ASSERT_EQ(t->NamedSources().size(), 1u);
+  EXPECT_EQ(t->NamedSources()[0].first, "default");
+
+  // A model directory's templates (here a file and a named one), with the target's tokens, not its own.
+  const std::string source =
+      SavedModelDir("replacement_source", Json{{"eos_token", "</s>"}}, "S{{ eos_token }}");
+  WriteNamedTemplate(source, "tool_use", "T{{ eos_token }}");
+  auto d = ChatTemplate::FromTemplatePath(source, tokenizer);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d->Render(messages, {}), "S<E>");
+  ChatTemplateOptions with_tools;
+  with_tools.tools = Json::array({Json::object()});
+  EXPECT_EQ(*d->Render(messages, with_tools), "T<E>");
+  const auto named = d->NamedSources();
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0], (std::pair<std::string, std::string>{"default", "S{{ eos_token }}"}));
+  EXPECT_EQ(named[1], (std::pair<std::string, std::string>{"tool_use", "T{{ eos_token }}"}));
+
+  // A shared model's template into another's tokens: TinyLlama's ends turns with eos_token, so under
+  // SmolLM2's tokens its rendering is TinyLlama's with </s> replaced by <|im_end|>.
+  const std::string tinyllama = kHfDir + "/tinyllama", smollm2 = kHfDir + "/smollm2";
+  if (!std::filesystem::exists(tinyllama) || !std::filesystem::exists(smollm2))
+    GTEST_SKIP() << "shared tokenizers";
+  auto own = ChatTemplate::FromDirectory(tinyllama);
+  auto moved = ChatTemplate::FromTemplatePath(tinyllama, smollm2);
+  ASSERT_TRUE(own.ok() && moved.ok()) << moved.status();
+  std::string want = *own->Render(messages, {});
+  ASSERT_TRUE(absl::StrContains(want, "</s>")) << want;
+  want = absl::StrReplaceAll(want, {{"</s>", "<|im_end|>"}});
+  EXPECT_EQ(*moved->Render(messages, {}), want);
+}
+
+TEST(ChatTemplateTest, AReplacementTemplateThatCannotBeReadIsNamed) {
+  const std::string tokenizer = SavedModelDir("replacement_target2", Json::object(), "");
+  const std::string dir = ::testing::TempDir();
+  auto missing = ChatTemplate::FromTemplatePath(dir + "/no_such.jinja", tokenizer);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), dir + "/no_such.jinja")) << missing.status();
+
+  // A JSON file would render as its own text: only .jinja and .j2 files are templates.
+  std::ofstream(dir + "/tokenizer_config_copy.json") << R"({"chat_template": "x"})";
+  auto json = ChatTemplate::FromTemplatePath(dir + "/tokenizer_config_copy.json", tokenizer);
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument) << json.status();
+  EXPECT_TRUE(absl::StrContains(json.status().message(), ".jinja or .j2 file")) << json.status();
+
+  std::ofstream(dir + "/broken.j2") << "{% for m in messages %}";
+  auto broken = ChatTemplate::FromTemplatePath(dir + "/broken.j2", tokenizer);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_TRUE(absl::StrContains(broken.status().message(), dir + "/broken.j2: template 'default'"))
+      << broken.status();
+
+  const std::string empty = SavedModelDir("replacement_empty", Json::object(), "");
+  auto none = ChatTemplate::FromTemplatePath(empty, tokenizer);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound) << none.status();
 }
 
 TEST(ChatTemplateTest, SyntheticFeaturesMatchPythonJinja2) {

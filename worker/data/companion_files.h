@@ -2,14 +2,15 @@
 // as the directory it was trained from did: the tokenizer (transformers' AutoTokenizer, and zerofit's next
 // job reading text from the export without data.tokenizer) and the generation defaults (GenerationConfig:
 // the ids generate stops at, the sampling settings). Trainer.save_model writes the same set when given the
-// tokenizer. The files are copied byte for byte: zerofit changes neither the vocabulary nor the template.
-// Torch-free.
+// tokenizer. The files are copied byte for byte, except where the job changed the tokenizer
+// (tokenizer_overrides.h), as TRL's SFTTrainer saves the tokenizer it changed. Torch-free.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/data/tokenizer_overrides.h"
 
 namespace zerofit::data {
 
@@ -36,9 +37,15 @@ std::vector<CompanionFile> CompanionFilesOf(const std::string& model_dir, const 
 // temporary file and a rename, so that a crash leaves the old or the new file. A companion name present in
 // `export_dir` but not among the sources (left there by an earlier export of another model) is removed,
 // since transformers would read it with the new weights: a stale chat_template.jinja, for one, overrides
-// the new tokenizer_config.json's template. A source directory that is `export_dir` itself is left alone.
+// the new tokenizer_config.json's template. A source directory that is `export_dir` itself is not copied
+// onto itself.
+// `overrides` change what is written, as transformers saves the changed tokenizer: eos_token becomes
+// tokenizer_config.json's and special_tokens_map.json's eos_token; chat_template's templates (read as
+// text::ChatTemplate::FromTemplatePath reads them) are written as chat_template.jinja and
+// additional_chat_templates/<name>.jinja, in place of the tokenizer's own template files, and
+// tokenizer_config.json loses its chat_template entry. Every source is read before anything is written.
 // Errors name the file.
 absl::Status WriteCompanionFiles(const std::string& model_dir, const std::string& tokenizer_dir,
-                                 const std::string& export_dir);
+                                 const std::string& export_dir, const TokenizerOverrides& overrides = {});
 
 }  // namespace zerofit::data

@@ -75,8 +75,8 @@ std::vector<DataLint> Lints(const PairFindings& f, const DataExpectations& e, bo
        "raise max_length, lower max_prompt_length, or drop overlong pairs"},
       {"chat-rendered responses that never hold the EOS token", f.template_without_eos,
        "the chat template ends turns with a token that is not the tokenizer's EOS, and no EOS is appended to "
-       "chat renderings (TRL appends none either): set tokenizer_config.json's eos_token to the template's "
-       "end-of-turn token (TRL's eos_token option), or use a template that writes eos_token"},
+       "chat renderings (TRL appends none either): make the template's end-of-turn token the EOS "
+       "(data.eos_token in the spec, --eos-token; TRL's eos_token), or use a template that writes eos_token"},
   };
   if (!sft) {
     lints.push_back({"pairs with chosen == rejected", f.same,

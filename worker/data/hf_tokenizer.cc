@@ -78,7 +78,8 @@ absl::Status ApplyExtras(const ChatExtras& extras, text::ChatTemplateOptions* op
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& dir,
+                                                               const TokenizerOverrides& overrides) {
   std::unique_ptr<HfTokenizer> out(new HfTokenizer());
   out->dir_ = dir;
   auto tok = text::TokenizerJson::FromFile(dir + "/tokenizer.json");
@@ -109,6 +110,15 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   if (!bos.ok()) return bos.status();
   auto eos = resolve("eos_token", "eos_token_id");
   if (!eos.ok()) return eos.status();
+  if (!overrides.eos_token.empty()) {  // TRL: tokenizer.eos_token_id = convert_tokens_to_ids(eos_token)
+    std::optional<int32_t> id = out->tok_->TokenToId(overrides.eos_token);
+    if (!id) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "eos_token \"", overrides.eos_token, "\" is not a token of ", dir, "/tokenizer.json's vocabulary"));
+    }
+    eos = *id;
+    out->eos_token_ = overrides.eos_token;
+  }
   auto pad = resolve("pad_token", "pad_token_id");
   if (!pad.ok()) return pad.status();
   out->bos_id_ = *bos;
@@ -121,6 +131,12 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   }
   // A missing template, or one our Jinja subset refuses, must not stop text-only data: the error waits for
   // RenderChat.
+  if (!overrides.chat_template.empty()) {  // asked for by name: it must load
+    ZF_ASSIGN_OR_RETURN(text::ChatTemplate replacement,
+                        text::ChatTemplate::FromTemplatePath(overrides.chat_template, dir));
+    out->chat_ = std::move(replacement);
+    return out;
+  }
   auto chat = text::ChatTemplate::FromDirectory(dir);
   if (chat.ok()) {
     out->chat_ = std::move(*chat);
@@ -169,6 +185,7 @@ absl::StatusOr<std::string> HfTokenizer::RenderChat(const std::string& messages_
   }
   text::ChatTemplateOptions options;
   options.add_generation_prompt = add_generation_prompt;
+  options.eos_token = eos_token_;
   ZF_RETURN_IF_ERROR(ApplyExtras(extras, &options));
   return chat_->Render(messages, options);
 }

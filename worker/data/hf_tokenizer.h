@@ -15,6 +15,7 @@
 #include "text/hf/tokenizer_json.h"
 #include "worker/data/data_report.h"
 #include "worker/data/tokenizer.h"
+#include "worker/data/tokenizer_overrides.h"
 
 namespace zerofit::data {
 
@@ -29,7 +30,11 @@ class HfTokenizer final : public Tokenizer {
   // missing one, or one that does not parse, fails RenderChat only, so text and pre-tokenized data still
   // load.
   // Errors name the file.
-  static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& dir);
+  // `overrides` (tokenizer_overrides.h): eos_token must be one token of the vocabulary (an
+  // InvalidArgument naming it and the file otherwise); chat_template replaces the directory's templates and,
+  // asked for by name, must load here (text::ChatTemplate::FromTemplatePath), with this directory's tokens.
+  static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& dir,
+                                                           const TokenizerOverrides& overrides = {});
 
   // Ids without special tokens (the post-processor's BOS/EOS are not added).
   absl::StatusOr<std::vector<int32_t>> Encode(const std::string& text) const override;
@@ -66,6 +71,7 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<text::TokenizerJson> tok_;
   std::optional<text::ChatTemplate> chat_;
   absl::Status chat_error_;  // why the directory's chat template did not load (RenderChat returns it)
+  std::optional<std::string> eos_token_;  // the overriding EOS, which the template sees as eos_token
   int32_t bos_id_ = -1, eos_id_ = -1, pad_id_ = -1, configured_pad_id_ = -1, vocab_size_ = 0;
   std::optional<bool> add_bos_token_;
 };

@@ -39,6 +39,10 @@ void AddDataInputs(const jobspec::JobPlan& plan, std::vector<JobInput>* out) {
     out->push_back({"data.train", train, s.train});
     if (!d.tokenizer.empty())
       out->push_back({"data.tokenizer", "the tokenizer", Inside(d.tokenizer, "tokenizer.json")});
+    if (!d.chat_template.empty()) {
+      out->push_back(
+          {"data.chat_template", "the chat template", d.chat_template, /*directory_allowed=*/true});
+    }
   }
   if (!plan.eval.data.empty()) {
     out->push_back({"eval.data", test, s.test});
@@ -62,6 +66,8 @@ DataSource DataSourceOf(const jobspec::JobPlan& plan) {
     s.test = d.test;
     s.tokenizer_dir = d.tokenizer.empty() ? TokenizerDirOf(plan.model) : d.tokenizer;
     s.max_prompt_length = d.max_prompt_length;
+    s.tokenizer_overrides.eos_token = d.eos_token;
+    s.tokenizer_overrides.chat_template = d.chat_template;
   }
   if (!plan.eval.data.empty()) s.test = plan.eval.data;
   return s;

@@ -1,10 +1,11 @@
 // The files a job's workers read before its first step and the places they write, each with the spec field
 // that named it. Inputs: the model's config.json, the initial weights, the training and held-out data, the
-// tokenizer, GRPO's reward models. Outputs: checkpoint.dir (every rank), export and the metrics sinks
-// (rank 0). The workers check them when they start, so that a missing input or an output that could never be
-// written is reported with its field whichever front end submitted the job, before the first step rather
-// than when the export after the last one fails; `zerofit run`, whose workers run on this host in this
-// directory, checks them before it starts anything and adds the spec's line (cli/local_job_files.h).
+// tokenizer and the chat template that replaces its own, GRPO's reward models. Outputs: checkpoint.dir (every
+// rank), export and the metrics sinks (rank 0). The workers check them when they start, so that a missing
+// input or an output that could never be written is reported with its field whichever front end submitted the
+// job, before the first step rather than when the export after the last one fails; `zerofit run`, whose
+// workers run on this host in this directory, checks them before it starts anything and adds the spec's line
+// (cli/local_job_files.h).
 // Nothing here creates or writes a file, and the checks open none (a FIFO cannot block them). Torch-free.
 #pragma once
 
@@ -28,7 +29,7 @@ struct JobInput {
   std::string field;  // as the spec writes it: "model", "data", "data.train", "eval.data", "rewards[1].path"
   std::string what;   // what the file is to the job: "the model's config.json", "the training data"
   std::string path;   // the file the workers open (inside the field's directory for a directory field)
-  bool directory_allowed = false;  // `init`: a safetensors file, or a directory holding one or an index
+  bool directory_allowed = false;  // `init`, data.chat_template: a file, or a directory holding one
 };
 
 // Every input of the plan, in the order the workers read them. Only what is named or implied: the model's

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/line_reader.h"
+#include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/data/hf_tokenizer.h"
 
@@ -94,16 +95,21 @@ absl::StatusOr<std::optional<bool>> ParseAddBos(const std::string& value, const 
   return absl::InvalidArgumentError(absl::StrCat(field, ": '", value, "' is not auto, true or false"));
 }
 
+absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadDataTokenizer(const DataSource& source) {
+  if (source.tokenizer_dir.empty()) {
+    if (source.tokenizer_overrides.empty()) return std::unique_ptr<HfTokenizer>();
+    return absl::InvalidArgumentError(
+        "data.eos_token and data.chat_template change a tokenizer, and this job has none (data.tokenizer, or "
+        "a model directory with tokenizer.json): token-id data carries its EOS and template in its ids");
+  }
+  return HfTokenizer::Load(source.tokenizer_dir, source.tokenizer_overrides);
+}
+
 absl::StatusOr<TrainingData> LoadTrainingData(const DataSource& source, const core::HfModelConfig& config,
                                               int64_t max_length) {
   if (source.train.empty()) return absl::InvalidArgumentError("data.train: no training file given");
-  std::unique_ptr<HfTokenizer> tok;
-  if (!source.tokenizer_dir.empty()) {
-    auto loaded = HfTokenizer::Load(source.tokenizer_dir);
-    if (!loaded.ok()) return loaded.status();
-    tok = std::move(*loaded);
-    if (absl::Status s = CheckTokenizerFitsModel(*tok, config); !s.ok()) return s;
-  }
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<HfTokenizer> tok, LoadDataTokenizer(source));
+  if (tok) ZF_RETURN_IF_ERROR(CheckTokenizerFitsModel(*tok, config));
   TrainingData out;
   PreferenceDataOptions& o = out.options;
   o.max_length = max_length;

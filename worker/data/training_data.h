@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/hf_config.h"
 #include "worker/data/data_report.h"
 #include "worker/data/preference_dataset.h"
+#include "worker/data/tokenizer_overrides.h"
 
 namespace zerofit::data {
 
@@ -21,6 +23,7 @@ struct DataSource {
   // A directory with tokenizer.json (+ tokenizer_config.json): text and chat lines are tokenized with it.
   // Empty: the files must hold token ids only.
   std::string tokenizer_dir;
+  TokenizerOverrides tokenizer_overrides;  // data.eos_token, data.chat_template; need tokenizer_dir
   int64_t max_prompt_length = 0;  // the prompt part's limit when a pair is truncated; 0: max_length / 2
   std::optional<bool> add_bos;    // unset: auto (see ResolveAddBos)
   // Task sft: the files hold SFT examples (sft_example.h) or pairs whose chosen response alone is kept.
@@ -55,6 +58,10 @@ class HfTokenizer;
 // is true, except for conversational data (the first line of `train_path`) whose chat template writes
 // bos_token itself.
 bool AutoAddBos(const HfTokenizer& tok, const std::string& train_path);
+
+// The tokenizer `source` reads text with, its overrides applied; null without tokenizer_dir (token ids
+// only), where overrides are an error naming the fields.
+absl::StatusOr<std::unique_ptr<HfTokenizer>> LoadDataTokenizer(const DataSource& source);
 
 // Loads both files. Special ids come from the tokenizer when there is one, else from `config` (its
 // bos_token_id and eos_token_id are then required); token ids must fit config.vocab_size. add_bos, unset:

@@ -113,6 +113,85 @@ TEST(CompanionFilesTest, ASourceThatIsTheExportItselfIsLeftAlone) {
   EXPECT_EQ(Slurp(out / "chat_template.jinja"), "mine");
 }
 
+const std::string kQwen = std::string(ZEROFIT_HF_TOKENIZERS_DIR) + "/qwen2.5";
+
+// data.eos_token and data.chat_template: the export holds the tokenizer as the job changed it, as
+// Trainer.save_model writes the tokenizer TRL changed, so that it loads (here and in transformers) as the job
+// read text.
+TEST(CompanionFilesTest, TheExportCarriesTheTokenizerAsTheOverridesChangedIt) {
+  if (!fs::exists(kMistral + "/tokenizer.json") || !fs::exists(kQwen + "/tokenizer.json"))
+    GTEST_SKIP() << "shared tokenizers are missing";
+  const fs::path model = FreshDir("model5"), tok = FreshDir("tok5"), out = FreshDir("out5");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+    fs::copy_file(fs::path(kMistral) / f, tok / f);
+  Put(tok / text::ChatTemplate::kAdditionalTemplatesDir / "tool_use.jinja", "Mistral's own, replaced");
+  Put(out / "chat_template.json", "{}");  // an earlier export's
+  TokenizerOverrides o;
+  o.eos_token = "[control_8]";
+  o.chat_template = kQwen;  // its template is in its tokenizer_config.json
+  ASSERT_TRUE(WriteCompanionFiles(model.string(), tok.string(), out.string(), o).ok());
+
+  EXPECT_EQ(Slurp(out / "tokenizer.json"), Slurp(tok / "tokenizer.json"));
+  const auto qwen_config = nlohmann::ordered_json::parse(std::ifstream(kQwen + "/tokenizer_config.json"));
+  EXPECT_EQ(Slurp(out / "chat_template.jinja"), qwen_config["chat_template"].get<std::string>());
+  EXPECT_FALSE(fs::exists(out / text::ChatTemplate::kAdditionalTemplatesDir / "tool_use.jinja"));
+  EXPECT_FALSE(fs::exists(out / "chat_template.json"));
+  auto source_config = nlohmann::ordered_json::parse(std::ifstream(tok / "tokenizer_config.json"));
+  auto config = nlohmann::ordered_json::parse(std::ifstream(out / "tokenizer_config.json"));
+  EXPECT_EQ(config["eos_token"], "[control_8]");
+  EXPECT_FALSE(config.contains("chat_template"));
+  source_config.erase("chat_template");
+  source_config["eos_token"] = "[control_8]";
+  EXPECT_EQ(config, source_config);  // nothing else changed, keys in their order
+  // transformers' VERY_LARGE_INTEGER stays an integer (nlohmann reads it as a double).
+  EXPECT_NE(
+      Slurp(out / "tokenizer_config.json").find("\"model_max_length\": 1000000000000000019884624838656,"),
+      std::string::npos);
+  const auto map = nlohmann::ordered_json::parse(std::ifstream(out / "special_tokens_map.json"));
+  EXPECT_EQ(map["eos_token"]["content"], "[control_8]");  // an AddedToken dict keeps its flags
+  EXPECT_EQ(map["eos_token"]["normalized"], false);
+  EXPECT_EQ(map["bos_token"]["content"], "<s>");
+
+  auto job = HfTokenizer::Load(tok.string(), o);
+  auto exported = HfTokenizer::Load(out.string());
+  ASSERT_TRUE(job.ok() && exported.ok()) << exported.status();
+  EXPECT_EQ((*exported)->eos_id(), (*job)->eos_id());
+  const std::string chat = R"([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}])";
+  EXPECT_EQ(*(*exported)->RenderChat(chat, false), *(*job)->RenderChat(chat, false));
+}
+
+TEST(CompanionFilesTest, OverridesApplyToAnExportThatIsItsOwnTokenizer) {
+  const fs::path model = FreshDir("model6"), out = FreshDir("out6");
+  Put(out / "tokenizer.json", "t");
+  Put(out / "chat_template.jinja", "old");
+  Put(out / text::ChatTemplate::kAdditionalTemplatesDir / "tool_use.jinja", "old tools");
+  const fs::path file = FreshDir("templates6") / "chatml.j2";
+  Put(file, "new");
+  TokenizerOverrides o;
+  o.eos_token = "<|im_end|>";
+  o.chat_template = file.string();
+  ASSERT_TRUE(WriteCompanionFiles(model.string(), out.string(), out.string(), o).ok());
+  EXPECT_EQ(Slurp(out / "tokenizer.json"), "t");
+  EXPECT_EQ(Slurp(out / "chat_template.jinja"), "new");
+  EXPECT_FALSE(fs::exists(out / text::ChatTemplate::kAdditionalTemplatesDir / "tool_use.jinja"));
+  // No tokenizer_config.json in the source: one is written to carry the EOS, as transformers saves one.
+  EXPECT_EQ(nlohmann::json::parse(Slurp(out / "tokenizer_config.json")),
+            nlohmann::json::parse(R"({"eos_token": "<|im_end|>"})"));
+}
+
+TEST(CompanionFilesTest, AnOverrideThatCannotBeWrittenWritesNothing) {
+  const fs::path model = FreshDir("model7"), tok = FreshDir("tok7"), out = FreshDir("out7");
+  Put(tok / "tokenizer.json", "t");
+  const fs::path source = FreshDir("source7");
+  Put(source / "tokenizer_config.json", R"({"chat_template": [{"name": "../escape", "template": "x"}]})");
+  TokenizerOverrides o;
+  o.chat_template = source.string();
+  const absl::Status s = WriteCompanionFiles(model.string(), tok.string(), out.string(), o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'../escape' cannot name a file"), std::string::npos) << s;
+  EXPECT_TRUE(fs::is_empty(out));
+}
+
 TEST(CompanionFilesTest, AFileThatCannotBeWrittenIsNamed) {
   const fs::path model = FreshDir("model4"), tok = FreshDir("tok4"), out = FreshDir("out4");
   Put(tok / "tokenizer.json", "t");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "text/hf/tokenizer_json.h"
@@ -97,6 +98,65 @@ TEST(HfTokenizerTest, ReadsTheChatTemplateFromChatTemplateJinja) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.status().message().find("conversational data needs one"), std::string::npos)
       << refused.status();
+}
+
+// TRL's eos_token: the id appended to responses, the pad fallback and the template's eos_token all follow it.
+TEST(HfTokenizerTest, AnEosTokenOverrideIsTheEosEverywhere) {
+  const std::string dir = ModelDir("mistral-v0.3");
+  SKIP_IF_MISSING(dir);
+  auto own = HfTokenizer::Load(dir);
+  TokenizerOverrides o;
+  o.eos_token = "[control_8]";
+  auto changed = HfTokenizer::Load(dir, o);
+  ASSERT_TRUE(own.ok() && changed.ok()) << changed.status();
+  const int32_t control8 = *(*own)->text_tokenizer().TokenToId("[control_8]");
+  EXPECT_EQ((*changed)->eos_id(), control8);
+  EXPECT_EQ((*changed)->pad_id(), control8);  // Mistral names no pad token: it pads with the EOS
+  EXPECT_EQ((*changed)->bos_id(), (*own)->bos_id());
+  EXPECT_EQ((*changed)->expectations().eos_id, control8);
+  const std::string messages =
+      R"([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}])";
+  auto want = (*own)->RenderChat(messages, false);
+  auto got = (*changed)->RenderChat(messages, false);
+  ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+  ASSERT_TRUE(absl::EndsWith(*want, "4</s>")) << *want;  // Mistral's template ends a reply with eos_token
+  EXPECT_EQ(*got, want->substr(0, want->size() - 4) + "[control_8]");
+
+  o.eos_token = "<|im_end|>";  // Qwen's, not Mistral's
+  auto refused = HfTokenizer::Load(dir, o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("eos_token \"<|im_end|>\" is not a token of " + dir +
+                                            "/tokenizer.json"),
+            std::string::npos)
+      << refused.status();
+}
+
+// TRL's chat_template_path: a model without a template (GPT-2) trained on conversations with Qwen's.
+TEST(HfTokenizerTest, AChatTemplateOverrideReplacesTheDirectorysTemplate) {
+  const std::string gpt2 = ModelDir("gpt2"), qwen = ModelDir("qwen2.5");
+  SKIP_IF_MISSING(gpt2);
+  SKIP_IF_MISSING(qwen);
+  const std::string messages =
+      R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])";
+  auto bare = HfTokenizer::Load(gpt2);
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_FALSE((*bare)->RenderChat(messages, true).ok());
+  TokenizerOverrides o;
+  o.chat_template = qwen;
+  auto with = HfTokenizer::Load(gpt2, o);
+  auto reference = HfTokenizer::Load(qwen);
+  ASSERT_TRUE(with.ok() && reference.ok()) << with.status();
+  auto got = (*with)->RenderChat(messages, true);
+  auto want = (*reference)->RenderChat(messages, true);
+  ASSERT_TRUE(got.ok() && want.ok()) << got.status();
+  EXPECT_EQ(*got, *want);  // Qwen's template names no special token
+  EXPECT_EQ((*with)->eos_id(), (*bare)->eos_id());
+
+  // Named, it must load: a missing one fails the tokenizer, not the first conversation.
+  o.chat_template = ::testing::TempDir() + "/absent.jinja";
+  auto missing = HfTokenizer::Load(gpt2, o);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(o.chat_template), std::string::npos) << missing.status();
 }
 
 TEST(HfTokenizerTest, MissingDirectoryNamesTheFile) {

@@ -59,11 +59,21 @@ TEST(JobFilesTest, TheFileFormNamesEachFileAndOnlyTheTokenizerItWasGiven) {
                 "model the model's config.json: m/config.json", "init the initial weights: sft",
                 "data.train the training data: t.jsonl", "data.tokenizer the tokenizer: tok/tokenizer.json",
                 "data.test the held-out data: h.jsonl"}));
+  // A replacing chat template is read too (a file, or a directory holding one).
+  plan.data.chat_template = "chatml.jinja";
+  plan.data.eos_token = "<|im_end|>";
+  const std::vector<JobInput> inputs = JobInputsOf(plan);
+  ASSERT_EQ(inputs.size(), 6u);
+  EXPECT_EQ(inputs[4].field, "data.chat_template");
+  EXPECT_EQ(inputs[4].path, "chatml.jinja");
+  EXPECT_TRUE(inputs[4].directory_allowed);
   // The list and the trainer's DataSource agree on every data file.
   const DataSource s = DataSourceOf(plan);
   EXPECT_EQ(s.train, "t.jsonl");
   EXPECT_EQ(s.test, "h.jsonl");
   EXPECT_EQ(s.tokenizer_dir, "tok");
+  EXPECT_EQ(s.tokenizer_overrides.chat_template, "chatml.jinja");
+  EXPECT_EQ(s.tokenizer_overrides.eos_token, "<|im_end|>");
 }
 
 TEST(JobFilesTest, AFileThatCannotBeReadIsNamedWithItsField) {

@@ -185,6 +185,59 @@ TEST_F(TrainingDataTest, AResponseTheTemplateCannotCutIsRefusedByName) {
   EXPECT_EQ(reply.status().code(), absl::StatusCode::kFailedPrecondition) << reply.status();
 }
 
+// data.eos_token and data.chat_template (TRL's eos_token, chat_template_path): the appended EOS and the
+// template's eos_token are the named token, and a conversation renders with the named template.
+TEST_F(TrainingDataTest, TokenizerOverridesChangeTheEosAndTheTemplate) {
+  const std::string text =
+      dir_.Write("eos.jsonl", "{\"prompt\": \"1+1=\", \"chosen\": \"2\", \"rejected\": \"3\"}\n");
+  DataSource s = Source(text);
+  s.tokenizer_overrides.eos_token = "\n";
+  auto d = LoadTrainingData(s, config_, 64);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const int32_t newline = CharIds("\n")[0];
+  EXPECT_EQ(d->train[0].chosen, Cat(CharIds("2"), {newline}));
+  EXPECT_EQ(d->options.eos_id, newline);
+
+  const std::string chat = dir_.Write("turns.jsonl", R"({"prompt": [{"role": "user", "content": "1+1"}], )"
+                                                     R"("chosen": [{"role": "assistant", "content": "2"}], )"
+                                                     R"("rejected": [{"role": "assistant", "content": "3"}]})"
+                                                     "\n");
+  // The template ends each turn with a newline, as Qwen's ends it with <|im_end|>: a model whose EOS is
+  // another token never learns to stop, until the end of turn is made the EOS.
+  const std::string jinja =
+      dir_.Write("turns.jinja", "{% for m in messages %}{{ m['content'] }}\n{% endfor %}");
+  auto template_without_eos = [](const TrainingData& t) {
+    for (const DataLint& l : t.report.lints) {
+      if (l.name == "chat-rendered responses that never hold the EOS token") return l.count;
+    }
+    return size_t{999};
+  };
+  DataSource own_eos = Source(chat);
+  own_eos.tokenizer_overrides.chat_template = jinja;
+  auto plain = LoadTrainingData(own_eos, config_, 64);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->train[0].prompt, Cat({kCharBos}, CharIds("1+1\n")));
+  EXPECT_EQ(plain->train[0].chosen, CharIds("2\n"));  // a chat rendering: no EOS appended
+  EXPECT_EQ(template_without_eos(*plain), 2u);
+
+  DataSource both = own_eos;
+  both.tokenizer_overrides.eos_token = "\n";
+  auto turns = LoadTrainingData(both, config_, 64);
+  ASSERT_TRUE(turns.ok()) << turns.status();
+  EXPECT_EQ(turns->train[0].prompt, plain->train[0].prompt);
+  EXPECT_EQ(turns->train[0].chosen, plain->train[0].chosen);
+  EXPECT_EQ(template_without_eos(*turns), 0u);
+
+  // Token ids only: nothing to change, and the job is told so rather than silently ignoring the fields.
+  DataSource ids = DataSourceOfDirectory(dir_.path().string());
+  ids.tokenizer_overrides.chat_template = jinja;
+  auto refused = LoadTrainingData(ids, config_, 64);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("data.eos_token and data.chat_template change a tokenizer"),
+            std::string::npos)
+      << refused.status();
+}
+
 TEST_F(TrainingDataTest, TruncationIsReportedAndApplied) {
   const std::string train = dir_.Write(
       "long.jsonl", "{\"prompt\": \"123456789+1=\", \"chosen\": \"123456790\", \"rejected\": \"1\"}\n");

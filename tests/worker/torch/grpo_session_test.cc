@@ -482,7 +482,7 @@ TEST(GrpoSessionTest, TextPromptsAreDecodedAndScoredAsText) {
 // generate: here a character the initial policy writes in its first greedy completion. The held-out answers
 // are the policy's greedy completions cut at that character or EOS (computed here without the session), so
 // the session's evaluation scores all of them only if it stops there too (0.33 without the file).
-TEST(GrpoSessionTest, CompletionsStopAtTheGenerationConfigsEosIds) {
+TEST(GrpoSessionTest, CompletionsStopAtTheGenerationConfigsAndTheSpecsEosIds) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
   PreferenceTrainOptions o = TextPromptJob(*comm, "zerofit_grpo_stop");
@@ -512,6 +512,21 @@ TEST(GrpoSessionTest, CompletionsStopAtTheGenerationConfigsEosIds) {
   metrics::StepMetrics m;
   ASSERT_NE(EvaluatedSession(o, *comm, &m), nullptr);
   EXPECT_EQ(m.Get("eval/accuracy").value_or(-1), 1.0);
+
+  // data.eos_token (TRL's eos_token) makes the same token the tokenizer's EOS: the rollouts stop there too.
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  if (comm->rank() == 0) std::filesystem::remove(o.model_dir + "/generation_config.json");
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  metrics::StepMetrics unstopped;  // neither: the completions run on past the answers
+  ASSERT_NE(EvaluatedSession(o, *comm, &unstopped), nullptr);
+  EXPECT_LT(unstopped.Get("eval/accuracy").value_or(-1), 1.0);
+  const std::optional<std::string> stop_token =
+      (*tok)->text_tokenizer().IdToToken(static_cast<int32_t>(stop));
+  ASSERT_TRUE(stop_token.has_value());
+  o.data.tokenizer_overrides.eos_token = *stop_token;
+  metrics::StepMetrics named;
+  ASSERT_NE(EvaluatedSession(o, *comm, &named), nullptr);
+  EXPECT_EQ(named.Get("eval/accuracy").value_or(-1), 1.0);
 }
 
 }  // namespace

@@ -86,6 +86,18 @@ TEST(PlanOptionsTest, TheRewardAndSftSectionsReachTheTrainer) {
   EXPECT_EQ(plain->center_rewards_coefficient, 0.0);
 }
 
+// data.eos_token and data.chat_template reach the tokenizer the trainer loads (data::TokenizerOverrides).
+TEST(PlanOptionsTest, TheTokenizerOverridesReachTheTrainer) {
+  absl::StatusOr<PreferenceTrainOptions> o = OptionsOfYaml(absl::StrCat(
+      "task: sft\nmodel: Qwen2.5-0.5B\ndata: {train: t.jsonl, tokenizer: /tok, eos_token: \"<|im_end|>\", "
+      "chat_template: /t/chatml.jinja}\nworld_size: 2\ntraining:\n  steps: 10\n  global_batch: 16\n"
+      "  gradient_accumulation: 2\n  max_length: 96\n"));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->data.tokenizer_dir, "/tok");
+  EXPECT_EQ(o->data.tokenizer_overrides.eos_token, "<|im_end|>");
+  EXPECT_EQ(o->data.tokenizer_overrides.chat_template, "/t/chatml.jinja");
+}
+
 // GRPO's rollout section reaches the rollouts' GenerationOptions (the decode mode by its enum).
 TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   absl::StatusOr<PreferenceTrainOptions> o = OptionsOfYaml(

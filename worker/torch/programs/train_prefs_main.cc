@@ -37,7 +37,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: mpiexec -n W zerofit_train_prefs --task reward|dpo|sft (--data DIR | --model DIR --train FILE "
-    "[--test FILE] [--tokenizer DIR]) [--add-bos auto|true|false] [--max-prompt-length N] [--eval-every N] "
+    "[--test FILE] [--tokenizer DIR] [--eos-token TOKEN] [--chat-template FILE|DIR]) [--add-bos "
+    "auto|true|false] [--max-prompt-length N] [--eval-every N] "
     "[--eval-max-samples N] [--steps N] [--global-batch B] "
     "[--micro K] [--lr LR] [--weight-decay WD] [--max-length T] [--seed S] [--offload] [--threads T] "
     "[--dpu-start N] "
@@ -75,8 +76,9 @@ struct Cli {
 };
 
 // Where the model and pairs come from: --data DIR (config.json and the token-id files of
-// examples/make_arith_prefs), or --model DIR --train FILE [--test FILE] [--tokenizer DIR] (text,
-// conversational or token-id JSONL; the tokenizer defaults to the model directory's tokenizer.json).
+// examples/make_arith_prefs), or --model DIR --train FILE [--test FILE] [--tokenizer DIR] [--eos-token T]
+// [--chat-template P] (text, conversational or token-id JSONL; the tokenizer defaults to the model
+// directory's tokenizer.json; the spec's data.eos_token and data.chat_template change it).
 absl::Status ParseDataFlags(const std::function<std::string(const char*)>& take, jobspec::JobSpec* p) {
   const std::string dir = take("--data"), model = take("--model"), train = take("--train");
   if (dir.empty() == model.empty() || model.empty() != train.empty()) {
@@ -91,6 +93,8 @@ absl::Status ParseDataFlags(const std::function<std::string(const char*)>& take,
     p->data.train = train;
     p->data.test = take("--test");
     p->data.tokenizer = take("--tokenizer");  // empty: the model directory's tokenizer.json, if any
+    p->data.eos_token = take("--eos-token");
+    p->data.chat_template = take("--chat-template");
   }
   if (const std::string v = take("--add-bos"); !v.empty()) {
     ZF_RETURN_IF_ERROR(data::ParseAddBos(v, "flag --add-bos").status());

@@ -17,6 +17,7 @@
 #include "worker/data/hf_tokenizer.h"
 #include "worker/data/prompt_dataset.h"
 #include "worker/data/stop_tokens.h"
+#include "worker/data/training_data.h"
 #include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/train/cuda_allocations.h"
@@ -231,10 +232,7 @@ absl::StatusOr<std::unique_ptr<GrpoSession>> GrpoSession::Create(const Preferenc
   auto st = std::make_unique<State>();
   st->comm = comm;
   ZF_ASSIGN_OR_RETURN(core::HfModelConfig config, LoadModelConfig(o));
-  std::shared_ptr<const data::HfTokenizer> tok;
-  if (!o.data.tokenizer_dir.empty()) {
-    ZF_ASSIGN_OR_RETURN(tok, data::HfTokenizer::Load(o.data.tokenizer_dir));
-  }
+  ZF_ASSIGN_OR_RETURN(std::shared_ptr<const data::HfTokenizer> tok, data::LoadDataTokenizer(o.data));
   st->tokenizer = tok;
   ZF_ASSIGN_OR_RETURN(st->train, LoadPromptFile(o.data.train, tok.get(), o, config));
   if (!o.data.test.empty()) {

@@ -126,7 +126,7 @@ absl::Status ExportPolicy(int rank, Zero2Binding& binding, const LlamaModel& pol
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("export failed: ", e.what()));
   }
-  return data::WriteCompanionFiles(o.model_dir, o.data.tokenizer_dir, dir);
+  return data::WriteCompanionFiles(o.model_dir, o.data.tokenizer_dir, dir, o.data.tokenizer_overrides);
 }
 
 absl::StatusOr<jobspec::StepScheduler> LocalScheduler(const PreferenceTrainOptions& o, int world_size,

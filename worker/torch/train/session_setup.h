@@ -61,7 +61,8 @@ absl::Status SaveSessionCheckpoint(Zero2Binding& binding, const std::string& roo
 
 // Rank 0 writes `policy` in Hugging Face format into `dir` once the optimizer's pending updates are in (LoRA
 // merged), with the tokenizer's files and generation_config.json of the directories `o` trained from
-// (data/companion_files.h); the other ranks return at once.
+// (data/companion_files.h), as data.eos_token and data.chat_template changed it; the other ranks return at
+// once.
 absl::Status ExportPolicy(int rank, Zero2Binding& binding, const LlamaModel& policy,
                           const core::HfModelConfig& config, const PreferenceTrainOptions& o,
                           const std::string& dir);
