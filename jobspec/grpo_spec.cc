@@ -42,6 +42,15 @@ absl::Status ValidateObjective(const GrpoObjectiveSpec& g, const FieldError& bad
     return bad("grpo.loss_type",
                absl::StrCat("expected grpo, dapo or dr_grpo, got ", core::QuotedExcerpt(g.loss_type)));
   }
+  if (g.importance_sampling_level != "token" && g.importance_sampling_level != "sequence") {
+    return bad(
+        "grpo.importance_sampling_level",
+        absl::StrCat("expected token or sequence, got ", core::QuotedExcerpt(g.importance_sampling_level)));
+  }
+  if (g.delta && !(*g.delta > 1 && std::isfinite(*g.delta))) {
+    return bad("grpo.delta",
+               "must be > 1 (it caps ratios above the clip range; TRL recommends > 1 + epsilon)");
+  }
   return absl::OkStatus();
 }
 

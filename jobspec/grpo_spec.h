@@ -1,12 +1,14 @@
 // A GRPO job's own sections (issue 32), as the job spec writes them and the plan carries them to the
 // workers unchanged:
 //   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, batch, decode}
-//   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards}
+//   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards, importance_sampling_level,
+//             delta, mask_truncated_completions}
 //   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
 //   name},
 //             {type: model, path: DIR, weight, name}]
 // TRL's GRPOConfig names where they exist (num_generations = samples_per_prompt, max_completion_length =
-// max_new_tokens, num_iterations = iterations, loss_type, scale_rewards, epsilon, epsilon_high, beta).
+// max_new_tokens, num_iterations = iterations, loss_type, scale_rewards, epsilon, epsilon_high, beta,
+// importance_sampling_level, delta, mask_truncated_completions).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,10 @@ struct GrpoObjectiveSpec {
   std::optional<double> epsilon_high;  // unset: epsilon
   std::string loss_type = "grpo";      // grpo | dapo | dr_grpo
   bool scale_rewards = true;           // divide advantages by the group's standard deviation
+  // token: a ratio per token (GRPO); sequence: one per completion, exp of its mean token log-ratio (GSPO).
+  std::string importance_sampling_level = "token";
+  std::optional<double> delta;              // two-sided clipping: the unclipped ratio capped at delta (> 1)
+  bool mask_truncated_completions = false;  // completions that end without an EOS are left out of the loss
 };
 
 struct RewardSpec {

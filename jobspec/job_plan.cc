@@ -106,7 +106,10 @@ Json GrpoJson(const GrpoJobSpec& g) {
             {"epsilon", o.epsilon},
             {"epsilon_high", o.epsilon_high.value_or(o.epsilon)},
             {"loss_type", o.loss_type},
-            {"scale_rewards", o.scale_rewards}}},
+            {"scale_rewards", o.scale_rewards},
+            {"importance_sampling_level", o.importance_sampling_level},
+            {"delta", o.delta.value_or(0.0)},  // 0: none (a delta is > 1)
+            {"mask_truncated_completions", o.mask_truncated_completions}}},
           {"rewards", rewards}};
 }
 
@@ -143,15 +146,19 @@ absl::Status ReadGrpo(ObjectReader r, const std::string& source, GrpoJobSpec* g)
   if (s.ok()) s = ro->NoOthers();
   absl::StatusOr<ObjectReader> ob = r.Object("objective");
   if (!ob.ok()) return ob.status();
-  double epsilon_high = 0;
+  double epsilon_high = 0, delta = 0;
   get(*ob, "iterations", &g->grpo.iterations);
   get(*ob, "beta", &g->grpo.beta);
   get(*ob, "epsilon", &g->grpo.epsilon);
   get(*ob, "epsilon_high", &epsilon_high);
   get(*ob, "loss_type", &g->grpo.loss_type);
   get(*ob, "scale_rewards", &g->grpo.scale_rewards);
+  get(*ob, "importance_sampling_level", &g->grpo.importance_sampling_level);
+  get(*ob, "delta", &delta);
+  get(*ob, "mask_truncated_completions", &g->grpo.mask_truncated_completions);
   if (s.ok()) s = ob->NoOthers();
   g->grpo.epsilon_high = epsilon_high;
+  if (delta > 0) g->grpo.delta = delta;
   Json rewards;
   get(r, "rewards", &rewards);
   for (size_t i = 0; s.ok() && i < rewards.size(); ++i) {

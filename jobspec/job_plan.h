@@ -22,7 +22,8 @@ namespace zerofit::jobspec {
 // Version 1 grew `world_sizes` (issue 20); version 2 `sizing` (issue 31); version 3 `reference` and `lora`
 // (issue 32); version 4 `init`, `seed`, `delayed_update_from` and `dpo` (issue 31: the trainer's settings
 // that only zerofit_train_prefs's flags could give); version 5 `checkpoint.resume`; version 6 `reward` and
-// `sft`; version 7 `sft.assistant_only_loss`; version 8 `data.eos_token` and `data.chat_template`. A worker
+// `sft`; version 7 `sft.assistant_only_loss`; version 8 `data.eos_token`, `data.chat_template` and
+// the GRPO objective's `importance_sampling_level`, `delta` and `mask_truncated_completions`. A worker
 // of an older build refuses the version by name.
 inline constexpr int kJobPlanVersion = 8;
 

@@ -221,7 +221,7 @@ absl::Status Zero2Optimizer::Flush() {
   return device_->compute_stream().Synchronize(timeout);
 }
 
-absl::StatusOr<StepResult> Zero2Optimizer::Step(float learning_rate) {
+absl::StatusOr<StepResult> Zero2Optimizer::Step(float learning_rate, double min_units) {
   if (reducer_->in_micro_batch())
     return absl::FailedPreconditionError("Step inside a micro-batch: call EndMicroBatch first");
   // The device clock's update interval: from here (after the backward's kernels on the compute stream) to
@@ -233,6 +233,7 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step(float learning_rate) {
   r.learning_rate = learning_rate;
   const optim::AdamWHyper hyper = optim::StepHyper(options_.adamw, learning_rate);
   ZF_ASSIGN_OR_RETURN(const double sum_of_squares, GlobalSums(&r.units));
+  r.units = std::max(r.units, min_units);
   if (!(r.units > 0.0)) {
     ZF_RETURN_IF_ERROR(ResetGradients());
     return absl::FailedPreconditionError(

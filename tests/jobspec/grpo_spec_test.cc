@@ -28,7 +28,8 @@ constexpr const char* kSections = R"(rollout:
   temperature: 0.9
   top_p: 0.95
   decode: cuda_graph
-grpo: {iterations: 2, beta: 0.04, epsilon: 0.2, epsilon_high: 0.28, loss_type: dapo, scale_rewards: false}
+grpo: {iterations: 2, beta: 0.04, epsilon: 0.2, epsilon_high: 0.28, loss_type: dapo, scale_rewards: false,
+       importance_sampling_level: sequence, delta: 1.5, mask_truncated_completions: true}
 rewards:
   - {type: answer, rule: regex, pattern: '####\s*(?<n>-?[0-9,]+)', group: n, weight: 2}
   - {type: answer, rule: last_number}
@@ -49,6 +50,9 @@ TEST(GrpoSpecTest, ParsesTheSections) {
   EXPECT_DOUBLE_EQ(g.grpo.epsilon_high.value_or(0), 0.28);
   EXPECT_EQ(g.grpo.loss_type, "dapo");
   EXPECT_FALSE(g.grpo.scale_rewards);
+  EXPECT_EQ(g.grpo.importance_sampling_level, "sequence");
+  EXPECT_DOUBLE_EQ(g.grpo.delta.value_or(0), 1.5);
+  EXPECT_TRUE(g.grpo.mask_truncated_completions);
   ASSERT_EQ(g.rewards.size(), 3u);
   EXPECT_EQ(g.rewards[0].name, "answer");  // default names: the type, numbered when repeated
   EXPECT_EQ(g.rewards[0].group, "n");
@@ -74,6 +78,11 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
        "job.yaml:6: field 'rollout.decode': must be auto, eager, static or cuda_graph"},
       {"grpo: {loss_type: bnpo}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo or dr_grpo, got 'bnpo'"},
+      {"grpo: {importance_sampling_level: sentence}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.importance_sampling_level': expected token or sequence, got 'sentence'"},
+      {"grpo: {delta: 0.9}\nrewards: [{type: answer}]\n", "job.yaml:6: field 'grpo.delta': must be > 1"},
+      {"grpo: {mask_truncated_completions: sometimes}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.mask_truncated_completions'"},
       {"rewards:\n  - {type: answer}\n  - {type: answer, rule: fuzzy}\n",
        "job.yaml:8: field 'rewards[1].rule': expected exact, last_number or regex, got 'fuzzy'"},
       {"rewards:\n  - {type: answer, rule: regex, pattern: '(unclosed'}\n",
@@ -122,6 +131,15 @@ TEST(GrpoSpecTest, ThePlanCarriesTheSectionsThroughJson) {
   EXPECT_EQ(back->grpo.rewards[0].pattern, s->grpo.rewards[0].pattern);
   EXPECT_EQ(back->grpo.rollout.samples_per_prompt, 8);
   EXPECT_EQ(back->grpo.rollout.decode, "cuda_graph");
+  EXPECT_EQ(back->grpo.grpo.importance_sampling_level, "sequence");
+  EXPECT_DOUBLE_EQ(back->grpo.grpo.delta.value_or(0), 1.5);
+  EXPECT_TRUE(back->grpo.grpo.mask_truncated_completions);
+  // No delta: none after the round trip either.
+  JobPlan plain = *plan;
+  plain.grpo.grpo.delta.reset();
+  absl::StatusOr<JobPlan> plain_back = JobPlanFromJson(JobPlanToJson(plain), "plan");
+  ASSERT_TRUE(plain_back.ok()) << plain_back.status();
+  EXPECT_FALSE(plain_back->grpo.grpo.delta.has_value());
   // The schedule counts optimizer updates: iterations per step.
   EXPECT_EQ(back->schedule.total_steps, 10 * 2);
   // A plan of another task has no grpo section, and a grpo plan without one is refused by name.

@@ -656,6 +656,15 @@ TEST(Zero2OptimizerTest, StepWithoutAnyUnitsIsAnError) {
   const auto r = (*opt)->Step(kLr);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(r.status().message().find("units"), std::string::npos);
+  // A caller whose units may all be masked out (GRPO's token mean, truncated completions left out) asks for
+  // at least one: the step runs on a zero gradient.
+  ASSERT_TRUE((*opt)->BeginMicroBatch(true).ok());
+  ASSERT_TRUE((*opt)->EndMicroBatch(0).ok());
+  const auto floored = (*opt)->Step(kLr, /*min_units=*/1.0);
+  ASSERT_TRUE(floored.ok()) << floored.status();
+  EXPECT_EQ(floored->units, 1.0);
+  EXPECT_EQ(floored->grad_norm, 0.0f);
+  EXPECT_TRUE(floored->applied);
 }
 
 TEST(Zero2OptimizerTest, MisuseGetsClearErrors) {

@@ -41,6 +41,17 @@ struct Oracle {
   std::vector<std::vector<double>> grad;  // d loss_sum / d logp
 };
 
+// The mean log-ratio of completion i's tokens (GSPO's sequence-level log importance weight).
+double MeanLogRatio(const Case& c, int64_t i) {
+  double sum = 0, n = 0;
+  for (int64_t j = 0; j < c.logp.size(1); ++j) {
+    if (At(c.mask, i, j) == 0) continue;
+    sum += At(c.logp.detach(), i, j) - At(c.old_logp, i, j);
+    n += 1;
+  }
+  return sum / std::max(n, 1.0);
+}
+
 Oracle Reference(const Case& c, const GrpoOptions& o) {
   const int64_t b = c.logp.size(0), t = c.logp.size(1);
   Oracle r;
@@ -51,10 +62,17 @@ Oracle Reference(const Case& c, const GrpoOptions& o) {
     const double a = c.adv[i].item<double>();
     for (int64_t j = 0; j < t; ++j) {
       if (At(c.mask, i, j) == 0) continue;
-      const double lp = At(c.logp.detach(), i, j), ratio = std::exp(lp - At(c.old_logp, i, j));
+      const double lp = At(c.logp.detach(), i, j);
+      // GSPO: the sequence's ratio on every token; its derivative with respect to each of the n tokens'
+      // log-probs is ratio / n, and the n tokens' terms add up to ratio again.
+      const double ratio = std::exp(o.sequence_ratio ? MeanLogRatio(c, i) : lp - At(c.old_logp, i, j));
+      const double capped = o.delta ? std::min(ratio, *o.delta) : ratio;
       const double clamped = std::clamp(ratio, 1 - o.epsilon_low, 1 + o.epsilon_high);
-      const bool clipped = clamped * a < ratio * a;
-      double loss = -std::min(ratio * a, clamped * a);
+      // No gradient when the term the min picks is constant in the ratio.
+      const bool picked_clamped = clamped * a < capped * a;
+      const bool outside = ratio < 1 - o.epsilon_low || ratio > 1 + o.epsilon_high;
+      const bool clipped = picked_clamped ? outside : (o.delta && ratio > *o.delta);
+      double loss = -std::min(capped * a, clamped * a);
       g[j] = clipped ? 0.0 : -ratio * a;
       if (o.beta > 0) {
         const double d = At(c.ref_logp, i, j) - lp;
@@ -109,6 +127,45 @@ TEST(GrpoObjectiveTest, LossUnitsAndGradientEqualTheFloat64TranscriptionForEvery
       }
     }
   }
+}
+
+// GSPO (importance_sampling_level sequence) and two-sided clipping (delta), alone and together, against the
+// same transcription. Tight clip ranges (GSPO's own are ~3e-4) so that some sequences are clipped whole.
+TEST(GrpoObjectiveTest, SequenceRatiosAndTheDeltaCapEqualTheFloat64Transcription) {
+  for (bool sequence : {false, true}) {
+    // The caps bite in this case: a token ratio of 1.15 under a negative advantage (token level), the first
+    // completion's sequence ratio of 1.23 above the cap and the clip range (sequence level).
+    for (double delta : {0.0, sequence ? 1.05 : 1.1}) {
+      SCOPED_TRACE(std::string(sequence ? "sequence" : "token") + " delta " + std::to_string(delta));
+      const Case c = MakeCase(7);
+      GrpoOptions o;
+      o.norm = GrpoLossNorm::kSequenceMean;
+      o.beta = 0.04;
+      o.sequence_ratio = sequence;
+      if (delta > 0) o.delta = delta;
+      if (sequence) o.epsilon_low = 0.05, o.epsilon_high = 0.08;
+      auto loss = GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, o);
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      const Oracle want = Reference(c, o);
+      EXPECT_NEAR(loss->loss_sum.item<double>(), want.loss_sum, kTol);
+      EXPECT_EQ(loss->clipped_tokens.item<double>(), want.clipped);
+      const torch::Tensor grad = torch::autograd::grad({loss->loss_sum}, {c.logp})[0];
+      for (int64_t i = 0; i < 4; ++i) {
+        for (int64_t j = 0; j < 6; ++j) EXPECT_NEAR(At(grad, i, j), want.grad[i][j], kTol) << i << "," << j;
+      }
+      EXPECT_GT(want.clipped, 0) << "the case must exercise the clip";
+      EXPECT_LT(want.clipped, 15) << "and leave tokens unclipped";
+      if (delta > 0) {  // the cap must change something, or the case would not test it
+        GrpoOptions uncapped = o;
+        uncapped.delta.reset();
+        EXPECT_NE(Reference(c, uncapped).loss_sum, want.loss_sum);
+      }
+    }
+  }
+  GrpoOptions bad;
+  bad.delta = 1.0;
+  const Case c = MakeCase(7);
+  EXPECT_FALSE(GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, bad).ok());
 }
 
 TEST(GrpoObjectiveTest, Float32StaysWithinABoundFromItsRounding) {

@@ -191,6 +191,42 @@ TEST(GrpoSessionTest, TheCudaAllocationReportIsRefusedWithoutACudaDevice) {
   EXPECT_FALSE(std::ifstream(r.cuda_allocation_report).good()) << "a refused report writes no file";
 }
 
+// TRL's mask_truncated_completions under the token mean (DAPO's overlong filtering): the same first rollout
+// (same seed, nothing trained yet) with completions that ran to max_new_tokens left out of the loss gives
+// another loss and update; every completion's reward still shapes its group's advantages.
+TEST(GrpoSessionTest, TruncatedCompletionsAreLeftOutOfTheLossWhenAsked) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = Grpo(dir);
+  o.grpo.objective.norm = GrpoLossNorm::kTokenMean;
+  RewardSourceOptions rm;
+  rm.kind = RewardSourceOptions::Kind::kModel;
+  rm.name = "rm";
+  rm.model_dir = dir + "/rm_masking";
+  o.grpo.rewards = {rm};  // scores that differ within every group: every completion has an advantage
+  ExportRandomRewardModel(dir, rm.model_dir, *comm);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  std::vector<metrics::StepMetrics> runs[2];
+  for (bool mask : {false, true}) {
+    o.grpo.mask_truncated_completions = mask;
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, Runtime(), comm.get());
+    ASSERT_TRUE(s.ok()) << s.status();
+    runs[mask] = RunSteps(**s, o, 0, 1, *comm);
+    ASSERT_EQ(runs[mask].size(), 1u);
+  }
+  const metrics::StepMetrics &all = runs[0][0], &kept = runs[1][0];
+  const double truncated = all.Get(names::kGrpoHitMaxNewTokens).value_or(-1);
+  EXPECT_GT(truncated, 0) << "the case must have truncated completions";
+  EXPECT_LT(truncated, 1) << "and completions that ended";
+  EXPECT_EQ(kept.Get(names::kGrpoHitMaxNewTokens), all.Get(names::kGrpoHitMaxNewTokens))
+      << "the same rollout";
+  EXPECT_EQ(kept.Get(names::kGrpoReward), all.Get(names::kGrpoReward));
+  ASSERT_TRUE(kept.Get(names::kLoss) && all.Get(names::kLoss));
+  EXPECT_NE(*kept.Get(names::kLoss), *all.Get(names::kLoss));
+  EXPECT_NE(kept.Get(names::kGradNorm), all.Get(names::kGradNorm));
+}
+
 TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);

@@ -115,6 +115,17 @@ TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   ASSERT_TRUE(eager.ok()) << eager.status();
   EXPECT_EQ(eager->grpo.rollout.decode, DecodeMode::kAuto)
       << "auto (cuda_graph on a GPU) unless the spec asks";
+  EXPECT_FALSE(eager->grpo.objective.sequence_ratio) << "TRL's defaults";
+  EXPECT_FALSE(eager->grpo.objective.delta.has_value());
+  EXPECT_FALSE(eager->grpo.mask_truncated_completions);
+  absl::StatusOr<PreferenceTrainOptions> gspo = OptionsOfYaml(
+      Yaml("grpo", "",
+           "rollout: {max_new_tokens: 8}\ngrpo: {importance_sampling_level: sequence, delta: 2.0, "
+           "mask_truncated_completions: true}\nrewards: [{type: answer}]\n"));
+  ASSERT_TRUE(gspo.ok()) << gspo.status();
+  EXPECT_TRUE(gspo->grpo.objective.sequence_ratio);
+  EXPECT_EQ(gspo->grpo.objective.delta, std::optional<double>(2.0));
+  EXPECT_TRUE(gspo->grpo.mask_truncated_completions);
 }
 
 TEST(PlanOptionsTest, InitialWeightsAreTheSpecsInitElseTheModelsOwn) {

@@ -68,12 +68,20 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
   if (eps_high > 0) g->grpo.epsilon_high = eps_high;
   if (std::string v = take("--loss-type"); !v.empty()) g->grpo.loss_type = v;
   if (std::string v = take("--decode"); !v.empty()) g->rollout.decode = v;
-  if (std::string v = take("--scale-rewards"); !v.empty()) {
-    if (v != "true" && v != "false") {
-      return absl::InvalidArgumentError(absl::StrCat("flag --scale-rewards: '", v, "' is not true or false"));
-    }
-    g->grpo.scale_rewards = v == "true";
-  }
+  auto boolean = [&](const char* flag, bool* out) -> absl::Status {
+    const std::string v = take(flag);
+    if (v.empty()) return absl::OkStatus();
+    if (v != "true" && v != "false")
+      return absl::InvalidArgumentError(absl::StrCat("flag ", flag, ": '", v, "' is not true or false"));
+    *out = v == "true";
+    return absl::OkStatus();
+  };
+  ZF_RETURN_IF_ERROR(boolean("--scale-rewards", &g->grpo.scale_rewards));
+  ZF_RETURN_IF_ERROR(boolean("--mask-truncated-completions", &g->grpo.mask_truncated_completions));
+  if (std::string v = take("--importance-sampling-level"); !v.empty()) g->grpo.importance_sampling_level = v;
+  double delta = 0;
+  ZF_RETURN_IF_ERROR(number("--delta", &delta, 0));
+  if (delta > 0) g->grpo.delta = delta;
   jobspec::RewardSpec answer;
   if (std::string v = take("--reward"); !v.empty()) answer.rule = v;
   answer.pattern = take("--reward-pattern");

@@ -20,7 +20,9 @@ inline constexpr const char* kGrpoUsage =
     "[--samples-per-prompt G] [--max-new-tokens N] [--temperature T] [--top-p P] [--rollout-batch S] "
     "[--decode auto|eager|static|cuda_graph] "
     "[--iterations I] [--kl-beta B] [--epsilon E] [--epsilon-high E] [--loss-type grpo|dapo|dr_grpo] "
-    "[--scale-rewards true|false] [--reward exact|last_number|regex [--reward-pattern RE] [--reward-group "
+    "[--scale-rewards true|false] [--importance-sampling-level token|sequence] [--delta D] "
+    "[--mask-truncated-completions true|false] [--reward exact|last_number|regex [--reward-pattern RE] "
+    "[--reward-group "
     "G]] "
     "[--reward-model DIR] [--reward-model-weight W] [--cuda-allocation-report FILE (a diagnostic: the live "
     "CUDA blocks at each pass boundary, with their allocating stacks)]";

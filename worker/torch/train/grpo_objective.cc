@@ -28,6 +28,7 @@ absl::Status CheckInputs(const torch::Tensor& logp, const torch::Tensor& old_log
   if (o.beta < 0 || !(o.epsilon_low >= 0 && o.epsilon_low < 1) || !(o.epsilon_high >= 0)) {
     return absl::InvalidArgumentError("GrpoOptions: beta >= 0, epsilon_low in [0, 1), epsilon_high >= 0");
   }
+  if (o.delta && !(*o.delta > 1)) return absl::InvalidArgumentError("GrpoOptions: delta must be > 1");
   if (o.norm == GrpoLossNorm::kConstantLength && o.max_new_tokens < 1) {
     return absl::InvalidArgumentError("GrpoOptions: dr_grpo needs max_new_tokens >= 1");
   }
@@ -39,12 +40,23 @@ struct TokenTerms {
   torch::Tensor loss, kl, clipped;
 };
 
+// The importance ratio: [B, T] per token, or [B, 1] per completion (GSPO), which broadcasts over its tokens.
+torch::Tensor Ratio(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& m,
+                    const GrpoOptions& o) {
+  const torch::Tensor log_ratio = logp - old_logp;
+  if (!o.sequence_ratio) return torch::exp(log_ratio);
+  const torch::Tensor tokens = m.sum(1, /*keepdim=*/true).clamp_min(1.0);
+  return torch::exp((log_ratio * m).sum(1, /*keepdim=*/true) / tokens);
+}
+
 TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& ref_logp,
                     const torch::Tensor& m, const torch::Tensor& advantages, const GrpoOptions& o) {
   const torch::Tensor a = advantages.to(logp.dtype()).unsqueeze(1);
-  const torch::Tensor ratio = torch::exp(logp - old_logp);
-  const torch::Tensor unclipped = ratio * a;
-  const torch::Tensor clipped = torch::clamp(ratio, 1.0 - o.epsilon_low, 1.0 + o.epsilon_high) * a;
+  const torch::Tensor ratio = Ratio(logp, old_logp, m, o);
+  const torch::Tensor capped = o.delta ? torch::clamp_max(ratio, *o.delta) : ratio;
+  const torch::Tensor unclipped = (capped * a).expand_as(logp);
+  const torch::Tensor clipped =
+      (torch::clamp(ratio, 1.0 - o.epsilon_low, 1.0 + o.epsilon_high) * a).expand_as(logp);
   TokenTerms t;
   t.loss = -torch::min(unclipped, clipped);
   t.kl = torch::zeros_like(logp);
@@ -53,8 +65,17 @@ TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, co
     t.kl = torch::exp(d) - d - 1.0;
     t.loss = t.loss + o.beta * t.kl;
   }
-  // Clipped: the min picked the clamped term and it differs (no gradient flows through the token).
-  t.clipped = (clipped < unclipped).to(m.dtype()) * m;
+  // Clipped: the term the min picked is constant in the ratio, so no gradient flows through it: the clamped
+  // term with the ratio outside the range (the min picks it over the other only then, unless delta is below
+  // 1 + epsilon_high), or the term capped at delta with the cap holding.
+  const torch::Tensor picked_clamped = clipped < unclipped;
+  const torch::Tensor outside = torch::logical_or(ratio<1.0 - o.epsilon_low, ratio> 1.0 + o.epsilon_high);
+  torch::Tensor no_gradient = picked_clamped.logical_and(outside.expand_as(logp));
+  if (o.delta) {
+    const torch::Tensor capped_holds = (ratio > *o.delta).expand_as(logp);
+    no_gradient = no_gradient.logical_or(picked_clamped.logical_not().logical_and(capped_holds));
+  }
+  t.clipped = no_gradient.to(m.dtype()) * m;
   t.loss = t.loss * m;
   t.kl = t.kl.detach() * m;
   return t;

@@ -9,8 +9,10 @@
 //   kTokenMean (dapo):     sum over every completion token;                                units: tokens
 //   kConstantLength (dr_grpo): sum over every completion token;          units: sequences x max_new_tokens
 // Per token t of completion i (ratio = exp(logp - old_logp), A_i the sequence's advantage):
-//   l = -min(ratio A_i, clamp(ratio, 1 - eps_low, 1 + eps_high) A_i) + beta (exp(ref - logp) - (ref - logp) -
-//   1)
+//   l = -min(min(ratio, delta) A_i, clamp(ratio, 1 - eps_low, 1 + eps_high) A_i)
+//       + beta (exp(ref - logp) - (ref - logp) - 1)
+// (delta: no cap unless set). With sequence_ratio (GSPO) every token of completion i takes the ratio
+// exp(mean over its tokens of (logp - old_logp)).
 //
 // Tensors: [B, T] per-token log-probs of the completions (fp32 or fp64), a 0/1 mask of the same shape (1 on
 // completion tokens, 0 on padding), [B] advantages. Everything created lives on the inputs' device.
@@ -19,6 +21,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -41,6 +44,12 @@ struct GrpoOptions {
   // as torch.std) + std_eps when scale_by_std; Dr. GRPO leaves the scale out.
   bool scale_by_std = true;
   double std_eps = 1e-4;
+  // TRL's importance_sampling_level "sequence" (GSPO): one ratio per completion, the exp of its tokens' mean
+  // log-ratio, clipped as a whole and applied to each of its tokens; false: a ratio per token.
+  bool sequence_ratio = false;
+  // TRL's delta (two-sided clipping): the unclipped ratio term's ratio is capped at delta (> 1), which bounds
+  // the loss of a negative advantage whose ratio ran away; unset: no cap.
+  std::optional<double> delta;
 };
 
 // Advantages of `rewards` [P x G] laid out group by group (G consecutive samples per prompt): [P x G].
@@ -52,7 +61,8 @@ struct GrpoLoss {
   torch::Tensor loss_sum;  // scalar with autograd graph through `logp`
   double units = 0;        // what loss_sum is divided by (see the normalisations above); known on the host
   // Detached sums over the micro-batch's completion tokens (divide by `tokens` for means): the k3 KL to the
-  // reference (0 with beta 0), tokens whose ratio was clipped, and the count of tokens.
+  // reference (0 with beta 0), tokens whose ratio term gives no gradient (clipped to the range, or capped at
+  // delta), and the count of tokens.
   torch::Tensor kl_sum, clipped_tokens, tokens;
 };
 

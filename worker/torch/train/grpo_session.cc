@@ -21,6 +21,7 @@
 #include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/train/cuda_allocations.h"
+#include "worker/torch/train/grpo_rows.h"
 #include "worker/torch/train/host_to_device.h"
 #include "worker/torch/train/named_step_metrics.h"
 #include "worker/torch/train/pair_tensors.h"
@@ -29,13 +30,6 @@
 
 namespace zerofit::worker {
 
-// A micro-batch's training rows (completions [begin, end) of a rollout): prompt + completion, right-padded;
-// the mask marks the log-prob columns that predict completion tokens (column j predicts token from + j + 1).
-struct GrpoRows {
-  torch::Tensor tokens, mask, advantages, old_logp, ref_logp;
-  int64_t from = 0;
-  int64_t count = 0;
-};
 namespace {
 
 namespace names = metrics::metric_names;
@@ -53,39 +47,6 @@ uint64_t StepSeed(uint64_t seed, int64_t step) {
 }
 
 std::vector<int64_t> Widen(const std::vector<int32_t>& ids) { return {ids.begin(), ids.end()}; }
-
-GrpoRows MakeRows(const std::vector<const data::Prompt*>& prompts, const std::vector<Completion>& completions,
-                  const std::vector<double>& advantages, size_t begin, size_t end, int32_t pad,
-                  const torch::Device& device) {
-  const int64_t n = static_cast<int64_t>(end - begin);
-  int64_t longest = 0, shortest_prompt = INT64_MAX;
-  for (size_t i = begin; i < end; ++i) {
-    const int64_t p = static_cast<int64_t>(prompts[i]->ids.size());
-    longest = std::max<int64_t>(longest, p + static_cast<int64_t>(completions[i].tokens.size()));
-    shortest_prompt = std::min(shortest_prompt, p);
-  }
-  GrpoRows r;
-  r.count = n;
-  r.from = shortest_prompt - 1;  // the first column that predicts a completion token
-  torch::Tensor tokens = torch::full({n, longest}, pad, torch::kInt64);
-  torch::Tensor mask = torch::zeros({n, longest - 1 - r.from}, torch::kFloat32);
-  auto t = tokens.accessor<int64_t, 2>();
-  auto m = mask.accessor<float, 2>();
-  for (int64_t i = 0; i < n; ++i) {
-    const std::vector<int32_t>& p = prompts[begin + i]->ids;
-    const std::vector<int64_t>& c = completions[begin + i].tokens;
-    for (size_t j = 0; j < p.size(); ++j) t[i][j] = p[j];
-    for (size_t j = 0; j < c.size(); ++j) {
-      t[i][p.size() + j] = c[j];
-      m[i][static_cast<int64_t>(p.size() + j) - 1 - r.from] = 1.0f;
-    }
-  }
-  const std::vector<double> adv(advantages.begin() + begin, advantages.begin() + end);
-  r.tokens = HostToDevice(tokens, device);
-  r.mask = HostToDevice(mask, device);
-  r.advantages = HostToDevice(torch::tensor(adv, torch::kFloat64).to(torch::kFloat32), device);
-  return r;
-}
 
 // Groups (`size` consecutive rewards) whose rewards are all equal: no advantage, nothing to learn.
 int64_t FlatGroups(const std::vector<double>& rewards, int64_t size) {
@@ -369,7 +330,8 @@ std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t gradie
   for (size_t k = 0; k < gradient_accumulation; ++k) {
     const size_t b = n * k / gradient_accumulation, e = n * (k + 1) / gradient_accumulation;
     if (b == e) continue;
-    rows[k] = MakeRows(ro.prompts, ro.completions, ro.advantages, b, e, st.pad, st.backend.torch_device);
+    rows[k] = MakeGrpoRows(ro.prompts, ro.completions, ro.advantages, b, e, st.pad,
+                           options_.grpo.mask_truncated_completions, st.backend.torch_device);
     torch::NoGradGuard no_grad;
     if (options_.grpo.iterations > 1)
       rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from);
@@ -422,8 +384,10 @@ absl::Status GrpoSession::Optimize(int64_t step, const MicroBatches& micro, Roll
         torch::zeros({5}, torch::TensorOptions().dtype(torch::kFloat64).device(state_->backend.torch_device));
     for (size_t k = 0; k < rows.size(); ++k)
       ZF_RETURN_IF_ERROR(MicroStep(rows[k], k + 1 == rows.size(), &ro.sums, it == 0 && k == 0 ? step : -1));
-    ZF_ASSIGN_OR_RETURN(ro.last,
-                        state_->binding->Step(core::LearningRateAt(schedule, step * iterations + it)));
+    // With truncated completions masked out, a step may have no token to normalise by (TRL's clamp(min=1)).
+    const double min_units = options_.grpo.mask_truncated_completions ? 1.0 : 0.0;
+    ZF_ASSIGN_OR_RETURN(
+        ro.last, state_->binding->Step(core::LearningRateAt(schedule, step * iterations + it), min_units));
   }
   ro.training_ms = MsSince(t0);
   return absl::OkStatus();

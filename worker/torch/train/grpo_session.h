@@ -41,7 +41,7 @@ absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o);
 int64_t PlannedKvCacheBytes(const PreferenceTrainOptions& o, int64_t prompts_per_rank, int64_t prompt_length,
                             const core::HfModelConfig& config);
 
-struct GrpoRows;  // a micro-batch's training tensors (grpo_session.cc)
+struct GrpoRows;  // a micro-batch's training tensors (grpo_rows.h)
 
 class GrpoSession final : public TrainingSession {
  public:

@@ -37,6 +37,9 @@ struct GrpoTaskOptions {
   RolloutOptions rollout;
   GrpoOptions objective;  // max_new_tokens is taken from the rollout
   int iterations = 1;     // optimizer steps per rollout batch (TRL's num_iterations), old log-probs kept
+  // TRL's mask_truncated_completions (DAPO's overlong filtering): a completion that reached max_new_tokens
+  // without an EOS keeps its reward in its group's advantages but has no tokens in the loss.
+  bool mask_truncated_completions = false;
   std::vector<RewardSourceOptions> rewards;  // at least one
 };
 

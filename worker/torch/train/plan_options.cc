@@ -21,6 +21,9 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   o.objective.epsilon_high = g.grpo.epsilon_high.value_or(g.grpo.epsilon);
   ZF_ASSIGN_OR_RETURN(o.objective.norm, ParseGrpoLossNorm(g.grpo.loss_type));
   o.objective.scale_by_std = g.grpo.scale_rewards;
+  o.objective.sequence_ratio = g.grpo.importance_sampling_level == "sequence";
+  o.objective.delta = g.grpo.delta;
+  o.mask_truncated_completions = g.grpo.mask_truncated_completions;
   o.objective.max_new_tokens = g.rollout.max_new_tokens;
   for (size_t i = 0; i < g.rewards.size(); ++i) {
     const jobspec::RewardSpec& r = g.rewards[i];

@@ -2,6 +2,7 @@
 target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/train/cuda_allocations.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_objective.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_rows.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_session.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/host_to_device.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/micro_batch_loss.cc

@@ -53,7 +53,9 @@ class Zero2Binding {
   // One micro-batch: backward of `loss_sum` (the SUM of per-unit losses on this rank) times the loss scale,
   // with bucket reduce-scatters overlapping it. `units` is how many samples/tokens loss_sum adds up.
   absl::Status Backward(const torch::Tensor& loss_sum, bool last_of_step, double units);
-  absl::StatusOr<sharding::StepResult> Step(float learning_rate) { return optimizer_->Step(learning_rate); }
+  absl::StatusOr<sharding::StepResult> Step(float learning_rate, double min_units = 0.0) {
+    return optimizer_->Step(learning_rate, min_units);
+  }
 
   sharding::Zero2Optimizer& optimizer() { return *optimizer_; }
   const std::vector<std::string>& names() const { return names_; }
