@@ -28,6 +28,8 @@ absl::Status ValidateRollout(const RolloutSpec& r, int64_t max_length, const Fie
     return bad("rollout.temperature", "must be > 0 (a group needs diverse samples; evaluation is greedy)");
   }
   if (!(r.top_p > 0 && r.top_p <= 1)) return bad("rollout.top_p", "must be in (0, 1]");
+  if (r.top_k < 0) return bad("rollout.top_k", "must be >= 0 (0: every token)");
+  if (!(r.min_p >= 0 && r.min_p <= 1)) return bad("rollout.min_p", "must be in [0, 1] (0: no cut)");
   if (r.batch < 0) return bad("rollout.batch", "must be >= 0 (0: a rank's whole step in one pass)");
   if (!IsDecodeMode(r.decode)) return bad("rollout.decode", "must be auto, eager, static or cuda_graph");
   return absl::OkStatus();

@@ -1,6 +1,6 @@
 // A GRPO job's own sections (issue 32), as the job spec writes them and the plan carries them to the
 // workers unchanged:
-//   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, batch, decode}
+//   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, top_k, min_p, batch, decode}
 //   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards, importance_sampling_level,
 //             delta, mask_truncated_completions}
 //   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
@@ -26,6 +26,8 @@ struct RolloutSpec {
   int64_t max_new_tokens = 256;
   double temperature = 1.0;  // > 0
   double top_p = 1.0;        // (0, 1]
+  int64_t top_k = 0;         // > 0: the top_k most likely tokens only (TRL's top_k); 0: all
+  double min_p = 0.0;        // [0, 1]: tokens at least min_p x the most likely's probability (TRL's min_p)
   int64_t batch = 0;         // sequences in flight per generation pass; 0: a rank's whole step at once
   // How the decode steps after the prompt run (worker/torch/model/static_decode.h): auto | eager | static |
   // cuda_graph (the step recorded once a pass as a CUDA graph and replayed; a CUDA device only). auto:

@@ -8,12 +8,15 @@ namespace {
 absl::Status ParseRollout(const YamlReader& r, const YAML::Node& n, RolloutSpec* x) {
   if (!n.IsMap()) return r.Error(n, "rollout", "expected a mapping");
   ZF_RETURN_IF_ERROR(r.OnlyKeys(
-      n, "rollout.", {"samples_per_prompt", "max_new_tokens", "temperature", "top_p", "batch", "decode"}));
+      n, "rollout.",
+      {"samples_per_prompt", "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "batch", "decode"}));
   ZF_RETURN_IF_ERROR(
       r.Get(n, "samples_per_prompt", "rollout.samples_per_prompt", &x->samples_per_prompt, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "max_new_tokens", "rollout.max_new_tokens", &x->max_new_tokens, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "temperature", "rollout.temperature", &x->temperature, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "top_p", "rollout.top_p", &x->top_p, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "top_k", "rollout.top_k", &x->top_k, "an integer"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "min_p", "rollout.min_p", &x->min_p, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "batch", "rollout.batch", &x->batch, "an integer"));
   return r.Get(n, "decode", "rollout.decode", &x->decode, "auto, eager, static or cuda_graph");
 }

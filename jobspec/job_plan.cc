@@ -98,6 +98,8 @@ Json GrpoJson(const GrpoJobSpec& g) {
             {"max_new_tokens", g.rollout.max_new_tokens},
             {"temperature", g.rollout.temperature},
             {"top_p", g.rollout.top_p},
+            {"top_k", g.rollout.top_k},
+            {"min_p", g.rollout.min_p},
             {"batch", g.rollout.batch},
             {"decode", g.rollout.decode}}},
           {"objective",
@@ -141,6 +143,8 @@ absl::Status ReadGrpo(ObjectReader r, const std::string& source, GrpoJobSpec* g)
   get(*ro, "max_new_tokens", &g->rollout.max_new_tokens);
   get(*ro, "temperature", &g->rollout.temperature);
   get(*ro, "top_p", &g->rollout.top_p);
+  get(*ro, "top_k", &g->rollout.top_k);
+  get(*ro, "min_p", &g->rollout.min_p);
   get(*ro, "batch", &g->rollout.batch);
   get(*ro, "decode", &g->rollout.decode);
   if (s.ok()) s = ro->NoOthers();

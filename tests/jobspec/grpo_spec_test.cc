@@ -27,6 +27,8 @@ constexpr const char* kSections = R"(rollout:
   max_new_tokens: 128
   temperature: 0.9
   top_p: 0.95
+  top_k: 50
+  min_p: 0.05
   decode: cuda_graph
 grpo: {iterations: 2, beta: 0.04, epsilon: 0.2, epsilon_high: 0.28, loss_type: dapo, scale_rewards: false,
        importance_sampling_level: sequence, delta: 1.5, mask_truncated_completions: true}
@@ -44,6 +46,8 @@ TEST(GrpoSpecTest, ParsesTheSections) {
   EXPECT_EQ(g.rollout.max_new_tokens, 128);
   EXPECT_DOUBLE_EQ(g.rollout.temperature, 0.9);
   EXPECT_DOUBLE_EQ(g.rollout.top_p, 0.95);
+  EXPECT_EQ(g.rollout.top_k, 50);
+  EXPECT_DOUBLE_EQ(g.rollout.min_p, 0.05);
   EXPECT_EQ(g.rollout.decode, "cuda_graph");
   EXPECT_EQ(g.grpo.iterations, 2);
   EXPECT_DOUBLE_EQ(g.grpo.beta, 0.04);
@@ -72,8 +76,12 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
       {"rollout: {max_new_tokens: 512}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'rollout.max_new_tokens': 512 must be less than training.max_length (512)"},
       {"rollout: {temperature: 0}\nrewards: [{type: answer}]\n", "job.yaml:6: field 'rollout.temperature'"},
-      {"rollout: {top_k: 5}\nrewards: [{type: answer}]\n",
-       "job.yaml:6: field 'rollout.top_k': unknown field"},
+      {"rollout: {top_a: 5}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'rollout.top_a': unknown field"},
+      {"rollout: {top_k: -1}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'rollout.top_k': must be >= 0"},
+      {"rollout: {min_p: 1.5}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'rollout.min_p': must be in [0, 1]"},
       {"rollout: {decode: graphs}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'rollout.decode': must be auto, eager, static or cuda_graph"},
       {"grpo: {loss_type: bnpo}\nrewards: [{type: answer}]\n",

@@ -293,32 +293,61 @@ TEST(ChunkedLogProbs, Bf16LlamaTokenLogProbsMatchTheFullLogitsPath) {
                2 * ref.err_out, "bf16 values");
 }
 
-// TokenLogProbs(ids, from): the head over positions [from, T-1) only (DPO's prompts skipped) gives those
-// columns of the whole sequence's log-probs, within the head's bound on the hidden states both share, for a
-// window that starts at 0, inside a chunk and at the last position; a window outside [0, T-2] is refused.
-TEST(ChunkedLogProbs, AWindowFromAPositionGivesThoseColumnsOfTheWholeSequence) {
+// A tiny Llama (untied head, chunks of 5 rows) and [3, 7] random ids, both from `seed`.
+std::pair<LlamaModel, torch::Tensor> TinyModelAndIds(uint64_t seed) {
   const core::HfModelConfig config = test_support::TinyLlamaConfig("llama");
   LlamaOptions options;
   options.log_prob_chunk_rows = 5;
   LlamaModel model(config, options);
-  torch::manual_seed(12);
-  torch::Tensor ids = torch::randint(config.vocab_size, {3, 7}, torch::kLong);
+  torch::manual_seed(seed);
+  return {model, torch::randint(config.vocab_size, {3, 7}, torch::kLong)};
+}
+
+// The head's inputs at positions [from, T-1) of `ids` ([3, 7]) through `model`'s untied head: the hidden
+// states divided by `temperature` as TokenLogProbs divides them, unit output gradients.
+Inputs HeadInputsOf(LlamaModel& model, const torch::Tensor& ids, int64_t from, double temperature = 1.0) {
+  Inputs in;
+  torch::Tensor hidden = model->Hidden(ids).slice(1, from, 6);
+  if (temperature != 1.0) hidden = hidden / temperature;
+  in.hidden = hidden.reshape({-1, hidden.size(2)});
+  in.weight = model->lm_head->weight.detach();
+  in.targets = ids.slice(1, from + 1).reshape({-1});
+  in.g = torch::ones({3 * (6 - from)});
+  return in;
+}
+
+// TokenLogProbs(ids, from): the head over positions [from, T-1) only (DPO's prompts skipped) gives those
+// columns of the whole sequence's log-probs, within the head's bound on the hidden states both share, for a
+// window that starts at 0, inside a chunk and at the last position; a window outside [0, T-2] is refused.
+TEST(ChunkedLogProbs, AWindowFromAPositionGivesThoseColumnsOfTheWholeSequence) {
+  auto [model, ids] = TinyModelAndIds(12);
   torch::NoGradGuard no_grad;
   const torch::Tensor full = model->TokenLogProbsFullLogits(ids).to(torch::kDouble);
   for (int64_t from : {0, 2, 5}) {
     const torch::Tensor window = model->TokenLogProbs(ids, from);
     ASSERT_EQ(window.sizes(), (std::vector<int64_t>{3, 6 - from})) << "from " << from;
-    Inputs in;
-    in.hidden = model->Hidden(ids).slice(1, from, 6).reshape({-1, config.hidden_size});
-    in.weight = model->lm_head->weight.detach();
-    in.targets = ids.slice(1, from + 1).reshape({-1});
-    in.g = torch::ones({3 * (6 - from)});
-    const Reference ref = Float64Reference(in, UnitsFor(torch::kFloat32));
+    const Reference ref = Float64Reference(HeadInputsOf(model, ids, from), UnitsFor(torch::kFloat32));
     ExpectWithin(window.reshape({-1}), full.slice(1, from).reshape({-1}), 2 * ref.err_out,
                  "from " + std::to_string(from));
   }
   EXPECT_THROW(model->TokenLogProbs(ids, 6), c10::Error);
   EXPECT_THROW(model->TokenLogProbs(ids, -1), c10::Error);
+}
+
+// TokenLogProbs(ids, from, nullptr, T): the log-probs of softmax(logits / T) (GRPO scores the distribution
+// its rollouts sampled from, as TRL's trainer), against the float64 head on the hidden states divided by T
+// as the model divides them; T = 1 is the plain path, bit for bit, and another T moves every value.
+TEST(ChunkedLogProbs, ATemperatureScoresTheTemperedDistribution) {
+  auto [model, ids] = TinyModelAndIds(13);
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(model->TokenLogProbs(ids, 1, nullptr, 1.0), model->TokenLogProbs(ids, 1)));
+  for (double t : {0.7, 2.0}) {
+    const torch::Tensor tempered = model->TokenLogProbs(ids, 1, nullptr, t);
+    const Reference ref = Float64Reference(HeadInputsOf(model, ids, 1, t), UnitsFor(torch::kFloat32));
+    ExpectWithin(tempered.reshape({-1}), ref.out, 2 * ref.err_out, "T " + std::to_string(t));
+    EXPECT_GT((tempered - model->TokenLogProbs(ids, 1)).abs().min().item<double>(), 0) << "T " << t;
+  }
+  EXPECT_THROW(model->TokenLogProbs(ids, 0, nullptr, 0.0), c10::Error);
 }
 
 // The backward's memory, counted by the tracking allocator (every CPU tensor byte LibTorch allocates): with a

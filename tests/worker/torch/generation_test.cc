@@ -526,12 +526,12 @@ TEST(GenerationTest, TinyTopPIsGreedy) {
 
 // Frequencies of many draws from fixed logits against the exact distribution, each within 5 binomial
 // standard deviations (a false failure has probability below 1e-5 per token).
-void ExpectFrequencies(const torch::Tensor& logits, double temperature, double top_p,
+void ExpectFrequencies(const torch::Tensor& logits, const SamplingParams& params,
                        const std::vector<double>& want) {
   const int64_t n = 20000, v = logits.size(0);
   torch::Tensor u = torch::empty({n}, torch::kFloat64);
   for (int64_t i = 0; i < n; ++i) u[i] = SamplingUniform(42, 0, i);
-  const torch::Tensor drawn = SampleTokens(logits.unsqueeze(0).expand({n, v}), temperature, top_p, u);
+  const torch::Tensor drawn = SampleTokens(logits.unsqueeze(0).expand({n, v}), params, u);
   const torch::Tensor counts = torch::bincount(drawn, {}, v).to(torch::kFloat64);
   for (int64_t k = 0; k < v; ++k) {
     const double f = counts[k].item<double>() / n, p = want[k];
@@ -550,7 +550,7 @@ TEST(GenerationTest, SamplerFrequenciesFollowSoftmaxAndTheNucleus) {
   double z = 0;
   for (int k = 0; k < 6; ++k) z += std::exp(logits[k].item<double>() / t);
   for (int k = 0; k < 6; ++k) p[k] = std::exp(logits[k].item<double>() / t) / z;
-  ExpectFrequencies(logits, t, 1.0, p);
+  ExpectFrequencies(logits, {t, 1.0}, p);
   // Nucleus 0.7: tokens by probability 1 (p ~0.44), 3 (~0.24), 5 (~0.13)... keep while the mass before < 0.7.
   std::vector<double> kept(6, 0);
   const int order[] = {1, 3, 5, 0, 4, 2};
@@ -563,17 +563,79 @@ TEST(GenerationTest, SamplerFrequenciesFollowSoftmaxAndTheNucleus) {
   }
   for (double& q : kept) q /= mass;
   ASSERT_EQ(kept[0], 0);  // the nucleus really drops tokens
-  ExpectFrequencies(logits, t, 0.7, kept);
+  ExpectFrequencies(logits, {t, 0.7}, kept);
+}
+
+// The exact distribution after transformers' warpers in their order, written out: softmax(logits / t),
+// top_k's tokens (those tied with the k-th stay), top_p over them renormalised, min_p against the most
+// likely; then renormalised.
+std::vector<double> Warped(const std::vector<double>& logits, const SamplingParams& s) {
+  const size_t v = logits.size();
+  std::vector<size_t> order(v);
+  for (size_t i = 0; i < v; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return logits[a] > logits[b]; });
+  std::vector<double> p(v);
+  double z = 0;
+  for (size_t i = 0; i < v; ++i) z += std::exp(logits[i] / s.temperature);
+  for (size_t i = 0; i < v; ++i) p[i] = std::exp(logits[i] / s.temperature) / z;
+  std::vector<bool> keep(v, true);
+  if (s.top_k > 0) {
+    const double kth = logits[order[static_cast<size_t>(s.top_k) - 1]];
+    for (size_t i = 0; i < v; ++i) keep[i] = logits[i] >= kth;
+  }
+  double k_mass = 0;
+  for (size_t i = 0; i < v; ++i) k_mass += keep[i] ? p[i] : 0;
+  double before = 0;
+  std::vector<bool> in_p(v, false);
+  for (size_t i : order) {
+    if (!keep[i]) continue;
+    in_p[i] = before < s.top_p;
+    before += p[i] / k_mass;
+  }
+  std::vector<double> out(v, 0);
+  double mass = 0;
+  for (size_t i = 0; i < v; ++i) {
+    if (keep[i] && in_p[i] && p[i] >= s.min_p * p[order[0]]) out[i] = p[i], mass += p[i];
+  }
+  for (double& q : out) q /= mass;
+  return out;
+}
+
+// top_k and min_p (TRL's GRPOConfig and transformers' generate), alone and with top_p, against the exact
+// distribution; each setting must drop tokens the one before kept, or it would test nothing.
+TEST(GenerationTest, SamplerFrequenciesFollowTopKAndMinP) {
+  const std::vector<double> l = {1.0, 2.5, -0.5, 2.0, 0.0, 1.5, 1.5};  // two tokens tied at 1.5
+  const torch::Tensor logits = torch::tensor(l, torch::kFloat32);
+  const SamplingParams settings[] = {
+      {0.8, 1.0, 3, 0.0},   // 2.5, 2.0 and both 1.5s: four tokens (ties with the third stay)
+      {0.8, 1.0, 2, 0.0},   // 2.5, 2.0
+      {0.8, 1.0, 0, 0.3},   // at least 0.3 x the top probability
+      {0.8, 0.8, 4, 0.0},   // top_p over the renormalised top 4
+      {0.8, 0.9, 5, 0.25},  // all three
+  };
+  for (const SamplingParams& s : settings) {
+    SCOPED_TRACE("top_k " + std::to_string(s.top_k) + " top_p " + std::to_string(s.top_p) + " min_p " +
+                 std::to_string(s.min_p));
+    const std::vector<double> want = Warped(l, s);
+    const int dropped = static_cast<int>(std::count(want.begin(), want.end(), 0.0));
+    EXPECT_GT(dropped, 0) << "the setting must drop tokens";
+    ExpectFrequencies(logits, s, want);
+  }
+  const std::vector<double> top3 = Warped(l, settings[0]);
+  EXPECT_EQ(std::count(top3.begin(), top3.end(), 0.0), 3) << "ties with the k-th token are kept";
 }
 
 TEST(GenerationTest, GreedyTiesGoToTheLowestIdAndUniformsAreInRange) {
   const torch::Tensor logits = torch::tensor({{0.5f, 2.0f, 2.0f, 1.0f}, {3.0f, 3.0f, 3.0f, 3.0f}});
   const torch::Tensor u = torch::tensor({0.3, 0.9}, torch::kFloat64);
-  EXPECT_EQ(SampleTokens(logits, 0, 1, u)[0].item<int64_t>(), 1);
-  EXPECT_EQ(SampleTokens(logits, 0, 1, u)[1].item<int64_t>(), 0);
-  EXPECT_EQ(SampleTokens(logits, 1.0, 1e-6, u)[1].item<int64_t>(), 0);
+  EXPECT_EQ(SampleTokens(logits, {0, 1}, u)[0].item<int64_t>(), 1);
+  EXPECT_EQ(SampleTokens(logits, {0, 1}, u)[1].item<int64_t>(), 0);
+  EXPECT_EQ(SampleTokens(logits, {1.0, 1e-6}, u)[1].item<int64_t>(), 0);
+  EXPECT_EQ(SampleTokens(logits, {1.0, 1.0, 1}, u)[1].item<int64_t>(), 3) << "top_k 1 keeps the first's ties";
+  EXPECT_EQ(SampleTokens(logits, {1.0, 1.0, 1}, u)[0].item<int64_t>(), 1) << "u 0.3 of the two tied at 2.0";
+  EXPECT_EQ(SampleTokens(logits, {1.0, 1.0, 0, 1.0}, u)[1].item<int64_t>(), 3) << "min_p 1 keeps the ties";
   // Uniform over four equal tokens: u = 0.9 picks the last.
-  EXPECT_EQ(SampleTokens(logits, 1.0, 1.0, u)[1].item<int64_t>(), 3);
+  EXPECT_EQ(SampleTokens(logits, {1.0, 1.0}, u)[1].item<int64_t>(), 3);
   for (int64_t i = 0; i < 1000; ++i) {
     const double x = SamplingUniform(1, i, 3);
     ASSERT_TRUE(x >= 0 && x < 1);

@@ -114,6 +114,19 @@ void ExportRandomRewardModel(const std::string& data_dir, const std::string& dir
   ASSERT_TRUE(rm->ExportHf(dir, *config).ok());
 }
 
+// A reward source named "rm" over a random reward model exported to dir/`name` (rank 0 writes it, every rank
+// waits for it).
+RewardSourceOptions RandomRewardSource(const std::string& dir, const std::string& name,
+                                       comm::Communicator& comm) {
+  RewardSourceOptions rm;
+  rm.kind = RewardSourceOptions::Kind::kModel;
+  rm.name = "rm";
+  rm.model_dir = dir + "/" + name;
+  ExportRandomRewardModel(dir, rm.model_dir, comm);
+  EXPECT_TRUE(comm.Barrier(absl::Seconds(60)).ok());
+  return rm;
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -200,13 +213,8 @@ TEST(GrpoSessionTest, TruncatedCompletionsAreLeftOutOfTheLossWhenAsked) {
   const std::string dir = MakeData(*comm);
   PreferenceTrainOptions o = Grpo(dir);
   o.grpo.objective.norm = GrpoLossNorm::kTokenMean;
-  RewardSourceOptions rm;
-  rm.kind = RewardSourceOptions::Kind::kModel;
-  rm.name = "rm";
-  rm.model_dir = dir + "/rm_masking";
-  o.grpo.rewards = {rm};  // scores that differ within every group: every completion has an advantage
-  ExportRandomRewardModel(dir, rm.model_dir, *comm);
-  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  // Scores that differ within every group: every completion has an advantage.
+  o.grpo.rewards = {RandomRewardSource(dir, "rm_masking", *comm)};
   std::vector<metrics::StepMetrics> runs[2];
   for (bool mask : {false, true}) {
     o.grpo.mask_truncated_completions = mask;
@@ -227,6 +235,25 @@ TEST(GrpoSessionTest, TruncatedCompletionsAreLeftOutOfTheLossWhenAsked) {
   EXPECT_NE(kept.Get(names::kGradNorm), all.Get(names::kGradNorm));
 }
 
+// rollout.top_k reaches the rollouts' sampler: with top_k 1 every sample of a prompt is its greedy
+// completion, so a reward model scores each group's samples alike (every group flat), where unrestricted
+// sampling gives every group a spread.
+TEST(GrpoSessionTest, TopKOneSamplesEveryGroupAlike) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = Grpo(dir);
+  o.grpo.rewards = {RandomRewardSource(dir, "rm_top_k", *comm)};
+  for (int64_t top_k : {int64_t{0}, int64_t{1}}) {
+    o.grpo.rollout.top_k = top_k;
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, Runtime(), comm.get());
+    ASSERT_TRUE(s.ok()) << s.status();
+    const std::vector<metrics::StepMetrics> m = RunSteps(**s, o, 0, 1, *comm);
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].Get(names::kGrpoZeroStdGroups), top_k == 1 ? 1.0 : 0.0) << "top_k " << top_k;
+  }
+}
+
 TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
@@ -235,14 +262,9 @@ TEST(GrpoSessionTest, AResumedSessionEndsBitIdenticalToAnUninterruptedOne) {
   o.grpo.iterations = 2;         // two updates per rollout, the old log-probs kept
   o.grpo.objective.beta = 0.04;  // a resident reference and the k3 KL
   o.steps = 4;
-  RewardSourceOptions rm;
-  rm.kind = RewardSourceOptions::Kind::kModel;
-  rm.name = "rm";
-  rm.model_dir = dir + "/rm";
+  RewardSourceOptions rm = RandomRewardSource(dir, "rm", *comm);
   rm.weight = 0.5;
   o.grpo.rewards.push_back(rm);
-  ExportRandomRewardModel(dir, rm.model_dir, *comm);
-  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
   const std::string straight = dir + "/straight", resumed = dir + "/resumed", ck = dir + "/ck";
   std::vector<metrics::StepMetrics> a, b;
   {
@@ -330,13 +352,7 @@ TEST(GrpoSessionTest, CheckpointingLoraAndOffloadTrainAsForTheOtherTasks) {
   ASSERT_NE(comm, nullptr);
   const std::string dir = MakeData(*comm);
   PreferenceTrainOptions o = Grpo(dir);
-  RewardSourceOptions rm;
-  rm.kind = RewardSourceOptions::Kind::kModel;
-  rm.name = "rm";
-  rm.model_dir = dir + "/rm";
-  o.grpo.rewards = {rm};
-  ExportRandomRewardModel(dir, rm.model_dir, *comm);
-  ASSERT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  o.grpo.rewards = {RandomRewardSource(dir, "rm", *comm)};
   auto train = [&](const PreferenceTrainOptions& options, const std::string& out) {
     absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(options, Runtime(), comm.get());
     EXPECT_TRUE(s.ok()) << s.status();

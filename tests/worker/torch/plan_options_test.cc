@@ -102,12 +102,15 @@ TEST(PlanOptionsTest, TheTokenizerOverridesReachTheTrainer) {
 TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   absl::StatusOr<PreferenceTrainOptions> o = OptionsOfYaml(
       Yaml("grpo", "",
-           "rollout: {samples_per_prompt: 4, max_new_tokens: 8, top_p: 0.9, batch: 6, decode: static}\n"
+           "rollout: {samples_per_prompt: 4, max_new_tokens: 8, top_p: 0.9, top_k: 20, min_p: 0.1, batch: 6, "
+           "decode: static}\n"
            "rewards: [{type: answer}]\n"));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->grpo.rollout.samples_per_prompt, 4);
   EXPECT_EQ(o->grpo.rollout.max_new_tokens, 8);
   EXPECT_EQ(o->grpo.rollout.top_p, 0.9);
+  EXPECT_EQ(o->grpo.rollout.top_k, 20);
+  EXPECT_EQ(o->grpo.rollout.min_p, 0.1);
   EXPECT_EQ(o->grpo.rollout.rollout_batch, 6);
   EXPECT_EQ(o->grpo.rollout.decode, DecodeMode::kStatic);
   absl::StatusOr<PreferenceTrainOptions> eager =

@@ -86,7 +86,8 @@ void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& pro
     // One read back a step (a synchronisation on a GPU): the tokens, exact in float64 (ids < 2^53), and the
     // entropies of the distributions they were drawn from.
     const torch::Tensor drawn =
-        torch::stack({SampleTokens(logits, o.temperature, o.top_p, uniforms.to(device)).to(torch::kFloat64),
+        torch::stack({SampleTokens(logits, {o.temperature, o.top_p, o.top_k, o.min_p}, uniforms.to(device))
+                          .to(torch::kFloat64),
                       RowEntropy(logits, o.temperature)})
             .to(torch::kCPU)
             .contiguous();
@@ -138,6 +139,10 @@ absl::Status ValidateGeneration(const core::HfModelConfig& config,
     return bad("GenerationOptions.temperature", absl::StrCat(o.temperature, " must be >= 0 (0: greedy)"));
   if (!(o.top_p > 0 && o.top_p <= 1))
     return bad("GenerationOptions.top_p", absl::StrCat(o.top_p, " must be in (0, 1]"));
+  if (o.top_k < 0)
+    return bad("GenerationOptions.top_k", absl::StrCat(o.top_k, " must be >= 0 (0: all tokens)"));
+  if (!(o.min_p >= 0 && o.min_p <= 1))
+    return bad("GenerationOptions.min_p", absl::StrCat(o.min_p, " must be in [0, 1]"));
   if (o.max_batch <= 0)
     return bad("GenerationOptions.max_batch", absl::StrCat(o.max_batch, " must be positive"));
   if (o.sequence_index_offset < 0) return bad("GenerationOptions.sequence_index_offset", "must be >= 0");
@@ -171,26 +176,49 @@ double SamplingUniform(uint64_t seed, int64_t sequence_index, int64_t token_inde
   return static_cast<double>(SplitMix64(key ^ static_cast<uint64_t>(token_index)) >> 11) * 0x1.0p-53;
 }
 
-torch::Tensor SampleTokens(const torch::Tensor& logits, double temperature, double top_p,
+namespace {
+
+// Which tokens the warpers keep, over logits sorted in descending order ([B, V]) and their softmax: each
+// warper keeps a prefix of that order (the most likely token always), so the result is one prefix.
+torch::Tensor KeptPrefix(const torch::Tensor& sorted_logits, const torch::Tensor& probs,
+                         const SamplingParams& p) {
+  torch::Tensor keep = torch::ones_like(probs, torch::kBool);
+  torch::Tensor mass = probs;
+  if (p.top_k > 0) {  // TopKLogitsWarper: logits below the k-th largest go (ties with it stay)
+    const int64_t k = std::min<int64_t>(p.top_k, sorted_logits.size(1));
+    keep = sorted_logits.ge(sorted_logits.narrow(1, k - 1, 1));
+    mass = probs * keep;
+    mass = mass / mass.sum(-1, /*keepdim=*/true);  // what TopP's softmax sees after top_k's -inf
+  }
+  // TopPLogitsWarper drops a token when the mass of all tokens at most as likely is <= 1 - top_p, i.e. when
+  // the mass strictly more likely (before it in this order) is >= top_p; the first token always stays.
+  keep = keep.logical_and((mass.cumsum(-1) - mass).lt(p.top_p));
+  // MinPLogitsWarper: probabilities below min_p x the largest go (a common renormalisation cancels).
+  if (p.min_p > 0) keep = keep.logical_and(probs.ge(p.min_p * probs.narrow(1, 0, 1)));
+  return keep;
+}
+
+}  // namespace
+
+torch::Tensor SampleTokens(const torch::Tensor& logits, const SamplingParams& params,
                            const torch::Tensor& uniforms) {
   TORCH_CHECK(logits.dim() == 2 && logits.size(1) > 0, "SampleTokens: logits must be [B, vocab], got ",
               logits.sizes());
-  if (temperature == 0) return logits.argmax(-1);
+  if (params.temperature == 0) return logits.argmax(-1);
   TORCH_CHECK(uniforms.dim() == 1 && uniforms.size(0) == logits.size(0), "SampleTokens: uniforms must be [",
               logits.size(0), "]");
   // Stable descending sort: equal logits keep ascending ids, so a nucleus of one is torch.argmax's pick.
   std::tuple<torch::Tensor, torch::Tensor> sorted =
-      torch::sort(logits.to(torch::kFloat32) / temperature, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
+      torch::sort(logits.to(torch::kFloat32) / params.temperature,
+                  /*stable=*/true, /*dim=*/-1, /*descending=*/true);
   const torch::Tensor probs = torch::softmax(std::get<0>(sorted), -1).to(torch::kFloat64);
-  // TopPLogitsWarper drops a token when the mass of all tokens at most as likely is <= 1 - top_p, i.e. when
-  // the mass strictly more likely (before it in this order) is >= top_p; the first token always stays.
-  const torch::Tensor before = probs.cumsum(-1) - probs;
-  const torch::Tensor kept = probs * before.lt(top_p);
+  const torch::Tensor keep = KeptPrefix(std::get<0>(sorted), probs, params);
+  const torch::Tensor kept = probs * keep;
   const torch::Tensor cdf = kept.cumsum(-1);
   const torch::Tensor target =
       uniforms.to(cdf.device()).unsqueeze(1) * cdf.select(1, cdf.size(1) - 1).unsqueeze(1);
   // The first token whose cumulative mass exceeds the target: it has positive probability and is kept.
-  const torch::Tensor last_kept = before.lt(top_p).sum(-1, /*keepdim=*/true) - 1;
+  const torch::Tensor last_kept = keep.sum(-1, /*keepdim=*/true) - 1;
   const torch::Tensor rank = torch::minimum(cdf.le(target).sum(-1, /*keepdim=*/true), last_kept);
   return std::get<1>(sorted).gather(1, rank).squeeze(1);
 }

@@ -39,6 +39,10 @@ struct GenerationOptions {
   // Nucleus sampling, in (0, 1]: keep the smallest set of most likely tokens whose probability sums to
   // >= top_p (at least one), as transformers' TopPLogitsWarper. 1: no filtering. Ignored when greedy.
   double top_p = 1.0;
+  // > 0: only the top_k most likely tokens (and those tied with the last), as TopKLogitsWarper; 0: all.
+  int64_t top_k = 0;
+  // In [0, 1]: only tokens at least min_p times as likely as the most likely one, as MinPLogitsWarper.
+  double min_p = 0.0;
   std::vector<int64_t> eos_ids;  // a sequence stops after producing any of these (kept in its completion)
   int64_t pad_id = 0;            // fills left padding and finished rows; never attended to
   uint64_t seed = 0;             // sampling seed (see the header comment)
@@ -85,11 +89,21 @@ absl::Status ValidateGeneration(const core::HfModelConfig& config,
 // (SplitMix64 over the three counters, 53 bits).
 double SamplingUniform(uint64_t seed, int64_t sequence_index, int64_t token_index);
 
+// What SampleTokens draws from: softmax(logits / temperature) cut as transformers' warpers cut it, in
+// their order (GenerationMixin._get_logits_warper): top_k, then top_p over what top_k left (renormalised),
+// then min_p. The fields mean what GenerationOptions' of the same names do.
+struct SamplingParams {
+  double temperature = 1.0;  // 0: greedy
+  double top_p = 1.0;
+  int64_t top_k = 0;
+  double min_p = 0.0;
+};
+
 // One token per row from logits [B, vocab] (fp32, any device): argmax when temperature == 0; otherwise the
 // token whose interval of the cumulative distribution of softmax(logits / temperature), restricted to the
-// top-p nucleus and renormalised, holds uniforms[b] ([B] float64, in [0, 1)). Tokens are ordered by
+// tokens `params` keep and renormalised, holds uniforms[b] ([B] float64, in [0, 1)). Tokens are ordered by
 // descending logit, ties by ascending id. Returns [B] int64 on the logits' device.
-torch::Tensor SampleTokens(const torch::Tensor& logits, double temperature, double top_p,
+torch::Tensor SampleTokens(const torch::Tensor& logits, const SamplingParams& params,
                            const torch::Tensor& uniforms);
 
 // Generates a completion for every prompt (see the header comment). `cache` may be null (a cache local to

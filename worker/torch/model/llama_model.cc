@@ -484,8 +484,10 @@ torch::Tensor LlamaModelImpl::PredictingHidden(const torch::Tensor& input_ids, c
 }
 
 torch::Tensor LlamaModelImpl::TokenLogProbs(const torch::Tensor& input_ids, int64_t from,
-                                            torch::Tensor* top_logp) {
+                                            torch::Tensor* top_logp, double temperature) {
+  TORCH_CHECK(temperature > 0, "TokenLogProbs: temperature must be > 0, got ", temperature);
   torch::Tensor h = PredictingHidden(input_ids, "TokenLogProbs", from);
+  if (temperature != 1.0) h = h / temperature;
   // The head is always a plain bias-free linear: LoRA never targets lm_head (kLoraTargets) and the
   // constructor builds it without a bias, so its weight is the whole head and the chunked path is exact.
   const torch::Tensor& w = lm_head ? lm_head->weight : model->embed_tokens->weight;

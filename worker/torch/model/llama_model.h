@@ -209,9 +209,11 @@ class LlamaModelImpl : public torch::nn::Module {
   // `from` in [0, T-2] skips the head (the vocabulary-sized matmuls) for positions no loss reads: the
   // prompts' (PairTensors::head_from). `top_logp` (optional) receives the same shape's log p of the most
   // likely token at each position, without gradient (ChunkedTokenLogProbs): a prediction is right where
-  // the two are equal.
+  // the two are equal. `temperature` (> 0): the log-probs of softmax(logits / temperature), the distribution
+  // GRPO's rollouts were sampled from, as TRL's GRPOTrainer scores its completions (the hidden states are
+  // divided before the head, which equals dividing the logits up to rounding).
   torch::Tensor TokenLogProbs(const torch::Tensor& input_ids, int64_t from = 0,
-                              torch::Tensor* top_logp = nullptr);
+                              torch::Tensor* top_logp = nullptr, double temperature = 1.0);
   // The same through the full logits (the computation TokenLogProbs replaced): the tests' oracle.
   torch::Tensor TokenLogProbsFullLogits(const torch::Tensor& input_ids);
 

@@ -56,6 +56,10 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
   ZF_RETURN_IF_ERROR(number("--max-new-tokens", &new_tokens, 1));
   ZF_RETURN_IF_ERROR(number("--temperature", &g->rollout.temperature, 1e-6));
   ZF_RETURN_IF_ERROR(number("--top-p", &g->rollout.top_p, 1e-6));
+  double top_k = 0;
+  ZF_RETURN_IF_ERROR(number("--top-k", &top_k, 0));
+  g->rollout.top_k = static_cast<int64_t>(top_k);
+  ZF_RETURN_IF_ERROR(number("--min-p", &g->rollout.min_p, 0));
   ZF_RETURN_IF_ERROR(number("--rollout-batch", &batch, 0));
   ZF_RETURN_IF_ERROR(number("--iterations", &iterations, 1));
   ZF_RETURN_IF_ERROR(number("--kl-beta", &g->grpo.beta, 0));

@@ -17,7 +17,8 @@ namespace zerofit::worker {
 
 inline constexpr const char* kGrpoUsage =
     "GRPO (--task grpo; --train/--test are prompt files, --data DIR reads DIR/train_prompts_ids.jsonl): "
-    "[--samples-per-prompt G] [--max-new-tokens N] [--temperature T] [--top-p P] [--rollout-batch S] "
+    "[--samples-per-prompt G] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--min-p P] "
+    "[--rollout-batch S] "
     "[--decode auto|eager|static|cuda_graph] "
     "[--iterations I] [--kl-beta B] [--epsilon E] [--epsilon-high E] [--loss-type grpo|dapo|dr_grpo] "
     "[--scale-rewards true|false] [--importance-sampling-level token|sequence] [--delta D] "

@@ -73,6 +73,8 @@ absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o) {
     return bad("rollout.temperature", "must be > 0 (the group needs diverse samples; evaluation is greedy)");
   }
   if (!(g.rollout.top_p > 0 && g.rollout.top_p <= 1)) return bad("rollout.top_p", "must be in (0, 1]");
+  if (g.rollout.top_k < 0) return bad("rollout.top_k", "must be >= 0 (0: every token)");
+  if (!(g.rollout.min_p >= 0 && g.rollout.min_p <= 1)) return bad("rollout.min_p", "must be in [0, 1]");
   if (g.rollout.rollout_batch < 0) return bad("rollout.batch", "must be >= 0 (0: one pass)");
   if (g.iterations < 1) return bad("grpo.iterations", "must be >= 1");
   if (g.rewards.empty()) return bad("rewards", "at least one reward source is needed");
@@ -261,7 +263,9 @@ std::string GrpoSession::DataReportText() const {
                       st.train.truncated, " truncated, longest ", st.train.longest_prompt, " tokens); ",
                       st.test.prompts.size(), " held out\n", "rollout: ", r.samples_per_prompt,
                       " samples per prompt, up to ", r.max_new_tokens, " new tokens, temperature ",
-                      r.temperature, ", top_p ", r.top_p, ", decode ", decode, "\n",
+                      r.temperature, ", top_p ", r.top_p,
+                      r.top_k > 0 ? absl::StrCat(", top_k ", r.top_k) : "",
+                      r.min_p > 0 ? absl::StrCat(", min_p ", r.min_p) : "", ", decode ", decode, "\n",
                       "rollout batch: ", in_flight, " sequences per generation pass (", sequences,
                       " per rank per step); KV cache ", planned_kv_cache_bytes(prompts_per_rank),
                       " bytes per pass at the longest prompt\n", "reference: ", ReferenceText(), "\n");
@@ -299,6 +303,8 @@ absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const
   go.max_new_tokens = r.max_new_tokens;
   go.temperature = r.temperature;
   go.top_p = r.top_p;
+  go.top_k = r.top_k;
+  go.min_p = r.min_p;
   go.eos_ids = st.eos_ids;
   go.pad_id = st.pad;
   go.seed = StepSeed(options_.seed, step);
@@ -326,6 +332,8 @@ std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t gradie
   // The rank's sequences in contiguous slices: the plan's micro-batches count sequences, so a micro-batch may
   // hold part of a group (the advantages are already computed).
   const size_t n = ro.completions.size();
+  // Every log-prob of the loss is of the distribution the rollout sampled from, as TRL's (logits / T).
+  const double temperature = options_.grpo.rollout.temperature;
   std::vector<GrpoRows> rows(gradient_accumulation);
   for (size_t k = 0; k < gradient_accumulation; ++k) {
     const size_t b = n * k / gradient_accumulation, e = n * (k + 1) / gradient_accumulation;
@@ -334,11 +342,11 @@ std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t gradie
                            options_.grpo.mask_truncated_completions, st.backend.torch_device);
     torch::NoGradGuard no_grad;
     if (options_.grpo.iterations > 1)
-      rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from);
+      rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from, nullptr, temperature);
     if (options_.grpo.objective.beta > 0) {
       std::optional<AdaptersOff> base;
       if (options_.reference == ReferenceStrategy::kLoraBase) base.emplace(*st.reference);
-      rows[k].ref_logp = st.reference->TokenLogProbs(rows[k].tokens, rows[k].from);
+      rows[k].ref_logp = st.reference->TokenLogProbs(rows[k].tokens, rows[k].from, nullptr, temperature);
     }
   }
   return rows;
@@ -357,7 +365,7 @@ absl::Status GrpoSession::MicroStep(const GrpoRows& rows, bool last, torch::Tens
   torch::Tensor logp;
   {
     sharding::ScopedStage forward(st.binding->optimizer().profile(), sharding::Stage::kForward);
-    logp = st.policy->TokenLogProbs(rows.tokens, rows.from);
+    logp = st.policy->TokenLogProbs(rows.tokens, rows.from, nullptr, options_.grpo.rollout.temperature);
   }
   const torch::Tensor old = rows.old_logp.defined() ? rows.old_logp : logp.detach();
   ZF_ASSIGN_OR_RETURN(const GrpoLoss loss,

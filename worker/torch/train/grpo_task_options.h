@@ -17,6 +17,8 @@ struct RolloutOptions {
   int64_t max_new_tokens = 16;
   double temperature = 1.0;  // > 0 (GRPO needs diverse samples); evaluation is greedy
   double top_p = 1.0;
+  int64_t top_k = 0;   // GenerationOptions::top_k
+  double min_p = 0.0;  // GenerationOptions::min_p
   // Sequences in flight per generation pass; 0: all of a rank's sequences of the step in one pass. The
   // KV cache is sized for one pass (kv_cache.h).
   int64_t rollout_batch = 0;

@@ -13,6 +13,8 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   o.rollout.max_new_tokens = g.rollout.max_new_tokens;
   o.rollout.temperature = g.rollout.temperature;
   o.rollout.top_p = g.rollout.top_p;
+  o.rollout.top_k = g.rollout.top_k;
+  o.rollout.min_p = g.rollout.min_p;
   o.rollout.rollout_batch = g.rollout.batch;
   ZF_ASSIGN_OR_RETURN(o.rollout.decode, ParseDecodeMode(g.rollout.decode, "rollout.decode"));
   o.iterations = g.grpo.iterations;
