@@ -44,6 +44,10 @@ absl::Status ValidateObjective(const GrpoObjectiveSpec& g, const FieldError& bad
     return bad("grpo.loss_type",
                absl::StrCat("expected grpo, dapo or dr_grpo, got ", core::QuotedExcerpt(g.loss_type)));
   }
+  if (g.scale_rewards != "group" && g.scale_rewards != "batch" && g.scale_rewards != "none") {
+    return bad("grpo.scale_rewards", absl::StrCat("expected group, batch or none (true, false), got ",
+                                                  core::QuotedExcerpt(g.scale_rewards)));
+  }
   if (g.importance_sampling_level != "token" && g.importance_sampling_level != "sequence") {
     return bad(
         "grpo.importance_sampling_level",
@@ -109,6 +113,9 @@ bool DecodesAsGraphOnGpu(const std::string& mode) { return mode == "cuda_graph" 
 
 absl::Status ValidateGrpoJobSpec(GrpoJobSpec* spec, int64_t max_length, const FieldError& bad) {
   ZF_RETURN_IF_ERROR(ValidateRollout(spec->rollout, max_length, bad));
+  std::string& scale = spec->grpo.scale_rewards;  // TRL's booleans, as the names they stand for
+  if (scale == "true") scale = "group";
+  if (scale == "false") scale = "none";
   ZF_RETURN_IF_ERROR(ValidateObjective(spec->grpo, bad));
   if (spec->rewards.empty()) return bad("rewards", "required for task grpo (a list of reward sources)");
   std::map<std::string, int> seen;

@@ -41,7 +41,9 @@ struct GrpoObjectiveSpec {
   double epsilon = 0.2;
   std::optional<double> epsilon_high;  // unset: epsilon
   std::string loss_type = "grpo";      // grpo | dapo | dr_grpo
-  bool scale_rewards = true;           // divide advantages by the group's standard deviation
+  // TRL's scale_rewards: group (true) divides advantages by the group's standard deviation, batch by the
+  // whole step's, none (false) not at all; normalised to group, batch or none by validation.
+  std::string scale_rewards = "group";
   // token: a ratio per token (GRPO); sequence: one per completion, exp of its mean token log-ratio (GSPO).
   std::string importance_sampling_level = "token";
   std::optional<double> delta;              // two-sided clipping: the unclipped ratio capped at delta (> 1)

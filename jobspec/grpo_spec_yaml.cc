@@ -32,7 +32,8 @@ absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObject
   ZF_RETURN_IF_ERROR(r.Get(n, "epsilon", "grpo.epsilon", &x->epsilon, "a number"));
   ZF_RETURN_IF_ERROR(r.GetOptional(n, "epsilon_high", "grpo.epsilon_high", &x->epsilon_high, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "loss_type", "grpo.loss_type", &x->loss_type, "grpo, dapo or dr_grpo"));
-  ZF_RETURN_IF_ERROR(r.Get(n, "scale_rewards", "grpo.scale_rewards", &x->scale_rewards, "true or false"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "scale_rewards", "grpo.scale_rewards", &x->scale_rewards,
+                           "group, batch or none (true, false)"));
   ZF_RETURN_IF_ERROR(r.Get(n, "importance_sampling_level", "grpo.importance_sampling_level",
                            &x->importance_sampling_level, "token or sequence"));
   ZF_RETURN_IF_ERROR(r.GetOptional(n, "delta", "grpo.delta", &x->delta, "a number"));

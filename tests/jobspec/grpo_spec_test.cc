@@ -53,7 +53,7 @@ TEST(GrpoSpecTest, ParsesTheSections) {
   EXPECT_DOUBLE_EQ(g.grpo.beta, 0.04);
   EXPECT_DOUBLE_EQ(g.grpo.epsilon_high.value_or(0), 0.28);
   EXPECT_EQ(g.grpo.loss_type, "dapo");
-  EXPECT_FALSE(g.grpo.scale_rewards);
+  EXPECT_EQ(g.grpo.scale_rewards, "none") << "TRL's false, by its name";
   EXPECT_EQ(g.grpo.importance_sampling_level, "sequence");
   EXPECT_DOUBLE_EQ(g.grpo.delta.value_or(0), 1.5);
   EXPECT_TRUE(g.grpo.mask_truncated_completions);
@@ -86,6 +86,8 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
        "job.yaml:6: field 'rollout.decode': must be auto, eager, static or cuda_graph"},
       {"grpo: {loss_type: bnpo}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo or dr_grpo, got 'bnpo'"},
+      {"grpo: {scale_rewards: global}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.scale_rewards': expected group, batch or none (true, false), got 'global'"},
       {"grpo: {importance_sampling_level: sentence}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.importance_sampling_level': expected token or sequence, got 'sentence'"},
       {"grpo: {delta: 0.9}\nrewards: [{type: answer}]\n", "job.yaml:6: field 'grpo.delta': must be > 1"},

@@ -201,11 +201,41 @@ TEST(GrpoObjectiveTest, AdvantagesAreGroupCentredAndScaledByTheBesselStd) {
     }
   }
   EXPECT_EQ((*a).narrow(0, 4, 4).abs().max().item<double>(), 0.0) << "equal rewards: no signal, no NaN";
-  o.scale_by_std = false;  // Dr. GRPO: centred only
+  o.scale = RewardScale::kNone;  // Dr. GRPO: centred only
   auto centred = GroupAdvantages(rewards, 4, o);
   ASSERT_TRUE(centred.ok());
   EXPECT_NEAR((*centred)[0].item<double>(), 0.5, 1e-15);
   EXPECT_FALSE(GroupAdvantages(rewards, 5, o).ok()) << "5 does not divide 12";
+}
+
+// scale_rewards batch: each group centred on its own mean, every advantage divided by one standard deviation
+// (the whole batch's, BatchStd from the squared deviations about the batch mean), against float64 loops.
+TEST(GrpoObjectiveTest, BatchScaledAdvantagesDivideByTheBatchStd) {
+  const std::vector<double> r = {1, 0, 0, 1, 2.5, 2.5, 2.5, 2.5, 0.3, 0.1, 0.7, 0.2};
+  double mean = 0, dev = 0;
+  for (double x : r) mean += x / 12;
+  for (double x : r) dev += (x - mean) * (x - mean);
+  const double stdev = BatchStd(dev, 12);
+  EXPECT_NEAR(stdev, std::sqrt(dev / 11), 1e-15);
+  GrpoOptions o;
+  o.scale = RewardScale::kBatch;
+  const torch::Tensor rewards = torch::tensor(r, torch::kFloat64);
+  EXPECT_FALSE(GroupAdvantages(rewards, 4, o).ok()) << "batch needs the batch's std";
+  auto a = GroupAdvantages(rewards, 4, o, stdev);
+  ASSERT_TRUE(a.ok()) << a.status();
+  for (int64_t g = 0; g < 3; ++g) {
+    double group_mean = 0;
+    for (int64_t k = 0; k < 4; ++k) group_mean += r[g * 4 + k] / 4;
+    for (int64_t k = 0; k < 4; ++k) {
+      EXPECT_NEAR((*a)[g * 4 + k].item<double>(), (r[g * 4 + k] - group_mean) / (stdev + o.std_eps), 1e-14);
+    }
+  }
+  EXPECT_EQ(BatchStd(5.0, 1), 0.0);
+  for (const char* name : {"group", "batch", "none"})
+    EXPECT_EQ(RewardScaleName(*ParseRewardScale(name)), std::string(name));
+  EXPECT_EQ(*ParseRewardScale("true"), RewardScale::kGroup);
+  EXPECT_EQ(*ParseRewardScale("false"), RewardScale::kNone);
+  EXPECT_FALSE(ParseRewardScale("yes").ok());
 }
 
 TEST(GrpoObjectiveTest, BadInputsAreErrorsNamingTheArgument) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -97,6 +98,16 @@ std::vector<metrics::StepMetrics> RunSteps(GrpoSession& session, const Preferenc
   return out;
 }
 
+// The metrics of step 0 of a fresh session of `o` (empty on failure, which is reported).
+metrics::StepMetrics FirstStep(const PreferenceTrainOptions& o, comm::Communicator& comm) {
+  absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, Runtime(), &comm);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  const std::vector<metrics::StepMetrics> m = RunSteps(**s, o, 0, 1, comm);
+  EXPECT_EQ(m.size(), 1u);
+  return m.empty() ? metrics::StepMetrics{} : m[0];
+}
+
 // A random one-label reward model in `dir` (what a reward-model job exports): its scores vary from
 // completion to completion, so every group has advantages and the policy moves. `vocab` > 0 replaces the
 // data's vocabulary size.
@@ -125,6 +136,16 @@ RewardSourceOptions RandomRewardSource(const std::string& dir, const std::string
   ExportRandomRewardModel(dir, rm.model_dir, comm);
   EXPECT_TRUE(comm.Barrier(absl::Seconds(60)).ok());
   return rm;
+}
+
+// Grpo(dir) under the token mean (dapo) with a random reward model (dir/`rm`) as the only source: scores
+// that differ within every group, so every completion has an advantage.
+PreferenceTrainOptions TokenMeanWithRewardModel(const std::string& dir, const std::string& rm,
+                                                comm::Communicator& comm) {
+  PreferenceTrainOptions o = Grpo(dir);
+  o.grpo.objective.norm = GrpoLossNorm::kTokenMean;
+  o.grpo.rewards = {RandomRewardSource(dir, rm, comm)};
+  return o;
 }
 
 std::string ReadAll(const std::string& path) {
@@ -211,19 +232,10 @@ TEST(GrpoSessionTest, TruncatedCompletionsAreLeftOutOfTheLossWhenAsked) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
   const std::string dir = MakeData(*comm);
-  PreferenceTrainOptions o = Grpo(dir);
-  o.grpo.objective.norm = GrpoLossNorm::kTokenMean;
-  // Scores that differ within every group: every completion has an advantage.
-  o.grpo.rewards = {RandomRewardSource(dir, "rm_masking", *comm)};
-  std::vector<metrics::StepMetrics> runs[2];
-  for (bool mask : {false, true}) {
-    o.grpo.mask_truncated_completions = mask;
-    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, Runtime(), comm.get());
-    ASSERT_TRUE(s.ok()) << s.status();
-    runs[mask] = RunSteps(**s, o, 0, 1, *comm);
-    ASSERT_EQ(runs[mask].size(), 1u);
-  }
-  const metrics::StepMetrics &all = runs[0][0], &kept = runs[1][0];
+  PreferenceTrainOptions o = TokenMeanWithRewardModel(dir, "rm_masking", *comm);
+  const metrics::StepMetrics all = FirstStep(o, *comm);
+  o.grpo.mask_truncated_completions = true;
+  const metrics::StepMetrics kept = FirstStep(o, *comm);
   const double truncated = all.Get(names::kGrpoHitMaxNewTokens).value_or(-1);
   EXPECT_GT(truncated, 0) << "the case must have truncated completions";
   EXPECT_LT(truncated, 1) << "and completions that ended";
@@ -233,6 +245,31 @@ TEST(GrpoSessionTest, TruncatedCompletionsAreLeftOutOfTheLossWhenAsked) {
   ASSERT_TRUE(kept.Get(names::kLoss) && all.Get(names::kLoss));
   EXPECT_NE(*kept.Get(names::kLoss), *all.Get(names::kLoss));
   EXPECT_NE(kept.Get(names::kGradNorm), all.Get(names::kGradNorm));
+}
+
+// scale_rewards batch (TRL's): group-mean centring divided by the standard deviation of every rank's rewards
+// of the step. At step 0 (ratio 1, no clip, beta 0) the token-mean loss is -sum(n_i A_i) / tokens, linear in
+// the scale: the same rollout with scale none gives loss_none = loss_batch x (std + eps), the std
+// Bessel-corrected over all 24 completions of both ranks (from the step's reward spread, a population std).
+TEST(GrpoSessionTest, BatchRewardScaleDividesByTheStdOfEveryRanksRewards) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = TokenMeanWithRewardModel(dir, "rm_batch_scale", *comm);
+  o.grpo.objective.scale = RewardScale::kNone;
+  const metrics::StepMetrics none = FirstStep(o, *comm);
+  o.grpo.objective.scale = RewardScale::kBatch;
+  const metrics::StepMetrics batch = FirstStep(o, *comm);
+  EXPECT_EQ(none.Get(names::kGrpoReward), batch.Get(names::kGrpoReward)) << "the same rollout";
+  const double n = 24;  // 4 prompts x 6 samples over both ranks
+  const double population = batch.Get(names::kGrpoRewardStd).value_or(-1);
+  ASSERT_GT(population, 0);
+  const double bessel = population * std::sqrt(n / (n - 1));
+  const double loss_none = none.Get(names::kLoss).value_or(0),
+               loss_batch = batch.Get(names::kLoss).value_or(0);
+  ASSERT_NE(loss_batch, 0);
+  // float32 log-probs and losses, a sum of ~100 terms: a relative 1e-5 is far above rounding.
+  EXPECT_NEAR(loss_none / loss_batch, bessel + GrpoOptions{}.std_eps, 1e-5 * bessel);
 }
 
 // rollout.top_k reaches the rollouts' sampler: with top_k 1 every sample of a prompt is its greedy
@@ -246,11 +283,8 @@ TEST(GrpoSessionTest, TopKOneSamplesEveryGroupAlike) {
   o.grpo.rewards = {RandomRewardSource(dir, "rm_top_k", *comm)};
   for (int64_t top_k : {int64_t{0}, int64_t{1}}) {
     o.grpo.rollout.top_k = top_k;
-    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(o, Runtime(), comm.get());
-    ASSERT_TRUE(s.ok()) << s.status();
-    const std::vector<metrics::StepMetrics> m = RunSteps(**s, o, 0, 1, *comm);
-    ASSERT_EQ(m.size(), 1u);
-    EXPECT_EQ(m[0].Get(names::kGrpoZeroStdGroups), top_k == 1 ? 1.0 : 0.0) << "top_k " << top_k;
+    EXPECT_EQ(FirstStep(o, *comm).Get(names::kGrpoZeroStdGroups), top_k == 1 ? 1.0 : 0.0)
+        << "top_k " << top_k;
   }
 }
 

@@ -124,11 +124,13 @@ TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   absl::StatusOr<PreferenceTrainOptions> gspo = OptionsOfYaml(
       Yaml("grpo", "",
            "rollout: {max_new_tokens: 8}\ngrpo: {importance_sampling_level: sequence, delta: 2.0, "
-           "mask_truncated_completions: true}\nrewards: [{type: answer}]\n"));
+           "mask_truncated_completions: true, scale_rewards: batch}\nrewards: [{type: answer}]\n"));
   ASSERT_TRUE(gspo.ok()) << gspo.status();
   EXPECT_TRUE(gspo->grpo.objective.sequence_ratio);
   EXPECT_EQ(gspo->grpo.objective.delta, std::optional<double>(2.0));
   EXPECT_TRUE(gspo->grpo.mask_truncated_completions);
+  EXPECT_EQ(gspo->grpo.objective.scale, RewardScale::kBatch);
+  EXPECT_EQ(eager->grpo.objective.scale, RewardScale::kGroup) << "TRL's default";
 }
 
 TEST(PlanOptionsTest, InitialWeightsAreTheSpecsInitElseTheModelsOwn) {

@@ -80,7 +80,7 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
     *out = v == "true";
     return absl::OkStatus();
   };
-  ZF_RETURN_IF_ERROR(boolean("--scale-rewards", &g->grpo.scale_rewards));
+  if (std::string v = take("--scale-rewards"); !v.empty()) g->grpo.scale_rewards = v;
   ZF_RETURN_IF_ERROR(boolean("--mask-truncated-completions", &g->grpo.mask_truncated_completions));
   if (std::string v = take("--importance-sampling-level"); !v.empty()) g->grpo.importance_sampling_level = v;
   double delta = 0;

@@ -21,7 +21,7 @@ inline constexpr const char* kGrpoUsage =
     "[--rollout-batch S] "
     "[--decode auto|eager|static|cuda_graph] "
     "[--iterations I] [--kl-beta B] [--epsilon E] [--epsilon-high E] [--loss-type grpo|dapo|dr_grpo] "
-    "[--scale-rewards true|false] [--importance-sampling-level token|sequence] [--delta D] "
+    "[--scale-rewards group|batch|none] [--importance-sampling-level token|sequence] [--delta D] "
     "[--mask-truncated-completions true|false] [--reward exact|last_number|regex [--reward-pattern RE] "
     "[--reward-group "
     "G]] "

@@ -1,5 +1,8 @@
 #include "worker/torch/train/grpo_objective.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace zerofit::worker {
@@ -103,15 +106,44 @@ const char* GrpoLossNormName(GrpoLossNorm norm) {
   return "?";
 }
 
+absl::StatusOr<RewardScale> ParseRewardScale(const std::string& name) {
+  if (name == "group" || name == "true") return RewardScale::kGroup;
+  if (name == "batch") return RewardScale::kBatch;
+  if (name == "none" || name == "false") return RewardScale::kNone;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown reward scale '", name, "'; expected group, batch or none (true, false)"));
+}
+
+const char* RewardScaleName(RewardScale scale) {
+  switch (scale) {
+    case RewardScale::kGroup:
+      return "group";
+    case RewardScale::kBatch:
+      return "batch";
+    case RewardScale::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+double BatchStd(double squared_deviations, double n) {
+  return n > 1 ? std::sqrt(std::max(squared_deviations, 0.0) / (n - 1)) : 0.0;
+}
+
 absl::StatusOr<torch::Tensor> GroupAdvantages(const torch::Tensor& rewards, int64_t group_size,
-                                              const GrpoOptions& o) {
+                                              const GrpoOptions& o, std::optional<double> batch_std) {
   if (!rewards.defined() || rewards.dim() != 1 || group_size < 1 || rewards.size(0) % group_size != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("GroupAdvantages: rewards must be [P x G] with G = ", group_size, " >= 1 dividing it"));
   }
+  if (o.scale == RewardScale::kBatch && !batch_std) {
+    return absl::InvalidArgumentError(
+        "GroupAdvantages: scale_rewards batch needs the batch's standard deviation");
+  }
   const torch::Tensor r = rewards.view({-1, group_size});
   torch::Tensor a = r - r.mean(1, /*keepdim=*/true);
-  if (o.scale_by_std) {
+  if (o.scale == RewardScale::kBatch) a = a / (*batch_std + o.std_eps);
+  if (o.scale == RewardScale::kGroup) {
     // Bessel-corrected as torch.std (TRL), written out (LibTorch 1.13 and 2.x name std's overloads
     // differently); one sample per group has no spread: its advantage is 0 anyway.
     const torch::Tensor var = group_size > 1 ? a.pow(2).sum(1, /*keepdim=*/true) / (group_size - 1.0)

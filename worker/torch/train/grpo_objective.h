@@ -34,15 +34,23 @@ enum class GrpoLossNorm { kSequenceMean, kTokenMean, kConstantLength };
 absl::StatusOr<GrpoLossNorm> ParseGrpoLossNorm(const std::string& name);
 const char* GrpoLossNormName(GrpoLossNorm norm);
 
+// TRL's scale_rewards: advantages divided by the group's standard deviation (group, TRL's True), by the
+// whole batch's over every rank (batch: group-mean centring, batch scale), or not at all (none, Dr. GRPO's).
+enum class RewardScale { kGroup, kBatch, kNone };
+
+// "group" | "batch" | "none", and "true" (group) / "false" (none), TRL's older booleans.
+absl::StatusOr<RewardScale> ParseRewardScale(const std::string& name);
+const char* RewardScaleName(RewardScale scale);
+
 struct GrpoOptions {
   double epsilon_low = 0.2;   // the clip range below 1
   double epsilon_high = 0.2;  // and above (DAPO's clip-higher uses 0.28)
   double beta = 0.0;          // KL coefficient; 0: no reference is needed (ref_logp may be undefined)
   GrpoLossNorm norm = GrpoLossNorm::kSequenceMean;
   int64_t max_new_tokens = 0;  // kConstantLength's constant; required > 0 there
-  // Advantages: rewards minus the group's mean, divided by the group's standard deviation (Bessel-corrected,
-  // as torch.std) + std_eps when scale_by_std; Dr. GRPO leaves the scale out.
-  bool scale_by_std = true;
+  // Advantages: rewards minus the group's mean, divided by a standard deviation (Bessel-corrected, as
+  // torch.std) + std_eps: the group's, the batch's, or none (RewardScale).
+  RewardScale scale = RewardScale::kGroup;
   double std_eps = 1e-4;
   // TRL's importance_sampling_level "sequence" (GSPO): one ratio per completion, the exp of its tokens' mean
   // log-ratio, clipped as a whole and applied to each of its tokens; false: a ratio per token.
@@ -53,9 +61,15 @@ struct GrpoOptions {
 };
 
 // Advantages of `rewards` [P x G] laid out group by group (G consecutive samples per prompt): [P x G].
-// A group whose rewards are all equal gets zeros.
+// A group whose rewards are all equal gets zeros. RewardScale::kBatch divides by `batch_std`, the standard
+// deviation of the whole step's rewards on every rank (BatchStd), required then.
 absl::StatusOr<torch::Tensor> GroupAdvantages(const torch::Tensor& rewards, int64_t group_size,
-                                              const GrpoOptions& options);
+                                              const GrpoOptions& options,
+                                              std::optional<double> batch_std = std::nullopt);
+
+// The Bessel-corrected standard deviation of n values from their global sum of squared deviations from
+// their global mean (two reductions, no cancellation); 0 for fewer than two values.
+double BatchStd(double squared_deviations, double n);
 
 struct GrpoLoss {
   torch::Tensor loss_sum;  // scalar with autograd graph through `logp`

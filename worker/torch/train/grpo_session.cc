@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -47,6 +48,11 @@ uint64_t StepSeed(uint64_t seed, int64_t step) {
 }
 
 std::vector<int64_t> Widen(const std::vector<int32_t>& ids) { return {ids.begin(), ids.end()}; }
+
+absl::Status AllReduce(std::vector<double>* v, comm::ReduceOp op, comm::Communicator* comm) {
+  return comm::WaitFor(comm->AllReduce(comm::Buffer{v->data(), v->size(), core::DType::kFloat64}, op),
+                       comm->options().timeout);
+}
 
 // Groups (`size` consecutive rewards) whose rewards are all equal: no advantage, nothing to learn.
 int64_t FlatGroups(const std::vector<double>& rewards, int64_t size) {
@@ -319,12 +325,29 @@ absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const
   ro.stats = gen.stats;
   ZF_ASSIGN_OR_RETURN(ro.scored, st.scorer->Score(ro.prompts, ro.completions));
   ro.zero_std_groups = FlatGroups(ro.scored.sum.total, r.samples_per_prompt);
-  const torch::Tensor rewards = torch::tensor(ro.scored.sum.total, torch::kFloat64);
-  ZF_ASSIGN_OR_RETURN(const torch::Tensor adv,
-                      GroupAdvantages(rewards, r.samples_per_prompt, options_.grpo.objective));
+  return ro;
+}
+
+absl::Status GrpoSession::SetAdvantages(Rollout& ro) {
+  const std::vector<double>& total = ro.scored.sum.total;
+  std::optional<double> batch_std;
+  if (options_.grpo.objective.scale == RewardScale::kBatch) {  // every rank joins, one without prompts too
+    std::vector<double> sums = {static_cast<double>(total.size()),
+                                std::accumulate(total.begin(), total.end(), 0.0)};
+    ZF_RETURN_IF_ERROR(AllReduce(&sums, comm::ReduceOp::kSum, state_->comm));
+    const double mean = sums[0] > 0 ? sums[1] / sums[0] : 0.0;
+    std::vector<double> deviations = {0.0};
+    for (double r : total) deviations[0] += (r - mean) * (r - mean);
+    ZF_RETURN_IF_ERROR(AllReduce(&deviations, comm::ReduceOp::kSum, state_->comm));
+    batch_std = BatchStd(deviations[0], sums[0]);
+  }
+  if (total.empty()) return absl::OkStatus();
+  ZF_ASSIGN_OR_RETURN(const torch::Tensor adv, GroupAdvantages(torch::tensor(total, torch::kFloat64),
+                                                               options_.grpo.rollout.samples_per_prompt,
+                                                               options_.grpo.objective, batch_std));
   const torch::Tensor host = adv.to(torch::kCPU, torch::kFloat64).contiguous();
   ro.advantages.assign(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
-  return ro;
+  return absl::OkStatus();
 }
 
 std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t gradient_accumulation) {
@@ -422,11 +445,6 @@ enum SumField {
   kZeroStdGroups,
   kSumFields
 };
-
-absl::Status AllReduce(std::vector<double>* v, comm::ReduceOp op, comm::Communicator* comm) {
-  return comm::WaitFor(comm->AllReduce(comm::Buffer{v->data(), v->size(), core::DType::kFloat64}, op),
-                       comm->options().timeout);
-}
 
 double StdDev(double sum, double sum_sq, double count) {
   return std::sqrt(std::max(sum_sq / count - (sum / count) * (sum / count), 0.0));
@@ -539,6 +557,7 @@ absl::StatusOr<metrics::StepMetrics> GrpoSession::Step(int64_t step, const Micro
     ZF_RETURN_IF_ERROR(st.binding->optimizer().Flush());  // generate with the parameters ZeRO-2 just updated
     ZF_RETURN_IF_ERROR(ReportAllocations(report, step, "generation start"));
     ZF_ASSIGN_OR_RETURN(Rollout ro, RunRollout(step, micro));
+    ZF_RETURN_IF_ERROR(SetAdvantages(ro));
     ro.generation_peak = ReadPeakMemory(st.backend);
     ZF_RETURN_IF_ERROR(ReportAllocations(report, step, "generation end"));
     if (report != nullptr) ZF_RETURN_IF_ERROR(report->WritePeak(step, "generation"));

@@ -76,6 +76,9 @@ class GrpoSession final : public TrainingSession {
   GrpoSession(std::unique_ptr<State> state, const PreferenceTrainOptions& options,
               const RuntimeOptions& runtime);
   absl::StatusOr<Rollout> RunRollout(int64_t step, const MicroBatches& micro);
+  // The rollout's advantages (GroupAdvantages); scale_rewards batch takes the standard deviation of every
+  // rank's rewards of the step: collective, so every rank calls it, one without prompts too.
+  absl::Status SetAdvantages(Rollout& rollout);
   absl::Status Optimize(int64_t step, const MicroBatches& micro, Rollout& rollout);
   std::vector<GrpoRows> TrainingRows(const Rollout& rollout, size_t gradient_accumulation);
   // The data report's reference line: none, lora-base, or a resident copy with its bytes.

@@ -22,7 +22,7 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   o.objective.epsilon_low = g.grpo.epsilon;
   o.objective.epsilon_high = g.grpo.epsilon_high.value_or(g.grpo.epsilon);
   ZF_ASSIGN_OR_RETURN(o.objective.norm, ParseGrpoLossNorm(g.grpo.loss_type));
-  o.objective.scale_by_std = g.grpo.scale_rewards;
+  ZF_ASSIGN_OR_RETURN(o.objective.scale, ParseRewardScale(g.grpo.scale_rewards));
   o.objective.sequence_ratio = g.grpo.importance_sampling_level == "sequence";
   o.objective.delta = g.grpo.delta;
   o.mask_truncated_completions = g.grpo.mask_truncated_completions;
