@@ -60,6 +60,18 @@ absl::Status ValidateObjective(const GrpoObjectiveSpec& g, const FieldError& bad
   return absl::OkStatus();
 }
 
+// A pattern within the bound that compiles; its Regex.
+absl::StatusOr<std::unique_ptr<text::Regex>> CompiledPattern(const RewardSpec& r, const std::string& field,
+                                                             const FieldError& bad) {
+  if (r.pattern.size() > text::kMaxRulePatternBytes) {
+    return bad(field + ".pattern",
+               absl::StrCat(r.pattern.size(), " bytes, more than ", text::kMaxRulePatternBytes));
+  }
+  absl::StatusOr<std::unique_ptr<text::Regex>> re = text::Regex::Compile(r.pattern);
+  if (!re.ok()) return bad(field + ".pattern", std::string(re.status().message()));
+  return re;
+}
+
 // The regex rule's pattern compiles and has the group (checked at submit, not on every rank at start).
 absl::Status ValidatePattern(const RewardSpec& r, const std::string& field, const FieldError& bad) {
   if (r.rule != "regex") {
@@ -68,13 +80,8 @@ absl::Status ValidatePattern(const RewardSpec& r, const std::string& field, cons
     return absl::OkStatus();
   }
   if (r.pattern.empty()) return bad(field + ".pattern", "required for the regex rule");
-  if (r.pattern.size() > text::kMaxRulePatternBytes) {
-    return bad(field + ".pattern",
-               absl::StrCat(r.pattern.size(), " bytes, more than ", text::kMaxRulePatternBytes));
-  }
-  absl::StatusOr<std::unique_ptr<text::Regex>> re = text::Regex::Compile(r.pattern);
-  if (!re.ok()) return bad(field + ".pattern", std::string(re.status().message()));
-  if (absl::StatusOr<int> group = (*re)->GroupOf(r.group); !group.ok()) {
+  ZF_ASSIGN_OR_RETURN(const std::unique_ptr<text::Regex> re, CompiledPattern(r, field, bad));
+  if (absl::StatusOr<int> group = re->GroupOf(r.group); !group.ok()) {
     return bad(field + (r.group.empty() ? ".pattern" : ".group"), std::string(group.status().message()));
   }
   return absl::OkStatus();
@@ -90,8 +97,15 @@ absl::Status ValidateReward(RewardSpec& r, const std::string& field, const Field
     if (!r.path.empty()) return bad(field + ".path", "only a reward of type model has a path");
   } else if (r.type == "model") {
     if (r.path.empty()) return bad(field + ".path", "required (a reward model directory zerofit exported)");
+  } else if (r.type == "format") {
+    if (r.pattern.empty()) return bad(field + ".pattern", "required (what the whole completion must match)");
+    ZF_RETURN_IF_ERROR(CompiledPattern(r, field, bad).status());
+    if (r.rule != "exact") return bad(field + ".rule", "only a reward of type answer has a rule");
+    if (!r.group.empty()) return bad(field + ".group", "only the answer's regex rule has a group");
+    if (!r.path.empty()) return bad(field + ".path", "only a reward of type model has a path");
   } else {
-    return bad(field + ".type", absl::StrCat("expected answer or model, got ", core::QuotedExcerpt(r.type)));
+    return bad(field + ".type",
+               absl::StrCat("expected answer, format or model, got ", core::QuotedExcerpt(r.type)));
   }
   const bool plain = std::all_of(r.name.begin(), r.name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';

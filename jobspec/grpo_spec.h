@@ -5,6 +5,7 @@
 //             delta, mask_truncated_completions}
 //   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
 //   name},
+//             {type: format, pattern, weight, correct, wrong, name},
 //             {type: model, path: DIR, weight, name}]
 // TRL's GRPOConfig names where they exist (num_generations = samples_per_prompt, max_completion_length =
 // max_new_tokens, num_iterations = iterations, loss_type, scale_rewards, epsilon, epsilon_high, beta,
@@ -51,12 +52,13 @@ struct GrpoObjectiveSpec {
 };
 
 struct RewardSpec {
-  std::string type = "answer";  // answer | model
+  std::string type = "answer";  // answer | format | model
   std::string name;             // metric suffix (grpo/reward/<name>); default: the type, numbered if repeated
   double weight = 1.0;
   std::string rule = "exact";  // answer: exact | last_number | regex (worker/rewards/verifiable_reward.h)
-  std::string pattern;         // regex: the pattern; its last match's `group` is compared with the answer
-  std::string group;           // regex: a group number or name; empty: 1
+  std::string pattern;  // regex: its last match's `group` is compared with the answer; format: the whole
+                        // completion must match it (worker/rewards/format_reward.h)
+  std::string group;    // regex: a group number or name; empty: 1
   double correct = 1.0, wrong = 0.0;
   std::string path;  // model: a reward model directory zerofit exported
 };

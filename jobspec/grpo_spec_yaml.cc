@@ -45,7 +45,7 @@ absl::Status ParseReward(const YamlReader& r, const YAML::Node& n, const std::st
   if (!n.IsMap()) return r.Error(n, field, "expected a mapping {type, ...}");
   ZF_RETURN_IF_ERROR(r.OnlyKeys(
       n, field + ".", {"type", "name", "weight", "rule", "pattern", "group", "correct", "wrong", "path"}));
-  ZF_RETURN_IF_ERROR(r.Get(n, "type", field + ".type", &x->type, "answer or model"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "type", field + ".type", &x->type, "answer, format or model"));
   ZF_RETURN_IF_ERROR(r.Get(n, "name", field + ".name", &x->name, "a name"));
   ZF_RETURN_IF_ERROR(r.Get(n, "weight", field + ".weight", &x->weight, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "rule", field + ".rule", &x->rule, "exact, last_number or regex"));

@@ -168,6 +168,21 @@ absl::StatusOr<int> Regex::GroupNumber(std::string_view name) const {
   return number;
 }
 
+absl::StatusOr<bool> Regex::FullMatch(std::string_view subject) const {
+  const Scratch scratch(*this);
+  auto* data = static_cast<pcre2_match_data*>(scratch.data_);
+  if (data == nullptr) return absl::ResourceExhaustedError("pcre2_match_data_create failed");
+  const int rc = pcre2_match(AsCode(code_), reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), 0,
+                             PCRE2_ANCHORED | PCRE2_ENDANCHORED, data, nullptr);
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("text is not valid UTF-8 (", PcreError(rc), ") at byte ", pcre2_get_startchar(data)));
+  }
+  if (rc < 0) return absl::InternalError(absl::StrCat("regex \"", pattern_, "\": ", PcreError(rc)));
+  return true;
+}
+
 absl::StatusOr<std::optional<Regex::Groups>> Regex::FindLast(std::string_view subject) const {
   const Scratch scratch(*this);
   auto* data = static_cast<pcre2_match_data*>(scratch.data_);

@@ -66,6 +66,10 @@ class Regex {
   // "", "aa", ""). InvalidArgument when `subject` is not valid UTF-8 (checked here: this takes any text);
   // Internal when PCRE2 gives up (its match or depth limit, a pattern that backtracks catastrophically).
   absl::StatusOr<std::optional<Groups>> FindLast(std::string_view subject) const;
+  // Whether the pattern matches the whole of `subject`, as Python's re.fullmatch: anchored at both ends
+  // (PCRE2_ANCHORED | PCRE2_ENDANCHORED, so alternatives backtrack until one ends at the end). Errors as
+  // FindLast's.
+  absl::StatusOr<bool> FullMatch(std::string_view subject) const;
 
   const std::string& pattern() const { return pattern_; }
 

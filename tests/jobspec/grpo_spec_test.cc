@@ -36,6 +36,7 @@ rewards:
   - {type: answer, rule: regex, pattern: '####\s*(?<n>-?[0-9,]+)', group: n, weight: 2}
   - {type: answer, rule: last_number}
   - {type: model, path: /models/rm, weight: 0.5}
+  - {type: format, pattern: '(?s)<think>.*</think>.*', weight: 0.2, wrong: -1}
 )";
 
 TEST(GrpoSpecTest, ParsesTheSections) {
@@ -57,7 +58,11 @@ TEST(GrpoSpecTest, ParsesTheSections) {
   EXPECT_EQ(g.grpo.importance_sampling_level, "sequence");
   EXPECT_DOUBLE_EQ(g.grpo.delta.value_or(0), 1.5);
   EXPECT_TRUE(g.grpo.mask_truncated_completions);
-  ASSERT_EQ(g.rewards.size(), 3u);
+  ASSERT_EQ(g.rewards.size(), 4u);
+  EXPECT_EQ(g.rewards[3].type, "format");
+  EXPECT_EQ(g.rewards[3].name, "format");
+  EXPECT_EQ(g.rewards[3].pattern, "(?s)<think>.*</think>.*");
+  EXPECT_EQ(g.rewards[3].wrong, -1);
   EXPECT_EQ(g.rewards[0].name, "answer");  // default names: the type, numbered when repeated
   EXPECT_EQ(g.rewards[0].group, "n");
   EXPECT_DOUBLE_EQ(g.rewards[0].weight, 2);
@@ -102,6 +107,12 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
       {"rewards:\n  - {type: answer, rule: exact, pattern: 'x'}\n",
        "job.yaml:7: field 'rewards[0].pattern': only the regex rule has a pattern"},
       {"rewards:\n  - {type: model}\n", "job.yaml:7: field 'rewards[0].path': required"},
+      {"rewards:\n  - {type: format}\n", "job.yaml:7: field 'rewards[0].pattern': required"},
+      {"rewards:\n  - {type: format, pattern: '(x'}\n", "job.yaml:7: field 'rewards[0].pattern': "},
+      {"rewards:\n  - {type: format, pattern: x, rule: regex}\n",
+       "job.yaml:7: field 'rewards[0].rule': only a reward of type answer has a rule"},
+      {"rewards:\n  - {type: formatting}\n",
+       "job.yaml:7: field 'rewards[0].type': expected answer, format or model, got 'formatting'"},
       {"rewards:\n  - {type: answer, name: a}\n  - {type: answer, name: a}\n",
        "job.yaml:8: field 'rewards[1].name': 'a' is used twice"},
       {"rewards:\n  - {type: answer, name: 'a b'}\n", "job.yaml:7: field 'rewards[0].name': letters"},

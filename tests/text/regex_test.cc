@@ -137,6 +137,39 @@ TEST(RegexTest, FindLastOnUtf8) {
             (GroupTexts{"\xD9\xA4\xD9\xA2", "\xD9\xA4\xD9\xA2"}));
 }
 
+// FullMatch is Python's re.fullmatch (each expectation here is what Python 3 prints): the whole subject, an
+// alternative that stops early backtracked into one that reaches the end; `.` stops at a line break unless
+// (?s) (open-r1's re.DOTALL format reward); UCP digits.
+TEST(RegexTest, FullMatchIsPythonsFullmatch) {
+  const struct {
+    const char* pattern;
+    std::string subject;
+    bool want;
+  } cases[] = {
+      {R"(<think>.*?</think>\s*<answer>.*?</answer>)", "<think>a</think> <answer>4</answer>", true},
+      {R"(<think>.*?</think>\s*<answer>.*?</answer>)", "<think>a</think> <answer>4</answer> extra", false},
+      {R"(<think>.*?</think>\s*<answer>.*?</answer>)", "<think>a\nb</think><answer>4</answer>", false},
+      {R"((?s)<think>.*?</think>\s*<answer>.*?</answer>)", "<think>a\nb</think><answer>4</answer>", true},
+      {R"(^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$)",
+       "<think>\nx\n</think>\n<answer>\n4\n</answer>", true},
+      {"a|ab", "ab", true},
+      {"a", "ba", false},
+      {"a$", "a\n", false},
+      {"", "", true},
+      {R"(\d+)", "\xD9\xA4\xD9\xA2", true},
+  };
+  for (const auto& c : cases) {
+    std::unique_ptr<Regex> regex = CompileOrNull(c.pattern);
+    ASSERT_NE(regex, nullptr) << c.pattern;
+    absl::StatusOr<bool> got = regex->FullMatch(c.subject);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, c.want) << c.pattern << " on " << c.subject;
+  }
+  std::unique_ptr<Regex> any = CompileOrNull(".*");
+  ASSERT_NE(any, nullptr);
+  EXPECT_EQ(any->FullMatch("\xFF").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RegexTest, FindLastRejectsTextThatIsNotUtf8) {
   std::unique_ptr<Regex> regex = CompileOrNull("(x)");
   ASSERT_NE(regex, nullptr);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/status_macros.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_llama_config.h"
 #include "tests/worker/data/char_model_dir.h"
@@ -19,7 +20,7 @@
 namespace zerofit::worker {
 namespace {
 
-// Id k decodes to the character '0' + k (ids 0-9 are digits, 10 is '=', 11 the EOS and decodes to nothing);
+// Id k decodes to the character '0' + k (ids 0-9 are digits, 10 is ':', 11 the EOS and decodes to nothing);
 // counts its Decode calls.
 class CountingTokenizer : public data::Tokenizer {
  public:
@@ -51,24 +52,57 @@ RewardSourceOptions Answer(const std::string& name, rewards::AnswerRule rule, do
   return s;
 }
 
+// `completions` of the prompt "1:" whose answer is "42", scored by `sources` (EOS 11) decoding with `tok`.
+absl::StatusOr<ScoredRollout> ScoreAgainst42(const std::vector<RewardSourceOptions>& sources,
+                                             std::shared_ptr<CountingTokenizer> tok,
+                                             const std::vector<Completion>& completions) {
+  ZF_ASSIGN_OR_RETURN(std::unique_ptr<RolloutScorer> scorer,
+                      RolloutScorer::Create(sources, std::move(tok), {11}, 12, torch::Device(torch::kCPU)));
+  data::Prompt p;
+  p.ids = {1, 10};
+  p.answer = "42";
+  const std::vector<const data::Prompt*> prompts(completions.size(), &p);
+  return scorer->Score(prompts, completions);
+}
+
 TEST(RolloutScorerTest, EachCompletionIsDecodedOnceForEveryAnswerSource) {
   auto tok = std::make_shared<CountingTokenizer>();
   const std::vector<RewardSourceOptions> sources = {Answer("exact", rewards::AnswerRule::kExact, 1.0),
                                                     Answer("last", rewards::AnswerRule::kLastNumber, 0.5)};
-  absl::StatusOr<std::unique_ptr<RolloutScorer>> scorer =
-      RolloutScorer::Create(sources, tok, {11}, 12, torch::Device(torch::kCPU));
-  ASSERT_TRUE(scorer.ok()) << scorer.status();
-  data::Prompt p;
-  p.ids = {1, 10};
-  p.answer = "42";
-  const std::vector<const data::Prompt*> prompts = {&p, &p, &p};
-  // "42" + EOS: both match; "1=42": only the last number matches; "7": neither.
+  // "42" + EOS: both match; "1:42": only the last number matches; "7": neither.
   const std::vector<Completion> completions = {{{4, 2, 11}, false}, {{1, 10, 4, 2}, true}, {{7}, true}};
-  absl::StatusOr<ScoredRollout> scored = (*scorer)->Score(prompts, completions);
+  absl::StatusOr<ScoredRollout> scored = ScoreAgainst42(sources, tok, completions);
   ASSERT_TRUE(scored.ok()) << scored.status();
   EXPECT_EQ(tok->decodes.load(), 3);
   EXPECT_EQ(scored->sum.total, (std::vector<double>{1.5, 0.5, 0.0}));
   EXPECT_EQ(scored->correct, (std::vector<double>{1.0, 0.0, 0.0}));  // the first answer source's matches
+}
+
+// A format source reads the same decoded text (no second decode) and scores it whatever the answer; it is no
+// accuracy source. Without a tokenizer there is no text to read: refused by its field.
+TEST(RolloutScorerTest, AFormatSourceScoresTheDecodedTextWhateverTheAnswer) {
+  auto tok = std::make_shared<CountingTokenizer>();
+  RewardSourceOptions format;
+  format.kind = RewardSourceOptions::Kind::kFormat;
+  format.name = "format";
+  format.weight = 0.25;
+  format.format.pattern = R"(\d+:\d+)";  // "<digits>:<digits>", the whole completion
+  const std::vector<RewardSourceOptions> sources = {format,
+                                                    Answer("exact", rewards::AnswerRule::kExact, 1.0)};
+  // "1:42" + EOS: the format only; "42": the answer only; ":": neither.
+  const std::vector<Completion> completions = {{{1, 10, 4, 2, 11}, false}, {{4, 2}, true}, {{10}, true}};
+  absl::StatusOr<ScoredRollout> scored = ScoreAgainst42(sources, tok, completions);
+  ASSERT_TRUE(scored.ok()) << scored.status();
+  EXPECT_EQ(tok->decodes.load(), 3);
+  EXPECT_EQ(scored->sum.total, (std::vector<double>{0.25, 1.0, 0.0}));
+  EXPECT_EQ(scored->correct, (std::vector<double>{0.0, 1.0, 0.0})) << "the answer source's matches";
+  const absl::Status no_text =
+      RolloutScorer::Create({format}, nullptr, {11}, 12, torch::Device(torch::kCPU)).status();
+  EXPECT_NE(no_text.message().find("rewards[0]: a format reward reads text"), std::string::npos) << no_text;
+  format.format.pattern = "(";
+  const absl::Status bad =
+      RolloutScorer::Create({format}, tok, {11}, 12, torch::Device(torch::kCPU)).status();
+  EXPECT_NE(bad.message().find("rewards[0].pattern: "), std::string::npos) << bad;
 }
 
 TEST(RolloutScorerTest, ARewardModelThatCannotBeLoadedIsNamedByItsPathField) {

@@ -1,6 +1,7 @@
 #include "worker/torch/programs/grpo_cli.h"
 
 #include <cstdio>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,30 @@ void PrintStep(const metrics::StepMetrics& m, int64_t steps, double elapsed_s) {
   std::fflush(stdout);
 }
 
+// The reward sources: the answer rule (--reward, always), then --reward-format and --reward-model with
+// their weights.
+absl::Status ParseRewardFlags(const FlagTake& take, const FlagNumber& number,
+                              std::vector<jobspec::RewardSpec>* rewards) {
+  jobspec::RewardSpec answer;
+  if (std::string v = take("--reward"); !v.empty()) answer.rule = v;
+  answer.pattern = take("--reward-pattern");
+  answer.group = take("--reward-group");
+  *rewards = {answer};
+  // type, the flag naming it (its value goes to `pattern` or `path`), the weight's flag.
+  for (const auto& [type, flag, weight_flag] :
+       {std::tuple{"format", "--reward-format", "--reward-format-weight"},
+        {"model", "--reward-model", "--reward-model-weight"}}) {
+    const std::string value = take(flag);
+    if (value.empty()) continue;
+    jobspec::RewardSpec source;
+    source.type = type;
+    (source.type == "model" ? source.path : source.pattern) = value;
+    ZF_RETURN_IF_ERROR(number(weight_flag, &source.weight, -1e300));
+    rewards->push_back(source);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int64_t max_length,
@@ -86,18 +111,7 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
   double delta = 0;
   ZF_RETURN_IF_ERROR(number("--delta", &delta, 0));
   if (delta > 0) g->grpo.delta = delta;
-  jobspec::RewardSpec answer;
-  if (std::string v = take("--reward"); !v.empty()) answer.rule = v;
-  answer.pattern = take("--reward-pattern");
-  answer.group = take("--reward-group");
-  g->rewards = {answer};
-  if (std::string dir = take("--reward-model"); !dir.empty()) {
-    jobspec::RewardSpec model;
-    model.type = "model";
-    model.path = dir;
-    ZF_RETURN_IF_ERROR(number("--reward-model-weight", &model.weight, -1e300));
-    g->rewards.push_back(model);
-  }
+  ZF_RETURN_IF_ERROR(ParseRewardFlags(take, number, &g->rewards));
   return jobspec::ValidateGrpoJobSpec(g, max_length);
 }
 

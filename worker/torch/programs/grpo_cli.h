@@ -25,7 +25,8 @@ inline constexpr const char* kGrpoUsage =
     "[--mask-truncated-completions true|false] [--reward exact|last_number|regex [--reward-pattern RE] "
     "[--reward-group "
     "G]] "
-    "[--reward-model DIR] [--reward-model-weight W] [--cuda-allocation-report FILE (a diagnostic: the live "
+    "[--reward-format PATTERN] [--reward-format-weight W] [--reward-model DIR] [--reward-model-weight W] "
+    "[--cuda-allocation-report FILE (a diagnostic: the live "
     "CUDA blocks at each pass boundary, with their allocating stacks)]";
 
 using FlagTake = std::function<std::string(const char*)>;

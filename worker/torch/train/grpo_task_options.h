@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "worker/rewards/format_reward.h"
 #include "worker/rewards/verifiable_reward.h"
 #include "worker/torch/model/static_decode.h"
 #include "worker/torch/train/grpo_objective.h"
@@ -27,12 +28,13 @@ struct RolloutOptions {
 
 // One reward source; the rewards of a completion are summed with the sources' weights.
 struct RewardSourceOptions {
-  enum class Kind { kAnswer, kModel };
+  enum class Kind { kAnswer, kModel, kFormat };
   Kind kind = Kind::kAnswer;
   std::string name = "answer";  // metrics: grpo/reward/<name>
   double weight = 1.0;
   rewards::VerifiableRewardOptions answer;  // kAnswer: the rule and the scores
   std::string model_dir;                    // kModel: a reward model zerofit exported
+  rewards::FormatRewardOptions format;      // kFormat: the pattern the whole completion must match
 };
 
 struct GrpoTaskOptions {

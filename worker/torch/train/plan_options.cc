@@ -30,10 +30,13 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   for (size_t i = 0; i < g.rewards.size(); ++i) {
     const jobspec::RewardSpec& r = g.rewards[i];
     RewardSourceOptions src;
-    src.kind = r.type == "model" ? RewardSourceOptions::Kind::kModel : RewardSourceOptions::Kind::kAnswer;
+    src.kind = r.type == "model"    ? RewardSourceOptions::Kind::kModel
+               : r.type == "format" ? RewardSourceOptions::Kind::kFormat
+                                    : RewardSourceOptions::Kind::kAnswer;
     src.name = r.name;
     src.weight = r.weight;
     src.model_dir = r.path;
+    if (src.kind == RewardSourceOptions::Kind::kFormat) src.format = {r.pattern, r.correct, r.wrong};
     if (src.kind == RewardSourceOptions::Kind::kAnswer) {
       ZF_ASSIGN_OR_RETURN(src.answer.rule,
                           rewards::ParseAnswerRule(r.rule, absl::StrCat("rewards[", i, "].rule")));

@@ -26,6 +26,15 @@ absl::StatusOr<std::unique_ptr<RolloutScorer>> RolloutScorer::Create(
     const RewardSourceOptions& src = sources[i];
     std::unique_ptr<RewardModelScorer> model;
     std::optional<rewards::VerifiableReward> answer;
+    std::optional<rewards::FormatReward> format;
+    if (src.kind == Kind::kFormat) {
+      if (tokenizer == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(SourceField(i),
+                                                       ": a format reward reads text, and this job "
+                                                       "has no tokenizer to decode completions"));
+      }
+      ZF_ASSIGN_OR_RETURN(format, rewards::FormatReward::Create(src.format, SourceField(i) + ".pattern"));
+    }
     if (src.kind == Kind::kAnswer) {
       const std::string f = SourceField(i);
       ZF_ASSIGN_OR_RETURN(answer, rewards::VerifiableReward::Create(
@@ -44,7 +53,8 @@ absl::StatusOr<std::unique_ptr<RolloutScorer>> RolloutScorer::Create(
                          ", the policy writes ids below ", policy_vocab,
                          ": a reward model scores the policy's tokens, so it needs the policy's tokenizer"));
       }
-    } else if (tokenizer == nullptr && src.answer.rule != rewards::AnswerRule::kExact) {
+    } else if (src.kind == Kind::kAnswer && tokenizer == nullptr &&
+               src.answer.rule != rewards::AnswerRule::kExact) {
       return absl::InvalidArgumentError(absl::StrCat(
           SourceField(i), ".rule: ", rewards::AnswerRuleName(src.answer.rule),
           " compares text, and this job has no tokenizer to decode completions (a model directory with "
@@ -52,6 +62,7 @@ absl::StatusOr<std::unique_ptr<RolloutScorer>> RolloutScorer::Create(
     }
     s->models_.push_back(std::move(model));
     s->answers_.push_back(std::move(answer));
+    s->formats_.push_back(std::move(format));
   }
   s->sources_ = sources;
   s->tokenizer_ = std::move(tokenizer);
@@ -88,7 +99,9 @@ std::vector<int64_t> RolloutScorer::WithoutEos(const std::vector<int64_t>& token
 absl::StatusOr<std::vector<std::string>> RolloutScorer::DecodedCompletions(
     const std::vector<Completion>& completions) const {
   std::vector<std::string> texts;
-  if (tokenizer_ == nullptr || !has_answer_source()) return texts;
+  const bool reads_text = std::any_of(sources_.begin(), sources_.end(),
+                                      [](const RewardSourceOptions& s) { return s.kind != Kind::kModel; });
+  if (tokenizer_ == nullptr || !reads_text) return texts;
   texts.reserve(completions.size());
   for (const Completion& c : completions) {
     const std::vector<int64_t> tokens = WithoutEos(c.tokens);
@@ -146,6 +159,8 @@ absl::StatusOr<ScoredRollout> RolloutScorer::Score(const std::vector<const data:
         sequences.push_back(std::move(*seq));
       }
       ZF_ASSIGN_OR_RETURN(src.scores, models_[s]->Score(sequences));
+    } else if (sources_[s].kind == Kind::kFormat) {
+      for (const std::string& text : texts) src.scores.push_back(formats_[s]->Score(text));
     } else {
       for (size_t i = 0; i < completions.size(); ++i) {
         src.scores.push_back(

@@ -3,7 +3,8 @@
 // compares the completion with the prompt's `answer`: as text when a tokenizer can decode completions, or,
 // for pre-tokenized data without one, the exact rule token for token against `answer_ids`. A reward-model
 // source scores prompt + completion in the same process without gradients; a chat prompt's completion as
-// the chat template writes the assistant's reply, as TRL renders it for a reward model.
+// the chat template writes the assistant's reply, as TRL renders it for a reward model. A format source
+// checks the completion's text against its pattern (format_reward.h), whatever the answer.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "worker/data/prompt_dataset.h"
 #include "worker/data/tokenizer.h"
+#include "worker/rewards/format_reward.h"
 #include "worker/rewards/reward_sum.h"
 #include "worker/rewards/verifiable_reward.h"
 #include "worker/torch/model/generation.h"
@@ -32,7 +34,7 @@ struct ScoredRollout {
 class RolloutScorer {
  public:
   // Loads the reward models; each must read every id of the policy's vocabulary (`policy_vocab`). `tokenizer`
-  // may be null (then every answer source must use the exact rule and
+  // may be null (then every answer source must use the exact rule, there is no format source, and
   // every prompt must carry answer_ids, checked by CheckPrompts); `eos_ids` are stripped from a
   // completion's end before it is compared. Errors name `rewards[i]`.
   static absl::StatusOr<std::unique_ptr<RolloutScorer>> Create(
@@ -50,8 +52,8 @@ class RolloutScorer {
 
  private:
   RolloutScorer() = default;
-  // Every completion decoded once (EOS stripped), for all answer sources; empty without a tokenizer (the
-  // answers are compared token for token) or without answer sources.
+  // Every completion decoded once (EOS stripped), for all answer and format sources; empty without a
+  // tokenizer (the answers are compared token for token) or without such sources.
   absl::StatusOr<std::vector<std::string>> DecodedCompletions(
       const std::vector<Completion>& completions) const;
   // `text`: the completion decoded; null: compared with the prompt's answer_ids.
@@ -66,6 +68,7 @@ class RolloutScorer {
   std::vector<RewardSourceOptions> sources_;
   std::vector<std::unique_ptr<RewardModelScorer>> models_;         // one per source (null for answer sources)
   std::vector<std::optional<rewards::VerifiableReward>> answers_;  // one per source (set for answer sources)
+  std::vector<std::optional<rewards::FormatReward>> formats_;      // one per source (set for format sources)
   std::shared_ptr<const data::Tokenizer> tokenizer_;
   std::vector<int64_t> eos_ids_;
 };
