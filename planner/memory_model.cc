@@ -675,9 +675,11 @@ GenerationEstimate EstimateGeneration(const ModelShape& m, int64_t sequences, in
   // fused gating computes the product without silu's tensor.
   const double mlp = base + n * (3 * a * h + (fused_pieces ? 3 : 4) * a * inter);
   // Sampling a token (SampleTokens, temperature > 0): the fp32 logits, the sorted values, int64 indices,
-  // float64 probabilities, their exclusive cumsum, the nucleus and its cdf, and a bool mask, 57 B per entry
-  // as counted, plus 160 B per sequence of per-row tensors.
-  const double sampling = b * (57.0 * v + 160.0);
+  // float64 probabilities, the kept prefix (a bool mask: top_k, top_p and min_p alike, no renormalised copy),
+  // the kept probabilities and their cdf, and a bool mask, 50 B per entry (the tracking allocator's count,
+  // planner_validation_test; 57 until the kept mask replaced the float64 exclusive cumsum), plus 160 B per
+  // sequence of per-row tensors.
+  const double sampling = b * (50.0 * v + 160.0);
   // A decode step at full length: the repeated k/v heads over the whole cache, its two fp32 score rows, the
   // previous step's logits and the fp32 rotary tables (cos, sin and their source) for every position.
   const double decode = b * (repeated * 2 * a * q * c + 8 * heads * c + 4 * v) + 12.0 * c * d;

@@ -512,7 +512,7 @@ TEST(MemoryModelTest, GrpoGenerationByHand) {
   EXPECT_EQ(g.phase, "prefill attention");
   // One-token prompts and many sequences: sampling's vocabulary-sized tensors.
   g = EstimateGeneration(m, 64, 1, 4, 4);
-  EXPECT_DOUBLE_EQ(g.transient, 64 * (57.0 * m.vocab_size + 160));
+  EXPECT_DOUBLE_EQ(g.transient, 64 * (50.0 * m.vocab_size + 160));
   EXPECT_EQ(g.phase, "sampling");
 }
 

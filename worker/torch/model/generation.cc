@@ -179,20 +179,27 @@ double SamplingUniform(uint64_t seed, int64_t sequence_index, int64_t token_inde
 namespace {
 
 // Which tokens the warpers keep, over logits sorted in descending order ([B, V]) and their softmax: each
-// warper keeps a prefix of that order (the most likely token always), so the result is one prefix.
+// warper keeps a prefix of that order (the most likely token always), so the result is one prefix. Over the
+// top_k prefix, the mass top_p compares is the plain cumulative sum there divided by the prefix's total, so
+// no renormalised [B, V] copy is made, and the sampler's peak (after this, planner/memory_model.cc's sampling
+// term) is the same whatever the settings.
 torch::Tensor KeptPrefix(const torch::Tensor& sorted_logits, const torch::Tensor& probs,
                          const SamplingParams& p) {
-  torch::Tensor keep = torch::ones_like(probs, torch::kBool);
-  torch::Tensor mass = probs;
-  if (p.top_k > 0) {  // TopKLogitsWarper: logits below the k-th largest go (ties with it stay)
-    const int64_t k = std::min<int64_t>(p.top_k, sorted_logits.size(1));
-    keep = sorted_logits.ge(sorted_logits.narrow(1, k - 1, 1));
-    mass = probs * keep;
-    mass = mass / mass.sum(-1, /*keepdim=*/true);  // what TopP's softmax sees after top_k's -inf
+  torch::Tensor keep;
+  {
+    const torch::Tensor cumulative = probs.cumsum(-1);
+    // TopPLogitsWarper drops a token when the mass of all tokens at most as likely is <= 1 - top_p, i.e.
+    // when the mass strictly more likely (before it in this order) is >= top_p; the first token stays.
+    const torch::Tensor before = cumulative - probs;
+    if (p.top_k > 0) {  // TopKLogitsWarper: logits below the k-th largest go (ties with it stay)
+      const int64_t k = std::min<int64_t>(p.top_k, sorted_logits.size(1));
+      keep = sorted_logits.ge(sorted_logits.narrow(1, k - 1, 1));
+      const torch::Tensor top_k_mass = cumulative.gather(1, keep.sum(-1, /*keepdim=*/true) - 1);
+      keep = keep.logical_and(before.lt(p.top_p * top_k_mass));
+    } else {
+      keep = before.lt(p.top_p);
+    }
   }
-  // TopPLogitsWarper drops a token when the mass of all tokens at most as likely is <= 1 - top_p, i.e. when
-  // the mass strictly more likely (before it in this order) is >= top_p; the first token always stays.
-  keep = keep.logical_and((mass.cumsum(-1) - mass).lt(p.top_p));
   // MinPLogitsWarper: probabilities below min_p x the largest go (a common renormalisation cancels).
   if (p.min_p > 0) keep = keep.logical_and(probs.ge(p.min_p * probs.narrow(1, 0, 1)));
   return keep;
