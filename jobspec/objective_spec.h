@@ -15,9 +15,10 @@
 namespace zerofit::jobspec {
 
 struct DpoSpec {
-  double beta = 0.1;                  // > 0: how far the policy may move from the reference
-  std::string loss_type = "sigmoid";  // sigmoid | ipo | hinge | robust
-  double label_smoothing = 0.0;       // sigmoid and robust, [0, 0.5): the assumed share of flipped labels
+  double beta = 0.1;  // > 0: how far the policy may move from the reference
+  // sigmoid | ipo | hinge | robust | exo_pair | nca_pair | sppo_hard | apo_zero | apo_down
+  std::string loss_type = "sigmoid";
+  double label_smoothing = 0.0;  // sigmoid and robust, [0, 0.5): the assumed share of flipped labels
 };
 
 // Ranges and names; errors through `bad("dpo.beta", why)` (grpo_spec.h's FieldError).

@@ -140,14 +140,19 @@ TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
   } cases[] = {
       {"dpo", "dpo: {beta: 0}\n", "job.yaml:9: field 'dpo.beta': must be a positive finite number, got 0"},
       {"dpo", "dpo:\n  beta: .nan\n", "job.yaml:10: field 'dpo.beta': must be a positive finite number"},
-      {"dpo", "dpo:\n  loss_type: exo_pair\n",
-       "job.yaml:10: field 'dpo.loss_type': expected sigmoid, ipo, hinge or robust, got 'exo_pair'"},
+      {"dpo", "dpo:\n  loss_type: bco_pair\n",
+       "job.yaml:10: field 'dpo.loss_type': expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, "
+       "sppo_hard, "
+       "apo_zero or apo_down, got 'bco_pair'"},
       {"dpo", "dpo:\n  label_smoothing: 0.5\n",
        "job.yaml:10: field 'dpo.label_smoothing': must be in [0, 0.5), got 0.5"},
       {"dpo", "dpo:\n  loss_type: ipo\n  label_smoothing: 0.1\n",
-       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid and robust only, not ipo"},
+       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid, robust and exo_pair only, "
+       "not ipo"},
       {"dpo", "dpo:\n  loss_type: hinge\n  label_smoothing: 0.1\n",
-       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid and robust only, not hinge"},
+       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid, robust and exo_pair only, "
+       "not "
+       "hinge"},
       {"dpo", "dpo: {beta: 0.1, gamma: 1}\n", "job.yaml:9: field 'dpo.gamma': unknown field"},
       {"dpo", "dpo: 0.1\n", "job.yaml:9: field 'dpo': expected a mapping"},
       {"reward", "dpo: {beta: 0.1}\n", "job.yaml:9: field 'dpo': applies to task dpo only, not reward"},

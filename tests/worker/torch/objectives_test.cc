@@ -13,6 +13,7 @@
 #include "worker/torch/model/llama_model.h"
 #include "worker/torch/train/micro_batch_loss.h"
 #include "worker/torch/train/pair_tensors.h"
+#include "worker/torch/train/reference_model.h"
 
 namespace zerofit::worker {
 namespace {
@@ -121,7 +122,6 @@ TEST(ObjectivesTest, DpoSigmoidWithLabelSmoothingAndIpo) {
   LossOutput ipo = DpoLoss(pc, pr, rc, rr, o);
   EXPECT_NEAR(ipo.loss_sum.item<double>(), std::pow(1 - 1.0, 2) + std::pow(-0.5 - 1.0, 2),
               Float32Bound({0.0, 2.25, 6, 6}));
-  EXPECT_FALSE(ParseDpoLoss("exo_pair").ok());
 }
 
 // TRL's hinge (SLiC) and robust (rDPO) losses on DpoInputs' h = {1, -0.5}, against float64.
@@ -152,6 +152,111 @@ TEST(ObjectivesTest, DpoHingeAndRobust) {
   const double r0 = DpoLoss(pc, pr, rc, rr, o).loss_sum.item<double>();
   o.loss = DpoOptions::Loss::kSigmoid;
   EXPECT_EQ(r0, DpoLoss(pc, pr, rc, rr, o).loss_sum.item<double>());
+}
+
+// TRL's other pairwise DPO losses on DpoInputs: c = pc - rc = {0.5, 0}, r = pr - rr = {-0.5, 0.5}, h = {1,
+// -0.5}, beta 0.5, against float64 transcriptions; apo_zero's gradient written out (-beta s'(beta c) per
+// pair).
+TEST(ObjectivesTest, DpoPairLossesOfTrl) {
+  const DpoInputs in;
+  const torch::Tensor &pc = in.pc, &pr = in.pr, &rc = in.rc, &rr = in.rr;
+  const double beta = 0.5, c[] = {0.5, 0}, r[] = {-0.5, 0.5};
+  auto sig = [](double x) { return 1 / (1 + std::exp(-x)); };
+  auto sum = [&](auto per_pair) { return per_pair(c[0], r[0]) + per_pair(c[1], r[1]); };
+  const double e = 1e-3;  // exo_pair's epsilon without label smoothing, as TRL
+  const struct {
+    const char* name;
+    double want;
+  } cases[] = {
+      {"exo_pair", sum([&](double cc, double rr_) {
+         const double z = beta * (cc - rr_);
+         return sig(z) * (LogSigmoid(z) - std::log(1 - e)) + sig(-z) * (LogSigmoid(-z) - std::log(e));
+       })},
+      {"nca_pair", sum([&](double cc, double rr_) {
+         return -LogSigmoid(beta * cc) - 0.5 * LogSigmoid(-beta * cc) - 0.5 * LogSigmoid(-beta * rr_);
+       })},
+      {"sppo_hard", sum([&](double cc, double rr_) { return std::pow(cc - 1, 2) + std::pow(rr_ + 1, 2); })},
+      {"apo_zero", sum([&](double cc, double rr_) { return 1 - sig(beta * cc) + sig(beta * rr_); })},
+      {"apo_down", sum([&](double cc, double rr_) { return sig(beta * cc) + 1 - sig(beta * (cc - rr_)); })},
+  };
+  for (const auto& k : cases) {
+    DpoOptions o;
+    o.beta = beta;
+    ASSERT_TRUE(ParseDpoLoss(k.name).ok()) << k.name;
+    o.loss = *ParseDpoLoss(k.name);
+    EXPECT_FALSE(DpoLossIsPerToken(o.loss)) << k.name;
+    const LossOutput out = DpoLoss(pc, pr, rc, rr, o);
+    // Terms below 10 each (exo's log e is 6.9), from inputs below 6.
+    EXPECT_NEAR(out.loss_sum.item<double>(), k.want, Float32Bound({10, 10, 10, 10, 6, 6})) << k.name;
+    EXPECT_EQ(ReadPairMetrics(out.metrics).correct, 1) << k.name;  // h > 0 for the first pair
+  }
+  DpoOptions apo;
+  apo.beta = beta;
+  apo.loss = DpoOptions::Loss::kApoZero;
+  DpoLoss(pc, pr, rc, rr, apo).loss_sum.backward();
+  for (int i = 0; i < 2; ++i) {
+    const double s = sig(beta * c[i]);
+    EXPECT_NEAR(pc.grad()[i].item<double>(), -beta * s * (1 - s), Float32Bound({1})) << i;
+  }
+  EXPECT_TRUE(DpoLossIsPerToken(DpoOptions::Loss::kIpo));
+  EXPECT_FALSE(ParseDpoLoss("bco_pair").ok());
+}
+
+// IPO as TRL computes it: each response's log-probs averaged over its tokens (DPOTrainer divides by the
+// response's length for loss_type ipo), for policy and reference alike. Two pairs whose responses differ in
+// length, through MicroBatchLoss, against the same token log-probs reduced in float64.
+TEST(ObjectivesTest, IpoComparesMeanLogProbsPerResponseTokenAsTrl) {
+  const core::HfModelConfig config = test_support::TinyLlamaConfig();
+  torch::manual_seed(5);
+  LlamaModel policy(config, LlamaOptions{});
+  torch::manual_seed(6);
+  LlamaModel reference_model(config, LlamaOptions{});
+  std::vector<data::PreferencePair> pairs(2);
+  pairs[0].prompt = {1, 5, 9};
+  pairs[0].chosen = {11, 12, 13};
+  pairs[0].rejected = {14, 15, 16, 17, 18, 19};
+  pairs[1].prompt = {1, 7};
+  pairs[1].chosen = {20, 21, 22, 23, 24};
+  pairs[1].rejected = {25, 26};
+  const PairTensors b = MakePairTensors(pairs, {0, 1}, BatchFormat{}).value();
+  PreferenceTrainOptions o;
+  o.task = PreferenceTrainOptions::Task::kDpo;
+  o.dpo.loss = DpoOptions::Loss::kIpo;
+  o.dpo.beta = 0.5;
+  torch::Tensor ref_tokens;
+  {
+    torch::NoGradGuard no_grad;
+    ref_tokens = reference_model->TokenLogProbs(b.tokens, b.head_from).to(torch::kDouble);
+  }
+  absl::StatusOr<std::unique_ptr<ReferenceModel>> reference =
+      ReferenceModel::Create(reference_model, ReferenceStrategy::kResident);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const LossOutput out = MicroBatchLoss(policy, reference->get(), o, b).value();
+  const torch::Tensor pol_tokens = policy->TokenLogProbs(b.tokens, b.head_from).detach().to(torch::kDouble);
+  // Row k: [chosen of pair 0, chosen of pair 1, rejected of pair 0, rejected of pair 1]; mean over its
+  // response.
+  auto logp = [&](const torch::Tensor& t, int64_t row, bool per_token) {
+    const int64_t start = b.starts[row].item<int64_t>(), end = b.lengths[row].item<int64_t>();
+    double sum = 0;
+    for (int64_t p = start; p < end; ++p) sum += t[row][p - 1 - b.head_from].item<double>();
+    return per_token ? sum / static_cast<double>(end - start) : sum;
+  };
+  auto ipo = [&](bool per_token, double* magnitude) {
+    double loss = 0;
+    for (int64_t i = 0; i < 2; ++i) {
+      const double h = (logp(pol_tokens, i, per_token) - logp(pol_tokens, 2 + i, per_token)) -
+                       (logp(ref_tokens, i, per_token) - logp(ref_tokens, 2 + i, per_token));
+      loss += std::pow(h - 1.0, 2);  // 1 / (2 beta)
+      if (magnitude != nullptr) *magnitude += std::pow(std::fabs(h) + 1.0, 2);
+    }
+    return loss;
+  };
+  double magnitude = 0;
+  const double want = ipo(/*per_token=*/true, &magnitude);
+  // float32 sums of at most 6 token log-probs below 10 each, then four divisions and the square.
+  const double tol = Float32Bound({magnitude, 60, 60, 60, 60});
+  EXPECT_NEAR(out.loss_sum.item<double>(), want, tol);
+  EXPECT_GT(std::fabs(ipo(/*per_token=*/false, nullptr) - want), 100 * tol) << "sums would be told apart";
 }
 
 TEST(ObjectivesTest, SftNegativeLogLikelihoodOfTheCompletions) {

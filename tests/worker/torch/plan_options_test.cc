@@ -63,6 +63,10 @@ TEST(PlanOptionsTest, EverySpecFieldThatTrainsReachesTheTrainer) {
   EXPECT_EQ(ipo->dpo.loss, DpoOptions::Loss::kIpo);
   EXPECT_EQ(ipo->dpo.beta, 0.5);
   EXPECT_EQ(ipo->delayed_update_from, -1) << "no delayed update unless the spec asks";
+  absl::StatusOr<PreferenceTrainOptions> apo =
+      OptionsOfYaml(Yaml("dpo", "", "dpo: {loss_type: apo_zero, beta: 0.2}\n"));
+  ASSERT_TRUE(apo.ok()) << apo.status();
+  EXPECT_EQ(apo->dpo.loss, DpoOptions::Loss::kApoZero);
   EXPECT_FALSE(ipo->offload);
   EXPECT_EQ(ipo->seed, 1234u);
 }

@@ -57,7 +57,14 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
       if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
       ZF_ASSIGN_OR_RETURN(torch::Tensor ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths,
                                                                          b.pair_ids, b.head_from));
-      out = DpoLoss(pol.slice(0, 0, n), pol.slice(0, n), ref.slice(0, 0, n), ref.slice(0, n), o.dpo);
+      torch::Tensor policy_logps = pol;
+      if (DpoLossIsPerToken(o.dpo.loss)) {  // TRL's IPO: each response's mean log-prob per token
+        const torch::Tensor tokens = (b.lengths - b.starts).clamp_min(1).to(pol.dtype());
+        policy_logps = pol / tokens;
+        ref = ref / tokens.to(ref.device(), ref.scalar_type());
+      }
+      out = DpoLoss(policy_logps.slice(0, 0, n), policy_logps.slice(0, n), ref.slice(0, 0, n),
+                    ref.slice(0, n), o.dpo);
     }
   }
   out.units = o.task == Task::kSft ? static_cast<double>(b.scored_tokens) : static_cast<double>(out.pairs);

@@ -1,5 +1,7 @@
 #include "worker/torch/train/objectives.h"
 
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -65,23 +67,53 @@ LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Ten
 }
 
 absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name) {
-  if (name == "sigmoid") return DpoOptions::Loss::kSigmoid;
-  if (name == "ipo") return DpoOptions::Loss::kIpo;
-  if (name == "hinge") return DpoOptions::Loss::kHinge;
-  if (name == "robust") return DpoOptions::Loss::kRobust;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown DPO loss '", name, "'; expected sigmoid, ipo, hinge or robust"));
+  using Loss = DpoOptions::Loss;
+  for (const auto& [n, loss] : {std::pair{"sigmoid", Loss::kSigmoid},
+                                {"ipo", Loss::kIpo},
+                                {"hinge", Loss::kHinge},
+                                {"robust", Loss::kRobust},
+                                {"exo_pair", Loss::kExoPair},
+                                {"nca_pair", Loss::kNcaPair},
+                                {"sppo_hard", Loss::kSppoHard},
+                                {"apo_zero", Loss::kApoZero},
+                                {"apo_down", Loss::kApoDown}}) {
+    if (name == n) return loss;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown DPO loss '", name,
+      "'; expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, sppo_hard, apo_zero or apo_down"));
 }
+
+bool DpoLossIsPerToken(DpoOptions::Loss loss) { return loss == DpoOptions::Loss::kIpo; }
 
 LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
                    const torch::Tensor& reference_chosen, const torch::Tensor& reference_rejected,
                    const DpoOptions& o) {
-  const torch::Tensor h =
-      ((policy_chosen - policy_rejected) - (reference_chosen - reference_rejected).detach())
-          .to(torch::kFloat32);
+  const torch::Tensor c = (policy_chosen - reference_chosen.detach()).to(torch::kFloat32);
+  const torch::Tensor r = (policy_rejected - reference_rejected.detach()).to(torch::kFloat32);
+  const torch::Tensor h = c - r;
   const double ls = o.label_smoothing;
   torch::Tensor per_pair;
   switch (o.loss) {
+    case DpoOptions::Loss::kExoPair: {
+      const double e = ls > 0 ? ls : 1e-3;  // TRL's default for exo_pair without label smoothing
+      per_pair = torch::sigmoid(o.beta * h) * (torch::log_sigmoid(o.beta * h) - std::log(1.0 - e)) +
+                 torch::sigmoid(-o.beta * h) * (torch::log_sigmoid(-o.beta * h) - std::log(e));
+      break;
+    }
+    case DpoOptions::Loss::kNcaPair:
+      per_pair = -torch::log_sigmoid(o.beta * c) - 0.5 * torch::log_sigmoid(-o.beta * c) -
+                 0.5 * torch::log_sigmoid(-o.beta * r);
+      break;
+    case DpoOptions::Loss::kSppoHard:
+      per_pair = (c - 0.5 / o.beta).pow(2) + (r + 0.5 / o.beta).pow(2);
+      break;
+    case DpoOptions::Loss::kApoZero:
+      per_pair = 1.0 - torch::sigmoid(o.beta * c) + torch::sigmoid(o.beta * r);
+      break;
+    case DpoOptions::Loss::kApoDown:
+      per_pair = torch::sigmoid(o.beta * c) + 1.0 - torch::sigmoid(o.beta * h);
+      break;
     case DpoOptions::Loss::kIpo:
       per_pair = (h - 1.0 / (2.0 * o.beta)).pow(2);
       break;

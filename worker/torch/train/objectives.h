@@ -89,21 +89,32 @@ LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Ten
                             const torch::Tensor& margins = torch::Tensor(), double center_coefficient = 0);
 
 struct DpoOptions {
-  enum class Loss { kSigmoid, kIpo, kHinge, kRobust };
+  enum class Loss { kSigmoid, kIpo, kHinge, kRobust, kExoPair, kNcaPair, kSppoHard, kApoZero, kApoDown };
   Loss loss = Loss::kSigmoid;
   double beta = 0.1;
-  double label_smoothing = 0.0;  // sigmoid (conservative DPO, cDPO) and robust, in [0, 0.5)
+  double label_smoothing = 0.0;  // sigmoid (conservative DPO, cDPO), robust and exo_pair, in [0, 0.5)
 };
-// "sigmoid" | "ipo" | "hinge" | "robust" (TRL's DPOConfig.loss_type names).
+// "sigmoid" | "ipo" | "hinge" | "robust" | "exo_pair" | "nca_pair" | "sppo_hard" | "apo_zero" | "apo_down"
+// (TRL's DPOConfig.loss_type names).
 absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name);
 
-// DPO on sequence log-probabilities [B] (sums over response tokens) of policy and reference:
-//   h = (pi_c - pi_r) - (ref_c - ref_r)
-//   sigmoid: -(1 - ls) log sigmoid(beta h) - ls log sigmoid(-beta h)        (Rafailov et al.; cDPO)
-//   ipo:     (h - 1 / (2 beta))^2                                           (Azar et al.)
-//   hinge:   max(0, 1 - beta h)                                             (SLiC, Zhao et al.)
-//   robust:  (-(1 - ls) log sigmoid(beta h) + ls log sigmoid(-beta h)) / (1 - 2 ls)   (rDPO, Chowdhury et
-//   al.)
+// Whether `loss` compares each response's mean log-probability per token rather than its sum: TRL's IPO
+// (DPOTrainer divides both models' sequence log-probs by the response's length for loss_type ipo).
+bool DpoLossIsPerToken(DpoOptions::Loss loss);
+
+// DPO on sequence log-probabilities [B] (sums over response tokens; for ipo the means per token,
+// DpoLossIsPerToken) of policy and reference, with c = pi_c - ref_c, r = pi_r - ref_r, h = c - r, s =
+// sigmoid:
+//   sigmoid:   -(1 - ls) log s(beta h) - ls log s(-beta h)                  (Rafailov et al.; cDPO)
+//   ipo:       (h - 1 / (2 beta))^2                                         (Azar et al.)
+//   hinge:     max(0, 1 - beta h)                                           (SLiC, Zhao et al.)
+//   robust:    (-(1 - ls) log s(beta h) + ls log s(-beta h)) / (1 - 2 ls)   (rDPO, Chowdhury et al.)
+//   exo_pair:  s(beta h) (log s(beta h) - log(1 - e)) + s(-beta h) (log s(-beta h) - log e), e = ls or, when
+//              ls is 0, 1e-3 as TRL                                         (EXO, Ji et al.)
+//   nca_pair:  -log s(beta c) - log s(-beta c) / 2 - log s(-beta r) / 2    (NCA, Chen et al.)
+//   sppo_hard: (c - 1 / (2 beta))^2 + (r + 1 / (2 beta))^2                 (SPPO, hard labels; Wu et al.)
+//   apo_zero:  1 - s(beta c) + s(beta r)                                    (APO-zero, D'Oosterlinck et al.)
+//   apo_down:  s(beta c) + 1 - s(beta h)                                    (APO-down)
 // Implicit reward accuracy counts pairs with h > 0.
 LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
                    const torch::Tensor& reference_chosen, const torch::Tensor& reference_rejected,
