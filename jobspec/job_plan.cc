@@ -288,6 +288,7 @@ absl::Status ReadTaskSection(ObjectReader& r, const std::string& source, JobPlan
     return section("dpo", [&](ObjectReader& x) {
       absl::Status e = x.Get("beta", &p->dpo.beta);
       if (e.ok()) e = x.Get("loss_type", &p->dpo.loss_type);
+      if (e.ok()) e = x.Get("simpo_gamma", &p->dpo.simpo_gamma);
       return e.ok() ? x.Get("label_smoothing", &p->dpo.label_smoothing) : e;
     });
   }
@@ -380,8 +381,10 @@ std::string JobPlanToJson(const JobPlan& p) {
               {"basis", p.planned_peak.basis}}}};
   if (p.task == "grpo") j["grpo"] = GrpoJson(p.grpo);
   if (p.task == "dpo") {
-    j["dpo"] = {
-        {"beta", p.dpo.beta}, {"loss_type", p.dpo.loss_type}, {"label_smoothing", p.dpo.label_smoothing}};
+    j["dpo"] = {{"beta", p.dpo.beta},
+                {"loss_type", p.dpo.loss_type},
+                {"label_smoothing", p.dpo.label_smoothing},
+                {"simpo_gamma", p.dpo.simpo_gamma}};
   }
   if (p.task == "reward") j["reward"] = {{"center_rewards_coefficient", p.reward.center_rewards_coefficient}};
   if (p.task == "sft") {

@@ -13,21 +13,25 @@ absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad) {
   if (!std::isfinite(dpo.beta) || !(dpo.beta > 0))
     return bad("dpo.beta", absl::StrCat("must be a positive finite number, got ", dpo.beta));
   const std::string& t = dpo.loss_type;
-  const char* const kLosses[] = {"sigmoid",  "ipo",       "hinge",    "robust",  "exo_pair",
-                                 "nca_pair", "sppo_hard", "apo_zero", "apo_down"};
+  const char* const kLosses[] = {"sigmoid",  "ipo",       "hinge",    "robust",   "exo_pair",
+                                 "nca_pair", "sppo_hard", "apo_zero", "apo_down", "simpo"};
   if (std::find(std::begin(kLosses), std::end(kLosses), t) == std::end(kLosses)) {
     return bad("dpo.loss_type",
                absl::StrCat("expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, sppo_hard, "
-                            "apo_zero or apo_down, got ",
+                            "apo_zero, apo_down or simpo, got ",
                             core::QuotedExcerpt(t)));
   }
   if (!(dpo.label_smoothing >= 0 && dpo.label_smoothing < 0.5)) {
     return bad("dpo.label_smoothing", absl::StrCat("must be in [0, 0.5), got ", dpo.label_smoothing));
   }
-  if (dpo.label_smoothing > 0 && t != "sigmoid" && t != "robust" && t != "exo_pair") {
+  if (dpo.label_smoothing > 0 && t != "sigmoid" && t != "robust" && t != "exo_pair" && t != "simpo") {
     return bad("dpo.label_smoothing",
-               absl::StrCat("applies to loss_type sigmoid, robust and exo_pair only, not ", t));
+               absl::StrCat("applies to loss_type sigmoid, robust, exo_pair and simpo only, not ", t));
   }
+  if (!std::isfinite(dpo.simpo_gamma) || dpo.simpo_gamma < 0)
+    return bad("dpo.simpo_gamma", absl::StrCat("must be a finite number >= 0, got ", dpo.simpo_gamma));
+  if (dpo.simpo_gamma != DpoSpec{}.simpo_gamma && t != "simpo")
+    return bad("dpo.simpo_gamma", absl::StrCat("applies to loss_type simpo only, not ", t));
   return absl::OkStatus();
 }
 

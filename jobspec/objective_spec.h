@@ -16,9 +16,11 @@ namespace zerofit::jobspec {
 
 struct DpoSpec {
   double beta = 0.1;  // > 0: how far the policy may move from the reference
-  // sigmoid | ipo | hinge | robust | exo_pair | nca_pair | sppo_hard | apo_zero | apo_down
+  // sigmoid | ipo | hinge | robust | exo_pair | nca_pair | sppo_hard | apo_zero | apo_down | simpo (TRL's
+  // CPOTrainer's, reference-free: the job keeps no reference model)
   std::string loss_type = "sigmoid";
-  double label_smoothing = 0.0;  // sigmoid and robust, [0, 0.5): the assumed share of flipped labels
+  double label_smoothing = 0.0;  // sigmoid, robust, exo_pair and simpo, [0, 0.5): the share of flipped labels
+  double simpo_gamma = 0.5;      // simpo only: the target reward margin (TRL's CPOConfig default)
 };
 
 // Ranges and names; errors through `bad("dpo.beta", why)` (grpo_spec.h's FieldError).

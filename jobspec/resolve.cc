@@ -148,12 +148,15 @@ absl::StatusOr<planner::Reference> ReferenceOf(const JobSpec& spec,
   using planner::Reference;
   const bool lora = spec.lora.enabled();
   const bool dpo = spec.task == "dpo", grpo = spec.task == "grpo";
-  const bool keeps = dpo || (grpo && spec.grpo.grpo.beta > 0);
+  const bool simpo = dpo && spec.dpo.loss_type == "simpo";  // reference-free
+  const bool keeps = (dpo && !simpo) || (grpo && spec.grpo.grpo.beta > 0);
   if (!keeps) {
     if (pinned && *pinned != Reference::kNone) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("reference ", planner::ReferenceName(*pinned), ": ", spec.task,
-                       grpo ? " with grpo.beta 0 keeps no reference" : " has no reference model"));
+      return absl::InvalidArgumentError(absl::StrCat("reference ", planner::ReferenceName(*pinned), ": ",
+                                                     spec.task,
+                                                     grpo    ? " with grpo.beta 0 keeps no reference"
+                                                     : simpo ? " with loss_type simpo keeps no reference"
+                                                             : " has no reference model"));
     }
     return Reference::kNone;
   }

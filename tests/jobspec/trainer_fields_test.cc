@@ -53,6 +53,16 @@ TEST(TrainerFieldsTest, TheDpoSectionReachesThePlanAndItsJson) {
   EXPECT_EQ(robust->dpo.label_smoothing, 0.2);
   EXPECT_TRUE(PlanOf(Yaml("dpo", "", "dpo: {loss_type: hinge, beta: 0.5}\n")).ok());
   EXPECT_EQ(ipo->dpo.beta, 0.1) << "TRL's default";
+  EXPECT_EQ(ipo->reference, "resident");
+  // SimPO is reference-free: the plan keeps none (and the planner sizes the job without one).
+  absl::StatusOr<JobPlan> simpo =
+      PlanOf(Yaml("dpo", "", "dpo: {loss_type: simpo, beta: 2.0, simpo_gamma: 1.0}\n"));
+  ASSERT_TRUE(simpo.ok()) << simpo.status();
+  EXPECT_EQ(simpo->reference, "none");
+  EXPECT_EQ(simpo->dpo.simpo_gamma, 1.0);
+  absl::StatusOr<JobPlan> simpo_back = JobPlanFromJson(JobPlanToJson(*simpo), "plan");
+  ASSERT_TRUE(simpo_back.ok()) << simpo_back.status();
+  EXPECT_EQ(simpo_back->dpo.simpo_gamma, 1.0);
 
   // Without the section: TRL's defaults. Other tasks' plans have no "dpo" key at all.
   absl::StatusOr<JobPlan> plain = PlanOf(Yaml("dpo", "", ""));
@@ -142,18 +152,20 @@ TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
       {"dpo", "dpo:\n  beta: .nan\n", "job.yaml:10: field 'dpo.beta': must be a positive finite number"},
       {"dpo", "dpo:\n  loss_type: bco_pair\n",
        "job.yaml:10: field 'dpo.loss_type': expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, "
-       "sppo_hard, "
-       "apo_zero or apo_down, got 'bco_pair'"},
+       "sppo_hard, apo_zero, apo_down or simpo, got 'bco_pair'"},
       {"dpo", "dpo:\n  label_smoothing: 0.5\n",
        "job.yaml:10: field 'dpo.label_smoothing': must be in [0, 0.5), got 0.5"},
       {"dpo", "dpo:\n  loss_type: ipo\n  label_smoothing: 0.1\n",
-       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid, robust and exo_pair only, "
-       "not ipo"},
+       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid, robust, exo_pair and simpo "
+       "only, not ipo"},
       {"dpo", "dpo:\n  loss_type: hinge\n  label_smoothing: 0.1\n",
-       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid, robust and exo_pair only, "
-       "not "
-       "hinge"},
+       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid, robust, exo_pair and simpo "
+       "only, not hinge"},
       {"dpo", "dpo: {beta: 0.1, gamma: 1}\n", "job.yaml:9: field 'dpo.gamma': unknown field"},
+      {"dpo", "dpo:\n  loss_type: sigmoid\n  simpo_gamma: 1.0\n",
+       "job.yaml:11: field 'dpo.simpo_gamma': applies to loss_type simpo only, not sigmoid"},
+      {"dpo", "dpo:\n  loss_type: simpo\n  simpo_gamma: -1\n",
+       "job.yaml:11: field 'dpo.simpo_gamma': must be a finite number >= 0, got -1"},
       {"dpo", "dpo: 0.1\n", "job.yaml:9: field 'dpo': expected a mapping"},
       {"reward", "dpo: {beta: 0.1}\n", "job.yaml:9: field 'dpo': applies to task dpo only, not reward"},
   };

@@ -202,6 +202,27 @@ TEST(ObjectivesTest, DpoPairLossesOfTrl) {
   EXPECT_FALSE(ParseDpoLoss("bco_pair").ok());
 }
 
+// SimPO (TRL's CPOTrainer loss_type simpo): reference-free, -(1 - ls) log s(beta h - gamma) - ls log
+// s(-(beta h - gamma)) with h = pc - pr, the reference tensors undefined (MicroBatchLoss passes none).
+TEST(ObjectivesTest, SimpoIsReferenceFree) {
+  const DpoInputs in;
+  DpoOptions o;
+  o.loss = *ParseDpoLoss("simpo");
+  o.beta = 2.0;
+  o.simpo_gamma = 0.5;
+  o.label_smoothing = 0.1;
+  EXPECT_FALSE(DpoLossNeedsReference(o.loss));
+  EXPECT_TRUE(DpoLossNeedsReference(DpoOptions::Loss::kSigmoid));
+  EXPECT_TRUE(DpoLossIsPerToken(o.loss));
+  const LossOutput out = DpoLoss(in.pc, in.pr, torch::Tensor(), torch::Tensor(), o);
+  auto term = [](double z) { return -0.9 * LogSigmoid(z) - 0.1 * LogSigmoid(-z); };
+  const double want = term(2.0 * (-3 + 4) - 0.5) + term(2.0 * (-5 + 4) - 0.5);  // h = {1, -1}
+  EXPECT_NEAR(out.loss_sum.item<double>(), want, Float32Bound({3, 3, 3, 3, 6, 6}));
+  const PairMetrics m = ReadPairMetrics(out.metrics);
+  EXPECT_EQ(m.correct, 1);
+  EXPECT_NEAR(m.chosen_sum, 2.0 * (-3 - 5), Float32Bound({16}));  // beta x the policy's own log-probs
+}
+
 // IPO as TRL computes it: each response's log-probs averaged over its tokens (DPOTrainer divides by the
 // response's length for loss_type ipo), for policy and reference alike. Two pairs whose responses differ in
 // length, through MicroBatchLoss, against the same token log-probs reduced in float64.
@@ -257,6 +278,17 @@ TEST(ObjectivesTest, IpoComparesMeanLogProbsPerResponseTokenAsTrl) {
   const double tol = Float32Bound({magnitude, 60, 60, 60, 60});
   EXPECT_NEAR(out.loss_sum.item<double>(), want, tol);
   EXPECT_GT(std::fabs(ipo(/*per_token=*/false, nullptr) - want), 100 * tol) << "sums would be told apart";
+
+  // SimPO through the same path: no reference model (none is passed), the policy's means per token.
+  o.dpo.loss = DpoOptions::Loss::kSimpo;
+  o.dpo.beta = 2.0;
+  const LossOutput simpo = MicroBatchLoss(policy, nullptr, o, b).value();
+  double simpo_want = 0;
+  for (int64_t i = 0; i < 2; ++i) {
+    const double z = 2.0 * (logp(pol_tokens, i, true) - logp(pol_tokens, 2 + i, true)) - o.dpo.simpo_gamma;
+    simpo_want += -LogSigmoid(z);
+  }
+  EXPECT_NEAR(simpo.loss_sum.item<double>(), simpo_want, Float32Bound({10, 10, 60, 60, 60, 60}));
 }
 
 TEST(ObjectivesTest, SftNegativeLogLikelihoodOfTheCompletions) {

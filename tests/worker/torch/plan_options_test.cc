@@ -67,6 +67,11 @@ TEST(PlanOptionsTest, EverySpecFieldThatTrainsReachesTheTrainer) {
       OptionsOfYaml(Yaml("dpo", "", "dpo: {loss_type: apo_zero, beta: 0.2}\n"));
   ASSERT_TRUE(apo.ok()) << apo.status();
   EXPECT_EQ(apo->dpo.loss, DpoOptions::Loss::kApoZero);
+  absl::StatusOr<PreferenceTrainOptions> simpo =
+      OptionsOfYaml(Yaml("dpo", "", "dpo: {loss_type: simpo, beta: 2.0, simpo_gamma: 1.5}\n"));
+  ASSERT_TRUE(simpo.ok()) << simpo.status();
+  EXPECT_EQ(simpo->dpo.loss, DpoOptions::Loss::kSimpo);
+  EXPECT_EQ(simpo->dpo.simpo_gamma, 1.5);
   EXPECT_FALSE(ipo->offload);
   EXPECT_EQ(ipo->seed, 1234u);
 }

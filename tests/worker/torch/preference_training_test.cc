@@ -160,6 +160,34 @@ TEST(PreferenceTrainingTest, DpoReferenceStrategiesGiveTheSameTraining) {
   if (comm->rank() == 0) std::filesystem::remove_all(dir);
 }
 
+// SimPO (dpo loss_type simpo, TRL's CPOTrainer with cpo_alpha 0) keeps no reference model at all: none is
+// built (its reference strategy is left at the default, resident, which would hold a copy on the device: 0
+// bytes there), and training lowers the held-out loss and raises the accuracy.
+TEST(PreferenceTrainingTest, SimpoTrainsWithoutAReference) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = Base(dir);
+  o.task = PreferenceTrainOptions::Task::kDpo;
+  o.steps = 15;
+  o.dpo.loss = DpoOptions::Loss::kSimpo;
+  o.dpo.beta = 2.0;
+  o.dpo.simpo_gamma = 0.5;
+  auto r = TrainPreferences(o, Runtime(), comm.get());
+  ASSERT_TRUE(r.ok()) << r.status();
+  if (comm->rank() == 0) {
+    std::printf("simpo: held-out accuracy %.3f -> %.3f, loss %.5f -> %.5f, reference on device %zu B\n",
+                r->before.accuracy(), r->after.accuracy(),
+                r->before.metrics.loss_sum / r->before.metrics.pairs,
+                r->after.metrics.loss_sum / r->after.metrics.pairs, r->reference_device_bytes);
+  }
+  EXPECT_EQ(r->reference_device_bytes, 0u);
+  EXPECT_LT(r->after.metrics.loss_sum, r->before.metrics.loss_sum);
+  EXPECT_GT(r->after.accuracy(), r->before.accuracy());
+  EXPECT_TRUE(comm->Barrier(absl::Seconds(60)).ok());
+  if (comm->rank() == 0) std::filesystem::remove_all(dir);
+}
+
 // DPO with LoRA scores its reference with the policy's own base, adapters disabled (lora-base, as TRL does
 // with a PEFT model): no copy of the weights anywhere, and the same training bit for bit as with a resident
 // copy of the initial policy (whose adapters are B = 0, so they add exact zeros). Adapter dropout is on: the

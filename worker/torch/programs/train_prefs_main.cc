@@ -44,7 +44,7 @@ constexpr const char* kUsage =
     "[--dpu-start N] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss "
-    "sigmoid|ipo|hinge|robust|exo_pair|nca_pair|sppo_hard|apo_zero|apo_down] "
+    "sigmoid|ipo|hinge|robust|exo_pair|nca_pair|sppo_hard|apo_zero|apo_down|simpo] [--simpo-gamma G] "
     "[--center-rewards-coefficient C] [--completion-only-loss true|false] [--assistant-only-loss true|false] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed|lora-base] [--init WEIGHTS] [--export DIR] "
     "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--fused-kernels cuda|off] [--log-every N] "
@@ -237,7 +237,7 @@ absl::Status ParseSftFlags(const Take& take, jobspec::JobSpec* p) {
 // --beta, --loss and --label-smoothing: the spec's `dpo` section (task dpo only; refused for the others).
 absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobSpec* p) {
   if (p->task != "dpo") {
-    for (const char* flag : {"--beta", "--loss", "--label-smoothing"}) {
+    for (const char* flag : {"--beta", "--loss", "--label-smoothing", "--simpo-gamma"}) {
       if (!take(flag).empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("flag ", flag, " applies to --task dpo only",
@@ -249,11 +249,13 @@ absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobS
   jobspec::DpoSpec& d = p->dpo;
   ZF_RETURN_IF_ERROR(number("--beta", &d.beta, 0));
   ZF_RETURN_IF_ERROR(number("--label-smoothing", &d.label_smoothing, 0));
+  ZF_RETURN_IF_ERROR(number("--simpo-gamma", &d.simpo_gamma, 0));
   if (std::string loss = take("--loss"); !loss.empty()) d.loss_type = loss;
   return jobspec::ValidateDpoSpec(d, [](const std::string& field, const std::string& why) {
-    const std::string flag = field == "dpo.beta"        ? "beta"
-                             : field == "dpo.loss_type" ? "loss"
-                                                        : "label-smoothing";
+    const std::string flag = field == "dpo.beta"          ? "beta"
+                             : field == "dpo.loss_type"   ? "loss"
+                             : field == "dpo.simpo_gamma" ? "simpo-gamma"
+                                                          : "label-smoothing";
     return absl::InvalidArgumentError(absl::StrCat("flag --", flag, ": ", why));
   });
 }

@@ -54,17 +54,22 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
           torch::full({}, static_cast<double>(b.scored_tokens), pol.options().dtype(torch::kFloat64));
       out = SftLoss(pol, tokens, hits);
     } else {
-      if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
-      ZF_ASSIGN_OR_RETURN(torch::Tensor ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths,
-                                                                         b.pair_ids, b.head_from));
-      torch::Tensor policy_logps = pol;
-      if (DpoLossIsPerToken(o.dpo.loss)) {  // TRL's IPO: each response's mean log-prob per token
+      torch::Tensor ref, policy_logps = pol;  // ref stays undefined for a reference-free loss (SimPO)
+      if (DpoLossNeedsReference(o.dpo.loss)) {
+        if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
+        ZF_ASSIGN_OR_RETURN(
+            ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths, b.pair_ids, b.head_from));
+      }
+      if (DpoLossIsPerToken(o.dpo.loss)) {  // TRL's IPO, SimPO: each response's mean log-prob per token
         const torch::Tensor tokens = (b.lengths - b.starts).clamp_min(1).to(pol.dtype());
         policy_logps = pol / tokens;
-        ref = ref / tokens.to(ref.device(), ref.scalar_type());
+        if (ref.defined()) ref = ref / tokens.to(ref.device(), ref.scalar_type());
       }
-      out = DpoLoss(policy_logps.slice(0, 0, n), policy_logps.slice(0, n), ref.slice(0, 0, n),
-                    ref.slice(0, n), o.dpo);
+      auto half = [n](const torch::Tensor& t, bool chosen) {
+        return !t.defined() ? t : chosen ? t.slice(0, 0, n) : t.slice(0, n);
+      };
+      out = DpoLoss(half(policy_logps, true), half(policy_logps, false), half(ref, true), half(ref, false),
+                    o.dpo);
     }
   }
   out.units = o.task == Task::kSft ? static_cast<double>(b.scored_tokens) : static_cast<double>(out.pairs);

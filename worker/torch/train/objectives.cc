@@ -76,21 +76,30 @@ absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name) {
                                 {"nca_pair", Loss::kNcaPair},
                                 {"sppo_hard", Loss::kSppoHard},
                                 {"apo_zero", Loss::kApoZero},
-                                {"apo_down", Loss::kApoDown}}) {
+                                {"apo_down", Loss::kApoDown},
+                                {"simpo", Loss::kSimpo}}) {
     if (name == n) return loss;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown DPO loss '", name,
-      "'; expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, sppo_hard, apo_zero or apo_down"));
+      "'; expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, sppo_hard, apo_zero, apo_down or simpo"));
 }
 
-bool DpoLossIsPerToken(DpoOptions::Loss loss) { return loss == DpoOptions::Loss::kIpo; }
+bool DpoLossIsPerToken(DpoOptions::Loss loss) {
+  return loss == DpoOptions::Loss::kIpo || loss == DpoOptions::Loss::kSimpo;
+}
+
+bool DpoLossNeedsReference(DpoOptions::Loss loss) { return loss != DpoOptions::Loss::kSimpo; }
 
 LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
                    const torch::Tensor& reference_chosen, const torch::Tensor& reference_rejected,
                    const DpoOptions& o) {
-  const torch::Tensor c = (policy_chosen - reference_chosen.detach()).to(torch::kFloat32);
-  const torch::Tensor r = (policy_rejected - reference_rejected.detach()).to(torch::kFloat32);
+  // A reference-free loss (SimPO) may pass undefined reference tensors: its terms are 0.
+  auto minus = [](const torch::Tensor& policy, const torch::Tensor& reference) {
+    return (reference.defined() ? policy - reference.detach() : policy).to(torch::kFloat32);
+  };
+  const torch::Tensor c = minus(policy_chosen, reference_chosen);
+  const torch::Tensor r = minus(policy_rejected, reference_rejected);
   const torch::Tensor h = c - r;
   const double ls = o.label_smoothing;
   torch::Tensor per_pair;
@@ -114,6 +123,11 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
     case DpoOptions::Loss::kApoDown:
       per_pair = torch::sigmoid(o.beta * c) + 1.0 - torch::sigmoid(o.beta * h);
       break;
+    case DpoOptions::Loss::kSimpo: {
+      const torch::Tensor z = o.beta * h - o.simpo_gamma;
+      per_pair = -(1.0 - ls) * torch::log_sigmoid(z) - ls * torch::log_sigmoid(-z);
+      break;
+    }
     case DpoOptions::Loss::kIpo:
       per_pair = (h - 1.0 / (2.0 * o.beta)).pow(2);
       break;
@@ -131,9 +145,7 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
   torch::Tensor metrics;
   {
     torch::NoGradGuard no_grad;
-    metrics =
-        PairMetricsTensor(per_pair, (o.beta * h).detach(), Sum64(o.beta * (policy_chosen - reference_chosen)),
-                          Sum64(o.beta * (policy_rejected - reference_rejected)));
+    metrics = PairMetricsTensor(per_pair, (o.beta * h).detach(), Sum64(o.beta * c), Sum64(o.beta * r));
   }
   return LossOutput{per_pair.sum(), metrics, h.size(0)};
 }

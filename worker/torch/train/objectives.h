@@ -89,18 +89,36 @@ LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Ten
                             const torch::Tensor& margins = torch::Tensor(), double center_coefficient = 0);
 
 struct DpoOptions {
-  enum class Loss { kSigmoid, kIpo, kHinge, kRobust, kExoPair, kNcaPair, kSppoHard, kApoZero, kApoDown };
+  enum class Loss {
+    kSigmoid,
+    kIpo,
+    kHinge,
+    kRobust,
+    kExoPair,
+    kNcaPair,
+    kSppoHard,
+    kApoZero,
+    kApoDown,
+    kSimpo
+  };
   Loss loss = Loss::kSigmoid;
   double beta = 0.1;
-  double label_smoothing = 0.0;  // sigmoid (conservative DPO, cDPO), robust and exo_pair, in [0, 0.5)
+  double label_smoothing = 0.0;  // sigmoid (conservative DPO, cDPO), robust, exo_pair and simpo, in [0, 0.5)
+  double simpo_gamma = 0.5;      // simpo: the target reward margin (TRL's CPOConfig.simpo_gamma)
 };
 // "sigmoid" | "ipo" | "hinge" | "robust" | "exo_pair" | "nca_pair" | "sppo_hard" | "apo_zero" | "apo_down"
-// (TRL's DPOConfig.loss_type names).
+// (TRL's DPOConfig.loss_type names) | "simpo" (TRL's CPOConfig.loss_type, with cpo_alpha 0: SimPO as its
+// paper defines it).
 absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name);
 
 // Whether `loss` compares each response's mean log-probability per token rather than its sum: TRL's IPO
-// (DPOTrainer divides both models' sequence log-probs by the response's length for loss_type ipo).
+// (DPOTrainer divides both models' sequence log-probs by the response's length for loss_type ipo) and SimPO
+// (CPOTrainer's average_log_prob).
 bool DpoLossIsPerToken(DpoOptions::Loss loss);
+
+// Whether `loss` compares the policy with a reference model: every DPO loss but SimPO, which is
+// reference-free (no reference model is built, planned or kept).
+bool DpoLossNeedsReference(DpoOptions::Loss loss);
 
 // DPO on sequence log-probabilities [B] (sums over response tokens; for ipo the means per token,
 // DpoLossIsPerToken) of policy and reference, with c = pi_c - ref_c, r = pi_r - ref_r, h = c - r, s =
@@ -115,6 +133,8 @@ bool DpoLossIsPerToken(DpoOptions::Loss loss);
 //   sppo_hard: (c - 1 / (2 beta))^2 + (r + 1 / (2 beta))^2                 (SPPO, hard labels; Wu et al.)
 //   apo_zero:  1 - s(beta c) + s(beta r)                                    (APO-zero, D'Oosterlinck et al.)
 //   apo_down:  s(beta c) + 1 - s(beta h)                                    (APO-down)
+//   simpo:     -(1 - ls) log s(beta h - gamma) - ls log s(-(beta h - gamma)), the reference terms 0 (they
+//              may be undefined tensors)                                    (SimPO, Meng et al.)
 // Implicit reward accuracy counts pairs with h > 0.
 LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
                    const torch::Tensor& reference_chosen, const torch::Tensor& reference_rejected,

@@ -65,6 +65,7 @@ absl::StatusOr<DpoOptions> DpoOptionsOf(const jobspec::DpoSpec& spec) {
   ZF_ASSIGN_OR_RETURN(o.loss, ParseDpoLoss(spec.loss_type));
   o.beta = spec.beta;
   o.label_smoothing = spec.label_smoothing;
+  o.simpo_gamma = spec.simpo_gamma;
   return o;
 }
 

@@ -113,9 +113,10 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
     ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
     auto initial = [&]() { return InitialModel(config, o, runtime, weights, dev); };
     ZF_ASSIGN_OR_RETURN(st->policy, initial());
-    if (o.task == Task::kDpo && o.reference == ReferenceStrategy::kLoraBase) {
+    const bool referenced = o.task == Task::kDpo && DpoLossNeedsReference(o.dpo.loss);  // SimPO keeps none
+    if (referenced && o.reference == ReferenceStrategy::kLoraBase) {
       ZF_ASSIGN_OR_RETURN(st->reference, ReferenceModel::Create(st->policy, o.reference));
-    } else if (o.task == Task::kDpo) {
+    } else if (referenced) {
       // The reference is the initial policy: same seed, same weights.
       ZF_ASSIGN_OR_RETURN(LlamaModel ref_model, initial());
       ZF_ASSIGN_OR_RETURN(st->reference, ReferenceModel::Create(std::move(ref_model), o.reference));
