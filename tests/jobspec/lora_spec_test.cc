@@ -159,7 +159,7 @@ TEST(LoraSpecTest, ThePlannedPeakHoldsNoReferenceCopyWithLoraBase) {
 }
 
 // Every example job (examples/jobs/*.yaml, the README's and docs' jobs) parses and resolves; the LoRA GRPO
-// example's reference is the LoRA base.
+// example's reference is the LoRA base, the SimPO example keeps none.
 TEST(LoraSpecTest, EveryExampleJobParses) {
   int seen = 0;
   for (const auto& entry : std::filesystem::directory_iterator(ZEROFIT_EXAMPLE_JOBS_DIR)) {
@@ -170,13 +170,18 @@ TEST(LoraSpecTest, EveryExampleJobParses) {
     absl::StatusOr<JobSpec> spec = ParseJobSpec(text, entry.path().string(), ZEROFIT_EXAMPLE_JOBS_DIR);
     ASSERT_TRUE(spec.ok()) << spec.status();
     ++seen;
+    if (entry.path().filename() == "arith_simpo.yaml") {
+      absl::StatusOr<planner::Reference> none = ReferenceOf(*spec, std::nullopt);
+      ASSERT_TRUE(none.ok()) << none.status();
+      EXPECT_EQ(*none, planner::Reference::kNone);
+    }
     if (entry.path().filename() != "arith_grpo_lora.yaml") continue;
     EXPECT_EQ(spec->lora.rank, 16);
     absl::StatusOr<planner::Reference> ref = ReferenceOf(*spec, std::nullopt);
     ASSERT_TRUE(ref.ok()) << ref.status();
     EXPECT_EQ(*ref, planner::Reference::kLoraBase);
   }
-  EXPECT_GE(seen, 4);
+  EXPECT_GE(seen, 7);
 }
 
 }  // namespace
