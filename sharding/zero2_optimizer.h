@@ -161,7 +161,8 @@ class Zero2Optimizer {
   // a delayed update applies the rate of the step it belongs to). The gradient is divided by the step's
   // units summed over the ranks, at least `min_units`: 0 makes a step without units an error (no rank
   // trained on anything: a caller's bug); an objective whose units may all be masked out (GRPO's token mean
-  // with truncated completions left out, TRL's clamp(min=1)) passes 1, and such a step's gradient is 0.
+  // with truncated completions left out, as TRL clamps its token counts at 1) passes 1, and such a step's
+  // gradient is 0.
   absl::StatusOr<StepResult> Step(float learning_rate, double min_units = 0.0);
   // Publishes a pending delayed update and waits for every stream: call before reading or saving
   // parameters or state from the host.

@@ -415,7 +415,8 @@ absl::Status GrpoSession::Optimize(int64_t step, const MicroBatches& micro, Roll
         torch::zeros({5}, torch::TensorOptions().dtype(torch::kFloat64).device(state_->backend.torch_device));
     for (size_t k = 0; k < rows.size(); ++k)
       ZF_RETURN_IF_ERROR(MicroStep(rows[k], k + 1 == rows.size(), &ro.sums, it == 0 && k == 0 ? step : -1));
-    // With truncated completions masked out, a step may have no token to normalise by (TRL's clamp(min=1)).
+    // With truncated completions masked out, a step may have no token to normalise by: at least 1, as TRL's
+    // token-mean losses clamp their count (bnpo's completion_mask.sum().clamp(min=1)).
     const double min_units = options_.grpo.mask_truncated_completions ? 1.0 : 0.0;
     ZF_ASSIGN_OR_RETURN(
         ro.last, state_->binding->Step(core::LearningRateAt(schedule, step * iterations + it), min_units));
