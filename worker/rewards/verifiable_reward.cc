@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "text/regex.h"
-#include "text/unicode.h"
+#include "worker/rewards/rule_pattern.h"
 
 namespace zerofit::rewards {
 namespace {
@@ -61,13 +61,7 @@ absl::StatusOr<std::shared_ptr<const text::Regex>> CompilePattern(const std::str
                                                                   const std::string& field) {
   if (pattern.empty())
     return absl::InvalidArgumentError(absl::StrCat(field, ": the regex rule needs a pattern"));
-  if (pattern.size() > text::kMaxRulePatternBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": the pattern has ", pattern.size(),
-                                                   " bytes, more than ", text::kMaxRulePatternBytes));
-  }
-  absl::StatusOr<std::unique_ptr<text::Regex>> regex = text::Regex::Compile(pattern);
-  if (!regex.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", regex.status().message()));
-  return std::shared_ptr<const text::Regex>(*std::move(regex));
+  return CompileRulePattern(pattern, field);
 }
 
 }  // namespace
@@ -133,10 +127,7 @@ absl::StatusOr<VerifiableReward> VerifiableReward::Create(const VerifiableReward
 
 bool VerifiableReward::RegexMatches(std::string_view completion, std::string_view answer) const {
   std::string lossy;
-  if (!text::IsValidUtf8(completion)) {
-    lossy = text::Utf8Lossy(completion);
-    completion = lossy;
-  }
+  completion = ReadableText(completion, &lossy);
   absl::StatusOr<std::optional<text::Regex::Groups>> last = regex_->FindLast(completion);
   if (!last.ok() || !last->has_value()) return false;
   const std::optional<text::Regex::Span>& span = (**last)[group_];
