@@ -289,6 +289,8 @@ absl::Status ReadTaskSection(ObjectReader& r, const std::string& source, JobPlan
       absl::Status e = x.Get("beta", &p->dpo.beta);
       if (e.ok()) e = x.Get("loss_type", &p->dpo.loss_type);
       if (e.ok()) e = x.Get("simpo_gamma", &p->dpo.simpo_gamma);
+      if (e.ok()) e = x.Get("rpo_alpha", &p->dpo.rpo_alpha);
+      if (e.ok()) e = x.Get("reference_free", &p->dpo.reference_free);
       return e.ok() ? x.Get("label_smoothing", &p->dpo.label_smoothing) : e;
     });
   }
@@ -384,7 +386,9 @@ std::string JobPlanToJson(const JobPlan& p) {
     j["dpo"] = {{"beta", p.dpo.beta},
                 {"loss_type", p.dpo.loss_type},
                 {"label_smoothing", p.dpo.label_smoothing},
-                {"simpo_gamma", p.dpo.simpo_gamma}};
+                {"simpo_gamma", p.dpo.simpo_gamma},
+                {"rpo_alpha", p.dpo.rpo_alpha},
+                {"reference_free", p.dpo.reference_free}};
   }
   if (p.task == "reward") j["reward"] = {{"center_rewards_coefficient", p.reward.center_rewards_coefficient}};
   if (p.task == "sft") {

@@ -24,9 +24,10 @@ namespace zerofit::jobspec {
 // that only zerofit_train_prefs's flags could give); version 5 `checkpoint.resume`; version 6 `reward` and
 // `sft`; version 7 `sft.assistant_only_loss`; version 8 `data.eos_token`, `data.chat_template` and
 // the GRPO objective's `importance_sampling_level`, `delta` and `mask_truncated_completions`, the rollout's
-// `top_k` and `min_p`; `scale_rewards` a name (group, batch, none) where it was a boolean; `dpo.simpo_gamma`.
-// A worker of an older build refuses the version by name.
-inline constexpr int kJobPlanVersion = 8;
+// `top_k` and `min_p`; `scale_rewards` a name (group, batch, none) where it was a boolean; `dpo.simpo_gamma`;
+// version 9 `dpo.rpo_alpha`, `dpo.reference_free` and loss_type orpo. A worker of an older build refuses
+// the version by name.
+inline constexpr int kJobPlanVersion = 9;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the
 // plan's micro-batch, accumulation, ZeRO stage, offload and checkpointing), so that a rank can print what it

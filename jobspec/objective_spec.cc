@@ -13,12 +13,12 @@ absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad) {
   if (!std::isfinite(dpo.beta) || !(dpo.beta > 0))
     return bad("dpo.beta", absl::StrCat("must be a positive finite number, got ", dpo.beta));
   const std::string& t = dpo.loss_type;
-  const char* const kLosses[] = {"sigmoid",  "ipo",       "hinge",    "robust",   "exo_pair",
-                                 "nca_pair", "sppo_hard", "apo_zero", "apo_down", "simpo"};
+  const char* const kLosses[] = {"sigmoid",   "ipo",      "hinge",    "robust", "exo_pair", "nca_pair",
+                                 "sppo_hard", "apo_zero", "apo_down", "simpo",  "orpo"};
   if (std::find(std::begin(kLosses), std::end(kLosses), t) == std::end(kLosses)) {
     return bad("dpo.loss_type",
                absl::StrCat("expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, sppo_hard, "
-                            "apo_zero, apo_down or simpo, got ",
+                            "apo_zero, apo_down, simpo or orpo, got ",
                             core::QuotedExcerpt(t)));
   }
   if (!(dpo.label_smoothing >= 0 && dpo.label_smoothing < 0.5)) {
@@ -32,7 +32,18 @@ absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad) {
     return bad("dpo.simpo_gamma", absl::StrCat("must be a finite number >= 0, got ", dpo.simpo_gamma));
   if (dpo.simpo_gamma != DpoSpec{}.simpo_gamma && t != "simpo")
     return bad("dpo.simpo_gamma", absl::StrCat("applies to loss_type simpo only, not ", t));
+  if (!std::isfinite(dpo.rpo_alpha) || dpo.rpo_alpha < 0)
+    return bad("dpo.rpo_alpha", absl::StrCat("must be a finite number >= 0, got ", dpo.rpo_alpha));
+  if (dpo.rpo_alpha > 0 && t == "orpo") {
+    return bad("dpo.rpo_alpha",
+               "does not apply to loss_type orpo, whose negative log-likelihood term has weight 1 (TRL's "
+               "ORPOTrainer)");
+  }
   return absl::OkStatus();
+}
+
+bool DpoIsReferenceFree(const DpoSpec& dpo) {
+  return dpo.reference_free || dpo.loss_type == "simpo" || dpo.loss_type == "orpo";
 }
 
 absl::Status ValidateRewardLossSpec(const RewardLossSpec& reward, const FieldError& bad) {

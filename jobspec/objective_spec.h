@@ -4,7 +4,8 @@
 //   dpo: {beta: 0.1, loss_type: sigmoid, label_smoothing: 0.0}
 // sigmoid is the DPO loss of Rafailov et al. (with label_smoothing > 0: conservative DPO), ipo the IPO loss
 // of Azar et al., hinge SLiC's, robust rDPO's (label_smoothing: the assumed share of flipped labels)
-// (worker/torch/train/objectives.h).
+// (worker/torch/train/objectives.h). rpo_alpha adds the chosen responses' negative log-likelihood per token
+// (RPO; with reference_free and sigmoid, CPO).
 #pragma once
 
 #include <string>
@@ -17,11 +18,22 @@ namespace zerofit::jobspec {
 struct DpoSpec {
   double beta = 0.1;  // > 0: how far the policy may move from the reference
   // sigmoid | ipo | hinge | robust | exo_pair | nca_pair | sppo_hard | apo_zero | apo_down | simpo (TRL's
-  // CPOTrainer's, reference-free: the job keeps no reference model)
+  // CPOTrainer's) | orpo (TRL's ORPOTrainer's, with its NLL term of weight 1); simpo and orpo are
+  // reference-free: the job keeps no reference model
   std::string loss_type = "sigmoid";
   double label_smoothing = 0.0;  // sigmoid, robust, exo_pair and simpo, [0, 0.5): the share of flipped labels
   double simpo_gamma = 0.5;      // simpo only: the target reward margin (TRL's CPOConfig default)
+  // >= 0: the weight of the chosen responses' negative log-likelihood per token added to the loss (TRL's
+  // DPOConfig.rpo_alpha, RPO; with simpo CPOConfig.cpo_alpha); 0: none. Not with orpo, whose weight is 1.
+  double rpo_alpha = 0.0;
+  // TRL's DPOConfig.reference_free: the reference log-probabilities are 0 (a reference that gives every
+  // response the same probability), so the job keeps no reference model. With sigmoid and rpo_alpha 1 this
+  // is CPO (TRL's CPOTrainer's default).
+  bool reference_free = false;
 };
+
+// Whether the DPO job compares against no reference model: simpo, orpo or reference_free.
+bool DpoIsReferenceFree(const DpoSpec& dpo);
 
 // Ranges and names; errors through `bad("dpo.beta", why)` (grpo_spec.h's FieldError).
 absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad);

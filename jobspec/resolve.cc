@@ -141,6 +141,14 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z, planner::Reference referenc
   return p;
 }
 
+// Why a job of `spec` keeps no reference model (the error when one is pinned): " with grpo.beta 0 ...".
+std::string WhyNoReference(const JobSpec& spec) {
+  if (spec.task == "grpo") return " with grpo.beta 0 keeps no reference";
+  if (spec.task != "dpo") return " has no reference model";
+  const std::string why = spec.dpo.reference_free ? "reference_free" : "loss_type " + spec.dpo.loss_type;
+  return absl::StrCat(" with ", why, " keeps no reference");
+}
+
 }  // namespace
 
 absl::StatusOr<planner::Reference> ReferenceOf(const JobSpec& spec,
@@ -148,15 +156,12 @@ absl::StatusOr<planner::Reference> ReferenceOf(const JobSpec& spec,
   using planner::Reference;
   const bool lora = spec.lora.enabled();
   const bool dpo = spec.task == "dpo", grpo = spec.task == "grpo";
-  const bool simpo = dpo && spec.dpo.loss_type == "simpo";  // reference-free
-  const bool keeps = (dpo && !simpo) || (grpo && spec.grpo.grpo.beta > 0);
+  const bool free = dpo && DpoIsReferenceFree(spec.dpo);  // simpo, orpo or reference_free
+  const bool keeps = (dpo && !free) || (grpo && spec.grpo.grpo.beta > 0);
   if (!keeps) {
     if (pinned && *pinned != Reference::kNone) {
-      return absl::InvalidArgumentError(absl::StrCat("reference ", planner::ReferenceName(*pinned), ": ",
-                                                     spec.task,
-                                                     grpo    ? " with grpo.beta 0 keeps no reference"
-                                                     : simpo ? " with loss_type simpo keeps no reference"
-                                                             : " has no reference model"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("reference ", planner::ReferenceName(*pinned), ": ", spec.task, WhyNoReference(spec)));
     }
     return Reference::kNone;
   }

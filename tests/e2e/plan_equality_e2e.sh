@@ -43,7 +43,7 @@ flags() {  # flags RUNS_DIR: the job above as zerofit_train_prefs flags
 }
 mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/runs") --print-plan > "$D/from_flags.json" 2> "$D/flags.err" \
   || fail "train_prefs --print-plan: $(cat "$D/flags.err")"
-grep -q '"version": 8' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
+grep -q '"version": 9' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
 grep -q '"beta": 0.2' "$D/from_spec.json" || fail "no DPO beta in the plan: $(cat "$D/from_spec.json")"
 grep -q '"seed": 7' "$D/from_spec.json" || fail "no seed in the plan: $(cat "$D/from_spec.json")"
 grep -q '"reference": "lora-base"' "$D/from_spec.json" || fail "no lora-base reference: $(cat "$D/from_spec.json")"
@@ -79,6 +79,41 @@ for field in '"top_k": 5' '"scale_rewards": "batch"' '"importance_sampling_level
 done
 diff "$D/grpo_spec.json" "$D/grpo_flags.json" > "$D/grpo_diff" || fail "GRPO: the two front ends differ: $(cat "$D/grpo_diff")"
 echo "a GRPO spec and its flags resolve to the same job plan"
+# Reference-free DPO: CPO (reference_free with rpo_alpha) and ORPO, spec and flags; neither keeps a
+# reference.
+for loss in cpo orpo; do
+  if [ $loss = cpo ]; then section='{reference_free: true, rpo_alpha: 1.0}'; extra="--reference-free true --rpo-alpha 1"
+  else section='{loss_type: orpo, beta: 0.2}'; extra="--loss orpo --beta 0.2"; fi
+  cat > "$D/$loss.yaml" <<YAML
+name: zerofit_train_prefs
+task: dpo
+model: $D/data
+data: $D/data
+world_size: 2
+training: {steps: 4, global_batch: 8, micro_batch: 2, gradient_accumulation: 2, lr: 1.0e-3, max_length: 24}
+dpo: $section
+YAML
+  "$Z" plan --spec "$D/$loss.yaml" > "$D/${loss}_spec.json" || fail "plan --spec $loss.yaml"
+  mpiexec --oversubscribe $ROOT -n 2 "$T" --task dpo --data "$D/data" --steps 4 --global-batch 8 --micro 2 \
+    --max-length 24 $extra --print-plan > "$D/${loss}_flags.json" 2> "$D/${loss}_flags.err" \
+    || fail "train_prefs $loss --print-plan: $(cat "$D/${loss}_flags.err")"
+  grep -q '"reference": "none"' "$D/${loss}_spec.json" || fail "$loss keeps a reference: $(cat "$D/${loss}_spec.json")"
+  diff "$D/${loss}_spec.json" "$D/${loss}_flags.json" > "$D/${loss}_diff" \
+    || fail "$loss: the two front ends differ: $(cat "$D/${loss}_diff")"
+done
+grep -q '"rpo_alpha": 1.0' "$D/cpo_spec.json" && grep -q '"reference_free": true' "$D/cpo_spec.json" \
+  || fail "no rpo_alpha/reference_free in the CPO plan: $(cat "$D/cpo_spec.json")"
+# Bad DPO flags are refused by name before anything runs.
+bad_flag() {  # bad_flag WANT FLAGS...: --print-plan must fail, saying WANT
+  want="$1"; shift
+  mpiexec --oversubscribe $ROOT -n 1 "$T" --data "$D/data" --steps 4 --global-batch 8 "$@" --print-plan \
+    > "$D/bad.out" 2> "$D/bad.err" && fail "accepted: $*"
+  grep -qF -- "$want" "$D/bad.err" || fail "$*: $(cat "$D/bad.err")"
+}
+bad_flag "flag --reference-free: 'maybe' is not true or false" --task dpo --reference-free maybe
+bad_flag "flag --rpo-alpha: does not apply to loss_type orpo" --task dpo --loss orpo --rpo-alpha 1
+bad_flag "flag --rpo-alpha applies to --task dpo only" --task sft --rpo-alpha 1
+echo "CPO and ORPO specs and their flags resolve to the same job plans, without a reference"
 
 # Train it both ways.
 "$Z" run "$D/job.yaml" --state-dir "$D/s2" > "$D/run.log" 2>&1 || { tail -20 "$D/run.log"; fail "zerofit run"; }
@@ -105,4 +140,4 @@ OMP_NUM_THREADS=1 mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/refused" |
 grep -q "field 'export': $D/data would replace the model's config.json" "$D/refused.log" \
   || fail "zerofit_train_prefs: $(cat "$D/refused.log")"
 [ "$before" = "$(ls -l --time-style=+%s.%N "$D/data")" ] && [ ! -e "$D/refused" ] || fail "a refused job wrote"
-echo "PASS (the spec and the flags resolve to the same job plan, a GRPO one too, and train byte-identical parameters; both refuse an export into the model)"
+echo "PASS (the spec and the flags resolve to the same job plan, GRPO, CPO and ORPO ones too, and train byte-identical parameters; both refuse an export into the model)"

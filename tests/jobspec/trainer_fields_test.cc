@@ -63,6 +63,23 @@ TEST(TrainerFieldsTest, TheDpoSectionReachesThePlanAndItsJson) {
   absl::StatusOr<JobPlan> simpo_back = JobPlanFromJson(JobPlanToJson(*simpo), "plan");
   ASSERT_TRUE(simpo_back.ok()) << simpo_back.status();
   EXPECT_EQ(simpo_back->dpo.simpo_gamma, 1.0);
+  // ORPO is reference-free too; so is any loss with reference_free (TRL's DPOConfig), which with rpo_alpha
+  // is CPO. Both fields survive the plan's JSON.
+  absl::StatusOr<JobPlan> orpo = PlanOf(Yaml("dpo", "", "dpo: {loss_type: orpo, beta: 0.2}\n"));
+  ASSERT_TRUE(orpo.ok()) << orpo.status();
+  EXPECT_EQ(orpo->reference, "none");
+  absl::StatusOr<JobPlan> cpo =
+      PlanOf(Yaml("dpo", "", "dpo: {loss_type: sigmoid, reference_free: true, rpo_alpha: 1.0}\n"));
+  ASSERT_TRUE(cpo.ok()) << cpo.status();
+  EXPECT_EQ(cpo->reference, "none");
+  absl::StatusOr<JobPlan> cpo_back = JobPlanFromJson(JobPlanToJson(*cpo), "plan");
+  ASSERT_TRUE(cpo_back.ok()) << cpo_back.status();
+  EXPECT_TRUE(cpo_back->dpo.reference_free);
+  EXPECT_EQ(cpo_back->dpo.rpo_alpha, 1.0);
+  absl::StatusOr<JobPlan> rpo = PlanOf(Yaml("dpo", "", "dpo: {rpo_alpha: 0.5}\n"));
+  ASSERT_TRUE(rpo.ok()) << rpo.status();
+  EXPECT_EQ(rpo->reference, "resident") << "RPO keeps DPO's reference";
+  EXPECT_EQ(rpo->dpo.rpo_alpha, 0.5);
 
   // Without the section: TRL's defaults. Other tasks' plans have no "dpo" key at all.
   absl::StatusOr<JobPlan> plain = PlanOf(Yaml("dpo", "", ""));
@@ -152,7 +169,7 @@ TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
       {"dpo", "dpo:\n  beta: .nan\n", "job.yaml:10: field 'dpo.beta': must be a positive finite number"},
       {"dpo", "dpo:\n  loss_type: bco_pair\n",
        "job.yaml:10: field 'dpo.loss_type': expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, "
-       "sppo_hard, apo_zero, apo_down or simpo, got 'bco_pair'"},
+       "sppo_hard, apo_zero, apo_down, simpo or orpo, got 'bco_pair'"},
       {"dpo", "dpo:\n  label_smoothing: 0.5\n",
        "job.yaml:10: field 'dpo.label_smoothing': must be in [0, 0.5), got 0.5"},
       {"dpo", "dpo:\n  loss_type: ipo\n  label_smoothing: 0.1\n",
@@ -166,6 +183,15 @@ TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
        "job.yaml:11: field 'dpo.simpo_gamma': applies to loss_type simpo only, not sigmoid"},
       {"dpo", "dpo:\n  loss_type: simpo\n  simpo_gamma: -1\n",
        "job.yaml:11: field 'dpo.simpo_gamma': must be a finite number >= 0, got -1"},
+      {"dpo", "dpo:\n  loss_type: orpo\n  rpo_alpha: 1.0\n",
+       "job.yaml:11: field 'dpo.rpo_alpha': does not apply to loss_type orpo, whose negative log-likelihood "
+       "term has weight 1 (TRL's ORPOTrainer)"},
+      {"dpo", "dpo:\n  rpo_alpha: -0.5\n",
+       "job.yaml:10: field 'dpo.rpo_alpha': must be a finite number >= 0"},
+      {"dpo", "dpo:\n  reference_free: maybe\n", "job.yaml:10: field 'dpo.reference_free'"},
+      {"dpo", "dpo:\n  loss_type: orpo\n  label_smoothing: 0.1\n",
+       "job.yaml:11: field 'dpo.label_smoothing': applies to loss_type sigmoid, robust, exo_pair and simpo "
+       "only, not orpo"},
       {"dpo", "dpo: 0.1\n", "job.yaml:9: field 'dpo': expected a mapping"},
       {"reward", "dpo: {beta: 0.1}\n", "job.yaml:9: field 'dpo': applies to task dpo only, not reward"},
   };

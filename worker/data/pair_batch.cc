@@ -67,7 +67,7 @@ absl::StatusOr<PairBatch> MakePairBatch(const std::vector<PreferencePair>& pairs
     const PreferencePair& p = pairs[indices[b]];
     batch.source_lines[b] = p.source_line;
     batch.margins[b] = static_cast<float>(p.margin);
-    if (halves == 1) batch.scored_tokens += static_cast<int64_t>(ScoredTokens(p));
+    batch.scored_tokens += static_cast<int64_t>(ScoredTokens(p));
     for (size_t half = 0; half < halves; ++half) {
       const std::vector<int32_t>& response = half == 0 ? p.chosen : p.rejected;
       const size_t row = half * num_pairs + b;

@@ -35,7 +35,8 @@ struct PairBatch {
   // [rows, T] row-major, 1 at each position the loss scores: empty unless a pair has chosen_scored (then a
   // row without it scores its whole response).
   std::vector<uint8_t> scored;
-  // PairRows::kChosenOnly (SFT): the tokens its loss scores, the examples' ScoredTokens summed; else 0.
+  // The chosen rows' tokens a loss scores, the pairs' ScoredTokens summed: SFT's loss units, DPO's NLL
+  // term's.
   int64_t scored_tokens = 0;
 
   int64_t num_rows() const { return rows_per_pair * num_pairs; }

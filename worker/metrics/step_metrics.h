@@ -51,6 +51,8 @@ inline constexpr char kDpoChosen[] = "dpo/chosen_reward";
 inline constexpr char kDpoRejected[] = "dpo/rejected_reward";
 inline constexpr char kDpoMargin[] = "dpo/margin";
 inline constexpr char kDpoAccuracy[] = "dpo/accuracy";
+// The chosen responses' negative log-likelihood per token (TRL's nll_loss: the term rpo_alpha and ORPO add).
+inline constexpr char kDpoNll[] = "dpo/nll_loss";
 // SFT: negative log-likelihood per response token, its exponential, and the share of scored tokens the
 // model ranks first (TRL's mean_token_accuracy).
 inline constexpr char kSftLossPerToken[] = "sft/loss_per_token";

@@ -98,7 +98,8 @@ TEST(PairBatchTest, ScoredFlagsMarkTheScoredPositionsOfEachRow) {
   EXPECT_EQ(batch->scored, (std::vector<uint8_t>{0, 0, 1, 0, 1,  //
                                                  0, 0, 0, 1, 1}));
   EXPECT_EQ(batch->scored_tokens, 4) << "2 of example 1's 3 tokens, both of example 0's";
-  EXPECT_EQ(MakePairBatch(TwoPairs(), kPad)->scored_tokens, 0) << "pairs: not an SFT batch";
+  EXPECT_EQ(MakePairBatch(TwoPairs(), kPad)->scored_tokens, 5)
+      << "pairs: their chosen responses' 2 + 3 tokens";
   auto plain = MakePairBatch(examples, {0}, kPad, PairRows::kChosenOnly);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_TRUE(plain->scored.empty());

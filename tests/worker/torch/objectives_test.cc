@@ -211,8 +211,11 @@ TEST(ObjectivesTest, SimpoIsReferenceFree) {
   o.beta = 2.0;
   o.simpo_gamma = 0.5;
   o.label_smoothing = 0.1;
-  EXPECT_FALSE(DpoLossNeedsReference(o.loss));
-  EXPECT_TRUE(DpoLossNeedsReference(DpoOptions::Loss::kSigmoid));
+  EXPECT_FALSE(DpoNeedsReference(o));
+  EXPECT_TRUE(DpoNeedsReference(DpoOptions{}));
+  DpoOptions cpo;  // TRL's DPOConfig.reference_free: any loss against a reference of log-probs 0
+  cpo.reference_free = true;
+  EXPECT_FALSE(DpoNeedsReference(cpo));
   EXPECT_TRUE(DpoLossIsPerToken(o.loss));
   const LossOutput out = DpoLoss(in.pc, in.pr, torch::Tensor(), torch::Tensor(), o);
   auto term = [](double z) { return -0.9 * LogSigmoid(z) - 0.1 * LogSigmoid(-z); };
@@ -289,6 +292,121 @@ TEST(ObjectivesTest, IpoComparesMeanLogProbsPerResponseTokenAsTrl) {
     simpo_want += -LogSigmoid(z);
   }
   EXPECT_NEAR(simpo.loss_sum.item<double>(), simpo_want, Float32Bound({10, 10, 60, 60, 60, 60}));
+}
+
+// ORPO (TRL's ORPOTrainer): -beta log s(log odds(e^c) - log odds(e^r)) with c, r the policy's mean
+// log-probs per token and log odds(p) = log p - log(1 - p), against float64; its gradient by hand; a
+// response of probability 1 (c = 0, where log(1 - e^c) is -inf) gives a finite loss and gradient.
+TEST(ObjectivesTest, OrpoIsBetaTimesTheLogOddsRatio) {
+  DpoOptions o;
+  o.loss = *ParseDpoLoss("orpo");
+  o.beta = 0.25;
+  EXPECT_FALSE(DpoNeedsReference(o));
+  EXPECT_TRUE(DpoLossIsPerToken(o.loss));
+  EXPECT_EQ(DpoNllWeight(o), 1.0) << "ORPO's loss is the NLL minus the odds-ratio term";
+  o.rpo_alpha = 0.3;
+  EXPECT_EQ(DpoNllWeight(o), 1.0);
+  const std::vector<double> c = {-0.3, -2.0, -0.01}, r = {-1.2, -0.5, -0.02};
+  torch::Tensor pc = torch::tensor(std::vector<float>(c.begin(), c.end()), torch::requires_grad());
+  const torch::Tensor pr = torch::tensor(std::vector<float>(r.begin(), r.end()));
+  LossOutput out = DpoLoss(pc, pr, torch::Tensor(), torch::Tensor(), o);
+  auto log_odds = [](double x) { return x - std::log(-std::expm1(x)); };
+  double want = 0, magnitude = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double l = log_odds(c[i]) - log_odds(r[i]);
+    want += -o.beta * LogSigmoid(l);
+    magnitude += std::fabs(log_odds(c[i])) + std::fabs(log_odds(r[i])) + 1;
+  }
+  // float32 inputs rounded (2^-24 relative each), then a few elementwise exp/log per pair.
+  EXPECT_NEAR(out.loss_sum.item<double>(), want, Float32Bound({magnitude, 6}));
+  const PairMetrics m = ReadPairMetrics(out.metrics);
+  EXPECT_EQ(m.correct, 2)
+      << "accuracy compares c > r (pairs 0 and 2), TRL's chosen_rewards > rejected_rewards";
+  EXPECT_NEAR(m.chosen_sum, o.beta * (c[0] + c[1] + c[2]), Float32Bound({3}));
+  out.loss_sum.backward();
+  for (size_t i = 0; i < c.size(); ++i) {
+    // d/dc of -beta log s(L) = -beta (1 - s(L)) dL/dc, dL/dc = 1 / (1 - e^c).
+    const double l = log_odds(c[i]) - log_odds(r[i]);
+    const double grad = -o.beta * (1 - 1 / (1 + std::exp(-l))) / -std::expm1(c[i]);
+    // 1 / (1 - e^c) is 100 at c = -0.01: the float32 rounding of c moves it by that times 2^-24 relative.
+    EXPECT_NEAR(pc.grad()[i].item<double>(), grad, Float32Bound({100 * std::fabs(grad), 1})) << i;
+  }
+  torch::Tensor certain = torch::tensor({0.0f, -1.0f}, torch::requires_grad());
+  LossOutput edge = DpoLoss(certain, torch::tensor({-1.0f, 0.0f}), torch::Tensor(), torch::Tensor(), o);
+  edge.loss_sum.backward();
+  EXPECT_TRUE(std::isfinite(edge.loss_sum.item<double>()));
+  EXPECT_TRUE(torch::isfinite(certain.grad()).all().item<bool>()) << certain.grad();
+}
+
+// A weighted NLL of the chosen responses (rpo_alpha; ORPO's) is a mean per chosen token of the whole step,
+// whatever the micro-batches: two micro-batches of pairs whose chosen responses differ in length give the
+// gradient of one batch of all four (BackwardLoss with the step's totals), and the step's value against
+// float64 sums of the same token log-probs; normalising each micro-batch by its own tokens, as TRL does per
+// micro-batch, moves the gradient far more than the rounding.
+TEST(ObjectivesTest, TheNllTermIsAMeanPerChosenTokenOfTheWholeStep) {
+  const core::HfModelConfig config = test_support::TinyLlamaConfig();
+  torch::manual_seed(7);
+  LlamaModel policy(config, LlamaOptions{});
+  std::vector<data::PreferencePair> pairs(4);
+  const std::vector<std::vector<int32_t>> chosen = {{11}, {12, 13, 14, 15, 16, 17, 18}, {20, 21}, {22}};
+  for (int i = 0; i < 4; ++i) {
+    pairs[i].prompt = {1, 5 + i, 9};
+    pairs[i].chosen = chosen[i];
+    pairs[i].rejected = {30 + i, 31};
+  }
+  PreferenceTrainOptions o;
+  o.task = PreferenceTrainOptions::Task::kDpo;
+  o.dpo.reference_free = true;  // CPO: sigmoid against log-probs 0, plus the NLL
+  o.dpo.rpo_alpha = 0.7;
+  const double w = DpoNllWeight(o.dpo), step_pairs = 4, step_tokens = 1 + 7 + 2 + 1;
+  auto gradient = [&](const std::vector<std::vector<uint64_t>>& split, bool own_totals, double* value) {
+    policy->zero_grad();
+    PairMetrics sum;
+    for (const std::vector<uint64_t>& ids : split) {
+      const PairTensors b = MakePairTensors(pairs, ids, BatchFormat{}).value();
+      const LossOutput out = MicroBatchLoss(policy, nullptr, o, b).value();
+      EXPECT_EQ(out.nll_tokens, static_cast<double>(b.scored_tokens));
+      const double p = own_totals ? static_cast<double>(ids.size()) : step_pairs;
+      BackwardLoss(out, w, p, own_totals ? out.nll_tokens : step_tokens).backward();
+      sum += ReadPairMetrics(out.metrics);
+    }
+    if (value != nullptr) *value = MeanLoss(sum, false);
+    std::vector<torch::Tensor> g;
+    for (const torch::Tensor& t : policy->parameters()) g.push_back(t.grad().flatten().to(torch::kDouble));
+    return torch::cat(g);
+  };
+  double whole_value = 0, split_value = 0;
+  const torch::Tensor whole = gradient({{0, 1, 2, 3}}, false, &whole_value);
+  const torch::Tensor split = gradient({{0, 1}, {2, 3}}, false, &split_value);
+  const torch::Tensor per_micro = gradient({{0, 1}, {2, 3}}, true, nullptr);
+  // float32 rounding through the tiny model's forward and backward (a few hundred operations per value at
+  // 2^-24 each, batches padded to other lengths) stays below 1e-4 of the gradient's scale; normalising per
+  // micro-batch weighs the two micro-batches' NLL 0.25 and 0.67 per pair where the step's is 0.36.
+  const double scale = whole.abs().max().item<double>();
+  EXPECT_LT((whole - split).abs().max().item<double>(), 1e-4 * scale);
+  EXPECT_GT((whole - per_micro).abs().max().item<double>(), 1e-2 * scale);
+  EXPECT_NEAR(whole_value, split_value, 1e-4 * std::fabs(whole_value));
+
+  // The value: mean over pairs of -log s(c - r) (beta 0.1, reference 0) plus w x NLL per chosen token.
+  const PairTensors b = MakePairTensors(pairs, {0, 1, 2, 3}, BatchFormat{}).value();
+  torch::Tensor t;
+  {
+    torch::NoGradGuard no_grad;
+    t = policy->TokenLogProbs(b.tokens, b.head_from).to(torch::kDouble);
+  }
+  auto logp = [&](int64_t row) {
+    double s = 0;
+    for (int64_t p = b.starts[row].item<int64_t>(); p < b.lengths[row].item<int64_t>(); ++p)
+      s += t[row][p - 1 - b.head_from].item<double>();
+    return s;
+  };
+  double pref = 0, nll = 0;
+  for (int64_t i = 0; i < 4; ++i) {
+    pref += -LogSigmoid(0.1 * (logp(i) - logp(4 + i)));
+    nll += -logp(i);
+  }
+  const double want = pref / step_pairs + w * nll / step_tokens;
+  EXPECT_NEAR(whole_value, want, Float32Bound({pref, nll, 40}));
 }
 
 TEST(ObjectivesTest, SftNegativeLogLikelihoodOfTheCompletions) {

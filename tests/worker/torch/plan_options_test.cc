@@ -72,6 +72,16 @@ TEST(PlanOptionsTest, EverySpecFieldThatTrainsReachesTheTrainer) {
   ASSERT_TRUE(simpo.ok()) << simpo.status();
   EXPECT_EQ(simpo->dpo.loss, DpoOptions::Loss::kSimpo);
   EXPECT_EQ(simpo->dpo.simpo_gamma, 1.5);
+  absl::StatusOr<PreferenceTrainOptions> orpo = OptionsOfYaml(Yaml("dpo", "", "dpo: {loss_type: orpo}\n"));
+  ASSERT_TRUE(orpo.ok()) << orpo.status();
+  EXPECT_EQ(orpo->dpo.loss, DpoOptions::Loss::kOrpo);
+  EXPECT_FALSE(DpoNeedsReference(orpo->dpo));
+  absl::StatusOr<PreferenceTrainOptions> cpo =
+      OptionsOfYaml(Yaml("dpo", "", "dpo: {reference_free: true, rpo_alpha: 1.0}\n"));
+  ASSERT_TRUE(cpo.ok()) << cpo.status();
+  EXPECT_TRUE(cpo->dpo.reference_free);
+  EXPECT_EQ(cpo->dpo.rpo_alpha, 1.0);
+  EXPECT_EQ(ipo->dpo.rpo_alpha, 0.0) << "no NLL term unless the spec asks";
   EXPECT_FALSE(ipo->offload);
   EXPECT_EQ(ipo->seed, 1234u);
 }

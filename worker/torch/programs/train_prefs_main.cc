@@ -44,7 +44,8 @@ constexpr const char* kUsage =
     "[--dpu-start N] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss "
-    "sigmoid|ipo|hinge|robust|exo_pair|nca_pair|sppo_hard|apo_zero|apo_down|simpo] [--simpo-gamma G] "
+    "sigmoid|ipo|hinge|robust|exo_pair|nca_pair|sppo_hard|apo_zero|apo_down|simpo|orpo] [--simpo-gamma G] "
+    "[--rpo-alpha A] [--reference-free true|false] "
     "[--center-rewards-coefficient C] [--completion-only-loss true|false] [--assistant-only-loss true|false] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed|lora-base] [--init WEIGHTS] [--export DIR] "
     "[--dtype fp32|bf16] [--attention auto|manual|sdpa] [--fused-kernels cuda|off] [--log-every N] "
@@ -234,10 +235,12 @@ absl::Status ParseSftFlags(const Take& take, jobspec::JobSpec* p) {
   return absl::OkStatus();
 }
 
-// --beta, --loss and --label-smoothing: the spec's `dpo` section (task dpo only; refused for the others).
+// --beta, --loss, --label-smoothing, --simpo-gamma, --rpo-alpha and --reference-free: the spec's `dpo`
+// section (task dpo only; refused for the others).
 absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobSpec* p) {
   if (p->task != "dpo") {
-    for (const char* flag : {"--beta", "--loss", "--label-smoothing", "--simpo-gamma"}) {
+    for (const char* flag :
+         {"--beta", "--loss", "--label-smoothing", "--simpo-gamma", "--rpo-alpha", "--reference-free"}) {
       if (!take(flag).empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("flag ", flag, " applies to --task dpo only",
@@ -250,11 +253,20 @@ absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobS
   ZF_RETURN_IF_ERROR(number("--beta", &d.beta, 0));
   ZF_RETURN_IF_ERROR(number("--label-smoothing", &d.label_smoothing, 0));
   ZF_RETURN_IF_ERROR(number("--simpo-gamma", &d.simpo_gamma, 0));
+  ZF_RETURN_IF_ERROR(number("--rpo-alpha", &d.rpo_alpha, 0));
   if (std::string loss = take("--loss"); !loss.empty()) d.loss_type = loss;
+  if (const std::string free = take("--reference-free"); !free.empty()) {
+    if (free != "true" && free != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --reference-free: '", free, "' is not true or false"));
+    }
+    d.reference_free = free == "true";
+  }
   return jobspec::ValidateDpoSpec(d, [](const std::string& field, const std::string& why) {
     const std::string flag = field == "dpo.beta"          ? "beta"
                              : field == "dpo.loss_type"   ? "loss"
                              : field == "dpo.simpo_gamma" ? "simpo-gamma"
+                             : field == "dpo.rpo_alpha"   ? "rpo-alpha"
                                                           : "label-smoothing";
     return absl::InvalidArgumentError(absl::StrCat("flag --", flag, ": ", why));
   });
@@ -389,8 +401,9 @@ std::string HeldOutFigure(PreferenceTrainOptions::Task task, const PairMetrics& 
       return absl::StrFormat("perplexity %.3f, token accuracy %.3f", std::exp(per_token),
                              SftTokenAccuracy(m));
     }
-    case PreferenceTrainOptions::Task::kDpo:
-      return absl::StrFormat("implicit-reward accuracy %.3f", m.correct / n);
+    case PreferenceTrainOptions::Task::kDpo:  // and whether the chosen answers stay likely (dpo/nll_loss)
+      return absl::StrFormat("implicit-reward accuracy %.3f, chosen NLL per token %.3f", m.correct / n,
+                             m.nll_sum / std::max(m.response_tokens, 1.0));
     case PreferenceTrainOptions::Task::kReward:
     case PreferenceTrainOptions::Task::kGrpo:
       break;
@@ -469,7 +482,7 @@ void PrintSummary(const PreferenceTrainOptions& o, const TrainReport& report, ab
                 SampleName(o.task), MeanLoss(report.before.metrics, sft),
                 MeanLoss(report.after.metrics, sft));
   }
-  const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo;
+  const bool dpo = o.task == PreferenceTrainOptions::Task::kDpo && DpoNeedsReference(o.dpo);
   std::printf("optimizer state %.2f MiB/rank, reference on device %.2f MiB (%s), %.1f s\n",
               report.memory.optimizer_state_bytes() / 1048576.0, report.reference_device_bytes / 1048576.0,
               dpo ? ReferenceStrategyName(o.reference) : "none", absl::ToDoubleSeconds(absl::Now() - start));

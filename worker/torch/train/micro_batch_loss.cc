@@ -54,8 +54,8 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
           torch::full({}, static_cast<double>(b.scored_tokens), pol.options().dtype(torch::kFloat64));
       out = SftLoss(pol, tokens, hits);
     } else {
-      torch::Tensor ref, policy_logps = pol;  // ref stays undefined for a reference-free loss (SimPO)
-      if (DpoLossNeedsReference(o.dpo.loss)) {
+      torch::Tensor ref, policy_logps = pol;  // ref stays undefined for a reference-free loss (SimPO, ORPO)
+      if (DpoNeedsReference(o.dpo)) {
         if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
         ZF_ASSIGN_OR_RETURN(
             ref, reference->ResponseLogProbs(b.tokens, b.starts, b.lengths, b.pair_ids, b.head_from));
@@ -70,6 +70,7 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
       };
       out = DpoLoss(half(policy_logps, true), half(policy_logps, false), half(ref, true), half(ref, false),
                     o.dpo);
+      AddChosenNll(half(pol, true), b.scored_tokens, DpoNllWeight(o.dpo), &out);
     }
   }
   out.units = o.task == Task::kSft ? static_cast<double>(b.scored_tokens) : static_cast<double>(out.pairs);

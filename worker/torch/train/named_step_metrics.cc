@@ -39,6 +39,7 @@ void SetPairValues(const std::string& prefix, const PairMetrics& p, PreferenceTr
     set(names::kDpoRejected, p.rejected_sum / pairs);
     set(names::kDpoMargin, p.margin_sum / pairs);
     set(names::kDpoAccuracy, p.correct / pairs);
+    set(names::kDpoNll, p.nll_sum / std::max(p.response_tokens, 1.0));
   } else {
     const double per_token = SftLossPerToken(p);
     set(names::kSftLossPerToken, per_token);

@@ -1,5 +1,6 @@
 #include "worker/torch/train/objectives.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -22,7 +23,8 @@ torch::Tensor MetricsTensor(const torch::Tensor& loss_sum, const torch::Tensor& 
   };
   return torch::stack({field(loss_sum), field(correct), field(margin_sum),
                        torch::full({}, static_cast<double>(pairs), f64), field(chosen_sum),
-                       field(rejected_sum), field(response_tokens), torch::zeros({}, f64)});
+                       field(rejected_sum), field(response_tokens), torch::zeros({}, f64),
+                       torch::zeros({}, f64), torch::zeros({}, f64)});
 }
 
 // The fields every objective reports: loss, accuracy (margin > 0) and margin from per-pair values [B].
@@ -31,6 +33,15 @@ torch::Tensor PairMetricsTensor(const torch::Tensor& loss_per_pair, const torch:
   torch::NoGradGuard no_grad;
   return MetricsTensor(loss_per_pair.sum(), (margin > 0).sum(), margin.sum(), margin.size(0), chosen_sum,
                        rejected_sum, torch::Tensor());
+}
+
+// A loss of `pairs` pairs with its metrics (units, nll_sum and nll_tokens left for the caller).
+LossOutput Loss(torch::Tensor loss_sum, torch::Tensor metrics, int64_t pairs) {
+  LossOutput out;
+  out.loss_sum = std::move(loss_sum);
+  out.metrics = std::move(metrics);
+  out.pairs = pairs;
+  return out;
 }
 
 // Sum of per-pair values [B] in float64.
@@ -50,7 +61,8 @@ PairMetrics ReadPairMetrics(const torch::Tensor& metrics) {
   const double* v = host.data_ptr<double>();
   namespace f = pair_metric;
   return PairMetrics{v[f::kLossSum],   v[f::kCorrect],     v[f::kMarginSum],      v[f::kPairs],
-                     v[f::kChosenSum], v[f::kRejectedSum], v[f::kResponseTokens], v[f::kSequenceTokens]};
+                     v[f::kChosenSum], v[f::kRejectedSum], v[f::kResponseTokens], v[f::kSequenceTokens],
+                     v[f::kNllSum],    v[f::kNllTermSum]};
 }
 
 LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Tensor& rejected_scores,
@@ -60,10 +72,9 @@ LossOutput BradleyTerryLoss(const torch::Tensor& chosen_scores, const torch::Ten
   if (center_coefficient > 0) {
     per_pair = per_pair + center_coefficient * (chosen_scores + rejected_scores).to(torch::kFloat32).pow(2);
   }
-  return LossOutput{
-      per_pair.sum(),
-      PairMetricsTensor(per_pair, margin.detach(), Sum64(chosen_scores), Sum64(rejected_scores)),
-      margin.size(0)};
+  return Loss(per_pair.sum(),
+              PairMetricsTensor(per_pair, margin.detach(), Sum64(chosen_scores), Sum64(rejected_scores)),
+              margin.size(0));
 }
 
 absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name) {
@@ -77,24 +88,31 @@ absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name) {
                                 {"sppo_hard", Loss::kSppoHard},
                                 {"apo_zero", Loss::kApoZero},
                                 {"apo_down", Loss::kApoDown},
-                                {"simpo", Loss::kSimpo}}) {
+                                {"simpo", Loss::kSimpo},
+                                {"orpo", Loss::kOrpo}}) {
     if (name == n) return loss;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown DPO loss '", name,
-      "'; expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, sppo_hard, apo_zero, apo_down or simpo"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown DPO loss '", name,
+                   "'; expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, "
+                   "sppo_hard, apo_zero, apo_down, simpo or orpo"));
 }
 
 bool DpoLossIsPerToken(DpoOptions::Loss loss) {
-  return loss == DpoOptions::Loss::kIpo || loss == DpoOptions::Loss::kSimpo;
+  using Loss = DpoOptions::Loss;
+  return loss == Loss::kIpo || loss == Loss::kSimpo || loss == Loss::kOrpo;
 }
 
-bool DpoLossNeedsReference(DpoOptions::Loss loss) { return loss != DpoOptions::Loss::kSimpo; }
+bool DpoNeedsReference(const DpoOptions& o) {
+  return !o.reference_free && o.loss != DpoOptions::Loss::kSimpo && o.loss != DpoOptions::Loss::kOrpo;
+}
+
+double DpoNllWeight(const DpoOptions& o) { return o.loss == DpoOptions::Loss::kOrpo ? 1.0 : o.rpo_alpha; }
 
 LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
                    const torch::Tensor& reference_chosen, const torch::Tensor& reference_rejected,
                    const DpoOptions& o) {
-  // A reference-free loss (SimPO) may pass undefined reference tensors: its terms are 0.
+  // A reference-free loss (SimPO, ORPO, reference_free) may pass undefined reference tensors: 0.
   auto minus = [](const torch::Tensor& policy, const torch::Tensor& reference) {
     return (reference.defined() ? policy - reference.detach() : policy).to(torch::kFloat32);
   };
@@ -128,6 +146,12 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
       per_pair = -(1.0 - ls) * torch::log_sigmoid(z) - ls * torch::log_sigmoid(-z);
       break;
     }
+    case DpoOptions::Loss::kOrpo: {
+      // log(1 - p) of a mean probability per token p = e^x: log(-expm1(x)), exact near 0 and near -inf.
+      auto log1m_exp = [](const torch::Tensor& x) { return torch::log(-torch::expm1(x.clamp_max(-1e-6))); };
+      per_pair = -o.beta * torch::log_sigmoid(h - (log1m_exp(c) - log1m_exp(r)));
+      break;
+    }
     case DpoOptions::Loss::kIpo:
       per_pair = (h - 1.0 / (2.0 * o.beta)).pow(2);
       break;
@@ -147,7 +171,24 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
     torch::NoGradGuard no_grad;
     metrics = PairMetricsTensor(per_pair, (o.beta * h).detach(), Sum64(o.beta * c), Sum64(o.beta * r));
   }
-  return LossOutput{per_pair.sum(), metrics, h.size(0)};
+  return Loss(per_pair.sum(), metrics, h.size(0));
+}
+
+void AddChosenNll(const torch::Tensor& chosen_logps, int64_t chosen_tokens, double weight, LossOutput* out) {
+  out->nll_sum = -chosen_logps.to(torch::kFloat32).sum();
+  out->nll_tokens = static_cast<double>(chosen_tokens);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor nll = out->nll_sum.detach().to(torch::kFloat64);
+  out->metrics.select(0, pair_metric::kNllSum).add_(nll);
+  out->metrics.select(0, pair_metric::kNllTermSum).add_(nll * weight);
+  out->metrics.select(0, pair_metric::kResponseTokens).add_(out->nll_tokens);
+}
+
+torch::Tensor BackwardLoss(const LossOutput& out, double nll_weight, double step_pairs,
+                           double step_chosen_tokens) {
+  if (!(nll_weight > 0) || !out.nll_sum.defined()) return out.loss_sum;
+  const double per_token = step_pairs / std::max(step_chosen_tokens, 1.0);
+  return out.loss_sum + (nll_weight * per_token) * out.nll_sum;
 }
 
 LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& completion_tokens,
@@ -160,7 +201,7 @@ LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& c
     metrics = MetricsTensor(nll.sum(), correct, torch::Tensor(), completion_logps.size(0),
                             completion_logps.sum(), torch::Tensor(), completion_tokens.sum());
   }
-  return LossOutput{nll.sum(), metrics, completion_logps.size(0)};
+  return Loss(nll.sum(), metrics, completion_logps.size(0));
 }
 
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,

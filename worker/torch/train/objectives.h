@@ -30,6 +30,11 @@ struct PairMetrics {
   double rejected_sum = 0;
   double response_tokens = 0;  // SFT: tokens of the chosen responses (the denominator of loss per token)
   double sequence_tokens = 0;  // every token forwarded (prompt + response, chosen and rejected rows)
+  // DPO: the chosen responses' negative log-likelihood summed over their tokens (response_tokens counts
+  // them: per token, TRL's nll_loss), and the same times the objective's weight of it (DpoNllWeight), the
+  // term the loss adds per chosen token (MeanLoss).
+  double nll_sum = 0;
+  double nll_term_sum = 0;
   PairMetrics& operator+=(const PairMetrics& o) {
     loss_sum += o.loss_sum;
     correct += o.correct;
@@ -39,6 +44,8 @@ struct PairMetrics {
     rejected_sum += o.rejected_sum;
     response_tokens += o.response_tokens;
     sequence_tokens += o.sequence_tokens;
+    nll_sum += o.nll_sum;
+    nll_term_sum += o.nll_term_sum;
     return *this;
   }
 };
@@ -53,17 +60,20 @@ inline double SftTokenAccuracy(const PairMetrics& m) {
   return m.correct / (m.response_tokens > 1.0 ? m.response_tokens : 1.0);
 }
 
-// The loss a step's gradient is the mean of (LossOutput::units), as TRL logs it: per pair, or for SFT per
-// scored token. What every "loss" figure shows.
+// The loss a step's gradient is of, as TRL logs it: the mean per pair, or for SFT per scored token
+// (LossOutput::units), plus a DPO objective's weighted negative log-likelihood per chosen token. What every
+// "loss" figure shows.
 inline double MeanLoss(const PairMetrics& m, bool sft) {
-  return sft ? SftLossPerToken(m) : m.loss_sum / (m.pairs > 1.0 ? m.pairs : 1.0);
+  if (sft) return SftLossPerToken(m);
+  return m.loss_sum / (m.pairs > 1.0 ? m.pairs : 1.0) +
+         m.nll_term_sum / (m.response_tokens > 1.0 ? m.response_tokens : 1.0);
 }
 
 // Positions of PairMetrics' fields in a metrics tensor: float64 [kCount], no autograd graph, on the device of
 // the loss it describes.
 namespace pair_metric {
 constexpr int64_t kLossSum = 0, kCorrect = 1, kMarginSum = 2, kPairs = 3, kChosenSum = 4, kRejectedSum = 5,
-                  kResponseTokens = 6, kSequenceTokens = 7, kCount = 8;
+                  kResponseTokens = 6, kSequenceTokens = 7, kNllSum = 8, kNllTermSum = 9, kCount = 10;
 }  // namespace pair_metric
 
 // A metrics tensor of zeros on `device` (what micro-batch metrics are summed into).
@@ -78,6 +88,11 @@ struct LossOutput {
   // What the step's gradient is the mean over (Zero2Binding::Backward's units, summed over micro-batches
   // and ranks): the pairs, or for SFT the scored tokens, as TRL's per-token mean (MicroBatchLoss sets it).
   double units = 0;
+  // DPO: the chosen responses' negative log-likelihood summed over their `nll_tokens` tokens, with autograd
+  // graph (AddChosenNll); undefined otherwise. Not part of loss_sum: its weight per chosen token needs the
+  // step's totals (BackwardLoss).
+  torch::Tensor nll_sum;
+  double nll_tokens = 0;
 };
 
 // Bradley-Terry: sum over pairs of -log sigmoid(score_chosen - score_rejected - margin)
@@ -99,26 +114,35 @@ struct DpoOptions {
     kSppoHard,
     kApoZero,
     kApoDown,
-    kSimpo
+    kSimpo,
+    kOrpo
   };
   Loss loss = Loss::kSigmoid;
   double beta = 0.1;
   double label_smoothing = 0.0;  // sigmoid (conservative DPO, cDPO), robust, exo_pair and simpo, in [0, 0.5)
   double simpo_gamma = 0.5;      // simpo: the target reward margin (TRL's CPOConfig.simpo_gamma)
+  // The weight of the chosen responses' negative log-likelihood per token in the loss (TRL's
+  // DPOConfig.rpo_alpha, CPOConfig.cpo_alpha); 0: none. orpo's is 1 whatever this says (DpoNllWeight).
+  double rpo_alpha = 0.0;
+  bool reference_free = false;  // TRL's DPOConfig.reference_free: the reference log-probs are 0
 };
 // "sigmoid" | "ipo" | "hinge" | "robust" | "exo_pair" | "nca_pair" | "sppo_hard" | "apo_zero" | "apo_down"
 // (TRL's DPOConfig.loss_type names) | "simpo" (TRL's CPOConfig.loss_type, with cpo_alpha 0: SimPO as its
-// paper defines it).
+// paper defines it) | "orpo" (TRL's ORPOTrainer).
 absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name);
 
 // Whether `loss` compares each response's mean log-probability per token rather than its sum: TRL's IPO
-// (DPOTrainer divides both models' sequence log-probs by the response's length for loss_type ipo) and SimPO
-// (CPOTrainer's average_log_prob).
+// (DPOTrainer divides both models' sequence log-probs by the response's length for loss_type ipo), SimPO
+// (CPOTrainer's average_log_prob) and ORPO (ORPOTrainer's).
 bool DpoLossIsPerToken(DpoOptions::Loss loss);
 
-// Whether `loss` compares the policy with a reference model: every DPO loss but SimPO, which is
-// reference-free (no reference model is built, planned or kept).
-bool DpoLossNeedsReference(DpoOptions::Loss loss);
+// Whether the objective compares the policy with a reference model: not SimPO and ORPO, which are
+// reference-free, nor any loss with reference_free (then no reference model is built, planned or kept).
+bool DpoNeedsReference(const DpoOptions& options);
+
+// The weight of the chosen responses' negative log-likelihood per token in the objective: 1 for ORPO (its
+// loss is that NLL minus beta log sigmoid(log odds ratio)), else rpo_alpha.
+double DpoNllWeight(const DpoOptions& options);
 
 // DPO on sequence log-probabilities [B] (sums over response tokens; for ipo the means per token,
 // DpoLossIsPerToken) of policy and reference, with c = pi_c - ref_c, r = pi_r - ref_r, h = c - r, s =
@@ -135,10 +159,28 @@ bool DpoLossNeedsReference(DpoOptions::Loss loss);
 //   apo_down:  s(beta c) + 1 - s(beta h)                                    (APO-down)
 //   simpo:     -(1 - ls) log s(beta h - gamma) - ls log s(-(beta h - gamma)), the reference terms 0 (they
 //              may be undefined tensors)                                    (SimPO, Meng et al.)
-// Implicit reward accuracy counts pairs with h > 0.
+//   orpo:      -beta log s(h - log(1 - e^c) + log(1 - e^r)), the reference terms 0: beta times the log odds
+//              ratio of the chosen response's mean probability per token over the rejected one's; c and r
+//              are taken at most -1e-6 inside log(1 - e^x), which is -inf at 0   (ORPO, Hong et al.)
+// With reference_free, undefined reference tensors are 0 for every loss. Implicit reward accuracy counts
+// pairs with h > 0.
 LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
                    const torch::Tensor& reference_chosen, const torch::Tensor& reference_rejected,
                    const DpoOptions& options);
+
+// Adds to `out` (a DPO loss of its micro-batch) the chosen responses' negative log-likelihood: its nll_sum
+// = -sum(chosen_logps) ([B], each the sum of log p over a chosen response's tokens, with graph) and
+// nll_tokens, and their metrics (nll_sum, nll_term_sum = weight x nll_sum, response_tokens = chosen_tokens).
+void AddChosenNll(const torch::Tensor& chosen_logps, int64_t chosen_tokens, double weight, LossOutput* out);
+
+// What a micro-batch backpropagates: loss_sum plus, when the objective weighs an NLL (nll_weight > 0),
+// nll_weight x (step_pairs / step_chosen_tokens) x nll_sum, the totals being the whole step's over every
+// micro-batch and rank. The optimizer divides the gradient by the step's pairs (units), so the step follows
+// mean_pairs(loss) + nll_weight x NLL per chosen token of the whole step, whatever the micro-batches and
+// ranks (TRL takes the NLL's mean per micro-batch, which changes with the split unless it is one
+// micro-batch on one process).
+torch::Tensor BackwardLoss(const LossOutput& out, double nll_weight, double step_pairs,
+                           double step_chosen_tokens);
 
 // SFT: the negative log-likelihood of the completions, sum over examples. Inputs [B]: the sequence
 // log-probabilities of the completions (an SFT batch holds them alone: PairRows::kChosenOnly), the number

@@ -33,7 +33,8 @@ struct PairTensors {
   // PairBatch::scored): [R, T] bool, true at each scored position. Undefined otherwise: the losses score
   // positions [starts, lengths).
   torch::Tensor scored;
-  // An SFT batch: the tokens its loss scores, counted on the host (PairBatch::scored_tokens; no device read).
+  // The chosen rows' scored tokens, counted on the host (PairBatch::scored_tokens; no device read): SFT's
+  // loss units, DPO's negative log-likelihood's.
   int64_t scored_tokens = 0;
 };
 

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/hf_config.h"
@@ -24,13 +26,45 @@ namespace {
 using Task = PreferenceTrainOptions::Task;
 
 absl::Status SumOverRanks(PairMetrics* m, comm::Communicator* comm) {
-  double v[8] = {m->loss_sum,   m->correct,      m->margin_sum,      m->pairs,
-                 m->chosen_sum, m->rejected_sum, m->response_tokens, m->sequence_tokens};
+  double v[10] = {m->loss_sum,     m->correct,         m->margin_sum,      m->pairs,   m->chosen_sum,
+                  m->rejected_sum, m->response_tokens, m->sequence_tokens, m->nll_sum, m->nll_term_sum};
   ZF_RETURN_IF_ERROR(
-      comm::WaitFor(comm->AllReduce(comm::Buffer{v, 8, core::DType::kFloat64}, comm::ReduceOp::kSum),
+      comm::WaitFor(comm->AllReduce(comm::Buffer{v, 10, core::DType::kFloat64}, comm::ReduceOp::kSum),
                     comm->options().timeout));
-  *m = PairMetrics{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+  *m = PairMetrics{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
   return absl::OkStatus();
+}
+
+// This rank's micro-batches on the host, every pair index checked.
+absl::StatusOr<std::vector<PairTensors>> HostBatches(const std::vector<data::PreferencePair>& train,
+                                                     const std::vector<std::vector<uint64_t>>& micro,
+                                                     const BatchFormat& format) {
+  std::vector<PairTensors> batches(micro.size());
+  for (size_t k = 0; k < micro.size(); ++k) {
+    if (micro[k].empty()) continue;  // nothing for this rank in this micro-step
+    for (uint64_t i : micro[k]) {
+      if (i >= train.size()) {
+        return absl::OutOfRangeError(absl::StrCat("Step: pair ", i, " >= ", train.size(), " training pairs"));
+      }
+    }
+    ZF_ASSIGN_OR_RETURN(batches[k], MakePairTensors(train, micro[k], format));
+  }
+  return batches;
+}
+
+// The step's pairs and chosen tokens over every rank's micro-batches (one all-reduce of two numbers): what
+// a weighted NLL term's share per chosen token needs before the first backward (BackwardLoss).
+absl::StatusOr<std::pair<double, double>> StepPairsAndChosenTokens(const std::vector<PairTensors>& batches,
+                                                                   comm::Communicator* comm) {
+  double v[2] = {0, 0};
+  for (const PairTensors& b : batches) {
+    v[0] += static_cast<double>(b.pair_ids.size());
+    v[1] += static_cast<double>(b.scored_tokens);
+  }
+  ZF_RETURN_IF_ERROR(
+      comm::WaitFor(comm->AllReduce(comm::Buffer{v, 2, core::DType::kFloat64}, comm::ReduceOp::kSum),
+                    comm->options().timeout));
+  return std::pair{v[0], v[1]};
 }
 
 // Held-out evaluation, pairs sharded across ranks. DPO compares against a resident copy of the reference
@@ -113,7 +147,7 @@ absl::StatusOr<std::unique_ptr<PreferenceSession>> PreferenceSession::Create(con
     ZF_ASSIGN_OR_RETURN(const std::optional<core::SafetensorsModel> weights, OpenInitWeights(o));
     auto initial = [&]() { return InitialModel(config, o, runtime, weights, dev); };
     ZF_ASSIGN_OR_RETURN(st->policy, initial());
-    const bool referenced = o.task == Task::kDpo && DpoLossNeedsReference(o.dpo.loss);  // SimPO keeps none
+    const bool referenced = o.task == Task::kDpo && DpoNeedsReference(o.dpo);  // SimPO, ORPO keep none
     if (referenced && o.reference == ReferenceStrategy::kLoraBase) {
       ZF_ASSIGN_OR_RETURN(st->reference, ReferenceModel::Create(st->policy, o.reference));
     } else if (referenced) {
@@ -158,6 +192,13 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
     ResetPeakMemory(st.backend);  // the step's own device peak (training_backend.h)
     const int k_total = static_cast<int>(micro.size());
     if (k_total < 1) return absl::InvalidArgumentError("Step: no micro-batches");
+    ZF_ASSIGN_OR_RETURN(std::vector<PairTensors> batches, HostBatches(st.train, micro, st.format));
+    const double nll_weight = options_.task == Task::kDpo ? DpoNllWeight(options_.dpo) : 0.0;
+    std::pair<double, double> totals{0,
+                                     0};  // the step's pairs and chosen tokens, where an NLL term needs them
+    if (nll_weight > 0) {
+      ZF_ASSIGN_OR_RETURN(totals, StepPairsAndChosenTokens(batches, st.comm));
+    }
     // The micro-batches' metrics, summed on the device and read to the host once, after the step.
     torch::Tensor metrics = ZeroPairMetrics(st.backend.torch_device);
     for (int k = 0; k < k_total; ++k) {
@@ -169,21 +210,15 @@ absl::StatusOr<StepReport> PreferenceSession::Step(int64_t step,
             last, 0));
         continue;
       }
-      for (uint64_t i : micro[k]) {
-        if (i >= st.train.size()) {
-          return absl::OutOfRangeError(
-              absl::StrCat("Step: pair ", i, " >= ", st.train.size(), " training pairs"));
-        }
-      }
-      ZF_ASSIGN_OR_RETURN(PairTensors host, MakePairTensors(st.train, micro[k], st.format));
-      const PairTensors b = OnDevice(std::move(host), st.backend.torch_device);
+      const PairTensors b = OnDevice(std::move(batches[k]), st.backend.torch_device);
       absl::StatusOr<LossOutput> loss;
       {
         sharding::ScopedStage forward(st.binding->optimizer().profile(), sharding::Stage::kForward);
         loss = MicroBatchLoss(st.policy, st.reference.get(), options_, b);
       }
       ZF_ASSIGN_OR_RETURN(LossOutput out, std::move(loss));
-      ZF_RETURN_IF_ERROR(st.binding->Backward(out.loss_sum, last, out.units));
+      ZF_RETURN_IF_ERROR(
+          st.binding->Backward(BackwardLoss(out, nll_weight, totals.first, totals.second), last, out.units));
       metrics += out.metrics;
     }
     ZF_ASSIGN_OR_RETURN(sr.result, st.binding->Step(sr.lr));
