@@ -132,6 +132,15 @@ TEST(LoraSpecTest, TheResolverDecidesTheReferenceOnce) {
   const absl::Status grpo_offloaded = ReferenceOf(*grpo, planner::Reference::kOffloaded).status();
   EXPECT_NE(grpo_offloaded.message().find("grpo keeps resident or lora-base"), std::string::npos)
       << grpo_offloaded;
+  // Reference-free DPO (reference_free, orpo) keeps none, and says why a pinned one cannot run.
+  absl::StatusOr<JobSpec> cpo = ParseJobSpec(LoraYaml("dpo", "dpo: {reference_free: true}\n"), "job.yaml");
+  absl::StatusOr<JobSpec> orpo = ParseJobSpec(LoraYaml("dpo", "dpo: {loss_type: orpo}\n"), "job.yaml");
+  ASSERT_TRUE(cpo.ok() && orpo.ok());
+  EXPECT_EQ(*ReferenceOf(*cpo, std::nullopt), planner::Reference::kNone);
+  EXPECT_EQ(ReferenceOf(*cpo, planner::Reference::kResident).status().message(),
+            "reference resident: dpo with reference_free keeps no reference");
+  EXPECT_EQ(ReferenceOf(*orpo, planner::Reference::kPrecomputed).status().message(),
+            "reference precomputed: dpo with loss_type orpo keeps no reference");
 }
 
 TEST(LoraSpecTest, ThePlannedPeakHoldsNoReferenceCopyWithLoraBase) {
@@ -159,7 +168,7 @@ TEST(LoraSpecTest, ThePlannedPeakHoldsNoReferenceCopyWithLoraBase) {
 }
 
 // Every example job (examples/jobs/*.yaml, the README's and docs' jobs) parses and resolves; the LoRA GRPO
-// example's reference is the LoRA base, the SimPO example keeps none.
+// example's reference is the LoRA base, the SimPO and ORPO examples keep none.
 TEST(LoraSpecTest, EveryExampleJobParses) {
   int seen = 0;
   for (const auto& entry : std::filesystem::directory_iterator(ZEROFIT_EXAMPLE_JOBS_DIR)) {
@@ -170,7 +179,7 @@ TEST(LoraSpecTest, EveryExampleJobParses) {
     absl::StatusOr<JobSpec> spec = ParseJobSpec(text, entry.path().string(), ZEROFIT_EXAMPLE_JOBS_DIR);
     ASSERT_TRUE(spec.ok()) << spec.status();
     ++seen;
-    if (entry.path().filename() == "arith_simpo.yaml") {
+    if (entry.path().filename() == "arith_simpo.yaml" || entry.path().filename() == "arith_orpo.yaml") {
       absl::StatusOr<planner::Reference> none = ReferenceOf(*spec, std::nullopt);
       ASSERT_TRUE(none.ok()) << none.status();
       EXPECT_EQ(*none, planner::Reference::kNone);
