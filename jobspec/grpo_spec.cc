@@ -57,6 +57,10 @@ absl::Status ValidateObjective(const GrpoObjectiveSpec& g, const FieldError& bad
     return bad("grpo.delta",
                "must be > 1 (it caps ratios above the clip range; TRL recommends > 1 + epsilon)");
   }
+  if (!(g.top_entropy_quantile > 0 && g.top_entropy_quantile <= 1)) {
+    return bad("grpo.top_entropy_quantile",
+               absl::StrCat("must be in (0, 1] (1: every token), got ", g.top_entropy_quantile));
+  }
   return absl::OkStatus();
 }
 

@@ -2,14 +2,14 @@
 // workers unchanged:
 //   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, top_k, min_p, batch, decode}
 //   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards, importance_sampling_level,
-//             delta, mask_truncated_completions}
+//             delta, mask_truncated_completions, top_entropy_quantile}
 //   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
 //   name},
 //             {type: format, pattern, weight, correct, wrong, name},
 //             {type: model, path: DIR, weight, name}]
 // TRL's GRPOConfig names where they exist (num_generations = samples_per_prompt, max_completion_length =
 // max_new_tokens, num_iterations = iterations, loss_type, scale_rewards, epsilon, epsilon_high, beta,
-// importance_sampling_level, delta, mask_truncated_completions).
+// importance_sampling_level, delta, mask_truncated_completions, top_entropy_quantile).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +49,9 @@ struct GrpoObjectiveSpec {
   std::string importance_sampling_level = "token";
   std::optional<double> delta;              // two-sided clipping: the unclipped ratio capped at delta (> 1)
   bool mask_truncated_completions = false;  // completions that end without an EOS are left out of the loss
+  // (0, 1]: the policy-gradient term keeps the tokens whose sampling entropy is in the step's top share
+  // (Wang et al.'s forking tokens; 0.2 in their paper); 1: every token.
+  double top_entropy_quantile = 1.0;
 };
 
 struct RewardSpec {

@@ -23,10 +23,10 @@ absl::Status ParseRollout(const YamlReader& r, const YAML::Node& n, RolloutSpec*
 
 absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObjectiveSpec* x) {
   if (!n.IsMap()) return r.Error(n, "grpo", "expected a mapping");
-  ZF_RETURN_IF_ERROR(
-      r.OnlyKeys(n, "grpo.",
-                 {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
-                  "importance_sampling_level", "delta", "mask_truncated_completions"}));
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(
+      n, "grpo.",
+      {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
+       "importance_sampling_level", "delta", "mask_truncated_completions", "top_entropy_quantile"}));
   ZF_RETURN_IF_ERROR(r.Get(n, "iterations", "grpo.iterations", &x->iterations, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "beta", "grpo.beta", &x->beta, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "epsilon", "grpo.epsilon", &x->epsilon, "a number"));
@@ -37,8 +37,9 @@ absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObject
   ZF_RETURN_IF_ERROR(r.Get(n, "importance_sampling_level", "grpo.importance_sampling_level",
                            &x->importance_sampling_level, "token or sequence"));
   ZF_RETURN_IF_ERROR(r.GetOptional(n, "delta", "grpo.delta", &x->delta, "a number"));
-  return r.Get(n, "mask_truncated_completions", "grpo.mask_truncated_completions",
-               &x->mask_truncated_completions, "true or false");
+  ZF_RETURN_IF_ERROR(r.Get(n, "mask_truncated_completions", "grpo.mask_truncated_completions",
+                           &x->mask_truncated_completions, "true or false"));
+  return r.Get(n, "top_entropy_quantile", "grpo.top_entropy_quantile", &x->top_entropy_quantile, "a number");
 }
 
 absl::Status ParseReward(const YamlReader& r, const YAML::Node& n, const std::string& field, RewardSpec* x) {

@@ -111,7 +111,8 @@ Json GrpoJson(const GrpoJobSpec& g) {
             {"scale_rewards", o.scale_rewards},
             {"importance_sampling_level", o.importance_sampling_level},
             {"delta", o.delta.value_or(0.0)},  // 0: none (a delta is > 1)
-            {"mask_truncated_completions", o.mask_truncated_completions}}},
+            {"mask_truncated_completions", o.mask_truncated_completions},
+            {"top_entropy_quantile", o.top_entropy_quantile}}},
           {"rewards", rewards}};
 }
 
@@ -160,6 +161,7 @@ absl::Status ReadGrpo(ObjectReader r, const std::string& source, GrpoJobSpec* g)
   get(*ob, "importance_sampling_level", &g->grpo.importance_sampling_level);
   get(*ob, "delta", &delta);
   get(*ob, "mask_truncated_completions", &g->grpo.mask_truncated_completions);
+  get(*ob, "top_entropy_quantile", &g->grpo.top_entropy_quantile);
   if (s.ok()) s = ob->NoOthers();
   g->grpo.epsilon_high = epsilon_high;
   if (delta > 0) g->grpo.delta = delta;

@@ -51,7 +51,7 @@ grep -q '"rank": 4' "$D/from_spec.json" || fail "no LoRA rank in the plan: $(cat
 diff "$D/from_spec.json" "$D/from_flags.json" > "$D/diff" || fail "the two front ends resolve different plans: $(cat "$D/diff")"
 echo "the spec and the flags resolve to the same job plan"
 # A GRPO job with TRL's newer GRPOConfig options (GSPO's sequence ratio, delta, masked truncations, batch
-# reward scale, top_k/min_p sampling) and a format reward: the spec (as `zerofit submit` stores it) and the
+# reward scale, top_k/min_p sampling, top_entropy_quantile) and a format reward: the spec (as `zerofit submit` stores it) and the
 # flags resolve to the same plan.
 cat > "$D/grpo.yaml" <<YAML
 name: zerofit_train_prefs
@@ -62,7 +62,7 @@ world_size: 2
 training: {steps: 4, global_batch: 8, micro_batch: 2, gradient_accumulation: 2, lr: 1.0e-3, max_length: 24}
 rollout: {samples_per_prompt: 4, max_new_tokens: 6, top_k: 5, min_p: 0.1}
 grpo: {iterations: 2, importance_sampling_level: sequence, delta: 1.5, mask_truncated_completions: true,
-       scale_rewards: batch, loss_type: dapo}
+       scale_rewards: batch, loss_type: dapo, top_entropy_quantile: 0.2}
 rewards:
   - {type: answer}
   - {type: format, pattern: '[0-9]+', weight: 0.5}
@@ -71,10 +71,10 @@ YAML
 mpiexec --oversubscribe $ROOT -n 2 "$T" --task grpo --data "$D/data" --steps 4 --global-batch 8 --micro 2 \
   --max-length 24 --samples-per-prompt 4 --max-new-tokens 6 --top-k 5 --min-p 0.1 --iterations 2 \
   --importance-sampling-level sequence --delta 1.5 --mask-truncated-completions true --scale-rewards batch \
-  --loss-type dapo --reward-format '[0-9]+' --reward-format-weight 0.5 --print-plan > "$D/grpo_flags.json" \
+  --loss-type dapo --top-entropy-quantile 0.2 --reward-format '[0-9]+' --reward-format-weight 0.5 --print-plan > "$D/grpo_flags.json" \
   2> "$D/grpo_flags.err" || fail "train_prefs --task grpo --print-plan: $(cat "$D/grpo_flags.err")"
 for field in '"top_k": 5' '"scale_rewards": "batch"' '"importance_sampling_level": "sequence"' '"delta": 1.5' \
-             '"mask_truncated_completions": true' '"type": "format"'; do
+             '"mask_truncated_completions": true' '"type": "format"' '"top_entropy_quantile": 0.2'; do
   grep -q "$field" "$D/grpo_spec.json" || fail "no $field in the GRPO plan: $(cat "$D/grpo_spec.json")"
 done
 diff "$D/grpo_spec.json" "$D/grpo_flags.json" > "$D/grpo_diff" || fail "GRPO: the two front ends differ: $(cat "$D/grpo_diff")"

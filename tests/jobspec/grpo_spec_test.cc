@@ -31,7 +31,8 @@ constexpr const char* kSections = R"(rollout:
   min_p: 0.05
   decode: cuda_graph
 grpo: {iterations: 2, beta: 0.04, epsilon: 0.2, epsilon_high: 0.28, loss_type: dapo, scale_rewards: false,
-       importance_sampling_level: sequence, delta: 1.5, mask_truncated_completions: true}
+       importance_sampling_level: sequence, delta: 1.5, mask_truncated_completions: true,
+       top_entropy_quantile: 0.2}
 rewards:
   - {type: answer, rule: regex, pattern: '####\s*(?<n>-?[0-9,]+)', group: n, weight: 2}
   - {type: answer, rule: last_number}
@@ -58,6 +59,7 @@ TEST(GrpoSpecTest, ParsesTheSections) {
   EXPECT_EQ(g.grpo.importance_sampling_level, "sequence");
   EXPECT_DOUBLE_EQ(g.grpo.delta.value_or(0), 1.5);
   EXPECT_TRUE(g.grpo.mask_truncated_completions);
+  EXPECT_DOUBLE_EQ(g.grpo.top_entropy_quantile, 0.2);
   ASSERT_EQ(g.rewards.size(), 4u);
   EXPECT_EQ(g.rewards[3].type, "format");
   EXPECT_EQ(g.rewards[3].name, "format");
@@ -98,6 +100,10 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
       {"grpo: {delta: 0.9}\nrewards: [{type: answer}]\n", "job.yaml:6: field 'grpo.delta': must be > 1"},
       {"grpo: {mask_truncated_completions: sometimes}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.mask_truncated_completions'"},
+      {"grpo: {top_entropy_quantile: 0}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.top_entropy_quantile': must be in (0, 1] (1: every token), got 0"},
+      {"grpo: {top_entropy_quantile: 1.5}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.top_entropy_quantile': must be in (0, 1]"},
       {"rewards:\n  - {type: answer}\n  - {type: answer, rule: fuzzy}\n",
        "job.yaml:8: field 'rewards[1].rule': expected exact, last_number or regex, got 'fuzzy'"},
       {"rewards:\n  - {type: answer, rule: regex, pattern: '(unclosed'}\n",
@@ -155,6 +161,7 @@ TEST(GrpoSpecTest, ThePlanCarriesTheSectionsThroughJson) {
   EXPECT_EQ(back->grpo.grpo.importance_sampling_level, "sequence");
   EXPECT_DOUBLE_EQ(back->grpo.grpo.delta.value_or(0), 1.5);
   EXPECT_TRUE(back->grpo.grpo.mask_truncated_completions);
+  EXPECT_DOUBLE_EQ(back->grpo.grpo.top_entropy_quantile, 0.2);
   // No delta: none after the round trip either.
   JobPlan plain = *plan;
   plain.grpo.grpo.delta.reset();

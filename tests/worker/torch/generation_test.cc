@@ -417,7 +417,8 @@ TEST(GenerationTest, SequenceIdsGiveEachPromptTheSamplesOfItsIndex) {
 
 // GenerationStats.entropy_sum: one new token per prompt is the entropy of softmax(last logits / T) of the
 // full forward, summed over the prompts (float64 from the fp32 logits; the decode path's logits differ from
-// the full forward's by rounding only).
+// the full forward's by rounding only); each completion's token carries its own (Completion::entropies,
+// top_entropy_quantile's input).
 TEST(GenerationTest, EntropyIsThatOfTheSamplingDistribution) {
   const core::HfModelConfig config = TinyLlamaConfig("llama");
   LlamaModel model = RandomModel(config, 9);
@@ -429,10 +430,13 @@ TEST(GenerationTest, EntropyIsThatOfTheSamplingDistribution) {
     absl::StatusOr<GenerationResult> r = Generate(*model, prompts, o);
     ASSERT_TRUE(r.ok()) << r.status();
     double want = 0;
-    for (const std::vector<int64_t>& p : prompts) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
       const torch::Tensor logp =
-          torch::log_softmax(FullLastLogits(model, p) / (temperature > 0 ? temperature : 1), 0);
-      want -= (logp.exp() * logp).sum().item<double>();
+          torch::log_softmax(FullLastLogits(model, prompts[i]) / (temperature > 0 ? temperature : 1), 0);
+      const double entropy = -(logp.exp() * logp).sum().item<double>();
+      want += entropy;
+      ASSERT_EQ(r->completions[i].entropies.size(), r->completions[i].tokens.size());
+      EXPECT_NEAR(r->completions[i].entropies[0], entropy, 1e-4 * std::max(1.0, entropy)) << i;
     }
     EXPECT_NEAR(r->stats.entropy_sum, want, 1e-4 * std::max(1.0, want)) << "temperature " << temperature;
   }

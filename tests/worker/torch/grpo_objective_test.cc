@@ -52,7 +52,8 @@ double MeanLogRatio(const Case& c, int64_t i) {
   return sum / std::max(n, 1.0);
 }
 
-Oracle Reference(const Case& c, const GrpoOptions& o) {
+// policy_mask (top_entropy_quantile): 0/1 per token, multiplying the policy term alone (token ratios only).
+Oracle Reference(const Case& c, const GrpoOptions& o, const torch::Tensor& policy_mask = torch::Tensor()) {
   const int64_t b = c.logp.size(0), t = c.logp.size(1);
   Oracle r;
   r.grad.assign(b, std::vector<double>(t, 0.0));
@@ -72,8 +73,9 @@ Oracle Reference(const Case& c, const GrpoOptions& o) {
       const bool picked_clamped = clamped * a < capped * a;
       const bool outside = ratio < 1 - o.epsilon_low || ratio > 1 + o.epsilon_high;
       const bool clipped = picked_clamped ? outside : (o.delta && ratio > *o.delta);
-      double loss = -std::min(capped * a, clamped * a);
-      g[j] = clipped ? 0.0 : -ratio * a;
+      const double keep = policy_mask.defined() ? At(policy_mask, i, j) : 1.0;
+      double loss = -std::min(capped * a, clamped * a) * keep;
+      g[j] = clipped ? 0.0 : -ratio * a * keep;
       if (o.beta > 0) {
         const double d = At(c.ref_logp, i, j) - lp;
         const double k3 = std::exp(d) - d - 1;
@@ -127,6 +129,39 @@ TEST(GrpoObjectiveTest, LossUnitsAndGradientEqualTheFloat64TranscriptionForEvery
       }
     }
   }
+}
+
+// top_entropy_quantile's policy mask drops the policy term of the tokens it leaves out and nothing else: the
+// KL term, the units and the token count stay, for every normalisation, against the transcription.
+TEST(GrpoObjectiveTest, ThePolicyMaskDropsThePolicyTermAlone) {
+  for (GrpoLossNorm norm :
+       {GrpoLossNorm::kSequenceMean, GrpoLossNorm::kTokenMean, GrpoLossNorm::kConstantLength}) {
+    SCOPED_TRACE(GrpoLossNormName(norm));
+    const Case c = MakeCase(11);
+    GrpoOptions o;
+    o.norm = norm;
+    o.beta = 0.04;
+    o.max_new_tokens = 6;
+    const torch::Tensor keep = (torch::arange(24, torch::kFloat64).view({4, 6}).remainder(3) != 1)
+                                   .to(torch::kFloat64);  // two tokens in three
+    auto loss = GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, o, keep);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    const Oracle want = Reference(c, o, keep), all = Reference(c, o);
+    EXPECT_NEAR(loss->loss_sum.item<double>(), want.loss_sum, kTol);
+    EXPECT_GT(std::fabs(want.loss_sum - all.loss_sum), 1e3 * kTol) << "the mask must change the loss";
+    EXPECT_EQ(loss->units, all.units);
+    EXPECT_NEAR(loss->kl_sum.item<double>(), all.kl_sum, kTol);
+    EXPECT_EQ(loss->tokens.item<double>(), 15.0);
+    const torch::Tensor grad = torch::autograd::grad({loss->loss_sum}, {c.logp})[0];
+    for (int64_t i = 0; i < 4; ++i) {
+      for (int64_t j = 0; j < 6; ++j) EXPECT_NEAR(At(grad, i, j), want.grad[i][j], kTol) << i << "," << j;
+    }
+  }
+  const Case c = MakeCase(11);
+  auto bad = GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, GrpoOptions{},
+                            torch::ones({4, 5}, torch::kFloat64));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("policy_mask must have logp's shape"), std::string::npos);
 }
 
 // GSPO (importance_sampling_level sequence) and two-sided clipping (delta), alone and together, against the

@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "comm/communicator_factory.h"
 #include "core/hf_config.h"
@@ -25,6 +27,7 @@
 #include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/model/llama_model.h"
+#include "worker/torch/train/entropy_quantile.h"
 
 namespace zerofit::worker {
 namespace {
@@ -225,17 +228,26 @@ TEST(GrpoSessionTest, TheCudaAllocationReportIsRefusedWithoutACudaDevice) {
   EXPECT_FALSE(std::ifstream(r.cuda_allocation_report).good()) << "a refused report writes no file";
 }
 
+// The first step of the token-mean job with a fresh reward model `rm`, as it is and after `change`: the same
+// rollout (same seed, nothing trained yet) under two objectives.
+std::pair<metrics::StepMetrics, metrics::StepMetrics> FirstStepWithAndWithout(
+    const std::string& rm, const std::function<void(PreferenceTrainOptions&)>& change) {
+  auto comm = MakeComm();
+  EXPECT_NE(comm, nullptr);
+  if (comm == nullptr) return {};
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = TokenMeanWithRewardModel(dir, rm, *comm);
+  const metrics::StepMetrics as_is = FirstStep(o, *comm);
+  change(o);
+  return {as_is, FirstStep(o, *comm)};
+}
+
 // TRL's mask_truncated_completions under the token mean (DAPO's overlong filtering): the same first rollout
 // (same seed, nothing trained yet) with completions that ran to max_new_tokens left out of the loss gives
 // another loss and update; every completion's reward still shapes its group's advantages.
 TEST(GrpoSessionTest, TruncatedCompletionsAreLeftOutOfTheLossWhenAsked) {
-  auto comm = MakeComm();
-  ASSERT_NE(comm, nullptr);
-  const std::string dir = MakeData(*comm);
-  PreferenceTrainOptions o = TokenMeanWithRewardModel(dir, "rm_masking", *comm);
-  const metrics::StepMetrics all = FirstStep(o, *comm);
-  o.grpo.mask_truncated_completions = true;
-  const metrics::StepMetrics kept = FirstStep(o, *comm);
+  const auto [all, kept] = FirstStepWithAndWithout(
+      "rm_masking", [](PreferenceTrainOptions& o) { o.grpo.mask_truncated_completions = true; });
   const double truncated = all.Get(names::kGrpoHitMaxNewTokens).value_or(-1);
   EXPECT_GT(truncated, 0) << "the case must have truncated completions";
   EXPECT_LT(truncated, 1) << "and completions that ended";
@@ -245,6 +257,39 @@ TEST(GrpoSessionTest, TruncatedCompletionsAreLeftOutOfTheLossWhenAsked) {
   ASSERT_TRUE(kept.Get(names::kLoss) && all.Get(names::kLoss));
   EXPECT_NE(*kept.Get(names::kLoss), *all.Get(names::kLoss));
   EXPECT_NE(kept.Get(names::kGradNorm), all.Get(names::kGradNorm));
+}
+
+// top_entropy_quantile's threshold is one number for the whole step on every rank: the quantile of the
+// union of the ranks' entropies, whatever each holds (here 3 and 2 values, and a rank with none).
+TEST(GrpoSessionTest, TheEntropyThresholdIsTheQuantileOfEveryRanksTokens) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  ASSERT_EQ(comm->world_size(), 2);
+  const std::vector<double> local =
+      comm->rank() == 0 ? std::vector<double>{0.1, 0.7, 0.3} : std::vector<double>{0.4, 0.0};
+  absl::StatusOr<std::optional<double>> t = StepEntropyThreshold(local, 0.2, comm.get());
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE(t->has_value());
+  EXPECT_DOUBLE_EQ(**t, LinearQuantile({0.1, 0.7, 0.3, 0.4, 0.0}, 0.8)) << "0.0 is an entropy, not padding";
+  const std::vector<double> one_sided = comm->rank() == 0 ? std::vector<double>{} : std::vector<double>{2.0};
+  absl::StatusOr<std::optional<double>> single = StepEntropyThreshold(one_sided, 0.5, comm.get());
+  ASSERT_TRUE(single.ok() && single->has_value());
+  EXPECT_EQ(**single, 2.0);
+  absl::StatusOr<std::optional<double>> none = StepEntropyThreshold({}, 0.5, comm.get());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+// top_entropy_quantile 0.2 (Wang et al.'s): the same first rollout, its policy term on the high-entropy
+// fifth of the tokens: another loss and update, the same rewards and entropy.
+TEST(GrpoSessionTest, TopEntropyQuantileTrainsOnTheHighEntropyTokens) {
+  const auto [all, forking] = FirstStepWithAndWithout(
+      "rm_entropy", [](PreferenceTrainOptions& o) { o.grpo.top_entropy_quantile = 0.2; });
+  EXPECT_EQ(forking.Get(names::kGrpoReward), all.Get(names::kGrpoReward)) << "the same rollout";
+  EXPECT_EQ(forking.Get(names::kGrpoEntropy), all.Get(names::kGrpoEntropy));
+  ASSERT_TRUE(forking.Get(names::kLoss) && all.Get(names::kLoss));
+  EXPECT_NE(*forking.Get(names::kLoss), *all.Get(names::kLoss));
+  EXPECT_NE(forking.Get(names::kGradNorm), all.Get(names::kGradNorm));
 }
 
 // scale_rewards batch (TRL's): group-mean centring divided by the standard deviation of every rank's rewards

@@ -140,15 +140,18 @@ TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   EXPECT_FALSE(eager->grpo.objective.sequence_ratio) << "TRL's defaults";
   EXPECT_FALSE(eager->grpo.objective.delta.has_value());
   EXPECT_FALSE(eager->grpo.mask_truncated_completions);
-  absl::StatusOr<PreferenceTrainOptions> gspo = OptionsOfYaml(Yaml(
-      "grpo", "",
-      "rollout: {max_new_tokens: 8}\ngrpo: {importance_sampling_level: sequence, delta: 2.0, "
-      "mask_truncated_completions: true, scale_rewards: batch}\nrewards: [{type: answer}, {type: format, "
-      "pattern: 'x+', correct: 2, wrong: -1}]\n"));
+  EXPECT_EQ(eager->grpo.top_entropy_quantile, 1.0) << "every token";
+  absl::StatusOr<PreferenceTrainOptions> gspo = OptionsOfYaml(
+      Yaml("grpo", "",
+           "rollout: {max_new_tokens: 8}\ngrpo: {importance_sampling_level: sequence, delta: 2.0, "
+           "mask_truncated_completions: true, scale_rewards: batch, top_entropy_quantile: 0.2}\nrewards: "
+           "[{type: answer}, {type: format, "
+           "pattern: 'x+', correct: 2, wrong: -1}]\n"));
   ASSERT_TRUE(gspo.ok()) << gspo.status();
   EXPECT_TRUE(gspo->grpo.objective.sequence_ratio);
   EXPECT_EQ(gspo->grpo.objective.delta, std::optional<double>(2.0));
   EXPECT_TRUE(gspo->grpo.mask_truncated_completions);
+  EXPECT_EQ(gspo->grpo.top_entropy_quantile, 0.2);
   EXPECT_EQ(gspo->grpo.objective.scale, RewardScale::kBatch);
   ASSERT_EQ(gspo->grpo.rewards.size(), 2u);
   const RewardSourceOptions& format = gspo->grpo.rewards[1];

@@ -103,6 +103,7 @@ void RunPass(LlamaModelImpl& model, const std::vector<std::vector<int64_t>>& pro
       Completion& c = result->completions[pass.first + r];
       const auto token = static_cast<int64_t>(token_of[r]);
       c.tokens.push_back(token);
+      c.entropies.push_back(static_cast<float>(entropy_of[r]));
       ++result->stats.tokens_generated;
       result->stats.entropy_sum += entropy_of[r];
       if (IsEos(o, token)) {

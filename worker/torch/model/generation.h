@@ -61,6 +61,9 @@ struct GenerationOptions {
 struct Completion {
   std::vector<int64_t> tokens;      // generated tokens, ending at the first EOS if one came
   bool hit_max_new_tokens = false;  // max_new_tokens generated without an EOS
+  // Per token: the entropy (nats) of the distribution it was drawn from, softmax(logits / temperature)
+  // before top-k/top-p/min-p (temperature 1 when greedy), as GenerationStats::entropy_sum adds them.
+  std::vector<float> entropies;
 };
 
 struct GenerationStats {

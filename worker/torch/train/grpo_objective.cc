@@ -53,7 +53,8 @@ torch::Tensor Ratio(const torch::Tensor& logp, const torch::Tensor& old_logp, co
 }
 
 TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& ref_logp,
-                    const torch::Tensor& m, const torch::Tensor& advantages, const GrpoOptions& o) {
+                    const torch::Tensor& m, const torch::Tensor& advantages, const GrpoOptions& o,
+                    const torch::Tensor& policy_mask) {
   const torch::Tensor a = advantages.to(logp.dtype()).unsqueeze(1);
   const torch::Tensor ratio = Ratio(logp, old_logp, m, o);
   const torch::Tensor capped = o.delta ? torch::clamp_max(ratio, *o.delta) : ratio;
@@ -62,6 +63,7 @@ TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, co
       (torch::clamp(ratio, 1.0 - o.epsilon_low, 1.0 + o.epsilon_high) * a).expand_as(logp);
   TokenTerms t;
   t.loss = -torch::min(unclipped, clipped);
+  if (policy_mask.defined()) t.loss = t.loss * policy_mask.to(logp.dtype());
   t.kl = torch::zeros_like(logp);
   if (o.beta > 0) {
     const torch::Tensor d = ref_logp - logp;
@@ -155,10 +157,15 @@ absl::StatusOr<torch::Tensor> GroupAdvantages(const torch::Tensor& rewards, int6
 
 absl::StatusOr<GrpoLoss> GrpoPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                                         const torch::Tensor& ref_logp, const torch::Tensor& mask,
-                                        const torch::Tensor& advantages, const GrpoOptions& o) {
+                                        const torch::Tensor& advantages, const GrpoOptions& o,
+                                        const torch::Tensor& policy_mask) {
   if (absl::Status s = CheckInputs(logp, old_logp, ref_logp, mask, advantages, o); !s.ok()) return s;
+  if (policy_mask.defined() && !policy_mask.sizes().equals(logp.sizes())) {
+    return absl::InvalidArgumentError(absl::StrCat("GrpoPolicyLoss: policy_mask must have logp's shape [",
+                                                   logp.size(0), ", ", logp.size(1), "]"));
+  }
   const torch::Tensor m = mask.to(logp.dtype());
-  const TokenTerms t = PerToken(logp, old_logp, ref_logp, m, advantages, o);
+  const TokenTerms t = PerToken(logp, old_logp, ref_logp, m, advantages, o, policy_mask);
   GrpoLoss out;
   out.tokens = m.sum().detach();
   out.kl_sum = t.kl.sum();

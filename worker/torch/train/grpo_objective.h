@@ -81,10 +81,13 @@ struct GrpoLoss {
 };
 
 // `old_logp`: the log-probs the rollout was sampled with (several optimisation steps per rollout batch keep
-// them); `ref_logp`: the frozen reference's (needed when beta > 0). Shapes and the mask are checked; the
-// error names the argument.
+// them); `ref_logp`: the frozen reference's (needed when beta > 0). `policy_mask` (top_entropy_quantile,
+// entropy_quantile.h), when defined, is a 0/1 tensor of logp's shape that multiplies the clipped
+// policy-gradient term alone: the KL term, the normalisation and the metrics count every token of `mask`.
+// Shapes and the masks are checked; the error names the argument.
 absl::StatusOr<GrpoLoss> GrpoPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                                         const torch::Tensor& ref_logp, const torch::Tensor& mask,
-                                        const torch::Tensor& advantages, const GrpoOptions& options);
+                                        const torch::Tensor& advantages, const GrpoOptions& options,
+                                        const torch::Tensor& policy_mask = torch::Tensor());
 
 }  // namespace zerofit::worker

@@ -22,6 +22,7 @@
 #include "worker/torch/model/generation.h"
 #include "worker/torch/model/kv_cache.h"
 #include "worker/torch/train/cuda_allocations.h"
+#include "worker/torch/train/entropy_quantile.h"
 #include "worker/torch/train/grpo_rows.h"
 #include "worker/torch/train/host_to_device.h"
 #include "worker/torch/train/named_step_metrics.h"
@@ -83,6 +84,8 @@ absl::Status ValidateGrpoOptions(const PreferenceTrainOptions& o) {
   if (!(g.rollout.min_p >= 0 && g.rollout.min_p <= 1)) return bad("rollout.min_p", "must be in [0, 1]");
   if (g.rollout.rollout_batch < 0) return bad("rollout.batch", "must be >= 0 (0: one pass)");
   if (g.iterations < 1) return bad("grpo.iterations", "must be >= 1");
+  if (!(g.top_entropy_quantile > 0 && g.top_entropy_quantile <= 1))
+    return bad("grpo.top_entropy_quantile", "must be in (0, 1] (1: every token)");
   if (g.rewards.empty()) return bad("rewards", "at least one reward source is needed");
   if (g.objective.beta > 0 && o.reference != ReferenceStrategy::kResident &&
       o.reference != ReferenceStrategy::kLoraBase) {
@@ -350,8 +353,17 @@ absl::Status GrpoSession::SetAdvantages(Rollout& ro) {
   return absl::OkStatus();
 }
 
-std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t gradient_accumulation) {
+absl::StatusOr<std::vector<GrpoRows>> GrpoSession::TrainingRows(const Rollout& ro,
+                                                                size_t gradient_accumulation) {
   State& st = *state_;
+  GrpoRowFormat format;
+  format.pad = st.pad;
+  format.mask_truncated = options_.grpo.mask_truncated_completions;
+  if (options_.grpo.top_entropy_quantile < 1.0) {
+    ZF_ASSIGN_OR_RETURN(format.entropy_threshold,
+                        StepEntropyThreshold(ScoredEntropies(ro.completions, format.mask_truncated),
+                                             options_.grpo.top_entropy_quantile, st.comm));
+  }
   // The rank's sequences in contiguous slices: the plan's micro-batches count sequences, so a micro-batch may
   // hold part of a group (the advantages are already computed).
   const size_t n = ro.completions.size();
@@ -361,8 +373,7 @@ std::vector<GrpoRows> GrpoSession::TrainingRows(const Rollout& ro, size_t gradie
   for (size_t k = 0; k < gradient_accumulation; ++k) {
     const size_t b = n * k / gradient_accumulation, e = n * (k + 1) / gradient_accumulation;
     if (b == e) continue;
-    rows[k] = MakeGrpoRows(ro.prompts, ro.completions, ro.advantages, b, e, st.pad,
-                           options_.grpo.mask_truncated_completions, st.backend.torch_device);
+    rows[k] = MakeGrpoRows(ro.prompts, ro.completions, ro.advantages, b, e, format, st.backend.torch_device);
     torch::NoGradGuard no_grad;
     if (options_.grpo.iterations > 1)
       rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from, nullptr, temperature);
@@ -391,8 +402,8 @@ absl::Status GrpoSession::MicroStep(const GrpoRows& rows, bool last, torch::Tens
     logp = st.policy->TokenLogProbs(rows.tokens, rows.from, nullptr, options_.grpo.rollout.temperature);
   }
   const torch::Tensor old = rows.old_logp.defined() ? rows.old_logp : logp.detach();
-  ZF_ASSIGN_OR_RETURN(const GrpoLoss loss,
-                      GrpoPolicyLoss(logp, old, rows.ref_logp, rows.mask, rows.advantages, objective));
+  ZF_ASSIGN_OR_RETURN(const GrpoLoss loss, GrpoPolicyLoss(logp, old, rows.ref_logp, rows.mask,
+                                                          rows.advantages, objective, rows.policy_mask));
   // The forward's saved tensors are all live here: the training pass's activations, by site.
   if (report_step >= 0)
     ZF_RETURN_IF_ERROR(
@@ -407,7 +418,7 @@ absl::Status GrpoSession::MicroStep(const GrpoRows& rows, bool last, torch::Tens
 
 absl::Status GrpoSession::Optimize(int64_t step, const MicroBatches& micro, Rollout& ro) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<GrpoRows> rows = TrainingRows(ro, micro.size());
+  ZF_ASSIGN_OR_RETURN(const std::vector<GrpoRows> rows, TrainingRows(ro, micro.size()));
   const core::LrScheduleOptions schedule = EffectiveSchedule(options_);
   const int iterations = options_.grpo.iterations;
   for (int it = 0; it < iterations; ++it) {

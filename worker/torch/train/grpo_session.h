@@ -80,7 +80,8 @@ class GrpoSession final : public TrainingSession {
   // rank's rewards of the step: collective, so every rank calls it, one without prompts too.
   absl::Status SetAdvantages(Rollout& rollout);
   absl::Status Optimize(int64_t step, const MicroBatches& micro, Rollout& rollout);
-  std::vector<GrpoRows> TrainingRows(const Rollout& rollout, size_t gradient_accumulation);
+  // Collective with top_entropy_quantile below 1 (the step's entropy threshold over every rank).
+  absl::StatusOr<std::vector<GrpoRows>> TrainingRows(const Rollout& rollout, size_t gradient_accumulation);
   // The data report's reference line: none, lora-base, or a resident copy with its bytes.
   std::string ReferenceText() const;
   // report_step >= 0: the allocation report's point before this micro-batch's backward (its first).

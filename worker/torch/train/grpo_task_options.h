@@ -44,6 +44,9 @@ struct GrpoTaskOptions {
   // TRL's mask_truncated_completions (DAPO's overlong filtering): a completion that reached max_new_tokens
   // without an EOS keeps its reward in its group's advantages but has no tokens in the loss.
   bool mask_truncated_completions = false;
+  // TRL's top_entropy_quantile, in (0, 1]: the policy-gradient term keeps the tokens whose sampling entropy
+  // is in the step's top share (entropy_quantile.h); 1: every token.
+  double top_entropy_quantile = 1.0;
   std::vector<RewardSourceOptions> rewards;  // at least one
 };
 

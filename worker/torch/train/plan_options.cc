@@ -26,6 +26,7 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   o.objective.sequence_ratio = g.grpo.importance_sampling_level == "sequence";
   o.objective.delta = g.grpo.delta;
   o.mask_truncated_completions = g.grpo.mask_truncated_completions;
+  o.top_entropy_quantile = g.grpo.top_entropy_quantile;
   o.objective.max_new_tokens = g.rollout.max_new_tokens;
   for (size_t i = 0; i < g.rewards.size(); ++i) {
     const jobspec::RewardSpec& r = g.rewards[i];

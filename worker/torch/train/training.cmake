@@ -1,6 +1,7 @@
 # Preference training: objectives, reference models, trainers (issue 4); GRPO (issue 32).
 target_sources(zerofit_worker_torch PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/train/cuda_allocations.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/train/entropy_quantile.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_objective.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_rows.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/train/grpo_session.cc
