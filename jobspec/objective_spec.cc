@@ -13,12 +13,12 @@ absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad) {
   if (!std::isfinite(dpo.beta) || !(dpo.beta > 0))
     return bad("dpo.beta", absl::StrCat("must be a positive finite number, got ", dpo.beta));
   const std::string& t = dpo.loss_type;
-  const char* const kLosses[] = {"sigmoid",   "ipo",      "hinge",    "robust", "exo_pair", "nca_pair",
-                                 "sppo_hard", "apo_zero", "apo_down", "simpo",  "orpo"};
+  const char* const kLosses[] = {"sigmoid",   "ipo",      "hinge",    "robust",   "exo_pair", "nca_pair",
+                                 "sppo_hard", "apo_zero", "apo_down", "discopop", "simpo",    "orpo"};
   if (std::find(std::begin(kLosses), std::end(kLosses), t) == std::end(kLosses)) {
     return bad("dpo.loss_type",
                absl::StrCat("expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, sppo_hard, "
-                            "apo_zero, apo_down, simpo or orpo, got ",
+                            "apo_zero, apo_down, discopop, simpo or orpo, got ",
                             core::QuotedExcerpt(t)));
   }
   if (!(dpo.label_smoothing >= 0 && dpo.label_smoothing < 0.5)) {
@@ -32,6 +32,10 @@ absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad) {
     return bad("dpo.simpo_gamma", absl::StrCat("must be a finite number >= 0, got ", dpo.simpo_gamma));
   if (dpo.simpo_gamma != DpoSpec{}.simpo_gamma && t != "simpo")
     return bad("dpo.simpo_gamma", absl::StrCat("applies to loss_type simpo only, not ", t));
+  if (!std::isfinite(dpo.discopop_tau) || !(dpo.discopop_tau > 0))
+    return bad("dpo.discopop_tau", absl::StrCat("must be a positive finite number, got ", dpo.discopop_tau));
+  if (dpo.discopop_tau != DpoSpec{}.discopop_tau && t != "discopop")
+    return bad("dpo.discopop_tau", absl::StrCat("applies to loss_type discopop only, not ", t));
   if (!std::isfinite(dpo.rpo_alpha) || dpo.rpo_alpha < 0)
     return bad("dpo.rpo_alpha", absl::StrCat("must be a finite number >= 0, got ", dpo.rpo_alpha));
   if (dpo.rpo_alpha > 0 && t == "orpo") {

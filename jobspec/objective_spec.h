@@ -17,12 +17,13 @@ namespace zerofit::jobspec {
 
 struct DpoSpec {
   double beta = 0.1;  // > 0: how far the policy may move from the reference
-  // sigmoid | ipo | hinge | robust | exo_pair | nca_pair | sppo_hard | apo_zero | apo_down | simpo (TRL's
-  // CPOTrainer's) | orpo (TRL's ORPOTrainer's, with its NLL term of weight 1); simpo and orpo are
-  // reference-free: the job keeps no reference model
+  // sigmoid | ipo | hinge | robust | exo_pair | nca_pair | sppo_hard | apo_zero | apo_down | discopop |
+  // simpo (TRL's CPOTrainer's) | orpo (TRL's ORPOTrainer's, with its NLL term of weight 1); simpo and orpo
+  // are reference-free: the job keeps no reference model
   std::string loss_type = "sigmoid";
   double label_smoothing = 0.0;  // sigmoid, robust, exo_pair and simpo, [0, 0.5): the share of flipped labels
   double simpo_gamma = 0.5;      // simpo only: the target reward margin (TRL's CPOConfig default)
+  double discopop_tau = 0.05;    // discopop only, > 0: the temperature of its blend (TRL's DPOConfig default)
   // >= 0: the weight of the chosen responses' negative log-likelihood per token added to the loss (TRL's
   // DPOConfig.rpo_alpha, RPO; with simpo CPOConfig.cpo_alpha); 0: none. Not with orpo, whose weight is 1.
   double rpo_alpha = 0.0;

@@ -80,6 +80,13 @@ TEST(TrainerFieldsTest, TheDpoSectionReachesThePlanAndItsJson) {
   ASSERT_TRUE(rpo.ok()) << rpo.status();
   EXPECT_EQ(rpo->reference, "resident") << "RPO keeps DPO's reference";
   EXPECT_EQ(rpo->dpo.rpo_alpha, 0.5);
+  absl::StatusOr<JobPlan> discopop =
+      PlanOf(Yaml("dpo", "", "dpo: {loss_type: discopop, discopop_tau: 0.1}\n"));
+  ASSERT_TRUE(discopop.ok()) << discopop.status();
+  EXPECT_EQ(discopop->reference, "resident");
+  absl::StatusOr<JobPlan> discopop_back = JobPlanFromJson(JobPlanToJson(*discopop), "plan");
+  ASSERT_TRUE(discopop_back.ok()) << discopop_back.status();
+  EXPECT_EQ(discopop_back->dpo.discopop_tau, 0.1);
 
   // Without the section: TRL's defaults. Other tasks' plans have no "dpo" key at all.
   absl::StatusOr<JobPlan> plain = PlanOf(Yaml("dpo", "", ""));
@@ -169,7 +176,11 @@ TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
       {"dpo", "dpo:\n  beta: .nan\n", "job.yaml:10: field 'dpo.beta': must be a positive finite number"},
       {"dpo", "dpo:\n  loss_type: bco_pair\n",
        "job.yaml:10: field 'dpo.loss_type': expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, "
-       "sppo_hard, apo_zero, apo_down, simpo or orpo, got 'bco_pair'"},
+       "sppo_hard, apo_zero, apo_down, discopop, simpo or orpo, got 'bco_pair'"},
+      {"dpo", "dpo:\n  loss_type: sigmoid\n  discopop_tau: 0.1\n",
+       "job.yaml:11: field 'dpo.discopop_tau': applies to loss_type discopop only, not sigmoid"},
+      {"dpo", "dpo:\n  loss_type: discopop\n  discopop_tau: 0\n",
+       "job.yaml:11: field 'dpo.discopop_tau': must be a positive finite number, got 0"},
       {"dpo", "dpo:\n  label_smoothing: 0.5\n",
        "job.yaml:10: field 'dpo.label_smoothing': must be in [0, 0.5), got 0.5"},
       {"dpo", "dpo:\n  loss_type: ipo\n  label_smoothing: 0.1\n",

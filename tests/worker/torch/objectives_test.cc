@@ -202,6 +202,29 @@ TEST(ObjectivesTest, DpoPairLossesOfTrl) {
   EXPECT_FALSE(ParseDpoLoss("bco_pair").ok());
 }
 
+// DiscoPOP (TRL's loss_type discopop): with z = beta h, -log s(z) (1 - s(z / tau)) + e^-z s(z / tau), as
+// TRL's transcription in float64; far below 0 (h = -1000) TRL's e^-z overflows float32 and meets s(z / tau)
+// = 0 (a NaN) where zerofit's form gives the logistic term's 500 and a finite gradient.
+TEST(ObjectivesTest, DiscopopBlendsTheLogisticAndExponentialLosses) {
+  const DpoInputs in;
+  DpoOptions o;
+  o.loss = *ParseDpoLoss("discopop");
+  o.beta = 0.5;
+  o.discopop_tau = 0.05;
+  const LossOutput out = DpoLoss(in.pc, in.pr, in.rc, in.rr, o);
+  auto trl = [&](double h) {
+    const double z = o.beta * h, m = 1 / (1 + std::exp(-z / o.discopop_tau));
+    return -LogSigmoid(z) * (1 - m) + std::exp(-z) * m;
+  };
+  const double want = trl(1.0) + trl(-0.5);  // h = (pc - rc) - (pr - rr) = {1, -0.5}
+  EXPECT_NEAR(out.loss_sum.item<double>(), want, Float32Bound({trl(1.0), trl(-0.5), 10, 5}));
+  torch::Tensor far = torch::tensor({-1000.0f}, torch::requires_grad());
+  const LossOutput edge = DpoLoss(far, torch::zeros({1}), torch::zeros({1}), torch::zeros({1}), o);
+  EXPECT_NEAR(edge.loss_sum.item<double>(), 500.0, Float32Bound({500}));
+  edge.loss_sum.backward();
+  EXPECT_NEAR(far.grad()[0].item<double>(), -0.5, Float32Bound({1})) << "beta x d(-log s(z))/dz at z -500";
+}
+
 // SimPO (TRL's CPOTrainer loss_type simpo): reference-free, -(1 - ls) log s(beta h - gamma) - ls log
 // s(-(beta h - gamma)) with h = pc - pr, the reference tensors undefined (MicroBatchLoss passes none).
 TEST(ObjectivesTest, SimpoIsReferenceFree) {

@@ -82,6 +82,11 @@ TEST(PlanOptionsTest, EverySpecFieldThatTrainsReachesTheTrainer) {
   EXPECT_TRUE(cpo->dpo.reference_free);
   EXPECT_EQ(cpo->dpo.rpo_alpha, 1.0);
   EXPECT_EQ(ipo->dpo.rpo_alpha, 0.0) << "no NLL term unless the spec asks";
+  absl::StatusOr<PreferenceTrainOptions> discopop =
+      OptionsOfYaml(Yaml("dpo", "", "dpo: {loss_type: discopop, discopop_tau: 0.1}\n"));
+  ASSERT_TRUE(discopop.ok()) << discopop.status();
+  EXPECT_EQ(discopop->dpo.loss, DpoOptions::Loss::kDiscopop);
+  EXPECT_EQ(discopop->dpo.discopop_tau, 0.1);
   EXPECT_FALSE(ipo->offload);
   EXPECT_EQ(ipo->seed, 1234u);
 }

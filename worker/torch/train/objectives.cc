@@ -88,6 +88,7 @@ absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name) {
                                 {"sppo_hard", Loss::kSppoHard},
                                 {"apo_zero", Loss::kApoZero},
                                 {"apo_down", Loss::kApoDown},
+                                {"discopop", Loss::kDiscopop},
                                 {"simpo", Loss::kSimpo},
                                 {"orpo", Loss::kOrpo}}) {
     if (name == n) return loss;
@@ -95,7 +96,7 @@ absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name) {
   return absl::InvalidArgumentError(
       absl::StrCat("unknown DPO loss '", name,
                    "'; expected sigmoid, ipo, hinge, robust, exo_pair, nca_pair, "
-                   "sppo_hard, apo_zero, apo_down, simpo or orpo"));
+                   "sppo_hard, apo_zero, apo_down, discopop, simpo or orpo"));
 }
 
 bool DpoLossIsPerToken(DpoOptions::Loss loss) {
@@ -141,6 +142,12 @@ LossOutput DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& poli
     case DpoOptions::Loss::kApoDown:
       per_pair = torch::sigmoid(o.beta * c) + 1.0 - torch::sigmoid(o.beta * h);
       break;
+    case DpoOptions::Loss::kDiscopop: {
+      const torch::Tensor z = o.beta * h;
+      per_pair = -torch::log_sigmoid(z) * torch::sigmoid(-z / o.discopop_tau) +
+                 torch::exp(-z + torch::log_sigmoid(z / o.discopop_tau));
+      break;
+    }
     case DpoOptions::Loss::kSimpo: {
       const torch::Tensor z = o.beta * h - o.simpo_gamma;
       per_pair = -(1.0 - ls) * torch::log_sigmoid(z) - ls * torch::log_sigmoid(-z);

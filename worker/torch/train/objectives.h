@@ -114,6 +114,7 @@ struct DpoOptions {
     kSppoHard,
     kApoZero,
     kApoDown,
+    kDiscopop,
     kSimpo,
     kOrpo
   };
@@ -121,14 +122,15 @@ struct DpoOptions {
   double beta = 0.1;
   double label_smoothing = 0.0;  // sigmoid (conservative DPO, cDPO), robust, exo_pair and simpo, in [0, 0.5)
   double simpo_gamma = 0.5;      // simpo: the target reward margin (TRL's CPOConfig.simpo_gamma)
+  double discopop_tau = 0.05;    // discopop: its blend's temperature (TRL's DPOConfig.discopop_tau)
   // The weight of the chosen responses' negative log-likelihood per token in the loss (TRL's
   // DPOConfig.rpo_alpha, CPOConfig.cpo_alpha); 0: none. orpo's is 1 whatever this says (DpoNllWeight).
   double rpo_alpha = 0.0;
   bool reference_free = false;  // TRL's DPOConfig.reference_free: the reference log-probs are 0
 };
 // "sigmoid" | "ipo" | "hinge" | "robust" | "exo_pair" | "nca_pair" | "sppo_hard" | "apo_zero" | "apo_down"
-// (TRL's DPOConfig.loss_type names) | "simpo" (TRL's CPOConfig.loss_type, with cpo_alpha 0: SimPO as its
-// paper defines it) | "orpo" (TRL's ORPOTrainer).
+// | "discopop" (TRL's DPOConfig.loss_type names) | "simpo" (TRL's CPOConfig.loss_type, with cpo_alpha 0:
+// SimPO as its paper defines it) | "orpo" (TRL's ORPOTrainer).
 absl::StatusOr<DpoOptions::Loss> ParseDpoLoss(const std::string& name);
 
 // Whether `loss` compares each response's mean log-probability per token rather than its sum: TRL's IPO
@@ -157,6 +159,9 @@ double DpoNllWeight(const DpoOptions& options);
 //   sppo_hard: (c - 1 / (2 beta))^2 + (r + 1 / (2 beta))^2                 (SPPO, hard labels; Wu et al.)
 //   apo_zero:  1 - s(beta c) + s(beta r)                                    (APO-zero, D'Oosterlinck et al.)
 //   apo_down:  s(beta c) + 1 - s(beta h)                                    (APO-down)
+//   discopop:  -log s(z) (1 - s(z / tau)) + e^-z s(z / tau), z = beta h    (DiscoPOP, Chris Lu et al.; the
+//              second term computed as e^(-z + log s(z / tau)), which stays finite where e^-z alone
+//              overflows)
 //   simpo:     -(1 - ls) log s(beta h - gamma) - ls log s(-(beta h - gamma)), the reference terms 0 (they
 //              may be undefined tensors)                                    (SimPO, Meng et al.)
 //   orpo:      -beta log s(h - log(1 - e^c) + log(1 - e^r)), the reference terms 0: beta times the log odds
