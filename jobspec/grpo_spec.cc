@@ -40,9 +40,29 @@ absl::Status ValidateObjective(const GrpoObjectiveSpec& g, const FieldError& bad
   if (!(g.beta >= 0) || !std::isfinite(g.beta)) return bad("grpo.beta", "must be >= 0");
   if (!(g.epsilon > 0 && g.epsilon < 1)) return bad("grpo.epsilon", "must be in (0, 1)");
   if (g.epsilon_high && !(*g.epsilon_high > 0)) return bad("grpo.epsilon_high", "must be > 0");
-  if (g.loss_type != "grpo" && g.loss_type != "dapo" && g.loss_type != "dr_grpo") {
-    return bad("grpo.loss_type",
-               absl::StrCat("expected grpo, dapo or dr_grpo, got ", core::QuotedExcerpt(g.loss_type)));
+  const bool cispo = g.loss_type == "cispo", sapo = g.loss_type == "sapo";
+  if (g.loss_type != "grpo" && g.loss_type != "dapo" && g.loss_type != "dr_grpo" && !cispo && !sapo) {
+    return bad("grpo.loss_type", absl::StrCat("expected grpo, dapo, dr_grpo, cispo or sapo, got ",
+                                              core::QuotedExcerpt(g.loss_type)));
+  }
+  if (cispo && !g.epsilon_high) {
+    return bad("grpo.epsilon_high",
+               "loss_type cispo caps the importance weight at epsilon_high: give it (TRL recommends 5.0)");
+  }
+  if (g.delta && (cispo || sapo)) {
+    return bad("grpo.delta",
+               absl::StrCat("caps the clipped term's ratio; loss_type ", g.loss_type, " has none"));
+  }
+  for (const auto& [name, tau] : {std::pair{"grpo.sapo_temperature_pos", g.sapo_temperature_pos},
+                                  std::pair{"grpo.sapo_temperature_neg", g.sapo_temperature_neg}}) {
+    if (!(tau > 0) || !std::isfinite(tau)) return bad(name, absl::StrCat("must be > 0, got ", tau));
+  }
+  if (!sapo && (g.sapo_temperature_pos != GrpoObjectiveSpec{}.sapo_temperature_pos ||
+                g.sapo_temperature_neg != GrpoObjectiveSpec{}.sapo_temperature_neg)) {
+    return bad(g.sapo_temperature_pos != GrpoObjectiveSpec{}.sapo_temperature_pos
+                   ? "grpo.sapo_temperature_pos"
+                   : "grpo.sapo_temperature_neg",
+               absl::StrCat("applies to loss_type sapo only, not ", g.loss_type));
   }
   if (g.scale_rewards != "group" && g.scale_rewards != "batch" && g.scale_rewards != "none") {
     return bad("grpo.scale_rewards", absl::StrCat("expected group, batch or none (true, false), got ",

@@ -2,14 +2,16 @@
 // workers unchanged:
 //   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, top_k, min_p, batch, decode}
 //   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards, importance_sampling_level,
-//             delta, mask_truncated_completions, top_entropy_quantile}
+//             delta, mask_truncated_completions, top_entropy_quantile, sapo_temperature_pos,
+//             sapo_temperature_neg}
 //   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
 //   name},
 //             {type: format, pattern, weight, correct, wrong, name},
 //             {type: model, path: DIR, weight, name}]
 // TRL's GRPOConfig names where they exist (num_generations = samples_per_prompt, max_completion_length =
 // max_new_tokens, num_iterations = iterations, loss_type, scale_rewards, epsilon, epsilon_high, beta,
-// importance_sampling_level, delta, mask_truncated_completions, top_entropy_quantile).
+// importance_sampling_level, delta, mask_truncated_completions, top_entropy_quantile, sapo_temperature_pos,
+// sapo_temperature_neg).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +42,12 @@ struct GrpoObjectiveSpec {
   int iterations = 1;  // optimizer steps per rollout batch
   double beta = 0.0;   // KL coefficient (0: no reference model is kept)
   double epsilon = 0.2;
-  std::optional<double> epsilon_high;  // unset: epsilon
-  std::string loss_type = "grpo";      // grpo | dapo | dr_grpo
+  std::optional<double> epsilon_high;  // unset: epsilon; cispo: the importance weight's cap, required
+  // grpo | dapo | dr_grpo (the clipped term, three normalisations) | cispo (CISPO's capped weight, as
+  // dapo) | sapo (SAPO's soft gate, as grpo): worker/torch/train/grpo_objective.h
+  std::string loss_type = "grpo";
+  double sapo_temperature_pos = 1.0;   // sapo only, > 0: the gate's temperature where the advantage is > 0
+  double sapo_temperature_neg = 1.05;  // sapo only, > 0: and where it is <= 0 (TRL's defaults)
   // TRL's scale_rewards: group (true) divides advantages by the group's standard deviation, batch by the
   // whole step's, none (false) not at all; normalised to group, batch or none by validation.
   std::string scale_rewards = "group";

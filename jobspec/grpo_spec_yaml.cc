@@ -23,15 +23,20 @@ absl::Status ParseRollout(const YamlReader& r, const YAML::Node& n, RolloutSpec*
 
 absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObjectiveSpec* x) {
   if (!n.IsMap()) return r.Error(n, "grpo", "expected a mapping");
-  ZF_RETURN_IF_ERROR(r.OnlyKeys(
-      n, "grpo.",
-      {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
-       "importance_sampling_level", "delta", "mask_truncated_completions", "top_entropy_quantile"}));
+  ZF_RETURN_IF_ERROR(
+      r.OnlyKeys(n, "grpo.",
+                 {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
+                  "importance_sampling_level", "delta", "mask_truncated_completions", "top_entropy_quantile",
+                  "sapo_temperature_pos", "sapo_temperature_neg"}));
   ZF_RETURN_IF_ERROR(r.Get(n, "iterations", "grpo.iterations", &x->iterations, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "beta", "grpo.beta", &x->beta, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "epsilon", "grpo.epsilon", &x->epsilon, "a number"));
   ZF_RETURN_IF_ERROR(r.GetOptional(n, "epsilon_high", "grpo.epsilon_high", &x->epsilon_high, "a number"));
-  ZF_RETURN_IF_ERROR(r.Get(n, "loss_type", "grpo.loss_type", &x->loss_type, "grpo, dapo or dr_grpo"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "loss_type", "grpo.loss_type", &x->loss_type, "a GRPO loss type"));
+  ZF_RETURN_IF_ERROR(
+      r.Get(n, "sapo_temperature_pos", "grpo.sapo_temperature_pos", &x->sapo_temperature_pos, "a number"));
+  ZF_RETURN_IF_ERROR(
+      r.Get(n, "sapo_temperature_neg", "grpo.sapo_temperature_neg", &x->sapo_temperature_neg, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "scale_rewards", "grpo.scale_rewards", &x->scale_rewards,
                            "group, batch or none (true, false)"));
   ZF_RETURN_IF_ERROR(r.Get(n, "importance_sampling_level", "grpo.importance_sampling_level",

@@ -112,7 +112,9 @@ Json GrpoJson(const GrpoJobSpec& g) {
             {"importance_sampling_level", o.importance_sampling_level},
             {"delta", o.delta.value_or(0.0)},  // 0: none (a delta is > 1)
             {"mask_truncated_completions", o.mask_truncated_completions},
-            {"top_entropy_quantile", o.top_entropy_quantile}}},
+            {"top_entropy_quantile", o.top_entropy_quantile},
+            {"sapo_temperature_pos", o.sapo_temperature_pos},
+            {"sapo_temperature_neg", o.sapo_temperature_neg}}},
           {"rewards", rewards}};
 }
 
@@ -162,6 +164,8 @@ absl::Status ReadGrpo(ObjectReader r, const std::string& source, GrpoJobSpec* g)
   get(*ob, "delta", &delta);
   get(*ob, "mask_truncated_completions", &g->grpo.mask_truncated_completions);
   get(*ob, "top_entropy_quantile", &g->grpo.top_entropy_quantile);
+  get(*ob, "sapo_temperature_pos", &g->grpo.sapo_temperature_pos);
+  get(*ob, "sapo_temperature_neg", &g->grpo.sapo_temperature_neg);
   if (s.ok()) s = ob->NoOthers();
   g->grpo.epsilon_high = epsilon_high;
   if (delta > 0) g->grpo.delta = delta;

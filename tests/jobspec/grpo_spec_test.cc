@@ -92,7 +92,17 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
       {"rollout: {decode: graphs}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'rollout.decode': must be auto, eager, static or cuda_graph"},
       {"grpo: {loss_type: bnpo}\nrewards: [{type: answer}]\n",
-       "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo or dr_grpo, got 'bnpo'"},
+       "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo, dr_grpo, cispo or sapo, got 'bnpo'"},
+      {"grpo: {loss_type: cispo}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.epsilon_high': loss_type cispo caps the importance weight at epsilon_high: "
+       "give "
+       "it (TRL recommends 5.0)"},
+      {"grpo: {loss_type: sapo, delta: 2.0}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.delta': caps the clipped term's ratio; loss_type sapo has none"},
+      {"grpo: {loss_type: dapo, sapo_temperature_neg: 2.0}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.sapo_temperature_neg': applies to loss_type sapo only, not dapo"},
+      {"grpo: {loss_type: sapo, sapo_temperature_pos: 0}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.sapo_temperature_pos': must be > 0, got 0"},
       {"grpo: {scale_rewards: global}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.scale_rewards': expected group, batch or none (true, false), got 'global'"},
       {"grpo: {importance_sampling_level: sentence}\nrewards: [{type: answer}]\n",
@@ -168,6 +178,16 @@ TEST(GrpoSpecTest, ThePlanCarriesTheSectionsThroughJson) {
   absl::StatusOr<JobPlan> plain_back = JobPlanFromJson(JobPlanToJson(plain), "plan");
   ASSERT_TRUE(plain_back.ok()) << plain_back.status();
   EXPECT_FALSE(plain_back->grpo.grpo.delta.has_value());
+  // SAPO's temperatures travel too.
+  JobPlan sapo = plain;
+  sapo.grpo.grpo.loss_type = "sapo";
+  sapo.grpo.grpo.sapo_temperature_pos = 0.5;
+  sapo.grpo.grpo.sapo_temperature_neg = 2.0;
+  absl::StatusOr<JobPlan> sapo_back = JobPlanFromJson(JobPlanToJson(sapo), "plan");
+  ASSERT_TRUE(sapo_back.ok()) << sapo_back.status();
+  EXPECT_EQ(sapo_back->grpo.grpo.loss_type, "sapo");
+  EXPECT_EQ(sapo_back->grpo.grpo.sapo_temperature_pos, 0.5);
+  EXPECT_EQ(sapo_back->grpo.grpo.sapo_temperature_neg, 2.0);
   // The schedule counts optimizer updates: iterations per step.
   EXPECT_EQ(back->schedule.total_steps, 10 * 2);
   // A plan of another task has no grpo section, and a grpo plan without one is refused by name.

@@ -76,6 +76,19 @@ Oracle Reference(const Case& c, const GrpoOptions& o, const torch::Tensor& polic
       const double keep = policy_mask.defined() ? At(policy_mask, i, j) : 1.0;
       double loss = -std::min(capped * a, clamped * a) * keep;
       g[j] = clipped ? 0.0 : -ratio * a * keep;
+      if (o.term == GrpoPolicyTerm::kCispo) {  // -sg(min(r, eps_high)) A logp
+        const double w = std::min(ratio, o.epsilon_high);
+        loss = -w * a * lp * keep;
+        g[j] = -w * a * keep;
+      } else if (o.term == GrpoPolicyTerm::kSapo) {  // -(4 / tau) s(tau (r - 1)) A
+        const double tau = a > 0 ? o.sapo_temperature_pos : o.sapo_temperature_neg;
+        const double s = 1 / (1 + std::exp(-tau * (ratio - 1)));
+        loss = -4 / tau * s * a * keep;
+        g[j] = -4 * s * (1 - s) * ratio * a * keep;
+      }
+      const bool flagged = o.term == GrpoPolicyTerm::kClipped ? clipped
+                           : o.term == GrpoPolicyTerm::kCispo ? ratio > o.epsilon_high
+                                                              : false;
       if (o.beta > 0) {
         const double d = At(c.ref_logp, i, j) - lp;
         const double k3 = std::exp(d) - d - 1;
@@ -83,7 +96,7 @@ Oracle Reference(const Case& c, const GrpoOptions& o, const torch::Tensor& polic
         g[j] += o.beta * (1 - std::exp(d));
         r.kl_sum += k3;
       }
-      r.clipped += clipped;
+      r.clipped += flagged;
       seq += loss;
       n += 1;
     }
@@ -129,6 +142,46 @@ TEST(GrpoObjectiveTest, LossUnitsAndGradientEqualTheFloat64TranscriptionForEvery
       }
     }
   }
+}
+
+// TRL's loss_type cispo (the importance weight capped at epsilon_high and held constant, times the log-prob;
+// dapo's token mean) and sapo (the soft gate with its two temperatures; grpo's sequence mean), with and
+// without the KL term, against the transcription; cispo counts the tokens whose weight was capped.
+TEST(GrpoObjectiveTest, CispoAndSapoEqualTheFloat64Transcription) {
+  for (const char* type : {"cispo", "sapo"}) {
+    for (double beta : {0.0, 0.04}) {
+      SCOPED_TRACE(std::string(type) + " beta " + std::to_string(beta));
+      const Case c = MakeCase(13);
+      GrpoOptions o;
+      o.norm = *ParseGrpoLossNorm(type);
+      o.term = *ParseGrpoPolicyTerm(type);
+      o.beta = beta;
+      o.epsilon_high = 1.2;  // CISPO's cap: below the case's largest ratios
+      auto loss = GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, o);
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      const Oracle want = Reference(c, o);
+      EXPECT_NEAR(loss->loss_sum.item<double>(), want.loss_sum, kTol);
+      EXPECT_EQ(loss->units, want.units);
+      EXPECT_EQ(loss->clipped_tokens.item<double>(), want.clipped);
+      if (o.term == GrpoPolicyTerm::kCispo) {
+        EXPECT_EQ(o.norm, GrpoLossNorm::kTokenMean);
+        EXPECT_GT(want.clipped, 0) << "the case must cap some weights";
+      } else {
+        EXPECT_EQ(o.norm, GrpoLossNorm::kSequenceMean);
+      }
+      const torch::Tensor grad = torch::autograd::grad({loss->loss_sum}, {c.logp})[0];
+      for (int64_t i = 0; i < 4; ++i) {
+        for (int64_t j = 0; j < 6; ++j) EXPECT_NEAR(At(grad, i, j), want.grad[i][j], kTol) << i << "," << j;
+      }
+    }
+  }
+  EXPECT_EQ(*ParseGrpoPolicyTerm("dapo"), GrpoPolicyTerm::kClipped);
+  EXPECT_FALSE(ParseGrpoPolicyTerm("bnpo").ok());
+  GrpoOptions capped_sapo;
+  capped_sapo.term = GrpoPolicyTerm::kSapo;
+  capped_sapo.delta = 2.0;
+  const Case c = MakeCase(13);
+  EXPECT_FALSE(GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, capped_sapo).ok());
 }
 
 // top_entropy_quantile's policy mask drops the policy term of the tokens it leaves out and nothing else: the

@@ -292,6 +292,31 @@ TEST(GrpoSessionTest, TopEntropyQuantileTrainsOnTheHighEntropyTokens) {
   EXPECT_NE(forking.Get(names::kGradNorm), all.Get(names::kGradNorm));
 }
 
+// loss_type cispo: on the first step (one iteration: the ratio is 1, the capped weight 1 with epsilon_high
+// 5) CISPO's gradient -w A d logp is the clipped term's -r A d logp, under the same token mean as dapo: the
+// same gradient norm from the same rollout, though the loss values differ (-A logp against -A). sapo
+// trains from the same rollout with another gradient (its gate's slope at r = 1 is 1, its mean per
+// sequence).
+TEST(GrpoSessionTest, CispoStartsAsDapoAndSapoTrains) {
+  const auto [dapo, cispo] = FirstStepWithAndWithout("rm_cispo", [](PreferenceTrainOptions& o) {
+    o.grpo.objective.term = GrpoPolicyTerm::kCispo;
+    o.grpo.objective.epsilon_high = 5.0;
+  });
+  EXPECT_EQ(cispo.Get(names::kGrpoReward), dapo.Get(names::kGrpoReward)) << "the same rollout";
+  const double norm = dapo.Get(names::kGradNorm).value_or(0);
+  ASSERT_GT(norm, 0);
+  // float32 log-probs: the two losses' gradients are the same sums in the same order, up to rounding.
+  EXPECT_NEAR(cispo.Get(names::kGradNorm).value_or(-1), norm, 1e-5 * norm);
+  EXPECT_NE(cispo.Get(names::kLoss), dapo.Get(names::kLoss));
+  const auto [dapo_again, sapo] = FirstStepWithAndWithout("rm_sapo", [](PreferenceTrainOptions& o) {
+    o.grpo.objective.term = GrpoPolicyTerm::kSapo;
+    o.grpo.objective.norm = GrpoLossNorm::kSequenceMean;
+  });
+  EXPECT_EQ(sapo.Get(names::kGrpoReward), dapo_again.Get(names::kGrpoReward));
+  EXPECT_GT(sapo.Get(names::kGradNorm).value_or(0), 0);
+  EXPECT_NE(sapo.Get(names::kGradNorm), dapo_again.Get(names::kGradNorm));
+}
+
 // scale_rewards batch (TRL's): group-mean centring divided by the standard deviation of every rank's rewards
 // of the step. At step 0 (ratio 1, no clip, beta 0) the token-mean loss is -sum(n_i A_i) / tokens, linear in
 // the scale: the same rollout with scale none gives loss_none = loss_batch x (std + eps), the std

@@ -157,6 +157,23 @@ TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   EXPECT_EQ(gspo->grpo.objective.delta, std::optional<double>(2.0));
   EXPECT_TRUE(gspo->grpo.mask_truncated_completions);
   EXPECT_EQ(gspo->grpo.top_entropy_quantile, 0.2);
+  EXPECT_EQ(gspo->grpo.objective.term, GrpoPolicyTerm::kClipped);
+  absl::StatusOr<PreferenceTrainOptions> cispo =
+      OptionsOfYaml(Yaml("grpo", "",
+                         "rollout: {max_new_tokens: 8}\ngrpo: {loss_type: cispo, epsilon_high: 5.0}\n"
+                         "rewards: [{type: answer}]\n"));
+  ASSERT_TRUE(cispo.ok()) << cispo.status();
+  EXPECT_EQ(cispo->grpo.objective.term, GrpoPolicyTerm::kCispo);
+  EXPECT_EQ(cispo->grpo.objective.norm, GrpoLossNorm::kTokenMean);
+  EXPECT_EQ(cispo->grpo.objective.epsilon_high, 5.0);
+  absl::StatusOr<PreferenceTrainOptions> sapo =
+      OptionsOfYaml(Yaml("grpo", "",
+                         "rollout: {max_new_tokens: 8}\ngrpo: {loss_type: sapo, sapo_temperature_neg: 2.0}\n"
+                         "rewards: [{type: answer}]\n"));
+  ASSERT_TRUE(sapo.ok()) << sapo.status();
+  EXPECT_EQ(sapo->grpo.objective.term, GrpoPolicyTerm::kSapo);
+  EXPECT_EQ(sapo->grpo.objective.norm, GrpoLossNorm::kSequenceMean);
+  EXPECT_EQ(sapo->grpo.objective.sapo_temperature_neg, 2.0);
   EXPECT_EQ(gspo->grpo.objective.scale, RewardScale::kBatch);
   ASSERT_EQ(gspo->grpo.rewards.size(), 2u);
   const RewardSourceOptions& format = gspo->grpo.rewards[1];

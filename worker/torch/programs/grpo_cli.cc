@@ -109,6 +109,8 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
   ZF_RETURN_IF_ERROR(boolean("--mask-truncated-completions", &g->grpo.mask_truncated_completions));
   if (std::string v = take("--importance-sampling-level"); !v.empty()) g->grpo.importance_sampling_level = v;
   ZF_RETURN_IF_ERROR(number("--top-entropy-quantile", &g->grpo.top_entropy_quantile, 0));
+  ZF_RETURN_IF_ERROR(number("--sapo-temperature-pos", &g->grpo.sapo_temperature_pos, 0));
+  ZF_RETURN_IF_ERROR(number("--sapo-temperature-neg", &g->grpo.sapo_temperature_neg, 0));
   double delta = 0;
   ZF_RETURN_IF_ERROR(number("--delta", &delta, 0));
   if (delta > 0) g->grpo.delta = delta;

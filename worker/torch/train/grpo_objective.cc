@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 
 namespace zerofit::worker {
 namespace {
@@ -32,6 +34,12 @@ absl::Status CheckInputs(const torch::Tensor& logp, const torch::Tensor& old_log
     return absl::InvalidArgumentError("GrpoOptions: beta >= 0, epsilon_low in [0, 1), epsilon_high >= 0");
   }
   if (o.delta && !(*o.delta > 1)) return absl::InvalidArgumentError("GrpoOptions: delta must be > 1");
+  if (o.delta && o.term != GrpoPolicyTerm::kClipped) {
+    return absl::InvalidArgumentError("GrpoOptions: delta caps the clipped term's ratio (not cispo or sapo)");
+  }
+  if (!(o.sapo_temperature_pos > 0) || !(o.sapo_temperature_neg > 0)) {
+    return absl::InvalidArgumentError("GrpoOptions: the SAPO temperatures must be > 0");
+  }
   if (o.norm == GrpoLossNorm::kConstantLength && o.max_new_tokens < 1) {
     return absl::InvalidArgumentError("GrpoOptions: dr_grpo needs max_new_tokens >= 1");
   }
@@ -52,24 +60,51 @@ torch::Tensor Ratio(const torch::Tensor& logp, const torch::Tensor& old_logp, co
   return torch::exp((log_ratio * m).sum(1, /*keepdim=*/true) / tokens);
 }
 
-TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& ref_logp,
-                    const torch::Tensor& m, const torch::Tensor& advantages, const GrpoOptions& o,
-                    const torch::Tensor& policy_mask) {
-  const torch::Tensor a = advantages.to(logp.dtype()).unsqueeze(1);
-  const torch::Tensor ratio = Ratio(logp, old_logp, m, o);
-  const torch::Tensor capped = o.delta ? torch::clamp_max(ratio, *o.delta) : ratio;
-  const torch::Tensor unclipped = (capped * a).expand_as(logp);
-  const torch::Tensor clipped =
-      (torch::clamp(ratio, 1.0 - o.epsilon_low, 1.0 + o.epsilon_high) * a).expand_as(logp);
+// The per-token loss from its policy term [B, T] and clipped-token flags: the policy mask (top-entropy
+// tokens) on the policy term alone, plus beta k3, all masked to the completion tokens.
+TokenTerms Finish(torch::Tensor policy, const torch::Tensor& clipped, const torch::Tensor& logp,
+                  const torch::Tensor& ref_logp, const torch::Tensor& m, const GrpoOptions& o,
+                  const torch::Tensor& policy_mask) {
   TokenTerms t;
-  t.loss = -torch::min(unclipped, clipped);
-  if (policy_mask.defined()) t.loss = t.loss * policy_mask.to(logp.dtype());
+  t.loss = policy_mask.defined() ? policy * policy_mask.to(logp.dtype()) : std::move(policy);
   t.kl = torch::zeros_like(logp);
   if (o.beta > 0) {
     const torch::Tensor d = ref_logp - logp;
     t.kl = torch::exp(d) - d - 1.0;
     t.loss = t.loss + o.beta * t.kl;
   }
+  t.clipped = clipped.to(m.dtype()) * m;
+  t.loss = t.loss * m;
+  t.kl = t.kl.detach() * m;
+  return t;
+}
+
+// CISPO's and SAPO's policy terms (grpo_objective.h) and their clipped-token flags, [B, T].
+std::pair<torch::Tensor, torch::Tensor> SoftPolicyTerm(const torch::Tensor& logp, const torch::Tensor& ratio,
+                                                       const torch::Tensor& a, const GrpoOptions& o) {
+  if (o.term == GrpoPolicyTerm::kCispo) {
+    const torch::Tensor weight = torch::clamp_max(ratio, o.epsilon_high).detach();
+    return {-(weight * a).expand_as(logp) * logp, (ratio > o.epsilon_high).expand_as(logp)};
+  }
+  const torch::Tensor tau = torch::where(a > 0, torch::full_like(a, o.sapo_temperature_pos),
+                                         torch::full_like(a, o.sapo_temperature_neg));
+  const torch::Tensor gate = torch::sigmoid(tau * (ratio - 1.0)) * 4.0 / tau;
+  return {-(gate * a).expand_as(logp), torch::zeros_like(logp, torch::kBool)};
+}
+
+TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& ref_logp,
+                    const torch::Tensor& m, const torch::Tensor& advantages, const GrpoOptions& o,
+                    const torch::Tensor& policy_mask) {
+  const torch::Tensor a = advantages.to(logp.dtype()).unsqueeze(1);
+  const torch::Tensor ratio = Ratio(logp, old_logp, m, o);
+  if (o.term != GrpoPolicyTerm::kClipped) {
+    auto [policy, capped] = SoftPolicyTerm(logp, ratio, a, o);
+    return Finish(std::move(policy), capped, logp, ref_logp, m, o, policy_mask);
+  }
+  const torch::Tensor capped = o.delta ? torch::clamp_max(ratio, *o.delta) : ratio;
+  const torch::Tensor unclipped = (capped * a).expand_as(logp);
+  const torch::Tensor clipped =
+      (torch::clamp(ratio, 1.0 - o.epsilon_low, 1.0 + o.epsilon_high) * a).expand_as(logp);
   // Clipped: the term the min picked is constant in the ratio, so no gradient flows through it: the clamped
   // term with the ratio outside the range (the min picks it over the other only then, unless delta is below
   // 1 + epsilon_high), or the term capped at delta with the cap holding.
@@ -80,20 +115,24 @@ TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, co
     const torch::Tensor capped_holds = (ratio > *o.delta).expand_as(logp);
     no_gradient = no_gradient.logical_or(picked_clamped.logical_not().logical_and(capped_holds));
   }
-  t.clipped = no_gradient.to(m.dtype()) * m;
-  t.loss = t.loss * m;
-  t.kl = t.kl.detach() * m;
-  return t;
+  return Finish(-torch::min(unclipped, clipped), no_gradient, logp, ref_logp, m, o, policy_mask);
 }
 
 }  // namespace
 
 absl::StatusOr<GrpoLossNorm> ParseGrpoLossNorm(const std::string& name) {
-  if (name == "grpo") return GrpoLossNorm::kSequenceMean;
-  if (name == "dapo") return GrpoLossNorm::kTokenMean;
+  if (name == "grpo" || name == "sapo") return GrpoLossNorm::kSequenceMean;
+  if (name == "dapo" || name == "cispo") return GrpoLossNorm::kTokenMean;
   if (name == "dr_grpo") return GrpoLossNorm::kConstantLength;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown GRPO loss normalisation '", name, "'; expected grpo, dapo or dr_grpo"));
+      absl::StrCat("unknown GRPO loss type '", name, "'; expected grpo, dapo, dr_grpo, cispo or sapo"));
+}
+
+absl::StatusOr<GrpoPolicyTerm> ParseGrpoPolicyTerm(const std::string& name) {
+  if (name == "cispo") return GrpoPolicyTerm::kCispo;
+  if (name == "sapo") return GrpoPolicyTerm::kSapo;
+  ZF_RETURN_IF_ERROR(ParseGrpoLossNorm(name).status());
+  return GrpoPolicyTerm::kClipped;
 }
 
 const char* GrpoLossNormName(GrpoLossNorm norm) {

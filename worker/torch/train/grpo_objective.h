@@ -30,8 +30,19 @@ namespace zerofit::worker {
 
 enum class GrpoLossNorm { kSequenceMean, kTokenMean, kConstantLength };
 
-// "grpo" | "dapo" | "dr_grpo" (TRL's names).
+// The policy-gradient term per token, the rest of what TRL's loss_type chooses (A the advantage, r the
+// ratio, sg no gradient):
+//   kClipped (grpo, dapo, dr_grpo): -min(min(r, delta) A, clamp(r, 1 - eps_low, 1 + eps_high) A)
+//   kCispo (cispo; MiniMax-M1's CISPO): -sg(min(r, eps_high)) A logp: the importance weight is capped at
+//     epsilon_high (TRL's recommendation 5.0), never a token's gradient dropped; normalised as dapo
+//   kSapo (sapo; Soft Adaptive Policy Optimization): -(4 / tau) s(tau (r - 1)) A, tau the positive
+//     temperature where A > 0, else the negative one: a soft gate in place of the clip; normalised as grpo
+enum class GrpoPolicyTerm { kClipped, kCispo, kSapo };
+
+// "grpo" | "dapo" | "dr_grpo" | "cispo" | "sapo" (TRL's names): the normalisation (cispo's is dapo's, sapo's
+// grpo's) and the policy term.
 absl::StatusOr<GrpoLossNorm> ParseGrpoLossNorm(const std::string& name);
+absl::StatusOr<GrpoPolicyTerm> ParseGrpoPolicyTerm(const std::string& name);
 const char* GrpoLossNormName(GrpoLossNorm norm);
 
 // TRL's scale_rewards: advantages divided by the group's standard deviation (group, TRL's True), by the
@@ -56,8 +67,11 @@ struct GrpoOptions {
   // log-ratio, clipped as a whole and applied to each of its tokens; false: a ratio per token.
   bool sequence_ratio = false;
   // TRL's delta (two-sided clipping): the unclipped ratio term's ratio is capped at delta (> 1), which bounds
-  // the loss of a negative advantage whose ratio ran away; unset: no cap.
+  // the loss of a negative advantage whose ratio ran away; unset: no cap. kClipped only.
   std::optional<double> delta;
+  GrpoPolicyTerm term = GrpoPolicyTerm::kClipped;
+  double sapo_temperature_pos = 1.0;   // kSapo: tau where the advantage is > 0 (TRL's default)
+  double sapo_temperature_neg = 1.05;  // and where it is <= 0
 };
 
 // Advantages of `rewards` [P x G] laid out group by group (G consecutive samples per prompt): [P x G].
@@ -76,7 +90,7 @@ struct GrpoLoss {
   double units = 0;        // what loss_sum is divided by (see the normalisations above); known on the host
   // Detached sums over the micro-batch's completion tokens (divide by `tokens` for means): the k3 KL to the
   // reference (0 with beta 0), tokens whose ratio term gives no gradient (clipped to the range, or capped at
-  // delta), and the count of tokens.
+  // delta; CISPO: whose weight was capped, TRL's cispo clip ratio; SAPO: none), and the count of tokens.
   torch::Tensor kl_sum, clipped_tokens, tokens;
 };
 

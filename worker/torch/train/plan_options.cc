@@ -22,6 +22,9 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   o.objective.epsilon_low = g.grpo.epsilon;
   o.objective.epsilon_high = g.grpo.epsilon_high.value_or(g.grpo.epsilon);
   ZF_ASSIGN_OR_RETURN(o.objective.norm, ParseGrpoLossNorm(g.grpo.loss_type));
+  ZF_ASSIGN_OR_RETURN(o.objective.term, ParseGrpoPolicyTerm(g.grpo.loss_type));
+  o.objective.sapo_temperature_pos = g.grpo.sapo_temperature_pos;
+  o.objective.sapo_temperature_neg = g.grpo.sapo_temperature_neg;
   ZF_ASSIGN_OR_RETURN(o.objective.scale, ParseRewardScale(g.grpo.scale_rewards));
   o.objective.sequence_ratio = g.grpo.importance_sampling_level == "sequence";
   o.objective.delta = g.grpo.delta;
