@@ -3,7 +3,7 @@
 //   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, top_k, min_p, batch, decode}
 //   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards, importance_sampling_level,
 //             delta, mask_truncated_completions, top_entropy_quantile, sapo_temperature_pos,
-//             sapo_temperature_neg}
+//             sapo_temperature_neg, use_bias_correction_kl}
 //   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
 //   name},
 //             {type: format, pattern, weight, correct, wrong, name},
@@ -11,7 +11,7 @@
 // TRL's GRPOConfig names where they exist (num_generations = samples_per_prompt, max_completion_length =
 // max_new_tokens, num_iterations = iterations, loss_type, scale_rewards, epsilon, epsilon_high, beta,
 // importance_sampling_level, delta, mask_truncated_completions, top_entropy_quantile, sapo_temperature_pos,
-// sapo_temperature_neg).
+// sapo_temperature_neg, use_bias_correction_kl).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,7 @@ struct GrpoObjectiveSpec {
   // (0, 1]: the policy-gradient term keeps the tokens whose sampling entropy is in the step's top share
   // (Wang et al.'s forking tokens; 0.2 in their paper); 1: every token.
   double top_entropy_quantile = 1.0;
+  bool use_bias_correction_kl = false;  // the KL term times the importance ratio (TRL's name)
 };
 
 struct RewardSpec {

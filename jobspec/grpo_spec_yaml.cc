@@ -27,7 +27,7 @@ absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObject
       r.OnlyKeys(n, "grpo.",
                  {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
                   "importance_sampling_level", "delta", "mask_truncated_completions", "top_entropy_quantile",
-                  "sapo_temperature_pos", "sapo_temperature_neg"}));
+                  "sapo_temperature_pos", "sapo_temperature_neg", "use_bias_correction_kl"}));
   ZF_RETURN_IF_ERROR(r.Get(n, "iterations", "grpo.iterations", &x->iterations, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "beta", "grpo.beta", &x->beta, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "epsilon", "grpo.epsilon", &x->epsilon, "a number"));
@@ -44,7 +44,10 @@ absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObject
   ZF_RETURN_IF_ERROR(r.GetOptional(n, "delta", "grpo.delta", &x->delta, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "mask_truncated_completions", "grpo.mask_truncated_completions",
                            &x->mask_truncated_completions, "true or false"));
-  return r.Get(n, "top_entropy_quantile", "grpo.top_entropy_quantile", &x->top_entropy_quantile, "a number");
+  ZF_RETURN_IF_ERROR(
+      r.Get(n, "top_entropy_quantile", "grpo.top_entropy_quantile", &x->top_entropy_quantile, "a number"));
+  return r.Get(n, "use_bias_correction_kl", "grpo.use_bias_correction_kl", &x->use_bias_correction_kl,
+               "true or false");
 }
 
 absl::Status ParseReward(const YamlReader& r, const YAML::Node& n, const std::string& field, RewardSpec* x) {

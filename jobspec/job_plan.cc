@@ -114,7 +114,8 @@ Json GrpoJson(const GrpoJobSpec& g) {
             {"mask_truncated_completions", o.mask_truncated_completions},
             {"top_entropy_quantile", o.top_entropy_quantile},
             {"sapo_temperature_pos", o.sapo_temperature_pos},
-            {"sapo_temperature_neg", o.sapo_temperature_neg}}},
+            {"sapo_temperature_neg", o.sapo_temperature_neg},
+            {"use_bias_correction_kl", o.use_bias_correction_kl}}},
           {"rewards", rewards}};
 }
 
@@ -166,6 +167,7 @@ absl::Status ReadGrpo(ObjectReader r, const std::string& source, GrpoJobSpec* g)
   get(*ob, "top_entropy_quantile", &g->grpo.top_entropy_quantile);
   get(*ob, "sapo_temperature_pos", &g->grpo.sapo_temperature_pos);
   get(*ob, "sapo_temperature_neg", &g->grpo.sapo_temperature_neg);
+  get(*ob, "use_bias_correction_kl", &g->grpo.use_bias_correction_kl);
   if (s.ok()) s = ob->NoOthers();
   g->grpo.epsilon_high = epsilon_high;
   if (delta > 0) g->grpo.delta = delta;

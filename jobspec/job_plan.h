@@ -27,7 +27,8 @@ namespace zerofit::jobspec {
 // `top_k` and `min_p`; `scale_rewards` a name (group, batch, none) where it was a boolean; `dpo.simpo_gamma`;
 // version 9 `dpo.rpo_alpha`, `dpo.reference_free`, `dpo.discopop_tau` and loss_types orpo and discopop,
 // `grpo.top_entropy_quantile`, GRPO's loss_types cispo and sapo with `grpo.sapo_temperature_pos` and
-// `sapo_temperature_neg`. A worker of an older build refuses the version by name.
+// `sapo_temperature_neg`, `grpo.use_bias_correction_kl`. A worker of an older build refuses the version by
+// name.
 inline constexpr int kJobPlanVersion = 9;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the

@@ -62,7 +62,7 @@ world_size: 2
 training: {steps: 4, global_batch: 8, micro_batch: 2, gradient_accumulation: 2, lr: 1.0e-3, max_length: 24}
 rollout: {samples_per_prompt: 4, max_new_tokens: 6, top_k: 5, min_p: 0.1}
 grpo: {iterations: 2, importance_sampling_level: sequence, delta: 1.5, mask_truncated_completions: true,
-       scale_rewards: batch, loss_type: dapo, top_entropy_quantile: 0.2}
+       scale_rewards: batch, loss_type: dapo, top_entropy_quantile: 0.2, use_bias_correction_kl: true}
 rewards:
   - {type: answer}
   - {type: format, pattern: '[0-9]+', weight: 0.5}
@@ -71,7 +71,7 @@ YAML
 mpiexec --oversubscribe $ROOT -n 2 "$T" --task grpo --data "$D/data" --steps 4 --global-batch 8 --micro 2 \
   --max-length 24 --samples-per-prompt 4 --max-new-tokens 6 --top-k 5 --min-p 0.1 --iterations 2 \
   --importance-sampling-level sequence --delta 1.5 --mask-truncated-completions true --scale-rewards batch \
-  --loss-type dapo --top-entropy-quantile 0.2 --reward-format '[0-9]+' --reward-format-weight 0.5 --print-plan > "$D/grpo_flags.json" \
+  --loss-type dapo --top-entropy-quantile 0.2 --use-bias-correction-kl true --reward-format '[0-9]+' --reward-format-weight 0.5 --print-plan > "$D/grpo_flags.json" \
   2> "$D/grpo_flags.err" || fail "train_prefs --task grpo --print-plan: $(cat "$D/grpo_flags.err")"
 for field in '"top_k": 5' '"scale_rewards": "batch"' '"importance_sampling_level": "sequence"' '"delta": 1.5' \
              '"mask_truncated_completions": true' '"type": "format"' '"top_entropy_quantile": 0.2'; do

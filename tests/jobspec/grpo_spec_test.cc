@@ -32,7 +32,7 @@ constexpr const char* kSections = R"(rollout:
   decode: cuda_graph
 grpo: {iterations: 2, beta: 0.04, epsilon: 0.2, epsilon_high: 0.28, loss_type: dapo, scale_rewards: false,
        importance_sampling_level: sequence, delta: 1.5, mask_truncated_completions: true,
-       top_entropy_quantile: 0.2}
+       top_entropy_quantile: 0.2, use_bias_correction_kl: true}
 rewards:
   - {type: answer, rule: regex, pattern: '####\s*(?<n>-?[0-9,]+)', group: n, weight: 2}
   - {type: answer, rule: last_number}
@@ -172,6 +172,7 @@ TEST(GrpoSpecTest, ThePlanCarriesTheSectionsThroughJson) {
   EXPECT_DOUBLE_EQ(back->grpo.grpo.delta.value_or(0), 1.5);
   EXPECT_TRUE(back->grpo.grpo.mask_truncated_completions);
   EXPECT_DOUBLE_EQ(back->grpo.grpo.top_entropy_quantile, 0.2);
+  EXPECT_TRUE(back->grpo.grpo.use_bias_correction_kl);
   // No delta: none after the round trip either.
   JobPlan plain = *plan;
   plain.grpo.grpo.delta.reset();

@@ -92,9 +92,11 @@ Oracle Reference(const Case& c, const GrpoOptions& o, const torch::Tensor& polic
       if (o.beta > 0) {
         const double d = At(c.ref_logp, i, j) - lp;
         const double k3 = std::exp(d) - d - 1;
-        loss += o.beta * k3;
-        g[j] += o.beta * (1 - std::exp(d));
-        r.kl_sum += k3;
+        // use_bias_correction_kl (token ratios): r k3, whose derivative is r (1 - e^d) + r k3.
+        const double w = o.bias_correction_kl ? ratio : 1.0;
+        loss += o.beta * k3 * w;
+        g[j] += o.beta * ((1 - std::exp(d)) * w + (o.bias_correction_kl ? k3 * ratio : 0.0));
+        r.kl_sum += k3 * w;
       }
       r.clipped += flagged;
       seq += loss;
@@ -182,6 +184,32 @@ TEST(GrpoObjectiveTest, CispoAndSapoEqualTheFloat64Transcription) {
   capped_sapo.delta = 2.0;
   const Case c = MakeCase(13);
   EXPECT_FALSE(GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, capped_sapo).ok());
+}
+
+// TRL's use_bias_correction_kl: the k3 term times the (token) importance ratio, with the ratio's gradient,
+// against the transcription; the KL metric is the corrected one, as TRL's.
+TEST(GrpoObjectiveTest, BiasCorrectedKlIsTheRatioTimesK3) {
+  for (GrpoLossNorm norm : {GrpoLossNorm::kSequenceMean, GrpoLossNorm::kTokenMean}) {
+    SCOPED_TRACE(GrpoLossNormName(norm));
+    const Case c = MakeCase(17);
+    GrpoOptions o;
+    o.norm = norm;
+    o.beta = 0.3;
+    o.bias_correction_kl = true;
+    auto loss = GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, o);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    const Oracle want = Reference(c, o);
+    GrpoOptions plain = o;
+    plain.bias_correction_kl = false;
+    EXPECT_GT(std::fabs(want.kl_sum - Reference(c, plain).kl_sum), 1e3 * kTol)
+        << "the ratios must differ from 1";
+    EXPECT_NEAR(loss->loss_sum.item<double>(), want.loss_sum, kTol);
+    EXPECT_NEAR(loss->kl_sum.item<double>(), want.kl_sum, kTol);
+    const torch::Tensor grad = torch::autograd::grad({loss->loss_sum}, {c.logp})[0];
+    for (int64_t i = 0; i < 4; ++i) {
+      for (int64_t j = 0; j < 6; ++j) EXPECT_NEAR(At(grad, i, j), want.grad[i][j], kTol) << i << "," << j;
+    }
+  }
 }
 
 // top_entropy_quantile's policy mask drops the policy term of the tokens it leaves out and nothing else: the

@@ -166,14 +166,17 @@ TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   EXPECT_EQ(cispo->grpo.objective.term, GrpoPolicyTerm::kCispo);
   EXPECT_EQ(cispo->grpo.objective.norm, GrpoLossNorm::kTokenMean);
   EXPECT_EQ(cispo->grpo.objective.epsilon_high, 5.0);
+  EXPECT_FALSE(cispo->grpo.objective.bias_correction_kl);
   absl::StatusOr<PreferenceTrainOptions> sapo =
       OptionsOfYaml(Yaml("grpo", "",
-                         "rollout: {max_new_tokens: 8}\ngrpo: {loss_type: sapo, sapo_temperature_neg: 2.0}\n"
+                         "rollout: {max_new_tokens: 8}\ngrpo: {loss_type: sapo, sapo_temperature_neg: 2.0, "
+                         "use_bias_correction_kl: true}\n"
                          "rewards: [{type: answer}]\n"));
   ASSERT_TRUE(sapo.ok()) << sapo.status();
   EXPECT_EQ(sapo->grpo.objective.term, GrpoPolicyTerm::kSapo);
   EXPECT_EQ(sapo->grpo.objective.norm, GrpoLossNorm::kSequenceMean);
   EXPECT_EQ(sapo->grpo.objective.sapo_temperature_neg, 2.0);
+  EXPECT_TRUE(sapo->grpo.objective.bias_correction_kl);
   EXPECT_EQ(gspo->grpo.objective.scale, RewardScale::kBatch);
   ASSERT_EQ(gspo->grpo.rewards.size(), 2u);
   const RewardSourceOptions& format = gspo->grpo.rewards[1];

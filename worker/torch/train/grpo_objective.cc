@@ -61,16 +61,18 @@ torch::Tensor Ratio(const torch::Tensor& logp, const torch::Tensor& old_logp, co
 }
 
 // The per-token loss from its policy term [B, T] and clipped-token flags: the policy mask (top-entropy
-// tokens) on the policy term alone, plus beta k3, all masked to the completion tokens.
+// tokens) on the policy term alone, plus beta k3 (times the ratio with bias_correction_kl), all masked to
+// the completion tokens.
 TokenTerms Finish(torch::Tensor policy, const torch::Tensor& clipped, const torch::Tensor& logp,
-                  const torch::Tensor& ref_logp, const torch::Tensor& m, const GrpoOptions& o,
-                  const torch::Tensor& policy_mask) {
+                  const torch::Tensor& ref_logp, const torch::Tensor& ratio, const torch::Tensor& m,
+                  const GrpoOptions& o, const torch::Tensor& policy_mask) {
   TokenTerms t;
   t.loss = policy_mask.defined() ? policy * policy_mask.to(logp.dtype()) : std::move(policy);
   t.kl = torch::zeros_like(logp);
   if (o.beta > 0) {
     const torch::Tensor d = ref_logp - logp;
     t.kl = torch::exp(d) - d - 1.0;
+    if (o.bias_correction_kl) t.kl = t.kl * ratio;  // broadcasts a GSPO [B, 1] ratio
     t.loss = t.loss + o.beta * t.kl;
   }
   t.clipped = clipped.to(m.dtype()) * m;
@@ -99,7 +101,7 @@ TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, co
   const torch::Tensor ratio = Ratio(logp, old_logp, m, o);
   if (o.term != GrpoPolicyTerm::kClipped) {
     auto [policy, capped] = SoftPolicyTerm(logp, ratio, a, o);
-    return Finish(std::move(policy), capped, logp, ref_logp, m, o, policy_mask);
+    return Finish(std::move(policy), capped, logp, ref_logp, ratio, m, o, policy_mask);
   }
   const torch::Tensor capped = o.delta ? torch::clamp_max(ratio, *o.delta) : ratio;
   const torch::Tensor unclipped = (capped * a).expand_as(logp);
@@ -115,7 +117,7 @@ TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, co
     const torch::Tensor capped_holds = (ratio > *o.delta).expand_as(logp);
     no_gradient = no_gradient.logical_or(picked_clamped.logical_not().logical_and(capped_holds));
   }
-  return Finish(-torch::min(unclipped, clipped), no_gradient, logp, ref_logp, m, o, policy_mask);
+  return Finish(-torch::min(unclipped, clipped), no_gradient, logp, ref_logp, ratio, m, o, policy_mask);
 }
 
 }  // namespace

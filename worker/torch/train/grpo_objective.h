@@ -10,7 +10,7 @@
 //   kConstantLength (dr_grpo): sum over every completion token;          units: sequences x max_new_tokens
 // Per token t of completion i (ratio = exp(logp - old_logp), A_i the sequence's advantage):
 //   l = -min(min(ratio, delta) A_i, clamp(ratio, 1 - eps_low, 1 + eps_high) A_i)
-//       + beta (exp(ref - logp) - (ref - logp) - 1)
+//       + beta (exp(ref - logp) - (ref - logp) - 1)  [times ratio with bias_correction_kl]
 // (delta: no cap unless set). With sequence_ratio (GSPO) every token of completion i takes the ratio
 // exp(mean over its tokens of (logp - old_logp)).
 //
@@ -70,6 +70,9 @@ struct GrpoOptions {
   // the loss of a negative advantage whose ratio ran away; unset: no cap. kClipped only.
   std::optional<double> delta;
   GrpoPolicyTerm term = GrpoPolicyTerm::kClipped;
+  // TRL's use_bias_correction_kl: the k3 term times the importance ratio (with its gradient), an unbiased
+  // estimate of the KL of the current policy when the tokens were sampled from the old one.
+  bool bias_correction_kl = false;
   double sapo_temperature_pos = 1.0;   // kSapo: tau where the advantage is > 0 (TRL's default)
   double sapo_temperature_neg = 1.05;  // and where it is <= 0
 };

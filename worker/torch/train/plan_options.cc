@@ -25,6 +25,7 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   ZF_ASSIGN_OR_RETURN(o.objective.term, ParseGrpoPolicyTerm(g.grpo.loss_type));
   o.objective.sapo_temperature_pos = g.grpo.sapo_temperature_pos;
   o.objective.sapo_temperature_neg = g.grpo.sapo_temperature_neg;
+  o.objective.bias_correction_kl = g.grpo.use_bias_correction_kl;
   ZF_ASSIGN_OR_RETURN(o.objective.scale, ParseRewardScale(g.grpo.scale_rewards));
   o.objective.sequence_ratio = g.grpo.importance_sampling_level == "sequence";
   o.objective.delta = g.grpo.delta;
