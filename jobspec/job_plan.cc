@@ -298,6 +298,7 @@ absl::Status ReadTaskSection(ObjectReader& r, const std::string& source, JobPlan
       if (e.ok()) e = x.Get("loss_type", &p->dpo.loss_type);
       if (e.ok()) e = x.Get("simpo_gamma", &p->dpo.simpo_gamma);
       if (e.ok()) e = x.Get("discopop_tau", &p->dpo.discopop_tau);
+      if (e.ok()) e = x.Get("ld_alpha", &p->dpo.ld_alpha);
       if (e.ok()) e = x.Get("rpo_alpha", &p->dpo.rpo_alpha);
       if (e.ok()) e = x.Get("reference_free", &p->dpo.reference_free);
       return e.ok() ? x.Get("label_smoothing", &p->dpo.label_smoothing) : e;
@@ -397,6 +398,7 @@ std::string JobPlanToJson(const JobPlan& p) {
                 {"label_smoothing", p.dpo.label_smoothing},
                 {"simpo_gamma", p.dpo.simpo_gamma},
                 {"discopop_tau", p.dpo.discopop_tau},
+                {"ld_alpha", p.dpo.ld_alpha},
                 {"rpo_alpha", p.dpo.rpo_alpha},
                 {"reference_free", p.dpo.reference_free}};
   }

@@ -25,10 +25,10 @@ namespace zerofit::jobspec {
 // `sft`; version 7 `sft.assistant_only_loss`; version 8 `data.eos_token`, `data.chat_template` and
 // the GRPO objective's `importance_sampling_level`, `delta` and `mask_truncated_completions`, the rollout's
 // `top_k` and `min_p`; `scale_rewards` a name (group, batch, none) where it was a boolean; `dpo.simpo_gamma`;
-// version 9 `dpo.rpo_alpha`, `dpo.reference_free`, `dpo.discopop_tau` and loss_types orpo and discopop,
-// `grpo.top_entropy_quantile`, GRPO's loss_types cispo and sapo with `grpo.sapo_temperature_pos` and
-// `sapo_temperature_neg`, `grpo.use_bias_correction_kl`. A worker of an older build refuses the version by
-// name.
+// version 9 `dpo.rpo_alpha`, `dpo.reference_free`, `dpo.discopop_tau`, `dpo.ld_alpha` and loss_types orpo and
+// discopop, `grpo.top_entropy_quantile`, GRPO's loss_types cispo and sapo with `grpo.sapo_temperature_pos`
+// and `sapo_temperature_neg`, `grpo.use_bias_correction_kl`. A worker of an older build refuses the version
+// by name.
 inline constexpr int kJobPlanVersion = 9;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the

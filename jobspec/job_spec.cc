@@ -421,16 +421,17 @@ absl::Status ParseDpo(const YamlReader& r, const YAML::Node& root, const std::st
   if (!n.IsMap()) {
     return r.Error(n, "dpo",
                    "expected a mapping {beta, loss_type, label_smoothing, simpo_gamma, discopop_tau, "
-                   "rpo_alpha, reference_free}");
+                   "ld_alpha, rpo_alpha, reference_free}");
   }
   ZF_RETURN_IF_ERROR(r.OnlyKeys(n, "dpo.",
                                 {"beta", "loss_type", "label_smoothing", "simpo_gamma", "discopop_tau",
-                                 "rpo_alpha", "reference_free"}));
+                                 "ld_alpha", "rpo_alpha", "reference_free"}));
   ZF_RETURN_IF_ERROR(r.Get(n, "beta", "dpo.beta", &d->beta, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "loss_type", "dpo.loss_type", &d->loss_type, "a DPO loss name"));
   ZF_RETURN_IF_ERROR(r.Get(n, "label_smoothing", "dpo.label_smoothing", &d->label_smoothing, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "simpo_gamma", "dpo.simpo_gamma", &d->simpo_gamma, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "discopop_tau", "dpo.discopop_tau", &d->discopop_tau, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "ld_alpha", "dpo.ld_alpha", &d->ld_alpha, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "rpo_alpha", "dpo.rpo_alpha", &d->rpo_alpha, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "reference_free", "dpo.reference_free", &d->reference_free, "true or false"));
   return ValidateDpoSpec(*d, [&](const std::string& field, const std::string& why) {

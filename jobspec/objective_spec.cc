@@ -36,6 +36,13 @@ absl::Status ValidateDpoSpec(const DpoSpec& dpo, const FieldError& bad) {
     return bad("dpo.discopop_tau", absl::StrCat("must be a positive finite number, got ", dpo.discopop_tau));
   if (dpo.discopop_tau != DpoSpec{}.discopop_tau && t != "discopop")
     return bad("dpo.discopop_tau", absl::StrCat("applies to loss_type discopop only, not ", t));
+  if (!(dpo.ld_alpha >= 0 && dpo.ld_alpha <= 1))
+    return bad("dpo.ld_alpha", absl::StrCat("must be in [0, 1] (1: plain sums), got ", dpo.ld_alpha));
+  if (dpo.ld_alpha != 1 && (t == "ipo" || t == "simpo" || t == "orpo")) {
+    return bad("dpo.ld_alpha",
+               absl::StrCat("weighs the tail of summed log-probs; loss_type ", t,
+                            " compares means per token, which are length-normalised already"));
+  }
   if (!std::isfinite(dpo.rpo_alpha) || dpo.rpo_alpha < 0)
     return bad("dpo.rpo_alpha", absl::StrCat("must be a finite number >= 0, got ", dpo.rpo_alpha));
   if (dpo.rpo_alpha > 0 && t == "orpo") {

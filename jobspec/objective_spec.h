@@ -24,6 +24,9 @@ struct DpoSpec {
   double label_smoothing = 0.0;  // sigmoid, robust, exo_pair and simpo, [0, 0.5): the share of flipped labels
   double simpo_gamma = 0.5;      // simpo only: the target reward margin (TRL's CPOConfig default)
   double discopop_tau = 0.05;    // discopop only, > 0: the temperature of its blend (TRL's DPOConfig default)
+  // [0, 1], TRL's DPOConfig.ld_alpha (LD-DPO): the policy's log-prob of each response is its first
+  // min(chosen, rejected length) tokens' plus ld_alpha times the rest's; 1: plain sums (TRL's None).
+  double ld_alpha = 1.0;
   // >= 0: the weight of the chosen responses' negative log-likelihood per token added to the loss (TRL's
   // DPOConfig.rpo_alpha, RPO; with simpo CPOConfig.cpo_alpha); 0: none. Not with orpo, whose weight is 1.
   double rpo_alpha = 0.0;

@@ -87,6 +87,11 @@ TEST(TrainerFieldsTest, TheDpoSectionReachesThePlanAndItsJson) {
   absl::StatusOr<JobPlan> discopop_back = JobPlanFromJson(JobPlanToJson(*discopop), "plan");
   ASSERT_TRUE(discopop_back.ok()) << discopop_back.status();
   EXPECT_EQ(discopop_back->dpo.discopop_tau, 0.1);
+  absl::StatusOr<JobPlan> ld = PlanOf(Yaml("dpo", "", "dpo: {ld_alpha: 0.5}\n"));
+  ASSERT_TRUE(ld.ok()) << ld.status();
+  absl::StatusOr<JobPlan> ld_back = JobPlanFromJson(JobPlanToJson(*ld), "plan");
+  ASSERT_TRUE(ld_back.ok()) << ld_back.status();
+  EXPECT_EQ(ld_back->dpo.ld_alpha, 0.5);
 
   // Without the section: TRL's defaults. Other tasks' plans have no "dpo" key at all.
   absl::StatusOr<JobPlan> plain = PlanOf(Yaml("dpo", "", ""));
@@ -179,6 +184,12 @@ TEST(TrainerFieldsTest, DpoErrorsNameFileLineAndField) {
        "sppo_hard, apo_zero, apo_down, discopop, simpo or orpo, got 'bco_pair'"},
       {"dpo", "dpo:\n  loss_type: sigmoid\n  discopop_tau: 0.1\n",
        "job.yaml:11: field 'dpo.discopop_tau': applies to loss_type discopop only, not sigmoid"},
+      {"dpo", "dpo:\n  ld_alpha: 1.5\n",
+       "job.yaml:10: field 'dpo.ld_alpha': must be in [0, 1] (1: plain sums)"},
+      {"dpo", "dpo:\n  loss_type: ipo\n  ld_alpha: 0.5\n",
+       "job.yaml:11: field 'dpo.ld_alpha': weighs the tail of summed log-probs; loss_type ipo compares means "
+       "per "
+       "token, which are length-normalised already"},
       {"dpo", "dpo:\n  loss_type: discopop\n  discopop_tau: 0\n",
        "job.yaml:11: field 'dpo.discopop_tau': must be a positive finite number, got 0"},
       {"dpo", "dpo:\n  label_smoothing: 0.5\n",

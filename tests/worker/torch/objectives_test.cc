@@ -249,6 +249,19 @@ TEST(ObjectivesTest, SimpoIsReferenceFree) {
   EXPECT_NEAR(m.chosen_sum, 2.0 * (-3 - 5), Float32Bound({16}));  // beta x the policy's own log-probs
 }
 
+// Two pairs whose responses differ in length, the longer once the chosen (3 and 6 tokens) and once the
+// rejected one (5 and 2).
+std::vector<data::PreferencePair> UnequalPairs() {
+  std::vector<data::PreferencePair> pairs(2);
+  pairs[0].prompt = {1, 5, 9};
+  pairs[0].chosen = {11, 12, 13};
+  pairs[0].rejected = {14, 15, 16, 17, 18, 19};
+  pairs[1].prompt = {1, 7};
+  pairs[1].chosen = {20, 21, 22, 23, 24};
+  pairs[1].rejected = {25, 26};
+  return pairs;
+}
+
 // IPO as TRL computes it: each response's log-probs averaged over its tokens (DPOTrainer divides by the
 // response's length for loss_type ipo), for policy and reference alike. Two pairs whose responses differ in
 // length, through MicroBatchLoss, against the same token log-probs reduced in float64.
@@ -258,13 +271,7 @@ TEST(ObjectivesTest, IpoComparesMeanLogProbsPerResponseTokenAsTrl) {
   LlamaModel policy(config, LlamaOptions{});
   torch::manual_seed(6);
   LlamaModel reference_model(config, LlamaOptions{});
-  std::vector<data::PreferencePair> pairs(2);
-  pairs[0].prompt = {1, 5, 9};
-  pairs[0].chosen = {11, 12, 13};
-  pairs[0].rejected = {14, 15, 16, 17, 18, 19};
-  pairs[1].prompt = {1, 7};
-  pairs[1].chosen = {20, 21, 22, 23, 24};
-  pairs[1].rejected = {25, 26};
+  const std::vector<data::PreferencePair> pairs = UnequalPairs();
   const PairTensors b = MakePairTensors(pairs, {0, 1}, BatchFormat{}).value();
   PreferenceTrainOptions o;
   o.task = PreferenceTrainOptions::Task::kDpo;
@@ -430,6 +437,61 @@ TEST(ObjectivesTest, TheNllTermIsAMeanPerChosenTokenOfTheWholeStep) {
   }
   const double want = pref / step_pairs + w * nll / step_tokens;
   EXPECT_NEAR(whole_value, want, Float32Bound({pref, nll, 40}));
+}
+
+// LD-DPO (TRL's ld_alpha): the policy's log-prob of each response is its first m tokens' plus alpha times
+// the rest's, m the shorter response of its pair; the reference's stays the plain sum. Two pairs whose
+// longer response is once the chosen and once the rejected one, through MicroBatchLoss, against float64 loops
+// over the same token log-probs.
+TEST(ObjectivesTest, LdDpoWeighsThePolicysTokensPastTheShorterResponse) {
+  const core::HfModelConfig config = test_support::TinyLlamaConfig();
+  torch::manual_seed(21);
+  LlamaModel policy(config, LlamaOptions{});
+  torch::manual_seed(22);
+  LlamaModel reference_model(config, LlamaOptions{});
+  const std::vector<data::PreferencePair> pairs = UnequalPairs();
+  const PairTensors b = MakePairTensors(pairs, {0, 1}, BatchFormat{}).value();
+  PreferenceTrainOptions o;
+  o.task = PreferenceTrainOptions::Task::kDpo;
+  o.dpo.beta = 0.5;
+  o.dpo.ld_alpha = 0.3;
+  torch::Tensor ref_tokens, pol_tokens;
+  {
+    torch::NoGradGuard no_grad;
+    ref_tokens = reference_model->TokenLogProbs(b.tokens, b.head_from).to(torch::kDouble);
+    pol_tokens = policy->TokenLogProbs(b.tokens, b.head_from).to(torch::kDouble);
+  }
+  absl::StatusOr<std::unique_ptr<ReferenceModel>> reference =
+      ReferenceModel::Create(reference_model, ReferenceStrategy::kResident);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const LossOutput out = MicroBatchLoss(policy, reference->get(), o, b).value();
+  // Row k: [chosen 0, chosen 1, rejected 0, rejected 1]; `shared` tokens at weight 1, the rest at alpha.
+  auto logp = [&](const torch::Tensor& t, int64_t row, int64_t shared, double alpha) {
+    const int64_t start = b.starts[row].item<int64_t>(), end = b.lengths[row].item<int64_t>();
+    double sum = 0;
+    for (int64_t p = start; p < end; ++p)
+      sum += (p - start < shared ? 1.0 : alpha) * t[row][p - 1 - b.head_from].item<double>();
+    return sum;
+  };
+  const int64_t shared[] = {3, 2};
+  double want = 0, plain = 0;
+  for (int64_t i = 0; i < 2; ++i) {
+    auto loss = [&](double alpha) {
+      const double h = (logp(pol_tokens, i, shared[i], alpha) - logp(pol_tokens, 2 + i, shared[i], alpha)) -
+                       (logp(ref_tokens, i, 99, 1.0) - logp(ref_tokens, 2 + i, 99, 1.0));
+      return -LogSigmoid(0.5 * h);
+    };
+    want += loss(0.3);
+    plain += loss(1.0);
+  }
+  // float32 sums of at most 6 token log-probs below 10 each, then the sigmoid loss.
+  const double tol = Float32Bound({60, 60, 60, 60, want});
+  EXPECT_NEAR(out.loss_sum.item<double>(), want, tol);
+  EXPECT_GT(std::fabs(plain - want), 100 * tol) << "plain sums would be told apart";
+  const torch::Tensor direct = LengthDesensitizedLogProbs(pol_tokens, b.starts, b.lengths, b.head_from, 0.3);
+  for (int64_t row = 0; row < 4; ++row) {
+    EXPECT_NEAR(direct[row].item<double>(), logp(pol_tokens, row, shared[row % 2], 0.3), 1e-12) << row;
+  }
 }
 
 TEST(ObjectivesTest, SftNegativeLogLikelihoodOfTheCompletions) {

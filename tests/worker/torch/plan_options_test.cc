@@ -87,6 +87,10 @@ TEST(PlanOptionsTest, EverySpecFieldThatTrainsReachesTheTrainer) {
   ASSERT_TRUE(discopop.ok()) << discopop.status();
   EXPECT_EQ(discopop->dpo.loss, DpoOptions::Loss::kDiscopop);
   EXPECT_EQ(discopop->dpo.discopop_tau, 0.1);
+  absl::StatusOr<PreferenceTrainOptions> ld = OptionsOfYaml(Yaml("dpo", "", "dpo: {ld_alpha: 0.5}\n"));
+  ASSERT_TRUE(ld.ok()) << ld.status();
+  EXPECT_EQ(ld->dpo.ld_alpha, 0.5);
+  EXPECT_EQ(discopop->dpo.ld_alpha, 1.0) << "plain sums unless the spec asks";
   EXPECT_FALSE(ipo->offload);
   EXPECT_EQ(ipo->seed, 1234u);
 }

@@ -45,7 +45,7 @@ constexpr const char* kUsage =
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss "
     "sigmoid|ipo|hinge|robust|exo_pair|nca_pair|sppo_hard|apo_zero|apo_down|discopop|simpo|orpo] "
-    "[--simpo-gamma G] [--discopop-tau T] "
+    "[--simpo-gamma G] [--discopop-tau T] [--ld-alpha A] "
     "[--rpo-alpha A] [--reference-free true|false] "
     "[--center-rewards-coefficient C] [--completion-only-loss true|false] [--assistant-only-loss true|false] "
     "[--label-smoothing LS] [--ref resident|offloaded|precomputed|lora-base] [--init WEIGHTS] [--export DIR] "
@@ -236,13 +236,12 @@ absl::Status ParseSftFlags(const Take& take, jobspec::JobSpec* p) {
   return absl::OkStatus();
 }
 
-// --beta, --loss, --label-smoothing, --simpo-gamma, --discopop-tau, --rpo-alpha and --reference-free: the
-// spec's `dpo`
-// section (task dpo only; refused for the others).
+// --beta, --loss, --label-smoothing, --simpo-gamma, --discopop-tau, --ld-alpha, --rpo-alpha and
+// --reference-free: the spec's `dpo` section (task dpo only; refused for the others).
 absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobSpec* p) {
   if (p->task != "dpo") {
     for (const char* flag : {"--beta", "--loss", "--label-smoothing", "--simpo-gamma", "--discopop-tau",
-                             "--rpo-alpha", "--reference-free"}) {
+                             "--ld-alpha", "--rpo-alpha", "--reference-free"}) {
       if (!take(flag).empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("flag ", flag, " applies to --task dpo only",
@@ -256,6 +255,7 @@ absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobS
   ZF_RETURN_IF_ERROR(number("--label-smoothing", &d.label_smoothing, 0));
   ZF_RETURN_IF_ERROR(number("--simpo-gamma", &d.simpo_gamma, 0));
   ZF_RETURN_IF_ERROR(number("--discopop-tau", &d.discopop_tau, 0));
+  ZF_RETURN_IF_ERROR(number("--ld-alpha", &d.ld_alpha, 0));
   ZF_RETURN_IF_ERROR(number("--rpo-alpha", &d.rpo_alpha, 0));
   if (std::string loss = take("--loss"); !loss.empty()) d.loss_type = loss;
   if (const std::string free = take("--reference-free"); !free.empty()) {
@@ -271,6 +271,7 @@ absl::Status ParseDpoFlags(const Take& take, const Number& number, jobspec::JobS
                              : field == "dpo.simpo_gamma"  ? "simpo-gamma"
                              : field == "dpo.rpo_alpha"    ? "rpo-alpha"
                              : field == "dpo.discopop_tau" ? "discopop-tau"
+                             : field == "dpo.ld_alpha"     ? "ld-alpha"
                                                            : "label-smoothing";
     return absl::InvalidArgumentError(absl::StrCat("flag --", flag, ": ", why));
   });

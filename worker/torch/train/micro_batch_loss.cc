@@ -54,7 +54,11 @@ absl::StatusOr<LossOutput> MicroBatchLoss(LlamaModel& policy, ReferenceModel* re
           torch::full({}, static_cast<double>(b.scored_tokens), pol.options().dtype(torch::kFloat64));
       out = SftLoss(pol, tokens, hits);
     } else {
-      torch::Tensor ref, policy_logps = pol;  // ref stays undefined for a reference-free loss (SimPO, ORPO)
+      // ref stays undefined for a reference-free loss (SimPO, ORPO); LD-DPO weighs the policy's tail alone.
+      torch::Tensor ref, policy_logps = o.dpo.ld_alpha == 1.0
+                                            ? pol
+                                            : LengthDesensitizedLogProbs(token_logp, b.starts, b.lengths,
+                                                                         b.head_from, o.dpo.ld_alpha);
       if (DpoNeedsReference(o.dpo)) {
         if (reference == nullptr) return absl::FailedPreconditionError("DPO needs a reference model");
         ZF_ASSIGN_OR_RETURN(

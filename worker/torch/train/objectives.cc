@@ -211,6 +211,24 @@ LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& c
   return Loss(nll.sum(), metrics, completion_logps.size(0));
 }
 
+torch::Tensor LengthDesensitizedLogProbs(const torch::Tensor& token_logprobs,
+                                         const torch::Tensor& response_start, const torch::Tensor& lengths,
+                                         int64_t from, double alpha) {
+  const int64_t pairs = lengths.size(0) / 2;
+  const torch::Tensor length = lengths - response_start;
+  const torch::Tensor shared = torch::min(length.slice(0, 0, pairs), length.slice(0, pairs)).repeat({2});
+  // Column t scores sequence position t + 1; its offset into the response is t + 1 - start.
+  const torch::Tensor t =
+      torch::arange(from, from + token_logprobs.size(1),
+                    torch::TensorOptions().dtype(torch::kLong).device(token_logprobs.device()))
+          .unsqueeze(0);
+  const torch::Tensor offset = t + 1 - response_start.unsqueeze(1);
+  const torch::Tensor in_response = (offset >= 0) & (t + 1 < lengths.unsqueeze(1));
+  const torch::Tensor front = (offset < shared.unsqueeze(1)).to(token_logprobs.dtype());
+  const torch::Tensor weight = (front + alpha * (1.0 - front)) * in_response.to(token_logprobs.dtype());
+  return (token_logprobs * weight).sum(1);
+}
+
 torch::Tensor ResponseLogProbs(const torch::Tensor& token_logprobs, const torch::Tensor& response_start,
                                const torch::Tensor& lengths, int64_t from, const torch::Tensor& scored) {
   // token_logprobs[:, t] scores sequence position t+1, so the response positions [s, len) map to [s-1,

@@ -123,6 +123,7 @@ struct DpoOptions {
   double label_smoothing = 0.0;  // sigmoid (conservative DPO, cDPO), robust, exo_pair and simpo, in [0, 0.5)
   double simpo_gamma = 0.5;      // simpo: the target reward margin (TRL's CPOConfig.simpo_gamma)
   double discopop_tau = 0.05;    // discopop: its blend's temperature (TRL's DPOConfig.discopop_tau)
+  double ld_alpha = 1.0;         // LD-DPO's weight of the tokens past the shorter response (1: plain sums)
   // The weight of the chosen responses' negative log-likelihood per token in the loss (TRL's
   // DPOConfig.rpo_alpha, CPOConfig.cpo_alpha); 0: none. orpo's is 1 whatever this says (DpoNllWeight).
   double rpo_alpha = 0.0;
@@ -195,6 +196,13 @@ torch::Tensor BackwardLoss(const LossOutput& out, double nll_weight, double step
 // loss per token, the perplexity and the token accuracy are SFT's figures, named_step_metrics.h).
 LossOutput SftLoss(const torch::Tensor& completion_logps, const torch::Tensor& completion_tokens,
                    const torch::Tensor& correct_tokens = torch::Tensor());
+
+// LD-DPO (TRL's ld_alpha): each row's response log-prob as its first m tokens' sum plus alpha times the
+// rest's, m = min(chosen, rejected response length) of its pair; rows are [chosen of the B pairs, rejected of
+// them]. token_logprobs, response_start, lengths and from as ResponseLogProbs's (no scored positions).
+torch::Tensor LengthDesensitizedLogProbs(const torch::Tensor& token_logprobs,
+                                         const torch::Tensor& response_start, const torch::Tensor& lengths,
+                                         int64_t from, double alpha);
 
 // Sum of log p(token) over the response tokens of each sequence. token_logprobs [B, T-1-from] holds
 // log p(x[t+1] | x[<=t]) at column t - from (LlamaModel::TokenLogProbs(ids, from)); the response occupies

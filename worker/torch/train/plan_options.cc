@@ -72,6 +72,7 @@ absl::StatusOr<DpoOptions> DpoOptionsOf(const jobspec::DpoSpec& spec) {
   o.label_smoothing = spec.label_smoothing;
   o.simpo_gamma = spec.simpo_gamma;
   o.discopop_tau = spec.discopop_tau;
+  o.ld_alpha = spec.ld_alpha;
   o.rpo_alpha = spec.rpo_alpha;
   o.reference_free = spec.reference_free;
   return o;
