@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <initializer_list>
 #include <vector>
@@ -572,6 +573,12 @@ TEST(ObjectivesTest, MetricsTensorsSumAndReadInFieldOrder) {
   EXPECT_EQ(m.rejected_sum, 10);
   EXPECT_EQ(m.response_tokens, 12);
   EXPECT_EQ(m.sequence_tokens, 14);
+  EXPECT_EQ(m.nll_sum, 16);
+  EXPECT_EQ(m.nll_term_sum, 18);
+  // The host array (what SumOverRanks all-reduces) has the tensor's order, and reads back unchanged.
+  const std::array<double, pair_metric::kCount> values = PairMetricValues(m);
+  for (int64_t i = 0; i < pair_metric::kCount; ++i) EXPECT_EQ(values[i], 2.0 * i) << i;
+  EXPECT_EQ(PairMetricValues(PairMetricsOf(values)), values);
   EXPECT_THROW(ReadPairMetrics(torch::zeros({3}, torch::kFloat64)), c10::Error);
 }
 

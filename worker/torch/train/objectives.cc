@@ -1,6 +1,7 @@
 #include "worker/torch/train/objectives.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -58,7 +59,28 @@ PairMetrics ReadPairMetrics(const torch::Tensor& metrics) {
               "ReadPairMetrics: expected a metrics tensor of ", pair_metric::kCount, " values, got ",
               metrics.sizes());
   const torch::Tensor host = metrics.detach().to(torch::kCPU, torch::kFloat64).contiguous();
-  const double* v = host.data_ptr<double>();
+  std::array<double, pair_metric::kCount> values;
+  std::copy_n(host.data_ptr<double>(), values.size(), values.begin());
+  return PairMetricsOf(values);
+}
+
+std::array<double, pair_metric::kCount> PairMetricValues(const PairMetrics& m) {
+  namespace f = pair_metric;
+  std::array<double, f::kCount> v{};
+  v[f::kLossSum] = m.loss_sum;
+  v[f::kCorrect] = m.correct;
+  v[f::kMarginSum] = m.margin_sum;
+  v[f::kPairs] = m.pairs;
+  v[f::kChosenSum] = m.chosen_sum;
+  v[f::kRejectedSum] = m.rejected_sum;
+  v[f::kResponseTokens] = m.response_tokens;
+  v[f::kSequenceTokens] = m.sequence_tokens;
+  v[f::kNllSum] = m.nll_sum;
+  v[f::kNllTermSum] = m.nll_term_sum;
+  return v;
+}
+
+PairMetrics PairMetricsOf(const std::array<double, pair_metric::kCount>& v) {
   namespace f = pair_metric;
   return PairMetrics{v[f::kLossSum],   v[f::kCorrect],     v[f::kMarginSum],      v[f::kPairs],
                      v[f::kChosenSum], v[f::kRejectedSum], v[f::kResponseTokens], v[f::kSequenceTokens],

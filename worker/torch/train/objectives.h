@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -28,7 +29,7 @@ struct PairMetrics {
   // rejected responses; DPO: their implicit rewards beta * (log pi - log ref); SFT: their log-likelihoods.
   double chosen_sum = 0;
   double rejected_sum = 0;
-  double response_tokens = 0;  // SFT: tokens of the chosen responses (the denominator of loss per token)
+  double response_tokens = 0;  // SFT and DPO: tokens of the chosen responses (the denominator per token)
   double sequence_tokens = 0;  // every token forwarded (prompt + response, chosen and rejected rows)
   // DPO: the chosen responses' negative log-likelihood summed over their tokens (response_tokens counts
   // them: per token, TRL's nll_loss), and the same times the objective's weight of it (DpoNllWeight), the
@@ -80,6 +81,9 @@ constexpr int64_t kLossSum = 0, kCorrect = 1, kMarginSum = 2, kPairs = 3, kChose
 torch::Tensor ZeroPairMetrics(const torch::Device& device);
 // The host copy of a metrics tensor: one device-to-host copy (a synchronisation on a GPU).
 PairMetrics ReadPairMetrics(const torch::Tensor& metrics);
+// PairMetrics' fields in pair_metric order, and back: what a metrics tensor or a host all-reduce carries.
+std::array<double, pair_metric::kCount> PairMetricValues(const PairMetrics& m);
+PairMetrics PairMetricsOf(const std::array<double, pair_metric::kCount>& values);
 
 struct LossOutput {
   torch::Tensor loss_sum;  // scalar with autograd graph

@@ -1,5 +1,6 @@
 #include "worker/torch/train/preference_session.h"
 
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -26,12 +27,11 @@ namespace {
 using Task = PreferenceTrainOptions::Task;
 
 absl::Status SumOverRanks(PairMetrics* m, comm::Communicator* comm) {
-  double v[10] = {m->loss_sum,     m->correct,         m->margin_sum,      m->pairs,   m->chosen_sum,
-                  m->rejected_sum, m->response_tokens, m->sequence_tokens, m->nll_sum, m->nll_term_sum};
-  ZF_RETURN_IF_ERROR(
-      comm::WaitFor(comm->AllReduce(comm::Buffer{v, 10, core::DType::kFloat64}, comm::ReduceOp::kSum),
-                    comm->options().timeout));
-  *m = PairMetrics{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+  std::array<double, pair_metric::kCount> v = PairMetricValues(*m);
+  ZF_RETURN_IF_ERROR(comm::WaitFor(
+      comm->AllReduce(comm::Buffer{v.data(), v.size(), core::DType::kFloat64}, comm::ReduceOp::kSum),
+      comm->options().timeout));
+  *m = PairMetricsOf(v);
   return absl::OkStatus();
 }
 
