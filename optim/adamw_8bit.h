@@ -1,0 +1,46 @@
+// AdamW with 8-bit blockwise state (bitsandbytes' AdamW8bit, Hugging Face's `optim: adamw_bnb_8bit`): the
+// moments m and v are kept as one byte per element and one fp32 scale per block of kQuantBlock elements
+// (dynamic_map.h), 2 bytes + 8/256 per element instead of 8. A step dequantises a block's moments, applies
+// exactly zerofit's fp32 AdamW (adamw_math.h: the arithmetic of torch.optim.AdamW, which is also what
+// bitsandbytes' reference implementation does to the dequantised moments), and quantises the new moments
+// against the block's new absmax. The fp32 master weights stay fp32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "optim/cpu_adamw.h"
+#include "optim/dynamic_map.h"
+
+namespace zerofit::optim {
+
+// n elements from a block boundary: m_absmax / v_absmax hold QuantBlocks(n) scales.
+struct AdamW8bitSpans {
+  float* param = nullptr;  // fp32 master weights
+  const void* grad = nullptr;
+  core::DType grad_dtype = core::DType::kFloat32;
+  uint8_t* m = nullptr;  // codes of the signed map
+  uint8_t* v = nullptr;  // codes of the unsigned map
+  float* m_absmax = nullptr;
+  float* v_absmax = nullptr;
+  size_t n = 0;
+  void* param_out = nullptr;  // optional: the updated parameter as out_dtype
+  core::DType out_dtype = core::DType::kFloat32;
+};
+
+// The two maps a step reads, built once by the caller.
+struct AdamW8bitMaps {
+  DynamicMap m = MakeDynamicMap(MapKind::kSigned);
+  DynamicMap v = MakeDynamicMap(MapKind::kUnsigned);
+};
+
+// One step over every block of `spans` (`step` counts from 1; the gradient is multiplied by grad_scale).
+void CpuAdamW8bit(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
+                  int64_t step, float grad_scale);
+
+// Bitsandbytes keeps fp32 moments for tensors of fewer than min_8bit_size elements (4096 by default: norms,
+// biases), where 8-bit state saves little and costs accuracy.
+inline constexpr size_t kDefaultMin8bitSize = 4096;
+
+}  // namespace zerofit::optim
