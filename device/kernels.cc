@@ -80,4 +80,8 @@ void HostAdamW(const AdamWArgs& a) {
   (kernel.ok() ? *kernel : &optim::CpuAdamWScalarKernel)(a.spans, a.hyper, a.step, a.grad_scale);
 }
 
+void HostAdamW8bit(const AdamW8bitArgs& a) {
+  optim::CpuAdamW8bit(a.spans, a.maps, a.hyper, a.step, a.grad_scale);
+}
+
 }  // namespace zerofit::device

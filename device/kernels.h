@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "optim/adamw_8bit.h"
 #include "optim/cpu_adamw.h"
 
 namespace zerofit::device {
@@ -17,6 +18,17 @@ namespace zerofit::device {
 // grad_scale.
 struct AdamWArgs {
   optim::AdamWSpans spans;
+  optim::AdamWHyper hyper;
+  int64_t step = 1;
+  float grad_scale = 1.0f;
+};
+
+// One 8-bit blockwise AdamW update (optim/adamw_8bit.h) of spans.n elements from a block boundary: codes,
+// block scales, master weights and gradient in the device's memory, and the two dynamic maps (256 codes each)
+// too.
+struct AdamW8bitArgs {
+  optim::AdamW8bitSpans spans;
+  optim::AdamW8bitMaps maps;
   optim::AdamWHyper hyper;
   int64_t step = 1;
   float grad_scale = 1.0f;
@@ -43,5 +55,7 @@ double SumOfSquaresChunk(const void* src, core::DType dtype, size_t n);
 void HostConvert(const void* src, core::DType src_type, void* dst, core::DType dst_type, size_t n);
 // The best SIMD kernel of this CPU, bit-identical to the scalar oracle (optim/adamw_math.h).
 void HostAdamW(const AdamWArgs& args);
+// optim::CpuAdamW8bit.
+void HostAdamW8bit(const AdamW8bitArgs& args);
 
 }  // namespace zerofit::device

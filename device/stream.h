@@ -43,6 +43,7 @@ class Stream {
   virtual absl::Status Convert(const void* src, core::DType src_type, void* dst, core::DType dst_type,
                                size_t n) = 0;
   virtual absl::Status AdamW(const AdamWArgs& args) = 0;
+  virtual absl::Status AdamW8bit(const AdamW8bitArgs& args) = 0;
   // Runs `fn` on a host thread in stream order (cudaLaunchHostFunc): it must not call into the device
   // runtime; a non-OK result breaks the stream.
   virtual absl::Status HostFunc(std::function<absl::Status()> fn) = 0;

@@ -16,8 +16,8 @@ void UpdateBlock(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const inter
   DequantizeBlock(maps.m, s.m + at, len, s.m_absmax[b], m);
   DequantizeBlock(maps.v, s.v + at, len, s.v_absmax[b], v);
   for (size_t i = 0; i < len; ++i) {
-    const float p =
-        internal::AdamWElement(s.param + at + i, core::LoadAsFloat(s.grad, s.grad_dtype, at + i), m + i, v + i, c);
+    const float p = internal::AdamWElement(s.param + at + i, core::LoadAsFloat(s.grad, s.grad_dtype, at + i),
+                                           m + i, v + i, c);
     if (s.param_out != nullptr) core::StoreFromFloat(s.param_out, s.out_dtype, at + i, p);
   }
   s.m_absmax[b] = BlockAbsMax(m, len);

@@ -29,10 +29,17 @@ struct AdamW8bitSpans {
   core::DType out_dtype = core::DType::kFloat32;
 };
 
-// The two maps a step reads, built once by the caller.
+// The two maps a step reads, built once by the caller: m's signed, v's unsigned, 256 codes each.
 struct AdamW8bitMaps {
+  const float* m = nullptr;
+  const float* v = nullptr;
+};
+
+// The maps built once, on the host.
+struct HostAdamW8bitMaps {
   DynamicMap m = MakeDynamicMap(MapKind::kSigned);
   DynamicMap v = MakeDynamicMap(MapKind::kUnsigned);
+  AdamW8bitMaps view() const { return AdamW8bitMaps{m.data(), v.data()}; }
 };
 
 // One step over every block of `spans` (`step` counts from 1; the gradient is multiplied by grad_scale).

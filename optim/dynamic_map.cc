@@ -14,8 +14,8 @@ std::vector<float> LinspaceF32(float start, float end, int steps) {
   const float step = (end - start) / static_cast<float>(steps - 1);
   const int halfway = steps / 2;
   for (int i = 0; i < steps; ++i) {
-    out[static_cast<size_t>(i)] = i < halfway ? start + step * static_cast<float>(i)
-                                              : end - step * static_cast<float>(steps - i - 1);
+    out[static_cast<size_t>(i)] =
+        i < halfway ? start + step * static_cast<float>(i) : end - step * static_cast<float>(steps - i - 1);
   }
   return out;
 }
@@ -45,9 +45,9 @@ DynamicMap MakeDynamicMap(MapKind kind) {
   return map;
 }
 
-uint8_t NearestCode(const DynamicMap& map, float scaled) {
+uint8_t NearestCode(const float* map, float scaled) {
   // The first midpoint (map[i] + map[i + 1]) / 2 >= scaled gives code i; none: the last code.
-  size_t lo = 0, hi = map.size() - 1;  // the answer lies in [lo, hi]
+  size_t lo = 0, hi = kMapCodes - 1;  // the answer lies in [lo, hi]
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
     if ((map[mid] + map[mid + 1]) / 2.0f >= scaled) {
@@ -65,16 +65,16 @@ float BlockAbsMax(const float* x, size_t n) {
   return m;
 }
 
-void QuantizeBlock(const DynamicMap& map, const float* x, size_t n, float absmax, uint8_t* codes) {
+void QuantizeBlock(const float* map, const float* x, size_t n, float absmax, uint8_t* codes) {
   const float inv = 1.0f / std::max(absmax, 1e-38f);
   for (size_t i = 0; i < n; ++i) codes[i] = NearestCode(map, std::clamp(x[i] * inv, -1.0f, 1.0f));
 }
 
-void DequantizeBlock(const DynamicMap& map, const uint8_t* codes, size_t n, float absmax, float* out) {
+void DequantizeBlock(const float* map, const uint8_t* codes, size_t n, float absmax, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = map[codes[i]] * absmax;
 }
 
-void Quantize(const DynamicMap& map, const float* x, size_t n, uint8_t* codes, float* absmax) {
+void Quantize(const float* map, const float* x, size_t n, uint8_t* codes, float* absmax) {
   for (size_t b = 0; b * kQuantBlock < n; ++b) {
     const size_t at = b * kQuantBlock, len = std::min(kQuantBlock, n - at);
     absmax[b] = BlockAbsMax(x + at, len);
@@ -82,15 +82,14 @@ void Quantize(const DynamicMap& map, const float* x, size_t n, uint8_t* codes, f
   }
 }
 
-void QuantizeWithScales(const DynamicMap& map, const float* x, size_t n, const float* absmax,
-                        uint8_t* codes) {
+void QuantizeWithScales(const float* map, const float* x, size_t n, const float* absmax, uint8_t* codes) {
   for (size_t b = 0; b * kQuantBlock < n; ++b) {
     const size_t at = b * kQuantBlock;
     QuantizeBlock(map, x + at, std::min(kQuantBlock, n - at), absmax[b], codes + at);
   }
 }
 
-void Dequantize(const DynamicMap& map, const uint8_t* codes, size_t n, const float* absmax, float* out) {
+void Dequantize(const float* map, const uint8_t* codes, size_t n, const float* absmax, float* out) {
   for (size_t b = 0; b * kQuantBlock < n; ++b) {
     const size_t at = b * kQuantBlock;
     DequantizeBlock(map, codes + at, std::min(kQuantBlock, n - at), absmax[b], out + at);

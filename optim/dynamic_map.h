@@ -18,8 +18,10 @@ namespace zerofit::optim {
 
 inline constexpr size_t kQuantBlock = 256;
 
-// 256 codes in ascending order.
+// 256 codes in ascending order. The functions below take a map as `const float*` to its 256 codes, so that
+// a device kernel can read a copy in device memory.
 using DynamicMap = std::array<float, 256>;
+inline constexpr size_t kMapCodes = 256;
 
 enum class MapKind { kSigned, kUnsigned };
 
@@ -30,25 +32,25 @@ enum class MapKind { kSigned, kUnsigned };
 DynamicMap MakeDynamicMap(MapKind kind);
 
 // The index of the code nearest to `scaled` (in [-1, 1]); a value on a midpoint takes the lower code.
-uint8_t NearestCode(const DynamicMap& map, float scaled);
+uint8_t NearestCode(const float* map, float scaled);
 
 // The scale a block is quantised against when none is given: max |x|.
 float BlockAbsMax(const float* x, size_t n);
 
 // codes[i] = NearestCode(x[i] / absmax), the division as bitsandbytes does it: x * (1 / max(absmax, 1e-38)),
 // clamped to [-1, 1]. An absmax other than the block's own is allowed (a checkpoint restores its scale).
-void QuantizeBlock(const DynamicMap& map, const float* x, size_t n, float absmax, uint8_t* codes);
+void QuantizeBlock(const float* map, const float* x, size_t n, float absmax, uint8_t* codes);
 
 // out[i] = map[codes[i]] * absmax.
-void DequantizeBlock(const DynamicMap& map, const uint8_t* codes, size_t n, float absmax, float* out);
+void DequantizeBlock(const float* map, const uint8_t* codes, size_t n, float absmax, float* out);
 
 // Blocks of n elements: ceil(n / kQuantBlock).
 inline size_t QuantBlocks(size_t n) { return (n + kQuantBlock - 1) / kQuantBlock; }
 
 // Whole spans: block b covers [b * kQuantBlock, min(n, (b + 1) * kQuantBlock)) and absmax[b] is its scale.
 // Quantize computes every block's scale into `absmax`; QuantizeWithScales uses the given ones.
-void Quantize(const DynamicMap& map, const float* x, size_t n, uint8_t* codes, float* absmax);
-void QuantizeWithScales(const DynamicMap& map, const float* x, size_t n, const float* absmax, uint8_t* codes);
-void Dequantize(const DynamicMap& map, const uint8_t* codes, size_t n, const float* absmax, float* out);
+void Quantize(const float* map, const float* x, size_t n, uint8_t* codes, float* absmax);
+void QuantizeWithScales(const float* map, const float* x, size_t n, const float* absmax, uint8_t* codes);
+void Dequantize(const float* map, const uint8_t* codes, size_t n, const float* absmax, float* out);
 
 }  // namespace zerofit::optim

@@ -6,6 +6,7 @@
 add_library(zerofit_device_cuda STATIC
   ${CMAKE_CURRENT_LIST_DIR}/accumulate.cu
   ${CMAKE_CURRENT_LIST_DIR}/adamw.cu
+  ${CMAKE_CURRENT_LIST_DIR}/adamw_8bit.cu
   ${CMAKE_CURRENT_LIST_DIR}/convert.cu
   ${CMAKE_CURRENT_LIST_DIR}/sum_of_squares.cu)
 target_include_directories(zerofit_device_cuda PRIVATE ${PROJECT_SOURCE_DIR})

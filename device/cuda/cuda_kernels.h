@@ -37,5 +37,20 @@ cudaError_t LaunchConvert(const void* src, core::DType src_type, void* dst, core
 cudaError_t LaunchAdamW(float* param, const void* grad, core::DType grad_type, float* m, float* v, size_t n,
                         void* param_out, core::DType out_type, const AdamWKernelConstants& c,
                         cudaStream_t stream);
+// optim/adamw_8bit.h's CpuAdamW8bit (8-bit blockwise moments) on n elements from a block boundary: one
+// thread block of 256 threads per quantisation block; the same AdamWElement arithmetic and, in
+// quantisation, the same nearest-code search over fp32 midpoints, so codes, scales and parameters are
+// bit-identical to the host reference.
+struct AdamW8bitState {
+  unsigned char* m;  // codes of the signed map
+  unsigned char* v;  // codes of the unsigned map
+  float* m_absmax;
+  float* v_absmax;
+  const float* m_map;  // 256 codes each, device memory
+  const float* v_map;
+};
+cudaError_t LaunchAdamW8bit(float* param, const void* grad, core::DType grad_type,
+                            const AdamW8bitState& state, size_t n, void* param_out, core::DType out_type,
+                            const AdamWKernelConstants& c, cudaStream_t stream);
 
 }  // namespace zerofit::device::cuda

@@ -170,6 +170,21 @@ absl::Status CudaStream::AdamW(const AdamWArgs& a) {
       cuda::LaunchAdamW(s.param, s.grad, s.grad_dtype, s.m, s.v, s.n, s.param_out, s.out_dtype, c, stream_));
 }
 
+absl::Status CudaStream::AdamW8bit(const AdamW8bitArgs& a) {
+  const optim::AdamW8bitSpans& s = a.spans;
+  ZF_RETURN_IF_ERROR(CheckFloatType(s.grad_dtype, "AdamW8bit gradient"));
+  if (s.param_out != nullptr) ZF_RETURN_IF_ERROR(CheckFloatType(s.out_dtype, "AdamW8bit output"));
+  if (a.step < 1)
+    return absl::InvalidArgumentError(absl::StrCat("AdamW8bit step ", a.step, " (counts from 1)"));
+  const optim::internal::AdamWConstants h = optim::internal::MakeConstants(a.hyper, a.step, a.grad_scale);
+  const cuda::AdamWKernelConstants c{
+      h.decay, h.b1, h.b2, h.one_minus_b1, h.one_minus_b2, h.sqrt_bc2, h.neg_step_size, h.eps, h.grad_scale};
+  const cuda::AdamW8bitState state{s.m, s.v, s.m_absmax, s.v_absmax, a.maps.m, a.maps.v};
+  ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaSetDevice(device_)));
+  return ZF_CUDA_CALL(
+      cuda::LaunchAdamW8bit(s.param, s.grad, s.grad_dtype, state, s.n, s.param_out, s.out_dtype, c, stream_));
+}
+
 absl::Status CudaStream::HostFunc(std::function<absl::Status()> fn) {
   ZF_RETURN_IF_ERROR(ZF_CUDA_CALL(cudaSetDevice(device_)));
   auto call = std::make_unique<HostCall>(HostCall{std::move(fn), status_});

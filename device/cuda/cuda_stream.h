@@ -48,6 +48,7 @@ class CudaStream final : public Stream {
   absl::Status Convert(const void* src, core::DType src_type, void* dst, core::DType dst_type,
                        size_t n) override;
   absl::Status AdamW(const AdamWArgs& args) override;
+  absl::Status AdamW8bit(const AdamW8bitArgs& args) override;
   absl::Status HostFunc(std::function<absl::Status()> fn) override;
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override;
   absl::Status Synchronize(absl::Duration timeout) override;

@@ -75,6 +75,10 @@ class InlineStream final : public Stream {
     HostAdamW(args);
     return absl::OkStatus();
   }
+  absl::Status AdamW8bit(const AdamW8bitArgs& args) override {
+    HostAdamW8bit(args);
+    return absl::OkStatus();
+  }
   absl::Status HostFunc(std::function<absl::Status()> fn) override {
     absl::Status s = fn();
     if (!s.ok() && status_.ok()) status_ = s;

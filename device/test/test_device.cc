@@ -79,6 +79,9 @@ class DelayedStream final : public Stream {
   absl::Status AdamW(const AdamWArgs& args) override {
     return Enqueue([=] { return HostAdamW(args), absl::OkStatus(); });
   }
+  absl::Status AdamW8bit(const AdamW8bitArgs& args) override {
+    return Enqueue([=] { return HostAdamW8bit(args), absl::OkStatus(); });
+  }
   absl::Status HostFunc(std::function<absl::Status()> fn) override {
     return Enqueue([fn = std::move(fn), count = host_functions_run_, host = host_thread_,
                     timeout = options_.wait_timeout]() -> absl::Status {

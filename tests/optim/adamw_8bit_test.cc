@@ -3,6 +3,8 @@
 // search in double, the error within half a code gap, a restored scale giving back the same codes, one step
 // equal to its parts (dequantise, the fp32 AdamW oracle that equals torch's AdamW, quantise), and many steps
 // converging as fp32 AdamW does.
+#include "optim/adamw_8bit.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "optim/adamw_8bit.h"
 #include "optim/cpu_adamw.h"
 #include "optim/dynamic_map.h"
 
@@ -65,7 +66,7 @@ TEST(DynamicMapTest, QuantisesToTheNearestCode) {
     for (int t = 0; t < 20000; ++t) {
       float x = std::pow(10.0f, exponent(rng));
       if (kind == MapKind::kSigned && t % 2) x = -x;
-      const size_t got = NearestCode(map, x), want = BruteNearest(map, x);
+      const size_t got = NearestCode(map.data(), x), want = BruteNearest(map, x);
       // A value within an ulp of a midpoint may round either way between double and fp32 midpoints.
       if (got != want) {
         const double gap = std::fabs(std::fabs(double{map[got]} - x) - std::fabs(double{map[want]} - x));
@@ -73,8 +74,9 @@ TEST(DynamicMapTest, QuantisesToTheNearestCode) {
       }
     }
     // Exact codes and midpoints: a code is its own nearest; a midpoint takes the lower code.
-    for (size_t k = 0; k < map.size(); ++k) EXPECT_EQ(NearestCode(map, map[k]), k);
-    for (size_t k = 0; k + 1 < map.size(); ++k) EXPECT_EQ(NearestCode(map, (map[k] + map[k + 1]) / 2), k);
+    for (size_t k = 0; k < map.size(); ++k) EXPECT_EQ(NearestCode(map.data(), map[k]), k);
+    for (size_t k = 0; k + 1 < map.size(); ++k)
+      EXPECT_EQ(NearestCode(map.data(), (map[k] + map[k + 1]) / 2), k);
   }
 }
 
@@ -96,8 +98,8 @@ TEST(DynamicMapTest, BlocksKeepTheirScaleAndRestoreExactly) {
     const std::vector<float> x = RandomMoments(n, kind == MapKind::kSigned, 11);
     std::vector<uint8_t> codes(n), again(n);
     std::vector<float> absmax(QuantBlocks(n)), back(n);
-    Quantize(map, x.data(), n, codes.data(), absmax.data());
-    Dequantize(map, codes.data(), n, absmax.data(), back.data());
+    Quantize(map.data(), x.data(), n, codes.data(), absmax.data());
+    Dequantize(map.data(), codes.data(), n, absmax.data(), back.data());
     for (size_t i = 0; i < n; ++i) {
       const size_t b = i / kQuantBlock, end = std::min(n, (b + 1) * kQuantBlock);
       EXPECT_EQ(absmax[b], BlockAbsMax(x.data() + b * kQuantBlock, end - b * kQuantBlock));
@@ -113,7 +115,7 @@ TEST(DynamicMapTest, BlocksKeepTheirScaleAndRestoreExactly) {
     }
     // A checkpoint keeps the dequantised moments and the scales: quantising them again against the same
     // scales gives the same codes (recomputing the scale would not: the signed map has no -1).
-    QuantizeWithScales(map, back.data(), n, absmax.data(), again.data());
+    QuantizeWithScales(map.data(), back.data(), n, absmax.data(), again.data());
     EXPECT_EQ(again, codes);
   }
 }
@@ -159,7 +161,8 @@ State8 RandomState(size_t n, const AdamW8bitMaps& maps, uint32_t seed) {
 const AdamWHyper kHyper{1e-3f, 0.9f, 0.999f, 1e-8f, 1e-2f};
 
 TEST(AdamW8bitTest, OneStepIsDequantiseAdamWQuantise) {
-  const AdamW8bitMaps maps;
+  const HostAdamW8bitMaps host_maps;
+  const AdamW8bitMaps maps = host_maps.view();
   const size_t n = 3 * kQuantBlock + 5;
   State8 s = RandomState(n, maps, 3);
   // The parts: dequantised moments, the fp32 oracle on them, the new moments quantised against their
@@ -184,14 +187,16 @@ TEST(AdamW8bitTest, OneStepIsDequantiseAdamWQuantise) {
   EXPECT_EQ(s.m_absmax, ma);
   EXPECT_EQ(s.v_absmax, va);
   for (size_t i = 0; i < n; ++i) {
-    EXPECT_EQ(core::LoadAsFloat(bf16.data(), core::DType::kBFloat16, i), core::Bf16ToFloat(core::FloatToBf16(p[i])));
+    EXPECT_EQ(core::LoadAsFloat(bf16.data(), core::DType::kBFloat16, i),
+              core::Bf16ToFloat(core::FloatToBf16(p[i])));
   }
 }
 
 // Minimise 0.5 |x - target|^2 from 0 with 8-bit and with fp32 AdamW: the 8-bit run ends as close to the
 // target as the fp32 one, within the lr-sized dither the quantised second moment allows.
 TEST(AdamW8bitTest, ConvergesLikeFp32AdamW) {
-  const AdamW8bitMaps maps;
+  const HostAdamW8bitMaps host_maps;
+  const AdamW8bitMaps maps = host_maps.view();
   const size_t n = 4 * kQuantBlock;
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
