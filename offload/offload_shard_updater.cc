@@ -148,6 +148,7 @@ sharding::ShardMemory OffloadShardUpdater::memory() const {
   sharding::ShardMemory m;
   const size_t shard = plan_->shard_numel() * sizeof(float);
   m.state_bytes = 3 * shard;
+  m.master_bytes = shard;
   m.shard_grad_bytes = pipeline_->gradient_bytes();
   m.pinned_bytes = pipeline_->pinned_bytes();
   m.host_bytes = pipeline_->host_bytes();

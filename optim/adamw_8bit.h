@@ -50,4 +50,13 @@ void CpuAdamW8bit(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const 
 // biases), where 8-bit state saves little and costs accuracy.
 inline constexpr size_t kDefaultMin8bitSize = 4096;
 
+// How an optimizer keeps AdamW's moments: fp32 (8 bytes an element), or 8-bit blockwise for the parameters
+// of at least min_8bit_size elements (2 bytes + 8 / kQuantBlock an element).
+enum class MomentFormat { kFp32, kBlockwise8bit };
+struct MomentOptions {
+  MomentFormat format = MomentFormat::kFp32;
+  size_t min_8bit_size = kDefaultMin8bitSize;
+  bool quantized() const { return format == MomentFormat::kBlockwise8bit; }
+};
+
 }  // namespace zerofit::optim

@@ -18,6 +18,7 @@
 #include "core/status_macros.h"
 #include "core/text_file.h"
 #include "nlohmann/json.hpp"
+#include "optim/dynamic_map.h"
 #include "sharding/checkpoint_rotation.h"
 
 namespace zerofit::sharding {
@@ -50,6 +51,24 @@ std::vector<Run> RunsOf(const BucketPlan& plan) {
 }
 
 std::string RankFile(int rank) { return absl::StrFormat("rank-%05d.safetensors", rank); }
+
+// 8-bit moments' block scales in a rank file: each run's blocks (optim::QuantBlocks of its elements), runs
+// in file order. A run starts on a block of its parameter (the 8-bit optimizer's alignment).
+constexpr const char* kScaleTensors[2] = {"exp_avg_absmax", "exp_avg_sq_absmax"};
+
+// This rank's scales of m and v in that layout.
+absl::Status RunScales(Zero2Optimizer& opt, std::vector<float> (&out)[2]) {
+  std::vector<float> all[2];
+  for (auto& a : all) a.resize(opt.moment_scales());
+  ZF_RETURN_IF_ERROR(opt.CopyMomentScalesToHost(all[0].data(), all[1].data()));
+  for (int k = 0; k < 2; ++k) {
+    for (const ShardSegment& s : opt.plan().segments()) {
+      const auto first = all[k].begin() + static_cast<std::ptrdiff_t>(s.shard_offset / optim::kQuantBlock);
+      out[k].insert(out[k].end(), first, first + static_cast<std::ptrdiff_t>(optim::QuantBlocks(s.numel)));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Collective(absl::StatusOr<std::unique_ptr<comm::Work>> work, absl::Duration timeout) {
   ZF_RETURN_IF_ERROR(work.status());
@@ -270,10 +289,19 @@ absl::StatusOr<CheckpointInfo> SaveCheckpoint(Zero2Optimizer& opt, const std::st
     at += s.numel;
   }
   const int64_t len = static_cast<int64_t>(n);
-  local = core::WriteSafetensors((tmp_dir / RankFile(rank)).string(),
-                                 {{"master", core::StDType::kF32, {len}, master.data()},
-                                  {"exp_avg", core::StDType::kF32, {len}, m.data()},
-                                  {"exp_avg_sq", core::StDType::kF32, {len}, v.data()}},
+  std::vector<core::StTensorToWrite> tensors = {{"master", core::StDType::kF32, {len}, master.data()},
+                                                {"exp_avg", core::StDType::kF32, {len}, m.data()},
+                                                {"exp_avg_sq", core::StDType::kF32, {len}, v.data()}};
+  // 8-bit moments: m and v above are dequantised; their block scales too, so that a restore gives back the
+  // same codes (sharding/quantized_moments.h).
+  std::vector<float> scales[2];
+  if (opt.moment_scales() > 0) {
+    ZF_RETURN_IF_ERROR(RunScales(opt, scales));
+    const int64_t blocks = static_cast<int64_t>(scales[0].size());
+    tensors.push_back({kScaleTensors[0], core::StDType::kF32, {blocks}, scales[0].data()});
+    tensors.push_back({kScaleTensors[1], core::StDType::kF32, {blocks}, scales[1].data()});
+  }
+  local = core::WriteSafetensors((tmp_dir / RankFile(rank)).string(), tensors,
                                  {{"rank", std::to_string(rank)}, {"world_size", std::to_string(world)}});
   // Every rank file is durable (WriteSafetensors fsyncs), or every rank knows that one is not.
   if (absl::Status agreed = AgreeOk(local, comm); !agreed.ok()) return failed(agreed);
@@ -297,6 +325,7 @@ namespace {
 // parameter, at `file_offset` in file `file`.
 struct Piece {
   size_t offset, numel, file, file_offset;
+  size_t file_block = 0;  // the run's first block in the file's scale tensors (kScaleTensors), if any
 };
 
 // The manifest's rank files and, per parameter, the runs they hold.
@@ -346,13 +375,15 @@ absl::StatusOr<RankFiles> ReadRankFiles(const BucketPlan& plan, const Json& j,
   const Json& files = j.at("files");
   for (size_t f = 0; f < files.size(); ++f) {
     out.names.push_back(files[f].at("file").get<std::string>());
+    size_t file_block = 0;
     for (const Json& r : files[f].at("runs")) {
       const size_t listed = r.at(0).get<size_t>();
       const std::string field = absl::StrCat("files[", f, "].runs");
       if (listed >= to_plan.size())
         return ManifestError(manifest_path, field, "names a parameter out of range");
       const size_t p = to_plan[listed];
-      const Piece piece{r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>()};
+      const Piece piece{r.at(1).get<size_t>(), r.at(2).get<size_t>(), f, r.at(3).get<size_t>(), file_block};
+      file_block += optim::QuantBlocks(piece.numel);
       // Checked here so that the copy's bounds check below cannot wrap around (it adds these).
       const size_t param_numel = plan.params()[p].numel;
       if (piece.offset > param_numel || piece.numel > param_numel - piece.offset ||
@@ -367,7 +398,8 @@ absl::StatusOr<RankFiles> ReadRankFiles(const BucketPlan& plan, const Json& j,
   return out;
 }
 
-// The old rank files' state tensors (master, m, v), each file read once, when first needed.
+// The old rank files' state tensors (master, m, v, and, when the file has them, the scales of 8-bit moments;
+// else two empty vectors), each file read once, when first needed.
 class RankFileCache {
  public:
   RankFileCache(const std::string& dir, const std::vector<std::string>& names) : dir_(dir), names_(names) {}
@@ -387,21 +419,51 @@ class RankFileCache {
       ZF_RETURN_IF_ERROR(file.Read(name, data.data(), data.size() * sizeof(float)));
       t.push_back(std::move(data));
     }
+    for (const char* name : kScaleTensors) {
+      const core::StTensorInfo* ti = file.Find(name);
+      std::vector<float> data;
+      if (ti != nullptr) {
+        if (ti->dtype != core::StDType::kF32) {
+          return absl::DataLossError(absl::StrCat(file.path(), ": tensor '", name, "' is not F32"));
+        }
+        data.resize(static_cast<size_t>(ti->numel()));
+        ZF_RETURN_IF_ERROR(file.Read(name, data.data(), data.size() * sizeof(float)));
+      }
+      t.push_back(std::move(data));
+    }
     return &loaded_.emplace(f, std::move(t)).first->second;
   }
 
  private:
   const std::string& dir_;
   const std::vector<std::string>& names_;
-  std::map<size_t, std::vector<std::vector<float>>> loaded_;  // file -> master, m, v
+  std::map<size_t, std::vector<std::vector<float>>> loaded_;  // file -> master, m, v, m scales, v scales
 };
 
+// The 8-bit moments' scales of the overlap [lo, hi) of a file's piece and this rank's segment, when the file
+// has scales and the overlap starts on a block in both (always so between two 8-bit runs; else the blocks
+// keep 0 and are quantised against their own absmax).
+void CopyScales(const std::vector<std::vector<float>>& t, const Piece& pc, const ShardSegment& s, size_t lo,
+                size_t hi, std::vector<float> (&host_state)[5]) {
+  constexpr size_t kBlock = optim::kQuantBlock;
+  if (t[3].empty() || (lo - pc.offset) % kBlock != 0 ||
+      (s.shard_offset + lo - s.offset_in_param) % kBlock != 0)
+    return;
+  const size_t from = pc.file_block + (lo - pc.offset) / kBlock, blocks = optim::QuantBlocks(hi - lo);
+  const size_t to = (s.shard_offset + lo - s.offset_in_param) / kBlock;
+  if (from + blocks > t[3].size() || from + blocks > t[4].size() || to + blocks > host_state[3].size())
+    return;
+  for (int k = 3; k < 5; ++k) std::copy_n(t[k].data() + from, blocks, host_state[k].data() + to);
+}
+
 // This rank's shard of master, m and v (host memory) from the old rank files that its segments overlap;
-// every real element must be covered.
+// every real element must be covered. With scale_blocks (8-bit moments), host_state[3] and [4] get the
+// blocks' saved scales where the files have them (0 elsewhere).
 absl::Status AssembleShard(const BucketPlan& plan, const RankFiles& rf, const std::string& dir,
-                           const std::string& manifest_path, std::vector<float> (&host_state)[3]) {
+                           const std::string& manifest_path, size_t scale_blocks,
+                           std::vector<float> (&host_state)[5]) {
   RankFileCache cache(dir, rf.names);
-  for (auto& b : host_state) b.assign(plan.shard_numel(), 0.0f);
+  for (int k = 0; k < 5; ++k) host_state[k].assign(k < 3 ? plan.shard_numel() : scale_blocks, 0.0f);
   float* dst[3] = {host_state[0].data(), host_state[1].data(), host_state[2].data()};
   for (const ShardSegment& s : plan.segments()) {
     size_t covered = 0;
@@ -418,6 +480,7 @@ absl::Status AssembleShard(const BucketPlan& plan, const RankFiles& rf, const st
       for (int k = 0; k < 3; ++k) {
         std::copy_n((*t)[k].data() + src, hi - lo, dst[k] + s.shard_offset + (lo - s.offset_in_param));
       }
+      if (scale_blocks > 0) CopyScales(*t, pc, s, lo, hi, host_state);
       covered += hi - lo;
     }
     if (covered != s.numel) {
@@ -441,7 +504,8 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
   LossScalerState state;
   // The reading part is local; every rank then agrees before the collective rebuild, so a rank that failed
   // to read never leaves the others waiting in the all-gather.
-  std::vector<float> host_state[3];  // master, exp_avg, exp_avg_sq of this rank's shard
+  std::vector<float>
+      host_state[5];  // master, exp_avg, exp_avg_sq of this rank's shard; 8-bit moments' scales
   absl::Status local = [&]() -> absl::Status {
     try {
       const BucketPlan& plan = opt.plan();
@@ -449,7 +513,7 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
                           PlanIndexOfManifestParams(plan, j, manifest_path));
       ZF_ASSIGN_OR_RETURN(const RankFiles files, ReadRankFiles(plan, j, to_plan, manifest_path));
       // Assembled on the host, then copied to wherever the state lives.
-      ZF_RETURN_IF_ERROR(AssembleShard(plan, files, dir, manifest_path, host_state));
+      ZF_RETURN_IF_ERROR(AssembleShard(plan, files, dir, manifest_path, opt.moment_scales(), host_state));
       const Json& sc = j.at("loss_scaler");
       state = LossScalerState{sc.at("scale").get<float>(), sc.at("good_steps").get<int>(),
                               sc.at("skipped").get<int64_t>()};
@@ -459,7 +523,14 @@ absl::StatusOr<CheckpointInfo> LoadCheckpoint(Zero2Optimizer& opt, const std::st
     return absl::OkStatus();
   }();
   ZF_RETURN_IF_ERROR(AgreeOk(local, comm));
-  ZF_RETURN_IF_ERROR(opt.CopyStateFromHost(host_state[0].data(), host_state[1].data(), host_state[2].data()));
+  if (opt.moment_scales() > 0) {
+    ZF_RETURN_IF_ERROR(opt.CopyStateFromHostWithScales(host_state[0].data(), host_state[1].data(),
+                                                       host_state[2].data(), host_state[3].data(),
+                                                       host_state[4].data()));
+  } else {
+    ZF_RETURN_IF_ERROR(
+        opt.CopyStateFromHost(host_state[0].data(), host_state[1].data(), host_state[2].data()));
+  }
   ZF_RETURN_IF_ERROR(opt.RestoreFromShards(info.step, state));
   return info;
 }

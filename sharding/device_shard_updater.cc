@@ -1,5 +1,7 @@
 #include "sharding/device_shard_updater.h"
 
+#include <vector>
+
 #include "core/status_macros.h"
 
 namespace zerofit::sharding {
@@ -10,13 +12,11 @@ DeviceShardUpdater::~DeviceShardUpdater() {
   if (stream_) (void)stream_->Synchronize(timeout_);
 }
 
-absl::StatusOr<std::unique_ptr<DeviceShardUpdater>> DeviceShardUpdater::Create(const BucketPlan* plan,
-                                                                               core::DType param_dtype,
-                                                                               device::Device* device,
-                                                                               absl::Duration timeout,
-                                                                               bool single_micro_batch) {
+absl::StatusOr<std::unique_ptr<DeviceShardUpdater>> DeviceShardUpdater::Create(
+    const BucketPlan* plan, core::DType param_dtype, device::Device* device, absl::Duration timeout,
+    bool single_micro_batch, optim::MomentOptions moments) {
   std::unique_ptr<DeviceShardUpdater> u(
-      new DeviceShardUpdater(plan, param_dtype, device, timeout, single_micro_batch));
+      new DeviceShardUpdater(plan, param_dtype, device, timeout, single_micro_batch, moments));
   ZF_RETURN_IF_ERROR(u->Allocate());
   return u;
 }
@@ -25,8 +25,14 @@ absl::Status DeviceShardUpdater::Allocate() {
   bucket_segments_ = BucketSegmentRanges(*plan_);
   ZF_ASSIGN_OR_RETURN(stream_, device_->CreateStream());
   ZF_ASSIGN_OR_RETURN(received_, device_->CreateEvent());
-  for (device::Buffer* b : {&master_, &exp_avg_, &exp_avg_sq_}) {
-    ZF_ASSIGN_OR_RETURN(*b, device_->Allocate(state_bytes(), MemoryKind::kDevice));
+  ZF_ASSIGN_OR_RETURN(master_, device_->Allocate(state_bytes(), MemoryKind::kDevice));
+  if (moments_.quantized()) {
+    ZF_ASSIGN_OR_RETURN(quantized_, QuantizedMoments::Create(plan_, device_, stream_.get(),
+                                                             moments_.min_8bit_size, timeout_));
+  } else {
+    for (device::Buffer* b : {&exp_avg_, &exp_avg_sq_}) {
+      ZF_ASSIGN_OR_RETURN(*b, device_->Allocate(state_bytes(), MemoryKind::kDevice));
+    }
   }
   if (!single_micro_batch_) {
     ZF_ASSIGN_OR_RETURN(grads_, device_->Allocate(state_bytes(), MemoryKind::kDevice));
@@ -126,14 +132,18 @@ absl::StatusOr<device::Stream*> DeviceShardUpdater::Update(size_t bucket, const 
     a.spans.param = master() + s.shard_offset;
     a.spans.grad = GradientAt(s.shard_offset);
     a.spans.grad_dtype = gradient_dtype();
-    a.spans.m = exp_avg() + s.shard_offset;
-    a.spans.v = exp_avg_sq() + s.shard_offset;
     a.spans.n = s.numel;
     a.spans.param_out = owned_params + (s.shard_offset - b.shard_offset) * elem_bytes();
     a.spans.out_dtype = param_dtype_;
     a.hyper = SegmentHyper(hyper, s);
     a.step = step;
     a.grad_scale = grad_scale;
+    if (quantized_) {
+      ZF_RETURN_IF_ERROR(quantized_->Update(k, a));
+      continue;
+    }
+    a.spans.m = exp_avg() + s.shard_offset;
+    a.spans.v = exp_avg_sq() + s.shard_offset;
     ZF_RETURN_IF_ERROR(stream_->AdamW(a));
   }
   return stream_.get();
@@ -141,12 +151,31 @@ absl::StatusOr<device::Stream*> DeviceShardUpdater::Update(size_t bucket, const 
 
 absl::Status DeviceShardUpdater::CopyStateToHost(float* master, float* m, float* v) {
   ZF_RETURN_IF_ERROR(stream_->Copy(master, master_.data(), state_bytes()));
+  if (quantized_) {
+    std::vector<float> m_absmax(moment_scales()), v_absmax(moment_scales());
+    return quantized_->CopyToHost(m, v, m_absmax.data(), v_absmax.data());  // synchronises
+  }
   ZF_RETURN_IF_ERROR(stream_->Copy(m, exp_avg_.data(), state_bytes()));
   ZF_RETURN_IF_ERROR(stream_->Copy(v, exp_avg_sq_.data(), state_bytes()));
   return stream_->Synchronize(timeout_);
 }
 
+absl::Status DeviceShardUpdater::CopyMomentScalesToHost(float* m_absmax, float* v_absmax) {
+  if (!quantized_) return ShardUpdater::CopyMomentScalesToHost(m_absmax, v_absmax);
+  std::vector<float> m(plan_->shard_numel()), v(plan_->shard_numel());
+  return quantized_->CopyToHost(m.data(), v.data(), m_absmax, v_absmax);
+}
+
+absl::Status DeviceShardUpdater::CopyStateFromHostWithScales(const float* master, const float* m,
+                                                             const float* v, const float* m_absmax,
+                                                             const float* v_absmax) {
+  if (!quantized_) return CopyStateFromHost(master, m, v);
+  ZF_RETURN_IF_ERROR(stream_->Copy(master_.data(), master, state_bytes()));
+  return quantized_->CopyFromHost(m, v, m_absmax, v_absmax);  // synchronises
+}
+
 absl::Status DeviceShardUpdater::CopyStateFromHost(const float* master, const float* m, const float* v) {
+  if (quantized_) return CopyStateFromHostWithScales(master, m, v, nullptr, nullptr);
   ZF_RETURN_IF_ERROR(stream_->Copy(master_.data(), master, state_bytes()));
   ZF_RETURN_IF_ERROR(stream_->Copy(exp_avg_.data(), m, state_bytes()));
   ZF_RETURN_IF_ERROR(stream_->Copy(exp_avg_sq_.data(), v, state_bytes()));
@@ -155,7 +184,9 @@ absl::Status DeviceShardUpdater::CopyStateFromHost(const float* master, const fl
 
 ShardMemory DeviceShardUpdater::memory() const {
   ShardMemory m;
-  m.state_bytes = master_.bytes() + exp_avg_.bytes() + exp_avg_sq_.bytes();
+  m.state_bytes =
+      master_.bytes() + exp_avg_.bytes() + exp_avg_sq_.bytes() + (quantized_ ? quantized_->bytes() : 0);
+  m.master_bytes = master_.bytes();
   m.shard_grad_bytes = grads_.bytes();
   return m;
 }

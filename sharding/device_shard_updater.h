@@ -15,17 +15,17 @@
 #include <vector>
 
 #include "device/device.h"
+#include "optim/adamw_8bit.h"
+#include "sharding/quantized_moments.h"
 #include "sharding/shard_updater.h"
 
 namespace zerofit::sharding {
 
 class DeviceShardUpdater final : public ShardUpdater {
  public:
-  static absl::StatusOr<std::unique_ptr<DeviceShardUpdater>> Create(const BucketPlan* plan,
-                                                                    core::DType param_dtype,
-                                                                    device::Device* device,
-                                                                    absl::Duration timeout,
-                                                                    bool single_micro_batch = false);
+  static absl::StatusOr<std::unique_ptr<DeviceShardUpdater>> Create(
+      const BucketPlan* plan, core::DType param_dtype, device::Device* device, absl::Duration timeout,
+      bool single_micro_batch = false, optim::MomentOptions moments = {});
   ~DeviceShardUpdater() override;
 
   absl::Status Receive(size_t bucket, const void* landing, comm::Work& work, bool last_of_step) override;
@@ -41,20 +41,25 @@ class DeviceShardUpdater final : public ShardUpdater {
                                          float grad_scale, char* owned_params) override;
   absl::Status CopyStateToHost(float* master, float* m, float* v) override;
   absl::Status CopyStateFromHost(const float* master, const float* m, const float* v) override;
+  size_t moment_scales() const override { return quantized_ ? quantized_->scales() : 0; }
+  absl::Status CopyMomentScalesToHost(float* m_absmax, float* v_absmax) override;
+  absl::Status CopyStateFromHostWithScales(const float* master, const float* m, const float* v,
+                                           const float* m_absmax, const float* v_absmax) override;
   float* master() override { return master_.as<float>(); }
-  float* exp_avg() override { return exp_avg_.as<float>(); }
-  float* exp_avg_sq() override { return exp_avg_sq_.as<float>(); }
+  float* exp_avg() override { return quantized_ ? nullptr : exp_avg_.as<float>(); }
+  float* exp_avg_sq() override { return quantized_ ? nullptr : exp_avg_sq_.as<float>(); }
   absl::Status Synchronize(absl::Duration timeout) override { return stream_->Synchronize(timeout); }
   ShardMemory memory() const override;
 
  private:
   DeviceShardUpdater(const BucketPlan* plan, core::DType param_dtype, device::Device* device,
-                     absl::Duration timeout, bool single_micro_batch)
+                     absl::Duration timeout, bool single_micro_batch, optim::MomentOptions moments)
       : plan_(plan),
         param_dtype_(param_dtype),
         device_(device),
         timeout_(timeout),
-        single_micro_batch_(single_micro_batch) {}
+        single_micro_batch_(single_micro_batch),
+        moments_(moments) {}
   absl::Status Allocate();
   // Leaves the single-micro-batch mode for good: allocates and zeroes the fp32 accumulator.
   absl::Status StartAccumulating();
@@ -69,11 +74,13 @@ class DeviceShardUpdater final : public ShardUpdater {
   device::Device* device_;
   absl::Duration timeout_;
   bool single_micro_batch_;
+  optim::MomentOptions moments_;
   const char* landing_ = nullptr;  // single_micro_batch_: shard element 0 of the reducer's landing buffer
   std::vector<std::pair<size_t, size_t>> bucket_segments_;
   std::unique_ptr<device::Stream> stream_;  // accumulation, norm, AdamW: in this order
   std::unique_ptr<device::Event> received_;
-  device::Buffer master_, exp_avg_, exp_avg_sq_;  // shard_numel fp32 each (device)
+  device::Buffer master_, exp_avg_, exp_avg_sq_;  // shard_numel fp32 each (device); no moments when 8-bit
+  std::unique_ptr<QuantizedMoments> quantized_;   // 8-bit moments; null for fp32
   device::Buffer grads_;                          // likewise; none with single_micro_batch_
   device::Buffer sum_;                            // one double (device)
   device::Buffer sum_host_;                       // one double (pinned host)

@@ -23,6 +23,7 @@ namespace zerofit::sharding {
 
 struct ShardMemory {
   size_t state_bytes = 0;       // master + m + v
+  size_t master_bytes = 0;      // of which the fp32 master weights
   size_t shard_grad_bytes = 0;  // fp32 gradient accumulator(s)
   size_t pinned_bytes = 0;      // host bytes page-locked
   size_t host_bytes = 0;        // host-side buffers (offload)
@@ -69,7 +70,22 @@ class ShardUpdater {
   // Host copies of the shard state (shard_numel fp32 each), for checkpoints. Synchronous.
   virtual absl::Status CopyStateToHost(float* master, float* m, float* v) = 0;
   virtual absl::Status CopyStateFromHost(const float* master, const float* m, const float* v) = 0;
-  // Direct pointers to the state (host-readable only on the host and test devices, or when offloaded).
+  // 8-bit moments (quantized_moments.h): how many block scales each moment has (shard_numel /
+  // optim::kQuantBlock); 0 with fp32 moments.
+  virtual size_t moment_scales() const { return 0; }
+  // Host copies of those scales (moment_scales() floats each). Synchronous.
+  virtual absl::Status CopyMomentScalesToHost(float* m_absmax, float* v_absmax) {
+    return absl::FailedPreconditionError("this shard updater keeps fp32 moments: no block scales");
+  }
+  // CopyStateFromHost whose 8-bit moments are quantised against these scales (a checkpoint's, which gives
+  // back the codes it was saved from; see QuantizedMoments::CopyFromHost). Either may be null. fp32 moments
+  // ignore them.
+  virtual absl::Status CopyStateFromHostWithScales(const float* master, const float* m, const float* v,
+                                                   const float* m_absmax, const float* v_absmax) {
+    return CopyStateFromHost(master, m, v);
+  }
+  // Direct pointers to the state (host-readable only on the host and test devices, or when offloaded);
+  // exp_avg()/exp_avg_sq() are null with 8-bit moments.
   virtual float* master() = 0;
   virtual float* exp_avg() = 0;
   virtual float* exp_avg_sq() = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,11 @@ absl::Status ValidateOptions(const Zero2Options& options, comm::Communicator* co
   if (options.offload.delayed() && !options.offload.enabled) {
     return absl::InvalidArgumentError("Zero2Optimizer: offload.delayed_update_from needs offload.enabled");
   }
+  if (options.moments.quantized() && options.offload.enabled) {
+    return absl::InvalidArgumentError(
+        "Zero2Optimizer: 8-bit moments are for the on-device updater; with offload the optimizer state is in "
+        "host memory, where the fp32 moments stay");
+  }
   const size_t elem = core::DTypeSize(options.param_dtype);
   if (options.alignment_bytes == 0 || options.alignment_bytes % elem != 0) {
     return absl::InvalidArgumentError(absl::StrCat("Zero2Optimizer: alignment_bytes ",
@@ -60,6 +66,9 @@ absl::StatusOr<std::unique_ptr<Zero2Optimizer>> Zero2Optimizer::Create(std::vect
   po.bucket_bytes = options.bucket_bytes;
   po.element_bytes = core::DTypeSize(options.param_dtype);
   po.alignment = options.alignment_bytes / po.element_bytes;
+  // 8-bit moments: every parameter and every rank's block of a bucket start on a quantisation block, so a
+  // parameter's blocks are its own on any number of ranks (quantized_moments.h).
+  if (options.moments.quantized()) po.alignment = std::lcm(po.alignment, optim::kQuantBlock);
   po.world = comm->world_size();
   po.rank = comm->rank();
   ZF_ASSIGN_OR_RETURN(BucketPlan plan, BucketPlan::Make(params, po));
@@ -101,8 +110,9 @@ absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
     updater_ = std::move(updater);
     if (options_.offload.delayed()) update_thread_ = std::make_unique<core::SerialExecutor>();
   } else {
-    ZF_ASSIGN_OR_RETURN(updater_, DeviceShardUpdater::Create(&plan_, options_.param_dtype, device_, timeout,
-                                                             options_.micro_batches_per_step == 1));
+    ZF_ASSIGN_OR_RETURN(updater_,
+                        DeviceShardUpdater::Create(&plan_, options_.param_dtype, device_, timeout,
+                                                   options_.micro_batches_per_step == 1, options_.moments));
   }
   ReducerOptions ro;
   ro.param_dtype = options_.param_dtype;
@@ -275,7 +285,11 @@ absl::StatusOr<StepResult> Zero2Optimizer::Step(float learning_rate, double min_
 Zero2MemoryStats Zero2Optimizer::memory() const {
   Zero2MemoryStats m;
   const ShardMemory s = updater_->memory();
-  m.master_bytes = m.exp_avg_bytes = m.exp_avg_sq_bytes = s.state_bytes / 3;
+  // The moments' bytes split evenly: 8-bit moments (codes, scales, the packed fp32 ones, the two maps) are
+  // the same size for m and v.
+  m.master_bytes = s.master_bytes;
+  m.exp_avg_bytes = (s.state_bytes - s.master_bytes) / 2;
+  m.exp_avg_sq_bytes = s.state_bytes - s.master_bytes - m.exp_avg_bytes;
   m.shard_grad_bytes = s.shard_grad_bytes;
   m.flat_param_bytes = flat_params_.bytes();
   m.flat_grad_bytes = reducer_->flat_grad_bytes();

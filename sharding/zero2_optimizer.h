@@ -51,6 +51,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "device/device.h"
+#include "optim/adamw_8bit.h"
 #include "optim/cpu_adamw.h"
 #include "sharding/bucket_plan.h"
 #include "sharding/gradient_reducer.h"
@@ -81,6 +82,8 @@ struct Zero2Options {
   int max_staging_buffers = 3;
   LossScalerOptions loss_scaling;
   OffloadOptions offload;
+  // AdamW's moments in fp32 or 8-bit blockwise (on-device updater only; not with offload).
+  optim::MomentOptions moments;
 };
 
 // Where the optimizer runs. Both may be null: a host device owned by the optimizer, and `comm` itself for
@@ -188,6 +191,17 @@ class Zero2Optimizer {
   // Checkpoint restore: the state from host copies, then RestoreFromShards.
   absl::Status CopyStateFromHost(const float* master, const float* exp_avg, const float* exp_avg_sq) {
     return updater_->CopyStateFromHost(master, exp_avg, exp_avg_sq);
+  }
+  // 8-bit moments (Zero2Options::moments): the block scales of each moment, shard_numel / optim::kQuantBlock
+  // (0 with fp32 moments), their host copies, and a restore that quantises against saved scales
+  // (ShardUpdater::CopyStateFromHostWithScales).
+  size_t moment_scales() const { return updater_->moment_scales(); }
+  absl::Status CopyMomentScalesToHost(float* m_absmax, float* v_absmax) {
+    return updater_->CopyMomentScalesToHost(m_absmax, v_absmax);
+  }
+  absl::Status CopyStateFromHostWithScales(const float* master, const float* exp_avg, const float* exp_avg_sq,
+                                           const float* m_absmax, const float* v_absmax) {
+    return updater_->CopyStateFromHostWithScales(master, exp_avg, exp_avg_sq, m_absmax, v_absmax);
   }
   // Sets the counters and rebuilds every rank's parameters from the master shards (cast to param_dtype,
   // all-gather). Collective.

@@ -5,7 +5,9 @@
 // The gradients are dyadic (multiples of 1/64) split evenly over the ranks, so their sums are exact whatever
 // the world size; AdamW is elementwise and clipping is off, so every world size computes the same bits.
 // ctest runs the SaveForAnotherWorldSize / ResumeFromAnotherWorldSize pair as two mpiexec runs (4 ranks, then
-// 2) sharing the directory in ZEROFIT_CHECKPOINT_TEST_DIR.
+// 2) sharing the directory in ZEROFIT_CHECKPOINT_TEST_DIR. With 8-bit moments (optim/adamw_8bit.h) the same
+// holds: a checkpoint keeps the dequantised moments and their block scales, which quantise back to the same
+// codes on any number of ranks.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -24,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/communicator_factory.h"
 #include "nlohmann/json.hpp"
+#include "optim/adamw_8bit.h"
 #include "sharding/checkpoint.h"
 #include "sharding/zero2_optimizer.h"
 #include "tests/support/mpi_test_env.h"
@@ -51,16 +54,22 @@ std::vector<ParamSpec> Specs() {
   return {{"embed", 1001, true}, {"layer.w", 333, true}, {"layer.b", 7, false}, {"head", 64, true}};
 }
 
-Zero2Options Options() {
+using optim::MomentFormat;
+
+// With 8-bit moments, min_8bit_size 256: embed and layer.w keep 8-bit moments, layer.b and head fp32 ones.
+Zero2Options Options(MomentFormat moments = MomentFormat::kFp32) {
   Zero2Options o;
   o.bucket_bytes = 1024;  // several buckets, parameters split across ranks at odd places
   o.adamw.weight_decay = 0.1f;
   o.max_grad_norm = 0.0f;
+  o.moments.format = moments;
+  o.moments.min_8bit_size = 256;
   return o;
 }
 
-std::unique_ptr<Zero2Optimizer> MakeOptimizer(comm::Communicator* comm) {
-  auto opt = Zero2Optimizer::Create(Specs(), Options(), comm);
+std::unique_ptr<Zero2Optimizer> MakeOptimizer(comm::Communicator* comm,
+                                              MomentFormat moments = MomentFormat::kFp32) {
+  auto opt = Zero2Optimizer::Create(Specs(), Options(moments), comm);
   EXPECT_TRUE(opt.ok()) << opt.status();
   const auto specs = Specs();
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -139,6 +148,116 @@ TEST(CheckpointTest, ResumeGivesTheSameParametersAsAnUninterruptedRun) {
   EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
   ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
   if (comm->rank() == 0) fs::remove_all(root);
+}
+
+// The same with 8-bit moments: the checkpoint's scales give back the codes, so the resumed run is the
+// uninterrupted one bit for bit (quantising the dequantised moments against their own absmax would not:
+// the signed map's lowest code is -0.993).
+TEST(CheckpointTest, EightBitMomentsResumeGivesTheSameParameters) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string root = TempRoot(*comm, "resume8");
+  auto straight = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit);
+  TrainSteps(*straight, 0, 6);
+  const std::vector<float> expected = Parameters(*straight);
+  auto fp32 = MakeOptimizer(comm.get());
+  TrainSteps(*fp32, 0, 6);
+  EXPECT_NE(Parameters(*fp32), expected) << "8-bit moments must change the path";
+  // The moments' bytes: a code of each per shard element, a scale of each per block, fp32 moments for the
+  // small parameters' segments, and the two maps.
+  size_t packed = 0;
+  for (const ShardSegment& seg : straight->plan().segments()) {
+    if (Specs()[seg.param].numel < Options().moments.min_8bit_size) packed += seg.numel;
+  }
+  const size_t shard = straight->plan().shard_numel();
+  const Zero2MemoryStats mem = straight->memory();
+  EXPECT_EQ(mem.exp_avg_bytes + mem.exp_avg_sq_bytes,
+            2 * shard + 2 * sizeof(float) * (shard / optim::kQuantBlock) + 2 * sizeof(float) * packed +
+                2 * optim::kMapCodes * sizeof(float));
+  EXPECT_EQ(mem.master_bytes, shard * sizeof(float));
+
+  auto first = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit);
+  TrainSteps(*first, 0, 3);
+  ASSERT_TRUE(SaveCheckpoint(*first, root).ok());
+  first.reset();
+  auto second = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit);
+  ASSERT_TRUE(LoadCheckpoint(*second, root).ok());
+  TrainSteps(*second, 3, 3);
+  const std::vector<float> got = Parameters(*second);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+  if (comm->rank() == 0) fs::remove_all(root);
+}
+
+// ZeRO-2 with 8-bit moments on any number of ranks is bitsandbytes' per-tensor step: each parameter's
+// blocks from its first element (optim::CpuAdamW8bit on the whole tensor), fp32 moments below
+// min_8bit_size, the same gradient (exact sums: see the top of the file).
+TEST(CheckpointTest, EightBitMomentsArePerParameterBlockwiseAdamW) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  auto opt = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit);
+  std::vector<float> reference = Parameters(*opt);  // the initial parameters
+  TrainSteps(*opt, 0, 4);
+  const optim::HostAdamW8bitMaps maps;
+  const Zero2Options o = Options(MomentFormat::kBlockwise8bit);
+  size_t at = 0;
+  for (size_t i = 0; i < Specs().size(); ++i) {
+    const ParamSpec& spec = Specs()[i];
+    const size_t n = spec.numel, blocks = optim::QuantBlocks(n);
+    std::vector<float> zeros(n, 0.0f), m(n, 0.0f), v(n, 0.0f), g(n), ms(blocks), vs(blocks);
+    std::vector<uint8_t> mq(n), vq(n);
+    optim::Quantize(maps.m.data(), zeros.data(), n, mq.data(), ms.data());
+    optim::Quantize(maps.v.data(), zeros.data(), n, vq.data(), vs.data());
+    optim::AdamWHyper h = optim::StepHyper(o.adamw, 1e-2f);
+    if (!spec.weight_decay) h.weight_decay = 0.0f;
+    for (int64_t t = 0; t < 4; ++t) {
+      for (size_t e = 0; e < n; ++e)
+        g[e] = static_cast<float>(static_cast<int64_t>((i + 3 * e + 5 * t) % 13) - 6) / 64.0f;
+      if (n < o.moments.min_8bit_size) {
+        optim::CpuAdamWScalar(reference.data() + at, g.data(), m.data(), v.data(), n, h, t + 1, 1.0f);
+        continue;
+      }
+      optim::AdamW8bitSpans s;
+      s.param = reference.data() + at;
+      s.grad = g.data();
+      s.m = mq.data();
+      s.v = vq.data();
+      s.m_absmax = ms.data();
+      s.v_absmax = vs.data();
+      s.n = n;
+      optim::CpuAdamW8bit(s, maps.view(), h, t + 1, 1.0f);
+    }
+    at += n;
+  }
+  const std::vector<float> got = Parameters(*opt);
+  ASSERT_EQ(got.size(), reference.size());
+  EXPECT_EQ(std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)), 0);
+}
+
+// A checkpoint of one moment format loads into an optimizer of the other: the master weights exactly, the
+// moments converted (8-bit ones dequantised; fp32 ones quantised against their own blocks), and training
+// goes on.
+TEST(CheckpointTest, CheckpointsLoadAcrossMomentFormats) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  for (MomentFormat from : {MomentFormat::kFp32, MomentFormat::kBlockwise8bit}) {
+    const MomentFormat to = from == MomentFormat::kFp32 ? MomentFormat::kBlockwise8bit : MomentFormat::kFp32;
+    const std::string root = TempRoot(*comm, "across");
+    auto first = MakeOptimizer(comm.get(), from);
+    TrainSteps(*first, 0, 3);
+    ASSERT_TRUE(SaveCheckpoint(*first, root).ok());
+    auto second = MakeOptimizer(comm.get(), to);
+    ASSERT_TRUE(LoadCheckpoint(*second, root).ok());
+    EXPECT_EQ(Parameters(*second), Parameters(*first));
+    TrainSteps(*second, 3, 2);
+    TrainSteps(*first, 3, 2);
+    const std::vector<float> a = Parameters(*first), b = Parameters(*second);
+    // Two steps of at most ~lr each apart from where they met.
+    for (size_t e = 0; e < a.size(); ++e) ASSERT_NEAR(a[e], b[e], 4e-2) << e;
+    ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+    if (comm->rank() == 0) fs::remove_all(root);
+  }
 }
 
 TEST(CheckpointTest, SavesAreAtomicAndOnlyCompleteCheckpointsAreKept) {
@@ -460,16 +579,19 @@ TEST(CheckpointTest, SaveForAnotherWorldSize) {
   ASSERT_NE(comm, nullptr);
   if (comm->rank() == 0) fs::remove_all(shared);
   ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
-  auto straight = MakeOptimizer(comm.get());
-  TrainSteps(*straight, 0, 6);
-  auto opt = MakeOptimizer(comm.get());
-  TrainSteps(*opt, 0, 3);
-  ASSERT_TRUE(SaveCheckpoint(*opt, shared + "/ckpt").ok());
-  if (comm->rank() == 0) {
-    const std::vector<float> expected = Parameters(*straight);
-    std::ofstream out(shared + "/expected.bin", std::ios::binary);
-    out.write(reinterpret_cast<const char*>(expected.data()),
-              static_cast<std::streamsize>(expected.size() * 4));
+  for (MomentFormat moments : {MomentFormat::kFp32, MomentFormat::kBlockwise8bit}) {
+    const std::string tag = moments == MomentFormat::kFp32 ? "" : "8bit";
+    auto straight = MakeOptimizer(comm.get(), moments);
+    TrainSteps(*straight, 0, 6);
+    auto opt = MakeOptimizer(comm.get(), moments);
+    TrainSteps(*opt, 0, 3);
+    ASSERT_TRUE(SaveCheckpoint(*opt, shared + "/ckpt" + tag).ok());
+    if (comm->rank() == 0) {
+      const std::vector<float> expected = Parameters(*straight);
+      std::ofstream out(shared + "/expected" + tag + ".bin", std::ios::binary);
+      out.write(reinterpret_cast<const char*>(expected.data()),
+                static_cast<std::streamsize>(expected.size() * 4));
+    }
   }
   ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
 }
@@ -480,17 +602,21 @@ TEST(CheckpointTest, ResumeFromAnotherWorldSize) {
   if (shared.empty()) GTEST_SKIP() << "needs ZEROFIT_CHECKPOINT_TEST_DIR";
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
-  auto opt = MakeOptimizer(comm.get());
-  auto loaded = LoadCheckpoint(*opt, shared + "/ckpt");
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_NE(loaded->world_size, comm->world_size()) << "the pair is meant to change the world size";
-  TrainSteps(*opt, 3, 3);
-  std::vector<float> expected(Parameters(*opt).size());
-  std::ifstream in(shared + "/expected.bin", std::ios::binary);
-  in.read(reinterpret_cast<char*>(expected.data()), static_cast<std::streamsize>(expected.size() * 4));
-  ASSERT_TRUE(in.good());
-  const std::vector<float> got = Parameters(*opt);
-  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  for (MomentFormat moments : {MomentFormat::kFp32, MomentFormat::kBlockwise8bit}) {
+    const std::string tag = moments == MomentFormat::kFp32 ? "" : "8bit";
+    SCOPED_TRACE("moments " + (tag.empty() ? std::string("fp32") : tag));
+    auto opt = MakeOptimizer(comm.get(), moments);
+    auto loaded = LoadCheckpoint(*opt, shared + "/ckpt" + tag);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_NE(loaded->world_size, comm->world_size()) << "the pair is meant to change the world size";
+    TrainSteps(*opt, 3, 3);
+    std::vector<float> expected(Parameters(*opt).size());
+    std::ifstream in(shared + "/expected" + tag + ".bin", std::ios::binary);
+    in.read(reinterpret_cast<char*>(expected.data()), static_cast<std::streamsize>(expected.size() * 4));
+    ASSERT_TRUE(in.good());
+    const std::vector<float> got = Parameters(*opt);
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  }
 }
 
 }  // namespace
