@@ -145,7 +145,11 @@ INSTANTIATE_TEST_SUITE_P(
         Config{"every_bf16_offload_delayed", AccumulationMode::kReduceScatterEveryMicroBatch,
                core::DType::kBFloat16, true, true},
         Config{"once_bf16_offload_delayed", AccumulationMode::kReduceOncePerStep, core::DType::kBFloat16,
-               true, true}),
+               true, true},
+        Config{"every_bf16_8bit", AccumulationMode::kReduceScatterEveryMicroBatch, core::DType::kBFloat16,
+               false, false, true},
+        Config{"once_fp32_8bit", AccumulationMode::kReduceOncePerStep, core::DType::kFloat32, false, false,
+               true}),
     [](const ::testing::TestParamInfo<Config>& info) { return info.param.name; });
 
 }  // namespace

@@ -25,6 +25,8 @@ struct Config {
   core::DType dtype;
   bool offload;
   bool delayed;
+  // 8-bit moments (optim/adamw_8bit.h) for the parameters of at least 256 elements (embed and w1).
+  bool eight_bit = false;
 };
 
 struct Outcome {
@@ -50,6 +52,10 @@ inline Zero2Options Options(const Config& c) {
   o.offload.enabled = c.offload;
   o.offload.threads = 2;
   o.offload.delayed_update_from = c.delayed ? 1 : -1;
+  if (c.eight_bit) {
+    o.moments.format = optim::MomentFormat::kBlockwise8bit;
+    o.moments.min_8bit_size = 256;
+  }
   return o;
 }
 
