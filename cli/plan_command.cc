@@ -76,6 +76,13 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
   plan->add_flag(
       "--delayed-update", f->delayed_update,
       "with offload: the delayed parameter update (a second gradient shard and staging on the host)");
+  plan->add_option("--optim", f->optim,
+                   "the optimizer, as the job spec's training.optim: adamw_torch (fp32 moments) | adamw_8bit "
+                   "(8-bit moments, bitsandbytes' AdamW8bit; not with offload)")
+      ->capture_default_str();
+  plan->add_option("--min-8bit-size", f->min_8bit_size,
+                   "with adamw_8bit: tensors of fewer elements keep fp32 moments")
+      ->capture_default_str();
   plan->add_option(
           "--decode", f->decode,
           "GRPO: the rollouts' decode steps, auto | eager | static | cuda_graph (a replayed CUDA graph: "
@@ -121,6 +128,11 @@ absl::StatusOr<std::string> RunPlan(const PlanFlags& f) {
   w.samples_per_prompt = f.samples_per_prompt;
   w.extra_frozen_models = f.reward_models;
   w.delayed_update = f.delayed_update;
+  auto optim = jobspec::ParseOptimizerName(f.optim);
+  if (!optim.ok()) return absl::InvalidArgumentError(absl::StrCat("--optim: ", optim.status().message()));
+  w.eight_bit_moments = *optim == jobspec::OptimizerKind::kAdamW8bit;
+  if (f.min_8bit_size < 0) return absl::InvalidArgumentError("--min-8bit-size must be >= 0");
+  w.min_8bit_size = f.min_8bit_size;
   if (!jobspec::IsDecodeMode(f.decode)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--decode: '", f.decode.substr(0, 40), "' is not auto, eager, static or cuda_graph"));

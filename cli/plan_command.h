@@ -25,7 +25,9 @@ struct PlanFlags {
   int64_t seq_len = 2048;
   bool json = false;
   bool allow_lora = false;
-  bool delayed_update = false;  // with offload: count the delayed update's second gradient buffer
+  bool delayed_update = false;        // with offload: count the delayed update's second gradient buffer
+  std::string optim = "adamw_torch";  // adamw_8bit: 8-bit AdamW moments (jobspec/optimizer_spec.h)
+  int64_t min_8bit_size = 4096;
   std::string decode = "auto";  // GRPO: rollout.decode (auto | eager | static | cuda_graph)
   double host_gb = 0;
   double safety = 0.95;

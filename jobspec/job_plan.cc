@@ -217,6 +217,17 @@ absl::Status ReadScalars(ObjectReader& r, JobPlan* p) {
   get("zero_stage", &p->zero_stage);
   get("offload", &p->offload);
   get("delayed_update_from", &p->delayed_update_from);
+  std::string optim;
+  get("optim", &optim);
+  if (s.ok()) {
+    auto kind = ParseOptimizerName(optim);
+    if (kind.ok()) {
+      p->optimizer.kind = *kind;
+    } else {
+      s = kind.status();
+    }
+  }
+  get("min_8bit_size", &p->optimizer.min_8bit_size);
   get("bf16", &p->bf16);
   get("max_length", &p->max_length);
   get("seed", &p->seed);
@@ -370,6 +381,8 @@ std::string JobPlanToJson(const JobPlan& p) {
             {"zero_stage", p.zero_stage},
             {"offload", p.offload},
             {"delayed_update_from", p.delayed_update_from},
+            {"optim", OptimizerName(p.optimizer.kind)},
+            {"min_8bit_size", p.optimizer.min_8bit_size},
             {"bf16", p.bf16},
             {"max_length", p.max_length},
             {"seed", p.seed},

@@ -27,9 +27,9 @@ namespace zerofit::jobspec {
 // `top_k` and `min_p`; `scale_rewards` a name (group, batch, none) where it was a boolean; `dpo.simpo_gamma`;
 // version 9 `dpo.rpo_alpha`, `dpo.reference_free`, `dpo.discopop_tau`, `dpo.ld_alpha` and loss_types orpo and
 // discopop, `grpo.top_entropy_quantile`, GRPO's loss_types cispo and sapo with `grpo.sapo_temperature_pos`
-// and `sapo_temperature_neg`, `grpo.use_bias_correction_kl`. A worker of an older build refuses the version
-// by name.
-inline constexpr int kJobPlanVersion = 9;
+// and `sapo_temperature_neg`, `grpo.use_bias_correction_kl`; version 10 `optim` and `min_8bit_size`. A
+// worker of an older build refuses the version by name.
+inline constexpr int kJobPlanVersion = 10;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the
 // plan's micro-batch, accumulation, ZeRO stage, offload and checkpointing), so that a rank can print what it
@@ -72,6 +72,7 @@ struct JobPlan {
   int zero_stage = 2;
   bool offload = false;
   int64_t delayed_update_from = -1;  // training.delayed_update_from; -1: no delayed parameter update
+  OptimizerSpec optimizer;           // training.optim and training.min_8bit_size
   bool bf16 = false;
   int64_t max_length = 0;
   int64_t seed = 1234;    // training.seed: initial weights of new layers and the order of the samples

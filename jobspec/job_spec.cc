@@ -359,11 +359,11 @@ absl::Status ParseTraining(const YamlReader& r, const YAML::Node& root, const De
   const YAML::Node t = root["training"];
   if (!t.IsDefined()) return absl::OkStatus();
   if (!t.IsMap()) return r.Error(t, "training", "expected a mapping");
-  ZF_RETURN_IF_ERROR(
-      r.OnlyKeys(t, "training.",
-                 {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr", "lr_schedule",
-                  "warmup_steps", "min_lr", "weight_decay", "max_grad_norm", "zero_stage", "offload",
-                  "delayed_update_from", "checkpointing", "bf16", "max_length", "seed"}));
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(
+      t, "training.",
+      {"steps", "global_batch", "micro_batch", "gradient_accumulation", "lr", "lr_schedule", "warmup_steps",
+       "min_lr", "weight_decay", "max_grad_norm", "zero_stage", "offload", "delayed_update_from", "optim",
+       "min_8bit_size", "checkpointing", "bf16", "max_length", "seed"}));
   if (ds != nullptr) {
     // One place for each value, as Hugging Face asks of a DeepSpeed config next to its TrainingArguments.
     for (const auto& kv : t) {
@@ -404,6 +404,15 @@ absl::Status ParseTraining(const YamlReader& r, const YAML::Node& root, const De
   ZF_RETURN_IF_ERROR(r.GetOptional(t, "delayed_update_from", "training.delayed_update_from",
                                    &x.delayed_update_from, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(t, "seed", "training.seed", &x.seed, "an integer"));
+  std::string optim;
+  ZF_RETURN_IF_ERROR(r.Get(t, "optim", "training.optim", &optim, "an optimizer name"));
+  if (!optim.empty()) {
+    auto kind = ParseOptimizerName(optim);
+    if (!kind.ok()) return r.Error(t["optim"], "training.optim", std::string(kind.status().message()));
+    x.optimizer.kind = *kind;
+  }
+  ZF_RETURN_IF_ERROR(
+      r.Get(t, "min_8bit_size", "training.min_8bit_size", &x.optimizer.min_8bit_size, "an integer"));
   if (x.lr_schedule != core::LrDecay::kConstant && x.decay_steps == 0 && x.steps <= x.warmup_steps) {
     return r.Error(t["warmup_steps"].IsDefined() ? t["warmup_steps"] : t["lr_schedule"],
                    "training.warmup_steps",

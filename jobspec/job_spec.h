@@ -64,6 +64,7 @@
 #include "jobspec/grpo_spec.h"
 #include "jobspec/lora_spec.h"
 #include "jobspec/objective_spec.h"
+#include "jobspec/optimizer_spec.h"
 
 namespace zerofit::jobspec {
 
@@ -87,6 +88,8 @@ struct TrainingSpec {
   // AdamW of step t runs during step t+1's forward and backward, which see the parameters from before
   // update t (docs/offload.md); unset: off.
   std::optional<int64_t> delayed_update_from;
+  // training.optim and training.min_8bit_size (optimizer_spec.h): fp32 or 8-bit AdamW moments.
+  OptimizerSpec optimizer;
   std::optional<bool> checkpointing;
   bool bf16 = false;
   int64_t max_length = 512;

@@ -30,6 +30,8 @@ PlannedPeak PlanPeak(const JobPlan& plan, planner::Hardware hw) {
   w.global_batch = plan.global_batch;
   w.element_bytes = plan.bf16 ? 2 : 4;
   w.delayed_update = plan.delayed_update_from >= 0;
+  w.eight_bit_moments = plan.optimizer.eight_bit();
+  w.min_8bit_size = plan.optimizer.min_8bit_size;
   planner::Strategy s;
   s.gradient_accumulation = std::max(1, plan.gradient_accumulation);
   s.micro_batch =

@@ -47,6 +47,8 @@ absl::StatusOr<PlannerInput> PlannerInputOf(const JobSpec& spec, const planner::
   w.global_batch = spec.training.global_batch;
   w.element_bytes = spec.training.bf16 ? 2 : 4;
   w.delayed_update = spec.training.delayed_update_from.has_value();
+  w.eight_bit_moments = spec.training.optimizer.eight_bit();
+  w.min_8bit_size = spec.training.optimizer.min_8bit_size;
   planner::Constraints& c = in.constraints;
   c.nodes = std::max(1, spec.world_size / hw.gpus_per_node);
   if (c.nodes * hw.gpus_per_node != spec.world_size) {
@@ -120,6 +122,7 @@ JobPlan PlanOf(const JobSpec& spec, const Sizing& z, planner::Reference referenc
   p.zero_stage = t.zero_stage;
   p.offload = t.offload;
   p.delayed_update_from = t.delayed_update_from.value_or(-1);
+  p.optimizer = t.optimizer;
   p.bf16 = t.bf16;
   p.max_length = t.max_length;
   p.seed = t.seed;

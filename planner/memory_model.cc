@@ -359,6 +359,7 @@ class Items {
 // The flat buffer's size, each bucket's size (elements) and how many buckets.
 struct BucketLayout {
   double padded = 0, buckets = 0;
+  double small = 0;  // elements of the tensors under min_8bit_size (8-bit moments: their fp32 moments)
   std::vector<double> sizes;  // each bucket's padded elements, largest first
   // Elements of the `k` largest buckets: the engine's up-front staging pool of k buffers.
   double Largest(int64_t k) const {
@@ -370,10 +371,11 @@ struct BucketLayout {
 
 // Buckets exactly as sharding::BucketPlan builds them: whole tensors in backward order, a new bucket when
 // the next tensor would overflow bucket_bytes, each tensor on a 64-byte boundary, each bucket padded to
-// world x 64 bytes and split in equal shards.
+// world x 64 bytes and split in equal shards. With 8-bit moments the alignment is 256 elements (both are
+// powers of two: their lcm is the larger), as Zero2Optimizer sets it.
 BucketLayout LayoutBuckets(const ModelShape& m, const Workload& w, const Strategy& s, int world_size) {
   const int a = w.element_bytes;
-  const int64_t align = std::max(1, 64 / a);
+  const int64_t align = std::max<int64_t>(std::max(1, 64 / a), w.eight_bit_moments ? 256 : 1);
   const std::vector<int64_t> tensors = m.TrainableTensors(w.task == Task::kReward, s.lora_rank);
   const int64_t bucket_elems = std::max<int64_t>(1, static_cast<int64_t>(s.bucket_bytes) / a);
   auto round_up = [](int64_t x, int64_t k) { return (x + k - 1) / k * k; };
@@ -391,6 +393,9 @@ BucketLayout LayoutBuckets(const ModelShape& m, const Workload& w, const Strateg
   }
   if (open) bucket_used.push_back(used);
   BucketLayout out;
+  for (int64_t t : tensors) {
+    if (t < w.min_8bit_size) out.small += static_cast<double>(t);
+  }
   for (int64_t u : bucket_used) {
     const double p = static_cast<double>(round_up(std::max<int64_t>(u, 1), world_size * align));
     out.padded += p;
@@ -448,6 +453,24 @@ void AddWeightsAndGradients(const ModelShape& m, const Workload& w, const Strate
   }
 }
 
+// 8-bit moments (sharding/quantized_moments.h) on the device: the fp32 master and accumulator as with fp32
+// moments; m and v a byte each per shard element, a scale each per 256, the small tensors' fp32 moments
+// (their share of this rank: small / world) and the two 256-code maps.
+void AddEightBitOptimizerState(const Workload& w, const Strategy& s, int world_size, double shard,
+                               const BucketLayout& b, bool no_accumulator, const Items& items) {
+  const double small = s.zero_stage >= 1 ? b.small / std::max(1, world_size) : b.small;
+  const bool accumulator = !no_accumulator && s.zero_stage >= 1;
+  items.Device("optimizer state", (accumulator ? 8.0 : 4.0) * shard,
+               absl::StrCat(accumulator ? 8 : 4, " B x ", static_cast<int64_t>(shard),
+                            accumulator ? " (fp32 master, fp32 grad shard)" : " (fp32 master)"));
+  const double moments = 2.0 * shard + 8.0 * (shard / 256) + 8.0 * small + 2 * 256 * 4.0;
+  items.Device(
+      "8-bit moments", moments,
+      absl::StrCat("2 B x ", static_cast<int64_t>(shard), " codes + 8 B x ",
+                   static_cast<int64_t>(shard / 256), " block scales + 8 B x ", static_cast<int64_t>(small),
+                   " fp32 (tensors under ", w.min_8bit_size, " elements) + maps"));
+}
+
 // Optimizer state (fp32 master + exp_avg + exp_avg_sq, + the fp32 gradient accumulator of the shard), on
 // the device or pinned on the host; the reference and extra frozen models.
 void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const Strategy& s,
@@ -456,12 +479,14 @@ void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const S
   const int a = w.element_bytes;
   const double shard = s.zero_stage >= 1 ? b.padded / std::max(1, world_size) : b.padded;
   const int64_t trainable = TrainableParameters(m, w.task, s.lora_rank);
+  const bool no_accumulator = UpdaterReadsTheLanding(w, s);
   const double opt = (s.zero_stage >= 1 ? 16.0 * shard : 12.0 * b.padded);
   const std::string opt_detail = s.zero_stage >= 1 ? absl::StrCat("16 B x ", static_cast<int64_t>(shard),
                                                                   " (master, m, v, fp32 grad shard)")
                                                    : absl::StrCat("12 B x ", trainable, " (master, m, v)");
-  const bool no_accumulator = UpdaterReadsTheLanding(w, s);
-  if (s.offload && s.zero_stage >= 1) {
+  if (w.eight_bit_moments && !s.offload) {
+    AddEightBitOptimizerState(w, s, world_size, shard, b, no_accumulator, items);
+  } else if (s.offload && s.zero_stage >= 1) {
     items.Host("optimizer state (pinned)", hw.gpus_per_node * (opt + 2.0 * a * shard),
                absl::StrCat(hw.gpus_per_node, " GPUs x (", opt_detail, " + bf16 staging)"));
     if (w.delayed_update) {

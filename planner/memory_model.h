@@ -58,6 +58,11 @@ struct Workload {
   // a step waits for its kernels (Hardware::graphed_decode_layer_s), not for the host to dispatch every
   // operator (Hardware::eager_decode_layer_s).
   bool graphed_decode = false;
+  // AdamW's moments 8-bit blockwise (training.optim: adamw_8bit; sharding/quantized_moments.h): a byte each
+  // and a scale per 256 elements, fp32 ones for the tensors under min_8bit_size; tensors and ranks' blocks
+  // aligned to 256 elements. The workers run it on the device only (never with offload).
+  bool eight_bit_moments = false;
+  int64_t min_8bit_size = 4096;
 };
 
 // What the planner chooses.

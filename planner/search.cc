@@ -171,8 +171,15 @@ absl::StatusOr<SearchSpace> MakeSearchSpace(const Workload& w, const Constraints
         "--offload on moves ZeRO's sharded optimizer state to the host: it needs --stage 1 or higher (and "
         "--max-stage >= 1)");
   }
+  if (w.eight_bit_moments && c.offload == true) {
+    return absl::InvalidArgumentError(
+        "optimizer offload keeps fp32 moments in host memory: 8-bit moments (adamw_8bit) run on the GPU "
+        "only; "
+        "choose one");
+  }
   for (bool b : {false, true}) {
-    if (!c.offload || *c.offload == b) sp.offloads.push_back(b);
+    // 8-bit moments live on the device updater: the workers refuse them with offload.
+    if ((!c.offload || *c.offload == b) && !(b && w.eight_bit_moments)) sp.offloads.push_back(b);
     if (!c.checkpointing || *c.checkpointing == b) sp.ckpts.push_back(b);
   }
   sp.ranks = {0};

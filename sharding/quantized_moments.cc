@@ -53,7 +53,8 @@ absl::Status QuantizedMoments::Allocate(size_t min_8bit_size) {
   }
   ZF_ASSIGN_OR_RETURN(maps_, device_->Allocate(2 * optim::kMapCodes * sizeof(float), MemoryKind::kDevice));
   // Zeroed memory is code 0 of the signed map (-0.993), not 0: the moments start as quantised zeros.
-  return CopyFromHost(std::vector<float>(n, 0.0f).data(), std::vector<float>(n, 0.0f).data(), nullptr, nullptr);
+  return CopyFromHost(std::vector<float>(n, 0.0f).data(), std::vector<float>(n, 0.0f).data(), nullptr,
+                      nullptr);
 }
 
 size_t QuantizedMoments::bytes() const {
@@ -109,8 +110,10 @@ absl::Status QuantizedMoments::CopyToHost(float* m, float* v, float* m_absmax, f
       continue;
     }
     const size_t b = s.shard_offset / kQuantBlock;
-    optim::Dequantize(host_maps_.m.data(), mq.data() + s.shard_offset, s.numel, m_absmax + b, m + s.shard_offset);
-    optim::Dequantize(host_maps_.v.data(), vq.data() + s.shard_offset, s.numel, v_absmax + b, v + s.shard_offset);
+    optim::Dequantize(host_maps_.m.data(), mq.data() + s.shard_offset, s.numel, m_absmax + b,
+                      m + s.shard_offset);
+    optim::Dequantize(host_maps_.v.data(), vq.data() + s.shard_offset, s.numel, v_absmax + b,
+                      v + s.shard_offset);
   }
   return absl::OkStatus();
 }

@@ -43,7 +43,7 @@ flags() {  # flags RUNS_DIR: the job above as zerofit_train_prefs flags
 }
 mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/runs") --print-plan > "$D/from_flags.json" 2> "$D/flags.err" \
   || fail "train_prefs --print-plan: $(cat "$D/flags.err")"
-grep -q '"version": 9' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
+grep -q '"version": 10' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
 grep -q '"beta": 0.2' "$D/from_spec.json" || fail "no DPO beta in the plan: $(cat "$D/from_spec.json")"
 grep -q '"seed": 7' "$D/from_spec.json" || fail "no seed in the plan: $(cat "$D/from_spec.json")"
 grep -q '"reference": "lora-base"' "$D/from_spec.json" || fail "no lora-base reference: $(cat "$D/from_spec.json")"

@@ -56,11 +56,20 @@ struct Case {
   // that consumes each landed shard (offload, accumulation: sharding/landing_pool.h) a small part of the
   // shard.
   size_t bucket_bytes = 1 << 20;
+  // 8-bit AdamW moments (training.optim: adamw_8bit) against the plan's 8-bit optimizer state.
+  bool eight_bit = false;
 };
 
 // `c` with buckets of 16 KiB: many buckets, so that the landing slots and the staging pool are a few of them.
 Case SmallBuckets(Case c) {
   c.bucket_bytes = 16 << 10;
+  return c;
+}
+
+// `c` with 8-bit moments: the tiny models' embeddings, MLP and query/output projections (>= 4096 elements)
+// keep 8-bit moments, the key/value projections and norms fp32 ones.
+Case EightBit(Case c) {
+  c.eight_bit = true;
   return c;
 }
 
@@ -71,6 +80,11 @@ core::HfModelConfig ModelFor(const std::string& name) {
 }
 
 std::vector<Case> PlainCasesFor(int world);
+
+// The dtype column: fp32 or bf16, "f" with the fused pieces, "/8" with 8-bit moments.
+std::string DTypeLabel(const Case& c) {
+  return std::string(c.bf16 ? "bf16" : "fp32") + (c.fused ? "f" : "") + (c.eight_bit ? "/8" : "");
+}
 
 // Each world size's cases, then each again with the fused pieces except the checkpointed ones with LoRA: the
 // plan keeps the plain terms for those (not fitted for the fused pieces: it over-estimates them, +12% on this
@@ -109,6 +123,8 @@ std::vector<Case> PlainCasesFor(int world) {
         // before the layer's modules were registered in forward order: 3 buffers more, the input norm's
         // bucket held the layer's launches until its backward ended).
         SmallBuckets({"B", T::kReward, 2, 64, 2}),
+        EightBit({"A", T::kReward, 4, 64}),
+        EightBit({"B", T::kSft, 2, 128, 2, true}),
     };
   }
   if (world == 2) {
@@ -123,6 +139,8 @@ std::vector<Case> PlainCasesFor(int world) {
         {"B", T::kDpo, 2, 64, 1, false, 8, R::kResident},
         {"B", T::kSft, 2, 256, 1, true, 0, R::kResident, false, true},         // long, bf16
         SmallBuckets({"B", T::kSft, 2, 64, 1, false, 0, R::kResident, true}),  // offload's landing slots
+        EightBit({"B", T::kDpo, 2, 64, 1, false, 0, R::kResident}),
+        EightBit({"C", T::kSft, 2, 96, 1, false, 0, R::kResident, false, true}),  // bf16
     };
   }
   return {
@@ -134,6 +152,7 @@ std::vector<Case> PlainCasesFor(int world) {
       {"B", T::kReward, 4, 64, 1, false, 0, R::kResident, false, true},
       {"C", T::kSft, 2, 128, 1, true, 8},
       {"A", T::kReward, 2, 256, 1, true},  // long
+      EightBit({"A", T::kSft, 4, 64, 2}),
   };
 }
 
@@ -167,6 +186,7 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
     job.bf16 = c.bf16;
     job.fused_kernels = c.fused ? FusedKernels::kEverywhere : FusedKernels::kOff;
     job.bucket_bytes = c.bucket_bytes;
+    job.eight_bit = c.eight_bit;
     auto measured = MeasureTrainingPeak(job, comm->get());
     ASSERT_TRUE(measured.ok()) << measured.status();
 
@@ -177,6 +197,7 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
     w.seq_len = c.seq_len;
     w.global_batch = c.micro_batch * c.gradient_accumulation * world;
     w.element_bytes = c.bf16 ? 2 : 4;
+    w.eight_bit_moments = c.eight_bit;
     planner::Strategy s;
     s.micro_batch = c.micro_batch;
     s.gradient_accumulation = c.gradient_accumulation;
@@ -210,8 +231,8 @@ TEST(PlannerValidationTest, PredictedPeakMatchesMeasuredPeak) {
           static_cast<long long>(c.seq_len), c.gradient_accumulation, c.checkpointing ? "yes" : "no",
           static_cast<long long>(c.lora_rank),
           c.task == planner::Task::kDpo ? ReferenceStrategyName(c.reference) : "-", c.offload ? "yes" : "no",
-          c.bf16 ? (c.fused ? "bf16f" : "bf16") : (c.fused ? "fp32f" : "fp32"), peak, predicted.device_bytes,
-          100 * error, 100 * dynamic_error, predicted.peak_phase.c_str());
+          DTypeLabel(c).c_str(), peak, predicted.device_bytes, 100 * error, 100 * dynamic_error,
+          predicted.peak_phase.c_str());
       if (std::getenv("ZEROFIT_PLANNER_VERBOSE") != nullptr) {  // the itemised prediction, for diagnosis
         for (const auto& i : predicted.device)
           std::printf("    %-40s %12.0f  %s\n", i.name.c_str(), i.bytes, i.detail.c_str());

@@ -40,7 +40,8 @@ constexpr const char* kUsage =
     "[--test FILE] [--tokenizer DIR] [--eos-token TOKEN] [--chat-template FILE|DIR]) [--add-bos "
     "auto|true|false] [--max-prompt-length N] [--eval-every N] "
     "[--eval-max-samples N] [--steps N] [--global-batch B] "
-    "[--micro K] [--lr LR] [--weight-decay WD] [--max-length T] [--seed S] [--offload] [--threads T] "
+    "[--micro K] [--lr LR] [--weight-decay WD] [--optim adamw_torch|adamw_8bit] [--min-8bit-size N] "
+    "[--max-length T] [--seed S] [--offload] [--threads T] "
     "[--dpu-start N] "
     "[--lr-schedule constant|linear|cosine] [--warmup-steps N] [--min-lr LR] [--reduce-once] [--lora-rank R] "
     "[--lora-alpha A] [--checkpointing] [--beta B] [--loss "
@@ -164,6 +165,15 @@ absl::Status ParseTrainingFlags(const Take& take, const Number& number, jobspec:
     return absl::InvalidArgumentError(
         absl::StrCat("flags --lr/--lr-schedule/--warmup-steps/--min-lr: ", s.message()));
   }
+  if (std::string optim = take("--optim"); !optim.empty()) {
+    auto kind = jobspec::ParseOptimizerName(optim);
+    if (!kind.ok())
+      return absl::InvalidArgumentError(absl::StrCat("flag --optim: ", kind.status().message()));
+    t->optimizer.kind = *kind;
+  }
+  double min_8bit = static_cast<double>(t->optimizer.min_8bit_size);
+  ZF_RETURN_IF_ERROR(number("--min-8bit-size", &min_8bit, 0));
+  t->optimizer.min_8bit_size = static_cast<int64_t>(min_8bit);
   if (std::string dtype = take("--dtype"); !dtype.empty()) {
     if (dtype != "bf16" && dtype != "fp32") {
       return absl::InvalidArgumentError(absl::StrCat("flag --dtype: '", dtype, "' is not fp32 or bf16"));

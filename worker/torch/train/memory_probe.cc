@@ -161,6 +161,7 @@ sharding::Zero2Options ProbeZero2Options(const ProbeJob& job) {
   zo.max_grad_norm = 1.0f;
   zo.param_dtype = job.bf16 ? core::DType::kBFloat16 : core::DType::kFloat32;
   zo.micro_batches_per_step = job.task == planner::Task::kGrpo ? 0 : job.gradient_accumulation;
+  if (job.eight_bit) zo.moments.format = optim::MomentFormat::kBlockwise8bit;
   return zo;
 }
 

@@ -35,6 +35,7 @@ struct ProbeJob {
   ReferenceStrategy reference = ReferenceStrategy::kResident;
   bool offload = false;
   bool bf16 = false;          // bf16 parameters and activations (fp32 master weights), else fp32
+  bool eight_bit = false;     // 8-bit AdamW moments (Zero2Options::moments, bitsandbytes' min_8bit_size)
   bool plain_pieces = false;  // LlamaOptions.lean_pieces off: the plain RMSNorm and SwiGLU graphs
   // LlamaOptions.fused_kernels: kEverywhere measures the fused RMSNorm, SwiGLU and rotary nodes on the CPU
   // (the host references allocate what the CUDA kernels do, less the weight gradient's [1024, H] fp32

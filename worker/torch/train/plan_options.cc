@@ -98,6 +98,8 @@ absl::StatusOr<PreferenceTrainOptions> OptionsFromPlan(const jobspec::JobPlan& p
   o.max_grad_norm = static_cast<float>(plan.max_grad_norm);
   o.offload = plan.offload;
   o.delayed_update_from = plan.delayed_update_from;
+  if (plan.optimizer.eight_bit()) o.moments.format = optim::MomentFormat::kBlockwise8bit;
+  o.moments.min_8bit_size = static_cast<size_t>(plan.optimizer.min_8bit_size);
   o.model.activation_checkpointing = plan.activation_checkpointing;
   o.model.dtype = plan.bf16 ? torch::kBFloat16 : torch::kFloat32;
   o.model.lora.rank = plan.lora.rank;

@@ -58,6 +58,8 @@ struct PreferenceTrainOptions {
   // delayed_update_from on (-1: never) its delayed parameter update (sharding/offload_updater.h).
   bool offload = false;
   int64_t delayed_update_from = -1;
+  // AdamW's moments: fp32, or 8-bit blockwise (the spec's training.optim: adamw_8bit; not with offload).
+  optim::MomentOptions moments;
   LlamaOptions model;  // LoRA, activation checkpointing, dtype (the attention kernel: RuntimeOptions)
   DpoOptions dpo;
   // kReward: the centring term's coefficient (BradleyTerryLoss; the spec's

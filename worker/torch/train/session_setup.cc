@@ -89,6 +89,7 @@ absl::StatusOr<std::unique_ptr<Zero2Binding>> BindPolicy(LlamaModel& policy, con
   zo.offload.enabled = o.offload;
   zo.offload.threads = runtime.offload_threads;
   zo.offload.delayed_update_from = o.offload ? o.delayed_update_from : -1;
+  zo.moments = o.moments;
   zo.param_dtype = o.model.dtype == torch::kBFloat16  ? core::DType::kBFloat16
                    : o.model.dtype == torch::kFloat16 ? core::DType::kFloat16
                                                       : core::DType::kFloat32;
