@@ -45,6 +45,11 @@ std::string PlanTable(const Plan& p) {
     absl::StrAppendFormat(&out, "  global batch %d %s, sequence length %d\n", w.global_batch, Unit(w.task),
                           w.seq_len);
   }
+  if (w.eight_bit_moments) {
+    absl::StrAppendFormat(
+        &out, "  AdamW with 8-bit moments (adamw_8bit; fp32 ones for tensors under %d elements)\n",
+        w.min_8bit_size);
+  }
   absl::StrAppendFormat(&out, "\nchosen: %s\n", DescribeStrategy(s, w.task));
   absl::StrAppendFormat(&out, "  %d x %d x %d GPU%s = %d %s per step; %s trainable parameters\n",
                         s.micro_batch, s.gradient_accumulation, p.world_size, p.world_size == 1 ? "" : "s",

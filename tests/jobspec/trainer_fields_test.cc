@@ -1,6 +1,6 @@
 // The trainer's settings a job spec gives (issue 31: before, only zerofit_train_prefs's flags could):
-// `dpo` (beta, loss_type, label_smoothing, task dpo only), training.seed, training.delayed_update_from and
-// `init`. Each is parsed with file, line and field in its errors, carried by the resolved plan unchanged,
+// `dpo` (beta, loss_type, label_smoothing, task dpo only), training.seed, training.delayed_update_from,
+// training.optim and min_8bit_size, and `init`. Each is parsed with file, line and field in its errors, carried by the resolved plan unchanged,
 // and kept by the plan's JSON.
 #include <gtest/gtest.h>
 
@@ -255,6 +255,52 @@ TEST(TrainerFieldsTest, SeedAndDelayedUpdateErrorsNameFileLineAndField) {
        "needs training.offload: true"},
       {"  offload: true\n  delayed_update_from: -2\n",
        "job.yaml:10: field 'training.delayed_update_from': must be >= 0, got -2"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<JobSpec> s = ParseJobSpec(Yaml("reward", c.training, ""), "job.yaml");
+    ASSERT_FALSE(s.ok()) << c.training;
+    EXPECT_NE(s.status().message().find(c.want), std::string::npos) << s.status();
+  }
+}
+
+// training.optim (Hugging Face's names; the bitsandbytes alias too) and training.min_8bit_size reach the
+// plan and survive its JSON; the defaults are fp32 moments and bitsandbytes' 4096.
+TEST(TrainerFieldsTest, OptimAndMin8bitSizeReachThePlan) {
+  absl::StatusOr<JobPlan> p = PlanOf(Yaml("reward", "  optim: adamw_bnb_8bit\n  min_8bit_size: 1000\n", ""));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->optimizer.kind, OptimizerKind::kAdamW8bit);
+  EXPECT_EQ(p->optimizer.min_8bit_size, 1000);
+  const std::string json = JobPlanToJson(*p);
+  EXPECT_NE(json.find("\"optim\": \"adamw_8bit\""), std::string::npos) << json;
+  absl::StatusOr<JobPlan> back = JobPlanFromJson(json, "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->optimizer.kind, OptimizerKind::kAdamW8bit);
+  EXPECT_EQ(back->optimizer.min_8bit_size, 1000);
+
+  absl::StatusOr<JobPlan> defaults = PlanOf(Yaml("reward", "  optim: adamw_torch_fused\n", ""));
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->optimizer.kind, OptimizerKind::kAdamWTorch);
+  EXPECT_EQ(defaults->optimizer.min_8bit_size, 4096);
+  nlohmann::json bad = nlohmann::json::parse(JobPlanToJson(*defaults));
+  bad["optim"] = "lion_8bit";
+  absl::StatusOr<JobPlan> refused = JobPlanFromJson(bad.dump(), "plan");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("'lion_8bit' is not an optimizer zerofit runs"), std::string::npos)
+      << refused.status();
+}
+
+TEST(TrainerFieldsTest, OptimErrorsNameFileLineAndField) {
+  const struct {
+    std::string training, want;
+  } cases[] = {
+      {"  optim: sgd\n",
+       "job.yaml:9: field 'training.optim': 'sgd' is not an optimizer zerofit runs: adamw_torch (alias "
+       "adamw_torch_fused, adamw_hf) or adamw_8bit (alias adamw_bnb_8bit)"},
+      {"  min_8bit_size: -1\n", "job.yaml:9: field 'training.min_8bit_size': must be >= 0, got -1"},
+      {"  min_8bit_size: big\n", "job.yaml:9: field 'training.min_8bit_size': expected an integer, got 'big'"},
+      {"  offload: true\n  optim: adamw_8bit\n",
+       "job.yaml:10: field 'training.optim': adamw_8bit keeps its 8-bit moments on the GPU, where they save "
+       "memory; with training.offload: true the optimizer state is in host memory (fp32 moments): choose one"},
   };
   for (const auto& c : cases) {
     absl::StatusOr<JobSpec> s = ParseJobSpec(Yaml("reward", c.training, ""), "job.yaml");

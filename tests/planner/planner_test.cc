@@ -323,6 +323,73 @@ TEST(MemoryModelTest, OptimizerStateOfASevenBillionModelIsAbout84GbNot28) {
   EXPECT_GT(item(e, "allocator fragmentation"), 0.0);
 }
 
+// 8-bit moments (training.optim: adamw_8bit): a byte each of m and v and a scale each per 256 elements,
+// the fp32 master and accumulator as before. Mistral-7B has no tensor under 4096 elements (its norms have
+// exactly 4096): ZeRO-2 on 8 GPUs keeps (8 + 2 + 8/256) B a shard element instead of 16.
+TEST(MemoryModelTest, EightBitMomentsOfASevenBillionModel) {
+  auto m = LoadModelShape("Mistral-7B");
+  auto hw = ParseHardware("8x64GB");
+  ASSERT_TRUE(m.ok() && hw.ok());
+  Workload w;
+  w.task = Task::kReward;
+  w.seq_len = 512;
+  Strategy s;
+  s.zero_stage = 2;
+  s.gradient_accumulation = 2;
+  auto item = [](const MemoryEstimate& e, const std::string& name) {
+    for (const MemoryItem& i : e.device)
+      if (i.name == name) return i.bytes;
+    return 0.0;
+  };
+  const MemoryEstimate fp32 = EstimateMemory(*m, w, s, *hw, 8);
+  w.eight_bit_moments = true;
+  const MemoryEstimate q = EstimateMemory(*m, w, s, *hw, 8);
+  const double shard = item(fp32, "optimizer state") / 16;  // padded shard elements (256-aligned differs
+                                                            // by at most 256 x tensors / 8)
+  EXPECT_NEAR(item(q, "optimizer state"), 8 * shard, 1e-4 * 8 * shard);
+  EXPECT_NEAR(item(q, "8-bit moments"), (2 + 8.0 / 256) * shard + 2048, 1e-4 * 2 * shard);
+  // About 6 B a parameter less over 8 GPUs: ~5.3 GB per GPU for 7.1e9 parameters.
+  const double saved = fp32.device_bytes - q.device_bytes;
+  const double p = static_cast<double>(m->RewardModelParameters());
+  EXPECT_NEAR(saved, (8 - 2 - 8.0 / 256) * p / 8, 0.01 * 6 * p / 8);
+  // One micro-batch a step: no accumulator, the master alone.
+  s.gradient_accumulation = 1;
+  EXPECT_NEAR(item(EstimateMemory(*m, w, s, *hw, 8), "optimizer state"), 4 * shard, 1e-4 * 4 * shard);
+  // A tensor under min_8bit_size keeps fp32 moments: with a limit above the norms' 4096 they count 8 B each.
+  s.gradient_accumulation = 2;
+  w.min_8bit_size = 4097;
+  const double norms = static_cast<double>(2 * m->num_layers + 1 + 1) * m->hidden_size;  // + final, head
+  EXPECT_NEAR(item(EstimateMemory(*m, w, s, *hw, 8), "8-bit moments") - item(q, "8-bit moments"),
+              8 * norms / 8, 1.0);
+}
+
+// The search never offloads 8-bit moments (the workers refuse them with offload), and pinning offload with
+// them is an error; a model whose fp32 state needs offload on small GPUs fits with 8-bit moments instead.
+TEST(SearchTest, EightBitMomentsAreNeverOffloaded) {
+  auto m = LoadModelShape("Mistral-7B");
+  auto hw = ParseHardware("8x32GB");
+  ASSERT_TRUE(m.ok() && hw.ok()) << hw.status();
+  Workload w;
+  w.task = Task::kReward;
+  w.global_batch = 64;
+  w.seq_len = 512;
+  auto fp32 = MakePlan(*m, w, *hw, Constraints{});
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_TRUE(fp32->chosen.strategy.offload) << "the fp32 state of 7B on 8 x 32 GB needs offload";
+  w.eight_bit_moments = true;
+  auto q = MakePlan(*m, w, *hw, Constraints{});
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_FALSE(q->chosen.strategy.offload);
+  EXPECT_LE(q->chosen.memory.device_bytes, q->device_cap);
+  Constraints pinned;
+  pinned.offload = true;
+  auto refused = MakePlan(*m, w, *hw, pinned);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("8-bit moments (adamw_8bit) run on the GPU only"),
+            std::string::npos)
+      << refused.status();
+}
+
 TEST(MemoryModelTest, ReferenceStrategiesAndLora) {
   const ModelShape m = Small();
   auto hw = ParseHardware("cpu");
