@@ -114,6 +114,27 @@ bad_flag "flag --reference-free: 'maybe' is not true or false" --task dpo --refe
 bad_flag "flag --rpo-alpha: does not apply to loss_type orpo" --task dpo --loss orpo --rpo-alpha 1
 bad_flag "flag --rpo-alpha applies to --task dpo only" --task sft --rpo-alpha 1
 echo "CPO and ORPO specs and their flags resolve to the same job plans, without a reference"
+# 8-bit AdamW moments (Hugging Face's optim name, bitsandbytes' min_8bit_size): spec and flags, one plan;
+# with offload or under another name they are refused.
+cat > "$D/q8.yaml" <<YAML
+name: zerofit_train_prefs
+task: sft
+model: $D/data
+data: $D/data
+world_size: 2
+training: {steps: 4, global_batch: 8, micro_batch: 2, gradient_accumulation: 2, lr: 1.0e-3, max_length: 24,
+           optim: adamw_bnb_8bit, min_8bit_size: 1024}
+YAML
+"$Z" plan --spec "$D/q8.yaml" > "$D/q8_spec.json" || fail "plan --spec q8.yaml"
+mpiexec --oversubscribe $ROOT -n 2 "$T" --task sft --data "$D/data" --steps 4 --global-batch 8 --micro 2 \
+  --max-length 24 --optim adamw_8bit --min-8bit-size 1024 --print-plan > "$D/q8_flags.json" 2> "$D/q8_flags.err" \
+  || fail "train_prefs --optim adamw_8bit --print-plan: $(cat "$D/q8_flags.err")"
+grep -q '"optim": "adamw_8bit"' "$D/q8_spec.json" && grep -q '"min_8bit_size": 1024' "$D/q8_spec.json" \
+  || fail "no optim/min_8bit_size in the plan: $(cat "$D/q8_spec.json")"
+diff "$D/q8_spec.json" "$D/q8_flags.json" > "$D/q8_diff" || fail "adamw_8bit: the two front ends differ: $(cat "$D/q8_diff")"
+bad_flag "flag --optim: 'sgd' is not an optimizer zerofit runs" --task sft --optim sgd
+bad_flag "flag --optim adamw_8bit: its 8-bit moments live on the GPU" --task sft --optim adamw_8bit --offload
+echo "an adamw_8bit spec and its flags resolve to the same job plan; with offload it is refused"
 
 # Train it both ways.
 "$Z" run "$D/job.yaml" --state-dir "$D/s2" > "$D/run.log" 2>&1 || { tail -20 "$D/run.log"; fail "zerofit run"; }

@@ -1,7 +1,7 @@
 // The trainer's settings a job spec gives (issue 31: before, only zerofit_train_prefs's flags could):
 // `dpo` (beta, loss_type, label_smoothing, task dpo only), training.seed, training.delayed_update_from,
-// training.optim and min_8bit_size, and `init`. Each is parsed with file, line and field in its errors, carried by the resolved plan unchanged,
-// and kept by the plan's JSON.
+// training.optim and min_8bit_size, and `init`. Each is parsed with file, line and field in its errors,
+// carried by the resolved plan unchanged, and kept by the plan's JSON.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -285,7 +285,8 @@ TEST(TrainerFieldsTest, OptimAndMin8bitSizeReachThePlan) {
   bad["optim"] = "lion_8bit";
   absl::StatusOr<JobPlan> refused = JobPlanFromJson(bad.dump(), "plan");
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("'lion_8bit' is not an optimizer zerofit runs"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("'lion_8bit' is not an optimizer zerofit runs"),
+            std::string::npos)
       << refused.status();
 }
 
@@ -297,10 +298,12 @@ TEST(TrainerFieldsTest, OptimErrorsNameFileLineAndField) {
        "job.yaml:9: field 'training.optim': 'sgd' is not an optimizer zerofit runs: adamw_torch (alias "
        "adamw_torch_fused, adamw_hf) or adamw_8bit (alias adamw_bnb_8bit)"},
       {"  min_8bit_size: -1\n", "job.yaml:9: field 'training.min_8bit_size': must be >= 0, got -1"},
-      {"  min_8bit_size: big\n", "job.yaml:9: field 'training.min_8bit_size': expected an integer, got 'big'"},
+      {"  min_8bit_size: big\n",
+       "job.yaml:9: field 'training.min_8bit_size': expected an integer, got 'big'"},
       {"  offload: true\n  optim: adamw_8bit\n",
        "job.yaml:10: field 'training.optim': adamw_8bit keeps its 8-bit moments on the GPU, where they save "
-       "memory; with training.offload: true the optimizer state is in host memory (fp32 moments): choose one"},
+       "memory; with training.offload: true the optimizer state is in host memory (fp32 moments): choose "
+       "one"},
   };
   for (const auto& c : cases) {
     absl::StatusOr<JobSpec> s = ParseJobSpec(Yaml("reward", c.training, ""), "job.yaml");

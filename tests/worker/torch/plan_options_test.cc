@@ -63,6 +63,12 @@ TEST(PlanOptionsTest, EverySpecFieldThatTrainsReachesTheTrainer) {
   EXPECT_EQ(ipo->dpo.loss, DpoOptions::Loss::kIpo);
   EXPECT_EQ(ipo->dpo.beta, 0.5);
   EXPECT_EQ(ipo->delayed_update_from, -1) << "no delayed update unless the spec asks";
+  EXPECT_EQ(ipo->moments.format, optim::MomentFormat::kFp32) << "fp32 moments unless the spec asks";
+  absl::StatusOr<PreferenceTrainOptions> q8 =
+      OptionsOfYaml(Yaml("dpo", "  optim: adamw_8bit\n  min_8bit_size: 512\n", ""));
+  ASSERT_TRUE(q8.ok()) << q8.status();
+  EXPECT_EQ(q8->moments.format, optim::MomentFormat::kBlockwise8bit);
+  EXPECT_EQ(q8->moments.min_8bit_size, 512u);
   absl::StatusOr<PreferenceTrainOptions> apo =
       OptionsOfYaml(Yaml("dpo", "", "dpo: {loss_type: apo_zero, beta: 0.2}\n"));
   ASSERT_TRUE(apo.ok()) << apo.status();
