@@ -7,7 +7,8 @@ bench/transformers_prefs_bench.py, which writes the same result records.
 Subcommands (each prints to stdout; the driver calls them, a person may too):
   plan   [--tiny] [--only IDS]                 the runs, one per line: id impl task dtype vocab seq ckpt offload
                                                dpu (the delayed update's first step, -1: off) fused (1, or 0:
-                                               --fused-kernels off)
+                                               --fused-kernels off) optim (adamw_torch, or adamw_8bit: 8-bit
+                                               AdamW moments)
   record --id ID --rc RC --log LOG --out FILE [--jsonl FILE] [--warmup W] [--pairs P] [--deadline S]
          [--skip REASON]                       one run's result record (JSON): a zerofit metrics JSONL summed
                                                up, or why the run has none (OOM, deadline, exit status, skip)
@@ -42,13 +43,14 @@ class Run:
     """One row of the table: one process. `peer` names the transformers run a zerofit row is compared with;
     `base` the zerofit run an offload row's step is compared with (issue 30: offload at most 1.3x on-device).
     `dpu`: the optimizer step from which the delayed parameter update runs (offload rows; None: off).
-    `fused`: zerofit's fused RMSNorm, SwiGLU and rotary kernels (False: --fused-kernels off, the lean pieces)."""
+    `fused`: zerofit's fused RMSNorm, SwiGLU and rotary kernels (False: --fused-kernels off, the lean pieces).
+    `optim`: zerofit's --optim (adamw_8bit: 8-bit AdamW moments, bitsandbytes' AdamW8bit)."""
 
     def __init__(self, id, impl, task, dtype, label, vocab="vocab", seq="seq", ckpt=False, offload=False,
-                 peer=None, dpu=None, base=None, fused=True):
+                 peer=None, dpu=None, base=None, fused=True, optim="adamw_torch"):
         self.id, self.impl, self.task, self.dtype, self.label = id, impl, task, dtype, label
         self.vocab_key, self.seq_key, self.ckpt, self.offload, self.peer = vocab, seq, ckpt, offload, peer
-        self.dpu, self.base, self.fused = dpu, base, fused
+        self.dpu, self.base, self.fused, self.optim = dpu, base, fused, optim
 
     def vocab(self, shape):
         return shape[self.vocab_key]
@@ -72,6 +74,9 @@ RUNS = [
     Run("zf-reward-bf16-offload-dpu", "zf", "reward", "bf16",
         "zerofit reward, bf16, optimizer offload, delayed parameter update from step 1", offload=True, dpu=1,
         peer="hf-reward-bf16", base="zf-reward-bf16"),
+    # 8-bit AdamW moments: the device peak they save and what the 8-bit step costs against fp32 moments.
+    Run("zf-reward-bf16-8bit", "zf", "reward", "bf16", "zerofit reward, bf16, 8-bit AdamW moments (adamw_8bit)",
+        peer="hf-reward-bf16", base="zf-reward-bf16", optim="adamw_8bit"),
     Run("hf-dpo-bf16", "hf", "dpo", "bf16", "transformers DPO (LlamaForCausalLM policy + reference), bf16"),
     Run("zf-dpo-bf16", "zf", "dpo", "bf16", "zerofit DPO, bf16", peer="hf-dpo-bf16"),
     # SFT (the usual first stage): 2 x pairs examples a step, so that a step holds the same 16 sequences as the
@@ -439,7 +444,7 @@ def plan(args):
     shape = TINY_SHAPE if args.tiny else FULL_SHAPE
     for run in select_runs(args.only):
         print(run.id, run.impl, run.task, run.dtype, run.vocab(shape), run.seq(shape), int(run.ckpt),
-              int(run.offload), -1 if run.dpu is None else run.dpu, int(run.fused))
+              int(run.offload), -1 if run.dpu is None else run.dpu, int(run.fused), run.optim)
 
 
 def shape_args(args):

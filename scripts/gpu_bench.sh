@@ -150,7 +150,7 @@ run_logged() {
 ((DRY_RUN)) || write_table  # every row "not run" until its run ends
 RUN_PID=
 trap '[[ -z "$RUN_PID" ]] || kill -TERM "$RUN_PID" 2>/dev/null; exit 143' TERM INT
-while read -r id impl task dtype vocab seq ckpt offload dpu fused; do
+while read -r id impl task dtype vocab seq ckpt offload dpu fused optim; do
   rc=0
   if [[ "$impl" == hf ]]; then
     if [[ -n "$HF_SKIP" ]] && ((DRY_RUN == 0)); then record "$id" 0 --skip "$HF_SKIP"; continue; fi
@@ -177,6 +177,7 @@ while read -r id impl task dtype vocab seq ckpt offload dpu fused; do
     ((offload)) && args+=(--offload --threads "$THREADS")
     ((dpu < 0)) || args+=(--dpu-start "$dpu")
     ((fused)) || args+=(--fused-kernels off)
+    [[ "$optim" == adamw_torch ]] || args+=(--optim "$optim")
     run_logged "$id" "${ZF_ENV[@]}" "${MPI[@]}" "$PREFS" "${args[@]}" || rc=$?
     record "$id" "$rc" --jsonl "$RESULTS/$id.jsonl"
   fi

@@ -96,6 +96,8 @@ write("job_spec", "sft_section.yaml",
       "task: sft\nmodel: m\ndata: {train: t.jsonl, test: v.jsonl}\nsft: {completion_only_loss: false, assistant_only_loss: true}\n")
 write("job_spec", "reward_section.yaml",
       "task: reward\nmodel: m\ndata: d\nreward: {center_rewards_coefficient: 0.01}\n")
+write("job_spec", "optim_8bit.yaml",
+      "task: reward\nmodel: m\ndata: d\ntraining: {optim: adamw_bnb_8bit, min_8bit_size: 1024, steps: 5}\n")
 write("job_spec", "dpo_objectives.yaml",
       "task: dpo\nmodel: /models/qwen2.5-0.5b\ndata: /data/prefs\ntraining: {steps: 10, global_batch: 8}\n"
       "dpo: {beta: 0.1, loss_type: discopop, discopop_tau: 0.1, rpo_alpha: 1.0, reference_free: true}\n")

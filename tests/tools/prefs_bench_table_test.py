@@ -22,7 +22,7 @@ import transformers_prefs_bench as hf  # noqa: E402  (must not import torch at m
 class PlanTest(unittest.TestCase):
     def test_all_runs_and_peers(self):
         ids = [r.id for r in t.select_runs("")]
-        self.assertEqual(len(ids), 15)
+        self.assertEqual(len(ids), 16)
         for r in t.RUNS:
             if r.impl == "zf":
                 self.assertIn(r.peer, ids, r.id)
@@ -31,14 +31,15 @@ class PlanTest(unittest.TestCase):
                                  (r.task, r.vocab_key, r.seq_key, r.ckpt), r.id)
             if r.base is not None:  # the twin of a variant row: the same run without offload, or fused
                 base = next(p for p in t.RUNS if p.id == r.base)
-                self.assertTrue((r.offload and not base.offload) or (not r.fused and base.fused), r.id)
+                self.assertTrue((r.offload and not base.offload) or (not r.fused and base.fused) or
+                                (r.optim != base.optim), r.id)
                 self.assertEqual((base.task, base.vocab_key, base.seq_key, base.ckpt),
                                  (r.task, r.vocab_key, r.seq_key, r.ckpt), r.id)
 
     def test_only(self):
         self.assertEqual([r.id for r in t.select_runs("zf-reward-*, hf-dpo-bf16")],
                          ["zf-reward-bf16", "zf-reward-bf16-unfused", "zf-reward-bf16-offload",
-                          "zf-reward-bf16-offload-dpu",
+                          "zf-reward-bf16-offload-dpu", "zf-reward-bf16-8bit",
                           "hf-dpo-bf16", "zf-reward-long-ckpt"])
         with self.assertRaises(ValueError):
             t.select_runs("zf-nothing")
@@ -52,10 +53,10 @@ class PlanTest(unittest.TestCase):
         finally:
             sys.stdout = saved
         self.assertEqual(out.getvalue().splitlines(),
-                         ["zf-reward-bf16-unfused zf reward bf16 4096 1024 0 0 -1 0",
-                          "zf-reward-bf16-offload-dpu zf reward bf16 4096 1024 0 1 1 1",
-                          "zf-dpo-v128k-bf16 zf dpo bf16 128256 1024 0 0 -1 1",
-                          "hf-reward-long-ckpt hf reward bf16 4096 4096 1 0 -1 1"])
+                         ["zf-reward-bf16-unfused zf reward bf16 4096 1024 0 0 -1 0 adamw_torch",
+                          "zf-reward-bf16-offload-dpu zf reward bf16 4096 1024 0 1 1 1 adamw_torch",
+                          "zf-dpo-v128k-bf16 zf dpo bf16 128256 1024 0 0 -1 1 adamw_torch",
+                          "hf-reward-long-ckpt hf reward bf16 4096 4096 1 0 -1 1 adamw_torch"])
 
 
 class FlopsTest(unittest.TestCase):
