@@ -269,6 +269,13 @@ TEST(MemoryModelTest, TheFusedPiecesKeepAFloatANormAndTheirBackwardHoldsTheMlpsG
   EXPECT_FALSE(ParseHardware("cpu")->fused_pieces);
 }
 
+// The bytes of the device item `name` of an estimate (0 when it has none).
+double DeviceItem(const MemoryEstimate& e, const std::string& name) {
+  for (const MemoryItem& i : e.device)
+    if (i.name == name) return i.bytes;
+  return 0.0;
+}
+
 TEST(MemoryModelTest, OptimizerStateOfASevenBillionModelIsAbout84GbNot28) {
   auto m = LoadModelShape("Mistral-7B");
   ASSERT_TRUE(m.ok());
@@ -279,11 +286,7 @@ TEST(MemoryModelTest, OptimizerStateOfASevenBillionModelIsAbout84GbNot28) {
   w.seq_len = 512;
   Strategy s;
   s.zero_stage = 0;
-  auto item = [](const MemoryEstimate& e, const std::string& name) {
-    for (const MemoryItem& i : e.device)
-      if (i.name == name) return i.bytes;
-    return 0.0;
-  };
+  const auto item = DeviceItem;
   const double p = static_cast<double>(m->RewardModelParameters());
   MemoryEstimate e = EstimateMemory(*m, w, s, *hw, 8);
   // fp32 master + exp_avg + exp_avg_sq: 12 bytes per parameter (~85 GB for 7.1e9), unsharded at stage 0.
@@ -336,11 +339,7 @@ TEST(MemoryModelTest, EightBitMomentsOfASevenBillionModel) {
   Strategy s;
   s.zero_stage = 2;
   s.gradient_accumulation = 2;
-  auto item = [](const MemoryEstimate& e, const std::string& name) {
-    for (const MemoryItem& i : e.device)
-      if (i.name == name) return i.bytes;
-    return 0.0;
-  };
+  const auto item = DeviceItem;
   const MemoryEstimate fp32 = EstimateMemory(*m, w, s, *hw, 8);
   w.eight_bit_moments = true;
   const MemoryEstimate q = EstimateMemory(*m, w, s, *hw, 8);

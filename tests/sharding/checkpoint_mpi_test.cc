@@ -120,74 +120,62 @@ std::string TempRoot(comm::Communicator& comm, const std::string& tag) {
   return dir;
 }
 
+// With fp32 and with 8-bit moments: for the latter the checkpoint's scales give back the codes, so the
+// resumed run is the uninterrupted one bit for bit (quantising the dequantised moments against their own
+// absmax would not: the signed map's lowest code is -0.993).
 TEST(CheckpointTest, ResumeGivesTheSameParametersAsAnUninterruptedRun) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
-  const std::string root = TempRoot(*comm, "resume");
-  auto straight = MakeOptimizer(comm.get());
-  TrainSteps(*straight, 0, 6);
-  const std::vector<float> expected = Parameters(*straight);
+  for (MomentFormat moments : {MomentFormat::kFp32, MomentFormat::kBlockwise8bit}) {
+    SCOPED_TRACE(moments == MomentFormat::kFp32 ? "fp32 moments" : "8-bit moments");
+    const std::string root = TempRoot(*comm, "resume");
+    auto straight = MakeOptimizer(comm.get(), moments);
+    TrainSteps(*straight, 0, 6);
+    const std::vector<float> expected = Parameters(*straight);
 
-  auto first = MakeOptimizer(comm.get());
-  TrainSteps(*first, 0, 3);
-  auto saved = SaveCheckpoint(*first, root, R"({"sampler": {"epoch": 0, "offset": 96}})");
-  ASSERT_TRUE(saved.ok()) << saved.status();
-  EXPECT_EQ(saved->step, 3);
-  first.reset();  // the "crash"
+    auto first = MakeOptimizer(comm.get(), moments);
+    TrainSteps(*first, 0, 3);
+    auto saved = SaveCheckpoint(*first, root, R"({"sampler": {"epoch": 0, "offset": 96}})");
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_EQ(saved->step, 3);
+    first.reset();  // the "crash"
 
-  auto second = MakeOptimizer(comm.get());  // fresh initial parameters, overwritten by the load
-  auto loaded = LoadCheckpoint(*second, root);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->step, 3);
-  EXPECT_EQ(second->step(), 3);
-  EXPECT_EQ(loaded->world_size, comm->world_size());
-  EXPECT_NE(loaded->extra.find("\"offset\":96"), std::string::npos) << loaded->extra;
-  TrainSteps(*second, 3, 3);
-  const std::vector<float> got = Parameters(*second);
-  ASSERT_EQ(got.size(), expected.size());
-  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
-  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
-  if (comm->rank() == 0) fs::remove_all(root);
+    auto second = MakeOptimizer(comm.get(), moments);  // fresh initial parameters, overwritten by the load
+    auto loaded = LoadCheckpoint(*second, root);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->step, 3);
+    EXPECT_EQ(second->step(), 3);
+    EXPECT_EQ(loaded->world_size, comm->world_size());
+    EXPECT_NE(loaded->extra.find("\"offset\":96"), std::string::npos) << loaded->extra;
+    TrainSteps(*second, 3, 3);
+    const std::vector<float> got = Parameters(*second);
+    ASSERT_EQ(got.size(), expected.size());
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+    ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+    if (comm->rank() == 0) fs::remove_all(root);
+  }
 }
 
-// The same with 8-bit moments: the checkpoint's scales give back the codes, so the resumed run is the
-// uninterrupted one bit for bit (quantising the dequantised moments against their own absmax would not:
-// the signed map's lowest code is -0.993).
-TEST(CheckpointTest, EightBitMomentsResumeGivesTheSameParameters) {
+// 8-bit moments take another path than fp32 ones, in the bytes their format says: a code of each per shard
+// element, a scale of each per block, fp32 moments for the small parameters' segments, and the two maps.
+TEST(CheckpointTest, EightBitMomentsChangeThePathInTheirBytes) {
   auto comm = MakeComm();
   ASSERT_NE(comm, nullptr);
-  const std::string root = TempRoot(*comm, "resume8");
-  auto straight = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit);
-  TrainSteps(*straight, 0, 6);
-  const std::vector<float> expected = Parameters(*straight);
+  auto q = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit);
+  TrainSteps(*q, 0, 6);
   auto fp32 = MakeOptimizer(comm.get());
   TrainSteps(*fp32, 0, 6);
-  EXPECT_NE(Parameters(*fp32), expected) << "8-bit moments must change the path";
-  // The moments' bytes: a code of each per shard element, a scale of each per block, fp32 moments for the
-  // small parameters' segments, and the two maps.
+  EXPECT_NE(Parameters(*fp32), Parameters(*q));
   size_t packed = 0;
-  for (const ShardSegment& seg : straight->plan().segments()) {
+  for (const ShardSegment& seg : q->plan().segments()) {
     if (Specs()[seg.param].numel < Options().moments.min_8bit_size) packed += seg.numel;
   }
-  const size_t shard = straight->plan().shard_numel();
-  const Zero2MemoryStats mem = straight->memory();
+  const size_t shard = q->plan().shard_numel();
+  const Zero2MemoryStats mem = q->memory();
   EXPECT_EQ(mem.exp_avg_bytes + mem.exp_avg_sq_bytes,
             2 * shard + 2 * sizeof(float) * (shard / optim::kQuantBlock) + 2 * sizeof(float) * packed +
                 2 * optim::kMapCodes * sizeof(float));
   EXPECT_EQ(mem.master_bytes, shard * sizeof(float));
-
-  auto first = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit);
-  TrainSteps(*first, 0, 3);
-  ASSERT_TRUE(SaveCheckpoint(*first, root).ok());
-  first.reset();
-  auto second = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit);
-  ASSERT_TRUE(LoadCheckpoint(*second, root).ok());
-  TrainSteps(*second, 3, 3);
-  const std::vector<float> got = Parameters(*second);
-  ASSERT_EQ(got.size(), expected.size());
-  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
-  ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
-  if (comm->rank() == 0) fs::remove_all(root);
 }
 
 // ZeRO-2 with 8-bit moments on any number of ranks is bitsandbytes' per-tensor step: each parameter's
