@@ -86,6 +86,10 @@ std::string PlanTable(const Plan& p) {
   absl::StrAppendFormat(&out, "\nnot chosen (%d of %d configurations fit):\n", p.candidates_fitting,
                         p.candidates_searched);
   for (const std::string& r : p.rejected) absl::StrAppend(&out, "  ", r, "\n");
+  if (!p.levers.empty()) {
+    absl::StrAppend(&out, "\nnot searched (they change what is trained; yours to choose):\n");
+    for (const std::string& l : p.levers) absl::StrAppend(&out, "  ", l, "\n");
+  }
   return out;
 }
 
@@ -155,6 +159,7 @@ std::string PlanJson(const Plan& p) {
                        {"generation", t.generation}};
   j["candidates"] = {{"searched", p.candidates_searched}, {"fitting", p.candidates_fitting}};
   j["rejected"] = p.rejected;
+  j["levers"] = p.levers;
   return j.dump(2);
 }
 

@@ -73,11 +73,15 @@ struct Plan {
   double host_cap = 0;    // bytes per node
   Candidate chosen;
   std::vector<std::string> rejected;  // one line per option value not chosen
+  // Levers the search does not pull itself because they change what is trained, with what they would give:
+  // 8-bit AdamW moments (training.optim: adamw_8bit) where they avoid offload or step faster.
+  std::vector<std::string> levers;
   size_t candidates_searched = 0;
   size_t candidates_fitting = 0;
 };
 
-// FailedPrecondition when nothing fits (the message names the smallest configuration and what dominates it).
+// FailedPrecondition when nothing fits (the message names the smallest configuration and what dominates it,
+// and what fits with 8-bit AdamW moments if anything does).
 absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hardware& hw,
                               const Constraints& c);
 

@@ -363,7 +363,8 @@ TEST(MemoryModelTest, EightBitMomentsOfASevenBillionModel) {
 }
 
 // The search never offloads 8-bit moments (the workers refuse them with offload), and pinning offload with
-// them is an error; a model whose fp32 state needs offload on small GPUs fits with 8-bit moments instead.
+// them is an error; a model whose fp32 state needs offload on small GPUs fits with 8-bit moments instead, and
+// the fp32 plan says so.
 TEST(SearchTest, EightBitMomentsAreNeverOffloaded) {
   auto m = LoadModelShape("Mistral-7B");
   auto hw = ParseHardware("8x32GB");
@@ -375,6 +376,20 @@ TEST(SearchTest, EightBitMomentsAreNeverOffloaded) {
   auto fp32 = MakePlan(*m, w, *hw, Constraints{});
   ASSERT_TRUE(fp32.ok()) << fp32.status();
   EXPECT_TRUE(fp32->chosen.strategy.offload) << "the fp32 state of 7B on 8 x 32 GB needs offload";
+  // The search does not switch the optimizer itself (it changes the training) but says what it would give.
+  ASSERT_EQ(fp32->levers.size(), 1u);
+  EXPECT_NE(fp32->levers[0].find("8-bit AdamW moments (training.optim: adamw_8bit"), std::string::npos);
+  EXPECT_NE(fp32->levers[0].find("without offload"), std::string::npos) << fp32->levers[0];
+  // With offload pinned off nothing fits with fp32 moments: the error names the 8-bit configuration that
+  // does.
+  Constraints no_offload;
+  no_offload.offload = false;
+  auto none = MakePlan(*m, w, *hw, no_offload);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("With 8-bit AdamW moments (training.optim: adamw_8bit, --optim "
+                                         "adamw_8bit) micro-batch"),
+            std::string::npos)
+      << none.status();
   w.eight_bit_moments = true;
   auto q = MakePlan(*m, w, *hw, Constraints{});
   ASSERT_TRUE(q.ok()) << q.status();
