@@ -29,6 +29,7 @@ constexpr std::pair<const char*, const char*> kFields[] = {
     {"training.zero_stage", "zero_optimization.stage"},
     {"training.offload", "zero_optimization.offload_optimizer.device"},
     {"training.bf16", "bf16.enabled"},
+    {"training.optim", "optimizer.type"},
     {"training.lr", "optimizer.params.lr"},
     {"training.lr", "scheduler.params.warmup_max_lr"},
     {"training.weight_decay", "optimizer.params.weight_decay"},
@@ -190,6 +191,8 @@ absl::Status ParseDsOptimizer(const DsReader& ds, const Json& j, TrainingSpec* o
   const std::string type = o.value("type", "AdamW");
   if (type != "AdamW" && type != "Adam")
     return ds.Bad("optimizer.type", absl::StrCat("only AdamW, got ", core::QuotedExcerpt(type)));
+  // DeepSpeed's optimizer is fp32 AdamW: as with Hugging Face's Trainer, it stands for training.optim.
+  if (o.contains("type")) ds.Given("optimizer.type");
   if (o.contains("params")) {
     ZF_RETURN_IF_ERROR(ds.Number(o["params"], "lr", "optimizer.params.lr", &t.lr));
     ZF_RETURN_IF_ERROR(

@@ -13,6 +13,12 @@ absl::StatusOr<OptimizerKind> ParseOptimizerName(const std::string& name) {
     return OptimizerKind::kAdamWTorch;
   }
   if (name == "adamw_8bit" || name == "adamw_bnb_8bit") return OptimizerKind::kAdamW8bit;
+  if (name.rfind("paged_", 0) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", name,
+        "' pages optimizer state to host memory when the GPU runs short; zerofit plans the memory instead: "
+        "adamw_8bit keeps 8-bit moments on the GPU, training.offload: true keeps the state on the host"));
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name,
       "' is not an optimizer zerofit runs: adamw_torch (alias adamw_torch_fused, adamw_hf) or adamw_8bit "

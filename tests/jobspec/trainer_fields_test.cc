@@ -300,6 +300,10 @@ TEST(TrainerFieldsTest, OptimErrorsNameFileLineAndField) {
       {"  min_8bit_size: -1\n", "job.yaml:9: field 'training.min_8bit_size': must be >= 0, got -1"},
       {"  min_8bit_size: big\n",
        "job.yaml:9: field 'training.min_8bit_size': expected an integer, got 'big'"},
+      {"  optim: paged_adamw_8bit\n",
+       "job.yaml:9: field 'training.optim': 'paged_adamw_8bit' pages optimizer state to host memory when the "
+       "GPU "
+       "runs short; zerofit plans the memory instead"},
       {"  offload: true\n  optim: adamw_8bit\n",
        "job.yaml:10: field 'training.optim': adamw_8bit keeps its 8-bit moments on the GPU, where they save "
        "memory; with training.offload: true the optimizer state is in host memory (fp32 moments): choose "
@@ -339,6 +343,23 @@ TEST(TrainerFieldsTest, SeedAndDelayedUpdateMayStandNextToADeepSpeedConfig) {
                                        "('optimizer.params.lr')"),
             std::string::npos)
       << lr.status();
+  // DeepSpeed's optimizer section names the optimizer (fp32 AdamW): training.optim beside it is refused, as
+  // Hugging Face's Trainer lets the DeepSpeed optimizer override `optim`; without a type it may stand.
+  absl::StatusOr<JobSpec> optim = ParseJobSpec(
+      "task: reward\nmodel: Qwen2.5-0.5B\ndata: /d\ndeepspeed: '{\"train_batch_size\": 16, \"optimizer\": "
+      "{\"type\": \"AdamW\"}}'\ntraining: {optim: adamw_8bit}\n",
+      "job.yaml");
+  ASSERT_FALSE(optim.ok());
+  EXPECT_NE(optim.status().message().find("field 'training.optim': set in the DeepSpeed config too "
+                                          "('optimizer.type')"),
+            std::string::npos)
+      << optim.status();
+  optim = ParseJobSpec(
+      "task: reward\nmodel: Qwen2.5-0.5B\ndata: /d\ndeepspeed: '{\"train_batch_size\": 16, \"optimizer\": "
+      "{\"params\": {\"lr\": 0.2}}}'\ntraining: {optim: adamw_8bit}\n",
+      "job.yaml");
+  ASSERT_TRUE(optim.ok()) << optim.status();
+  EXPECT_TRUE(optim->training.optimizer.eight_bit());
 }
 
 }  // namespace
