@@ -35,14 +35,39 @@ absl::Status ValidateRollout(const RolloutSpec& r, int64_t max_length, const Fie
   return absl::OkStatus();
 }
 
+// loss_type rloo (TRL's RLOOTrainer): its own advantages (leave-one-out), ratio (per completion) and KL (in
+// the reward); the options that assume GRPO's are refused by name. normalize_advantages is RLOO's alone.
+absl::Status ValidateRloo(const GrpoObjectiveSpec& g, const FieldError& bad) {
+  const GrpoObjectiveSpec d;
+  if (g.loss_type != "rloo") {
+    if (g.normalize_advantages) return bad("grpo.normalize_advantages", "applies to loss_type rloo only");
+    return absl::OkStatus();
+  }
+  const char* why = nullptr;
+  const char* field = nullptr;
+  if (g.scale_rewards != d.scale_rewards) {
+    field = "grpo.scale_rewards", why = "rloo's advantages are leave-one-out; normalize_advantages scales them";
+  } else if (g.importance_sampling_level != d.importance_sampling_level) {
+    field = "grpo.importance_sampling_level", why = "rloo has one ratio per completion (its summed log-ratio)";
+  } else if (g.delta) {
+    field = "grpo.delta", why = "does not apply to loss_type rloo";
+  } else if (g.top_entropy_quantile != d.top_entropy_quantile) {
+    field = "grpo.top_entropy_quantile", why = "selects tokens of a per-token loss; rloo's is per completion";
+  } else if (g.use_bias_correction_kl) {
+    field = "grpo.use_bias_correction_kl", why = "corrects the KL loss term; rloo's KL is in the reward";
+  }
+  return field == nullptr ? absl::OkStatus() : bad(field, why);
+}
+
 absl::Status ValidateObjective(const GrpoObjectiveSpec& g, const FieldError& bad) {
   if (g.iterations < 1) return bad("grpo.iterations", "must be >= 1");
   if (!(g.beta >= 0) || !std::isfinite(g.beta)) return bad("grpo.beta", "must be >= 0");
   if (!(g.epsilon > 0 && g.epsilon < 1)) return bad("grpo.epsilon", "must be in (0, 1)");
   if (g.epsilon_high && !(*g.epsilon_high > 0)) return bad("grpo.epsilon_high", "must be > 0");
   const bool cispo = g.loss_type == "cispo", sapo = g.loss_type == "sapo";
-  if (g.loss_type != "grpo" && g.loss_type != "dapo" && g.loss_type != "dr_grpo" && !cispo && !sapo) {
-    return bad("grpo.loss_type", absl::StrCat("expected grpo, dapo, dr_grpo, cispo or sapo, got ",
+  if (g.loss_type != "grpo" && g.loss_type != "dapo" && g.loss_type != "dr_grpo" && !cispo && !sapo &&
+      g.loss_type != "rloo") {
+    return bad("grpo.loss_type", absl::StrCat("expected grpo, dapo, dr_grpo, cispo, sapo or rloo, got ",
                                               core::QuotedExcerpt(g.loss_type)));
   }
   if (cispo && !g.epsilon_high) {
@@ -81,7 +106,7 @@ absl::Status ValidateObjective(const GrpoObjectiveSpec& g, const FieldError& bad
     return bad("grpo.top_entropy_quantile",
                absl::StrCat("must be in (0, 1] (1: every token), got ", g.top_entropy_quantile));
   }
-  return absl::OkStatus();
+  return ValidateRloo(g, bad);
 }
 
 // A pattern within the bound that compiles; its Regex.

@@ -3,7 +3,7 @@
 //   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, top_k, min_p, batch, decode}
 //   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards, importance_sampling_level,
 //             delta, mask_truncated_completions, top_entropy_quantile, sapo_temperature_pos,
-//             sapo_temperature_neg, use_bias_correction_kl}
+//             sapo_temperature_neg, use_bias_correction_kl, normalize_advantages}
 //   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
 //   name},
 //             {type: format, pattern, weight, correct, wrong, name},
@@ -11,7 +11,7 @@
 // TRL's GRPOConfig names where they exist (num_generations = samples_per_prompt, max_completion_length =
 // max_new_tokens, num_iterations = iterations, loss_type, scale_rewards, epsilon, epsilon_high, beta,
 // importance_sampling_level, delta, mask_truncated_completions, top_entropy_quantile, sapo_temperature_pos,
-// sapo_temperature_neg, use_bias_correction_kl).
+// sapo_temperature_neg, use_bias_correction_kl; RLOOConfig's normalize_advantages with loss_type rloo).
 #pragma once
 
 #include <cstdint>
@@ -44,7 +44,8 @@ struct GrpoObjectiveSpec {
   double epsilon = 0.2;
   std::optional<double> epsilon_high;  // unset: epsilon; cispo: the importance weight's cap, required
   // grpo | dapo | dr_grpo (the clipped term, three normalisations) | cispo (CISPO's capped weight, as
-  // dapo) | sapo (SAPO's soft gate, as grpo): worker/torch/train/grpo_objective.h
+  // dapo) | sapo (SAPO's soft gate, as grpo) | rloo (TRL's RLOOTrainer: leave-one-out advantages, the KL
+  // to the reference as a reward penalty, one clipped ratio per completion): grpo_objective.h
   std::string loss_type = "grpo";
   double sapo_temperature_pos = 1.0;   // sapo only, > 0: the gate's temperature where the advantage is > 0
   double sapo_temperature_neg = 1.05;  // sapo only, > 0: and where it is <= 0 (TRL's defaults)
@@ -59,6 +60,8 @@ struct GrpoObjectiveSpec {
   // (Wang et al.'s forking tokens; 0.2 in their paper); 1: every token.
   double top_entropy_quantile = 1.0;
   bool use_bias_correction_kl = false;  // the KL term times the importance ratio (TRL's name)
+  // rloo only (TRL's RLOOConfig): the advantages less their mean over the whole step, divided by its std.
+  bool normalize_advantages = false;
 };
 
 struct RewardSpec {

@@ -27,7 +27,8 @@ absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObject
       r.OnlyKeys(n, "grpo.",
                  {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
                   "importance_sampling_level", "delta", "mask_truncated_completions", "top_entropy_quantile",
-                  "sapo_temperature_pos", "sapo_temperature_neg", "use_bias_correction_kl"}));
+                  "sapo_temperature_pos", "sapo_temperature_neg", "use_bias_correction_kl",
+                  "normalize_advantages"}));
   ZF_RETURN_IF_ERROR(r.Get(n, "iterations", "grpo.iterations", &x->iterations, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "beta", "grpo.beta", &x->beta, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "epsilon", "grpo.epsilon", &x->epsilon, "a number"));
@@ -46,6 +47,8 @@ absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObject
                            &x->mask_truncated_completions, "true or false"));
   ZF_RETURN_IF_ERROR(
       r.Get(n, "top_entropy_quantile", "grpo.top_entropy_quantile", &x->top_entropy_quantile, "a number"));
+  ZF_RETURN_IF_ERROR(r.Get(n, "normalize_advantages", "grpo.normalize_advantages", &x->normalize_advantages,
+                           "true or false"));
   return r.Get(n, "use_bias_correction_kl", "grpo.use_bias_correction_kl", &x->use_bias_correction_kl,
                "true or false");
 }

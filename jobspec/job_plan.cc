@@ -115,7 +115,8 @@ Json GrpoJson(const GrpoJobSpec& g) {
             {"top_entropy_quantile", o.top_entropy_quantile},
             {"sapo_temperature_pos", o.sapo_temperature_pos},
             {"sapo_temperature_neg", o.sapo_temperature_neg},
-            {"use_bias_correction_kl", o.use_bias_correction_kl}}},
+            {"use_bias_correction_kl", o.use_bias_correction_kl},
+            {"normalize_advantages", o.normalize_advantages}}},
           {"rewards", rewards}};
 }
 
@@ -168,6 +169,7 @@ absl::Status ReadGrpo(ObjectReader r, const std::string& source, GrpoJobSpec* g)
   get(*ob, "sapo_temperature_pos", &g->grpo.sapo_temperature_pos);
   get(*ob, "sapo_temperature_neg", &g->grpo.sapo_temperature_neg);
   get(*ob, "use_bias_correction_kl", &g->grpo.use_bias_correction_kl);
+  get(*ob, "normalize_advantages", &g->grpo.normalize_advantages);
   if (s.ok()) s = ob->NoOthers();
   g->grpo.epsilon_high = epsilon_high;
   if (delta > 0) g->grpo.delta = delta;

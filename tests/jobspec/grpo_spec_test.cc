@@ -92,7 +92,21 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
       {"rollout: {decode: graphs}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'rollout.decode': must be auto, eager, static or cuda_graph"},
       {"grpo: {loss_type: bnpo}\nrewards: [{type: answer}]\n",
-       "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo, dr_grpo, cispo or sapo, got 'bnpo'"},
+       "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo, dr_grpo, cispo, sapo or rloo, got 'bnpo'"},
+      {"grpo: {normalize_advantages: true}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.normalize_advantages': applies to loss_type rloo only"},
+      {"grpo: {loss_type: rloo, scale_rewards: batch}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.scale_rewards': rloo's advantages are leave-one-out; normalize_advantages "
+       "scales them"},
+      {"grpo: {loss_type: rloo, importance_sampling_level: sequence}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.importance_sampling_level': rloo has one ratio per completion"},
+      {"grpo: {loss_type: rloo, delta: 2.0}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.delta': does not apply to loss_type rloo"},
+      {"grpo: {loss_type: rloo, top_entropy_quantile: 0.2}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.top_entropy_quantile': selects tokens of a per-token loss"},
+      {"grpo: {loss_type: rloo, use_bias_correction_kl: true}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.use_bias_correction_kl': corrects the KL loss term; rloo's KL is in the "
+       "reward"},
       {"grpo: {loss_type: cispo}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.epsilon_high': loss_type cispo caps the importance weight at epsilon_high: "
        "give "
@@ -189,6 +203,14 @@ TEST(GrpoSpecTest, ThePlanCarriesTheSectionsThroughJson) {
   EXPECT_EQ(sapo_back->grpo.grpo.loss_type, "sapo");
   EXPECT_EQ(sapo_back->grpo.grpo.sapo_temperature_pos, 0.5);
   EXPECT_EQ(sapo_back->grpo.grpo.sapo_temperature_neg, 2.0);
+  // And RLOO's normalize_advantages.
+  JobPlan rloo = plain;
+  rloo.grpo.grpo.loss_type = "rloo";
+  rloo.grpo.grpo.normalize_advantages = true;
+  absl::StatusOr<JobPlan> rloo_back = JobPlanFromJson(JobPlanToJson(rloo), "plan");
+  ASSERT_TRUE(rloo_back.ok()) << rloo_back.status();
+  EXPECT_EQ(rloo_back->grpo.grpo.loss_type, "rloo");
+  EXPECT_TRUE(rloo_back->grpo.grpo.normalize_advantages);
   // The schedule counts optimizer updates: iterations per step.
   EXPECT_EQ(back->schedule.total_steps, 10 * 2);
   // A plan of another task has no grpo section, and a grpo plan without one is refused by name.

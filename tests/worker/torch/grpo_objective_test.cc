@@ -354,6 +354,81 @@ TEST(GrpoObjectiveTest, BatchScaledAdvantagesDivideByTheBatchStd) {
   EXPECT_FALSE(ParseRewardScale("yes").ok());
 }
 
+// TRL's RLOOTrainer loss, transcribed: completion i's ratio r_i = exp(sum over its tokens of (logp -
+// old_logp)), its loss -min(r_i A_i, clamp(r_i) A_i), the mean over completions; the gradient -r_i A_i on
+// each of its tokens unless the clamped term is picked outside the range; no KL term in the loss (it is in
+// the reward), the KL metric the first-order sum of old_logp - ref_logp.
+TEST(GrpoObjectiveTest, RlooEqualsTheFloat64TranscriptionOfTrlsRlooLoss) {
+  Case c = MakeCase(11);
+  // Summed log-ratios of a few tokens: shrink the per-token ratios so that some completions stay inside.
+  c.logp = (c.old_logp + (c.logp.detach() - c.old_logp) * 0.4).requires_grad_(true);
+  GrpoOptions o;
+  o.rloo = true;
+  o.beta = 0.05;
+  const int64_t b = 4, t = 6;
+  double loss_sum = 0, clipped = 0, kl = 0;
+  std::vector<std::vector<double>> grad(b, std::vector<double>(t, 0.0));
+  for (int64_t i = 0; i < b; ++i) {
+    double log_ratio = 0, n = 0;
+    for (int64_t j = 0; j < t; ++j) {
+      if (At(c.mask, i, j) == 0) continue;
+      log_ratio += At(c.logp.detach(), i, j) - At(c.old_logp, i, j);
+      kl += At(c.old_logp, i, j) - At(c.ref_logp, i, j);
+      n += 1;
+    }
+    const double a = c.adv[i].item<double>(), r = std::exp(log_ratio);
+    const double clamped = std::clamp(r, 1 - o.epsilon_low, 1 + o.epsilon_high);
+    const bool cut = clamped * a < r * a && (r < 1 - o.epsilon_low || r > 1 + o.epsilon_high);
+    loss_sum += -std::min(r * a, clamped * a);
+    clipped += cut ? n : 0;
+    for (int64_t j = 0; j < t; ++j) grad[i][j] = At(c.mask, i, j) == 0 || cut ? 0.0 : -r * a;
+  }
+  auto loss = GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, o);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_NEAR(loss->loss_sum.item<double>(), loss_sum, kTol);
+  EXPECT_EQ(loss->units, 4.0) << "a mean over completions";
+  EXPECT_NEAR(loss->kl_sum.item<double>(), kl, kTol);
+  EXPECT_EQ(loss->clipped_tokens.item<double>(), clipped);
+  EXPECT_GT(clipped, 0) << "the case must exercise the clip";
+  EXPECT_LT(clipped, 15) << "and leave completions unclipped";
+  const torch::Tensor g = torch::autograd::grad({loss->loss_sum}, {c.logp})[0];
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t j = 0; j < t; ++j) EXPECT_NEAR(At(g, i, j), grad[i][j], kTol) << i << "," << j;
+  }
+  // The loss does not depend on beta: RLOO's KL is a reward penalty.
+  GrpoOptions no_kl = o;
+  no_kl.beta = 0;
+  auto plain = GrpoPolicyLoss(c.logp, c.old_logp, torch::Tensor(), c.mask, c.adv, no_kl);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->loss_sum.item<double>(), loss->loss_sum.item<double>());
+  // GRPO's options that assume a per-token ratio or KL term are refused with rloo.
+  GrpoOptions gspo = o;
+  gspo.sequence_ratio = true;
+  EXPECT_FALSE(GrpoPolicyLoss(c.logp, c.old_logp, c.ref_logp, c.mask, c.adv, gspo).ok());
+}
+
+// RLOO's advantages: R_i minus the mean of its group's other rewards; and its KL-penalised reward.
+TEST(GrpoObjectiveTest, LeaveOneOutAdvantagesAndKlPenalisedRewardsByHand) {
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  auto a = LeaveOneOutAdvantages(torch::tensor({0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0}, f64), 4);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const double want[] = {-2.0 / 3, 2.0 / 3, -2.0 / 3, 2.0 / 3, 1.0, -1.0 / 3, -1.0 / 3, -1.0 / 3};
+  for (int64_t i = 0; i < 8; ++i) EXPECT_NEAR((*a)[i].item<double>(), want[i], 1e-15) << i;
+  // G/(G-1) times the group-centred advantage, so each group's still sum to 0.
+  EXPECT_NEAR(a->sum().item<double>(), 0.0, 1e-15);
+  auto one = LeaveOneOutAdvantages(torch::tensor({3.0, 5.0}, f64), 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->abs().sum().item<double>(), 0.0) << "a group of one has no baseline to beat";
+  EXPECT_FALSE(LeaveOneOutAdvantages(torch::tensor({1.0, 2.0, 3.0}, f64), 2).ok());
+  // reward - beta x sum over the completion's tokens of (old - ref), padding excluded.
+  const torch::Tensor old_logp = torch::tensor({{-1.0, -2.0, -9.0}, {-0.5, -0.5, -0.5}}, f64);
+  const torch::Tensor ref_logp = torch::tensor({{-1.5, -1.0, 0.0}, {-0.25, -1.0, -0.5}}, f64);
+  const torch::Tensor mask = torch::tensor({{1.0, 1.0, 0.0}, {1.0, 1.0, 1.0}}, f64);
+  const torch::Tensor r = KlPenalizedRewards(torch::tensor({1.0, 0.0}, f64), 0.1, old_logp, ref_logp, mask);
+  EXPECT_NEAR(r[0].item<double>(), 1.0 - 0.1 * (0.5 - 1.0), 1e-15);
+  EXPECT_NEAR(r[1].item<double>(), 0.0 - 0.1 * (-0.25 + 0.5 + 0.0), 1e-15);
+}
+
 TEST(GrpoObjectiveTest, BadInputsAreErrorsNamingTheArgument) {
   const Case c = MakeCase(3);
   GrpoOptions o;

@@ -317,6 +317,47 @@ TEST(GrpoSessionTest, CispoStartsAsDapoAndSapoTrains) {
   EXPECT_NE(sapo.Get(names::kGradNorm), dapo_again.Get(names::kGradNorm));
 }
 
+// loss_type rloo (TRL's RLOOTrainer): the KL to the reference is a penalty on the reward. At step 0 the
+// policy is the reference (their log-probs agree), so beta changes nothing: the same loss, about 0
+// (leave-one-out advantages sum to 0 in each group and the ratio is 1), and the same update. At step 1 the
+// rollout is the same (same parameters, same seed) but the KL is not 0 any more: other advantages, another
+// update. normalize_advantages rescales step 0's advantages over both ranks: another update from the same
+// rollout.
+TEST(GrpoSessionTest, RlooPenalisesTheRewardWithTheKlOnceThePolicyMoves) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = TokenMeanWithRewardModel(dir, "rm_rloo", *comm);
+  o.grpo.objective.norm = GrpoLossNorm::kSequenceMean;
+  o.grpo.objective.rloo = true;
+  auto run = [&](const PreferenceTrainOptions& job) {
+    absl::StatusOr<std::unique_ptr<GrpoSession>> s = GrpoSession::Create(job, Runtime(), comm.get());
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? RunSteps(**s, job, 0, 2, *comm) : std::vector<metrics::StepMetrics>{};
+  };
+  const std::vector<metrics::StepMetrics> plain = run(o);
+  PreferenceTrainOptions penalised = o;
+  penalised.grpo.objective.beta = 0.5;
+  const std::vector<metrics::StepMetrics> kl = run(penalised);
+  ASSERT_EQ(plain.size(), 2u);
+  ASSERT_EQ(kl.size(), 2u);
+  EXPECT_EQ(kl[0].Get(names::kGrpoKl).value_or(-1), 0.0) << "the policy is the reference at step 0";
+  EXPECT_NEAR(plain[0].Get(names::kLoss).value_or(1), 0.0, 1e-6);
+  const double norm = plain[0].Get(names::kGradNorm).value_or(0);
+  ASSERT_GT(norm, 0);
+  EXPECT_EQ(kl[0].Get(names::kGradNorm), plain[0].Get(names::kGradNorm));
+  EXPECT_EQ(kl[1].Get(names::kGrpoReward), plain[1].Get(names::kGrpoReward)) << "the same rollout";
+  EXPECT_NE(kl[1].Get(names::kGrpoKl).value_or(0), 0.0);
+  EXPECT_NE(kl[1].Get(names::kGradNorm), plain[1].Get(names::kGradNorm));
+  PreferenceTrainOptions normalised = o;
+  normalised.grpo.objective.normalize_advantages = true;
+  const std::vector<metrics::StepMetrics> scaled = run(normalised);
+  ASSERT_EQ(scaled.size(), 2u);
+  EXPECT_EQ(scaled[0].Get(names::kGrpoReward), plain[0].Get(names::kGrpoReward));
+  EXPECT_GT(scaled[0].Get(names::kGradNorm).value_or(0), 0);
+  EXPECT_NE(scaled[0].Get(names::kGradNorm), plain[0].Get(names::kGradNorm));
+}
+
 // scale_rewards batch (TRL's): group-mean centring divided by the standard deviation of every rank's rewards
 // of the step. At step 0 (ratio 1, no clip, beta 0) the token-mean loss is -sum(n_i A_i) / tokens, linear in
 // the scale: the same rollout with scale none gives loss_none = loss_batch x (std + eps), the std

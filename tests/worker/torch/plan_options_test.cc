@@ -187,6 +187,17 @@ TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   EXPECT_EQ(sapo->grpo.objective.norm, GrpoLossNorm::kSequenceMean);
   EXPECT_EQ(sapo->grpo.objective.sapo_temperature_neg, 2.0);
   EXPECT_TRUE(sapo->grpo.objective.bias_correction_kl);
+  EXPECT_FALSE(sapo->grpo.objective.rloo);
+  absl::StatusOr<PreferenceTrainOptions> rloo = OptionsOfYaml(
+      Yaml("grpo", "",
+           "rollout: {max_new_tokens: 8}\ngrpo: {loss_type: rloo, beta: 0.05, normalize_advantages: "
+           "true}\nrewards: [{type: answer}]\n"));
+  ASSERT_TRUE(rloo.ok()) << rloo.status();
+  EXPECT_TRUE(rloo->grpo.objective.rloo);
+  EXPECT_TRUE(rloo->grpo.objective.normalize_advantages);
+  EXPECT_EQ(rloo->grpo.objective.norm, GrpoLossNorm::kSequenceMean);
+  EXPECT_EQ(rloo->grpo.objective.term, GrpoPolicyTerm::kClipped);
+  EXPECT_EQ(rloo->grpo.objective.beta, 0.05);
   EXPECT_EQ(gspo->grpo.objective.scale, RewardScale::kBatch);
   ASSERT_EQ(gspo->grpo.rewards.size(), 2u);
   const RewardSourceOptions& format = gspo->grpo.rewards[1];

@@ -108,6 +108,7 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
   if (std::string v = take("--scale-rewards"); !v.empty()) g->grpo.scale_rewards = v;
   ZF_RETURN_IF_ERROR(boolean("--mask-truncated-completions", &g->grpo.mask_truncated_completions));
   ZF_RETURN_IF_ERROR(boolean("--use-bias-correction-kl", &g->grpo.use_bias_correction_kl));
+  ZF_RETURN_IF_ERROR(boolean("--normalize-advantages", &g->grpo.normalize_advantages));
   if (std::string v = take("--importance-sampling-level"); !v.empty()) g->grpo.importance_sampling_level = v;
   ZF_RETURN_IF_ERROR(number("--top-entropy-quantile", &g->grpo.top_entropy_quantile, 0));
   ZF_RETURN_IF_ERROR(number("--sapo-temperature-pos", &g->grpo.sapo_temperature_pos, 0));

@@ -40,6 +40,12 @@ absl::Status CheckInputs(const torch::Tensor& logp, const torch::Tensor& old_log
   if (!(o.sapo_temperature_pos > 0) || !(o.sapo_temperature_neg > 0)) {
     return absl::InvalidArgumentError("GrpoOptions: the SAPO temperatures must be > 0");
   }
+  if (o.rloo && (o.sequence_ratio || o.delta || o.bias_correction_kl || o.term != GrpoPolicyTerm::kClipped ||
+                 o.norm != GrpoLossNorm::kSequenceMean)) {
+    return absl::InvalidArgumentError(
+        "GrpoOptions: rloo has its own ratio, KL and normalisation (no sequence_ratio, delta, "
+        "bias_correction_kl, other term or norm)");
+  }
   if (o.norm == GrpoLossNorm::kConstantLength && o.max_new_tokens < 1) {
     return absl::InvalidArgumentError("GrpoOptions: dr_grpo needs max_new_tokens >= 1");
   }
@@ -55,6 +61,7 @@ struct TokenTerms {
 torch::Tensor Ratio(const torch::Tensor& logp, const torch::Tensor& old_logp, const torch::Tensor& m,
                     const GrpoOptions& o) {
   const torch::Tensor log_ratio = logp - old_logp;
+  if (o.rloo) return torch::exp((log_ratio * m).sum(1, /*keepdim=*/true));  // RLOO: the completion's sum
   if (!o.sequence_ratio) return torch::exp(log_ratio);
   const torch::Tensor tokens = m.sum(1, /*keepdim=*/true).clamp_min(1.0);
   return torch::exp((log_ratio * m).sum(1, /*keepdim=*/true) / tokens);
@@ -69,7 +76,7 @@ TokenTerms Finish(torch::Tensor policy, const torch::Tensor& clipped, const torc
   TokenTerms t;
   t.loss = policy_mask.defined() ? policy * policy_mask.to(logp.dtype()) : std::move(policy);
   t.kl = torch::zeros_like(logp);
-  if (o.beta > 0) {
+  if (o.beta > 0 && !o.rloo) {  // RLOO's KL is in the reward (KlPenalizedRewards)
     const torch::Tensor d = ref_logp - logp;
     t.kl = torch::exp(d) - d - 1.0;
     if (o.bias_correction_kl) t.kl = t.kl * ratio;  // broadcasts a GSPO [B, 1] ratio
@@ -122,12 +129,14 @@ TokenTerms PerToken(const torch::Tensor& logp, const torch::Tensor& old_logp, co
 
 }  // namespace
 
+bool IsRloo(const std::string& name) { return name == "rloo"; }
+
 absl::StatusOr<GrpoLossNorm> ParseGrpoLossNorm(const std::string& name) {
-  if (name == "grpo" || name == "sapo") return GrpoLossNorm::kSequenceMean;
+  if (name == "grpo" || name == "sapo" || IsRloo(name)) return GrpoLossNorm::kSequenceMean;
   if (name == "dapo" || name == "cispo") return GrpoLossNorm::kTokenMean;
   if (name == "dr_grpo") return GrpoLossNorm::kConstantLength;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown GRPO loss type '", name, "'; expected grpo, dapo, dr_grpo, cispo or sapo"));
+      absl::StrCat("unknown GRPO loss type '", name, "'; expected grpo, dapo, dr_grpo, cispo, sapo or rloo"));
 }
 
 absl::StatusOr<GrpoPolicyTerm> ParseGrpoPolicyTerm(const std::string& name) {
@@ -196,6 +205,23 @@ absl::StatusOr<torch::Tensor> GroupAdvantages(const torch::Tensor& rewards, int6
   return a.reshape({-1});
 }
 
+absl::StatusOr<torch::Tensor> LeaveOneOutAdvantages(const torch::Tensor& rewards, int64_t group_size) {
+  if (!rewards.defined() || rewards.dim() != 1 || group_size < 1 || rewards.size(0) % group_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("LeaveOneOutAdvantages: rewards must be [P x G] with G = ",
+                                                   group_size, " >= 1 dividing it"));
+  }
+  if (group_size == 1) return torch::zeros_like(rewards);
+  const torch::Tensor r = rewards.view({-1, group_size});
+  const torch::Tensor others = (r.sum(1, /*keepdim=*/true) - r) / (group_size - 1.0);
+  return (r - others).reshape({-1});
+}
+
+torch::Tensor KlPenalizedRewards(const torch::Tensor& rewards, double beta, const torch::Tensor& old_logp,
+                                 const torch::Tensor& ref_logp, const torch::Tensor& mask) {
+  const torch::Tensor kl = ((old_logp - ref_logp) * mask.to(old_logp.dtype())).sum(1);
+  return rewards - beta * kl.to(rewards.dtype());
+}
+
 absl::StatusOr<GrpoLoss> GrpoPolicyLoss(const torch::Tensor& logp, const torch::Tensor& old_logp,
                                         const torch::Tensor& ref_logp, const torch::Tensor& mask,
                                         const torch::Tensor& advantages, const GrpoOptions& o,
@@ -210,6 +236,8 @@ absl::StatusOr<GrpoLoss> GrpoPolicyLoss(const torch::Tensor& logp, const torch::
   GrpoLoss out;
   out.tokens = m.sum().detach();
   out.kl_sum = t.kl.sum();
+  // RLOO's KL metric: its reward penalty's first-order estimate, per token (TRL's RLOO logs the same).
+  if (o.rloo && o.beta > 0) out.kl_sum = ((old_logp - ref_logp) * m).sum().detach();
   out.clipped_tokens = t.clipped.sum().detach();
   const int64_t sequences = logp.size(0);
   switch (o.norm) {

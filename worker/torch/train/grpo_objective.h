@@ -14,6 +14,13 @@
 // (delta: no cap unless set). With sequence_ratio (GSPO) every token of completion i takes the ratio
 // exp(mean over its tokens of (logp - old_logp)).
 //
+// RLOO (TRL's RLOOTrainer, loss_type rloo; Ahmadian et al. 2024): the KL to the reference is a penalty on the
+// reward, beta x sum over the completion's tokens of (old_logp - ref_logp) (first order, as TRL's), not a
+// loss term; advantages are leave-one-out, A_i = R_i - mean of the group's other rewards (optionally
+// normalised over the whole step: normalize_advantages); and the loss is per completion, -min(r A, clamp(r)
+// A) with r = exp(sum over its tokens of (logp - old_logp)), averaged over completions (kSequenceMean of a
+// term constant over the completion's tokens).
+//
 // Tensors: [B, T] per-token log-probs of the completions (fp32 or fp64), a 0/1 mask of the same shape (1 on
 // completion tokens, 0 on padding), [B] advantages. Everything created lives on the inputs' device.
 #pragma once
@@ -75,7 +82,15 @@ struct GrpoOptions {
   bool bias_correction_kl = false;
   double sapo_temperature_pos = 1.0;   // kSapo: tau where the advantage is > 0 (TRL's default)
   double sapo_temperature_neg = 1.05;  // and where it is <= 0
+  // RLOO (loss_type rloo): the ratio of summed log-ratios and the KL in the reward here; the session makes
+  // the advantages leave-one-out (LeaveOneOutAdvantages), normalised over the step when asked.
+  bool rloo = false;
+  bool normalize_advantages = false;  // RLOO: (A - the step's mean) / (the step's std + std_eps)
 };
+
+// Whether `name` is TRL's RLOO objective ("rloo"), and the options it sets: leave-one-out advantages, the
+// KL as a reward penalty, one ratio per completion from its summed log-ratios.
+bool IsRloo(const std::string& name);
 
 // Advantages of `rewards` [P x G] laid out group by group (G consecutive samples per prompt): [P x G].
 // A group whose rewards are all equal gets zeros. RewardScale::kBatch divides by `batch_std`, the standard
@@ -83,6 +98,15 @@ struct GrpoOptions {
 absl::StatusOr<torch::Tensor> GroupAdvantages(const torch::Tensor& rewards, int64_t group_size,
                                               const GrpoOptions& options,
                                               std::optional<double> batch_std = std::nullopt);
+
+// RLOO's advantages of `rewards` [P x G] laid out group by group: R_i minus the mean of its group's other
+// rewards (G >= 2; G = 1: zeros).
+absl::StatusOr<torch::Tensor> LeaveOneOutAdvantages(const torch::Tensor& rewards, int64_t group_size);
+
+// RLOO's reward with its KL penalty: rewards [N] - beta x kl [N], kl the sum over each completion's tokens of
+// (old_logp - ref_logp) ([N, T] log-probs and their 0/1 mask).
+torch::Tensor KlPenalizedRewards(const torch::Tensor& rewards, double beta, const torch::Tensor& old_logp,
+                                 const torch::Tensor& ref_logp, const torch::Tensor& mask);
 
 // The Bessel-corrected standard deviation of n values from their global sum of squared deviations from
 // their global mean (two reductions, no cancellation); 0 for fewer than two values.

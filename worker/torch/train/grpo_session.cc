@@ -332,6 +332,11 @@ absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const
 }
 
 absl::Status GrpoSession::SetAdvantages(Rollout& ro) {
+  if (KlInReward()) {  // Optimize sets them once the old and reference log-probs give the penalty
+    ro.advantages.assign(ro.scored.sum.total.size(), 0.0);
+    return absl::OkStatus();
+  }
+  if (options_.grpo.objective.rloo) return SetRlooAdvantages(ro, ro.scored.sum.total);
   const std::vector<double>& total = ro.scored.sum.total;
   std::optional<double> batch_std;
   if (options_.grpo.objective.scale == RewardScale::kBatch) {  // every rank joins, one without prompts too
@@ -350,6 +355,50 @@ absl::Status GrpoSession::SetAdvantages(Rollout& ro) {
                                                                options_.grpo.objective, batch_std));
   const torch::Tensor host = adv.to(torch::kCPU, torch::kFloat64).contiguous();
   ro.advantages.assign(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+  return absl::OkStatus();
+}
+
+absl::Status GrpoSession::SetRlooAdvantages(Rollout& ro, const std::vector<double>& rewards) {
+  const GrpoOptions& o = options_.grpo.objective;
+  std::vector<double> a(rewards.size(), 0.0);
+  if (!rewards.empty()) {
+    ZF_ASSIGN_OR_RETURN(const torch::Tensor loo, LeaveOneOutAdvantages(torch::tensor(rewards, torch::kFloat64),
+                                                                      options_.grpo.rollout.samples_per_prompt));
+    a.assign(loo.data_ptr<double>(), loo.data_ptr<double>() + loo.numel());
+  }
+  if (o.normalize_advantages) {  // over the whole step: every rank joins, one without prompts too
+    std::vector<double> sums = {static_cast<double>(a.size()), std::accumulate(a.begin(), a.end(), 0.0)};
+    ZF_RETURN_IF_ERROR(AllReduce(&sums, comm::ReduceOp::kSum, state_->comm));
+    const double mean = sums[0] > 0 ? sums[1] / sums[0] : 0.0;
+    std::vector<double> deviations = {0.0};
+    for (double x : a) deviations[0] += (x - mean) * (x - mean);
+    ZF_RETURN_IF_ERROR(AllReduce(&deviations, comm::ReduceOp::kSum, state_->comm));
+    const double std = BatchStd(deviations[0], sums[0]);
+    for (double& x : a) x = (x - mean) / (std + o.std_eps);
+  }
+  ro.advantages = std::move(a);
+  return absl::OkStatus();
+}
+
+absl::Status GrpoSession::PenalizeRewardsWithKl(Rollout& ro, std::vector<GrpoRows>& rows) {
+  const double beta = options_.grpo.objective.beta;
+  std::vector<double> rewards = ro.scored.sum.total;
+  size_t at = 0;
+  for (GrpoRows& r : rows) {
+    if (r.count == 0) continue;
+    const torch::Tensor kl =
+        ((r.old_logp - r.ref_logp) * r.mask).sum(1).to(torch::kCPU, torch::kFloat64).contiguous();
+    for (int64_t i = 0; i < r.count; ++i) rewards[at + i] -= beta * kl.data_ptr<double>()[i];
+    at += static_cast<size_t>(r.count);
+  }
+  ZF_RETURN_IF_ERROR(SetRlooAdvantages(ro, rewards));
+  at = 0;
+  for (GrpoRows& r : rows) {
+    if (r.count == 0) continue;
+    const std::vector<double> slice(ro.advantages.begin() + at, ro.advantages.begin() + at + r.count);
+    r.advantages = torch::tensor(slice, torch::kFloat64).to(r.advantages.options());
+    at += static_cast<size_t>(r.count);
+  }
   return absl::OkStatus();
 }
 
@@ -375,7 +424,8 @@ absl::StatusOr<std::vector<GrpoRows>> GrpoSession::TrainingRows(const Rollout& r
     if (b == e) continue;
     rows[k] = MakeGrpoRows(ro.prompts, ro.completions, ro.advantages, b, e, format, st.backend.torch_device);
     torch::NoGradGuard no_grad;
-    if (options_.grpo.iterations > 1)
+    // RLOO's KL penalty reads the old log-probs even with one iteration.
+    if (options_.grpo.iterations > 1 || KlInReward())
       rows[k].old_logp = st.policy->TokenLogProbs(rows[k].tokens, rows[k].from, nullptr, temperature);
     if (options_.grpo.objective.beta > 0) {
       std::optional<AdaptersOff> base;
@@ -418,7 +468,8 @@ absl::Status GrpoSession::MicroStep(const GrpoRows& rows, bool last, torch::Tens
 
 absl::Status GrpoSession::Optimize(int64_t step, const MicroBatches& micro, Rollout& ro) {
   const auto t0 = std::chrono::steady_clock::now();
-  ZF_ASSIGN_OR_RETURN(const std::vector<GrpoRows> rows, TrainingRows(ro, micro.size()));
+  ZF_ASSIGN_OR_RETURN(std::vector<GrpoRows> rows, TrainingRows(ro, micro.size()));
+  if (KlInReward()) ZF_RETURN_IF_ERROR(PenalizeRewardsWithKl(ro, rows));
   const core::LrScheduleOptions schedule = EffectiveSchedule(options_);
   const int iterations = options_.grpo.iterations;
   for (int it = 0; it < iterations; ++it) {

@@ -79,6 +79,13 @@ class GrpoSession final : public TrainingSession {
   // The rollout's advantages (GroupAdvantages); scale_rewards batch takes the standard deviation of every
   // rank's rewards of the step: collective, so every rank calls it, one without prompts too.
   absl::Status SetAdvantages(Rollout& rollout);
+  // RLOO (loss_type rloo): leave-one-out advantages of `rewards` (the rank's, group by group), normalised
+  // over every rank's with normalize_advantages (collective then).
+  absl::Status SetRlooAdvantages(Rollout& rollout, const std::vector<double>& rewards);
+  // RLOO with beta > 0: the rewards less beta x each completion's summed (old - reference) log-probs, their
+  // advantages (SetRlooAdvantages), written into the rows.
+  absl::Status PenalizeRewardsWithKl(Rollout& rollout, std::vector<GrpoRows>& rows);
+  bool KlInReward() const { return options_.grpo.objective.rloo && options_.grpo.objective.beta > 0; }
   absl::Status Optimize(int64_t step, const MicroBatches& micro, Rollout& rollout);
   // Collective with top_entropy_quantile below 1 (the step's entropy threshold over every rank).
   absl::StatusOr<std::vector<GrpoRows>> TrainingRows(const Rollout& rollout, size_t gradient_accumulation);

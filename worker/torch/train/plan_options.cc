@@ -29,6 +29,8 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   ZF_ASSIGN_OR_RETURN(o.objective.scale, ParseRewardScale(g.grpo.scale_rewards));
   o.objective.sequence_ratio = g.grpo.importance_sampling_level == "sequence";
   o.objective.delta = g.grpo.delta;
+  o.objective.rloo = IsRloo(g.grpo.loss_type);
+  o.objective.normalize_advantages = g.grpo.normalize_advantages;
   o.mask_truncated_completions = g.grpo.mask_truncated_completions;
   o.top_entropy_quantile = g.grpo.top_entropy_quantile;
   o.objective.max_new_tokens = g.rollout.max_new_tokens;
