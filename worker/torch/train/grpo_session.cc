@@ -331,6 +331,29 @@ absl::StatusOr<GrpoSession::Rollout> GrpoSession::RunRollout(int64_t step, const
   return ro;
 }
 
+namespace {
+
+struct MeanAndStd {
+  double mean = 0, std = 0;
+};
+
+// The mean and Bessel-corrected standard deviation of every rank's `values` of the step (two all-reduces, no
+// cancellation): collective, every rank calls it, one without values too.
+absl::StatusOr<MeanAndStd> StepMeanAndStd(const std::vector<double>& values, comm::Communicator* comm) {
+  std::vector<double> sums = {static_cast<double>(values.size()),
+                              std::accumulate(values.begin(), values.end(), 0.0)};
+  ZF_RETURN_IF_ERROR(AllReduce(&sums, comm::ReduceOp::kSum, comm));
+  MeanAndStd out;
+  out.mean = sums[0] > 0 ? sums[1] / sums[0] : 0.0;
+  std::vector<double> deviations = {0.0};
+  for (double v : values) deviations[0] += (v - out.mean) * (v - out.mean);
+  ZF_RETURN_IF_ERROR(AllReduce(&deviations, comm::ReduceOp::kSum, comm));
+  out.std = BatchStd(deviations[0], sums[0]);
+  return out;
+}
+
+}  // namespace
+
 absl::Status GrpoSession::SetAdvantages(Rollout& ro) {
   if (KlInReward()) {  // Optimize sets them once the old and reference log-probs give the penalty
     ro.advantages.assign(ro.scored.sum.total.size(), 0.0);
@@ -339,15 +362,9 @@ absl::Status GrpoSession::SetAdvantages(Rollout& ro) {
   if (options_.grpo.objective.rloo) return SetRlooAdvantages(ro, ro.scored.sum.total);
   const std::vector<double>& total = ro.scored.sum.total;
   std::optional<double> batch_std;
-  if (options_.grpo.objective.scale == RewardScale::kBatch) {  // every rank joins, one without prompts too
-    std::vector<double> sums = {static_cast<double>(total.size()),
-                                std::accumulate(total.begin(), total.end(), 0.0)};
-    ZF_RETURN_IF_ERROR(AllReduce(&sums, comm::ReduceOp::kSum, state_->comm));
-    const double mean = sums[0] > 0 ? sums[1] / sums[0] : 0.0;
-    std::vector<double> deviations = {0.0};
-    for (double r : total) deviations[0] += (r - mean) * (r - mean);
-    ZF_RETURN_IF_ERROR(AllReduce(&deviations, comm::ReduceOp::kSum, state_->comm));
-    batch_std = BatchStd(deviations[0], sums[0]);
+  if (options_.grpo.objective.scale == RewardScale::kBatch) {
+    ZF_ASSIGN_OR_RETURN(const MeanAndStd step, StepMeanAndStd(total, state_->comm));
+    batch_std = step.std;
   }
   if (total.empty()) return absl::OkStatus();
   ZF_ASSIGN_OR_RETURN(const torch::Tensor adv, GroupAdvantages(torch::tensor(total, torch::kFloat64),
@@ -362,37 +379,35 @@ absl::Status GrpoSession::SetRlooAdvantages(Rollout& ro, const std::vector<doubl
   const GrpoOptions& o = options_.grpo.objective;
   std::vector<double> a(rewards.size(), 0.0);
   if (!rewards.empty()) {
-    ZF_ASSIGN_OR_RETURN(const torch::Tensor loo, LeaveOneOutAdvantages(torch::tensor(rewards, torch::kFloat64),
-                                                                      options_.grpo.rollout.samples_per_prompt));
+    ZF_ASSIGN_OR_RETURN(const torch::Tensor loo,
+                        LeaveOneOutAdvantages(torch::tensor(rewards, torch::kFloat64),
+                                              options_.grpo.rollout.samples_per_prompt));
     a.assign(loo.data_ptr<double>(), loo.data_ptr<double>() + loo.numel());
   }
-  if (o.normalize_advantages) {  // over the whole step: every rank joins, one without prompts too
-    std::vector<double> sums = {static_cast<double>(a.size()), std::accumulate(a.begin(), a.end(), 0.0)};
-    ZF_RETURN_IF_ERROR(AllReduce(&sums, comm::ReduceOp::kSum, state_->comm));
-    const double mean = sums[0] > 0 ? sums[1] / sums[0] : 0.0;
-    std::vector<double> deviations = {0.0};
-    for (double x : a) deviations[0] += (x - mean) * (x - mean);
-    ZF_RETURN_IF_ERROR(AllReduce(&deviations, comm::ReduceOp::kSum, state_->comm));
-    const double std = BatchStd(deviations[0], sums[0]);
-    for (double& x : a) x = (x - mean) / (std + o.std_eps);
+  if (o.normalize_advantages) {
+    ZF_ASSIGN_OR_RETURN(const MeanAndStd step, StepMeanAndStd(a, state_->comm));
+    for (double& x : a) x = (x - step.mean) / (step.std + o.std_eps);
   }
   ro.advantages = std::move(a);
   return absl::OkStatus();
 }
 
 absl::Status GrpoSession::PenalizeRewardsWithKl(Rollout& ro, std::vector<GrpoRows>& rows) {
-  const double beta = options_.grpo.objective.beta;
-  std::vector<double> rewards = ro.scored.sum.total;
-  size_t at = 0;
+  const std::vector<double>& scored = ro.scored.sum.total;
+  std::vector<double> rewards;
   for (GrpoRows& r : rows) {
     if (r.count == 0) continue;
-    const torch::Tensor kl =
-        ((r.old_logp - r.ref_logp) * r.mask).sum(1).to(torch::kCPU, torch::kFloat64).contiguous();
-    for (int64_t i = 0; i < r.count; ++i) rewards[at + i] -= beta * kl.data_ptr<double>()[i];
-    at += static_cast<size_t>(r.count);
+    const size_t at = rewards.size();
+    const std::vector<double> mine(scored.begin() + at, scored.begin() + at + r.count);
+    const torch::Tensor penalised =
+        KlPenalizedRewards(torch::tensor(mine, torch::kFloat64).to(r.old_logp.device()),
+                           options_.grpo.objective.beta, r.old_logp, r.ref_logp, r.mask)
+            .to(torch::kCPU, torch::kFloat64)
+            .contiguous();
+    rewards.insert(rewards.end(), penalised.data_ptr<double>(), penalised.data_ptr<double>() + r.count);
   }
   ZF_RETURN_IF_ERROR(SetRlooAdvantages(ro, rewards));
-  at = 0;
+  size_t at = 0;
   for (GrpoRows& r : rows) {
     if (r.count == 0) continue;
     const std::vector<double> slice(ro.advantages.begin() + at, ro.advantages.begin() + at + r.count);
