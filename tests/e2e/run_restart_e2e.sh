@@ -7,14 +7,14 @@
 # --overwrite-checkpoints, which replaces only zerofit's folders. A job whose input files are missing is
 # refused before anything starts, at the spec's line; one whose workers cannot start (a malformed data file)
 # fails at once, after one launch, whatever max_restarts says. `zerofit status`, `logs` and `metrics` read a
-# finished run's state directory.
+# finished run's state directory. The kill -9 recovery again with 8-bit AdamW moments.
 # usage: run_restart_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
 GEN="$2"
 . "$(dirname "$0")/lib.sh"
 "$GEN" --out "$D/data" --train 400 --test 40 --ids --pad > /dev/null || fail "data generation"
-spec() {  # spec NAME CHECKPOINT_DIR
+spec() {  # spec NAME CHECKPOINT_DIR [TRAINING_LINE]
   cat > "$D/$1.yaml" <<YAML
 name: $1
 task: reward
@@ -28,6 +28,7 @@ training:
   micro_batch: 4
   gradient_accumulation: 2
   lr: 1.0e-3
+  ${3:-seed: 1234}
 checkpoint: {dir: $2, every: 20, keep: 1}
 YAML
 }
@@ -47,6 +48,24 @@ for r in 0 1; do
   cmp "$D/ck_straight/step-00000160/rank-0000$r.safetensors" "$D/ck_killed/step-00000160/rank-0000$r.safetensors" \
     || fail "rank $r state differs from the uninterrupted run"
 done
+# The same with 8-bit AdamW moments (training.optim: adamw_8bit): the checkpoint's block scales restore the
+# killed worker's codes, so the final state is the uninterrupted run's byte for byte, scales included.
+spec straight8 "$D/ck_straight8" "optim: adamw_8bit"
+spec killed8 "$D/ck_killed8" "optim: adamw_8bit"
+"$Z" run "$D/straight8.yaml" --state-dir "$D/s8a" > "$D/straight8.log" 2>&1 || { cat "$D/straight8.log"; fail "8-bit run"; }
+"$Z" run "$D/killed8.yaml" --state-dir "$D/s8b" > "$D/killed8.log" 2>&1 &
+RUN=$!
+kill_worker_at "$D/killed8.log" 59
+expect_recovered $RUN "$D/killed8.log"
+resumed8=$(grep -o "attempt 2: 400 training pairs, steps [0-9]*" "$D/killed8.log" | grep -o "[0-9]*$")
+[ -n "$resumed8" ] && [ "$resumed8" -ge 60 ] || fail "8-bit moments: attempt 2 resumed at '$resumed8'"
+for r in 0 1; do
+  cmp "$D/ck_straight8/step-00000160/rank-0000$r.safetensors" "$D/ck_killed8/step-00000160/rank-0000$r.safetensors" \
+    || fail "8-bit moments: rank $r state differs from the uninterrupted run"
+done
+grep -q "exp_avg_absmax" "$D/ck_killed8/step-00000160/rank-00000.safetensors" || fail "no block scales in the 8-bit checkpoint"
+cmp -s "$D/ck_straight/step-00000160/rank-00000.safetensors" "$D/ck_straight8/step-00000160/rank-00000.safetensors" \
+  && fail "8-bit moments trained the fp32 run's state"
 # A new job pointed at a checkpoint.dir that holds another job's checkpoint refuses to start (its first save
 # would replace it) and leaves that checkpoint as it was.
 spec intruder "$D/ck_straight"
@@ -115,4 +134,4 @@ for _ in $(seq 50); do flock -n "$D/s1/lock" true || break; sleep 0.1; done
 out=$("$Z" status --state-dir "$D/s1" 2>&1) && { kill $LOCKER; fail "read the store under a held lock: $out"; }
 kill $LOCKER; wait $LOCKER 2> /dev/null
 echo "$out" | grep -q "no coordinator address" || fail "under a held lock: $out"
-echo "PASS (killed after step 60, resumed at step $resumed; a new job left another job's checkpoint alone, and replaced it when asked; a job without its data dir was refused before the launch, at its line; one with bad data failed after one launch in ${took} s)"
+echo "PASS (killed after step 60, resumed at step $resumed, with 8-bit moments at step $resumed8; a new job left another job's checkpoint alone, and replaced it when asked; a job without its data dir was refused before the launch, at its line; one with bad data failed after one launch in ${took} s)"
