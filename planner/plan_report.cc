@@ -110,7 +110,10 @@ std::string PlanJson(const Plan& p) {
                    {"device_cap_bytes", static_cast<int64_t>(p.device_cap)},
                    {"host_cap_bytes", static_cast<int64_t>(p.host_cap)},
                    {"worker_kernels", WorkerKernelsName(p.hardware.kernels)}};
-  j["workload"] = {{"global_batch", p.workload.global_batch}, {"seq_len", p.workload.seq_len}};
+  j["workload"] = {{"global_batch", p.workload.global_batch},
+                   {"seq_len", p.workload.seq_len},
+                   {"optim", p.workload.eight_bit_moments ? "adamw_8bit" : "adamw_torch"}};
+  if (p.workload.eight_bit_moments) j["workload"]["min_8bit_size"] = p.workload.min_8bit_size;
   if (p.workload.task == Task::kGrpo) {
     j["workload"]["prompt_len"] = p.workload.prompt_len;
     j["workload"]["new_tokens"] = p.workload.new_tokens;
