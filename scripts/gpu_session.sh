@@ -3,7 +3,9 @@
 # runs the untimed GPU checks side by side, then the timed ones alone, and hands back one summary and one
 # tarball, gathered after every step so that a call cut short still returns what ran.
 #   1. scripts/gpu_check.sh --build-only (the programs and generation_test)
-#   2. untimed, at once: generation_test's Gpu* cases and the GRPO learning run on cuda:0
+#   2. untimed, at once: generation_test's Gpu* cases and the GRPO learning run on cuda:0 (first, two
+#      seconds: torch's dynamic-map golden for 8-bit AdamW, scripts/make_dynamic_map_golden.py, into the
+#      tarball as dynamic_map.json: commit it as tests/optim/golden/dynamic_map.json)
 #      (scripts/gpu_grpo_check.sh --parts "gpu-test grpo") beside the planner's passes against measured
 #      peaks (scripts/gpu_grpo_memory.sh: allocator peaks are per process, so sharing the GPU leaves them be)
 #   3. timed, alone: greedy generation tokens/s, zerofit against transformers (gpu_grpo_check.sh --parts
@@ -77,7 +79,8 @@ if ! skipped build; then
     || { tail -40 "$WORK/build.log" >> "$SUMMARY"; gather; exit 1; }
 fi
 if ! skipped untimed; then
-  run untimed 240 bash -c 'scripts/gpu_grpo_check.sh --no-goldens --parts "gpu-test grpo" --out "$0/grpo" &
+  run untimed 240 bash -c 'python3 scripts/make_dynamic_map_golden.py --out "$0/dynamic_map.json";
+    scripts/gpu_grpo_check.sh --no-goldens --parts "gpu-test grpo" --out "$0/grpo" &
     scripts/gpu_grpo_memory.sh --out "$0/memory" > "$0/memory.log" 2>&1; wait' "$WORK"
   cat "$WORK/grpo/grpo.md" "$WORK/memory/grpo-memory.md" >> "$SUMMARY" 2> /dev/null
   gather
