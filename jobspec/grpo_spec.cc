@@ -46,9 +46,11 @@ absl::Status ValidateRloo(const GrpoObjectiveSpec& g, const FieldError& bad) {
   const char* why = nullptr;
   const char* field = nullptr;
   if (g.scale_rewards != d.scale_rewards) {
-    field = "grpo.scale_rewards", why = "rloo's advantages are leave-one-out; normalize_advantages scales them";
+    field = "grpo.scale_rewards",
+    why = "rloo's advantages are leave-one-out; normalize_advantages scales them";
   } else if (g.importance_sampling_level != d.importance_sampling_level) {
-    field = "grpo.importance_sampling_level", why = "rloo has one ratio per completion (its summed log-ratio)";
+    field = "grpo.importance_sampling_level",
+    why = "rloo has one ratio per completion (its summed log-ratio)";
   } else if (g.delta) {
     field = "grpo.delta", why = "does not apply to loss_type rloo";
   } else if (g.top_entropy_quantile != d.top_entropy_quantile) {

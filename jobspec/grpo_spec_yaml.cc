@@ -23,12 +23,11 @@ absl::Status ParseRollout(const YamlReader& r, const YAML::Node& n, RolloutSpec*
 
 absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObjectiveSpec* x) {
   if (!n.IsMap()) return r.Error(n, "grpo", "expected a mapping");
-  ZF_RETURN_IF_ERROR(
-      r.OnlyKeys(n, "grpo.",
-                 {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
-                  "importance_sampling_level", "delta", "mask_truncated_completions", "top_entropy_quantile",
-                  "sapo_temperature_pos", "sapo_temperature_neg", "use_bias_correction_kl",
-                  "normalize_advantages"}));
+  ZF_RETURN_IF_ERROR(r.OnlyKeys(
+      n, "grpo.",
+      {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
+       "importance_sampling_level", "delta", "mask_truncated_completions", "top_entropy_quantile",
+       "sapo_temperature_pos", "sapo_temperature_neg", "use_bias_correction_kl", "normalize_advantages"}));
   ZF_RETURN_IF_ERROR(r.Get(n, "iterations", "grpo.iterations", &x->iterations, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "beta", "grpo.beta", &x->beta, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "epsilon", "grpo.epsilon", &x->epsilon, "a number"));

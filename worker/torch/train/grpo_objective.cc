@@ -207,8 +207,8 @@ absl::StatusOr<torch::Tensor> GroupAdvantages(const torch::Tensor& rewards, int6
 
 absl::StatusOr<torch::Tensor> LeaveOneOutAdvantages(const torch::Tensor& rewards, int64_t group_size) {
   if (!rewards.defined() || rewards.dim() != 1 || group_size < 1 || rewards.size(0) % group_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("LeaveOneOutAdvantages: rewards must be [P x G] with G = ",
-                                                   group_size, " >= 1 dividing it"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LeaveOneOutAdvantages: rewards must be [P x G] with G = ", group_size, " >= 1 dividing it"));
   }
   if (group_size == 1) return torch::zeros_like(rewards);
   const torch::Tensor r = rewards.view({-1, group_size});
