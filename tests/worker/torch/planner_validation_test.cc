@@ -283,7 +283,8 @@ struct GrpoCase {
   bool checkpointing = false;
   bool bf16 = false;
   int64_t lora_rank = 0;
-  bool fused = false;  // the fused RMSNorm, SwiGLU and rotary nodes, in both passes (Case::fused)
+  bool fused = false;      // the fused RMSNorm, SwiGLU and rotary nodes, in both passes (Case::fused)
+  bool eight_bit = false;  // 8-bit AdamW moments (Case::eight_bit)
 };
 
 std::vector<GrpoCase> PlainGrpoCasesFor(int world);
@@ -315,9 +316,10 @@ std::vector<GrpoCase> PlainGrpoCasesFor(int world) {
         {"B", 8, 64, 8, 8, 1, 0.04},
         {"C", 2, 48, 48, 8, 1},
         {"B", 4, 32, 64, 4, 1, 0, true},
-        {"C", 2, 64, 16, 4, 1, 0.04, false, true},      // bf16
-        {"B", 4, 32, 32, 4, 2, 0, false, false, 8},     // LoRA r=8
-        {"B", 4, 32, 32, 4, 2, 0.04, false, false, 8},  // LoRA r=8, the reference its base
+        {"C", 2, 64, 16, 4, 1, 0.04, false, true},                   // bf16
+        {"B", 4, 32, 32, 4, 2, 0, false, false, 8},                  // LoRA r=8
+        {"B", 4, 32, 32, 4, 2, 0.04, false, false, 8},               // LoRA r=8, the reference its base
+        {"B", 4, 32, 32, 4, 2, 0.04, false, false, 0, false, true},  // 8-bit moments
     };
   }
   if (world == 2) {
@@ -328,6 +330,7 @@ std::vector<GrpoCase> PlainGrpoCasesFor(int world) {
         {"B", 2, 96, 32, 2, 2},
         {"A", 2, 8, 128, 4, 1},
         {"C", 4, 64, 8, 4, 1},
+        {"C", 8, 16, 16, 8, 2, 0.04, false, false, 0, false, true},  // 8-bit moments
         {"C", 4, 32, 32, 4, 1, 0, true},
         {"A", 4, 96, 16, 4, 1, 0, false, true},      // bf16
         {"C", 4, 8, 16, 16, 2, 0, false, false, 8},  // LoRA r=8
@@ -370,6 +373,7 @@ planner::Workload GrpoWorkload(const GrpoCase& c, int world) {
   w.samples_per_prompt = c.samples_per_prompt;
   w.global_batch = c.rollout_prompts * world;
   w.element_bytes = c.bf16 ? 2 : 4;
+  w.eight_bit_moments = c.eight_bit;
   return w;
 }
 
@@ -441,6 +445,7 @@ TEST(PlannerValidationTest, GrpoPassesMatchMeasuredPeaks) {
     job.bf16 = c.bf16;
     job.lora_rank = c.lora_rank;
     job.fused_kernels = c.fused ? FusedKernels::kEverywhere : FusedKernels::kOff;
+    job.eight_bit = c.eight_bit;
     if (c.lora_rank > 0) job.reference = ReferenceStrategy::kLoraBase;
     auto measured = MeasureTrainingPeak(job, comm->get());
     ASSERT_TRUE(measured.ok()) << measured.status();
@@ -464,7 +469,7 @@ TEST(PlannerValidationTest, GrpoPassesMatchMeasuredPeaks) {
           c.model.c_str(), world, static_cast<long long>(c.micro_batch), static_cast<long long>(c.prompt_len),
           static_cast<long long>(c.new_tokens), static_cast<long long>(c.samples_per_prompt),
           static_cast<long long>(c.rollout_prompts), c.beta, c.checkpointing ? "yes" : "no",
-          c.bf16 ? (c.fused ? "bf16f" : "bf16") : (c.fused ? "fp32f" : "fp32"),
+          (std::string(c.bf16 ? "bf16" : "fp32") + (c.fused ? "f" : "") + (c.eight_bit ? "/8" : "")).c_str(),
           static_cast<long long>(c.lora_rank), gen_peak, p.generation, 100 * gen.total.back(),
           100 * gen.dynamic.back(), train_peak, p.training, 100 * train.total.back(),
           100 * train.dynamic.back(), p.generation_phase.c_str(), p.training_phase.c_str());
