@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "optim/cpu_adamw.h"
@@ -40,6 +41,12 @@ struct HostAdamW8bitMaps {
   DynamicMap m = MakeDynamicMap(MapKind::kSigned);
   DynamicMap v = MakeDynamicMap(MapKind::kUnsigned);
   AdamW8bitMaps view() const { return AdamW8bitMaps{m.data(), v.data()}; }
+  // m's codes then v's, 512 floats: what a device keeps of them (AdamW8bitMaps{p, p + kMapCodes}).
+  std::vector<float> Concatenated() const {
+    std::vector<float> all(m.begin(), m.end());
+    all.insert(all.end(), v.begin(), v.end());
+    return all;
+  }
 };
 
 // One step over every block of `spans` (`step` counts from 1; the gradient is multiplied by grad_scale).

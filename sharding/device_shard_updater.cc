@@ -162,8 +162,7 @@ absl::Status DeviceShardUpdater::CopyStateToHost(float* master, float* m, float*
 
 absl::Status DeviceShardUpdater::CopyMomentScalesToHost(float* m_absmax, float* v_absmax) {
   if (!quantized_) return ShardUpdater::CopyMomentScalesToHost(m_absmax, v_absmax);
-  std::vector<float> m(plan_->shard_numel()), v(plan_->shard_numel());
-  return quantized_->CopyToHost(m.data(), v.data(), m_absmax, v_absmax);
+  return quantized_->CopyScalesToHost(m_absmax, v_absmax);
 }
 
 absl::Status DeviceShardUpdater::CopyStateFromHostWithScales(const float* master, const float* m,

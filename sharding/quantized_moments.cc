@@ -52,6 +52,8 @@ absl::Status QuantizedMoments::Allocate(size_t min_8bit_size) {
     ZF_ASSIGN_OR_RETURN(*b, device_->Allocate(packed_numel_ * sizeof(float), MemoryKind::kDevice));
   }
   ZF_ASSIGN_OR_RETURN(maps_, device_->Allocate(2 * optim::kMapCodes * sizeof(float), MemoryKind::kDevice));
+  const std::vector<float> maps = host_maps_.Concatenated();
+  ZF_RETURN_IF_ERROR(stream_->Copy(maps_.data(), maps.data(), maps_.bytes()));  // CopyFromHost synchronises
   // Zeroed memory is code 0 of the signed map (-0.993), not 0: the moments start as quantised zeros.
   return CopyFromHost(std::vector<float>(n, 0.0f).data(), std::vector<float>(n, 0.0f).data(), nullptr,
                       nullptr);
@@ -131,6 +133,12 @@ void Restore(const float* map, const float* x, size_t n, const float* given, uin
 
 }  // namespace
 
+absl::Status QuantizedMoments::CopyScalesToHost(float* m_absmax, float* v_absmax) {
+  ZF_RETURN_IF_ERROR(stream_->Copy(m_absmax, m_scales_.data(), m_scales_.bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(v_absmax, v_scales_.data(), v_scales_.bytes()));
+  return stream_->Synchronize(timeout_);
+}
+
 absl::Status QuantizedMoments::CopyFromHost(const float* m, const float* v, const float* m_absmax,
                                             const float* v_absmax) {
   const size_t n = plan_->shard_numel();
@@ -149,18 +157,12 @@ absl::Status QuantizedMoments::CopyFromHost(const float* m, const float* v, cons
     Restore(host_maps_.v.data(), v + s.shard_offset, s.numel, v_absmax != nullptr ? v_absmax + b : nullptr,
             vq.data() + s.shard_offset, vs.data() + b);
   }
-  const std::vector<float> maps = [&] {
-    std::vector<float> all(host_maps_.m.begin(), host_maps_.m.end());
-    all.insert(all.end(), host_maps_.v.begin(), host_maps_.v.end());
-    return all;
-  }();
   ZF_RETURN_IF_ERROR(stream_->Copy(m_codes_.data(), mq.data(), n));
   ZF_RETURN_IF_ERROR(stream_->Copy(v_codes_.data(), vq.data(), n));
   ZF_RETURN_IF_ERROR(stream_->Copy(m_scales_.data(), ms.data(), m_scales_.bytes()));
   ZF_RETURN_IF_ERROR(stream_->Copy(v_scales_.data(), vs.data(), v_scales_.bytes()));
   ZF_RETURN_IF_ERROR(stream_->Copy(m_packed_.data(), mp.data(), m_packed_.bytes()));
   ZF_RETURN_IF_ERROR(stream_->Copy(v_packed_.data(), vp.data(), v_packed_.bytes()));
-  ZF_RETURN_IF_ERROR(stream_->Copy(maps_.data(), maps.data(), maps_.bytes()));
   // The host vectors must outlive the copies.
   return stream_->Synchronize(timeout_);
 }

@@ -37,6 +37,8 @@ class QuantizedMoments {
   // Host copies, shard_numel fp32 each (padding 0): the moments dequantised, and scales() floats each of
   // the block scales (blocks of fp32-moment parameters and of padding read 0). Synchronous.
   absl::Status CopyToHost(float* m, float* v, float* m_absmax, float* v_absmax);
+  // The block scales alone (a checkpoint's, next to CopyToHost's moments). Synchronous.
+  absl::Status CopyScalesToHost(float* m_absmax, float* v_absmax);
   // The reverse: each block is quantised against max(its given scale, its own absmax), so the scales a
   // checkpoint saved give back the codes they came from (the signed map has no -1: a block whose largest
   // moment is negative dequantises below its scale), and a block saved without one (0: fp32 moments then)

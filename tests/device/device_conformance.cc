@@ -348,11 +348,7 @@ TEST_P(DeviceConformance, AdamWMatchesHostReference) {
 TEST_P(DeviceConformance, AdamW8bitMatchesHostReference) {
   const size_t n = 5 * optim::kQuantBlock + 37;
   const optim::HostAdamW8bitMaps maps;
-  const std::vector<float> map_codes = [&] {
-    std::vector<float> v(maps.m.begin(), maps.m.end());
-    v.insert(v.end(), maps.v.begin(), maps.v.end());
-    return v;
-  }();
+  const std::vector<float> map_codes = maps.Concatenated();
   for (DType grad_type : kFloatTypes) {
     SCOPED_TRACE("grad " + Label(grad_type));
     std::vector<float> param = RandomFloats(n, 21);
