@@ -79,13 +79,27 @@ void CpuAdamWScalar(float* param, const float* grad, float* m, float* v, size_t 
                     int64_t step, float grad_scale, void* param_out = nullptr,
                     core::DType out_dtype = core::DType::kFloat32);
 
+// A span's AdamW moments in 8 bits (adamw_8bit.h: bitsandbytes' blockwise codes, one fp32 scale per 256
+// elements from the span's first element), in place of AdamWSpans' fp32 m and v.
+struct Moments8bit {
+  uint8_t* m = nullptr;
+  uint8_t* v = nullptr;
+  float* m_absmax = nullptr;
+  float* v_absmax = nullptr;
+  bool on() const { return m != nullptr; }
+};
+
 // A multithreaded AdamW: splits spans into tiles (multiples of 64 elements, so every tile boundary keeps SIMD
-// alignment) and runs the chosen kernel on them across a thread pool. Thread-compatible.
+// alignment; of 256 too, so a tile holds whole 8-bit blocks) and runs the chosen kernel on them across a
+// thread pool. Thread-compatible.
 class CpuAdamW {
  public:
+  // With q8 on, the moments are 8-bit (spans.m and spans.v unused) and the step is CpuAdamW8bit's, block by
+  // block, bit for bit its serial result.
   struct Task {
     AdamWSpans spans;
     AdamWHyper hyper;
+    Moments8bit q8;
   };
   // threads >= 1 (counting the caller); level defaults to DetectSimdLevel().
   static absl::StatusOr<std::unique_ptr<CpuAdamW>> Create(int threads, SimdLevel level);
@@ -109,9 +123,11 @@ class CpuAdamW {
 
  private:
   CpuAdamW(std::shared_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel);
+  void RunTile(const Task& task, size_t begin, size_t end, int64_t step, float grad_scale) const;
   std::shared_ptr<core::ThreadPool> pool_;
   SimdLevel level_;
   AdamWKernel kernel_;
+  std::vector<float> maps_;  // the 8-bit maps: m's 256 codes, then v's
 };
 
 }  // namespace zerofit::optim

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/thread_pool.h"
+#include "optim/adamw_8bit.h"
 #include "optim/adamw_math.h"
 #include "optim/cpu_adamw.h"
 
@@ -109,7 +110,7 @@ absl::StatusOr<AdamWKernel> KernelFor(SimdLevel level) {
 }
 
 CpuAdamW::CpuAdamW(std::shared_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel)
-    : pool_(std::move(pool)), level_(level), kernel_(kernel) {}
+    : pool_(std::move(pool)), level_(level), kernel_(kernel), maps_(HostAdamW8bitMaps().Concatenated()) {}
 CpuAdamW::~CpuAdamW() = default;
 
 absl::StatusOr<std::unique_ptr<CpuAdamW>> CpuAdamW::Create(int threads, SimdLevel level) {
@@ -141,7 +142,33 @@ AdamWSpans Slice(const AdamWSpans& s, size_t begin, size_t end) {
   t.n = end - begin;
   return t;
 }
+
+// Elements [begin, end) of an 8-bit task, begin on a block boundary.
+AdamW8bitSpans Slice8bit(const AdamWSpans& s, const Moments8bit& q, size_t begin, size_t end) {
+  AdamW8bitSpans t;
+  t.param = s.param + begin;
+  t.grad = static_cast<const char*>(s.grad) + begin * core::DTypeSize(s.grad_dtype);
+  t.grad_dtype = s.grad_dtype;
+  t.m = q.m + begin;
+  t.v = q.v + begin;
+  t.m_absmax = q.m_absmax + begin / kQuantBlock;
+  t.v_absmax = q.v_absmax + begin / kQuantBlock;
+  t.n = end - begin;
+  if (s.param_out != nullptr) {
+    t.param_out = static_cast<char*>(s.param_out) + begin * core::DTypeSize(s.out_dtype);
+  }
+  t.out_dtype = s.out_dtype;
+  return t;
+}
 }  // namespace
+
+static_assert(CpuAdamW::kTileElements % kQuantBlock == 0, "a tile must hold whole 8-bit blocks");
+
+void CpuAdamW::RunTile(const Task& task, size_t begin, size_t end, int64_t step, float grad_scale) const {
+  if (!task.q8.on()) return kernel_(Slice(task.spans, begin, end), task.hyper, step, grad_scale);
+  const AdamW8bitMaps maps{maps_.data(), maps_.data() + kMapCodes};
+  CpuAdamW8bit(Slice8bit(task.spans, task.q8, begin, end), maps, task.hyper, step, grad_scale);
+}
 
 void CpuAdamW::Step(const std::vector<Task>& tasks, int64_t step, float grad_scale,
                     const TileDone& on_tile_done) {
@@ -156,7 +183,7 @@ void CpuAdamW::Step(const std::vector<Task>& tasks, int64_t step, float grad_sca
   }
   pool_->ParallelFor(tiles.size(), [&](size_t i) {
     const Tile& tile = tiles[i];
-    kernel_(Slice(tasks[tile.task].spans, tile.begin, tile.end), tasks[tile.task].hyper, step, grad_scale);
+    RunTile(tasks[tile.task], tile.begin, tile.end, step, grad_scale);
     if (on_tile_done) on_tile_done(tile.task, tile.begin, tile.end);
   });
 }

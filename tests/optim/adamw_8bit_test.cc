@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -261,6 +262,66 @@ TEST(AdamW8bitTest, ConvergesLikeFp32AdamW) {
   // Both started |target| <= ~4 away; AdamW's steps are about lr each near the optimum.
   EXPECT_LT(err32, 5 * h.lr);
   EXPECT_LT(err8, 5 * h.lr);
+}
+
+// CpuAdamW's 8-bit tasks: tiles of whole blocks across threads, beside an fp32 task in the same step, give
+// the serial CpuAdamW8bit's bits (parameters, bf16 copy, codes, scales); the fp32 task is the scalar oracle's.
+TEST(AdamW8bitTest, ThreadedTilesEqualTheSerialStep) {
+  const HostAdamW8bitMaps host_maps;
+  const AdamW8bitMaps maps = host_maps.view();
+  const size_t n = 2 * CpuAdamW::kTileElements + 3 * kQuantBlock + 7;  // three tiles, a ragged block
+  State8 serial = RandomState(n, maps, 11), tiled = serial;
+  std::vector<uint16_t> bf16_serial(n), bf16_tiled(n);
+  AdamW8bitSpans s = serial.Spans();
+  s.param_out = bf16_serial.data();
+  s.out_dtype = core::DType::kBFloat16;
+  CpuAdamW8bit(s, maps, kHyper, 3, 0.25f);
+
+  const size_t f = 1000;
+  std::vector<float> p(f), g(f), m(f), v(f);
+  for (size_t i = 0; i < f; ++i) {
+    p[i] = std::sin(0.1f * i);
+    g[i] = std::cos(0.3f * i);
+    m[i] = 0.01f * std::cos(0.7f * i);
+    v[i] = 1e-4f * (1.0f + std::sin(0.5f * i));
+  }
+  std::vector<float> p_ref = p, m_ref = m, v_ref = v;
+  CpuAdamWScalar(p_ref.data(), g.data(), m_ref.data(), v_ref.data(), f, kHyper, 3, 0.25f);
+
+  auto adamw = CpuAdamW::Create(3, SimdLevel::kScalar);
+  ASSERT_TRUE(adamw.ok()) << adamw.status();
+  CpuAdamW::Task q;
+  q.spans.param = tiled.p.data();
+  q.spans.grad = tiled.g.data();
+  q.spans.n = n;
+  q.spans.param_out = bf16_tiled.data();
+  q.spans.out_dtype = core::DType::kBFloat16;
+  q.q8 = Moments8bit{tiled.m.data(), tiled.v.data(), tiled.m_absmax.data(), tiled.v_absmax.data()};
+  q.hyper = kHyper;
+  CpuAdamW::Task t;
+  t.spans.param = p.data();
+  t.spans.grad = g.data();
+  t.spans.m = m.data();
+  t.spans.v = v.data();
+  t.spans.n = f;
+  t.hyper = kHyper;
+  std::atomic<size_t> done{0};
+  (*adamw)->Step({q, t}, 3, 0.25f, [&](size_t task, size_t begin, size_t end) {
+    if (task == 0) {
+      EXPECT_EQ(begin % kQuantBlock, 0u);
+    }
+    done += end - begin;
+  });
+  EXPECT_EQ(done.load(), n + f);
+  EXPECT_EQ(tiled.p, serial.p);
+  EXPECT_EQ(bf16_tiled, bf16_serial);
+  EXPECT_EQ(tiled.m, serial.m);
+  EXPECT_EQ(tiled.v, serial.v);
+  EXPECT_EQ(tiled.m_absmax, serial.m_absmax);
+  EXPECT_EQ(tiled.v_absmax, serial.v_absmax);
+  EXPECT_EQ(p, p_ref);
+  EXPECT_EQ(m, m_ref);
+  EXPECT_EQ(v, v_ref);
 }
 
 }  // namespace
