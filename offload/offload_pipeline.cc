@@ -46,8 +46,10 @@ absl::Status OffloadPipeline::Allocate() {
   ZF_ASSIGN_OR_RETURN(d2h_, device_->CreateStream());
   ZF_ASSIGN_OR_RETURN(h2d_, device_->CreateStream());
   ZF_ASSIGN_OR_RETURN(master_, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
-  ZF_ASSIGN_OR_RETURN(exp_avg_, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
-  ZF_ASSIGN_OR_RETURN(exp_avg_sq_, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
+  if (options_.own_moments) {
+    ZF_ASSIGN_OR_RETURN(exp_avg_, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
+    ZF_ASSIGN_OR_RETURN(exp_avg_sq_, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
+  }
   for (int i = 0; i < options_.gradient_buffers; ++i) {
     ZF_ASSIGN_OR_RETURN(device::Buffer g, device_->Allocate(n * sizeof(float), MemoryKind::kPinned));
     grads_.push_back(std::move(g));
@@ -247,26 +249,54 @@ absl::Status OffloadPipeline::host_status() {
   return host_status_;
 }
 
+optim::CpuAdamW::Task OffloadPipeline::MakeTask(const Span& s, int grads, size_t begin, size_t end,
+                                                bool staged) {
+  optim::CpuAdamW::Task t;
+  t.hyper = s.hyper;
+  t.spans.param = master() + begin;
+  t.spans.grad = staged ? static_cast<const void*>(staged_data(grads, begin)) : grad_data(grads) + begin;
+  t.spans.grad_dtype = staged ? options_.param_dtype : core::DType::kFloat32;
+  const size_t d = begin - s.offset;  // from the span's first element: on a block boundary for q8
+  if (s.q8.on()) {
+    t.q8 = optim::Moments8bit{s.q8.m + d, s.q8.v + d, s.q8.m_absmax + d / optim::kQuantBlock,
+                              s.q8.v_absmax + d / optim::kQuantBlock};
+  } else {
+    t.spans.m = (s.m != nullptr ? s.m : exp_avg() + s.offset) + d;
+    t.spans.v = (s.v != nullptr ? s.v : exp_avg_sq() + s.offset) + d;
+  }
+  t.spans.n = end - begin;
+  t.spans.param_out = param_lowp_.at(begin * elem_bytes());
+  t.spans.out_dtype = options_.param_dtype;
+  return t;
+}
+
+void OffloadPipeline::ConvertStagedAcrossBlocks(const std::vector<Span>& spans, int i) {
+  const auto inside_a_block = [](const Span& s, size_t at) {
+    return at > s.offset && at < s.offset + s.numel && (at - s.offset) % optim::kQuantBlock != 0;
+  };
+  for (const Span& s : spans) {
+    if (!s.q8.on()) continue;
+    for (const RangeSet::Range& r : staged_[i].Overlapping(s.offset, s.offset + s.numel)) {
+      if (!inside_a_block(s, r.first) && !inside_a_block(s, r.second)) continue;
+      for (const RangeSet::Range& t : staged_[i].TakeOverlapping(r.first, r.second)) {
+        converted_[i] += t.second - t.first;
+        RunChunks(t.second - t.first, Widen(staged_data(i, t.first), grad_data(i) + t.first));
+      }
+    }
+  }
+}
+
 void OffloadPipeline::Update(const std::vector<Span>& spans, int grads, int64_t step, float grad_scale,
                              char* device_out, size_t out_origin) {
   WriteZeros(grads, zeros_[grads].TakeAll());  // what no receive covered
+  ConvertStagedAcrossBlocks(spans, grads);
   // One task per piece of a span whose gradient is in one place: the fp32 accumulator, or the staging
   // (AdamW reads bf16 there: the same values, converted in its registers).
   std::vector<optim::CpuAdamW::Task> tasks;
   std::vector<size_t> task_offsets;
   const auto add = [&](const Span& s, size_t begin, size_t end, bool staged) {
     if (begin == end) return;
-    optim::CpuAdamW::Task t;
-    t.hyper = s.hyper;
-    t.spans.param = master() + begin;
-    t.spans.grad = staged ? static_cast<const void*>(staged_data(grads, begin)) : grad_data(grads) + begin;
-    t.spans.grad_dtype = staged ? options_.param_dtype : core::DType::kFloat32;
-    t.spans.m = exp_avg() + begin;
-    t.spans.v = exp_avg_sq() + begin;
-    t.spans.n = end - begin;
-    t.spans.param_out = param_lowp_.at(begin * elem_bytes());
-    t.spans.out_dtype = options_.param_dtype;
-    tasks.push_back(t);
+    tasks.push_back(MakeTask(s, grads, begin, end, staged));
     task_offsets.push_back(begin);
   };
   for (const Span& s : spans) {

@@ -47,6 +47,9 @@ struct OffloadPipelineOptions {
   int threads = 0;
   optim::SimdLevel simd = optim::DetectSimdLevel();
   int gradient_buffers = 1;  // 2 with a delayed update: the next step accumulates into the other one
+  // Whether the pipeline keeps the AdamW moments (fp32, pinned, shard_numel each: exp_avg(), exp_avg_sq()).
+  // False: every Span of Update says where its moments are (8-bit ones: host_quantized_moments.h).
+  bool own_moments = true;
   // Deadline of every host-side wait: a host job's wait for its copy, a receive's wait for a staging reader.
   absl::Duration wait_timeout = absl::Minutes(5);
   // Told the span of every host job's work (after its copy landed), from the job's thread: a step profile.
@@ -56,10 +59,16 @@ struct OffloadPipelineOptions {
 class OffloadPipeline {
  public:
   // One span of the shard updated with one set of hyper-parameters (e.g. with or without weight decay).
+  // Its moments are the pipeline's own at `offset` unless given here: fp32 (m, v: numel each) or 8-bit
+  // (q8: codes and block scales from the span's first element, which must be on a block boundary of the
+  // shard, as a quantised segment's is).
   struct Span {
     size_t offset = 0;
     size_t numel = 0;
     optim::AdamWHyper hyper;
+    float* m = nullptr;
+    float* v = nullptr;
+    optim::Moments8bit q8;
   };
 
   static absl::StatusOr<std::unique_ptr<OffloadPipeline>> Create(device::Device* device,
@@ -85,7 +94,9 @@ class OffloadPipeline {
 
   // AdamW on the spans with gradient buffer `grads`, writing the updated parameters (param dtype) to the
   // pinned host copy; when `device_out` is given, every finished tile is also queued for its copy on the
-  // H2D stream: shard element k goes to device_out + (k - out_origin) elements.
+  // H2D stream: shard element k goes to device_out + (k - out_origin) elements. An 8-bit span's gradient
+  // is read by whole blocks: a staged range that starts or ends inside one of its blocks (never in the
+  // engine, whose receives are whole buckets on block boundaries) is converted to fp32 first.
   void Update(const std::vector<Span>& spans, int grads, int64_t step, float grad_scale, char* device_out,
               size_t out_origin);
   // Copies shard elements [offset, offset + n) of the host parameter copy to device_out (H2D stream).
@@ -95,8 +106,9 @@ class OffloadPipeline {
   device::Stream& h2d_stream() { return *h2d_; }
 
   float* master() { return master_.as<float>(); }
-  float* exp_avg() { return exp_avg_.as<float>(); }
-  float* exp_avg_sq() { return exp_avg_sq_.as<float>(); }
+  // Null unless the pipeline owns the moments.
+  float* exp_avg() { return options_.own_moments ? exp_avg_.as<float>() : nullptr; }
+  float* exp_avg_sq() { return options_.own_moments ? exp_avg_sq_.as<float>() : nullptr; }
   // Gradient buffer i in fp32 as it stands after WaitGradients: what ZeroGradients left zero and no receive
   // covered is zeroed, and what is held in the staging only is converted, first (across the pool). The norm
   // and Update need neither: they read the staging.
@@ -139,6 +151,10 @@ class OffloadPipeline {
   void RunChunks(size_t n, const ChunkFn& fn);
   // The chunks of to[k] = fp32(from[k]), `from` in the parameter dtype.
   ChunkFn Widen(const char* from, float* to) const;
+  // Converts buffer i's staged ranges that start or end inside a block of an 8-bit span into fp32.
+  void ConvertStagedAcrossBlocks(const std::vector<Span>& spans, int i);
+  // The CPU AdamW task of elements [begin, end) of span s, its gradient in the staging or the accumulator.
+  optim::CpuAdamW::Task MakeTask(const Span& s, int grads, size_t begin, size_t end, bool staged);
   // Writes zeros into these ranges of gradient buffer i (across the pool).
   void WriteZeros(int i, const std::vector<RangeSet::Range>& ranges);
   // Converts what buffer i holds in its staging only within [begin, end) into its fp32 accumulator, as host

@@ -1,6 +1,7 @@
 #include "offload/offload_shard_updater.h"
 
 #include <cstring>
+#include <vector>
 
 #include "core/status_macros.h"
 
@@ -21,6 +22,7 @@ absl::StatusOr<std::unique_ptr<sharding::OffloadUpdater>> OffloadShardUpdater::C
   o.simd = a.options.simd;
   o.gradient_buffers = a.options.delayed() ? 2 : 1;
   o.wait_timeout = a.timeout;
+  o.own_moments = !a.moments.quantized();
   if (a.profile != nullptr) {
     o.on_host_job = [profile = a.profile](absl::Time begin, absl::Time end) {
       profile->Record(Stage::kHostAccumulate, begin, end);
@@ -29,6 +31,9 @@ absl::StatusOr<std::unique_ptr<sharding::OffloadUpdater>> OffloadShardUpdater::C
   std::unique_ptr<OffloadShardUpdater> u(
       new OffloadShardUpdater(a.plan, a.param_dtype, a.timeout, a.profile));
   u->bucket_segments_ = sharding::BucketSegmentRanges(*a.plan);
+  if (a.moments.quantized()) {
+    ZF_ASSIGN_OR_RETURN(u->q8_, HostQuantizedMoments::Create(a.plan, a.moments.min_8bit_size));
+  }
   ZF_ASSIGN_OR_RETURN(u->pipeline_, OffloadPipeline::Create(a.device, o));
   ZF_ASSIGN_OR_RETURN(u->received_, a.device->CreateEvent());
   return u;
@@ -88,7 +93,12 @@ std::vector<OffloadPipeline::Span> OffloadShardUpdater::Spans(size_t bucket,
   std::vector<OffloadPipeline::Span> spans;
   for (size_t k = bucket_segments_[bucket].first; k < bucket_segments_[bucket].second; ++k) {
     const ShardSegment& s = plan_->segments()[k];
-    spans.push_back({s.shard_offset, s.numel, SegmentHyper(hyper, s)});
+    OffloadPipeline::Span span;
+    span.offset = s.shard_offset;
+    span.numel = s.numel;
+    span.hyper = SegmentHyper(hyper, s);
+    if (q8_ != nullptr) q8_->Place(k, &span);
+    spans.push_back(span);
   }
   return spans;
 }
@@ -125,12 +135,33 @@ absl::Status OffloadShardUpdater::CopyStateToHost(float* master, float* m, float
   const size_t bytes = plan_->shard_numel() * sizeof(float);
   if (bytes == 0) return absl::OkStatus();
   std::memcpy(master, this->master(), bytes);
+  if (q8_ != nullptr) {
+    std::vector<float> m_absmax(q8_->scales()), v_absmax(q8_->scales());
+    q8_->CopyToHost(m, v, m_absmax.data(), v_absmax.data());
+    return absl::OkStatus();
+  }
   std::memcpy(m, exp_avg(), bytes);
   std::memcpy(v, exp_avg_sq(), bytes);
   return absl::OkStatus();
 }
 
+absl::Status OffloadShardUpdater::CopyMomentScalesToHost(float* m_absmax, float* v_absmax) {
+  if (q8_ == nullptr) return ShardUpdater::CopyMomentScalesToHost(m_absmax, v_absmax);
+  q8_->CopyScalesToHost(m_absmax, v_absmax);
+  return absl::OkStatus();
+}
+
+absl::Status OffloadShardUpdater::CopyStateFromHostWithScales(const float* master, const float* m,
+                                                              const float* v, const float* m_absmax,
+                                                              const float* v_absmax) {
+  if (q8_ == nullptr) return CopyStateFromHost(master, m, v);
+  std::memcpy(this->master(), master, plan_->shard_numel() * sizeof(float));
+  q8_->CopyFromHost(m, v, m_absmax, v_absmax);
+  return absl::OkStatus();
+}
+
 absl::Status OffloadShardUpdater::CopyStateFromHost(const float* master, const float* m, const float* v) {
+  if (q8_ != nullptr) return CopyStateFromHostWithScales(master, m, v, nullptr, nullptr);
   const size_t bytes = plan_->shard_numel() * sizeof(float);
   if (bytes == 0) return absl::OkStatus();
   std::memcpy(this->master(), master, bytes);
@@ -147,11 +178,12 @@ absl::Status OffloadShardUpdater::Synchronize(absl::Duration timeout) {
 sharding::ShardMemory OffloadShardUpdater::memory() const {
   sharding::ShardMemory m;
   const size_t shard = plan_->shard_numel() * sizeof(float);
-  m.state_bytes = 3 * shard;
+  const size_t moments = q8_ != nullptr ? q8_->bytes() : 2 * shard;
+  m.state_bytes = shard + moments;
   m.master_bytes = shard;
   m.shard_grad_bytes = pipeline_->gradient_bytes();
   m.pinned_bytes = pipeline_->pinned_bytes();
-  m.host_bytes = pipeline_->host_bytes();
+  m.host_bytes = pipeline_->host_bytes() + (q8_ != nullptr ? q8_->bytes() : 0);
   return m;
 }
 

@@ -1,15 +1,18 @@
-// The shard updater with ZeRO-Offload (sharding::OffloadUpdater): state in pinned host memory and CPU AdamW,
+// The shard updater with ZeRO-Offload (sharding::OffloadUpdater): state in host memory and CPU AdamW,
 // through OffloadPipeline (D2H of each reduced shard on a copy stream after its reduce-scatter, fp32
 // accumulation on the host, CPU AdamW by tile, H2D of finished tiles before the bucket's all-gather).
 // With a delayed update (DeepSpeed's DPU) the CPU update of step t runs on a background thread during step
-// t+1's forward/backward, which accumulates into the other gradient buffer meanwhile. The engine knows it
-// only through sharding::OffloadUpdater: pass OffloadShardUpdater::Create as Zero2Devices::offload_updater.
+// t+1's forward/backward, which accumulates into the other gradient buffer meanwhile. With 8-bit moments
+// (OffloadUpdaterArgs::moments) the moments are host_quantized_moments.h's, the rest as with fp32 ones. The
+// engine knows it only through sharding::OffloadUpdater: pass OffloadShardUpdater::Create as
+// Zero2Devices::offload_updater.
 #pragma once
 
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "offload/host_quantized_moments.h"
 #include "offload/offload_pipeline.h"
 #include "sharding/offload_updater.h"
 #include "sharding/step_profile.h"
@@ -38,6 +41,10 @@ class OffloadShardUpdater final : public sharding::OffloadUpdater {
                                          float grad_scale, char* owned_params) override;
   absl::Status CopyStateToHost(float* master, float* m, float* v) override;
   absl::Status CopyStateFromHost(const float* master, const float* m, const float* v) override;
+  size_t moment_scales() const override { return q8_ != nullptr ? q8_->scales() : 0; }
+  absl::Status CopyMomentScalesToHost(float* m_absmax, float* v_absmax) override;
+  absl::Status CopyStateFromHostWithScales(const float* master, const float* m, const float* v,
+                                           const float* m_absmax, const float* v_absmax) override;
   float* master() override { return pipeline_->master(); }
   float* exp_avg() override { return pipeline_->exp_avg(); }
   float* exp_avg_sq() override { return pipeline_->exp_avg_sq(); }
@@ -55,6 +62,7 @@ class OffloadShardUpdater final : public sharding::OffloadUpdater {
       : plan_(plan), param_dtype_(param_dtype), timeout_(timeout), profile_(profile) {}
   // The pipeline's host work so far, recorded as Stage::kWait.
   absl::Status WaitGradients();
+  // Bucket b's segments, each with its moments (the pipeline's fp32 ones, or q8_'s).
   std::vector<OffloadPipeline::Span> Spans(size_t bucket, const optim::AdamWHyper& hyper) const;
   size_t elem_bytes() const { return core::DTypeSize(param_dtype_); }
 
@@ -64,6 +72,7 @@ class OffloadShardUpdater final : public sharding::OffloadUpdater {
   sharding::StepProfile* profile_;  // the engine's waits for host work are Stage::kWait there (null: nowhere)
   std::vector<std::pair<size_t, size_t>> bucket_segments_;
   std::unique_ptr<OffloadPipeline> pipeline_;
+  std::unique_ptr<HostQuantizedMoments> q8_;  // 8-bit moments (null: the pipeline's fp32 ones)
   std::unique_ptr<device::Event> received_;
   int cur_ = 0;  // gradient buffer the current step accumulates into
 };

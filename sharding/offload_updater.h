@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "core/dtype.h"
 #include "device/device.h"
+#include "optim/adamw_8bit.h"
 #include "optim/cpu_adamw.h"
 #include "sharding/bucket_plan.h"
 #include "sharding/shard_updater.h"
@@ -42,8 +43,9 @@ struct OffloadUpdaterArgs {
   const BucketPlan* plan = nullptr;
   core::DType param_dtype = core::DType::kFloat32;
   device::Device* device = nullptr;
-  OffloadOptions options;  // with a delayed update the updater keeps two gradient buffers
-  absl::Duration timeout;  // every wait for the updater's host work or copies
+  OffloadOptions options;        // with a delayed update the updater keeps two gradient buffers
+  optim::MomentOptions moments;  // 8-bit moments: the plan's segments start on block boundaries
+  absl::Duration timeout;        // every wait for the updater's host work or copies
   // The engine's profile: the updater's host jobs are recorded there as Stage::kHostAccumulate (from its
   // worker threads), the engine thread's waits for them as Stage::kWait.
   StepProfile* profile = nullptr;

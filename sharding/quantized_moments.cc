@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
 namespace zerofit::sharding {
@@ -16,32 +15,22 @@ absl::StatusOr<std::unique_ptr<QuantizedMoments>> QuantizedMoments::Create(const
                                                                            device::Stream* stream,
                                                                            size_t min_8bit_size,
                                                                            absl::Duration timeout) {
-  for (const ShardSegment& s : plan->segments()) {
-    if (s.shard_offset % kQuantBlock != 0 || s.offset_in_param % kQuantBlock != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "QuantizedMoments: parameter '", plan->params()[s.param].name, "' has a shard segment at element ",
-          s.offset_in_param, " (shard offset ", s.shard_offset, "), not on a ", kQuantBlock,
-          "-element block boundary: the bucket plan's alignment must be a multiple of ", kQuantBlock));
-    }
-  }
-  std::unique_ptr<QuantizedMoments> q(new QuantizedMoments(plan, device, stream, timeout));
-  ZF_RETURN_IF_ERROR(q->Allocate(min_8bit_size));
+  ZF_ASSIGN_OR_RETURN(MomentLayout layout, MomentLayout::Make(plan, min_8bit_size));
+  std::unique_ptr<QuantizedMoments> q(new QuantizedMoments(std::move(layout), device, stream, timeout));
+  ZF_RETURN_IF_ERROR(q->Allocate());
   return q;
 }
 
-absl::Status QuantizedMoments::Allocate(size_t min_8bit_size) {
-  for (const ShardSegment& s : plan_->segments()) {
-    Slot slot;
-    slot.quantized = plan_->params()[s.param].numel >= min_8bit_size;
-    if (slot.quantized) {
-      quantized_numel_ += s.numel;
-    } else {
-      slot.packed = packed_numel_;
-      packed_numel_ += s.numel;
-    }
-    slots_.push_back(slot);
-  }
-  const size_t n = plan_->shard_numel();
+QuantizedMoments::HostCopy::HostCopy(const MomentLayout& l)
+    : m_codes(l.shard_numel(), 0),
+      v_codes(l.shard_numel(), 0),
+      m_scales(l.scales(), 0.0f),
+      v_scales(l.scales(), 0.0f),
+      m_packed(l.packed_numel()),
+      v_packed(l.packed_numel()) {}
+
+absl::Status QuantizedMoments::Allocate() {
+  const size_t n = layout_.shard_numel();
   for (device::Buffer* b : {&m_codes_, &v_codes_}) {
     ZF_ASSIGN_OR_RETURN(*b, device_->Allocate(n, MemoryKind::kDevice));
   }
@@ -49,7 +38,7 @@ absl::Status QuantizedMoments::Allocate(size_t min_8bit_size) {
     ZF_ASSIGN_OR_RETURN(*b, device_->Allocate(scales() * sizeof(float), MemoryKind::kDevice));
   }
   for (device::Buffer* b : {&m_packed_, &v_packed_}) {
-    ZF_ASSIGN_OR_RETURN(*b, device_->Allocate(packed_numel_ * sizeof(float), MemoryKind::kDevice));
+    ZF_ASSIGN_OR_RETURN(*b, device_->Allocate(layout_.packed_numel() * sizeof(float), MemoryKind::kDevice));
   }
   ZF_ASSIGN_OR_RETURN(maps_, device_->Allocate(2 * optim::kMapCodes * sizeof(float), MemoryKind::kDevice));
   const std::vector<float> maps = host_maps_.Concatenated();
@@ -65,8 +54,8 @@ size_t QuantizedMoments::bytes() const {
 }
 
 absl::Status QuantizedMoments::Update(size_t segment, const device::AdamWArgs& a) {
-  const ShardSegment& s = plan_->segments()[segment];
-  const Slot& slot = slots_[segment];
+  const ShardSegment& s = layout_.plan().segments()[segment];
+  const MomentLayout::Slot& slot = layout_.slots()[segment];
   if (!slot.quantized) {
     device::AdamWArgs f = a;
     f.spans.m = m_packed_.as<float>() + slot.packed;
@@ -92,46 +81,18 @@ absl::Status QuantizedMoments::Update(size_t segment, const device::AdamWArgs& a
 }
 
 absl::Status QuantizedMoments::CopyToHost(float* m, float* v, float* m_absmax, float* v_absmax) {
-  const size_t n = plan_->shard_numel();
-  std::vector<uint8_t> mq(n), vq(n);
-  std::vector<float> mp(packed_numel_), vp(packed_numel_);
-  ZF_RETURN_IF_ERROR(stream_->Copy(mq.data(), m_codes_.data(), n));
-  ZF_RETURN_IF_ERROR(stream_->Copy(vq.data(), v_codes_.data(), n));
-  ZF_RETURN_IF_ERROR(stream_->Copy(m_absmax, m_scales_.data(), m_scales_.bytes()));
-  ZF_RETURN_IF_ERROR(stream_->Copy(v_absmax, v_scales_.data(), v_scales_.bytes()));
-  ZF_RETURN_IF_ERROR(stream_->Copy(mp.data(), m_packed_.data(), m_packed_.bytes()));
-  ZF_RETURN_IF_ERROR(stream_->Copy(vp.data(), v_packed_.data(), v_packed_.bytes()));
-  ZF_RETURN_IF_ERROR(stream_->Synchronize(timeout_));
-  std::fill_n(m, n, 0.0f);
-  std::fill_n(v, n, 0.0f);
-  for (size_t k = 0; k < slots_.size(); ++k) {
-    const ShardSegment& s = plan_->segments()[k];
-    if (!slots_[k].quantized) {
-      std::copy_n(mp.data() + slots_[k].packed, s.numel, m + s.shard_offset);
-      std::copy_n(vp.data() + slots_[k].packed, s.numel, v + s.shard_offset);
-      continue;
-    }
-    const size_t b = s.shard_offset / kQuantBlock;
-    optim::Dequantize(host_maps_.m.data(), mq.data() + s.shard_offset, s.numel, m_absmax + b,
-                      m + s.shard_offset);
-    optim::Dequantize(host_maps_.v.data(), vq.data() + s.shard_offset, s.numel, v_absmax + b,
-                      v + s.shard_offset);
-  }
+  HostCopy h(layout_);
+  ZF_RETURN_IF_ERROR(stream_->Copy(h.m_codes.data(), m_codes_.data(), m_codes_.bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(h.v_codes.data(), v_codes_.data(), v_codes_.bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(h.m_packed.data(), m_packed_.data(), m_packed_.bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(h.v_packed.data(), v_packed_.data(), v_packed_.bytes()));
+  ZF_RETURN_IF_ERROR(CopyScalesToHost(h.m_scales.data(), h.v_scales.data()));  // synchronises
+  layout_.ToFp32(host_maps_.m.data(), h.m(), m);
+  layout_.ToFp32(host_maps_.v.data(), h.v(), v);
+  std::copy(h.m_scales.begin(), h.m_scales.end(), m_absmax);
+  std::copy(h.v_scales.begin(), h.v_scales.end(), v_absmax);
   return absl::OkStatus();
 }
-
-namespace {
-
-// Quantises n elements (from a block boundary) against max(given scale, the block's own absmax).
-void Restore(const float* map, const float* x, size_t n, const float* given, uint8_t* codes, float* scales) {
-  for (size_t b = 0; b * kQuantBlock < n; ++b) {
-    const size_t at = b * kQuantBlock, len = std::min(kQuantBlock, n - at);
-    scales[b] = std::max(given != nullptr ? given[b] : 0.0f, optim::BlockAbsMax(x + at, len));
-    optim::QuantizeBlock(map, x + at, len, scales[b], codes + at);
-  }
-}
-
-}  // namespace
 
 absl::Status QuantizedMoments::CopyScalesToHost(float* m_absmax, float* v_absmax) {
   ZF_RETURN_IF_ERROR(stream_->Copy(m_absmax, m_scales_.data(), m_scales_.bytes()));
@@ -141,28 +102,15 @@ absl::Status QuantizedMoments::CopyScalesToHost(float* m_absmax, float* v_absmax
 
 absl::Status QuantizedMoments::CopyFromHost(const float* m, const float* v, const float* m_absmax,
                                             const float* v_absmax) {
-  const size_t n = plan_->shard_numel();
-  std::vector<uint8_t> mq(n, 0), vq(n, 0);
-  std::vector<float> ms(scales(), 0.0f), vs(scales(), 0.0f), mp(packed_numel_), vp(packed_numel_);
-  for (size_t k = 0; k < slots_.size(); ++k) {
-    const ShardSegment& s = plan_->segments()[k];
-    if (!slots_[k].quantized) {
-      std::copy_n(m + s.shard_offset, s.numel, mp.data() + slots_[k].packed);
-      std::copy_n(v + s.shard_offset, s.numel, vp.data() + slots_[k].packed);
-      continue;
-    }
-    const size_t b = s.shard_offset / kQuantBlock;
-    Restore(host_maps_.m.data(), m + s.shard_offset, s.numel, m_absmax != nullptr ? m_absmax + b : nullptr,
-            mq.data() + s.shard_offset, ms.data() + b);
-    Restore(host_maps_.v.data(), v + s.shard_offset, s.numel, v_absmax != nullptr ? v_absmax + b : nullptr,
-            vq.data() + s.shard_offset, vs.data() + b);
-  }
-  ZF_RETURN_IF_ERROR(stream_->Copy(m_codes_.data(), mq.data(), n));
-  ZF_RETURN_IF_ERROR(stream_->Copy(v_codes_.data(), vq.data(), n));
-  ZF_RETURN_IF_ERROR(stream_->Copy(m_scales_.data(), ms.data(), m_scales_.bytes()));
-  ZF_RETURN_IF_ERROR(stream_->Copy(v_scales_.data(), vs.data(), v_scales_.bytes()));
-  ZF_RETURN_IF_ERROR(stream_->Copy(m_packed_.data(), mp.data(), m_packed_.bytes()));
-  ZF_RETURN_IF_ERROR(stream_->Copy(v_packed_.data(), vp.data(), v_packed_.bytes()));
+  HostCopy h(layout_);
+  layout_.FromFp32(host_maps_.m.data(), m, m_absmax, h.m());
+  layout_.FromFp32(host_maps_.v.data(), v, v_absmax, h.v());
+  ZF_RETURN_IF_ERROR(stream_->Copy(m_codes_.data(), h.m_codes.data(), m_codes_.bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(v_codes_.data(), h.v_codes.data(), v_codes_.bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(m_scales_.data(), h.m_scales.data(), m_scales_.bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(v_scales_.data(), h.v_scales.data(), v_scales_.bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(m_packed_.data(), h.m_packed.data(), m_packed_.bytes()));
+  ZF_RETURN_IF_ERROR(stream_->Copy(v_packed_.data(), h.v_packed.data(), v_packed_.bytes()));
   // The host vectors must outlive the copies.
   return stream_->Synchronize(timeout_);
 }

@@ -41,11 +41,6 @@ absl::Status ValidateOptions(const Zero2Options& options, comm::Communicator* co
   if (options.offload.delayed() && !options.offload.enabled) {
     return absl::InvalidArgumentError("Zero2Optimizer: offload.delayed_update_from needs offload.enabled");
   }
-  if (options.moments.quantized() && options.offload.enabled) {
-    return absl::InvalidArgumentError(
-        "Zero2Optimizer: 8-bit moments are for the on-device updater; with offload the optimizer state is in "
-        "host memory, where the fp32 moments stay");
-  }
   const size_t elem = core::DTypeSize(options.param_dtype);
   if (options.alignment_bytes == 0 || options.alignment_bytes % elem != 0) {
     return absl::InvalidArgumentError(absl::StrCat("Zero2Optimizer: alignment_bytes ",
@@ -100,9 +95,9 @@ absl::Status Zero2Optimizer::Build(Zero2Devices devices) {
   ZF_ASSIGN_OR_RETURN(flat_params_,
                       device_->Allocate(plan_.flat_numel() * elem_bytes(), device::MemoryKind::kDevice));
   if (options_.offload.enabled) {
-    ZF_ASSIGN_OR_RETURN(auto updater,
-                        devices.offload_updater(OffloadUpdaterArgs{&plan_, options_.param_dtype, device_,
-                                                                   options_.offload, timeout, &profile_}));
+    ZF_ASSIGN_OR_RETURN(auto updater, devices.offload_updater(OffloadUpdaterArgs{
+                                          &plan_, options_.param_dtype, device_, options_.offload,
+                                          options_.moments, timeout, &profile_}));
     if (updater == nullptr) {
       return absl::InternalError("Zero2Optimizer: the offload updater factory gave null");
     }

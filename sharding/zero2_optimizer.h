@@ -33,7 +33,8 @@
 // travels with the unit count over the host communicator (MPI or local) next to NCCL.
 //
 // Offload (ZeRO-Offload): with Zero2Options::offload.enabled the fp32 master weights, AdamW moments and the
-// fp32 gradient shard live in pinned host memory and the update runs on the CPU (SIMD AdamW, N threads). Per
+// fp32 gradient shard live in pinned host memory (8-bit moments: in ordinary host memory, 2 bytes and 8 / 256
+// of scales an element instead of 8) and the update runs on the CPU (SIMD AdamW, N threads). Per
 // bucket, as its reduce-scatter finishes, the shard gradient crosses to the host in the parameter dtype (bf16
 // over the bus, not fp32) and is accumulated in fp32 there; at the step, buckets flow through CPU AdamW
 // (fused with writing the bf16 parameters) -> host-to-device copy of each finished tile -> parameter
@@ -82,7 +83,7 @@ struct Zero2Options {
   int max_staging_buffers = 3;
   LossScalerOptions loss_scaling;
   OffloadOptions offload;
-  // AdamW's moments in fp32 or 8-bit blockwise (on-device updater only; not with offload).
+  // AdamW's moments in fp32 or 8-bit blockwise (in device memory, or in host memory with offload).
   optim::MomentOptions moments;
 };
 

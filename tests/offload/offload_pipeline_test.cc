@@ -20,11 +20,13 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
 #include "device/kernels.h"
 #include "device/test/test_device.h"
+#include "optim/adamw_8bit.h"
 
 namespace zerofit::offload {
 namespace {
@@ -243,6 +245,115 @@ INSTANTIATE_TEST_SUITE_P(HalfDtypes, OffloadPipelineStagedTest,
                          ::testing::Values(DType::kBFloat16, DType::kFloat16),
                          [](const auto& info) { return std::string(core::DTypeName(info.param)); });
 
+// Moments the pipeline does not own (OffloadPipelineOptions::own_moments false), as the offload updater's
+// 8-bit store gives them: two 8-bit spans and an fp32 one between them. Staged ranges that start or end
+// inside an 8-bit span's block are converted to fp32 by Update (an 8-bit block is updated whole); one that
+// covers whole blocks, or an fp32 span, is read where it lies. Against a twin pipeline whose gradient is
+// all fp32 first, and against the serial CpuAdamW8bit / scalar oracle on that gradient: bit for bit.
+struct ExternalMoments {
+  std::vector<uint8_t> mq, vq;
+  std::vector<float> ms, vs, m32, v32;
+  ExternalMoments(size_t total, size_t fp32_numel, const optim::AdamW8bitMaps& maps)
+      : mq(total),
+        vq(total),
+        ms(optim::QuantBlocks(total)),
+        vs(optim::QuantBlocks(total)),
+        m32(fp32_numel, 0.0f),
+        v32(fp32_numel, 0.0f) {
+    const std::vector<float> zeros(total, 0.0f);  // quantised zeros (code 0 of the signed map is not 0)
+    optim::Quantize(maps.m, zeros.data(), total, mq.data(), ms.data());
+    optim::Quantize(maps.v, zeros.data(), total, vq.data(), vs.data());
+  }
+  optim::Moments8bit At(size_t offset) {
+    return {mq.data() + offset, vq.data() + offset, ms.data() + offset / optim::kQuantBlock,
+            vs.data() + offset / optim::kQuantBlock};
+  }
+};
+
+TEST(OffloadPipeline8bitTest, EightBitSpansUpdateWholeBlocksWhereverTheGradientLies) {
+  const DType dtype = DType::kBFloat16;
+  const optim::HostAdamW8bitMaps host_maps;
+  device::TestDevice device;
+  constexpr size_t kTotal = 4828;  // 8-bit [0, 2560) and [3328, 4828), fp32 [2560, 3260), padding between
+  // Receives: [0, 1000) once, [1000, 1003) twice, [1003, 3328) once, [3328, 4100) once, [4100, 4828) never.
+  const std::vector<char> g1 = RandomGradients(dtype, kTotal, 21), g2 = RandomGradients(dtype, kTotal, 22);
+  auto src1 = device.Allocate(g1.size(), device::MemoryKind::kDevice);
+  auto src2 = device.Allocate(g2.size(), device::MemoryKind::kDevice);
+  ASSERT_TRUE(src1.ok() && src2.ok());
+  std::memcpy(src1->data(), g1.data(), g1.size());
+  std::memcpy(src2->data(), g2.data(), g2.size());
+  OffloadPipelineOptions o;
+  o.shard_numel = kTotal;
+  o.param_dtype = dtype;
+  o.threads = 3;
+  o.own_moments = false;
+  std::vector<std::unique_ptr<OffloadPipeline>> p;  // [0] reads the staging, [1] the fp32 route
+  std::vector<ExternalMoments> moments(2, ExternalMoments(kTotal, 700, host_maps.view()));
+  std::vector<std::vector<OffloadPipeline::Span>> spans(2, std::vector<OffloadPipeline::Span>(3));
+  for (int k = 0; k < 2; ++k) {
+    auto made = OffloadPipeline::Create(&device, o);
+    ASSERT_TRUE(made.ok()) << made.status();
+    p.push_back(std::move(*made));
+    EXPECT_EQ(p[k]->exp_avg(), nullptr);
+    for (size_t i = 0; i < kTotal; ++i) p[k]->master()[i] = i < 3260 || i >= 3328 ? 0.01f * (i % 37) : 0.0f;
+    spans[k][0].offset = 0;
+    spans[k][0].numel = 2560;
+    spans[k][0].q8 = moments[k].At(0);
+    spans[k][1].offset = 2560;
+    spans[k][1].numel = 700;
+    spans[k][1].hyper.weight_decay = 0.0f;
+    spans[k][1].m = moments[k].m32.data();
+    spans[k][1].v = moments[k].v32.data();
+    spans[k][2].offset = 3328;
+    spans[k][2].numel = 1500;
+    spans[k][2].q8 = moments[k].At(3328);
+    p[k]->ZeroGradients(0);
+    ASSERT_TRUE(p[k]->ReceiveGradient(0, 0, 1000, src1->at(0), true).ok());
+    ASSERT_TRUE(p[k]->ReceiveGradient(0, 1000, 3, src1->at(2000), false).ok());
+    ASSERT_TRUE(p[k]->ReceiveGradient(0, 1000, 3, src2->at(2000), true).ok());
+    ASSERT_TRUE(p[k]->ReceiveGradient(0, 1003, 2325, src1->at(2006), true).ok());
+    ASSERT_TRUE(p[k]->ReceiveGradient(0, 3328, 772, src2->at(6656), true).ok());
+    ASSERT_TRUE(p[k]->WaitGradients(absl::Seconds(60)).ok());
+  }
+  std::vector<float> grad(p[1]->gradients(0), p[1]->gradients(0) + kTotal);  // all fp32 from here on
+  p[0]->Update(spans[0], 0, 1, 0.5f, nullptr, 0);
+  p[1]->Update(spans[1], 0, 1, 0.5f, nullptr, 0);
+  // Converted: the twice-received bucket's first receive, then by Update the staged ranges that end or
+  // start inside an 8-bit block: [0, 1000), [1003, 2560) of the next, [3328, 4100).
+  EXPECT_EQ(p[0]->converted_elements(0), 3u + 1000u + 1557u + 772u);
+  EXPECT_EQ(std::memcmp(p[0]->master(), p[1]->master(), kTotal * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(p[0]->host_params(), p[1]->host_params(), kTotal * 2), 0);
+  EXPECT_EQ(moments[0].mq, moments[1].mq);
+  EXPECT_EQ(moments[0].vq, moments[1].vq);
+  EXPECT_EQ(moments[0].ms, moments[1].ms);
+  EXPECT_EQ(moments[0].vs, moments[1].vs);
+  EXPECT_EQ(moments[0].m32, moments[1].m32);
+  EXPECT_EQ(moments[0].v32, moments[1].v32);
+  // The serial oracles on the fp32 gradient.
+  std::vector<float> master(kTotal);
+  for (size_t i = 0; i < kTotal; ++i) master[i] = i < 3260 || i >= 3328 ? 0.01f * (i % 37) : 0.0f;
+  ExternalMoments serial(kTotal, 700, host_maps.view());
+  for (const auto& [at, n] : {std::pair<size_t, size_t>{0, 2560}, {3328, 1500}}) {
+    optim::AdamW8bitSpans q;
+    q.param = master.data() + at;
+    q.grad = grad.data() + at;
+    const optim::Moments8bit mm = serial.At(at);
+    q.m = mm.m;
+    q.v = mm.v;
+    q.m_absmax = mm.m_absmax;
+    q.v_absmax = mm.v_absmax;
+    q.n = n;
+    optim::CpuAdamW8bit(q, host_maps.view(), spans[1][0].hyper, 1, 0.5f);
+  }
+  optim::CpuAdamWScalar(master.data() + 2560, grad.data() + 2560, serial.m32.data(), serial.v32.data(), 700,
+                        spans[1][1].hyper, 1, 0.5f);
+  EXPECT_EQ(std::memcmp(p[1]->master(), master.data(), kTotal * sizeof(float)), 0);
+  EXPECT_EQ(moments[1].mq, serial.mq);
+  EXPECT_EQ(moments[1].ms, serial.ms);
+  EXPECT_EQ(moments[1].vs, serial.vs);
+  EXPECT_EQ(moments[1].m32, serial.m32);
+}
+
 // Host memory, as the planner counts it (planner/memory_model.cc: 16 B + 2 x 2 B a shard element in bf16,
 // and 4 + 2 B more with the delayed update's second gradient buffer).
 TEST(OffloadPipelineMemoryTest, HostBytesAreWhatThePlannerCounts) {
@@ -255,6 +366,11 @@ TEST(OffloadPipelineMemoryTest, HostBytesAreWhatThePlannerCounts) {
     auto pipeline = OffloadPipeline::Create(&device, o);
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     EXPECT_EQ((*pipeline)->host_bytes(), 1000u * (16 + 2 * 2 + (buffers - 1) * (4 + 2))) << buffers;
+    o.own_moments = false;  // 8 B a shard element fewer: the moments are the caller's
+    pipeline = OffloadPipeline::Create(&device, o);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    EXPECT_EQ((*pipeline)->host_bytes(), 1000u * (8 + 2 * 2 + (buffers - 1) * (4 + 2))) << buffers;
+    EXPECT_EQ((*pipeline)->pinned_bytes(), (*pipeline)->host_bytes()) << "all of it pinned";
   }
 }
 

@@ -265,7 +265,8 @@ TEST(AdamW8bitTest, ConvergesLikeFp32AdamW) {
 }
 
 // CpuAdamW's 8-bit tasks: tiles of whole blocks across threads, beside an fp32 task in the same step, give
-// the serial CpuAdamW8bit's bits (parameters, bf16 copy, codes, scales); the fp32 task is the scalar oracle's.
+// the serial CpuAdamW8bit's bits (parameters, bf16 copy, codes, scales); the fp32 task is the scalar
+// oracle's.
 TEST(AdamW8bitTest, ThreadedTilesEqualTheSerialStep) {
   const HostAdamW8bitMaps host_maps;
   const AdamW8bitMaps maps = host_maps.view();

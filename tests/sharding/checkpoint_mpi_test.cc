@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/communicator_factory.h"
 #include "nlohmann/json.hpp"
+#include "offload/offload_shard_updater.h"
 #include "optim/adamw_8bit.h"
 #include "sharding/checkpoint.h"
 #include "sharding/zero2_optimizer.h"
@@ -67,9 +68,16 @@ Zero2Options Options(MomentFormat moments = MomentFormat::kFp32) {
   return o;
 }
 
+// With `offload`, the state is in host memory, updated by offload::OffloadShardUpdater.
 std::unique_ptr<Zero2Optimizer> MakeOptimizer(comm::Communicator* comm,
-                                              MomentFormat moments = MomentFormat::kFp32) {
-  auto opt = Zero2Optimizer::Create(Specs(), Options(moments), comm);
+                                              MomentFormat moments = MomentFormat::kFp32,
+                                              bool offload = false) {
+  Zero2Options o = Options(moments);
+  o.offload.enabled = offload;
+  o.offload.threads = 2;
+  Zero2Devices devices;
+  devices.offload_updater = offload::OffloadShardUpdater::Create;
+  auto opt = Zero2Optimizer::Create(Specs(), o, comm, devices);
   EXPECT_TRUE(opt.ok()) << opt.status();
   const auto specs = Specs();
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -153,6 +161,38 @@ TEST(CheckpointTest, ResumeGivesTheSameParametersAsAnUninterruptedRun) {
     EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
     ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
     if (comm->rank() == 0) fs::remove_all(root);
+  }
+}
+
+// Offloaded 8-bit moments checkpoint as on-device ones do (the dequantised moments and each block's scale):
+// a save from either updater resumes in either, bit for bit the uninterrupted run (offload steps with the
+// on-device bits: zero2_device_mpi_test).
+TEST(CheckpointTest, OffloadedEightBitMomentsResumeInEitherUpdater) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  auto straight = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit);
+  TrainSteps(*straight, 0, 6);
+  const std::vector<float> expected = Parameters(*straight);
+  for (bool save_offloaded : {true, false}) {
+    for (bool load_offloaded : {true, false}) {
+      if (!save_offloaded && !load_offloaded) continue;  // ResumeGivesTheSameParametersAsAnUninterruptedRun
+      SCOPED_TRACE(absl::StrCat("saved ", save_offloaded ? "offloaded" : "on the device", ", loaded ",
+                                load_offloaded ? "offloaded" : "on the device"));
+      const std::string root = TempRoot(*comm, "offload8");
+      auto first = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit, save_offloaded);
+      TrainSteps(*first, 0, 3);
+      ASSERT_TRUE(SaveCheckpoint(*first, root).ok());
+      first.reset();
+      auto second = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit, load_offloaded);
+      auto loaded = LoadCheckpoint(*second, root);
+      ASSERT_TRUE(loaded.ok()) << loaded.status();
+      TrainSteps(*second, 3, 3);
+      const std::vector<float> got = Parameters(*second);
+      ASSERT_EQ(got.size(), expected.size());
+      EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+      ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
+      if (comm->rank() == 0) fs::remove_all(root);
+    }
   }
 }
 

@@ -90,17 +90,5 @@ TEST(QuantizedMomentsTest, HostCopiesRestoreTheCodesWithTheirScales) {
   EXPECT_EQ((*q)->quantized_numel(), 1600u);
 }
 
-TEST(QuantizedMomentsTest, TheEngineRefusesEightBitMomentsWithOffload) {
-  auto comm = comm::CreateCommunicator(comm::Backend::kLocal, {}, {});
-  ASSERT_TRUE(comm.ok()) << comm.status();
-  Zero2Options o;
-  o.moments.format = optim::MomentFormat::kBlockwise8bit;
-  o.offload.enabled = true;
-  auto opt = Zero2Optimizer::Create(QuantSpecs(), o, comm->get());
-  ASSERT_FALSE(opt.ok());
-  EXPECT_NE(opt.status().message().find("8-bit moments are for the on-device updater"), std::string::npos)
-      << opt.status();
-}
-
 }  // namespace
 }  // namespace zerofit::sharding

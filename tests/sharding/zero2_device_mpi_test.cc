@@ -130,6 +130,64 @@ TEST(Zero2DelayedUpdateTest, KeepsTheLearningRateOfItsOwnStep) {
   EXPECT_EQ(delayed.v, sync.v);
 }
 
+// Offload moves the state to the host and the update to the offload pipeline's CPU AdamW (by tile, reading
+// the bf16 staging where a bucket was received once), not the arithmetic: on the host device the same job
+// ends with the same bits with and without offload, for fp32 and for 8-bit moments, both accumulation modes.
+TEST(Zero2OffloadMpiTest, OffloadStepsAsTheOnDeviceUpdaterBitForBit) {
+  auto comm = testjob::MakeMpi(absl::Seconds(60));
+  ASSERT_NE(comm, nullptr);
+  device::HostDevice host;
+  for (bool eight_bit : {false, true}) {
+    for (AccumulationMode mode :
+         {AccumulationMode::kReduceScatterEveryMicroBatch, AccumulationMode::kReduceOncePerStep}) {
+      const std::string name = std::string(eight_bit ? "8-bit" : "fp32") + " moments, " +
+                               (mode == AccumulationMode::kReduceOncePerStep ? "once" : "every");
+      const Outcome on_device =
+          Train({name, mode, core::DType::kBFloat16, false, false, eight_bit}, &host, comm.get());
+      const Outcome offloaded =
+          Train({name, mode, core::DType::kBFloat16, true, false, eight_bit}, &host, comm.get());
+      ASSERT_FALSE(on_device.params.empty()) << name;
+      EXPECT_EQ(offloaded.params, on_device.params) << name;
+      EXPECT_EQ(offloaded.master, on_device.master) << name;
+      EXPECT_EQ(offloaded.m, on_device.m) << name;
+      EXPECT_EQ(offloaded.v, on_device.v) << name;
+      EXPECT_EQ(offloaded.grad_norms, on_device.grad_norms) << name;
+    }
+  }
+}
+
+// Offloaded 8-bit moments in host memory: a code of m and of v per shard element, a scale of each per 256,
+// fp32 moments for the parameters under min_8bit_size (norm, w2, head), not pinned (they never cross the
+// bus); the pinned rest is fp32 offload's less its 8 B of moments: the master and gradient shards (4 + 4 B)
+// and the bf16 staging and parameter copy (2 + 2 B).
+TEST(Zero2OffloadMpiTest, OffloadedEightBitMomentsLiveInUnpinnedHostMemory) {
+  auto comm = testjob::MakeMpi(absl::Seconds(60));
+  ASSERT_NE(comm, nullptr);
+  device::TestDevice device;
+  const Config c{"offload_8bit",
+                 AccumulationMode::kReduceScatterEveryMicroBatch,
+                 core::DType::kBFloat16,
+                 true,
+                 false,
+                 true};
+  auto opt =
+      Zero2Optimizer::Create(Specs(), testjob::Options(c), comm.get(), testjob::Devices(&device, nullptr));
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  const BucketPlan& plan = (*opt)->plan();
+  const size_t n = plan.shard_numel();
+  size_t packed = 0;
+  for (const ShardSegment& s : plan.segments()) {
+    if (plan.params()[s.param].numel < 256) packed += s.numel;
+  }
+  const size_t moments = 2 * n + 2 * sizeof(float) * (n / 256) + 8 * packed;
+  const Zero2MemoryStats m = (*opt)->memory();
+  EXPECT_EQ(m.master_bytes, 4 * n);
+  EXPECT_EQ(m.exp_avg_bytes + m.exp_avg_sq_bytes, moments);
+  EXPECT_EQ(m.pinned_bytes, (4 + 4 + 2 + 2) * n);
+  EXPECT_EQ(m.host_state_bytes, m.pinned_bytes + moments);
+  EXPECT_EQ((*opt)->moment_scales(), n / 256);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllModes, Zero2DeviceMpiTest,
     ::testing::Values(
@@ -149,7 +207,11 @@ INSTANTIATE_TEST_SUITE_P(
         Config{"every_bf16_8bit", AccumulationMode::kReduceScatterEveryMicroBatch, core::DType::kBFloat16,
                false, false, true},
         Config{"once_fp32_8bit", AccumulationMode::kReduceOncePerStep, core::DType::kFloat32, false, false,
-               true}),
+               true},
+        Config{"every_bf16_offload_8bit", AccumulationMode::kReduceScatterEveryMicroBatch,
+               core::DType::kBFloat16, true, false, true},
+        Config{"once_bf16_offload_delayed_8bit", AccumulationMode::kReduceOncePerStep, core::DType::kBFloat16,
+               true, true, true}),
     [](const ::testing::TestParamInfo<Config>& info) { return info.param.name; });
 
 }  // namespace

@@ -302,7 +302,9 @@ TEST(Zero2OptimizerTest, EachStepReportsTheLatestStepTheDeviceHasRun) {
     if (!r->breakdown.device.has_value()) {
       // Step 0's own markings may not have run yet; a later step's are missing only if the previous step
       // (counted from 1: `step`) was reported by the call before.
-      if (step > 0) EXPECT_EQ(last_reported, step) << "step " << step << " reported nothing";
+      if (step > 0) {
+        EXPECT_EQ(last_reported, step) << "step " << step << " reported nothing";
+      }
       continue;
     }
     const DeviceStepTimes& t = *r->breakdown.device;
