@@ -78,7 +78,7 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanFlags* f) {
       "with offload: the delayed parameter update (a second gradient shard and staging on the host)");
   plan->add_option("--optim", f->optim,
                    "the optimizer, as the job spec's training.optim: adamw_torch (fp32 moments) | adamw_8bit "
-                   "(8-bit moments, bitsandbytes' AdamW8bit; not with offload)")
+                   "(8-bit moments, bitsandbytes' AdamW8bit; with offload in host memory)")
       ->capture_default_str();
   plan->add_option("--min-8bit-size", f->min_8bit_size,
                    "with adamw_8bit: tensors of fewer elements keep fp32 moments")

@@ -17,7 +17,8 @@ absl::StatusOr<OptimizerKind> ParseOptimizerName(const std::string& name) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", name,
         "' pages optimizer state to host memory when the GPU runs short; zerofit plans the memory instead: "
-        "adamw_8bit keeps 8-bit moments on the GPU, training.offload: true keeps the state on the host"));
+        "adamw_8bit keeps 8-bit moments (on the GPU, or in host memory with training.offload: true), "
+        "training.offload: true keeps the optimizer state on the host"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "'", name,

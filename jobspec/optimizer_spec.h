@@ -4,7 +4,8 @@
 //     min_8bit_size: 4096      # bitsandbytes' min_8bit_size: smaller parameters keep fp32 moments
 // adamw_torch keeps AdamW's moments in fp32 (8 bytes a parameter besides the fp32 master copy);
 // adamw_8bit keeps them as bitsandbytes' AdamW8bit does (optim/adamw_8bit.h): one byte each and a scale per
-// 256 elements, about 2 bytes a parameter. 8-bit moments live on the device updater: not with offload.
+// 256 elements, about 2 bytes a parameter: on the GPU, or with training.offload: true in host memory
+// (saving host RAM there).
 #pragma once
 
 #include <cstdint>

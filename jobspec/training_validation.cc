@@ -99,12 +99,6 @@ absl::Status ValidateTraining(const TrainingSpec& t, int world_size, const Train
   }
   ZF_RETURN_IF_ERROR(IntInRange(error, "training.min_8bit_size", t.optimizer.min_8bit_size, 0,
                                 std::numeric_limits<int64_t>::max()));
-  if (t.optimizer.eight_bit() && t.offload) {
-    return error(
-        "training.optim",
-        "adamw_8bit keeps its 8-bit moments on the GPU, where they save memory; with training.offload: "
-        "true the optimizer state is in host memory (fp32 moments): choose one");
-  }
   ZF_RETURN_IF_ERROR(ValidateBatch(t, world_size, error));
   return ValidateRates(t, error);
 }

@@ -453,26 +453,64 @@ void AddWeightsAndGradients(const ModelShape& m, const Workload& w, const Strate
   }
 }
 
-// 8-bit moments (sharding/quantized_moments.h) on the device: the fp32 master and accumulator as with fp32
-// moments; m and v a byte each per shard element, a scale each per 256, the small tensors' fp32 moments
-// (their share of this rank: small / world) and the two 256-code maps.
+// The 8-bit moments of one rank's shard, as sharding::MomentLayout stores them on the device
+// (sharding/quantized_moments.h) or in host memory with offload: m and v a byte each per shard element, a
+// scale each per 256, the small tensors' fp32 moments (their share of this rank: small / world) and the two
+// 256-code fp32 maps. Bytes per GPU.
+MemoryItem EightBitMoments(const Workload& w, const Strategy& s, int world_size, double shard,
+                           const BucketLayout& b) {
+  const double small = s.zero_stage >= 1 ? b.small / std::max(1, world_size) : b.small;
+  const double bytes = 2.0 * shard + 8.0 * (shard / 256) + 8.0 * small + 2 * 256 * 4.0;
+  return {
+      "8-bit moments", bytes,
+      absl::StrCat("2 B x ", static_cast<int64_t>(shard), " codes + 8 B x ",
+                   static_cast<int64_t>(shard / 256), " block scales + 8 B x ", static_cast<int64_t>(small),
+                   " fp32 (tensors under ", w.min_8bit_size, " elements) + maps")};
+}
+
+// 8-bit moments on the device: the fp32 master and accumulator as with fp32 moments, and EightBitMoments.
 void AddEightBitOptimizerState(const Workload& w, const Strategy& s, int world_size, double shard,
                                const BucketLayout& b, bool no_accumulator, const Items& items) {
-  const double small = s.zero_stage >= 1 ? b.small / std::max(1, world_size) : b.small;
   const bool accumulator = !no_accumulator && s.zero_stage >= 1;
   items.Device("optimizer state", (accumulator ? 8.0 : 4.0) * shard,
                absl::StrCat(accumulator ? 8 : 4, " B x ", static_cast<int64_t>(shard),
                             accumulator ? " (fp32 master, fp32 grad shard)" : " (fp32 master)"));
-  const double moments = 2.0 * shard + 8.0 * (shard / 256) + 8.0 * small + 2 * 256 * 4.0;
-  items.Device(
-      "8-bit moments", moments,
-      absl::StrCat("2 B x ", static_cast<int64_t>(shard), " codes + 8 B x ",
-                   static_cast<int64_t>(shard / 256), " block scales + 8 B x ", static_cast<int64_t>(small),
-                   " fp32 (tensors under ", w.min_8bit_size, " elements) + maps"));
+  MemoryItem moments = EightBitMoments(w, s, world_size, shard, b);
+  items.Device(std::move(moments.name), moments.bytes, std::move(moments.detail));
+}
+
+// Offload (ZeRO-1/2): each GPU's optimizer state in host memory, none of it on the device. Pinned (the
+// copies to and from the device read and write it): the fp32 master, the fp32 gradient accumulator, the
+// bf16 staging of the gradient shard and the parameter copy that goes back up, and with fp32 moments m
+// and v. 8-bit moments (offload/host_quantized_moments.h) never cross the bus: the CPU AdamW updates them
+// in place in ordinary memory, the same bytes EightBitMoments counts on the device.
+void AddOffloadedOptimizerState(const Workload& w, const Strategy& s, const Hardware& hw, int world_size,
+                                double shard, const BucketLayout& b, const Items& items) {
+  const int a = w.element_bytes;
+  const int gpus = hw.gpus_per_node;
+  const auto elements = static_cast<int64_t>(shard);
+  if (w.eight_bit_moments) {
+    items.Host(
+        "optimizer state (pinned)", gpus * (8.0 + 2.0 * a) * shard,
+        absl::StrCat(gpus, " GPUs x (8 B x ", elements, " (fp32 master, fp32 grad shard; moments 8-bit, ",
+                     "not pinned) + 2 x ", a, " B x ", elements, " (staging, parameter copy))"));
+    const MemoryItem moments = EightBitMoments(w, s, world_size, shard, b);
+    items.Host("8-bit moments (host)", gpus * moments.bytes,
+               absl::StrCat(gpus, " GPUs x (", moments.detail, "), not pinned"));
+  } else {
+    items.Host(
+        "optimizer state (pinned)", gpus * (16.0 + 2.0 * a) * shard,
+        absl::StrCat(gpus, " GPUs x (16 B x ", elements, " (master, m, v, fp32 grad shard) + bf16 staging)"));
+  }
+  if (w.delayed_update) {
+    items.Host("second gradient buffer (pinned)", gpus * (4.0 + a) * shard,
+               absl::StrCat(gpus, " GPUs x ", 4 + a, " B x ", elements,
+                            " (delayed update: fp32 grad shard + staging)"));
+  }
 }
 
 // Optimizer state (fp32 master + exp_avg + exp_avg_sq, + the fp32 gradient accumulator of the shard), on
-// the device or pinned on the host; the reference and extra frozen models.
+// the device or on the host (offload); the reference and extra frozen models.
 void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const Strategy& s,
                                  const Hardware& hw, int world_size, const BucketLayout& b,
                                  const Items& items) {
@@ -480,26 +518,19 @@ void AddOptimizerAndFrozenModels(const ModelShape& m, const Workload& w, const S
   const double shard = s.zero_stage >= 1 ? b.padded / std::max(1, world_size) : b.padded;
   const int64_t trainable = TrainableParameters(m, w.task, s.lora_rank);
   const bool no_accumulator = UpdaterReadsTheLanding(w, s);
-  const double opt = (s.zero_stage >= 1 ? 16.0 * shard : 12.0 * b.padded);
-  const std::string opt_detail = s.zero_stage >= 1 ? absl::StrCat("16 B x ", static_cast<int64_t>(shard),
-                                                                  " (master, m, v, fp32 grad shard)")
-                                                   : absl::StrCat("12 B x ", trainable, " (master, m, v)");
-  if (w.eight_bit_moments && !s.offload) {
+  if (s.offload && s.zero_stage >= 1) {
+    AddOffloadedOptimizerState(w, s, hw, world_size, shard, b, items);
+  } else if (w.eight_bit_moments) {
     AddEightBitOptimizerState(w, s, world_size, shard, b, no_accumulator, items);
-  } else if (s.offload && s.zero_stage >= 1) {
-    items.Host("optimizer state (pinned)", hw.gpus_per_node * (opt + 2.0 * a * shard),
-               absl::StrCat(hw.gpus_per_node, " GPUs x (", opt_detail, " + bf16 staging)"));
-    if (w.delayed_update) {
-      items.Host("second gradient buffer (pinned)", hw.gpus_per_node * (4.0 + a) * shard,
-                 absl::StrCat(hw.gpus_per_node, " GPUs x ", 4 + a, " B x ", static_cast<int64_t>(shard),
-                              " (delayed update: fp32 grad shard + staging)"));
-    }
   } else if (no_accumulator) {
     items.Device("optimizer state", 12.0 * shard,
                  absl::StrCat("12 B x ", static_cast<int64_t>(shard),
                               " (master, m, v; one micro-batch a step: no fp32 grad shard)"));
+  } else if (s.zero_stage >= 1) {
+    items.Device("optimizer state", 16.0 * shard,
+                 absl::StrCat("16 B x ", static_cast<int64_t>(shard), " (master, m, v, fp32 grad shard)"));
   } else {
-    items.Device("optimizer state", opt, opt_detail);
+    items.Device("optimizer state", 12.0 * b.padded, absl::StrCat("12 B x ", trainable, " (master, m, v)"));
   }
   const double ref_bytes = a * static_cast<double>(m.PolicyParameters());
   if (w.task == Task::kDpo || w.task == Task::kGrpo) {

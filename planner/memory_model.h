@@ -60,7 +60,8 @@ struct Workload {
   bool graphed_decode = false;
   // AdamW's moments 8-bit blockwise (training.optim: adamw_8bit; sharding/quantized_moments.h): a byte each
   // and a scale per 256 elements, fp32 ones for the tensors under min_8bit_size; tensors and ranks' blocks
-  // aligned to 256 elements. The workers run it on the device only (never with offload).
+  // aligned to 256 elements. With offload they live in ordinary (unpinned) host memory, next to the pinned
+  // fp32 master and gradient accumulator.
   bool eight_bit_moments = false;
   int64_t min_8bit_size = 4096;
 };

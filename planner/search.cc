@@ -172,15 +172,8 @@ absl::StatusOr<SearchSpace> MakeSearchSpace(const Workload& w, const Constraints
         "--offload on moves ZeRO's sharded optimizer state to the host: it needs --stage 1 or higher (and "
         "--max-stage >= 1)");
   }
-  if (w.eight_bit_moments && c.offload == true) {
-    return absl::InvalidArgumentError(
-        "optimizer offload keeps fp32 moments in host memory: 8-bit moments (adamw_8bit) run on the GPU "
-        "only; "
-        "choose one");
-  }
   for (bool b : {false, true}) {
-    // 8-bit moments live on the device updater: the workers refuse them with offload.
-    if ((!c.offload || *c.offload == b) && !(b && w.eight_bit_moments)) sp.offloads.push_back(b);
+    if (!c.offload || *c.offload == b) sp.offloads.push_back(b);
     if (!c.checkpointing || *c.checkpointing == b) sp.ckpts.push_back(b);
   }
   sp.ranks = {0};
@@ -330,11 +323,11 @@ void ExplainRejected(const std::vector<Candidate>& all, const Candidate& best, c
               [ro](const Strategy& s) { return s.rollout_prompts == ro; });
 }
 
-// The fastest fitting candidate with 8-bit AdamW moments (on the device: never offloaded), when the
-// workload has fp32 moments and offload is not pinned on; none otherwise.
+// The fastest fitting candidate with 8-bit AdamW moments (on the device, or offloaded to host memory where
+// offload is searched or pinned on), when the workload has fp32 moments; none otherwise.
 std::optional<Candidate> BestWithEightBitMoments(const ModelShape& m, const Workload& w, const Hardware& hw,
                                                  const Constraints& c, const Plan& plan, int64_t per_gpu) {
-  if (w.eight_bit_moments || c.offload == true) return std::nullopt;
+  if (w.eight_bit_moments) return std::nullopt;
   Workload w8 = w;
   w8.eight_bit_moments = true;
   auto sp = MakeSearchSpace(w8, c, per_gpu, plan.world_size);
@@ -347,17 +340,19 @@ std::optional<Candidate> BestWithEightBitMoments(const ModelShape& m, const Work
 }
 
 // What 8-bit moments would give beside the chosen plan: a line when they avoid its offload or step at least
-// 5% faster (a larger micro-batch, no recompute).
+// 5% faster (a larger micro-batch, no recompute). An 8-bit plan that offloads as the chosen one does saves
+// host memory only: no line unless it is faster.
 void AddEightBitLever(const std::optional<Candidate>& q, const Candidate& chosen, Task task, Plan* plan) {
   if (!q) return;
   const double ratio = q->time.total() / chosen.time.total();
-  if (!chosen.strategy.offload && ratio > 0.95) return;
+  const bool avoids_offload = chosen.strategy.offload && !q->strategy.offload;
+  if (!avoids_offload && ratio > 0.95) return;
   const TimeUnit u = TimeUnitFor(chosen.time.total());
   plan->levers.push_back(absl::StrFormat(
       "8-bit AdamW moments (training.optim: adamw_8bit, --optim adamw_8bit): %s fits (%s)%s, %.2fx the step "
       "time (%s vs %s %s)",
       DescribeStrategy(q->strategy, task), FormatBytes(q->memory.device_bytes),
-      chosen.strategy.offload ? " without offload" : "", ratio, FormatTime(q->time.total(), u),
+      avoids_offload ? " without offload" : "", ratio, FormatTime(q->time.total(), u),
       FormatTime(chosen.time.total(), u), u.name));
 }
 
@@ -417,7 +412,12 @@ absl::StatusOr<Plan> MakePlan(const ModelShape& m, const Workload& w, const Hard
         eight_bit
             ? absl::StrCat(". With 8-bit AdamW moments (training.optim: adamw_8bit, --optim adamw_8bit) ",
                            DescribeStrategy(eight_bit->strategy, w.task), " fits (",
-                           FormatBytes(eight_bit->memory.device_bytes), ")")
+                           FormatBytes(eight_bit->memory.device_bytes),
+                           eight_bit->strategy.offload
+                               ? absl::StrCat(" per GPU, ", FormatBytes(eight_bit->memory.host_bytes),
+                                              " host per node")
+                               : "",
+                           ")")
             : ""));
   }
   plan.chosen = *best;

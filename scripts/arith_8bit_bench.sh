@@ -1,7 +1,7 @@
 #!/bin/bash
 # 8-bit AdamW moments beside fp32 ones on the example jobs (BENCHMARKS.md, "8-bit AdamW moments on the
 # example jobs"): examples/jobs/arith_{reward,dpo,sft}.yaml with the optimizer state on the device (offload
-# off: 8-bit moments are on-device only), once with `optim: adamw_torch` and once with `optim: adamw_8bit`,
+# off: the GPU memory 8-bit moments save), once with `optim: adamw_torch` and once with `optim: adamw_8bit`,
 # ROUNDS rounds (default 3) alternating, each job's outputs in a temporary folder; prints each run's wall
 # time and held-out figure.
 # usage (from the repository root, after scripts/setup.sh): scripts/arith_8bit_bench.sh [ROUNDS] [JOBS]

@@ -115,7 +115,7 @@ bad_flag "flag --rpo-alpha: does not apply to loss_type orpo" --task dpo --loss 
 bad_flag "flag --rpo-alpha applies to --task dpo only" --task sft --rpo-alpha 1
 echo "CPO and ORPO specs and their flags resolve to the same job plans, without a reference"
 # 8-bit AdamW moments (Hugging Face's optim name, bitsandbytes' min_8bit_size): spec and flags, one plan;
-# with offload or under another name they are refused.
+# with offload (the moments in host memory) too; under another name they are refused.
 cat > "$D/q8.yaml" <<YAML
 name: zerofit_train_prefs
 task: sft
@@ -133,8 +133,16 @@ grep -q '"optim": "adamw_8bit"' "$D/q8_spec.json" && grep -q '"min_8bit_size": 1
   || fail "no optim/min_8bit_size in the plan: $(cat "$D/q8_spec.json")"
 diff "$D/q8_spec.json" "$D/q8_flags.json" > "$D/q8_diff" || fail "adamw_8bit: the two front ends differ: $(cat "$D/q8_diff")"
 bad_flag "flag --optim: 'sgd' is not an optimizer zerofit runs" --task sft --optim sgd
-bad_flag "flag --optim adamw_8bit: its 8-bit moments live on the GPU" --task sft --optim adamw_8bit --offload
-echo "an adamw_8bit spec and its flags resolve to the same job plan; with offload it is refused"
+sed -e 's|min_8bit_size: 1024}|min_8bit_size: 1024, offload: true}|' "$D/q8.yaml" > "$D/q8off.yaml"
+"$Z" plan --spec "$D/q8off.yaml" > "$D/q8off_spec.json" || fail "plan --spec q8off.yaml"
+mpiexec --oversubscribe $ROOT -n 2 "$T" --task sft --data "$D/data" --steps 4 --global-batch 8 --micro 2 \
+  --max-length 24 --optim adamw_8bit --min-8bit-size 1024 --offload --print-plan > "$D/q8off_flags.json" \
+  2> "$D/q8off_flags.err" || fail "train_prefs --optim adamw_8bit --offload --print-plan: $(cat "$D/q8off_flags.err")"
+grep -q '"optim": "adamw_8bit"' "$D/q8off_spec.json" && grep -q '"offload": true' "$D/q8off_spec.json" \
+  || fail "no optim/offload in the plan: $(cat "$D/q8off_spec.json")"
+diff "$D/q8off_spec.json" "$D/q8off_flags.json" > "$D/q8off_diff" \
+  || fail "adamw_8bit with offload: the two front ends differ: $(cat "$D/q8off_diff")"
+echo "an adamw_8bit spec and its flags resolve to the same job plan, with offload too"
 # RLOO (TRL's RLOOTrainer as GRPO's loss_type rloo, with RLOOConfig's normalize_advantages): spec and flags.
 sed -e 's|^grpo: .*|grpo: {loss_type: rloo, beta: 0.05, normalize_advantages: true}|' -e '/^       scale_rewards/d' \
   "$D/grpo.yaml" > "$D/rloo.yaml"

@@ -290,6 +290,19 @@ TEST(TrainerFieldsTest, OptimAndMin8bitSizeReachThePlan) {
       << refused.status();
 }
 
+// 8-bit moments with offload (their moments in host memory): the spec validates, and both reach the plan
+// and survive its JSON.
+TEST(TrainerFieldsTest, EightBitMomentsWithOffloadReachThePlan) {
+  absl::StatusOr<JobPlan> p = PlanOf(Yaml("reward", "  offload: true\n  optim: adamw_8bit\n", ""));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->offload);
+  EXPECT_EQ(p->optimizer.kind, OptimizerKind::kAdamW8bit);
+  absl::StatusOr<JobPlan> back = JobPlanFromJson(JobPlanToJson(*p), "plan");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->offload);
+  EXPECT_EQ(back->optimizer.kind, OptimizerKind::kAdamW8bit);
+}
+
 TEST(TrainerFieldsTest, OptimErrorsNameFileLineAndField) {
   const struct {
     std::string training, want;
@@ -303,11 +316,8 @@ TEST(TrainerFieldsTest, OptimErrorsNameFileLineAndField) {
       {"  optim: paged_adamw_8bit\n",
        "job.yaml:9: field 'training.optim': 'paged_adamw_8bit' pages optimizer state to host memory when the "
        "GPU "
-       "runs short; zerofit plans the memory instead"},
-      {"  offload: true\n  optim: adamw_8bit\n",
-       "job.yaml:10: field 'training.optim': adamw_8bit keeps its 8-bit moments on the GPU, where they save "
-       "memory; with training.offload: true the optimizer state is in host memory (fp32 moments): choose "
-       "one"},
+       "runs short; zerofit plans the memory instead: adamw_8bit keeps 8-bit moments (on the GPU, or in host "
+       "memory with training.offload: true)"},
   };
   for (const auto& c : cases) {
     absl::StatusOr<JobSpec> s = ParseJobSpec(Yaml("reward", c.training, ""), "job.yaml");

@@ -350,6 +350,86 @@ TEST(MemoryModelTest, EightBitMomentsOfASevenBillionModel) {
               8 * norms / 8, 1.0);
 }
 
+// The bytes of the host item `name` of an estimate (0 when it has none).
+double HostItem(const MemoryEstimate& e, const std::string& name) {
+  for (const MemoryItem& i : e.host)
+    if (i.name == name) return i.bytes;
+  return 0.0;
+}
+
+// 8-bit moments with offload, by hand on the small model: 8 GPUs, ZeRO-2, bf16, min_8bit_size 64. Its 21
+// trainable tensors (embedding 80; per layer q 64, k 32, v 32, o 64, gate, up and down 128 each, two norms 8;
+// the final norm 8; lm_head 80: 1352 elements) each start on a 256-element boundary: 20 x 256 + the
+// embedding's 80 (last in backward order) = 5200 elements, padded to 8 ranks x 256 = 6144, a shard of 768
+// (3 blocks). Under 64 elements: k, v and the norms, 2 x (32 + 32 + 8 + 8) + 8 = 168, 21 per rank.
+TEST(MemoryModelTest, EightBitMomentsOffloadedByHand) {
+  const ModelShape m = Small();
+  auto hw = ParseHardware("8x64GB");
+  ASSERT_TRUE(hw.ok());
+  Workload w;
+  w.task = Task::kSft;
+  w.seq_len = 6;
+  w.element_bytes = 2;
+  w.eight_bit_moments = true;
+  w.min_8bit_size = 64;
+  Strategy s;
+  s.zero_stage = 2;
+  s.gradient_accumulation = 2;
+  s.offload = true;
+  const double shard = 768, small_per_rank = 168.0 / 8;
+  const MemoryEstimate e = EstimateMemory(m, w, s, *hw, 8);
+  EXPECT_EQ(DeviceItem(e, "parameters"), 2 * 6144.0);
+  // Nothing of the optimizer on the device.
+  EXPECT_EQ(DeviceItem(e, "optimizer state"), 0.0);
+  EXPECT_EQ(DeviceItem(e, "8-bit moments"), 0.0);
+  // Pinned, per GPU: fp32 master 4 B + fp32 gradient accumulator 4 B + bf16 staging 2 B + the parameter
+  // copy 2 B a shard element: 8 x 12 x 768 = 73,728.
+  EXPECT_EQ(HostItem(e, "optimizer state (pinned)"), 8 * (4 + 4 + 2 + 2) * shard);
+  EXPECT_EQ(HostItem(e, "optimizer state (pinned)"), 73728.0);
+  // Ordinary memory, per GPU: m and v codes 1 B each a shard element, an fp32 scale each per 256, the small
+  // tensors' fp32 m and v (8 B an element of this rank's share) and the two 256-code fp32 maps:
+  // 8 x (1536 + 24 + 168 + 2048) = 30,208.
+  const double moments = 2 * shard + 2 * 4 * (shard / 256) + 8 * small_per_rank + 2 * 256 * 4;
+  EXPECT_EQ(HostItem(e, "8-bit moments (host)"), 8 * moments);
+  EXPECT_EQ(HostItem(e, "8-bit moments (host)"), 30208.0);
+  EXPECT_EQ(e.host_bytes, 73728.0 + 30208.0);
+  // The same moments the device holds without offload, per GPU.
+  s.offload = false;
+  EXPECT_EQ(DeviceItem(EstimateMemory(m, w, s, *hw, 8), "8-bit moments"), moments);
+  // The delayed update's second gradient buffer, as with fp32 moments: fp32 shard + staging, 6 B an element.
+  s.offload = true;
+  w.delayed_update = true;
+  const MemoryEstimate delayed = EstimateMemory(m, w, s, *hw, 8);
+  EXPECT_EQ(HostItem(delayed, "second gradient buffer (pinned)"), 8 * 6 * shard);
+  EXPECT_EQ(delayed.host_bytes, e.host_bytes + 8 * 6 * shard);
+}
+
+// Offloaded 8-bit moments against offloaded fp32 ones on Mistral-7B (no tensor under 4096 elements): the
+// host keeps (8 - 2 - 8/256) B less a shard element per GPU (less the 2 KiB of maps), the device the same.
+TEST(MemoryModelTest, EightBitMomentsSaveHostMemoryWithOffload) {
+  auto m = LoadModelShape("Mistral-7B");
+  auto hw = ParseHardware("8x64GB");
+  ASSERT_TRUE(m.ok() && hw.ok());
+  Workload w;
+  w.task = Task::kReward;
+  w.seq_len = 512;
+  Strategy s;
+  s.zero_stage = 2;
+  s.gradient_accumulation = 2;
+  s.offload = true;
+  const MemoryEstimate fp32 = EstimateMemory(*m, w, s, *hw, 8);
+  w.eight_bit_moments = true;
+  const MemoryEstimate q = EstimateMemory(*m, w, s, *hw, 8);
+  // The fp32 shard (64-byte aligned; the 256-element alignment differs by at most 256 x tensors / 8).
+  const double shard = HostItem(fp32, "optimizer state (pinned)") / (8 * 20);
+  const double drop = fp32.host_bytes - q.host_bytes;
+  EXPECT_NEAR(drop, 8 * ((8 - 2 - 8.0 / 256) * shard - 2048), 1e-4 * drop);
+  // About 6 B a parameter over the node: ~42 GB for 7.1e9 parameters.
+  const double p = static_cast<double>(m->RewardModelParameters());
+  EXPECT_NEAR(drop, (8 - 2 - 8.0 / 256) * p, 1e-3 * 6 * p);
+  EXPECT_NEAR(q.device_bytes, fp32.device_bytes, 1e-4 * fp32.device_bytes);
+}
+
 TEST(MemoryModelTest, ReferenceStrategiesAndLora) {
   const ModelShape m = Small();
   auto hw = ParseHardware("cpu");

@@ -1,5 +1,6 @@
 // The plan search (planner/search.h): the global batch kept, the caps, every rejection explained, pins and
-// their errors, LoRA's reference, 8-bit moments never offloaded and offered as a lever; step times' units.
+// their errors, LoRA's reference, 8-bit moments offloaded where the device needs it and offered as a lever;
+// step times' units.
 #include "planner/search.h"
 
 #include <gtest/gtest.h>
@@ -17,10 +18,10 @@ namespace {
 
 using testmodels::Small;
 
-// The search never offloads 8-bit moments (the workers refuse them with offload), and pinning offload with
-// them is an error; a model whose fp32 state needs offload on small GPUs fits with 8-bit moments instead, and
-// the fp32 plan says so.
-TEST(SearchTest, EightBitMomentsAreNeverOffloaded) {
+// A model whose fp32 state needs offload on small GPUs fits with 8-bit moments on the device instead, and
+// the fp32 plan says so (a lever: the search does not switch the optimizer itself); with offload pinned off
+// the error names the 8-bit configuration. An 8-bit workload is planned on the device where it fits there.
+TEST(SearchTest, EightBitMomentsAvoidOffloadAndAreOfferedAsALever) {
   auto m = LoadModelShape("Mistral-7B");
   auto hw = ParseHardware("8x32GB");
   ASSERT_TRUE(m.ok() && hw.ok()) << hw.status();
@@ -45,18 +46,75 @@ TEST(SearchTest, EightBitMomentsAreNeverOffloaded) {
                                          "adamw_8bit) micro-batch"),
             std::string::npos)
       << none.status();
+  // With offload pinned on, 8-bit moments would offload too: no faster, so no lever.
+  Constraints pinned;
+  pinned.offload = true;
+  auto fp32_offload = MakePlan(*m, w, *hw, pinned);
+  ASSERT_TRUE(fp32_offload.ok()) << fp32_offload.status();
+  EXPECT_TRUE(fp32_offload->levers.empty()) << fp32_offload->levers[0];
   w.eight_bit_moments = true;
   auto q = MakePlan(*m, w, *hw, Constraints{});
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_FALSE(q->chosen.strategy.offload);
   EXPECT_LE(q->chosen.memory.device_bytes, q->device_cap);
+  EXPECT_TRUE(q->levers.empty());
+}
+
+// 8-bit moments with offload (host memory): pinning offload on plans it, with no optimizer state on the
+// device; where the device cannot hold even the 8-bit state (8 x 24 GB) the search offloads it; and where
+// the host cannot hold fp32 moments, the fp32 error names the 8-bit offload configuration and its host bytes.
+TEST(SearchTest, EightBitMomentsAreOffloadedWhereTheDeviceNeedsIt) {
+  auto m = LoadModelShape("Mistral-7B");
+  auto hw = ParseHardware("8x32GB");
+  ASSERT_TRUE(m.ok() && hw.ok()) << hw.status();
+  Workload w;
+  w.task = Task::kReward;
+  w.global_batch = 64;
+  w.seq_len = 512;
+  w.eight_bit_moments = true;
   Constraints pinned;
   pinned.offload = true;
-  auto refused = MakePlan(*m, w, *hw, pinned);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("8-bit moments (adamw_8bit) run on the GPU only"),
-            std::string::npos)
-      << refused.status();
+  auto offloaded = MakePlan(*m, w, *hw, pinned);
+  ASSERT_TRUE(offloaded.ok()) << offloaded.status();
+  EXPECT_TRUE(offloaded->chosen.strategy.offload);
+  for (const MemoryItem& i : offloaded->chosen.memory.device) {
+    EXPECT_NE(i.name, "optimizer state");
+    EXPECT_NE(i.name, "8-bit moments");
+  }
+  ASSERT_EQ(offloaded->chosen.memory.host.size(), 2u);
+  EXPECT_EQ(offloaded->chosen.memory.host[0].name, "optimizer state (pinned)");
+  EXPECT_EQ(offloaded->chosen.memory.host[1].name, "8-bit moments (host)");
+  EXPECT_TRUE(offloaded->levers.empty());
+
+  auto small_gpus = ParseHardware("8x24GB");
+  ASSERT_TRUE(small_gpus.ok());
+  auto searched = MakePlan(*m, w, *small_gpus, Constraints{});
+  ASSERT_TRUE(searched.ok()) << searched.status();
+  EXPECT_TRUE(searched->chosen.strategy.offload) << "7B's parameters and 8-bit state exceed 22.8 GB";
+  bool explained = false;
+  for (const std::string& r : searched->rejected)
+    explained |= r.rfind("no optimizer offload: ", 0) == 0 && r.find(" cap even with ") != std::string::npos;
+  EXPECT_TRUE(explained);
+
+  // fp32 moments offloaded need 20 B a shard element per GPU in host memory (142 GB here), 8-bit ones about
+  // 14 (100 GB): under a 120 GB host cap only the latter fits.
+  auto small_host = ParseHardware("8x24GB", 150);
+  ASSERT_TRUE(small_host.ok());
+  w.eight_bit_moments = false;
+  auto none = MakePlan(*m, w, *small_host, Constraints{});
+  ASSERT_FALSE(none.ok());
+  const std::string message(none.status().message());
+  EXPECT_NE(message.find("host per node > 120.00 GB cap"), std::string::npos) << message;
+  const size_t with =
+      message.find("With 8-bit AdamW moments (training.optim: adamw_8bit, --optim adamw_8bit)");
+  ASSERT_NE(with, std::string::npos) << message;
+  EXPECT_NE(message.find("+ optimizer offload", with), std::string::npos) << message;
+  EXPECT_NE(message.find(" GB host per node)", with), std::string::npos) << message;
+  w.eight_bit_moments = true;
+  auto fits = MakePlan(*m, w, *small_host, Constraints{});
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_TRUE(fits->chosen.strategy.offload);
+  EXPECT_LE(fits->chosen.memory.host_bytes, fits->host_cap);
 }
 
 TEST(SearchTest, LoraBaseIsSearchedWithLoraOnlyAndPinnedOnlyWithIt) {

@@ -306,12 +306,6 @@ absl::Status ParseOtherSpecFlags(const Take& take, const Number& number, Cli* cl
               absl::StrCat("flag --", field == "lora.rank" ? "lora-rank" : "lora-alpha", ": ", why));
         }));
   }
-  if (p.training.optimizer.eight_bit() && p.training.offload) {
-    return absl::InvalidArgumentError(
-        "flag --optim adamw_8bit: its 8-bit moments live on the GPU, where they save memory; with --offload "
-        "the "
-        "optimizer state is in host memory (fp32 moments): choose one");
-  }
   if (dpu_start >= 0) {  // the delayed parameter update (ZeRO-Offload's DPU) from optimizer step N on
     if (!p.training.offload) return absl::InvalidArgumentError("flag --dpu-start needs --offload");
     p.training.delayed_update_from = static_cast<int64_t>(dpu_start);

@@ -58,7 +58,7 @@ struct PreferenceTrainOptions {
   // delayed_update_from on (-1: never) its delayed parameter update (sharding/offload_updater.h).
   bool offload = false;
   int64_t delayed_update_from = -1;
-  // AdamW's moments: fp32, or 8-bit blockwise (the spec's training.optim: adamw_8bit; not with offload).
+  // AdamW's moments: fp32, or 8-bit blockwise (the spec's training.optim: adamw_8bit).
   optim::MomentOptions moments;
   LlamaOptions model;  // LoRA, activation checkpointing, dtype (the attention kernel: RuntimeOptions)
   DpoOptions dpo;
