@@ -22,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "device/device.h"
+#include "optim/adamw_8bit.h"
 #include "optim/cpu_adamw.h"
 #include "worker/torch/train/torch_adamw_baseline.h"
 
@@ -113,6 +114,8 @@ struct Bench {
     for (device::Buffer* b : {&p, &m, &v, &g32, &out32, &m2, &v2}) *b = Allocate(n * 4);
     g16 = Allocate(n * 2);
     out16 = Allocate(n * 2);
+    for (device::Buffer* b : {&mq, &vq}) *b = Allocate(n);
+    for (device::Buffer* b : {&m_absmax, &v_absmax}) *b = Allocate(optim::QuantBlocks(n) * 4);
     std::mt19937 rng(1);
     std::normal_distribution<float> normal;
     for (size_t i = 0; i < n; ++i) {
@@ -120,6 +123,11 @@ struct Bench {
       g32.as<float>()[i] = 1e-2f * normal(rng);
       g16.as<uint16_t>()[i] = core::FloatToBf16(g32.as<float>()[i]);
     }
+    // 8-bit moments start as quantised zeros.
+    const optim::HostAdamW8bitMaps maps;
+    const std::vector<float> zeros(n, 0.0f);
+    optim::Quantize(maps.m.data(), zeros.data(), n, mq.as<uint8_t>(), m_absmax.as<float>());
+    optim::Quantize(maps.v.data(), zeros.data(), n, vq.as<uint8_t>(), v_absmax.as<float>());
   }
   static device::Buffer Allocate(size_t bytes) {
     return std::move(*device::AllocateHostMemory(bytes, device::MemoryKind::kPageable));
@@ -127,6 +135,7 @@ struct Bench {
 
   size_t n;
   device::Buffer p, m, v, g32, g16, out16, out32, m2, v2;
+  device::Buffer mq, vq, m_absmax, v_absmax;  // 8-bit moments
   optim::AdamWHyper hyper;
   int64_t step = 0;
   std::vector<Config> configs;
@@ -187,12 +196,36 @@ void AddAdamWRuns(Bench& b, int t) {
       b.configs.push_back(
           {std::string("zerofit ") + optim::SimdLevelName(level) + " " + std::to_string(t) + "T, " + what,
            [runner, s, &b] {
-             runner->Step({{s, b.hyper}}, ++b.step, 1.0f);
+             runner->Step({{s, b.hyper, {}}}, ++b.step, 1.0f);
            },
            28.0,
            {}});
     }
   }
+}
+
+// The 8-bit step (bitsandbytes' AdamW8bit, as the offload pipeline runs it: tiles of whole 256-element
+// blocks) with bf16 gradients and a bf16 parameter copy: 16 bytes per element (p 4 + 4, g 2, m and v 1 + 1
+// each, copy 2; the scales are 1/32 of that).
+void AddAdamW8bitRun(Bench& b, int t) {
+  auto r = optim::CpuAdamW::Create(t);
+  if (!r.ok()) return;
+  b.runners.push_back(std::move(*r));
+  optim::CpuAdamW* runner = b.runners.back().get();
+  optim::CpuAdamW::Task task;
+  task.spans.param = b.p.as<float>();
+  task.spans.n = b.n;
+  task.spans.grad = b.g16.data();
+  task.spans.grad_dtype = core::DType::kBFloat16;
+  task.spans.param_out = b.out16.data();
+  task.spans.out_dtype = core::DType::kBFloat16;
+  task.q8 = optim::Moments8bit{b.mq.as<uint8_t>(), b.vq.as<uint8_t>(), b.m_absmax.as<float>(),
+                               b.v_absmax.as<float>()};
+  task.hyper = b.hyper;
+  b.configs.push_back({"zerofit 8-bit moments " + std::to_string(t) + "T, bf16 grad -> bf16 param copy",
+                       [runner, task, &b] { runner->Step({task}, ++b.step, 1.0f); },
+                       16.0,
+                       {}});
 }
 
 // One line per configuration: median time, rate against LibTorch's AdamW of the same threads and bandwidth
@@ -233,6 +266,7 @@ int Main(int argc, char** argv) {
   for (int t = 1; t <= flags->max_threads; ++t) {
     AddBandwidthProbes(b, t);
     AddAdamWRuns(b, t);
+    AddAdamW8bitRun(b, t);
   }
   for (Config& c : b.configs) c.run();  // warm-up: page faults, torch state allocation
   for (int r = 0; r < flags->reps; ++r) {

@@ -81,7 +81,9 @@ void HostAdamW(const AdamWArgs& a) {
 }
 
 void HostAdamW8bit(const AdamW8bitArgs& a) {
-  optim::CpuAdamW8bit(a.spans, a.maps, a.hyper, a.step, a.grad_scale);
+  // The AVX-512 kernel where this CPU has it, bit for bit the scalar oracle.
+  auto kernel = optim::AdamW8bitKernelFor(optim::DetectSimdLevel());
+  (kernel.ok() ? *kernel : &optim::CpuAdamW8bit)(a.spans, a.maps, a.hyper, a.step, a.grad_scale);
 }
 
 }  // namespace zerofit::device

@@ -38,7 +38,8 @@ class HostQuantizedMoments {
   void CopyFromHost(const float* m, const float* v, const float* m_absmax, const float* v_absmax);
 
   size_t scales() const { return layout_.scales(); }
-  size_t bytes() const { return layout_.bytes(); }
+  // Host bytes: codes, scales, the packed fp32 moments and the two maps (as the planner counts them).
+  size_t bytes() const { return layout_.bytes() + 2 * optim::kMapCodes * sizeof(float); }
   size_t quantized_numel() const { return layout_.quantized_numel(); }
 
  private:

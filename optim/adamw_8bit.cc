@@ -36,4 +36,15 @@ void CpuAdamW8bit(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const 
   }
 }
 
+void CpuAdamW8bitAvx512(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
+                        int64_t step, float grad_scale) {
+  internal::AdamW8bitAvx512Body(spans, maps, internal::MakeConstants(hyper, step, grad_scale));
+}
+
+absl::StatusOr<AdamW8bitKernel> AdamW8bitKernelFor(SimdLevel level) {
+  const absl::StatusOr<AdamWKernel> runs = KernelFor(level);  // whether this CPU runs `level`
+  if (!runs.ok()) return runs.status();
+  return level == SimdLevel::kAvx512 ? &CpuAdamW8bitAvx512 : &CpuAdamW8bit;
+}
+
 }  // namespace zerofit::optim

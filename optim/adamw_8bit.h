@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/dtype.h"
 #include "optim/cpu_adamw.h"
 #include "optim/dynamic_map.h"
@@ -49,9 +50,19 @@ struct HostAdamW8bitMaps {
   }
 };
 
-// One step over every block of `spans` (`step` counts from 1; the gradient is multiplied by grad_scale).
+// One step over every block of `spans` (`step` counts from 1; the gradient is multiplied by grad_scale):
+// the scalar oracle.
 void CpuAdamW8bit(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
                   int64_t step, float grad_scale);
+// The same step with AVX-512 (F, BW, VL), bit for bit the oracle; only where CPUID says so.
+void CpuAdamW8bitAvx512(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
+                        int64_t step, float grad_scale);
+
+using AdamW8bitKernel = void (*)(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps,
+                                 const AdamWHyper& hyper, int64_t step, float grad_scale);
+// The 8-bit kernel for `level`: AVX-512's, else the scalar oracle (AVX2 has none: its gathers are slow and
+// it has no masked byte stores); InvalidArgument if this CPU cannot run `level`.
+absl::StatusOr<AdamW8bitKernel> AdamW8bitKernelFor(SimdLevel level);
 
 // Bitsandbytes keeps fp32 moments for tensors of fewer than min_8bit_size elements (4096 by default: norms,
 // biases), where 8-bit state saves little and costs accuracy.

@@ -8,29 +8,30 @@
 namespace zerofit::optim::internal {
 namespace {
 
-// K<G, kOut>::Run(spans, constants) with kOut: 0 no copy, 1 fp32, 2 bf16, 3 fp16.
-template <template <core::DType, int> class K, core::DType G>
-void DispatchOut(const AdamWSpans& s, const AdamWConstants& c) {
-  if (s.param_out == nullptr) return K<G, 0>::Run(s, c);
+// K<G, kOut>::Run(spans, args...) with kOut: 0 no copy, 1 fp32, 2 bf16, 3 fp16; spans: AdamWSpans or
+// AdamW8bitSpans.
+template <template <core::DType, int> class K, core::DType G, class Spans, class... Args>
+void DispatchOut(const Spans& s, const Args&... args) {
+  if (s.param_out == nullptr) return K<G, 0>::Run(s, args...);
   switch (s.out_dtype) {
     case core::DType::kBFloat16:
-      return K<G, 2>::Run(s, c);
+      return K<G, 2>::Run(s, args...);
     case core::DType::kFloat16:
-      return K<G, 3>::Run(s, c);
+      return K<G, 3>::Run(s, args...);
     default:
-      return K<G, 1>::Run(s, c);
+      return K<G, 1>::Run(s, args...);
   }
 }
 
-template <template <core::DType, int> class K>
-void DispatchAdamW(const AdamWSpans& s, const AdamWConstants& c) {
+template <template <core::DType, int> class K, class Spans, class... Args>
+void DispatchAdamW(const Spans& s, const Args&... args) {
   switch (s.grad_dtype) {
     case core::DType::kBFloat16:
-      return DispatchOut<K, core::DType::kBFloat16>(s, c);
+      return DispatchOut<K, core::DType::kBFloat16>(s, args...);
     case core::DType::kFloat16:
-      return DispatchOut<K, core::DType::kFloat16>(s, c);
+      return DispatchOut<K, core::DType::kFloat16>(s, args...);
     default:
-      return DispatchOut<K, core::DType::kFloat32>(s, c);
+      return DispatchOut<K, core::DType::kFloat32>(s, args...);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "optim/adamw_8bit.h"
 #include "optim/cpu_adamw.h"
 
 namespace zerofit::optim::internal {
@@ -25,6 +26,8 @@ AdamWConstants MakeConstants(const AdamWHyper& h, int64_t step, float grad_scale
 // SIMD bodies: process all n elements of `s` (tails included, with masks or padded copies).
 void AdamWAvx2Body(const AdamWSpans& s, const AdamWConstants& c);
 void AdamWAvx512Body(const AdamWSpans& s, const AdamWConstants& c);
+// The 8-bit step (adamw_8bit.h) on every block of `s`, bit for bit CpuAdamW8bit.
+void AdamW8bitAvx512Body(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const AdamWConstants& c);
 
 namespace {
 

@@ -79,6 +79,9 @@ void CpuAdamWScalar(float* param, const float* grad, float* m, float* v, size_t 
                     int64_t step, float grad_scale, void* param_out = nullptr,
                     core::DType out_dtype = core::DType::kFloat32);
 
+struct AdamW8bitSpans;  // adamw_8bit.h
+struct AdamW8bitMaps;
+
 // A span's AdamW moments in 8 bits (adamw_8bit.h: bitsandbytes' blockwise codes, one fp32 scale per 256
 // elements from the span's first element), in place of AdamWSpans' fp32 m and v.
 struct Moments8bit {
@@ -122,11 +125,14 @@ class CpuAdamW {
   static constexpr size_t kTileElements = 1 << 15;
 
  private:
-  CpuAdamW(std::shared_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel);
+  using Kernel8bit = void (*)(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
+                              int64_t step, float grad_scale);
+  CpuAdamW(std::shared_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel, Kernel8bit kernel8);
   void RunTile(const Task& task, size_t begin, size_t end, int64_t step, float grad_scale) const;
   std::shared_ptr<core::ThreadPool> pool_;
   SimdLevel level_;
   AdamWKernel kernel_;
+  Kernel8bit kernel8_;       // the 8-bit step of the same level (adamw_8bit.h)
   std::vector<float> maps_;  // the 8-bit maps: m's 256 codes, then v's
 };
 

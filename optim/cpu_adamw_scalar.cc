@@ -109,8 +109,13 @@ absl::StatusOr<AdamWKernel> KernelFor(SimdLevel level) {
   return absl::InvalidArgumentError("unknown SIMD level");
 }
 
-CpuAdamW::CpuAdamW(std::shared_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel)
-    : pool_(std::move(pool)), level_(level), kernel_(kernel), maps_(HostAdamW8bitMaps().Concatenated()) {}
+CpuAdamW::CpuAdamW(std::shared_ptr<core::ThreadPool> pool, SimdLevel level, AdamWKernel kernel,
+                   Kernel8bit kernel8)
+    : pool_(std::move(pool)),
+      level_(level),
+      kernel_(kernel),
+      kernel8_(kernel8),
+      maps_(HostAdamW8bitMaps().Concatenated()) {}
 CpuAdamW::~CpuAdamW() = default;
 
 absl::StatusOr<std::unique_ptr<CpuAdamW>> CpuAdamW::Create(int threads, SimdLevel level) {
@@ -125,7 +130,9 @@ absl::StatusOr<std::unique_ptr<CpuAdamW>> CpuAdamW::Create(std::shared_ptr<core:
   if (pool == nullptr) return absl::InvalidArgumentError("CpuAdamW: thread pool is null");
   auto kernel = KernelFor(level);
   if (!kernel.ok()) return kernel.status();
-  return std::unique_ptr<CpuAdamW>(new CpuAdamW(std::move(pool), level, *kernel));
+  auto kernel8 = AdamW8bitKernelFor(level);
+  if (!kernel8.ok()) return kernel8.status();
+  return std::unique_ptr<CpuAdamW>(new CpuAdamW(std::move(pool), level, *kernel, *kernel8));
 }
 
 int CpuAdamW::threads() const { return pool_->threads(); }
@@ -167,7 +174,7 @@ static_assert(CpuAdamW::kTileElements % kQuantBlock == 0, "a tile must hold whol
 void CpuAdamW::RunTile(const Task& task, size_t begin, size_t end, int64_t step, float grad_scale) const {
   if (!task.q8.on()) return kernel_(Slice(task.spans, begin, end), task.hyper, step, grad_scale);
   const AdamW8bitMaps maps{maps_.data(), maps_.data() + kMapCodes};
-  CpuAdamW8bit(Slice8bit(task.spans, task.q8, begin, end), maps, task.hyper, step, grad_scale);
+  kernel8_(Slice8bit(task.spans, task.q8, begin, end), maps, task.hyper, step, grad_scale);
 }
 
 void CpuAdamW::Step(const std::vector<Task>& tasks, int64_t step, float grad_scale,

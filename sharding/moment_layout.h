@@ -41,7 +41,7 @@ class MomentLayout {
   const BucketPlan& plan() const { return *plan_; }
   const std::vector<Slot>& slots() const { return slots_; }  // by segment
   size_t shard_numel() const { return plan_->shard_numel(); }
-  size_t scales() const;              // per moment: one per block of the shard
+  size_t scales() const;  // per moment: one per block of the shard
   size_t quantized_numel() const { return quantized_numel_; }
   size_t packed_numel() const { return packed_numel_; }
   // Bytes of both moments in the stored form (codes, scales, packed fp32).

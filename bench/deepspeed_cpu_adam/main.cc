@@ -169,7 +169,7 @@ bool SameUpdate(SizeRun& run, optim::CpuAdamW& runner, const optim::AdamWHyper& 
     std::fprintf(stderr, "DeepSpeed's kernels refused n = %zu (the bf16 cast needs its AVX512 build)\n", n);
     return false;
   }
-  runner.Step({{run.spans, zh}}, 1, 1.0f);
+  runner.Step({{run.spans, zh, {}}}, 1, 1.0f);
   double max_diff = 0;
   size_t bf16_diff = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -210,7 +210,7 @@ std::vector<Config> MakeConfigs(SizeRun& run, const std::vector<size_t>& thread_
                        {}});
     configs.push_back({"zerofit fused (bf16 grad -> bf16 copy)" + suffix,
                        [&run, runner, zh] {
-                         runner->Step({{run.spans, zh}}, ++run.zf_step, 1.0f);
+                         runner->Step({{run.spans, zh, {}}}, ++run.zf_step, 1.0f);
                          return true;
                        },
                        {}});

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -323,6 +324,85 @@ TEST(AdamW8bitTest, ThreadedTilesEqualTheSerialStep) {
   EXPECT_EQ(p, p_ref);
   EXPECT_EQ(m, m_ref);
   EXPECT_EQ(v, v_ref);
+}
+
+}  // namespace
+}  // namespace zerofit::optim
+
+namespace zerofit::optim {
+namespace {
+
+// The AVX-512 8-bit kernel against the scalar oracle, bit for bit (codes, scales, parameters, the copy):
+// random state with every gradient and copy dtype and a ragged last block; then, with beta1 = 0 (the new m
+// is the gradient itself), blocks whose m lands exactly on every midpoint of the signed map, one float
+// either side of it, on +-0, -1 and NaN, against a block absmax of 1: the nearest-code rule at its ties.
+// Skipped where the CPU has no AVX-512 (the scalar kernel runs there).
+TEST(AdamW8bitTest, Avx512KernelEqualsTheScalarOracle) {
+  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const HostAdamW8bitMaps host_maps;
+  const AdamW8bitMaps maps = host_maps.view();
+  const auto run_both = [&](State8 a, const AdamWHyper& h, core::DType out) {
+    State8 b = a;
+    std::vector<uint16_t> out_a(a.p.size()), out_b(a.p.size());
+    AdamW8bitSpans sa = a.Spans(), sb = b.Spans();
+    if (out != core::DType::kFloat32) {
+      sa.param_out = out_a.data();
+      sb.param_out = out_b.data();
+      sa.out_dtype = sb.out_dtype = out;
+    }
+    CpuAdamW8bit(sa, maps, h, 7, 0.75f);
+    CpuAdamW8bitAvx512(sb, maps, h, 7, 0.75f);
+    EXPECT_EQ(std::memcmp(a.p.data(), b.p.data(), a.p.size() * 4), 0);
+    EXPECT_EQ(a.m, b.m);
+    EXPECT_EQ(a.v, b.v);
+    EXPECT_EQ(a.m_absmax, b.m_absmax);
+    EXPECT_EQ(a.v_absmax, b.v_absmax);
+    EXPECT_EQ(out_a, out_b);
+  };
+  for (core::DType out : {core::DType::kFloat32, core::DType::kBFloat16, core::DType::kFloat16}) {
+    SCOPED_TRACE(core::DTypeName(out));
+    run_both(RandomState(5 * kQuantBlock + 37, maps, 17), kHyper, out);
+  }
+  // Gradients as bf16 and fp16 (the staging's dtypes): the same values, read as such.
+  for (core::DType g : {core::DType::kBFloat16, core::DType::kFloat16}) {
+    State8 a = RandomState(3 * kQuantBlock + 5, maps, 19), b = a;
+    std::vector<uint16_t> low(a.g.size());
+    core::ConvertElements(a.g.data(), core::DType::kFloat32, low.data(), g, low.size());
+    AdamW8bitSpans sa = a.Spans(), sb = b.Spans();
+    sa.grad = sb.grad = low.data();
+    sa.grad_dtype = sb.grad_dtype = g;
+    CpuAdamW8bit(sa, maps, kHyper, 2, 1.0f);
+    CpuAdamW8bitAvx512(sb, maps, kHyper, 2, 1.0f);
+    EXPECT_EQ(a.p, b.p) << core::DTypeName(g);
+    EXPECT_EQ(a.m, b.m) << core::DTypeName(g);
+    EXPECT_EQ(a.v_absmax, b.v_absmax) << core::DTypeName(g);
+  }
+  // The ties: m = g exactly (beta1 = 0, grad_scale 1), one 1.0 per block sets its absmax to 1.
+  std::vector<float> x;
+  for (size_t i = 0; i + 1 < kMapCodes; ++i) {
+    const float mid = (host_maps.m[i] + host_maps.m[i + 1]) / 2.0f;
+    x.insert(x.end(), {mid, std::nextafter(mid, -2.0f), std::nextafter(mid, 2.0f)});
+  }
+  x.insert(x.end(), {0.0f, -0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), 1e-30f, -1e-30f});
+  State8 ties = RandomState(0, maps, 1);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (ties.g.size() % kQuantBlock == 0) ties.g.push_back(1.0f);
+    ties.g.push_back(x[i]);
+  }
+  const size_t n = ties.g.size();
+  ties.p.assign(n, 0.5f);
+  ties.m.assign(n, 0);
+  ties.v.assign(n, 0);
+  ties.m_absmax.assign(QuantBlocks(n), 0.0f);
+  ties.v_absmax.assign(QuantBlocks(n), 0.0f);
+  const AdamWHyper zero_betas{1e-3f, 0.0f, 0.0f, 1e-8f, 0.0f};
+  State8 scalar = ties;
+  CpuAdamW8bit(scalar.Spans(), maps, zero_betas, 1, 1.0f);
+  EXPECT_EQ(scalar.m_absmax[0], 1.0f) << "the block's absmax is its 1.0";
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(scalar.m[i], NearestCode(maps.m, ties.g[i])) << "the oracle's codes are NearestCode's";
+  }
+  run_both(ties, zero_betas, core::DType::kFloat32);
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ TEST(CpuAdamWSimdTest, ThreadedRunnerMatchesOneScalarPassOverSeveralTasks) {
       for (size_t i = 0; i < 2; ++i) {
         CpuAdamWScalarKernel(Spans(want[i], DType::kBFloat16, DType::kBFloat16, true), i ? no_decay : decay,
                              5, 1.5f);
-        tasks.push_back({Spans(got[i], DType::kBFloat16, DType::kBFloat16, true), i ? no_decay : decay});
+        tasks.push_back({Spans(got[i], DType::kBFloat16, DType::kBFloat16, true), i ? no_decay : decay, {}});
       }
       (*runner)->Step(tasks, 5, 1.5f);
       for (size_t i = 0; i < 2; ++i)

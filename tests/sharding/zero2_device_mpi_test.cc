@@ -157,9 +157,9 @@ TEST(Zero2OffloadMpiTest, OffloadStepsAsTheOnDeviceUpdaterBitForBit) {
 }
 
 // Offloaded 8-bit moments in host memory: a code of m and of v per shard element, a scale of each per 256,
-// fp32 moments for the parameters under min_8bit_size (norm, w2, head), not pinned (they never cross the
-// bus); the pinned rest is fp32 offload's less its 8 B of moments: the master and gradient shards (4 + 4 B)
-// and the bf16 staging and parameter copy (2 + 2 B).
+// fp32 moments for the parameters under min_8bit_size (norm, w2, head) and the two maps, unpinned (they
+// never cross the bus); the pinned rest is fp32 offload's less its 8 B of moments: the master and gradient
+// shards (4 + 4 B) and the bf16 staging and parameter copy (2 + 2 B).
 TEST(Zero2OffloadMpiTest, OffloadedEightBitMomentsLiveInUnpinnedHostMemory) {
   auto comm = testjob::MakeMpi(absl::Seconds(60));
   ASSERT_NE(comm, nullptr);
@@ -179,7 +179,7 @@ TEST(Zero2OffloadMpiTest, OffloadedEightBitMomentsLiveInUnpinnedHostMemory) {
   for (const ShardSegment& s : plan.segments()) {
     if (plan.params()[s.param].numel < 256) packed += s.numel;
   }
-  const size_t moments = 2 * n + 2 * sizeof(float) * (n / 256) + 8 * packed;
+  const size_t moments = 2 * n + 2 * sizeof(float) * (n / 256) + 8 * packed + 2 * 256 * sizeof(float);
   const Zero2MemoryStats m = (*opt)->memory();
   EXPECT_EQ(m.master_bytes, 4 * n);
   EXPECT_EQ(m.exp_avg_bytes + m.exp_avg_sq_bytes, moments);
