@@ -123,7 +123,9 @@ StepTime EstimateStepTime(const ModelShape& m, const Workload& w, const Strategy
                     std::max(0.0, per_step / bw - (s.zero_stage <= 1 ? kOverlappable * bwd_micro : 0.0));
   if (s.offload) {
     const double shard = trainable / world;
-    t.offload = 2.0 * a * shard / hw.host_link_bytes_per_s + shard / hw.cpu_adam_params_per_s;
+    const double adam_rate =
+        hw.cpu_adam_params_per_s * (w.eight_bit_moments ? hw.cpu_adam_8bit_relative_rate : 1.0);
+    t.offload = 2.0 * a * shard / hw.host_link_bytes_per_s + shard / adam_rate;
   }
   if (w.task == Task::kGrpo) {
     const double prompts_per_gpu = static_cast<double>(w.global_batch) / world;

@@ -85,6 +85,16 @@ TEST(SearchTest, EightBitMomentsAreOffloadedWhereTheDeviceNeedsIt) {
   EXPECT_EQ(offloaded->chosen.memory.host[0].name, "optimizer state (pinned)");
   EXPECT_EQ(offloaded->chosen.memory.host[1].name, "8-bit moments (host)");
   EXPECT_TRUE(offloaded->levers.empty());
+  // The CPU step at the 8-bit kernel's rate (Hardware::cpu_adam_8bit_relative_rate), the copies unchanged:
+  // fp32's offload time is shard x (2 a / link + 1 / rate), which gives the shard.
+  w.eight_bit_moments = false;
+  auto fp32 = MakePlan(*m, w, *hw, pinned);
+  w.eight_bit_moments = true;
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  const double link = 4.0 / hw->host_link_bytes_per_s, rate = hw->cpu_adam_params_per_s;
+  const double shard = fp32->chosen.time.offload / (link + 1.0 / rate);
+  EXPECT_NEAR(offloaded->chosen.time.offload, shard * (link + 1.0 / (rate * hw->cpu_adam_8bit_relative_rate)),
+              1e-9 * offloaded->chosen.time.offload);
 
   auto small_gpus = ParseHardware("8x24GB");
   ASSERT_TRUE(small_gpus.ok());
