@@ -77,6 +77,11 @@ RUNS = [
     # 8-bit AdamW moments: the device peak they save and what the 8-bit step costs against fp32 moments.
     Run("zf-reward-bf16-8bit", "zf", "reward", "bf16", "zerofit reward, bf16, 8-bit AdamW moments (adamw_8bit)",
         peer="hf-reward-bf16", base="zf-reward-bf16", optim="adamw_8bit"),
+    # 8-bit moments in host memory with offload: what the 8-bit CPU step (AVX-512 where the host has it) costs
+    # against fp32 offload's.
+    Run("zf-reward-bf16-8bit-offload", "zf", "reward", "bf16",
+        "zerofit reward, bf16, optimizer offload, 8-bit AdamW moments in host memory", offload=True,
+        peer="hf-reward-bf16", base="zf-reward-bf16-offload", optim="adamw_8bit"),
     Run("hf-dpo-bf16", "hf", "dpo", "bf16", "transformers DPO (LlamaForCausalLM policy + reference), bf16"),
     Run("zf-dpo-bf16", "zf", "dpo", "bf16", "zerofit DPO, bf16", peer="hf-dpo-bf16"),
     # SFT (the usual first stage): 2 x pairs examples a step, so that a step holds the same 16 sequences as the

@@ -43,7 +43,7 @@ START=$(date +%s)
 BUDGET=${SESSION_BUDGET:-560}
 GENERATION_ARGS=${GENERATION_ARGS:-'--caches "static dynamic" --batches "8 32" --hf-batches "8 32" --unfused cuda_graph'}
 BUILD_TARGETS=${BUILD_TARGETS:-zerofit_train_prefs zerofit zerofit_make_arith_prefs zerofit_generation_bench generation_test cuda_allocations_test recomputed_call_test fused_kernels_test device_gpu_test}
-BENCH_ROWS=${BENCH_ROWS:-zf-reward-bf16,zf-reward-bf16-unfused,zf-reward-bf16-8bit,zf-reward-bf16-offload,zf-reward-bf16-offload-dpu,hf-reward-bf16,hf-dpo-v128k-bf16,zf-dpo-v128k-bf16-offload}
+BENCH_ROWS=${BENCH_ROWS:-zf-reward-bf16,zf-reward-bf16-unfused,zf-reward-bf16-8bit,zf-reward-bf16-offload,zf-reward-bf16-8bit-offload,zf-reward-bf16-offload-dpu,hf-reward-bf16,hf-dpo-v128k-bf16,zf-dpo-v128k-bf16-offload}
 WORK=/tmp/zerofit-session
 DEST=${OUT:-$WORK/out}
 mkdir -p "$WORK" "$DEST"

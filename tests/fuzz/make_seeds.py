@@ -101,6 +101,9 @@ write("job_spec", "grpo_rloo.yaml",
       "rewards: [{type: answer}]\n")
 write("job_spec", "optim_8bit.yaml",
       "task: reward\nmodel: m\ndata: d\ntraining: {optim: adamw_bnb_8bit, min_8bit_size: 1024, steps: 5}\n")
+write("job_spec", "optim_8bit_offload.yaml",
+      "task: dpo\nmodel: m\ndata: d\ntraining: {optim: adamw_8bit, offload: true, delayed_update_from: 10, "
+      "steps: 20}\n")
 write("job_spec", "dpo_objectives.yaml",
       "task: dpo\nmodel: /models/qwen2.5-0.5b\ndata: /data/prefs\ntraining: {steps: 10, global_batch: 8}\n"
       "dpo: {beta: 0.1, loss_type: discopop, discopop_tau: 0.1, rpo_alpha: 1.0, reference_free: true}\n")

@@ -22,7 +22,7 @@ import transformers_prefs_bench as hf  # noqa: E402  (must not import torch at m
 class PlanTest(unittest.TestCase):
     def test_all_runs_and_peers(self):
         ids = [r.id for r in t.select_runs("")]
-        self.assertEqual(len(ids), 16)
+        self.assertEqual(len(ids), 17)
         for r in t.RUNS:
             if r.impl == "zf":
                 self.assertIn(r.peer, ids, r.id)
@@ -39,7 +39,7 @@ class PlanTest(unittest.TestCase):
     def test_only(self):
         self.assertEqual([r.id for r in t.select_runs("zf-reward-*, hf-dpo-bf16")],
                          ["zf-reward-bf16", "zf-reward-bf16-unfused", "zf-reward-bf16-offload",
-                          "zf-reward-bf16-offload-dpu", "zf-reward-bf16-8bit",
+                          "zf-reward-bf16-offload-dpu", "zf-reward-bf16-8bit", "zf-reward-bf16-8bit-offload",
                           "hf-dpo-bf16", "zf-reward-long-ckpt"])
         with self.assertRaises(ValueError):
             t.select_runs("zf-nothing")
