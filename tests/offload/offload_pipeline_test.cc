@@ -173,6 +173,23 @@ TEST(OffloadPipelineLazyZeroTest, RangesNoReceiveCoveredReadAsZero) {
   for (int k = 0; k < 1000; ++k) ASSERT_EQ(g[k], static_cast<float>(k + 1)) << k;
 }
 
+// Two micro-batches' random gradients (seeds seed, seed + 1) in device memory, as reduced shards land.
+struct TwoSources {
+  device::Buffer g1, g2;
+  static TwoSources Make(device::Device& device, DType dtype, size_t n, uint32_t seed) {
+    TwoSources t;
+    for (auto [buffer, s] : {std::pair<device::Buffer*, uint32_t>{&t.g1, seed}, {&t.g2, seed + 1}}) {
+      const std::vector<char> g = RandomGradients(dtype, n, s);
+      auto b = device.Allocate(g.size(), device::MemoryKind::kDevice);
+      EXPECT_TRUE(b.ok()) << b.status();
+      if (!b.ok()) return t;
+      std::memcpy(b->data(), g.data(), g.size());
+      *buffer = std::move(*b);
+    }
+    return t;
+  }
+};
+
 // The norm and AdamW of a step whose buckets were received once (staged, bf16), twice (accumulated in
 // fp32), or not at all (zero), against the same pipeline state read through gradients(i), which converts
 // everything to fp32 first: bit for bit, for the master weights, both moments and the bf16 parameter copy.
@@ -184,13 +201,10 @@ TEST_P(OffloadPipelineStagedTest, NormAndAdamWReadTheStagingWithTheBitsOfTheFp32
   const std::vector<size_t> buckets = {70000, 3, 200001, 40000};  // received: once, twice, once, never
   size_t total = 0;
   for (size_t b : buckets) total += b;
-  const std::vector<char> g1 = RandomGradients(dtype, total, 11);
-  const std::vector<char> g2 = RandomGradients(dtype, total, 12);
-  auto src1 = device.Allocate(g1.size(), device::MemoryKind::kDevice);
-  auto src2 = device.Allocate(g2.size(), device::MemoryKind::kDevice);
-  ASSERT_TRUE(src1.ok() && src2.ok());
-  std::memcpy(src1->data(), g1.data(), g1.size());
-  std::memcpy(src2->data(), g2.data(), g2.size());
+  TwoSources sources = TwoSources::Make(device, dtype, total, 11);
+  device::Buffer* src1 = &sources.g1;
+  device::Buffer* src2 = &sources.g2;
+  ASSERT_FALSE(src1->empty() || src2->empty());
   OffloadPipelineOptions o;
   o.shard_numel = total;
   o.param_dtype = dtype;
@@ -276,12 +290,10 @@ TEST(OffloadPipeline8bitTest, EightBitSpansUpdateWholeBlocksWhereverTheGradientL
   device::TestDevice device;
   constexpr size_t kTotal = 4828;  // 8-bit [0, 2560) and [3328, 4828), fp32 [2560, 3260), padding between
   // Receives: [0, 1000) once, [1000, 1003) twice, [1003, 3328) once, [3328, 4100) once, [4100, 4828) never.
-  const std::vector<char> g1 = RandomGradients(dtype, kTotal, 21), g2 = RandomGradients(dtype, kTotal, 22);
-  auto src1 = device.Allocate(g1.size(), device::MemoryKind::kDevice);
-  auto src2 = device.Allocate(g2.size(), device::MemoryKind::kDevice);
-  ASSERT_TRUE(src1.ok() && src2.ok());
-  std::memcpy(src1->data(), g1.data(), g1.size());
-  std::memcpy(src2->data(), g2.data(), g2.size());
+  TwoSources sources = TwoSources::Make(device, dtype, kTotal, 21);
+  device::Buffer* src1 = &sources.g1;
+  device::Buffer* src2 = &sources.g2;
+  ASSERT_FALSE(src1->empty() || src2->empty());
   OffloadPipelineOptions o;
   o.shard_numel = kTotal;
   o.param_dtype = dtype;
