@@ -43,7 +43,7 @@ void HostQuantizedMoments::Place(size_t segment, OffloadPipeline::Span* span) {
 void HostQuantizedMoments::CopyToHost(float* m, float* v, float* m_absmax, float* v_absmax) {
   layout_.ToFp32(maps_.m.data(), this->m(), m);
   layout_.ToFp32(maps_.v.data(), this->v(), v);
-  CopyScalesToHost(m_absmax, v_absmax);
+  if (m_absmax != nullptr) CopyScalesToHost(m_absmax, v_absmax);
 }
 
 void HostQuantizedMoments::CopyScalesToHost(float* m_absmax, float* v_absmax) const {

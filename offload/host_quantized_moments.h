@@ -30,7 +30,7 @@ class HostQuantizedMoments {
   void Place(size_t segment, OffloadPipeline::Span* span);
 
   // Host copies, shard_numel fp32 each (padding 0): the moments dequantised, and scales() floats each of the
-  // block scales (blocks of fp32-moment parameters and of padding read 0).
+  // block scales (blocks of fp32-moment parameters and of padding read 0), unless m_absmax is null.
   void CopyToHost(float* m, float* v, float* m_absmax, float* v_absmax);
   void CopyScalesToHost(float* m_absmax, float* v_absmax) const;
   // The reverse (sharding::MomentLayout::FromFp32: a checkpoint's scales give back its codes); the scales

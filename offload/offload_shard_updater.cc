@@ -1,7 +1,6 @@
 #include "offload/offload_shard_updater.h"
 
 #include <cstring>
-#include <vector>
 
 #include "core/status_macros.h"
 
@@ -136,8 +135,7 @@ absl::Status OffloadShardUpdater::CopyStateToHost(float* master, float* m, float
   if (bytes == 0) return absl::OkStatus();
   std::memcpy(master, this->master(), bytes);
   if (q8_ != nullptr) {
-    std::vector<float> m_absmax(q8_->scales()), v_absmax(q8_->scales());
-    q8_->CopyToHost(m, v, m_absmax.data(), v_absmax.data());
+    q8_->CopyToHost(m, v, nullptr, nullptr);  // the scales: CopyMomentScalesToHost
     return absl::OkStatus();
   }
   std::memcpy(m, exp_avg(), bytes);

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdint>
 
-#include "optim/adamw_8bit.h"
 #include "optim/cpu_adamw.h"
 
 namespace zerofit::optim::internal {

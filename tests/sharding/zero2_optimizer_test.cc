@@ -727,13 +727,17 @@ TEST(Zero2OptimizerTest, OffloadUpdaterFactoryGetsTheEnginesArguments) {
   o.offload.enabled = true;
   o.offload.threads = 3;
   o.offload.delayed_update_from = 40;
+  o.moments.format = optim::MomentFormat::kBlockwise8bit;  // with offload: the moments in host memory
+  o.moments.min_8bit_size = 7;
   OffloadUpdaterArgs seen;  // its pointers die with the failed optimizer: only compared with null
   size_t shard_numel = 0;
+  bool blocks_aligned = true;
   Zero2Devices devices;
   devices.offload_updater =
       [&](const OffloadUpdaterArgs& a) -> absl::StatusOr<std::unique_ptr<OffloadUpdater>> {
     seen = a;
     if (a.plan != nullptr) shard_numel = a.plan->shard_numel();
+    for (const ShardSegment& seg : a.plan->segments()) blocks_aligned &= seg.shard_offset % 256 == 0;
     return absl::UnavailableError("fake updater");
   };
   const auto opt = Zero2Optimizer::Create(ThreeParams(), o, &comm, devices);
@@ -745,6 +749,9 @@ TEST(Zero2OptimizerTest, OffloadUpdaterFactoryGetsTheEnginesArguments) {
   EXPECT_NE(seen.profile, nullptr);
   EXPECT_EQ(seen.options.threads, 3);
   EXPECT_EQ(seen.options.delayed_update_from, 40);
+  EXPECT_TRUE(seen.moments.quantized());
+  EXPECT_EQ(seen.moments.min_8bit_size, 7u);
+  EXPECT_TRUE(blocks_aligned) << "8-bit moments' segments start on 256-element blocks, offloaded too";
   EXPECT_EQ(seen.timeout, comm.options().timeout);
 }
 
