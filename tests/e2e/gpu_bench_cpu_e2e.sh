@@ -50,8 +50,9 @@ sed -n '/step breakdown/,$p' "$TABLE" | grep '^| `zf-reward-bf16-offload` ' |
   fail "--dry-run exited $?: $(cat "$D/dry.log")"
 [[ $(grep -c 'transformers_prefs_bench.py .*--seq 1024' "$D/dry.log") == 5 &&
   $(grep -c 'zf-sft-bf16: .*--task sft .*--global-batch 16 --micro 1 --max-length 1024' "$D/dry.log") == 1 &&
-  $(grep -c 'zerofit_train_prefs .*--global-batch 8 --micro 1 --max-length 1024' "$D/dry.log") == 8 &&
+  $(grep -c 'zerofit_train_prefs .*--global-batch 8 --micro 1 --max-length 1024' "$D/dry.log") == 9 &&
   $(grep -c 'zf-reward-bf16-8bit: .*--optim adamw_8bit' "$D/dry.log") == 1 &&
+  $(grep 'zf-reward-bf16-8bit-offload: ' "$D/dry.log" | grep -- '--offload' | grep -c -- '--optim adamw_8bit') == 1 &&
   $(grep -c 'zf-reward-bf16-unfused: .*--fused-kernels off' "$D/dry.log") == 1 &&
   $(grep -c 'zf-reward-bf16-offload-dpu: .*--offload --threads [0-9]* --dpu-start 1' "$D/dry.log") == 1 &&
   $(grep -c -- '--seq 4096 .*--checkpointing\|--max-length 4096 .*--checkpointing' "$D/dry.log") == 2 ]] ||

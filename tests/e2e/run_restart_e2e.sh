@@ -7,7 +7,7 @@
 # --overwrite-checkpoints, which replaces only zerofit's folders. A job whose input files are missing is
 # refused before anything starts, at the spec's line; one whose workers cannot start (a malformed data file)
 # fails at once, after one launch, whatever max_restarts says. `zerofit status`, `logs` and `metrics` read a
-# finished run's state directory. The kill -9 recovery again with 8-bit AdamW moments.
+# finished run's state directory. The kill -9 recovery again with 8-bit AdamW moments, offloaded.
 # usage: run_restart_e2e.sh path/to/zerofit path/to/zerofit_make_arith_prefs
 set -u
 Z="$1"
@@ -48,10 +48,13 @@ for r in 0 1; do
   cmp "$D/ck_straight/step-00000160/rank-0000$r.safetensors" "$D/ck_killed/step-00000160/rank-0000$r.safetensors" \
     || fail "rank $r state differs from the uninterrupted run"
 done
-# The same with 8-bit AdamW moments (training.optim: adamw_8bit): the checkpoint's block scales restore the
-# killed worker's codes, so the final state is the uninterrupted run's byte for byte, scales included.
+# The same with 8-bit AdamW moments (training.optim: adamw_8bit), the killed run with optimizer offload (its
+# moments in host memory): the checkpoint's block scales restore the killed worker's codes, and offload steps
+# with the on-device updater's bits, so the final state is the uninterrupted on-device run's byte for byte,
+# scales included.
 spec straight8 "$D/ck_straight8" "optim: adamw_8bit"
-spec killed8 "$D/ck_killed8" "optim: adamw_8bit"
+spec killed8 "$D/ck_killed8" "optim: adamw_8bit
+  offload: true"
 "$Z" run "$D/straight8.yaml" --state-dir "$D/s8a" > "$D/straight8.log" 2>&1 || { cat "$D/straight8.log"; fail "8-bit run"; }
 "$Z" run "$D/killed8.yaml" --state-dir "$D/s8b" > "$D/killed8.log" 2>&1 &
 RUN=$!
@@ -134,4 +137,4 @@ for _ in $(seq 50); do flock -n "$D/s1/lock" true || break; sleep 0.1; done
 out=$("$Z" status --state-dir "$D/s1" 2>&1) && { kill $LOCKER; fail "read the store under a held lock: $out"; }
 kill $LOCKER; wait $LOCKER 2> /dev/null
 echo "$out" | grep -q "no coordinator address" || fail "under a held lock: $out"
-echo "PASS (killed after step 60, resumed at step $resumed, with 8-bit moments at step $resumed8; a new job left another job's checkpoint alone, and replaced it when asked; a job without its data dir was refused before the launch, at its line; one with bad data failed after one launch in ${took} s)"
+echo "PASS (killed after step 60, resumed at step $resumed, with offloaded 8-bit moments at step $resumed8 (= the on-device run); a new job left another job's checkpoint alone, and replaced it when asked; a job without its data dir was refused before the launch, at its line; one with bad data failed after one launch in ${took} s)"
