@@ -1,7 +1,7 @@
 // CPU AdamW throughput, side by side in one process: zerofit's kernels (scalar oracle, AVX2, AVX-512) on 1..T
 // threads vs LibTorch's torch::optim::AdamW on the same number of parameters and threads, and vs the memory
 // bandwidth bound (bytes touched per parameter / STREAM-triad bandwidth measured here with the same threads);
-// then the 8-bit step (scalar oracle, AVX-512) with the same threads.
+// then the 8-bit step (scalar oracle, AVX2, AVX-512) with the same threads.
 //
 //   cpu_adamw_bench [--n 67108864] [--reps 7] [--max-threads 2]
 //
@@ -206,9 +206,9 @@ void AddAdamWRuns(Bench& b, int t) {
 }
 
 // The 8-bit step (bitsandbytes' AdamW8bit, as the offload pipeline runs it: tiles of whole 256-element
-// blocks), the scalar oracle and the AVX-512 kernel where the CPU has it, with bf16 gradients and a bf16
-// parameter copy: 16 bytes per element (p 4 + 4, g 2, m and v 1 + 1 each, copy 2; the scales are 1/32 of
-// that).
+// blocks), the scalar oracle and the AVX2 and AVX-512 kernels where the CPU has them, with bf16 gradients and
+// a bf16 parameter copy: 16 bytes per element (p 4 + 4, g 2, m and v 1 + 1 each, copy 2; the scales are 1/32
+// of that).
 void AddAdamW8bitRun(Bench& b, int t, optim::SimdLevel level) {
   auto r = optim::CpuAdamW::Create(t, level);
   if (!r.ok()) return;
@@ -224,7 +224,7 @@ void AddAdamW8bitRun(Bench& b, int t, optim::SimdLevel level) {
   task.q8 = optim::Moments8bit{b.mq.as<uint8_t>(), b.vq.as<uint8_t>(), b.m_absmax.as<float>(),
                                b.v_absmax.as<float>()};
   task.hyper = b.hyper;
-  const std::string kernel = level == optim::SimdLevel::kAvx512 ? "avx512" : "scalar";
+  const std::string kernel = optim::SimdLevelName(level);
   b.configs.push_back(
       {"zerofit 8-bit " + kernel + " " + std::to_string(t) + "T, bf16 grad -> bf16 param copy",
        [runner, task, &b] { runner->Step({task}, ++b.step, 1.0f); },
@@ -270,7 +270,8 @@ int Main(int argc, char** argv) {
   for (int t = 1; t <= flags->max_threads; ++t) {
     AddBandwidthProbes(b, t);
     AddAdamWRuns(b, t);
-    for (optim::SimdLevel level : {optim::SimdLevel::kScalar, optim::SimdLevel::kAvx512})
+    for (optim::SimdLevel level :
+         {optim::SimdLevel::kScalar, optim::SimdLevel::kAvx2, optim::SimdLevel::kAvx512})
       AddAdamW8bitRun(b, t, level);
   }
   for (Config& c : b.configs) c.run();  // warm-up: page faults, torch state allocation

@@ -36,6 +36,11 @@ void CpuAdamW8bit(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const 
   }
 }
 
+void CpuAdamW8bitAvx2(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
+                      int64_t step, float grad_scale) {
+  internal::AdamW8bitAvx2Body(spans, maps, internal::MakeConstants(hyper, step, grad_scale));
+}
+
 void CpuAdamW8bitAvx512(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
                         int64_t step, float grad_scale) {
   internal::AdamW8bitAvx512Body(spans, maps, internal::MakeConstants(hyper, step, grad_scale));
@@ -44,7 +49,15 @@ void CpuAdamW8bitAvx512(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, 
 absl::StatusOr<AdamW8bitKernel> AdamW8bitKernelFor(SimdLevel level) {
   const absl::StatusOr<AdamWKernel> runs = KernelFor(level);  // whether this CPU runs `level`
   if (!runs.ok()) return runs.status();
-  return level == SimdLevel::kAvx512 ? &CpuAdamW8bitAvx512 : &CpuAdamW8bit;
+  switch (level) {
+    case SimdLevel::kAvx512:
+      return &CpuAdamW8bitAvx512;
+    case SimdLevel::kAvx2:
+      return &CpuAdamW8bitAvx2;
+    case SimdLevel::kScalar:
+      break;
+  }
+  return &CpuAdamW8bit;
 }
 
 }  // namespace zerofit::optim

@@ -54,14 +54,16 @@ struct HostAdamW8bitMaps {
 // the scalar oracle.
 void CpuAdamW8bit(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
                   int64_t step, float grad_scale);
-// The same step with AVX-512 (F, BW, VL), bit for bit the oracle; only where CPUID says so.
+// The same step with AVX2 (+FMA, F16C) and with AVX-512 (F, BW, VL), bit for bit the oracle; only where
+// CPUID says so.
+void CpuAdamW8bitAvx2(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
+                      int64_t step, float grad_scale);
 void CpuAdamW8bitAvx512(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
                         int64_t step, float grad_scale);
 
 using AdamW8bitKernel = void (*)(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps,
                                  const AdamWHyper& hyper, int64_t step, float grad_scale);
-// The 8-bit kernel for `level`: AVX-512's, else the scalar oracle (AVX2 has none: its gathers are slow and
-// it has no masked byte stores); InvalidArgument if this CPU cannot run `level`.
+// The 8-bit kernel for `level` (scalar, AVX2, AVX-512); InvalidArgument if this CPU cannot run `level`.
 absl::StatusOr<AdamW8bitKernel> AdamW8bitKernelFor(SimdLevel level);
 
 // Bitsandbytes keeps fp32 moments for tensors of fewer than min_8bit_size elements (4096 by default: norms,

@@ -26,6 +26,7 @@ AdamWConstants MakeConstants(const AdamWHyper& h, int64_t step, float grad_scale
 void AdamWAvx2Body(const AdamWSpans& s, const AdamWConstants& c);
 void AdamWAvx512Body(const AdamWSpans& s, const AdamWConstants& c);
 // The 8-bit step (adamw_8bit.h) on every block of `s`, bit for bit CpuAdamW8bit.
+void AdamW8bitAvx2Body(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const AdamWConstants& c);
 void AdamW8bitAvx512Body(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const AdamWConstants& c);
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "optim/adamw_8bit.h"
 #include "optim/adamw_dispatch.h"
 
 namespace zerofit::optim::internal {
@@ -123,8 +124,163 @@ struct Body {
   }
 };
 
+// The 8-bit step (adamw_8bit.h) with AVX2, in CpuAdamW8bit's operations (see the AVX-512 body): dequantise,
+// AdamW, the block's absmax (a NaN ignored), quantise. The nearest code as the AVX-512 body counts it, with
+// groups of 32 for 8 lanes: the group g < 8 from the 7 groups' last midpoints mid[32 g' + 31], the offset
+// t < 32 from the group's other 31 (col[t] lane g = mid[32 g + t], a register permute each: a gather-based
+// search ran no faster than the scalar code on Zen 5); the count is 32 g + t.
+struct MidColumns {
+  __m256 col[31];
+  float ends[7];  // group g's last midpoint, mid[32 g + 31]
+  explicit MidColumns(const float* map) {
+    alignas(32) float cols[32][8];
+    for (size_t i = 0; i + 1 < kMapCodes; ++i) cols[i % 32][i / 32] = (map[i] + map[i + 1]) / 2.0f;
+    for (int t = 0; t < 31; ++t) col[t] = _mm256_load_ps(cols[t]);
+    for (int g = 0; g < 7; ++g) ends[g] = cols[31][g];
+  }
+};
+
+// The codes of 8 lanes nearest to x / absmax.
+__m256i NearestCodes(const MidColumns& mids, __m256 x, float absmax) {
+  x = _mm256_mul_ps(x, _mm256_set1_ps(1.0f / (absmax < 1e-38f ? 1e-38f : absmax)));
+  x = _mm256_blendv_ps(x, _mm256_set1_ps(-1.0f), _mm256_cmp_ps(x, _mm256_set1_ps(-1.0f), _CMP_LT_OQ));
+  x = _mm256_blendv_ps(x, _mm256_set1_ps(1.0f), _mm256_cmp_ps(_mm256_set1_ps(1.0f), x, _CMP_LT_OQ));
+  __m256i group = _mm256_setzero_si256(), offset = _mm256_setzero_si256();
+#pragma GCC unroll 7
+  for (int j = 0; j < 7; ++j) {  // the group: how many groups' last midpoints are not >= x
+    const __m256 below = _mm256_cmp_ps(_mm256_set1_ps(mids.ends[j]), x, _CMP_NGE_UQ);
+    group = _mm256_sub_epi32(group, _mm256_castps_si256(below));  // a true lane is -1
+  }
+  // The group's midpoints ascend: those not >= x are a prefix, and their count is the offset. 31
+  // independent permutes (a halving search would chain up to 16 selects).
+#pragma GCC unroll 31
+  for (int c = 0; c < 31; ++c) {
+    const __m256 below = _mm256_cmp_ps(_mm256_permutevar8x32_ps(mids.col[c], group), x, _CMP_NGE_UQ);
+    offset = _mm256_sub_epi32(offset, _mm256_castps_si256(below));  // a true lane is -1
+  }
+  return _mm256_add_epi32(_mm256_slli_epi32(group, 5), offset);
+}
+
+template <DType G, int kOut>
+struct Body8bit {
+  static void Run(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const AdamWConstants& c) {
+    const MidColumns mids_m(maps.m), mids_v(maps.v);
+    for (size_t at = 0; at < s.n; at += kQuantBlock) {
+      const size_t len = s.n - at < kQuantBlock ? s.n - at : kQuantBlock;
+      UpdateBlock(s, maps, mids_m, mids_v, c, at, len);
+    }
+  }
+
+  // 8 elements from p, g, the codes mc and vc (in the block's chunk `i`); the new moments go to m_new and
+  // v_new, their magnitudes into the maxima for the first `live` lanes.
+  struct Chunk {
+    float* p;
+    const void* g;
+    const uint8_t* mc;
+    const uint8_t* vc;
+    void* out;
+  };
+
+  static void UpdateBlock(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const MidColumns& mids_m,
+                          const MidColumns& mids_v, const AdamWConstants& c, size_t at, size_t len) {
+    const size_t b = at / kQuantBlock;
+    const float m_scale = s.m_absmax[b], v_scale = s.v_absmax[b];
+    alignas(32) float m_new[kQuantBlock], v_new[kQuantBlock];
+    __m256 m_max = _mm256_setzero_ps(), v_max = _mm256_setzero_ps();
+    constexpr size_t kGradBytes = G == DType::kFloat32 ? 4 : 2, kOutBytes = kOut == 1 ? 4 : 2;
+    for (size_t i = 0; i < len; i += 8) {
+      const size_t live = len - i < 8 ? len - i : 8;
+      const size_t e = at + i;
+      if (live == 8) {
+        Step(Chunk{s.param + e, static_cast<const char*>(s.grad) + e * kGradBytes, s.m + e, s.v + e,
+                   s.param_out == nullptr ? nullptr : static_cast<char*>(s.param_out) + e * kOutBytes},
+             maps, m_scale, v_scale, c, 8, m_new + i, v_new + i, &m_max, &v_max);
+        continue;
+      }
+      // The ragged end of the last block: the same code on zero-padded copies, the live lanes copied back.
+      alignas(32) float p[8] = {};
+      alignas(32) uint8_t g[32] = {}, mc[8] = {}, vc[8] = {}, out[32] = {};
+      std::memcpy(p, s.param + e, live * 4);
+      std::memcpy(g, static_cast<const char*>(s.grad) + e * kGradBytes, live * kGradBytes);
+      std::memcpy(mc, s.m + e, live);
+      std::memcpy(vc, s.v + e, live);
+      alignas(32) float mt[8], vt[8];
+      Step(Chunk{p, g, mc, vc, out}, maps, m_scale, v_scale, c, live, mt, vt, &m_max, &v_max);
+      std::memcpy(s.param + e, p, live * 4);
+      if (kOut != 0) std::memcpy(static_cast<char*>(s.param_out) + e * kOutBytes, out, live * kOutBytes);
+      std::memcpy(m_new + i, mt, live * 4);
+      std::memcpy(v_new + i, vt, live * 4);
+    }
+    s.m_absmax[b] = HorizontalMax(m_max);
+    s.v_absmax[b] = HorizontalMax(v_max);
+    for (size_t i = 0; i < len; i += 8) {
+      const size_t live = len - i < 8 ? len - i : 8;
+      StoreCodes(NearestCodes(mids_m, Load8(m_new + i, live), s.m_absmax[b]), s.m + at + i, live);
+      StoreCodes(NearestCodes(mids_v, Load8(v_new + i, live), s.v_absmax[b]), s.v + at + i, live);
+    }
+  }
+
+  static void Step(const Chunk& k, const AdamW8bitMaps& maps, float m_scale, float v_scale,
+                   const AdamWConstants& c, size_t live, float* m_new, float* v_new, __m256* m_max,
+                   __m256* v_max) {
+    const __m256i mc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.mc)));
+    const __m256i vc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.vc)));
+    const __m256 m = _mm256_mul_ps(_mm256_i32gather_ps(maps.m, mc, 4), _mm256_set1_ps(m_scale));
+    const __m256 v = _mm256_mul_ps(_mm256_i32gather_ps(maps.v, vc, 4), _mm256_set1_ps(v_scale));
+    const __m256 g = _mm256_mul_ps(LoadGrad<G>(k.g, 0), _mm256_set1_ps(c.grad_scale));
+    const __m256 decayed = _mm256_mul_ps(_mm256_loadu_ps(k.p), _mm256_set1_ps(c.decay));
+    const __m256 mi =
+        _mm256_fmadd_ps(_mm256_set1_ps(c.b1), m, _mm256_mul_ps(_mm256_set1_ps(c.one_minus_b1), g));
+    const __m256 vi = _mm256_fmadd_ps(_mm256_set1_ps(c.b2), v,
+                                      _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(c.one_minus_b2), g), g));
+    const __m256 denom =
+        _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), _mm256_set1_ps(c.sqrt_bc2)), _mm256_set1_ps(c.eps));
+    const __m256 r = _mm256_fmadd_ps(_mm256_set1_ps(c.neg_step_size), _mm256_div_ps(mi, denom), decayed);
+    _mm256_storeu_ps(k.p, r);
+    if constexpr (kOut == 1) _mm256_storeu_ps(static_cast<float*>(k.out), r);
+    if constexpr (kOut == 2) _mm_storeu_si128(static_cast<__m128i*>(k.out), ToBf16(r));
+    if constexpr (kOut == 3) {
+      _mm_storeu_si128(static_cast<__m128i*>(k.out),
+                       _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    _mm256_store_ps(m_new, mi);
+    _mm256_store_ps(v_new, vi);
+    // max(|x|, acc) keeps acc where |x| is NaN or not larger (std::max(acc, |x|)'s choice); dead lanes keep
+    // it.
+    const __m256 live_lanes = _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+        _mm256_set1_epi32(static_cast<int>(live)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    *m_max = _mm256_blendv_ps(*m_max, _mm256_max_ps(_mm256_and_ps(mi, abs_mask), *m_max), live_lanes);
+    *v_max = _mm256_blendv_ps(*v_max, _mm256_max_ps(_mm256_and_ps(vi, abs_mask), *v_max), live_lanes);
+  }
+
+  static float HorizontalMax(__m256 x) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, x);
+    float best = 0.0f;
+    for (float l : lanes) best = best < l ? l : best;
+    return best;
+  }
+
+  static __m256 Load8(const float* x, size_t live) {
+    alignas(32) float padded[8] = {};
+    std::memcpy(padded, x, live * 4);
+    return _mm256_load_ps(padded);
+  }
+
+  static void StoreCodes(__m256i codes, uint8_t* out, size_t live) {
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), codes);
+    for (size_t k = 0; k < live; ++k) out[k] = static_cast<uint8_t>(lanes[k]);
+  }
+};
+
 }  // namespace
 
 void AdamWAvx2Body(const AdamWSpans& s, const AdamWConstants& c) { DispatchAdamW<Body>(s, c); }
+
+void AdamW8bitAvx2Body(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const AdamWConstants& c) {
+  DispatchAdamW<Body8bit>(s, maps, c);
+}
 
 }  // namespace zerofit::optim::internal

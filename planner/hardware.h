@@ -36,12 +36,12 @@ struct Hardware {
   double inter_node_bytes_per_s = 25e9;   // per GPU share of the node's network, one direction
   double host_link_bytes_per_s = 25e9;    // GPU <-> pinned host (PCIe), one direction
   double cpu_adam_params_per_s = 1.0e9;   // CPU AdamW updates per second per GPU's share of the node's cores
-  // The 8-bit CPU AdamW's rate relative to the fp32 one (offload with training.optim: adamw_8bit): 0.2,
-  // measured with cpu_adamw_bench on 2 Zen 5 cores at 64M parameters (446.5 vs 2208.5 Mparam/s, AVX-512,
-  // bf16 gradients and copy; 0.11 on one core; BENCHMARKS.md "8-bit AdamW moments with offload"). The 8-bit
+  // The 8-bit CPU AdamW's rate relative to the fp32 one (offload with training.optim: adamw_8bit): 0.25,
+  // measured with cpu_adamw_bench on 2 Zen 5 cores at 64M parameters (566.6 vs 2217.6 Mparam/s, AVX-512,
+  // bf16 gradients and copy; 0.14 on one core; BENCHMARKS.md "8-bit AdamW moments with offload"). The 8-bit
   // step is compute-bound and scales with cores where the fp32 one is memory-bound: with more cores per GPU
-  // the ratio is higher.
-  double cpu_adam_8bit_relative_rate = 0.2;
+  // the ratio is higher. A host without AVX-512 runs the AVX2 kernel: 0.11 there, the term 2.3x optimistic.
+  double cpu_adam_8bit_relative_rate = 0.25;
   // Host time of one eager decode step per decoder layer: LibTorch dispatching the layer's operators and
   // launching their kernels. Measured on an H200's host (LibTorch 2.11, Qwen2.5-0.5B shape in bf16, 24
   // layers, 2026-11-27): 13.36 ms a step at batch 8 whatever the length, the device idle most of it

@@ -332,13 +332,17 @@ TEST(AdamW8bitTest, ThreadedTilesEqualTheSerialStep) {
 namespace zerofit::optim {
 namespace {
 
-// The AVX-512 8-bit kernel against the scalar oracle, bit for bit (codes, scales, parameters, the copy):
-// random state with every gradient and copy dtype and a ragged last block; then, with beta1 = 0 (the new m
-// is the gradient itself), blocks whose m lands exactly on every midpoint of the signed map, one float
-// either side of it, on +-0, -1 and NaN, against a block absmax of 1: the nearest-code rule at its ties.
-// Skipped where the CPU has no AVX-512 (the scalar kernel runs there).
-TEST(AdamW8bitTest, Avx512KernelEqualsTheScalarOracle) {
-  if (DetectSimdLevel() != SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+// The SIMD 8-bit kernels (AVX2, AVX-512) against the scalar oracle, bit for bit (codes, scales, parameters,
+// the copy): random state with every gradient and copy dtype and a ragged last block; then, with beta1 = 0
+// (the new m is the gradient itself), blocks whose m lands exactly on every midpoint of the signed map, one
+// float either side of it, on +-0, -1 and NaN, against a block absmax of 1: the nearest-code rule at its
+// ties. Each kernel only where the CPU runs it (skipped where none does).
+class AdamW8bitSimdTest : public ::testing::TestWithParam<SimdLevel> {};
+
+TEST_P(AdamW8bitSimdTest, KernelEqualsTheScalarOracle) {
+  auto simd = AdamW8bitKernelFor(GetParam());
+  if (!simd.ok()) GTEST_SKIP() << simd.status();
+  const AdamW8bitKernel kernel = *simd;
   const HostAdamW8bitMaps host_maps;
   const AdamW8bitMaps maps = host_maps.view();
   const auto run_both = [&](State8 a, const AdamWHyper& h, core::DType out) {
@@ -351,7 +355,7 @@ TEST(AdamW8bitTest, Avx512KernelEqualsTheScalarOracle) {
       sa.out_dtype = sb.out_dtype = out;
     }
     CpuAdamW8bit(sa, maps, h, 7, 0.75f);
-    CpuAdamW8bitAvx512(sb, maps, h, 7, 0.75f);
+    kernel(sb, maps, h, 7, 0.75f);
     EXPECT_EQ(std::memcmp(a.p.data(), b.p.data(), a.p.size() * 4), 0);
     EXPECT_EQ(a.m, b.m);
     EXPECT_EQ(a.v, b.v);
@@ -372,7 +376,7 @@ TEST(AdamW8bitTest, Avx512KernelEqualsTheScalarOracle) {
     sa.grad = sb.grad = low.data();
     sa.grad_dtype = sb.grad_dtype = g;
     CpuAdamW8bit(sa, maps, kHyper, 2, 1.0f);
-    CpuAdamW8bitAvx512(sb, maps, kHyper, 2, 1.0f);
+    kernel(sb, maps, kHyper, 2, 1.0f);
     EXPECT_EQ(a.p, b.p) << core::DTypeName(g);
     EXPECT_EQ(a.m, b.m) << core::DTypeName(g);
     EXPECT_EQ(a.v_absmax, b.v_absmax) << core::DTypeName(g);
@@ -404,6 +408,9 @@ TEST(AdamW8bitTest, Avx512KernelEqualsTheScalarOracle) {
   }
   run_both(ties, zero_betas, core::DType::kFloat32);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, AdamW8bitSimdTest, ::testing::Values(SimdLevel::kAvx2, SimdLevel::kAvx512),
+                         [](const auto& info) { return std::string(SimdLevelName(info.param)); });
 
 }  // namespace
 }  // namespace zerofit::optim
