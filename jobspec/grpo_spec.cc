@@ -36,12 +36,21 @@ absl::Status ValidateRollout(const RolloutSpec& r, int64_t max_length, const Fie
 }
 
 // loss_type rloo (TRL's RLOOTrainer): its own advantages (leave-one-out), ratio (per completion) and KL (in
-// the reward); the options that assume GRPO's are refused by name. normalize_advantages is RLOO's alone.
+// the reward); the options that assume GRPO's are refused by name. normalize_advantages and
+// reward_clip_range are RLOO's alone.
 absl::Status ValidateRloo(const GrpoObjectiveSpec& g, const FieldError& bad) {
   const GrpoObjectiveSpec d;
   if (g.loss_type != "rloo") {
     if (g.normalize_advantages) return bad("grpo.normalize_advantages", "applies to loss_type rloo only");
+    if (g.reward_clip_range) return bad("grpo.reward_clip_range", "applies to loss_type rloo only");
     return absl::OkStatus();
+  }
+  if (g.reward_clip_range) {
+    const auto [lo, hi] = *g.reward_clip_range;
+    if (!std::isfinite(lo) || !std::isfinite(hi) || !(lo < hi)) {
+      return bad("grpo.reward_clip_range",
+                 absl::StrCat("[min, max] must be finite with min < max, got [", lo, ", ", hi, "]"));
+    }
   }
   const char* why = nullptr;
   const char* field = nullptr;

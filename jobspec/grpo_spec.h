@@ -3,7 +3,7 @@
 //   rollout: {samples_per_prompt, max_new_tokens, temperature, top_p, top_k, min_p, batch, decode}
 //   grpo:    {iterations, beta, epsilon, epsilon_high, loss_type, scale_rewards, importance_sampling_level,
 //             delta, mask_truncated_completions, top_entropy_quantile, sapo_temperature_pos,
-//             sapo_temperature_neg, use_bias_correction_kl, normalize_advantages}
+//             sapo_temperature_neg, use_bias_correction_kl, normalize_advantages, reward_clip_range}
 //   rewards: [{type: answer, rule: exact | last_number | regex, pattern, group, weight, correct, wrong,
 //   name},
 //             {type: format, pattern, weight, correct, wrong, name},
@@ -11,13 +11,15 @@
 // TRL's GRPOConfig names where they exist (num_generations = samples_per_prompt, max_completion_length =
 // max_new_tokens, num_iterations = iterations, loss_type, scale_rewards, epsilon, epsilon_high, beta,
 // importance_sampling_level, delta, mask_truncated_completions, top_entropy_quantile, sapo_temperature_pos,
-// sapo_temperature_neg, use_bias_correction_kl; RLOOConfig's normalize_advantages with loss_type rloo).
+// sapo_temperature_neg, use_bias_correction_kl; RLOOConfig's normalize_advantages and reward_clip_range with
+// loss_type rloo).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -62,6 +64,9 @@ struct GrpoObjectiveSpec {
   bool use_bias_correction_kl = false;  // the KL term times the importance ratio (TRL's name)
   // rloo only (TRL's RLOOConfig): the advantages less their mean over the whole step, divided by its std.
   bool normalize_advantages = false;
+  // rloo only (TRL's RLOOConfig): each completion's weighted reward clamped to [min, max] before the KL
+  // penalty and the advantages; unset: none.
+  std::optional<std::pair<double, double>> reward_clip_range;
 };
 
 struct RewardSpec {

@@ -1,6 +1,10 @@
 #include "jobspec/grpo_spec_yaml.h"
 
+#include <optional>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "core/excerpt.h"
 
 namespace zerofit::jobspec {
 namespace {
@@ -21,13 +25,33 @@ absl::Status ParseRollout(const YamlReader& r, const YAML::Node& n, RolloutSpec*
   return r.Get(n, "decode", "rollout.decode", &x->decode, "auto, eager, static or cuda_graph");
 }
 
+// grpo.reward_clip_range: [min, max], two numbers (TRL's tuple).
+absl::Status ParseClipRange(const YamlReader& r, const YAML::Node& n,
+                            std::optional<std::pair<double, double>>* out) {
+  if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
+  const char* field = "grpo.reward_clip_range";
+  if (!n.IsSequence() || n.size() != 2 || !n[0].IsScalar() || !n[1].IsScalar()) {
+    return r.Error(n, field, "expected [min, max]");
+  }
+  try {
+    *out = std::pair<double, double>(n[0].as<double>(), n[1].as<double>());
+  } catch (const YAML::Exception&) {
+    return r.Error(n, field,
+                   absl::StrCat("expected [min, max] as numbers, got [", core::QuotedExcerpt(n[0].Scalar()),
+                                ", ", core::QuotedExcerpt(n[1].Scalar()), "]"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseObjective(const YamlReader& r, const YAML::Node& n, GrpoObjectiveSpec* x) {
   if (!n.IsMap()) return r.Error(n, "grpo", "expected a mapping");
-  ZF_RETURN_IF_ERROR(r.OnlyKeys(
-      n, "grpo.",
-      {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
-       "importance_sampling_level", "delta", "mask_truncated_completions", "top_entropy_quantile",
-       "sapo_temperature_pos", "sapo_temperature_neg", "use_bias_correction_kl", "normalize_advantages"}));
+  ZF_RETURN_IF_ERROR(
+      r.OnlyKeys(n, "grpo.",
+                 {"iterations", "beta", "epsilon", "epsilon_high", "loss_type", "scale_rewards",
+                  "importance_sampling_level", "delta", "mask_truncated_completions", "top_entropy_quantile",
+                  "sapo_temperature_pos", "sapo_temperature_neg", "use_bias_correction_kl",
+                  "normalize_advantages", "reward_clip_range"}));
+  ZF_RETURN_IF_ERROR(ParseClipRange(r, n["reward_clip_range"], &x->reward_clip_range));
   ZF_RETURN_IF_ERROR(r.Get(n, "iterations", "grpo.iterations", &x->iterations, "an integer"));
   ZF_RETURN_IF_ERROR(r.Get(n, "beta", "grpo.beta", &x->beta, "a number"));
   ZF_RETURN_IF_ERROR(r.Get(n, "epsilon", "grpo.epsilon", &x->epsilon, "a number"));

@@ -116,7 +116,11 @@ Json GrpoJson(const GrpoJobSpec& g) {
             {"sapo_temperature_pos", o.sapo_temperature_pos},
             {"sapo_temperature_neg", o.sapo_temperature_neg},
             {"use_bias_correction_kl", o.use_bias_correction_kl},
-            {"normalize_advantages", o.normalize_advantages}}},
+            {"normalize_advantages", o.normalize_advantages},
+            // [min, max], or [] for none
+            {"reward_clip_range", o.reward_clip_range ? std::vector<double>{o.reward_clip_range->first,
+                                                                            o.reward_clip_range->second}
+                                                      : std::vector<double>{}}}},
           {"rewards", rewards}};
 }
 
@@ -170,6 +174,14 @@ absl::Status ReadGrpo(ObjectReader r, const std::string& source, GrpoJobSpec* g)
   get(*ob, "sapo_temperature_neg", &g->grpo.sapo_temperature_neg);
   get(*ob, "use_bias_correction_kl", &g->grpo.use_bias_correction_kl);
   get(*ob, "normalize_advantages", &g->grpo.normalize_advantages);
+  std::vector<double> clip;
+  get(*ob, "reward_clip_range", &clip);
+  if (s.ok() && clip.size() == 2) g->grpo.reward_clip_range = std::pair<double, double>(clip[0], clip[1]);
+  if (s.ok() && !clip.empty() && clip.size() != 2) {
+    s = absl::InvalidArgumentError(absl::StrCat(source,
+                                                ": job plan key 'grpo.objective.reward_clip_range' holds ",
+                                                clip.size(), " numbers: expected [min, max] or []"));
+  }
   if (s.ok()) s = ob->NoOthers();
   g->grpo.epsilon_high = epsilon_high;
   if (delta > 0) g->grpo.delta = delta;

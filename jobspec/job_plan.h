@@ -28,9 +28,9 @@ namespace zerofit::jobspec {
 // version 9 `dpo.rpo_alpha`, `dpo.reference_free`, `dpo.discopop_tau`, `dpo.ld_alpha` and loss_types orpo and
 // discopop, `grpo.top_entropy_quantile`, GRPO's loss_types cispo and sapo with `grpo.sapo_temperature_pos`
 // and `sapo_temperature_neg`, `grpo.use_bias_correction_kl`; version 10 `optim` and `min_8bit_size`;
-// version 11 GRPO's loss_type rloo and `grpo.normalize_advantages`. A worker of an older build refuses the
-// version by name.
-inline constexpr int kJobPlanVersion = 11;
+// version 11 GRPO's loss_type rloo and `grpo.normalize_advantages`; version 12 `grpo.reward_clip_range`. A
+// worker of an older build refuses the version by name.
+inline constexpr int kJobPlanVersion = 12;
 
 // `zerofit plan`'s memory model evaluated for this plan's own sizes (planner::EstimateMemory with the
 // plan's micro-batch, accumulation, ZeRO stage, offload and checkpointing), so that a rank can print what it

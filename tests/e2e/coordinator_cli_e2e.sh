@@ -45,7 +45,7 @@ echo "$out" | grep -qF "request id 'r-1' already submitted job-000001 with a dif
 # The resolved plan: versioned JSON with the sizes the coordinator decided (the planner sized this job's
 # micro-batches, which the spec left out).
 plan=$("$Z" status job-000001 --plan --state-dir "$S") || fail "status --plan: $plan"
-echo "$plan" | grep -q '^  "version": 11,$' || fail "plan without version: $plan"
+echo "$plan" | grep -q '^  "version": 12,$' || fail "plan without version: $plan"
 echo "$plan" | grep -q '"gradient_accumulation": [1-9]' || fail "plan without gradient_accumulation: $plan"
 echo "$plan" | grep -q '"total_steps": 10,' || fail "plan without a resolved schedule: $plan"
 # One resolver: `zerofit plan --spec` prints the plan the coordinator stored for the same spec.

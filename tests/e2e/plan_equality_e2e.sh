@@ -43,7 +43,7 @@ flags() {  # flags RUNS_DIR: the job above as zerofit_train_prefs flags
 }
 mpiexec --oversubscribe $ROOT -n 2 "$T" $(flags "$D/runs") --print-plan > "$D/from_flags.json" 2> "$D/flags.err" \
   || fail "train_prefs --print-plan: $(cat "$D/flags.err")"
-grep -q '"version": 11' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
+grep -q '"version": 12' "$D/from_spec.json" || fail "no plan: $(cat "$D/from_spec.json")"
 grep -q '"beta": 0.2' "$D/from_spec.json" || fail "no DPO beta in the plan: $(cat "$D/from_spec.json")"
 grep -q '"seed": 7' "$D/from_spec.json" || fail "no seed in the plan: $(cat "$D/from_spec.json")"
 grep -q '"reference": "lora-base"' "$D/from_spec.json" || fail "no lora-base reference: $(cat "$D/from_spec.json")"
@@ -143,17 +143,24 @@ grep -q '"optim": "adamw_8bit"' "$D/q8off_spec.json" && grep -q '"offload": true
 diff "$D/q8off_spec.json" "$D/q8off_flags.json" > "$D/q8off_diff" \
   || fail "adamw_8bit with offload: the two front ends differ: $(cat "$D/q8off_diff")"
 echo "an adamw_8bit spec and its flags resolve to the same job plan, with offload too"
-# RLOO (TRL's RLOOTrainer as GRPO's loss_type rloo, with RLOOConfig's normalize_advantages): spec and flags.
-sed -e 's|^grpo: .*|grpo: {loss_type: rloo, beta: 0.05, normalize_advantages: true}|' -e '/^       scale_rewards/d' \
+# RLOO (TRL's RLOOTrainer as GRPO's loss_type rloo, with RLOOConfig's normalize_advantages and
+# reward_clip_range): spec and flags.
+sed -e 's|^grpo: .*|grpo: {loss_type: rloo, beta: 0.05, normalize_advantages: true, reward_clip_range: [-1, 2.5]}|' \
+  -e '/^       scale_rewards/d' \
   "$D/grpo.yaml" > "$D/rloo.yaml"
 "$Z" plan --spec "$D/rloo.yaml" > "$D/rloo_spec.json" || fail "plan --spec rloo.yaml: $(cat "$D/rloo.yaml")"
 mpiexec --oversubscribe $ROOT -n 2 "$T" --task grpo --data "$D/data" --steps 4 --global-batch 8 --micro 2 \
   --max-length 24 --samples-per-prompt 4 --max-new-tokens 6 --top-k 5 --min-p 0.1 --loss-type rloo --kl-beta 0.05 \
-  --normalize-advantages true --reward-format '[0-9]+' --reward-format-weight 0.5 --print-plan > "$D/rloo_flags.json" \
+  --normalize-advantages true --reward-clip-range -1,2.5 --reward-format '[0-9]+' --reward-format-weight 0.5 \
+  --print-plan > "$D/rloo_flags.json" \
   2> "$D/rloo_flags.err" || fail "train_prefs --loss-type rloo --print-plan: $(cat "$D/rloo_flags.err")"
 grep -q '"normalize_advantages": true' "$D/rloo_spec.json" || fail "no normalize_advantages: $(cat "$D/rloo_spec.json")"
+tr -d ' \n' < "$D/rloo_spec.json" | grep -q '"reward_clip_range":\[-1.0,2.5\]' \
+  || fail "no reward_clip_range: $(cat "$D/rloo_spec.json")"
 diff "$D/rloo_spec.json" "$D/rloo_flags.json" > "$D/rloo_diff" || fail "rloo: the two front ends differ: $(cat "$D/rloo_diff")"
 bad_flag "grpo.normalize_advantages: applies to loss_type rloo only" --task grpo --normalize-advantages true
+bad_flag "grpo.reward_clip_range: applies to loss_type rloo only" --task grpo --reward-clip-range 0,1
+bad_flag "flag --reward-clip-range: '0' is not MIN,MAX (two numbers)" --task grpo --loss-type rloo --reward-clip-range 0
 echo "an RLOO spec and its flags resolve to the same job plan"
 
 # Train it both ways.

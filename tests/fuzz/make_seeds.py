@@ -97,7 +97,8 @@ write("job_spec", "sft_section.yaml",
 write("job_spec", "reward_section.yaml",
       "task: reward\nmodel: m\ndata: d\nreward: {center_rewards_coefficient: 0.01}\n")
 write("job_spec", "grpo_rloo.yaml",
-      "task: grpo\nmodel: m\ndata: d\ngrpo: {loss_type: rloo, beta: 0.05, normalize_advantages: true}\n"
+      "task: grpo\nmodel: m\ndata: d\ngrpo: {loss_type: rloo, beta: 0.05, normalize_advantages: true, "
+      "reward_clip_range: [-1, 2]}\n"
       "rewards: [{type: answer}]\n")
 write("job_spec", "optim_8bit.yaml",
       "task: reward\nmodel: m\ndata: d\ntraining: {optim: adamw_bnb_8bit, min_8bit_size: 1024, steps: 5}\n")

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "jobspec/job_plan.h"
@@ -95,6 +96,14 @@ TEST(GrpoSpecTest, ErrorsNameFileLineAndField) {
        "job.yaml:6: field 'grpo.loss_type': expected grpo, dapo, dr_grpo, cispo, sapo or rloo, got 'bnpo'"},
       {"grpo: {normalize_advantages: true}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.normalize_advantages': applies to loss_type rloo only"},
+      {"grpo: {reward_clip_range: [-1, 1]}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.reward_clip_range': applies to loss_type rloo only"},
+      {"grpo: {loss_type: rloo, reward_clip_range: [1, -1]}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.reward_clip_range': [min, max] must be finite with min < max, got [1, -1]"},
+      {"grpo: {loss_type: rloo, reward_clip_range: [1]}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.reward_clip_range': expected [min, max]"},
+      {"grpo: {loss_type: rloo, reward_clip_range: [a, 1]}\nrewards: [{type: answer}]\n",
+       "job.yaml:6: field 'grpo.reward_clip_range': expected [min, max] as numbers, got ['a', '1']"},
       {"grpo: {loss_type: rloo, scale_rewards: batch}\nrewards: [{type: answer}]\n",
        "job.yaml:6: field 'grpo.scale_rewards': rloo's advantages are leave-one-out; normalize_advantages "
        "scales them"},
@@ -203,14 +212,18 @@ TEST(GrpoSpecTest, ThePlanCarriesTheSectionsThroughJson) {
   EXPECT_EQ(sapo_back->grpo.grpo.loss_type, "sapo");
   EXPECT_EQ(sapo_back->grpo.grpo.sapo_temperature_pos, 0.5);
   EXPECT_EQ(sapo_back->grpo.grpo.sapo_temperature_neg, 2.0);
-  // And RLOO's normalize_advantages.
+  // And RLOO's normalize_advantages and reward_clip_range (none in the plain plan).
+  EXPECT_FALSE(plain_back->grpo.grpo.reward_clip_range.has_value());
   JobPlan rloo = plain;
   rloo.grpo.grpo.loss_type = "rloo";
   rloo.grpo.grpo.normalize_advantages = true;
+  rloo.grpo.grpo.reward_clip_range = std::pair<double, double>(-0.5, 2.25);
   absl::StatusOr<JobPlan> rloo_back = JobPlanFromJson(JobPlanToJson(rloo), "plan");
   ASSERT_TRUE(rloo_back.ok()) << rloo_back.status();
   EXPECT_EQ(rloo_back->grpo.grpo.loss_type, "rloo");
   EXPECT_TRUE(rloo_back->grpo.grpo.normalize_advantages);
+  ASSERT_TRUE(rloo_back->grpo.grpo.reward_clip_range.has_value());
+  EXPECT_EQ(*rloo_back->grpo.grpo.reward_clip_range, std::make_pair(-0.5, 2.25));
   // The schedule counts optimizer updates: iterations per step.
   EXPECT_EQ(back->schedule.total_steps, 10 * 2);
   // A plan of another task has no grpo section, and a grpo plan without one is refused by name.

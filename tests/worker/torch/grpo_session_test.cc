@@ -358,6 +358,29 @@ TEST(GrpoSessionTest, RlooPenalisesTheRewardWithTheKlOnceThePolicyMoves) {
   EXPECT_NE(scaled[0].Get(names::kGradNorm), plain[0].Get(names::kGradNorm));
 }
 
+// RLOO's reward_clip_range (TRL's RLOOConfig) clamps each completion's reward before the advantages: a range
+// that holds every reward changes nothing (the same update, bit for bit), one above every reward makes them
+// all equal to its min, so every leave-one-out advantage is 0 and so is the gradient; the reward metric is
+// the scored one either way.
+TEST(GrpoSessionTest, RlooRewardClipRangeClampsTheRewardsBeforeTheAdvantages) {
+  auto comm = MakeComm();
+  ASSERT_NE(comm, nullptr);
+  const std::string dir = MakeData(*comm);
+  PreferenceTrainOptions o = TokenMeanWithRewardModel(dir, "rm_rloo_clip", *comm);
+  o.grpo.objective.norm = GrpoLossNorm::kSequenceMean;
+  o.grpo.objective.rloo = true;
+  const metrics::StepMetrics plain = FirstStep(o, *comm);
+  const double norm = plain.Get(names::kGradNorm).value_or(0);
+  ASSERT_GT(norm, 0);
+  o.grpo.objective.reward_clip_range = std::pair<double, double>(-1e6, 1e6);
+  const metrics::StepMetrics wide = FirstStep(o, *comm);
+  EXPECT_EQ(wide.Get(names::kGradNorm), plain.Get(names::kGradNorm));
+  o.grpo.objective.reward_clip_range = std::pair<double, double>(1e6, 2e6);
+  const metrics::StepMetrics above = FirstStep(o, *comm);
+  EXPECT_EQ(above.Get(names::kGrpoReward), plain.Get(names::kGrpoReward)) << "the scored rewards";
+  EXPECT_EQ(above.Get(names::kGradNorm).value_or(-1), 0.0) << "every reward clamped to 1e6: no advantage";
+}
+
 // scale_rewards batch (TRL's): group-mean centring divided by the standard deviation of every rank's rewards
 // of the step. At step 0 (ratio 1, no clip, beta 0) the token-mean loss is -sum(n_i A_i) / tokens, linear in
 // the scale: the same rollout with scale none gives loss_none = loss_batch x (std + eps), the std

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "comm/local/local_communicator.h"
@@ -191,10 +192,12 @@ TEST(PlanOptionsTest, TheGrpoRolloutReachesTheTrainer) {
   absl::StatusOr<PreferenceTrainOptions> rloo = OptionsOfYaml(
       Yaml("grpo", "",
            "rollout: {max_new_tokens: 8}\ngrpo: {loss_type: rloo, beta: 0.05, normalize_advantages: "
-           "true}\nrewards: [{type: answer}]\n"));
+           "true, reward_clip_range: [-1, 3]}\nrewards: [{type: answer}]\n"));
   ASSERT_TRUE(rloo.ok()) << rloo.status();
   EXPECT_TRUE(rloo->grpo.objective.rloo);
   EXPECT_TRUE(rloo->grpo.objective.normalize_advantages);
+  ASSERT_TRUE(rloo->grpo.objective.reward_clip_range.has_value());
+  EXPECT_EQ(*rloo->grpo.objective.reward_clip_range, std::make_pair(-1.0, 3.0));
   EXPECT_EQ(rloo->grpo.objective.norm, GrpoLossNorm::kSequenceMean);
   EXPECT_EQ(rloo->grpo.objective.term, GrpoPolicyTerm::kClipped);
   EXPECT_EQ(rloo->grpo.objective.beta, 0.05);

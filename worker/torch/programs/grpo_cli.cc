@@ -1,10 +1,14 @@
 #include "worker/torch/programs/grpo_cli.h"
 
 #include <cstdio>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/status_macros.h"
 #include "worker/torch/train/grpo_session.h"
@@ -109,6 +113,15 @@ absl::Status ParseGrpoFlags(const FlagTake& take, const FlagNumber& number, int6
   ZF_RETURN_IF_ERROR(boolean("--mask-truncated-completions", &g->grpo.mask_truncated_completions));
   ZF_RETURN_IF_ERROR(boolean("--use-bias-correction-kl", &g->grpo.use_bias_correction_kl));
   ZF_RETURN_IF_ERROR(boolean("--normalize-advantages", &g->grpo.normalize_advantages));
+  if (std::string v = take("--reward-clip-range"); !v.empty()) {
+    const std::vector<std::string> parts = absl::StrSplit(v, ',');
+    double lo = 0, hi = 0;
+    if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &lo) || !absl::SimpleAtod(parts[1], &hi)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --reward-clip-range: '", v, "' is not MIN,MAX (two numbers)"));
+    }
+    g->grpo.reward_clip_range = std::pair<double, double>(lo, hi);
+  }
   if (std::string v = take("--importance-sampling-level"); !v.empty()) g->grpo.importance_sampling_level = v;
   ZF_RETURN_IF_ERROR(number("--top-entropy-quantile", &g->grpo.top_entropy_quantile, 0));
   ZF_RETURN_IF_ERROR(number("--sapo-temperature-pos", &g->grpo.sapo_temperature_pos, 0));

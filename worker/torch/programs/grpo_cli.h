@@ -22,6 +22,7 @@ inline constexpr const char* kGrpoUsage =
     "[--decode auto|eager|static|cuda_graph] "
     "[--iterations I] [--kl-beta B] [--epsilon E] [--epsilon-high E] [--loss-type "
     "grpo|dapo|dr_grpo|cispo|sapo|rloo] [--normalize-advantages true|false (rloo)] "
+    "[--reward-clip-range MIN,MAX (rloo)] "
     "[--sapo-temperature-pos T] [--sapo-temperature-neg T] "
     "[--scale-rewards group|batch|none] [--importance-sampling-level token|sequence] [--delta D] "
     "[--mask-truncated-completions true|false] [--top-entropy-quantile RHO] [--use-bias-correction-kl "

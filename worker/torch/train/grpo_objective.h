@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -86,6 +87,9 @@ struct GrpoOptions {
   // the advantages leave-one-out (LeaveOneOutAdvantages), normalised over the step when asked.
   bool rloo = false;
   bool normalize_advantages = false;  // RLOO: (A - the step's mean) / (the step's std + std_eps)
+  // RLOO: each completion's weighted reward clamped to [first, second] before the KL penalty (TRL's
+  // reward_clip_range); the rewards' metrics stay the scored ones.
+  std::optional<std::pair<double, double>> reward_clip_range;
 };
 
 // Whether `name` is TRL's RLOO objective ("rloo"), and the options it sets: leave-one-out advantages, the

@@ -359,7 +359,7 @@ absl::Status GrpoSession::SetAdvantages(Rollout& ro) {
     ro.advantages.assign(ro.scored.sum.total.size(), 0.0);
     return absl::OkStatus();
   }
-  if (options_.grpo.objective.rloo) return SetRlooAdvantages(ro, ro.scored.sum.total);
+  if (options_.grpo.objective.rloo) return SetRlooAdvantages(ro, RlooRewards(ro));
   const std::vector<double>& total = ro.scored.sum.total;
   std::optional<double> batch_std;
   if (options_.grpo.objective.scale == RewardScale::kBatch) {
@@ -373,6 +373,14 @@ absl::Status GrpoSession::SetAdvantages(Rollout& ro) {
   const torch::Tensor host = adv.to(torch::kCPU, torch::kFloat64).contiguous();
   ro.advantages.assign(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
   return absl::OkStatus();
+}
+
+std::vector<double> GrpoSession::RlooRewards(const Rollout& ro) const {
+  std::vector<double> rewards = ro.scored.sum.total;
+  if (const auto& clip = options_.grpo.objective.reward_clip_range) {
+    for (double& r : rewards) r = std::clamp(r, clip->first, clip->second);
+  }
+  return rewards;
 }
 
 absl::Status GrpoSession::SetRlooAdvantages(Rollout& ro, const std::vector<double>& rewards) {
@@ -393,7 +401,7 @@ absl::Status GrpoSession::SetRlooAdvantages(Rollout& ro, const std::vector<doubl
 }
 
 absl::Status GrpoSession::PenalizeRewardsWithKl(Rollout& ro, std::vector<GrpoRows>& rows) {
-  const std::vector<double>& scored = ro.scored.sum.total;
+  const std::vector<double> scored = RlooRewards(ro);
   std::vector<double> rewards;
   for (GrpoRows& r : rows) {
     if (r.count == 0) continue;

@@ -82,6 +82,8 @@ class GrpoSession final : public TrainingSession {
   // RLOO (loss_type rloo): leave-one-out advantages of `rewards` (the rank's, group by group), normalised
   // over every rank's with normalize_advantages (collective then).
   absl::Status SetRlooAdvantages(Rollout& rollout, const std::vector<double>& rewards);
+  // RLOO's rewards: each completion's scored total, clamped to reward_clip_range when one is given.
+  std::vector<double> RlooRewards(const Rollout& rollout) const;
   // RLOO with beta > 0: the rewards less beta x each completion's summed (old - reference) log-probs, their
   // advantages (SetRlooAdvantages), written into the rows.
   absl::Status PenalizeRewardsWithKl(Rollout& rollout, std::vector<GrpoRows>& rows);

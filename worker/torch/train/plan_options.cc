@@ -31,6 +31,7 @@ absl::StatusOr<GrpoTaskOptions> GrpoTaskOptionsOf(const jobspec::GrpoJobSpec& g)
   o.objective.delta = g.grpo.delta;
   o.objective.rloo = IsRloo(g.grpo.loss_type);
   o.objective.normalize_advantages = g.grpo.normalize_advantages;
+  o.objective.reward_clip_range = g.grpo.reward_clip_range;
   o.mask_truncated_completions = g.grpo.mask_truncated_completions;
   o.top_entropy_quantile = g.grpo.top_entropy_quantile;
   o.objective.max_new_tokens = g.rollout.max_new_tokens;
