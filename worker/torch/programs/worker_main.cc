@@ -34,6 +34,7 @@
 #endif
 #include "jobspec/exit_codes.h"
 #include "launch/launch_env.h"
+#include "launch/crash_report.h"
 #include "launch/parent_watch.h"
 #include "worker/loop/rank_activity.h"
 #include "worker/loop/run_worker.h"
@@ -196,6 +197,11 @@ int main(int argc, char** argv) {
   if (const absl::Status watched = zerofit::launch::ExitWithParent(SIGKILL, parent); !watched.ok()) {
     std::fprintf(stderr, "zerofit_worker: %s\n", std::string(watched.message()).c_str());
     return 1;
+  }
+  // A crash before MPI_Init (whose handlers take over some signals) or outside them prints the stack into the
+  // job's output (launch/crash_report.h): multinode_e2e has seen a rank die of SIGSEGV at start, nothing more.
+  if (const absl::Status report = zerofit::launch::InstallCrashReport("zerofit_worker"); !report.ok()) {
+    std::fprintf(stderr, "zerofit_worker: %s\n", std::string(report.message()).c_str());
   }
   return zerofit::worker::MpiMain(argc, argv, &zerofit::worker::Parse, &zerofit::worker::Run);
 }
