@@ -33,8 +33,8 @@
 #include "comm/nccl/nccl_communicator.h"
 #endif
 #include "jobspec/exit_codes.h"
-#include "launch/launch_env.h"
 #include "launch/crash_report.h"
+#include "launch/launch_env.h"
 #include "launch/parent_watch.h"
 #include "worker/loop/rank_activity.h"
 #include "worker/loop/run_worker.h"
@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // A crash before MPI_Init (whose handlers take over some signals) or outside them prints the stack into the
-  // job's output (launch/crash_report.h): multinode_e2e has seen a rank die of SIGSEGV at start, nothing more.
+  // job's output (launch/crash_report.h): multinode_e2e saw a rank die of SIGSEGV at start, without a word.
   if (const absl::Status report = zerofit::launch::InstallCrashReport("zerofit_worker"); !report.ok()) {
     std::fprintf(stderr, "zerofit_worker: %s\n", std::string(report.message()).c_str());
   }
