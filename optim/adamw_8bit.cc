@@ -8,9 +8,14 @@
 namespace zerofit::optim {
 namespace {
 
+// The two maps' midpoints, computed once per step call.
+struct Mids {
+  MapMidpoints m, v;
+};
+
 // One block of len <= kQuantBlock elements at `at`; b = at / kQuantBlock.
-void UpdateBlock(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const internal::AdamWConstants& c,
-                 size_t at, size_t len) {
+void UpdateBlock(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const Mids& mids,
+                 const internal::AdamWConstants& c, size_t at, size_t len) {
   const size_t b = at / kQuantBlock;
   float m[kQuantBlock], v[kQuantBlock];
   DequantizeBlock(maps.m, s.m + at, len, s.m_absmax[b], m);
@@ -22,8 +27,8 @@ void UpdateBlock(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const inter
   }
   s.m_absmax[b] = BlockAbsMax(m, len);
   s.v_absmax[b] = BlockAbsMax(v, len);
-  QuantizeBlock(maps.m, m, len, s.m_absmax[b], s.m + at);
-  QuantizeBlock(maps.v, v, len, s.v_absmax[b], s.v + at);
+  QuantizeBlock(mids.m, m, len, s.m_absmax[b], s.m + at);
+  QuantizeBlock(mids.v, v, len, s.v_absmax[b], s.v + at);
 }
 
 }  // namespace
@@ -31,8 +36,9 @@ void UpdateBlock(const AdamW8bitSpans& s, const AdamW8bitMaps& maps, const inter
 void CpuAdamW8bit(const AdamW8bitSpans& spans, const AdamW8bitMaps& maps, const AdamWHyper& hyper,
                   int64_t step, float grad_scale) {
   const internal::AdamWConstants c = internal::MakeConstants(hyper, step, grad_scale);
+  const Mids mids{Midpoints(maps.m), Midpoints(maps.v)};
   for (size_t at = 0; at < spans.n; at += kQuantBlock) {
-    UpdateBlock(spans, maps, c, at, std::min(kQuantBlock, spans.n - at));
+    UpdateBlock(spans, maps, mids, c, at, std::min(kQuantBlock, spans.n - at));
   }
 }
 

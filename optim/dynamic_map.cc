@@ -67,10 +67,11 @@ float BlockAbsMax(const float* x, size_t n) {
 
 namespace {
 
-// NearestCode's answer without branches, against the map's 255 midpoints computed once: the number of
-// midpoints m with !(m >= scaled), found by halving (the midpoints ascend, so those form a prefix; a NaN
-// counts them all, as NearestCode's search ends on the last code). Eight dependent loads instead of eight
-// unpredictable branches: the step's quantisation is ~10x faster (BENCHMARKS.md "8-bit AdamW moments").
+// NearestCode's answer without branches, against the map's midpoints: the number of midpoints m with
+// !(m >= scaled), found by halving (the midpoints ascend, so those form a prefix; a NaN counts them all, as
+// NearestCode's search ends on the last code). Eight dependent loads instead of eight unpredictable
+// branches: the scalar 8-bit step went from 11.5 to 60.7 Mparam/s on one thread (BENCHMARKS.md "8-bit AdamW
+// moments with offload").
 uint8_t CountBelow(const float* mids, float scaled) {
   size_t at = 0;
   for (size_t half = kMapCodes / 2; half > 0; half /= 2) {
@@ -81,11 +82,19 @@ uint8_t CountBelow(const float* mids, float scaled) {
 
 }  // namespace
 
-void QuantizeBlock(const float* map, const float* x, size_t n, float absmax, uint8_t* codes) {
-  float mids[kMapCodes - 1];
-  for (size_t i = 0; i + 1 < kMapCodes; ++i) mids[i] = (map[i] + map[i + 1]) / 2.0f;
+MapMidpoints Midpoints(const float* map) {
+  MapMidpoints mids;
+  for (size_t i = 0; i < mids.size(); ++i) mids[i] = (map[i] + map[i + 1]) / 2.0f;
+  return mids;
+}
+
+void QuantizeBlock(const MapMidpoints& mids, const float* x, size_t n, float absmax, uint8_t* codes) {
   const float inv = 1.0f / std::max(absmax, 1e-38f);
-  for (size_t i = 0; i < n; ++i) codes[i] = CountBelow(mids, std::clamp(x[i] * inv, -1.0f, 1.0f));
+  for (size_t i = 0; i < n; ++i) codes[i] = CountBelow(mids.data(), std::clamp(x[i] * inv, -1.0f, 1.0f));
+}
+
+void QuantizeBlock(const float* map, const float* x, size_t n, float absmax, uint8_t* codes) {
+  QuantizeBlock(Midpoints(map), x, n, absmax, codes);
 }
 
 void DequantizeBlock(const float* map, const uint8_t* codes, size_t n, float absmax, float* out) {
@@ -93,17 +102,19 @@ void DequantizeBlock(const float* map, const uint8_t* codes, size_t n, float abs
 }
 
 void Quantize(const float* map, const float* x, size_t n, uint8_t* codes, float* absmax) {
+  const MapMidpoints mids = Midpoints(map);
   for (size_t b = 0; b * kQuantBlock < n; ++b) {
     const size_t at = b * kQuantBlock, len = std::min(kQuantBlock, n - at);
     absmax[b] = BlockAbsMax(x + at, len);
-    QuantizeBlock(map, x + at, len, absmax[b], codes + at);
+    QuantizeBlock(mids, x + at, len, absmax[b], codes + at);
   }
 }
 
 void QuantizeWithScales(const float* map, const float* x, size_t n, const float* absmax, uint8_t* codes) {
+  const MapMidpoints mids = Midpoints(map);
   for (size_t b = 0; b * kQuantBlock < n; ++b) {
     const size_t at = b * kQuantBlock;
-    QuantizeBlock(map, x + at, std::min(kQuantBlock, n - at), absmax[b], codes + at);
+    QuantizeBlock(mids, x + at, std::min(kQuantBlock, n - at), absmax[b], codes + at);
   }
 }
 

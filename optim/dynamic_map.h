@@ -37,9 +37,15 @@ uint8_t NearestCode(const float* map, float scaled);
 // The scale a block is quantised against when none is given: max |x|.
 float BlockAbsMax(const float* x, size_t n);
 
+// The 255 midpoints between neighbouring codes, (map[i] + map[i + 1]) / 2 in fp32: what the nearest-code
+// search compares against. A loop over many blocks computes them once and passes them on.
+using MapMidpoints = std::array<float, kMapCodes - 1>;
+MapMidpoints Midpoints(const float* map);
+
 // codes[i] = NearestCode(x[i] / absmax), the division as bitsandbytes does it: x * (1 / max(absmax, 1e-38)),
 // clamped to [-1, 1]. An absmax other than the block's own is allowed (a checkpoint restores its scale).
 void QuantizeBlock(const float* map, const float* x, size_t n, float absmax, uint8_t* codes);
+void QuantizeBlock(const MapMidpoints& mids, const float* x, size_t n, float absmax, uint8_t* codes);
 
 // out[i] = map[codes[i]] * absmax.
 void DequantizeBlock(const float* map, const uint8_t* codes, size_t n, float absmax, float* out);

@@ -53,11 +53,12 @@ void MomentLayout::ToFp32(const float* map, const StoredMoment& in, float* out) 
 namespace {
 
 // Quantises n elements (from a block boundary) against max(given scale, the block's own absmax).
-void Restore(const float* map, const float* x, size_t n, const float* given, uint8_t* codes, float* scales) {
+void Restore(const optim::MapMidpoints& mids, const float* x, size_t n, const float* given, uint8_t* codes,
+             float* scales) {
   for (size_t b = 0; b * kQuantBlock < n; ++b) {
     const size_t at = b * kQuantBlock, len = std::min(kQuantBlock, n - at);
     scales[b] = std::max(given != nullptr ? given[b] : 0.0f, optim::BlockAbsMax(x + at, len));
-    optim::QuantizeBlock(map, x + at, len, scales[b], codes + at);
+    optim::QuantizeBlock(mids, x + at, len, scales[b], codes + at);
   }
 }
 
@@ -65,6 +66,7 @@ void Restore(const float* map, const float* x, size_t n, const float* given, uin
 
 void MomentLayout::FromFp32(const float* map, const float* in, const float* given,
                             const StoredMoment& out) const {
+  const optim::MapMidpoints mids = optim::Midpoints(map);
   for (size_t k = 0; k < slots_.size(); ++k) {
     const ShardSegment& s = plan_->segments()[k];
     if (!slots_[k].quantized) {
@@ -72,7 +74,7 @@ void MomentLayout::FromFp32(const float* map, const float* in, const float* give
       continue;
     }
     const size_t b = s.shard_offset / kQuantBlock;
-    Restore(map, in + s.shard_offset, s.numel, given != nullptr ? given + b : nullptr,
+    Restore(mids, in + s.shard_offset, s.numel, given != nullptr ? given + b : nullptr,
             out.codes + s.shard_offset, out.scales + b);
   }
 }

@@ -86,11 +86,9 @@ absl::Status QuantizedMoments::CopyToHost(float* m, float* v, float* m_absmax, f
   ZF_RETURN_IF_ERROR(stream_->Copy(h.v_codes.data(), v_codes_.data(), v_codes_.bytes()));
   ZF_RETURN_IF_ERROR(stream_->Copy(h.m_packed.data(), m_packed_.data(), m_packed_.bytes()));
   ZF_RETURN_IF_ERROR(stream_->Copy(h.v_packed.data(), v_packed_.data(), v_packed_.bytes()));
-  ZF_RETURN_IF_ERROR(CopyScalesToHost(h.m_scales.data(), h.v_scales.data()));  // synchronises
-  layout_.ToFp32(host_maps_.m.data(), h.m(), m);
-  layout_.ToFp32(host_maps_.v.data(), h.v(), v);
-  std::copy(h.m_scales.begin(), h.m_scales.end(), m_absmax);
-  std::copy(h.v_scales.begin(), h.v_scales.end(), v_absmax);
+  ZF_RETURN_IF_ERROR(CopyScalesToHost(m_absmax, v_absmax));  // synchronises; the caller's copies serve
+  layout_.ToFp32(host_maps_.m.data(), StoredMoment{h.m_codes.data(), m_absmax, h.m_packed.data()}, m);
+  layout_.ToFp32(host_maps_.v.data(), StoredMoment{h.v_codes.data(), v_absmax, h.v_packed.data()}, v);
   return absl::OkStatus();
 }
 
