@@ -128,6 +128,18 @@ std::string TempRoot(comm::Communicator& comm, const std::string& tag) {
   return dir;
 }
 
+// Trains a resumed optimizer through steps 3-5, expects the uninterrupted run's parameters bit for bit, then
+// removes the checkpoint root (every rank done with it first).
+void FinishAndCompare(Zero2Optimizer& resumed, const std::vector<float>& expected, comm::Communicator& comm,
+                      const std::string& root) {
+  TrainSteps(resumed, 3, 3);
+  const std::vector<float> got = Parameters(resumed);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+  ASSERT_TRUE(comm.Barrier(absl::Seconds(30)).ok());
+  if (comm.rank() == 0) fs::remove_all(root);
+}
+
 // With fp32 and with 8-bit moments: for the latter the checkpoint's scales give back the codes, so the
 // resumed run is the uninterrupted one bit for bit (quantising the dequantised moments against their own
 // absmax would not: the signed map's lowest code is -0.993).
@@ -155,12 +167,7 @@ TEST(CheckpointTest, ResumeGivesTheSameParametersAsAnUninterruptedRun) {
     EXPECT_EQ(second->step(), 3);
     EXPECT_EQ(loaded->world_size, comm->world_size());
     EXPECT_NE(loaded->extra.find("\"offset\":96"), std::string::npos) << loaded->extra;
-    TrainSteps(*second, 3, 3);
-    const std::vector<float> got = Parameters(*second);
-    ASSERT_EQ(got.size(), expected.size());
-    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
-    ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
-    if (comm->rank() == 0) fs::remove_all(root);
+    FinishAndCompare(*second, expected, *comm, root);
   }
 }
 
@@ -186,12 +193,7 @@ TEST(CheckpointTest, OffloadedEightBitMomentsResumeInEitherUpdater) {
       auto second = MakeOptimizer(comm.get(), MomentFormat::kBlockwise8bit, load_offloaded);
       auto loaded = LoadCheckpoint(*second, root);
       ASSERT_TRUE(loaded.ok()) << loaded.status();
-      TrainSteps(*second, 3, 3);
-      const std::vector<float> got = Parameters(*second);
-      ASSERT_EQ(got.size(), expected.size());
-      EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
-      ASSERT_TRUE(comm->Barrier(absl::Seconds(30)).ok());
-      if (comm->rank() == 0) fs::remove_all(root);
+      FinishAndCompare(*second, expected, *comm, root);
     }
   }
 }
