@@ -45,11 +45,16 @@ elapsed "main build"
 failed=()
 # The checks that read sources rather than run code gain nothing from instrumentation.
 not_instrumented='^(format_check|layering_test|sanitizer_counts_test|torch_include_boundary_test|torch_pb_separation_test)$'
-sanitizer_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1")
+# Both compile the CUDA device and kernels against the host emulation of CUDA (cmake/ZerofitCudaEmulation.cmake):
+# the CUDA conformance suite, the fused kernels and the emulation's own tests run there as unit tests.
+sanitizer_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g1" -DZEROFIT_CUDA_EMULATION=ON)
 # The gRPC-free threaded tests: Debian's gRPC and abseil are not instrumented and absl::Mutex is invisible
 # to TSan, so the service and client tests drown in reports from gRPC's own handoffs (tests/sanitizers/
 # tsan.supp says more); they run under ASan+UBSan.
-tsan_tests=(core_unit_test ordered_line_map_test device_unit_test coordinator_unit_test offload_unit_test)
+# device_gpu_test: the CUDA device's suite, on the emulated GPU there (its kernels' CUDA threads are host threads,
+# so TSan sees their shared memory and barriers as it sees any other threads').
+tsan_tests=(core_unit_test ordered_line_map_test device_unit_test coordinator_unit_test offload_unit_test
+  device_gpu_test cuda_emulation_test kernels_emulated_cuda_test)
 sanitizer_builds() {
   cmake -S . -B "$BUILD_DIR-asan" "${sanitizer_flags[@]}" -DZEROFIT_SANITIZE=address,undefined >/dev/null
   nice -n 19 cmake --build "$BUILD_DIR-asan" -j "$JOBS"

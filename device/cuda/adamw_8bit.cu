@@ -35,7 +35,10 @@ __device__ __forceinline__ float ScaledDev(float x, float absmax) {
 
 __global__ void AdamW8bitKernel(float* param, const void* grad, int grad_type, AdamW8bitState st, size_t n,
                                 void* param_out, int out_type, AdamWKernelConstants c) {
-  __shared__ float m_map[256], v_map[256], m_max[256], v_max[256];
+  __shared__ float m_map[256];
+  __shared__ float v_map[256];
+  __shared__ float m_max[256];
+  __shared__ float v_max[256];
   const unsigned t = threadIdx.x;
   m_map[t] = st.m_map[t];
   v_map[t] = st.v_map[t];

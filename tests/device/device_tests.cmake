@@ -15,3 +15,15 @@ add_executable(device_gpu_test ${CMAKE_CURRENT_LIST_DIR}/device_conformance_cuda
 target_link_libraries(device_gpu_test PRIVATE zerofit_device_conformance GTest::gtest_main)
 add_test(NAME device_gpu_test COMMAND device_gpu_test)
 set_tests_properties(device_gpu_test PROPERTIES LABELS gpu TIMEOUT 600)
+
+# On the emulated GPU (-DZEROFIT_CUDA_EMULATION=ON: the sanitizer builds) the CUDA suite runs everywhere: the
+# CUDA device, its streams and events and every kernel, against the host references (label unit).
+if(ZEROFIT_CUDA_EMULATION)
+  add_test(NAME device_emulated_cuda_test COMMAND device_gpu_test)
+  set_tests_properties(device_emulated_cuda_test PROPERTIES LABELS unit TIMEOUT 300)
+endif()
+# Under TSan the emulated 1024-thread sum-of-squares blocks cost ~3 s a launch (every barrier wakes 1024 host
+# threads); SumOfSquaresMatchesHostReference keeps the kernel there, the half-type variant runs under ASan.
+if(ZEROFIT_CUDA_EMULATION AND ZEROFIT_SANITIZE STREQUAL "thread")
+  set_tests_properties(device_gpu_test PROPERTIES ENVIRONMENT "GTEST_FILTER=-*SumOfSquaresOfHalfTypes*")
+endif()
