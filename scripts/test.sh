@@ -8,7 +8,8 @@
 #               LibTorch-free library and its unit tests;
 #   build-tsan  ThreadSanitizer over the gRPC-free unit tests that run threads: core concurrency (thread pool,
 #               serial executor, ordered line map), the coordinator (job state, job store),
-#               the test device (streams on their own threads).
+#               the test device (streams on their own threads), the CUDA device and kernels on the emulated GPU.
+# Both sanitizer builds compile the CUDA code against the host emulation of CUDA (docs/gpu.md, "on an emulated GPU").
 # Beside them, also at nice 19, the torch 2.x CUDA compile tier (scripts/torch_cuda_compile_check.sh, issue
 # 28): every .cc under worker/torch compiled, not linked, as a CUDA build against Debian 13's CUDA LibTorch 2.6
 # headers (downloaded once with apt-get download into third_party/torch-cuda-headers/; the command fails when

@@ -73,12 +73,16 @@ cudaError_t EmulatedGpu::Allocate(void** ptr, size_t bytes, MemoryKind kind) {
   std::memset(p, kind == MemoryKind::kDevice ? 0xA5 : 0, bytes);
   allocations_[static_cast<const char*>(p)] = Allocation{bytes, kind};
   if (kind == MemoryKind::kDevice) device_bytes_ += bytes;
-  *ptr = p;
+  *ptr =
+      kind == MemoryKind::kDevice ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kDeviceTag) : p;
   return cudaSuccess;
 }
 
 cudaError_t EmulatedGpu::Free(void* ptr, MemoryKind kind) {
   if (ptr == nullptr) return cudaSuccess;
+  if ((kind == MemoryKind::kDevice) != IsTaggedWord(reinterpret_cast<uintptr_t>(ptr)))
+    return cudaErrorInvalidValue;
+  ptr = Untag(ptr);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = allocations_.find(static_cast<const char*>(ptr));
   if (it == allocations_.end() || it->second.kind != kind) return cudaErrorInvalidValue;
@@ -89,7 +93,12 @@ cudaError_t EmulatedGpu::Free(void* ptr, MemoryKind kind) {
 }
 
 bool EmulatedGpu::Within(const void* ptr, size_t bytes, MemoryKind kind) {
-  const char* p = static_cast<const char*>(ptr);
+  if ((kind == MemoryKind::kDevice) != IsTaggedWord(reinterpret_cast<uintptr_t>(ptr))) return false;
+  return WithinAddress(Untag(ptr), bytes, kind);
+}
+
+bool EmulatedGpu::WithinAddress(const void* address, size_t bytes, MemoryKind kind) {
+  const char* p = static_cast<const char*>(address);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = allocations_.upper_bound(p);
   if (it == allocations_.begin()) return false;
@@ -98,8 +107,8 @@ bool EmulatedGpu::Within(const void* ptr, size_t bytes, MemoryKind kind) {
          (bytes > 0 || p < it->first + it->second.bytes);
 }
 
-bool EmulatedGpu::Accessible(const void* ptr) {
-  return Within(ptr, 0, MemoryKind::kDevice) || Within(ptr, 0, MemoryKind::kPinned);
+bool EmulatedGpu::Accessible(const void* address) {
+  return WithinAddress(address, 0, MemoryKind::kDevice) || WithinAddress(address, 0, MemoryKind::kPinned);
 }
 
 size_t EmulatedGpu::device_bytes() {
@@ -150,9 +159,9 @@ bool EmulatedGpu::DrainAll() {
   return true;
 }
 
-std::string CheckKernelPointer(const void* ptr) {
-  if (ptr == nullptr || EmulatedGpu::Get().Accessible(ptr)) return "";
-  return "kernel argument " + Address(ptr) +
+std::string CheckKernelPointer(const void* address) {
+  if (address == nullptr || EmulatedGpu::Get().Accessible(address)) return "";
+  return "kernel argument " + Address(address) +
          " is neither device memory nor pinned host memory (a GPU cannot read pageable host memory)";
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,20 @@ struct CUstream_st : zerofit::cuda_emulation::EmulatedStream {
 namespace zerofit::cuda_emulation {
 
 enum class MemoryKind { kDevice, kPinned };
+
+// Device memory is handed out at tagged addresses: the allocation's host address with kDeviceTag in the top
+// 16 bits, which x86-64 does not map (a non-canonical address), so host code that reads or writes device
+// memory directly faults at once, as it would on a GPU. The runtime untags what it is given (copies, fills,
+// frees) and kernel launches untag their arguments before the CUDA threads run (kernel_launch.h).
+constexpr uintptr_t kDeviceTag = uintptr_t{0x5A5A} << 48;
+constexpr uintptr_t kAddressMask = (uintptr_t{1} << 48) - 1;
+
+inline bool IsTaggedWord(uintptr_t word) { return (word & ~kAddressMask) == kDeviceTag; }
+// The host address of a (possibly tagged) pointer.
+inline void* Untag(const void* p) {
+  const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<void*>(IsTaggedWord(u) ? u & kAddressMask : u);
+}
 
 // How long a synchronising call waits before it gives up with an error.
 constexpr std::chrono::milliseconds kSyncDeadline{600000};
@@ -46,9 +61,11 @@ class EmulatedGpu {
 
   cudaError_t Allocate(void** ptr, size_t bytes, MemoryKind kind);
   cudaError_t Free(void* ptr, MemoryKind kind);
-  // Whether [ptr, ptr + bytes) lies in one allocation of `kind` (any kind when `any`).
+  // Whether [ptr, ptr + bytes) lies in one allocation of `kind` (device pointers are tagged, pinned not).
   bool Within(const void* ptr, size_t bytes, MemoryKind kind);
-  bool Accessible(const void* ptr);  // device or pinned memory
+  // The same for a host address (a device pointer untagged).
+  bool WithinAddress(const void* address, size_t bytes, MemoryKind kind);
+  bool Accessible(const void* address);  // the host address of device or pinned memory
   size_t device_bytes();
 
   // The stream a handle names (null and cudaStreamLegacy: the legacy stream), or null if it is not one.
@@ -76,7 +93,7 @@ class EmulatedGpu {
   CUstream_st* legacy_ = nullptr;
 };
 
-// Launch's check of one pointer argument (kernel_launch.h): "" or why it is not device-accessible.
-std::string CheckKernelPointer(const void* ptr);
+// Launch's check of one (untagged) pointer argument (kernel_launch.h): "" or why a GPU could not read it.
+std::string CheckKernelPointer(const void* address);
 
 }  // namespace zerofit::cuda_emulation

@@ -110,6 +110,16 @@ TEST_F(CudaEmulationFault, AKernelArgumentInPageableHostMemory) {
       ::testing::ExitedWithCode(0), "neither device memory nor pinned host memory");
 }
 
+// Device pointers are not host addresses (emulated_gpu.h): a host store through one faults, as on a GPU.
+TEST_F(CudaEmulationFault, AHostWriteToDeviceMemory) {
+  EXPECT_DEATH(
+      {
+        float* d = DeviceArray<float>(4);
+        *static_cast<volatile float*>(d + 1) = 1.0f;
+      },
+      "");
+}
+
 TEST_F(CudaEmulationFault, ACudaCallInsideAHostFunction) {
   EXPECT_EXIT(
       {

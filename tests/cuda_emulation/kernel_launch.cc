@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/cuda_emulation/emulated_gpu.h"
 #include "tests/cuda_emulation/rendezvous.h"
 
 namespace zerofit::cuda_emulation {
@@ -181,6 +182,8 @@ void RunThread(Grid& grid, dim3 grid_shape, dim3 block_shape, unsigned thread,
 }
 
 }  // namespace
+
+uintptr_t UntagWord(uintptr_t word) { return IsTaggedWord(word) ? word & kAddressMask : word; }
 
 void SyncThreads(int line) { CurrentState().barrier().Arrive(line); }
 

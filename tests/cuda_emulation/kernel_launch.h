@@ -94,15 +94,35 @@ struct LaunchConfig {
   }
 };
 
+// The host address of a device pointer (emulated_gpu.h's tags), for the CUDA threads; `word` unchanged
+// when it is not one. Kernels get their arguments untagged.
+uintptr_t UntagWord(uintptr_t word);
+
+// Untags a kernel argument: a pointer, or the pointer-sized words of a struct (as AdamW8bitState's, whose
+// members are pointers: a word is untagged only when its top 16 bits are the tag, which no count, size or
+// pair of floats that zerofit's kernels take has). Adds each pointer to `pointers`, for Launch's check.
 template <typename T>
-void AddIfPointer(const T& value, std::vector<const void*>* pointers) {
-  if constexpr (std::is_pointer_v<T>) pointers->push_back(static_cast<const void*>(value));
+void PrepareArgument(T& value, std::vector<const void*>* pointers) {
+  if constexpr (std::is_pointer_v<T>) {
+    value = reinterpret_cast<T>(UntagWord(reinterpret_cast<uintptr_t>(value)));
+    pointers->push_back(reinterpret_cast<const void*>(value));
+  } else if constexpr (std::is_class_v<T> && std::is_trivially_copyable_v<T>) {
+    auto* bytes = reinterpret_cast<unsigned char*>(&value);
+    for (size_t at = 0; at + sizeof(uintptr_t) <= sizeof(T); at += alignof(uintptr_t)) {
+      uintptr_t word;
+      std::memcpy(&word, bytes + at, sizeof word);
+      const uintptr_t untagged = UntagWord(word);
+      if (untagged == word) continue;
+      std::memcpy(bytes + at, &untagged, sizeof word);
+      pointers->push_back(reinterpret_cast<const void*>(untagged));
+    }
+  }
 }
 
 template <typename... P, typename... A>
 void operator*(void (*kernel)(P...), PendingLaunch<A...>&& launch) {
   std::vector<const void*> pointers;
-  std::apply([&pointers](const auto&... a) { (AddIfPointer(a, &pointers), ...); }, launch.args);
+  std::apply([&pointers](auto&... a) { (PrepareArgument(a, &pointers), ...); }, launch.args);
   Launch(launch.grid, launch.block, launch.shared_bytes, launch.stream, std::move(pointers),
          [kernel, args = std::move(launch.args)] {
            std::apply([kernel](const auto&... a) { kernel(a...); }, args);

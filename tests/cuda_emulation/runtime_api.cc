@@ -15,6 +15,7 @@
 
 using zerofit::cuda_emulation::EmulatedGpu;
 using zerofit::cuda_emulation::MemoryKind;
+using zerofit::cuda_emulation::Untag;
 
 namespace {
 
@@ -202,7 +203,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (dst == nullptr || src == nullptr || !CopyRangeOk(dst, bytes) || !CopyRangeOk(src, bytes)) {
     return Result(cudaErrorInvalidValue);
   }
-  s->Enqueue([dst, src, bytes] {
+  s->Enqueue([dst = Untag(dst), src = Untag(src), bytes] {
     std::memmove(dst, src, bytes);
     return cudaSuccess;
   });
@@ -222,7 +223,7 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t str
   if (!Gpu().Within(dst, bytes, MemoryKind::kDevice) && !Gpu().Within(dst, bytes, MemoryKind::kPinned)) {
     return Result(cudaErrorInvalidValue);
   }
-  s->Enqueue([dst, value, bytes] {
+  s->Enqueue([dst = Untag(dst), value, bytes] {
     std::memset(dst, value, bytes);
     return cudaSuccess;
   });

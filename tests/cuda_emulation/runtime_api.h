@@ -11,6 +11,8 @@
 // - launches with an invalid shape (block of more than 1024 threads, empty grid);
 // - a stream created other than non-blocking (the legacy stream's implicit synchronisation is not emulated,
 //   and zerofit creates none).
+// - host code that reads or writes device memory directly (device pointers are non-canonical addresses:
+//   emulated_gpu.h; the access faults).
 // Fresh device memory is filled with 0xA5 bytes (cudaMalloc does not zero), shared memory with 0xFF.
 //
 // What it cannot check: nvcc's code generation and CUDA's own intrinsics (device_functions.h rounds as core/

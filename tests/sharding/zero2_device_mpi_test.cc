@@ -15,6 +15,7 @@
 #include "device/host/host_device.h"
 #include "device/test/test_device.h"
 #include "sharding/zero2_optimizer.h"
+#include "tests/sharding/zero2_mpi_job.h"
 #include "tests/sharding/zero2_test_job.h"
 #include "tests/support/mpi_test_env.h"
 

@@ -8,25 +8,16 @@
 
 #include "comm/communicator_factory.h"
 #include "sharding/zero2_optimizer.h"
+#include "tests/sharding/zero2_mpi_job.h"
 #include "tests/support/mpi_test_env.h"
 
 namespace zerofit::sharding {
 namespace {
 
-std::unique_ptr<comm::Communicator> MakeComm(absl::Duration timeout) {
-  comm::CommContext ctx;
-  ctx.mpi = &testing::MpiEnv();
-  comm::CommOptions options;
-  options.timeout = timeout;
-  auto c = comm::CreateCommunicator(comm::Backend::kMpi, ctx, options);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
-
 std::vector<ParamSpec> Specs() { return {{"w", 37, true}, {"b", 5, false}, {"head", 64, true}}; }
 
 TEST(Zero2MpiTest, Fp16OverflowOnOneRankSkipsTheStepOnAllRanks) {
-  auto comm = MakeComm(absl::Seconds(30));
+  auto comm = testjob::MakeMpi(absl::Seconds(30));
   ASSERT_NE(comm, nullptr);
   Zero2Options o;
   o.param_dtype = core::DType::kFloat16;
@@ -72,7 +63,7 @@ TEST(Zero2MpiTest, Fp16OverflowOnOneRankSkipsTheStepOnAllRanks) {
 TEST(Zero2MpiTest, ARankThatStopsTakingPartFailsTheStepWithinTheDeadline) {
   if (testing::MpiEnv().world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const absl::Duration timeout = absl::Milliseconds(800);
-  auto comm = MakeComm(timeout);
+  auto comm = testjob::MakeMpi(timeout);
   ASSERT_NE(comm, nullptr);
   Zero2Options o;
   o.bucket_bytes = 128;
@@ -96,7 +87,7 @@ TEST(Zero2MpiTest, ARankThatStopsTakingPartFailsTheStepWithinTheDeadline) {
     EXPECT_NE(r.status().message().find("has not arrived"), std::string::npos) << r.status();
     EXPECT_LT(took, timeout + absl::Seconds(1));
   }
-  auto fresh = MakeComm(absl::Seconds(20));
+  auto fresh = testjob::MakeMpi(absl::Seconds(20));
   ASSERT_NE(fresh, nullptr);
   EXPECT_TRUE(fresh->Barrier(absl::Seconds(20)).ok());
 }

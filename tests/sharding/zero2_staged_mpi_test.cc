@@ -35,6 +35,8 @@
 #include "device/host/host_device.h"
 #include "device/test/test_device.h"
 #include "sharding/zero2_optimizer.h"
+#include "tests/sharding/zero2_mpi_job.h"
+#include "tests/sharding/zero2_stream_training.h"
 #include "tests/sharding/zero2_test_job.h"
 #include "tests/support/mpi_test_env.h"
 
@@ -42,106 +44,14 @@ namespace zerofit::sharding {
 namespace {
 
 using testjob::Config;
-using testjob::GradValue;
 using testjob::Outcome;
-using testjob::Specs;
 
-constexpr int kSteps = 4;
-constexpr int kMicroBatches = 3;
-constexpr absl::Duration kTimeout = absl::Seconds(60);
+using testjob::kSteps;
+using testjob::kTimeout;
 
 bool OnCuda() {
   const char* d = std::getenv("ZEROFIT_STAGED_DEVICE");
   return d != nullptr && std::string(d) == "cuda";
-}
-
-std::vector<uint8_t> Encode(core::DType t, size_t n, const std::function<float(size_t)>& value) {
-  std::vector<uint8_t> out(n * core::DTypeSize(t));
-  for (size_t e = 0; e < n; ++e) core::StoreFromFloat(out.data(), t, e, value(e));
-  return out;
-}
-
-#define ZF_EXPECT_OK(expr)                       \
-  do {                                           \
-    const absl::Status s_ = (expr);              \
-    EXPECT_TRUE(s_.ok()) << #expr << ": " << s_; \
-  } while (0)
-
-// The same steps on any device: the host reaches device memory only through the compute stream's copies
-// (CUDA memory is not host-readable).
-Outcome Train(const Config& c, device::Device* device, comm::Communicator* comm,
-              comm::Communicator* host_comm) {
-  Outcome out;
-  const Zero2Options o = testjob::Options(c);
-  auto opt = Zero2Optimizer::Create(Specs(), o, comm, testjob::Devices(device, host_comm));
-  EXPECT_TRUE(opt.ok()) << opt.status();
-  if (!opt.ok()) return out;
-  Zero2Optimizer& z = **opt;
-  device::Stream& compute = z.device().compute_stream();
-  const auto specs = Specs();
-  const size_t elem = core::DTypeSize(c.dtype);
-  {
-    std::vector<std::vector<uint8_t>> init(specs.size());
-    for (size_t i = 0; i < specs.size(); ++i) {
-      init[i] = Encode(c.dtype, specs[i].numel, [](size_t e) { return 0.01f * ((e % 13) - 6.0f); });
-      ZF_EXPECT_OK(compute.Copy(z.param_data(i), init[i].data(), init[i].size()));
-    }
-    ZF_EXPECT_OK(compute.Synchronize(kTimeout));
-  }
-  ZF_EXPECT_OK(z.InitializeFromParameters());
-  // Device-memory gradients, refilled on the compute stream for every micro-batch (autograd's outputs).
-  std::vector<device::Buffer> dev_grads;
-  for (const auto& s : specs) {
-    auto b = device->Allocate(s.numel * elem, device::MemoryKind::kDevice);
-    EXPECT_TRUE(b.ok()) << b.status();
-    if (!b.ok()) return out;
-    dev_grads.push_back(std::move(*b));
-  }
-  const int rank = comm->rank();
-  for (int step = 0; step < kSteps; ++step) {
-    const float lr = 1e-2f / (step + 1);  // a schedule: the delayed update must keep its own rate
-    for (int micro = 0; micro < kMicroBatches; ++micro) {
-      ZF_EXPECT_OK(z.BeginMicroBatch(micro == kMicroBatches - 1));
-      std::vector<std::vector<uint8_t>> grads(specs.size());  // alive until the stream has copied them
-      for (size_t i = specs.size(); i-- > 0;) {
-        grads[i] =
-            Encode(c.dtype, specs[i].numel, [&](size_t e) { return GradValue(rank, step, micro, i, e); });
-        if (c.mode == AccumulationMode::kReduceOncePerStep) {
-          // Autograd's in-place accumulation into the flat gradient buffer, done through the host here.
-          std::vector<uint8_t> acc(grads[i].size());
-          ZF_EXPECT_OK(compute.Copy(acc.data(), z.grad_data(i), acc.size()));
-          ZF_EXPECT_OK(compute.Synchronize(kTimeout));
-          for (size_t e = 0; e < specs[i].numel; ++e) {
-            core::StoreFromFloat(
-                acc.data(), c.dtype, e,
-                core::LoadAsFloat(acc.data(), c.dtype, e) + core::LoadAsFloat(grads[i].data(), c.dtype, e));
-          }
-          ZF_EXPECT_OK(compute.Copy(z.grad_data(i), acc.data(), acc.size()));
-          ZF_EXPECT_OK(compute.Synchronize(kTimeout));
-          ZF_EXPECT_OK(z.OnGradientReady(i, nullptr));
-        } else {
-          ZF_EXPECT_OK(compute.Copy(dev_grads[i].data(), grads[i].data(), grads[i].size()));
-          ZF_EXPECT_OK(z.OnGradientReady(i, dev_grads[i].data()));
-        }
-      }
-      ZF_EXPECT_OK(z.EndMicroBatch(10.0 + rank));
-      ZF_EXPECT_OK(compute.Synchronize(kTimeout));  // before `grads` goes
-    }
-    auto r = z.Step(lr);
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (r.ok()) out.grad_norms.push_back(r->grad_norm);
-  }
-  ZF_EXPECT_OK(z.Flush());
-  out.params.resize(z.plan().flat_numel() * elem);
-  const auto* flat = static_cast<const uint8_t*>(z.param_data(0)) - z.plan().placement(0).flat_offset * elem;
-  ZF_EXPECT_OK(compute.Copy(out.params.data(), flat, out.params.size()));
-  ZF_EXPECT_OK(compute.Synchronize(kTimeout));
-  const size_t n = z.plan().shard_numel();
-  out.master.resize(n);
-  out.m.resize(n);
-  out.v.resize(n);
-  ZF_EXPECT_OK(z.CopyStateToHost(out.master.data(), out.m.data(), out.v.data()));
-  return out;
 }
 
 // fp32 values within `rel` of the oracle's, elements near zero against the vector's largest magnitude.
@@ -197,13 +107,13 @@ TEST_P(Zero2StagedMpiTest, SharedDeviceOverStagedMpiEqualsTheHostOracle) {
     dev = std::make_unique<device::TestDevice>(to);
   }
   device::HostDevice host;
-  const Outcome want = Train(c, &host, mpi.get(), mpi.get());
+  const Outcome want = testjob::TrainThroughComputeStream(c, &host, mpi.get(), mpi.get());
   ASSERT_FALSE(want.params.empty());
   Outcome got;
   {
     auto staged = comm::StagedCommunicator::Create(mpi.get(), dev.get());
     ASSERT_TRUE(staged.ok()) << staged.status();
-    got = Train(c, dev.get(), staged->get(), mpi.get());
+    got = testjob::TrainThroughComputeStream(c, dev.get(), staged->get(), mpi.get());
     const comm::StagingStats stats = (*staged)->stats();
     EXPECT_GT(stats.staged_calls, 0u);
     EXPECT_EQ(stats.passed_through_calls, 0u) << "every ZeRO-2 collective carries device memory";
