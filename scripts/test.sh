@@ -52,10 +52,10 @@ sanitizer_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 
 # The gRPC-free threaded tests: Debian's gRPC and abseil are not instrumented and absl::Mutex is invisible
 # to TSan, so the service and client tests drown in reports from gRPC's own handoffs (tests/sanitizers/
 # tsan.supp says more); they run under ASan+UBSan.
-# device_gpu_test: the CUDA device's suite, on the emulated GPU there (its kernels' CUDA threads are host threads,
-# so TSan sees their shared memory and barriers as it sees any other threads').
+# device_gpu_test and the *emulated* tests: the CUDA device, its kernels and the engine on it, on the emulated GPU
+# there (CUDA threads and streams are host threads, so TSan sees their shared memory, barriers and handoffs).
 tsan_tests=(core_unit_test ordered_line_map_test device_unit_test coordinator_unit_test offload_unit_test
-  device_gpu_test cuda_emulation_test kernels_emulated_cuda_test)
+  device_gpu_test cuda_emulation_test kernels_emulated_cuda_test zero2_emulated_cuda_test)
 sanitizer_builds() {
   cmake -S . -B "$BUILD_DIR-asan" "${sanitizer_flags[@]}" -DZEROFIT_SANITIZE=address,undefined >/dev/null
   nice -n 19 cmake --build "$BUILD_DIR-asan" -j "$JOBS"
