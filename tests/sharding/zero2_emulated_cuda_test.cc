@@ -6,6 +6,7 @@
 // is reported, not applied (no clipping here; it must agree to fp64 rounding). Every mode: both accumulation
 // modes, fp32 and bf16, 8-bit moments, offload with and without the delayed update. A host access to device
 // memory, a kernel handed pageable memory or a missing stream order shows up here before it reaches a GPU.
+// And a checkpoint saved there resumes there, in a fresh engine, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,14 +17,41 @@
 #include "comm/staged_communicator.h"
 #include "device/device_factory.h"
 #include "device/host/host_device.h"
+#include "sharding/checkpoint.h"
 #include "tests/sharding/zero2_stream_training.h"
 #include "tests/sharding/zero2_test_job.h"
+#include "tests/support/temp_dir.h"
 
 namespace zerofit::sharding {
 namespace {
 
+using test_support::TempDir;
 using testjob::Config;
 using testjob::Outcome;
+
+std::unique_ptr<device::Device> EmulatedCuda() {
+  device::DeviceOptions o;
+  o.choice = device::DeviceChoice::kCuda;
+  auto cuda = device::CreateDevice(o);
+  EXPECT_TRUE(cuda.ok()) << cuda.status();
+  if (!cuda.ok()) return nullptr;
+  EXPECT_EQ((*cuda)->kind(), device::DeviceKind::kCuda);
+  return std::move(*cuda);
+}
+
+void ExpectSameOutcome(const Outcome& got, const Outcome& want, const std::string& name) {
+  EXPECT_EQ(got.params, want.params) << name << ": parameters differ";
+  EXPECT_EQ(got.master, want.master) << name << ": master weights differ";
+  EXPECT_EQ(got.m, want.m) << name;
+  EXPECT_EQ(got.v, want.v) << name;
+  ASSERT_EQ(got.grad_norms.size(), want.grad_norms.size());
+  for (size_t i = 0; i < want.grad_norms.size(); ++i) {
+    // The device sums the squares in fp64 as a tree, the host in index order: ~1e-16 relative per term;
+    // the norm is then rounded to fp32, so the two agree to an fp32 ulp.
+    EXPECT_NEAR(got.grad_norms[i], want.grad_norms[i], std::ldexp(std::fabs(want.grad_norms[i]), -23))
+        << name << " step " << i;
+  }
+}
 
 class Zero2EmulatedCudaTest : public ::testing::TestWithParam<Config> {};
 
@@ -33,29 +61,51 @@ TEST_P(Zero2EmulatedCudaTest, TheEngineOnTheCudaDeviceEndsWhereTheHostDeviceDoes
   device::HostDevice host;
   const Outcome want = testjob::TrainThroughComputeStream(c, &host, &local, &local);
   ASSERT_FALSE(want.params.empty());
-
-  device::DeviceOptions o;
-  o.choice = device::DeviceChoice::kCuda;
-  auto cuda = device::CreateDevice(o);
-  ASSERT_TRUE(cuda.ok()) << cuda.status();
-  ASSERT_EQ((*cuda)->kind(), device::DeviceKind::kCuda);
+  std::unique_ptr<device::Device> cuda = EmulatedCuda();
+  ASSERT_NE(cuda, nullptr);
   Outcome got;
   {
-    auto staged = comm::StagedCommunicator::Create(&local, cuda->get());
+    auto staged = comm::StagedCommunicator::Create(&local, cuda.get());
     ASSERT_TRUE(staged.ok()) << staged.status();
-    got = testjob::TrainThroughComputeStream(c, cuda->get(), staged->get(), &local);
+    got = testjob::TrainThroughComputeStream(c, cuda.get(), staged->get(), &local);
   }
-  EXPECT_EQ(got.params, want.params) << c.name << ": parameters differ";
-  EXPECT_EQ(got.master, want.master) << c.name << ": master weights differ";
-  EXPECT_EQ(got.m, want.m) << c.name;
-  EXPECT_EQ(got.v, want.v) << c.name;
-  ASSERT_EQ(got.grad_norms.size(), want.grad_norms.size());
-  for (size_t i = 0; i < want.grad_norms.size(); ++i) {
-    // The device sums the squares in fp64 as a tree, the host in index order: ~1e-16 relative per term;
-    // the norm is then rounded to fp32, so the two agree to an fp32 ulp.
-    EXPECT_NEAR(got.grad_norms[i], want.grad_norms[i], std::ldexp(std::fabs(want.grad_norms[i]), -23))
-        << c.name << " step " << i;
+  ExpectSameOutcome(got, want, c.name);
+}
+
+// A checkpoint saved from the CUDA device (the state leaves through the updater's copies: 8-bit codes as
+// dequantised moments and their blocks' scales) resumes there, in a fresh engine, where the uninterrupted
+// run on the host device goes on, bit for bit.
+class Zero2EmulatedCudaResumeTest : public ::testing::TestWithParam<Config> {};
+
+TEST_P(Zero2EmulatedCudaResumeTest, ACheckpointFromTheCudaDeviceResumesWhereTheHostDeviceGoesOn) {
+  const Config& c = GetParam();
+  comm::LocalCommunicator local;
+  device::HostDevice host;
+  const Outcome want = testjob::TrainThroughComputeStream(c, &host, &local, &local);
+  ASSERT_FALSE(want.params.empty());
+  std::unique_ptr<device::Device> cuda = EmulatedCuda();
+  ASSERT_NE(cuda, nullptr);
+  const TempDir dir("zero2_emulated_cuda_resume");
+  constexpr int kSaveAt = 2;
+  Outcome got;
+  {
+    auto staged = comm::StagedCommunicator::Create(&local, cuda.get());
+    ASSERT_TRUE(staged.ok()) << staged.status();
+    auto first = testjob::MakeJobOptimizer(c, cuda.get(), staged->get(), &local);
+    ASSERT_NE(first, nullptr);
+    testjob::TrainJobSteps(*first, c, 0, kSaveAt, &got.grad_norms);
+    auto saved = SaveCheckpoint(*first, dir.path());
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    first.reset();                                                                  // the "crash"
+    auto second = testjob::MakeJobOptimizer(c, cuda.get(), staged->get(), &local);  // overwritten by the load
+    ASSERT_NE(second, nullptr);
+    auto loaded = LoadCheckpoint(*second, dir.path());
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ(loaded->step, kSaveAt);
+    testjob::TrainJobSteps(*second, c, kSaveAt, testjob::kSteps - kSaveAt, &got.grad_norms);
+    testjob::ReadJobOutcome(*second, c, &got);
   }
+  ExpectSameOutcome(got, want, c.name);
 }
 
 Config Unclipped(Config c) {
@@ -81,6 +131,16 @@ INSTANTIATE_TEST_SUITE_P(
                                  core::DType::kBFloat16, true, false, true}),
                       Unclipped({"once_bf16_offload_delayed_8bit", AccumulationMode::kReduceOncePerStep,
                                  core::DType::kBFloat16, true, true, true})),
+    [](const ::testing::TestParamInfo<Config>& info) { return info.param.name; });
+
+INSTANTIATE_TEST_SUITE_P(
+    OnDeviceAndOffloaded, Zero2EmulatedCudaResumeTest,
+    ::testing::Values(Unclipped({"once_fp32", AccumulationMode::kReduceOncePerStep, core::DType::kFloat32,
+                                 false, false}),
+                      Unclipped({"every_bf16_8bit", AccumulationMode::kReduceScatterEveryMicroBatch,
+                                 core::DType::kBFloat16, false, false, true}),
+                      Unclipped({"every_bf16_offload_8bit", AccumulationMode::kReduceScatterEveryMicroBatch,
+                                 core::DType::kBFloat16, true, false, true})),
     [](const ::testing::TestParamInfo<Config>& info) { return info.param.name; });
 
 }  // namespace
