@@ -4,8 +4,11 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "tests/cuda_emulation/test_kernels.h"
@@ -123,17 +126,34 @@ TEST_F(CudaEmulationFault, AHostWriteToDeviceMemory) {
 TEST_F(CudaEmulationFault, ACudaCallInsideAHostFunction) {
   EXPECT_EXIT(
       {
-        static cudaError_t inside = cudaSuccess;
+        // The fault is sticky, so cudaStreamSynchronize returns it at once: the result is awaited here.
+        static std::atomic<int> inside{-1};
         auto call_cuda = [](void*) {
           void* p = nullptr;
           inside = cudaMalloc(&p, 16);
         };
         if (cudaLaunchHostFunc(nullptr, call_cuda, nullptr) != cudaSuccess) std::exit(2);
-        cudaStreamSynchronize(nullptr);
-        std::exit(inside == cudaErrorNotPermitted ? 0 : 1);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (inside.load() == -1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+        std::exit(inside.load() == cudaErrorNotPermitted ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "cudaMalloc called from a host function");
 }
+
+#if defined(__SANITIZE_THREAD__)
+// CUDA threads are host threads: ThreadSanitizer sees a race on a block's shared memory as any other
+// (the TSan build, where the kernels of device/cuda and kernels/cuda run under it).
+TEST_F(CudaEmulationFault, ASharedMemoryRaceReachesThreadSanitizer) {
+  EXPECT_DEATH(
+      {
+        float* d_out = DeviceArray<float>(64);
+        LaunchRacy(d_out, 64, nullptr);
+        cudaStreamSynchronize(nullptr);
+        std::exit(0);
+      },
+      "ThreadSanitizer: data race");
+}
+#endif
 
 }  // namespace
 }  // namespace zerofit::cuda_emulation::test

@@ -17,6 +17,41 @@
 namespace zerofit::cuda_emulation {
 namespace {
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" {
+void AnnotateIgnoreSyncBegin(const char* file, int line);
+void AnnotateIgnoreSyncEnd(const char* file, int line);
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+}
+#endif
+
+// The emulation's own bookkeeping (a block's state found or made, a thread's exit, a shared array handed
+// out) synchronises through mutexes and reference counts that a GPU's threads do not have. Under TSan it is
+// made invisible while it lives, so that it orders nothing between CUDA threads: only __syncthreads, the
+// warps' shuffles, the launch and the stream order kernel code, and a race that a GPU would have is reported.
+class Bookkeeping {
+ public:
+  Bookkeeping() {
+#if defined(__SANITIZE_THREAD__)
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+#endif
+  }
+  ~Bookkeeping() {
+#if defined(__SANITIZE_THREAD__)
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+#endif
+  }
+  Bookkeeping(const Bookkeeping&) = delete;
+  Bookkeeping& operator=(const Bookkeeping&) = delete;
+};
+
 constexpr unsigned kWarpSize = 32;
 constexpr std::chrono::milliseconds kBarrierDeadline{60000};
 
@@ -156,7 +191,10 @@ thread_local CurrentThread current;
 
 BlockState& CurrentState() {
   if (current.grid == nullptr) std::abort();  // a device function called outside a kernel
-  if (current.state == nullptr) current.state = current.grid->State(current.block);
+  if (current.state == nullptr) {
+    Bookkeeping quiet;
+    current.state = current.grid->State(current.block);
+  }
   return *current.state;
 }
 
@@ -173,11 +211,16 @@ void RunThread(Grid& grid, dim3 grid_shape, dim3 block_shape, unsigned thread,
   gridDim = grid_shape;
   for (size_t block : order) {
     current.block = block;
-    current.state.reset();
+    {
+      Bookkeeping quiet;
+      current.state.reset();
+    }
     blockIdx = Unflatten(block, grid_shape);
     body();
+    Bookkeeping quiet;
     grid.Exit(block, thread);
   }
+  Bookkeeping quiet;
   current = CurrentThread{};
 }
 
@@ -187,7 +230,11 @@ uintptr_t UntagWord(uintptr_t word) { return IsTaggedWord(word) ? word & kAddres
 
 void SyncThreads(int line) { CurrentState().barrier().Arrive(line); }
 
-void* SharedArray(const void* key, size_t bytes) { return CurrentState().Shared(key, bytes); }
+void* SharedArray(const void* key, size_t bytes) {
+  BlockState& state = CurrentState();
+  Bookkeeping quiet;
+  return state.Shared(key, bytes);
+}
 
 uint64_t ShuffleXorBits(unsigned mask, uint64_t bits, int lane_mask, int line) {
   if (mask != 0xffffffffu || current.grid->threads() % kWarpSize != 0 || lane_mask < 0 ||

@@ -31,6 +31,13 @@ __global__ void DivergentBarrierKernel(unsigned cut) {
   __syncthreads();
 }
 
+// Thread 0 writes a shared value that every thread reads, with no barrier between: a data race.
+__global__ void RacyKernel(float* out) {
+  __shared__ float value[1];
+  if (threadIdx.x == 0) value[0] = 1.0f;
+  out[threadIdx.x] = value[0];
+}
+
 // Reads one float through `p`.
 __global__ void ReadKernel(const float* p, float* out) { *out = *p; }
 
@@ -44,6 +51,11 @@ cudaError_t LaunchBlockSum(const float* in, float* out, int* foreign, unsigned b
 
 cudaError_t LaunchDivergentBarrier(unsigned threads, unsigned cut, cudaStream_t stream) {
   DivergentBarrierKernel<<<1, threads, 0, stream>>>(cut);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRacy(float* out, unsigned threads, cudaStream_t stream) {
+  RacyKernel<<<1, threads, 0, stream>>>(out);
   return cudaGetLastError();
 }
 

@@ -11,6 +11,8 @@ cudaError_t LaunchBlockSum(const float* in, float* out, int* foreign, unsigned b
                            cudaStream_t stream);
 // A barrier that the threads below `cut` never reach.
 cudaError_t LaunchDivergentBarrier(unsigned threads, unsigned cut, cudaStream_t stream);
+// out[t] = a shared value that thread 0 writes, without the barrier that would order it (a race).
+cudaError_t LaunchRacy(float* out, unsigned threads, cudaStream_t stream);
 // *out = *p.
 cudaError_t LaunchRead(const float* p, float* out, cudaStream_t stream);
 
