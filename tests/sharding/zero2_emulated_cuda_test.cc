@@ -53,59 +53,59 @@ void ExpectSameOutcome(const Outcome& got, const Outcome& want, const std::strin
   }
 }
 
-class Zero2EmulatedCudaTest : public ::testing::TestWithParam<Config> {};
+// The job's uninterrupted run on the host device (`want`), and the emulated CUDA device with a staged
+// communicator over the same local one, for the test to train on.
+class EmulatedCudaJob : public ::testing::TestWithParam<Config> {
+ protected:
+  void SetUp() override {
+    want_ = testjob::TrainThroughComputeStream(GetParam(), &host_, &local_, &local_);
+    ASSERT_FALSE(want_.params.empty());
+    cuda_ = EmulatedCuda();
+    ASSERT_NE(cuda_, nullptr);
+    auto staged = comm::StagedCommunicator::Create(&local_, cuda_.get());
+    ASSERT_TRUE(staged.ok()) << staged.status();
+    staged_ = std::move(*staged);
+  }
+
+  comm::LocalCommunicator local_;
+  device::HostDevice host_;
+  Outcome want_;
+  std::unique_ptr<device::Device> cuda_;
+  std::unique_ptr<comm::StagedCommunicator> staged_;  // after cuda_: destroyed before the device it uses
+};
+
+class Zero2EmulatedCudaTest : public EmulatedCudaJob {};
 
 TEST_P(Zero2EmulatedCudaTest, TheEngineOnTheCudaDeviceEndsWhereTheHostDeviceDoes) {
   const Config& c = GetParam();
-  comm::LocalCommunicator local;
-  device::HostDevice host;
-  const Outcome want = testjob::TrainThroughComputeStream(c, &host, &local, &local);
-  ASSERT_FALSE(want.params.empty());
-  std::unique_ptr<device::Device> cuda = EmulatedCuda();
-  ASSERT_NE(cuda, nullptr);
-  Outcome got;
-  {
-    auto staged = comm::StagedCommunicator::Create(&local, cuda.get());
-    ASSERT_TRUE(staged.ok()) << staged.status();
-    got = testjob::TrainThroughComputeStream(c, cuda.get(), staged->get(), &local);
-  }
-  ExpectSameOutcome(got, want, c.name);
+  const Outcome got = testjob::TrainThroughComputeStream(c, cuda_.get(), staged_.get(), &local_);
+  ExpectSameOutcome(got, want_, c.name);
 }
 
 // A checkpoint saved from the CUDA device (the state leaves through the updater's copies: 8-bit codes as
 // dequantised moments and their blocks' scales) resumes there, in a fresh engine, where the uninterrupted
 // run on the host device goes on, bit for bit.
-class Zero2EmulatedCudaResumeTest : public ::testing::TestWithParam<Config> {};
+class Zero2EmulatedCudaResumeTest : public EmulatedCudaJob {};
 
 TEST_P(Zero2EmulatedCudaResumeTest, ACheckpointFromTheCudaDeviceResumesWhereTheHostDeviceGoesOn) {
   const Config& c = GetParam();
-  comm::LocalCommunicator local;
-  device::HostDevice host;
-  const Outcome want = testjob::TrainThroughComputeStream(c, &host, &local, &local);
-  ASSERT_FALSE(want.params.empty());
-  std::unique_ptr<device::Device> cuda = EmulatedCuda();
-  ASSERT_NE(cuda, nullptr);
   const TempDir dir("zero2_emulated_cuda_resume");
   constexpr int kSaveAt = 2;
   Outcome got;
-  {
-    auto staged = comm::StagedCommunicator::Create(&local, cuda.get());
-    ASSERT_TRUE(staged.ok()) << staged.status();
-    auto first = testjob::MakeJobOptimizer(c, cuda.get(), staged->get(), &local);
-    ASSERT_NE(first, nullptr);
-    testjob::TrainJobSteps(*first, c, 0, kSaveAt, &got.grad_norms);
-    auto saved = SaveCheckpoint(*first, dir.path());
-    ASSERT_TRUE(saved.ok()) << saved.status();
-    first.reset();                                                                  // the "crash"
-    auto second = testjob::MakeJobOptimizer(c, cuda.get(), staged->get(), &local);  // overwritten by the load
-    ASSERT_NE(second, nullptr);
-    auto loaded = LoadCheckpoint(*second, dir.path());
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    EXPECT_EQ(loaded->step, kSaveAt);
-    testjob::TrainJobSteps(*second, c, kSaveAt, testjob::kSteps - kSaveAt, &got.grad_norms);
-    testjob::ReadJobOutcome(*second, c, &got);
-  }
-  ExpectSameOutcome(got, want, c.name);
+  auto first = testjob::MakeJobOptimizer(c, cuda_.get(), staged_.get(), &local_);
+  ASSERT_NE(first, nullptr);
+  testjob::TrainJobSteps(*first, c, 0, kSaveAt, &got.grad_norms);
+  auto saved = SaveCheckpoint(*first, dir.path());
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  first.reset();                                                                    // the "crash"
+  auto second = testjob::MakeJobOptimizer(c, cuda_.get(), staged_.get(), &local_);  // overwritten by the load
+  ASSERT_NE(second, nullptr);
+  auto loaded = LoadCheckpoint(*second, dir.path());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, kSaveAt);
+  testjob::TrainJobSteps(*second, c, kSaveAt, testjob::kSteps - kSaveAt, &got.grad_norms);
+  testjob::ReadJobOutcome(*second, c, &got);
+  ExpectSameOutcome(got, want_, c.name);
 }
 
 Config Unclipped(Config c) {
