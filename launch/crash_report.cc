@@ -1,9 +1,11 @@
 #include "launch/crash_report.h"
 
 #include <execinfo.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -39,13 +41,54 @@ void WriteNumber(int value) {
   WriteAll(digits + at);
 }
 
-void OnFatalSignal(int signal) {
+void WriteHex(uintptr_t value) {
+  char digits[2 + 2 * sizeof(uintptr_t) + 1];
+  int at = sizeof(digits) - 1;
+  digits[at] = '\0';
+  do {
+    digits[--at] = "0123456789abcdef"[value & 0xf];
+    value >>= 4;
+  } while (value > 0 && at > 2);
+  digits[--at] = 'x';
+  digits[--at] = '0';
+  WriteAll(digits + at);
+}
+
+// The faulting instruction and, when a call jumped to a bad address (a dangling function pointer or vtable),
+// the caller: the return address that call left on top of the stack. Written before the stack: glibc's
+// backtrace cannot unwind from a bad instruction address and may itself fault there, and a second fault ends
+// the process (SA_RESETHAND) with only what was already written. The word is read after the instruction's
+// line for the same reason (a bad stack pointer).
+void WriteFaultingFrames(void* context) {
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  void* frames[2] = {reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]), nullptr};
+  WriteAll(g_program);
+  WriteAll(
+      ": the faulting instruction, then the word on top of the stack (the caller, after a call to a bad "
+      "address):\n");
+  ::backtrace_symbols_fd(frames, 1, STDERR_FILENO);
+  frames[1] = *reinterpret_cast<void* const*>(uc->uc_mcontext.gregs[REG_RSP]);
+  ::backtrace_symbols_fd(frames + 1, 1, STDERR_FILENO);
+#else
+  (void)context;
+#endif
+}
+
+void OnFatalSignal(int signal, siginfo_t* info, void* context) {
   WriteAll(g_program);
   WriteAll(": fatal signal ");
   WriteNumber(signal);
   WriteAll(" (");
   WriteAll(sigabbrev_np(signal) != nullptr ? sigabbrev_np(signal) : "?");
-  WriteAll("); stack, innermost first:\n");
+  WriteAll("), address ");
+  WriteHex(reinterpret_cast<uintptr_t>(info->si_addr));
+  WriteAll(", thread ");
+  WriteNumber(static_cast<int>(::gettid()));
+  WriteAll("\n");
+  WriteFaultingFrames(context);
+  WriteAll(g_program);
+  WriteAll(": stack, innermost first:\n");
   void* frames[kMaxFrames];
   const int n = ::backtrace(frames, kMaxFrames);
   ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
@@ -60,9 +103,9 @@ absl::Status InstallCrashReport(const char* program) {
   void* warm[1];
   (void)::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
   struct sigaction action {};
-  action.sa_handler = &OnFatalSignal;
+  action.sa_sigaction = &OnFatalSignal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESETHAND;  // a second fault inside the handler dies at once
+  action.sa_flags = SA_SIGINFO | SA_RESETHAND;  // a second fault inside the handler dies at once
   for (int s : kSignals) {
     if (::sigaction(s, &action, nullptr) != 0) {
       return absl::InternalError(absl::StrCat("sigaction(", s, "): ", std::strerror(errno)));

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -47,6 +48,11 @@ void WriteThroughNull() {
 
 void Abort() { std::abort(); }
 
+void CallABadAddress() {
+  void (*volatile bad)() = reinterpret_cast<void (*)()>(uintptr_t{0x40});
+  bad();
+}
+
 TEST(CrashReportTest, AFaultWritesTheStackAndDiesOfItsSignal) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer reports the fault itself";
@@ -54,13 +60,31 @@ TEST(CrashReportTest, AFaultWritesTheStackAndDiesOfItsSignal) {
   const Ended e = RunChild(&WriteThroughNull);
   ASSERT_TRUE(WIFSIGNALED(e.wstatus)) << e.stderr_text;
   EXPECT_EQ(WTERMSIG(e.wstatus), SIGSEGV);
-  EXPECT_NE(e.stderr_text.find("crash_report_test: fatal signal 11 (SEGV); stack, innermost first:\n"),
+  EXPECT_NE(e.stderr_text.find("crash_report_test: fatal signal 11 (SEGV), address 0x0, thread "),
             std::string::npos)
+      << e.stderr_text;
+  EXPECT_NE(e.stderr_text.find("crash_report_test: stack, innermost first:\n"), std::string::npos)
       << e.stderr_text;
   // At least the handler's frame and the faulting one, each on its own line ("module(+0x...)[0x...]").
   size_t frames = 0;
   for (size_t at = 0; (at = e.stderr_text.find("[0x", at)) != std::string::npos; ++at) ++frames;
   EXPECT_GE(frames, 2u) << e.stderr_text;
+}
+
+// A call through a bad function pointer leaves an instruction address nothing can unwind from: the report
+// names that address and, from the top of the stack, the caller.
+TEST(CrashReportTest, ACallToABadAddressNamesTheCaller) {
+#if defined(__SANITIZE_ADDRESS__) || !defined(__x86_64__)
+  GTEST_SKIP() << "AddressSanitizer reports the fault itself; the faulting frames are read on x86-64";
+#endif
+  const Ended e = RunChild(&CallABadAddress);
+  ASSERT_TRUE(WIFSIGNALED(e.wstatus)) << e.stderr_text;
+  EXPECT_EQ(WTERMSIG(e.wstatus), SIGSEGV);
+  const size_t faulting = e.stderr_text.find("the faulting instruction, then the word on top of the stack");
+  ASSERT_NE(faulting, std::string::npos) << e.stderr_text;
+  EXPECT_NE(e.stderr_text.find("[0x40]", faulting), std::string::npos) << e.stderr_text;  // the bad address
+  EXPECT_NE(e.stderr_text.find("launch_unit_test(", faulting), std::string::npos)
+      << e.stderr_text;  // the caller
 }
 
 TEST(CrashReportTest, AnAbortIsReportedToo) {
