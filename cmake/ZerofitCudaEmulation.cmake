@@ -54,9 +54,8 @@ function(zerofit_emulated_cuda_sources out_var)
   set(${out_var} ${outs} PARENT_SCOPE)
 endfunction()
 
-# zerofit_use_cuda_emulation(<target>): the emulated runtime and the capped headers for <target> and its
-# users (first on their include path).
-function(zerofit_use_cuda_emulation target)
+# The capped headers, written once per configure (the folder zerofit_use_cuda_emulation puts first).
+function(_zerofit_write_capped_headers)
   foreach(entry IN LISTS ZEROFIT_CUDA_EMULATION_CAPS)
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 rel)
@@ -73,8 +72,17 @@ function(zerofit_use_cuda_emulation target)
     _zerofit_write_if_changed("${CMAKE_BINARY_DIR}/cuda_emulation/${rel}"
       "#line 1 \"${PROJECT_SOURCE_DIR}/${rel}\"\n${text}")
   endforeach()
+endfunction()
+
+# zerofit_use_cuda_emulation(<target>): the emulated runtime and the capped headers for <target> and its
+# users (first on their include path).
+function(zerofit_use_cuda_emulation target)
   target_include_directories(${target} BEFORE PUBLIC "${CMAKE_BINARY_DIR}/cuda_emulation")
   target_link_libraries(${target} PUBLIC zerofit_cuda_emulation)
   # The intrinsics are plain operations (device_functions.h): nothing may fuse what CUDA rounds separately.
   target_compile_options(${target} PRIVATE -ffp-contract=off)
 endfunction()
+
+if(ZEROFIT_CUDA_EMULATION)
+  _zerofit_write_capped_headers()
+endif()

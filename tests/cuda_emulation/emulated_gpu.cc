@@ -72,8 +72,7 @@ cudaError_t EmulatedGpu::Allocate(void** ptr, size_t bytes, MemoryKind kind) {
   std::memset(p, kind == MemoryKind::kDevice ? 0xA5 : 0, bytes);
   allocations_[static_cast<const char*>(p)] = Allocation{bytes, kind};
   if (kind == MemoryKind::kDevice) device_bytes_ += bytes;
-  *ptr =
-      kind == MemoryKind::kDevice ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kDeviceTag) : p;
+  *ptr = kind == MemoryKind::kDevice ? Tag(p) : p;
   return cudaSuccess;
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "tests/cuda_emulation/device_pointer.h"
 #include "tests/cuda_emulation/emulated_stream.h"
 #include "tests/cuda_emulation/runtime_api.h"
 
@@ -21,20 +22,6 @@ struct CUstream_st : zerofit::cuda_emulation::EmulatedStream {
 namespace zerofit::cuda_emulation {
 
 enum class MemoryKind { kDevice, kPinned };
-
-// Device memory is handed out at tagged addresses: the allocation's host address with kDeviceTag in the top
-// 16 bits, which x86-64 does not map (a non-canonical address), so host code that reads or writes device
-// memory directly faults at once, as it would on a GPU. The runtime untags what it is given (copies, fills,
-// frees) and kernel launches untag their arguments before the CUDA threads run (kernel_launch.h).
-constexpr uintptr_t kDeviceTag = uintptr_t{0x5A5A} << 48;
-constexpr uintptr_t kAddressMask = (uintptr_t{1} << 48) - 1;
-
-inline bool IsTaggedWord(uintptr_t word) { return (word & ~kAddressMask) == kDeviceTag; }
-// The host address of a (possibly tagged) pointer.
-inline void* Untag(const void* p) {
-  const uintptr_t u = reinterpret_cast<uintptr_t>(p);
-  return reinterpret_cast<void*>(IsTaggedWord(u) ? u & kAddressMask : u);
-}
 
 // How long a synchronising call waits before it gives up with an error.
 constexpr std::chrono::milliseconds kSyncDeadline{600000};

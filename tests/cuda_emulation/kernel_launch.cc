@@ -11,7 +11,6 @@
 #include <random>
 #include <thread>
 
-#include "tests/cuda_emulation/emulated_gpu.h"
 #include "tests/cuda_emulation/rendezvous.h"
 
 namespace zerofit::cuda_emulation {
@@ -120,8 +119,7 @@ class BlockState {
 
 class Grid {
  public:
-  Grid(dim3 grid, dim3 block) : grid_(grid), block_(block) {
-    threads_ = block.x * block.y * block.z;
+  Grid(dim3 grid, dim3 block) : grid_(grid), threads_(block.x * block.y * block.z) {
     fault_ = [this](std::string why) {
       std::lock_guard<std::mutex> lock(mu_);
       if (first_fault_.empty()) first_fault_ = std::move(why);
@@ -172,8 +170,8 @@ class Grid {
     return r;
   }
 
-  const dim3 grid_, block_;
-  unsigned threads_ = 0;
+  const dim3 grid_;
+  const unsigned threads_;
   FaultSink fault_;
   std::mutex mu_;
   std::map<size_t, Record> records_;
@@ -225,8 +223,6 @@ void RunThread(Grid& grid, dim3 grid_shape, dim3 block_shape, unsigned thread,
 }
 
 }  // namespace
-
-uintptr_t UntagWord(uintptr_t word) { return IsTaggedWord(word) ? word & kAddressMask : word; }
 
 void SyncThreads(int line) { CurrentState().barrier().Arrive(line); }
 

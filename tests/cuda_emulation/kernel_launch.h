@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/cuda_emulation/device_functions.h"
+#include "tests/cuda_emulation/device_pointer.h"
 #include "tests/cuda_emulation/runtime_api.h"
 
 struct uint3 {
@@ -94,13 +95,10 @@ struct LaunchConfig {
   }
 };
 
-// The host address of a device pointer (emulated_gpu.h's tags), for the CUDA threads; `word` unchanged
-// when it is not one. Kernels get their arguments untagged.
-uintptr_t UntagWord(uintptr_t word);
-
-// Untags a kernel argument: a pointer, or the pointer-sized words of a struct (as AdamW8bitState's, whose
-// members are pointers: a word is untagged only when its top 16 bits are the tag, which no count, size or
-// pair of floats that zerofit's kernels take has). Adds each pointer to `pointers`, for Launch's check.
+// Untags a kernel argument (device_pointer.h: kernels get host addresses): a pointer, or the pointer-sized
+// words of a struct (as AdamW8bitState's, whose members are pointers: a word is untagged only when its top 16
+// bits are the tag, which no count, size or pair of floats that zerofit's kernels take has). Adds each
+// pointer to `pointers`, for Launch's check.
 template <typename T>
 void PrepareArgument(T& value, std::vector<const void*>* pointers) {
   if constexpr (std::is_pointer_v<T>) {
