@@ -18,7 +18,9 @@
 #include "core/status_macros.h"
 
 namespace zerofit::comm {
-namespace {
+// The queued operation, a member type of Impl: outside the anonymous namespace, so that Impl (declared in the
+// header) has no field of internal linkage (GCC's -Wsubobject-linkage in a unity build).
+namespace mpi_queue {
 
 enum class OpKind { kReduceScatter = 1, kAllGather, kAllReduce, kBroadcast, kBarrier };
 
@@ -69,6 +71,15 @@ struct Op {
   std::unique_ptr<device::Event> ready;
   std::shared_ptr<OpState> state = std::make_shared<OpState>();
 };
+
+}  // namespace mpi_queue
+
+namespace {
+
+using mpi_queue::Op;
+using mpi_queue::OpKind;
+using mpi_queue::OpKindName;
+using mpi_queue::OpState;
 
 class MpiWork final : public Work {
  public:

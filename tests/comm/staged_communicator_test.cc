@@ -133,7 +133,9 @@ TEST(StagedCommunicatorTest, InPlaceAllGatherNeverWritesThisRanksSlot) {
     for (size_t i = 0; i < n; ++i)
       ASSERT_EQ(all[r * n + i], -1.0f) << "round " << round << ": slot overwritten";
     for (int q = 0; q < w; ++q) {
-      if (q != r) ASSERT_EQ(all[q * n], static_cast<float>(round)) << "round " << round << " slot " << q;
+      if (q != r) {
+        ASSERT_EQ(all[q * n], static_cast<float>(round)) << "round " << round << " slot " << q;
+      }
     }
   }
 }

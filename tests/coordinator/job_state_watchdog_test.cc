@@ -56,7 +56,9 @@ TEST(JobStateWatchdogTest, AHungRankIsDetectedJustAfterTheFloorAndTheJobRestarts
   for (int64_t s = 21; s <= 70; ++s) {
     job.Wait(absl::Milliseconds(100), "step 21: all_gather #1");
     ASSERT_TRUE(job.machine.StepStarted(0, s, job.clock.Now()).ok());
-    if (s == 21) ASSERT_TRUE(job.machine.StepStarted(1, s, job.clock.Now()).ok());
+    if (s == 21) {
+      ASSERT_TRUE(job.machine.StepStarted(1, s, job.clock.Now()).ok());
+    }
     EXPECT_FALSE(job.machine.Tick(job.clock.Now())) << "step " << s << ": 5 s not passed";
   }
   job.Wait(absl::Milliseconds(100));  // 5.0 s since rank 1's request: not more than the limit yet

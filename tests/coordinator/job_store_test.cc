@@ -135,7 +135,7 @@ TEST(JobStoreTest, LogsAndMetricsResumeFromACursor) {
   EXPECT_EQ((*tail)[1].text, "line 4");
   for (int step = 1; step <= 3; ++step) {
     for (int rank = 0; rank < 2; ++rank) {
-      MetricRow m{step, rank, 0.7 - 0.1 * step, 0.5 + 0.1 * step, 1000.0, int64_t{1} << 30, absl::Now()};
+      MetricRow m{step, rank, 0.7 - 0.1 * step, 0.5 + 0.1 * step, 1000.0, int64_t{1} << 30, absl::Now(), {}};
       ASSERT_TRUE((*store)->AppendMetric("job-000001", m).ok());
     }
   }
@@ -295,7 +295,7 @@ TEST(JobStoreTest, NamedMetricsRoundTripAndOldMetricsTablesAreUpgraded) {
   }
   auto store = JobStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
-  MetricRow m{1, 0, 0.5, 0.75, 100.0, 2048, absl::Now()};
+  MetricRow m{1, 0, 0.5, 0.75, 100.0, 2048, absl::Now(), {}};
   m.named = {{"loss", 0.5}, {"lr", 1.0 / 3.0}, {"time/cpu_adamw_ms", 12.25}, {"reward/margin", -1e-300}};
   ASSERT_TRUE((*store)->AppendMetric("job-000001", m).ok());
   auto rows = (*store)->Metrics("job-000001");

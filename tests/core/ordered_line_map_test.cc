@@ -104,7 +104,7 @@ TEST(OrderedLineMapTest, AnOverlongLineStopsTheRunAtItsLineAfterTheLinesBeforeIt
 TEST(OrderedLineMapTest, ReadLineMatchesGetline) {
   // Lines around ReadLine's 16 KiB piece too.
   const std::string piece(16383, 'p');
-  for (const std::string text :
+  for (const std::string& text :
        {std::string(""), std::string("a"), std::string("a\n"), std::string("a\n\nb"),
         std::string("a\r\nb\n\n"), std::string("\n\n"), std::string(20000, 'a') + "\nb", piece + "\n" + piece,
         piece + piece + "\n", piece + "q\n\n"}) {
@@ -115,7 +115,9 @@ TEST(OrderedLineMapTest, ReadLineMatchesGetline) {
       ASSERT_TRUE(read.ok());
       const bool got = static_cast<bool>(std::getline(theirs, b));
       EXPECT_EQ(*read, got) << "'" << text << "' read " << i;
-      if (got) EXPECT_EQ(a, b);
+      if (got) {
+        EXPECT_EQ(a, b);
+      }
       EXPECT_EQ(ours.eof(), theirs.eof()) << "'" << text << "' read " << i;
       EXPECT_EQ(ours.fail(), theirs.fail()) << "'" << text << "' read " << i;
     }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "jobspec/job_plan.h"
@@ -163,7 +164,8 @@ TEST(TrainerFieldsTest, TheSftSectionReachesThePlanAndItsJson) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(std::string(refused.status().message()),
             "job.yaml:9: field 'sft': applies to task sft only, not reward");
-  for (const std::string& field : {"completion_only_loss: maybe", "assistant_only_loss: 1.5"}) {
+  for (const std::string& field :
+       std::vector<std::string>{"completion_only_loss: maybe", "assistant_only_loss: 1.5"}) {
     absl::StatusOr<JobSpec> typo = ParseJobSpec(Yaml("sft", "", "sft: {" + field + "}\n"), "job.yaml");
     ASSERT_FALSE(typo.ok()) << field;
     const std::string name = field.substr(0, field.find(':'));

@@ -23,7 +23,9 @@ TEST(HostlistTest, MalformedListsAreErrorsWithAPosition) {
                           "gpu[1-99999999]"}) {
     auto r = ExpandHostlist(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_NE(std::string(r.status().message()).find("position"), std::string::npos) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(std::string(r.status().message()).find("position"), std::string::npos) << bad;
+    }
   }
   EXPECT_EQ(std::string(ExpandHostlist("gpu[3-1]").status().message()),
             "host list 'gpu[3-1]' at position 4: range '3-1' runs backwards");

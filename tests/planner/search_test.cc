@@ -223,7 +223,9 @@ TEST(SearchTest, StepTimesPrintInAUnitTheirSizeNeeds) {
   EXPECT_EQ(table.find("0.000 s"), std::string::npos) << table;
   EXPECT_NE(table.find(" us/step = compute "), std::string::npos) << table;
   for (const std::string& line : plan->rejected) {
-    if (line.find("fits (") != std::string::npos) EXPECT_NE(line.find(" us vs "), std::string::npos) << line;
+    if (line.find("fits (") != std::string::npos) {
+      EXPECT_NE(line.find(" us vs "), std::string::npos) << line;
+    }
   }
 }
 

@@ -26,7 +26,9 @@ class CheckpointRotationTest : public ::testing::Test {
     const fs::path d = fs::path(dir_.path()) / name;
     fs::create_directories(d);
     std::ofstream(d / "data") << "x";
-    if (owner != nullptr) EXPECT_TRUE(core::WriteDirOwner(d.string(), *owner).ok());
+    if (owner != nullptr) {
+      EXPECT_TRUE(core::WriteDirOwner(d.string(), *owner).ok());
+    }
     return d;
   }
   test_support::TempDir dir_{"zerofit_rotation"};

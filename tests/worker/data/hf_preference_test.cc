@@ -104,7 +104,9 @@ TEST_F(HfPreferenceTest, EosIsAppendedToTextAloneAndTheReportSaysSo) {
       std::string::npos)
       << shown;
   for (const DataLint& l : report.lints) {
-    if (l.name.find("never hold the EOS") != std::string::npos) EXPECT_EQ(l.count, 0u) << l.name;
+    if (l.name.find("never hold the EOS") != std::string::npos) {
+      EXPECT_EQ(l.count, 0u) << l.name;
+    }
   }
   const std::string only_chat = FormatDataReport(
       BuildDataReport({(*pairs)[1]}, tok_->expectations(), options_), "c.jsonl", /*json=*/false);
@@ -121,7 +123,9 @@ TEST_F(HfPreferenceTest, EosIsAppendedToTextAloneAndTheReportSaysSo) {
   EXPECT_EQ(cut[0].chosen, Ids(turn.begin(), turn.begin() + 2));
   EXPECT_TRUE(cut[0].chat_rendered);
   for (const DataLint& l : truncated.lints) {
-    if (l.name.find("lose their EOS") != std::string::npos) EXPECT_EQ(l.count, 2u) << "chosen and rejected";
+    if (l.name.find("lose their EOS") != std::string::npos) {
+      EXPECT_EQ(l.count, 2u) << "chosen and rejected";
+    }
   }
 }
 

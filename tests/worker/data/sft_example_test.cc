@@ -139,7 +139,9 @@ TEST(SftExampleTest, TheDataReportCountsExamplesAndLintsNoRejectedResponse) {
   EXPECT_TRUE(cut[1].rejected.empty());
   for (const DataLint& l : r.lints) {
     EXPECT_EQ(l.name.find("rejected"), std::string::npos) << l.name;
-    if (l.name.find("lose their EOS") != std::string::npos) EXPECT_EQ(l.count, 1u) << "the completion only";
+    if (l.name.find("lose their EOS") != std::string::npos) {
+      EXPECT_EQ(l.count, 1u) << "the completion only";
+    }
   }
   // Scored after truncation: "def" of [BOS]bc|def (EOS cut), "xy" + EOS of [BOS]|xy, and p, r and EOS of
   // [BOS]x|pqr: 9 of 6 + 4 + 6 tokens.

@@ -76,7 +76,9 @@ TEST_F(TrainingDataTest, ChatLinesUseTheTemplateAndItsBos) {
   EXPECT_EQ(d->train[0].prompt, Cat({kCharBos}, CharIds("user: 1+1=\nassistant: ")));
   EXPECT_EQ(d->train[0].chosen, CharIds("2\n")) << "no EOS after a chat rendering, as in TRL";
   for (const DataLint& l : d->report.lints) {
-    if (l.name.find("BOS") != std::string::npos) EXPECT_EQ(l.count, 0u) << l.name;
+    if (l.name.find("BOS") != std::string::npos) {
+      EXPECT_EQ(l.count, 0u) << l.name;
+    }
   }
   DataSource forced = Source(train);
   forced.add_bos = true;
@@ -109,16 +111,22 @@ TEST_F(TrainingDataTest, SftConversationsKeepTheTemplatesBos) {
       << "no EOS after a chat rendering, as in TRL";
   EXPECT_TRUE(d->train[0].rejected.empty());
   for (const DataLint& l : d->report.lints) {
-    if (l.name.find("BOS") != std::string::npos) EXPECT_EQ(l.count, 0u) << l.name;
+    if (l.name.find("BOS") != std::string::npos) {
+      EXPECT_EQ(l.count, 0u) << l.name;
+    }
     // This template writes no eos_token: the model would never learn to stop, and the lint says so.
-    if (l.name.find("never hold the EOS") != std::string::npos) EXPECT_EQ(l.count, 1u) << l.name;
+    if (l.name.find("never hold the EOS") != std::string::npos) {
+      EXPECT_EQ(l.count, 1u) << l.name;
+    }
   }
   EXPECT_EQ(d->report.chat_rendered, 1u);
   s.add_bos = true;
   auto doubled = LoadTrainingData(s, config_, 64);
   ASSERT_TRUE(doubled.ok()) << doubled.status();
   for (const DataLint& l : doubled->report.lints) {
-    if (l.name == "prompts starting with a doubled BOS") EXPECT_EQ(l.count, 1u);
+    if (l.name == "prompts starting with a doubled BOS") {
+      EXPECT_EQ(l.count, 1u);
+    }
   }
 }
 

@@ -364,7 +364,9 @@ TEST(WorkerLoopTest, PreemptionCheckpointsTheStepBeforeTheStopStepOnEveryRank) {
   Harness h(/*world=*/2, /*steps=*/9);
   FakeSession::Behaviour preempt;
   preempt.during_step = [&](int rank, int64_t step) {
-    if (rank == 0 && step == 3) ASSERT_EQ(*h.server->coordinator().Preempt(h.job, "test"), 4);
+    if (rank == 0 && step == 3) {
+      ASSERT_EQ(*h.server->coordinator().Preempt(h.job, "test"), 4);
+    }
   };
   for (const auto& r : h.Attempt(2, preempt)) {
     ASSERT_TRUE(r.ok()) << r.status();
@@ -384,7 +386,9 @@ TEST(WorkerLoopTest, CancelStopsAtTheNextStepBoundaryWithoutWritingAnything) {
   Harness h(/*world=*/1, /*steps=*/9);
   FakeSession::Behaviour cancel;
   cancel.during_step = [&](int, int64_t step) {
-    if (step == 3) ASSERT_TRUE(h.server->coordinator().Cancel(h.job, "test").ok());
+    if (step == 3) {
+      ASSERT_TRUE(h.server->coordinator().Cancel(h.job, "test").ok());
+    }
   };
   auto r = h.Attempt(1, cancel);
   ASSERT_TRUE(r[0].ok() && *r[0] == 0) << r[0].status();

@@ -70,7 +70,8 @@ TEST(RolloutScorerTest, EachCompletionIsDecodedOnceForEveryAnswerSource) {
   const std::vector<RewardSourceOptions> sources = {Answer("exact", rewards::AnswerRule::kExact, 1.0),
                                                     Answer("last", rewards::AnswerRule::kLastNumber, 0.5)};
   // "42" + EOS: both match; "1:42": only the last number matches; "7": neither.
-  const std::vector<Completion> completions = {{{4, 2, 11}, false}, {{1, 10, 4, 2}, true}, {{7}, true}};
+  const std::vector<Completion> completions = {
+      {{4, 2, 11}, false, {}}, {{1, 10, 4, 2}, true, {}}, {{7}, true, {}}};
   absl::StatusOr<ScoredRollout> scored = ScoreAgainst42(sources, tok, completions);
   ASSERT_TRUE(scored.ok()) << scored.status();
   EXPECT_EQ(tok->decodes.load(), 3);
@@ -90,7 +91,8 @@ TEST(RolloutScorerTest, AFormatSourceScoresTheDecodedTextWhateverTheAnswer) {
   const std::vector<RewardSourceOptions> sources = {format,
                                                     Answer("exact", rewards::AnswerRule::kExact, 1.0)};
   // "1:42" + EOS: the format only; "42": the answer only; ":": neither.
-  const std::vector<Completion> completions = {{{1, 10, 4, 2, 11}, false}, {{4, 2}, true}, {{10}, true}};
+  const std::vector<Completion> completions = {
+      {{1, 10, 4, 2, 11}, false, {}}, {{4, 2}, true, {}}, {{10}, true, {}}};
   absl::StatusOr<ScoredRollout> scored = ScoreAgainst42(sources, tok, completions);
   ASSERT_TRUE(scored.ok()) << scored.status();
   EXPECT_EQ(tok->decodes.load(), 3);
@@ -161,7 +163,7 @@ TEST(RolloutScorerTest, ARewardModelReadsAChatCompletionAsTheTemplateWritesTheRe
   data::Prompt text;
   text.ids = {data::testing::kCharBos};
   for (int32_t id : ids("2+3=")) text.ids.push_back(id);
-  const Completion five{{ids("5")[0], data::testing::kCharEos}, false};
+  const Completion five{{ids("5")[0], data::testing::kCharEos}, false, {}};
   absl::StatusOr<ScoredRollout> scored = (*scorer)->Score({&chat, &text}, {five, five});
   ASSERT_TRUE(scored.ok()) << scored.status();
 
