@@ -83,6 +83,15 @@ function(zerofit_use_cuda_emulation target)
   target_compile_options(${target} PRIVATE -ffp-contract=off)
 endfunction()
 
+# zerofit_add_emulated_cuda_library(<name> <file.cu>...): a static library of those kernels as C++ on the
+# emulated GPU, compiled from the source root as nvcc compiles them, with the emulation for it and its users.
+function(zerofit_add_emulated_cuda_library name)
+  zerofit_emulated_cuda_sources(sources ${ARGN})
+  add_library(${name} STATIC ${sources})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  zerofit_use_cuda_emulation(${name})
+endfunction()
+
 if(ZEROFIT_CUDA_EMULATION)
   _zerofit_write_capped_headers()
 endif()

@@ -12,6 +12,7 @@ set(_zf_device_kernels
 if(ZEROFIT_HAVE_CUDA)
   add_library(zerofit_device_cuda STATIC ${_zf_device_kernels})
   target_link_libraries(zerofit_device_cuda PUBLIC CUDA::cudart)
+  target_include_directories(zerofit_device_cuda PRIVATE ${PROJECT_SOURCE_DIR})
   # The directory's -Wall/-Wextra are host-compiler flags that nvcc rejects: hand them to it via -Xcompiler.
   # No --use_fast_math and no -ftz: the kernels' IEEE intrinsics and denormals must match the host references.
   set_property(TARGET zerofit_device_cuda PROPERTY COMPILE_OPTIONS "")
@@ -20,12 +21,9 @@ if(ZEROFIT_HAVE_CUDA)
   target_link_libraries(zerofit_device PUBLIC CUDA::cudart)
 else()
   # The same kernels as C++ on the emulated GPU (cmake/ZerofitCudaEmulation.cmake).
-  zerofit_emulated_cuda_sources(_zf_emulated ${_zf_device_kernels})
-  add_library(zerofit_device_cuda STATIC ${_zf_emulated})
-  zerofit_use_cuda_emulation(zerofit_device_cuda)
+  zerofit_add_emulated_cuda_library(zerofit_device_cuda ${_zf_device_kernels})
   zerofit_use_cuda_emulation(zerofit_device)
 endif()
-target_include_directories(zerofit_device_cuda PRIVATE ${PROJECT_SOURCE_DIR})
 
 target_sources(zerofit_device PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/cuda_device.cc
