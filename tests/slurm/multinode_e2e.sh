@@ -37,6 +37,8 @@
 #        [path/to/zerofit_worker_faults]
 #   PARTS: the letters to run (default abcde; (a) runs always: the others compare with it). The fault worker
 #   (part e) defaults to the one next to zerofit_worker.
+#   ZF_TMP: the folder of its working directory (default /tmp); ZF_KEEP=1 keeps that directory
+#   (tests/slurm/loop_multinode_e2e.sh uses both).
 set -u
 Z=$(realpath "$1")
 GEN=$(realpath "$2")
@@ -80,7 +82,7 @@ if ! unshare --net --uts --mount true 2> /dev/null || ! ip link add zfprobe$$ ty
   exit 77
 fi
 ip link del "zfprobe$$"
-D=$(mktemp -d /tmp/zerofit-multinode-XXXXXX)
+D=$(mktemp -d "${ZF_TMP:-/tmp}/zerofit-multinode-XXXXXX")
 cleanup() {
   SLURM_CONF="$D/cluster/slurm.conf" scancel --full --quiet -u root 2> /dev/null
   [ -n "${SERVE_PID:-}" ] && kill -9 "$SERVE_PID" 2> /dev/null
