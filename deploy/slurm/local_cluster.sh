@@ -14,7 +14,8 @@
 #       or a real network, do not clash); nodes node1..nodeN, each with a network namespace bound to
 #       DIR/ns/nodeI.net, a veth pair (zf<X>n<I> on the bridge, eth0 = 10.231.<X>.(10+I) inside), its own host
 #       name (UTS namespace) and DIR/hosts bind-mounted over /etc/hosts in a mount namespace of its own (the
-#       machine's /etc/hosts is never touched); one slurmd per node (`slurmd -N nodeI`, per-node spool, pid
+#       machine's /etc/hosts is never touched), where /dev/shm is the node's own too
+#       (/dev/shm/zerofit-cluster-<X>/nodeI); one slurmd per node (`slurmd -N nodeI`, per-node spool, pid
 #       file and log through %n). slurmctld and munged run in the root namespace as in the one-node mode;
 #       slurmctld listens on the bridge address, which the nodes reach.
 #   deploy/slurm/local_cluster.sh exec DIR NODE CMD...   # CMD on nodeI (its net/UTS/mount namespaces), or on
@@ -172,17 +173,28 @@ pick_subnet() {
 }
 
 # in_node I CMD...: CMD in nodeI's network namespace, with a UTS namespace (host name nodeI) and a mount
-# namespace of its own (both end with the last process in them): DIR/hosts over /etc/hosts, and DIR/tmp/nodeI
+# namespace of its own (both end with the last process in them): DIR/hosts over /etc/hosts, DIR/tmp/nodeI
 # over DIR/nodetmp, the cluster's TmpFS, so that each node has a temporary directory of its own as real nodes
-# do (Slurm's PMIx plugin makes /tmp-like directories named by job and step only, which nodes would share).
+# do (Slurm's PMIx plugin makes /tmp-like directories named by job and step only, which nodes would share),
+# and a shared-memory folder of its own over /dev/shm (node_shm): Open MPI names its shared-memory segments
+# there by host name and job id, and the job id is a hash of Slurm's job and step ids, which repeat in a
+# requeued job and in every new cluster. Sharing the machine's /dev/shm, two clusters' same-numbered steps
+# opened each other's segments: ranks crashed on the other job's fragments, or hung (BENCHMARKS.md, "Local
+# clusters side by side, and a crash inside MPI_Init"); a killed node's segments waited there for its next
+# step of the same ids. A real node has its own /dev/shm, emptied when it boots.
 # shellcheck disable=SC2016  # the inner script's $1.. are its own arguments
 in_node() {
   local i=$1
   shift
   nsenter --net="$dir/ns/node$i.net" unshare --uts --mount --propagation private -- \
-    bash -c 'mount --bind "$1" /etc/hosts && mount --bind "$2" "$3" && hostname "$4" && shift 4 && exec "$@"' \
-    in_node "$dir/hosts" "$dir/tmp/node$i" "$dir/nodetmp" "node$i" "$@"
+    bash -c 'mount --bind "$1" /etc/hosts && mount --bind "$2" "$3" && mount --bind "$4" /dev/shm &&
+             hostname "$5" && shift 5 && exec "$@"' \
+    in_node "$dir/hosts" "$dir/tmp/node$i" "$dir/nodetmp" "$(node_shm "$i")" "node$i" "$@"
 }
+
+# nodeI's /dev/shm: a folder in the machine's (tmpfs, as /dev/shm is), named by the cluster's bridge number,
+# which no other running cluster has.
+node_shm() { echo "/dev/shm/zerofit-cluster-$(net_x)/node$1"; }
 
 # The pids of every process in nodeI's network namespace (its slurmd, step daemons, ranks...).
 node_pids() {
@@ -207,16 +219,17 @@ kill_node() {
   return 1
 }
 
-# A node that starts is a node that booted: nothing of it runs, its temporary directory starts empty and its
-# spool holds no PMIx directories or sockets of dead step daemons (a killed node leaves them behind, in TmpFS
+# A node that starts is a node that booted: nothing of it runs, its temporary directory and /dev/shm start
+# empty and its spool holds no PMIx directories or sockets of dead step daemons (a killed node leaves them behind, in TmpFS
 # and in the spool, and a requeued job keeps its id: its step 0 would find them and fail to launch there).
 start_slurmd() {  # start_slurmd I
   [[ ! -e "$dir/ns/node$1.net" || -z "$(node_pids "$1")" ]] ||
     { echo "node$1 still runs processes ($(node_pids "$1" | tr '\n' ' ')): kill-node it first" >&2; exit 1; }
-  rm -rf "$dir/tmp/node$1"
+  rm -rf "$dir/tmp/node$1" "$(node_shm "$1")"
   rm -rf "$dir/spool/node$1"/pmix.*
   [[ ! -d "$dir/spool/node$1" ]] || find "$dir/spool/node$1" -type s -delete
-  mkdir -p "$dir/spool/node$1" "$dir/tmp/node$1" "$dir/nodetmp"
+  mkdir -p "$dir/spool/node$1" "$dir/tmp/node$1" "$dir/nodetmp" "$(node_shm "$1")"
+  chmod 1777 "$(node_shm "$1")"
   in_node "$1" slurmd -f "$dir/slurm.conf" -N "node$1"
 }
 
@@ -288,7 +301,7 @@ stop_nodes() {
     ip link del "zf${x}n$i" 2>/dev/null || true  # usually gone with its namespace
   done
   ip link del "zfbr$x" 2>/dev/null || true
-  rm -rf "$dir/net" "$dir/ns" "$dir/tmp" "$dir/nodetmp"
+  rm -rf "$dir/net" "$dir/ns" "$dir/tmp" "$dir/nodetmp" "/dev/shm/zerofit-cluster-$x"
 }
 
 stop_all() {
