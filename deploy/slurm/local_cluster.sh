@@ -192,9 +192,10 @@ in_node() {
     in_node "$dir/hosts" "$dir/tmp/node$i" "$dir/nodetmp" "$(node_shm "$i")" "node$i" "$@"
 }
 
-# nodeI's /dev/shm: a folder in the machine's (tmpfs, as /dev/shm is), named by the cluster's bridge number,
-# which no other running cluster has.
-node_shm() { echo "/dev/shm/zerofit-cluster-$(net_x)/node$1"; }
+# The cluster's shared-memory folders: one per node in the machine's /dev/shm (tmpfs, as /dev/shm is), named
+# by the cluster's bridge number, which no other running cluster has.
+cluster_shm() { echo "/dev/shm/zerofit-cluster-$(net_x)"; }
+node_shm() { echo "$(cluster_shm)/node$1"; }
 
 # The pids of every process in nodeI's network namespace (its slurmd, step daemons, ranks...).
 node_pids() {
@@ -220,8 +221,9 @@ kill_node() {
 }
 
 # A node that starts is a node that booted: nothing of it runs, its temporary directory and /dev/shm start
-# empty and its spool holds no PMIx directories or sockets of dead step daemons (a killed node leaves them behind, in TmpFS
-# and in the spool, and a requeued job keeps its id: its step 0 would find them and fail to launch there).
+# empty and its spool holds no PMIx directories or sockets of dead step daemons (a killed node leaves them
+# behind, in TmpFS and in the spool, and a requeued job keeps its id: its step 0 would find them and fail to
+# launch there).
 start_slurmd() {  # start_slurmd I
   [[ ! -e "$dir/ns/node$1.net" || -z "$(node_pids "$1")" ]] ||
     { echo "node$1 still runs processes ($(node_pids "$1" | tr '\n' ' ')): kill-node it first" >&2; exit 1; }
@@ -301,7 +303,7 @@ stop_nodes() {
     ip link del "zf${x}n$i" 2>/dev/null || true  # usually gone with its namespace
   done
   ip link del "zfbr$x" 2>/dev/null || true
-  rm -rf "$dir/net" "$dir/ns" "$dir/tmp" "$dir/nodetmp" "/dev/shm/zerofit-cluster-$x"
+  rm -rf "$(cluster_shm)" "$dir/net" "$dir/ns" "$dir/tmp" "$dir/nodetmp"
 }
 
 stop_all() {
